@@ -1,0 +1,89 @@
+//! `Plan → timely dataflow`: one operator per node, wired by the plan's edges.
+//!
+//! The compiler knows the graph's structure, not what nodes do: it asks a [`NodeFactory`] (the
+//! `weir-operators` crate) to build each node's operator, and places the structural operators of
+//! [`crate::dataflow`] itself: the ingress, a join in front of every fan-in node and of the egress
+//! when outputs come from several nodes, and the egress. Every node stream is cloned for each
+//! reader (timely streams fan out by themselves). Errors of every node flow to the egress.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use timely::dataflow::operators::Concatenate;
+use timely::dataflow::Scope;
+
+use crate::dataflow::egress::{egress, ReplyTable};
+use crate::dataflow::join::join_by_request;
+use crate::dataflow::{BatchStream, ErrorStream};
+use crate::lineage::INGRESS;
+use crate::plan::{Plan, PlannedNode};
+
+/// Errors building a node's operator (the environment, never the spec).
+#[derive(Debug, thiserror::Error)]
+#[error("node `{node}`: {message}")]
+pub struct CompileError {
+    /// The node.
+    pub node: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Builds node operators. Implemented by `weir-operators`; shared by every worker of a process.
+pub trait NodeFactory: Send + Sync + 'static {
+    /// Builds the operator for `node` reading `input`; returns its output and error streams.
+    ///
+    /// # Errors
+    /// When the node cannot run here (its executor is missing, say).
+    fn build<'s>(
+        &self,
+        node: &PlannedNode,
+        input: BatchStream<'s>,
+    ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError>;
+}
+
+/// Compiles `plan` into `scope`, reading requests from `ingress` and answering through `replies`.
+///
+/// # Errors
+/// The first [`CompileError`] a node factory returns.
+pub fn compile<'s>(
+    plan: &Plan,
+    scope: Scope<'s, u64>,
+    ingress: BatchStream<'s>,
+    factory: &dyn NodeFactory,
+    replies: Arc<ReplyTable>,
+) -> Result<(), CompileError> {
+    let mut streams: HashMap<u32, BatchStream<'s>> = HashMap::new();
+    streams.insert(INGRESS, ingress);
+    let mut errors: Vec<ErrorStream<'s>> = Vec::new();
+    let upstream = |streams: &HashMap<u32, BatchStream<'s>>, ids: &[u32], name: &str| {
+        let inputs: Vec<BatchStream<'s>> = ids
+            .iter()
+            .filter_map(|id| streams.get(id).cloned())
+            .collect();
+        if inputs.len() == 1 {
+            inputs.into_iter().next()
+        } else if inputs.len() == ids.len() {
+            Some(join_by_request(scope, name, inputs))
+        } else {
+            None
+        }
+    };
+    for node in &plan.nodes {
+        let input =
+            upstream(&streams, &node.producer_ids, &node.node.id).ok_or_else(|| CompileError {
+                node: node.node.id.clone(),
+                message: "a producer has no stream (plan out of topological order)".into(),
+            })?;
+        let (out, err) = factory.build(node, input)?;
+        streams.insert(node.lineage_id, out);
+        errors.push(err);
+    }
+    let final_stream =
+        upstream(&streams, &plan.output_producer_ids(), "egress").ok_or_else(|| CompileError {
+            node: "egress".into(),
+            message: "an output producer has no stream".into(),
+        })?;
+    let errors = scope.concatenate(errors);
+    egress(final_stream, errors, plan.outputs.clone(), replies);
+    Ok(())
+}

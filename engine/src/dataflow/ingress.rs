@@ -1,0 +1,143 @@
+//! The ingress: requests handed over by [`crate::runtime::GraphRuntime`] become one batch per epoch.
+//!
+//! Each timely worker has its own ingress channel; the runtime spreads requests over them and wakes
+//! the worker with a `SyncActivator`. On each activation the source drains what is waiting (up to
+//! `max_batch_rows`), emits it as one batch at the current epoch and moves its capability to the next
+//! epoch, so the frontier past epoch `e` means every request of `e` has been answered. When the runtime
+//! drops the channel the source drops its capability and the dataflow winds down.
+
+use std::sync::Arc;
+
+use arrow_array::UInt64Array;
+use crossbeam_channel::{Receiver, TryRecvError};
+use timely::dataflow::operators::generic::operator::source;
+use timely::dataflow::Scope;
+use timely::scheduling::SyncActivator;
+use tracing::error;
+
+use super::egress::ReplyTable;
+use crate::request::RequestError;
+
+use super::BatchStream;
+use crate::batch::{Batch, TensorColumn};
+use crate::lineage::{LineageBuilder, LineageEntry, CLIENT, INGRESS};
+use crate::tensor::{Tensor, TensorData};
+use crate::validate::GraphInput;
+
+/// A request that passed admission: its id and one tensor per graph input, in the graph's order.
+#[derive(Debug)]
+pub struct AdmittedRequest {
+    /// weir's id.
+    pub id: u64,
+    /// Tensors, already checked against the graph inputs' types.
+    pub inputs: Vec<Tensor>,
+}
+
+/// Builds the ingress source; hands its activator to `register`.
+pub fn ingress<'s>(
+    scope: Scope<'s, u64>,
+    inputs: Vec<GraphInput>,
+    requests: Receiver<AdmittedRequest>,
+    max_batch_rows: usize,
+    replies: Arc<ReplyTable>,
+    register: impl FnOnce(SyncActivator),
+) -> BatchStream<'s> {
+    source(scope, "ingress", move |cap, info| {
+        register(scope.worker().sync_activator_for(info.address.to_vec()));
+        let again = scope.activator_for(info.address.clone());
+        let mut cap = Some(cap);
+        let names: Vec<Arc<str>> = inputs.iter().map(|i| Arc::from(i.name.as_str())).collect();
+        let mut pending = Vec::with_capacity(max_batch_rows);
+        move |output| {
+            let Some(c) = cap.as_mut() else { return };
+            let mut closed = false;
+            while pending.len() < max_batch_rows {
+                match requests.try_recv() {
+                    Ok(r) => pending.push(r),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if !pending.is_empty() {
+                let epoch = *c.time();
+                match build_batch(&names, &inputs, &pending, epoch) {
+                    Ok(batch) => output.session(&*c).give(batch),
+                    Err(e) => {
+                        // Admission checked every tensor, so this is a bug; answer, never drop.
+                        error!(error = %e, "Ingress could not build a batch from admitted requests.");
+                        let err = Arc::new(RequestError::Node {
+                            node: "ingress".into(),
+                            message: e.to_string(),
+                        });
+                        for r in &pending {
+                            replies.answer(r.id, Err(err.as_ref().clone()));
+                        }
+                    }
+                }
+                pending.clear();
+                c.downgrade(&(epoch + 1));
+                if !closed && !requests.is_empty() {
+                    // More is waiting beyond max_batch_rows: run again.
+                    again.activate();
+                }
+            }
+            if closed && requests.is_empty() {
+                cap = None;
+            }
+        }
+    })
+}
+
+fn build_batch(
+    names: &[Arc<str>],
+    inputs: &[GraphInput],
+    pending: &[AdmittedRequest],
+    epoch: u64,
+) -> Result<Batch, crate::batch::BatchError> {
+    let rows = pending.len();
+    let mut lineage = LineageBuilder::with_capacity(rows, 1);
+    let ids: Vec<u64> = pending.iter().map(|r| r.id).collect();
+    for &id in &ids {
+        lineage.push_entry(LineageEntry {
+            pred_node: CLIENT,
+            pred_seq: id,
+            node: INGRESS,
+            seq: epoch,
+        });
+        lineage.finish_row();
+    }
+    let mut columns = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        let shape: Vec<usize> = input
+            .ty
+            .shape
+            .iter()
+            .map(|d| match d {
+                crate::tensor::Dim::Fixed(n) => *n,
+                crate::tensor::Dim::Dynamic => 0,
+            })
+            .collect();
+        let data = match input.ty.dtype {
+            crate::tensor::DType::F32 => TensorData::F32(
+                pending
+                    .iter()
+                    .flat_map(|r| r.inputs[i].as_f32().unwrap_or(&[]).iter().copied())
+                    .collect(),
+            ),
+            crate::tensor::DType::I64 => TensorData::I64(
+                pending
+                    .iter()
+                    .flat_map(|r| r.inputs[i].as_i64().unwrap_or(&[]).iter().copied())
+                    .collect(),
+            ),
+        };
+        columns.push((
+            names[i].clone(),
+            TensorColumn::from_data(&input.name, shape, rows, data)?,
+        ));
+    }
+    Batch::new(UInt64Array::from(ids), lineage.finish(), columns)
+}

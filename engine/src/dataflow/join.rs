@@ -1,0 +1,179 @@
+//! The join: merges rows of several producers by request id, for fan-in nodes and the egress.
+//!
+//! A request's rows from every producer carry the same epoch (every operator emits at the time of
+//! its input), so the join keeps per-epoch state: the batches seen and, per request, which producer's
+//! row it has. A request whose rows are all in is emitted at once, as one row holding every
+//! producer's tensor columns and the union of their lineage. When the frontier of every input has
+//! passed an epoch, no more rows can come for it: a request still incomplete there lost a branch to
+//! an error, which that branch already sent to the egress, so its partial row is dropped (and
+//! counted). The capability for an epoch is held until then, which keeps the frontier honest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_array::{Array, FixedSizeListArray, UInt64Array};
+use arrow_select::interleave::interleave;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::Scope;
+use tracing::{debug, error};
+
+use super::BatchStream;
+use crate::batch::{Batch, BatchError, TensorColumn};
+use crate::lineage::{LineageBuilder, LineageView};
+
+/// Per-epoch join state.
+struct Epoch {
+    cap: Capability<u64>,
+    /// Batches received at this epoch, with the input they came on.
+    batches: Vec<(usize, Batch)>,
+    /// Request id → per input, (index into `batches`, row).
+    partial: HashMap<u64, Vec<Option<(usize, usize)>>>,
+    /// Requests complete and not yet emitted.
+    complete: Vec<(u64, Vec<(usize, usize)>)>,
+}
+
+/// Joins `inputs` by request id into one stream.
+pub fn join_by_request<'s>(
+    scope: Scope<'s, u64>,
+    name: &str,
+    inputs: Vec<BatchStream<'s>>,
+) -> BatchStream<'s> {
+    let n = inputs.len();
+    let mut builder = OperatorBuilder::new(format!("join/{name}"), scope);
+    let mut handles: Vec<_> = inputs
+        .into_iter()
+        .map(|s| builder.new_input(s, Pipeline))
+        .collect();
+    let (output, stream) = builder.new_output();
+    let mut output = OutputBuilder::<u64, CapacityContainerBuilder<Vec<Batch>>>::from(output);
+    let label = name.to_string();
+    builder.build(move |_caps| {
+        let mut epochs: BTreeMap<u64, Epoch> = BTreeMap::new();
+        move |frontiers| {
+            for (input, handle) in handles.iter_mut().enumerate() {
+                handle.for_each(|cap, data| {
+                    let Some(time) = cap.least().copied() else { return };
+                    let epoch = epochs.entry(time).or_insert_with(|| Epoch {
+                        cap: cap.delayed(&time, 0),
+                        batches: Vec::new(),
+                        partial: HashMap::new(),
+                        complete: Vec::new(),
+                    });
+                    for batch in data.drain(..) {
+                        let b = epoch.batches.len();
+                        for (row, &id) in batch.request_ids().iter().enumerate() {
+                            let parts = epoch.partial.entry(id).or_insert_with(|| vec![None; n]);
+                            parts[input] = Some((b, row));
+                            if parts.iter().all(Option::is_some) {
+                                let parts = epoch.partial.remove(&id).unwrap_or_default();
+                                epoch.complete.push((id, parts.into_iter().flatten().collect()));
+                            }
+                        }
+                        epoch.batches.push((input, batch));
+                    }
+                });
+            }
+            let mut out = output.activate();
+            let mut finished = Vec::new();
+            for (time, epoch) in epochs.iter_mut() {
+                if !epoch.complete.is_empty() {
+                    let rows = std::mem::take(&mut epoch.complete);
+                    match merge_rows(&epoch.batches, &rows, n) {
+                        Ok(batch) => out.session(&epoch.cap).give(batch),
+                        Err(e) => error!(join = %label, error = %e, "Join could not merge rows; they were dropped."),
+                    }
+                }
+                let done = frontiers.iter().all(|f| !f.less_equal(time));
+                if done {
+                    if !epoch.partial.is_empty() {
+                        debug!(join = %label, rows = epoch.partial.len(), "Dropped partial rows of requests that failed on another branch.");
+                    }
+                    finished.push(*time);
+                }
+            }
+            for t in finished {
+                epochs.remove(&t);
+            }
+        }
+    });
+    stream
+}
+
+/// One batch from complete rows: request ids, merged lineage, every input's tensor columns.
+fn merge_rows(
+    batches: &[(usize, Batch)],
+    rows: &[(u64, Vec<(usize, usize)>)],
+    inputs: usize,
+) -> Result<Batch, BatchError> {
+    let ids = UInt64Array::from(rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+    let views: Vec<LineageView<'_>> = batches
+        .iter()
+        .map(|(_, b)| LineageView::new(b.lineage()))
+        .collect();
+    let mut lineage = LineageBuilder::with_capacity(rows.len(), 4);
+    for (_, parts) in rows {
+        let mut seen = Vec::new();
+        for &(b, row) in parts {
+            for e in views[b].row(row) {
+                if !seen.contains(&e) {
+                    seen.push(e);
+                    lineage.push_entry(e);
+                }
+            }
+        }
+        lineage.finish_row();
+    }
+    let mut columns = Vec::new();
+    for input in 0..inputs {
+        // Every batch of one input has the same columns; take the names from the first one used.
+        let Some(&(first_b, _)) = rows.first().map(|(_, p)| &p[input]) else {
+            continue;
+        };
+        for (name, first_col) in batches[first_b].1.tensors() {
+            let mut sources: Vec<usize> = Vec::new();
+            let mut indices = Vec::with_capacity(rows.len());
+            for (_, parts) in rows {
+                let (b, row) = parts[input];
+                let s = match sources.iter().position(|&x| x == b) {
+                    Some(s) => s,
+                    None => {
+                        sources.push(b);
+                        sources.len() - 1
+                    }
+                };
+                indices.push((s, row));
+            }
+            let arrays: Vec<&dyn Array> = sources
+                .iter()
+                .map(|&b| {
+                    batches[b]
+                        .1
+                        .tensor(name)
+                        .map(|c| c.array() as &dyn Array)
+                        .ok_or_else(|| BatchError::BadColumn {
+                            column: name.to_string(),
+                            problem: "missing from a batch of the same input".into(),
+                        })
+                })
+                .collect::<Result<_, _>>()?;
+            let merged = interleave(&arrays, &indices)?;
+            let merged = merged
+                .as_any()
+                .downcast_ref::<FixedSizeListArray>()
+                .ok_or_else(|| BatchError::BadColumn {
+                    column: name.to_string(),
+                    problem: "interleave changed the column type".into(),
+                })?
+                .clone();
+            columns.push((
+                Arc::clone(name),
+                TensorColumn::from_array(name, first_col.shape().to_vec(), merged)?,
+            ));
+        }
+    }
+    Batch::new(ids, lineage.finish(), columns)
+}

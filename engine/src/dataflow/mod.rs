@@ -1,0 +1,18 @@
+//! The structural operators every compiled graph has, whatever its node kinds: the ingress that
+//! turns requests into batches, the join that merges branches by request id, and the egress that
+//! answers each request once. Node-kind operators live in the `weir-operators` crate.
+
+pub mod egress;
+pub mod ingress;
+pub mod join;
+
+use timely::dataflow::Stream;
+
+use crate::batch::Batch;
+use crate::request::RowError;
+
+/// A stream of request batches, timestamped with ingestion epochs.
+pub type BatchStream<'s> = Stream<'s, u64, Vec<Batch>>;
+
+/// A stream of per-request errors.
+pub type ErrorStream<'s> = Stream<'s, u64, Vec<RowError>>;

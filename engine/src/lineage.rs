@@ -1,0 +1,268 @@
+//! Causal lineage: the `lineage` column every batch carries, one list of entries per request.
+//!
+//! Each hop appends, for every predecessor the row came from, an entry `(pred_node, pred_seq, node,
+//! seq)`: "this row left `pred_node` in its batch `pred_seq` and was processed by `node` in its batch
+//! `seq`" (HAMS, Algorithm 1; see `../shared/notes/hams.md` §2). The ingress writes the first entry,
+//! with `pred_node` = [`CLIENT`] and `pred_seq` = the request id. Node ids are the plan's lineage ids
+//! (`0` is the ingress); `seq` numbers are unique per node within a process.
+//!
+//! The column is an Arrow `List<Struct<pred_node: u32, pred_seq: u64, node: u32, seq: u64>>`. This
+//! module builds it column-wise (offsets plus four child vectors), so a hop costs one pass over the
+//! entries, not one allocation per row.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, ListArray, StructArray, UInt32Array, UInt64Array};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field, Fields};
+
+/// `pred_node` of the first entry of every request: the client that sent it.
+pub const CLIENT: u32 = u32::MAX;
+
+/// Lineage id of the ingress, the first hop of every request.
+pub const INGRESS: u32 = 0;
+
+/// One hop of a request through the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LineageEntry {
+    /// The node the row came from.
+    pub pred_node: u32,
+    /// The batch sequence number at `pred_node` that carried the row.
+    pub pred_seq: u64,
+    /// The node that processed the row.
+    pub node: u32,
+    /// The batch sequence number at `node`.
+    pub seq: u64,
+}
+
+fn entry_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("pred_node", DataType::UInt32, false),
+        Field::new("pred_seq", DataType::UInt64, false),
+        Field::new("node", DataType::UInt32, false),
+        Field::new("seq", DataType::UInt64, false),
+    ])
+}
+
+fn item_field() -> Arc<Field> {
+    Arc::new(Field::new("item", DataType::Struct(entry_fields()), false))
+}
+
+/// The Arrow type of the lineage column.
+pub fn lineage_data_type() -> DataType {
+    DataType::List(item_field())
+}
+
+/// Accumulates lineage rows and builds the column in one go.
+#[derive(Debug, Default)]
+pub struct LineageBuilder {
+    offsets: Vec<i32>,
+    pred_node: Vec<u32>,
+    pred_seq: Vec<u64>,
+    node: Vec<u32>,
+    seq: Vec<u64>,
+}
+
+impl LineageBuilder {
+    /// A builder with room for `rows` rows of about `entries_per_row` entries.
+    pub fn with_capacity(rows: usize, entries_per_row: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        let n = rows * entries_per_row;
+        LineageBuilder {
+            offsets,
+            pred_node: Vec::with_capacity(n),
+            pred_seq: Vec::with_capacity(n),
+            node: Vec::with_capacity(n),
+            seq: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds one entry to the current row.
+    pub fn push_entry(&mut self, e: LineageEntry) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.pred_node.push(e.pred_node);
+        self.pred_seq.push(e.pred_seq);
+        self.node.push(e.node);
+        self.seq.push(e.seq);
+    }
+
+    /// Closes the current row.
+    pub fn finish_row(&mut self) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.offsets.push(self.node.len() as i32);
+    }
+
+    /// Builds the column.
+    pub fn finish(self) -> ListArray {
+        let mut offsets = self.offsets;
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
+        let children: Vec<ArrayRef> = vec![
+            Arc::new(UInt32Array::from(self.pred_node)),
+            Arc::new(UInt64Array::from(self.pred_seq)),
+            Arc::new(UInt32Array::from(self.node)),
+            Arc::new(UInt64Array::from(self.seq)),
+        ];
+        let entries = StructArray::new(entry_fields(), children, None);
+        ListArray::new(
+            item_field(),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(entries),
+            None,
+        )
+    }
+}
+
+/// Read access to one lineage column.
+#[derive(Debug, Clone, Copy)]
+pub struct LineageView<'a> {
+    list: &'a ListArray,
+    pred_node: &'a [u32],
+    pred_seq: &'a [u64],
+    node: &'a [u32],
+    seq: &'a [u64],
+}
+
+impl<'a> LineageView<'a> {
+    /// A view of `list`, which must have been built by [`LineageBuilder`] (the only way weir builds one).
+    ///
+    /// # Panics
+    /// If `list` does not have the lineage type; every batch weir creates does (an invariant of
+    /// [`crate::batch::Batch`]).
+    pub fn new(list: &'a ListArray) -> Self {
+        let entries = list
+            .values()
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .expect("lineage column holds structs");
+        let col_u32 = |i: usize| -> &'a [u32] {
+            let a: &'a dyn Array = entries.column(i).as_ref();
+            a.as_any()
+                .downcast_ref::<UInt32Array>()
+                .expect("lineage node field is u32")
+                .values()
+        };
+        let col_u64 = |i: usize| -> &'a [u64] {
+            let a: &'a dyn Array = entries.column(i).as_ref();
+            a.as_any()
+                .downcast_ref::<UInt64Array>()
+                .expect("lineage seq field is u64")
+                .values()
+        };
+        LineageView {
+            list,
+            pred_node: col_u32(0),
+            pred_seq: col_u64(1),
+            node: col_u32(2),
+            seq: col_u64(3),
+        }
+    }
+
+    /// The entries of row `row`, oldest first.
+    pub fn row(&self, row: usize) -> impl Iterator<Item = LineageEntry> + 'a {
+        let offsets = self.list.value_offsets();
+        let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+        let v = *self;
+        (start..end).map(move |i| LineageEntry {
+            pred_node: v.pred_node[i],
+            pred_seq: v.pred_seq[i],
+            node: v.node[i],
+            seq: v.seq[i],
+        })
+    }
+
+    /// The `seq` of the newest entry of `row` processed by `node`, if the row passed through it.
+    pub fn last_seq_at(&self, row: usize, node: u32) -> Option<u64> {
+        self.row(row)
+            .filter(|e| e.node == node)
+            .last()
+            .map(|e| e.seq)
+    }
+}
+
+/// Appends a hop at `node` (batch `seq`) to every row, one entry per predecessor in `preds`.
+pub fn append_hop(list: &ListArray, preds: &[u32], node: u32, seq: u64) -> ListArray {
+    let view = LineageView::new(list);
+    let rows = list.len();
+    let mut out = LineageBuilder::with_capacity(rows, 4);
+    for row in 0..rows {
+        for e in view.row(row) {
+            out.push_entry(e);
+        }
+        for &p in preds {
+            out.push_entry(LineageEntry {
+                pred_node: p,
+                pred_seq: view.last_seq_at(row, p).unwrap_or(0),
+                node,
+                seq,
+            });
+        }
+        out.finish_row();
+    }
+    out.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pred_node: u32, pred_seq: u64, node: u32, seq: u64) -> LineageEntry {
+        LineageEntry {
+            pred_node,
+            pred_seq,
+            node,
+            seq,
+        }
+    }
+
+    #[test]
+    fn builds_and_reads_rows() {
+        let mut b = LineageBuilder::with_capacity(2, 1);
+        b.push_entry(entry(CLIENT, 7, INGRESS, 1));
+        b.finish_row();
+        b.push_entry(entry(CLIENT, 8, INGRESS, 1));
+        b.finish_row();
+        let list = b.finish();
+        assert_eq!(list.len(), 2);
+        let v = LineageView::new(&list);
+        assert_eq!(
+            v.row(1).collect::<Vec<_>>(),
+            vec![entry(CLIENT, 8, INGRESS, 1)]
+        );
+    }
+
+    #[test]
+    fn append_hop_links_each_predecessor_by_its_seq() {
+        let mut b = LineageBuilder::default();
+        b.push_entry(entry(CLIENT, 1, INGRESS, 10));
+        b.push_entry(entry(INGRESS, 10, 1, 3));
+        b.push_entry(entry(INGRESS, 10, 2, 5));
+        b.finish_row();
+        let list = append_hop(&b.finish(), &[1, 2], 3, 9);
+        let v = LineageView::new(&list);
+        let row: Vec<_> = v.row(0).collect();
+        assert_eq!(row.len(), 5);
+        assert_eq!(row[3], entry(1, 3, 3, 9));
+        assert_eq!(row[4], entry(2, 5, 3, 9));
+    }
+
+    #[test]
+    fn sliced_lists_read_their_own_rows() {
+        let mut b = LineageBuilder::default();
+        for id in 0..4 {
+            b.push_entry(entry(CLIENT, id, INGRESS, 0));
+            b.finish_row();
+        }
+        let list = b.finish().slice(2, 2);
+        let v = LineageView::new(&list);
+        assert_eq!(v.row(0).next().map(|e| e.pred_seq), Some(2));
+        let appended = append_hop(&list, &[INGRESS], 1, 4);
+        assert_eq!(appended.len(), 2);
+    }
+}

@@ -1,0 +1,22 @@
+//! Metric names, in one place (Prometheus conventions: `weir_<subsystem>_<name>_<unit>`, counters
+//! end in `_total`, base units). Operators record into their own counters under these names; the
+//! HTTP connector exports them.
+
+/// Requests answered, by graph and outcome.
+pub const REQUESTS_TOTAL: &str = "weir_requests_total";
+/// Time from admission to answer.
+pub const REQUEST_DURATION_SECONDS: &str = "weir_request_duration_seconds";
+/// Batches (jobs) put on an executor's queue.
+pub const EXECUTOR_ENQUEUED_TOTAL: &str = "weir_executor_enqueued_total";
+/// Batches taken off an executor's queue.
+pub const EXECUTOR_DEQUEUED_TOTAL: &str = "weir_executor_dequeued_total";
+/// Inference calls made by an executor.
+pub const EXECUTOR_RUNS_TOTAL: &str = "weir_executor_runs_total";
+/// Rows (requests) inferred by an executor.
+pub const EXECUTOR_ROWS_TOTAL: &str = "weir_executor_rows_total";
+/// Inference calls that failed.
+pub const EXECUTOR_ERRORS_TOTAL: &str = "weir_executor_errors_total";
+/// Time sessions spent inside ONNX Runtime.
+pub const EXECUTOR_BUSY_SECONDS_TOTAL: &str = "weir_executor_busy_seconds_total";
+/// Rows per inference call.
+pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";

@@ -1,0 +1,255 @@
+//! Reads an ONNX model's input and output signatures without starting ONNX Runtime.
+//!
+//! Validation needs each model's tensor names, element types and shapes to check the edges of a
+//! graph before anything runs (`weir validate` works on a machine without the runtime). The ONNX
+//! file is a protobuf `ModelProto`; the few messages below declare only the fields weir reads, so
+//! prost skips the weights without allocating them. Field numbers are those of `onnx/onnx.proto`.
+//!
+//! A graph's real inputs are `graph.input` minus initializers minus node outputs: IR-3 models (the
+//! zoo's) also list their weights there. This is the rule ONNX Runtime applies too.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use prost::Message;
+
+use crate::tensor::{DType, Dim};
+
+#[derive(Clone, PartialEq, Message)]
+struct ModelProto {
+    #[prost(message, optional, tag = "7")]
+    graph: Option<GraphProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    node: Vec<NodeProto>,
+    #[prost(message, repeated, tag = "5")]
+    initializer: Vec<TensorProto>,
+    #[prost(message, repeated, tag = "11")]
+    input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    output: Vec<ValueInfoProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeProto {
+    #[prost(string, repeated, tag = "2")]
+    output: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TensorProto {
+    #[prost(string, tag = "8")]
+    name: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ValueInfoProto {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "2")]
+    r#type: Option<TypeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TypeProto {
+    #[prost(message, optional, tag = "1")]
+    tensor_type: Option<TensorTypeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TensorTypeProto {
+    #[prost(int32, tag = "1")]
+    elem_type: i32,
+    #[prost(message, optional, tag = "2")]
+    shape: Option<TensorShapeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    dim: Vec<DimensionProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct DimensionProto {
+    #[prost(int64, optional, tag = "1")]
+    dim_value: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    dim_param: Option<String>,
+}
+
+/// An ONNX element type as weir sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElementType {
+    /// One weir moves.
+    Supported(DType),
+    /// Any other ONNX `TensorProto.DataType` code (e.g. 10 = float16).
+    Unsupported(i32),
+    /// Not a tensor (a sequence or map).
+    NotATensor,
+}
+
+/// A model input or output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    /// ONNX name.
+    pub name: String,
+    /// Element type.
+    pub element: ElementType,
+    /// Full shape including the batch dimension.
+    pub dims: Vec<Dim>,
+}
+
+/// What weir needs to know about a model file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelMetadata {
+    /// Real inputs (weights excluded), in the model's order.
+    pub inputs: Vec<TensorInfo>,
+    /// Outputs, in the model's order.
+    pub outputs: Vec<TensorInfo>,
+}
+
+/// Errors reading a model's metadata.
+#[derive(Debug, thiserror::Error)]
+pub enum OnnxError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// File.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not an ONNX model.
+    #[error("{path} is not an ONNX model: {reason}")]
+    Decode {
+        /// File.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn element_type(code: i32) -> ElementType {
+    match code {
+        1 => ElementType::Supported(DType::F32),
+        7 => ElementType::Supported(DType::I64),
+        other => ElementType::Unsupported(other),
+    }
+}
+
+fn tensor_info(v: &ValueInfoProto) -> TensorInfo {
+    let (element, dims) = match v.r#type.as_ref().and_then(|t| t.tensor_type.as_ref()) {
+        Some(t) => (
+            element_type(t.elem_type),
+            t.shape
+                .as_ref()
+                .map(|s| {
+                    s.dim
+                        .iter()
+                        .map(|d| match d.dim_value {
+                            Some(n) if n > 0 => Dim::Fixed(n as usize),
+                            _ => Dim::Dynamic,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        None => (ElementType::NotATensor, Vec::new()),
+    };
+    TensorInfo {
+        name: v.name.clone(),
+        element,
+        dims,
+    }
+}
+
+/// Reads the signature of the model at `path`.
+///
+/// # Errors
+/// When the file cannot be read or is not an ONNX `ModelProto` with a graph.
+pub fn read_metadata(path: &Path) -> Result<ModelMetadata, OnnxError> {
+    let bytes = std::fs::read(path).map_err(|source| OnnxError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    metadata_from_bytes(&bytes).map_err(|reason| OnnxError::Decode {
+        path: path.display().to_string(),
+        reason,
+    })
+}
+
+fn metadata_from_bytes(bytes: &[u8]) -> Result<ModelMetadata, String> {
+    let model = ModelProto::decode(bytes).map_err(|e| e.to_string())?;
+    let graph = model.graph.ok_or("the model has no graph")?;
+    let mut hidden: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    hidden.extend(
+        graph
+            .node
+            .iter()
+            .flat_map(|n| n.output.iter().map(String::as_str)),
+    );
+    let inputs = graph
+        .input
+        .iter()
+        .filter(|i| !hidden.contains(i.name.as_str()))
+        .map(tensor_info)
+        .collect();
+    let outputs = graph.output.iter().map(tensor_info).collect();
+    Ok(ModelMetadata { inputs, outputs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(name: &str, elem: i32, dims: &[Option<i64>]) -> ValueInfoProto {
+        ValueInfoProto {
+            name: name.into(),
+            r#type: Some(TypeProto {
+                tensor_type: Some(TensorTypeProto {
+                    elem_type: elem,
+                    shape: Some(TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|d| DimensionProto {
+                                dim_value: *d,
+                                dim_param: d.is_none().then(|| "N".to_string()),
+                            })
+                            .collect(),
+                    }),
+                }),
+            }),
+        }
+    }
+
+    #[test]
+    fn weights_listed_as_inputs_are_not_inputs() {
+        let model = ModelProto {
+            graph: Some(GraphProto {
+                node: vec![NodeProto {
+                    output: vec!["w_made".into()],
+                }],
+                initializer: vec![TensorProto { name: "w".into() }],
+                input: vec![
+                    value("x", 1, &[None, Some(64)]),
+                    value("w", 1, &[Some(64)]),
+                    value("w_made", 1, &[Some(64)]),
+                ],
+                output: vec![value("y", 7, &[None, Some(1)])],
+            }),
+        };
+        let meta = metadata_from_bytes(&model.encode_to_vec()).unwrap();
+        assert_eq!(meta.inputs.len(), 1);
+        assert_eq!(meta.inputs[0].dims, vec![Dim::Dynamic, Dim::Fixed(64)]);
+        assert_eq!(meta.outputs[0].element, ElementType::Supported(DType::I64));
+    }
+
+    #[test]
+    fn garbage_is_a_decode_error() {
+        assert!(metadata_from_bytes(b"\xff\xff\xff not onnx").is_err());
+    }
+}

@@ -1,0 +1,116 @@
+//! Requests into a running graph, replies out of it, and the errors a request can end with.
+//!
+//! Errors carry a [`ErrorClass`] so callers (the HTTP connector, routing, retries) decide on the
+//! class, never by matching message text; the HTTP status mapping lives in one place in the
+//! connector.
+
+use std::sync::Arc;
+
+use crate::lineage::LineageEntry;
+use crate::tensor::{NamedTensor, Tensor};
+
+/// A reply: the graph's outputs for one request, and the path it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// weir's id for the request.
+    pub request_id: u64,
+    /// One tensor per graph output, in the graph's output order.
+    pub outputs: Vec<NamedTensor>,
+    /// Every hop the request made, oldest first.
+    pub lineage: Vec<LineageEntry>,
+}
+
+impl Response {
+    /// The output named `name`.
+    pub fn output(&self, name: &str) -> Option<&Tensor> {
+        self.outputs
+            .iter()
+            .find(|o| o.name == name)
+            .map(|o| &o.tensor)
+    }
+}
+
+/// Who is to blame for an error, which decides how it is reported and whether to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// The request was malformed; retrying it unchanged fails again.
+    InvalidRequest,
+    /// The server is at capacity; retry later.
+    Overloaded,
+    /// The graph is shutting down; retry elsewhere.
+    Unavailable,
+    /// A node failed while serving a valid request (an ONNX Runtime error, say).
+    NodeFailed,
+}
+
+impl ErrorClass {
+    /// A short fixed label, usable as a metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorClass::InvalidRequest => "invalid_request",
+            ErrorClass::Overloaded => "overloaded",
+            ErrorClass::Unavailable => "unavailable",
+            ErrorClass::NodeFailed => "node_failed",
+        }
+    }
+}
+
+/// Why a request got no outputs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// A request field is wrong; `field` names it (`inputs.image.shape`).
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Too many requests in flight.
+    #[error("overloaded: {in_flight} requests in flight (limit {limit})")]
+    Overloaded {
+        /// Requests in flight when this one came.
+        in_flight: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The graph no longer accepts requests.
+    #[error("graph `{graph}` is shutting down")]
+    ShuttingDown {
+        /// The graph.
+        graph: String,
+    },
+    /// A node failed on this request.
+    #[error("node `{node}`: {message}")]
+    Node {
+        /// The node.
+        node: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl RequestError {
+    /// The error's class.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            RequestError::Invalid { .. } => ErrorClass::InvalidRequest,
+            RequestError::Overloaded { .. } => ErrorClass::Overloaded,
+            RequestError::ShuttingDown { .. } => ErrorClass::Unavailable,
+            RequestError::Node { .. } => ErrorClass::NodeFailed,
+        }
+    }
+}
+
+/// An error for one row, flowing on an operator's error output to the egress.
+#[derive(Debug, Clone)]
+pub struct RowError {
+    /// The request.
+    pub request_id: u64,
+    /// What went wrong (shared by every row of a failed batch).
+    pub error: Arc<RequestError>,
+}
+
+/// Called exactly once with a request's outcome. Runs on a dataflow worker thread: keep it short
+/// (send on a channel, complete a future).
+pub type Responder = Box<dyn FnOnce(Result<Response, RequestError>) + Send>;

@@ -1,0 +1,411 @@
+//! A running graph in this process: timely workers, admission, and the reply path.
+//!
+//! [`GraphRuntime::start`] launches `workers` timely worker threads, each compiling the plan into
+//! its own dataflow. [`GraphRuntime::submit`] checks a request's tensors against the graph inputs
+//! (a bad request is refused here with the field that is wrong, and never enters the dataflow),
+//! applies the in-flight limit, registers the responder and hands the request to a worker's ingress
+//! round-robin. [`GraphRuntime::shutdown`] stops admission, lets every admitted request finish, and
+//! joins the workers: nothing admitted is ever dropped.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use timely::scheduling::SyncActivator;
+use timely::{Config, WorkerConfig};
+use tracing::{error, info};
+
+use crate::compile::{compile, NodeFactory};
+use crate::dataflow::egress::ReplyTable;
+use crate::dataflow::ingress::{ingress, AdmittedRequest};
+use crate::plan::Plan;
+use crate::request::{RequestError, Responder, Response};
+use crate::tensor::{Dim, NamedTensor, ShapeDisplay, Tensor};
+
+/// How the runtime runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Timely worker threads.
+    pub workers: usize,
+    /// Requests admitted and not yet answered, at most; more are refused as overloaded.
+    pub max_in_flight: usize,
+    /// Most requests the ingress puts in one batch.
+    pub max_ingress_batch: usize,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            workers: 1,
+            max_in_flight: 4096,
+            max_ingress_batch: 64,
+        }
+    }
+}
+
+/// Errors starting a runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// Timely could not start its workers.
+    #[error("starting timely workers: {0}")]
+    Timely(String),
+    /// A worker could not compile the plan.
+    #[error("compiling the graph: {0}")]
+    Compile(String),
+}
+
+struct Worker {
+    requests: Sender<AdmittedRequest>,
+    activator: SyncActivator,
+}
+
+/// A graph running in this process.
+pub struct GraphRuntime {
+    plan: Arc<Plan>,
+    workers: Mutex<Option<Vec<Worker>>>,
+    guards: Mutex<Option<timely::communication::WorkerGuards<()>>>,
+    replies: Arc<ReplyTable>,
+    next_id: AtomicU64,
+    next_worker: AtomicUsize,
+    in_flight: Arc<AtomicUsize>,
+    closed: AtomicBool,
+    options: RuntimeOptions,
+}
+
+impl std::fmt::Debug for GraphRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphRuntime")
+            .field("graph", &self.plan.name)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl GraphRuntime {
+    /// Starts `plan` on `options.workers` timely worker threads, building nodes with `factory`.
+    ///
+    /// # Errors
+    /// When timely cannot start or a worker cannot compile the plan.
+    pub fn start(
+        plan: Plan,
+        factory: Arc<dyn NodeFactory>,
+        options: RuntimeOptions,
+    ) -> Result<GraphRuntime, RuntimeError> {
+        let workers = options.workers.max(1);
+        let plan = Arc::new(plan);
+        let replies = Arc::new(ReplyTable::default());
+        let mut senders = Vec::with_capacity(workers);
+        let mut receivers = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = unbounded::<AdmittedRequest>();
+            senders.push(tx);
+            receivers.push(Some(rx));
+        }
+        let receivers: Arc<Mutex<Vec<Option<Receiver<AdmittedRequest>>>>> =
+            Arc::new(Mutex::new(receivers));
+        let (ready_tx, ready_rx) = unbounded::<(usize, Result<SyncActivator, String>)>();
+        let config = Config {
+            communication: timely::CommunicationConfig::Process(workers),
+            worker: WorkerConfig::default(),
+        };
+        let worker_plan = Arc::clone(&plan);
+        let worker_replies = Arc::clone(&replies);
+        let max_batch = options.max_ingress_batch.max(1);
+        let guards = timely::execute(config, move |worker| {
+            let index = worker.index();
+            let rx = receivers
+                .lock()
+                .ok()
+                .and_then(|mut r| r.get_mut(index).and_then(Option::take));
+            let Some(rx) = rx else {
+                let _ = ready_tx.send((index, Err("ingress channel already taken".into())));
+                return;
+            };
+            let ready = ready_tx.clone();
+            let result = worker.dataflow::<u64, _, _>(|scope| {
+                let input = ingress(
+                    scope,
+                    worker_plan.inputs.clone(),
+                    rx,
+                    max_batch,
+                    Arc::clone(&worker_replies),
+                    |act| {
+                        let _ = ready.send((index, Ok(act)));
+                    },
+                );
+                compile(
+                    &worker_plan,
+                    scope,
+                    input,
+                    factory.as_ref(),
+                    Arc::clone(&worker_replies),
+                )
+            });
+            if let Err(e) = result {
+                let _ = ready_tx.send((index, Err(e.to_string())));
+                return;
+            }
+            while worker.step_or_park(None) {}
+        })
+        .map_err(RuntimeError::Timely)?;
+
+        let mut activators: Vec<Option<SyncActivator>> = (0..workers).map(|_| None).collect();
+        let mut failure = None;
+        let mut got = 0;
+        while got < workers {
+            match ready_rx.recv_timeout(Duration::from_secs(60)) {
+                Ok((i, Ok(act))) => {
+                    if let Some(slot) = activators.get_mut(i) {
+                        if slot.replace(act).is_none() {
+                            got += 1;
+                        }
+                    }
+                }
+                Ok((_, Err(e))) => {
+                    failure = Some(e);
+                    break;
+                }
+                Err(_) => {
+                    failure = Some("workers did not start within 60 s".into());
+                    break;
+                }
+            }
+        }
+        // A worker registers its activator before compiling; a compile error may follow it.
+        if failure.is_none() {
+            if let Ok((_, Err(e))) = ready_rx.recv_timeout(Duration::from_millis(1)) {
+                failure = Some(e);
+            }
+        }
+        let workers_vec: Vec<Worker> = senders
+            .into_iter()
+            .zip(activators)
+            .filter_map(|(requests, act)| {
+                act.map(|activator| Worker {
+                    requests,
+                    activator,
+                })
+            })
+            .collect();
+        if let Some(e) = failure {
+            // Dropping the senders ends every ingress; the guards join the workers.
+            for w in &workers_vec {
+                let _ = w.activator.activate();
+            }
+            drop(workers_vec);
+            drop(guards);
+            return Err(RuntimeError::Compile(e));
+        }
+        info!(graph = %plan.name, workers, "Graph running.");
+        Ok(GraphRuntime {
+            plan,
+            workers: Mutex::new(Some(workers_vec)),
+            guards: Mutex::new(Some(guards)),
+            replies,
+            next_id: AtomicU64::new(1),
+            next_worker: AtomicUsize::new(0),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            closed: AtomicBool::new(false),
+            options,
+        })
+    }
+
+    /// The plan being run.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Requests admitted and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Requests answered so far.
+    pub fn answered(&self) -> u64 {
+        self.replies.answered()
+    }
+
+    /// Second answers suppressed so far (0 unless a branch failed after another answered).
+    pub fn duplicate_answers(&self) -> u64 {
+        self.replies.duplicates()
+    }
+
+    /// Checks `inputs` against the graph inputs and returns them in the graph's order.
+    fn check_inputs(&self, mut inputs: Vec<NamedTensor>) -> Result<Vec<Tensor>, RequestError> {
+        let invalid = |field: String, message: String| RequestError::Invalid { field, message };
+        for t in &inputs {
+            if !self.plan.inputs.iter().any(|g| g.name == t.name) {
+                let known: Vec<&str> = self.plan.inputs.iter().map(|g| g.name.as_str()).collect();
+                return Err(invalid(
+                    format!("inputs.{}", t.name),
+                    format!(
+                        "graph `{}` has no input `{}` (its inputs: {})",
+                        self.plan.name,
+                        t.name,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        let mut ordered = Vec::with_capacity(self.plan.inputs.len());
+        for g in &self.plan.inputs {
+            let pos = inputs
+                .iter()
+                .position(|t| t.name == g.name)
+                .ok_or_else(|| {
+                    invalid(
+                        format!("inputs.{}", g.name),
+                        format!("missing input `{}` ({})", g.name, g.ty),
+                    )
+                })?;
+            let t = inputs.swap_remove(pos);
+            if inputs.iter().any(|o| o.name == g.name) {
+                return Err(invalid(
+                    format!("inputs.{}", g.name),
+                    "given more than once".into(),
+                ));
+            }
+            let tensor = t.tensor;
+            if tensor.dtype() != g.ty.dtype {
+                return Err(invalid(
+                    format!("inputs.{}.datatype", g.name),
+                    format!("expected {}, got {}", g.ty.dtype, tensor.dtype()),
+                ));
+            }
+            let shape_ok = tensor.shape.len() == g.ty.shape.len()
+                && tensor
+                    .shape
+                    .iter()
+                    .zip(&g.ty.shape)
+                    .all(|(&a, b)| Dim::Fixed(a).compatible(*b));
+            if !shape_ok {
+                return Err(invalid(
+                    format!("inputs.{}.shape", g.name),
+                    format!(
+                        "expected {}, got {:?}",
+                        ShapeDisplay(&g.ty.shape),
+                        tensor.shape
+                    ),
+                ));
+            }
+            let expected: usize = tensor.shape.iter().product();
+            if tensor.data.len() != expected {
+                return Err(invalid(
+                    format!("inputs.{}.data", g.name),
+                    format!(
+                        "shape {:?} needs {expected} elements, got {}",
+                        tensor.shape,
+                        tensor.data.len()
+                    ),
+                ));
+            }
+            ordered.push(tensor);
+        }
+        Ok(ordered)
+    }
+
+    /// Submits a request; `responder` is called exactly once with its outcome, unless this returns
+    /// an error (then the request was refused and `responder` is dropped uncalled).
+    ///
+    /// # Errors
+    /// [`RequestError::Invalid`] naming the wrong field, [`RequestError::Overloaded`] at the
+    /// in-flight limit, [`RequestError::ShuttingDown`] after [`GraphRuntime::shutdown`] began.
+    pub fn submit(
+        &self,
+        inputs: Vec<NamedTensor>,
+        responder: Responder,
+    ) -> Result<u64, RequestError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(RequestError::ShuttingDown {
+                graph: self.plan.name.clone(),
+            });
+        }
+        let inputs = self.check_inputs(inputs)?;
+        let limit = self.options.max_in_flight.max(1);
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if before >= limit {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(RequestError::Overloaded {
+                in_flight: before,
+                limit,
+            });
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let in_flight = Arc::clone(&self.in_flight);
+        self.replies.insert(
+            id,
+            Box::new(move |outcome| {
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                responder(outcome);
+            }),
+        );
+        let guard = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = guard.as_ref().and_then(|workers| {
+            let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
+            w.requests.send(AdmittedRequest { id, inputs }).ok()?;
+            w.activator.activate().ok()
+        });
+        drop(guard);
+        if sent.is_none() {
+            // The workers are gone: answer now rather than leave the request hanging.
+            self.replies.answer(
+                id,
+                Err(RequestError::ShuttingDown {
+                    graph: self.plan.name.clone(),
+                }),
+            );
+        }
+        Ok(id)
+    }
+
+    /// Submits a request and waits for its reply.
+    ///
+    /// # Errors
+    /// As [`GraphRuntime::submit`], or the request's own error.
+    pub fn infer(&self, inputs: Vec<NamedTensor>) -> Result<Response, RequestError> {
+        let (tx, rx) = bounded(1);
+        self.submit(
+            inputs,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        )?;
+        rx.recv().unwrap_or_else(|_| {
+            Err(RequestError::ShuttingDown {
+                graph: self.plan.name.clone(),
+            })
+        })
+    }
+
+    /// Stops admission, waits until every admitted request is answered, and stops the workers.
+    pub fn shutdown(&self) {
+        self.closed.store(true, Ordering::Release);
+        let workers = self
+            .workers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(workers) = workers {
+            let activators: Vec<SyncActivator> = workers.into_iter().map(|w| w.activator).collect();
+            for a in &activators {
+                let _ = a.activate();
+            }
+        }
+        let guards = self.guards.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(guards) = guards {
+            for result in guards.join() {
+                if let Err(e) = result {
+                    error!(error = %e, "A timely worker ended with an error.");
+                }
+            }
+            info!(graph = %self.plan.name, answered = self.replies.answered(), "Graph stopped.");
+        }
+    }
+}
+
+impl Drop for GraphRuntime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,168 @@
+//! The Rust builder API: the same [`GraphSpec`] value a YAML file gives, written in code.
+//!
+//! ```
+//! use weir_engine::spec::{GraphSpec, ModelBuilder};
+//! use weir_engine::tensor::DType;
+//!
+//! let spec = GraphSpec::builder("classify")
+//!     .input("image", DType::F32, &[3, 224, 224])
+//!     .model(ModelBuilder::new("squeezenet", "squeezenet.onnx").input("data_0", "image"))
+//!     .top_k("top5", "squeezenet", 5)
+//!     .output("classes", "top5.indices")
+//!     .build();
+//! assert_eq!(spec.nodes.len(), 2);
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::{
+    ArgmaxSpec, BatchingSpec, ConcatSpec, ExecutorSpec, GraphSpec, InputSpec, ModelSpec, NodeSpec,
+    NormalizeSpec, OutputSpec, Spanned, TopKSpec,
+};
+use crate::tensor::DType;
+
+fn s<T>(v: T) -> Spanned<T> {
+    Spanned::unlocated(v)
+}
+
+/// Builds a [`GraphSpec`] step by step. Nothing is checked until [`crate::validate`].
+#[derive(Debug, Clone)]
+pub struct GraphBuilder {
+    spec: GraphSpec,
+}
+
+impl GraphBuilder {
+    /// A graph named `name` with nothing in it.
+    pub fn new(name: &str) -> Self {
+        GraphBuilder {
+            spec: GraphSpec {
+                name: s(name.to_string()),
+                description: None,
+                inputs: Vec::new(),
+                nodes: Vec::new(),
+                outputs: Vec::new(),
+            },
+        }
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, text: &str) -> Self {
+        self.spec.description = Some(text.to_string());
+        self
+    }
+
+    /// Adds a graph input with a per-request shape.
+    pub fn input(mut self, name: &str, dtype: DType, shape: &[i64]) -> Self {
+        self.spec.inputs.push(s(InputSpec {
+            name: s(name.to_string()),
+            dtype: s(dtype),
+            shape: s(shape.to_vec()),
+        }));
+        self
+    }
+
+    /// Adds a model node.
+    pub fn model(mut self, model: ModelBuilder) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Model(model.spec)));
+        self
+    }
+
+    /// Adds a `normalize` node.
+    pub fn normalize(mut self, id: &str, input: &str, mean: &[f32], std: &[f32]) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Normalize(NormalizeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            mean: s(mean.to_vec()),
+            std: s(std.to_vec()),
+        })));
+        self
+    }
+
+    /// Adds an `argmax` node.
+    pub fn argmax(mut self, id: &str, input: &str) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Argmax(ArgmaxSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+        })));
+        self
+    }
+
+    /// Adds a `top_k` node.
+    pub fn top_k(mut self, id: &str, input: &str, k: usize) -> Self {
+        self.spec.nodes.push(s(NodeSpec::TopK(TopKSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            k: s(k),
+        })));
+        self
+    }
+
+    /// Adds a `concat` node over `inputs` along `axis` (-1 = last).
+    pub fn concat(mut self, id: &str, inputs: &[&str], axis: i64) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Concat(ConcatSpec {
+            id: s(id.to_string()),
+            inputs: inputs.iter().map(|r| s(r.to_string())).collect(),
+            axis: s(axis),
+        })));
+        self
+    }
+
+    /// Adds a graph output returning tensor `from` under `name`.
+    pub fn output(mut self, name: &str, from: &str) -> Self {
+        self.spec.outputs.push(s(OutputSpec {
+            name: s(name.to_string()),
+            from: s(from.to_string()),
+        }));
+        self
+    }
+
+    /// The finished spec.
+    pub fn build(self) -> GraphSpec {
+        self.spec
+    }
+}
+
+/// Builds a `model` node.
+#[derive(Debug, Clone)]
+pub struct ModelBuilder {
+    spec: ModelSpec,
+}
+
+impl ModelBuilder {
+    /// A model node `id` running the ONNX file at `path`.
+    pub fn new(id: &str, path: impl Into<PathBuf>) -> Self {
+        ModelBuilder {
+            spec: ModelSpec {
+                id: s(id.to_string()),
+                path: s(path.into()),
+                inputs: BTreeMap::new(),
+                batching: BatchingSpec::default(),
+                executor: ExecutorSpec::default(),
+            },
+        }
+    }
+
+    /// Binds model input `name` to tensor reference `from`.
+    pub fn input(mut self, name: &str, from: &str) -> Self {
+        self.spec
+            .inputs
+            .insert(name.to_string(), s(from.to_string()));
+        self
+    }
+
+    /// Sets dynamic batching.
+    pub fn batching(mut self, max_size: usize, max_delay_us: u64) -> Self {
+        self.spec.batching = BatchingSpec {
+            max_size,
+            max_delay_us,
+        };
+        self
+    }
+
+    /// Sets the executor.
+    pub fn executor(mut self, executor: ExecutorSpec) -> Self {
+        self.spec.executor = executor;
+        self
+    }
+}

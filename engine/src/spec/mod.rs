@@ -1,0 +1,319 @@
+//! The user-facing graph spec: what a YAML file or the builder API describes, before validation.
+//!
+//! A graph has named `inputs` (per-request tensors with dtype and shape), `nodes` (each one
+//! kind: an ONNX `model` or a tensor op), and `outputs` that name the node tensors a reply carries.
+//! Nodes read tensors by reference: `node.tensor`, a bare `node` for a node with one output, or a
+//! graph input's name. Edges follow from those references, so the graph is a DAG with fan-out (many
+//! readers of one tensor) and fan-in (a node reading tensors of several nodes, joined by request id).
+//!
+//! Node kinds are externally tagged (`- model: {...}`) so every field keeps its YAML location
+//! (serde-saphyr loses spans inside internally tagged enums). Nothing here checks meaning; that is
+//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`.
+
+mod builder;
+mod model;
+mod tensor_op;
+
+use std::fmt;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer};
+
+pub use builder::{GraphBuilder, ModelBuilder};
+pub use model::{BatchingSpec, ExecutorSpec, ModelSpec};
+pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
+
+use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
+use crate::tensor::DType;
+
+/// A value with the YAML location it was read from ([`Location::UNKNOWN`] when built in Rust).
+///
+/// Equality ignores the location, so a YAML spec and the same graph from the builder compare equal.
+#[derive(Debug, Clone)]
+pub struct Spanned<T> {
+    /// The value.
+    pub value: T,
+    /// Where it was written.
+    pub location: Location,
+}
+
+impl<T> Spanned<T> {
+    /// A value with no location.
+    pub fn unlocated(value: T) -> Self {
+        Spanned {
+            value,
+            location: Location::UNKNOWN,
+        }
+    }
+}
+
+impl<T> From<T> for Spanned<T> {
+    fn from(value: T) -> Self {
+        Spanned::unlocated(value)
+    }
+}
+
+impl<T: PartialEq> PartialEq for Spanned<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl<T> Deref for Spanned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Spanned<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = serde_saphyr::Spanned::<T>::deserialize(d)?;
+        Ok(Spanned {
+            value: s.value,
+            location: s.referenced.into(),
+        })
+    }
+}
+
+/// A whole service graph.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphSpec {
+    /// The graph's name; also its model name over the Open Inference Protocol.
+    pub name: Spanned<String>,
+    /// Free text for people.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Per-request tensors a client sends.
+    pub inputs: Vec<Spanned<InputSpec>>,
+    /// The nodes, in any order (edges come from their input references).
+    pub nodes: Vec<Spanned<NodeSpec>>,
+    /// Tensors a reply carries.
+    pub outputs: Vec<Spanned<OutputSpec>>,
+}
+
+/// A graph input: one tensor per request.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    /// Name clients use; node inputs refer to it by this name.
+    pub name: Spanned<String>,
+    /// Element type.
+    pub dtype: Spanned<DType>,
+    /// Per-request shape, without a batch dimension (`[3, 224, 224]` for one RGB image).
+    pub shape: Spanned<Vec<i64>>,
+}
+
+/// A graph output: a node tensor returned to the client under `name`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// Name in the reply.
+    pub name: Spanned<String>,
+    /// The tensor: `node.tensor`, or `node` when the node has one output.
+    pub from: Spanned<String>,
+}
+
+/// One node: exactly one kind, written as `- <kind>: {id: ..., ...}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeSpec {
+    /// An ONNX model run by ONNX Runtime.
+    Model(ModelSpec),
+    /// `(x - mean) / std`, per channel.
+    Normalize(NormalizeSpec),
+    /// Index of the largest element.
+    Argmax(ArgmaxSpec),
+    /// The `k` largest elements and their indices.
+    TopK(TopKSpec),
+    /// Two or more tensors joined along an axis.
+    Concat(ConcatSpec),
+}
+
+impl NodeSpec {
+    /// The node's id.
+    pub fn id(&self) -> &Spanned<String> {
+        match self {
+            NodeSpec::Model(s) => &s.id,
+            NodeSpec::Normalize(s) => &s.id,
+            NodeSpec::Argmax(s) => &s.id,
+            NodeSpec::TopK(s) => &s.id,
+            NodeSpec::Concat(s) => &s.id,
+        }
+    }
+
+    /// The kind's YAML tag.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            NodeSpec::Model(_) => "model",
+            NodeSpec::Normalize(_) => "normalize",
+            NodeSpec::Argmax(_) => "argmax",
+            NodeSpec::TopK(_) => "top_k",
+            NodeSpec::Concat(_) => "concat",
+        }
+    }
+
+    /// Every tensor reference the node reads, with the field path (relative to the node) it sits at.
+    pub fn input_refs(&self) -> Vec<(String, &Spanned<String>)> {
+        match self {
+            NodeSpec::Model(s) => s
+                .inputs
+                .iter()
+                .map(|(name, r)| (format!("inputs.{name}"), r))
+                .collect(),
+            NodeSpec::Normalize(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Argmax(s) => vec![("input".into(), &s.input)],
+            NodeSpec::TopK(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Concat(s) => s
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("inputs[{i}]"), r))
+                .collect(),
+        }
+    }
+}
+
+/// A parsed tensor reference: `node.tensor`, or a bare name (a graph input, or a node's only output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorRef<'a> {
+    /// The node id or graph input name.
+    pub source: &'a str,
+    /// The tensor, when written.
+    pub tensor: Option<&'a str>,
+}
+
+impl<'a> TensorRef<'a> {
+    /// Splits `text` at its first `.`.
+    pub fn parse(text: &'a str) -> Self {
+        match text.split_once('.') {
+            Some((source, tensor)) => TensorRef {
+                source,
+                tensor: Some(tensor),
+            },
+            None => TensorRef {
+                source: text,
+                tensor: None,
+            },
+        }
+    }
+}
+
+impl fmt::Display for TensorRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.tensor {
+            Some(t) => write!(f, "{}.{t}", self.source),
+            None => f.write_str(self.source),
+        }
+    }
+}
+
+/// Errors reading a spec from a file or text.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a valid graph spec, or validation rejected it.
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+impl GraphSpec {
+    /// Parses YAML text. `source_name` names the text in error messages (usually the file path).
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] with the YAML location of the first syntax or type error.
+    pub fn from_yaml(text: &str, source_name: &str) -> Result<GraphSpec, SpecError> {
+        serde_saphyr::from_str::<GraphSpec>(text).map_err(|e| {
+            let location = e.location().map(Location::from).unwrap_or_default();
+            let message = e.without_snippet().to_string();
+            let message = strip_location_suffix(&message);
+            SpecError::Invalid(Diagnostics {
+                items: vec![Diagnostic::error("(yaml)", location, message)],
+                source: Some(SourceText {
+                    name: source_name.to_string(),
+                    text: Arc::from(text),
+                }),
+            })
+        })
+    }
+
+    /// Reads and parses a YAML file.
+    ///
+    /// # Errors
+    /// [`SpecError::Read`] when the file cannot be read, [`SpecError::Invalid`] when it does not parse.
+    pub fn from_file(path: &Path) -> Result<GraphSpec, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        GraphSpec::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Starts a graph in Rust; see [`GraphBuilder`].
+    pub fn builder(name: &str) -> GraphBuilder {
+        GraphBuilder::new(name)
+    }
+}
+
+/// serde-saphyr appends " at line L, column C" to messages; weir prints the location itself.
+fn strip_location_suffix(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &str = "\
+name: g
+inputs:
+  - {name: x, dtype: f32, shape: [4]}
+nodes:
+  - model:
+      id: m
+      path: m.onnx
+      inputs: {x: x}
+  - argmax: {id: best, input: m.y}
+outputs:
+  - {name: class, from: best}
+";
+
+    #[test]
+    fn parses_nodes_with_locations() {
+        let g = GraphSpec::from_yaml(YAML, "g.yaml").unwrap();
+        assert_eq!(g.nodes.len(), 2);
+        assert_eq!(g.nodes[1].id().location.line, 9);
+        assert_eq!(g.nodes[0].kind_name(), "model");
+        let refs = g.nodes[1].input_refs();
+        assert_eq!(
+            TensorRef::parse(refs[0].1),
+            TensorRef {
+                source: "m",
+                tensor: Some("y")
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_field_names_its_location() {
+        let bad = YAML.replace("path: m.onnx", "paht: m.onnx");
+        let err = GraphSpec::from_yaml(&bad, "g.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("paht"), "{err}");
+        assert!(err.contains("g.yaml:7:"), "{err}");
+    }
+}

@@ -1,0 +1,89 @@
+//! The `model` node: an ONNX file run by ONNX Runtime, with its batching and executor settings.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::Spanned;
+
+/// An ONNX model node.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Node id, unique in the graph.
+    pub id: Spanned<String>,
+    /// The `.onnx` file; relative paths are relative to the graph file's folder.
+    pub path: Spanned<PathBuf>,
+    /// Model input name → tensor reference feeding it. Every model input must be bound.
+    pub inputs: BTreeMap<String, Spanned<String>>,
+    /// Dynamic batching. Only used by models whose first dimension is dynamic; a model whose first
+    /// dimension is fixed to 1 runs one request per call.
+    #[serde(default)]
+    pub batching: BatchingSpec,
+    /// The ONNX Runtime executor serving this node.
+    #[serde(default)]
+    pub executor: ExecutorSpec,
+}
+
+/// Dynamic batching: gather up to `max_size` requests, waiting at most `max_delay_us` for more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchingSpec {
+    /// Most requests in one inference call (≥ 1; 1 turns batching off).
+    #[serde(default = "default_max_size")]
+    pub max_size: usize,
+    /// Longest a request waits for others to join its batch, in microseconds.
+    #[serde(default)]
+    pub max_delay_us: u64,
+}
+
+fn default_max_size() -> usize {
+    1
+}
+
+impl Default for BatchingSpec {
+    fn default() -> Self {
+        BatchingSpec {
+            max_size: default_max_size(),
+            max_delay_us: 0,
+        }
+    }
+}
+
+/// How ONNX Runtime runs this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSpec {
+    /// Sessions running at once (inter-request parallelism), each on its own thread.
+    #[serde(default = "one")]
+    pub instances: usize,
+    /// Intra-op threads per session (intra-request parallelism).
+    #[serde(default = "one")]
+    pub intra_op_threads: usize,
+    /// Most batches waiting for a session; a full queue holds work back in the dataflow.
+    #[serde(default = "default_queue_capacity")]
+    pub queue_capacity: usize,
+    /// Let ONNX Runtime's intra-op threads spin while idle (lower latency, burns cores).
+    #[serde(default)]
+    pub spinning: bool,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_queue_capacity() -> usize {
+    64
+}
+
+impl Default for ExecutorSpec {
+    fn default() -> Self {
+        ExecutorSpec {
+            instances: 1,
+            intra_op_threads: 1,
+            queue_capacity: default_queue_capacity(),
+            spinning: false,
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Model nodes: ONNX models served by ONNX Runtime executors.
+//!
+//! [`executor`] owns the sessions, the job queue and dynamic batching, and never touches timely;
+//! [`operator`] is the timely glue that hands batches to an executor without blocking the worker
+//! and emits results when the executor wakes it. [`ort_env`] loads the runtime library.
+
+pub mod executor;
+pub mod operator;
+pub mod ort_env;
+
+pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
+pub use operator::ModelOperator;
+pub use ort_env::OrtRuntime;
+
+/// Errors of model execution, wrapped once at the executor boundary with the node they belong to.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExecError {
+    /// The ONNX Runtime library is missing or failed to load.
+    #[error("ONNX Runtime unavailable: {0}")]
+    RuntimeMissing(String),
+    /// A session could not be created.
+    #[error("node `{node}`: cannot load {path}: {message}")]
+    Session {
+        /// Node id.
+        node: String,
+        /// Model file.
+        path: String,
+        /// ONNX Runtime's message.
+        message: String,
+    },
+    /// An inference call failed.
+    #[error("node `{node}`: inference failed: {message}")]
+    Inference {
+        /// Node id.
+        node: String,
+        /// ONNX Runtime's message.
+        message: String,
+    },
+}

@@ -1,0 +1,197 @@
+//! The model-node operator: batches go to the node's executor; results come back on a channel.
+//!
+//! Per input batch the operator cuts jobs of at most `max_batch` rows (1 for per-request models),
+//! each holding a capability retained from the input's, and offers them to the executor. A job the
+//! full queue refuses waits in `pending` (with its capability) and is offered again on the next
+//! activation; the operator schedules one shortly while anything is pending. An executor thread
+//! finishing a job pushes the outcome onto the operator's channel and activates it through a
+//! `SyncActivator`; the operator then emits the output batch (lineage extended by this hop) or one
+//! error per row, at the job's time, and drops the capability. The worker never waits on inference.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
+use weir_engine::batch::{Batch, TensorColumn};
+use weir_engine::dataflow::{BatchStream, ErrorStream};
+use weir_engine::lineage::append_hop;
+use weir_engine::request::{RequestError, RowError};
+
+use super::executor::{Job, ModelExecutor};
+use super::ExecError;
+
+/// How long a job refused by a full queue waits before it is offered again.
+const RETRY_AFTER: Duration = Duration::from_micros(200);
+
+/// Lineage identity and column names of one model node.
+#[derive(Debug, Clone)]
+pub struct ModelOperator {
+    /// Node id.
+    pub node: String,
+    /// This node's lineage id.
+    pub lineage_id: u32,
+    /// Lineage ids of its producers.
+    pub producer_ids: Vec<u32>,
+    /// Batch columns feeding the model inputs, in executor input order.
+    pub input_columns: Vec<String>,
+    /// Batch column names for the model outputs, in executor output order.
+    pub output_columns: Vec<Arc<str>>,
+}
+
+struct InFlight {
+    cap: Capability<u64>,
+    batch: Batch,
+    seq: u64,
+}
+
+type Completion = (u64, Result<Vec<TensorColumn>, ExecError>);
+
+impl ModelOperator {
+    /// Builds the operator on `input`, serving it with `executor`.
+    pub fn build<'s>(
+        self,
+        input: BatchStream<'s>,
+        executor: Arc<ModelExecutor>,
+    ) -> (BatchStream<'s>, ErrorStream<'s>) {
+        let scope = input.scope();
+        let peers = scope.peers() as u64;
+        let worker = scope.index() as u64;
+        let mut builder = OperatorBuilder::new(format!("model/{}", self.node), scope);
+        let info = builder.operator_info();
+        let mut input = builder.new_input(input, Pipeline);
+        let (ok, ok_stream) = builder.new_output();
+        let (err, err_stream) = builder.new_output();
+        let mut ok = OutputBuilder::<u64, CapacityContainerBuilder<Vec<Batch>>>::from(ok);
+        let mut err = OutputBuilder::<u64, CapacityContainerBuilder<Vec<RowError>>>::from(err);
+        let sync = scope.worker().sync_activator_for(info.address.to_vec());
+        let retry = scope.activator_for(info.address.clone());
+        let (tx, rx): (Sender<Completion>, Receiver<Completion>) = unbounded();
+        let max_rows = executor.config().max_batch.max(1);
+        let max_rows = if executor.config().batched {
+            max_rows
+        } else {
+            1
+        };
+        let op = self;
+        builder.build_reschedule(move |_caps| {
+            let sync = Arc::new(sync);
+            let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
+            let mut pending: VecDeque<(u64, Job)> = VecDeque::new();
+            let mut next_token: u64 = 0;
+            let mut batches_seen: u64 = 0;
+            move |_frontiers| {
+                let mut ok_out = ok.activate();
+                let mut err_out = err.activate();
+                // 1. Results that came back.
+                while let Ok((token, outcome)) = rx.try_recv() {
+                    let Some(f) = in_flight.remove(&token) else {
+                        continue;
+                    };
+                    match outcome.and_then(|cols| op.output_batch(&f, cols)) {
+                        Ok(batch) => ok_out.session(&f.cap).give(batch),
+                        Err(e) => {
+                            let error = Arc::new(RequestError::Node {
+                                node: op.node.clone(),
+                                message: e.to_string(),
+                            });
+                            let mut s = err_out.session(&f.cap);
+                            for &id in f.batch.request_ids() {
+                                s.give(RowError {
+                                    request_id: id,
+                                    error: Arc::clone(&error),
+                                });
+                            }
+                        }
+                    }
+                }
+                // 2. New input, cut into jobs.
+                input.for_each(|cap, data| {
+                    let Some(cap) = cap.retain_least(0) else {
+                        return;
+                    };
+                    for batch in data.drain(..) {
+                        let seq = batches_seen * peers + worker;
+                        batches_seen += 1;
+                        let mut offset = 0;
+                        while offset < batch.num_rows() {
+                            let n = max_rows.min(batch.num_rows() - offset);
+                            let part = batch.slice(offset, n);
+                            offset += n;
+                            let columns: Option<Vec<TensorColumn>> = op
+                                .input_columns
+                                .iter()
+                                .map(|c| part.tensor(c).cloned())
+                                .collect();
+                            let token = next_token;
+                            next_token += 1;
+                            let Some(columns) = columns else {
+                                let error = Arc::new(RequestError::Node {
+                                    node: op.node.clone(),
+                                    message: "an input column is missing from the batch".into(),
+                                });
+                                let mut s = err_out.session(&cap);
+                                for &id in part.request_ids() {
+                                    s.give(RowError {
+                                        request_id: id,
+                                        error: Arc::clone(&error),
+                                    });
+                                }
+                                continue;
+                            };
+                            let (tx, sync) = (tx.clone(), Arc::clone(&sync));
+                            let job = Job {
+                                inputs: columns,
+                                enqueued_at: Instant::now(),
+                                done: Box::new(move |outcome| {
+                                    let _ = tx.send((token, outcome));
+                                    let _ = sync.activate();
+                                }),
+                            };
+                            in_flight.insert(
+                                token,
+                                InFlight {
+                                    cap: cap.clone(),
+                                    batch: part,
+                                    seq,
+                                },
+                            );
+                            pending.push_back((token, job));
+                        }
+                    }
+                });
+                // 3. Offer pending jobs until the queue is full.
+                while let Some((token, job)) = pending.pop_front() {
+                    if let Err(job) = executor.try_submit(job) {
+                        pending.push_front((token, job));
+                        retry.activate_after(RETRY_AFTER);
+                        break;
+                    }
+                }
+                !in_flight.is_empty()
+            }
+        });
+        (ok_stream, err_stream)
+    }
+
+    fn output_batch(&self, f: &InFlight, columns: Vec<TensorColumn>) -> Result<Batch, ExecError> {
+        let lineage = append_hop(
+            f.batch.lineage(),
+            &self.producer_ids,
+            self.lineage_id,
+            f.seq,
+        );
+        let tensors = self.output_columns.iter().cloned().zip(columns).collect();
+        Batch::new(f.batch.request_id_array().clone(), lineage, tensors).map_err(|e| {
+            ExecError::Inference {
+                node: self.node.clone(),
+                message: e.to_string(),
+            }
+        })
+    }
+}

@@ -1,0 +1,127 @@
+//! Loading the ONNX Runtime shared library (once per process) and building sessions.
+//!
+//! weir uses the official `libonnxruntime.so` from PyPI's `onnxruntime` wheel, which
+//! `scripts/setup.sh` unpacks into `.weir/onnxruntime/`; `ort`'s `load-dynamic` feature opens it at
+//! run time, so nothing is downloaded at build time. The library is found, in order, at
+//! `$WEIR_ORT_DYLIB`, `$ORT_DYLIB_PATH`, `$WEIR_HOME/onnxruntime/`, and `.weir/onnxruntime/` in the
+//! current folder, the executable's folder or any of their parents. This is the only place a
+//! `Session` is created (see STYLE.md §7).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ort::environment::Environment;
+use ort::logging::LogLevel;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use tracing::info;
+
+use super::ExecError;
+
+const LIBRARY: &str = "libonnxruntime.so";
+
+/// The loaded runtime.
+#[derive(Debug, Clone)]
+pub struct OrtRuntime {
+    env: Environment,
+    library: PathBuf,
+}
+
+static RUNTIME: OnceLock<Result<OrtRuntime, String>> = OnceLock::new();
+
+fn candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for var in ["WEIR_ORT_DYLIB", "ORT_DYLIB_PATH"] {
+        if let Some(p) = std::env::var_os(var) {
+            out.push(PathBuf::from(p));
+        }
+    }
+    if let Some(home) = std::env::var_os("WEIR_HOME") {
+        out.push(PathBuf::from(home).join("onnxruntime").join(LIBRARY));
+    }
+    let mut roots = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.push(cwd);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        roots.push(dir);
+    }
+    for root in roots {
+        for dir in root.ancestors() {
+            out.push(dir.join(".weir").join("onnxruntime").join(LIBRARY));
+        }
+    }
+    out
+}
+
+/// Where the runtime library would be loaded from, if one is found.
+pub fn find_library() -> Option<PathBuf> {
+    candidates().into_iter().find(|p| p.is_file())
+}
+
+impl OrtRuntime {
+    /// The process-wide runtime, loading the library on first use.
+    ///
+    /// # Errors
+    /// [`ExecError::RuntimeMissing`] when no library is found or it fails to load; the message
+    /// says where weir looked and how to fix it.
+    pub fn get() -> Result<OrtRuntime, ExecError> {
+        RUNTIME
+            .get_or_init(|| {
+                let library = find_library().ok_or_else(|| {
+                    "libonnxruntime.so not found; run scripts/setup.sh, or set WEIR_ORT_DYLIB to the library".to_string()
+                })?;
+                let env = ort::init_from(&library)
+                    .map_err(|e| format!("loading {}: {e}", library.display()))?
+                    .with_name("weir")
+                    .build()
+                    .map_err(|e| format!("starting ONNX Runtime from {}: {e}", library.display()))?;
+                info!(library = %library.display(), "ONNX Runtime loaded.");
+                Ok(OrtRuntime { env, library })
+            })
+            .clone()
+            .map_err(ExecError::RuntimeMissing)
+    }
+
+    /// The library file in use.
+    pub fn library(&self) -> &Path {
+        &self.library
+    }
+
+    /// ONNX Runtime's build description (version, commit, flags).
+    pub fn build_info(&self) -> &'static str {
+        ort::info()
+    }
+
+    /// A CPU session for `path` with `intra_op_threads` threads; spinning per `spinning`.
+    ///
+    /// # Errors
+    /// [`ExecError::Session`] with ONNX Runtime's message.
+    pub fn session(
+        &self,
+        node: &str,
+        path: &Path,
+        intra_op_threads: usize,
+        spinning: bool,
+    ) -> Result<Session, ExecError> {
+        let wrap = |e: ort::Error| ExecError::Session {
+            node: node.to_string(),
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let builder = Session::builder(&self.env).map_err(wrap)?;
+        let builder = builder
+            .with_log_level(LogLevel::Error)
+            .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::All))
+            .and_then(|b| b.with_intra_threads(intra_op_threads))
+            .and_then(|b| b.with_inter_threads(1))
+            .and_then(|b| b.with_intra_op_spinning(spinning))
+            .and_then(|b| b.with_inter_op_spinning(spinning))
+            .map_err(|e| wrap(e.into()))?;
+        let mut builder = builder;
+        builder.commit_from_file(path).map_err(wrap)
+    }
+}

@@ -1,0 +1,252 @@
+//! Tensor-op nodes: normalize, argmax, top-k and concat, computed column-wise on the worker.
+//!
+//! These are cheap (microseconds per batch), so they run inline in their operator rather than on an
+//! executor. The pure functions here take and return whole columns; [`operator`] is the timely glue.
+//! Semantics are those documented on the spec types in `weir_engine::spec`.
+
+pub mod operator;
+
+use weir_engine::batch::TensorColumn;
+use weir_engine::tensor::{DType, TensorData};
+use weir_engine::validate::NodeKind;
+
+/// A tensor op, as planned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorOp {
+    /// Per-channel `(x - mean) / std`.
+    Normalize {
+        /// Means.
+        mean: Vec<f32>,
+        /// Standard deviations.
+        std: Vec<f32>,
+    },
+    /// Index of the largest element.
+    Argmax,
+    /// The `k` largest elements and their indices.
+    TopK {
+        /// How many.
+        k: usize,
+    },
+    /// Concatenation along `axis`.
+    Concat {
+        /// Axis (0..rank).
+        axis: usize,
+    },
+}
+
+impl TensorOp {
+    /// The op for a planned node kind, or `None` for a model.
+    pub fn from_kind(kind: &NodeKind) -> Option<TensorOp> {
+        match kind {
+            NodeKind::Model(_) => None,
+            NodeKind::Normalize { mean, std } => Some(TensorOp::Normalize {
+                mean: mean.clone(),
+                std: std.clone(),
+            }),
+            NodeKind::Argmax => Some(TensorOp::Argmax),
+            NodeKind::TopK { k } => Some(TensorOp::TopK { k: *k }),
+            NodeKind::Concat { axis } => Some(TensorOp::Concat { axis: *axis }),
+        }
+    }
+
+    /// Applies the op to `inputs` (in the node's port order); returns the output columns in the
+    /// node's output order.
+    ///
+    /// # Errors
+    /// A message when the data does not fit the op (validation prevents this for typed graphs).
+    pub fn apply(&self, inputs: &[&TensorColumn]) -> Result<Vec<TensorColumn>, String> {
+        let first = *inputs.first().ok_or("no input")?;
+        let rows = first.len();
+        fn f32s(c: &TensorColumn) -> Result<&[f32], String> {
+            c.f32_values()
+                .ok_or_else(|| format!("expected f32, got {}", c.dtype()))
+        }
+        match self {
+            TensorOp::Normalize { mean, std } => {
+                let x = f32s(first)?;
+                let n = first.row_len();
+                let channels = mean.len().max(std.len());
+                let per_channel = if channels > 1 { n / channels } else { n.max(1) };
+                let pick = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
+                let out: Vec<f32> = x
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let c =
+                            ((i % n.max(1)) / per_channel.max(1)).min(channels.saturating_sub(1));
+                        (v - pick(mean, c)) / pick(std, c)
+                    })
+                    .collect();
+                Ok(vec![column(
+                    "output",
+                    first.shape().to_vec(),
+                    rows,
+                    TensorData::F32(out),
+                )?])
+            }
+            TensorOp::Argmax => {
+                let x = f32s(first)?;
+                let n = first.row_len();
+                let out = (0..rows)
+                    .map(|r| top_indices(&x[r * n..(r + 1) * n], 1)[0] as i64)
+                    .collect();
+                Ok(vec![column("index", vec![1], rows, TensorData::I64(out))?])
+            }
+            TensorOp::TopK { k } => {
+                let x = f32s(first)?;
+                let n = first.row_len();
+                if *k > n {
+                    return Err(format!("k = {k} but the tensor has {n} elements"));
+                }
+                let mut values = Vec::with_capacity(rows * k);
+                let mut indices = Vec::with_capacity(rows * k);
+                for r in 0..rows {
+                    let row = &x[r * n..(r + 1) * n];
+                    for i in top_indices(row, *k) {
+                        values.push(row[i]);
+                        indices.push(i as i64);
+                    }
+                }
+                Ok(vec![
+                    column("values", vec![*k], rows, TensorData::F32(values))?,
+                    column("indices", vec![*k], rows, TensorData::I64(indices))?,
+                ])
+            }
+            TensorOp::Concat { axis } => concat(inputs, *axis),
+        }
+    }
+}
+
+fn column(
+    name: &str,
+    shape: Vec<usize>,
+    rows: usize,
+    data: TensorData,
+) -> Result<TensorColumn, String> {
+    TensorColumn::from_data(name, shape, rows, data).map_err(|e| e.to_string())
+}
+
+/// Indices of the `k` largest values, largest first; ties go to the lower index.
+fn top_indices(row: &[f32], k: usize) -> Vec<usize> {
+    let order = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
+    let mut idx: Vec<usize> = (0..row.len()).collect();
+    if k < idx.len() {
+        idx.select_nth_unstable_by(k, order);
+        idx.truncate(k);
+    }
+    idx.sort_unstable_by(order);
+    idx
+}
+
+fn concat(inputs: &[&TensorColumn], axis: usize) -> Result<Vec<TensorColumn>, String> {
+    let first = inputs[0];
+    let rows = first.len();
+    let outer: usize = first.shape()[..axis].iter().product();
+    let inner: Vec<usize> = inputs
+        .iter()
+        .map(|c| c.shape()[axis..].iter().product())
+        .collect();
+    let mut shape = first.shape().to_vec();
+    shape[axis] = inputs.iter().map(|c| c.shape()[axis]).sum();
+    fn gather<T: Copy>(cols: &[&[T]], lens: &[usize], rows: usize, outer: usize) -> Vec<T> {
+        let row_lens: Vec<usize> = lens.iter().map(|l| l * outer).collect();
+        let mut out = Vec::with_capacity(rows * row_lens.iter().sum::<usize>());
+        for r in 0..rows {
+            for o in 0..outer {
+                for (c, &l) in cols.iter().zip(lens) {
+                    let start = r * l * outer + o * l;
+                    out.extend_from_slice(&c[start..start + l]);
+                }
+            }
+        }
+        out
+    }
+    let data = match first.dtype() {
+        DType::F32 => {
+            let cols: Vec<&[f32]> = inputs
+                .iter()
+                .map(|c| c.f32_values().ok_or("mixed dtypes"))
+                .collect::<Result<_, _>>()?;
+            TensorData::F32(gather(&cols, &inner, rows, outer))
+        }
+        DType::I64 => {
+            let cols: Vec<&[i64]> = inputs
+                .iter()
+                .map(|c| c.i64_values().ok_or("mixed dtypes"))
+                .collect::<Result<_, _>>()?;
+            TensorData::I64(gather(&cols, &inner, rows, outer))
+        }
+    };
+    Ok(vec![column("output", shape, rows, data)?])
+}
+
+/// Compares two `f32` slices for the tests' tolerance checks.
+#[cfg(test)]
+fn close(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-6 || x == y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32_col(shape: Vec<usize>, rows: usize, v: Vec<f32>) -> TensorColumn {
+        TensorColumn::from_data("x", shape, rows, TensorData::F32(v)).unwrap()
+    }
+
+    #[test]
+    fn top_k_orders_by_value_then_index() {
+        let c = f32_col(
+            vec![5],
+            2,
+            vec![0.1, 0.9, 0.5, 0.9, 0.0, 3.0, 2.0, 1.0, 0.0, -1.0],
+        );
+        let out = TensorOp::TopK { k: 3 }.apply(&[&c]).unwrap();
+        assert_eq!(out[1].i64_values().unwrap(), &[1, 3, 2, 0, 1, 2]);
+        assert!(close(
+            out[0].f32_values().unwrap(),
+            &[0.9, 0.9, 0.5, 3.0, 2.0, 1.0]
+        ));
+    }
+
+    #[test]
+    fn argmax_per_row() {
+        let c = f32_col(vec![3, 1, 1], 2, vec![1.0, 5.0, 2.0, 7.0, 0.0, 7.0]);
+        let out = TensorOp::Argmax.apply(&[&c]).unwrap();
+        assert_eq!(out[0].i64_values().unwrap(), &[1, 0]);
+    }
+
+    #[test]
+    fn normalize_per_channel() {
+        let c = f32_col(vec![2, 2], 1, vec![1.0, 3.0, 10.0, 20.0]);
+        let op = TensorOp::Normalize {
+            mean: vec![1.0, 10.0],
+            std: vec![2.0, 10.0],
+        };
+        let out = op.apply(&[&c]).unwrap();
+        assert!(close(out[0].f32_values().unwrap(), &[0.0, 1.0, 0.0, 1.0]));
+    }
+
+    #[test]
+    fn concat_along_last_and_first_axis() {
+        let a = f32_col(vec![2, 1], 1, vec![1.0, 2.0]);
+        let b = f32_col(vec![2, 2], 1, vec![3.0, 4.0, 5.0, 6.0]);
+        let out = TensorOp::Concat { axis: 1 }.apply(&[&a, &b]).unwrap();
+        assert_eq!(out[0].shape(), &[2, 3]);
+        assert!(close(
+            out[0].f32_values().unwrap(),
+            &[1.0, 3.0, 4.0, 2.0, 5.0, 6.0]
+        ));
+        let c = f32_col(vec![1, 2], 2, vec![1.0, 2.0, 3.0, 4.0]);
+        let d = f32_col(vec![1, 2], 2, vec![5.0, 6.0, 7.0, 8.0]);
+        let out = TensorOp::Concat { axis: 0 }.apply(&[&c, &d]).unwrap();
+        assert_eq!(out[0].shape(), &[2, 2]);
+        assert!(close(
+            out[0].f32_values().unwrap(),
+            &[1.0, 2.0, 5.0, 6.0, 3.0, 4.0, 7.0, 8.0]
+        ));
+    }
+}

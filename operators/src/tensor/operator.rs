@@ -1,0 +1,92 @@
+//! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker.
+
+use std::sync::Arc;
+
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use weir_engine::batch::{Batch, TensorColumn};
+use weir_engine::dataflow::{BatchStream, ErrorStream};
+use weir_engine::lineage::append_hop;
+use weir_engine::request::{RequestError, RowError};
+
+use super::TensorOp;
+
+/// A tensor-op node ready to be built.
+#[derive(Debug, Clone)]
+pub struct TensorOperator {
+    /// Node id.
+    pub node: String,
+    /// This node's lineage id.
+    pub lineage_id: u32,
+    /// Lineage ids of its producers.
+    pub producer_ids: Vec<u32>,
+    /// Batch columns it reads, in port order.
+    pub input_columns: Vec<String>,
+    /// Batch column names for its outputs, in output order.
+    pub output_columns: Vec<Arc<str>>,
+    /// What it computes.
+    pub op: TensorOp,
+}
+
+impl TensorOperator {
+    /// Builds the operator on `input`.
+    pub fn build<'s>(self, input: BatchStream<'s>) -> (BatchStream<'s>, ErrorStream<'s>) {
+        let scope = input.scope();
+        let (peers, worker) = (scope.peers() as u64, scope.index() as u64);
+        let mut builder = OperatorBuilder::new(format!("tensor/{}", self.node), scope);
+        let mut input = builder.new_input(input, Pipeline);
+        let (ok, ok_stream) = builder.new_output();
+        let (err, err_stream) = builder.new_output();
+        let mut ok = OutputBuilder::<u64, CapacityContainerBuilder<Vec<Batch>>>::from(ok);
+        let mut err = OutputBuilder::<u64, CapacityContainerBuilder<Vec<RowError>>>::from(err);
+        let op = self;
+        builder.build(move |_caps| {
+            let mut batches_seen = 0u64;
+            move |_frontiers| {
+                let mut ok_out = ok.activate();
+                let mut err_out = err.activate();
+                input.for_each(|cap, data| {
+                    for batch in data.drain(..) {
+                        let seq = batches_seen * peers + worker;
+                        batches_seen += 1;
+                        match op.process(&batch, seq) {
+                            Ok(out) => ok_out.session(&cap).give(out),
+                            Err(message) => {
+                                let error = Arc::new(RequestError::Node {
+                                    node: op.node.clone(),
+                                    message,
+                                });
+                                let mut s = err_out.session(&cap);
+                                for &id in batch.request_ids() {
+                                    s.give(RowError {
+                                        request_id: id,
+                                        error: Arc::clone(&error),
+                                    });
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (ok_stream, err_stream)
+    }
+
+    fn process(&self, batch: &Batch, seq: u64) -> Result<Batch, String> {
+        let inputs: Vec<&TensorColumn> = self
+            .input_columns
+            .iter()
+            .map(|c| {
+                batch
+                    .tensor(c)
+                    .ok_or_else(|| format!("input column `{c}` missing from the batch"))
+            })
+            .collect::<Result<_, _>>()?;
+        let outputs = self.op.apply(&inputs)?;
+        let lineage = append_hop(batch.lineage(), &self.producer_ids, self.lineage_id, seq);
+        let tensors = self.output_columns.iter().cloned().zip(outputs).collect();
+        Batch::new(batch.request_id_array().clone(), lineage, tensors).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Generate the ONNX test/benchmark models that weir uses.
+
+Deterministic: every random value comes from a numpy Generator with a fixed
+seed, so re-running produces the same models (for the same numpy version).
+
+Written to --out:
+  squeezenet_random.onnx  zoo squeezenet with real (seeded random) weights
+  resnet50_random.onnx    zoo resnet50 with real (seeded random) weights
+  mlp_a.onnx, mlp_b.onnx  x[N,64] -> Gemm 32 -> Relu -> Gemm 10 -> Softmax -> probs[N,10]
+  digits_mlp.onnx         same architecture, trained on the sklearn digits set
+  digits_test.csv         the held-out digits rows (64 raw pixels 0..16, label)
+  constant_batch1.onnx    x[1,4] -> y[1,4] = x * 2 + 1
+
+Usage: make_models.py --out DIR --zoo DIR --digits digits.csv.gz
+Needs numpy and onnx only.
+"""
+
+import argparse
+import gzip
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+IR_VERSION = 8  # onnxruntime 1.31 loads IR <= 10; 8 keeps older runtimes happy too
+OPSET = 13
+
+SEED_SQUEEZENET = 1001
+SEED_RESNET50 = 1002
+SEED_MLP_A = 2001
+SEED_MLP_B = 2002
+SEED_DIGITS_SPLIT = 0
+SEED_DIGITS_TRAIN = 3001
+
+
+def save(model, path):
+    """Check and write a model atomically; print one line."""
+    onnx.checker.check_model(model, full_check=True)
+    tmp = path + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, path)
+    g = model.graph
+    ins = ", ".join(f"{i.name}{_shape(i)}" for i in g.input)
+    outs = ", ".join(f"{o.name}{_shape(o)}" for o in g.output)
+    print(f"  wrote {os.path.basename(path)} ({os.path.getsize(path)} bytes; {ins} -> {outs})")
+
+
+def _shape(vi):
+    dims = []
+    for d in vi.type.tensor_type.shape.dim:
+        dims.append(d.dim_param if d.dim_param else str(d.dim_value))
+    return "[" + ",".join(dims) + "]"
+
+
+# ---------------------------------------------------------------------------
+# zoo models: replace ConstantOfShape-generated weights by seeded random ones
+# ---------------------------------------------------------------------------
+
+# Scale of a BatchNormalization that feeds a residual Sum/Add.  With the
+# running statistics not matching the random convolutions, unit scales let the
+# activations double at each of resnet50's 16 residual blocks (std ~1e4 at the
+# end, a one-hot softmax identical for every input); 0.5 keeps them O(10)
+# and the top class still depends on the input.
+RESIDUAL_BN_SCALE = 0.5
+
+
+def _random_weight(rng, shape, consumer, index, feeds_residual=False):
+    """Pick a sensible random fill for a weight of `shape` fed into node
+    `consumer` at input position `index`."""
+    shape = tuple(int(s) for s in shape)
+    if consumer is not None and consumer.op_type == "BatchNormalization":
+        # inputs: X, scale, B, mean, var.  0.01-scaled scales would shrink
+        # activations towards zero layer after layer; keep them near 1 and the
+        # variance positive.
+        if index == 1:
+            base = RESIDUAL_BN_SCALE if feeds_residual else 1.0
+            return (base * (1.0 + 0.1 * rng.standard_normal(shape))).astype(np.float32)
+        if index == 4:
+            return rng.uniform(0.5, 1.5, size=shape).astype(np.float32)
+        return (0.01 * rng.standard_normal(shape)).astype(np.float32)
+    if len(shape) > 1:
+        fan_in = int(np.prod(shape[1:]))
+        return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+    return (0.01 * rng.standard_normal(shape)).astype(np.float32)
+
+
+def randomize_zoo_model(src, dst, seed, want_input, want_output):
+    name = os.path.basename(dst)
+    if not os.path.exists(src):
+        print(f"  skipped {name}: {src} not found")
+        return False
+    model = onnx.load(src)
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+
+    cos_nodes = [n for n in g.node
+                 if n.op_type == "ConstantOfShape" and len(n.input) == 1 and n.input[0] in inits]
+    if not cos_nodes:
+        print(f"  skipped {name}: no ConstantOfShape(initializer) weights in {src}")
+        return False
+    io_in = [i.name for i in g.input if i.name not in inits]
+    if io_in != [want_input] or [o.name for o in g.output] != [want_output]:
+        print(f"  skipped {name}: unexpected inputs/outputs {io_in} -> {[o.name for o in g.output]}")
+        return False
+
+    # first consumer of each tensor (to choose the fill)
+    consumer = {}
+    residual_inputs = set()
+    for n in g.node:
+        for k, t in enumerate(n.input):
+            consumer.setdefault(t, (n, k))
+        if n.op_type in ("Sum", "Add"):
+            residual_inputs.update(n.input)
+
+    rng = np.random.default_rng(seed)
+    new_inits = []
+    for n in cos_nodes:
+        shape = numpy_helper.to_array(inits[n.input[0]])
+        out = n.output[0]
+        cnode, cidx = consumer.get(out, (None, 0))
+        feeds_residual = cnode is not None and cnode.output[0] in residual_inputs
+        arr = _random_weight(rng, shape, cnode, cidx, feeds_residual)
+        new_inits.append(numpy_helper.from_array(arr, name=out))
+
+    cos_ids = {id(n) for n in cos_nodes}
+    nodes = [n for n in g.node if id(n) not in cos_ids]
+    del g.node[:]
+    g.node.extend(nodes)
+
+    used = {t for n in g.node for t in n.input} | {o.name for o in g.output}
+    kept = [i for i in g.initializer if i.name in used]  # drops *__SHAPE and dead blobs
+    del g.initializer[:]
+    g.initializer.extend(kept + new_inits)
+
+    # IR >= 4: initializers need not (and here must not) be graph inputs, so
+    # that runtimes see exactly one required input.
+    ins = [i for i in g.input if i.name in io_in]
+    del g.input[:]
+    g.input.extend(ins)
+
+    model.ir_version = IR_VERSION
+    model.producer_name = "weir make_models.py"
+    save(model, dst)
+    return True
+
+
+# ---------------------------------------------------------------------------
+# MLP 64 -> 32 -> 10
+# ---------------------------------------------------------------------------
+
+def mlp_model(w1, b1, w2, b2, graph_name):
+    """w1 [32,64], b1 [32], w2 [10,32], b2 [10] (Gemm with transB=1)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])
+    y = helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 10])
+    inits = [
+        numpy_helper.from_array(w1.astype(np.float32), "fc1.weight"),
+        numpy_helper.from_array(b1.astype(np.float32), "fc1.bias"),
+        numpy_helper.from_array(w2.astype(np.float32), "fc2.weight"),
+        numpy_helper.from_array(b2.astype(np.float32), "fc2.bias"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h1"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h1"], ["a1"], name="relu1"),
+        helper.make_node("Gemm", ["a1", "fc2.weight", "fc2.bias"], ["logits"], name="fc2", transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1),
+    ]
+    graph = helper.make_graph(nodes, graph_name, [x], [y], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    return model
+
+
+def init_mlp(rng):
+    w1 = rng.standard_normal((32, 64)) * np.sqrt(2.0 / 64)
+    b1 = 0.01 * rng.standard_normal(32)
+    w2 = rng.standard_normal((10, 32)) * np.sqrt(2.0 / 32)
+    b2 = 0.01 * rng.standard_normal(10)
+    return w1, b1, w2, b2
+
+
+def forward(params, x):
+    """Same math as the ONNX graph, in x's dtype."""
+    w1, b1, w2, b2 = params
+    h = np.maximum(x @ w1.T + b1, 0)
+    z = h @ w2.T + b2
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True), h
+
+
+def train_digits(digits_path, out_dir):
+    with gzip.open(digits_path, "rt") as f:
+        lines = [ln.strip() for ln in f if ln.strip()]
+    data = np.array([[int(v) for v in ln.split(",")] for ln in lines], dtype=np.int64)
+    assert data.shape == (1797, 65), data.shape
+    X = data[:, :64].astype(np.float64) / 16.0
+    y = data[:, 64]
+
+    n = len(data)
+    n_test = int(round(0.2 * n))
+    perm = np.random.default_rng(SEED_DIGITS_SPLIT).permutation(n)
+    test_idx = np.sort(perm[:n_test])
+    train_idx = perm[n_test:]
+
+    rng = np.random.default_rng(SEED_DIGITS_TRAIN)
+    params = list(init_mlp(rng))
+    vel = [np.zeros_like(p) for p in params]
+    Xtr, ytr = X[train_idx], y[train_idx]
+    Ytr = np.eye(10)[ytr]
+    lr, mom, wd, batch, epochs = 0.05, 0.9, 1e-4, 32, 200
+    for _ in range(epochs):
+        order = rng.permutation(len(Xtr))
+        for s in range(0, len(order), batch):
+            b = order[s:s + batch]
+            xb, yb = Xtr[b], Ytr[b]
+            p, h = forward(params, xb)
+            dz = (p - yb) / len(b)                # d(mean CE)/d logits
+            gw2 = dz.T @ h + wd * params[2]
+            gb2 = dz.sum(axis=0)
+            dh = (dz @ params[2]) * (h > 0)
+            gw1 = dh.T @ xb + wd * params[0]
+            gb1 = dh.sum(axis=0)
+            for k, gk in enumerate((gw1, gb1, gw2, gb2)):
+                vel[k] = mom * vel[k] - lr * gk
+                params[k] = params[k] + vel[k]
+
+    params32 = [p.astype(np.float32) for p in params]
+    p_test, _ = forward(params32, X[test_idx].astype(np.float32))
+    acc = float((p_test.argmax(axis=1) == y[test_idx]).mean())
+    p_train, _ = forward(params32, Xtr.astype(np.float32))
+    train_acc = float((p_train.argmax(axis=1) == ytr).mean())
+
+    save(mlp_model(*params32, graph_name="digits_mlp"), os.path.join(out_dir, "digits_mlp.onnx"))
+    csv_path = os.path.join(out_dir, "digits_test.csv")
+    with open(csv_path + ".tmp", "w") as f:
+        for i in test_idx:
+            f.write(lines[i] + "\n")
+    os.replace(csv_path + ".tmp", csv_path)
+    print(f"  wrote digits_test.csv ({len(test_idx)} held-out rows: 64 pixels 0..16, label)")
+    print(f"  digits_mlp: train accuracy {train_acc:.4f}, held-out accuracy {acc:.4f} "
+          f"({int(round(acc * len(test_idx)))}/{len(test_idx)})")
+    if acc <= 0.9:
+        print("  WARNING: digits_mlp held-out accuracy is not above 0.9", file=sys.stderr)
+    return acc
+
+
+def constant_batch1(out_dir):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    inits = [
+        numpy_helper.from_array(np.array([2.0], dtype=np.float32), "two"),
+        numpy_helper.from_array(np.array([1.0], dtype=np.float32), "one"),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["x", "two"], ["x2"], name="mul"),
+        helper.make_node("Add", ["x2", "one"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(nodes, "constant_batch1", [x], [y], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    save(model, os.path.join(out_dir, "constant_batch1.onnx"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output directory for the models")
+    ap.add_argument("--zoo", required=True, help="directory with the unpacked zoo models (<name>.onnx)")
+    ap.add_argument("--digits", required=True, help="path to digits.csv.gz")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    if not randomize_zoo_model(os.path.join(args.zoo, "squeezenet.onnx"),
+                               os.path.join(args.out, "squeezenet_random.onnx"),
+                               SEED_SQUEEZENET, "data_0", "softmaxout_1"):
+        sys.exit("make_models.py: could not build squeezenet_random.onnx")
+    randomize_zoo_model(os.path.join(args.zoo, "resnet50.onnx"),
+                        os.path.join(args.out, "resnet50_random.onnx"),
+                        SEED_RESNET50, "gpu_0/data_0", "gpu_0/softmax_1")
+
+    save(mlp_model(*init_mlp(np.random.default_rng(SEED_MLP_A)), graph_name="mlp_a"),
+         os.path.join(args.out, "mlp_a.onnx"))
+    save(mlp_model(*init_mlp(np.random.default_rng(SEED_MLP_B)), graph_name="mlp_b"),
+         os.path.join(args.out, "mlp_b.onnx"))
+    train_digits(args.digits, args.out)
+    constant_batch1(args.out)
+
+
+if __name__ == "__main__":
+    main()

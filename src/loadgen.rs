@@ -1,0 +1,339 @@
+//! Drives a running graph with a workload, open- or closed-loop, and summarises what came back.
+//!
+//! Closed loop: `concurrency` client threads, each sending its next request when the previous one is
+//! answered (latency = answer − send). Open loop: one dispatcher sends at Poisson arrival times
+//! regardless of answers, so queueing shows (latency = answer − *scheduled* send, which counts a
+//! late dispatcher against the system, avoiding coordinated omission). Every request is accounted
+//! for: answered with outputs, answered with an error, or refused at admission.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded};
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+use weir_engine::request::{RequestError, Response};
+use weir_engine::runtime::GraphRuntime;
+use weir_engine::tensor::DType;
+
+use crate::workload::Workload;
+
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// `concurrency` clients, each waiting for its answer before sending again.
+    Closed {
+        /// Clients.
+        concurrency: usize,
+    },
+    /// Poisson arrivals at `rate` requests per second.
+    Poisson {
+        /// Mean requests per second.
+        rate: f64,
+    },
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Requests to send (after warm-up).
+    pub requests: usize,
+    /// Requests sent first and not counted.
+    pub warmup: usize,
+    /// Arrival process.
+    pub arrival: Arrival,
+    /// Seed for arrival times.
+    pub seed: u64,
+    /// Graph output compared with the label for accuracy (`None`: the first i64 output of one element).
+    pub label_output: Option<String>,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// What came back.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// Requests sent (excluding warm-up).
+    pub sent: usize,
+    /// Answered with outputs.
+    pub ok: usize,
+    /// Errors by class label, with one example message each.
+    pub errors: BTreeMap<&'static str, (usize, String)>,
+    /// Wall time of the measured part.
+    pub elapsed: Duration,
+    /// Latencies of answered requests, in microseconds.
+    pub latency_us: Histogram<u64>,
+    /// (correct, labelled) when the workload has labels.
+    pub accuracy: Option<(usize, usize)>,
+}
+
+impl LoadReport {
+    /// Answers per second over the measured part.
+    pub fn throughput(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Latency quantile `q` in milliseconds.
+    pub fn latency_ms(&self, q: f64) -> f64 {
+        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    /// Errors of every class.
+    pub fn error_count(&self) -> usize {
+        self.errors.values().map(|(n, _)| n).sum()
+    }
+
+    /// A human-readable summary.
+    pub fn summary(&self, graph: &str) -> String {
+        let mut s = format!(
+            "graph `{graph}`: {} requests, {} ok, {} errors in {:.2} s → {:.1} req/s\n",
+            self.sent,
+            self.ok,
+            self.error_count(),
+            self.elapsed.as_secs_f64(),
+            self.throughput()
+        );
+        if self.ok > 0 {
+            s.push_str(&format!(
+                "latency ms: p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  mean {:.3}\n",
+                self.latency_ms(0.5),
+                self.latency_ms(0.9),
+                self.latency_ms(0.99),
+                self.latency_ms(0.999),
+                self.latency_us.max() as f64 / 1000.0,
+                self.latency_us.mean() / 1000.0
+            ));
+        }
+        if let Some((correct, total)) = self.accuracy {
+            s.push_str(&format!(
+                "accuracy: {:.4} ({correct}/{total})\n",
+                correct as f64 / total.max(1) as f64
+            ));
+        }
+        for (class, (n, example)) in &self.errors {
+            s.push_str(&format!("errors {class}: {n} (e.g. {example})\n"));
+        }
+        s
+    }
+}
+
+struct Outcome {
+    latency: Duration,
+    result: Result<Response, RequestError>,
+    label: Option<i64>,
+}
+
+fn predicted_class(r: &Response, output: Option<&str>) -> Option<i64> {
+    let t = match output {
+        Some(name) => r.output(name)?,
+        None => r
+            .outputs
+            .iter()
+            .map(|o| &o.tensor)
+            .find(|t| t.dtype() == DType::I64 && t.data.len() == 1)?,
+    };
+    t.as_i64().and_then(|v| v.first().copied())
+}
+
+struct Tally {
+    report: LoadReport,
+    labelled: usize,
+    correct: usize,
+}
+
+impl Tally {
+    fn new(sent: usize) -> Tally {
+        Tally {
+            report: LoadReport {
+                sent,
+                ok: 0,
+                errors: BTreeMap::new(),
+                elapsed: Duration::ZERO,
+                latency_us: latency_histogram(),
+                accuracy: None,
+            },
+            labelled: 0,
+            correct: 0,
+        }
+    }
+
+    fn add(&mut self, o: Outcome, label_output: Option<&str>) {
+        match o.result {
+            Ok(r) => {
+                self.report.ok += 1;
+                let _ = self
+                    .report
+                    .latency_us
+                    .record((o.latency.as_micros() as u64).max(1));
+                if let Some(label) = o.label {
+                    self.labelled += 1;
+                    if predicted_class(&r, label_output) == Some(label) {
+                        self.correct += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                let entry = self
+                    .report
+                    .errors
+                    .entry(e.class().label())
+                    .or_insert((0, e.to_string()));
+                entry.0 += 1;
+            }
+        }
+    }
+
+    fn finish(mut self, elapsed: Duration) -> LoadReport {
+        self.report.elapsed = elapsed;
+        if self.labelled > 0 {
+            self.report.accuracy = Some((self.correct, self.labelled));
+        }
+        self.report
+    }
+}
+
+/// A histogram of 1 µs to 1 h at 3 significant figures.
+///
+/// # Panics
+/// Never: the bounds and precision are constants hdrhistogram accepts.
+pub fn latency_histogram() -> Histogram<u64> {
+    #[allow(clippy::expect_used)]
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+fn progress_bar(n: usize, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(n as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {per_sec} eta {eta}",
+    ) {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// Runs `spec` against `runtime` with requests from `workload`.
+pub fn run_load(runtime: &GraphRuntime, workload: &Workload, spec: &LoadSpec) -> LoadReport {
+    if spec.warmup > 0 {
+        let warm = LoadSpec {
+            requests: spec.warmup,
+            warmup: 0,
+            progress: false,
+            ..spec.clone()
+        };
+        let _ = drive(runtime, workload, &warm, 0);
+    }
+    drive(runtime, workload, spec, spec.warmup)
+}
+
+fn drive(
+    runtime: &GraphRuntime,
+    workload: &Workload,
+    spec: &LoadSpec,
+    offset: usize,
+) -> LoadReport {
+    let pb = progress_bar(spec.requests, spec.progress);
+    let label_output = spec.label_output.as_deref();
+    let mut tally = Tally::new(spec.requests);
+    let started = Instant::now();
+    match spec.arrival {
+        Arrival::Closed { concurrency } => {
+            let next = Arc::new(AtomicUsize::new(0));
+            let (tx, rx) = unbounded::<Outcome>();
+            std::thread::scope(|s| {
+                for _ in 0..concurrency.max(1) {
+                    let (next, tx, pb) = (Arc::clone(&next), tx.clone(), pb.clone());
+                    s.spawn(move || loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= spec.requests {
+                            break;
+                        }
+                        let item = workload.item(offset + i);
+                        let (rtx, rrx) = bounded(1);
+                        let sent = Instant::now();
+                        let result = match runtime.submit(
+                            item.inputs,
+                            Box::new(move |r| {
+                                let _ = rtx.send((Instant::now(), r));
+                            }),
+                        ) {
+                            Ok(_) => rrx.recv().unwrap_or_else(|_| {
+                                (
+                                    Instant::now(),
+                                    Err(RequestError::ShuttingDown {
+                                        graph: String::new(),
+                                    }),
+                                )
+                            }),
+                            Err(e) => (Instant::now(), Err(e)),
+                        };
+                        let _ = tx.send(Outcome {
+                            latency: result.0 - sent,
+                            result: result.1,
+                            label: item.label,
+                        });
+                        pb.inc(1);
+                    });
+                }
+                drop(tx);
+                for o in rx.iter() {
+                    tally.add(o, label_output);
+                }
+            });
+        }
+        Arrival::Poisson { rate } => {
+            let (tx, rx) = unbounded::<Outcome>();
+            let gaps = Exp::new(rate.max(1e-9)).ok();
+            let mut rng = StdRng::seed_from_u64(spec.seed);
+            std::thread::scope(|s| {
+                let pb2 = pb.clone();
+                s.spawn(move || {
+                    let mut at = Duration::ZERO;
+                    for i in 0..spec.requests {
+                        if let Some(g) = &gaps {
+                            at += Duration::from_secs_f64(g.sample(&mut rng));
+                        }
+                        let scheduled = started + at;
+                        let now = Instant::now();
+                        if scheduled > now {
+                            std::thread::sleep(scheduled - now);
+                        }
+                        let item = workload.item(offset + i);
+                        let (label, tx2, pb3) = (item.label, tx.clone(), pb2.clone());
+                        let submitted = runtime.submit(
+                            item.inputs,
+                            Box::new(move |r| {
+                                let _ = tx2.send(Outcome {
+                                    latency: scheduled.elapsed(),
+                                    result: r,
+                                    label,
+                                });
+                                pb3.inc(1);
+                            }),
+                        );
+                        if let Err(e) = submitted {
+                            let _ = tx.send(Outcome {
+                                latency: scheduled.elapsed(),
+                                result: Err(e),
+                                label,
+                            });
+                            pb2.inc(1);
+                        }
+                    }
+                });
+                for o in rx.iter().take(spec.requests) {
+                    tally.add(o, label_output);
+                }
+            });
+        }
+    }
+    pb.finish_and_clear();
+    tally.finish(started.elapsed())
+}

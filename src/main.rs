@@ -1,0 +1,295 @@
+//! The `weir` command line: validate graphs, run them over workloads, run benchmarks.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use weir::bench::{overhead, overhead_table, Layout, OverheadConfig};
+use weir::loadgen::{run_load, Arrival, LoadSpec};
+use weir::workload::Workload;
+use weir::{load_graph, start, LoadError, OrtRuntime, RuntimeOptions};
+
+/// weir serves ML service graphs: ONNX models and tensor ops compiled into timely dataflow.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse, validate and plan a graph, printing every problem with its YAML location.
+    Validate(ValidateArgs),
+    /// Serve a graph in-process over a generated workload and print throughput, latency and accuracy.
+    Run(RunArgs),
+    /// Run a benchmark experiment (see benchmarks/README.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+struct ValidateArgs {
+    /// Graph YAML files.
+    #[arg(required = true)]
+    graphs: Vec<PathBuf>,
+    /// Fail on warnings too.
+    #[arg(long)]
+    deny_warnings: bool,
+    /// Also load every model into ONNX Runtime (checks the environment, not only the spec).
+    #[arg(long)]
+    check_env: bool,
+    /// Print the plan as Graphviz DOT instead of text.
+    #[arg(long)]
+    dot: bool,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Graph YAML file.
+    graph: PathBuf,
+    /// Requests to send (after warm-up).
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Open loop: Poisson arrivals at this many requests per second.
+    #[arg(long, conflicts_with = "concurrency")]
+    rate: Option<f64>,
+    /// Closed loop: this many clients, each waiting for its answer (the default, with 4).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Requests sent first and not counted.
+    #[arg(long, default_value_t = 20)]
+    warmup: usize,
+    /// Timely worker threads.
+    #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
+    workers: usize,
+    /// Labelled CSV (features then label per row, .csv or .csv.gz) to send instead of random tensors.
+    #[arg(long)]
+    dataset: Option<PathBuf>,
+    /// Graph output compared with the label (default: the first i64 output of one element).
+    #[arg(long)]
+    label_output: Option<String>,
+    /// Seed for random inputs and arrival times.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Requests admitted at once, at most; more are refused as overloaded.
+    #[arg(long, default_value_t = 4096)]
+    max_in_flight: usize,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// weir's in-process path against bare ONNX Runtime: saturated throughput and latency at
+    /// concurrency 1, same library, model and thread settings, in one process.
+    Overhead(OverheadArgs),
+}
+
+#[derive(Debug, Args)]
+struct OverheadArgs {
+    /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
+    #[arg(long = "model")]
+    models: Vec<String>,
+    /// Requests per throughput measurement.
+    #[arg(long, default_value_t = 400)]
+    requests: usize,
+    /// Requests per latency measurement.
+    #[arg(long, default_value_t = 200)]
+    latency_requests: usize,
+    /// Alternating repetitions; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Validate(a) => validate(a),
+        Command::Run(a) => run(a),
+        Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<weir::LoadedGraph> {
+    load_graph(path).map_err(|e| match e {
+        LoadError::Invalid(d) => anyhow!("{d}"),
+        other => anyhow!(other),
+    })
+}
+
+fn validate(args: ValidateArgs) -> Result<()> {
+    let mut failed = 0;
+    for path in &args.graphs {
+        match load(path) {
+            Ok(graph) => {
+                let warnings = graph.warnings.warnings().count();
+                if warnings > 0 {
+                    eprintln!("{}", graph.warnings);
+                }
+                if args.check_env {
+                    let running = start(graph.plan.clone(), RuntimeOptions::default())
+                        .with_context(|| format!("starting {}", path.display()))?;
+                    running.shutdown();
+                }
+                if args.dot {
+                    print!("{}", graph.plan.dot());
+                } else {
+                    print!("{}", graph.plan.describe());
+                    println!(
+                        "{}: ok{}",
+                        path.display(),
+                        if warnings > 0 {
+                            format!(" ({warnings} warning(s))")
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+                if args.deny_warnings && warnings > 0 {
+                    failed += 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("{e:#}\n");
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} graph(s) failed validation",
+            args.graphs.len()
+        );
+    }
+    Ok(())
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let graph = load(&args.graph)?;
+    if graph.warnings.warnings().count() > 0 {
+        eprintln!("{}", graph.warnings);
+    }
+    let workload = match &args.dataset {
+        Some(path) => Workload::labelled_csv(&graph.plan, path)?,
+        None => Workload::random(&graph.plan, 16, args.seed),
+    };
+    let arrival = match (args.rate, args.concurrency) {
+        (Some(rate), _) => Arrival::Poisson { rate },
+        (None, c) => Arrival::Closed {
+            concurrency: c.unwrap_or(4),
+        },
+    };
+    let name = graph.plan.name.clone();
+    let options = RuntimeOptions {
+        workers: args.workers,
+        max_in_flight: args.max_in_flight,
+        ..RuntimeOptions::default()
+    };
+    let running = start(graph.plan, options).with_context(|| format!("starting graph `{name}`"))?;
+    if let Ok(rt) = OrtRuntime::get() {
+        eprintln!("ONNX Runtime: {}", rt.library().display());
+    }
+    eprintln!(
+        "running `{name}`: {} requests ({arrival:?}), {} worker(s), workload: {}",
+        args.requests,
+        args.workers,
+        match &args.dataset {
+            Some(p) => p.display().to_string(),
+            None => "random tensors".into(),
+        }
+    );
+    let spec = LoadSpec {
+        requests: args.requests,
+        warmup: args.warmup,
+        arrival,
+        seed: args.seed,
+        label_output: args.label_output.clone(),
+        progress: !args.no_progress,
+    };
+    let report = run_load(running.runtime(), &workload, &spec);
+    let stats = running.executor_stats();
+    let duplicates = running.runtime().duplicate_answers();
+    running.shutdown();
+    print!("{}", report.summary(&name));
+    for (node, s) in stats {
+        println!(
+            "node `{node}`: {} rows in {} calls (mean batch {:.2}), busy {:.2} s, queue depth {}, errors {}",
+            s.rows,
+            s.runs,
+            s.mean_batch_size(),
+            s.busy.as_secs_f64(),
+            s.queue_depth(),
+            s.errors
+        );
+    }
+    if duplicates > 0 {
+        println!("second answers suppressed: {duplicates}");
+    }
+    if report.ok + report.error_count() != report.sent {
+        bail!(
+            "{} requests sent but {} answered",
+            report.sent,
+            report.ok + report.error_count()
+        );
+    }
+    Ok(())
+}
+
+fn bench_overhead(args: OverheadArgs) -> Result<()> {
+    let models = if args.models.is_empty() {
+        let zoo = std::env::var_os("WEIR_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(".weir"))
+            .join("zoo");
+        vec![
+            ("squeezenet".to_string(), zoo.join("squeezenet.onnx")),
+            ("resnet50".to_string(), zoo.join("resnet50.onnx")),
+        ]
+    } else {
+        args.models
+            .iter()
+            .map(|m| {
+                m.split_once('=')
+                    .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
+                    .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
+            })
+            .collect::<Result<_>>()?
+    };
+    let config = OverheadConfig {
+        models,
+        requests: args.requests,
+        latency_requests: args.latency_requests,
+        repeats: args.repeats.max(1),
+        throughput_layout: Layout {
+            instances: 2,
+            threads: 1,
+        },
+        latency_layout: Layout {
+            instances: 1,
+            threads: 2,
+        },
+    };
+    let rows = overhead(&config)?;
+    let rt = OrtRuntime::get()?;
+    println!("ONNX Runtime: {}", rt.build_info());
+    println!("machine: {} cores; {} requests per throughput run, {} per latency run, median of {} alternating repeats\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.latency_requests, config.repeats);
+    print!("{}", overhead_table(&rows, &config));
+    Ok(())
+}
