@@ -8,6 +8,7 @@
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod batch;
 pub mod compile;

@@ -195,6 +195,16 @@ struct Validator<'a> {
     diags: Vec<Diagnostic>,
 }
 
+/// One reference a node makes: its field, where it is written, and what it resolved to.
+struct RefEdge {
+    field: String,
+    location: Location,
+    target: Option<(Producer, String)>,
+}
+
+/// A node typed by rule 5: what it does, its ports and its outputs.
+type TypedNode = (NodeKind, Vec<Port>, Vec<(String, TensorType)>);
+
 /// Per spec node: what rule 2 learned, and its outputs once known.
 struct NodeFacts {
     model: Option<(ModelMetadata, bool)>,
@@ -235,14 +245,18 @@ impl<'a> Validator<'a> {
             .collect();
 
         // Rule 3: resolve every reference to (producer, output name).
-        let mut edges: Vec<Vec<(String, Location, Option<(Producer, String)>)>> = Vec::new();
+        let mut edges: Vec<Vec<RefEdge>> = Vec::new();
         for node in &spec.nodes {
             let id = node.id().value.as_str();
             let mut resolved = Vec::new();
             for (field, r) in node.input_refs() {
                 let path = node_path(id, &field);
                 let target = self.resolve(r, &path, &ids, &facts, &inputs);
-                resolved.push((field, r.location, target));
+                resolved.push(RefEdge {
+                    field,
+                    location: r.location,
+                    target,
+                });
             }
             edges.push(resolved);
         }
@@ -261,7 +275,7 @@ impl<'a> Validator<'a> {
             let id = node.id().value.clone();
             let mut ports = Vec::new();
             let mut complete = true;
-            for (field, loc, target) in &edges[i] {
+            for RefEdge { field, target, .. } in &edges[i] {
                 let Some((producer, output)) = target else {
                     complete = false;
                     continue;
@@ -288,7 +302,6 @@ impl<'a> Validator<'a> {
                     Producer::Ingress => Producer::Ingress,
                     Producer::Node(p) => Producer::Node(index_of[*p]),
                 };
-                let _ = loc;
                 ports.push(Port {
                     name: field.clone(),
                     column,
@@ -299,7 +312,7 @@ impl<'a> Validator<'a> {
             if !complete {
                 continue;
             }
-            let located: Vec<Location> = edges[i].iter().map(|(_, l, _)| *l).collect();
+            let located: Vec<Location> = edges[i].iter().map(|e| e.location).collect();
             if let Some((kind, ports, outputs)) = self.type_node(node, &facts[i], ports, &located) {
                 facts[i].outputs = Some(outputs.clone());
                 nodes.push(ValidNode {
@@ -656,18 +669,15 @@ impl<'a> Validator<'a> {
         None
     }
 
-    fn topological_order(
-        &mut self,
-        edges: &[Vec<(String, Location, Option<(Producer, String)>)>],
-    ) -> Option<Vec<usize>> {
+    fn topological_order(&mut self, edges: &[Vec<RefEdge>]) -> Option<Vec<usize>> {
         let n = edges.len();
         let mut indegree = vec![0usize; n];
         let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, node_edges) in edges.iter().enumerate() {
             let preds: BTreeSet<usize> = node_edges
                 .iter()
-                .filter_map(|(_, _, t)| match t {
-                    Some((Producer::Node(p), _)) => Some(*p),
+                .filter_map(|e| match e.target {
+                    Some((Producer::Node(p), _)) => Some(p),
                     _ => None,
                 })
                 .collect();
@@ -695,8 +705,8 @@ impl<'a> Validator<'a> {
         let mut walk = vec![left[0]];
         loop {
             let cur = walk[walk.len() - 1];
-            let next = edges[cur].iter().find_map(|(_, _, t)| match t {
-                Some((Producer::Node(p), _)) if indegree[*p] > 0 => Some(*p),
+            let next = edges[cur].iter().find_map(|e| match e.target {
+                Some((Producer::Node(p), _)) if indegree[p] > 0 => Some(p),
                 _ => None,
             });
             let Some(next) = next else { break };
@@ -706,6 +716,9 @@ impl<'a> Validator<'a> {
                     .rev()
                     .map(|&i| self.spec.nodes[i].id().value.as_str())
                     .collect();
+                // `walk` follows predecessors; reversed it is the data flow, ending at the node
+                // reported, so rotate that node to the front.
+                cycle.rotate_right(1);
                 cycle.push(cycle[0]);
                 let first = &self.spec.nodes[walk[pos]];
                 self.error(
@@ -727,7 +740,7 @@ impl<'a> Validator<'a> {
         facts: &NodeFacts,
         ports: Vec<Port>,
         locs: &[Location],
-    ) -> Option<(NodeKind, Vec<Port>, Vec<(String, TensorType)>)> {
+    ) -> Option<TypedNode> {
         let id = node.id().value.clone();
         let f32_port = |v: &mut Self, p: &Port, loc: Location| -> bool {
             if p.ty.dtype != DType::F32 {

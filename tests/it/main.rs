@@ -1,1 +1,11 @@
+//! weir's integration tests: one binary (see DEVELOPERS.md: every extra binary relinks everything).
+//! They need `scripts/setup.sh` to have run (the README's test command does it first).
 
+mod builder;
+mod cli;
+mod common;
+mod equality;
+mod fan_in;
+mod graphs;
+mod invalid;
+mod requests;

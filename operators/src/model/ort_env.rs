@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use ort::environment::Environment;
 use ort::logging::LogLevel;
-use ort::session::builder::GraphOptimizationLevel;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use tracing::info;
 
@@ -112,16 +112,15 @@ impl OrtRuntime {
             path: path.display().to_string(),
             message: e.to_string(),
         };
+        let option =
+            |r: Result<SessionBuilder, ort::Error<SessionBuilder>>| r.map_err(|e| wrap(e.into()));
         let builder = Session::builder(&self.env).map_err(wrap)?;
-        let builder = builder
-            .with_log_level(LogLevel::Error)
-            .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::All))
-            .and_then(|b| b.with_intra_threads(intra_op_threads))
-            .and_then(|b| b.with_inter_threads(1))
-            .and_then(|b| b.with_intra_op_spinning(spinning))
-            .and_then(|b| b.with_inter_op_spinning(spinning))
-            .map_err(|e| wrap(e.into()))?;
-        let mut builder = builder;
+        let builder = option(builder.with_log_level(LogLevel::Error))?;
+        let builder = option(builder.with_optimization_level(GraphOptimizationLevel::All))?;
+        let builder = option(builder.with_intra_threads(intra_op_threads))?;
+        let builder = option(builder.with_inter_threads(1))?;
+        let builder = option(builder.with_intra_op_spinning(spinning))?;
+        let mut builder = option(builder.with_inter_op_spinning(spinning))?;
         builder.commit_from_file(path).map_err(wrap)
     }
 }

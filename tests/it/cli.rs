@@ -1,0 +1,87 @@
+//! The `weir` binary: validation errors on stderr with locations, and a run's summary.
+
+use std::process::Command;
+
+use crate::common::{repo, weir_home};
+
+fn weir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    c.current_dir(repo());
+    c
+}
+
+#[test]
+fn validate_reports_errors_with_location_and_fails() {
+    weir_home();
+    let out = weir()
+        .args(["validate", "tests/invalid/unknown_node.yaml"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tests/invalid/unknown_node.yaml:"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("did you mean"), "{stderr}");
+}
+
+#[test]
+fn run_prints_a_summary_with_accuracy() {
+    weir_home();
+    let out = weir()
+        .args([
+            "run",
+            "graphs/digits.yaml",
+            "--dataset",
+            ".weir/models/digits_test.csv",
+            "--requests",
+            "200",
+            "--no-progress",
+            "--concurrency",
+            "4",
+        ])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("200 requests, 200 ok, 0 errors"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("latency ms: p50"), "{stdout}");
+    assert!(stdout.contains("accuracy: 0.9"), "{stdout}");
+}
+
+#[test]
+fn run_open_loop_answers_every_request() {
+    weir_home();
+    let out = weir()
+        .args([
+            "run",
+            "graphs/digits.yaml",
+            "--rate",
+            "400",
+            "--requests",
+            "100",
+            "--no-progress",
+            "--workers",
+            "2",
+        ])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("100 requests, 100 ok, 0 errors"),
+        "{stdout}"
+    );
+}

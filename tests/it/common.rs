@@ -1,0 +1,78 @@
+//! Shared test helpers: where the repository and the set-up folder are, direct ONNX Runtime runs,
+//! and collecting replies by request id.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{unbounded, Receiver};
+use ort::value::TensorRef;
+use weir::{OrtRuntime, RequestError, Response};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `.weir/` (or `$WEIR_HOME`), checked to hold what `scripts/setup.sh` makes.
+pub fn weir_home() -> PathBuf {
+    let home = std::env::var_os("WEIR_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".weir"));
+    assert!(
+        home.join("models").join("mlp_a.onnx").is_file(),
+        "{} lacks the test models: run scripts/setup.sh first",
+        home.display()
+    );
+    home
+}
+
+pub fn model(name: &str) -> PathBuf {
+    weir_home().join("models").join(name)
+}
+
+/// Runs `path` directly in ONNX Runtime on one f32 input; returns the first output's elements.
+pub fn direct_ort(path: &Path, input: &str, shape: &[usize], data: &[f32]) -> Vec<f32> {
+    let rt = OrtRuntime::get().expect("ONNX Runtime loads");
+    let mut session = rt.session("direct", path, 1, false).expect("session");
+    let value = TensorRef::from_array_view((shape.to_vec(), data)).expect("tensor");
+    let outputs = session.run(vec![(input, value)]).expect("run");
+    let (_, out) = outputs[0].try_extract_tensor::<f32>().expect("f32 output");
+    out.to_vec()
+}
+
+pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}: element {i}: got {g}, want {w} (tolerance {tol})"
+        );
+    }
+}
+
+/// Replies gathered by request id; counts how many times each id was answered.
+#[derive(Clone, Default)]
+pub struct Replies {
+    seen: Arc<Mutex<HashMap<u64, usize>>>,
+}
+
+pub type Reply = (u64, Result<Response, RequestError>);
+
+impl Replies {
+    /// A responder for request tag `tag` that records the answer and forwards it.
+    pub fn responder(&self, tag: u64, tx: crossbeam_channel::Sender<Reply>) -> weir::Responder {
+        let seen = Arc::clone(&self.seen);
+        Box::new(move |r| {
+            *seen.lock().expect("lock").entry(tag).or_default() += 1;
+            let _ = tx.send((tag, r));
+        })
+    }
+
+    pub fn counts(&self) -> HashMap<u64, usize> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
+pub fn channel() -> (crossbeam_channel::Sender<Reply>, Receiver<Reply>) {
+    unbounded()
+}

@@ -1,0 +1,70 @@
+//! Every graph in `graphs/` validates, plans and answers requests.
+
+use weir::workload::Workload;
+use weir::{load_graph, start, RuntimeOptions};
+
+use crate::common::{repo, weir_home};
+
+#[test]
+fn every_graph_file_validates_and_serves() {
+    weir_home();
+    let mut files: Vec<_> = std::fs::read_dir(repo().join("graphs"))
+        .expect("graphs/ exists")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 3,
+        "expected the quickstart, ensemble and digits graphs"
+    );
+    for path in files {
+        let graph = load_graph(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            graph.warnings.items.len(),
+            0,
+            "{}: {}",
+            path.display(),
+            graph.warnings
+        );
+        let outputs = graph.plan.outputs.len();
+        let workload = Workload::random(&graph.plan, 2, 1);
+        let running = start(graph.plan, RuntimeOptions::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for i in 0..2 {
+            let reply = running
+                .runtime()
+                .infer(workload.item(i).inputs)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(reply.outputs.len(), outputs, "{}", path.display());
+        }
+        running.shutdown();
+    }
+}
+
+#[test]
+fn digits_graph_is_accurate_on_held_out_rows() {
+    let graph = load_graph(&repo().join("graphs/digits.yaml")).expect("valid");
+    let workload = Workload::labelled_csv(&graph.plan, &weir_home().join("models/digits_test.csv"))
+        .expect("data set");
+    let n = workload.len();
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    let spec = weir::loadgen::LoadSpec {
+        requests: n,
+        warmup: 0,
+        arrival: weir::loadgen::Arrival::Closed { concurrency: 8 },
+        seed: 1,
+        label_output: Some("class".into()),
+        progress: false,
+    };
+    let report = weir::loadgen::run_load(running.runtime(), &workload, &spec);
+    running.shutdown();
+    assert_eq!(report.ok, n);
+    let (correct, total) = report.accuracy.expect("labelled");
+    assert_eq!(total, n);
+    assert!(
+        correct as f64 / total as f64 > 0.95,
+        "accuracy {correct}/{total}"
+    );
+}
