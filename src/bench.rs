@@ -4,8 +4,8 @@
 //! `overhead`: what weir's dataflow path costs over calling ONNX Runtime directly, for one model:
 //! saturated throughput with the thread layout that maximises it here (2 sessions × 1 intra-op
 //! thread on 2 cores), and latency at concurrency 1 with the layout that minimises it (1 session × 2
-//! threads). Bare ORT and weir use the same library, model, inputs and session settings; runs
-//! alternate and repeat, and the table reports medians.
+//! threads). Bare ORT and weir use the same library, model, inputs and session settings, and take
+//! turns (chunks for throughput, single calls for latency) so both see the same noisy machine.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use weir_operators::model::OrtRuntime;
 
 use crate::loadgen::{latency_histogram, run_load, Arrival, LoadSpec};
 use crate::workload::Workload;
-use crate::{plan_spec, start, RuntimeOptions};
+use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
 
 /// A thread layout: sessions running at once × intra-op threads each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,11 +36,11 @@ pub struct Layout {
 pub struct OverheadConfig {
     /// Models to measure: display name and file.
     pub models: Vec<(String, PathBuf)>,
-    /// Requests per saturated measurement.
+    /// Requests per throughput chunk.
     pub requests: usize,
-    /// Requests per latency measurement.
+    /// Latency call pairs per repeat.
     pub latency_requests: usize,
-    /// Alternating repetitions (medians reported).
+    /// Throughput chunks per side; latency pairs are `latency_requests × repeats`.
     pub repeats: usize,
     /// Layout for the throughput runs.
     pub throughput_layout: Layout,
@@ -57,13 +57,15 @@ pub struct OverheadRow {
     pub bare_throughput: f64,
     /// Saturated throughput, weir, requests/s (median).
     pub weir_throughput: f64,
-    /// p50 latency at concurrency 1, bare ORT, ms (median over repeats).
+    /// p50 latency at concurrency 1, bare ORT, ms.
     pub bare_p50_ms: f64,
-    /// p50 latency at concurrency 1, weir, ms (median over repeats).
+    /// p50 latency at concurrency 1, weir, ms.
     pub weir_p50_ms: f64,
-    /// p99 latency at concurrency 1, bare ORT, ms (median over repeats).
+    /// Median over call pairs of weir's latency minus bare ORT's, µs.
+    pub added_p50_us: f64,
+    /// p99 latency at concurrency 1, bare ORT, ms.
     pub bare_p99_ms: f64,
-    /// p99 latency at concurrency 1, weir, ms (median over repeats).
+    /// p99 latency at concurrency 1, weir, ms.
     pub weir_p99_ms: f64,
 }
 
@@ -89,69 +91,46 @@ fn model_input(path: &Path) -> Result<(String, String)> {
     Ok((input.name.clone(), output.name.clone()))
 }
 
-/// Bare ORT, closed loop: `layout.instances` threads each owning a session, calling it back to back.
-/// Returns (throughput, p50 ms, p99 ms).
-fn bare_run(
-    runtime: &OrtRuntime,
-    path: &Path,
+/// Runs `requests` bare ORT calls spread over `sessions` (one thread each); returns the wall time.
+fn bare_chunk(
+    sessions: &mut [Session],
     input: &str,
     data: &[f32],
-    layout: Layout,
     requests: usize,
-) -> Result<(f64, f64, f64)> {
-    let mut sessions = Vec::new();
-    for _ in 0..layout.instances {
-        sessions.push(runtime.session("bare", path, layout.threads, false)?);
-    }
-    let per = requests.div_ceil(layout.instances);
+) -> Result<Duration> {
+    let per = requests.div_ceil(sessions.len());
     let started = Instant::now();
-    let lat: Vec<Result<Vec<Duration>>> = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let handles: Vec<_> = sessions
-            .into_iter()
-            .map(|mut session: Session| {
-                s.spawn(move || -> Result<Vec<Duration>> {
-                    let mut out = Vec::with_capacity(per);
-                    for _ in 0..per {
-                        let t = Instant::now();
-                        let value = TensorRef::from_array_view(([1usize, 3, 224, 224], data))?;
-                        let outputs = session.run(vec![(input, value)])?;
-                        drop(outputs);
-                        out.push(t.elapsed());
-                    }
-                    Ok(out)
+            .iter_mut()
+            .map(|session| {
+                s.spawn(move || {
+                    (0..per).try_for_each(|_| bare_call(session, input, data).map(drop))
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow!("bare ORT thread panicked"))?)
-            .collect()
-    });
-    let elapsed = started.elapsed();
-    let mut hist = latency_histogram();
-    let mut n = 0;
-    for l in lat {
-        for d in l? {
-            hist.record((d.as_micros() as u64).max(1))?;
-            n += 1;
-        }
-    }
-    Ok((
-        n as f64 / elapsed.as_secs_f64(),
-        hist.value_at_quantile(0.5) as f64 / 1000.0,
-        hist.value_at_quantile(0.99) as f64 / 1000.0,
-    ))
+            .try_for_each(|h| h.join().map_err(|_| anyhow!("bare ORT thread panicked"))?)
+    })?;
+    Ok(started.elapsed())
 }
 
-/// weir, closed loop at `concurrency`, over a one-model graph with `layout`.
-fn weir_run(
+/// One bare ORT call; returns its latency.
+fn bare_call(session: &mut Session, input: &str, data: &[f32]) -> Result<Duration> {
+    let t = Instant::now();
+    let value = TensorRef::from_array_view(([1usize, 3, 224, 224], data))?;
+    drop(session.run(vec![(input, value)])?);
+    Ok(t.elapsed())
+}
+
+/// A running one-model graph with `layout`, and its input workload.
+fn weir_graph(
     path: &Path,
     input: &str,
     output: &str,
     layout: Layout,
-    concurrency: usize,
-    requests: usize,
-) -> Result<(f64, f64, f64)> {
+) -> Result<(RunningGraph, Workload)> {
     let spec = GraphSpec::builder("overhead")
         .input("x", DType::F32, &[3, 224, 224])
         .model(
@@ -167,28 +146,27 @@ fn weir_run(
         .build();
     let graph = plan_spec(&spec, Path::new(".")).map_err(|d| anyhow!("{d}"))?;
     let workload = Workload::random(&graph.plan, 1, 7);
-    let running = start(graph.plan, RuntimeOptions::default())?;
-    let load = LoadSpec {
-        requests,
-        warmup: 10,
-        arrival: Arrival::Closed { concurrency },
-        seed: 1,
-        label_output: None,
-        progress: false,
-    };
-    let report = run_load(running.runtime(), &workload, &load);
-    running.shutdown();
-    if report.error_count() > 0 {
-        return Err(anyhow!("weir run had errors: {:?}", report.errors));
-    }
-    Ok((
-        report.throughput(),
-        report.latency_ms(0.5),
-        report.latency_ms(0.99),
-    ))
+    Ok((start(graph.plan, RuntimeOptions::default())?, workload))
 }
 
-/// Runs the overhead experiment.
+fn sessions(runtime: &OrtRuntime, path: &Path, layout: Layout) -> Result<Vec<Session>> {
+    (0..layout.instances)
+        .map(|_| Ok(runtime.session("bare", path, layout.threads, false)?))
+        .collect()
+}
+
+fn quantile_ms(samples: &[Duration], q: f64) -> Result<f64> {
+    let mut hist = latency_histogram();
+    for d in samples {
+        hist.record((d.as_micros() as u64).max(1))?;
+    }
+    Ok(hist.value_at_quantile(q) as f64 / 1000.0)
+}
+
+/// Runs the overhead experiment. Throughput: bare and weir alternate in chunks of
+/// `config.requests`, `config.repeats` times each, and each side's median chunk throughput is
+/// reported. Latency: bare and weir alternate call by call at concurrency 1, so both see the same
+/// machine; the added latency is the median of the paired differences.
 ///
 /// # Errors
 /// When the runtime or a model cannot be loaded, or a run fails.
@@ -198,52 +176,79 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
     for (name, path) in &config.models {
         let (input, output) =
             model_input(path).with_context(|| format!("reading {}", path.display()))?;
-        let data: Vec<f32> = Workload::random(
-            &plan_spec(
-                &GraphSpec::builder("x")
-                    .input("x", DType::F32, &[3, 224, 224])
-                    .model(ModelBuilder::new("m", path).input(&input, "x"))
-                    .output("y", &format!("m.{output}"))
-                    .build(),
-                Path::new("."),
-            )
-            .map_err(|d| anyhow!("{d}"))?
-            .plan,
-            1,
-            7,
-        )
-        .item(0)
-        .inputs[0]
+
+        let tl = config.throughput_layout;
+        let (graph, workload) = weir_graph(path, &input, &output, tl)?;
+        let data = workload.item(0).inputs[0]
             .tensor
             .as_f32()
             .map(<[f32]>::to_vec)
             .unwrap_or_default();
-        let (mut bt, mut wt, mut bl, mut wl, mut bl99, mut wl99) =
-            (vec![], vec![], vec![], vec![], vec![], vec![]);
-        // Warm both paths once (page cache, allocator, ORT's first-run work).
-        bare_run(&runtime, path, &input, &data, config.latency_layout, 10)?;
+        let mut bare = sessions(&runtime, path, tl)?;
+        bare_chunk(&mut bare, &input, &data, 20)?;
+        let load = |requests| LoadSpec {
+            requests,
+            warmup: 0,
+            arrival: Arrival::Closed {
+                concurrency: tl.instances * 2,
+            },
+            seed: 1,
+            label_output: None,
+            progress: false,
+        };
+        run_load(graph.runtime(), &workload, &load(20));
+        let (mut bt, mut wt) = (Vec::new(), Vec::new());
         for r in 0..config.repeats {
-            eprintln!("{name}: repeat {}/{}", r + 1, config.repeats);
-            let tl = config.throughput_layout;
-            bt.push(bare_run(&runtime, path, &input, &data, tl, config.requests)?.0);
-            wt.push(weir_run(path, &input, &output, tl, tl.instances * 2, config.requests)?.0);
-            let ll = config.latency_layout;
-            let (_, p50, p99) =
-                bare_run(&runtime, path, &input, &data, ll, config.latency_requests)?;
-            bl.push(p50);
-            bl99.push(p99);
-            let (_, p50, p99) = weir_run(path, &input, &output, ll, 1, config.latency_requests)?;
-            wl.push(p50);
-            wl99.push(p99);
+            eprintln!("{name}: throughput chunk {}/{}", r + 1, config.repeats);
+            let elapsed = bare_chunk(&mut bare, &input, &data, config.requests)?;
+            bt.push(
+                (config.requests.div_ceil(tl.instances) * tl.instances) as f64
+                    / elapsed.as_secs_f64(),
+            );
+            let report = run_load(graph.runtime(), &workload, &load(config.requests));
+            if report.error_count() > 0 {
+                return Err(anyhow!("weir run had errors: {:?}", report.errors));
+            }
+            wt.push(report.throughput());
         }
+        drop(bare);
+        graph.shutdown();
+
+        let ll = config.latency_layout;
+        let (graph, workload) = weir_graph(path, &input, &output, ll)?;
+        let mut bare = sessions(&runtime, path, ll)?;
+        let session = bare.first_mut().ok_or_else(|| anyhow!("no session"))?;
+        let (mut bl, mut wl, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+        let calls = config.latency_requests * config.repeats;
+        eprintln!("{name}: {calls} alternating latency calls");
+        for i in 0..calls + 10 {
+            // Each side gets its input as a fresh buffer, as a request from a client would arrive.
+            let fresh = data.clone();
+            let b = bare_call(session, &input, &fresh)?;
+            drop(fresh);
+            let inputs = workload.item(0).inputs;
+            let t = Instant::now();
+            graph
+                .runtime()
+                .infer(inputs)
+                .map_err(|e| anyhow!("weir request failed: {e}"))?;
+            let w = t.elapsed();
+            if i >= 10 {
+                bl.push(b);
+                wl.push(w);
+                diff.push(w.as_secs_f64() - b.as_secs_f64());
+            }
+        }
+        graph.shutdown();
         rows.push(OverheadRow {
             model: name.clone(),
             bare_throughput: median(bt),
             weir_throughput: median(wt),
-            bare_p50_ms: median(bl),
-            weir_p50_ms: median(wl),
-            bare_p99_ms: median(bl99),
-            weir_p99_ms: median(wl99),
+            bare_p50_ms: quantile_ms(&bl, 0.5)?,
+            weir_p50_ms: quantile_ms(&wl, 0.5)?,
+            added_p50_us: median(diff) * 1e6,
+            bare_p99_ms: quantile_ms(&bl, 0.99)?,
+            weir_p99_ms: quantile_ms(&wl, 0.99)?,
         });
     }
     Ok(rows)
@@ -254,7 +259,7 @@ pub fn overhead_table(rows: &[OverheadRow], config: &OverheadConfig) -> String {
     let tl = config.throughput_layout;
     let ll = config.latency_layout;
     let mut s = format!(
-        "| model | bare ORT req/s ({}×{}) | weir req/s | ratio | bare ORT p50 ms ({}×{}, c=1) | weir p50 ms | added p50 µs | bare p99 ms | weir p99 ms |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| model | bare ORT req/s ({}×{}) | weir req/s | ratio | bare ORT p50 ms ({}×{}, c=1) | weir p50 ms | added latency µs (median of pairs) | bare p99 ms | weir p99 ms |\n|---|---|---|---|---|---|---|---|---|\n",
         tl.instances, tl.threads, ll.instances, ll.threads
     );
     for r in rows {
@@ -266,7 +271,7 @@ pub fn overhead_table(rows: &[OverheadRow], config: &OverheadConfig) -> String {
             r.weir_throughput / r.bare_throughput.max(1e-9),
             r.bare_p50_ms,
             r.weir_p50_ms,
-            (r.weir_p50_ms - r.bare_p50_ms) * 1000.0,
+            r.added_p50_us,
             r.bare_p99_ms,
             r.weir_p99_ms
         ));

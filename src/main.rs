@@ -94,13 +94,13 @@ struct OverheadArgs {
     /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
     #[arg(long = "model")]
     models: Vec<String>,
-    /// Requests per throughput measurement.
+    /// Requests per throughput chunk (bare and weir take turns, chunk by chunk).
     #[arg(long, default_value_t = 400)]
     requests: usize,
-    /// Requests per latency measurement.
+    /// Latency call pairs per repeat (bare and weir alternate call by call, concurrency 1).
     #[arg(long, default_value_t = 200)]
     latency_requests: usize,
-    /// Alternating repetitions; medians are reported.
+    /// Throughput chunks per side, and latency repeats; medians are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
 }
@@ -289,7 +289,7 @@ fn bench_overhead(args: OverheadArgs) -> Result<()> {
     let rows = overhead(&config)?;
     let rt = OrtRuntime::get()?;
     println!("ONNX Runtime: {}", rt.build_info());
-    println!("machine: {} cores; {} requests per throughput run, {} per latency run, median of {} alternating repeats\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.latency_requests, config.repeats);
+    println!("machine: {} cores; {} requests per throughput run, {} per latency run, median of {} chunks; {} alternating latency pairs\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.latency_requests, config.repeats, config.latency_requests * config.repeats);
     print!("{}", overhead_table(&rows, &config));
     Ok(())
 }
