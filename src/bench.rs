@@ -63,6 +63,9 @@ pub struct OverheadRow {
     pub weir_p50_ms: f64,
     /// Median over call pairs of weir's latency minus bare ORT's, µs.
     pub added_p50_us: f64,
+    /// Median over call pairs of "bare ORT behind one thread hop" minus bare ORT, µs: what handing
+    /// a request to another thread and back costs on this machine, without any of weir.
+    pub hop_added_us: f64,
     /// p99 latency at concurrency 1, bare ORT, ms.
     pub bare_p99_ms: f64,
     /// p99 latency at concurrency 1, weir, ms.
@@ -114,6 +117,50 @@ fn bare_chunk(
             .try_for_each(|h| h.join().map_err(|_| anyhow!("bare ORT thread panicked"))?)
     })?;
     Ok(started.elapsed())
+}
+
+/// Bare ORT on its own thread, called through a channel: the smallest thing any server that keeps
+/// inference off the caller's thread must do. Its cost over a direct call is the floor for weir's.
+struct HopReference {
+    requests: Option<crossbeam_channel::Sender<(Vec<f32>, crossbeam_channel::Sender<()>)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HopReference {
+    fn start(mut session: Session, input: String) -> HopReference {
+        let (tx, rx) = crossbeam_channel::bounded::<(Vec<f32>, crossbeam_channel::Sender<()>)>(1);
+        let thread = std::thread::spawn(move || {
+            for (data, reply) in rx {
+                if bare_call(&mut session, &input, &data).is_ok() {
+                    let _ = reply.send(());
+                }
+            }
+        });
+        HopReference {
+            requests: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn call(&self, data: Vec<f32>) -> Result<Duration> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let t = Instant::now();
+        self.requests
+            .as_ref()
+            .ok_or_else(|| anyhow!("hop thread gone"))?
+            .send((data, tx))?;
+        rx.recv()?;
+        Ok(t.elapsed())
+    }
+}
+
+impl Drop for HopReference {
+    fn drop(&mut self) {
+        self.requests = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One bare ORT call; returns its latency.
@@ -218,7 +265,12 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
         let (graph, workload) = weir_graph(path, &input, &output, ll)?;
         let mut bare = sessions(&runtime, path, ll)?;
         let session = bare.first_mut().ok_or_else(|| anyhow!("no session"))?;
-        let (mut bl, mut wl, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+        let hop = HopReference::start(
+            runtime.session("hop", path, ll.threads, false)?,
+            input.clone(),
+        );
+        let (mut bl, mut wl, mut diff, mut hop_diff) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let calls = config.latency_requests * config.repeats;
         eprintln!("{name}: {calls} alternating latency calls");
         for i in 0..calls + 10 {
@@ -226,6 +278,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
             let fresh = data.clone();
             let b = bare_call(session, &input, &fresh)?;
             drop(fresh);
+            let h = hop.call(data.clone())?;
             let inputs = workload.item(0).inputs;
             let t = Instant::now();
             graph
@@ -237,6 +290,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
                 bl.push(b);
                 wl.push(w);
                 diff.push(w.as_secs_f64() - b.as_secs_f64());
+                hop_diff.push(h.as_secs_f64() - b.as_secs_f64());
             }
         }
         graph.shutdown();
@@ -247,6 +301,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
             bare_p50_ms: quantile_ms(&bl, 0.5)?,
             weir_p50_ms: quantile_ms(&wl, 0.5)?,
             added_p50_us: median(diff) * 1e6,
+            hop_added_us: median(hop_diff) * 1e6,
             bare_p99_ms: quantile_ms(&bl, 0.99)?,
             weir_p99_ms: quantile_ms(&wl, 0.99)?,
         });
@@ -259,12 +314,12 @@ pub fn overhead_table(rows: &[OverheadRow], config: &OverheadConfig) -> String {
     let tl = config.throughput_layout;
     let ll = config.latency_layout;
     let mut s = format!(
-        "| model | bare ORT req/s ({}×{}) | weir req/s | ratio | bare ORT p50 ms ({}×{}, c=1) | weir p50 ms | added latency µs (median of pairs) | bare p99 ms | weir p99 ms |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| model | bare ORT req/s ({}×{}) | weir req/s | ratio | bare ORT p50 ms ({}×{}, c=1) | weir p50 ms | added latency µs (median of pairs) | one thread hop µs (reference) | bare p99 ms | weir p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
         tl.instances, tl.threads, ll.instances, ll.threads
     );
     for r in rows {
         s.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {:+.0} | {:.3} | {:.3} |\n",
+            "| {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {:+.0} | {:+.0} | {:.3} | {:.3} |\n",
             r.model,
             r.bare_throughput,
             r.weir_throughput,
@@ -272,6 +327,7 @@ pub fn overhead_table(rows: &[OverheadRow], config: &OverheadConfig) -> String {
             r.bare_p50_ms,
             r.weir_p50_ms,
             r.added_p50_us,
+            r.hop_added_us,
             r.bare_p99_ms,
             r.weir_p99_ms
         ));

@@ -113,6 +113,12 @@ fn batched_mlp_matches_direct_ort_row_by_row() {
         stats[0].1.runs
     );
     assert_eq!(stats[0].1.rows, 64);
+    // No call exceeded max_size 8: buckets past "5–8 rows" stay empty.
+    assert!(
+        stats[0].1.batch_sizes[4..].iter().all(|&n| n == 0),
+        "{:?}",
+        stats[0].1.batch_sizes
+    );
     running.shutdown();
 }
 

@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod equality;
 mod fan_in;
+mod golden;
 mod graphs;
 mod invalid;
 mod requests;
