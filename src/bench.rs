@@ -66,6 +66,12 @@ pub struct OverheadRow {
     /// Median over call pairs of "bare ORT behind one thread hop" minus bare ORT, µs: what handing
     /// a request to another thread and back costs on this machine, without any of weir.
     pub hop_added_us: f64,
+    /// Mean latency at concurrency 1, bare ORT, ms.
+    pub bare_mean_ms: f64,
+    /// Mean latency at concurrency 1, weir, ms.
+    pub weir_mean_ms: f64,
+    /// Mean time weir's executor spent inside ONNX Runtime per call in the latency runs, ms.
+    pub weir_ort_mean_ms: f64,
     /// p99 latency at concurrency 1, bare ORT, ms.
     pub bare_p99_ms: f64,
     /// p99 latency at concurrency 1, weir, ms.
@@ -293,8 +299,17 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
                 hop_diff.push(h.as_secs_f64() - b.as_secs_f64());
             }
         }
+        let ort_per_call = graph
+            .executor_stats()
+            .first()
+            .map(|(_, s)| s.busy.as_secs_f64() / s.runs.max(1) as f64)
+            .unwrap_or(0.0);
+        let mean = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len().max(1) as f64;
         graph.shutdown();
         rows.push(OverheadRow {
+            bare_mean_ms: mean(&bl) * 1e3,
+            weir_mean_ms: mean(&wl) * 1e3,
+            weir_ort_mean_ms: ort_per_call * 1e3,
             model: name.clone(),
             bare_throughput: median(bt),
             weir_throughput: median(wt),
@@ -330,6 +345,17 @@ pub fn overhead_table(rows: &[OverheadRow], config: &OverheadConfig) -> String {
             r.hop_added_us,
             r.bare_p99_ms,
             r.weir_p99_ms
+        ));
+    }
+    s.push_str("\nWhere weir's latency goes at concurrency 1 (means):\n\n| model | bare ORT call ms | weir request ms | of which inside ORT ms | weir outside ORT µs |\n|---|---|---|---|---|\n");
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.0} |\n",
+            r.model,
+            r.bare_mean_ms,
+            r.weir_mean_ms,
+            r.weir_ort_mean_ms,
+            (r.weir_mean_ms - r.weir_ort_mean_ms) * 1000.0
         ));
     }
     s
