@@ -304,7 +304,9 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
             .first()
             .map(|(_, s)| s.busy.as_secs_f64() / s.runs.max(1) as f64)
             .unwrap_or(0.0);
-        let mean = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len().max(1) as f64;
+        let mean = |v: &[Duration]| {
+            v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len().max(1) as f64
+        };
         graph.shutdown();
         rows.push(OverheadRow {
             bare_mean_ms: mean(&bl) * 1e3,

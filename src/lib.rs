@@ -120,7 +120,7 @@ pub enum StartError {
 /// A graph running in this process, with its executors.
 #[derive(Debug)]
 pub struct RunningGraph {
-    runtime: GraphRuntime,
+    runtime: Arc<GraphRuntime>,
     factory: Arc<OperatorFactory>,
 }
 
@@ -130,9 +130,22 @@ impl RunningGraph {
         &self.runtime
     }
 
+    /// A shared handle to the runtime (for connectors that outlive a borrow).
+    pub fn runtime_handle(&self) -> Arc<GraphRuntime> {
+        Arc::clone(&self.runtime)
+    }
+
     /// Load counters of every model node's executor.
     pub fn executor_stats(&self) -> Vec<(String, LoadSnapshot)> {
         self.factory.executor_stats()
+    }
+
+    /// `/metrics` lines for this graph's executors: queue, calls, rows, errors, busy time and
+    /// batch sizes per model node.
+    pub fn executor_metrics(&self) -> weir_connectors::http::MetricsSource {
+        let factory = Arc::clone(&self.factory);
+        let graph = self.runtime.plan().name.clone();
+        Box::new(move |out| render_executor_metrics(out, &graph, &factory.executor_stats()))
     }
 
     /// Stops admission, answers everything admitted, stops the workers and executors.
@@ -147,6 +160,81 @@ impl RunningGraph {
 /// When ONNX Runtime or a model cannot be loaded, or the dataflow cannot start.
 pub fn start(plan: Plan, options: RuntimeOptions) -> Result<RunningGraph, StartError> {
     let factory = Arc::new(OperatorFactory::start(&plan)?);
-    let runtime = GraphRuntime::start(plan, factory.clone(), options)?;
+    let runtime = Arc::new(GraphRuntime::start(plan, factory.clone(), options)?);
     Ok(RunningGraph { runtime, factory })
+}
+
+/// A counter's name, help text, and how to read it from a snapshot.
+type CounterSpec = (&'static str, &'static str, fn(&LoadSnapshot) -> f64);
+
+fn render_executor_metrics(out: &mut String, graph: &str, stats: &[(String, LoadSnapshot)]) {
+    use std::fmt::Write;
+    use weir_engine::metrics as m;
+    let counters: [CounterSpec; 6] = [
+        (
+            m::EXECUTOR_ENQUEUED_TOTAL,
+            "Batches queued for an executor.",
+            |s| s.enqueued as f64,
+        ),
+        (
+            m::EXECUTOR_DEQUEUED_TOTAL,
+            "Batches taken by a session.",
+            |s| s.dequeued as f64,
+        ),
+        (m::EXECUTOR_RUNS_TOTAL, "Inference calls.", |s| {
+            s.runs as f64
+        }),
+        (m::EXECUTOR_ROWS_TOTAL, "Requests inferred.", |s| {
+            s.rows as f64
+        }),
+        (
+            m::EXECUTOR_ERRORS_TOTAL,
+            "Inference calls that failed.",
+            |s| s.errors as f64,
+        ),
+        (
+            m::EXECUTOR_BUSY_SECONDS_TOTAL,
+            "Time inside ONNX Runtime, summed over sessions.",
+            |s| s.busy.as_secs_f64(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (node, s) in stats {
+            let _ = writeln!(
+                out,
+                "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}",
+                value(s)
+            );
+        }
+    }
+    let name = m::NODE_BATCH_SIZE;
+    let _ = writeln!(
+        out,
+        "# HELP {name} Rows per inference call.\n# TYPE {name} histogram"
+    );
+    for (node, s) in stats {
+        let mut cumulative = 0;
+        for (i, count) in s.batch_sizes.iter().enumerate() {
+            cumulative += count;
+            let le = weir_operators::model::executor::BATCH_BUCKET_BOUNDS
+                .get(i)
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "+Inf".into());
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{graph=\"{graph}\",node=\"{node}\",le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{name}_sum{{graph=\"{graph}\",node=\"{node}\"}} {}",
+            s.rows
+        );
+        let _ = writeln!(
+            out,
+            "{name}_count{{graph=\"{graph}\",node=\"{node}\"}} {}",
+            s.runs
+        );
+    }
 }

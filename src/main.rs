@@ -25,6 +25,8 @@ enum Command {
     Validate(ValidateArgs),
     /// Serve a graph in-process over a generated workload and print throughput, latency and accuracy.
     Run(RunArgs),
+    /// Serve graphs over HTTP with the Open Inference Protocol (KServe v2), until SIGTERM or Ctrl-C.
+    Serve(ServeArgs),
     /// Run a benchmark experiment (see benchmarks/README.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -82,6 +84,34 @@ struct RunArgs {
     no_progress: bool,
 }
 
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Graph YAML files; each is a model named by its graph's `name`.
+    #[arg(required = true)]
+    graphs: Vec<PathBuf>,
+    /// Address to listen on (port 0 picks a free one; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:8000", env = "WEIR_HTTP")]
+    http: String,
+    /// Timely worker threads per graph.
+    #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
+    workers: usize,
+    /// Requests admitted at once per graph; more get 503.
+    #[arg(long, default_value_t = 1024, env = "WEIR_MAX_IN_FLIGHT")]
+    max_in_flight: usize,
+    /// Per-request deadline in milliseconds; past it the client gets 504.
+    #[arg(long, default_value_t = 30_000, env = "WEIR_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: u64,
+    /// Largest request body in bytes; larger gets 413.
+    #[arg(long, default_value_t = 64 << 20, env = "WEIR_MAX_BODY_BYTES")]
+    max_body_bytes: usize,
+    /// File holding a bearer token every endpoint but liveness requires.
+    #[arg(long, conflicts_with = "auth_token")]
+    auth_token_file: Option<PathBuf>,
+    /// Bearer token every endpoint but liveness requires (prefer the file or the env var).
+    #[arg(long, env = "WEIR_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// weir's in-process path against bare ONNX Runtime: saturated throughput and latency at
@@ -116,6 +146,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Validate(a) => validate(a),
         Command::Run(a) => run(a),
+        Command::Serve(a) => serve(a),
         Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
     };
     match result {
@@ -292,4 +323,101 @@ fn bench_overhead(args: OverheadArgs) -> Result<()> {
     println!("machine: {} cores; {} requests per throughput run, {} per latency run, median of {} chunks; {} alternating latency pairs\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.latency_requests, config.repeats, config.latency_requests * config.repeats);
     print!("{}", overhead_table(&rows, &config));
     Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let token = match (&args.auth_token_file, &args.auth_token) {
+        (Some(path), _) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?
+                .trim()
+                .to_string(),
+        ),
+        (None, Some(t)) => Some(t.trim().to_string()),
+        (None, None) => None,
+    };
+    if token.as_deref() == Some("") {
+        bail!("the auth token is empty");
+    }
+    let mut running = Vec::new();
+    for path in &args.graphs {
+        let graph = load(path)?;
+        if graph.warnings.warnings().count() > 0 {
+            eprintln!("{}", graph.warnings);
+        }
+        let name = graph.plan.name.clone();
+        if running
+            .iter()
+            .any(|r: &weir::RunningGraph| r.runtime().plan().name == name)
+        {
+            bail!(
+                "{}: a graph named `{name}` is already served",
+                path.display()
+            );
+        }
+        let options = RuntimeOptions {
+            workers: args.workers,
+            max_in_flight: args.max_in_flight,
+            ..RuntimeOptions::default()
+        };
+        running.push(
+            start(graph.plan, options)
+                .with_context(|| format!("starting graph `{name}` from {}", path.display()))?,
+        );
+    }
+    let config = weir_connectors::http::HttpConfig {
+        request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+        max_body_bytes: args.max_body_bytes,
+        auth_token: token,
+    };
+    let server = weir_connectors::http::HttpServer::new(
+        running
+            .iter()
+            .map(weir::RunningGraph::runtime_handle)
+            .collect(),
+        config,
+        running
+            .iter()
+            .map(weir::RunningGraph::executor_metrics)
+            .collect(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&args.http)
+            .await
+            .with_context(|| format!("binding {}", args.http))?;
+        let addr = listener.local_addr()?;
+        println!("weir serving http://{addr}");
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        server.serve(listener, shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    for graph in running {
+        graph.shutdown();
+    }
+    eprintln!("weir stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
 }

@@ -1,0 +1,99 @@
+//! Every way an HTTP request can fail, and the one place each maps to a status code.
+//! The body is always `{"error": "..."}`.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use weir_engine::request::RequestError;
+
+use super::metrics::Outcome;
+use super::protocol::ProtocolError;
+
+/// Why an HTTP request got no outputs.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The body or a field is malformed.
+    #[error(transparent)]
+    Malformed(#[from] ProtocolError),
+    /// The request names a model this server does not serve.
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    /// The request names an output the graph does not have.
+    #[error("outputs: graph `{graph}` has no output `{output}`")]
+    UnknownOutput {
+        /// Graph.
+        graph: String,
+        /// Output asked for.
+        output: String,
+    },
+    /// The body is larger than the configured limit.
+    #[error("body over the limit of {limit} bytes")]
+    BodyTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// Missing or wrong bearer token.
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    /// The server is not (or no longer) ready.
+    #[error("not ready")]
+    NotReady,
+    /// The graph refused or failed the request.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The request's deadline passed before its answer.
+    #[error("deadline of {ms} ms exceeded")]
+    Deadline {
+        /// The deadline.
+        ms: u64,
+    },
+}
+
+impl ServeError {
+    /// The status code and the metrics outcome.
+    pub fn status(&self) -> (StatusCode, Outcome) {
+        match self {
+            ServeError::Malformed(_) | ServeError::UnknownOutput { .. } => {
+                (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
+            }
+            ServeError::UnknownModel(_) => (StatusCode::NOT_FOUND, Outcome::InvalidRequest),
+            ServeError::BodyTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, Outcome::InvalidRequest)
+            }
+            ServeError::Unauthorized => (StatusCode::UNAUTHORIZED, Outcome::InvalidRequest),
+            ServeError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable),
+            ServeError::Request(RequestError::Invalid { .. }) => {
+                (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
+            }
+            ServeError::Request(RequestError::Overloaded { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Overloaded)
+            }
+            ServeError::Request(RequestError::ShuttingDown { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable)
+            }
+            ServeError::Request(RequestError::Node { .. }) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, Outcome::NodeFailed)
+            }
+            ServeError::Deadline { .. } => (StatusCode::GATEWAY_TIMEOUT, Outcome::DeadlineExceeded),
+        }
+    }
+}
+
+impl IntoResponse for ServeError {
+    fn into_response(self) -> Response {
+        let (status, outcome) = self.status();
+        let body = serde_json::json!({ "error": self.to_string() }).to_string();
+        let mut response =
+            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        if outcome == Outcome::Overloaded {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if matches!(self, ServeError::Unauthorized) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

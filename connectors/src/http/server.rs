@@ -1,0 +1,545 @@
+//! The HTTP server: routes of the Open Inference Protocol, auth, readiness, deadlines, draining.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tracing::{debug, info};
+use weir_engine::request::RequestError;
+use weir_engine::runtime::GraphRuntime;
+use weir_engine::tensor::{Dim, NamedTensor, Tensor, TensorData};
+
+use super::error::ServeError;
+use super::metrics::{render_graphs, GraphMetrics, MetricsSource, Outcome};
+use super::protocol::{
+    datatype_name, encode_infer_reply, parse_infer_request, InferRequest, ReplyTensor,
+    HEADER_LENGTH,
+};
+
+/// How the server behaves.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Longest a request waits for its answer before a 504.
+    pub request_timeout: Duration,
+    /// Largest request body accepted (413 above it).
+    pub max_body_bytes: usize,
+    /// When set, every endpoint but liveness needs `Authorization: Bearer <token>`.
+    pub auth_token: Option<String>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            request_timeout: Duration::from_secs(30),
+            max_body_bytes: 64 << 20,
+            auth_token: None,
+        }
+    }
+}
+
+struct ServedGraph {
+    runtime: Arc<GraphRuntime>,
+    metrics: GraphMetrics,
+}
+
+struct ServerState {
+    graphs: BTreeMap<String, ServedGraph>,
+    config: HttpConfig,
+    ready: AtomicBool,
+    extra_metrics: Vec<MetricsSource>,
+}
+
+/// A server over running graphs; each graph is a v2 model named by the graph's name.
+pub struct HttpServer {
+    state: Arc<ServerState>,
+}
+
+impl HttpServer {
+    /// A server for `graphs`, with `extra_metrics` appended to `/metrics`.
+    pub fn new(
+        graphs: Vec<Arc<GraphRuntime>>,
+        config: HttpConfig,
+        extra_metrics: Vec<MetricsSource>,
+    ) -> HttpServer {
+        let graphs = graphs
+            .into_iter()
+            .map(|rt| {
+                (
+                    rt.plan().name.clone(),
+                    ServedGraph {
+                        runtime: rt,
+                        metrics: GraphMetrics::default(),
+                    },
+                )
+            })
+            .collect();
+        HttpServer {
+            state: Arc::new(ServerState {
+                graphs,
+                config,
+                ready: AtomicBool::new(false),
+                extra_metrics,
+            }),
+        }
+    }
+
+    fn router(&self) -> Router {
+        Router::new()
+            .route("/v2", get(server_metadata))
+            .route("/v2/health/live", get(|| async { StatusCode::OK }))
+            .route("/v2/health/ready", get(server_ready))
+            .route("/v2/models/{name}", get(model_metadata))
+            .route(
+                "/v2/models/{name}/versions/{version}",
+                get(model_metadata_versioned),
+            )
+            .route("/v2/models/{name}/ready", get(model_ready))
+            .route(
+                "/v2/models/{name}/versions/{version}/ready",
+                get(model_ready_versioned),
+            )
+            .route("/v2/models/{name}/infer", post(infer))
+            .route(
+                "/v2/models/{name}/versions/{version}/infer",
+                post(infer_versioned),
+            )
+            .route("/metrics", get(metrics))
+            .fallback(|| async {
+                (
+                    StatusCode::NOT_FOUND,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    json!({"error": "no such endpoint"}).to_string(),
+                )
+            })
+            .with_state(Arc::clone(&self.state))
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then stops accepting, lets in-flight
+    /// requests finish, and returns. Readiness is true while serving, false while draining.
+    ///
+    /// # Errors
+    /// When the listener fails.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let state = Arc::clone(&self.state);
+        state.ready.store(true, Ordering::Release);
+        info!(addr = ?listener.local_addr().ok(), graphs = state.graphs.len(), "Serving.");
+        let draining = Arc::clone(&state);
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                draining.ready.store(false, Ordering::Release);
+                info!("Draining: no new connections, finishing requests in flight.");
+            })
+            .await
+    }
+}
+
+fn authorize(state: &ServerState, headers: &HeaderMap) -> Result<(), ServeError> {
+    let Some(token) = &state.config.auth_token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        // Compare every byte so timing does not tell how much of the token matched.
+        Some(g)
+            if g.len() == token.len()
+                && g.bytes()
+                    .zip(token.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0 =>
+        {
+            Ok(())
+        }
+        _ => Err(ServeError::Unauthorized),
+    }
+}
+
+fn graph<'a>(state: &'a ServerState, name: &str) -> Result<&'a ServedGraph, ServeError> {
+    state
+        .graphs
+        .get(name)
+        .ok_or_else(|| ServeError::UnknownModel(name.to_string()))
+}
+
+fn json_ok(v: Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+async fn server_metadata(
+    State(s): State<Arc<ServerState>>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    Ok(json_ok(
+        json!({"name": "weir", "version": env!("CARGO_PKG_VERSION"), "extensions": ["binary_tensor_data"]}),
+    ))
+}
+
+async fn server_ready(
+    State(s): State<Arc<ServerState>>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ServeError> {
+    authorize(&s, &headers)?;
+    if s.ready.load(Ordering::Acquire) {
+        Ok(StatusCode::OK)
+    } else {
+        Err(ServeError::NotReady)
+    }
+}
+
+fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> Value {
+    let mut dims = vec![-1i64];
+    dims.extend(shape.iter().map(|d| match d {
+        Dim::Fixed(n) => *n as i64,
+        Dim::Dynamic => -1,
+    }));
+    json!({"name": name, "datatype": datatype_name(dtype), "shape": dims})
+}
+
+async fn model_metadata(
+    State(s): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    let plan = graph(&s, &name)?.runtime.plan();
+    Ok(json_ok(json!({
+        "name": plan.name,
+        "versions": ["1"],
+        "platform": "weir_graph",
+        "inputs": plan.inputs.iter().map(|i| tensor_meta(&i.name, i.ty.dtype, &i.ty.shape)).collect::<Vec<_>>(),
+        "outputs": plan.outputs.iter().map(|o| tensor_meta(&o.name, o.ty.dtype, &o.ty.shape)).collect::<Vec<_>>(),
+    })))
+}
+
+async fn model_metadata_versioned(
+    state: State<Arc<ServerState>>,
+    Path((name, _v)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    model_metadata(state, Path(name), headers).await
+}
+
+async fn model_ready(
+    State(s): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ServeError> {
+    authorize(&s, &headers)?;
+    graph(&s, &name)?;
+    if s.ready.load(Ordering::Acquire) {
+        Ok(StatusCode::OK)
+    } else {
+        Err(ServeError::NotReady)
+    }
+}
+
+async fn model_ready_versioned(
+    state: State<Arc<ServerState>>,
+    Path((name, _v)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ServeError> {
+    model_ready(state, Path(name), headers).await
+}
+
+async fn metrics(
+    State(s): State<Arc<ServerState>>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    let mut out = String::new();
+    render_graphs(
+        &mut out,
+        s.graphs
+            .iter()
+            .map(|(n, g)| (n.as_str(), &g.metrics, g.runtime.in_flight())),
+    );
+    for source in &s.extra_metrics {
+        source(&mut out);
+    }
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
+        .into_response())
+}
+
+async fn infer_versioned(
+    state: State<Arc<ServerState>>,
+    Path((name, _v)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    infer(state, Path(name), headers, body).await
+}
+
+async fn infer(
+    State(s): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let result = infer_inner(&s, &name, &headers, body).await;
+    let outcome = match &result {
+        Ok(_) => Outcome::Ok,
+        Err(e) => e.status().1,
+    };
+    if let Some(g) = s.graphs.get(&name) {
+        g.metrics.record(outcome, started.elapsed());
+    }
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            debug!(model = %name, error = %e, "Request refused.");
+            e.into_response()
+        }
+    }
+}
+
+async fn infer_inner(
+    s: &ServerState,
+    name: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ServeError> {
+    authorize(s, headers)?;
+    let served = graph(s, name)?;
+    let limit = s.config.max_body_bytes;
+    let bytes = to_bytes(body, limit)
+        .await
+        .map_err(|_| ServeError::BodyTooLarge { limit })?;
+    let header_length = match headers.get(HEADER_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| super::protocol::ProtocolError {
+                    field: "Inference-Header-Content-Length".into(),
+                    message: "not a byte count".into(),
+                })?,
+        ),
+    };
+    let request = parse_infer_request(&bytes, header_length)?;
+    drop(bytes);
+    run_request(s, served, request).await
+}
+
+/// Splits a request into per-row submissions (a leading batch dimension is optional), awaits
+/// every row within the deadline, and assembles the reply.
+async fn run_request(
+    s: &ServerState,
+    served: &ServedGraph,
+    request: InferRequest,
+) -> Result<Response, ServeError> {
+    let plan = served.runtime.plan();
+    let malformed = |field: String, message: String| {
+        ServeError::Malformed(super::protocol::ProtocolError { field, message })
+    };
+    let mut batch: Option<(bool, usize)> = None;
+    for input in &request.inputs {
+        let Some(g) = plan.inputs.iter().find(|g| g.name == input.name) else {
+            let known: Vec<&str> = plan.inputs.iter().map(|g| g.name.as_str()).collect();
+            return Err(malformed(
+                format!("inputs ({})", input.name),
+                format!(
+                    "model `{}` has no input `{}` (its inputs: {})",
+                    plan.name,
+                    input.name,
+                    known.join(", ")
+                ),
+            ));
+        };
+        let this = if input.shape.len() == g.ty.shape.len() + 1 {
+            (true, input.shape[0])
+        } else if input.shape.len() == g.ty.shape.len() {
+            (false, 1)
+        } else {
+            return Err(malformed(
+                format!("inputs ({}).shape", input.name),
+                format!(
+                    "{:?} has rank {}; `{}` takes {} or, with a batch dimension first, rank {}",
+                    input.shape,
+                    input.shape.len(),
+                    g.name,
+                    g.ty,
+                    g.ty.shape.len() + 1
+                ),
+            ));
+        };
+        match batch {
+            None => batch = Some(this),
+            Some(b) if b != this => {
+                return Err(malformed(
+                    format!("inputs ({}).shape", input.name),
+                    "every input must have the same batch size".into(),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let (batched, rows) = batch.unwrap_or((false, 1));
+    let outputs: Vec<(String, bool)> = match &request.outputs {
+        Some(outs) => outs.iter().map(|o| (o.name.clone(), o.binary)).collect(),
+        None => plan
+            .outputs
+            .iter()
+            .map(|o| (o.name.clone(), request.binary_by_default))
+            .collect(),
+    };
+    for (o, _) in &outputs {
+        if !plan.outputs.iter().any(|p| &p.name == o) {
+            return Err(ServeError::UnknownOutput {
+                graph: plan.name.clone(),
+                output: o.clone(),
+            });
+        }
+    }
+    let mut receivers = Vec::with_capacity(rows);
+    let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, ServeError> {
+        let (tx, rx) = oneshot::channel();
+        served.runtime.submit(
+            inputs,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        )?;
+        Ok(rx)
+    };
+    if rows == 1 {
+        // One row: move the tensors, no copy (the common case for large images).
+        let inputs = request
+            .inputs
+            .into_iter()
+            .map(|i| {
+                let shape = if batched {
+                    i.shape[1..].to_vec()
+                } else {
+                    i.shape
+                };
+                NamedTensor {
+                    name: i.name,
+                    tensor: Tensor {
+                        shape,
+                        data: i.data,
+                    },
+                }
+            })
+            .collect();
+        receivers.push(submit(inputs)?);
+    } else {
+        for row in 0..rows {
+            let inputs = request
+                .inputs
+                .iter()
+                .map(|i| {
+                    let shape = i.shape[1..].to_vec();
+                    let n: usize = shape.iter().product();
+                    let data = match &i.data {
+                        TensorData::F32(v) => TensorData::F32(v[row * n..(row + 1) * n].to_vec()),
+                        TensorData::I64(v) => TensorData::I64(v[row * n..(row + 1) * n].to_vec()),
+                    };
+                    NamedTensor {
+                        name: i.name.clone(),
+                        tensor: Tensor { shape, data },
+                    }
+                })
+                .collect();
+            receivers.push(submit(inputs)?);
+        }
+    }
+    let timeout = s.config.request_timeout;
+    let answers = tokio::time::timeout(timeout, async {
+        let mut answers = Vec::with_capacity(receivers.len());
+        for rx in receivers {
+            answers.push(rx.await.unwrap_or_else(|_| {
+                Err(RequestError::ShuttingDown {
+                    graph: plan.name.clone(),
+                })
+            }));
+        }
+        answers
+    })
+    .await
+    .map_err(|_| ServeError::Deadline {
+        ms: timeout.as_millis() as u64,
+    })?;
+    let responses = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut reply = Vec::with_capacity(outputs.len());
+    for (name, binary) in outputs {
+        let parts: Vec<&Tensor> = responses.iter().filter_map(|r| r.output(&name)).collect();
+        let Some(first) = parts.first() else { continue };
+        let mut shape = first.shape.clone();
+        if batched {
+            shape.insert(0, rows);
+        }
+        let data = match first.data {
+            TensorData::F32(_) => TensorData::F32(
+                parts
+                    .iter()
+                    .flat_map(|t| t.as_f32().unwrap_or(&[]).iter().copied())
+                    .collect(),
+            ),
+            TensorData::I64(_) => TensorData::I64(
+                parts
+                    .iter()
+                    .flat_map(|t| t.as_i64().unwrap_or(&[]).iter().copied())
+                    .collect(),
+            ),
+        };
+        reply.push(ReplyTensor {
+            name,
+            tensor: Tensor { shape, data },
+            binary,
+        });
+    }
+    let (body, header_length) = encode_infer_reply(
+        &plan.name,
+        request.id.as_deref(),
+        request.parameters,
+        &reply,
+    );
+    let mut response = (StatusCode::OK, body).into_response();
+    let h = response.headers_mut();
+    match header_length {
+        Some(n) => {
+            h.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/octet-stream"),
+            );
+            h.insert(HEADER_LENGTH, header::HeaderValue::from(n));
+        }
+        None => {
+            h.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
+            );
+        }
+    }
+    Ok(response)
+}
