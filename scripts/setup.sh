@@ -7,7 +7,8 @@
 #   onnxruntime/  libonnxruntime.so.<ver> (+ libonnxruntime.so symlink)
 #   zoo/          <name>.onnx, the "light" zoo models shipped in the onnx wheel
 #   data/         digits.csv.gz (from the scikit-learn wheel)
-#   venv/         python venv with numpy + onnx, used by make_models.py
+#   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
+#                 tritonclient[http] (the HTTP tests' client and reference)
 #   models/       the models written by scripts/make_models.py
 #
 # Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script and
@@ -21,6 +22,7 @@ set -euo pipefail
 ORT_VERSION=1.31.1
 ONNX_VERSION=1.23.2
 SKLEARN_VERSION=1.9.1
+TRITONCLIENT_VERSION=2.73.0
 ZOO_NAMES=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -157,9 +159,9 @@ say "${#ZOO_NAMES[@]} zoo models in $ZOO ($n unpacked)"
 n="$(extract "$SKL_WHL" "sklearn/datasets/data/digits.csv.gz=$DATA/digits.csv.gz")"
 say "digits data set in $DATA/digits.csv.gz ($n unpacked)"
 
-# --- 5. python venv (numpy + onnx) ------------------------------------------------
+# --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP tests) ---
 venv_ok() {
-    "$VENV/bin/python" -c "import numpy, onnx, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" \
+    "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, tritonclient.http, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" \
         >/dev/null 2>&1
 }
 if venv_ok; then
@@ -168,10 +170,11 @@ else
     if ! "$VENV/bin/python" -c pass >/dev/null 2>&1; then
         "$PY" -m venv --clear "$VENV" || die "python3 -m venv failed (install python3-venv?)"
     fi
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy "$ONNX_WHL" \
-        || die "pip install numpy + onnx into $VENV failed"
-    venv_ok || die "venv $VENV still cannot import numpy and onnx $ONNX_VERSION"
-    say "venv with numpy + onnx $ONNX_VERSION in $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy "$ONNX_WHL" "$ORT_WHL" \
+        "tritonclient[http]==$TRITONCLIENT_VERSION" \
+        || die "pip install numpy, onnx, onnxruntime, tritonclient into $VENV failed"
+    venv_ok || die "venv $VENV still cannot import numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient"
+    say "venv with numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient in $VENV"
 fi
 
 # --- 6. generated models -------------------------------------------------------

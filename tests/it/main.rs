@@ -10,3 +10,4 @@ mod golden;
 mod graphs;
 mod invalid;
 mod requests;
+mod serve;

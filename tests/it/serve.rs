@@ -1,0 +1,599 @@
+//! `weir serve` as a real process, spoken to with raw HTTP and with Triton's own Python client
+//! (`tritonclient[http]`, installed by scripts/setup.sh), answers compared with onnxruntime.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{model, repo, weir_home};
+
+/// A `weir serve` process, SIGKILLed when dropped (so a failing test leaves nothing behind).
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(tag: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!(
+        "weir-it-{tag}-{}-{:?}",
+        std::process::id(),
+        Instant::now()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    TempDir(dir)
+}
+
+fn mlp_graph() -> String {
+    format!(
+        "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, batching: {{max_size: 16, max_delay_us: 500}}}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+        model("mlp_a.onnx").display()
+    )
+}
+
+fn squeezenet_graph() -> String {
+    format!(
+        "name: sq\ninputs:\n  - {{name: image, dtype: f32, shape: [3, 224, 224]}}\nnodes:\n  - model: {{id: s, path: {}, inputs: {{data_0: image}}, executor: {{instances: 2}}}}\noutputs:\n  - {{name: probs, from: s}}\n",
+        model("squeezenet_random.onnx").display()
+    )
+}
+
+impl Server {
+    fn start(graphs: &[String], extra: &[&str]) -> Server {
+        weir_home();
+        let dir = temp_dir("serve");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+        cmd.arg("serve").current_dir(repo());
+        for (i, g) in graphs.iter().enumerate() {
+            let path = dir.0.join(format!("g{i}.yaml"));
+            std::fs::write(&path, g).expect("write graph");
+            cmd.arg(path);
+        }
+        cmd.args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("WEIR_AUTH_TOKEN");
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("weir serve starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reads the address line");
+        let addr = line
+            .trim()
+            .strip_prefix("weir serving http://")
+            .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
+            .to_string();
+        let server = Server {
+            child,
+            addr,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // 401: serving, behind a token (the auth test checks readiness itself).
+        while !matches!(server.get("/v2/health/ready").0, 200 | 401) {
+            assert!(Instant::now() < deadline, "server never became ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        http(&self.addr, "GET", path, &[], b"")
+    }
+
+    fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+        http(&self.addr, "POST", path, headers, body)
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request on its own connection; returns status and body.
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    if s.write_all(head.as_bytes())
+        .and_then(|_| s.write_all(body))
+        .is_err()
+    {
+        return (0, String::new());
+    }
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn python(args: &[&str]) -> (bool, String) {
+    let out = Command::new(weir_home().join("venv/bin/python"))
+        .arg(repo().join("tests/python/triton_client.py"))
+        .args(args)
+        .output()
+        .expect("python runs");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn mlp_request(data_len: usize, shape: &str, datatype: &str) -> Vec<u8> {
+    let data = vec!["0.25"; data_len].join(",");
+    format!(r#"{{"id":"r1","inputs":[{{"name":"x","shape":{shape},"datatype":"{datatype}","data":[{data}]}}]}}"#).into_bytes()
+}
+
+#[test]
+fn tritonclient_json_and_binary_match_direct_onnxruntime() {
+    let server = Server::start(&[squeezenet_graph(), mlp_graph()], &[]);
+    let sq = model("squeezenet_random.onnx");
+    let mlp = model("mlp_a.onnx");
+    for mode in ["json", "binary"] {
+        let (ok, out) = python(&[
+            "infer",
+            "--url",
+            &server.addr,
+            "--model",
+            "sq",
+            "--input",
+            "image",
+            "--output",
+            "probs",
+            "--onnx",
+            sq.to_str().expect("utf-8"),
+            "--onnx-input",
+            "data_0",
+            "--shape",
+            "3,224,224",
+            "--requests",
+            "6",
+            "--concurrency",
+            "2",
+            "--mode",
+            mode,
+        ]);
+        assert!(ok, "squeezenet {mode}: {out}");
+        assert!(out.contains("\"answered\": 6"), "{out}");
+        let (ok, out) = python(&[
+            "infer",
+            "--url",
+            &server.addr,
+            "--model",
+            "mlp",
+            "--input",
+            "x",
+            "--output",
+            "probs",
+            "--onnx",
+            mlp.to_str().expect("utf-8"),
+            "--onnx-input",
+            "x",
+            "--shape",
+            "64",
+            "--requests",
+            "32",
+            "--batch",
+            "4",
+            "--concurrency",
+            "4",
+            "--mode",
+            mode,
+        ]);
+        assert!(ok, "mlp {mode}: {out}");
+    }
+}
+
+#[test]
+fn metadata_and_health_speak_the_protocol() {
+    let server = Server::start(&[mlp_graph()], &[]);
+    let (ok, out) = python(&[
+        "metadata",
+        "--url",
+        &server.addr,
+        "--model",
+        "mlp",
+        "--inputs",
+        "x",
+        "--outputs",
+        "probs",
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("\"shape\": [-1, 64]"), "{out}");
+    assert_eq!(server.get("/v2/health/live").0, 200);
+    assert_eq!(server.get("/v2/models/mlp/versions/1/ready").0, 200);
+    assert_eq!(server.get("/v2/models/nope").0, 404);
+}
+
+#[test]
+fn five_hundred_concurrent_requests_are_all_answered_correctly() {
+    let server = Server::start(&[mlp_graph()], &[]);
+    let mlp = model("mlp_a.onnx");
+    let (ok, out) = python(&[
+        "burst",
+        "--url",
+        &server.addr,
+        "--model",
+        "mlp",
+        "--input",
+        "x",
+        "--output",
+        "probs",
+        "--onnx",
+        mlp.to_str().expect("utf-8"),
+        "--onnx-input",
+        "x",
+        "--shape",
+        "64",
+        "--requests",
+        "500",
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("\"answered\": 500"), "{out}");
+    let (_, metrics) = server.get("/metrics");
+    assert!(
+        metrics.contains("weir_requests_total{graph=\"mlp\",outcome=\"ok\"} 500"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("weir_executor_rows_total{graph=\"mlp\",node=\"m\"} 500"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("weir_node_batch_size_count{graph=\"mlp\",node=\"m\"}"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn sigterm_drains_requests_in_flight_then_exits() {
+    let mut server = Server::start(&[squeezenet_graph()], &[]);
+    let sq = model("squeezenet_random.onnx");
+    let mut client = Command::new(weir_home().join("venv/bin/python"))
+        .arg(repo().join("tests/python/triton_client.py"))
+        .args([
+            "burst",
+            "--announce",
+            "--url",
+            &server.addr,
+            "--model",
+            "sq",
+            "--input",
+            "image",
+            "--output",
+            "probs",
+            "--onnx",
+            sq.to_str().expect("utf-8"),
+            "--onnx-input",
+            "data_0",
+            "--shape",
+            "3,224,224",
+            "--requests",
+            "40",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("client starts");
+    let mut lines = BufReader::new(client.stdout.take().expect("stdout")).lines();
+    let started = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert!(started.contains("started"), "{started}");
+    // Wait until requests are really in flight, then ask the server to stop.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, m) = server.get("/metrics");
+        if m.lines()
+            .any(|l| l.starts_with("weir_graph_in_flight{graph=\"sq\"}") && !l.ends_with(" 0"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "requests never went in flight");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.sigterm();
+    let summary = lines.next().and_then(Result::ok).unwrap_or_default();
+    let _ = client.wait();
+    assert!(
+        summary.contains("\"ok\": true") && summary.contains("\"answered\": 40"),
+        "in-flight requests were not all answered: {summary}"
+    );
+    let status = server.child.wait().expect("server exits");
+    assert!(status.success(), "server exit status {status:?}");
+    assert_eq!(
+        server.get("/v2/health/live").0,
+        0,
+        "server still accepting after SIGTERM"
+    );
+}
+
+#[test]
+fn deadline_is_answered_with_an_error_not_silence() {
+    let server = Server::start(&[squeezenet_graph()], &["--request-timeout-ms", "1"]);
+    let body = format!(
+        r#"{{"inputs":[{{"name":"image","shape":[3,224,224],"datatype":"FP32","data":[{}]}}]}}"#,
+        vec!["0.5"; 3 * 224 * 224].join(",")
+    );
+    let (status, body) = server.post("/v2/models/sq/infer", &[], body.as_bytes());
+    assert_eq!(status, 504, "{body}");
+    assert!(
+        body.contains("\"error\":\"deadline of 1 ms exceeded\""),
+        "{body}"
+    );
+    assert_eq!(server.get("/v2/health/ready").0, 200);
+}
+
+#[test]
+fn bearer_token_guards_every_endpoint_but_liveness() {
+    let server = Server::start(&[mlp_graph()], &["--auth-token", "s3cret"]);
+    assert_eq!(server.get("/v2/health/live").0, 200);
+    assert_eq!(server.get("/v2/health/ready").0, 401);
+    assert_eq!(
+        http(
+            &server.addr,
+            "GET",
+            "/v2/health/ready",
+            &[("Authorization", "Bearer s3cret".to_string())],
+            b""
+        )
+        .0,
+        200
+    );
+    assert_eq!(server.get("/metrics").0, 401);
+    let (status, body) = server.post(
+        "/v2/models/mlp/infer",
+        &[],
+        &mlp_request(64, "[64]", "FP32"),
+    );
+    assert_eq!(status, 401, "{body}");
+    let auth = [("Authorization", "Bearer s3cret".to_string())];
+    let (status, body) = server.post(
+        "/v2/models/mlp/infer",
+        &auth,
+        &mlp_request(64, "[64]", "FP32"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let wrong = [("Authorization", "Bearer s3cres".to_string())];
+    assert_eq!(
+        server
+            .post(
+                "/v2/models/mlp/infer",
+                &wrong,
+                &mlp_request(64, "[64]", "FP32")
+            )
+            .0,
+        401
+    );
+}
+
+/// Sends one bad request to a fresh mlp server: it must get `status` with a JSON error naming
+/// `needle`, and the server must stay ready and keep answering good requests.
+fn refuses(
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+    status: u16,
+    needle: &str,
+    extra: &[&str],
+) {
+    let server = Server::start(&[mlp_graph()], extra);
+    let (got, text) = server.post(path, headers, body);
+    assert_eq!(got, status, "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    let message = json["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `error` field: {text}"));
+    assert!(
+        message.contains(needle),
+        "`{message}` does not mention `{needle}`"
+    );
+    assert_eq!(server.get("/v2/health/ready").0, 200);
+    let (ok, text) = server.post(
+        "/v2/models/mlp/infer",
+        &[],
+        &mlp_request(64, "[64]", "FP32"),
+    );
+    assert_eq!(ok, 200, "a good request after a bad one: {text}");
+}
+
+const INFER: &str = "/v2/models/mlp/infer";
+
+#[test]
+fn bad_json_is_400() {
+    refuses(INFER, &[], b"{\"inputs\": [", 400, "invalid JSON", &[]);
+}
+
+#[test]
+fn unknown_model_is_404() {
+    refuses(
+        "/v2/models/nope/infer",
+        &[],
+        &mlp_request(64, "[64]", "FP32"),
+        404,
+        "unknown model `nope`",
+        &[],
+    );
+}
+
+#[test]
+fn unknown_input_is_400() {
+    refuses(
+        INFER,
+        &[],
+        br#"{"inputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1]}]}"#,
+        400,
+        "has no input `y`",
+        &[],
+    );
+}
+
+#[test]
+fn missing_input_is_400() {
+    refuses(
+        INFER,
+        &[],
+        br#"{"inputs":[]}"#,
+        400,
+        "missing input `x`",
+        &[],
+    );
+}
+
+#[test]
+fn wrong_datatype_is_400() {
+    let body = format!(
+        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"INT64","data":[{}]}}]}}"#,
+        vec!["1"; 64].join(",")
+    );
+    refuses(
+        INFER,
+        &[],
+        body.as_bytes(),
+        400,
+        "expected f32, got i64",
+        &[],
+    );
+}
+
+#[test]
+fn unserved_datatype_is_400() {
+    refuses(
+        INFER,
+        &[],
+        br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]}"#,
+        400,
+        "datatype FP16 is not served",
+        &[],
+    );
+}
+
+#[test]
+fn wrong_shape_is_400() {
+    refuses(
+        INFER,
+        &[],
+        &mlp_request(63, "[63]", "FP32"),
+        400,
+        "inputs.x.shape: expected [64], got [63]",
+        &[],
+    );
+}
+
+#[test]
+fn data_not_matching_shape_is_400() {
+    refuses(
+        INFER,
+        &[],
+        &mlp_request(10, "[64]", "FP32"),
+        400,
+        "shape [64] needs 64 elements, got 10",
+        &[],
+    );
+}
+
+#[test]
+fn negative_dimension_is_400() {
+    refuses(
+        INFER,
+        &[],
+        &mlp_request(64, "[-64]", "FP32"),
+        400,
+        "dimension -64 is negative",
+        &[],
+    );
+}
+
+#[test]
+fn body_over_the_limit_is_413() {
+    refuses(
+        INFER,
+        &[],
+        &mlp_request(400, "[400]", "FP32"),
+        413,
+        "body over the limit of 1000 bytes",
+        &["--max-body-bytes", "1000"],
+    );
+}
+
+#[test]
+fn unknown_output_is_400() {
+    let body = format!(
+        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{}]}}],"outputs":[{{"name":"logits"}}]}}"#,
+        vec!["1"; 64].join(",")
+    );
+    refuses(
+        INFER,
+        &[],
+        body.as_bytes(),
+        400,
+        "has no output `logits`",
+        &[],
+    );
+}
+
+#[test]
+fn binary_sizes_that_do_not_add_up_are_400() {
+    let header = br#"{"inputs":[{"name":"x","shape":[64],"datatype":"FP32","parameters":{"binary_data_size":256}}]}"#;
+    let mut body = header.to_vec();
+    body.extend_from_slice(&[0u8; 100]);
+    let headers = [("Inference-Header-Content-Length", header.len().to_string())];
+    refuses(
+        INFER,
+        &headers,
+        &body,
+        400,
+        "only 100 binary bytes remain",
+        &[],
+    );
+}
