@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
-use weir::bench::{overhead, overhead_table, Layout, OverheadConfig};
+use weir::bench::http::{default_models, http, http_table, HttpBenchConfig};
+use weir::bench::overhead::{overhead, overhead_table, Layout, OverheadConfig};
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 use weir::workload::Workload;
 use weir::{load_graph, start, LoadError, OrtRuntime, RuntimeOptions};
@@ -117,6 +118,25 @@ enum BenchCommand {
     /// weir's in-process path against bare ONNX Runtime: saturated throughput and latency at
     /// concurrency 1, same library, model and thread settings, in one process.
     Overhead(OverheadArgs),
+    /// `weir serve` over HTTP (JSON and binary) against the in-process path and bare ONNX Runtime,
+    /// at client concurrency 1, 4 and 16.
+    Http(HttpArgs),
+}
+
+#[derive(Debug, Args)]
+struct HttpArgs {
+    /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
+    #[arg(long = "model")]
+    models: Vec<String>,
+    /// Client concurrencies.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    concurrency: Vec<usize>,
+    /// Requests per measurement (resnet50 gets a fifth).
+    #[arg(long, default_value_t = 300)]
+    requests: usize,
+    /// Repetitions; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +168,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run(a),
         Command::Serve(a) => serve(a),
         Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
+        Command::Bench(BenchCommand::Http(a)) => bench_http(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -284,25 +305,7 @@ fn run(args: RunArgs) -> Result<()> {
 }
 
 fn bench_overhead(args: OverheadArgs) -> Result<()> {
-    let models = if args.models.is_empty() {
-        let zoo = std::env::var_os("WEIR_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(".weir"))
-            .join("zoo");
-        vec![
-            ("squeezenet".to_string(), zoo.join("squeezenet.onnx")),
-            ("resnet50".to_string(), zoo.join("resnet50.onnx")),
-        ]
-    } else {
-        args.models
-            .iter()
-            .map(|m| {
-                m.split_once('=')
-                    .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-                    .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
-            })
-            .collect::<Result<_>>()?
-    };
+    let models = parse_models(&args.models)?;
     let config = OverheadConfig {
         models,
         requests: args.requests,
@@ -420,4 +423,32 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+fn parse_models(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
+    if given.is_empty() {
+        return Ok(default_models());
+    }
+    given
+        .iter()
+        .map(|m| {
+            m.split_once('=')
+                .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
+                .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
+        })
+        .collect()
+}
+
+fn bench_http(args: HttpArgs) -> Result<()> {
+    let config = HttpBenchConfig {
+        models: parse_models(&args.models)?,
+        concurrency: args.concurrency,
+        requests: args.requests,
+        repeats: args.repeats.max(1),
+    };
+    let rows = http(&config)?;
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!("machine: {} cores; {} requests per measurement (resnet50: a fifth), median of {} repeats\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.repeats);
+    print!("{}", http_table(&rows));
+    Ok(())
 }

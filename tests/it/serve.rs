@@ -597,3 +597,32 @@ fn binary_sizes_that_do_not_add_up_are_400() {
         &[],
     );
 }
+
+#[test]
+fn overload_is_503_not_a_hang() {
+    let server = Server::start(&[squeezenet_graph()], &["--max-in-flight", "1"]);
+    let body = format!(
+        r#"{{"inputs":[{{"name":"image","shape":[3,224,224],"datatype":"FP32","data":[{}]}}]}}"#,
+        vec!["0.5"; 3 * 224 * 224].join(",")
+    );
+    let statuses: Vec<(u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12)
+            .map(|_| s.spawn(|| server.post("/v2/models/sq/infer", &[], body.as_bytes())))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread"))
+            .collect()
+    });
+    assert!(
+        statuses.iter().all(|(s, _)| *s == 200 || *s == 503),
+        "{:?}",
+        statuses.iter().map(|s| s.0).collect::<Vec<_>>()
+    );
+    assert!(statuses.iter().any(|(s, _)| *s == 200), "nothing admitted");
+    let refused = statuses
+        .iter()
+        .find(|(s, _)| *s == 503)
+        .expect("12 requests at once with a limit of 1 should overflow");
+    assert!(refused.1.contains("overloaded"), "{}", refused.1);
+}

@@ -1,7 +1,4 @@
-//! Benchmark experiments that run inside the `weir` binary (`weir bench ...`), so they measure the
-//! same code and the same ONNX Runtime library as `weir run`, with the reference in the same process.
-//!
-//! `overhead`: what weir's dataflow path costs over calling ONNX Runtime directly, for one model:
+//! The overhead experiment: what weir's dataflow path costs over calling ONNX Runtime directly, for one model:
 //! saturated throughput with the thread layout that maximises it here (2 sessions × 1 intra-op
 //! thread on 2 cores), and latency at concurrency 1 with the layout that minimises it (1 session × 2
 //! threads). Bare ORT and weir use the same library, model, inputs and session settings, and take
@@ -78,7 +75,7 @@ pub struct OverheadRow {
     pub weir_p99_ms: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
         0.0
@@ -87,7 +84,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn model_input(path: &Path) -> Result<(String, String)> {
+pub(crate) fn model_input(path: &Path) -> Result<(String, String)> {
     let meta = read_metadata(path)?;
     let input = meta
         .inputs
@@ -101,7 +98,7 @@ fn model_input(path: &Path) -> Result<(String, String)> {
 }
 
 /// Runs `requests` bare ORT calls spread over `sessions` (one thread each); returns the wall time.
-fn bare_chunk(
+pub(crate) fn bare_chunk(
     sessions: &mut [Session],
     input: &str,
     data: &[f32],
@@ -170,7 +167,7 @@ impl Drop for HopReference {
 }
 
 /// One bare ORT call; returns its latency.
-fn bare_call(session: &mut Session, input: &str, data: &[f32]) -> Result<Duration> {
+pub(crate) fn bare_call(session: &mut Session, input: &str, data: &[f32]) -> Result<Duration> {
     let t = Instant::now();
     let value = TensorRef::from_array_view(([1usize, 3, 224, 224], data))?;
     drop(session.run(vec![(input, value)])?);
@@ -178,7 +175,7 @@ fn bare_call(session: &mut Session, input: &str, data: &[f32]) -> Result<Duratio
 }
 
 /// A running one-model graph with `layout`, and its input workload.
-fn weir_graph(
+pub(crate) fn weir_graph(
     path: &Path,
     input: &str,
     output: &str,
@@ -202,13 +199,13 @@ fn weir_graph(
     Ok((start(graph.plan, RuntimeOptions::default())?, workload))
 }
 
-fn sessions(runtime: &OrtRuntime, path: &Path, layout: Layout) -> Result<Vec<Session>> {
+pub(crate) fn sessions(runtime: &OrtRuntime, path: &Path, layout: Layout) -> Result<Vec<Session>> {
     (0..layout.instances)
         .map(|_| Ok(runtime.session("bare", path, layout.threads, false)?))
         .collect()
 }
 
-fn quantile_ms(samples: &[Duration], q: f64) -> Result<f64> {
+pub(crate) fn quantile_ms(samples: &[Duration], q: f64) -> Result<f64> {
     let mut hist = latency_histogram();
     for d in samples {
         hist.record((d.as_micros() as u64).max(1))?;

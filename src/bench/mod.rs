@@ -1,0 +1,10 @@
+//! Benchmark experiments that run inside the `weir` binary (`weir bench ...`), so they measure the
+//! same code and the same ONNX Runtime library as `weir run` and `weir serve`, with their reference
+//! measured in the same process and the same run.
+//!
+//! - [`overhead`]: the in-process path against bare ONNX Runtime.
+//! - [`http`]: `weir serve` over HTTP (JSON and binary bodies) against the in-process path and bare
+//!   ONNX Runtime, across client concurrency.
+
+pub mod http;
+pub mod overhead;
