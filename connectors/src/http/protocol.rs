@@ -50,8 +50,9 @@ struct RawInput {
     datatype: String,
     #[serde(default)]
     parameters: Option<Map<String, Value>>,
+    /// Kept raw: a flat array parses straight into numbers, without a JSON value per element.
     #[serde(default)]
-    data: Option<Value>,
+    data: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,9 +125,28 @@ fn flatten_json(v: &Value, out: &mut Vec<Value>) {
     }
 }
 
-fn json_data(v: &Value, dtype: DType, field: &str) -> Result<TensorData, ProtocolError> {
+fn json_data(
+    raw: &serde_json::value::RawValue,
+    dtype: DType,
+    field: &str,
+) -> Result<TensorData, ProtocolError> {
+    // Fast path: a flat array of numbers (what clients send for anything large).
+    let fast = match dtype {
+        DType::F32 => serde_json::from_str::<Vec<f32>>(raw.get())
+            .ok()
+            .map(TensorData::F32),
+        DType::I64 => serde_json::from_str::<Vec<i64>>(raw.get())
+            .ok()
+            .map(TensorData::I64),
+    };
+    if let Some(data) = fast {
+        return Ok(data);
+    }
+    // Nested arrays, or something wrong: walk the values to flatten or to say which element is bad.
+    let v: Value =
+        serde_json::from_str(raw.get()).map_err(|e| perr(field, format!("invalid JSON: {e}")))?;
     let mut flat = Vec::new();
-    flatten_json(v, &mut flat);
+    flatten_json(&v, &mut flat);
     match dtype {
         DType::F32 => flat
             .iter()
