@@ -329,17 +329,28 @@ fn sigterm_drains_requests_in_flight_then_exits() {
     let mut lines = BufReader::new(client.stdout.take().expect("stdout")).lines();
     let started = lines.next().and_then(Result::ok).unwrap_or_default();
     assert!(started.contains("started"), "{started}");
-    // Wait until requests are really in flight, then ask the server to stop.
+    // Wait until every request has been admitted (so none is refused at the door) and some are
+    // still in flight, then ask the server to stop: those must all be answered.
     let deadline = Instant::now() + Duration::from_secs(30);
+    let metric = |m: &str, prefix: &str| -> u64 {
+        m.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
     loop {
         let (_, m) = server.get("/metrics");
-        if m.lines()
-            .any(|l| l.starts_with("weir_graph_in_flight{graph=\"sq\"}") && !l.ends_with(" 0"))
-        {
+        let in_flight = metric(&m, "weir_graph_in_flight{graph=\"sq\"}");
+        let done = metric(&m, "weir_requests_total{graph=\"sq\",outcome=\"ok\"}");
+        if in_flight > 0 && in_flight + done >= 40 {
             break;
         }
-        assert!(Instant::now() < deadline, "requests never went in flight");
-        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            Instant::now() < deadline && done < 40,
+            "never saw all 40 admitted with some in flight (in flight {in_flight}, done {done})"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
     server.sigterm();
     let summary = lines.next().and_then(Result::ok).unwrap_or_default();
