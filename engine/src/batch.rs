@@ -15,7 +15,7 @@ use std::sync::Arc;
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array, ListArray, PrimitiveArray,
-    RecordBatch, UInt64Array,
+    RecordBatch, StringArray, UInt64Array,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 
@@ -26,6 +26,10 @@ use crate::tensor::{DType, Tensor, TensorData};
 pub const REQUEST_ID: &str = "request_id";
 /// Name of the lineage column.
 pub const LINEAGE: &str = "lineage";
+/// Name of the request parameters column: per request, the client's parameters as JSON object text
+/// (null when none were sent). The engine carries it untouched through every hop; stages that act
+/// on per-request requirements (a latency SLO, a minimum accuracy) read it.
+pub const PARAMETERS: &str = "parameters";
 /// Field metadata key holding a tensor column's per-request shape, as comma-separated sizes.
 pub const SHAPE_METADATA_KEY: &str = "weir.shape";
 
@@ -234,6 +238,7 @@ impl TensorColumn {
 pub struct Batch {
     request_ids: UInt64Array,
     lineage: ListArray,
+    parameters: StringArray,
     tensors: Vec<(Arc<str>, TensorColumn)>,
 }
 
@@ -263,10 +268,56 @@ impl Batch {
             }
         }
         Ok(Batch {
+            parameters: StringArray::new_null(rows),
             request_ids,
             lineage,
             tensors,
         })
+    }
+
+    /// The same batch with `parameters` as its parameters column.
+    ///
+    /// # Errors
+    /// When `parameters` does not have one entry per row.
+    pub fn with_parameters(mut self, parameters: StringArray) -> Result<Self, BatchError> {
+        if parameters.len() != self.num_rows() {
+            return Err(BatchError::BadColumn {
+                column: PARAMETERS.into(),
+                problem: format!(
+                    "{} rows, request ids have {}",
+                    parameters.len(),
+                    self.num_rows()
+                ),
+            });
+        }
+        self.parameters = parameters;
+        Ok(self)
+    }
+
+    /// A batch of the same requests (ids and parameters kept) with new lineage and tensors: what an
+    /// operator emits after its hop.
+    ///
+    /// # Errors
+    /// When the new columns do not have this batch's number of rows.
+    pub fn derive(
+        &self,
+        lineage: ListArray,
+        tensors: Vec<(Arc<str>, TensorColumn)>,
+    ) -> Result<Self, BatchError> {
+        Batch::new(self.request_ids.clone(), lineage, tensors)?
+            .with_parameters(self.parameters.clone())
+    }
+
+    /// The parameters column.
+    pub fn parameters(&self) -> &StringArray {
+        &self.parameters
+    }
+
+    /// Row `row`'s parameters (JSON object text), if the client sent any.
+    pub fn row_parameters(&self, row: usize) -> Option<&str> {
+        self.parameters
+            .is_valid(row)
+            .then(|| self.parameters.value(row))
     }
 
     /// Number of requests.
@@ -307,6 +358,7 @@ impl Batch {
         Batch {
             request_ids: self.request_ids.slice(offset, len),
             lineage: self.lineage.slice(offset, len),
+            parameters: self.parameters.slice(offset, len),
             tensors: self
                 .tensors
                 .iter()
@@ -315,7 +367,8 @@ impl Batch {
         }
     }
 
-    /// The batch as a plain Arrow `RecordBatch`: `request_id`, `lineage`, then the tensors.
+    /// The batch as a plain Arrow `RecordBatch`: `request_id`, `lineage`, `parameters`, then the
+    /// tensors.
     ///
     /// # Errors
     /// Only if Arrow rejects the schema, which weir's own batches never cause.
@@ -323,10 +376,12 @@ impl Batch {
         let mut fields = vec![
             Field::new(REQUEST_ID, DataType::UInt64, false),
             Field::new(LINEAGE, lineage_data_type(), false),
+            Field::new(PARAMETERS, DataType::Utf8, true),
         ];
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(self.request_ids.clone()),
             Arc::new(self.lineage.clone()),
+            Arc::new(self.parameters.clone()),
         ];
         for (name, col) in &self.tensors {
             fields.push(col.field(name));
@@ -359,7 +414,7 @@ impl Batch {
             .clone();
         let mut tensors = Vec::new();
         for (field, column) in rb.schema().fields().iter().zip(rb.columns()) {
-            if field.name() == REQUEST_ID || field.name() == LINEAGE {
+            if field.name() == REQUEST_ID || field.name() == LINEAGE || field.name() == PARAMETERS {
                 continue;
             }
             let shape = parse_shape(field.metadata().get(SHAPE_METADATA_KEY))
@@ -374,7 +429,17 @@ impl Batch {
                 TensorColumn::from_array(field.name(), shape, array)?,
             ));
         }
-        Batch::new(ids, lineage, tensors)
+        let batch = Batch::new(ids, lineage, tensors)?;
+        match rb.column_by_name(PARAMETERS) {
+            None => Ok(batch),
+            Some(c) => {
+                let p = c
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .ok_or_else(|| bad(PARAMETERS, "not utf8"))?;
+                batch.with_parameters(p.clone())
+            }
+        }
     }
 }
 
@@ -433,10 +498,14 @@ mod tests {
 
     #[test]
     fn record_batch_round_trip_keeps_shapes() {
-        let b = sample();
+        let b = sample()
+            .with_parameters(StringArray::from(vec![Some("{\"slo_ms\":5}"), None]))
+            .unwrap();
         let rb = b.to_record_batch().unwrap();
-        assert_eq!(rb.num_columns(), 3);
+        assert_eq!(rb.num_columns(), 4);
         let back = Batch::try_from_record_batch(&rb).unwrap();
+        assert_eq!(back.row_parameters(0), Some("{\"slo_ms\":5}"));
+        assert_eq!(back.row_parameters(1), None);
         assert_eq!(back.tensor("x").unwrap().shape(), &[2, 2]);
         assert_eq!(back.request_ids(), b.request_ids());
     }

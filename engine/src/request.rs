@@ -18,6 +18,8 @@ pub struct Response {
     pub outputs: Vec<NamedTensor>,
     /// Every hop the request made, oldest first.
     pub lineage: Vec<LineageEntry>,
+    /// The parameters the request carried through the graph (JSON object text), if any.
+    pub parameters: Option<String>,
 }
 
 impl Response {

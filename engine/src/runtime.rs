@@ -316,6 +316,20 @@ impl GraphRuntime {
         inputs: Vec<NamedTensor>,
         responder: Responder,
     ) -> Result<u64, RequestError> {
+        self.submit_with_parameters(inputs, None, responder)
+    }
+
+    /// As [`GraphRuntime::submit`], with the client's parameters (a JSON object's text) carried
+    /// through the graph in the batch's `parameters` column and returned in the [`Response`].
+    ///
+    /// # Errors
+    /// As [`GraphRuntime::submit`].
+    pub fn submit_with_parameters(
+        &self,
+        inputs: Vec<NamedTensor>,
+        parameters: Option<String>,
+        responder: Responder,
+    ) -> Result<u64, RequestError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(RequestError::ShuttingDown {
                 graph: self.plan.name.clone(),
@@ -343,7 +357,13 @@ impl GraphRuntime {
         let guard = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         let sent = guard.as_ref().and_then(|workers| {
             let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
-            w.requests.send(AdmittedRequest { id, inputs }).ok()?;
+            w.requests
+                .send(AdmittedRequest {
+                    id,
+                    inputs,
+                    parameters,
+                })
+                .ok()?;
             w.activator.activate().ok()
         });
         drop(guard);

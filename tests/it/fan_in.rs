@@ -43,9 +43,11 @@ fn every_request_answered_once_with_its_own_join() {
     for tag in 0..n {
         let item = workload.item(tag as usize);
         inputs.push(item.inputs[0].tensor.as_f32().expect("f32").to_vec());
+        // Every third request carries parameters; they must come out of the join untouched.
+        let parameters = (tag % 3 == 0).then(|| format!("{{\"tag\":{tag}}}"));
         running
             .runtime()
-            .submit(item.inputs, replies.responder(tag, tx.clone()))
+            .submit_with_parameters(item.inputs, parameters, replies.responder(tag, tx.clone()))
             .expect("admitted");
     }
     drop(tx);
@@ -57,6 +59,11 @@ fn every_request_answered_once_with_its_own_join() {
             request_ids.insert(reply.request_id),
             "request id {} answered twice",
             reply.request_id
+        );
+        let want_parameters = (tag % 3 == 0).then(|| format!("{{\"tag\":{tag}}}"));
+        assert_eq!(
+            reply.parameters, want_parameters,
+            "parameters of request {tag}"
         );
         let x = &inputs[tag as usize];
         let mut want = direct_ort(&model("mlp_a.onnx"), "x", &[1, 64], x);

@@ -637,3 +637,19 @@ fn overload_is_503_not_a_hang() {
         .expect("12 requests at once with a limit of 1 should overflow");
     assert!(refused.1.contains("overloaded"), "{}", refused.1);
 }
+
+#[test]
+fn request_parameters_travel_through_the_graph_and_come_back() {
+    let server = Server::start(&[mlp_graph()], &[]);
+    let body = format!(
+        r#"{{"id":"p1","parameters":{{"slo_ms":5,"min_accuracy":0.9}},"inputs":[{{"name":"x","shape":[2,64],"datatype":"FP32","data":[{}]}}]}}"#,
+        vec!["0.5"; 128].join(",")
+    );
+    let (status, text) = server.post(INFER, &[], body.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("JSON reply");
+    assert_eq!(json["id"], "p1");
+    assert_eq!(json["parameters"]["slo_ms"], 5);
+    assert_eq!(json["parameters"]["min_accuracy"], 0.9);
+    assert_eq!(json["outputs"][0]["shape"], serde_json::json!([2, 10]));
+}

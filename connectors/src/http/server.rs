@@ -421,10 +421,14 @@ async fn run_request(
         }
     }
     let mut receivers = Vec::with_capacity(rows);
+    // Request parameters travel through the graph with every row (later stages read them).
+    let parameters = (!request.parameters.is_empty())
+        .then(|| Value::Object(request.parameters.clone()).to_string());
     let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, ServeError> {
         let (tx, rx) = oneshot::channel();
-        served.runtime.submit(
+        served.runtime.submit_with_parameters(
             inputs,
+            parameters.clone(),
             Box::new(move |r| {
                 let _ = tx.send(r);
             }),
@@ -518,12 +522,14 @@ async fn run_request(
             binary,
         });
     }
-    let (body, header_length) = encode_infer_reply(
-        &plan.name,
-        request.id.as_deref(),
-        request.parameters,
-        &reply,
-    );
+    // Echo the parameters as they came out of the graph, not as they went in.
+    let echoed = responses
+        .first()
+        .and_then(|r| r.parameters.as_deref())
+        .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p).ok())
+        .unwrap_or_default();
+    let (body, header_length) =
+        encode_infer_reply(&plan.name, request.id.as_deref(), echoed, &reply);
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     match header_length {

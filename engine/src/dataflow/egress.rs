@@ -143,6 +143,7 @@ fn answer_batch(batch: &Batch, graph_outputs: &[GraphOutput], replies: &ReplyTab
                 request_id: id,
                 outputs,
                 lineage: lineage.row(row).collect(),
+                parameters: batch.row_parameters(row).map(str::to_string),
             }),
             Some(column) => Err(RequestError::Node {
                 node: "egress".into(),

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::UInt64Array;
+use arrow_array::{StringArray, UInt64Array};
 use crossbeam_channel::{Receiver, TryRecvError};
 use timely::dataflow::operators::generic::operator::source;
 use timely::dataflow::Scope;
@@ -31,6 +31,9 @@ pub struct AdmittedRequest {
     pub id: u64,
     /// Tensors, already checked against the graph inputs' types.
     pub inputs: Vec<Tensor>,
+    /// The client's parameters as JSON object text, carried to every node (see
+    /// [`crate::batch::PARAMETERS`]).
+    pub parameters: Option<String>,
 }
 
 /// Builds the ingress source; hands its activator to `register`.
@@ -126,7 +129,8 @@ fn build_batch(
             TensorColumn::from_data(&input.name, shape, rows, data)?,
         ));
     }
-    Batch::new(UInt64Array::from(ids), lineage.finish(), columns)
+    let parameters: StringArray = pending.iter().map(|r| r.parameters.as_deref()).collect();
+    Batch::new(UInt64Array::from(ids), lineage.finish(), columns)?.with_parameters(parameters)
 }
 
 /// Input `i` of every pending request, back to back. A lone request's tensor is moved, not copied

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow_array::{Array, FixedSizeListArray, UInt64Array};
+use arrow_array::{Array, FixedSizeListArray, StringArray, UInt64Array};
 use arrow_select::interleave::interleave;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -175,5 +175,20 @@ fn merge_rows(
             ));
         }
     }
-    Batch::new(ids, lineage.finish(), columns)
+    // Parameters are the request's, identical on every branch: take the first input's.
+    let sources: Vec<&dyn Array> = batches
+        .iter()
+        .map(|(_, b)| b.parameters() as &dyn Array)
+        .collect();
+    let picks: Vec<(usize, usize)> = rows.iter().map(|(_, parts)| parts[0]).collect();
+    let parameters = interleave(&sources, &picks)?;
+    let parameters = parameters
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| BatchError::BadColumn {
+            column: crate::batch::PARAMETERS.into(),
+            problem: "interleave changed the column type".into(),
+        })?
+        .clone();
+    Batch::new(ids, lineage.finish(), columns)?.with_parameters(parameters)
 }

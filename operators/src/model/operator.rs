@@ -187,11 +187,11 @@ impl ModelOperator {
             f.seq,
         );
         let tensors = self.output_columns.iter().cloned().zip(columns).collect();
-        Batch::new(f.batch.request_id_array().clone(), lineage, tensors).map_err(|e| {
-            ExecError::Inference {
+        f.batch
+            .derive(lineage, tensors)
+            .map_err(|e| ExecError::Inference {
                 node: self.node.clone(),
                 message: e.to_string(),
-            }
-        })
+            })
     }
 }

@@ -87,6 +87,6 @@ impl TensorOperator {
         let outputs = self.op.apply(&inputs)?;
         let lineage = append_hop(batch.lineage(), &self.producer_ids, self.lineage_id, seq);
         let tensors = self.output_columns.iter().cloned().zip(outputs).collect();
-        Batch::new(batch.request_id_array().clone(), lineage, tensors).map_err(|e| e.to_string())
+        batch.derive(lineage, tensors).map_err(|e| e.to_string())
     }
 }
