@@ -10,6 +10,19 @@ fn weir() -> Command {
     c
 }
 
+/// Runs `weir args...`, asserts it succeeded, returns its stdout.
+fn weir_ok(args: &[&str]) -> String {
+    weir_home();
+    let out = weir().args(args).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "weir {args:?}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[test]
 fn validate_reports_errors_with_location_and_fails() {
     weir_home();
@@ -28,27 +41,17 @@ fn validate_reports_errors_with_location_and_fails() {
 
 #[test]
 fn run_prints_a_summary_with_accuracy() {
-    weir_home();
-    let out = weir()
-        .args([
-            "run",
-            "graphs/digits.yaml",
-            "--dataset",
-            ".weir/models/digits_test.csv",
-            "--requests",
-            "200",
-            "--no-progress",
-            "--concurrency",
-            "4",
-        ])
-        .output()
-        .expect("runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = weir_ok(&[
+        "run",
+        "graphs/digits.yaml",
+        "--dataset",
+        ".weir/models/digits_test.csv",
+        "--requests",
+        "200",
+        "--no-progress",
+        "--concurrency",
+        "4",
+    ]);
     assert!(
         stdout.contains("200 requests, 200 ok, 0 errors"),
         "{stdout}"
@@ -59,27 +62,17 @@ fn run_prints_a_summary_with_accuracy() {
 
 #[test]
 fn run_open_loop_answers_every_request() {
-    weir_home();
-    let out = weir()
-        .args([
-            "run",
-            "graphs/digits.yaml",
-            "--rate",
-            "400",
-            "--requests",
-            "100",
-            "--no-progress",
-            "--workers",
-            "2",
-        ])
-        .output()
-        .expect("runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = weir_ok(&[
+        "run",
+        "graphs/digits.yaml",
+        "--rate",
+        "400",
+        "--requests",
+        "100",
+        "--no-progress",
+        "--workers",
+        "2",
+    ]);
     assert!(
         stdout.contains("100 requests, 100 ok, 0 errors"),
         "{stdout}"

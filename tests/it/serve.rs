@@ -155,7 +155,61 @@ fn http(
     (status, body)
 }
 
-fn python(args: &[&str]) -> (bool, String) {
+/// A served model as the Python client sees it, and the ONNX file it checks answers against.
+struct Served {
+    model: &'static str,
+    input: &'static str,
+    output: &'static str,
+    onnx: &'static str,
+    onnx_input: &'static str,
+    shape: &'static str,
+}
+
+const SQUEEZENET: Served = Served {
+    model: "sq",
+    input: "image",
+    output: "probs",
+    onnx: "squeezenet_random.onnx",
+    onnx_input: "data_0",
+    shape: "3,224,224",
+};
+const MLP: Served = Served {
+    model: "mlp",
+    input: "x",
+    output: "probs",
+    onnx: "mlp_a.onnx",
+    onnx_input: "x",
+    shape: "64",
+};
+
+/// Arguments of `triton_client.py <command>` for `served` on `addr`, then `extra`.
+fn client_args(command: &str, addr: &str, served: &Served, extra: &[&str]) -> Vec<String> {
+    let onnx = model(served.onnx).display().to_string();
+    let mut args: Vec<String> = [
+        command,
+        "--url",
+        addr,
+        "--model",
+        served.model,
+        "--input",
+        served.input,
+        "--output",
+        served.output,
+        "--onnx",
+        &onnx,
+        "--onnx-input",
+        served.onnx_input,
+        "--shape",
+        served.shape,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn python(args: &[String]) -> (bool, String) {
     let out = Command::new(weir_home().join("venv/bin/python"))
         .arg(repo().join("tests/python/triton_client.py"))
         .args(args)
@@ -179,59 +233,30 @@ fn mlp_request(data_len: usize, shape: &str, datatype: &str) -> Vec<u8> {
 #[test]
 fn tritonclient_json_and_binary_match_direct_onnxruntime() {
     let server = Server::start(&[squeezenet_graph(), mlp_graph()], &[]);
-    let sq = model("squeezenet_random.onnx");
-    let mlp = model("mlp_a.onnx");
     for mode in ["json", "binary"] {
-        let (ok, out) = python(&[
+        let (ok, out) = python(&client_args(
             "infer",
-            "--url",
             &server.addr,
-            "--model",
-            "sq",
-            "--input",
-            "image",
-            "--output",
-            "probs",
-            "--onnx",
-            sq.to_str().expect("utf-8"),
-            "--onnx-input",
-            "data_0",
-            "--shape",
-            "3,224,224",
-            "--requests",
-            "6",
-            "--concurrency",
-            "2",
-            "--mode",
-            mode,
-        ]);
+            &SQUEEZENET,
+            &["--requests", "6", "--concurrency", "2", "--mode", mode],
+        ));
         assert!(ok, "squeezenet {mode}: {out}");
         assert!(out.contains("\"answered\": 6"), "{out}");
-        let (ok, out) = python(&[
+        let (ok, out) = python(&client_args(
             "infer",
-            "--url",
             &server.addr,
-            "--model",
-            "mlp",
-            "--input",
-            "x",
-            "--output",
-            "probs",
-            "--onnx",
-            mlp.to_str().expect("utf-8"),
-            "--onnx-input",
-            "x",
-            "--shape",
-            "64",
-            "--requests",
-            "32",
-            "--batch",
-            "4",
-            "--concurrency",
-            "4",
-            "--mode",
-            mode,
-        ]);
+            &MLP,
+            &[
+                "--requests",
+                "32",
+                "--batch",
+                "4",
+                "--concurrency",
+                "4",
+                "--mode",
+                mode,
+            ],
+        ));
         assert!(ok, "mlp {mode}: {out}");
     }
 }
@@ -239,7 +264,7 @@ fn tritonclient_json_and_binary_match_direct_onnxruntime() {
 #[test]
 fn metadata_and_health_speak_the_protocol() {
     let server = Server::start(&[mlp_graph()], &[]);
-    let (ok, out) = python(&[
+    let args = [
         "metadata",
         "--url",
         &server.addr,
@@ -249,7 +274,8 @@ fn metadata_and_health_speak_the_protocol() {
         "x",
         "--outputs",
         "probs",
-    ]);
+    ];
+    let (ok, out) = python(&args.map(String::from));
     assert!(ok, "{out}");
     assert!(out.contains("\"shape\": [-1, 64]"), "{out}");
     assert_eq!(server.get("/v2/health/live").0, 200);
@@ -260,26 +286,12 @@ fn metadata_and_health_speak_the_protocol() {
 #[test]
 fn five_hundred_concurrent_requests_are_all_answered_correctly() {
     let server = Server::start(&[mlp_graph()], &[]);
-    let mlp = model("mlp_a.onnx");
-    let (ok, out) = python(&[
+    let (ok, out) = python(&client_args(
         "burst",
-        "--url",
         &server.addr,
-        "--model",
-        "mlp",
-        "--input",
-        "x",
-        "--output",
-        "probs",
-        "--onnx",
-        mlp.to_str().expect("utf-8"),
-        "--onnx-input",
-        "x",
-        "--shape",
-        "64",
-        "--requests",
-        "500",
-    ]);
+        &MLP,
+        &["--requests", "500"],
+    ));
     assert!(ok, "{out}");
     assert!(out.contains("\"answered\": 500"), "{out}");
     let (_, metrics) = server.get("/metrics");
@@ -300,29 +312,14 @@ fn five_hundred_concurrent_requests_are_all_answered_correctly() {
 #[test]
 fn sigterm_drains_requests_in_flight_then_exits() {
     let mut server = Server::start(&[squeezenet_graph()], &[]);
-    let sq = model("squeezenet_random.onnx");
     let mut client = Command::new(weir_home().join("venv/bin/python"))
         .arg(repo().join("tests/python/triton_client.py"))
-        .args([
+        .args(client_args(
             "burst",
-            "--announce",
-            "--url",
             &server.addr,
-            "--model",
-            "sq",
-            "--input",
-            "image",
-            "--output",
-            "probs",
-            "--onnx",
-            sq.to_str().expect("utf-8"),
-            "--onnx-input",
-            "data_0",
-            "--shape",
-            "3,224,224",
-            "--requests",
-            "40",
-        ])
+            &SQUEEZENET,
+            &["--announce", "--requests", "40"],
+        ))
         .stdout(Stdio::piped())
         .spawn()
         .expect("client starts");
