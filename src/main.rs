@@ -137,6 +137,9 @@ struct HttpArgs {
     /// Repetitions; medians are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Where to save a PNG plot of the sweep.
+    #[arg(long, default_value = "benchmarks/http/http.png")]
+    plot: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -450,5 +453,9 @@ fn bench_http(args: HttpArgs) -> Result<()> {
     println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
     println!("machine: {} cores; {} requests per measurement (resnet50: a fifth), median of {} repeats\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.repeats);
     print!("{}", http_table(&rows));
+    match weir::bench::plot::plot_http(&rows, &args.plot) {
+        Ok(()) => println!("\nplot: {}", args.plot.display()),
+        Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
+    }
     Ok(())
 }

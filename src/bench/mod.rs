@@ -8,3 +8,4 @@
 
 pub mod http;
 pub mod overhead;
+pub mod plot;

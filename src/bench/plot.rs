@@ -1,0 +1,105 @@
+//! PNG plots of benchmark sweeps (plotters, bitmap backend; fonts come from the system's
+//! fontconfig, loaded at run time).
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+
+use super::http::HttpRow;
+
+/// Throughput (top) and p50 latency (bottom) against client concurrency, one column per model,
+/// one line per path (bare ORT, in-process, HTTP JSON, HTTP binary). Concurrency is on a log₂ axis.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
+    let mut models: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
+    models.dedup();
+    let root =
+        BitMapBackend::new(path, (560 * models.len().max(1) as u32, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((2, models.len().max(1)));
+    type Pick = fn(&HttpRow) -> Option<f64>;
+    let throughput: [(&str, RGBColor, Pick); 4] = [
+        ("bare ORT", BLACK, |r| Some(r.bare.0)),
+        ("in-process", BLUE, |r| Some(r.in_process.0)),
+        ("HTTP JSON", RED, |r| Some(r.json.0)),
+        ("HTTP binary", GREEN, |r| Some(r.binary.0)),
+    ];
+    let latency: [(&str, RGBColor, Pick); 4] = [
+        ("bare ORT", BLACK, |r| {
+            (r.concurrency <= 1).then_some(r.bare.1)
+        }),
+        ("in-process", BLUE, |r| Some(r.in_process.1)),
+        ("HTTP JSON", RED, |r| Some(r.json.1)),
+        ("HTTP binary", GREEN, |r| Some(r.binary.1)),
+    ];
+    for (m, model) in models.iter().enumerate() {
+        let mine: Vec<&HttpRow> = rows.iter().filter(|r| r.model == *model).collect();
+        for (p, (title, lines)) in [
+            ("throughput, requests/s", &throughput),
+            ("p50 latency, ms", &latency),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let area = &panels[p * models.len() + m];
+            let points = |pick: Pick| -> Vec<(f64, f64)> {
+                mine.iter()
+                    .filter_map(|r| pick(r).map(|v| ((r.concurrency as f64).log2(), v)))
+                    .collect()
+            };
+            let top = lines
+                .iter()
+                .flat_map(|(_, _, pick)| points(*pick))
+                .map(|(_, y)| y)
+                .fold(0.0, f64::max)
+                * 1.15;
+            let right = mine
+                .iter()
+                .map(|r| (r.concurrency as f64).log2())
+                .fold(0.0, f64::max)
+                .max(1.0)
+                .ceil();
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{model}: {title}"), ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(56)
+                .build_cartesian_2d(-0.2..right + 0.2, 0.0..top.max(1.0))
+                .map_err(|e| anyhow!("{e}"))?;
+            chart
+                .configure_mesh()
+                .x_desc("clients")
+                .x_labels(right as usize + 1)
+                .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
+                .light_line_style(WHITE)
+                .draw()
+                .map_err(|e| anyhow!("{e}"))?;
+            for (name, color, pick) in lines.iter() {
+                let pts = points(*pick);
+                let color = *color;
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(|e| anyhow!("{e}"))?
+                    .label(*name)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                chart
+                    .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| anyhow!("{e}"))?;
+        }
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
