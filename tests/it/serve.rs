@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::{model, repo, weir_home};
 
+const INFER: &str = "/v2/models/mlp/infer";
+
 /// A `weir serve` process, SIGKILLed when dropped (so a failing test leaves nothing behind).
 struct Server {
     child: Child,
@@ -97,6 +99,11 @@ impl Server {
 
     fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
         http(&self.addr, "POST", path, headers, body)
+    }
+
+    /// A well-formed request to the mlp graph.
+    fn post_good(&self, headers: &[(&str, String)]) -> (u16, String) {
+        self.post(INFER, headers, &mlp_request(64, "[64]", "FP32"))
     }
 
     fn sigterm(&self) {
@@ -398,30 +405,13 @@ fn bearer_token_guards_every_endpoint_but_liveness() {
         200
     );
     assert_eq!(server.get("/metrics").0, 401);
-    let (status, body) = server.post(
-        "/v2/models/mlp/infer",
-        &[],
-        &mlp_request(64, "[64]", "FP32"),
-    );
+    let (status, body) = server.post_good(&[]);
     assert_eq!(status, 401, "{body}");
     let auth = [("Authorization", "Bearer s3cret".to_string())];
-    let (status, body) = server.post(
-        "/v2/models/mlp/infer",
-        &auth,
-        &mlp_request(64, "[64]", "FP32"),
-    );
+    let (status, body) = server.post_good(&auth);
     assert_eq!(status, 200, "{body}");
     let wrong = [("Authorization", "Bearer s3cres".to_string())];
-    assert_eq!(
-        server
-            .post(
-                "/v2/models/mlp/infer",
-                &wrong,
-                &mlp_request(64, "[64]", "FP32")
-            )
-            .0,
-        401
-    );
+    assert_eq!(server.post_good(&wrong).0, 401);
 }
 
 /// Sends one bad request to a fresh mlp server: it must get `status` with a JSON error naming
@@ -447,15 +437,9 @@ fn refuses(
         "`{message}` does not mention `{needle}`"
     );
     assert_eq!(server.get("/v2/health/ready").0, 200);
-    let (ok, text) = server.post(
-        "/v2/models/mlp/infer",
-        &[],
-        &mlp_request(64, "[64]", "FP32"),
-    );
+    let (ok, text) = server.post_good(&[]);
     assert_eq!(ok, 200, "a good request after a bad one: {text}");
 }
-
-const INFER: &str = "/v2/models/mlp/infer";
 
 #[test]
 fn bad_json_is_400() {
