@@ -492,3 +492,44 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// What a reply writes as binary, a request reads back bit for bit (same wire format both ways).
+        #[test]
+        fn binary_tensors_round_trip(f in proptest::collection::vec(any::<f32>().prop_filter("finite", |x| x.is_finite()), 1..50), i in proptest::collection::vec(any::<i64>(), 1..50)) {
+            let outputs = [
+                ReplyTensor { name: "f".into(), tensor: Tensor::f32(vec![f.len()], f.clone()), binary: true },
+                ReplyTensor { name: "i".into(), tensor: Tensor::i64(vec![i.len()], i.clone()), binary: true },
+            ];
+            let (body, header) = encode_infer_reply("g", None, Map::new(), &outputs);
+            let header = header.unwrap();
+            let request = format!(
+                r#"{{"inputs":[{{"name":"f","shape":[{}],"datatype":"FP32","parameters":{{"binary_data_size":{}}}}},{{"name":"i","shape":[{}],"datatype":"INT64","parameters":{{"binary_data_size":{}}}}}]}}"#,
+                f.len(), f.len() * 4, i.len(), i.len() * 8
+            );
+            let mut wire = request.clone().into_bytes();
+            wire.extend_from_slice(&body[header..]);
+            let parsed = parse_infer_request(&wire, Some(request.len())).unwrap();
+            prop_assert_eq!(&parsed.inputs[0].data, &TensorData::F32(f));
+            prop_assert_eq!(&parsed.inputs[1].data, &TensorData::I64(i));
+        }
+
+        /// JSON replies carry f32 values exactly (they widen to f64 and narrow back).
+        #[test]
+        fn json_f32_values_round_trip(f in proptest::collection::vec(any::<f32>().prop_filter("finite", |x| x.is_finite()), 1..50)) {
+            let outputs = [ReplyTensor { name: "f".into(), tensor: Tensor::f32(vec![f.len()], f.clone()), binary: false }];
+            let (body, _) = encode_infer_reply("g", None, Map::new(), &outputs);
+            let json: Value = serde_json::from_slice(&body).unwrap();
+            let data = serde_json::to_string(&json["outputs"][0]["data"]).unwrap();
+            let request = format!(r#"{{"inputs":[{{"name":"f","shape":[{}],"datatype":"FP32","data":{data}}}]}}"#, f.len());
+            let parsed = parse_infer_request(request.as_bytes(), None).unwrap();
+            prop_assert_eq!(&parsed.inputs[0].data, &TensorData::F32(f));
+        }
+    }
+}

@@ -192,3 +192,101 @@ fn merge_rows(
         .clone();
     Batch::new(ids, lineage.finish(), columns)?.with_parameters(parameters)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use arrow_array::UInt64Array;
+    use timely::dataflow::channels::pact::Pipeline;
+    use timely::dataflow::operators::generic::operator::Operator;
+    use timely::dataflow::operators::ToStream;
+
+    use super::*;
+    use crate::lineage::{LineageBuilder, LineageEntry, CLIENT, INGRESS};
+    use crate::tensor::TensorData;
+
+    /// A batch of `ids` from `node`, each row's tensor `column` holding `[id * scale]`.
+    fn batch(ids: &[u64], column: &str, scale: f32, node: u32) -> Batch {
+        let mut lineage = LineageBuilder::default();
+        for &id in ids {
+            lineage.push_entry(LineageEntry {
+                pred_node: CLIENT,
+                pred_seq: id,
+                node: INGRESS,
+                seq: 0,
+            });
+            lineage.push_entry(LineageEntry {
+                pred_node: INGRESS,
+                pred_seq: 0,
+                node,
+                seq: id,
+            });
+            lineage.finish_row();
+        }
+        let data = TensorData::F32(ids.iter().map(|&id| id as f32 * scale).collect());
+        let col = TensorColumn::from_data(column, vec![1], ids.len(), data).unwrap();
+        Batch::new(
+            UInt64Array::from(ids.to_vec()),
+            lineage.finish(),
+            vec![(Arc::from(column), col)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn joins_every_complete_request_once_and_drops_the_incomplete() {
+        let seen: Arc<Mutex<Vec<(u64, f32, f32, usize)>>> = Arc::default();
+        let out = Arc::clone(&seen);
+        timely::example(move |scope| {
+            // Left has requests 1..=10 over three batches; right lacks 3 and 7 (failed there) and
+            // delivers the rest in another order and batching.
+            let left = vec![
+                batch(&[1, 2, 3, 4], "a", 1.0, 1),
+                batch(&[5, 6, 7], "a", 1.0, 1),
+                batch(&[8, 9, 10], "a", 1.0, 1),
+            ]
+            .to_stream(scope);
+            let right = vec![
+                batch(&[10, 2, 9], "b", 100.0, 2),
+                batch(&[8, 6, 1, 5, 4], "b", 100.0, 2),
+            ]
+            .to_stream(scope);
+            join_by_request(scope, "test", vec![left, right]).sink(
+                Pipeline,
+                "collect",
+                move |(input, _)| {
+                    input.for_each(|_, data| {
+                        for b in data.drain(..) {
+                            let lineage = LineageView::new(b.lineage());
+                            for (row, &id) in b.request_ids().iter().enumerate() {
+                                let a = b.tensor("a").unwrap().f32_values().unwrap()[row];
+                                let bb = b.tensor("b").unwrap().f32_values().unwrap()[row];
+                                out.lock()
+                                    .unwrap()
+                                    .push((id, a, bb, lineage.row(row).count()));
+                            }
+                        }
+                    });
+                },
+            );
+        });
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort_by_key(|r| r.0);
+        let ids: Vec<u64> = seen.iter().map(|r| r.0).collect();
+        assert_eq!(
+            ids,
+            vec![1, 2, 4, 5, 6, 8, 9, 10],
+            "each complete request once, 3 and 7 dropped"
+        );
+        for (id, a, b, entries) in seen {
+            assert_eq!(
+                (a, b),
+                (id as f32, id as f32 * 100.0),
+                "request {id} joined with another's row"
+            );
+            // Client entry shared by both branches is kept once: 1 + one hop per branch.
+            assert_eq!(entries, 3, "lineage of request {id}");
+        }
+    }
+}

@@ -250,3 +250,61 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn column(rows: usize, width: usize, values: &[f32]) -> TensorColumn {
+        TensorColumn::from_data(
+            "x",
+            vec![width],
+            rows,
+            TensorData::F32(values[..rows * width].to_vec()),
+        )
+        .unwrap()
+    }
+
+    proptest! {
+        /// top_k agrees with a full sort (value descending, index ascending) on every row.
+        #[test]
+        fn top_k_matches_a_full_sort(rows in 1usize..4, width in 1usize..40, k_frac in 0.0f64..1.0, values in proptest::collection::vec(-5i8..5, 160)) {
+            let values: Vec<f32> = values.iter().map(|&v| f32::from(v) / 2.0).collect();
+            let k = ((width as f64 * k_frac) as usize).clamp(1, width);
+            let c = column(rows, width, &values);
+            let out = TensorOp::TopK { k }.apply(&[&c]).unwrap();
+            let indices = out[1].i64_values().unwrap();
+            for r in 0..rows {
+                let row = &values[r * width..(r + 1) * width];
+                let mut order: Vec<usize> = (0..width).collect();
+                order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+                let want: Vec<i64> = order[..k].iter().map(|&i| i as i64).collect();
+                prop_assert_eq!(&indices[r * k..(r + 1) * k], &want[..]);
+            }
+        }
+
+        /// Concatenating then cutting along the axis gives the inputs back.
+        #[test]
+        fn concat_then_split_is_identity(rows in 1usize..3, outer in 1usize..4, left in 1usize..4, right in 1usize..4, seed in any::<u32>()) {
+            let make = |inner: usize, salt: u32| {
+                let n = rows * outer * inner;
+                let v: Vec<f32> = (0..n).map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed ^ salt) as f32).collect();
+                (TensorColumn::from_data("x", vec![outer, inner], rows, TensorData::F32(v.clone())).unwrap(), v)
+            };
+            let (a, av) = make(left, 1);
+            let (b, bv) = make(right, 2);
+            let out = TensorOp::Concat { axis: 1 }.apply(&[&a, &b]).unwrap();
+            prop_assert_eq!(out[0].shape(), &[outer, left + right][..]);
+            let joined = out[0].f32_values().unwrap();
+            for r in 0..rows {
+                for o in 0..outer {
+                    let base = (r * outer + o) * (left + right);
+                    prop_assert_eq!(&joined[base..base + left], &av[(r * outer + o) * left..(r * outer + o + 1) * left]);
+                    prop_assert_eq!(&joined[base + left..base + left + right], &bv[(r * outer + o) * right..(r * outer + o + 1) * right]);
+                }
+            }
+        }
+    }
+}
