@@ -234,9 +234,12 @@ mod tests {
         .unwrap()
     }
 
+    /// What came out of the join per row: request id, left value, right value, lineage entries.
+    type JoinedRow = (u64, f32, f32, usize);
+
     #[test]
     fn joins_every_complete_request_once_and_drops_the_incomplete() {
-        let seen: Arc<Mutex<Vec<(u64, f32, f32, usize)>>> = Arc::default();
+        let seen: Arc<Mutex<Vec<JoinedRow>>> = Arc::default();
         let out = Arc::clone(&seen);
         timely::example(move |scope| {
             // Left has requests 1..=10 over three batches; right lacks 3 and 7 (failed there) and
