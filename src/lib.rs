@@ -32,6 +32,7 @@ pub use weir_engine::runtime::{GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{BatchingSpec, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
 pub use weir_engine::{lineage, validate};
+use weir_operators::model::executor::{BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
 use weir_operators::OperatorFactory;
 
@@ -208,29 +209,52 @@ fn render_executor_metrics(out: &mut String, graph: &str, stats: &[(String, Load
             );
         }
     }
-    let name = m::NODE_BATCH_SIZE;
-    let _ = writeln!(
+    let sizes: Vec<String> = BATCH_BUCKET_BOUNDS.iter().map(|b| b.to_string()).collect();
+    render_histogram(
         out,
-        "# HELP {name} Rows per inference call.\n# TYPE {name} histogram"
+        graph,
+        stats,
+        m::NODE_BATCH_SIZE,
+        "Rows per inference call.",
+        &sizes,
+        |s| (&s.batch_sizes[..], s.rows as f64),
     );
+    let seconds: Vec<String> = CALL_SECONDS_BOUNDS.iter().map(|b| b.to_string()).collect();
+    render_histogram(
+        out,
+        graph,
+        stats,
+        m::EXECUTOR_INFERENCE_SECONDS,
+        "Duration of each inference call.",
+        &seconds,
+        |s| (&s.call_seconds[..], s.busy.as_secs_f64()),
+    );
+}
+
+/// One Prometheus histogram per node: cumulative buckets at `bounds` (then `+Inf`), sum, count.
+fn render_histogram(
+    out: &mut String,
+    graph: &str,
+    stats: &[(String, LoadSnapshot)],
+    name: &str,
+    help: &str,
+    bounds: &[String],
+    read: fn(&LoadSnapshot) -> (&[u64], f64),
+) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
     for (node, s) in stats {
+        let (buckets, sum) = read(s);
         let mut cumulative = 0;
-        for (i, count) in s.batch_sizes.iter().enumerate() {
+        for (i, count) in buckets.iter().enumerate() {
             cumulative += count;
-            let le = weir_operators::model::executor::BATCH_BUCKET_BOUNDS
-                .get(i)
-                .map(|b| b.to_string())
-                .unwrap_or_else(|| "+Inf".into());
+            let le = bounds.get(i).map(String::as_str).unwrap_or("+Inf");
             let _ = writeln!(
                 out,
                 "{name}_bucket{{graph=\"{graph}\",node=\"{node}\",le=\"{le}\"}} {cumulative}"
             );
         }
-        let _ = writeln!(
-            out,
-            "{name}_sum{{graph=\"{graph}\",node=\"{node}\"}} {}",
-            s.rows
-        );
+        let _ = writeln!(out, "{name}_sum{{graph=\"{graph}\",node=\"{node}\"}} {sum}");
         let _ = writeln!(
             out,
             "{name}_count{{graph=\"{graph}\",node=\"{node}\"}} {}",

@@ -18,5 +18,7 @@ pub const EXECUTOR_ROWS_TOTAL: &str = "weir_executor_rows_total";
 pub const EXECUTOR_ERRORS_TOTAL: &str = "weir_executor_errors_total";
 /// Time sessions spent inside ONNX Runtime.
 pub const EXECUTOR_BUSY_SECONDS_TOTAL: &str = "weir_executor_busy_seconds_total";
+/// Duration of each inference call of a node's executor.
+pub const EXECUTOR_INFERENCE_SECONDS: &str = "weir_executor_inference_seconds";
 /// Rows per inference call.
 pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";

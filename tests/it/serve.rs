@@ -314,6 +314,12 @@ fn five_hundred_concurrent_requests_are_all_answered_correctly() {
         metrics.contains("weir_node_batch_size_count{graph=\"mlp\",node=\"m\"}"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains(
+            "weir_executor_inference_seconds_bucket{graph=\"mlp\",node=\"m\",le=\"+Inf\"}"
+        ),
+        "{metrics}"
+    );
 }
 
 #[test]

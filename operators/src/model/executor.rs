@@ -81,7 +81,16 @@ pub struct LoadStats {
     busy_ns: AtomicU64,
     /// Runs by batch size: 1, 2, 3–4, 5–8, ..., 129+.
     batch_sizes: [AtomicU64; BATCH_BUCKETS],
+    /// Calls by duration, bucketed by [`CALL_SECONDS_BOUNDS`] (the last is open).
+    call_seconds: [AtomicU64; CALL_BUCKETS],
 }
+
+const CALL_BUCKETS: usize = 13;
+
+/// Upper bounds of the call-duration buckets, in seconds (the last bucket is open).
+pub const CALL_SECONDS_BOUNDS: [f64; CALL_BUCKETS - 1] = [
+    0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+];
 
 const BATCH_BUCKETS: usize = 9;
 
@@ -105,6 +114,8 @@ pub struct LoadSnapshot {
     pub busy: Duration,
     /// Calls per batch-size bucket (see [`BATCH_BUCKET_BOUNDS`]).
     pub batch_sizes: [u64; BATCH_BUCKETS],
+    /// Calls per duration bucket (see [`CALL_SECONDS_BOUNDS`]).
+    pub call_seconds: [u64; CALL_BUCKETS],
 }
 
 impl LoadSnapshot {
@@ -137,14 +148,25 @@ impl LoadStats {
             .position(|&b| rows <= b)
             .unwrap_or(BATCH_BUCKETS - 1);
         self.batch_sizes[bucket].fetch_add(1, Ordering::Relaxed);
+        let secs = elapsed.as_secs_f64();
+        let bucket = CALL_SECONDS_BOUNDS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(CALL_BUCKETS - 1);
+        self.call_seconds[bucket].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The counters now.
     pub fn snapshot(&self) -> LoadSnapshot {
+        let load = |buckets: &[AtomicU64], out: &mut [u64]| {
+            for (o, b) in out.iter_mut().zip(buckets) {
+                *o = b.load(Ordering::Relaxed);
+            }
+        };
         let mut batch_sizes = [0; BATCH_BUCKETS];
-        for (out, b) in batch_sizes.iter_mut().zip(&self.batch_sizes) {
-            *out = b.load(Ordering::Relaxed);
-        }
+        load(&self.batch_sizes, &mut batch_sizes);
+        let mut call_seconds = [0; CALL_BUCKETS];
+        load(&self.call_seconds, &mut call_seconds);
         LoadSnapshot {
             enqueued: self.enqueued.load(Ordering::Relaxed),
             dequeued: self.dequeued.load(Ordering::Relaxed),
@@ -153,6 +175,7 @@ impl LoadStats {
             errors: self.errors.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
             batch_sizes,
+            call_seconds,
         }
     }
 }
