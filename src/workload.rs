@@ -187,9 +187,4 @@ impl Workload {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
-
-    /// Whether requests carry labels.
-    pub fn labelled(&self) -> bool {
-        self.items.iter().any(|i| i.label.is_some())
-    }
 }

@@ -330,11 +330,6 @@ impl Batch {
         self.request_ids.values()
     }
 
-    /// The request id column.
-    pub fn request_id_array(&self) -> &UInt64Array {
-        &self.request_ids
-    }
-
     /// The lineage column.
     pub fn lineage(&self) -> &ListArray {
         &self.lineage

@@ -8,7 +8,7 @@
 //! joins the workers: nothing admitted is ever dropped.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -63,7 +63,8 @@ struct Worker {
 /// A graph running in this process.
 pub struct GraphRuntime {
     plan: Arc<Plan>,
-    workers: Mutex<Option<Vec<Worker>>>,
+    /// Read on every submit (shared by all callers), written once at shutdown.
+    workers: RwLock<Option<Vec<Worker>>>,
     guards: Mutex<Option<timely::communication::WorkerGuards<()>>>,
     replies: Arc<ReplyTable>,
     next_id: AtomicU64,
@@ -200,7 +201,7 @@ impl GraphRuntime {
         info!(graph = %plan.name, workers, "Graph running.");
         Ok(GraphRuntime {
             plan,
-            workers: Mutex::new(Some(workers_vec)),
+            workers: RwLock::new(Some(workers_vec)),
             guards: Mutex::new(Some(guards)),
             replies,
             next_id: AtomicU64::new(1),
@@ -354,7 +355,7 @@ impl GraphRuntime {
                 responder(outcome);
             }),
         );
-        let guard = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = self.workers.read().unwrap_or_else(|p| p.into_inner());
         let sent = guard.as_ref().and_then(|workers| {
             let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
             w.requests
@@ -403,7 +404,7 @@ impl GraphRuntime {
         self.closed.store(true, Ordering::Release);
         let workers = self
             .workers
-            .lock()
+            .write()
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some(workers) = workers {

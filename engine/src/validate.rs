@@ -152,13 +152,6 @@ pub struct ValidGraph {
     pub warnings: Vec<Diagnostic>,
 }
 
-impl ValidGraph {
-    /// Index of the node with this id.
-    pub fn node_index(&self, id: &str) -> Option<usize> {
-        self.nodes.iter().position(|n| n.id == id)
-    }
-}
-
 /// Validates `spec`, resolving relative model paths against `base_dir` (the graph file's folder).
 ///
 /// # Errors

@@ -17,7 +17,8 @@ use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_operators::model::OrtRuntime;
 
 use super::overhead::{
-    bare_call, bare_chunk, median, model_input, quantile_ms, sessions, weir_graph, Layout,
+    bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
+    Layout,
 };
 use crate::loadgen::{run_load, Arrival, LoadSpec};
 
@@ -241,11 +242,7 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
             let layout = layout_for(c);
             let requests = (config.requests / scale).max(c * 2);
             let (graph, workload) = weir_graph(path, &input, &output, layout)?;
-            let data = workload.item(0).inputs[0]
-                .tensor
-                .as_f32()
-                .map(<[f32]>::to_vec)
-                .unwrap_or_default();
+            let data = first_input(&workload);
             let server = LocalServer::start(&graph)?;
             let json = prepare(&server.addr, "overhead", &data, false);
             let binary = prepare(&server.addr, "overhead", &data, true);

@@ -199,6 +199,15 @@ pub(crate) fn weir_graph(
     Ok((start(graph.plan, RuntimeOptions::default())?, workload))
 }
 
+/// The f32 elements of the workload's first request's first input (what bare ORT is fed).
+pub(crate) fn first_input(workload: &Workload) -> Vec<f32> {
+    workload.item(0).inputs[0]
+        .tensor
+        .as_f32()
+        .map(<[f32]>::to_vec)
+        .unwrap_or_default()
+}
+
 pub(crate) fn sessions(runtime: &OrtRuntime, path: &Path, layout: Layout) -> Result<Vec<Session>> {
     (0..layout.instances)
         .map(|_| Ok(runtime.session("bare", path, layout.threads, false)?))
@@ -229,11 +238,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
 
         let tl = config.throughput_layout;
         let (graph, workload) = weir_graph(path, &input, &output, tl)?;
-        let data = workload.item(0).inputs[0]
-            .tensor
-            .as_f32()
-            .map(<[f32]>::to_vec)
-            .unwrap_or_default();
+        let data = first_input(&workload);
         let mut bare = sessions(&runtime, path, tl)?;
         bare_chunk(&mut bare, &input, &data, 20)?;
         let load = |requests| LoadSpec {

@@ -198,16 +198,21 @@ async fn server_metadata(
     ))
 }
 
-async fn server_ready(
-    State(s): State<Arc<ServerState>>,
-    headers: HeaderMap,
-) -> Result<StatusCode, ServeError> {
-    authorize(&s, &headers)?;
+/// 200 while serving, 503 before and while draining.
+fn readiness(s: &ServerState) -> Result<StatusCode, ServeError> {
     if s.ready.load(Ordering::Acquire) {
         Ok(StatusCode::OK)
     } else {
         Err(ServeError::NotReady)
     }
+}
+
+async fn server_ready(
+    State(s): State<Arc<ServerState>>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ServeError> {
+    authorize(&s, &headers)?;
+    readiness(&s)
 }
 
 fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> Value {
@@ -250,11 +255,7 @@ async fn model_ready(
 ) -> Result<StatusCode, ServeError> {
     authorize(&s, &headers)?;
     graph(&s, &name)?;
-    if s.ready.load(Ordering::Acquire) {
-        Ok(StatusCode::OK)
-    } else {
-        Err(ServeError::NotReady)
-    }
+    readiness(&s)
 }
 
 async fn model_ready_versioned(
