@@ -1,0 +1,472 @@
+//! One round of Kairos's query distribution (paper §5.1, Eqs. 1–8; notes §2.4–2.6).
+//!
+//! Given the FIFO queue, every instance's state and the clock, [`Distributor::assign`] builds the
+//! cost matrix `c_ij = η_j · t_ij` for the first `min(|queue|, 2N)` queries × all `N` instances,
+//! where `t_ij` is the instance's remaining busy time plus the predicted latency of query `i`'s
+//! batch on `j`'s type, penalises pairs that would miss QoS (`t_ij + w_i > γ·T_QoS`, γ = 0.98),
+//! solves the rectangular min-cost assignment, and returns only the pairs whose instance is idle
+//! now. Queries matched to busy instances stay queued for the next round; that is how Kairos
+//! "waits for the GPU that frees up soon" (artifact behaviour, notes §2.5).
+//!
+//! Solver: `pathfinding`'s Kuhn–Munkres (Hungarian, O(n³)) on integer costs (0.1 µs units), chosen
+//! over the `lsap` crate because pathfinding is actively maintained; rectangular problems are
+//! solved with the smaller side as rows. Decisions (notes §8):
+//! - η = `round(L_base(max)/L_j(max), 2)` ([`crate::profile::ModelProfile::eta`]).
+//! - Penalty: [`Penalty::Lexicographic`] by default, adding `Π = (pairs + 1) · max_ij c_ij + 1` to a
+//!   violating pair. Any matching with fewer violations then costs less than any with more, and
+//!   violators keep their relative order (notes §8.2 recommendation; paper Eq. 8 "large quantity").
+//!   [`Penalty::Replace`] reproduces the artifact (cost replaced by 500 ms inside the 2 % band,
+//!   1000 ms beyond).
+//! - Queries that have already missed QoS (`w_i ≥ T_QoS`) keep their plain cost and are still
+//!   served, never dropped (artifact).
+//! - The caller re-runs a round on every arrival, completion and a fine tick (notes §8.4).
+
+use pathfinding::prelude::{kuhn_munkres_min, Matrix};
+
+use crate::profile::ModelProfile;
+
+/// Costs are solved as integers in units of 0.1 µs.
+const COST_UNITS_PER_MS: f64 = 10_000.0;
+
+/// A query waiting in the queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueuedQuery {
+    /// Its batch size.
+    pub batch: u32,
+    /// When it arrived (ms, same clock as `now_ms`).
+    pub arrival_ms: f64,
+}
+
+/// An instance of the pool as the router sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InstanceState {
+    /// Index of its instance type in the profile.
+    pub type_idx: usize,
+    /// When its current query is predicted to finish (ms); idle when `<= now_ms`.
+    pub busy_until_ms: f64,
+}
+
+impl InstanceState {
+    /// Whether it can take a query at `now_ms`.
+    pub fn is_idle(&self, now_ms: f64) -> bool {
+        self.busy_until_ms <= now_ms
+    }
+}
+
+/// How pairs that would miss QoS are priced (Eq. 8).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Penalty {
+    /// Add a penalty larger than any matching's feasible cost (the default).
+    Lexicographic,
+    /// Replace the cost with a constant, as the artifact does.
+    Replace {
+        /// Cost (ms) inside the safeguard band `γ·T_QoS < t_ij + w_i ≤ T_QoS` (artifact: 500).
+        band_ms: f64,
+        /// Cost (ms) beyond the QoS target (artifact: 1000).
+        violate_ms: f64,
+    },
+}
+
+impl Penalty {
+    /// The artifact's constants.
+    pub const ARTIFACT: Penalty = Penalty::Replace {
+        band_ms: 500.0,
+        violate_ms: 1000.0,
+    };
+}
+
+/// Settings of a distribution round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DistributorConfig {
+    /// Safeguard factor γ on the QoS target (paper: 0.98).
+    pub gamma: f64,
+    /// Penalty form.
+    pub penalty: Penalty,
+    /// The matrix holds the first `window_per_instance × N` queued queries (artifact: 2).
+    pub window_per_instance: usize,
+}
+
+impl Default for DistributorConfig {
+    fn default() -> Self {
+        DistributorConfig {
+            gamma: 0.98,
+            penalty: Penalty::Lexicographic,
+            window_per_instance: 2,
+        }
+    }
+}
+
+/// Predicts a batch's latency on an instance type; the tables of a [`ModelProfile`] or a
+/// [`crate::predictor::OnlineLatency`] learned while serving.
+pub trait LatencyModel {
+    /// Predicted latency (ms) of `batch` on type `type_idx`.
+    fn latency_ms(&self, type_idx: usize, batch: u32) -> f64;
+}
+
+impl LatencyModel for ModelProfile {
+    fn latency_ms(&self, type_idx: usize, batch: u32) -> f64 {
+        ModelProfile::latency_ms(self, type_idx, batch)
+    }
+}
+
+/// Kairos's query distributor for one model: QoS target, η per type and latency tables.
+#[derive(Debug, Clone)]
+pub struct Distributor {
+    profile: ModelProfile,
+    eta: Vec<f64>,
+    config: DistributorConfig,
+}
+
+impl Distributor {
+    /// A distributor with the default settings.
+    pub fn new(profile: &ModelProfile) -> Self {
+        Self::with_config(profile, DistributorConfig::default())
+    }
+
+    /// A distributor with explicit settings.
+    pub fn with_config(profile: &ModelProfile, config: DistributorConfig) -> Self {
+        Distributor {
+            eta: profile.eta(),
+            profile: profile.clone(),
+            config,
+        }
+    }
+
+    /// The profile (QoS target and the latency tables used by [`Self::assign`]).
+    pub fn profile(&self) -> &ModelProfile {
+        &self.profile
+    }
+
+    /// η per instance type.
+    pub fn eta(&self) -> &[f64] {
+        &self.eta
+    }
+
+    /// One round with the profile's latency tables; see [`Self::assign_with`].
+    pub fn assign(
+        &self,
+        queries: &[QueuedQuery],
+        instances: &[InstanceState],
+        now_ms: f64,
+    ) -> Vec<(usize, usize)> {
+        self.assign_with(&self.profile, queries, instances, now_ms)
+    }
+
+    /// One round: `queries` in FIFO order, all instances (busy ones included). Returns
+    /// `(query index, instance index)` pairs to dispatch now, sorted by query index; every returned
+    /// instance is idle and appears once. Instance `type_idx` values must index the profile.
+    pub fn assign_with(
+        &self,
+        model: &dyn LatencyModel,
+        queries: &[QueuedQuery],
+        instances: &[InstanceState],
+        now_ms: f64,
+    ) -> Vec<(usize, usize)> {
+        if queries.is_empty() || !instances.iter().any(|s| s.is_idle(now_ms)) {
+            return Vec::new();
+        }
+        let window = &queries[..queries
+            .len()
+            .min(self.config.window_per_instance.max(1) * instances.len())];
+        let cost = self.cost_matrix(model, window, instances, now_ms);
+        let mut pairs: Vec<(usize, usize)> = solve_assignment(window.len(), instances.len(), &cost)
+            .into_iter()
+            .filter(|&(_, j)| instances[j].is_idle(now_ms))
+            .collect();
+        pairs.sort_unstable();
+        pairs
+    }
+
+    /// The penalised cost matrix (row-major, queries × instances, 0.1 µs units) of one round.
+    pub fn cost_matrix(
+        &self,
+        model: &dyn LatencyModel,
+        queries: &[QueuedQuery],
+        instances: &[InstanceState],
+        now_ms: f64,
+    ) -> Vec<i64> {
+        let qos = self.profile.qos_ms;
+        let (m, n) = (queries.len(), instances.len());
+        let mut cost = Vec::with_capacity(m * n);
+        let mut violates = Vec::with_capacity(m * n);
+        for q in queries {
+            let wait = (now_ms - q.arrival_ms).max(0.0);
+            let already_late = wait >= qos;
+            for s in instances {
+                let t = (s.busy_until_ms - now_ms).max(0.0) + model.latency_ms(s.type_idx, q.batch);
+                let eta = self.eta.get(s.type_idx).copied().unwrap_or(1.0);
+                let mut c = eta * t;
+                let over = !already_late && t + wait > self.config.gamma * qos;
+                if let (
+                    true,
+                    Penalty::Replace {
+                        band_ms,
+                        violate_ms,
+                    },
+                ) = (over, self.config.penalty)
+                {
+                    c = if t + wait > qos { violate_ms } else { band_ms };
+                }
+                cost.push((c * COST_UNITS_PER_MS).round() as i64);
+                violates.push(over);
+            }
+        }
+        if self.config.penalty == Penalty::Lexicographic && violates.iter().any(|&v| v) {
+            let max = cost.iter().copied().max().unwrap_or(0);
+            let big = (m.min(n) as i64 + 1) * max + 1;
+            for (c, v) in cost.iter_mut().zip(&violates) {
+                if *v {
+                    *c += big;
+                }
+            }
+        }
+        cost
+    }
+}
+
+/// Optimal rectangular min-cost assignment of a row-major `rows × cols` matrix: exactly
+/// `min(rows, cols)` `(row, col)` pairs, each row and column at most once.
+///
+/// # Panics
+/// When `cost.len() != rows * cols` (an internal contract of this module's callers).
+pub fn solve_assignment(rows: usize, cols: usize, cost: &[i64]) -> Vec<(usize, usize)> {
+    assert_eq!(cost.len(), rows * cols, "cost matrix shape");
+    if rows == 0 || cols == 0 {
+        return Vec::new();
+    }
+    if rows <= cols {
+        let m = Matrix::from_fn(rows, cols, |(i, j)| cost[i * cols + j]);
+        kuhn_munkres_min(&m).1.into_iter().enumerate().collect()
+    } else {
+        let m = Matrix::from_fn(cols, rows, |(j, i)| cost[i * cols + j]);
+        kuhn_munkres_min(&m)
+            .1
+            .into_iter()
+            .enumerate()
+            .map(|(j, i)| (i, j))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::profile::paper::PaperModel;
+
+    fn total(cost: &[i64], cols: usize, pairs: &[(usize, usize)]) -> i64 {
+        pairs.iter().map(|&(i, j)| cost[i * cols + j]).sum()
+    }
+
+    /// Minimum over all injective maps of the smaller side into the larger.
+    fn brute(rows: usize, cols: usize, cost: &[i64]) -> i64 {
+        fn go(
+            r: usize,
+            rows: usize,
+            cols: usize,
+            used: &mut Vec<bool>,
+            cost: &[i64],
+            t: bool,
+        ) -> i64 {
+            if r == rows {
+                return 0;
+            }
+            let mut best = i64::MAX;
+            for c in 0..cols {
+                if !used[c] {
+                    used[c] = true;
+                    let v = if t {
+                        cost[c * rows + r]
+                    } else {
+                        cost[r * cols + c]
+                    };
+                    best = best.min(v + go(r + 1, rows, cols, used, cost, t));
+                    used[c] = false;
+                }
+            }
+            best
+        }
+        if rows <= cols {
+            go(0, rows, cols, &mut vec![false; cols], cost, false)
+        } else {
+            go(0, cols, rows, &mut vec![false; rows], cost, true)
+        }
+    }
+
+    #[test]
+    fn r9_solver_matches_brute_force_square_tall_wide() {
+        let mut rng = StdRng::seed_from_u64(9);
+        for _ in 0..300 {
+            let (r, c) = (rng.random_range(1..=7), rng.random_range(1..=7));
+            let cost: Vec<i64> = (0..r * c).map(|_| rng.random_range(0..1000)).collect();
+            let pairs = solve_assignment(r, c, &cost);
+            assert_eq!(pairs.len(), r.min(c));
+            let mut rs: Vec<_> = pairs.iter().map(|p| p.0).collect();
+            let mut cs: Vec<_> = pairs.iter().map(|p| p.1).collect();
+            rs.sort_unstable();
+            rs.dedup();
+            cs.sort_unstable();
+            cs.dedup();
+            assert_eq!((rs.len(), cs.len()), (r.min(c), r.min(c)));
+            assert_eq!(total(&cost, c, &pairs), brute(r, c, &cost), "{r}x{c}");
+        }
+        // Known cases: square, tall (3 queries, 2 instances), wide (1 query, 3 instances).
+        assert_eq!(solve_assignment(2, 2, &[4, 1, 2, 9]), vec![(0, 1), (1, 0)]);
+        let mut tall = solve_assignment(3, 2, &[5, 9, 1, 9, 9, 2]);
+        tall.sort_unstable();
+        assert_eq!(tall, vec![(1, 0), (2, 1)]);
+        assert_eq!(solve_assignment(1, 3, &[3, 1, 2]), vec![(0, 1)]);
+        assert!(solve_assignment(0, 3, &[]).is_empty());
+    }
+
+    #[test]
+    fn r8_cost_is_eta_weighted_time_to_finish() {
+        let p = PaperModel::Rm2.profile();
+        let d = Distributor::new(&p);
+        let q = [QueuedQuery {
+            batch: 100,
+            arrival_ms: 0.0,
+        }];
+        let inst = [
+            InstanceState {
+                type_idx: 0,
+                busy_until_ms: 0.0,
+            },
+            InstanceState {
+                type_idx: 2,
+                busy_until_ms: 30.0,
+            }, // busy 20 ms more at now = 10
+        ];
+        let c = d.cost_matrix(&p, &q, &inst, 10.0);
+        assert_eq!(c[0], (29.21 * COST_UNITS_PER_MS).round() as i64);
+        assert_eq!(
+            c[1],
+            (0.65 * (20.0 + 43.22) * COST_UNITS_PER_MS).round() as i64
+        );
+    }
+
+    #[test]
+    fn r8_violating_pairs_never_chosen_when_a_feasible_matching_exists() {
+        // DIEN (QoS 35 ms): a batch-1000 query only fits on g4dn (18.6 ms); on r5n it takes 83.6 ms.
+        // The plain η-cost prefers r5n (0.22·83.6 = 18.4 < 18.6); the penalty must flip that.
+        let p = PaperModel::Dien.profile();
+        let big = QueuedQuery {
+            batch: 1000,
+            arrival_ms: 0.0,
+        };
+        let inst = [
+            InstanceState {
+                type_idx: 0,
+                busy_until_ms: 0.0,
+            },
+            InstanceState {
+                type_idx: 2,
+                busy_until_ms: 0.0,
+            },
+        ];
+        for penalty in [Penalty::Lexicographic, Penalty::ARTIFACT] {
+            let d = Distributor::with_config(
+                &p,
+                DistributorConfig {
+                    penalty,
+                    ..Default::default()
+                },
+            );
+            assert_eq!(d.assign(&[big], &inst, 0.0), vec![(0, 0)], "{penalty:?}");
+        }
+        // Random rounds: the chosen matching has the fewest violations of any full matching.
+        let d = Distributor::new(&p);
+        let mut rng = StdRng::seed_from_u64(8);
+        for _ in 0..200 {
+            let m = rng.random_range(1..=5);
+            let qs: Vec<_> = (0..m)
+                .map(|_| QueuedQuery {
+                    batch: rng.random_range(1..=100) * 10,
+                    arrival_ms: -rng.random_range(0.0..30.0),
+                })
+                .collect();
+            let inst: Vec<_> = (0..4)
+                .map(|j| InstanceState {
+                    type_idx: j,
+                    busy_until_ms: 0.0,
+                })
+                .collect();
+            let viol: Vec<i64> = qs
+                .iter()
+                .flat_map(|q| (0..4).map(move |j| (q, j)))
+                .map(|(q, j)| i64::from(p.latency_ms(j, q.batch) - q.arrival_ms > 0.98 * 35.0))
+                .collect();
+            let pairs = d.assign(&qs, &inst, 0.0);
+            assert_eq!(pairs.len(), m.min(4));
+            assert_eq!(total(&viol, 4, &pairs), brute(m, 4, &viol));
+        }
+    }
+
+    #[test]
+    fn r8_late_queries_keep_plain_cost_and_are_served() {
+        let p = PaperModel::Dien.profile();
+        let d = Distributor::new(&p);
+        let late = QueuedQuery {
+            batch: 1000,
+            arrival_ms: -100.0,
+        }; // waited 100 ms > 35 ms
+        let inst = [InstanceState {
+            type_idx: 2,
+            busy_until_ms: 0.0,
+        }];
+        let c = d.cost_matrix(&p, &[late], &inst, 0.0);
+        assert_eq!(c[0], (0.22 * 83.58 * COST_UNITS_PER_MS).round() as i64);
+        assert_eq!(d.assign(&[late], &inst, 0.0), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn r10_only_idle_instances_get_work_and_window_is_2n() {
+        let p = PaperModel::Rm2.profile();
+        let d = Distributor::new(&p);
+        // g4dn busy for 1 more ms; r5n idle. Two big queries: the better home of one is the GPU.
+        let inst = [
+            InstanceState {
+                type_idx: 0,
+                busy_until_ms: 1.0,
+            },
+            InstanceState {
+                type_idx: 2,
+                busy_until_ms: 0.0,
+            },
+        ];
+        let qs = [
+            QueuedQuery {
+                batch: 900,
+                arrival_ms: 0.0,
+            },
+            QueuedQuery {
+                batch: 100,
+                arrival_ms: 0.0,
+            },
+        ];
+        let got = d.assign(&qs, &inst, 0.0);
+        // batch 900 waits for the GPU (r5n would take 363 ms > 0.98·350); batch 100 goes to r5n.
+        assert_eq!(got, vec![(1, 1)]);
+        // No idle instance: nothing dispatched.
+        let busy = [InstanceState {
+            type_idx: 0,
+            busy_until_ms: 5.0,
+        }];
+        assert!(d.assign(&qs, &busy, 0.0).is_empty());
+        // Window: with 1 instance only the first 2 queries are considered (FIFO kept).
+        let one = [InstanceState {
+            type_idx: 0,
+            busy_until_ms: 0.0,
+        }];
+        let many: Vec<_> = [500, 400, 10]
+            .iter()
+            .map(|&b| QueuedQuery {
+                batch: b,
+                arrival_ms: 0.0,
+            })
+            .collect();
+        assert_eq!(d.assign(&many, &one, 0.0), vec![(1, 0)]); // the cheapest of the first two, not batch 10
+    }
+}
