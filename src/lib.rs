@@ -29,11 +29,14 @@ pub use weir_engine::diagnostic::{Diagnostic, Diagnostics};
 pub use weir_engine::plan::Plan;
 pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
 pub use weir_engine::runtime::{GraphRuntime, RuntimeOptions};
-pub use weir_engine::spec::{BatchingSpec, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder};
+pub use weir_engine::spec::{
+    BatchingSpec, Device, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder, RemoteExecutorSpec,
+};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
 pub use weir_engine::{lineage, validate};
 use weir_operators::model::executor::{BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
+use weir_executor::client::ZenohReplicas;
 use weir_operators::OperatorFactory;
 
 /// A graph read, validated and planned, with the warnings validation raised.
@@ -116,6 +119,9 @@ pub enum StartError {
     /// The dataflow could not start.
     #[error(transparent)]
     Runtime(#[from] weir_engine::runtime::RuntimeError),
+    /// zenoh could not start (for remote executors).
+    #[error(transparent)]
+    Zenoh(#[from] weir_executor::session::SessionError),
 }
 
 /// A graph running in this process, with its executors.
@@ -123,6 +129,8 @@ pub enum StartError {
 pub struct RunningGraph {
     runtime: Arc<GraphRuntime>,
     factory: Arc<OperatorFactory>,
+    /// The zenoh session remote replicas use; dropped after the runtime.
+    _zenoh: Option<Arc<ZenohReplicas>>,
 }
 
 impl RunningGraph {
@@ -149,6 +157,11 @@ impl RunningGraph {
         Box::new(move |out| render_executor_metrics(out, &graph, &factory.executor_stats()))
     }
 
+    /// Replica pools (model nodes with several or remote replicas): name and pool, sorted.
+    pub fn replica_pools(&self) -> Vec<(String, weir_operators::model::ReplicaPool)> {
+        self.factory.replica_pools()
+    }
+
     /// Stops admission, answers everything admitted, stops the workers and executors.
     pub fn shutdown(self) {
         self.runtime.shutdown();
@@ -160,9 +173,68 @@ impl RunningGraph {
 /// # Errors
 /// When ONNX Runtime or a model cannot be loaded, or the dataflow cannot start.
 pub fn start(plan: Plan, options: RuntimeOptions) -> Result<RunningGraph, StartError> {
-    let factory = Arc::new(OperatorFactory::start(&plan)?);
+    start_distributed(plan, options, &DistributedOptions::default())
+}
+
+/// How a graph reaches remote executors.
+#[derive(Debug, Clone, Default)]
+pub struct DistributedOptions {
+    /// zenoh endpoints the graph listens on (for executors started with `--connect`).
+    pub listen: Vec<String>,
+    /// zenoh endpoints to connect to besides the executors' own.
+    pub connect: Vec<String>,
+}
+
+/// Every distinct endpoint of the remote executors `plan`'s model nodes run on.
+fn executor_endpoints(plan: &Plan) -> (bool, Vec<String>) {
+    let mut remote = false;
+    let mut endpoints: Vec<String> = Vec::new();
+    for n in &plan.nodes {
+        let validate::NodeKind::Model(m) = &n.node.kind else {
+            continue;
+        };
+        for r in &m.replicas {
+            if let validate::ReplicaTarget::Remote(e) = r {
+                remote = true;
+                if let Some(ep) = &e.endpoint {
+                    if !endpoints.contains(ep) {
+                        endpoints.push(ep.clone());
+                    }
+                }
+            }
+        }
+    }
+    (remote, endpoints)
+}
+
+/// As [`start`], reaching the remote executors the plan names over zenoh with `distributed`.
+///
+/// # Errors
+/// As [`start`], or when zenoh cannot start or a remote executor does not come alive.
+pub fn start_distributed(
+    plan: Plan,
+    options: RuntimeOptions,
+    distributed: &DistributedOptions,
+) -> Result<RunningGraph, StartError> {
+    let (remote, mut endpoints) = executor_endpoints(&plan);
+    let zenoh = if remote || !distributed.listen.is_empty() {
+        endpoints.extend(distributed.connect.iter().cloned());
+        Some(Arc::new(ZenohReplicas::open(&distributed.listen, &endpoints)?))
+    } else {
+        None
+    };
+    let factory = Arc::new(OperatorFactory::start_with_remotes(
+        &plan,
+        zenoh
+            .as_deref()
+            .map(|z| z as &dyn weir_operators::RemoteReplicaSource),
+    )?);
     let runtime = Arc::new(GraphRuntime::start(plan, factory.clone(), options)?);
-    Ok(RunningGraph { runtime, factory })
+    Ok(RunningGraph {
+        runtime,
+        factory,
+        _zenoh: zenoh,
+    })
 }
 
 /// A counter's name, help text, and how to read it from a snapshot.

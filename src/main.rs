@@ -28,9 +28,66 @@ enum Command {
     Run(RunArgs),
     /// Serve graphs over HTTP with the Open Inference Protocol (KServe v2), until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
+    /// Serve ONNX models to graphs on other processes or hosts over zenoh, until SIGTERM or Ctrl-C.
+    Executor(ExecutorArgs),
     /// Run a benchmark experiment (see benchmarks/README.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+struct ExecutorArgs {
+    /// Name graphs list in their `executors:` section; the key prefix is `weir/executor/<name>`.
+    #[arg(long, default_value = "executor")]
+    name: String,
+    /// Key-expression prefix, instead of `weir/executor/<name>`.
+    #[arg(long)]
+    key: Option<String>,
+    /// zenoh endpoint to listen on, e.g. `tcp/127.0.0.1:7447` (repeatable).
+    #[arg(long)]
+    listen: Vec<String>,
+    /// zenoh endpoint to connect to, e.g. a graph's `--zenoh-listen` (repeatable).
+    #[arg(long)]
+    connect: Vec<String>,
+    /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
+    #[arg(long = "model", required = true, value_parser = parse_model_arg)]
+    models: Vec<(String, PathBuf)>,
+    /// Device to run on: cpu or cuda.
+    #[arg(long, default_value = "cpu", value_parser = parse_device)]
+    device: weir::Device,
+    /// Intra-op threads per session.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Sessions per model (requests run at once).
+    #[arg(long, default_value_t = 1)]
+    instances: usize,
+    /// Most rows per call, for models with a dynamic batch dimension.
+    #[arg(long, default_value_t = 8)]
+    max_batch: usize,
+    /// Longest a request waits for others to join its batch, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    max_delay_us: u64,
+    /// Jobs each model's queue holds.
+    #[arg(long, default_value_t = 64)]
+    queue_capacity: usize,
+}
+
+fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=PATH"))?;
+    if name.is_empty() || path.is_empty() {
+        return Err(format!("`{text}` is not NAME=PATH"));
+    }
+    Ok((name.to_string(), PathBuf::from(path)))
+}
+
+fn parse_device(text: &str) -> Result<weir::Device, String> {
+    match text {
+        "cpu" => Ok(weir::Device::Cpu),
+        "cuda" => Ok(weir::Device::Cuda),
+        other => Err(format!("unknown device `{other}` (cpu or cuda)")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +227,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => validate(a),
         Command::Run(a) => run(a),
         Command::Serve(a) => serve(a),
+        Command::Executor(a) => executor(a),
         Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
         Command::Bench(BenchCommand::Http(a)) => bench_http(a),
     };
@@ -410,6 +468,39 @@ fn serve(args: ServeArgs) -> Result<()> {
 }
 
 /// Completes on SIGTERM or Ctrl-C.
+fn executor(args: ExecutorArgs) -> Result<()> {
+    let options = weir_executor::server::ExecutorOptions {
+        name: args.name.clone(),
+        key: args.key,
+        listen: args.listen,
+        connect: args.connect,
+        models: args.models,
+        device: args.device,
+        threads: args.threads,
+        instances: args.instances,
+        max_batch: args.max_batch,
+        max_delay: std::time::Duration::from_micros(args.max_delay_us),
+        queue_capacity: args.queue_capacity,
+    };
+    let server = weir_executor::server::ExecutorServer::start(&options)
+        .with_context(|| format!("starting executor `{}`", args.name))?;
+    println!(
+        "weir executor {} serving {} under {}",
+        args.name,
+        server.models().join(","),
+        server.key_prefix()
+    );
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(shutdown_signal());
+    eprintln!("weir executor {}: stopping", args.name);
+    server.shutdown();
+    Ok(())
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

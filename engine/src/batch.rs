@@ -220,6 +220,26 @@ impl TensorColumn {
         }
     }
 
+    /// Reads a column written as [`TensorColumn::field`] describes: a fixed-size list with the
+    /// per-row shape in the field's metadata.
+    ///
+    /// # Errors
+    /// When the shape metadata is missing or the array is not a fixed-size list of f32 or i64.
+    pub fn from_arrow(field: &Field, column: &ArrayRef) -> Result<Self, BatchError> {
+        let bad = |problem: &str| BatchError::BadColumn {
+            column: field.name().to_string(),
+            problem: problem.to_string(),
+        };
+        let shape = parse_shape(field.metadata().get(SHAPE_METADATA_KEY))
+            .ok_or_else(|| bad("no valid weir.shape metadata"))?;
+        let array = column
+            .as_any()
+            .downcast_ref::<FixedSizeListArray>()
+            .ok_or_else(|| bad("not a fixed-size list"))?
+            .clone();
+        TensorColumn::from_array(field.name(), shape, array)
+    }
+
     /// The Arrow field for this column under `name`, with the shape in its metadata.
     pub fn field(&self, name: &str) -> Field {
         let shape = self
@@ -412,16 +432,9 @@ impl Batch {
             if field.name() == REQUEST_ID || field.name() == LINEAGE || field.name() == PARAMETERS {
                 continue;
             }
-            let shape = parse_shape(field.metadata().get(SHAPE_METADATA_KEY))
-                .ok_or_else(|| bad(field.name(), "no valid weir.shape metadata"))?;
-            let array = column
-                .as_any()
-                .downcast_ref::<FixedSizeListArray>()
-                .ok_or_else(|| bad(field.name(), "not a fixed-size list"))?
-                .clone();
             tensors.push((
                 Arc::from(field.name().as_str()),
-                TensorColumn::from_array(field.name(), shape, array)?,
+                TensorColumn::from_arrow(field, column)?,
             ));
         }
         let batch = Batch::new(ids, lineage, tensors)?;

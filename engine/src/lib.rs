@@ -17,11 +17,13 @@ pub mod diagnostic;
 pub mod lineage;
 pub mod metrics;
 pub mod onnx;
+pub mod placement;
 pub mod plan;
 pub mod request;
 pub mod runtime;
 pub mod spec;
 pub mod tensor;
 pub mod validate;
+pub mod wire;
 
 pub use timely;

@@ -8,7 +8,9 @@
 use std::fmt::Write;
 
 use crate::lineage::INGRESS;
-use crate::validate::{GraphInput, GraphOutput, NodeKind, Producer, ValidGraph, ValidNode};
+use crate::validate::{
+    GraphInput, GraphOutput, NodeKind, Producer, ReplicaTarget, ValidGraph, ValidNode,
+};
 
 /// A node as it will run.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,7 +74,7 @@ pub fn plan(valid: &ValidGraph) -> Plan {
 fn kind_label(kind: &NodeKind) -> String {
     match kind {
         NodeKind::Model(m) => format!(
-            "model {} ({}, {} instance(s) × {} thread(s){})",
+            "model {} ({}, {} instance(s) × {} thread(s){}{})",
             m.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
             if m.batched {
                 format!(
@@ -88,6 +90,12 @@ fn kind_label(kind: &NodeKind) -> String {
                 ", spinning"
             } else {
                 ""
+            },
+            if m.replicas == [ReplicaTarget::Local] {
+                String::new()
+            } else {
+                let names: Vec<&str> = m.replicas.iter().map(ReplicaTarget::name).collect();
+                format!(", replicas: {}", names.join(" "))
             }
         ),
         NodeKind::Normalize { mean, std } => format!("normalize mean={mean:?} std={std:?}"),

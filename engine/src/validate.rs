@@ -22,6 +22,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{did_you_mean, Diagnostic, Diagnostics, Location};
+use crate::placement::{check_placement, Placement};
+pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
 use crate::spec::{BatchingSpec, ExecutorSpec, GraphSpec, ModelSpec, NodeSpec, Spanned, TensorRef};
 use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
@@ -61,6 +63,8 @@ pub struct ModelNode {
     pub executor: ExecutorSpec,
     /// The model's signature.
     pub metadata: ModelMetadata,
+    /// Where its replicas run (at least one).
+    pub replicas: Vec<ReplicaTarget>,
 }
 
 /// What a node does.
@@ -148,6 +152,8 @@ pub struct ValidGraph {
     pub nodes: Vec<ValidNode>,
     /// Outputs.
     pub outputs: Vec<GraphOutput>,
+    /// Remote executors declared by the graph.
+    pub executors: Vec<RemoteExecutor>,
     /// Findings that do not stop the graph.
     pub warnings: Vec<Diagnostic>,
 }
@@ -161,6 +167,7 @@ pub fn validate(spec: &GraphSpec, base_dir: &Path) -> Result<ValidGraph, Diagnos
         spec,
         base_dir,
         diags: Vec::new(),
+        placement: Placement::default(),
     };
     let graph = v.run();
     match graph {
@@ -186,6 +193,7 @@ struct Validator<'a> {
     spec: &'a GraphSpec,
     base_dir: &'a Path,
     diags: Vec<Diagnostic>,
+    placement: Placement,
 }
 
 /// One reference a node makes: its field, where it is written, and what it resolved to.
@@ -224,6 +232,7 @@ impl<'a> Validator<'a> {
     fn run(&mut self) -> Option<ValidGraph> {
         let spec = self.spec;
         self.check_names();
+        self.placement = check_placement(spec, &mut self.diags);
         let inputs = self.graph_inputs();
         let mut facts: Vec<NodeFacts> = spec
             .nodes
@@ -332,6 +341,7 @@ impl<'a> Validator<'a> {
             inputs,
             nodes,
             outputs,
+            executors: self.placement.executors.clone(),
             warnings: Vec::new(),
         })
     }
@@ -805,6 +815,12 @@ impl<'a> Validator<'a> {
                         batching: m.batching,
                         executor: m.executor,
                         metadata: meta,
+                        replicas: self
+                            .placement
+                            .replicas
+                            .get(&id)
+                            .cloned()
+                            .unwrap_or_else(|| vec![ReplicaTarget::Local]),
                     });
                     (kind, ordered, outputs)
                 })

@@ -20,29 +20,102 @@ use weir_engine::compile::{CompileError, NodeFactory};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
 use weir_engine::plan::{Plan, PlannedNode};
-use weir_engine::validate::NodeKind;
+use weir_engine::validate::{NodeKind, RemoteExecutor, ReplicaTarget};
 
-use model::{ExecError, ExecutorConfig, LoadSnapshot, ModelExecutor, ModelOperator, OrtRuntime};
+use model::{
+    ExecError, ExecutorConfig, InferenceService, LoadSnapshot, LocalReplica, ModelExecutor,
+    ModelOperator, OrtRuntime, Replica, ReplicaPool,
+};
 use tensor::operator::TensorOperator;
 use tensor::TensorOp;
 
+/// Makes replicas that run on remote executor processes. Implemented by the `weir-executor`
+/// crate's zenoh client; the engine and operators stay free of any transport.
+pub trait RemoteReplicaSource: Send + Sync {
+    /// A replica of the node `config.node` on `executor` (serving the model under the node id).
+    ///
+    /// # Errors
+    /// When the executor cannot be reached at all.
+    fn replica(
+        &self,
+        executor: &RemoteExecutor,
+        config: &ExecutorConfig,
+    ) -> Result<Arc<dyn Replica>, ExecError>;
+}
+
 /// Builds node operators for one plan, owning its executors.
-#[derive(Debug)]
 pub struct OperatorFactory {
+    /// In-process executors, by node id.
     executors: HashMap<String, Arc<ModelExecutor>>,
+    /// Replica pools of nodes with more than one replica or a remote one, by node id.
+    pools: HashMap<String, ReplicaPool>,
+    /// What each model node's operator submits to, by node id.
+    services: HashMap<String, Arc<dyn InferenceService>>,
+}
+
+impl std::fmt::Debug for OperatorFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OperatorFactory")
+            .field("executors", &self.executors.keys().collect::<Vec<_>>())
+            .field("pools", &self.pools)
+            .finish()
+    }
+}
+
+fn executor_config(n: &PlannedNode, m: &weir_engine::validate::ModelNode) -> ExecutorConfig {
+    ExecutorConfig {
+        node: n.node.id.clone(),
+        path: m.path.clone(),
+        batched: m.batched,
+        max_batch: m.batching.max_size,
+        max_delay: Duration::from_micros(m.batching.max_delay_us),
+        instances: m.executor.instances,
+        intra_op_threads: m.executor.intra_op_threads,
+        queue_capacity: m.executor.queue_capacity,
+        spinning: m.executor.spinning,
+        inputs: n.node.inputs.iter().map(|p| p.name.clone()).collect(),
+        outputs: m
+            .metadata
+            .outputs
+            .iter()
+            .filter_map(|o| match o.element {
+                ElementType::Supported(d) => Some((o.name.clone(), d)),
+                _ => None,
+            })
+            .collect(),
+        timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
+    }
 }
 
 impl OperatorFactory {
-    /// Starts an executor for every model node of `plan`.
+    /// Starts an executor for every model node of `plan`, all in this process.
     ///
     /// # Errors
-    /// When ONNX Runtime is missing or a model's session cannot be created.
+    /// When ONNX Runtime is missing, a model's session cannot be created, or a node names a
+    /// remote replica (use [`OperatorFactory::start_with_remotes`]).
     pub fn start(plan: &Plan) -> Result<OperatorFactory, ExecError> {
-        let mut executors = HashMap::new();
-        let needs_runtime = plan
-            .nodes
-            .iter()
-            .any(|n| matches!(n.node.kind, NodeKind::Model(_)));
+        OperatorFactory::start_with_remotes(plan, None)
+    }
+
+    /// Starts every model node's replicas: in-process executors here, remote ones through
+    /// `remotes`.
+    ///
+    /// # Errors
+    /// When ONNX Runtime is missing, a session cannot be created, or a remote replica cannot be
+    /// reached.
+    pub fn start_with_remotes(
+        plan: &Plan,
+        remotes: Option<&dyn RemoteReplicaSource>,
+    ) -> Result<OperatorFactory, ExecError> {
+        let mut factory = OperatorFactory {
+            executors: HashMap::new(),
+            pools: HashMap::new(),
+            services: HashMap::new(),
+        };
+        let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
+            NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local),
+            _ => false,
+        });
         let runtime = if needs_runtime {
             Some(OrtRuntime::get()?)
         } else {
@@ -52,34 +125,59 @@ impl OperatorFactory {
             let NodeKind::Model(m) = &n.node.kind else {
                 continue;
             };
-            let Some(runtime) = &runtime else { continue };
-            let config = ExecutorConfig {
-                node: n.node.id.clone(),
-                path: m.path.clone(),
-                batched: m.batched,
-                max_batch: m.batching.max_size,
-                max_delay: Duration::from_micros(m.batching.max_delay_us),
-                instances: m.executor.instances,
-                intra_op_threads: m.executor.intra_op_threads,
-                queue_capacity: m.executor.queue_capacity,
-                spinning: m.executor.spinning,
-                inputs: n.node.inputs.iter().map(|p| p.name.clone()).collect(),
-                outputs: m
-                    .metadata
-                    .outputs
-                    .iter()
-                    .filter_map(|o| match o.element {
-                        ElementType::Supported(d) => Some((o.name.clone(), d)),
-                        _ => None,
-                    })
-                    .collect(),
+            let config = executor_config(n, m);
+            let mut replicas: Vec<Arc<dyn Replica>> = Vec::new();
+            let mut local = None;
+            for target in &m.replicas {
+                match target {
+                    ReplicaTarget::Local => {
+                        let Some(runtime) = &runtime else { continue };
+                        let executor = Arc::new(ModelExecutor::start(runtime, config.clone())?);
+                        factory
+                            .executors
+                            .insert(n.node.id.clone(), Arc::clone(&executor));
+                        replicas.push(Arc::new(LocalReplica::new(Arc::clone(&executor))));
+                        local = Some(executor);
+                    }
+                    ReplicaTarget::Remote(executor) => {
+                        let source = remotes.ok_or_else(|| ExecError::Unavailable {
+                            node: n.node.id.clone(),
+                            message: format!(
+                                "replica `{}` is remote, but this process has no remote executor client",
+                                executor.name
+                            ),
+                        })?;
+                        replicas.push(source.replica(executor, &config)?);
+                    }
+                }
+            }
+            let service: Arc<dyn InferenceService> = match (local, replicas.len()) {
+                (Some(executor), 1) => executor,
+                _ => {
+                    let rows = if config.batched {
+                        config.max_batch.max(1)
+                    } else {
+                        1
+                    };
+                    let pool = ReplicaPool::new(&n.node.id, replicas, rows);
+                    factory.pools.insert(n.node.id.clone(), pool.clone());
+                    Arc::new(pool)
+                }
             };
-            executors.insert(
-                n.node.id.clone(),
-                Arc::new(ModelExecutor::start(runtime, config)?),
-            );
+            factory.services.insert(n.node.id.clone(), service);
         }
-        Ok(OperatorFactory { executors })
+        Ok(factory)
+    }
+
+    /// Replica pools by node id (nodes with several or remote replicas), sorted.
+    pub fn replica_pools(&self) -> Vec<(String, ReplicaPool)> {
+        let mut v: Vec<_> = self
+            .pools
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
     }
 
     /// Load counters of every model node's executor, by node id.
@@ -118,7 +216,7 @@ impl NodeFactory for OperatorFactory {
             }
             .build(input)),
             None => {
-                let executor = self.executors.get(&n.id).ok_or_else(|| CompileError {
+                let executor = self.services.get(&n.id).ok_or_else(|| CompileError {
                     node: n.id.clone(),
                     message: "no executor was started for this model node".into(),
                 })?;

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use super::{
     ArgmaxSpec, BatchingSpec, ConcatSpec, ExecutorSpec, GraphSpec, InputSpec, ModelSpec, NodeSpec,
-    NormalizeSpec, OutputSpec, Spanned, TopKSpec,
+    NormalizeSpec, OutputSpec, RemoteExecutorSpec, Spanned, TopKSpec,
 };
 use crate::tensor::DType;
 
@@ -42,8 +42,15 @@ impl GraphBuilder {
                 inputs: Vec::new(),
                 nodes: Vec::new(),
                 outputs: Vec::new(),
+                executors: Vec::new(),
             },
         }
+    }
+
+    /// Declares a remote executor that model nodes may list in their replicas.
+    pub fn remote_executor(mut self, executor: RemoteExecutorSpec) -> Self {
+        self.spec.executors.push(s(executor));
+        self
     }
 
     /// Sets the description.
@@ -139,6 +146,7 @@ impl ModelBuilder {
                 inputs: BTreeMap::new(),
                 batching: BatchingSpec::default(),
                 executor: ExecutorSpec::default(),
+                replicas: None,
             },
         }
     }
@@ -163,6 +171,13 @@ impl ModelBuilder {
     /// Sets the executor.
     pub fn executor(mut self, executor: ExecutorSpec) -> Self {
         self.spec.executor = executor;
+        self
+    }
+
+    /// Runs the node on these replicas: remote executor names or
+    /// [`LOCAL_REPLICA`](super::LOCAL_REPLICA).
+    pub fn replicas(mut self, names: &[&str]) -> Self {
+        self.spec.replicas = Some(s(names.iter().map(|n| s(n.to_string())).collect()));
         self
     }
 }

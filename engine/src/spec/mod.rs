@@ -12,6 +12,7 @@
 
 mod builder;
 mod model;
+mod remote;
 mod tensor_op;
 
 use std::fmt;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
 pub use model::{BatchingSpec, ExecutorSpec, ModelSpec};
+pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
@@ -93,6 +95,9 @@ pub struct GraphSpec {
     pub nodes: Vec<Spanned<NodeSpec>>,
     /// Tensors a reply carries.
     pub outputs: Vec<Spanned<OutputSpec>>,
+    /// Remote executors model nodes may run on (see [`ModelSpec::replicas`]).
+    #[serde(default)]
+    pub executors: Vec<Spanned<RemoteExecutorSpec>>,
 }
 
 /// A graph input: one tensor per request.

@@ -24,6 +24,12 @@ pub struct ModelSpec {
     /// The ONNX Runtime executor serving this node.
     #[serde(default)]
     pub executor: ExecutorSpec,
+    /// Where the node runs: names of the graph's `executors:` (remote processes serving this
+    /// node's model under the node id) and/or `local` (an executor in this process). Jobs go to the
+    /// live replica with the fewest outstanding; a replica that dies or times out has its jobs
+    /// re-dispatched to the others. Default: one local replica.
+    #[serde(default)]
+    pub replicas: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// Dynamic batching: gather up to `max_size` requests, waiting at most `max_delay_us` for more.
@@ -67,6 +73,14 @@ pub struct ExecutorSpec {
     /// Let ONNX Runtime's intra-op threads spin while idle (lower latency, burns cores).
     #[serde(default)]
     pub spinning: bool,
+    /// How long a remote replica may take to answer one job before the job is re-dispatched to
+    /// another replica, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    5_000
 }
 
 fn one() -> usize {
@@ -84,6 +98,7 @@ impl Default for ExecutorSpec {
             intra_op_threads: 1,
             queue_capacity: default_queue_capacity(),
             spinning: false,
+            timeout_ms: default_timeout_ms(),
         }
     }
 }

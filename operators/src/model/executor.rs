@@ -49,6 +49,8 @@ pub struct ExecutorConfig {
     pub inputs: Vec<String>,
     /// Model outputs to return: name and element type, in order.
     pub outputs: Vec<(String, DType)>,
+    /// How long a remote replica may take per job before it is re-dispatched (remote only).
+    pub timeout: Option<Duration>,
 }
 
 /// Called once with a job's outputs (one column per configured output) or its error.

@@ -3,14 +3,19 @@
 //! [`executor`] owns the sessions, the job queue and dynamic batching, and never touches timely;
 //! [`operator`] is the timely glue that hands batches to an executor without blocking the worker
 //! and emits results when the executor wakes it. [`ort_env`] loads the runtime library.
+//! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover.
 
 pub mod executor;
 pub mod operator;
 pub mod ort_env;
+pub mod replicas;
 
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;
 pub use ort_env::OrtRuntime;
+pub use replicas::{
+    InferenceService, LocalReplica, PoolStats, Replica, ReplicaDone, ReplicaError, ReplicaPool,
+};
 
 /// Errors of model execution, wrapped once at the executor boundary with the node they belong to.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -26,6 +31,14 @@ pub enum ExecError {
         /// Model file.
         path: String,
         /// ONNX Runtime's message.
+        message: String,
+    },
+    /// No replica could take the job (none alive, or every attempt failed).
+    #[error("node `{node}`: unavailable: {message}")]
+    Unavailable {
+        /// Node id.
+        node: String,
+        /// What happened.
         message: String,
     },
     /// An inference call failed.

@@ -23,7 +23,8 @@ use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::append_hop;
 use weir_engine::request::{RequestError, RowError};
 
-use super::executor::{Job, ModelExecutor};
+use super::executor::Job;
+use super::replicas::InferenceService;
 use super::ExecError;
 
 /// How long a job refused by a full queue waits before it is offered again.
@@ -53,11 +54,11 @@ struct InFlight {
 type Completion = (u64, Result<Vec<TensorColumn>, ExecError>);
 
 impl ModelOperator {
-    /// Builds the operator on `input`, serving it with `executor`.
+    /// Builds the operator on `input`, serving it with `executor` (one executor or a replica pool).
     pub fn build<'s>(
         self,
         input: BatchStream<'s>,
-        executor: Arc<ModelExecutor>,
+        executor: Arc<dyn InferenceService>,
     ) -> (BatchStream<'s>, ErrorStream<'s>) {
         let scope = input.scope();
         let peers = scope.peers() as u64;
@@ -72,12 +73,7 @@ impl ModelOperator {
         let sync = scope.worker().sync_activator_for(info.address.to_vec());
         let retry = scope.activator_for(info.address.clone());
         let (tx, rx): (Sender<Completion>, Receiver<Completion>) = unbounded();
-        let max_rows = executor.config().max_batch.max(1);
-        let max_rows = if executor.config().batched {
-            max_rows
-        } else {
-            1
-        };
+        let max_rows = executor.rows_per_job();
         let op = self;
         builder.build_reschedule(move |_caps| {
             let sync = Arc::new(sync);

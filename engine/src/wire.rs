@@ -1,0 +1,134 @@
+//! Batches and tensor columns as bytes: the Arrow IPC stream format, which is what weir's own
+//! components exchange between processes (remote executors over zenoh, timely exchange between
+//! processes). No JSON between weir's own components.
+//!
+//! A payload is one IPC stream holding one `RecordBatch`. Tensor columns keep their shape in the
+//! field metadata, exactly as inside a [`Batch`], so decoding restores them without a side channel.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{ArrowError, Schema};
+
+use crate::batch::{Batch, BatchError, TensorColumn};
+
+/// Errors encoding or decoding a payload.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// Arrow could not write or read the IPC stream.
+    #[error("Arrow IPC: {0}")]
+    Arrow(#[from] ArrowError),
+    /// The stream held no record batch.
+    #[error("the payload holds no record batch")]
+    Empty,
+    /// A column is not what weir writes.
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+}
+
+fn write_ipc(rb: &RecordBatch) -> Result<Vec<u8>, WireError> {
+    let mut out = Vec::with_capacity(rb.get_array_memory_size() + 512);
+    {
+        let mut writer = StreamWriter::try_new(&mut out, &rb.schema())?;
+        writer.write(rb)?;
+        writer.finish()?;
+    }
+    Ok(out)
+}
+
+fn read_ipc(bytes: &[u8]) -> Result<RecordBatch, WireError> {
+    let mut reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+    match reader.next() {
+        Some(rb) => Ok(rb?),
+        None => Err(WireError::Empty),
+    }
+}
+
+/// Encodes named tensor columns (all with the same number of rows) as one IPC payload.
+///
+/// # Errors
+/// When Arrow rejects the columns (rows differ, say).
+pub fn encode_columns<'a>(
+    columns: impl IntoIterator<Item = (&'a str, &'a TensorColumn)>,
+) -> Result<Vec<u8>, WireError> {
+    let mut fields = Vec::new();
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    let mut rows = 0;
+    for (name, col) in columns {
+        fields.push(col.field(name));
+        arrays.push(Arc::new(col.array().clone()));
+        rows = col.len();
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    let rb = RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?;
+    write_ipc(&rb)
+}
+
+/// Decodes a payload written by [`encode_columns`], in the order written.
+///
+/// # Errors
+/// When the bytes are not an IPC stream of tensor columns.
+pub fn decode_columns(bytes: &[u8]) -> Result<Vec<(String, TensorColumn)>, WireError> {
+    let rb = read_ipc(bytes)?;
+    let schema = rb.schema();
+    schema
+        .fields()
+        .iter()
+        .zip(rb.columns())
+        .map(|(f, c)| Ok((f.name().clone(), TensorColumn::from_arrow(f, c)?)))
+        .collect()
+}
+
+/// Encodes a whole batch (ids, lineage, parameters, tensors).
+///
+/// # Errors
+/// When Arrow rejects the batch, which weir's own batches never cause.
+pub fn encode_batch(batch: &Batch) -> Result<Vec<u8>, WireError> {
+    write_ipc(&batch.to_record_batch()?)
+}
+
+/// Decodes a payload written by [`encode_batch`].
+///
+/// # Errors
+/// When the bytes are not such a payload.
+pub fn decode_batch(bytes: &[u8]) -> Result<Batch, WireError> {
+    Ok(Batch::try_from_record_batch(&read_ipc(bytes)?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::TensorData;
+
+    #[test]
+    fn columns_round_trip_including_slices() {
+        let a = TensorColumn::from_data(
+            "x",
+            vec![2, 3],
+            4,
+            TensorData::F32((0..24).map(|v| v as f32).collect()),
+        )
+        .unwrap();
+        let b = TensorColumn::from_data("k", vec![1], 4, TensorData::I64(vec![7, 8, 9, 10])).unwrap();
+        let (a, b) = (a.slice(1, 2), b.slice(1, 2));
+        let bytes = encode_columns([("x", &a), ("k", &b)]).unwrap();
+        let back = decode_columns(&bytes).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0].0, "x");
+        assert_eq!(back[0].1.shape(), &[2, 3]);
+        assert_eq!(
+            back[0].1.f32_values().unwrap(),
+            (6..18).map(|v| v as f32).collect::<Vec<_>>().as_slice()
+        );
+        assert_eq!(back[1].1.i64_values().unwrap(), &[8, 9]);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode_columns(b"not arrow").is_err());
+        assert!(decode_batch(&[]).is_err());
+    }
+}

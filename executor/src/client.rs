@@ -1,0 +1,335 @@
+//! The graph side: replicas of model nodes that run on remote executors, reached over one zenoh
+//! session per graph process.
+//!
+//! [`ZenohReplicas`] opens the session (connecting to every executor endpoint the graph names) and
+//! makes a [`RemoteReplica`] per (node, executor). A replica sends each job as one zenoh query
+//! carrying the input columns, with the node's timeout. The query ends in one of three ways: a
+//! reply (outputs, decoded and checked against the node's outputs), a reply error (an `overloaded`
+//! executor is *unavailable*, so the pool tries another replica; anything else is the job's error),
+//! or no reply at all — the executor died, its link dropped, or the timeout passed — which is
+//! *unavailable*. The end of a query is seen when zenoh drops the reply callback, so every dispatch
+//! is answered exactly once.
+//!
+//! Liveness follows the executor's liveliness token `<prefix>/alive`: it disappears when the
+//! executor's link drops (SIGKILL closes its sockets) and reappears when it restarts, which also
+//! clears the pool's set-aside state for it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use weir_engine::batch::TensorColumn;
+use weir_engine::validate::RemoteExecutor;
+use weir_engine::wire::{decode_columns, encode_columns};
+use weir_operators::model::{
+    ExecError, ExecutorConfig, Replica, ReplicaDone, ReplicaError,
+};
+use weir_operators::RemoteReplicaSource;
+use zenoh::pubsub::Subscriber;
+use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
+use zenoh::sample::SampleKind;
+use zenoh::{Session, Wait};
+
+use crate::protocol::{ErrorKind, ErrorReply};
+use crate::session::{open_peer, SessionError};
+
+/// Jobs a remote replica holds at once unless configured otherwise.
+pub const DEFAULT_REMOTE_CAPACITY: usize = 16;
+
+/// The graph's zenoh session and the remote replicas made on it.
+pub struct ZenohReplicas {
+    session: Session,
+    /// How long to wait at start for each executor's liveliness.
+    wait_alive: Duration,
+    /// Jobs each remote replica holds at once.
+    capacity: usize,
+    /// Per-job timeout.
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for ZenohReplicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZenohReplicas")
+            .field("zid", &self.session.zid().to_string())
+            .finish()
+    }
+}
+
+impl ZenohReplicas {
+    /// Opens a peer session that connects to `connect` (every executor endpoint) and listens on
+    /// `listen` (for executors started with `--connect`).
+    ///
+    /// # Errors
+    /// When zenoh cannot start (a malformed endpoint, a taken listen port).
+    pub fn open(listen: &[String], connect: &[String]) -> Result<ZenohReplicas, SessionError> {
+        Ok(ZenohReplicas {
+            session: open_peer(listen, connect)?,
+            wait_alive: Duration::from_secs(15),
+            capacity: DEFAULT_REMOTE_CAPACITY,
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    /// Sets how long start-up waits for each executor to be alive.
+    pub fn with_wait_alive(mut self, wait: Duration) -> Self {
+        self.wait_alive = wait;
+        self
+    }
+
+    /// Sets the per-job timeout used when a node does not set one.
+    pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The session (for connectors sharing it).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl RemoteReplicaSource for ZenohReplicas {
+    fn replica(
+        &self,
+        executor: &RemoteExecutor,
+        config: &ExecutorConfig,
+    ) -> Result<Arc<dyn Replica>, ExecError> {
+        let replica = RemoteReplica::connect(
+            &self.session,
+            executor,
+            config,
+            self.capacity,
+            config.timeout.unwrap_or(self.timeout),
+        )?;
+        let deadline = Instant::now() + self.wait_alive;
+        while !replica.is_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !replica.is_alive() {
+            return Err(ExecError::Unavailable {
+                node: config.node.clone(),
+                message: format!(
+                    "executor `{}` ({}) did not come alive within {:?}; start it with \
+                     `weir executor --name {} --model {}=<file>{}`",
+                    executor.name,
+                    executor.alive_key(),
+                    self.wait_alive,
+                    executor.name,
+                    config.node,
+                    executor
+                        .endpoint
+                        .as_ref()
+                        .map(|e| format!(" --listen {e}"))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+        info!(node = %config.node, executor = %executor.name, "Remote replica alive.");
+        Ok(replica)
+    }
+}
+
+type Revival = Box<dyn Fn() + Send + Sync>;
+
+/// State shared with the liveliness callback.
+struct Liveness {
+    alive: AtomicBool,
+    revivals: Mutex<Vec<Revival>>,
+}
+
+/// One model node's replica on one remote executor.
+pub struct RemoteReplica {
+    name: String,
+    node: String,
+    session: Session,
+    key: String,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+    capacity: usize,
+    timeout: Duration,
+    liveness: Arc<Liveness>,
+    _liveliness: Subscriber<()>,
+}
+
+impl RemoteReplica {
+    /// Follows `executor`'s liveliness and prepares to send `config.node`'s jobs to it.
+    ///
+    /// # Errors
+    /// When the liveliness subscriber cannot be declared.
+    pub fn connect(
+        session: &Session,
+        executor: &RemoteExecutor,
+        config: &ExecutorConfig,
+        capacity: usize,
+        timeout: Duration,
+    ) -> Result<Arc<RemoteReplica>, ExecError> {
+        let liveness = Arc::new(Liveness {
+            alive: AtomicBool::new(false),
+            revivals: Mutex::new(Vec::new()),
+        });
+        let watched = Arc::clone(&liveness);
+        let (node, name) = (config.node.clone(), executor.name.clone());
+        let subscriber = session
+            .liveliness()
+            .declare_subscriber(executor.alive_key())
+            .history(true)
+            .callback(move |sample| match sample.kind() {
+                SampleKind::Put => {
+                    let was = watched.alive.swap(true, Ordering::AcqRel);
+                    if !was {
+                        info!(%node, executor = %name, "Executor alive.");
+                        let revivals = watched.revivals.lock().unwrap_or_else(|p| p.into_inner());
+                        for r in revivals.iter() {
+                            r();
+                        }
+                    }
+                }
+                SampleKind::Delete => {
+                    if watched.alive.swap(false, Ordering::AcqRel) {
+                        warn!(%node, executor = %name, "Executor gone (liveliness lost).");
+                    }
+                }
+            })
+            .wait()
+            .map_err(|e| ExecError::Unavailable {
+                node: config.node.clone(),
+                message: format!("following executor `{}`: {e}", executor.name),
+            })?;
+        Ok(Arc::new(RemoteReplica {
+            name: executor.name.clone(),
+            node: config.node.clone(),
+            session: session.clone(),
+            key: executor.model_key(&config.node),
+            inputs: config.inputs.clone(),
+            outputs: config.outputs.iter().map(|(n, _)| n.clone()).collect(),
+            capacity,
+            timeout,
+            liveness,
+            _liveliness: subscriber,
+        }))
+    }
+}
+
+/// The take-once end of one query: answered by the first reply, or as unavailable when zenoh drops
+/// the callback without one.
+struct QueryEnd {
+    done: Mutex<Option<ReplicaDone>>,
+    outputs: Vec<String>,
+    node: String,
+    replica: String,
+}
+
+impl QueryEnd {
+    fn finish(&self, outcome: Result<Vec<TensorColumn>, ReplicaError>) {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(done) = done {
+            done(outcome);
+        }
+    }
+
+    fn on_reply(&self, reply: Reply) {
+        let outcome = match reply.result() {
+            Ok(sample) => self.decode(&sample.payload().to_bytes()),
+            Err(err) => {
+                let e = ErrorReply::parse(&err.payload().to_bytes());
+                match e.kind {
+                    ErrorKind::Overloaded => Err(ReplicaError::Unavailable(format!(
+                        "executor `{}` is overloaded",
+                        self.replica
+                    ))),
+                    _ => Err(ReplicaError::Failed(ExecError::Inference {
+                        node: self.node.clone(),
+                        message: format!("on executor `{}`: {}", self.replica, e.message),
+                    })),
+                }
+            }
+        };
+        self.finish(outcome);
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Vec<TensorColumn>, ReplicaError> {
+        let bad = |message: String| {
+            ReplicaError::Failed(ExecError::Inference {
+                node: self.node.clone(),
+                message: format!("executor `{}` replied {message}", self.replica),
+            })
+        };
+        let mut columns = decode_columns(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
+        self.outputs
+            .iter()
+            .map(|name| {
+                let pos = columns
+                    .iter()
+                    .position(|(n, _)| n == name)
+                    .ok_or_else(|| bad(format!("without output `{name}`")))?;
+                Ok(columns.swap_remove(pos).1)
+            })
+            .collect()
+    }
+}
+
+impl Drop for QueryEnd {
+    fn drop(&mut self) {
+        let replica = self.replica.clone();
+        self.finish(Err(ReplicaError::Unavailable(format!(
+            "no reply from executor `{replica}`"
+        ))));
+    }
+}
+
+impl Replica for RemoteReplica {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn is_alive(&self) -> bool {
+        self.liveness.alive.load(Ordering::Acquire)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn dispatch(&self, inputs: Vec<TensorColumn>, _enqueued_at: Instant, done: ReplicaDone) {
+        let body = match encode_columns(self.inputs.iter().map(String::as_str).zip(inputs.iter())) {
+            Ok(b) => b,
+            Err(e) => {
+                done(Err(ReplicaError::Failed(ExecError::Inference {
+                    node: self.node.clone(),
+                    message: format!("encoding the inputs: {e}"),
+                })));
+                return;
+            }
+        };
+        let end = Arc::new(QueryEnd {
+            done: Mutex::new(Some(done)),
+            outputs: self.outputs.clone(),
+            node: self.node.clone(),
+            replica: self.name.clone(),
+        });
+        let on_reply = Arc::clone(&end);
+        let sent = self
+            .session
+            .get(&self.key)
+            .payload(body)
+            .target(QueryTarget::BestMatching)
+            .consolidation(ConsolidationMode::None)
+            .timeout(self.timeout)
+            .callback(move |reply| on_reply.on_reply(reply))
+            .wait();
+        drop(end);
+        if let Err(e) = sent {
+            warn!(node = %self.node, replica = %self.name, error = %e, "Query not sent.");
+        }
+    }
+
+    fn on_revival(&self, callback: Box<dyn Fn() + Send + Sync>) {
+        self.liveness
+            .revivals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(callback);
+    }
+}
+

@@ -1,0 +1,23 @@
+//! Remote ONNX Runtime executors over zenoh.
+//!
+//! A `weir executor` process ([`server::ExecutorServer`]) loads models into ONNX Runtime (the same
+//! [`weir_operators::model::ModelExecutor`] as in-process: bounded queue, dynamic batching) and
+//! serves each under the key expression `<prefix>/model/<model>` as a zenoh queryable, where
+//! `<prefix>` is `weir/executor/<name>` unless set. Requests and replies are Arrow IPC payloads of
+//! tensor columns ([`weir_engine::wire`]); a failure is a reply error carrying a small JSON
+//! [`protocol::ErrorReply`]. While it serves, the process holds the liveliness token
+//! `<prefix>/alive` and publishes a [`protocol::LoadReport`] on `<prefix>/load` every half second.
+//!
+//! A graph reaches executors through [`client::ZenohReplicas`], which implements the operators'
+//! `RemoteReplicaSource`: each remote replica sends a job as one zenoh query with a timeout and
+//! follows the executor's liveliness token, so the node's replica pool re-dispatches the jobs of an
+//! executor that dies (its token disappears when its link drops) or stops answering (timeouts).
+
+#![deny(missing_docs)]
+#![warn(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod client;
+pub mod protocol;
+pub mod server;
+pub mod session;

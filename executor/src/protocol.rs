@@ -1,0 +1,85 @@
+//! The small JSON messages beside the Arrow payloads: reply errors and load reports.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of failure a reply error reports; the client retries only [`ErrorKind::Overloaded`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The executor's queue was full: try another replica.
+    Overloaded,
+    /// The payload was not what the model takes.
+    Invalid,
+    /// The model failed on the rows.
+    Inference,
+    /// The executor serves no such model.
+    UnknownModel,
+}
+
+/// The body of a zenoh reply error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// Kind.
+    pub kind: ErrorKind,
+    /// Message for people.
+    pub message: String,
+}
+
+impl ErrorReply {
+    /// The JSON bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses a reply error; anything unparsable becomes an [`ErrorKind::Inference`] error holding
+    /// the raw text.
+    pub fn parse(bytes: &[u8]) -> ErrorReply {
+        serde_json::from_slice(bytes).unwrap_or_else(|_| ErrorReply {
+            kind: ErrorKind::Inference,
+            message: String::from_utf8_lossy(bytes).into_owned(),
+        })
+    }
+}
+
+/// One model's load on an executor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelLoad {
+    /// Jobs waiting in its queue.
+    pub queue_depth: u64,
+    /// Inference calls so far.
+    pub runs: u64,
+    /// Rows inferred so far.
+    pub rows: u64,
+    /// Time inside ONNX Runtime so far, in milliseconds.
+    pub busy_ms: f64,
+}
+
+/// What an executor publishes on `<prefix>/load`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Executor name.
+    pub executor: String,
+    /// Device it runs on.
+    pub device: String,
+    /// Per model.
+    pub models: BTreeMap<String, ModelLoad>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_replies_round_trip_and_tolerate_garbage() {
+        let e = ErrorReply {
+            kind: ErrorKind::Overloaded,
+            message: "full".into(),
+        };
+        assert_eq!(ErrorReply::parse(&e.to_bytes()), e);
+        let raw = ErrorReply::parse(b"plain text");
+        assert_eq!(raw.kind, ErrorKind::Inference);
+        assert_eq!(raw.message, "plain text");
+    }
+}

@@ -1,0 +1,374 @@
+//! The `weir executor` server: models loaded into ONNX Runtime, served as zenoh queryables.
+//!
+//! Each model gets a [`ModelExecutor`] (the same one a graph runs in-process) and a queryable on
+//! `<prefix>/model/<name>`. A query's payload is decoded, reordered into the model's input order
+//! and queued; the executor thread that finishes it sends the reply, so zenoh's threads never wait
+//! on inference. A full queue answers at once with an `overloaded` error (the client retries
+//! another replica). The liveliness token is declared last, once every model is loaded and served,
+//! so a graph never sees a replica that cannot answer yet.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+use weir_engine::batch::TensorColumn;
+use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::spec::Device;
+use weir_engine::tensor::Dim;
+use weir_engine::wire::{decode_columns, encode_columns};
+use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime};
+use zenoh::liveliness::LivelinessToken;
+use zenoh::query::{Query, Queryable};
+use zenoh::{Session, Wait};
+
+use crate::protocol::{ErrorKind, ErrorReply, LoadReport, ModelLoad};
+use crate::session::open_peer;
+
+/// How often the load report is published.
+const LOAD_REPORT_EVERY: Duration = Duration::from_millis(500);
+
+/// What a `weir executor` process serves and how.
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    /// Name; the key prefix defaults to `weir/executor/<name>`.
+    pub name: String,
+    /// Key-expression prefix, overriding the default.
+    pub key: Option<String>,
+    /// zenoh endpoints to listen on.
+    pub listen: Vec<String>,
+    /// zenoh endpoints to connect to.
+    pub connect: Vec<String>,
+    /// Models: name → ONNX file.
+    pub models: Vec<(String, PathBuf)>,
+    /// Device.
+    pub device: Device,
+    /// Intra-op threads per session.
+    pub threads: usize,
+    /// Sessions per model.
+    pub instances: usize,
+    /// Most rows per call for models with a dynamic batch dimension.
+    pub max_batch: usize,
+    /// Longest a job waits for others to join its batch.
+    pub max_delay: Duration,
+    /// Jobs a model's queue holds.
+    pub queue_capacity: usize,
+}
+
+impl ExecutorOptions {
+    /// The key-expression prefix served under.
+    pub fn key_prefix(&self) -> String {
+        match &self.key {
+            Some(k) => k.trim_end_matches('/').to_string(),
+            None => format!("weir/executor/{}", self.name),
+        }
+    }
+}
+
+/// Errors starting an executor.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A model could not be read or loaded.
+    #[error("model `{model}`: {message}")]
+    Model {
+        /// Model name.
+        model: String,
+        /// Why.
+        message: String,
+    },
+    /// zenoh failed.
+    #[error(transparent)]
+    Zenoh(#[from] crate::session::SessionError),
+    /// The options are not usable.
+    #[error("{0}")]
+    Options(String),
+}
+
+fn zenoh_err(e: impl std::fmt::Display) -> ServeError {
+    ServeError::Zenoh(crate::session::SessionError(e.to_string()))
+}
+
+/// A running executor. Dropping it stops serving (undeclaring its token) and drains its queues.
+pub struct ExecutorServer {
+    prefix: String,
+    stop: Arc<AtomicBool>,
+    reporter: Option<JoinHandle<()>>,
+    token: Option<LivelinessToken>,
+    queryables: Vec<Queryable<()>>,
+    executors: Vec<(String, Arc<ModelExecutor>)>,
+    session: Session,
+}
+
+impl std::fmt::Debug for ExecutorServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorServer")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// One served model: its executor and input order.
+struct Served {
+    name: String,
+    executor: Arc<ModelExecutor>,
+}
+
+impl ExecutorServer {
+    /// Loads every model, opens the zenoh session, serves, and declares liveliness.
+    ///
+    /// # Errors
+    /// When a model cannot be loaded, the device is not available, or zenoh cannot start.
+    pub fn start(options: &ExecutorOptions) -> Result<ExecutorServer, ServeError> {
+        if options.models.is_empty() {
+            return Err(ServeError::Options("no model to serve (give --model NAME=PATH)".into()));
+        }
+        if options.device == Device::Cuda {
+            return Err(ServeError::Options(
+                "--device cuda needs ONNX Runtime's CUDA execution provider (the onnxruntime-gpu \
+                 wheel); this build loads the CPU library"
+                    .into(),
+            ));
+        }
+        let runtime = OrtRuntime::get().map_err(|e| ServeError::Model {
+            model: "*".into(),
+            message: e.to_string(),
+        })?;
+        let mut served = Vec::new();
+        for (name, path) in &options.models {
+            let bad = |message: String| ServeError::Model {
+                model: name.clone(),
+                message,
+            };
+            let meta = read_metadata(path).map_err(|e| bad(e.to_string()))?;
+            let batched = meta
+                .inputs
+                .iter()
+                .all(|i| i.dims.first() == Some(&Dim::Dynamic));
+            let outputs = meta
+                .outputs
+                .iter()
+                .map(|o| match o.element {
+                    ElementType::Supported(d) => Ok((o.name.clone(), d)),
+                    _ => Err(bad(format!("output `{}` is not an f32 or i64 tensor", o.name))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let config = ExecutorConfig {
+                node: name.clone(),
+                path: path.clone(),
+                batched,
+                max_batch: options.max_batch.max(1),
+                max_delay: options.max_delay,
+                instances: options.instances.max(1),
+                intra_op_threads: options.threads.max(1),
+                queue_capacity: options.queue_capacity.max(1),
+                spinning: false,
+                inputs: meta.inputs.iter().map(|i| i.name.clone()).collect(),
+                outputs,
+                timeout: None,
+            };
+            let executor = ModelExecutor::start(&runtime, config).map_err(|e| bad(e.to_string()))?;
+            served.push(Served {
+                name: name.clone(),
+                executor: Arc::new(executor),
+            });
+        }
+        let session = open_peer(&options.listen, &options.connect)?;
+        let prefix = options.key_prefix();
+        let mut queryables = Vec::new();
+        for s in &served {
+            let key = format!("{prefix}/model/{}", s.name);
+            let executor = Arc::clone(&s.executor);
+            let q = session
+                .declare_queryable(&key)
+                .callback(move |query| handle_query(&executor, query))
+                .wait()
+                .map_err(zenoh_err)?;
+            queryables.push(q);
+        }
+        let token = session
+            .liveliness()
+            .declare_token(format!("{prefix}/alive"))
+            .wait()
+            .map_err(zenoh_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let executors: Vec<(String, Arc<ModelExecutor>)> = served
+            .into_iter()
+            .map(|s| (s.name, s.executor))
+            .collect();
+        let reporter = spawn_reporter(
+            session.clone(),
+            format!("{prefix}/load"),
+            options.name.clone(),
+            options.device,
+            executors.clone(),
+            Arc::clone(&stop),
+        );
+        info!(executor = %options.name, %prefix, models = executors.len(), "Executor serving.");
+        Ok(ExecutorServer {
+            prefix,
+            stop,
+            reporter: Some(reporter),
+            token: Some(token),
+            queryables,
+            executors,
+            session,
+        })
+    }
+
+    /// The key-expression prefix served under.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The models served, by name.
+    pub fn models(&self) -> Vec<&str> {
+        self.executors.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// Stops serving: liveliness first (graphs stop sending), then the queryables; queued jobs
+    /// still finish and are answered.
+    pub fn shutdown(mut self) {
+        self.stop_serving();
+    }
+
+    fn stop_serving(&mut self) {
+        if let Some(token) = self.token.take() {
+            let _ = token.undeclare().wait();
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(r) = self.reporter.take() {
+            let _ = r.join();
+        }
+        // Dropping the executors drains their queues (each job replies) and joins the threads.
+        self.executors.clear();
+        for q in self.queryables.drain(..) {
+            let _ = q.undeclare().wait();
+        }
+        let _ = self.session.close().wait();
+    }
+}
+
+impl Drop for ExecutorServer {
+    fn drop(&mut self) {
+        self.stop_serving();
+    }
+}
+
+fn reply_error(query: &Query, kind: ErrorKind, message: String) {
+    let body = ErrorReply { kind, message }.to_bytes();
+    if let Err(e) = query.reply_err(body).wait() {
+        debug!(error = %e, "Could not send a reply error.");
+    }
+}
+
+/// Decodes a query and queues it; the executor thread replies.
+fn handle_query(executor: &ModelExecutor, query: Query) {
+    let config = executor.config();
+    let Some(payload) = query.payload() else {
+        reply_error(&query, ErrorKind::Invalid, "the query carries no payload".into());
+        return;
+    };
+    let bytes = payload.to_bytes();
+    let columns = match decode_columns(&bytes) {
+        Ok(c) => c,
+        Err(e) => {
+            reply_error(&query, ErrorKind::Invalid, format!("undecodable payload: {e}"));
+            return;
+        }
+    };
+    let mut by_name: BTreeMap<String, TensorColumn> = columns.into_iter().collect();
+    let mut inputs = Vec::with_capacity(config.inputs.len());
+    for name in &config.inputs {
+        match by_name.remove(name) {
+            Some(c) => inputs.push(c),
+            None => {
+                reply_error(
+                    &query,
+                    ErrorKind::Invalid,
+                    format!("model `{}` needs input `{name}`", config.node),
+                );
+                return;
+            }
+        }
+    }
+    let output_names: Vec<String> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
+    let job = Job {
+        inputs,
+        enqueued_at: Instant::now(),
+        done: Box::new(move |outcome| match outcome {
+            Ok(columns) => {
+                let named = output_names.iter().map(String::as_str).zip(columns.iter());
+                match encode_columns(named) {
+                    Ok(body) => {
+                        if let Err(e) = query.reply(query.key_expr().clone(), body).wait() {
+                            debug!(error = %e, "Could not send a reply.");
+                        }
+                    }
+                    Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
+                }
+            }
+            Err(e @ ExecError::Unavailable { .. }) => {
+                reply_error(&query, ErrorKind::Overloaded, e.to_string())
+            }
+            Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
+        }),
+    };
+    if let Err(job) = executor.try_submit(job) {
+        // The job owns the query; answer through it so the reply goes out exactly once.
+        let node = config.node.clone();
+        (job.done)(Err(ExecError::Unavailable {
+            node,
+            message: "overloaded".into(),
+        }));
+    }
+}
+
+fn spawn_reporter(
+    session: Session,
+    key: String,
+    name: String,
+    device: Device,
+    executors: Vec<(String, Arc<ModelExecutor>)>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let publisher = match session.declare_publisher(key).wait() {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(error = %e, "No load reports: cannot declare the publisher.");
+                return;
+            }
+        };
+        while !stop.load(Ordering::Acquire) {
+            let report = LoadReport {
+                executor: name.clone(),
+                device: device.to_string(),
+                models: executors
+                    .iter()
+                    .map(|(n, e)| {
+                        let s = e.stats();
+                        (
+                            n.clone(),
+                            ModelLoad {
+                                queue_depth: s.queue_depth(),
+                                runs: s.runs,
+                                rows: s.rows,
+                                busy_ms: s.busy.as_secs_f64() * 1e3,
+                            },
+                        )
+                    })
+                    .collect(),
+            };
+            if let Ok(body) = serde_json::to_vec(&report) {
+                let _ = publisher.put(body).wait();
+            }
+            let until = Instant::now() + LOAD_REPORT_EVERY;
+            while Instant::now() < until && !stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    })
+}

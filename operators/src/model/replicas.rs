@@ -1,0 +1,688 @@
+//! A model node's replicas and the dispatcher over them: least outstanding among the live ones,
+//! with failover.
+//!
+//! A [`Replica`] is one place a node's model runs: an executor in this process
+//! ([`LocalReplica`]) or a remote executor process (the `weir-executor` crate's zenoh client). The
+//! [`ReplicaPool`] gives each job to the live replica with the fewest jobs outstanding (ties go
+//! round-robin), up to each replica's capacity; when every live replica is full it refuses the job,
+//! which holds it back in the dataflow (back-pressure).
+//!
+//! Failover: a replica answers each dispatch exactly once, with outputs, a model error (answered to
+//! the client: another replica would fail the same way), or *unavailable* (it died, timed out, or
+//! shed the job). An unavailable job is re-dispatched to another live replica. A replica with
+//! [`FAILURES_BEFORE_DOWN`] unavailable answers in a row is set aside for [`DOWN_COOLDOWN`]; it is
+//! still used when nothing else is alive, and its liveliness coming back (a restart) clears it. A
+//! job fails only when no replica is alive, or after [`MAX_ATTEMPTS`] dispatches.
+//!
+//! Answered once: a job's `done` sits behind a take-once slot. The first outcome answers it; a
+//! late answer from a replica that was given up on (a timed-out one that answers after all) finds
+//! the slot empty and is counted in [`PoolStats::late_answers`], never delivered.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use weir_engine::batch::TensorColumn;
+
+use super::executor::{Job, JobDone, ModelExecutor};
+use super::ExecError;
+
+/// Unavailable answers in a row after which a replica is set aside.
+pub const FAILURES_BEFORE_DOWN: u32 = 2;
+/// How long a set-aside replica is skipped (unless it is the only one alive).
+pub const DOWN_COOLDOWN: Duration = Duration::from_millis(500);
+/// Most dispatches of one job before it fails.
+pub const MAX_ATTEMPTS: u32 = 8;
+
+/// Where a model node's jobs go: one executor, or a pool of replicas.
+pub trait InferenceService: Send + Sync {
+    /// Queues `job`, or hands it back when there is no room now (the caller retries later).
+    fn try_submit(&self, job: Job) -> Result<(), Job>;
+    /// Most rows one job may hold.
+    fn rows_per_job(&self) -> usize;
+}
+
+impl InferenceService for ModelExecutor {
+    fn try_submit(&self, job: Job) -> Result<(), Job> {
+        ModelExecutor::try_submit(self, job)
+    }
+
+    fn rows_per_job(&self) -> usize {
+        if self.config().batched {
+            self.config().max_batch.max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// Why a replica did not produce outputs for a dispatch.
+#[derive(Debug, Clone)]
+pub enum ReplicaError {
+    /// The replica is gone, timed out or shed the job: try another.
+    Unavailable(String),
+    /// The model failed on these rows: the job's answer.
+    Failed(ExecError),
+}
+
+/// Receives one dispatch's outcome, exactly once.
+pub type ReplicaDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, ReplicaError>) + Send>;
+
+/// One place a node's model runs.
+pub trait Replica: Send + Sync {
+    /// Its name (`local` or the executor's name).
+    fn name(&self) -> &str;
+    /// Whether it is believed alive now.
+    fn is_alive(&self) -> bool;
+    /// Most jobs it should hold at once.
+    fn capacity(&self) -> usize;
+    /// Sends `inputs` (columns in the model's input order); `done` is called exactly once.
+    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone);
+    /// Registers a callback run when the replica comes back alive (after a restart, say).
+    fn on_revival(&self, _callback: Box<dyn Fn() + Send + Sync>) {}
+}
+
+/// The in-process executor as a replica.
+pub struct LocalReplica {
+    executor: Arc<ModelExecutor>,
+}
+
+impl LocalReplica {
+    /// Wraps `executor`.
+    pub fn new(executor: Arc<ModelExecutor>) -> Self {
+        LocalReplica { executor }
+    }
+}
+
+impl Replica for LocalReplica {
+    fn name(&self) -> &str {
+        weir_engine::spec::LOCAL_REPLICA
+    }
+
+    fn is_alive(&self) -> bool {
+        true
+    }
+
+    fn capacity(&self) -> usize {
+        self.executor.config().queue_capacity.max(1) + self.executor.config().instances.max(1)
+    }
+
+    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone) {
+        let job = Job {
+            inputs,
+            enqueued_at,
+            done: Box::new(move |r| done(r.map_err(ReplicaError::Failed))),
+        };
+        if let Err(job) = self.executor.try_submit(job) {
+            // The queue is shared with nothing else, so this only happens while stopping.
+            (job.done)(Err(ExecError::Unavailable {
+                node: self.executor.config().node.clone(),
+                message: "the local executor's queue refused the job".into(),
+            }));
+        }
+    }
+}
+
+/// Dispatch counters of a pool; every field only grows.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Dispatches, first tries and re-dispatches.
+    pub dispatched: u64,
+    /// Re-dispatches after an unavailable answer.
+    pub redispatched: u64,
+    /// Jobs failed because no replica was alive (or attempts ran out).
+    pub failed: u64,
+    /// Answers that came after the job was already answered (suppressed).
+    pub late_answers: u64,
+}
+
+/// One replica's state in the pool.
+struct Slot {
+    replica: Arc<dyn Replica>,
+    outstanding: AtomicUsize,
+    failures_in_a_row: AtomicU32,
+    down_until: Mutex<Option<Instant>>,
+    dispatched: AtomicU64,
+}
+
+impl Slot {
+    fn healthy(&self, now: Instant) -> bool {
+        let down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+        !matches!(*down, Some(t) if t > now)
+    }
+}
+
+/// A job in the pool: its rows (kept for re-dispatch) and its take-once answer.
+struct PoolJob {
+    inputs: Vec<TensorColumn>,
+    enqueued_at: Instant,
+    done: Mutex<Option<JobDone>>,
+    attempts: AtomicU32,
+}
+
+impl PoolJob {
+    /// Answers the job unless it was answered; returns whether this call answered it.
+    fn answer(&self, outcome: Result<Vec<TensorColumn>, ExecError>) -> bool {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match done {
+            Some(done) => {
+                done(outcome);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn answered(&self) -> bool {
+        self.done
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+}
+
+struct PoolInner {
+    node: String,
+    slots: Vec<Slot>,
+    rows_per_job: usize,
+    /// Re-dispatches waiting for a replica with room.
+    backlog: Mutex<VecDeque<Arc<PoolJob>>>,
+    next: AtomicUsize,
+    dispatched: AtomicU64,
+    redispatched: AtomicU64,
+    failed: AtomicU64,
+    late_answers: AtomicU64,
+}
+
+/// What picking a replica found.
+enum Pick {
+    Slot(usize),
+    /// Every live replica is full.
+    Full,
+    /// No replica is alive.
+    NoneAlive,
+}
+
+/// Dispatches a model node's jobs over its replicas.
+#[derive(Clone)]
+pub struct ReplicaPool {
+    inner: Arc<PoolInner>,
+}
+
+impl std::fmt::Debug for ReplicaPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaPool")
+            .field("node", &self.inner.node)
+            .field("replicas", &self.replica_names())
+            .finish()
+    }
+}
+
+impl ReplicaPool {
+    /// A pool over `replicas` for node `node`, cutting jobs of at most `rows_per_job` rows.
+    pub fn new(node: &str, replicas: Vec<Arc<dyn Replica>>, rows_per_job: usize) -> Self {
+        let inner = Arc::new(PoolInner {
+            node: node.to_string(),
+            slots: replicas
+                .into_iter()
+                .map(|replica| Slot {
+                    replica,
+                    outstanding: AtomicUsize::new(0),
+                    failures_in_a_row: AtomicU32::new(0),
+                    down_until: Mutex::new(None),
+                    dispatched: AtomicU64::new(0),
+                })
+                .collect(),
+            rows_per_job: rows_per_job.max(1),
+            backlog: Mutex::new(VecDeque::new()),
+            next: AtomicUsize::new(0),
+            dispatched: AtomicU64::new(0),
+            redispatched: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            late_answers: AtomicU64::new(0),
+        });
+        for (i, slot) in inner.slots.iter().enumerate() {
+            let weak = Arc::downgrade(&inner);
+            slot.replica.on_revival(Box::new(move || {
+                if let Some(inner) = weak.upgrade() {
+                    let slot = &inner.slots[i];
+                    slot.failures_in_a_row.store(0, Ordering::Relaxed);
+                    *slot.down_until.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    info!(node = %inner.node, replica = slot.replica.name(), "Replica is back.");
+                    PoolInner::pump(&inner);
+                }
+            }));
+        }
+        ReplicaPool { inner }
+    }
+
+    /// Replica names, in pool order.
+    pub fn replica_names(&self) -> Vec<String> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| s.replica.name().to_string())
+            .collect()
+    }
+
+    /// Per replica: name, alive, jobs outstanding, jobs dispatched to it so far.
+    pub fn replica_states(&self) -> Vec<(String, bool, usize, u64)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| {
+                (
+                    s.replica.name().to_string(),
+                    s.replica.is_alive(),
+                    s.outstanding.load(Ordering::Relaxed),
+                    s.dispatched.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// The dispatch counters now.
+    pub fn stats(&self) -> PoolStats {
+        let i = &self.inner;
+        PoolStats {
+            dispatched: i.dispatched.load(Ordering::Relaxed),
+            redispatched: i.redispatched.load(Ordering::Relaxed),
+            failed: i.failed.load(Ordering::Relaxed),
+            late_answers: i.late_answers.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl InferenceService for ReplicaPool {
+    fn try_submit(&self, job: Job) -> Result<(), Job> {
+        let inner = &self.inner;
+        let backlog_waiting = !inner
+            .backlog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        match inner.pick() {
+            Pick::Full => Err(job),
+            Pick::Slot(_) if backlog_waiting => {
+                // Re-dispatched work goes first; new work waits in the dataflow.
+                PoolInner::pump(inner);
+                Err(job)
+            }
+            Pick::Slot(slot) => {
+                let pjob = Arc::new(PoolJob {
+                    inputs: job.inputs,
+                    enqueued_at: job.enqueued_at,
+                    done: Mutex::new(Some(job.done)),
+                    attempts: AtomicU32::new(0),
+                });
+                PoolInner::dispatch(inner, slot, pjob);
+                Ok(())
+            }
+            Pick::NoneAlive => {
+                inner.failed.fetch_add(1, Ordering::Relaxed);
+                (job.done)(Err(inner.no_replica_error()));
+                Ok(())
+            }
+        }
+    }
+
+    fn rows_per_job(&self) -> usize {
+        self.inner.rows_per_job
+    }
+}
+
+impl PoolInner {
+    fn no_replica_error(&self) -> ExecError {
+        ExecError::Unavailable {
+            node: self.node.clone(),
+            message: format!(
+                "no replica is alive (replicas: {})",
+                self.slots
+                    .iter()
+                    .map(|s| s.replica.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// The live replica with room and the fewest outstanding; healthy ones before set-aside ones.
+    fn pick(&self) -> Pick {
+        let now = Instant::now();
+        let n = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut best: Option<(bool, usize, usize)> = None; // (set aside, outstanding, index)
+        let mut any_alive = false;
+        for k in 0..n {
+            let i = (start + k) % n;
+            let s = &self.slots[i];
+            if !s.replica.is_alive() {
+                continue;
+            }
+            any_alive = true;
+            let outstanding = s.outstanding.load(Ordering::Relaxed);
+            if outstanding >= s.replica.capacity() {
+                continue;
+            }
+            let key = (!s.healthy(now), outstanding, i);
+            if best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                best = Some(key);
+            }
+        }
+        match best {
+            Some((_, _, i)) => Pick::Slot(i),
+            None if any_alive => Pick::Full,
+            None => Pick::NoneAlive,
+        }
+    }
+
+    fn dispatch(inner: &Arc<PoolInner>, slot: usize, job: Arc<PoolJob>) {
+        let s = &inner.slots[slot];
+        s.outstanding.fetch_add(1, Ordering::AcqRel);
+        s.dispatched.fetch_add(1, Ordering::Relaxed);
+        inner.dispatched.fetch_add(1, Ordering::Relaxed);
+        job.attempts.fetch_add(1, Ordering::Relaxed);
+        let inputs = job.inputs.clone();
+        let enqueued_at = job.enqueued_at;
+        let me = Arc::clone(inner);
+        s.replica.dispatch(
+            inputs,
+            enqueued_at,
+            Box::new(move |outcome| PoolInner::complete(&me, slot, job, outcome)),
+        );
+    }
+
+    fn complete(
+        inner: &Arc<PoolInner>,
+        slot: usize,
+        job: Arc<PoolJob>,
+        outcome: Result<Vec<TensorColumn>, ReplicaError>,
+    ) {
+        let s = &inner.slots[slot];
+        s.outstanding.fetch_sub(1, Ordering::AcqRel);
+        match outcome {
+            Ok(columns) => {
+                s.failures_in_a_row.store(0, Ordering::Relaxed);
+                if !job.answer(Ok(columns)) {
+                    inner.late_answers.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(ReplicaError::Failed(e)) => {
+                s.failures_in_a_row.store(0, Ordering::Relaxed);
+                if !job.answer(Err(e)) {
+                    inner.late_answers.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(ReplicaError::Unavailable(reason)) => {
+                let failures = s.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                if failures == FAILURES_BEFORE_DOWN {
+                    warn!(node = %inner.node, replica = s.replica.name(), %reason,
+                        "Replica set aside after failing in a row.");
+                    *s.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(Instant::now() + DOWN_COOLDOWN);
+                }
+                if !job.answered() {
+                    if job.attempts.load(Ordering::Relaxed) >= MAX_ATTEMPTS {
+                        inner.failed.fetch_add(1, Ordering::Relaxed);
+                        job.answer(Err(ExecError::Unavailable {
+                            node: inner.node.clone(),
+                            message: format!("gave up after {MAX_ATTEMPTS} dispatches: {reason}"),
+                        }));
+                    } else {
+                        inner.redispatched.fetch_add(1, Ordering::Relaxed);
+                        inner
+                            .backlog
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push_back(job);
+                    }
+                }
+            }
+        }
+        PoolInner::pump(inner);
+    }
+
+    /// Dispatches backlogged jobs while some live replica has room.
+    fn pump(inner: &Arc<PoolInner>) {
+        loop {
+            let job = {
+                let mut backlog = inner.backlog.lock().unwrap_or_else(|p| p.into_inner());
+                if backlog.is_empty() {
+                    return;
+                }
+                match inner.pick() {
+                    Pick::Full => return,
+                    Pick::Slot(slot) => backlog.pop_front().map(|j| (Some(slot), j)),
+                    Pick::NoneAlive => backlog.pop_front().map(|j| (None, j)),
+                }
+            };
+            match job {
+                Some((Some(slot), job)) => PoolInner::dispatch(inner, slot, job),
+                Some((None, job)) => {
+                    inner.failed.fetch_add(1, Ordering::Relaxed);
+                    job.answer(Err(inner.no_replica_error()));
+                }
+                None => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use weir_engine::tensor::TensorData;
+
+    /// A replica whose behaviour the test scripts: answer (echo), be unavailable, or hold jobs.
+    struct Scripted {
+        name: String,
+        alive: AtomicBool,
+        fail: AtomicBool,
+        hold: AtomicBool,
+        held: Mutex<Vec<(Vec<TensorColumn>, ReplicaDone)>>,
+        capacity: usize,
+        revive: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    }
+
+    impl Scripted {
+        fn new(name: &str, capacity: usize) -> Arc<Self> {
+            Arc::new(Scripted {
+                name: name.into(),
+                alive: AtomicBool::new(true),
+                fail: AtomicBool::new(false),
+                hold: AtomicBool::new(false),
+                held: Mutex::new(Vec::new()),
+                capacity,
+                revive: Mutex::new(None),
+            })
+        }
+
+        fn release_held(&self) {
+            let held: Vec<_> = self.held.lock().unwrap().drain(..).collect();
+            for (inputs, done) in held {
+                done(Ok(inputs));
+            }
+        }
+
+        fn fail_held(&self) {
+            let held: Vec<_> = self.held.lock().unwrap().drain(..).collect();
+            for (_, done) in held {
+                done(Err(ReplicaError::Unavailable("died".into())));
+            }
+        }
+    }
+
+    impl Replica for Scripted {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn is_alive(&self) -> bool {
+            self.alive.load(Ordering::SeqCst)
+        }
+        fn capacity(&self) -> usize {
+            self.capacity
+        }
+        fn dispatch(&self, inputs: Vec<TensorColumn>, _at: Instant, done: ReplicaDone) {
+            if self.fail.load(Ordering::SeqCst) {
+                done(Err(ReplicaError::Unavailable("scripted failure".into())));
+            } else if self.hold.load(Ordering::SeqCst) {
+                self.held.lock().unwrap().push((inputs, done));
+            } else {
+                done(Ok(inputs));
+            }
+        }
+        fn on_revival(&self, callback: Box<dyn Fn() + Send + Sync>) {
+            *self.revive.lock().unwrap() = Some(callback);
+        }
+    }
+
+    type Answers = Arc<Mutex<Vec<(i64, Result<i64, String>)>>>;
+
+    fn job(id: i64, answers: &Answers) -> Job {
+        let col = TensorColumn::from_data("x", vec![1], 1, TensorData::I64(vec![id])).unwrap();
+        let answers = Arc::clone(answers);
+        Job {
+            inputs: vec![col],
+            enqueued_at: Instant::now(),
+            done: Box::new(move |r| {
+                let r = r
+                    .map(|c| c[0].i64_values().unwrap()[0])
+                    .map_err(|e| e.to_string());
+                answers.lock().unwrap().push((id, r));
+            }),
+        }
+    }
+
+    fn pool(replicas: &[&Arc<Scripted>]) -> ReplicaPool {
+        let replicas = replicas
+            .iter()
+            .map(|r| Arc::clone(r) as Arc<dyn Replica>)
+            .collect();
+        ReplicaPool::new("m", replicas, 1)
+    }
+
+    fn assert_answered_once(answers: &Answers, n: i64) {
+        let mut ids: Vec<i64> = answers.lock().unwrap().iter().map(|a| a.0).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..n).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn least_outstanding_spreads_held_jobs_evenly() {
+        let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
+        a.hold.store(true, Ordering::SeqCst);
+        b.hold.store(true, Ordering::SeqCst);
+        let p = pool(&[&a, &b]);
+        let answers = Answers::default();
+        for i in 0..6 {
+            assert!(p.try_submit(job(i, &answers)).is_ok());
+        }
+        assert_eq!(a.held.lock().unwrap().len(), 3);
+        assert_eq!(b.held.lock().unwrap().len(), 3);
+        a.release_held();
+        b.release_held();
+        assert_answered_once(&answers, 6);
+    }
+
+    #[test]
+    fn full_replicas_push_back() {
+        let a = Scripted::new("a", 2);
+        a.hold.store(true, Ordering::SeqCst);
+        let p = pool(&[&a]);
+        let answers = Answers::default();
+        assert!(p.try_submit(job(0, &answers)).is_ok());
+        assert!(p.try_submit(job(1, &answers)).is_ok());
+        let refused = p.try_submit(job(2, &answers)).unwrap_err();
+        a.release_held();
+        assert!(p.try_submit(refused).is_ok());
+        a.release_held();
+        assert_answered_once(&answers, 3);
+    }
+
+    #[test]
+    fn jobs_of_a_dead_replica_are_redispatched_and_answered_once() {
+        let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
+        a.hold.store(true, Ordering::SeqCst);
+        b.hold.store(true, Ordering::SeqCst);
+        let p = pool(&[&a, &b]);
+        let answers = Answers::default();
+        for i in 0..8 {
+            p.try_submit(job(i, &answers)).unwrap();
+        }
+        // `a` dies with its jobs in flight: they move to `b`.
+        a.alive.store(false, Ordering::SeqCst);
+        a.fail_held();
+        assert_eq!(b.held.lock().unwrap().len(), 8);
+        b.release_held();
+        assert_answered_once(&answers, 8);
+        assert!(answers.lock().unwrap().iter().all(|(id, r)| r == &Ok(*id)));
+        let stats = p.stats();
+        assert_eq!(stats.redispatched, 4);
+        assert_eq!(stats.failed, 0);
+    }
+
+    #[test]
+    fn no_live_replica_fails_with_a_clear_error() {
+        let a = Scripted::new("a", 10);
+        a.alive.store(false, Ordering::SeqCst);
+        let p = pool(&[&a]);
+        let answers = Answers::default();
+        p.try_submit(job(0, &answers)).unwrap();
+        let got = answers.lock().unwrap();
+        let err = got[0].1.as_ref().unwrap_err();
+        assert!(err.contains("no replica is alive"), "{err}");
+    }
+
+    #[test]
+    fn a_failing_replica_is_set_aside_then_revived() {
+        let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
+        a.fail.store(true, Ordering::SeqCst);
+        let p = pool(&[&a, &b]);
+        let answers = Answers::default();
+        for i in 0..10 {
+            p.try_submit(job(i, &answers)).unwrap();
+        }
+        assert_answered_once(&answers, 10);
+        // After FAILURES_BEFORE_DOWN failures `a` is skipped: it saw few dispatches.
+        let states = p.replica_states();
+        assert!(states[0].3 <= u64::from(FAILURES_BEFORE_DOWN) + 1, "{states:?}");
+        // Revival clears the set-aside state; `a` takes work again.
+        a.fail.store(false, Ordering::SeqCst);
+        (a.revive.lock().unwrap().as_ref().unwrap())();
+        let before = p.replica_states()[0].3;
+        for i in 10..20 {
+            p.try_submit(job(i, &answers)).unwrap();
+        }
+        assert!(p.replica_states()[0].3 > before);
+    }
+
+    #[test]
+    fn model_errors_are_answered_not_retried() {
+        struct Broken;
+        impl Replica for Broken {
+            fn name(&self) -> &str {
+                "broken"
+            }
+            fn is_alive(&self) -> bool {
+                true
+            }
+            fn capacity(&self) -> usize {
+                4
+            }
+            fn dispatch(&self, _: Vec<TensorColumn>, _: Instant, done: ReplicaDone) {
+                done(Err(ReplicaError::Failed(ExecError::Inference {
+                    node: "m".into(),
+                    message: "bad rows".into(),
+                })));
+            }
+        }
+        let p = ReplicaPool::new("m", vec![Arc::new(Broken)], 1);
+        let answers = Answers::default();
+        p.try_submit(job(0, &answers)).unwrap();
+        assert!(answers.lock().unwrap()[0].1.as_ref().unwrap_err().contains("bad rows"));
+        assert_eq!(p.stats().dispatched, 1);
+    }
+}
