@@ -248,6 +248,46 @@ pub fn kairos_plus(
     out
 }
 
+/// The random-search baseline of the paper's search comparison (Fig. 11, requirement R15):
+/// configurations in a seeded random order, with the same sub-configuration pruning as Kairos+
+/// but no bound. Stops after `max_evaluations` or when none remain; returns every evaluation as
+/// (ranking index, QPS) in order. Count evaluations until a target with
+/// [`evaluations_to_reach`].
+pub fn random_search(
+    ranked: &[Candidate],
+    seed: u64,
+    max_evaluations: usize,
+    mut evaluate: impl FnMut(&[u32]) -> f64,
+) -> Vec<(usize, f64)> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut order: Vec<usize> = (0..ranked.len()).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    let mut pruned = vec![false; ranked.len()];
+    let mut out = Vec::new();
+    for i in order {
+        if out.len() >= max_evaluations {
+            break;
+        }
+        if pruned[i] {
+            continue;
+        }
+        out.push((i, evaluate(&ranked[i].counts)));
+        let c = &ranked[i].counts;
+        for (j, cand) in ranked.iter().enumerate() {
+            if cand.counts.iter().zip(c).all(|(a, b)| a <= b) {
+                pruned[j] = true;
+            }
+        }
+    }
+    out
+}
+
+/// How many evaluations a search needed before one reached `target` QPS (`None`: never).
+pub fn evaluations_to_reach(evaluated: &[(usize, f64)], target: f64) -> Option<usize> {
+    evaluated.iter().position(|e| e.1 >= target).map(|i| i + 1)
+}
+
 /// Executor name for the `index`-th instance of a type: `g4dn.xlarge` → `g4dn-xlarge-0`.
 pub fn executor_name(instance_type: &str, index: u32) -> String {
     let stem: String = instance_type
@@ -699,6 +739,34 @@ mod tests {
     }
 
     #[test]
+    fn r15_random_search_shares_pruning_and_needs_more_evaluations() {
+        let m = PaperModel::Dien;
+        let ranked = rank(&m.profile(), &m.throughput_profile(), 2.5);
+        let eval = monotone_eval(&ranked);
+        let plus = kairos_plus(&ranked, &eval).unwrap();
+        let mut total = 0;
+        for seed in 0..10 {
+            let rs = random_search(&ranked, seed, usize::MAX, &eval);
+            // Same sub-configuration pruning: nothing evaluated is a sub-configuration of an earlier one.
+            for (x, &(i, _)) in rs.iter().enumerate() {
+                for &(j, _) in &rs[..x] {
+                    assert!(!ranked[i]
+                        .counts
+                        .iter()
+                        .zip(&ranked[j].counts)
+                        .all(|(a, b)| a <= b));
+                }
+            }
+            total += evaluations_to_reach(&rs, plus.best_qps).unwrap();
+        }
+        // Kairos+ reaches the optimum in fewer evaluations than random search does on average.
+        let mean = total as f64 / 10.0;
+        let k = evaluations_to_reach(&plus.evaluated, plus.best_qps).unwrap();
+        assert!((k as f64) < mean, "Kairos+ {k} vs random {mean}");
+        assert_eq!(random_search(&ranked, 1, 3, &eval).len(), 3);
+    }
+
+    #[test]
     fn r16_replan_on_distribution_change_needs_no_evaluation() {
         use crate::profile::throughput::ThroughputProfile;
         use crate::workload::BatchWindow;
@@ -725,6 +793,26 @@ mod tests {
         let plan_after = plan(&profile, &after, 2.5).unwrap();
         assert!(plan_after.chosen().upper_bound < plan_before.chosen().upper_bound);
         assert!(plan_after.chosen().cost_per_hour <= 2.5 + 1e-9);
+    }
+
+    #[test]
+    fn executors_fragment_parses_as_the_engine_spec_shape() {
+        // engine::spec::RemoteExecutorSpec: `name: String`, `labels: BTreeMap<String, String>`.
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            executors: Vec<Exec>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Exec {
+            name: String,
+            labels: std::collections::BTreeMap<String, String>,
+        }
+        let p = PaperModel::MtWnd.profile();
+        let doc: Doc = serde_saphyr::from_str(&executors_yaml(&p, &[2, 0, 8, 1])).unwrap();
+        assert_eq!(doc.executors.len(), 11);
+        assert_eq!(doc.executors[10].name, "t3-xlarge-0");
+        assert_eq!(doc.executors[10].labels["instance_type"], "t3.xlarge");
+        assert_eq!(doc.executors[10].labels["cost_per_hour"], "0.1664");
     }
 
     #[test]
