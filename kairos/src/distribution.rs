@@ -156,6 +156,32 @@ impl Distributor {
     }
 
     /// One round with the profile's latency tables; see [`Self::assign_with`].
+    ///
+    /// # Examples
+    ///
+    /// A routing stage keeps its queue in FIFO order and, per replica, the instance type (from
+    /// the executor's `instance_type` label) and when its in-flight batch should finish. Times are
+    /// milliseconds on any clock shared by `arrival_ms`, `busy_until_ms` and `now_ms`.
+    ///
+    /// ```
+    /// use weir_kairos::distribution::{Distributor, InstanceState, QueuedQuery};
+    /// use weir_kairos::profile::paper::PaperModel;
+    ///
+    /// let profile = PaperModel::Rm2.profile(); // or ModelProfile::from_yaml(..)?
+    /// let router = Distributor::new(&profile);
+    /// let gpu = profile.type_index("g4dn.xlarge").unwrap();
+    /// let cpu = profile.type_index("r5n.large").unwrap();
+    /// let replicas = [
+    ///     InstanceState { type_idx: gpu, busy_until_ms: 12.0 }, // busy for 2 more ms
+    ///     InstanceState { type_idx: cpu, busy_until_ms: 0.0 },  // idle
+    /// ];
+    /// let queue = [
+    ///     QueuedQuery { batch: 900, arrival_ms: 5.0 }, // too slow on r5n for 350 ms: waits for the GPU
+    ///     QueuedQuery { batch: 100, arrival_ms: 6.0 },
+    /// ];
+    /// // Dispatch query 1 to replica 1 now; query 0 stays queued for the next round.
+    /// assert_eq!(router.assign(&queue, &replicas, 10.0), vec![(1, 1)]);
+    /// ```
     pub fn assign(
         &self,
         queries: &[QueuedQuery],

@@ -297,18 +297,32 @@ pub fn executor_name(instance_type: &str, index: u32) -> String {
     format!("{stem}-{index}")
 }
 
+/// `(executor name, instance type, $/h)` for every instance of a configuration, in profile type
+/// order: the names a model node's `replicas:` list would carry.
+pub fn executor_names(profile: &ModelProfile, counts: &[u32]) -> Vec<(String, String, f64)> {
+    profile
+        .types
+        .iter()
+        .zip(counts)
+        .flat_map(|(t, &n)| {
+            (0..n).map(move |i| {
+                (
+                    executor_name(&t.instance.name, i),
+                    t.instance.name.clone(),
+                    t.instance.cost_per_hour,
+                )
+            })
+        })
+        .collect()
+}
+
 /// The `executors:` YAML fragment for a configuration (shape in the module docs).
 pub fn executors_yaml(profile: &ModelProfile, counts: &[u32]) -> String {
     let mut s = String::from("executors:\n");
-    for (t, &n) in profile.types.iter().zip(counts) {
-        for i in 0..n {
-            s += &format!(
-                "  - name: {}\n    labels:\n      instance_type: {}\n      cost_per_hour: {}\n",
-                executor_name(&t.instance.name, i),
-                t.instance.name,
-                t.instance.cost_per_hour
-            );
-        }
+    for (name, instance_type, cost) in executor_names(profile, counts) {
+        s += &format!(
+            "  - name: {name}\n    labels:\n      instance_type: {instance_type}\n      cost_per_hour: {cost}\n"
+        );
     }
     s
 }
@@ -440,6 +454,20 @@ pub const DEFAULT_SAMPLE_SIZE: usize = 10_000;
 /// # Errors
 /// As [`ModelProfile::from_yaml`] and [`plan`]; [`KairosError::InvalidInput`] for a non-positive
 /// `qos_ms` or an empty `batches`.
+///
+/// # Examples
+///
+/// ```
+/// use weir_kairos::planner::plan_report;
+/// use weir_kairos::profile::paper::PaperModel;
+///
+/// let profiles = PaperModel::Rm2.profile().to_yaml(); // the text of `--profiles <file>`
+/// let report = plan_report(&profiles, 2.5, Some(350.0), None)?;
+/// assert_eq!(report.chosen().counts, vec![1, 0, 13, 0]); // 1 × g4dn + 13 × r5n
+/// assert!(report.executors_yaml.starts_with("executors:\n  - name: g4dn-xlarge-0\n"));
+/// print!("{}", report.ranking);
+/// # Ok::<(), weir_kairos::KairosError>(())
+/// ```
 pub fn plan_report(
     profiles_yaml: &str,
     budget_per_hour: f64,
