@@ -1,5 +1,5 @@
 //! Query-distribution policies the simulator compares (paper §7; notes §4.5), each as a
-//! [`Dispatcher`]: it is told about arrivals and asked, at every event, which queued queries go to
+//! `Dispatcher`: it is told about arrivals and asked, at every event, which queued queries go to
 //! which idle instances now.
 //!
 //! - [`Policy::Kairos`]: the min-cost matching of [`crate::distribution`], re-solved at every event.

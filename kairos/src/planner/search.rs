@@ -1,0 +1,93 @@
+//! Online configuration search: Kairos+ (Algorithm 1: bound order, bound and sub-configuration
+//! pruning) and the random-search baseline with the same sub-configuration pruning.
+
+use super::Candidate;
+
+/// Marks every configuration of `ranked` that is a sub-configuration (component-wise `≤`) of `c`.
+fn prune_subs(ranked: &[Candidate], c: &[u32], pruned: &mut [bool]) {
+    for (cand, p) in ranked.iter().zip(pruned.iter_mut()) {
+        if cand.counts.iter().zip(c).all(|(a, b)| a <= b) {
+            *p = true;
+        }
+    }
+}
+
+/// What a Kairos+ search did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutcome {
+    /// Index (into the ranking) of the best evaluated configuration.
+    pub best: usize,
+    /// Its measured throughput.
+    pub best_qps: f64,
+    /// Every evaluation, in order: (ranking index, measured QPS).
+    pub evaluated: Vec<(usize, f64)>,
+}
+
+/// Kairos+ (Algorithm 1, notes §3.8): evaluate configurations online in upper-bound order; after
+/// each evaluation drop every configuration whose bound is `≤` the best measured throughput and
+/// every sub-configuration (component-wise `≤`) of the evaluated one. Stops when none remain.
+/// `ranked` must be sorted by bound, highest first (as [`super::rank`] returns it). `None` if empty.
+pub fn kairos_plus(
+    ranked: &[Candidate],
+    mut evaluate: impl FnMut(&[u32]) -> f64,
+) -> Option<SearchOutcome> {
+    let mut pruned = vec![false; ranked.len()];
+    let mut out: Option<SearchOutcome> = None;
+    for i in 0..ranked.len() {
+        if pruned[i] {
+            continue;
+        }
+        let best_qps = out.as_ref().map_or(f64::NEG_INFINITY, |o| o.best_qps);
+        if ranked[i].upper_bound <= best_qps {
+            break; // sorted: every later bound is lower too
+        }
+        let q = evaluate(&ranked[i].counts);
+        let o = out.get_or_insert(SearchOutcome {
+            best: i,
+            best_qps: q,
+            evaluated: Vec::new(),
+        });
+        o.evaluated.push((i, q));
+        if q > o.best_qps {
+            o.best = i;
+            o.best_qps = q;
+        }
+        prune_subs(ranked, &ranked[i].counts, &mut pruned);
+    }
+    out
+}
+
+/// The random-search baseline of the paper's search comparison (Fig. 11, requirement R15):
+/// configurations in a seeded random order, with the same sub-configuration pruning as Kairos+
+/// but no bound. Stops after `max_evaluations` or when none remain; returns every evaluation as
+/// (ranking index, QPS) in order. Count evaluations until a target with
+/// [`evaluations_to_reach`].
+pub fn random_search(
+    ranked: &[Candidate],
+    seed: u64,
+    max_evaluations: usize,
+    mut evaluate: impl FnMut(&[u32]) -> f64,
+) -> Vec<(usize, f64)> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut order: Vec<usize> = (0..ranked.len()).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    let mut pruned = vec![false; ranked.len()];
+    let mut out = Vec::new();
+    for i in order {
+        if out.len() >= max_evaluations {
+            break;
+        }
+        if pruned[i] {
+            continue;
+        }
+        out.push((i, evaluate(&ranked[i].counts)));
+        prune_subs(ranked, &ranked[i].counts, &mut pruned);
+    }
+    out
+}
+
+/// How many evaluations a search needed before one reached `target` QPS (`None`: never).
+pub fn evaluations_to_reach(evaluated: &[(usize, f64)], target: f64) -> Option<usize> {
+    evaluated.iter().position(|e| e.1 >= target).map(|i| i + 1)
+}
