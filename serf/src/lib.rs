@@ -22,3 +22,4 @@
 pub mod baseline;
 pub mod config;
 pub mod model;
+pub mod simulator;
