@@ -23,3 +23,5 @@ pub mod baseline;
 pub mod config;
 pub mod model;
 pub mod simulator;
+pub mod profile;
+pub mod table;
