@@ -58,6 +58,12 @@ impl PaperModel {
         PaperModel::Dien,
     ];
 
+    /// The model with this short name (`ncf`, `rm2`, `wnd`, `mtwnd`, `dien`; `mt-wnd` too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        let n = name.to_ascii_lowercase().replace(['-', '_'], "");
+        PaperModel::ALL.into_iter().find(|m| m.name() == n)
+    }
+
     /// Short name as the artifact spells it.
     pub fn name(self) -> &'static str {
         match self {
@@ -260,5 +266,19 @@ impl PaperModel {
             base_qps: qb,
             aux: types,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in PaperModel::ALL {
+            assert_eq!(PaperModel::from_name(m.name()), Some(m));
+        }
+        assert_eq!(PaperModel::from_name("MT-WND"), Some(PaperModel::MtWnd));
+        assert_eq!(PaperModel::from_name("bert"), None);
     }
 }

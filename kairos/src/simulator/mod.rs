@@ -36,6 +36,9 @@ pub struct SimOptions {
     pub service_cv: f64,
     /// Seed of the service-time noise.
     pub seed: u64,
+    /// Kairos learns latency online from completions (linear fit, then per-bucket means; starts
+    /// knowing nothing) instead of reading the profile's tables (paper §5.1).
+    pub learn_latency: bool,
 }
 
 impl Default for SimOptions {
@@ -44,6 +47,7 @@ impl Default for SimOptions {
             tick_fraction: 0.01,
             service_cv: 0.0,
             seed: 1,
+            learn_latency: false,
         }
     }
 }
@@ -100,7 +104,8 @@ pub fn simulate(
     }
     let arrivals = stream.arrivals_ms(qps);
     let mut busy_until = vec![0.0f64; types.len()];
-    let mut dispatcher = policy::dispatcher(policy, profile, types.len());
+    let mut dispatcher = policy::dispatcher(policy, profile, types.len(), opts.learn_latency);
+    let mut in_flight: Vec<Option<(u32, f64)>> = vec![None; types.len()];
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let (qos, tick) = (
         profile.qos_ms,
@@ -122,6 +127,12 @@ pub fn simulate(
             break;
         }
         now = t;
+        for (j, f) in in_flight.iter_mut().enumerate() {
+            if let Some((batch, service)) = f.filter(|_| busy_until[j] <= now) {
+                dispatcher.completed(j, types[j], batch, service);
+                *f = None;
+            }
+        }
         let pool = PoolView {
             types: &types,
             busy_until: &busy_until,
@@ -140,6 +151,7 @@ pub fn simulate(
                 service *= (1.0 + opts.service_cv * z).max(0.05);
             }
             busy_until[j] = now + service;
+            in_flight[j] = Some((stream.batches[q], service));
             stats.served += 1;
             if now + service - arrivals[q] > qos {
                 stats.violations += 1;

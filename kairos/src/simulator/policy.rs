@@ -14,7 +14,9 @@
 
 use std::collections::VecDeque;
 
+use crate::distribution::LatencyModel;
 use crate::distribution::{Distributor, DistributorConfig, InstanceState, QueuedQuery};
+use crate::predictor::OnlineLatency;
 use crate::profile::ModelProfile;
 
 /// A query-distribution policy.
@@ -65,17 +67,24 @@ pub(crate) trait Dispatcher {
     fn dispatch(&mut self, now: f64, pool: &PoolView<'_>, out: &mut Vec<(usize, usize)>);
     /// Whether the state changes with time alone (Kairos holding work while an instance idles).
     fn wants_tick(&self, now: f64, pool: &PoolView<'_>) -> bool;
+    /// Instance `j` of type `type_idx` finished a batch of `batch` in `service_ms`.
+    fn completed(&mut self, _j: usize, _type_idx: usize, _batch: u32, _service_ms: f64) {}
 }
 
 /// Builds the dispatcher of a policy.
+/// With `learn`, Kairos predicts latency with an [`OnlineLatency`] that starts empty and learns
+/// from completions (paper §5.1) instead of reading the profile's tables.
 pub(crate) fn dispatcher(
     policy: Policy,
     profile: &ModelProfile,
     n_instances: usize,
+    learn: bool,
 ) -> Box<dyn Dispatcher> {
     match policy {
         Policy::Kairos(cfg) => Box::new(KairosQueue {
             distributor: Distributor::with_config(profile, cfg),
+            learned: learn.then(|| OnlineLatency::new(profile.types.len(), None)),
+            predicted_until: vec![0.0; n_instances],
             queue: VecDeque::new(),
             scratch: Vec::new(),
             states: Vec::new(),
@@ -105,6 +114,9 @@ fn idle<'a>(pool: &PoolView<'a>, now: f64) -> impl Iterator<Item = usize> + 'a {
 
 struct KairosQueue {
     distributor: Distributor,
+    learned: Option<OnlineLatency>,
+    /// Predicted finish of each instance's current batch: the router never sees the true one.
+    predicted_until: Vec<f64>,
     queue: VecDeque<(usize, QueuedQuery)>,
     scratch: Vec<QueuedQuery>,
     states: Vec<InstanceState>,
@@ -129,23 +141,39 @@ impl Dispatcher for KairosQueue {
         self.scratch.clear();
         self.scratch
             .extend(self.queue.iter().take(window).map(|e| e.1));
+        // An instance that has really finished is idle; a busy one is predicted to finish at its
+        // dispatch time plus the predicted latency (at least a hair from now while still busy).
         self.states.clear();
-        self.states.extend(
-            pool.types
-                .iter()
-                .zip(pool.busy_until)
-                .map(|(&t, &b)| InstanceState {
-                    type_idx: t,
-                    busy_until_ms: b,
-                }),
-        );
-        let pairs = self.distributor.assign(&self.scratch, &self.states, now);
+        self.states
+            .extend(pool.types.iter().enumerate().map(|(j, &t)| InstanceState {
+                type_idx: t,
+                busy_until_ms: if pool.busy_until[j] <= now {
+                    pool.busy_until[j]
+                } else {
+                    self.predicted_until[j].max(now + 1e-6)
+                },
+            }));
+        let model: &dyn LatencyModel = match &self.learned {
+            Some(l) => l,
+            None => self.distributor.profile(),
+        };
+        let pairs = self
+            .distributor
+            .assign_with(model, &self.scratch, &self.states, now);
         for &(i, j) in &pairs {
-            out.push((self.queue[i].0, j));
+            let (q, query) = self.queue[i];
+            self.predicted_until[j] = now + model.latency_ms(pool.types[j], query.batch);
+            out.push((q, j));
         }
         // Remove dispatched window entries, highest index first so the others keep their place.
         for &(i, _) in pairs.iter().rev() {
             self.queue.remove(i);
+        }
+    }
+
+    fn completed(&mut self, _j: usize, type_idx: usize, batch: u32, service_ms: f64) {
+        if let Some(l) = &mut self.learned {
+            l.observe(type_idx, batch, service_ms);
         }
     }
 
@@ -201,8 +229,8 @@ struct PerInstance {
 impl Dispatcher for PerInstance {
     fn admit(&mut self, q: usize, batch: u32, now: f64, pool: &PoolView<'_>) {
         let finish = |j: usize| {
-            self.drain[j].max(pool.busy_until[j]).max(now)
-                + self.profile.latency_ms(pool.types[j], batch)
+            // Its own predictions only: the controller never sees true finish times.
+            self.drain[j].max(now) + self.profile.latency_ms(pool.types[j], batch)
         };
         let best = (0..pool.types.len()).min_by(|&a, &b| finish(a).total_cmp(&finish(b)));
         if let Some(j) = best {

@@ -131,3 +131,22 @@ fn drs_and_clockwork_respect_their_rules() {
     let (best, thr) = best_drs(&p, &[1, 0, 13, 0], &s, &o, 1500.0, &[0, 300, 600, 1000]);
     assert!(best > 0.0 && thr > 0 && thr < 1000, "{best} at {thr}");
 }
+
+#[test]
+fn r12_kairos_learning_latency_online_stays_close_to_table_driven() {
+    // DIEN (2,0,9,0): starting with no latency knowledge costs little throughput (paper §5.1:
+    // results include the overhead of learning latencies online).
+    let p = PaperModel::Dien.profile();
+    let c = [2, 0, 9, 0];
+    let s = QueryStream::new(BatchDist::Trace, 1500, 42);
+    let table = allowable_throughput(&p, &c, Policy::kairos(), &s, &SimOptions::default(), 700.0);
+    let learn = SimOptions {
+        learn_latency: true,
+        ..Default::default()
+    };
+    let learned = allowable_throughput(&p, &c, Policy::kairos(), &s, &learn, 700.0);
+    assert!(
+        learned > 0.8 * table && learned < 1.05 * table,
+        "learned {learned} vs tables {table}"
+    );
+}
