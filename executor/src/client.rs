@@ -37,8 +37,41 @@ use crate::session::{open_peer, SessionError};
 /// Jobs a remote replica holds at once unless configured otherwise.
 pub const DEFAULT_REMOTE_CAPACITY: usize = 16;
 
+/// Work handed out of zenoh's callbacks: zenoh may hold internal locks while it runs a callback
+/// (or drops one), so nothing that could call back into zenoh — the replica pool re-dispatching a
+/// job, a revived replica taking work — may run there. One thread per graph process runs it.
+#[derive(Clone)]
+struct Completions {
+    tx: crossbeam_channel::Sender<Box<dyn FnOnce() + Send>>,
+}
+
+impl Completions {
+    fn start() -> Completions {
+        let (tx, rx) = crossbeam_channel::unbounded::<Box<dyn FnOnce() + Send>>();
+        let spawned = std::thread::Builder::new()
+            .name("weir-remote-completions".into())
+            .spawn(move || {
+                while let Ok(work) = rx.recv() {
+                    work();
+                }
+            });
+        if let Err(e) = spawned {
+            warn!(error = %e, "No completion thread; remote answers run inline.");
+        }
+        Completions { tx }
+    }
+
+    /// Runs `work` on the completion thread (inline if that thread is gone).
+    fn run(&self, work: Box<dyn FnOnce() + Send>) {
+        if let Err(crossbeam_channel::SendError(work)) = self.tx.send(work) {
+            work();
+        }
+    }
+}
+
 /// The graph's zenoh session and the remote replicas made on it.
 pub struct ZenohReplicas {
+    completions: Completions,
     session: Session,
     /// How long to wait at start for each executor's liveliness.
     wait_alive: Duration,
@@ -64,6 +97,7 @@ impl ZenohReplicas {
     /// When zenoh cannot start (a malformed endpoint, a taken listen port).
     pub fn open(listen: &[String], connect: &[String]) -> Result<ZenohReplicas, SessionError> {
         Ok(ZenohReplicas {
+            completions: Completions::start(),
             session: open_peer(listen, connect)?,
             wait_alive: Duration::from_secs(15),
             capacity: DEFAULT_REMOTE_CAPACITY,
@@ -97,6 +131,7 @@ impl RemoteReplicaSource for ZenohReplicas {
     ) -> Result<Arc<dyn Replica>, ExecError> {
         let replica = RemoteReplica::connect(
             &self.session,
+            &self.completions,
             executor,
             config,
             self.capacity,
@@ -135,7 +170,7 @@ type Revival = Box<dyn Fn() + Send + Sync>;
 /// State shared with the liveliness callback.
 struct Liveness {
     alive: AtomicBool,
-    revivals: Mutex<Vec<Revival>>,
+    revivals: Arc<Mutex<Vec<Revival>>>,
 }
 
 /// One model node's replica on one remote executor.
@@ -149,6 +184,7 @@ pub struct RemoteReplica {
     capacity: usize,
     timeout: Duration,
     liveness: Arc<Liveness>,
+    completions: Completions,
     _liveliness: Subscriber<()>,
 }
 
@@ -157,8 +193,9 @@ impl RemoteReplica {
     ///
     /// # Errors
     /// When the liveliness subscriber cannot be declared.
-    pub fn connect(
+    fn connect(
         session: &Session,
+        completions: &Completions,
         executor: &RemoteExecutor,
         config: &ExecutorConfig,
         capacity: usize,
@@ -166,9 +203,10 @@ impl RemoteReplica {
     ) -> Result<Arc<RemoteReplica>, ExecError> {
         let liveness = Arc::new(Liveness {
             alive: AtomicBool::new(false),
-            revivals: Mutex::new(Vec::new()),
+            revivals: Arc::new(Mutex::new(Vec::new())),
         });
         let watched = Arc::clone(&liveness);
+        let out_of_zenoh = completions.clone();
         let (node, name) = (config.node.clone(), executor.name.clone());
         let subscriber = session
             .liveliness()
@@ -179,10 +217,13 @@ impl RemoteReplica {
                     let was = watched.alive.swap(true, Ordering::AcqRel);
                     if !was {
                         info!(%node, executor = %name, "Executor alive.");
-                        let revivals = watched.revivals.lock().unwrap_or_else(|p| p.into_inner());
-                        for r in revivals.iter() {
-                            r();
-                        }
+                        let revivals = Arc::clone(&watched.revivals);
+                        out_of_zenoh.run(Box::new(move || {
+                            let revivals = revivals.lock().unwrap_or_else(|p| p.into_inner());
+                            for r in revivals.iter() {
+                                r();
+                            }
+                        }));
                     }
                 }
                 SampleKind::Delete => {
@@ -206,6 +247,7 @@ impl RemoteReplica {
             capacity,
             timeout,
             liveness,
+            completions: completions.clone(),
             _liveliness: subscriber,
         }))
     }
@@ -215,6 +257,7 @@ impl RemoteReplica {
 /// the callback without one.
 struct QueryEnd {
     done: Mutex<Option<ReplicaDone>>,
+    completions: Completions,
     outputs: Vec<String>,
     node: String,
     replica: String,
@@ -224,7 +267,7 @@ impl QueryEnd {
     fn finish(&self, outcome: Result<Vec<TensorColumn>, ReplicaError>) {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(done) = done {
-            done(outcome);
+            self.completions.run(Box::new(move || done(outcome)));
         }
     }
 
@@ -304,6 +347,7 @@ impl Replica for RemoteReplica {
         };
         let end = Arc::new(QueryEnd {
             done: Mutex::new(Some(done)),
+            completions: self.completions.clone(),
             outputs: self.outputs.clone(),
             node: self.node.clone(),
             replica: self.name.clone(),

@@ -32,9 +32,11 @@ pub fn peer_config(listen: &[String], connect: &[String]) -> Result<Config, Sess
     set(&mut config, "scouting/multicast/enabled", "false")?;
     set(&mut config, "listen/endpoints", &json_list(listen))?;
     set(&mut config, "connect/endpoints", &json_list(connect))?;
-    set(&mut config, "connect/retry/period_init_ms", "100")?;
-    set(&mut config, "connect/retry/period_max_ms", "500")?;
-    set(&mut config, "connect/retry/period_increase_factor", "1.5")?;
+    set(
+        &mut config,
+        "connect/retry",
+        "{period_init_ms: 100, period_max_ms: 500, period_increase_factor: 1.5}",
+    )?;
     Ok(config)
 }
 

@@ -3,6 +3,7 @@
 
 mod builder;
 mod cli;
+mod distributed;
 mod common;
 mod equality;
 mod fan_in;

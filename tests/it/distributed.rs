@@ -1,0 +1,249 @@
+//! Remote executors as real `weir executor` processes over zenoh on loopback (explicit
+//! `tcp/127.0.0.1:<port>` endpoints, no multicast scouting): equal outputs, SIGKILL under load with
+//! every request answered once, and a restarted executor taking load again.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weir::workload::Workload;
+use weir::{load_graph, start, RuntimeOptions, Tensor};
+
+use crate::common::{channel, model, repo, Replies};
+
+/// A free TCP port on loopback (bound, read, released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A `weir executor` process, SIGKILLed when dropped (so a failing test leaves nothing behind).
+struct Executor {
+    child: Child,
+    name: String,
+    endpoint: String,
+}
+
+impl Executor {
+    fn start(name: &str, endpoint: &str) -> Executor {
+        let model_arg = format!("m={}", model("mlp_a.onnx").display());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["executor", "--name", name, "--listen", endpoint])
+            .args(["--model", &model_arg, "--max-batch", "8"])
+            .current_dir(repo())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("weir executor starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reads the ready line");
+        assert!(
+            line.starts_with(&format!("weir executor {name} serving m")),
+            "unexpected first line `{line}`"
+        );
+        Executor {
+            child,
+            name: name.to_string(),
+            endpoint: endpoint.to_string(),
+        }
+    }
+
+    fn sigkill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.sigkill();
+    }
+}
+
+struct TempGraph(PathBuf);
+
+impl Drop for TempGraph {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Writes the MLP graph with its model node on `replicas` (executor names or `local`).
+fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph {
+    let mut yaml = format!(
+        "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n"
+    );
+    for e in executors {
+        yaml.push_str(&format!(
+            "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: cpu-small, cost_per_hour: 0.1}}}}\n",
+            e.name, e.endpoint
+        ));
+    }
+    if executors.is_empty() {
+        yaml = yaml.replace("executors:\n", "");
+    }
+    yaml.push_str(&format!(
+        "nodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 8}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [{}]\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+        model("mlp_a.onnx").display(),
+        replicas.join(", ")
+    ));
+    let path = std::env::temp_dir().join(format!(
+        "weir-it-dist-{tag}-{}-{:?}.yaml",
+        std::process::id(),
+        Instant::now()
+    ));
+    std::fs::write(&path, yaml).expect("write graph");
+    TempGraph(path)
+}
+
+fn three_executors() -> Vec<Executor> {
+    (0..3)
+        .map(|i| {
+            Executor::start(
+                &format!("e{i}"),
+                &format!("tcp/127.0.0.1:{}", free_port()),
+            )
+        })
+        .collect()
+}
+
+/// Runs `n` workload items through the graph at `path`; returns outputs by item index, after
+/// checking each was answered exactly once.
+fn run_items(path: &Path, n: usize) -> HashMap<u64, Vec<f32>> {
+    let graph = load_graph(path).expect("valid graph");
+    let workload = Workload::random(&graph.plan, 16, 11);
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for i in 0..n {
+        running
+            .runtime()
+            .submit(
+                workload.item(i).inputs,
+                replies.responder(i as u64, tx.clone()),
+            )
+            .expect("admitted");
+    }
+    drop(tx);
+    let mut out = HashMap::new();
+    for (tag, r) in rx.iter() {
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let probs = reply
+            .output("probs")
+            .and_then(Tensor::as_f32)
+            .expect("probs")
+            .to_vec();
+        out.insert(tag, probs);
+    }
+    running.shutdown();
+    assert!(replies.counts().values().all(|&c| c == 1));
+    assert_eq!(out.len(), n);
+    out
+}
+
+#[test]
+fn three_remote_executors_give_the_in_process_outputs() {
+    let executors = three_executors();
+    let refs: Vec<&Executor> = executors.iter().collect();
+    let remote = mlp_graph("remote", &refs, &["e0", "e1", "e2"]);
+    let local = mlp_graph("local", &[], &["local"]);
+    let n = 90;
+    let got = run_items(&remote.0, n);
+    let want = run_items(&local.0, n);
+    for i in 0..n as u64 {
+        let (g, w) = (&got[&i], &want[&i]);
+        assert_eq!(g.len(), w.len());
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() <= 1e-5, "request {i}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_again() {
+    let mut executors = three_executors();
+    let refs: Vec<&Executor> = executors.iter().collect();
+    let graph = mlp_graph("kill", &refs, &["e0", "e1", "e2"]);
+    let loaded = load_graph(&graph.0).expect("valid graph");
+    let workload = Workload::random(&loaded.plan, 16, 5);
+    let running = start(loaded.plan, RuntimeOptions::default()).expect("starts");
+    let pool = running
+        .replica_pools()
+        .into_iter()
+        .next()
+        .expect("the node has a replica pool")
+        .1;
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    let total = 600u64;
+    for i in 0..total {
+        running
+            .runtime()
+            .submit(
+                workload.item(i as usize).inputs,
+                replies.responder(i, tx.clone()),
+            )
+            .expect("admitted");
+    }
+    // Kill e0 once a sixth of the requests are answered: it holds queries in flight then, since
+    // the pool keeps every live replica busy while requests wait.
+    let mut answered = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while answered < total {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (tag, r) = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("only {answered} of {total} answered"));
+        if let Err(e) = r {
+            panic!("request {tag} failed while replicas were alive: {e}");
+        }
+        answered += 1;
+        if answered == total / 6 {
+            executors[0].sigkill();
+        }
+    }
+    let counts = replies.counts();
+    assert_eq!(counts.len() as u64, total, "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "no request answered twice");
+    let stats = pool.stats();
+    assert!(
+        stats.redispatched >= 1,
+        "the killed executor's queries were re-dispatched: {stats:?}"
+    );
+    assert_eq!(stats.failed, 0);
+
+    // Restart e0 on the same endpoint: the graph reconnects and gives it work again.
+    let endpoint = executors[0].endpoint.clone();
+    executors[0] = Executor::start("e0", &endpoint);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pool.replica_states()[0].1 {
+        assert!(Instant::now() < deadline, "e0 never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = pool.replica_states()[0].3;
+    let (tx, rx) = channel();
+    for i in 0..120u64 {
+        running
+            .runtime()
+            .submit(
+                workload.item(i as usize).inputs,
+                replies.responder(total + i, tx.clone()),
+            )
+            .expect("admitted");
+    }
+    drop(tx);
+    for (tag, r) in rx.iter() {
+        r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+    }
+    let after = pool.replica_states()[0].3;
+    assert!(after > before, "restarted e0 took no work ({before} → {after})");
+    running.shutdown();
+}
