@@ -297,6 +297,8 @@ pub(crate) fn without_softmax_tail(model: &ModelProto) -> ModelProto {
     let Some(scores) = softmax.input.first().cloned() else {
         return model;
     };
+    // a shape annotation of the old logits tensor would now describe nothing
+    g.value_info.retain(|v| v.name != scores);
     for n in g.node.iter_mut() {
         for name in n.output.iter_mut().chain(n.input.iter_mut()) {
             if *name == scores {

@@ -409,6 +409,38 @@ mod tests {
         );
     }
 
+    /// The numpy-trained `digits_mlp.onnx` of `scripts/make_models.py` (IR 8, Gemm with transB,
+    /// final Softmax) gets a parity model through the file API. Needs `scripts/setup.sh`'s
+    /// outputs (CI runs it first); skipped without them.
+    #[test]
+    fn parity_for_the_setup_digits_mlp() {
+        let weir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir");
+        let (deployed, digits) = (
+            weir.join("models/digits_mlp.onnx"),
+            weir.join("data/digits.csv.gz"),
+        );
+        if !deployed.exists() || !digits.exists() {
+            eprintln!("skipped: run scripts/setup.sh for {}", deployed.display());
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("weir-training-parity-{}", std::process::id()));
+        let mut opts = ParityOptions::new(&deployed, 2, &digits, dir.join("p.onnx"));
+        opts.schedule.epochs = 3;
+        let mut seen = Vec::new();
+        let report = train_parity(&opts, |p| seen.push(*p)).unwrap();
+        assert!(seen[2].loss < seen[0].loss, "{seen:?}");
+        assert!(report.deployed_accuracy > 0.9, "{report:?}");
+        let (d, p) = (
+            OnnxModel::load(&deployed).unwrap(),
+            OnnxModel::load(&report.out).unwrap(),
+        );
+        assert_eq!(d.node_ops(), ["Gemm", "Relu", "Gemm", "Softmax"]);
+        assert_eq!(p.node_ops(), ["Gemm", "Relu", "Gemm"]);
+        assert_eq!(p.param_shapes(), d.param_shapes());
+        assert_eq!((p.input_name(), p.output_name()), ("x", "probs"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     fn fit_classifier_for_test(arch: &Architecture, split: &Split) -> (OnnxModel, f32) {
         let schedule = Schedule {
             epochs: 10,
