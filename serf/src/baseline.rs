@@ -65,18 +65,30 @@ impl Predictor {
             Predictor::MMc { rate } => {
                 let m = pick(rate);
                 let waiting = erlang_c_waiting(lambda, m, mu.len())?;
-                Ok(Estimate { waiting, service: 1.0 / m, latency: waiting + 1.0 / m })
+                Ok(Estimate {
+                    waiting,
+                    service: 1.0 / m,
+                    latency: waiting + 1.0 / m,
+                })
             }
             Predictor::MDc { rate } => {
                 let m = pick(rate);
                 let waiting = cosmetatos_mdc_waiting(lambda, m, mu.len())?;
-                Ok(Estimate { waiting, service: 1.0 / m, latency: waiting + 1.0 / m })
+                Ok(Estimate {
+                    waiting,
+                    service: 1.0 / m,
+                    latency: waiting + 1.0 / m,
+                })
             }
             Predictor::MMInterf => {
                 let chain = Chain::solve(lambda, mu)?;
                 let waiting = chain.waiting_mm();
                 let service = chain.service(mu);
-                Ok(Estimate { waiting, service, latency: waiting + service })
+                Ok(Estimate {
+                    waiting,
+                    service,
+                    latency: waiting + service,
+                })
             }
         }
     }
@@ -119,7 +131,15 @@ mod tests {
     use super::*;
 
     fn severe(c: usize) -> Vec<f64> {
-        (1..=c).map(|i| 1.0 / if i <= 2 { 1.0 } else { 1.0 + 0.5 * (i as f64 - 2.0) }).collect()
+        (1..=c)
+            .map(|i| {
+                1.0 / if i <= 2 {
+                    1.0
+                } else {
+                    1.0 + 0.5 * (i as f64 - 2.0)
+                }
+            })
+            .collect()
     }
 
     #[test]
@@ -129,10 +149,21 @@ mod tests {
                 let mu = 2.0;
                 let lambda = rho * c as f64 * mu;
                 let serf = Predictor::Serf.estimate(lambda, &vec![mu; c]).unwrap();
-                let mdc = Predictor::MDc { rate: RateChoice::Alone }.estimate(lambda, &vec![mu; c]).unwrap();
-                assert!((serf.latency - mdc.latency).abs() <= 1e-9 * mdc.latency, "c={c} rho={rho}");
+                let mdc = Predictor::MDc {
+                    rate: RateChoice::Alone,
+                }
+                .estimate(lambda, &vec![mu; c])
+                .unwrap();
+                assert!(
+                    (serf.latency - mdc.latency).abs() <= 1e-9 * mdc.latency,
+                    "c={c} rho={rho}"
+                );
                 let mm = Predictor::MMInterf.estimate(lambda, &vec![mu; c]).unwrap();
-                let mmc = Predictor::MMc { rate: RateChoice::Full }.estimate(lambda, &vec![mu; c]).unwrap();
+                let mmc = Predictor::MMc {
+                    rate: RateChoice::Full,
+                }
+                .estimate(lambda, &vec![mu; c])
+                .unwrap();
                 assert!((mm.latency - mmc.latency).abs() <= 1e-9 * mmc.latency);
             }
         }
@@ -150,20 +181,34 @@ mod tests {
                 let lambda = rho * cap;
                 let serf = Predictor::Serf.estimate(lambda, &mu).unwrap();
                 // Interference-blind M/D/c with μ_1 underestimates at high load.
-                let mdc = Predictor::MDc { rate: RateChoice::Alone }.estimate(lambda, &mu).unwrap();
+                let mdc = Predictor::MDc {
+                    rate: RateChoice::Alone,
+                }
+                .estimate(lambda, &mu)
+                .unwrap();
                 assert!(mdc.latency < serf.latency, "c={c} rho={rho}");
                 // M/M_interf/c overestimates W_q by exactly 2/(1 + f·g).
                 let mm = Predictor::MMInterf.estimate(lambda, &mu).unwrap();
                 let ratio = mm.waiting / serf.waiting;
                 let want = 2.0 / (1.0 + cosmetatos_f(c) * (1.0 - rho) / rho);
-                assert!((ratio - want).abs() < 1e-9 && ratio > 1.55, "c={c} rho={rho} ratio={ratio}");
+                assert!(
+                    (ratio - want).abs() < 1e-9 && ratio > 1.55,
+                    "c={c} rho={rho} ratio={ratio}"
+                );
                 assert!((mm.service - serf.service).abs() < 1e-15);
             }
         }
         // Capacity each predictor assumes.
         let mu = severe(4);
-        assert!(Predictor::MDc { rate: RateChoice::Alone }.estimate(3.0, &mu).is_ok());
-        assert!(matches!(Predictor::Serf.estimate(3.0, &mu), Err(ModelError::Unstable { .. })));
+        assert!(Predictor::MDc {
+            rate: RateChoice::Alone
+        }
+        .estimate(3.0, &mu)
+        .is_ok());
+        assert!(matches!(
+            Predictor::Serf.estimate(3.0, &mu),
+            Err(ModelError::Unstable { .. })
+        ));
         assert_eq!(Predictor::MMInterf.name(), "mm_interf");
     }
 }

@@ -35,7 +35,11 @@ fn one() -> usize {
 impl Config {
     /// A single-machine configuration: `concurrency` requests at once, `threads` intra-op threads each.
     pub fn new(concurrency: usize, threads: usize) -> Self {
-        Self { concurrency, inter_node: 1, threads }
+        Self {
+            concurrency,
+            inter_node: 1,
+            threads,
+        }
     }
 
     /// Cores of one machine this configuration occupies when all its slots are busy (`c·t`).
@@ -46,7 +50,10 @@ impl Config {
     /// The profiling tuple `(i, C_inter, t)` for `i` requests running at once under this configuration's
     /// per-request parallelism.
     pub fn tuple(&self, running: usize) -> Config {
-        Config { concurrency: running, ..*self }
+        Config {
+            concurrency: running,
+            ..*self
+        }
     }
 }
 
@@ -55,7 +62,11 @@ impl std::fmt::Display for Config {
         if self.inter_node == 1 {
             write!(f, "c={} t={}", self.concurrency, self.threads)
         } else {
-            write!(f, "c={} inter={} t={}", self.concurrency, self.inter_node, self.threads)
+            write!(
+                f,
+                "c={} inter={} t={}",
+                self.concurrency, self.inter_node, self.threads
+            )
         }
     }
 }
@@ -70,7 +81,11 @@ pub fn enumerate(cores: usize, inter_set: &[usize]) -> Vec<Config> {
     for &inter_node in inter_set.iter().filter(|&&n| n >= 1) {
         for concurrency in 1..=cores {
             for threads in 1..=cores / concurrency {
-                out.push(Config { concurrency, inter_node, threads });
+                out.push(Config {
+                    concurrency,
+                    inter_node,
+                    threads,
+                });
             }
         }
     }
@@ -103,7 +118,10 @@ mod tests {
         assert_eq!(enumerate(8, &[1]).len(), 20);
         assert_eq!(enumerate(8, &[1, 2]).len(), 40);
         assert_eq!(enumerate(8, &[1, 2, 3, 4]).len(), 80);
-        assert_eq!(enumerate(2, &[1]), vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]);
+        assert_eq!(
+            enumerate(2, &[1]),
+            vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]
+        );
         assert!(enumerate(8, &[1, 2]).iter().all(|c| c.cores_used() <= 8));
         assert!(enumerate(0, &[1]).is_empty());
         assert!(enumerate(8, &[]).is_empty());
@@ -123,7 +141,10 @@ mod tests {
     fn config_order_is_tie_break_order() {
         let mut v = vec![Config::new(2, 1), Config::new(1, 2), Config::new(1, 1)];
         v.sort();
-        assert_eq!(v, vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]);
+        assert_eq!(
+            v,
+            vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]
+        );
         assert_eq!(Config::new(2, 3).tuple(1), Config::new(1, 3));
         assert_eq!(Config::new(2, 3).to_string(), "c=2 t=3");
     }

@@ -22,6 +22,7 @@
 pub mod baseline;
 pub mod config;
 pub mod model;
-pub mod simulator;
 pub mod profile;
+pub mod scheduler;
+pub mod simulator;
 pub mod table;

@@ -87,7 +87,11 @@ pub struct Prediction {
 impl Prediction {
     /// The waiting/service/latency triple of this prediction.
     pub fn estimate(&self) -> Estimate {
-        Estimate { waiting: self.waiting, service: self.service, latency: self.latency }
+        Estimate {
+            waiting: self.waiting,
+            service: self.service,
+            latency: self.latency,
+        }
     }
 }
 
@@ -106,8 +110,15 @@ pub(crate) fn check_inputs(lambda: f64, mu: &[f64]) -> Result<(), ModelError> {
     if mu.is_empty() {
         return Err(ModelError::EmptyProfile);
     }
-    if let Some((i, &value)) = mu.iter().enumerate().find(|(_, m)| !(m.is_finite() && **m > 0.0)) {
-        return Err(ModelError::InvalidServiceRate { index: i + 1, value });
+    if let Some((i, &value)) = mu
+        .iter()
+        .enumerate()
+        .find(|(_, m)| !(m.is_finite() && **m > 0.0))
+    {
+        return Err(ModelError::InvalidServiceRate {
+            index: i + 1,
+            value,
+        });
     }
     if !(lambda.is_finite() && lambda >= 0.0) {
         return Err(ModelError::InvalidArrivalRate(lambda));
@@ -120,7 +131,11 @@ pub(crate) fn utilisation(lambda: f64, servers: usize, rate: f64) -> Result<f64,
     let capacity = servers as f64 * rate;
     let rho = lambda / capacity;
     if rho >= 1.0 {
-        return Err(ModelError::Unstable { lambda, capacity, rho });
+        return Err(ModelError::Unstable {
+            lambda,
+            capacity,
+            rho,
+        });
     }
     Ok(rho)
 }
@@ -161,7 +176,12 @@ impl Chain {
             return Err(ModelError::NumericalFailure);
         }
         let p: Vec<f64> = q.iter().map(|x| x / h).collect();
-        Ok(Self { rho, p, p_wait: tail / h, queue_factor: r / h })
+        Ok(Self {
+            rho,
+            p,
+            p_wait: tail / h,
+            queue_factor: r / h,
+        })
     }
 
     /// Eq. 7: mean waiting time of the exponential-service chain.
@@ -234,19 +254,37 @@ mod tests {
         assert!(close(p.rho, 1.0 / 1.5, 1e-15));
         assert!(close(p.latency, p.waiting + p.service, 1e-15));
         // Exactly at capacity c·μ_c = 1.5: unstable; just below: finite.
-        assert!(matches!(predict(1.5, &mu), Err(ModelError::Unstable { .. })));
+        assert!(matches!(
+            predict(1.5, &mu),
+            Err(ModelError::Unstable { .. })
+        ));
         assert!(matches!(predict(3.0, &mu), Err(ModelError::Unstable { rho, .. }) if rho > 1.0));
-        assert!(predict(1.5 * (1.0 - 1e-9), &mu).unwrap().latency.is_finite());
+        assert!(predict(1.5 * (1.0 - 1e-9), &mu)
+            .unwrap()
+            .latency
+            .is_finite());
         assert_eq!(predict(1.0, &[]), Err(ModelError::EmptyProfile));
         assert_eq!(
             predict(1.0, &[1.0, 0.0]),
-            Err(ModelError::InvalidServiceRate { index: 2, value: 0.0 })
+            Err(ModelError::InvalidServiceRate {
+                index: 2,
+                value: 0.0
+            })
         );
-        assert!(matches!(predict(-1.0, &mu), Err(ModelError::InvalidArrivalRate(_))));
-        assert!(matches!(predict(f64::NAN, &mu), Err(ModelError::InvalidArrivalRate(_))));
+        assert!(matches!(
+            predict(-1.0, &mu),
+            Err(ModelError::InvalidArrivalRate(_))
+        ));
+        assert!(matches!(
+            predict(f64::NAN, &mu),
+            Err(ModelError::InvalidArrivalRate(_))
+        ));
         // λ → 0 limit: W = S = 1/μ_1, W_q = 0.
         let z = predict(0.0, &[4.0, 2.0, 1.0]).unwrap();
-        assert_eq!((z.waiting, z.service, z.latency, z.p[0]), (0.0, 0.25, 0.25, 1.0));
+        assert_eq!(
+            (z.waiting, z.service, z.latency, z.p[0]),
+            (0.0, 0.25, 0.25, 1.0)
+        );
         let tiny = predict(1e-9, &[4.0, 2.0, 1.0]).unwrap();
         assert!(close(tiny.latency, 0.25, 1e-9));
     }
@@ -292,7 +330,10 @@ mod tests {
                 let lambda = rho * c as f64 * mu;
                 let p = predict(lambda, &vec![mu; c]).unwrap();
                 let want = erlang_c_wait(lambda, mu, c);
-                assert!((p.waiting_mm - want).abs() <= 1e-9 * want, "c={c} rho={rho}");
+                assert!(
+                    (p.waiting_mm - want).abs() <= 1e-9 * want,
+                    "c={c} rho={rho}"
+                );
                 // No interference: S = 1/μ exactly (up to round-off).
                 assert!(close(p.service, 1.0 / mu, 1e-12));
             }
@@ -318,9 +359,19 @@ mod tests {
 
     #[test]
     fn m5_cosmetatos_constants() {
-        let want = [(1, 0.0), (2, 0.0544268), (3, 0.0982875), (4, 0.1358897), (8, 0.2533808)];
+        let want = [
+            (1, 0.0),
+            (2, 0.0544268),
+            (3, 0.0982875),
+            (4, 0.1358897),
+            (8, 0.2533808),
+        ];
         for (c, f) in want {
-            assert!(close(cosmetatos_f(c), f, 1e-6), "c={c}: {}", cosmetatos_f(c));
+            assert!(
+                close(cosmetatos_f(c), f, 1e-6),
+                "c={c}: {}",
+                cosmetatos_f(c)
+            );
         }
     }
 
@@ -341,11 +392,20 @@ mod tests {
         // The 2-core illustration of note §2.9: A = (c=1, t=2), B = (c=2, t=1).
         let a_mu = [1.0 / 0.12];
         let b_mu = [1.0 / 0.20, 1.0 / 0.22];
-        for (lambda, wa, wb) in
-            [(1.0, 0.1282, 0.2055), (4.0, 0.1754, 0.2389), (6.0, 0.2743, 0.3011), (7.0, 0.4350, 0.3779)]
-        {
-            assert!(close(predict(lambda, &a_mu).unwrap().latency, wa, 1e-4), "A at {lambda}");
-            assert!(close(predict(lambda, &b_mu).unwrap().latency, wb, 1e-4), "B at {lambda}");
+        for (lambda, wa, wb) in [
+            (1.0, 0.1282, 0.2055),
+            (4.0, 0.1754, 0.2389),
+            (6.0, 0.2743, 0.3011),
+            (7.0, 0.4350, 0.3779),
+        ] {
+            assert!(
+                close(predict(lambda, &a_mu).unwrap().latency, wa, 1e-4),
+                "A at {lambda}"
+            );
+            assert!(
+                close(predict(lambda, &b_mu).unwrap().latency, wb, 1e-4),
+                "B at {lambda}"
+            );
         }
     }
 
@@ -359,25 +419,40 @@ mod tests {
                 let last = mu[mu.len() - 1];
                 mu.push(last * rng.random_range(0.6..=1.0));
             }
-            let (lo, hi) = mu.iter().fold((f64::MAX, 0.0_f64), |(l, h), m| (l.min(1.0 / m), h.max(1.0 / m)));
+            let (lo, hi) = mu.iter().fold((f64::MAX, 0.0_f64), |(l, h), m| {
+                (l.min(1.0 / m), h.max(1.0 / m))
+            });
             let cap = c as f64 * mu[c - 1];
             let mut prev = 0.0;
             for k in 0..=100 {
                 let lambda = cap * 0.999 * k as f64 / 100.0;
                 let p = predict(lambda, &mu).unwrap();
                 assert!(p.service >= lo * (1.0 - 1e-12) && p.service <= hi * (1.0 + 1e-12));
-                assert!(p.latency >= prev * (1.0 - 1e-12), "W decreased: c={c} k={k}");
+                assert!(
+                    p.latency >= prev * (1.0 - 1e-12),
+                    "W decreased: c={c} k={k}"
+                );
                 prev = p.latency;
             }
-            assert!(close(predict(0.0, &mu).unwrap().service, 1.0 / mu[0], 1e-15));
+            assert!(close(
+                predict(0.0, &mu).unwrap().service,
+                1.0 / mu[0],
+                1e-15
+            ));
             // S moves towards 1/μ_c as ρ → 1 (how fast depends on how far apart the rates are).
-            let gap = |eps: f64| (predict(cap * (1.0 - eps), &mu).unwrap().service - 1.0 / mu[c - 1]).abs();
+            let gap = |eps: f64| {
+                (predict(cap * (1.0 - eps), &mu).unwrap().service - 1.0 / mu[c - 1]).abs()
+            };
             assert!(gap(1e-11) <= gap(1e-5) + 1e-12 * hi);
         }
         // On the note's mild and severe profiles the limit is reached to 1e-6 at 1 − ρ = 1e-9.
         for c in [2usize, 4, 8, 16] {
-            let mild: Vec<f64> = (1..=c).map(|i| 1.0 / (1.0 + 0.03 * (i as f64 - 1.0))).collect();
-            let severe: Vec<f64> = (1..=c).map(|i| 1.0 / (1.0 + 0.5 * (i as f64 - 2.0).max(0.0))).collect();
+            let mild: Vec<f64> = (1..=c)
+                .map(|i| 1.0 / (1.0 + 0.03 * (i as f64 - 1.0)))
+                .collect();
+            let severe: Vec<f64> = (1..=c)
+                .map(|i| 1.0 / (1.0 + 0.5 * (i as f64 - 2.0).max(0.0)))
+                .collect();
             for mu in [mild, severe] {
                 let cap = c as f64 * mu[c - 1];
                 let s = predict(cap * (1.0 - 1e-9), &mu).unwrap().service;

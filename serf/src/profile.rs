@@ -139,7 +139,12 @@ impl Profile {
                 tuples: mu
                     .iter()
                     .enumerate()
-                    .map(|(k, m)| TupleStats { concurrency: k + 1, mean_service_s: 1.0 / m, scv: 0.0, samples: 10 })
+                    .map(|(k, m)| TupleStats {
+                        concurrency: k + 1,
+                        mean_service_s: 1.0 / m,
+                        scv: 0.0,
+                        samples: 10,
+                    })
                     .collect(),
             })
             .collect();
@@ -152,7 +157,13 @@ impl Profile {
     /// [`ProfileError::Invalid`] if a format rule is broken.
     pub fn new(cores: usize, mut series: Vec<Series>) -> Result<Self, ProfileError> {
         series.sort_by_key(|s| (s.inter_node, s.threads));
-        let p = Self { format: FORMAT.to_string(), cores, label: None, wall_s: None, series };
+        let p = Self {
+            format: FORMAT.to_string(),
+            cores,
+            label: None,
+            wall_s: None,
+            series,
+        };
         p.validate()?;
         Ok(p)
     }
@@ -163,35 +174,56 @@ impl Profile {
     /// [`ProfileError::Format`] for another format, [`ProfileError::Invalid`] naming the first broken rule.
     pub fn validate(&self) -> Result<(), ProfileError> {
         if self.format != FORMAT {
-            return Err(ProfileError::Format { found: self.format.clone() });
+            return Err(ProfileError::Format {
+                found: self.format.clone(),
+            });
         }
         let bad = |m: String| Err(ProfileError::Invalid(m));
         if self.cores == 0 {
             return bad("cores must be at least 1".into());
         }
         for (n, s) in self.series.iter().enumerate() {
-            let at = format!("series[{n}] (inter_node {}, threads {})", s.inter_node, s.threads);
+            let at = format!(
+                "series[{n}] (inter_node {}, threads {})",
+                s.inter_node, s.threads
+            );
             if s.inter_node == 0 || s.threads == 0 {
                 return bad(format!("{at}: inter_node and threads must be at least 1"));
             }
             if s.tuples.is_empty() {
                 return bad(format!("{at}: no tuples"));
             }
-            if n > 0 && (self.series[n - 1].inter_node, self.series[n - 1].threads) >= (s.inter_node, s.threads) {
-                return bad(format!("{at}: series must be sorted by (inter_node, threads) without duplicates"));
+            if n > 0
+                && (self.series[n - 1].inter_node, self.series[n - 1].threads)
+                    >= (s.inter_node, s.threads)
+            {
+                return bad(format!(
+                    "{at}: series must be sorted by (inter_node, threads) without duplicates"
+                ));
             }
             for (k, t) in s.tuples.iter().enumerate() {
                 if t.concurrency != k + 1 {
-                    return bad(format!("{at}: tuples[{k}] has concurrency {}, expected {}", t.concurrency, k + 1));
+                    return bad(format!(
+                        "{at}: tuples[{k}] has concurrency {}, expected {}",
+                        t.concurrency,
+                        k + 1
+                    ));
                 }
                 if t.concurrency * s.threads > self.cores {
-                    return bad(format!("{at}: concurrency {} × threads exceeds {} cores", t.concurrency, self.cores));
+                    return bad(format!(
+                        "{at}: concurrency {} × threads exceeds {} cores",
+                        t.concurrency, self.cores
+                    ));
                 }
                 if !(t.mean_service_s.is_finite() && t.mean_service_s > 0.0) {
-                    return bad(format!("{at}: tuples[{k}].mean_service_s must be finite and positive"));
+                    return bad(format!(
+                        "{at}: tuples[{k}].mean_service_s must be finite and positive"
+                    ));
                 }
                 if !(t.scv.is_finite() && t.scv >= 0.0) || t.samples == 0 {
-                    return bad(format!("{at}: tuples[{k}] needs a finite scv ≥ 0 and samples ≥ 1"));
+                    return bad(format!(
+                        "{at}: tuples[{k}] needs a finite scv ≥ 0 and samples ≥ 1"
+                    ));
                 }
             }
         }
@@ -205,11 +237,19 @@ impl Profile {
 
     /// The profiled rates `μ_1..μ_c` of `config`, or `None` if a tuple it needs was not profiled.
     pub fn mu(&self, config: Config) -> Option<Vec<f64>> {
-        let s = self.series.iter().find(|s| s.inter_node == config.inter_node && s.threads == config.threads)?;
+        let s = self
+            .series
+            .iter()
+            .find(|s| s.inter_node == config.inter_node && s.threads == config.threads)?;
         if config.concurrency == 0 || config.concurrency > s.tuples.len() {
             return None;
         }
-        Some(s.tuples[..config.concurrency].iter().map(TupleStats::rate).collect())
+        Some(
+            s.tuples[..config.concurrency]
+                .iter()
+                .map(TupleStats::rate)
+                .collect(),
+        )
     }
 
     /// Every configuration this profile can predict, with its rates, in [`Config`] order.
@@ -218,7 +258,11 @@ impl Profile {
             .series
             .iter()
             .flat_map(|s| {
-                (1..=s.tuples.len()).map(move |c| Config { concurrency: c, inter_node: s.inter_node, threads: s.threads })
+                (1..=s.tuples.len()).map(move |c| Config {
+                    concurrency: c,
+                    inter_node: s.inter_node,
+                    threads: s.threads,
+                })
             })
             .filter_map(|cfg| self.mu(cfg).map(|mu| (cfg, mu)))
             .collect();
@@ -231,11 +275,14 @@ impl Profile {
         self.series
             .iter()
             .flat_map(|s| {
-                s.tuples.iter().filter(|t| !t.is_homogeneous()).map(move |t| Config {
-                    concurrency: t.concurrency,
-                    inter_node: s.inter_node,
-                    threads: s.threads,
-                })
+                s.tuples
+                    .iter()
+                    .filter(|t| !t.is_homogeneous())
+                    .map(move |t| Config {
+                        concurrency: t.concurrency,
+                        inter_node: s.inter_node,
+                        threads: s.threads,
+                    })
             })
             .collect()
     }
@@ -261,8 +308,10 @@ impl Profile {
     /// # Errors
     /// [`ProfileError::Io`] and the errors of [`Profile::from_json`].
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::from_json(&text)
     }
 
@@ -272,7 +321,10 @@ impl Profile {
     /// [`ProfileError::Io`], or the validation errors.
     pub fn save(&self, path: &Path) -> Result<(), ProfileError> {
         self.validate()?;
-        std::fs::write(path, self.to_json()).map_err(|source| ProfileError::Io { path: path.to_path_buf(), source })
+        std::fs::write(path, self.to_json()).map_err(|source| ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
@@ -298,17 +350,32 @@ pub enum MeasurementError {
 ///
 /// # Errors
 /// [`MeasurementError`] for an empty list or a non-positive time.
-pub fn summarise(concurrency: usize, service_times_s: &[f64]) -> Result<TupleStats, MeasurementError> {
+pub fn summarise(
+    concurrency: usize,
+    service_times_s: &[f64],
+) -> Result<TupleStats, MeasurementError> {
     if service_times_s.is_empty() {
         return Err(MeasurementError::Empty);
     }
-    if let Some(&t) = service_times_s.iter().find(|t| !(t.is_finite() && **t > 0.0)) {
+    if let Some(&t) = service_times_s
+        .iter()
+        .find(|t| !(t.is_finite() && **t > 0.0))
+    {
         return Err(MeasurementError::BadTime(t));
     }
     let n = service_times_s.len() as f64;
     let mean = service_times_s.iter().sum::<f64>() / n;
-    let var = service_times_s.iter().map(|t| (t - mean) * (t - mean)).sum::<f64>() / n;
-    Ok(TupleStats { concurrency, mean_service_s: mean, scv: var / (mean * mean), samples: service_times_s.len() })
+    let var = service_times_s
+        .iter()
+        .map(|t| (t - mean) * (t - mean))
+        .sum::<f64>()
+        / n;
+    Ok(TupleStats {
+        concurrency,
+        mean_service_s: mean,
+        scv: var / (mean * mean),
+        samples: service_times_s.len(),
+    })
 }
 
 /// How [`build_profile`] samples.
@@ -322,7 +389,10 @@ pub struct BuildOptions {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        Self { samples: 10, retry_samples: 40 }
+        Self {
+            samples: 10,
+            retry_samples: 40,
+        }
     }
 }
 
@@ -387,16 +457,25 @@ where
     let mut series: Vec<Series> = Vec::new();
     for tuple in plan(cores, inter_set) {
         let mut run = |samples: usize| {
-            let times = measure(tuple, samples).map_err(|source| BuildError::Measure { tuple, source })?;
-            summarise(tuple.concurrency, &times).map_err(|source| BuildError::Samples { tuple, source })
+            let times =
+                measure(tuple, samples).map_err(|source| BuildError::Measure { tuple, source })?;
+            summarise(tuple.concurrency, &times)
+                .map_err(|source| BuildError::Samples { tuple, source })
         };
         let mut stats = run(options.samples.max(1))?;
         if !stats.is_homogeneous() && options.retry_samples > 0 {
             stats = run(options.retry_samples)?;
         }
-        match series.iter_mut().find(|s| s.inter_node == tuple.inter_node && s.threads == tuple.threads) {
+        match series
+            .iter_mut()
+            .find(|s| s.inter_node == tuple.inter_node && s.threads == tuple.threads)
+        {
             Some(s) => s.tuples.push(stats),
-            None => series.push(Series { inter_node: tuple.inter_node, threads: tuple.threads, tuples: vec![stats] }),
+            None => series.push(Series {
+                inter_node: tuple.inter_node,
+                threads: tuple.threads,
+                tuples: vec![stats],
+            }),
         }
     }
     Ok(Profile::new(cores, series)?)
@@ -428,15 +507,24 @@ pub struct ProfilingCost {
 
 /// Computes [`ProfilingCost`] for `profile` with `load_levels` levels (the paper: 10) and
 /// `requests_per_experiment` requests per exhaustive experiment (the paper: 5000).
-pub fn profiling_cost(profile: &Profile, load_levels: usize, requests_per_experiment: usize) -> ProfilingCost {
+pub fn profiling_cost(
+    profile: &Profile,
+    load_levels: usize,
+    requests_per_experiment: usize,
+) -> ProfilingCost {
     let tuples = profile.series.iter().flat_map(|s| s.tuples.iter());
     let serf_experiments = tuples.clone().count();
     let serf_requests = tuples.clone().map(|t| t.samples).sum();
-    let serf_seconds = tuples.map(|t| t.samples as f64 * t.mean_service_s).sum::<f64>();
+    let serf_seconds = tuples
+        .map(|t| t.samples as f64 * t.mean_service_s)
+        .sum::<f64>();
     let candidates = profile.candidates();
     let exhaustive_experiments = candidates.len() * load_levels;
     let exhaustive_requests = exhaustive_experiments * requests_per_experiment;
-    let per_request: f64 = candidates.iter().map(|(_, mu)| 1.0 / mu[mu.len() - 1]).sum();
+    let per_request: f64 = candidates
+        .iter()
+        .map(|(_, mu)| 1.0 / mu[mu.len() - 1])
+        .sum();
     let exhaustive_seconds = (load_levels * requests_per_experiment) as f64 * per_request;
     ProfilingCost {
         serf_experiments,
@@ -454,7 +542,8 @@ mod tests {
     use super::*;
 
     fn fake_time(tuple: Config) -> f64 {
-        0.004 * (1.0 + 0.1 * (tuple.concurrency - 1) as f64) / (1.0 + 0.7 * (tuple.threads - 1) as f64)
+        0.004 * (1.0 + 0.1 * (tuple.concurrency - 1) as f64)
+            / (1.0 + 0.7 * (tuple.threads - 1) as f64)
     }
 
     #[test]
@@ -483,16 +572,33 @@ mod tests {
             }
         })
         .unwrap_err();
-        assert!(err.to_string().contains("c=1 t=2") && err.to_string().contains("ort failed"), "{err}");
-        let err = build_profile(2, &[1], BuildOptions::default(), |_, _| Ok::<_, std::io::Error>(vec![]));
-        assert!(matches!(err, Err(BuildError::Samples { source: MeasurementError::Empty, .. })));
+        assert!(
+            err.to_string().contains("c=1 t=2") && err.to_string().contains("ort failed"),
+            "{err}"
+        );
+        let err = build_profile(2, &[1], BuildOptions::default(), |_, _| {
+            Ok::<_, std::io::Error>(vec![])
+        });
+        assert!(matches!(
+            err,
+            Err(BuildError::Samples {
+                source: MeasurementError::Empty,
+                ..
+            })
+        ));
     }
 
     #[test]
     fn p1_summarise_mean_and_scv() {
         let s = summarise(2, &[1.0, 3.0]).unwrap();
-        assert_eq!((s.mean_service_s, s.scv, s.samples, s.concurrency), (2.0, 0.25, 2, 2));
-        assert_eq!(summarise(1, &[1.0, -1.0]), Err(MeasurementError::BadTime(-1.0)));
+        assert_eq!(
+            (s.mean_service_s, s.scv, s.samples, s.concurrency),
+            (2.0, 0.25, 2, 2)
+        );
+        assert_eq!(
+            summarise(1, &[1.0, -1.0]),
+            Err(MeasurementError::BadTime(-1.0))
+        );
     }
 
     #[test]
@@ -517,15 +623,25 @@ mod tests {
     #[test]
     fn p3_non_homogeneous_tuples_are_remeasured_and_flagged() {
         let mut calls = 0;
-        let p = build_profile(2, &[1], BuildOptions { samples: 10, retry_samples: 40 }, |t, n| {
-            calls += 1;
-            // (2,1) is noisy: alternating 1 and 3 ms gives SCV 0.25.
-            Ok::<_, std::io::Error>(if t == Config::new(2, 1) {
-                (0..n).map(|i| if i % 2 == 0 { 0.001 } else { 0.003 }).collect()
-            } else {
-                vec![0.002; n]
-            })
-        })
+        let p = build_profile(
+            2,
+            &[1],
+            BuildOptions {
+                samples: 10,
+                retry_samples: 40,
+            },
+            |t, n| {
+                calls += 1;
+                // (2,1) is noisy: alternating 1 and 3 ms gives SCV 0.25.
+                Ok::<_, std::io::Error>(if t == Config::new(2, 1) {
+                    (0..n)
+                        .map(|i| if i % 2 == 0 { 0.001 } else { 0.003 })
+                        .collect()
+                } else {
+                    vec![0.002; n]
+                })
+            },
+        )
         .unwrap();
         assert_eq!(calls, 4);
         assert_eq!(p.non_homogeneous(), vec![Config::new(2, 1)]);
@@ -547,16 +663,28 @@ mod tests {
         let file = dir.join("p.serf.json");
         p.save(&file).unwrap();
         assert_eq!(Profile::load(&file).unwrap(), p);
-        assert!(matches!(Profile::load(&dir.join("missing.json")), Err(ProfileError::Io { .. })));
+        assert!(matches!(
+            Profile::load(&dir.join("missing.json")),
+            Err(ProfileError::Io { .. })
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
         // Rule violations.
-        assert!(matches!(Profile::from_json("{"), Err(ProfileError::Json(_))));
+        assert!(matches!(
+            Profile::from_json("{"),
+            Err(ProfileError::Json(_))
+        ));
         let wrong = text.replace(FORMAT, "weir-serf-profile/9");
-        assert!(matches!(Profile::from_json(&wrong), Err(ProfileError::Format { .. })));
+        assert!(matches!(
+            Profile::from_json(&wrong),
+            Err(ProfileError::Format { .. })
+        ));
         assert!(Profile::from_rates(2, &[(2, vec![1.0, 1.0])]).is_err()); // 2 × 2 > 2 cores
         assert!(Profile::from_rates(2, &[(1, vec![1.0]), (1, vec![1.0])]).is_err()); // duplicate
         assert!(Profile::from_rates(2, &[(1, vec![0.0])]).is_err());
         let extra = text.replacen("\"cores\"", "\"bogus\": 1, \"cores\"", 1);
-        assert!(matches!(Profile::from_json(&extra), Err(ProfileError::Json(_))));
+        assert!(matches!(
+            Profile::from_json(&extra),
+            Err(ProfileError::Json(_))
+        ));
     }
 }

@@ -108,7 +108,13 @@ impl Station {
     /// [`SimError::Input`] if `mu` is empty or has a non-positive rate.
     pub fn new(mu: &[f64], semantics: Semantics) -> Result<Self, SimError> {
         check_inputs(0.0, mu)?;
-        Ok(Self { semantics, now: 0.0, mu: mu.into(), queue: VecDeque::new(), running: Vec::new() })
+        Ok(Self {
+            semantics,
+            now: 0.0,
+            mu: mu.into(),
+            queue: VecDeque::new(),
+            running: Vec::new(),
+        })
     }
 
     /// Current simulated time.
@@ -143,20 +149,30 @@ impl Station {
 
     fn admit(&mut self) {
         while self.running.len() < self.mu.len() {
-            let Some((arrival, work)) = self.queue.pop_front() else { break };
+            let Some((arrival, work)) = self.queue.pop_front() else {
+                break;
+            };
             let k = self.running.len() + 1;
             let remaining = match self.semantics {
                 Semantics::Dynamic => work,
                 Semantics::FrozenAtStart => work / self.mu[k - 1],
             };
-            self.running.push(Job { arrival, start: self.now, remaining, mu: self.mu.clone() });
+            self.running.push(Job {
+                arrival,
+                start: self.now,
+                remaining,
+                mu: self.mu.clone(),
+            });
         }
     }
 
     /// Time of the next completion if nothing else happens, or `None` when idle.
     pub fn next_completion(&self) -> Option<f64> {
         let k = self.running.len();
-        self.running.iter().map(|j| self.now + j.remaining / Self::rate(self.semantics, j, k)).min_by(|a, b| a.total_cmp(b))
+        self.running
+            .iter()
+            .map(|j| self.now + j.remaining / Self::rate(self.semantics, j, k))
+            .min_by(|a, b| a.total_cmp(b))
     }
 
     /// Runs the station up to time `until` (times before now count as now), appending every request that
@@ -189,7 +205,11 @@ impl Station {
             }
             self.now = finish.max(self.now);
             let job = self.running.swap_remove(idx);
-            out.push(Completed { arrival: job.arrival, start: job.start, finish: self.now });
+            out.push(Completed {
+                arrival: job.arrival,
+                start: job.start,
+                finish: self.now,
+            });
             self.admit();
         }
     }
@@ -244,10 +264,12 @@ impl LatencyStats {
         let mut lat: Vec<f64> = done.iter().map(Completed::latency).collect();
         let batches = 20.min(n);
         let per = n / batches;
-        let means: Vec<f64> =
-            (0..batches).map(|b| lat[b * per..(b + 1) * per].iter().sum::<f64>() / per as f64).collect();
+        let means: Vec<f64> = (0..batches)
+            .map(|b| lat[b * per..(b + 1) * per].iter().sum::<f64>() / per as f64)
+            .collect();
         let bm = means.iter().sum::<f64>() / batches as f64;
-        let var = means.iter().map(|m| (m - bm) * (m - bm)).sum::<f64>() / (batches.max(2) - 1) as f64;
+        let var =
+            means.iter().map(|m| (m - bm) * (m - bm)).sum::<f64>() / (batches.max(2) - 1) as f64;
         // Student t, 19 degrees of freedom, two-sided 95%.
         let ci95_half_width = 2.093 * (var / batches as f64).sqrt();
         lat.sort_by(|a, b| a.total_cmp(b));
@@ -311,7 +333,9 @@ impl WorkSampler {
         if scv == 0.0 {
             return Ok(Self(None));
         }
-        Gamma::new(1.0 / scv, scv).map(|g| Self(Some(g))).map_err(|_| SimError::InvalidScv(scv))
+        Gamma::new(1.0 / scv, scv)
+            .map(|g| Self(Some(g)))
+            .map_err(|_| SimError::InvalidScv(scv))
     }
     pub(crate) fn sample(&self, rng: &mut StdRng) -> f64 {
         self.0.as_ref().map_or(1.0, |g| g.sample(rng))
@@ -334,7 +358,8 @@ pub fn simulate(cfg: &SimConfig) -> Result<LatencyStats, SimError> {
     if cfg.requests == 0 {
         return Err(SimError::NoRequests);
     }
-    let inter = Exp::new(cfg.lambda).map_err(|_| SimError::Input(ModelError::InvalidArrivalRate(cfg.lambda)))?;
+    let inter = Exp::new(cfg.lambda)
+        .map_err(|_| SimError::Input(ModelError::InvalidArrivalRate(cfg.lambda)))?;
     let work = WorkSampler::new(cfg.work_scv)?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut station = Station::new(&cfg.mu, cfg.semantics)?;
@@ -356,10 +381,14 @@ mod tests {
     use crate::model::predict;
 
     fn severe(c: usize) -> Vec<f64> {
-        (1..=c).map(|i| 1.0 / (1.0 + 0.5 * (i as f64 - 2.0).max(0.0))).collect()
+        (1..=c)
+            .map(|i| 1.0 / (1.0 + 0.5 * (i as f64 - 2.0).max(0.0)))
+            .collect()
     }
     fn mild(c: usize) -> Vec<f64> {
-        (1..=c).map(|i| 1.0 / (1.0 + 0.03 * (i as f64 - 1.0))).collect()
+        (1..=c)
+            .map(|i| 1.0 / (1.0 + 0.03 * (i as f64 - 1.0)))
+            .collect()
     }
 
     #[test]
@@ -418,7 +447,10 @@ mod tests {
         // The exact M/D/1 mean is the target; the CI must cover it.
         let st = simulate(&SimConfig::new(0.5, &[1.0], 100_000)).unwrap();
         let exact = 1.5;
-        assert!((st.mean_latency - exact).abs() < (3.0 * st.ci95_half_width).max(0.02), "{st:?}");
+        assert!(
+            (st.mean_latency - exact).abs() < (3.0 * st.ci95_half_width).max(0.02),
+            "{st:?}"
+        );
         assert!((st.mean_service - 1.0).abs() < 1e-9);
         assert!(st.p50 <= st.p90 && st.p90 <= st.p95 && st.p95 <= st.p99);
         assert!(st.p50 >= 1.0);
@@ -428,7 +460,13 @@ mod tests {
     #[test]
     fn m8_model_vs_simulator_ci_grid() {
         let mut worst = 0.0_f64;
-        for (c, mu) in [(1, vec![1.0]), (2, mild(2)), (4, severe(4)), (8, severe(8)), (4, mild(4))] {
+        for (c, mu) in [
+            (1, vec![1.0]),
+            (2, mild(2)),
+            (4, severe(4)),
+            (8, severe(8)),
+            (4, mild(4)),
+        ] {
             for rho in [0.2, 0.5] {
                 let lambda = rho * c as f64 * mu[c - 1];
                 let model = predict(lambda, &mu).unwrap().latency;
@@ -453,9 +491,18 @@ mod tests {
         let mut other = cfg.clone();
         other.seed = 2;
         assert_ne!(simulate(&cfg).unwrap(), simulate(&other).unwrap());
-        assert!(matches!(simulate(&SimConfig::new(0.0, &[1.0], 10)), Err(SimError::Input(_))));
-        assert!(matches!(simulate(&SimConfig::new(1.0, &[], 10)), Err(SimError::Input(_))));
-        assert_eq!(simulate(&SimConfig::new(0.5, &[1.0], 0)), Err(SimError::NoRequests));
+        assert!(matches!(
+            simulate(&SimConfig::new(0.0, &[1.0], 10)),
+            Err(SimError::Input(_))
+        ));
+        assert!(matches!(
+            simulate(&SimConfig::new(1.0, &[], 10)),
+            Err(SimError::Input(_))
+        ));
+        assert_eq!(
+            simulate(&SimConfig::new(0.5, &[1.0], 0)),
+            Err(SimError::NoRequests)
+        );
         let mut bad = cfg.clone();
         bad.work_scv = -1.0;
         assert_eq!(simulate(&bad), Err(SimError::InvalidScv(-1.0)));

@@ -61,7 +61,13 @@ pub struct Candidates(Vec<Candidate>);
 impl Candidates {
     /// Every configuration the profile covers.
     pub fn from_profile(profile: &Profile) -> Self {
-        Self(profile.candidates().into_iter().map(|(config, mu)| Candidate { config, mu }).collect())
+        Self(
+            profile
+                .candidates()
+                .into_iter()
+                .map(|(config, mu)| Candidate { config, mu })
+                .collect(),
+        )
     }
 
     /// From explicit configurations and rates (sorted here; later duplicates of a configuration dropped).
@@ -89,15 +95,24 @@ impl Candidates {
 
     /// The candidate with the largest capacity `c·μ_c` (first in order on ties).
     pub fn max_capacity(&self) -> Option<&Candidate> {
-        self.0.iter().fold(None, |best: Option<&Candidate>, c| match best {
-            Some(b) if b.capacity() >= c.capacity() => Some(b),
-            _ => Some(c),
-        })
+        self.0
+            .iter()
+            .fold(None, |best: Option<&Candidate>, c| match best {
+                Some(b) if b.capacity() >= c.capacity() => Some(b),
+                _ => Some(c),
+            })
     }
 
     /// Predicted estimate of every candidate at arrival rate `lambda`; an unstable one carries its error.
-    pub fn evaluate(&self, lambda: f64, predictor: Predictor) -> Vec<(Config, Result<Estimate, ModelError>)> {
-        self.0.iter().map(|c| (c.config, predictor.estimate(lambda, &c.mu))).collect()
+    pub fn evaluate(
+        &self,
+        lambda: f64,
+        predictor: Predictor,
+    ) -> Vec<(Config, Result<Estimate, ModelError>)> {
+        self.0
+            .iter()
+            .map(|c| (c.config, predictor.estimate(lambda, &c.mu)))
+            .collect()
     }
 
     /// The stable candidate with the lowest predicted mean latency at `lambda` (ties: first in order), or
@@ -129,7 +144,11 @@ pub struct TableOptions {
 
 impl Default for TableOptions {
     fn default() -> Self {
-        Self { levels: 10, headroom: 0.95, predictor: Predictor::Serf }
+        Self {
+            levels: 10,
+            headroom: 0.95,
+            predictor: Predictor::Serf,
+        }
     }
 }
 
@@ -168,7 +187,10 @@ impl ConfigTable {
     /// [`TableError::NoCandidates`] or [`TableError::BadOptions`].
     pub fn build(candidates: &Candidates, options: TableOptions) -> Result<Self, TableError> {
         if options.levels == 0 || !(options.headroom > 0.0 && options.headroom <= 1.0) {
-            return Err(TableError::BadOptions { levels: options.levels, headroom: options.headroom });
+            return Err(TableError::BadOptions {
+                levels: options.levels,
+                headroom: options.headroom,
+            });
         }
         let top = candidates.max_capacity().ok_or(TableError::NoCandidates)?;
         let capacity = top.capacity();
@@ -177,16 +199,29 @@ impl ConfigTable {
                 let lambda = k as f64 / options.levels as f64 * options.headroom * capacity;
                 candidates
                     .best(lambda, options.predictor)
-                    .map(|(best, e)| Row { lambda, best, latency_s: e.latency })
+                    .map(|(best, e)| Row {
+                        lambda,
+                        best,
+                        latency_s: e.latency,
+                    })
             })
             .collect();
-        Ok(Self { format: TABLE_FORMAT.to_string(), options, max_capacity: top.config, capacity, rows })
+        Ok(Self {
+            format: TABLE_FORMAT.to_string(),
+            options,
+            max_capacity: top.config,
+            capacity,
+            rows,
+        })
     }
 
     /// The configuration for an observed arrival rate: the row with the smallest `λ_k ≥ lambda`, or the
     /// largest-capacity configuration above the last row.
     pub fn lookup(&self, lambda: f64) -> Config {
-        self.rows.iter().find(|r| r.lambda >= lambda).map_or(self.max_capacity, |r| r.best)
+        self.rows
+            .iter()
+            .find(|r| r.lambda >= lambda)
+            .map_or(self.max_capacity, |r| r.best)
     }
 
     /// The table as pretty JSON, byte-identical for identical inputs.
@@ -202,7 +237,11 @@ mod tests {
 
     /// The 2-core illustration of note §2.9 plus (1,1).
     fn two_core() -> Profile {
-        Profile::from_rates(2, &[(1, vec![1.0 / 0.20, 1.0 / 0.22]), (2, vec![1.0 / 0.12])]).unwrap()
+        Profile::from_rates(
+            2,
+            &[(1, vec![1.0 / 0.20, 1.0 / 0.22]), (2, vec![1.0 / 0.12])],
+        )
+        .unwrap()
     }
 
     #[test]
@@ -224,14 +263,23 @@ mod tests {
         }
         // Crossover A = (1,2) → B = (2,1) at λ ≈ 6.5/s (note §2.9).
         for r in &t.rows {
-            let want = if r.lambda < 6.5 { Config::new(1, 2) } else { Config::new(2, 1) };
+            let want = if r.lambda < 6.5 {
+                Config::new(1, 2)
+            } else {
+                Config::new(2, 1)
+            };
             assert_eq!(r.best, want, "at λ = {}", r.lambda);
         }
         // Byte-identical rebuild, also from a profile that went through its file format.
-        let again = ConfigTable::build(&Candidates::from_profile(&p), TableOptions::default()).unwrap();
+        let again =
+            ConfigTable::build(&Candidates::from_profile(&p), TableOptions::default()).unwrap();
         assert_eq!(t.to_json(), again.to_json());
         let reloaded = Profile::from_json(&p.to_json()).unwrap();
-        let third = ConfigTable::build(&Candidates::from_profile(&reloaded), TableOptions::default()).unwrap();
+        let third = ConfigTable::build(
+            &Candidates::from_profile(&reloaded),
+            TableOptions::default(),
+        )
+        .unwrap();
         assert_eq!(t.to_json().as_bytes(), third.to_json().as_bytes());
         let parsed: ConfigTable = serde_json::from_str(&t.to_json()).unwrap();
         assert_eq!(parsed, t);
@@ -250,16 +298,33 @@ mod tests {
         assert!(c.best(1.5, Predictor::Serf).is_none());
         assert_eq!(c.max_capacity().unwrap().config, Config::new(1, 1));
         // Dropped: wrong length.
-        assert_eq!(Candidates::new(vec![(Config::new(2, 1), vec![1.0])]).as_slice().len(), 0);
-        assert_eq!(ConfigTable::build(&Candidates::new(vec![]), TableOptions::default()), Err(TableError::NoCandidates));
-        let bad = TableOptions { levels: 0, ..TableOptions::default() };
-        assert!(matches!(ConfigTable::build(&c, bad), Err(TableError::BadOptions { .. })));
+        assert_eq!(
+            Candidates::new(vec![(Config::new(2, 1), vec![1.0])])
+                .as_slice()
+                .len(),
+            0
+        );
+        assert_eq!(
+            ConfigTable::build(&Candidates::new(vec![]), TableOptions::default()),
+            Err(TableError::NoCandidates)
+        );
+        let bad = TableOptions {
+            levels: 0,
+            ..TableOptions::default()
+        };
+        assert!(matches!(
+            ConfigTable::build(&c, bad),
+            Err(TableError::BadOptions { .. })
+        ));
     }
 
     #[test]
     fn m11_unit_above_capacity_is_excluded() {
         // A unit is unstable when its rate reaches c·μ_c: that configuration drops out of the choice.
-        let c = Candidates::new(vec![(Config::new(1, 2), vec![10.0]), (Config::new(2, 1), vec![6.0, 6.0])]);
+        let c = Candidates::new(vec![
+            (Config::new(1, 2), vec![10.0]),
+            (Config::new(2, 1), vec![6.0, 6.0]),
+        ]);
         let evals = c.evaluate(10.0, Predictor::Serf);
         assert!(matches!(evals[0].1, Err(ModelError::Unstable { .. })));
         assert_eq!(c.best(10.0, Predictor::Serf).unwrap().0, Config::new(2, 1));
@@ -267,7 +332,11 @@ mod tests {
 
     #[test]
     fn lookup_is_conservative() {
-        let t = ConfigTable::build(&Candidates::from_profile(&two_core()), TableOptions::default()).unwrap();
+        let t = ConfigTable::build(
+            &Candidates::from_profile(&two_core()),
+            TableOptions::default(),
+        )
+        .unwrap();
         assert_eq!(t.lookup(0.0), t.rows[0].best);
         assert_eq!(t.lookup(t.rows[3].lambda), t.rows[3].best);
         assert_eq!(t.lookup(t.rows[3].lambda + 1e-9), t.rows[4].best);
