@@ -25,7 +25,9 @@ mod bound;
 mod search;
 
 pub use bound::{enumerate, upper_bound};
-pub use search::{evaluations_to_reach, kairos_plus, random_search, SearchOutcome};
+pub use search::{
+    evaluations_to_reach, kairos_plus, random_search, simulated_annealing, SearchOutcome,
+};
 
 use crate::profile::throughput::ThroughputProfile;
 use crate::profile::ModelProfile;

@@ -1,5 +1,6 @@
 //! Online configuration search: Kairos+ (Algorithm 1: bound order, bound and sub-configuration
-//! pruning) and the random-search baseline with the same sub-configuration pruning.
+//! pruning) and two baselines with the same sub-configuration pruning and no bound: random search
+//! and simulated annealing (paper Figs. 2 and 11; notes R15).
 
 use super::Candidate;
 
@@ -83,6 +84,84 @@ pub fn random_search(
         }
         out.push((i, evaluate(&ranked[i].counts)));
         prune_subs(ranked, &ranked[i].counts, &mut pruned);
+    }
+    out
+}
+
+/// The simulated-annealing baseline (paper Fig. 2 explores with it; notes R15): from a seeded
+/// random start, move to a random neighbour (one instance of one type more or fewer, staying
+/// within the ranking, i.e. within budget with a base instance), accepting a worse one with
+/// probability `exp(Δ / (T · current))`, `T` starting at 0.2 and cooling by 0.95 per evaluation.
+/// Only neighbours neither evaluated nor pruned (sub-configurations of evaluated ones) are
+/// candidates; when none is left, it restarts at a random configuration not yet evaluated or
+/// pruned. Returns every evaluation in order.
+pub fn simulated_annealing(
+    ranked: &[Candidate],
+    seed: u64,
+    max_evaluations: usize,
+    mut evaluate: impl FnMut(&[u32]) -> f64,
+) -> Vec<(usize, f64)> {
+    use rand::{Rng, SeedableRng};
+    use std::collections::HashMap;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let index: HashMap<&[u32], usize> = ranked
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.counts.as_slice(), i))
+        .collect();
+    let mut pruned = vec![false; ranked.len()];
+    let mut known: HashMap<usize, f64> = HashMap::new();
+    let mut out = Vec::new();
+    let mut temperature = 0.2;
+    let mut current: Option<(usize, f64)> = None;
+    while out.len() < max_evaluations {
+        let fresh = |i: &usize| !pruned[*i] && !known.contains_key(i);
+        let next = match current {
+            Some((c, _)) => {
+                let counts = &ranked[c].counts;
+                let mut moves: Vec<usize> = (0..counts.len())
+                    .flat_map(|t| [(t, 1i64), (t, -1)])
+                    .filter_map(|(t, d)| {
+                        let mut n = counts.clone();
+                        n[t] = u32::try_from(i64::from(n[t]) + d).ok()?;
+                        index.get(n.as_slice()).copied()
+                    })
+                    .filter(fresh)
+                    .collect();
+                if moves.is_empty() {
+                    None
+                } else {
+                    Some(moves.swap_remove(rng.random_range(0..moves.len())))
+                }
+            }
+            None => None,
+        };
+        let next = match next {
+            Some(n) => n,
+            None => {
+                let left: Vec<usize> = (0..ranked.len()).filter(fresh).collect();
+                if left.is_empty() {
+                    break;
+                }
+                current = None;
+                left[rng.random_range(0..left.len())]
+            }
+        };
+        let q = evaluate(&ranked[next].counts);
+        out.push((next, q));
+        known.insert(next, q);
+        prune_subs(ranked, &ranked[next].counts, &mut pruned);
+        let accept = match current {
+            None => true,
+            Some((_, cur)) if q >= cur => true,
+            Some((_, cur)) => {
+                rng.random::<f64>() < ((q - cur) / (temperature * cur.max(1e-9))).exp()
+            }
+        };
+        if accept {
+            current = Some((next, q));
+        }
+        temperature *= 0.95;
     }
     out
 }

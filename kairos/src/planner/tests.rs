@@ -293,6 +293,27 @@ fn r15_random_search_shares_pruning_and_needs_more_evaluations() {
     let k = evaluations_to_reach(&plus.evaluated, plus.best_qps).unwrap();
     assert!((k as f64) < mean, "Kairos+ {k} vs random {mean}");
     assert_eq!(random_search(&ranked, 1, 3, &eval).len(), 3);
+    // Simulated annealing: same pruning, reaches the optimum eventually, slower than Kairos+.
+    let mut total = 0;
+    for seed in 0..10 {
+        let sa = simulated_annealing(&ranked, seed, usize::MAX, &eval);
+        for (x, &(i, _)) in sa.iter().enumerate() {
+            for &(j, _) in &sa[..x] {
+                assert!(!ranked[i]
+                    .counts
+                    .iter()
+                    .zip(&ranked[j].counts)
+                    .all(|(a, b)| a <= b));
+            }
+        }
+        total += evaluations_to_reach(&sa, plus.best_qps).unwrap();
+    }
+    assert!(
+        (k as f64) < total as f64 / 10.0,
+        "Kairos+ {k} vs annealing {}",
+        total as f64 / 10.0
+    );
+    assert_eq!(simulated_annealing(&ranked, 1, 4, &eval).len(), 4);
 }
 
 #[test]
