@@ -525,8 +525,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         rows.extend(done);
     }
+    let search = search_cost(queries);
     let mut text = table(&rows, queries, start.elapsed().as_secs_f64());
-    text += &search_cost(queries);
+    text += &search;
     text += &overheads();
     print!("{text}");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchmarks/kairos");
