@@ -33,6 +33,7 @@ pub use weir_engine::spec::{
     BatchingSpec, Device, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder, RemoteExecutorSpec,
 };
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
+pub use weir_engine::stream::{StreamConnector, StreamEnd};
 pub use weir_engine::{lineage, validate};
 use weir_operators::model::executor::{BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
@@ -121,7 +122,7 @@ pub enum StartError {
     Runtime(#[from] weir_engine::runtime::RuntimeError),
     /// zenoh could not start (for remote executors).
     #[error(transparent)]
-    Zenoh(#[from] weir_executor::session::SessionError),
+    Zenoh(#[from] weir_connectors::zenoh_peer::SessionError),
 }
 
 /// A graph running in this process, with its executors.

@@ -1,6 +1,7 @@
 //! The `weir` command line: validate graphs, run them over workloads, run benchmarks.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -147,9 +148,16 @@ struct ServeArgs {
     /// Graph YAML files; each is a model named by its graph's `name`.
     #[arg(required = true)]
     graphs: Vec<PathBuf>,
-    /// Address to listen on (port 0 picks a free one; the bound address is printed).
-    #[arg(long, default_value = "127.0.0.1:8000", env = "WEIR_HTTP")]
-    http: String,
+    /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
+    /// 127.0.0.1:8000, unless the graphs declare `streams:` (then no HTTP unless asked for).
+    #[arg(long, env = "WEIR_HTTP")]
+    http: Option<String>,
+    /// zenoh endpoint the graphs listen on, for executors started with `--connect` (repeatable).
+    #[arg(long)]
+    zenoh_listen: Vec<String>,
+    /// zenoh endpoint to connect to besides the executors' own (repeatable).
+    #[arg(long)]
+    zenoh_connect: Vec<String>,
     /// Timely worker threads per graph.
     #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
     workers: usize,
@@ -424,8 +432,12 @@ fn serve(args: ServeArgs) -> Result<()> {
             max_in_flight: args.max_in_flight,
             ..RuntimeOptions::default()
         };
+        let distributed = weir::DistributedOptions {
+            listen: args.zenoh_listen.clone(),
+            connect: args.zenoh_connect.clone(),
+        };
         running.push(
-            start(graph.plan, options)
+            weir::start_distributed(graph.plan, options, &distributed)
                 .with_context(|| format!("starting graph `{name}` from {}", path.display()))?,
         );
     }
@@ -445,19 +457,85 @@ fn serve(args: ServeArgs) -> Result<()> {
             .map(weir::RunningGraph::executor_metrics)
             .collect(),
     );
+    let streams: Vec<(Arc<weir::GraphRuntime>, weir::StreamConnector)> = running
+        .iter()
+        .flat_map(|r| {
+            let runtime = r.runtime_handle();
+            r.runtime()
+                .plan()
+                .streams
+                .clone()
+                .into_iter()
+                .map(move |c| (Arc::clone(&runtime), c))
+        })
+        .collect();
+    let http = match (&args.http, streams.is_empty()) {
+        (Some(addr), _) => Some(addr.clone()),
+        (None, true) => Some("127.0.0.1:8000".to_string()),
+        (None, false) => None,
+    };
+    let stream_options = weir_connectors::stream::StreamOptions {
+        request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+        ..Default::default()
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&args.http)
-            .await
-            .with_context(|| format!("binding {}", args.http))?;
-        let addr = listener.local_addr()?;
-        println!("weir serving http://{addr}");
-        use std::io::Write;
-        std::io::stdout().flush()?;
-        server.serve(listener, shutdown_signal()).await?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        for (runtime, connector) in streams {
+            let what = format!("{} stream of `{}`", stream_kind(&connector), runtime.plan().name);
+            let stop = stop_rx.clone();
+            tasks.spawn(async move {
+                let report =
+                    weir_connectors::stream::run_stream(runtime, connector, stream_options, stop)
+                        .await;
+                (what, report)
+            });
+        }
+        match &http {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding {addr}"))?;
+                let addr = listener.local_addr()?;
+                println!("weir serving http://{addr}");
+                use std::io::Write;
+                std::io::stdout().flush()?;
+                let stop = stop_tx.clone();
+                server
+                    .serve(listener, async move {
+                        shutdown_signal().await;
+                        let _ = stop.send(true);
+                    })
+                    .await?;
+            }
+            None => {
+                eprintln!("weir streaming ({} connector(s))", tasks.len());
+                let all_done = async {
+                    let mut finished = Vec::new();
+                    while let Some(r) = tasks.join_next().await {
+                        finished.push(r);
+                    }
+                    finished
+                };
+                tokio::select! {
+                    finished = all_done => {
+                        report_streams(finished);
+                        return anyhow::Ok(());
+                    }
+                    _ = shutdown_signal() => {}
+                }
+            }
+        }
+        let _ = stop_tx.send(true);
+        let mut finished = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            finished.push(r);
+        }
+        report_streams(finished);
         anyhow::Ok(())
     })?;
     for graph in running {
@@ -467,7 +545,29 @@ fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Completes on SIGTERM or Ctrl-C.
+type StreamOutcome = (
+    String,
+    Result<weir_connectors::stream::StreamReport, weir_connectors::stream::StreamError>,
+);
+
+fn stream_kind(c: &weir::StreamConnector) -> &'static str {
+    match c {
+        weir::StreamConnector::Jsonl { .. } => "JSON-lines",
+        weir::StreamConnector::Zenoh { .. } => "zenoh",
+    }
+}
+
+/// Prints what each streaming connector did, on stderr (stdout may be a stream).
+fn report_streams(finished: Vec<Result<StreamOutcome, tokio::task::JoinError>>) {
+    for outcome in finished {
+        match outcome {
+            Ok((what, Ok(r))) => eprintln!("{what}: {} requests, {} errors", r.requests, r.errors),
+            Ok((what, Err(e))) => eprintln!("{what} stopped: {e}"),
+            Err(e) => eprintln!("a stream connector panicked: {e}"),
+        }
+    }
+}
+
 fn executor(args: ExecutorArgs) -> Result<()> {
     let options = weir_executor::server::ExecutorOptions {
         name: args.name.clone(),
@@ -501,6 +601,7 @@ fn executor(args: ExecutorArgs) -> Result<()> {
     Ok(())
 }
 
+/// Completes on SIGTERM or Ctrl-C.
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

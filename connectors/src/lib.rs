@@ -2,11 +2,16 @@
 //! `weir_engine::runtime::GraphRuntime::submit` calls and writes the replies back.
 //!
 //! - [`http`]: the Open Inference Protocol (KServe v2) over HTTP, with Prometheus metrics.
-//!
-//! zenoh and JSON-lines connectors come with the distributed-execution issue.
+//! - [`stream`]: the same requests and replies as a stream, from JSON lines (a file or stdin/stdout)
+//!   or zenoh key expressions, so a graph runs as a stream processor without HTTP.
+//! - [`infer`]: running one protocol request through a graph, shared by both.
+//! - [`zenoh_peer`]: zenoh sessions as weir opens them (also used by remote executors).
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod http;
+pub mod infer;
+pub mod stream;
+pub mod zenoh_peer;

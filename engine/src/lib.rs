@@ -22,6 +22,7 @@ pub mod plan;
 pub mod request;
 pub mod runtime;
 pub mod spec;
+pub mod stream;
 pub mod tensor;
 pub mod validate;
 pub mod wire;

@@ -8,6 +8,7 @@
 use std::fmt::Write;
 
 use crate::lineage::INGRESS;
+use crate::stream::StreamConnector;
 use crate::validate::{
     GraphInput, GraphOutput, NodeKind, Producer, ReplicaTarget, ValidGraph, ValidNode,
 };
@@ -41,6 +42,8 @@ pub struct Plan {
     pub nodes: Vec<PlannedNode>,
     /// Outputs.
     pub outputs: Vec<GraphOutput>,
+    /// Streaming connectors to run besides any HTTP server.
+    pub streams: Vec<StreamConnector>,
 }
 
 /// Lineage id of a producer.
@@ -68,6 +71,7 @@ pub fn plan(valid: &ValidGraph) -> Plan {
         inputs: valid.inputs.clone(),
         nodes,
         outputs: valid.outputs.clone(),
+        streams: valid.streams.clone(),
     }
 }
 

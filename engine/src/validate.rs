@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::placement::{check_placement, Placement};
+use crate::stream::{check_streams, StreamConnector};
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
 use crate::spec::{BatchingSpec, ExecutorSpec, GraphSpec, ModelSpec, NodeSpec, Spanned, TensorRef};
@@ -154,6 +155,8 @@ pub struct ValidGraph {
     pub outputs: Vec<GraphOutput>,
     /// Remote executors declared by the graph.
     pub executors: Vec<RemoteExecutor>,
+    /// Streaming connectors declared by the graph.
+    pub streams: Vec<StreamConnector>,
     /// Findings that do not stop the graph.
     pub warnings: Vec<Diagnostic>,
 }
@@ -233,6 +236,7 @@ impl<'a> Validator<'a> {
         let spec = self.spec;
         self.check_names();
         self.placement = check_placement(spec, &mut self.diags);
+        let streams = check_streams(spec, self.base_dir, &mut self.diags);
         let inputs = self.graph_inputs();
         let mut facts: Vec<NodeFacts> = spec
             .nodes
@@ -342,6 +346,7 @@ impl<'a> Validator<'a> {
             nodes,
             outputs,
             executors: self.placement.executors.clone(),
+            streams,
             warnings: Vec::new(),
         })
     }

@@ -32,7 +32,7 @@ use zenoh::sample::SampleKind;
 use zenoh::{Session, Wait};
 
 use crate::protocol::{ErrorKind, ErrorReply};
-use crate::session::{open_peer, SessionError};
+use weir_connectors::zenoh_peer::{open_peer, SessionError};
 
 /// Jobs a remote replica holds at once unless configured otherwise.
 pub const DEFAULT_REMOTE_CAPACITY: usize = 16;

@@ -20,4 +20,3 @@
 pub mod client;
 pub mod protocol;
 pub mod server;
-pub mod session;

@@ -26,7 +26,7 @@ use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
 use crate::protocol::{ErrorKind, ErrorReply, LoadReport, ModelLoad};
-use crate::session::open_peer;
+use weir_connectors::zenoh_peer::open_peer;
 
 /// How often the load report is published.
 const LOAD_REPORT_EVERY: Duration = Duration::from_millis(500);
@@ -81,14 +81,14 @@ pub enum ServeError {
     },
     /// zenoh failed.
     #[error(transparent)]
-    Zenoh(#[from] crate::session::SessionError),
+    Zenoh(#[from] weir_connectors::zenoh_peer::SessionError),
     /// The options are not usable.
     #[error("{0}")]
     Options(String),
 }
 
 fn zenoh_err(e: impl std::fmt::Display) -> ServeError {
-    ServeError::Zenoh(crate::session::SessionError(e.to_string()))
+    ServeError::Zenoh(weir_connectors::zenoh_peer::SessionError(e.to_string()))
 }
 
 /// A running executor. Dropping it stops serving (undeclaring its token) and drains its queues.

@@ -14,17 +14,15 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tracing::{debug, info};
-use weir_engine::request::RequestError;
 use weir_engine::runtime::GraphRuntime;
-use weir_engine::tensor::{Dim, NamedTensor, Tensor, TensorData};
+use weir_engine::tensor::Dim;
 
 use super::error::ServeError;
+use crate::infer::run_infer;
 use super::metrics::{render_graphs, GraphMetrics, MetricsSource, Outcome};
 use super::protocol::{
-    datatype_name, encode_infer_reply, parse_infer_request, InferRequest, ReplyTensor,
-    HEADER_LENGTH,
+    datatype_name, parse_infer_request, InferRequest, HEADER_LENGTH,
 };
 
 /// How the server behaves.
@@ -351,186 +349,14 @@ async fn infer_inner(
     run_request(s, served, request).await
 }
 
-/// Splits a request into per-row submissions (a leading batch dimension is optional), awaits
-/// every row within the deadline, and assembles the reply.
+/// Runs a parsed request through the graph and writes the reply with its content headers.
 async fn run_request(
     s: &ServerState,
     served: &ServedGraph,
     request: InferRequest,
 ) -> Result<Response, ServeError> {
-    let plan = served.runtime.plan();
-    let malformed = |field: String, message: String| {
-        ServeError::Malformed(super::protocol::ProtocolError { field, message })
-    };
-    let mut batch: Option<(bool, usize)> = None;
-    for input in &request.inputs {
-        let Some(g) = plan.inputs.iter().find(|g| g.name == input.name) else {
-            let known: Vec<&str> = plan.inputs.iter().map(|g| g.name.as_str()).collect();
-            return Err(malformed(
-                format!("inputs ({})", input.name),
-                format!(
-                    "model `{}` has no input `{}` (its inputs: {})",
-                    plan.name,
-                    input.name,
-                    known.join(", ")
-                ),
-            ));
-        };
-        let this = if input.shape.len() == g.ty.shape.len() + 1 {
-            (true, input.shape[0])
-        } else if input.shape.len() == g.ty.shape.len() {
-            (false, 1)
-        } else {
-            return Err(malformed(
-                format!("inputs ({}).shape", input.name),
-                format!(
-                    "{:?} has rank {}; `{}` takes {} or, with a batch dimension first, rank {}",
-                    input.shape,
-                    input.shape.len(),
-                    g.name,
-                    g.ty,
-                    g.ty.shape.len() + 1
-                ),
-            ));
-        };
-        match batch {
-            None => batch = Some(this),
-            Some(b) if b != this => {
-                return Err(malformed(
-                    format!("inputs ({}).shape", input.name),
-                    "every input must have the same batch size".into(),
-                ))
-            }
-            _ => {}
-        }
-    }
-    let (batched, rows) = batch.unwrap_or((false, 1));
-    let outputs: Vec<(String, bool)> = match &request.outputs {
-        Some(outs) => outs.iter().map(|o| (o.name.clone(), o.binary)).collect(),
-        None => plan
-            .outputs
-            .iter()
-            .map(|o| (o.name.clone(), request.binary_by_default))
-            .collect(),
-    };
-    for (o, _) in &outputs {
-        if !plan.outputs.iter().any(|p| &p.name == o) {
-            return Err(ServeError::UnknownOutput {
-                graph: plan.name.clone(),
-                output: o.clone(),
-            });
-        }
-    }
-    let mut receivers = Vec::with_capacity(rows);
-    // Request parameters travel through the graph with every row (later stages read them).
-    let parameters = (!request.parameters.is_empty())
-        .then(|| Value::Object(request.parameters.clone()).to_string());
-    let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, ServeError> {
-        let (tx, rx) = oneshot::channel();
-        served.runtime.submit_with_parameters(
-            inputs,
-            parameters.clone(),
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        )?;
-        Ok(rx)
-    };
-    if rows == 1 {
-        // One row: move the tensors, no copy (the common case for large images).
-        let inputs = request
-            .inputs
-            .into_iter()
-            .map(|i| {
-                let shape = if batched {
-                    i.shape[1..].to_vec()
-                } else {
-                    i.shape
-                };
-                NamedTensor {
-                    name: i.name,
-                    tensor: Tensor {
-                        shape,
-                        data: i.data,
-                    },
-                }
-            })
-            .collect();
-        receivers.push(submit(inputs)?);
-    } else {
-        for row in 0..rows {
-            let inputs = request
-                .inputs
-                .iter()
-                .map(|i| {
-                    let shape = i.shape[1..].to_vec();
-                    let n: usize = shape.iter().product();
-                    let data = match &i.data {
-                        TensorData::F32(v) => TensorData::F32(v[row * n..(row + 1) * n].to_vec()),
-                        TensorData::I64(v) => TensorData::I64(v[row * n..(row + 1) * n].to_vec()),
-                    };
-                    NamedTensor {
-                        name: i.name.clone(),
-                        tensor: Tensor { shape, data },
-                    }
-                })
-                .collect();
-            receivers.push(submit(inputs)?);
-        }
-    }
-    let timeout = s.config.request_timeout;
-    let answers = tokio::time::timeout(timeout, async {
-        let mut answers = Vec::with_capacity(receivers.len());
-        for rx in receivers {
-            answers.push(rx.await.unwrap_or_else(|_| {
-                Err(RequestError::ShuttingDown {
-                    graph: plan.name.clone(),
-                })
-            }));
-        }
-        answers
-    })
-    .await
-    .map_err(|_| ServeError::Deadline {
-        ms: timeout.as_millis() as u64,
-    })?;
-    let responses = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let mut reply = Vec::with_capacity(outputs.len());
-    for (name, binary) in outputs {
-        let parts: Vec<&Tensor> = responses.iter().filter_map(|r| r.output(&name)).collect();
-        let Some(first) = parts.first() else { continue };
-        let mut shape = first.shape.clone();
-        if batched {
-            shape.insert(0, rows);
-        }
-        let data = match first.data {
-            TensorData::F32(_) => TensorData::F32(
-                parts
-                    .iter()
-                    .flat_map(|t| t.as_f32().unwrap_or(&[]).iter().copied())
-                    .collect(),
-            ),
-            TensorData::I64(_) => TensorData::I64(
-                parts
-                    .iter()
-                    .flat_map(|t| t.as_i64().unwrap_or(&[]).iter().copied())
-                    .collect(),
-            ),
-        };
-        reply.push(ReplyTensor {
-            name,
-            tensor: Tensor { shape, data },
-            binary,
-        });
-    }
-    // Echo the parameters as they came out of the graph, not as they went in.
-    let echoed = responses
-        .first()
-        .and_then(|r| r.parameters.as_deref())
-        .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p).ok())
-        .unwrap_or_default();
     let (body, header_length) =
-        encode_infer_reply(&plan.name, request.id.as_deref(), echoed, &reply);
+        run_infer(&served.runtime, request, s.config.request_timeout).await?;
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     match header_length {

@@ -43,6 +43,7 @@ impl GraphBuilder {
                 nodes: Vec::new(),
                 outputs: Vec::new(),
                 executors: Vec::new(),
+                streams: Vec::new(),
             },
         }
     }

@@ -13,6 +13,7 @@
 mod builder;
 mod model;
 mod remote;
+mod stream;
 mod tensor_op;
 
 use std::fmt;
@@ -25,6 +26,7 @@ use serde::{Deserialize, Deserializer};
 pub use builder::{GraphBuilder, ModelBuilder};
 pub use model::{BatchingSpec, ExecutorSpec, ModelSpec};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
+pub use stream::{JsonlStreamSpec, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
@@ -98,6 +100,9 @@ pub struct GraphSpec {
     /// Remote executors model nodes may run on (see [`ModelSpec::replicas`]).
     #[serde(default)]
     pub executors: Vec<Spanned<RemoteExecutorSpec>>,
+    /// Streaming connectors (JSON lines, zenoh) feeding the graph besides HTTP.
+    #[serde(default)]
+    pub streams: Vec<Spanned<StreamSpec>>,
 }
 
 /// A graph input: one tensor per request.

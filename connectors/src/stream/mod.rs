@@ -1,0 +1,128 @@
+//! Streaming connectors: a graph as a stream processor. Requests come from a stream (JSON lines
+//! from a file or stdin, or samples on a zenoh key expression) and every request gets exactly one
+//! reply written to the output stream (a line, or a sample on another key expression), in the
+//! order requests complete. Each request and reply is an Open Inference Protocol (KServe v2) JSON
+//! document, the same as the HTTP body, so the same tools write and read them.
+//!
+//! A request without an `id` gets one (`line-<n>` or `sample-<n>`), so every reply names its
+//! request. A request that cannot be parsed or fails in the graph gets an error document
+//! `{"id": ..., "error": ...}` instead — never silence — and the stream goes on. At most
+//! [`StreamOptions::max_in_flight`] requests run at once; reading waits beyond that
+//! (back-pressure). On shutdown, reading stops and every request already read is answered before
+//! the connector returns.
+
+pub mod jsonl;
+pub mod pubsub;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use weir_engine::runtime::GraphRuntime;
+use weir_engine::stream::StreamConnector;
+
+use crate::http::protocol::parse_infer_request;
+use crate::infer::run_infer;
+
+/// How streaming connectors behave.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamOptions {
+    /// Longest a request may take before it is answered with a deadline error.
+    pub request_timeout: Duration,
+    /// Requests running at once per connector.
+    pub max_in_flight: usize,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            request_timeout: Duration::from_secs(30),
+            max_in_flight: 64,
+        }
+    }
+}
+
+/// What a connector did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamReport {
+    /// Requests read.
+    pub requests: u64,
+    /// Of those, answered with an error document.
+    pub errors: u64,
+}
+
+/// Errors that stop a connector (its input or output failed), as opposed to a bad request.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// A file or stdio failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// zenoh failed.
+    #[error("zenoh: {0}")]
+    Zenoh(String),
+}
+
+/// Runs `connector` for `runtime` until its input ends or `shutdown` flips to true.
+///
+/// # Errors
+/// When the input or output fails; requests read until then are still answered.
+pub async fn run_stream(
+    runtime: Arc<GraphRuntime>,
+    connector: StreamConnector,
+    options: StreamOptions,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<StreamReport, StreamError> {
+    match connector {
+        StreamConnector::Jsonl { input, output } => {
+            jsonl::run_jsonl(runtime, &input, &output, options, shutdown).await
+        }
+        StreamConnector::Zenoh {
+            subscribe,
+            publish,
+            listen,
+            connect,
+        } => {
+            let keys = pubsub::Keys { subscribe, publish };
+            pubsub::run_zenoh(runtime, keys, &listen, &connect, options, shutdown).await
+        }
+    }
+}
+
+/// Answers one request document: the reply document, and whether it is an error.
+pub(crate) async fn answer_document(
+    runtime: &GraphRuntime,
+    document: &[u8],
+    fallback_id: String,
+    options: StreamOptions,
+) -> (Vec<u8>, bool) {
+    let mut request = match parse_infer_request(document, None) {
+        Ok(r) => r,
+        Err(e) => {
+            // Name the request if its id is readable, even when the rest is not.
+            let id = serde_json::from_slice::<Value>(document)
+                .ok()
+                .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or(fallback_id);
+            return (error_document(&id, &e.to_string()), true);
+        }
+    };
+    let id = request.id.get_or_insert(fallback_id).clone();
+    // Streams carry JSON documents only: binary outputs are written as JSON.
+    request.binary_by_default = false;
+    if let Some(outputs) = request.outputs.as_mut() {
+        outputs.iter_mut().for_each(|o| o.binary = false);
+    }
+    match run_infer(runtime, request, options.request_timeout).await {
+        Ok((body, _)) => (body, false),
+        Err(e) => (error_document(&id, &e.to_string()), true),
+    }
+}
+
+fn error_document(id: &str, message: &str) -> Vec<u8> {
+    json!({"id": id, "error": message}).to_string().into_bytes()
+}
