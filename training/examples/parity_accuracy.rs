@@ -191,6 +191,13 @@ fn check_with_onnxruntime(
             .collect::<Vec<_>>()
             .join("\n")
     };
+    // only this run's models are compared: drop the references of earlier runs
+    for entry in std::fs::read_dir(models)? {
+        let path = entry?.path();
+        if path.to_string_lossy().ends_with(".candle.csv") {
+            std::fs::remove_file(path)?;
+        }
+    }
     std::fs::write(models.join("probe_inputs.csv"), csv(x.to_vec2::<f32>()?))?;
     for path in written {
         let out = OnnxModel::load(path)?.forward(&x)?.to_vec2::<f32>()?;
