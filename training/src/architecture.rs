@@ -221,7 +221,7 @@ fn ints_attr(name: &str, values: &[i64]) -> onnx::AttributeProto {
 }
 
 /// A `[N, width]` f32 value info with a dynamic batch dimension `N`.
-fn tensor_info(name: &str, width: usize) -> onnx::ValueInfoProto {
+pub(crate) fn tensor_info(name: &str, width: usize) -> onnx::ValueInfoProto {
     let dim = |value| onnx::tensor_shape_proto::Dimension {
         value: Some(value),
         ..Default::default()

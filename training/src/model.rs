@@ -372,6 +372,51 @@ mod tests {
         }
     }
 
+    /// The plain ONNX MatMul and Add ops (not only Gemm) carry gradients to their `Var`s too.
+    #[test]
+    fn matmul_and_add_nodes_train() {
+        use crate::architecture::tensor_info;
+        let node = |op: &str, inputs: [&str; 2], out: &str| onnx::NodeProto {
+            op_type: op.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.into()],
+            ..Default::default()
+        };
+        let graph = onnx::GraphProto {
+            node: vec![
+                node("MatMul", ["x", "w"], "h"),
+                node("Add", ["h", "b"], "y"),
+            ],
+            initializer: vec![
+                f32_initializer("w", &[64, 3], &[0.5; 192]),
+                f32_initializer("b", &[3], &[1.0, 2.0, 3.0]),
+            ],
+            input: vec![tensor_info("x", 64)],
+            output: vec![tensor_info("y", 3)],
+            ..Default::default()
+        };
+        let m = OnnxModel::from_proto(ModelProto {
+            graph: Some(graph),
+            ..Default::default()
+        })
+        .unwrap();
+        let y = m.forward(&input(2)).unwrap();
+        let loss = y.sum_all().unwrap();
+        let grads = loss.backward().unwrap();
+        // d(Σy)/db = number of rows; d(Σy)/dw[i][j] = Σ_rows x[i]
+        let gb = grads.get(m.params()[1].1.as_tensor()).unwrap();
+        assert_eq!(gb.to_vec1::<f32>().unwrap(), [2.0, 2.0, 2.0]);
+        let gw = grads
+            .get(m.params()[0].1.as_tensor())
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        let col: Vec<f32> = input(2).sum(0).unwrap().to_vec1::<f32>().unwrap();
+        for (row, want) in gw.iter().zip(&col) {
+            assert_eq!(row, &[*want; 3]);
+        }
+    }
+
     #[test]
     fn written_onnx_reloads_with_the_same_outputs() {
         let dir = std::env::temp_dir().join(format!("weir-training-model-{}", std::process::id()));
