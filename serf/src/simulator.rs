@@ -484,6 +484,75 @@ mod tests {
         assert!(worst > 0.0);
     }
 
+    /// S1 (the simulator's share): FIFO admission, at most `c` in service, per-request timestamps.
+    #[test]
+    fn s1_admission_fifo_at_most_c() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let exp = Exp::new(3.5).unwrap();
+        let mut s = Station::new(&severe(4), Semantics::Dynamic).unwrap();
+        let mut out = Vec::new();
+        let mut t = 0.0;
+        for _ in 0..5_000 {
+            t += exp.sample(&mut rng);
+            s.arrive(t, 1.0, &mut out);
+        }
+        s.drain(&mut out);
+        assert_eq!(out.len(), 5_000);
+        let mut by_arrival = out.clone();
+        by_arrival.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
+        // Starts are in arrival order (FCFS) and never before arrival.
+        assert!(by_arrival.windows(2).all(|w| w[0].start <= w[1].start));
+        assert!(out
+            .iter()
+            .all(|c| c.start >= c.arrival && c.finish > c.start));
+        // At every start, at most c = 4 requests are in service.
+        for c in &by_arrival {
+            let busy = by_arrival
+                .iter()
+                .filter(|o| o.start <= c.start && o.finish > c.start)
+                .count();
+            assert!(busy <= 4, "{busy} in service at {}", c.start);
+        }
+        // Some requests did wait (the queue was used).
+        assert!(out.iter().any(|c| c.waiting() > 0.0));
+    }
+
+    /// Full M8 grid of note §2.10: 3 seeds × 1M requests after 20k warm-up, tolerance 4% ("start") and 2.5%
+    /// ("dyn"). Minutes long: `cargo test -p weir-serf --release -- --ignored m8_`.
+    #[test]
+    #[ignore]
+    fn m8_model_vs_simulator_full_grid() {
+        let none = |c: usize| vec![1.0; c];
+        for c in [1usize, 2, 4, 8] {
+            for mu in [none(c), mild(c), severe(c)] {
+                for k in 1..=9 {
+                    let lambda = k as f64 / 10.0 * c as f64 * mu[c - 1];
+                    let model = predict(lambda, &mu).unwrap().latency;
+                    for (semantics, tol) in [
+                        (Semantics::FrozenAtStart, 0.04),
+                        (Semantics::Dynamic, 0.025),
+                    ] {
+                        let sim: f64 = (0..3)
+                            .map(|seed| {
+                                let mut cfg = SimConfig::new(lambda, &mu, 1_000_000);
+                                cfg.warmup = 20_000;
+                                cfg.semantics = semantics;
+                                cfg.seed = seed;
+                                simulate(&cfg).unwrap().mean_latency
+                            })
+                            .sum::<f64>()
+                            / 3.0;
+                        let err = (model - sim) / sim;
+                        assert!(
+                            err.abs() < tol,
+                            "c={c} mu={mu:?} rho=0.{k} {semantics:?}: {err}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn simulator_is_seeded_and_checks_inputs() {
         let cfg = SimConfig::new(1.0, &[1.0, 0.8], 5_000);
