@@ -12,3 +12,4 @@ mod graphs;
 mod invalid;
 mod requests;
 mod serve;
+mod streams;
