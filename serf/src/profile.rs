@@ -495,6 +495,9 @@ pub struct ProfilingCost {
     pub serf_requests: usize,
     /// SERF's cost in seconds (Σ samples × mean service time).
     pub serf_seconds: f64,
+    /// Measured wall time of the profiling run ([`Profile::wall_s`]), when recorded; it includes warm-up
+    /// and set-up that `serf_seconds` leaves out.
+    pub serf_wall_s: Option<f64>,
     /// Exhaustive experiments (configurations × load levels).
     pub exhaustive_experiments: usize,
     /// Requests exhaustive profiling would need.
@@ -530,6 +533,7 @@ pub fn profiling_cost(
         serf_experiments,
         serf_requests,
         serf_seconds,
+        serf_wall_s: profile.wall_s,
         exhaustive_experiments,
         exhaustive_requests,
         exhaustive_seconds,
@@ -618,6 +622,21 @@ mod tests {
         assert!(cost.ratio >= 100.0);
         // 40 configurations with inter-node degrees {1, 2}.
         assert_eq!(plan(8, &[1, 2]).len(), 40);
+        assert_eq!(cost.serf_wall_s, None);
+        // Table II, ImageNet-22K row: 80 configurations at 0.414 s per request → 27600 min vs 5.52 min.
+        let mut p22k = build_profile(8, &[1, 2, 3, 4], BuildOptions::default(), |_, n| {
+            Ok::<_, std::io::Error>(vec![0.414; n])
+        })
+        .unwrap();
+        p22k.wall_s = Some(400.0);
+        let cost = profiling_cost(&p22k, 10, 5000);
+        assert_eq!(
+            (cost.serf_experiments, cost.exhaustive_experiments),
+            (80, 800)
+        );
+        assert!((cost.exhaustive_seconds / 60.0 - 27600.0).abs() < 1e-6);
+        assert!((cost.serf_seconds / 60.0 - 5.52).abs() < 1e-9);
+        assert_eq!(cost.serf_wall_s, Some(400.0));
     }
 
     #[test]
