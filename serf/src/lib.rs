@@ -10,7 +10,8 @@
 //! - [`simulator`]: a discrete-event simulator of M/D_interf/c used to check the model;
 //! - [`profile`]: the profiled service rates of one model node, their file format and profiling plan/cost;
 //! - [`table`]: the configuration reference table and online evaluation over all configurations;
-//! - [`scheduler`]: the arrival-rate estimator and the switch decision with hysteresis.
+//! - [`estimator`]: the sliding-window arrival-rate estimator;
+//! - [`scheduler`]: the switch decision with hysteresis, driven by the estimator.
 //!
 //! Nothing here measures ONNX Runtime, reads a clock or touches an executor: callers measure (through
 //! [`profile::build_profile`]'s closure), pass timestamps, and apply the decided configuration.
@@ -72,6 +73,7 @@
 
 pub mod baseline;
 pub mod config;
+pub mod estimator;
 pub mod model;
 pub mod profile;
 pub mod scheduler;

@@ -323,10 +323,10 @@ impl SimConfig {
 }
 
 /// Source of one request's work: 1, or Gamma(mean 1, SCV `scv`).
-pub(crate) struct WorkSampler(Option<Gamma<f64>>);
+struct WorkSampler(Option<Gamma<f64>>);
 
 impl WorkSampler {
-    pub(crate) fn new(scv: f64) -> Result<Self, SimError> {
+    fn new(scv: f64) -> Result<Self, SimError> {
         if !(scv.is_finite() && scv >= 0.0) {
             return Err(SimError::InvalidScv(scv));
         }
@@ -337,7 +337,7 @@ impl WorkSampler {
             .map(|g| Self(Some(g)))
             .map_err(|_| SimError::InvalidScv(scv))
     }
-    pub(crate) fn sample(&self, rng: &mut StdRng) -> f64 {
+    fn sample(&self, rng: &mut StdRng) -> f64 {
         self.0.as_ref().map_or(1.0, |g| g.sample(rng))
     }
 }

@@ -2,7 +2,7 @@
 //! paper's configuration reference table, the best configuration per load level (paper §IV-A, §IV-D; note
 //! §2.12; requirement M12).
 //!
-//! Decisions made where the paper is silent (note §2.12 [gap]):
+//! Decisions made where the paper is silent (note §2.12, "\[gap\]"):
 //! - Load levels are `λ_k = (k/L)·headroom·max_capacity` for `k = 1..L`, with `L = 10`, `headroom = 0.95` and
 //!   `max_capacity` the largest `c·μ_c` among the configurations.
 //! - Configurations with `ρ ≥ 1` at a level are excluded; ties in predicted latency go to the configuration
