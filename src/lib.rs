@@ -32,12 +32,12 @@ pub use weir_engine::runtime::{GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{
     BatchingSpec, Device, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder, RemoteExecutorSpec,
 };
-pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
 pub use weir_engine::stream::{StreamConnector, StreamEnd};
+pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
 pub use weir_engine::{lineage, validate};
+use weir_executor::client::ZenohReplicas;
 use weir_operators::model::executor::{BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
-use weir_executor::client::ZenohReplicas;
 use weir_operators::OperatorFactory;
 
 /// A graph read, validated and planned, with the warnings validation raised.
@@ -220,7 +220,10 @@ pub fn start_distributed(
     let (remote, mut endpoints) = executor_endpoints(&plan);
     let zenoh = if remote || !distributed.listen.is_empty() {
         endpoints.extend(distributed.connect.iter().cloned());
-        Some(Arc::new(ZenohReplicas::open(&distributed.listen, &endpoints)?))
+        Some(Arc::new(ZenohReplicas::open(
+            &distributed.listen,
+            &endpoints,
+        )?))
     } else {
         None
     };

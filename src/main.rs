@@ -1,8 +1,8 @@
 //! The `weir` command line: validate graphs, run them over workloads, run benchmarks.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -31,9 +31,83 @@ enum Command {
     Serve(ServeArgs),
     /// Serve ONNX models to graphs on other processes or hosts over zenoh, until SIGTERM or Ctrl-C.
     Executor(ExecutorArgs),
+    /// Train a digits classifier (MLP or LeNet-style CNN) with candle and write it as ONNX.
+    Train(TrainArgs),
+    /// ParM parity models.
+    #[command(subcommand)]
+    Parity(ParityCommand),
+    /// Kairos: pick a heterogeneous executor pool within a budget from latency profiles.
+    Plan(PlanArgs),
     /// Run a benchmark experiment (see benchmarks/README.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+struct TrainArgs {
+    /// Architecture: `mlp` (64-128-64-10) or `lenet`.
+    #[arg(long, default_value = "mlp")]
+    arch: String,
+    /// The digits data (scikit-learn's digits.csv.gz).
+    #[arg(long, default_value = ".weir/data/digits.csv.gz")]
+    data: PathBuf,
+    /// Where the ONNX model goes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Epochs.
+    #[arg(long, default_value_t = 60)]
+    epochs: usize,
+    /// Seed (same seed, same data: bit-identical weights).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Debug, Subcommand)]
+enum ParityCommand {
+    /// Train a parity model with the deployed model's architecture: F_P(Σ X_i) ≈ Σ F(X_i).
+    Train(ParityTrainArgs),
+}
+
+#[derive(Debug, Args)]
+struct ParityTrainArgs {
+    /// The deployed model (ONNX, one input [N, features], one output).
+    #[arg(long)]
+    deployed: PathBuf,
+    /// Coding-group size.
+    #[arg(long, default_value_t = 2)]
+    k: usize,
+    /// Encoder: `sum` or `concat`.
+    #[arg(long, default_value = "sum")]
+    encoder: String,
+    /// The deployed model's training data (digits.csv.gz).
+    #[arg(long, default_value = ".weir/data/digits.csv.gz")]
+    data: PathBuf,
+    /// Where the parity model goes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Epochs (default: the paper's 500).
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Debug, Args)]
+struct PlanArgs {
+    /// Budget in $ per hour.
+    #[arg(long)]
+    budget: f64,
+    /// Latency target (p99, ms); default: the profile's own.
+    #[arg(long)]
+    qos_ms: Option<f64>,
+    /// Latency profile YAML (see kairos/src/profile), or `paper:<model>` for a built-in one
+    /// (ncf, rm2, wnd, mtwnd, dien).
+    #[arg(long)]
+    profiles: String,
+    /// Also write the chosen pool's `executors:` fragment here.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +260,31 @@ enum BenchCommand {
     /// `weir serve` over HTTP (JSON and binary) against the in-process path and bare ONNX Runtime,
     /// at client concurrency 1, 4 and 16.
     Http(HttpArgs),
+    /// A model node on a `weir executor` process over zenoh against in-process, and the time from
+    /// an executor's SIGKILL to the re-dispatch of its work.
+    Remote(RemoteArgs),
+}
+
+#[derive(Debug, Args)]
+struct RemoteArgs {
+    /// The model (default: the zoo's squeezenet).
+    #[arg(long, default_value = ".weir/zoo/squeezenet.onnx")]
+    model: PathBuf,
+    /// Sessions per executor.
+    #[arg(long, default_value_t = 2)]
+    instances: usize,
+    /// Closed-loop client counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    concurrency: Vec<usize>,
+    /// Requests per measurement.
+    #[arg(long, default_value_t = 400)]
+    requests: usize,
+    /// Repeats per side; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// SIGKILLs in the failover part.
+    #[arg(long, default_value_t = 5)]
+    kills: usize,
 }
 
 #[derive(Debug, Args)]
@@ -236,8 +335,12 @@ fn main() -> ExitCode {
         Command::Run(a) => run(a),
         Command::Serve(a) => serve(a),
         Command::Executor(a) => executor(a),
+        Command::Train(a) => train(a),
+        Command::Parity(ParityCommand::Train(a)) => parity_train(a),
+        Command::Plan(a) => plan(a),
         Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
         Command::Bench(BenchCommand::Http(a)) => bench_http(a),
+        Command::Bench(BenchCommand::Remote(a)) => bench_remote(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -486,7 +589,11 @@ fn serve(args: ServeArgs) -> Result<()> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = tokio::task::JoinSet::new();
         for (runtime, connector) in streams {
-            let what = format!("{} stream of `{}`", stream_kind(&connector), runtime.plan().name);
+            let what = format!(
+                "{} stream of `{}`",
+                stream_kind(&connector),
+                runtime.plan().name
+            );
             let stop = stop_rx.clone();
             tasks.spawn(async move {
                 let report =
@@ -568,6 +675,78 @@ fn report_streams(finished: Vec<Result<StreamOutcome, tokio::task::JoinError>>) 
     }
 }
 
+fn print_progress(p: &weir_training::Progress, what: &str) {
+    eprintln!(
+        "epoch {:>4}/{}  loss {:.5}  {what} {:.4}",
+        p.epoch, p.epochs, p.loss, p.accuracy
+    );
+}
+
+fn train(args: TrainArgs) -> Result<()> {
+    let architecture = match args.arch.as_str() {
+        "mlp" => weir_training::Architecture::digits_mlp(),
+        "lenet" => weir_training::Architecture::LeNet,
+        other => bail!("unknown architecture `{other}` (mlp or lenet)"),
+    };
+    let mut options = weir_training::TrainOptions::new(architecture, &args.data, &args.out);
+    options.schedule.epochs = args.epochs;
+    options.schedule.seed = args.seed;
+    let report = weir_training::train_classifier(&options, |p| print_progress(p, "test accuracy"))
+        .context("training")?;
+    println!(
+        "wrote {} ({} parameters): train accuracy {:.4}, test accuracy {:.4}",
+        report.out.display(),
+        report.parameters,
+        report.train_accuracy,
+        report.test_accuracy
+    );
+    Ok(())
+}
+
+fn parity_train(args: ParityTrainArgs) -> Result<()> {
+    let mut options =
+        weir_training::ParityOptions::new(&args.deployed, args.k, &args.data, &args.out);
+    options.encoder = match args.encoder.as_str() {
+        "sum" => weir_training::Encoder::Sum,
+        "concat" => weir_training::Encoder::Concat,
+        other => bail!("unknown encoder `{other}` (sum or concat)"),
+    };
+    if let Some(e) = args.epochs {
+        options.schedule.epochs = e;
+    }
+    options.schedule.seed = args.seed;
+    let report = weir_training::train_parity(&options, |p| print_progress(p, "degraded accuracy"))
+        .context("training the parity model")?;
+    println!(
+        "wrote {} (k = {}): deployed accuracy {:.4}, degraded-mode accuracy {:.4}",
+        report.out.display(),
+        report.k,
+        report.deployed_accuracy,
+        report.degraded_accuracy
+    );
+    Ok(())
+}
+
+fn plan(args: PlanArgs) -> Result<()> {
+    let profile = match args.profiles.strip_prefix("paper:") {
+        Some(name) => weir_kairos::profile::paper::PaperModel::from_name(name)
+            .ok_or_else(|| anyhow!("no built-in profile `{name}` (ncf, rm2, wnd, mtwnd, dien)"))?
+            .profile()
+            .to_yaml(),
+        None => std::fs::read_to_string(&args.profiles)
+            .with_context(|| format!("reading {}", args.profiles))?,
+    };
+    let report = weir_kairos::planner::plan_report(&profile, args.budget, args.qos_ms, None)
+        .context("planning")?;
+    eprint!("{}", report.ranking);
+    print!("{}", report.executors_yaml);
+    if let Some(out) = &args.out {
+        std::fs::write(out, &report.executors_yaml)
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
+
 fn executor(args: ExecutorArgs) -> Result<()> {
     let options = weir_executor::server::ExecutorOptions {
         name: args.name.clone(),
@@ -632,6 +811,32 @@ fn parse_models(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
                 .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
         })
         .collect()
+}
+
+fn bench_remote(args: RemoteArgs) -> Result<()> {
+    use weir::bench::remote::{failover, remote_overhead, remote_table, RemoteBenchConfig};
+    let config = RemoteBenchConfig {
+        model: args.model,
+        instances: args.instances.max(1),
+        concurrency: args.concurrency,
+        requests: args.requests,
+        repeats: args.repeats.max(1),
+        kills: args.kills,
+    };
+    let rows = remote_overhead(&config)?;
+    let failover = failover(&config)?;
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!(
+        "machine: {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    print!("{}", remote_table(&rows, &failover, &config));
+    if failover.errors > 0 {
+        bail!("{} requests failed during failover", failover.errors);
+    }
+    Ok(())
 }
 
 fn bench_http(args: HttpArgs) -> Result<()> {

@@ -5,7 +5,10 @@
 //! - [`overhead`]: the in-process path against bare ONNX Runtime.
 //! - [`http`]: `weir serve` over HTTP (JSON and binary bodies) against the in-process path and bare
 //!   ONNX Runtime, across client concurrency.
+//! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
+//!   the time from an executor's SIGKILL to its work moving.
 
 pub mod http;
 pub mod overhead;
 pub mod plot;
+pub mod remote;
