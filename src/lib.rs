@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub use weir_engine::diagnostic::{Diagnostic, Diagnostics};
 pub use weir_engine::plan::Plan;
 pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
-pub use weir_engine::runtime::{GraphRuntime, RuntimeOptions};
+pub use weir_engine::runtime::{ClusterOptions, GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{
     BatchingSpec, Device, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder, RemoteExecutorSpec,
 };
@@ -184,6 +184,8 @@ pub struct DistributedOptions {
     pub listen: Vec<String>,
     /// zenoh endpoints to connect to besides the executors' own.
     pub connect: Vec<String>,
+    /// Run as one process of a timely cluster.
+    pub cluster: Option<ClusterOptions>,
 }
 
 /// Every distinct endpoint of the remote executors `plan`'s model nodes run on.
@@ -233,7 +235,12 @@ pub fn start_distributed(
             .as_deref()
             .map(|z| z as &dyn weir_operators::RemoteReplicaSource),
     )?);
-    let runtime = Arc::new(GraphRuntime::start(plan, factory.clone(), options)?);
+    let runtime = Arc::new(GraphRuntime::start_in(
+        plan,
+        factory.clone(),
+        options,
+        distributed.cluster.clone(),
+    )?);
     Ok(RunningGraph {
         runtime,
         factory,

@@ -185,6 +185,8 @@ struct ValidateArgs {
 struct RunArgs {
     /// Graph YAML file.
     graph: PathBuf,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Requests to send (after warm-up).
     #[arg(long, default_value_t = 1000)]
     requests: usize,
@@ -217,8 +219,62 @@ struct RunArgs {
     no_progress: bool,
 }
 
+/// timely's cluster options: the same command runs once per process, each with its own index.
+#[derive(Debug, Clone, Args)]
+struct ClusterArgs {
+    /// Processes in the timely cluster (graph workers spread over all of them).
+    #[arg(long, default_value_t = 1)]
+    processes: usize,
+    /// This process's index in the cluster, 0-based.
+    #[arg(long, default_value_t = 0)]
+    process: usize,
+    /// File with one `host:port` per process, in index order (default: 127.0.0.1:2101, 2102, ...).
+    #[arg(long)]
+    hostfile: Option<PathBuf>,
+}
+
+impl ClusterArgs {
+    fn options(&self) -> Result<Option<weir::ClusterOptions>> {
+        if self.processes <= 1 && self.hostfile.is_none() {
+            return Ok(None);
+        }
+        let addresses: Vec<String> = match &self.hostfile {
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+                .collect(),
+            None => (0..self.processes)
+                .map(|i| format!("127.0.0.1:{}", 2101 + i))
+                .collect(),
+        };
+        if self.hostfile.is_some() && self.processes > 1 && addresses.len() != self.processes {
+            bail!(
+                "--processes {} but the host file lists {} addresses",
+                self.processes,
+                addresses.len()
+            );
+        }
+        if self.process >= addresses.len() {
+            bail!(
+                "--process {} is not below the {} processes",
+                self.process,
+                addresses.len()
+            );
+        }
+        Ok(Some(weir::ClusterOptions {
+            process: self.process,
+            addresses,
+        }))
+    }
+}
+
 #[derive(Debug, Args)]
 struct ServeArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Graph YAML files; each is a model named by its graph's `name`.
     #[arg(required = true)]
     graphs: Vec<PathBuf>,
@@ -426,7 +482,12 @@ fn run(args: RunArgs) -> Result<()> {
         max_in_flight: args.max_in_flight,
         ..RuntimeOptions::default()
     };
-    let running = start(graph.plan, options).with_context(|| format!("starting graph `{name}`"))?;
+    let distributed = weir::DistributedOptions {
+        cluster: args.cluster.options()?,
+        ..Default::default()
+    };
+    let running = weir::start_distributed(graph.plan, options, &distributed)
+        .with_context(|| format!("starting graph `{name}`"))?;
     if let Ok(rt) = OrtRuntime::get() {
         eprintln!("ONNX Runtime: {}", rt.library().display());
     }
@@ -538,6 +599,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         let distributed = weir::DistributedOptions {
             listen: args.zenoh_listen.clone(),
             connect: args.zenoh_connect.clone(),
+            cluster: args.cluster.options()?,
         };
         running.push(
             weir::start_distributed(graph.plan, options, &distributed)

@@ -382,6 +382,16 @@ impl Batch {
         }
     }
 
+    /// The rows at `rows`, in that order.
+    ///
+    /// # Errors
+    /// When a row index is out of range.
+    pub fn take(&self, rows: &[u32]) -> Result<Batch, BatchError> {
+        let indices = arrow_array::UInt32Array::from(rows.to_vec());
+        let rb = arrow_select::take::take_record_batch(&self.to_record_batch()?, &indices)?;
+        Batch::try_from_record_batch(&rb)
+    }
+
     /// The batch as a plain Arrow `RecordBatch`: `request_id`, `lineage`, `parameters`, then the
     /// tensors.
     ///

@@ -13,6 +13,7 @@ use timely::dataflow::operators::Concatenate;
 use timely::dataflow::Scope;
 
 use crate::dataflow::egress::{egress, ReplyTable};
+use crate::dataflow::exchange::{origin_worker, route_errors, route_rows, spread_worker};
 use crate::dataflow::join::join_by_request;
 use crate::dataflow::{BatchStream, ErrorStream};
 use crate::lineage::INGRESS;
@@ -45,13 +46,23 @@ pub trait NodeFactory: Send + Sync + 'static {
 ///
 /// # Errors
 /// The first [`CompileError`] a node factory returns.
+///
+/// On a cluster (`threads_per_process` given), the ingress's rows are spread over every worker of
+/// every process by request id, and the final rows and errors go back to the process each request
+/// entered at, whose reply table answers it.
 pub fn compile<'s>(
     plan: &Plan,
     scope: Scope<'s, u64>,
     ingress: BatchStream<'s>,
     factory: &dyn NodeFactory,
     replies: Arc<ReplyTable>,
+    threads_per_process: Option<usize>,
 ) -> Result<(), CompileError> {
+    let peers = scope.peers() as u64;
+    let ingress = match threads_per_process {
+        Some(_) => route_rows(ingress, "ingress", move |id| spread_worker(id, peers)),
+        None => ingress,
+    };
     let mut streams: HashMap<u32, BatchStream<'s>> = HashMap::new();
     streams.insert(INGRESS, ingress);
     let mut errors: Vec<ErrorStream<'s>> = Vec::new();
@@ -83,7 +94,13 @@ pub fn compile<'s>(
             node: "egress".into(),
             message: "an output producer has no stream".into(),
         })?;
-    let errors = scope.concatenate(errors);
+    let mut errors = scope.concatenate(errors);
+    let mut final_stream = final_stream;
+    if let Some(threads) = threads_per_process {
+        let threads = threads as u64;
+        final_stream = route_rows(final_stream, "egress", move |id| origin_worker(id, threads));
+        errors = route_errors(errors, move |id| origin_worker(id, threads));
+    }
     egress(final_stream, errors, plan.outputs.clone(), replies);
     Ok(())
 }

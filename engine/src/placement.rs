@@ -31,7 +31,9 @@ pub struct RemoteExecutor {
 impl RemoteExecutor {
     /// The `cost_per_hour` label as a number (validated when present).
     pub fn cost_per_hour(&self) -> Option<f64> {
-        self.labels.get("cost_per_hour").and_then(|c| c.parse().ok())
+        self.labels
+            .get("cost_per_hour")
+            .and_then(|c| c.parse().ok())
     }
 
     /// The key expression serving `model` on this executor.
@@ -125,7 +127,10 @@ pub(crate) fn check_placement(spec: &GraphSpec, diags: &mut Vec<Diagnostic>) -> 
                 let mut d = Diagnostic::error(
                     format!("{path}.endpoint"),
                     ep.location,
-                    format!("executor `{}`: endpoint `{}` is not a zenoh locator", name.value, ep.value),
+                    format!(
+                        "executor `{}`: endpoint `{}` is not a zenoh locator",
+                        name.value, ep.value
+                    ),
                 );
                 d.help = Some("write `<protocol>/<address>`, e.g. `tcp/127.0.0.1:7447`".into());
                 diags.push(d);
@@ -150,7 +155,10 @@ pub(crate) fn check_placement(spec: &GraphSpec, diags: &mut Vec<Diagnostic>) -> 
                 ));
             }
         }
-        by_name.insert(name.value.as_str(), (placement.executors.len(), name.location));
+        by_name.insert(
+            name.value.as_str(),
+            (placement.executors.len(), name.location),
+        );
         placement.executors.push(executor_of(e));
     }
     for node in &spec.nodes {
@@ -189,17 +197,25 @@ pub(crate) fn check_placement(spec: &GraphSpec, diags: &mut Vec<Diagnostic>) -> 
                 let mut d = Diagnostic::error(
                     path.clone(),
                     r.location,
-                    format!("node `{id}`: replica `{}` is not a declared executor", r.value),
+                    format!(
+                        "node `{id}`: replica `{}` is not a declared executor",
+                        r.value
+                    ),
                 );
                 d.help = Some(match did_you_mean(&r.value, names) {
                     Some(s) => format!("did you mean `{s}`?"),
-                    None => format!("declare it under `executors:`, or use `{LOCAL_REPLICA}` for this process"),
+                    None => format!(
+                        "declare it under `executors:`, or use `{LOCAL_REPLICA}` for this process"
+                    ),
                 });
                 diags.push(d);
                 ok = false;
                 continue;
             };
-            if targets.iter().any(|t: &ReplicaTarget| t.name() == target.name()) {
+            if targets
+                .iter()
+                .any(|t: &ReplicaTarget| t.name() == target.name())
+            {
                 diags.push(Diagnostic::error(
                     path.clone(),
                     r.location,

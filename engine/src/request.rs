@@ -58,7 +58,7 @@ impl ErrorClass {
 }
 
 /// Why a request got no outputs.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum RequestError {
     /// A request field is wrong; `field` names it (`inputs.image.shape`).
     #[error("{field}: {message}")]
@@ -104,7 +104,8 @@ impl RequestError {
     }
 }
 
-/// An error for one row, flowing on an operator's error output to the egress.
+/// An error for one row, flowing on an operator's error output to the egress. Serialized (for
+/// timely exchange between processes) as `(request_id, error)`.
 #[derive(Debug, Clone)]
 pub struct RowError {
     /// The request.
@@ -116,3 +117,19 @@ pub struct RowError {
 /// Called exactly once with a request's outcome. Runs on a dataflow worker thread: keep it short
 /// (send on a channel, complete a future).
 pub type Responder = Box<dyn FnOnce(Result<Response, RequestError>) + Send>;
+
+impl serde::Serialize for RowError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.request_id, self.error.as_ref()).serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RowError {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (request_id, error) = <(u64, RequestError)>::deserialize(d)?;
+        Ok(RowError {
+            request_id,
+            error: Arc::new(error),
+        })
+    }
+}

@@ -18,6 +18,7 @@ use tracing::{error, info};
 
 use crate::compile::{compile, NodeFactory};
 use crate::dataflow::egress::ReplyTable;
+use crate::dataflow::exchange::PROCESS_SHIFT;
 use crate::dataflow::ingress::{ingress, AdmittedRequest};
 use crate::plan::Plan;
 use crate::request::{RequestError, Responder, Response};
@@ -42,6 +43,17 @@ impl Default for RuntimeOptions {
             max_ingress_batch: 64,
         }
     }
+}
+
+/// One process of a timely cluster: graph workers spread over several processes (timely's own
+/// cluster mode, TCP between processes). Every process runs the same graph with the same
+/// `workers`; requests enter at any process and are answered there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// This process's index, `0..addresses.len()`.
+    pub process: usize,
+    /// `host:port` of every process, in index order (timely's host file).
+    pub addresses: Vec<String>,
 }
 
 /// Errors starting a runtime.
@@ -93,7 +105,32 @@ impl GraphRuntime {
         factory: Arc<dyn NodeFactory>,
         options: RuntimeOptions,
     ) -> Result<GraphRuntime, RuntimeError> {
+        GraphRuntime::start_in(plan, factory, options, None)
+    }
+
+    /// As [`GraphRuntime::start`], as one process of a timely cluster when `cluster` is given
+    /// (this blocks until every process of the cluster has connected).
+    ///
+    /// # Errors
+    /// As [`GraphRuntime::start`], or when the cluster cannot form.
+    pub fn start_in(
+        plan: Plan,
+        factory: Arc<dyn NodeFactory>,
+        options: RuntimeOptions,
+        cluster: Option<ClusterOptions>,
+    ) -> Result<GraphRuntime, RuntimeError> {
         let workers = options.workers.max(1);
+        let process = cluster.as_ref().map_or(0, |c| c.process);
+        if let Some(c) = &cluster {
+            if c.process >= c.addresses.len() {
+                return Err(RuntimeError::Timely(format!(
+                    "process index {} is not below the {} addresses given",
+                    c.process,
+                    c.addresses.len()
+                )));
+            }
+        }
+        let first_worker = process * workers;
         let plan = Arc::new(plan);
         let replies = Arc::new(ReplyTable::default());
         let mut senders = Vec::with_capacity(workers);
@@ -106,15 +143,26 @@ impl GraphRuntime {
         let receivers: Arc<Mutex<Vec<Option<Receiver<AdmittedRequest>>>>> =
             Arc::new(Mutex::new(receivers));
         let (ready_tx, ready_rx) = unbounded::<(usize, Result<SyncActivator, String>)>();
+        let threads_per_process = cluster.as_ref().map(|_| workers);
+        let communication = match cluster {
+            None => timely::CommunicationConfig::Process(workers),
+            Some(c) => timely::CommunicationConfig::Cluster {
+                threads: workers,
+                process: c.process,
+                addresses: c.addresses,
+                report: false,
+                zerocopy: false,
+            },
+        };
         let config = Config {
-            communication: timely::CommunicationConfig::Process(workers),
+            communication,
             worker: WorkerConfig::default(),
         };
         let worker_plan = Arc::clone(&plan);
         let worker_replies = Arc::clone(&replies);
         let max_batch = options.max_ingress_batch.max(1);
         let guards = timely::execute(config, move |worker| {
-            let index = worker.index();
+            let index = worker.index() - first_worker;
             let rx = receivers
                 .lock()
                 .ok()
@@ -141,6 +189,7 @@ impl GraphRuntime {
                     input,
                     factory.as_ref(),
                     Arc::clone(&worker_replies),
+                    threads_per_process,
                 )
             });
             if let Err(e) = result {
@@ -204,7 +253,7 @@ impl GraphRuntime {
             workers: RwLock::new(Some(workers_vec)),
             guards: Mutex::new(Some(guards)),
             replies,
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(((process as u64) << PROCESS_SHIFT) | 1),
             next_worker: AtomicUsize::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),

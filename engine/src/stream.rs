@@ -52,7 +52,9 @@ fn key_ok(key: &str) -> bool {
         && !key.starts_with('/')
         && !key.ends_with('/')
         && !key.contains("//")
-        && !key.chars().any(|c| c.is_whitespace() || c == '?' || c == '#')
+        && !key
+            .chars()
+            .any(|c| c.is_whitespace() || c == '?' || c == '#')
 }
 
 fn locator_ok(e: &str) -> bool {
@@ -97,20 +99,24 @@ pub(crate) fn check_streams(
                         ok = false;
                     }
                 }
-                let endpoints = |list: &[Spanned<String>], field: &str, diags: &mut Vec<Diagnostic>| {
-                    let mut good = true;
-                    for e in list {
-                        if !locator_ok(e) {
-                            diags.push(Diagnostic::error(
-                                format!("streams[{i}].zenoh.{field}"),
-                                e.location,
-                                format!("`{}` is not a zenoh locator (`tcp/127.0.0.1:7447`)", e.value),
-                            ));
-                            good = false;
+                let endpoints =
+                    |list: &[Spanned<String>], field: &str, diags: &mut Vec<Diagnostic>| {
+                        let mut good = true;
+                        for e in list {
+                            if !locator_ok(e) {
+                                diags.push(Diagnostic::error(
+                                    format!("streams[{i}].zenoh.{field}"),
+                                    e.location,
+                                    format!(
+                                        "`{}` is not a zenoh locator (`tcp/127.0.0.1:7447`)",
+                                        e.value
+                                    ),
+                                ));
+                                good = false;
+                            }
                         }
-                    }
-                    good
-                };
+                        good
+                    };
                 ok &= endpoints(&z.listen, "listen", diags);
                 ok &= endpoints(&z.connect, "connect", diags);
                 if ok {

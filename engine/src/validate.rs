@@ -22,11 +22,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{did_you_mean, Diagnostic, Diagnostics, Location};
-use crate::placement::{check_placement, Placement};
-use crate::stream::{check_streams, StreamConnector};
-pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
+use crate::placement::{check_placement, Placement};
+pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::spec::{BatchingSpec, ExecutorSpec, GraphSpec, ModelSpec, NodeSpec, Spanned, TensorRef};
+use crate::stream::{check_streams, StreamConnector};
 use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
 
 /// Where a tensor comes from.

@@ -98,6 +98,21 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Batch, WireError> {
     Ok(Batch::try_from_record_batch(&read_ipc(bytes)?)?)
 }
 
+/// A batch crosses timely's process boundary as its IPC payload (bincode carries the bytes).
+impl serde::Serialize for Batch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let bytes = encode_batch(self).map_err(serde::ser::Error::custom)?;
+        s.serialize_bytes(&bytes)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Batch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes = <Vec<u8>>::deserialize(d)?;
+        decode_batch(&bytes).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,7 +127,8 @@ mod tests {
             TensorData::F32((0..24).map(|v| v as f32).collect()),
         )
         .unwrap();
-        let b = TensorColumn::from_data("k", vec![1], 4, TensorData::I64(vec![7, 8, 9, 10])).unwrap();
+        let b =
+            TensorColumn::from_data("k", vec![1], 4, TensorData::I64(vec![7, 8, 9, 10])).unwrap();
         let (a, b) = (a.slice(1, 2), b.slice(1, 2));
         let bytes = encode_columns([("x", &a), ("k", &b)]).unwrap();
         let back = decode_columns(&bytes).unwrap();

@@ -78,9 +78,8 @@ impl Drop for TempGraph {
 
 /// Writes the MLP graph with its model node on `replicas` (executor names or `local`).
 fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph {
-    let mut yaml = format!(
-        "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n"
-    );
+    let mut yaml =
+        format!("name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n");
     for e in executors {
         yaml.push_str(&format!(
             "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: cpu-small, cost_per_hour: 0.1}}}}\n",
@@ -106,12 +105,7 @@ fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph
 
 fn three_executors() -> Vec<Executor> {
     (0..3)
-        .map(|i| {
-            Executor::start(
-                &format!("e{i}"),
-                &format!("tcp/127.0.0.1:{}", free_port()),
-            )
-        })
+        .map(|i| Executor::start(&format!("e{i}"), &format!("tcp/127.0.0.1:{}", free_port())))
         .collect()
 }
 
@@ -212,7 +206,10 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     }
     let counts = replies.counts();
     assert_eq!(counts.len() as u64, total, "every request answered");
-    assert!(counts.values().all(|&c| c == 1), "no request answered twice");
+    assert!(
+        counts.values().all(|&c| c == 1),
+        "no request answered twice"
+    );
     let stats = pool.stats();
     assert!(
         stats.redispatched >= 1,
@@ -244,6 +241,132 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
         r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
     }
     let after = pool.replica_states()[0].3;
-    assert!(after > before, "restarted e0 took no work ({before} → {after})");
+    assert!(
+        after > before,
+        "restarted e0 took no work ({before} → {after})"
+    );
     running.shutdown();
+}
+
+/// A `weir serve` process of a timely cluster, SIGKILLed when dropped.
+struct ClusterMember {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for ClusterMember {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+#[test]
+fn two_process_timely_cluster_answers_requests_entering_at_both() {
+    use crate::serve::http;
+    let dir = std::env::temp_dir().join(format!("weir-it-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let hosts = dir.join("hosts.txt");
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+    )
+    .expect("host file");
+    let graph = mlp_graph("cluster", &[], &["local"]);
+    // Both processes must be started before either can finish joining the cluster.
+    let mut children: Vec<Child> = (0..2)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_weir"))
+                .arg("serve")
+                .arg(&graph.0)
+                .args(["--http", "127.0.0.1:0", "--processes", "2"])
+                .args(["--process", &i.to_string()])
+                .arg("--hostfile")
+                .arg(&hosts)
+                .current_dir(repo())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("weir serve starts")
+        })
+        .collect();
+    let members: Vec<ClusterMember> = children
+        .drain(..)
+        .map(|mut child| {
+            // timely prints its connection progress on stdout before weir's address line.
+            let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+            let addr = loop {
+                let mut line = String::new();
+                let n = reader.read_line(&mut line).expect("reads stdout");
+                assert!(n > 0, "weir serve exited before serving");
+                if let Some(a) = line.trim().strip_prefix("weir serving http://") {
+                    break a.to_string();
+                }
+            };
+            ClusterMember { child, addr }
+        })
+        .collect();
+    let body = |i: usize| {
+        let x: Vec<String> = (0..64)
+            .map(|j| format!("{}", ((i + j) % 9) as f32 / 9.0))
+            .collect();
+        format!(
+            r#"{{"id":"q{i}","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{}]}}]}}"#,
+            x.join(",")
+        )
+    };
+    // Requests enter at process 0 only: rows spread over both processes' workers.
+    for i in 0..40 {
+        let (status, reply) = http(
+            &members[0].addr,
+            "POST",
+            "/v2/models/mlp/infer",
+            &[],
+            body(i).as_bytes(),
+        );
+        assert_eq!(status, 200, "{reply}");
+        assert!(reply.contains(&format!("\"id\":\"q{i}\"")), "{reply}");
+    }
+    let rows_at = |m: &ClusterMember| {
+        metric_sum(
+            &http(&m.addr, "GET", "/metrics", &[], b"").1,
+            "weir_executor_rows_total",
+        )
+    };
+    assert!(rows_at(&members[0]) > 0.0);
+    assert!(
+        rows_at(&members[1]) > 0.0,
+        "no row of process 0's requests ran on process 1"
+    );
+    // And requests entering at process 1 are answered there, correctly.
+    for i in 40..60 {
+        let (status, reply) = http(
+            &members[1].addr,
+            "POST",
+            "/v2/models/mlp/infer",
+            &[],
+            body(i).as_bytes(),
+        );
+        assert_eq!(status, 200, "{reply}");
+        let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
+        assert_eq!(v["id"], format!("q{i}"));
+        let got: Vec<f32> = v["outputs"][0]["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|d| d.as_f64().expect("number") as f32)
+            .collect();
+        let x: Vec<f32> = (0..64).map(|j| ((i + j) % 9) as f32 / 9.0).collect();
+        let want = crate::common::direct_ort(&model("mlp_a.onnx"), "x", &[1, 64], &x);
+        crate::common::assert_close(&got, &want, 1e-5, "cluster reply");
+    }
+    drop(members);
+    let _ = std::fs::remove_dir_all(&dir);
 }

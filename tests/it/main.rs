@@ -3,8 +3,8 @@
 
 mod builder;
 mod cli;
-mod distributed;
 mod common;
+mod distributed;
 mod equality;
 mod fan_in;
 mod golden;

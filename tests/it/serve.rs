@@ -123,7 +123,7 @@ impl Drop for Server {
 }
 
 /// One HTTP/1.1 request on its own connection; returns status and body.
-fn http(
+pub(crate) fn http(
     addr: &str,
     method: &str,
     path: &str,

@@ -118,7 +118,9 @@ fn jsonl_stream_answers_every_line_once_and_errors_in_place() {
     assert_eq!(replies.len(), n + 2, "one line per request");
     let mut seen: HashMap<String, usize> = HashMap::new();
     for r in &replies {
-        *seen.entry(r["id"].as_str().expect("id").to_string()).or_default() += 1;
+        *seen
+            .entry(r["id"].as_str().expect("id").to_string())
+            .or_default() += 1;
     }
     assert!(seen.values().all(|&c| c == 1), "{seen:?}");
     let by_id: HashMap<&str, &Value> = replies
@@ -172,9 +174,8 @@ fn zenoh_stream_answers_requests_published_on_a_key_expression() {
         .expect("reads the first line");
     assert!(line.starts_with("weir streaming"), "{line}");
 
-    let session =
-        weir_connectors::zenoh_peer::open_peer(&[], std::slice::from_ref(&endpoint))
-            .expect("test session");
+    let session = weir_connectors::zenoh_peer::open_peer(&[], std::slice::from_ref(&endpoint))
+        .expect("test session");
     let replies = session
         .declare_subscriber("weir/test/out")
         .wait()
@@ -195,7 +196,10 @@ fn zenoh_stream_answers_requests_published_on_a_key_expression() {
     let n = 50;
     for i in 0..n {
         session
-            .put("weir/test/in", request(&format!("z{i}"), &row(i)).to_string())
+            .put(
+                "weir/test/in",
+                request(&format!("z{i}"), &row(i)).to_string(),
+            )
             .wait()
             .expect("put");
     }

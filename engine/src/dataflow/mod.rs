@@ -1,8 +1,10 @@
 //! The structural operators every compiled graph has, whatever its node kinds: the ingress that
 //! turns requests into batches, the join that merges branches by request id, and the egress that
-//! answers each request once. Node-kind operators live in the `weir-operators` crate.
+//! answers each request once, and the exchange that routes rows between the processes of a
+//! cluster. Node-kind operators live in the `weir-operators` crate.
 
 pub mod egress;
+pub mod exchange;
 pub mod ingress;
 pub mod join;
 
