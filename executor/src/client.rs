@@ -22,9 +22,7 @@ use tracing::{info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::validate::RemoteExecutor;
 use weir_engine::wire::{decode_columns, encode_columns};
-use weir_operators::model::{
-    ExecError, ExecutorConfig, Replica, ReplicaDone, ReplicaError,
-};
+use weir_operators::model::{ExecError, ExecutorConfig, Replica, ReplicaDone, ReplicaError};
 use weir_operators::RemoteReplicaSource;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
@@ -376,4 +374,3 @@ impl Replica for RemoteReplica {
             .push(callback);
     }
 }
-

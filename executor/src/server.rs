@@ -123,13 +123,8 @@ impl ExecutorServer {
     /// When a model cannot be loaded, the device is not available, or zenoh cannot start.
     pub fn start(options: &ExecutorOptions) -> Result<ExecutorServer, ServeError> {
         if options.models.is_empty() {
-            return Err(ServeError::Options("no model to serve (give --model NAME=PATH)".into()));
-        }
-        if options.device == Device::Cuda {
             return Err(ServeError::Options(
-                "--device cuda needs ONNX Runtime's CUDA execution provider (the onnxruntime-gpu \
-                 wheel); this build loads the CPU library"
-                    .into(),
+                "no model to serve (give --model NAME=PATH)".into(),
             ));
         }
         let runtime = OrtRuntime::get().map_err(|e| ServeError::Model {
@@ -152,7 +147,10 @@ impl ExecutorServer {
                 .iter()
                 .map(|o| match o.element {
                     ElementType::Supported(d) => Ok((o.name.clone(), d)),
-                    _ => Err(bad(format!("output `{}` is not an f32 or i64 tensor", o.name))),
+                    _ => Err(bad(format!(
+                        "output `{}` is not an f32 or i64 tensor",
+                        o.name
+                    ))),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let config = ExecutorConfig {
@@ -168,8 +166,17 @@ impl ExecutorServer {
                 inputs: meta.inputs.iter().map(|i| i.name.clone()).collect(),
                 outputs,
                 timeout: None,
+                device: options.device,
             };
-            let executor = ModelExecutor::start(&runtime, config).map_err(|e| bad(e.to_string()))?;
+            let executor = ModelExecutor::start(&runtime, config).map_err(|e| {
+                let hint = if options.device == Device::Cuda {
+                    " (--device cuda needs the CUDA build of ONNX Runtime, the onnxruntime-gpu \
+                     wheel's library, given with WEIR_ORT_DYLIB)"
+                } else {
+                    ""
+                };
+                bad(format!("{e}{hint}"))
+            })?;
             served.push(Served {
                 name: name.clone(),
                 executor: Arc::new(executor),
@@ -194,10 +201,8 @@ impl ExecutorServer {
             .wait()
             .map_err(zenoh_err)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let executors: Vec<(String, Arc<ModelExecutor>)> = served
-            .into_iter()
-            .map(|s| (s.name, s.executor))
-            .collect();
+        let executors: Vec<(String, Arc<ModelExecutor>)> =
+            served.into_iter().map(|s| (s.name, s.executor)).collect();
         let reporter = spawn_reporter(
             session.clone(),
             format!("{prefix}/load"),
@@ -268,14 +273,22 @@ fn reply_error(query: &Query, kind: ErrorKind, message: String) {
 fn handle_query(executor: &ModelExecutor, query: Query) {
     let config = executor.config();
     let Some(payload) = query.payload() else {
-        reply_error(&query, ErrorKind::Invalid, "the query carries no payload".into());
+        reply_error(
+            &query,
+            ErrorKind::Invalid,
+            "the query carries no payload".into(),
+        );
         return;
     };
     let bytes = payload.to_bytes();
     let columns = match decode_columns(&bytes) {
         Ok(c) => c,
         Err(e) => {
-            reply_error(&query, ErrorKind::Invalid, format!("undecodable payload: {e}"));
+            reply_error(
+                &query,
+                ErrorKind::Invalid,
+                format!("undecodable payload: {e}"),
+            );
             return;
         }
     };

@@ -84,6 +84,7 @@ fn executor_config(n: &PlannedNode, m: &weir_engine::validate::ModelNode) -> Exe
             })
             .collect(),
         timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
+        device: weir_engine::spec::Device::Cpu,
     }
 }
 

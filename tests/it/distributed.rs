@@ -79,7 +79,7 @@ impl Drop for TempGraph {
 /// Writes the MLP graph with its model node on `replicas` (executor names or `local`).
 fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph {
     let mut yaml =
-        format!("name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n");
+        "name: mlp\ninputs:\n  - {name: x, dtype: f32, shape: [64]}\nexecutors:\n".to_string();
     for e in executors {
         yaml.push_str(&format!(
             "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: cpu-small, cost_per_hour: 0.1}}}}\n",

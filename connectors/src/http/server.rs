@@ -19,11 +19,9 @@ use weir_engine::runtime::GraphRuntime;
 use weir_engine::tensor::Dim;
 
 use super::error::ServeError;
-use crate::infer::run_infer;
 use super::metrics::{render_graphs, GraphMetrics, MetricsSource, Outcome};
-use super::protocol::{
-    datatype_name, parse_infer_request, InferRequest, HEADER_LENGTH,
-};
+use super::protocol::{datatype_name, parse_infer_request, InferRequest, HEADER_LENGTH};
+use crate::infer::run_infer;
 
 /// How the server behaves.
 #[derive(Debug, Clone)]

@@ -51,6 +51,8 @@ pub struct ExecutorConfig {
     pub outputs: Vec<(String, DType)>,
     /// How long a remote replica may take per job before it is re-dispatched (remote only).
     pub timeout: Option<Duration>,
+    /// Device the sessions run on.
+    pub device: weir_engine::spec::Device,
 }
 
 /// Called once with a job's outputs (one column per configured output) or its error.
@@ -64,6 +66,15 @@ pub struct Job {
     pub enqueued_at: Instant,
     /// Receives the outcome.
     pub done: JobDone,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("inputs", &self.inputs.len())
+            .field("rows", &self.rows())
+            .finish()
+    }
 }
 
 impl Job {
@@ -209,11 +220,12 @@ impl ModelExecutor {
         let stats = Arc::new(LoadStats::default());
         let mut sessions = Vec::with_capacity(config.instances.max(1));
         for _ in 0..config.instances.max(1) {
-            sessions.push(runtime.session(
+            sessions.push(runtime.session_on(
                 &config.node,
                 &config.path,
                 config.intra_op_threads.max(1),
                 config.spinning,
+                config.device,
             )?);
         }
         let mut threads = Vec::with_capacity(sessions.len());

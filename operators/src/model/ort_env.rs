@@ -15,6 +15,7 @@ use ort::logging::LogLevel;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use tracing::info;
+use weir_engine::spec::Device;
 
 use super::ExecError;
 
@@ -107,6 +108,23 @@ impl OrtRuntime {
         intra_op_threads: usize,
         spinning: bool,
     ) -> Result<Session, ExecError> {
+        self.session_on(node, path, intra_op_threads, spinning, Device::Cpu)
+    }
+
+    /// A session on `device`. For CUDA the CUDA execution provider is required, not a hint: the
+    /// library must be the `onnxruntime-gpu` build (point `WEIR_ORT_DYLIB` at it), or this fails
+    /// with ONNX Runtime's reason rather than silently running on the CPU.
+    ///
+    /// # Errors
+    /// [`ExecError::Session`] with ONNX Runtime's message.
+    pub fn session_on(
+        &self,
+        node: &str,
+        path: &Path,
+        intra_op_threads: usize,
+        spinning: bool,
+        device: Device,
+    ) -> Result<Session, ExecError> {
         let wrap = |e: ort::Error| ExecError::Session {
             node: node.to_string(),
             path: path.display().to_string(),
@@ -120,7 +138,14 @@ impl OrtRuntime {
         let builder = option(builder.with_intra_threads(intra_op_threads))?;
         let builder = option(builder.with_inter_threads(1))?;
         let builder = option(builder.with_intra_op_spinning(spinning))?;
-        let mut builder = option(builder.with_inter_op_spinning(spinning))?;
+        let builder = option(builder.with_inter_op_spinning(spinning))?;
+        let mut builder =
+            match device {
+                Device::Cpu => builder,
+                Device::Cuda => option(builder.with_execution_providers([
+                    ort::ep::CUDA::default().build().error_on_failure(),
+                ]))?,
+            };
         builder.commit_from_file(path).map_err(wrap)
     }
 }

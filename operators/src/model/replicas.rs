@@ -648,7 +648,10 @@ mod tests {
         assert_answered_once(&answers, 10);
         // After FAILURES_BEFORE_DOWN failures `a` is skipped: it saw few dispatches.
         let states = p.replica_states();
-        assert!(states[0].3 <= u64::from(FAILURES_BEFORE_DOWN) + 1, "{states:?}");
+        assert!(
+            states[0].3 <= u64::from(FAILURES_BEFORE_DOWN) + 1,
+            "{states:?}"
+        );
         // Revival clears the set-aside state; `a` takes work again.
         a.fail.store(false, Ordering::SeqCst);
         (a.revive.lock().unwrap().as_ref().unwrap())();
@@ -682,7 +685,11 @@ mod tests {
         let p = ReplicaPool::new("m", vec![Arc::new(Broken)], 1);
         let answers = Answers::default();
         p.try_submit(job(0, &answers)).unwrap();
-        assert!(answers.lock().unwrap()[0].1.as_ref().unwrap_err().contains("bad rows"));
+        assert!(answers.lock().unwrap()[0]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .contains("bad rows"));
         assert_eq!(p.stats().dispatched, 1);
     }
 }
