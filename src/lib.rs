@@ -155,7 +155,10 @@ impl RunningGraph {
     pub fn executor_metrics(&self) -> weir_connectors::http::MetricsSource {
         let factory = Arc::clone(&self.factory);
         let graph = self.runtime.plan().name.clone();
-        Box::new(move |out| render_executor_metrics(out, &graph, &factory.executor_stats()))
+        Box::new(move |out| {
+            render_executor_metrics(out, &graph, &factory.executor_stats());
+            render_replica_metrics(out, &graph, &factory.replica_pools());
+        })
     }
 
     /// Replica pools (model nodes with several or remote replicas): name and pool, sorted.
@@ -314,6 +317,82 @@ fn render_executor_metrics(out: &mut String, graph: &str, stats: &[(String, Load
     );
 }
 
+/// Replica pools: per replica, liveness, jobs outstanding and dispatched; per node, re-dispatches,
+/// jobs failed for want of a live replica, and suppressed late answers.
+fn render_replica_metrics(
+    out: &mut String,
+    graph: &str,
+    pools: &[(String, weir_operators::model::ReplicaPool)],
+) {
+    use std::fmt::Write;
+    use weir_engine::metrics as m;
+    if pools.is_empty() {
+        return;
+    }
+    type ReplicaValue = fn(&(String, bool, usize, u64)) -> f64;
+    let per_replica: [(&str, &str, &str, ReplicaValue); 3] = [
+        (
+            m::REPLICA_ALIVE,
+            "gauge",
+            "Whether the replica is alive (1) or not (0).",
+            |r| f64::from(u8::from(r.1)),
+        ),
+        (
+            m::REPLICA_OUTSTANDING,
+            "gauge",
+            "Jobs sent to the replica and not answered yet.",
+            |r| r.2 as f64,
+        ),
+        (
+            m::REPLICA_DISPATCHED_TOTAL,
+            "counter",
+            "Jobs sent to the replica.",
+            |r| r.3 as f64,
+        ),
+    ];
+    for (name, kind, help, value) in per_replica {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (node, pool) in pools {
+            for r in pool.replica_states() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{graph=\"{graph}\",node=\"{node}\",replica=\"{}\"}} {}",
+                    r.0,
+                    value(&r)
+                );
+            }
+        }
+    }
+    type PoolValue = fn(&weir_operators::model::PoolStats) -> u64;
+    let per_node: [(&str, &str, PoolValue); 3] = [
+        (
+            m::REPLICA_REDISPATCHED_TOTAL,
+            "Jobs re-dispatched after a replica died, timed out or shed them.",
+            |s| s.redispatched,
+        ),
+        (
+            m::REPLICA_FAILED_TOTAL,
+            "Jobs failed because no replica was alive.",
+            |s| s.failed,
+        ),
+        (
+            m::REPLICA_LATE_ANSWERS_TOTAL,
+            "Answers that came after the job was answered (suppressed).",
+            |s| s.late_answers,
+        ),
+    ];
+    for (name, help, value) in per_node {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (node, pool) in pools {
+            let _ = writeln!(
+                out,
+                "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}",
+                value(&pool.stats())
+            );
+        }
+    }
+}
+
 /// One Prometheus histogram per node: cumulative buckets at `bounds` (then `+Inf`), sum, count.
 fn render_histogram(
     out: &mut String,
@@ -342,6 +421,71 @@ fn render_histogram(
             out,
             "{name}_count{{graph=\"{graph}\",node=\"{node}\"}} {}",
             s.runs
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_engine::batch::TensorColumn;
+    use weir_operators::model::{InferenceService, Job, Replica, ReplicaDone, ReplicaPool};
+
+    /// A replica that answers every job with its inputs, or is down.
+    struct Echo(&'static str, bool);
+
+    impl Replica for Echo {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn is_alive(&self) -> bool {
+            self.1
+        }
+        fn capacity(&self) -> usize {
+            4
+        }
+        fn dispatch(&self, inputs: Vec<TensorColumn>, _: std::time::Instant, done: ReplicaDone) {
+            done(Ok(inputs));
+        }
+    }
+
+    #[test]
+    fn replica_metrics_name_every_replica_and_count_dispatches() {
+        let pool = ReplicaPool::new(
+            "m",
+            vec![Arc::new(Echo("a", true)), Arc::new(Echo("b", false))],
+            1,
+        );
+        for _ in 0..3 {
+            let col = TensorColumn::from_data("x", vec![1], 1, TensorData::F32(vec![1.0])).unwrap();
+            let job = Job {
+                inputs: vec![col],
+                enqueued_at: std::time::Instant::now(),
+                done: Box::new(|r| assert!(r.is_ok())),
+            };
+            assert!(pool.try_submit(job).is_ok());
+        }
+        let mut out = String::new();
+        render_replica_metrics(&mut out, "g", &[("m".into(), pool)]);
+        assert!(
+            out.contains("weir_replica_alive{graph=\"g\",node=\"m\",replica=\"a\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("weir_replica_alive{graph=\"g\",node=\"m\",replica=\"b\"} 0"),
+            "{out}"
+        );
+        assert!(
+            out.contains("weir_replica_dispatched_total{graph=\"g\",node=\"m\",replica=\"a\"} 3"),
+            "{out}"
+        );
+        assert!(
+            out.contains("weir_replica_redispatched_total{graph=\"g\",node=\"m\"} 0"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# TYPE weir_replica_outstanding gauge"),
+            "{out}"
         );
     }
 }

@@ -22,3 +22,15 @@ pub const EXECUTOR_BUSY_SECONDS_TOTAL: &str = "weir_executor_busy_seconds_total"
 pub const EXECUTOR_INFERENCE_SECONDS: &str = "weir_executor_inference_seconds";
 /// Rows per inference call.
 pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";
+/// Per replica of a model node: 1 while alive.
+pub const REPLICA_ALIVE: &str = "weir_replica_alive";
+/// Per replica: jobs sent and not answered yet.
+pub const REPLICA_OUTSTANDING: &str = "weir_replica_outstanding";
+/// Per replica: jobs sent.
+pub const REPLICA_DISPATCHED_TOTAL: &str = "weir_replica_dispatched_total";
+/// Per node: jobs re-dispatched to another replica.
+pub const REPLICA_REDISPATCHED_TOTAL: &str = "weir_replica_redispatched_total";
+/// Per node: jobs failed because no replica was alive.
+pub const REPLICA_FAILED_TOTAL: &str = "weir_replica_failed_total";
+/// Per node: late answers suppressed.
+pub const REPLICA_LATE_ANSWERS_TOTAL: &str = "weir_replica_late_answers_total";
