@@ -11,6 +11,9 @@ Written to --out:
   digits_mlp.onnx         same architecture, trained on the sklearn digits set
   digits_test.csv         the held-out digits rows (64 raw pixels 0..16, label)
   constant_batch1.onnx    x[1,4] -> y[1,4] = x * 2 + 1
+  affine.onnx             x[N,16] -> y[N,8] = x W^T + b (seeded W, b)
+  affine_parity_k2.onnx   the same with bias 2b: an exact parity model for k = 2
+                          (F_P(x1 + x2) = F(x1) + F(x2)), so ParM reconstruction is exact
 
 Usage: make_models.py --out DIR --zoo DIR --digits digits.csv.gz
 Needs numpy and onnx only.
@@ -266,6 +269,32 @@ def constant_batch1(out_dir):
     save(model, os.path.join(out_dir, "constant_batch1.onnx"))
 
 
+SEED_AFFINE = 4001
+
+
+def affine_model(w, b, graph_name):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])
+    inits = [
+        numpy_helper.from_array(w.astype(np.float32), "fc.weight"),
+        numpy_helper.from_array(b.astype(np.float32), "fc.bias"),
+    ]
+    nodes = [helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, graph_name, [x], [y], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    return model
+
+
+def affine_models(out_dir):
+    rng = np.random.default_rng(SEED_AFFINE)
+    w = rng.normal(0.0, 0.5, size=(8, 16))
+    b = rng.normal(0.0, 0.5, size=(8,))
+    save(affine_model(w, b, "affine"), os.path.join(out_dir, "affine.onnx"))
+    save(affine_model(w, 2.0 * b, "affine_parity_k2"), os.path.join(out_dir, "affine_parity_k2.onnx"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory for the models")
@@ -288,6 +317,7 @@ def main():
          os.path.join(args.out, "mlp_b.onnx"))
     train_digits(args.digits, args.out)
     constant_batch1(args.out)
+    affine_models(args.out)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ outputs_present() {
     for f in "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" "$ORT_LIB" "$DATA/digits.csv.gz" \
              "$VENV/bin/python" "$MODELS/squeezenet_random.onnx" "$MODELS/mlp_a.onnx" \
              "$MODELS/mlp_b.onnx" "$MODELS/digits_mlp.onnx" "$MODELS/digits_test.csv" \
-             "$MODELS/constant_batch1.onnx" "$WEIR_HOME/protoc/bin/protoc"; do
+             "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
+             "$WEIR_HOME/protoc/bin/protoc"; do
         [[ -e "$f" ]] || return 1
     done
     for f in "${ZOO_NAMES[@]}"; do

@@ -161,6 +161,11 @@ impl RunningGraph {
         })
     }
 
+    /// Parity-coded model nodes (ParM): name and service (its counters), sorted.
+    pub fn parity_services(&self) -> Vec<(String, weir_operators::parity::ParityService)> {
+        self.factory.parity_services()
+    }
+
     /// Replica pools (model nodes with several or remote replicas): name and pool, sorted.
     pub fn replica_pools(&self) -> Vec<(String, weir_operators::model::ReplicaPool)> {
         self.factory.replica_pools()

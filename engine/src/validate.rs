@@ -66,6 +66,8 @@ pub struct ModelNode {
     pub metadata: ModelMetadata,
     /// Where its replicas run (at least one).
     pub replicas: Vec<ReplicaTarget>,
+    /// ParM parity coding around it, if configured.
+    pub parity: Option<ParityPlan>,
 }
 
 /// What a node does.
@@ -213,6 +215,19 @@ type TypedNode = (NodeKind, Vec<Port>, Vec<(String, TensorType)>);
 struct NodeFacts {
     model: Option<(ModelMetadata, bool)>,
     outputs: Option<Vec<(String, TensorType)>>,
+    parity: Option<ParityPlan>,
+}
+
+/// The output a parity-coded model node adds: 1 for a reconstructed row, 0 for a real one.
+pub const RECONSTRUCTED_OUTPUT: &str = "reconstructed";
+
+/// ParM parity coding of a model node, after validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParityPlan {
+    /// Coding-group size.
+    pub k: usize,
+    /// The parity model, resolved against the graph's folder.
+    pub path: PathBuf,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -449,6 +464,7 @@ impl<'a> Validator<'a> {
         let mut facts = NodeFacts {
             model: None,
             outputs: None,
+            parity: None,
         };
         match &node.value {
             NodeSpec::Model(m) => {
@@ -469,6 +485,15 @@ impl<'a> Validator<'a> {
                             })
                             .collect(),
                     );
+                    facts.parity = self.check_parity(&id, m, &meta);
+                    if facts.parity.is_some() {
+                        if let Some(outputs) = facts.outputs.as_mut() {
+                            outputs.push((
+                                RECONSTRUCTED_OUTPUT.to_string(),
+                                TensorType::fixed(DType::I64, &[1]),
+                            ));
+                        }
+                    }
                     facts.model = Some((meta, batched));
                 }
             }
@@ -522,6 +547,61 @@ impl<'a> Validator<'a> {
             NodeSpec::Argmax(_) => {}
         }
         facts
+    }
+
+    /// ParM: `k ≥ 2`, the sum encoder, and a parity model with the deployed model's signature.
+    fn check_parity(
+        &mut self,
+        id: &str,
+        m: &ModelSpec,
+        deployed: &ModelMetadata,
+    ) -> Option<ParityPlan> {
+        let p = m.resilience.as_ref()?.parity.as_ref()?;
+        let path_field = node_path(id, "resilience.parity.parity_model");
+        if p.k.value < 2 {
+            self.error(
+                node_path(id, "resilience.parity.k"),
+                p.k.location,
+                format!(
+                    "node `{id}`: a coding group needs `k` ≥ 2, got {}",
+                    p.k.value
+                ),
+            );
+            return None;
+        }
+        if p.encoder.value != crate::spec::ParityEncoder::Sum {
+            self.error(
+                node_path(id, "resilience.parity.encoder"),
+                p.encoder.location,
+                format!("node `{id}`: serving supports the `sum` encoder (`concat` is for training only so far)"),
+            );
+            return None;
+        }
+        let path = self.base_dir.join(&p.parity_model.value);
+        let meta = match read_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                self.error(
+                    path_field,
+                    p.parity_model.location,
+                    format!("node `{id}`: parity model: {e}"),
+                );
+                return None;
+            }
+        };
+        if meta.inputs != deployed.inputs || meta.outputs != deployed.outputs {
+            self.error(
+                path_field,
+                p.parity_model.location,
+                format!(
+                    "node `{id}`: the parity model {} must take and return the deployed model's tensors (same names, types and shapes)",
+                    path.display()
+                ),
+            )
+            .help = Some("train it from the deployed model: `weir parity train --deployed ...`".into());
+            return None;
+        }
+        Some(ParityPlan { k: p.k.value, path })
     }
 
     fn check_model_settings(&mut self, id: &str, m: &ModelSpec) {
@@ -619,7 +699,13 @@ impl<'a> Validator<'a> {
         let tr = TensorRef::parse(&r.value);
         if let Some(i) = ids.get(tr.source) {
             let node = &self.spec.nodes[*i];
-            let outputs = node_output_names(&node.value, facts[*i].model.as_ref().map(|m| &m.0));
+            // A model node's outputs are known from its file (plus `reconstructed` under ParM).
+            let outputs = facts[*i]
+                .outputs
+                .as_ref()
+                .filter(|_| facts[*i].model.is_some())
+                .map(|o| o.iter().map(|(n, _)| n.clone()).collect())
+                .or_else(|| node_output_names(&node.value, facts[*i].model.as_ref().map(|m| &m.0)));
             let Some(outputs) = outputs else {
                 return None; // model unreadable: already reported
             };
@@ -826,6 +912,7 @@ impl<'a> Validator<'a> {
                             .get(&id)
                             .cloned()
                             .unwrap_or_else(|| vec![ReplicaTarget::Local]),
+                        parity: facts.parity.clone(),
                     });
                     (kind, ordered, outputs)
                 })

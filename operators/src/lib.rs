@@ -3,13 +3,15 @@
 //! [`OperatorFactory`] implements the engine's [`NodeFactory`]: it owns the process-wide resources
 //! (one ONNX Runtime executor per model node, started before any worker runs so a bad model fails
 //! at start-up) and builds each node's operator on every worker. One folder per operator family:
-//! [`model`] (ONNX Runtime executors) and [`tensor`] (inline tensor ops).
+//! [`model`] (ONNX Runtime executors, replica pools), [`parity`] (ParM coding around a model node)
+//! and [`tensor`] (inline tensor ops).
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod model;
+pub mod parity;
 pub mod tensor;
 
 use std::collections::HashMap;
@@ -51,6 +53,8 @@ pub struct OperatorFactory {
     pools: HashMap<String, ReplicaPool>,
     /// What each model node's operator submits to, by node id.
     services: HashMap<String, Arc<dyn InferenceService>>,
+    /// Parity-coded nodes, by node id.
+    parity: HashMap<String, parity::ParityService>,
 }
 
 impl std::fmt::Debug for OperatorFactory {
@@ -112,9 +116,10 @@ impl OperatorFactory {
             executors: HashMap::new(),
             pools: HashMap::new(),
             services: HashMap::new(),
+            parity: HashMap::new(),
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
-            NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local),
+            NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),
             _ => false,
         });
         let runtime = if needs_runtime {
@@ -165,9 +170,36 @@ impl OperatorFactory {
                     Arc::new(pool)
                 }
             };
+            let service = match (&m.parity, &runtime) {
+                (Some(plan), Some(runtime)) => {
+                    // m/k parity instances for m deployed ones (at least one).
+                    let parity_config = ExecutorConfig {
+                        node: format!("{}.parity", n.node.id),
+                        path: plan.path.clone(),
+                        instances: config.instances.div_ceil(plan.k).max(1),
+                        ..config.clone()
+                    };
+                    let parity = Arc::new(ModelExecutor::start(runtime, parity_config)?);
+                    let coded = parity::ParityService::new(&n.node.id, plan.k, service, parity);
+                    factory.parity.insert(n.node.id.clone(), coded.clone());
+                    Arc::new(coded) as Arc<dyn InferenceService>
+                }
+                _ => service,
+            };
             factory.services.insert(n.node.id.clone(), service);
         }
         Ok(factory)
+    }
+
+    /// Parity-coded nodes (ParM) by node id, sorted.
+    pub fn parity_services(&self) -> Vec<(String, parity::ParityService)> {
+        let mut v: Vec<_> = self
+            .parity
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
     }
 
     /// Replica pools by node id (nodes with several or remote replicas), sorted.

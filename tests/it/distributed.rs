@@ -15,7 +15,7 @@ use weir::{load_graph, start, RuntimeOptions, Tensor};
 use crate::common::{channel, model, repo, Replies};
 
 /// A free TCP port on loopback (bound, read, released).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -23,7 +23,7 @@ fn free_port() -> u16 {
 }
 
 /// A `weir executor` process, SIGKILLed when dropped (so a failing test leaves nothing behind).
-struct Executor {
+pub(crate) struct Executor {
     child: Child,
     name: String,
     endpoint: String,
@@ -31,7 +31,12 @@ struct Executor {
 
 impl Executor {
     fn start(name: &str, endpoint: &str) -> Executor {
-        let model_arg = format!("m={}", model("mlp_a.onnx").display());
+        Executor::serving(name, endpoint, "mlp_a.onnx")
+    }
+
+    /// An executor serving the test model `file` as model `m`.
+    pub(crate) fn serving(name: &str, endpoint: &str, file: &str) -> Executor {
+        let model_arg = format!("m={}", model(file).display());
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["executor", "--name", name, "--listen", endpoint])
             .args(["--model", &model_arg, "--max-batch", "8"])
@@ -54,6 +59,10 @@ impl Executor {
             name: name.to_string(),
             endpoint: endpoint.to_string(),
         }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn sigkill(&mut self) {

@@ -10,6 +10,7 @@ mod fan_in;
 mod golden;
 mod graphs;
 mod invalid;
+mod parity;
 mod requests;
 mod serve;
 mod streams;

@@ -148,6 +148,7 @@ impl ModelBuilder {
                 batching: BatchingSpec::default(),
                 executor: ExecutorSpec::default(),
                 replicas: None,
+                resilience: None,
             },
         }
     }
@@ -172,6 +173,18 @@ impl ModelBuilder {
     /// Sets the executor.
     pub fn executor(mut self, executor: ExecutorSpec) -> Self {
         self.spec.executor = executor;
+        self
+    }
+
+    /// Adds ParM parity coding: groups of `k`, the parity model at `parity_model`, sum encoder.
+    pub fn parity(mut self, k: usize, parity_model: impl Into<PathBuf>) -> Self {
+        self.spec.resilience = Some(super::ResilienceSpec {
+            parity: Some(s(super::ParitySpec {
+                k: s(k),
+                parity_model: s(parity_model.into()),
+                encoder: s(super::ParityEncoder::Sum),
+            })),
+        });
         self
     }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
-pub use model::{BatchingSpec, ExecutorSpec, ModelSpec};
+pub use model::{BatchingSpec, ExecutorSpec, ModelSpec, ParityEncoder, ParitySpec, ResilienceSpec};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use stream::{JsonlStreamSpec, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
@@ -50,6 +50,12 @@ impl<T> Spanned<T> {
             value,
             location: Location::UNKNOWN,
         }
+    }
+}
+
+impl<T: Default> Default for Spanned<T> {
+    fn default() -> Self {
+        Spanned::unlocated(T::default())
     }
 }
 

@@ -30,6 +30,43 @@ pub struct ModelSpec {
     /// re-dispatched to the others. Default: one local replica.
     #[serde(default)]
     pub replicas: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Resilience mechanisms around the node (ParM parity coding).
+    #[serde(default)]
+    pub resilience: Option<ResilienceSpec>,
+}
+
+/// Resilience around a model node.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResilienceSpec {
+    /// ParM: every `k` consecutively dispatched jobs form a coding group whose parity job runs on a
+    /// parity model; a straggler's output is reconstructed from the others and the parity output.
+    #[serde(default)]
+    pub parity: Option<Spanned<ParitySpec>>,
+}
+
+/// ParM parity coding for one model node.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParitySpec {
+    /// Coding-group size (≥ 2).
+    pub k: Spanned<usize>,
+    /// The parity model: same inputs and outputs as the deployed one (`weir parity train`).
+    pub parity_model: Spanned<PathBuf>,
+    /// How the k queries become the parity query.
+    #[serde(default)]
+    pub encoder: Spanned<ParityEncoder>,
+}
+
+/// A parity encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParityEncoder {
+    /// P = Σ X_i, feature-wise.
+    #[default]
+    Sum,
+    /// Downsampled images tiled into one (training only so far).
+    Concat,
 }
 
 /// Dynamic batching: gather up to `max_size` requests, waiting at most `max_delay_us` for more.

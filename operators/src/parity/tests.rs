@@ -1,0 +1,198 @@
+//! ParM coding semantics against a linear model (F(x) = 2x, F_P = F), for which reconstruction is
+//! exact (notes/parm.md §7 req. 4), with stragglers scripted by holding jobs.
+
+use std::sync::atomic::AtomicBool;
+
+use super::*;
+
+/// F(x) = 2x on f32 rows; holds jobs whose first element is negative until released.
+#[derive(Default)]
+struct Doubler {
+    held: Mutex<Vec<Job>>,
+    full: AtomicBool,
+    hold_all: AtomicBool,
+}
+
+fn doubled(job: &Job) -> Vec<TensorColumn> {
+    job.inputs
+        .iter()
+        .map(|c| {
+            let v: Vec<f32> = c.f32_values().unwrap().iter().map(|x| 2.0 * x).collect();
+            TensorColumn::from_data("y", c.shape().to_vec(), c.len(), TensorData::F32(v)).unwrap()
+        })
+        .collect()
+}
+
+impl Doubler {
+    fn release(&self) {
+        let held: Vec<Job> = self.held.lock().unwrap().drain(..).collect();
+        for job in held {
+            let out = doubled(&job);
+            (job.done)(Ok(out));
+        }
+    }
+}
+
+impl InferenceService for Arc<Doubler> {
+    fn try_submit(&self, job: Job) -> Result<(), Job> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(job);
+        }
+        if self.hold_all.load(Ordering::SeqCst) || job.inputs[0].f32_values().unwrap()[0] < 0.0 {
+            self.held.lock().unwrap().push(job);
+        } else {
+            let out = doubled(&job);
+            (job.done)(Ok(out));
+        }
+        Ok(())
+    }
+
+    fn rows_per_job(&self) -> usize {
+        4
+    }
+}
+
+type Answers = Arc<Mutex<Vec<(usize, Vec<f32>, Vec<i64>)>>>;
+
+fn job(tag: usize, rows: &[[f32; 3]], answers: &Answers) -> Job {
+    let data: Vec<f32> = rows.iter().flatten().copied().collect();
+    let col = TensorColumn::from_data("x", vec![3], rows.len(), TensorData::F32(data)).unwrap();
+    let answers = Arc::clone(answers);
+    Job {
+        inputs: vec![col],
+        enqueued_at: Instant::now(),
+        done: Box::new(move |r| {
+            let cols = r.expect("answered with outputs");
+            let y = cols[0].f32_values().unwrap().to_vec();
+            let flag = cols[1].i64_values().unwrap().to_vec();
+            answers.lock().unwrap().push((tag, y, flag));
+        }),
+    }
+}
+
+fn service(k: usize) -> (ParityService, Arc<Doubler>, Arc<Doubler>) {
+    let (deployed, parity) = (Arc::new(Doubler::default()), Arc::new(Doubler::default()));
+    let svc = ParityService::new(
+        "m",
+        k,
+        Arc::new(Arc::clone(&deployed)),
+        Arc::new(Arc::clone(&parity)),
+    );
+    (svc, deployed, parity)
+}
+
+fn close(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5)
+}
+
+#[test]
+fn a_straggler_is_reconstructed_exactly_and_its_late_prediction_dropped() {
+    let (svc, deployed, _) = service(2);
+    let answers = Answers::default();
+    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
+        .unwrap(); // straggles
+    svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
+        .unwrap();
+    {
+        let got = answers.lock().unwrap();
+        assert_eq!(got.len(), 2, "the real answer and the reconstruction");
+        let rebuilt = got.iter().find(|a| a.0 == 0).unwrap();
+        assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]), "{:?}", rebuilt.1);
+        assert_eq!(rebuilt.2, vec![1]);
+        let real = got.iter().find(|a| a.0 == 1).unwrap();
+        assert_eq!(real.2, vec![0]);
+    }
+    deployed.release();
+    assert_eq!(answers.lock().unwrap().len(), 2, "answered once");
+    let stats = svc.stats();
+    assert_eq!(
+        (stats.groups, stats.reconstructed, stats.late_real),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn two_missing_wait_for_their_real_predictions() {
+    let (svc, deployed, _) = service(3);
+    let answers = Answers::default();
+    svc.try_submit(job(0, &[[-1.0, 0.0, 0.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(1, &[[-2.0, 0.0, 0.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(2, &[[3.0, 0.0, 0.0]], &answers))
+        .unwrap();
+    assert_eq!(
+        answers.lock().unwrap().len(),
+        1,
+        "no reconstruction from k − 2 outputs"
+    );
+    // Releasing the first straggler leaves one missing: that one may now be reconstructed
+    // (rule 1), and its own real prediction is then dropped. Either way each is answered once.
+    deployed.release();
+    let got = answers.lock().unwrap();
+    let mut tags: Vec<usize> = got.iter().map(|a| a.0).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, vec![0, 1, 2]);
+    let stats = svc.stats();
+    assert_eq!(stats.reconstructed, stats.late_real);
+}
+
+#[test]
+fn a_group_answered_for_real_ignores_its_parity() {
+    let (svc, _, parity) = service(2);
+    parity.hold_all.store(true, Ordering::SeqCst);
+    let answers = Answers::default();
+    svc.try_submit(job(0, &[[1.0, 1.0, 1.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(1, &[[2.0, 2.0, 2.0]], &answers))
+        .unwrap();
+    parity.release();
+    let got = answers.lock().unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|a| a.2 == vec![0]));
+    assert_eq!(svc.stats().reconstructed, 0);
+    assert_eq!(svc.stats().parity_dispatched, 1);
+}
+
+#[test]
+fn jobs_of_different_sizes_are_coded_position_by_position() {
+    let (svc, _, _) = service(2);
+    let answers = Answers::default();
+    // Two rows, straggling; then one row.
+    svc.try_submit(job(0, &[[-1.0, 1.0, 1.0], [7.0, 8.0, 9.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(1, &[[1.0, 1.0, 1.0]], &answers))
+        .unwrap();
+    let got = answers.lock().unwrap();
+    let rebuilt = got.iter().find(|a| a.0 == 0).unwrap();
+    assert!(
+        close(&rebuilt.1, &[-2.0, 2.0, 2.0, 14.0, 16.0, 18.0]),
+        "{:?}",
+        rebuilt.1
+    );
+    assert_eq!(rebuilt.2, vec![1, 1]);
+}
+
+#[test]
+fn a_refused_job_comes_back_whole() {
+    let (svc, deployed, _) = service(2);
+    deployed.full.store(true, Ordering::SeqCst);
+    let answers = Answers::default();
+    let back = svc
+        .try_submit(job(7, &[[1.0, 2.0, 3.0]], &answers))
+        .unwrap_err();
+    deployed.full.store(false, Ordering::SeqCst);
+    svc.try_submit(back).unwrap();
+    svc.try_submit(job(8, &[[1.0, 2.0, 3.0]], &answers))
+        .unwrap();
+    let got = answers.lock().unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(got
+        .iter()
+        .any(|a| a.0 == 7 && close(&a.1, &[2.0, 4.0, 6.0])));
+    assert_eq!(
+        svc.stats().groups,
+        1,
+        "the refused try did not join a group"
+    );
+}
