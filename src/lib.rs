@@ -20,6 +20,7 @@
 
 pub mod bench;
 pub mod loadgen;
+pub mod serf;
 pub mod workload;
 
 use std::path::Path;

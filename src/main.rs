@@ -41,6 +41,9 @@ enum Command {
     /// Run a benchmark experiment (see benchmarks/README.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// SERF: measure every (concurrency × intra-op threads) configuration of the graph's model
+    /// nodes on ONNX Runtime and save `<graph dir>/<node>.serf.json`.
+    Profile(ProfileArgs),
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +322,8 @@ enum BenchCommand {
     /// A model node on a `weir executor` process over zenoh against in-process, and the time from
     /// an executor's SIGKILL to the re-dispatch of its work.
     Remote(RemoteArgs),
+    /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
+    Serf(SerfBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -397,6 +402,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
         Command::Bench(BenchCommand::Http(a)) => bench_http(a),
         Command::Bench(BenchCommand::Remote(a)) => bench_remote(a),
+        Command::Profile(a) => profile(a),
+        Command::Bench(BenchCommand::Serf(a)) => bench_serf(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -914,6 +921,129 @@ fn bench_http(args: HttpArgs) -> Result<()> {
     print!("{}", http_table(&rows));
     match weir::bench::plot::plot_http(&rows, &args.plot) {
         Ok(()) => println!("\nplot: {}", args.plot.display()),
+        Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+struct ProfileArgs {
+    /// Graph YAML file; profiles go next to it.
+    graph: PathBuf,
+    /// Profile only this model node.
+    #[arg(long)]
+    node: Option<String>,
+    /// Measured requests per tuple (the paper: 10).
+    #[arg(long, default_value_t = 10)]
+    samples: usize,
+    /// Cores to plan for (default: all available).
+    #[arg(long)]
+    cores: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct SerfBenchArgs {
+    /// ONNX model (repeat to measure several; default: the zoo's squeezenet).
+    #[arg(long = "model")]
+    models: Vec<PathBuf>,
+    /// Requests at the highest load (lower loads get proportionally fewer).
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+    /// Fewest requests at any point.
+    #[arg(long, default_value_t = 150)]
+    min_requests: usize,
+    /// Most seconds one point may take.
+    #[arg(long, default_value_t = 6.0)]
+    point_seconds: f64,
+    /// Load levels.
+    #[arg(long, default_value_t = 10)]
+    loads: usize,
+    /// Measured requests per profiling tuple.
+    #[arg(long, default_value_t = 10)]
+    samples: usize,
+    /// Where the Markdown table goes.
+    #[arg(long, default_value = "benchmarks/serf/ort.md")]
+    table: PathBuf,
+    /// Where the plot goes.
+    #[arg(long, default_value = "benchmarks/serf/ort.png")]
+    plot: PathBuf,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn profile(args: ProfileArgs) -> Result<()> {
+    use weir::serf::{describe, profile_node, profile_path, select_nodes, ProfileOptions};
+    let graph = load(&args.graph)?;
+    let options = ProfileOptions {
+        cores: args.cores.unwrap_or_else(cores).max(1),
+        samples: args.samples.max(1),
+        ..ProfileOptions::default()
+    };
+    for (node, path) in select_nodes(&graph.plan, args.node.as_deref())? {
+        let profile = profile_node(&node, &path, &options)?;
+        let out = profile_path(&args.graph, &node);
+        profile.save(&out)?;
+        print!("{}", describe(&profile)?);
+        println!("saved {}\n", out.display());
+    }
+    Ok(())
+}
+
+fn bench_serf(args: SerfBenchArgs) -> Result<()> {
+    use weir::bench::serf::{plot_serf, serf_bench, serf_table, SerfBenchConfig};
+    use weir::serf::{describe, ProfileOptions};
+    let paths = if args.models.is_empty() {
+        vec![PathBuf::from(".weir/zoo/squeezenet.onnx")]
+    } else {
+        args.models
+    };
+    let models = paths
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_stem()
+                .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());
+            (name, p)
+        })
+        .collect();
+    let config = SerfBenchConfig {
+        models,
+        requests: args.requests,
+        min_requests: args.min_requests.max(1),
+        point_seconds: args.point_seconds,
+        loads: args.loads.max(1),
+        headroom: 0.9,
+        profile: ProfileOptions {
+            samples: args.samples.max(1),
+            ..ProfileOptions::default()
+        },
+    };
+    let results = serf_bench(&config)?;
+    let mut text = format!(
+        "ONNX Runtime: {}\nmachine: {} cores; requests per point: {} × k/{} (at least {}, at most {} s × λ); profile: {} requests per tuple\n\n",
+        OrtRuntime::get()?.build_info(),
+        cores(),
+        config.requests,
+        config.loads,
+        config.min_requests,
+        config.point_seconds,
+        config.profile.samples
+    );
+    for r in &results {
+        text.push_str(&describe(&r.profile)?);
+        text.push('\n');
+    }
+    text.push_str(&serf_table(&results));
+    print!("{text}");
+    std::fs::write(&args.table, &text)
+        .with_context(|| format!("writing {}", args.table.display()))?;
+    println!("\ntable: {}", args.table.display());
+    match plot_serf(&results, &args.plot) {
+        Ok(()) => println!("plot: {}", args.plot.display()),
         Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
     }
     Ok(())

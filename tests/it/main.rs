@@ -12,5 +12,6 @@ mod graphs;
 mod invalid;
 mod parity;
 mod requests;
+mod serf;
 mod serve;
 mod streams;

@@ -1,0 +1,521 @@
+//! The SERF accuracy experiment on real ONNX Runtime (note §5.2 X5, X6; paper Figs. 11, 12): profile
+//! a model with [`crate::serf::profile_node`], then run a one-node graph with every fixed
+//! configuration `(c, t)` (c sessions × t intra-op threads) under open-loop Poisson load at each of
+//! `loads` levels `λ_k = k/loads · 0.9 · max(c·μ_c)`, and compare the measured mean latency with
+//! the M/D_interf/c prediction from the profile.
+//!
+//! Decisions: a configuration is run at a load only when the model says `ρ < 0.9` (nearer
+//! saturation a few thousand requests do not give a stable mean); requests per point grow with
+//! the load (`requests · k/loads`, at least [`SerfBenchConfig::min_requests`], at most
+//! `point_seconds · λ`), because latency varies little at low load and idle gaps make low loads
+//! slow. The measured latency is weir's (scheduled send to answer), so it includes weir's fixed
+//! per-request cost, which the profile of bare sessions does not; the table reports it as error.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
+use weir_engine::tensor::Dim;
+use weir_serf::config::Config;
+use weir_serf::model::predict;
+use weir_serf::profile::Profile;
+use weir_serf::table::Candidates;
+
+use super::overhead::median;
+use crate::loadgen::{run_load, Arrival, LoadSpec};
+use crate::serf::{profile_node, ProfileOptions};
+use crate::workload::Workload;
+use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+
+/// Utilisation at and above which a configuration is not run at a load.
+pub const MAX_RHO: f64 = 0.9;
+
+/// The SERF experiment's settings.
+#[derive(Debug, Clone)]
+pub struct SerfBenchConfig {
+    /// Models: display name and file.
+    pub models: Vec<(String, PathBuf)>,
+    /// Requests at the highest load; lower loads get proportionally fewer.
+    pub requests: usize,
+    /// Fewest requests at any point.
+    pub min_requests: usize,
+    /// Most seconds one point may take (caps its requests at `point_seconds · λ`).
+    pub point_seconds: f64,
+    /// Load levels.
+    pub loads: usize,
+    /// Top load as a fraction of the largest capacity.
+    pub headroom: f64,
+    /// How the models are profiled.
+    pub profile: ProfileOptions,
+}
+
+/// One configuration at one load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SerfPoint {
+    /// Configuration run.
+    pub config: Config,
+    /// Load level `k` (1-based).
+    pub level: usize,
+    /// Arrival rate, requests per second.
+    pub lambda: f64,
+    /// Predicted utilisation.
+    pub rho: f64,
+    /// Predicted mean latency, ms.
+    pub predicted_ms: f64,
+    /// Measured mean latency, ms.
+    pub measured_ms: f64,
+    /// Requests measured.
+    pub requests: usize,
+}
+
+impl SerfPoint {
+    /// `(predicted − measured) / measured`.
+    pub fn error(&self) -> f64 {
+        (self.predicted_ms - self.measured_ms) / self.measured_ms
+    }
+}
+
+/// Best-configuration identification at one load (X6).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BestAtLoad {
+    /// Load level `k`.
+    pub level: usize,
+    /// Arrival rate.
+    pub lambda: f64,
+    /// The configuration with the lowest predicted latency among those run.
+    pub predicted: Config,
+    /// The configuration with the lowest measured latency.
+    pub measured: Config,
+    /// Measured latency of the predicted best over the measured best (1 when they agree).
+    pub ratio: f64,
+}
+
+impl BestAtLoad {
+    /// The model's choice is the measured best, or within 5 % of it.
+    pub fn acceptable(&self) -> bool {
+        self.predicted == self.measured || self.ratio <= 1.05
+    }
+}
+
+/// Everything measured for one model.
+#[derive(Debug, Clone)]
+pub struct SerfModelResult {
+    /// Model name.
+    pub model: String,
+    /// Its profile.
+    pub profile: Profile,
+    /// Every point run, by configuration then load.
+    pub points: Vec<SerfPoint>,
+    /// Best configuration per load.
+    pub best: Vec<BestAtLoad>,
+    /// Wall time of the load runs, seconds.
+    pub load_seconds: f64,
+}
+
+/// Mean, p90 and p95 of `|error|` over `points`.
+pub fn error_summary<'a>(points: impl Iterator<Item = &'a SerfPoint>) -> (f64, f64, f64) {
+    let mut e: Vec<f64> = points.map(|p| p.error().abs()).collect();
+    if e.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    e.sort_by(f64::total_cmp);
+    let q = |f: f64| e[((f * e.len() as f64).ceil() as usize).clamp(1, e.len()) - 1];
+    (e.iter().sum::<f64>() / e.len() as f64, q(0.9), q(0.95))
+}
+
+/// A one-node graph of `path` with `config`'s layout, and a one-request workload.
+fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> {
+    let meta = read_metadata(path)?;
+    let input = meta
+        .inputs
+        .first()
+        .ok_or_else(|| anyhow!("{} has no input", path.display()))?;
+    let output = meta
+        .outputs
+        .first()
+        .ok_or_else(|| anyhow!("{} has no output", path.display()))?;
+    let ElementType::Supported(dtype) = input.element else {
+        return Err(anyhow!("{}: input is not f32 or i64", path.display()));
+    };
+    let shape: Vec<i64> = input
+        .dims
+        .iter()
+        .skip(1)
+        .map(|d| match d {
+            Dim::Fixed(n) => *n as i64,
+            Dim::Dynamic => 1,
+        })
+        .collect();
+    let spec = GraphSpec::builder("serf")
+        .input("x", dtype, &shape)
+        .model(
+            ModelBuilder::new("model", path)
+                .input(&input.name, "x")
+                .executor(ExecutorSpec {
+                    instances: config.concurrency,
+                    intra_op_threads: config.threads,
+                    ..ExecutorSpec::default()
+                }),
+        )
+        .output("y", &format!("model.{}", output.name))
+        .build();
+    let graph = plan_spec(&spec, Path::new(".")).map_err(|d| anyhow!("{d}"))?;
+    let workload = Workload::random(&graph.plan, 1, 7);
+    Ok((start(graph.plan, RuntimeOptions::default())?, workload))
+}
+
+/// Requests for load level `k` of `loads` at rate `lambda` (module docs).
+fn requests_at(config: &SerfBenchConfig, level: usize, lambda: f64) -> usize {
+    let scaled = config.requests * level / config.loads.max(1);
+    let cap = (config.point_seconds * lambda) as usize;
+    scaled.min(cap).max(config.min_requests)
+}
+
+/// Profiles and measures one model.
+fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<SerfModelResult> {
+    let profile = profile_node(name, path, &config.profile)?;
+    let candidates = Candidates::from_profile(&profile);
+    let top = candidates
+        .max_capacity()
+        .ok_or_else(|| anyhow!("{name}: empty profile"))?
+        .capacity();
+    let lambdas: Vec<f64> = (1..=config.loads)
+        .map(|k| k as f64 / config.loads as f64 * config.headroom * top)
+        .collect();
+    let started = std::time::Instant::now();
+    let mut points = Vec::new();
+    for candidate in candidates.as_slice() {
+        let runnable: Vec<(usize, f64, weir_serf::model::Prediction)> = lambdas
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &l)| {
+                predict(l, &candidate.mu)
+                    .ok()
+                    .filter(|p| p.rho < MAX_RHO)
+                    .map(|p| (i + 1, l, p))
+            })
+            .collect();
+        if runnable.is_empty() {
+            continue;
+        }
+        let (graph, workload) = fixed_graph(path, candidate.config)?;
+        run_load(
+            graph.runtime(),
+            &workload,
+            &LoadSpec {
+                requests: 20 * candidate.config.concurrency,
+                warmup: 0,
+                arrival: Arrival::Closed {
+                    concurrency: candidate.config.concurrency,
+                },
+                seed: 0,
+                label_output: None,
+                progress: false,
+            },
+        );
+        for (level, lambda, prediction) in runnable {
+            let requests = requests_at(config, level, lambda);
+            let report = run_load(
+                graph.runtime(),
+                &workload,
+                &LoadSpec {
+                    requests,
+                    warmup: 0,
+                    arrival: Arrival::Poisson { rate: lambda },
+                    seed: level as u64,
+                    label_output: None,
+                    progress: false,
+                },
+            );
+            if report.error_count() > 0 || report.ok == 0 {
+                graph.shutdown();
+                return Err(anyhow!(
+                    "{name} {}: errors {:?}",
+                    candidate.config,
+                    report.errors
+                ));
+            }
+            let point = SerfPoint {
+                config: candidate.config,
+                level,
+                lambda,
+                rho: prediction.rho,
+                predicted_ms: prediction.latency * 1e3,
+                measured_ms: report.latency_us.mean() / 1e3,
+                requests,
+            };
+            eprintln!(
+                "{name} {} λ={lambda:.1}/s ({requests} requests): predicted {:.3} ms, measured {:.3} ms ({:+.1} %)",
+                point.config,
+                point.predicted_ms,
+                point.measured_ms,
+                point.error() * 100.0
+            );
+            points.push(point);
+        }
+        graph.shutdown();
+    }
+    let best = (1..=config.loads)
+        .filter_map(|level| {
+            let here: Vec<&SerfPoint> = points.iter().filter(|p| p.level == level).collect();
+            let by = |f: fn(&SerfPoint) -> f64| {
+                here.iter().copied().min_by(|a, b| f(a).total_cmp(&f(b)))
+            };
+            let predicted = by(|p| p.predicted_ms)?;
+            let measured = by(|p| p.measured_ms)?;
+            Some(BestAtLoad {
+                level,
+                lambda: predicted.lambda,
+                predicted: predicted.config,
+                measured: measured.config,
+                ratio: predicted.measured_ms / measured.measured_ms,
+            })
+        })
+        .collect();
+    Ok(SerfModelResult {
+        model: name.to_string(),
+        profile,
+        points,
+        best,
+        load_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs the experiment for every model.
+///
+/// # Errors
+/// When a model cannot be profiled or run, or a request fails.
+pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
+    config
+        .models
+        .iter()
+        .map(|(name, path)| measure_model(name, path, config))
+        .collect()
+}
+
+/// The results as Markdown: per-point table, error summary against the paper, best configuration
+/// per load.
+pub fn serf_table(results: &[SerfModelResult]) -> String {
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in results {
+        for p in &r.points {
+            s.push_str(&format!(
+                "| {} | {} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % |\n",
+                r.model,
+                p.config,
+                p.level,
+                p.lambda,
+                p.rho,
+                p.requests,
+                p.predicted_ms,
+                p.measured_ms,
+                p.error() * 100.0
+            ));
+        }
+    }
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | best config: same / within 5 % / wrong | load runs s | profiling wall s |\n|---|---|---|---|---|---|---|---|---|\n");
+    let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
+    for r in results {
+        let (mean, p90, p95) = error_summary(r.points.iter());
+        let max = r.points.iter().map(|p| p.error().abs()).fold(0.0, f64::max);
+        let same = r.best.iter().filter(|b| b.predicted == b.measured).count();
+        let close = r.best.iter().filter(|b| b.acceptable()).count() - same;
+        s.push_str(&format!(
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {same} / {close} / {} | {:.0} | {:.2} |\n",
+            r.model,
+            r.points.len(),
+            mean * 100.0,
+            p90 * 100.0,
+            p95 * 100.0,
+            max * 100.0,
+            r.best.len() - same - close,
+            r.load_seconds,
+            r.profile.wall_s.unwrap_or(0.0)
+        ));
+    }
+    if results.len() > 1 {
+        let (mean, p90, p95) = error_summary(all.iter().copied());
+        s.push_str(&format!(
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | |\n",
+            all.len(),
+            mean * 100.0,
+            p90 * 100.0,
+            p95 * 100.0
+        ));
+    }
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | |\n");
+    s.push_str("\n| model | k | λ (1/s) | predicted best | measured best | measured latency of predicted / best | ok |\n|---|---|---|---|---|---|---|\n");
+    for r in results {
+        for b in &r.best {
+            s.push_str(&format!(
+                "| {} | {} | {:.1} | {} | {} | {:.3} | {} |\n",
+                r.model,
+                b.level,
+                b.lambda,
+                b.predicted,
+                b.measured,
+                b.ratio,
+                if b.predicted == b.measured {
+                    "same"
+                } else if b.acceptable() {
+                    "within 5 %"
+                } else {
+                    "no"
+                }
+            ));
+        }
+    }
+    s
+}
+
+/// Median of the per-point `|error|` of `results` (for quoting one figure).
+pub fn median_abs_error(results: &[SerfModelResult]) -> f64 {
+    median(
+        results
+            .iter()
+            .flat_map(|r| r.points.iter().map(|p| p.error().abs()))
+            .collect(),
+    )
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
+/// Predicted (line) and measured (dots) mean latency against load, one colour per configuration,
+/// one panel per model.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_serf(results: &[SerfModelResult], path: &Path) -> Result<()> {
+    let e = |e: &dyn std::fmt::Display| anyhow!("{e}");
+    let root =
+        BitMapBackend::new(path, (640 * results.len().max(1) as u32, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let panels = root.split_evenly((1, results.len().max(1)));
+    for (r, area) in results.iter().zip(&panels) {
+        let right = r.points.iter().map(|p| p.lambda).fold(1.0, f64::max) * 1.05;
+        let top = r
+            .points
+            .iter()
+            .map(|p| p.predicted_ms.max(p.measured_ms))
+            .fold(1.0, f64::max)
+            * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{}: mean latency, SERF prediction vs measured", r.model),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..right, 0.0..top)
+            .map_err(|x| e(&x))?;
+        chart
+            .configure_mesh()
+            .x_desc("arrival rate λ (requests/s)")
+            .y_desc("ms")
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(|x| e(&x))?;
+        let mut configs: Vec<Config> = r.points.iter().map(|p| p.config).collect();
+        configs.dedup();
+        for (i, config) in configs.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let mine: Vec<&SerfPoint> = r.points.iter().filter(|p| p.config == *config).collect();
+            chart
+                .draw_series(LineSeries::new(
+                    mine.iter().map(|p| (p.lambda, p.predicted_ms)),
+                    color.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?
+                .label(format!("{config}: predicted (line), measured (dots)"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    mine.iter()
+                        .map(|p| Circle::new((p.lambda, p.measured_ms), 4, color.filled())),
+                )
+                .map_err(|x| e(&x))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(predicted_ms: f64, measured_ms: f64) -> SerfPoint {
+        SerfPoint {
+            config: Config::new(1, 1),
+            level: 1,
+            lambda: 1.0,
+            rho: 0.1,
+            predicted_ms,
+            measured_ms,
+            requests: 1,
+        }
+    }
+
+    #[test]
+    fn error_summary_mean_and_quantiles() {
+        // |errors| 1 %, 2 %, …, 10 %.
+        let points: Vec<SerfPoint> = (1..=10).map(|i| point(100.0 + i as f64, 100.0)).collect();
+        let (mean, p90, p95) = error_summary(points.iter());
+        assert!((mean - 0.055).abs() < 1e-12);
+        assert!((p90 - 0.09).abs() < 1e-12);
+        assert!((p95 - 0.10).abs() < 1e-12);
+        assert_eq!(error_summary([].iter()), (0.0, 0.0, 0.0));
+        assert!((point(90.0, 100.0).error() + 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn requests_grow_with_load_within_bounds() {
+        let config = SerfBenchConfig {
+            models: vec![],
+            requests: 2000,
+            min_requests: 200,
+            point_seconds: 5.0,
+            loads: 10,
+            headroom: 0.9,
+            profile: ProfileOptions::default(),
+        };
+        assert_eq!(requests_at(&config, 10, 1000.0), 2000);
+        assert_eq!(requests_at(&config, 5, 1000.0), 1000);
+        assert_eq!(requests_at(&config, 1, 1000.0), 200);
+        // Slow model: capped by time, floored by min_requests.
+        assert_eq!(requests_at(&config, 10, 30.0), 200);
+        assert_eq!(requests_at(&config, 10, 100.0), 500);
+    }
+
+    #[test]
+    fn best_at_load_tolerates_five_percent() {
+        let b = BestAtLoad {
+            level: 1,
+            lambda: 1.0,
+            predicted: Config::new(1, 2),
+            measured: Config::new(2, 1),
+            ratio: 1.04,
+        };
+        assert!(b.acceptable());
+        assert!(!BestAtLoad { ratio: 1.2, ..b }.acceptable());
+    }
+}

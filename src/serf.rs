@@ -1,0 +1,445 @@
+//! SERF profiling on ONNX Runtime: measures the service rates `μ_1..μ_c` of every parallelism
+//! configuration of one model node with real sessions, and writes them as a `weir_serf` profile
+//! (`weir profile`, paper §IV-B, note §2.11, requirements P1–P3).
+//!
+//! A tuple `(i, t)` is measured with `i` sessions of `t` intra-op threads each (spinning off), one
+//! request stream per session on its own thread, all fed the same random input of the model's
+//! shape. Every stream warms up first, then all start together behind a barrier and run back to
+//! back; a stream that has its share of measured requests keeps running (unmeasured) until every
+//! stream has its share, so each measured request really ran with `i` requests at once. The
+//! times go to [`weir_serf::profile::build_profile`], which computes `μ_i` and the SCV and re-measures
+//! non-homogeneous tuples.
+//!
+//! Decision: the service time is the time of one `Session::run` call, measured around the call,
+//! on bare sessions rather than through a graph. That is what the paper profiles (execution time
+//! only); weir's own path adds a small fixed cost per request (see `benchmarks/README.md`,
+//! *overhead*) that the model does not include and `weir bench serf` reports as error.
+//!
+//! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use ort::session::{Session, SessionInputValue};
+use ort::value::TensorRef;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use weir_engine::onnx::{read_metadata, ElementType, OnnxError};
+use weir_engine::tensor::{DType, Dim};
+use weir_engine::validate::NodeKind;
+use weir_operators::model::{ExecError, OrtRuntime};
+use weir_serf::config::Config;
+use weir_serf::profile::{
+    build_profile, profiling_cost, BuildError, BuildOptions, Profile, ProfileError,
+};
+use weir_serf::table::{Candidates, ConfigTable, TableError, TableOptions};
+
+use crate::Plan;
+
+/// Load levels and requests per experiment of the exhaustive plan SERF's cost is compared with
+/// (Table II: 10 levels, 5000 requests).
+pub const EXHAUSTIVE_PLAN: (usize, usize) = (10, 5000);
+
+/// How [`profile_node`] measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProfileOptions {
+    /// Cores `F`: every configuration has `c·t ≤ cores`.
+    pub cores: usize,
+    /// Measured requests per tuple (the paper: 10).
+    pub samples: usize,
+    /// Requests for the second measurement of a tuple with SCV above 0.1 (0: none).
+    pub retry_samples: usize,
+    /// Unmeasured requests per stream before measuring.
+    pub warmup: usize,
+    /// Seed of the random input.
+    pub seed: u64,
+    /// Print a line per measured tuple on stderr.
+    pub progress: bool,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        Self {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            samples: 10,
+            retry_samples: 40,
+            warmup: 2,
+            seed: 7,
+            progress: true,
+        }
+    }
+}
+
+/// Why one tuple could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// A session could not be created.
+    #[error(transparent)]
+    Session(#[from] ExecError),
+    /// ONNX Runtime failed a call.
+    #[error("ONNX Runtime: {0}")]
+    Ort(String),
+    /// A request stream's thread panicked.
+    #[error("a request stream panicked")]
+    Panicked,
+}
+
+/// Errors profiling a model node.
+#[derive(Debug, thiserror::Error)]
+pub enum SerfError {
+    /// The model's signature could not be read.
+    #[error(transparent)]
+    Metadata(#[from] OnnxError),
+    /// An input weir cannot make random data for.
+    #[error("{path}: input `{input}` is not f32 or i64")]
+    Input {
+        /// The model.
+        path: PathBuf,
+        /// The input.
+        input: String,
+    },
+    /// Measuring failed.
+    #[error(transparent)]
+    Build(#[from] BuildError<MeasureError>),
+    /// The profile could not be saved or checked.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// The profile yields no table.
+    #[error(transparent)]
+    Table(#[from] TableError),
+    /// `--node` names no model node of the graph.
+    #[error("the graph has no model node `{0}`")]
+    NoSuchNode(String),
+}
+
+/// One model input filled with random data of its shape (dynamic dimensions taken as 1).
+#[derive(Debug, Clone)]
+enum InputData {
+    F32(Vec<f32>),
+    I64(Vec<i64>),
+}
+
+#[derive(Debug, Clone)]
+struct ModelInput {
+    name: String,
+    shape: Vec<usize>,
+    data: InputData,
+}
+
+fn random_inputs(path: &Path, seed: u64) -> Result<Vec<ModelInput>, SerfError> {
+    let meta = read_metadata(path)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    meta.inputs
+        .iter()
+        .map(|info| {
+            let shape: Vec<usize> = info
+                .dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => *n,
+                    Dim::Dynamic => 1,
+                })
+                .collect();
+            let n = shape.iter().product();
+            let data = match info.element {
+                ElementType::Supported(DType::F32) => {
+                    InputData::F32((0..n).map(|_| rng.random::<f32>()).collect())
+                }
+                ElementType::Supported(DType::I64) => {
+                    InputData::I64((0..n).map(|_| rng.random_range(0..2)).collect())
+                }
+                _ => {
+                    return Err(SerfError::Input {
+                        path: path.to_path_buf(),
+                        input: info.name.clone(),
+                    })
+                }
+            };
+            Ok(ModelInput {
+                name: info.name.clone(),
+                shape,
+                data,
+            })
+        })
+        .collect()
+}
+
+/// One `Session::run` on `inputs`; returns its duration.
+fn call(session: &mut Session, inputs: &[ModelInput]) -> Result<Duration, MeasureError> {
+    let ort = |e: ort::Error| MeasureError::Ort(e.to_string());
+    let started = Instant::now();
+    let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let shape = input.shape.clone();
+        let value: SessionInputValue<'_> = match &input.data {
+            InputData::F32(v) => TensorRef::from_array_view((shape, v.as_slice()))
+                .map_err(ort)?
+                .into(),
+            InputData::I64(v) => TensorRef::from_array_view((shape, v.as_slice()))
+                .map_err(ort)?
+                .into(),
+        };
+        values.push((input.name.as_str().into(), value));
+    }
+    drop(session.run(values).map_err(ort)?);
+    Ok(started.elapsed())
+}
+
+/// Runs one stream per session at once and returns at least `samples` service times (seconds),
+/// each measured while every stream was running (module docs).
+fn measure_streams(
+    sessions: &mut [Session],
+    inputs: &[ModelInput],
+    samples: usize,
+    warmup: usize,
+) -> Result<Vec<f64>, MeasureError> {
+    let streams = sessions.len();
+    let share = samples.div_ceil(streams.max(1));
+    let barrier = Barrier::new(streams);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let stream = |session: &mut Session| -> Result<Vec<f64>, MeasureError> {
+        let warm = (0..warmup).try_for_each(|_| call(session, inputs).map(drop));
+        barrier.wait();
+        if let Err(e) = warm {
+            failed.store(true, Ordering::SeqCst);
+            return Err(e);
+        }
+        let mut times = Vec::with_capacity(share);
+        while done.load(Ordering::SeqCst) < streams && !failed.load(Ordering::SeqCst) {
+            match call(session, inputs) {
+                Ok(d) if times.len() < share => {
+                    times.push(d.as_secs_f64());
+                    if times.len() == share {
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    failed.store(true, Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(times)
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sessions
+            .iter_mut()
+            .map(|session| s.spawn(|| stream(session)))
+            .collect();
+        let mut all = Vec::with_capacity(share * streams);
+        let mut first_error = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(times)) => all.extend(times),
+                Ok(Err(e)) => first_error = first_error.or(Some(e)),
+                Err(_) => first_error = first_error.or(Some(MeasureError::Panicked)),
+            }
+        }
+        first_error.map_or(Ok(all), Err)
+    })
+}
+
+/// Measures every configuration of the model at `path` (node id `node`, used as the profile's
+/// label and in progress lines) on `options.cores` cores and returns its profile, with
+/// [`Profile::wall_s`] set to the whole run's wall time (session creation included).
+///
+/// # Errors
+/// [`SerfError`] when the model cannot be read or loaded, or a call fails.
+pub fn profile_node(
+    node: &str,
+    path: &Path,
+    options: &ProfileOptions,
+) -> Result<Profile, SerfError> {
+    let started = Instant::now();
+    let inputs = random_inputs(path, options.seed)?;
+    let cores = options.cores.max(1);
+    let total = weir_serf::profile::plan(cores, &[1]).len();
+    let mut sessions: BTreeMap<usize, Vec<Session>> = BTreeMap::new();
+    let mut measured = 0;
+    let build = BuildOptions {
+        samples: options.samples.max(1),
+        retry_samples: options.retry_samples,
+    };
+    let mut profile = build_profile(cores, &[1], build, |tuple: Config, samples| {
+        let runtime = OrtRuntime::get()?;
+        let pool = sessions.entry(tuple.threads).or_default();
+        while pool.len() < tuple.concurrency {
+            pool.push(runtime.session(node, path, tuple.threads, false)?);
+        }
+        let tuple_started = Instant::now();
+        let times = measure_streams(
+            &mut pool[..tuple.concurrency],
+            &inputs,
+            samples,
+            options.warmup,
+        )?;
+        measured += 1;
+        if options.progress {
+            let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+            eprintln!(
+                "profile `{node}`: [{}/{total}] i={} t={}: mean service {:.3} ms over {} requests ({:.2} s)",
+                measured.min(total),
+                tuple.concurrency,
+                tuple.threads,
+                mean * 1e3,
+                times.len(),
+                tuple_started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(times)
+    })?;
+    profile.label = Some(node.to_string());
+    profile.wall_s = Some(started.elapsed().as_secs_f64());
+    Ok(profile)
+}
+
+/// The model nodes of `plan` that run in-process, as `(id, model file)`, in plan order.
+pub fn model_nodes(plan: &Plan) -> Vec<(String, PathBuf)> {
+    plan.nodes
+        .iter()
+        .filter_map(|n| match &n.node.kind {
+            NodeKind::Model(m) => Some((n.node.id.clone(), m.path.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The model nodes to profile: every one, or the one named `only`.
+///
+/// # Errors
+/// [`SerfError::NoSuchNode`] when `only` names no model node.
+pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<(String, PathBuf)>, SerfError> {
+    let all = model_nodes(plan);
+    match only {
+        None => Ok(all),
+        Some(id) => {
+            let picked: Vec<_> = all.into_iter().filter(|(n, _)| n == id).collect();
+            if picked.is_empty() {
+                Err(SerfError::NoSuchNode(id.to_string()))
+            } else {
+                Ok(picked)
+            }
+        }
+    }
+}
+
+/// Where the profile of node `node` of the graph file `graph` lives: `<graph dir>/<node>.serf.json`.
+pub fn profile_path(graph: &Path, node: &str) -> PathBuf {
+    graph
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{node}.serf.json"))
+}
+
+/// A text report of `profile`: `μ_1..μ_c` and SCVs per configuration, the profiling cost against
+/// the exhaustive plan ([`EXHAUSTIVE_PLAN`]), and the best configuration per load level.
+///
+/// # Errors
+/// [`SerfError::Table`] when the profile has no configuration.
+pub fn describe(profile: &Profile) -> Result<String, SerfError> {
+    let mut s = format!(
+        "{} on {} cores\n| config | μ_1..μ_c (requests/s) | mean service ms (i = 1..c) | SCV (i = 1..c) |\n|---|---|---|---|\n",
+        profile.label.as_deref().unwrap_or("profile"),
+        profile.cores
+    );
+    let join = |v: Vec<String>| v.join(", ");
+    for (config, mu) in profile.candidates() {
+        let scv = profile
+            .series
+            .iter()
+            .find(|x| x.inter_node == config.inter_node && x.threads == config.threads)
+            .map(|x| {
+                x.tuples[..config.concurrency]
+                    .iter()
+                    .map(|t| format!("{:.3}", t.scv))
+                    .collect()
+            })
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "| {config} | {} | {} | {} |\n",
+            join(mu.iter().map(|m| format!("{m:.1}")).collect()),
+            join(mu.iter().map(|m| format!("{:.3}", 1e3 / m)).collect()),
+            join(scv)
+        ));
+    }
+    let flagged = profile.non_homogeneous();
+    if !flagged.is_empty() {
+        let list: Vec<String> = flagged.iter().map(ToString::to_string).collect();
+        s.push_str(&format!(
+            "non-homogeneous (SCV > 0.1): {}\n",
+            list.join("; ")
+        ));
+    }
+    let (levels, per) = EXHAUSTIVE_PLAN;
+    let cost = profiling_cost(profile, levels, per);
+    s.push_str(&format!(
+        "profiling cost: {} experiments, {} requests, {:.3} s of service — exhaustive: {} experiments × {per} requests, {:.1} s — {:.0}× cheaper{}\n",
+        cost.serf_experiments,
+        cost.serf_requests,
+        cost.serf_seconds,
+        cost.exhaustive_experiments,
+        cost.exhaustive_seconds,
+        cost.ratio,
+        cost.serf_wall_s.map_or(String::new(), |w| format!(
+            "; against the measured wall time ({w:.2} s, warm-up and session creation included): {:.0}×",
+            cost.exhaustive_seconds / w.max(1e-9)
+        )),
+    ));
+    let table = ConfigTable::build(&Candidates::from_profile(profile), TableOptions::default())?;
+    s.push_str(&format!(
+        "best configuration per load (largest capacity {:.1}/s with {}):\n| λ (requests/s) | best | predicted mean latency ms |\n|---|---|---|\n",
+        table.capacity, table.max_capacity
+    ));
+    for row in &table.rows {
+        s.push_str(&format!(
+            "| {:.1} | {} | {:.3} |\n",
+            row.lambda,
+            row.best,
+            row.latency_s * 1e3
+        ));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_path_sits_next_to_the_graph() {
+        assert_eq!(
+            profile_path(Path::new("graphs/quickstart.yaml"), "squeezenet"),
+            PathBuf::from("graphs/squeezenet.serf.json")
+        );
+        assert_eq!(
+            profile_path(Path::new("g.yaml"), "m"),
+            PathBuf::from("m.serf.json")
+        );
+    }
+
+    #[test]
+    fn describe_lists_every_configuration_and_the_table() {
+        // The 2-core squeezenet-like rates of note §2.9.
+        let mut p = Profile::from_rates(2, &[(1, vec![315.0, 300.0]), (2, vec![580.0])]).unwrap();
+        p.label = Some("squeezenet".into());
+        let text = describe(&p).unwrap();
+        assert!(text.contains("| c=1 t=1 | 315.0 |"), "{text}");
+        assert!(text.contains("| c=2 t=1 | 315.0, 300.0 |"), "{text}");
+        assert!(text.contains("| c=1 t=2 | 580.0 | 1.724 |"), "{text}");
+        // 3 experiments of 10 requests; exhaustive 3 × 10 levels.
+        assert!(text.contains("3 experiments, 30 requests"), "{text}");
+        assert!(text.contains("30 experiments × 5000 requests"), "{text}");
+        // Ten table rows; the lowest load picks (1, 2).
+        assert!(text.matches("| c=1 t=2 | ").count() >= 2, "{text}");
+        assert!(
+            text.contains("largest capacity 600.0/s with c=2 t=1"),
+            "{text}"
+        );
+    }
+}

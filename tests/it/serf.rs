@@ -1,0 +1,119 @@
+//! `weir profile`'s measuring on real ONNX Runtime (SERF, requirements P1–P3): the small MLP is
+//! profiled with a few samples per tuple, the saved profile reads back equal and covers every
+//! configuration with positive finite rates; a profile's prediction at a low load agrees loosely
+//! with the mean latency weir measures.
+
+use std::path::Path;
+use std::time::Instant;
+
+use weir::loadgen::{run_load, Arrival, LoadSpec};
+use weir::serf::{profile_node, profile_path, select_nodes, ProfileOptions};
+use weir::workload::Workload;
+use weir::{load_graph, plan_spec, start, DType, GraphSpec, ModelBuilder, RuntimeOptions};
+use weir_serf::config::Config;
+use weir_serf::model::predict;
+use weir_serf::profile::{plan, Profile};
+
+use crate::common::model;
+
+#[test]
+fn profile_mlp_saves_every_configuration() {
+    let dir = std::env::temp_dir().join(format!(
+        "weir-it-serf-{}-{:?}",
+        std::process::id(),
+        Instant::now()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let graph_path = dir.join("mlp.yaml");
+    std::fs::write(
+        &graph_path,
+        format!(
+            "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+            model("mlp_a.onnx").display()
+        ),
+    )
+    .unwrap();
+    let graph = load_graph(&graph_path).unwrap();
+    let nodes = select_nodes(&graph.plan, Some("m")).unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert!(select_nodes(&graph.plan, Some("nope")).is_err());
+
+    // Two cores whatever the machine has: (1,1), (1,2), (2,1).
+    let options = ProfileOptions {
+        cores: 2,
+        samples: 4,
+        retry_samples: 8,
+        progress: false,
+        ..ProfileOptions::default()
+    };
+    let profile = profile_node("m", &nodes[0].1, &options).unwrap();
+    let out = profile_path(&graph_path, "m");
+    assert_eq!(out, dir.join("m.serf.json"));
+    profile.save(&out).unwrap();
+    assert_eq!(Profile::load(&out).unwrap(), profile);
+    assert_eq!(profile.label.as_deref(), Some("m"));
+    assert!(profile.wall_s.is_some_and(|w| w > 0.0));
+
+    let candidates = profile.candidates();
+    let configs: Vec<Config> = candidates.iter().map(|(c, _)| *c).collect();
+    assert_eq!(configs, plan(2, &[1]));
+    for (config, mu) in &candidates {
+        assert_eq!(mu.len(), config.concurrency);
+        assert!(
+            mu.iter().all(|m| m.is_finite() && *m > 0.0),
+            "{config}: {mu:?}"
+        );
+    }
+    for s in &profile.series {
+        assert!(s.tuples.iter().all(|t| t.samples >= 4));
+    }
+
+    std::fs::remove_dir_all(Path::new(&dir)).unwrap();
+}
+
+/// The MLP runs in microseconds, far below weir's own per-request cost, so the end-to-end check
+/// at low load uses the test SqueezeNet (milliseconds per request) on one core: the model's mean
+/// latency at ρ ≈ 0.2 against weir's measured mean latency, within a loose factor.
+#[test]
+fn prediction_at_low_load_is_near_measured_latency() {
+    let path = model("squeezenet_random.onnx");
+    let options = ProfileOptions {
+        cores: 1,
+        samples: 4,
+        retry_samples: 8,
+        progress: false,
+        ..ProfileOptions::default()
+    };
+    let profile = profile_node("squeezenet", &path, &options).unwrap();
+    let mu = profile.mu(Config::new(1, 1)).unwrap();
+    let lambda = 0.2 * mu[0];
+    let predicted = predict(lambda, &mu).unwrap().latency;
+    let spec = GraphSpec::builder("sq")
+        .input("image", DType::F32, &[3, 224, 224])
+        .model(ModelBuilder::new("squeezenet", &path).input("data_0", "image"))
+        .output("probs", "squeezenet")
+        .build();
+    let graph = plan_spec(&spec, Path::new(".")).unwrap();
+    let workload = Workload::random(&graph.plan, 1, 3);
+    let running = start(graph.plan, RuntimeOptions::default()).unwrap();
+    let report = run_load(
+        running.runtime(),
+        &workload,
+        &LoadSpec {
+            requests: 60,
+            warmup: 5,
+            arrival: Arrival::Poisson { rate: lambda },
+            seed: 1,
+            label_output: None,
+            progress: false,
+        },
+    );
+    running.shutdown();
+    assert_eq!(report.ok, 60, "{:?}", report.errors);
+    let measured = report.latency_us.mean() / 1e6;
+    let ratio = predicted / measured;
+    assert!(
+        (0.5..=2.0).contains(&ratio),
+        "predicted {predicted} s, measured {measured} s"
+    );
+}
