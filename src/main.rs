@@ -322,8 +322,33 @@ enum BenchCommand {
     /// A model node on a `weir executor` process over zenoh against in-process, and the time from
     /// an executor's SIGKILL to the re-dispatch of its work.
     Remote(RemoteArgs),
+    /// ParM: tail latency when one replica's host hiccups (SIGSTOP/SIGCONT), against no parity and
+    /// against spending the parity instance on one more replica session.
+    Parm(ParmArgs),
     /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
     Serf(SerfBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct ParmArgs {
+    /// The deployed model (also its own parity model here: same cost).
+    #[arg(long, default_value = ".weir/models/squeezenet_random.onnx")]
+    model: PathBuf,
+    /// Coding-group size.
+    #[arg(long, default_value_t = 2)]
+    k: usize,
+    /// Poisson arrivals per second.
+    #[arg(long, default_value_t = 40.0)]
+    rate: f64,
+    /// Requests per set-up.
+    #[arg(long, default_value_t = 1500)]
+    requests: usize,
+    /// How long each hiccup freezes the remote replica's host, ms.
+    #[arg(long, default_value_t = 100)]
+    freeze_ms: u64,
+    /// Time between hiccups, ms.
+    #[arg(long, default_value_t = 1000)]
+    period_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -402,6 +427,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Overhead(a)) => bench_overhead(a),
         Command::Bench(BenchCommand::Http(a)) => bench_http(a),
         Command::Bench(BenchCommand::Remote(a)) => bench_remote(a),
+        Command::Bench(BenchCommand::Parm(a)) => bench_parm(a),
         Command::Profile(a) => profile(a),
         Command::Bench(BenchCommand::Serf(a)) => bench_serf(a),
     };
@@ -880,6 +906,28 @@ fn parse_models(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
                 .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
         })
         .collect()
+}
+
+fn bench_parm(args: ParmArgs) -> Result<()> {
+    use weir::bench::parm::{parm, parm_table, ParmBenchConfig};
+    let config = ParmBenchConfig {
+        model: args.model,
+        k: args.k.max(2),
+        rate: args.rate,
+        requests: args.requests,
+        freeze_ms: args.freeze_ms,
+        period_ms: args.period_ms.max(args.freeze_ms + 1),
+    };
+    let rows = parm(&config)?;
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!(
+        "machine: {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    print!("{}", parm_table(&rows, &config)?);
+    Ok(())
 }
 
 fn bench_remote(args: RemoteArgs) -> Result<()> {

@@ -7,11 +7,13 @@
 //!   ONNX Runtime, across client concurrency.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
+//! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
 //! - [`serf`]: SERF's M/D_interf/c predictions against measured mean latency on ONNX Runtime,
 //!   per fixed configuration and load.
 
 pub mod http;
 pub mod overhead;
+pub mod parm;
 pub mod plot;
 pub mod remote;
 pub mod serf;

@@ -68,12 +68,17 @@ pub struct FailoverResult {
 }
 
 /// A `weir executor` child, SIGKILLed when dropped.
-struct ExecutorProcess {
+pub(crate) struct ExecutorProcess {
     child: Child,
 }
 
 impl ExecutorProcess {
-    fn spawn(name: &str, endpoint: &str, model: &Path, instances: usize) -> Result<Self> {
+    pub(crate) fn spawn(
+        name: &str,
+        endpoint: &str,
+        model: &Path,
+        instances: usize,
+    ) -> Result<Self> {
         let exe = std::env::current_exe().context("locating the weir binary")?;
         let mut child = Command::new(exe)
             .args(["executor", "--name", name, "--listen", endpoint])
@@ -96,6 +101,10 @@ impl ExecutorProcess {
         Ok(ExecutorProcess { child })
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -108,15 +117,28 @@ impl Drop for ExecutorProcess {
     }
 }
 
-fn free_endpoint() -> Result<String> {
+pub(crate) fn free_endpoint() -> Result<String> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     Ok(format!("tcp/127.0.0.1:{port}"))
 }
 
 /// Writes a one-node graph on `replicas` (`local` or executor names at `endpoints`).
 fn graph_file(config: &RemoteBenchConfig, endpoints: &[String], tag: &str) -> Result<PathBuf> {
-    let model = std::fs::canonicalize(&config.model)
-        .with_context(|| format!("model {}", config.model.display()))?;
+    one_node_graph(&config.model, config.instances, endpoints, false, "", tag)
+}
+
+/// Writes a one-node graph of `file` (`instances` sessions per replica) on the executors at
+/// `endpoints` (named `e0`, `e1`, ...) plus an in-process replica when `local` (or only in-process
+/// when there are no endpoints), with `extra` YAML lines appended to the model node.
+pub(crate) fn one_node_graph(
+    file: &Path,
+    instances: usize,
+    endpoints: &[String],
+    local: bool,
+    extra: &str,
+    tag: &str,
+) -> Result<PathBuf> {
+    let model = std::fs::canonicalize(file).with_context(|| format!("model {}", file.display()))?;
     let meta = read_metadata(&model)?;
     let input = meta
         .inputs
@@ -137,20 +159,22 @@ fn graph_file(config: &RemoteBenchConfig, endpoints: &[String], tag: &str) -> Re
         "name: remote-bench\ninputs:\n  - {{name: x, dtype: f32, shape: [{}]}}\n",
         shape.join(", ")
     );
-    let replicas = if endpoints.is_empty() {
-        vec!["local".to_string()]
-    } else {
+    let mut replicas: Vec<String> = Vec::new();
+    if local || endpoints.is_empty() {
+        replicas.push("local".into());
+    }
+    if !endpoints.is_empty() {
         yaml.push_str("executors:\n");
         for (i, e) in endpoints.iter().enumerate() {
             yaml.push_str(&format!("  - {{name: e{i}, endpoint: \"{e}\"}}\n"));
+            replicas.push(format!("e{i}"));
         }
-        (0..endpoints.len()).map(|i| format!("e{i}")).collect()
-    };
+    }
     yaml.push_str(&format!(
-        "nodes:\n  - model:\n      id: model\n      path: {}\n      inputs: {{{}: x}}\n      executor: {{instances: {}, timeout_ms: 5000}}\n      replicas: [{}]\noutputs:\n  - {{name: y, from: model.{}}}\n",
+        "nodes:\n  - model:\n      id: model\n      path: {}\n      inputs: {{{}: x}}\n      executor: {{instances: {}, timeout_ms: 5000}}\n      replicas: [{}]\n{extra}outputs:\n  - {{name: y, from: model.{}}}\n",
         model.display(),
         input.name,
-        config.instances,
+        instances,
         replicas.join(", "),
         output.name
     ));
@@ -159,7 +183,7 @@ fn graph_file(config: &RemoteBenchConfig, endpoints: &[String], tag: &str) -> Re
     Ok(path)
 }
 
-fn start_graph(path: &Path) -> Result<(RunningGraph, Workload)> {
+pub(crate) fn start_graph(path: &Path) -> Result<(RunningGraph, Workload)> {
     let graph = load_graph(path).map_err(|e| anyhow!("{e}"))?;
     let workload = Workload::random(&graph.plan, 8, 7);
     let running = start(graph.plan, RuntimeOptions::default())?;
