@@ -1041,6 +1041,14 @@ fn profile(args: ProfileArgs) -> Result<()> {
     Ok(())
 }
 
+/// The 1-minute load average (Linux), to show how busy the shared machine was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     use weir::bench::serf::{plot_serf, serf_bench, serf_table, SerfBenchConfig};
     use weir::serf::{describe, ProfileOptions};
@@ -1070,10 +1078,12 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
             ..ProfileOptions::default()
         },
     };
+    let load_before = load_average();
     let results = serf_bench(&config)?;
     let mut text = format!(
-        "ONNX Runtime: {}\nmachine: {} cores; requests per point: {} × k/{} (at least {}, at most {} s × λ); profile: {} requests per tuple\n\n",
+        "ONNX Runtime: {}\nmachine load average (1 min) before / after: {load_before} / {}\nmachine: {} cores; requests per point: {} × k/{} (at least {}, at most {} s × λ); profile: {} requests per tuple\n\n",
         OrtRuntime::get()?.build_info(),
+        load_average(),
         cores(),
         config.requests,
         config.loads,

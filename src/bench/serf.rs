@@ -112,6 +112,25 @@ pub struct SerfModelResult {
     pub best: Vec<BestAtLoad>,
     /// Wall time of the load runs, seconds.
     pub load_seconds: f64,
+    /// A second profile taken after the load runs: how far the machine drifted meanwhile.
+    pub profile_after: Profile,
+}
+
+impl SerfModelResult {
+    /// Per configuration, the relative change of its capacity `c·μ_c` from the profile before the
+    /// load runs to the one after (noise indicator on a shared machine).
+    pub fn drift(&self) -> Vec<(Config, f64)> {
+        let after = Candidates::from_profile(&self.profile_after);
+        Candidates::from_profile(&self.profile)
+            .as_slice()
+            .iter()
+            .filter_map(|c| {
+                after
+                    .get(c.config)
+                    .map(|a| (c.config, a.capacity() / c.capacity() - 1.0))
+            })
+            .collect()
+    }
 }
 
 /// Mean, p90 and p95 of `|error|` over `points`.
@@ -274,12 +293,15 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
             })
         })
         .collect();
+    let load_seconds = started.elapsed().as_secs_f64();
+    let profile_after = profile_node(name, path, &config.profile)?;
     Ok(SerfModelResult {
         model: name.to_string(),
         profile,
         points,
         best,
-        load_seconds: started.elapsed().as_secs_f64(),
+        load_seconds,
+        profile_after,
     })
 }
 
@@ -346,6 +368,16 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         ));
     }
     s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | |\n");
+    s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
+    for r in results {
+        for (config, d) in r.drift() {
+            s.push_str(&format!(
+                "| {} | {config} | {:+.1} % |\n",
+                r.model,
+                d * 100.0
+            ));
+        }
+    }
     s.push_str("\n| model | k | λ (1/s) | predicted best | measured best | measured latency of predicted / best | ok |\n|---|---|---|---|---|---|---|\n");
     for r in results {
         for b in &r.best {
