@@ -11,6 +11,9 @@ Written to --out:
   digits_mlp.onnx         same architecture, trained on the sklearn digits set
   digits_test.csv         the held-out digits rows (64 raw pixels 0..16, label)
   constant_batch1.onnx    x[1,4] -> y[1,4] = x * 2 + 1
+  digits_mlp_parity_k2.onnx  ParM parity model for digits_mlp, k = 2: the same architecture
+                          without the Softmax (output still named probs), trained with Adam on
+                          MSE(F_P(x1 + x2), F(x1) + F(x2)) over random training pairs
   affine.onnx             x[N,16] -> y[N,8] = x W^T + b (seeded W, b)
   affine_parity_k2.onnx   the same with bias 2b: an exact parity model for k = 2
                           (F_P(x1 + x2) = F(x1) + F(x2)), so ParM reconstruction is exact
@@ -248,6 +251,65 @@ def train_digits(digits_path, out_dir):
           f"({int(round(acc * len(test_idx)))}/{len(test_idx)})")
     if acc <= 0.9:
         print("  WARNING: digits_mlp held-out accuracy is not above 0.9", file=sys.stderr)
+    return params32, X, y, train_idx, test_idx
+
+
+SEED_DIGITS_PARITY = 3002
+
+
+def parity_mlp_model(w1, b1, w2, b2, graph_name):
+    """mlp_model without the Softmax; the last Gemm writes `probs` so the signature matches."""
+    model = mlp_model(w1, b1, w2, b2, graph_name)
+    g = model.graph
+    nodes = [n for n in g.node if n.op_type != "Softmax"]
+    nodes[-1].output[0] = "probs"
+    del g.node[:]
+    g.node.extend(nodes)
+    return model
+
+
+def train_digits_parity(deployed, X, y, train_idx, test_idx, out_dir, k=2):
+    """ParM parity model for digits_mlp (notes/parm.md §7 req. 18-19): Adam lr 1e-3, L2 1e-5,
+    minibatch 64 groups, MSE against the summed deployed outputs; numpy, seeded."""
+    rng = np.random.default_rng(SEED_DIGITS_PARITY)
+    params = list(init_mlp(rng))
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    Xtr = X[train_idx]
+    Ftr, _ = forward(deployed, Xtr.astype(np.float32))
+    lr, l2, batch, b1m, b2m, eps, t = 1e-3, 1e-5, 64, 0.9, 0.999, 1e-8, 0
+    for _ in range(300):
+        groups = rng.integers(0, len(Xtr), size=(len(Xtr), k))
+        for s in range(0, len(groups), batch):
+            g = groups[s:s + batch]
+            xb = Xtr[g].sum(axis=1)
+            target = Ftr[g].sum(axis=1)
+            w1, bb1, w2, bb2 = params
+            h = np.maximum(xb @ w1.T + bb1, 0)
+            out = h @ w2.T + bb2
+            dz = 2.0 * (out - target) / out.size
+            grads = [None, None, dz.T @ h, dz.sum(axis=0)]
+            dh = (dz @ w2) * (h > 0)
+            grads[0], grads[1] = dh.T @ xb, dh.sum(axis=0)
+            t += 1
+            for i in range(4):
+                gi = grads[i] + l2 * params[i]
+                m[i] = b1m * m[i] + (1 - b1m) * gi
+                v[i] = b2m * v[i] + (1 - b2m) * gi * gi
+                mh, vh = m[i] / (1 - b1m ** t), v[i] / (1 - b2m ** t)
+                params[i] = params[i] - lr * mh / (np.sqrt(vh) + eps)
+    params32 = [p.astype(np.float32) for p in params]
+    # Degraded-mode accuracy on held-out pairs: reconstruct F(x1) = F_P(x1 + x2) - F(x2).
+    Xte, yte = X[test_idx].astype(np.float32), y[test_idx]
+    Fte, _ = forward(deployed, Xte)
+    partner = np.random.default_rng(SEED_DIGITS_PARITY + 1).permutation(len(Xte))
+    w1, bb1, w2, bb2 = params32
+    parity_out = np.maximum((Xte + Xte[partner]) @ w1.T + bb1, 0) @ w2.T + bb2
+    rebuilt = parity_out - Fte[partner]
+    acc = float((rebuilt.argmax(axis=1) == yte).mean())
+    save(parity_mlp_model(*params32, graph_name="digits_mlp_parity_k2"),
+         os.path.join(out_dir, "digits_mlp_parity_k2.onnx"))
+    print(f"  digits_mlp_parity_k2: degraded-mode (reconstructed) held-out accuracy {acc:.4f}")
     return acc
 
 
@@ -315,7 +377,8 @@ def main():
          os.path.join(args.out, "mlp_a.onnx"))
     save(mlp_model(*init_mlp(np.random.default_rng(SEED_MLP_B)), graph_name="mlp_b"),
          os.path.join(args.out, "mlp_b.onnx"))
-    train_digits(args.digits, args.out)
+    deployed, X, y, train_idx, test_idx = train_digits(args.digits, args.out)
+    train_digits_parity(deployed, X, y, train_idx, test_idx, args.out)
     constant_batch1(args.out)
     affine_models(args.out)
 

@@ -64,6 +64,7 @@ outputs_present() {
              "$VENV/bin/python" "$MODELS/squeezenet_random.onnx" "$MODELS/mlp_a.onnx" \
              "$MODELS/mlp_b.onnx" "$MODELS/digits_mlp.onnx" "$MODELS/digits_test.csv" \
              "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
+             "$MODELS/digits_mlp_parity_k2.onnx" \
              "$WEIR_HOME/protoc/bin/protoc"; do
         [[ -e "$f" ]] || return 1
     done

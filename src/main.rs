@@ -544,8 +544,19 @@ fn run(args: RunArgs) -> Result<()> {
     let report = run_load(running.runtime(), &workload, &spec);
     let stats = running.executor_stats();
     let duplicates = running.runtime().duplicate_answers();
+    let parity: Vec<_> = running
+        .parity_services()
+        .into_iter()
+        .map(|(node, s)| (node, s.stats()))
+        .collect();
     running.shutdown();
     print!("{}", report.summary(&name));
+    for (node, p) in parity {
+        println!(
+            "node `{node}` (ParM): {} coding groups, {} answers reconstructed, {} late real predictions dropped",
+            p.groups, p.reconstructed, p.late_real
+        );
+    }
     for (node, s) in stats {
         println!(
             "node `{node}`: {} rows in {} calls (mean batch {:.2}), busy {:.2} s, queue depth {}, errors {}",

@@ -78,7 +78,7 @@ pub fn plan(valid: &ValidGraph) -> Plan {
 fn kind_label(kind: &NodeKind) -> String {
     match kind {
         NodeKind::Model(m) => format!(
-            "model {} ({}, {} instance(s) × {} thread(s){}{})",
+            "model {} ({}, {} instance(s) × {} thread(s){}{}{})",
             m.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
             if m.batched {
                 format!(
@@ -100,6 +100,14 @@ fn kind_label(kind: &NodeKind) -> String {
             } else {
                 let names: Vec<&str> = m.replicas.iter().map(ReplicaTarget::name).collect();
                 format!(", replicas: {}", names.join(" "))
+            },
+            match &m.parity {
+                Some(p) => format!(
+                    ", parity k={} with {}",
+                    p.k,
+                    p.path.file_name().and_then(|s| s.to_str()).unwrap_or("?")
+                ),
+                None => String::new(),
             }
         ),
         NodeKind::Normalize { mean, std } => format!("normalize mean={mean:?} std={std:?}"),

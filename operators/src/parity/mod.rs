@@ -232,7 +232,8 @@ impl Inner {
         for m in &group.members {
             *m.group.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         }
-        let Some(parity_inputs) = encode_sum(&group.members) else {
+        let inputs: Vec<&[TensorColumn]> = group.members.iter().map(|m| &m.inputs[..]).collect();
+        let Some(parity_inputs) = encode_sum(&inputs) else {
             debug!(node = %inner.node, "A coding group could not be encoded (non-f32 input).");
             inner.forget(id);
             return;
@@ -354,11 +355,11 @@ impl Inner {
         *decided = true;
         drop(decided);
         let target = &group.members[*j];
-        let others: Vec<(&Vec<TensorColumn>, usize)> = outputs
+        let others: Vec<&[TensorColumn]> = outputs
             .iter()
             .enumerate()
             .filter(|(i, _)| i != j)
-            .filter_map(|(i, o)| o.as_ref().map(|o| (o, group.members[i].rows())))
+            .filter_map(|(_, o)| o.as_deref())
             .collect();
         match decode_subtract(&parity, &others, target.rows()) {
             Some(mut columns) => match flag_column(target.rows(), true) {
@@ -377,42 +378,43 @@ impl Inner {
     }
 }
 
-/// The parity job's inputs: per input column, row i = Σ of row i over the members that have it.
-fn encode_sum(members: &[Arc<Member>]) -> Option<Vec<TensorColumn>> {
-    let rows = members.iter().map(|m| m.rows()).max()?;
-    let inputs = members.first()?.inputs.len();
-    let mut out = Vec::with_capacity(inputs);
-    for c in 0..inputs {
-        let first = &members[0].inputs[c];
-        let width = first.row_len();
-        let mut sum = vec![0f32; rows * width];
+/// The sum encoder: the parity job's inputs from the k members' input columns. Per column, row i
+/// is the feature-wise sum of row i over the members that have one (so members may differ in
+/// rows). `None` when a column is not f32.
+pub fn encode_sum(members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
+    let rows = members
+        .iter()
+        .map(|m| m.first().map_or(0, TensorColumn::len))
+        .max()?;
+    let first = members.first()?;
+    let mut out = Vec::with_capacity(first.len());
+    for (c, col) in first.iter().enumerate() {
+        let mut sum = vec![0f32; rows * col.row_len()];
         for m in members {
-            let values = f32s(m.inputs.get(c)?)?;
-            for (s, v) in sum.iter_mut().zip(values) {
+            for (s, v) in sum.iter_mut().zip(f32s(m.get(c)?)?) {
                 *s += v;
             }
         }
         out.push(
-            TensorColumn::from_data("parity", first.shape().to_vec(), rows, TensorData::F32(sum))
+            TensorColumn::from_data("parity", col.shape().to_vec(), rows, TensorData::F32(sum))
                 .ok()?,
         );
     }
     Some(out)
 }
 
-/// `parity − Σ others`, per output column, for the first `rows` rows.
-fn decode_subtract(
+/// The subtraction decoder: the missing member's first `rows` output rows as the parity output
+/// minus every other member's outputs, position by position. `None` when a column is not f32.
+pub fn decode_subtract(
     parity: &[TensorColumn],
-    others: &[(&Vec<TensorColumn>, usize)],
+    others: &[&[TensorColumn]],
     rows: usize,
 ) -> Option<Vec<TensorColumn>> {
     let mut out = Vec::with_capacity(parity.len());
     for (c, p) in parity.iter().enumerate() {
-        let width = p.row_len();
-        let mut values: Vec<f32> = f32s(p)?.get(..rows * width)?.to_vec();
-        for (cols, _) in others {
-            let o = f32s(cols.get(c)?)?;
-            for (v, x) in values.iter_mut().zip(o) {
+        let mut values: Vec<f32> = f32s(p)?.get(..rows * p.row_len())?.to_vec();
+        for o in others {
+            for (v, x) in values.iter_mut().zip(f32s(o.get(c)?)?) {
                 *v -= x;
             }
         }

@@ -196,3 +196,31 @@ fn a_refused_job_comes_back_whole() {
         "the refused try did not join a group"
     );
 }
+
+#[test]
+fn decoding_does_not_depend_on_the_order_outputs_arrive() {
+    let col =
+        |v: &[f32]| TensorColumn::from_data("y", vec![2], 1, TensorData::F32(v.to_vec())).unwrap();
+    let parity = vec![col(&[10.0, 20.0])];
+    let (a, b) = (vec![col(&[1.0, 2.0])], vec![col(&[3.0, 4.0])]);
+    let one = decode_subtract(&parity, &[&a, &b], 1).unwrap();
+    let other = decode_subtract(&parity, &[&b, &a], 1).unwrap();
+    assert_eq!(one[0].f32_values().unwrap(), other[0].f32_values().unwrap());
+    assert_eq!(one[0].f32_values().unwrap(), &[6.0, 14.0]);
+}
+
+#[test]
+fn the_sum_encoder_adds_feature_wise_and_keeps_one_querys_shape() {
+    let col = |rows: usize, v: &[f32]| {
+        TensorColumn::from_data("x", vec![2], rows, TensorData::F32(v.to_vec())).unwrap()
+    };
+    let (a, b, c) = (
+        vec![col(2, &[1.0, 2.0, 3.0, 4.0])],
+        vec![col(1, &[10.0, 20.0])],
+        vec![col(2, &[100.0, 200.0, 300.0, 400.0])],
+    );
+    let p = encode_sum(&[&a, &b, &c]).unwrap();
+    assert_eq!(p[0].shape(), &[2]);
+    assert_eq!(p[0].len(), 2);
+    assert_eq!(p[0].f32_values().unwrap(), &[111.0, 222.0, 303.0, 404.0]);
+}
