@@ -65,6 +65,10 @@ impl Executor {
         self.child.id()
     }
 
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     fn sigkill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -278,7 +278,14 @@ impl ModelExecutor {
 impl Drop for ModelExecutor {
     fn drop(&mut self) {
         self.queue = None;
+        let me = std::thread::current().id();
         for t in self.threads.drain(..) {
+            // The last owner may be a job's completion running on one of these very threads
+            // (a wrapper service captured in the callback): that thread ends by itself once the
+            // queue is gone; joining it from itself would deadlock.
+            if t.thread().id() == me {
+                continue;
+            }
             if t.join().is_err() {
                 warn!(node = %self.config.node, "An executor thread panicked.");
             }
