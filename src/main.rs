@@ -349,6 +349,9 @@ struct ParmArgs {
     /// Time between hiccups, ms.
     #[arg(long, default_value_t = 1000)]
     period_ms: u64,
+    /// Where the PNG plot goes.
+    #[arg(long, default_value = "benchmarks/parm/parm.png")]
+    plot: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -938,6 +941,10 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
             .unwrap_or(0)
     );
     print!("{}", parm_table(&rows, &config)?);
+    match weir::bench::plot::plot_parm(&rows, &args.plot) {
+        Ok(()) => println!("\nplot: {}", args.plot.display()),
+        Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
+    }
     Ok(())
 }
 

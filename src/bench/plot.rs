@@ -103,3 +103,69 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
+
+/// ParM tail latency: latency (ms, log scale) at p50, p99, p99.9 and max, one line per set-up
+/// (baseline, equal resources, ParM).
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_parm(rows: &[super::parm::ParmRow], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = rows.iter().flat_map(|r| r.latency_ms).fold(1.0, f64::max) * 1.5;
+    let bottom = rows
+        .iter()
+        .flat_map(|r| r.latency_ms)
+        .fold(f64::INFINITY, f64::min)
+        .max(0.1)
+        / 1.5;
+    let labels = ["p50", "p99", "p99.9", "max"];
+    let mut chart = ChartBuilder::on(&root)
+        .caption("ParM: latency with a hiccuping replica", ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.2f64..3.2f64, (bottom..top).log_scale())
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_labels(4)
+        .x_label_formatter(&|x| {
+            labels
+                .get(x.round().max(0.0) as usize)
+                .copied()
+                .unwrap_or("")
+                .to_string()
+        })
+        .y_desc("latency, ms (log)")
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let colors = [BLACK, BLUE, RED, GREEN];
+    for (r, color) in rows.iter().zip(colors.iter().cycle()) {
+        let points: Vec<(f64, f64)> = r
+            .latency_ms
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as f64, v.max(bottom)))
+            .collect();
+        let style = ShapeStyle::from(*color).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(points.clone(), style))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(r.setup.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 4, style.filled())))
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}

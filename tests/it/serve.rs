@@ -598,31 +598,46 @@ fn binary_sizes_that_do_not_add_up_are_400() {
 
 #[test]
 fn overload_is_503_not_a_hang() {
-    let server = Server::start(&[squeezenet_graph()], &["--max-in-flight", "1"]);
-    let body = format!(
-        r#"{{"inputs":[{{"name":"image","shape":[3,224,224],"datatype":"FP32","data":[{}]}}]}}"#,
-        vec!["0.5"; 3 * 224 * 224].join(",")
+    // The one admitted request is held by a frozen (SIGSTOPped) executor, so every later request
+    // meets a full in-flight limit however slowly the machine parses them: deterministic overflow.
+    use crate::distributed::{free_port, Executor};
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let executor = Executor::serving("held", &endpoint, "mlp_a.onnx");
+    let graph = format!(
+        "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: held, endpoint: \"{endpoint}\"}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, replicas: [held], executor: {{timeout_ms: 60000}}}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+        model("mlp_a.onnx").display()
     );
-    let statuses: Vec<(u16, String)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..12)
-            .map(|_| s.spawn(|| server.post("/v2/models/sq/infer", &[], body.as_bytes())))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("client thread"))
-            .collect()
+    let server = Server::start(&[graph], &["--max-in-flight", "1"]);
+    let stop = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &executor.pid().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    stop("-STOP");
+    std::thread::scope(|s| {
+        let first = s.spawn(|| server.post_good(&[]));
+        // Give the first request ample time to be admitted (a 64-float body); it then holds the
+        // only slot for as long as the executor stays frozen.
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            !first.is_finished(),
+            "the first request should be held by the frozen executor"
+        );
+        for _ in 0..5 {
+            let (status, body) = server.post_good(&[]);
+            assert_eq!(status, 503, "{body}");
+            assert!(body.contains("overloaded"), "{body}");
+        }
+        stop("-CONT");
+        let (status, body) = first.join().expect("client thread");
+        assert_eq!(
+            status, 200,
+            "the held request is answered once the executor thaws: {body}"
+        );
     });
-    assert!(
-        statuses.iter().all(|(s, _)| *s == 200 || *s == 503),
-        "{:?}",
-        statuses.iter().map(|s| s.0).collect::<Vec<_>>()
-    );
-    assert!(statuses.iter().any(|(s, _)| *s == 200), "nothing admitted");
-    let refused = statuses
-        .iter()
-        .find(|(s, _)| *s == 503)
-        .expect("12 requests at once with a limit of 1 should overflow");
-    assert!(refused.1.contains("overloaded"), "{}", refused.1);
 }
 
 #[test]
