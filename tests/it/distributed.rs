@@ -34,11 +34,20 @@ impl Executor {
         Executor::serving(name, endpoint, "mlp_a.onnx")
     }
 
-    /// An executor serving the test model `file` as model `m`.
+    /// An executor serving the test model `file` as model `m`, listening on `endpoint`.
     pub(crate) fn serving(name: &str, endpoint: &str, file: &str) -> Executor {
+        Executor::spawn(name, "--listen", endpoint, file)
+    }
+
+    /// An executor that connects to `endpoint` (a graph listening there) instead of listening.
+    fn connecting(name: &str, endpoint: &str) -> Executor {
+        Executor::spawn(name, "--connect", endpoint, "mlp_a.onnx")
+    }
+
+    fn spawn(name: &str, mode: &str, endpoint: &str, file: &str) -> Executor {
         let model_arg = format!("m={}", model(file).display());
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["executor", "--name", name, "--listen", endpoint])
+            .args(["executor", "--name", name, mode, endpoint])
             .args(["--model", &model_arg, "--max-batch", "8"])
             .current_dir(repo())
             .stdout(Stdio::piped())
@@ -382,4 +391,42 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
     }
     drop(members);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_executor_can_connect_to_a_listening_graph() {
+    // The executor starts first and dials the graph's endpoint until the graph listens there.
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let _executor = Executor::connecting("dialer", &endpoint);
+    let yaml = format!(
+        "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: dialer}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, replicas: [dialer]}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+        model("mlp_a.onnx").display()
+    );
+    let path = std::env::temp_dir().join(format!("weir-it-dial-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).expect("write graph");
+    let graph = load_graph(&path).expect("valid graph");
+    let _ = std::fs::remove_file(&path);
+    let workload = Workload::random(&graph.plan, 4, 1);
+    let distributed = weir::DistributedOptions {
+        listen: vec![endpoint],
+        ..Default::default()
+    };
+    let running = weir::start_distributed(graph.plan, RuntimeOptions::default(), &distributed)
+        .expect("the executor dials in and comes alive");
+    for i in 0..20 {
+        let reply = running
+            .runtime()
+            .infer(workload.item(i).inputs)
+            .expect("answered by the dialing executor");
+        assert_eq!(
+            reply
+                .output("probs")
+                .and_then(Tensor::as_f32)
+                .map(<[f32]>::len),
+            Some(10)
+        );
+    }
+    let states = running.replica_pools()[0].1.replica_states();
+    assert_eq!(states[0].3, 20, "every job went to the dialing executor");
+    running.shutdown();
 }
