@@ -228,6 +228,8 @@ pub struct ParityPlan {
     pub k: usize,
     /// The parity model, resolved against the graph's folder.
     pub path: PathBuf,
+    /// How a group's queries become the parity query.
+    pub encoder: crate::spec::ParityEncoder,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -569,13 +571,30 @@ impl<'a> Validator<'a> {
             );
             return None;
         }
-        if p.encoder.value != crate::spec::ParityEncoder::Sum {
-            self.error(
-                node_path(id, "resilience.parity.encoder"),
-                p.encoder.location,
-                format!("node `{id}`: serving supports the `sum` encoder (`concat` is for training only so far)"),
-            );
-            return None;
+        if p.encoder.value == crate::spec::ParityEncoder::Concat {
+            // Downsample-and-tile needs k = 2 or 4 and one square single-channel image input
+            // with an even side.
+            let features: Option<usize> = match deployed.inputs.as_slice() {
+                [only] => only.dims[1..]
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Fixed(n) => Some(*n),
+                        Dim::Dynamic => None,
+                    })
+                    .product(),
+                _ => None,
+            };
+            let side = features.map(|f| ((f as f64).sqrt().round() as usize, f));
+            let fits =
+                matches!(p.k.value, 2 | 4) && side.is_some_and(|(s, f)| s * s == f && s % 2 == 0);
+            if !fits {
+                self.error(
+                    node_path(id, "resilience.parity.encoder"),
+                    p.encoder.location,
+                    format!("node `{id}`: the `concat` encoder needs k = 2 or 4 and one input holding a square single-channel image with an even side"),
+                );
+                return None;
+            }
         }
         let path = self.base_dir.join(&p.parity_model.value);
         let meta = match read_metadata(&path) {
@@ -601,7 +620,11 @@ impl<'a> Validator<'a> {
             .help = Some("train it from the deployed model: `weir parity train --deployed ...`".into());
             return None;
         }
-        Some(ParityPlan { k: p.k.value, path })
+        Some(ParityPlan {
+            k: p.k.value,
+            path,
+            encoder: p.encoder.value,
+        })
     }
 
     fn check_model_settings(&mut self, id: &str, m: &ModelSpec) {

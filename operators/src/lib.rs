@@ -180,7 +180,12 @@ impl OperatorFactory {
                         ..config.clone()
                     };
                     let parity = Arc::new(ModelExecutor::start(runtime, parity_config)?);
-                    let coded = parity::ParityService::new(&n.node.id, plan.k, service, parity);
+                    let encoder = match plan.encoder {
+                        weir_engine::spec::ParityEncoder::Sum => parity::Encoder::Sum,
+                        weir_engine::spec::ParityEncoder::Concat => parity::Encoder::Concat,
+                    };
+                    let coded =
+                        parity::ParityService::new(&n.node.id, plan.k, encoder, service, parity);
                     factory.parity.insert(n.node.id.clone(), coded.clone());
                     Arc::new(coded) as Arc<dyn InferenceService>
                 }

@@ -211,7 +211,7 @@ pub fn parm_table(rows: &[ParmRow], config: &ParmBenchConfig) -> Result<String> 
 pub fn coding_cost(config: &ParmBenchConfig) -> Result<(f64, f64)> {
     use weir_engine::batch::TensorColumn;
     use weir_engine::tensor::{Dim, TensorData};
-    use weir_operators::parity::{decode_subtract, encode_sum};
+    use weir_operators::parity::{decode_subtract, encode_group, Encoder};
     let meta = weir_engine::onnx::read_metadata(&config.model)?;
     let shape = |dims: &[Dim]| -> Vec<usize> {
         dims.iter()
@@ -245,7 +245,7 @@ pub fn coding_cost(config: &ParmBenchConfig) -> Result<(f64, f64)> {
     let iterations = 300;
     let started = std::time::Instant::now();
     for _ in 0..iterations {
-        std::hint::black_box(encode_sum(std::hint::black_box(&refs)));
+        std::hint::black_box(encode_group(Encoder::Sum, std::hint::black_box(&refs)));
     }
     let encode = started.elapsed().as_secs_f64() * 1e6 / f64::from(iterations);
     let parity = &outputs[0];

@@ -30,87 +30,7 @@ use crate::error::{Result, TrainError};
 use crate::model::OnnxModel;
 use crate::schedule::{run_epochs, Progress, Schedule};
 
-/// How k queries become one parity query of the same shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoder {
-    /// P = Σ_i X_i, feature-wise (paper §4.2).
-    Sum,
-    /// The k images downsampled and tiled into one (paper §5.2.3; k = 2: two H×(W/2) halves side
-    /// by side; k = 4: four (H/2)×(W/2) quadrants, top-left, top-right, bottom-left,
-    /// bottom-right). Rows must be square single-channel images with an even side, flattened
-    /// row-major; downsampling averages pixel pairs (k = 2) or 2×2 blocks (k = 4).
-    Concat,
-}
-
-impl Encoder {
-    /// The name used in tables and on the command line (`sum`, `concat`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sum => "sum",
-            Self::Concat => "concat",
-        }
-    }
-
-    /// Checks that this encoder can code groups of `k` rows of `features` values.
-    pub fn check(self, k: usize, features: usize) -> Result<()> {
-        if k < 2 {
-            return Err(TrainError::Options(format!(
-                "k must be at least 2, not {k}"
-            )));
-        }
-        if self == Self::Concat {
-            let side = square_side(features);
-            if !(k == 2 || k == 4) || side.is_none_or(|s| !s.is_multiple_of(2)) {
-                return Err(TrainError::Options(format!(
-                    "the concat encoder needs k = 2 or 4 and a square image with an even side \
-                     (k = {k}, {features} features)"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Encodes one coding group (`group.len()` = k rows of equal length) into `out`, which has
-    /// one row's length. Call [`Self::check`] first.
-    pub fn encode_into(self, group: &[&[f32]], out: &mut [f32]) {
-        match self {
-            Self::Sum => {
-                out.fill(0.0);
-                for row in group {
-                    for (o, x) in out.iter_mut().zip(row.iter()) {
-                        *o += x;
-                    }
-                }
-            }
-            Self::Concat => {
-                let side = square_side(out.len()).unwrap_or(0);
-                let half = side / 2;
-                for r in 0..side {
-                    for c in 0..side {
-                        out[r * side + c] = if group.len() == 2 {
-                            // left half from the first image, right half from the second
-                            let img = group[c / half];
-                            let (sr, sc) = (r, 2 * (c % half));
-                            0.5 * (img[sr * side + sc] + img[sr * side + sc + 1])
-                        } else {
-                            let img = group[(r / half) * 2 + c / half];
-                            let (sr, sc) = (2 * (r % half), 2 * (c % half));
-                            0.25 * (img[sr * side + sc]
-                                + img[sr * side + sc + 1]
-                                + img[(sr + 1) * side + sc]
-                                + img[(sr + 1) * side + sc + 1])
-                        };
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn square_side(features: usize) -> Option<usize> {
-    let side = (features as f64).sqrt().round() as usize;
-    (side * side == features).then_some(side)
-}
+pub use weir_operators::parity::Encoder;
 
 /// What [`train_parity`] trains, from what, and where it writes the parity model.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,7 +127,9 @@ pub fn fit_parity(
     progress: impl FnMut(&Progress),
 ) -> Result<(OnnxModel, ParityReport)> {
     let train = &split.train;
-    encoder.check(k, train.features())?;
+    encoder
+        .check(k, train.features())
+        .map_err(TrainError::Options)?;
     let mut rng = StdRng::seed_from_u64(schedule.seed);
     let parity = deployed.parity_copy(&mut rng)?;
     let targets = deployed.forward(&train.all_rows()?)?.to_vec2::<f32>()?;
@@ -258,7 +180,9 @@ pub fn degraded_accuracy(
     data: &Dataset,
     seed: u64,
 ) -> Result<f32> {
-    encoder.check(k, data.features())?;
+    encoder
+        .check(k, data.features())
+        .map_err(TrainError::Options)?;
     let mut order: Vec<usize> = (0..data.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(seed));
     let groups: Vec<&[usize]> = order.chunks_exact(k).collect();

@@ -28,6 +28,10 @@ use tracing::debug;
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
 
+pub mod encoder;
+
+pub use encoder::Encoder;
+
 use crate::model::executor::{Job, JobDone};
 use crate::model::{ExecError, InferenceService};
 
@@ -83,6 +87,7 @@ struct Group {
 struct Inner {
     node: String,
     k: usize,
+    encoder: Encoder,
     deployed: Arc<dyn InferenceService>,
     parity: Arc<dyn InferenceService>,
     /// Jobs dispatched since the last full group.
@@ -128,10 +133,12 @@ fn f32s(col: &TensorColumn) -> Option<&[f32]> {
 }
 
 impl ParityService {
-    /// Wraps `deployed` with coding groups of `k`, parity jobs going to `parity`.
+    /// Wraps `deployed` with coding groups of `k` coded by `encoder`, parity jobs going to
+    /// `parity`.
     pub fn new(
         node: &str,
         k: usize,
+        encoder: Encoder,
         deployed: Arc<dyn InferenceService>,
         parity: Arc<dyn InferenceService>,
     ) -> Self {
@@ -139,6 +146,7 @@ impl ParityService {
             inner: Arc::new(Inner {
                 node: node.to_string(),
                 k: k.max(2),
+                encoder,
                 deployed,
                 parity,
                 open: Mutex::new(Vec::new()),
@@ -233,7 +241,7 @@ impl Inner {
             *m.group.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         }
         let inputs: Vec<&[TensorColumn]> = group.members.iter().map(|m| &m.inputs[..]).collect();
-        let Some(parity_inputs) = encode_sum(&inputs) else {
+        let Some(parity_inputs) = encode_group(inner.encoder, &inputs) else {
             debug!(node = %inner.node, "A coding group could not be encoded (non-f32 input).");
             inner.forget(id);
             return;
@@ -378,10 +386,10 @@ impl Inner {
     }
 }
 
-/// The sum encoder: the parity job's inputs from the k members' input columns. Per column, row i
-/// is the feature-wise sum of row i over the members that have one (so members may differ in
-/// rows). `None` when a column is not f32.
-pub fn encode_sum(members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
+/// The parity job's inputs from the k members' input columns: per column and row position i, the
+/// members' rows i coded by `encoder` (a member without row i counts as zeros, so members may
+/// differ in rows). `None` when a column is not f32.
+pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
     let rows = members
         .iter()
         .map(|m| m.first().map_or(0, TensorColumn::len))
@@ -389,15 +397,28 @@ pub fn encode_sum(members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
     let first = members.first()?;
     let mut out = Vec::with_capacity(first.len());
     for (c, col) in first.iter().enumerate() {
-        let mut sum = vec![0f32; rows * col.row_len()];
-        for m in members {
-            for (s, v) in sum.iter_mut().zip(f32s(m.get(c)?)?) {
-                *s += v;
-            }
+        let width = col.row_len();
+        let zeros = vec![0f32; width];
+        let values: Vec<&[f32]> = members
+            .iter()
+            .map(|m| f32s(m.get(c)?))
+            .collect::<Option<_>>()?;
+        let mut parity = vec![0f32; rows * width];
+        for (i, out_row) in parity.chunks_mut(width.max(1)).enumerate() {
+            let group: Vec<&[f32]> = values
+                .iter()
+                .map(|v| v.get(i * width..(i + 1) * width).unwrap_or(&zeros))
+                .collect();
+            encoder.encode_into(&group, out_row);
         }
         out.push(
-            TensorColumn::from_data("parity", col.shape().to_vec(), rows, TensorData::F32(sum))
-                .ok()?,
+            TensorColumn::from_data(
+                "parity",
+                col.shape().to_vec(),
+                rows,
+                TensorData::F32(parity),
+            )
+            .ok()?,
         );
     }
     Some(out)

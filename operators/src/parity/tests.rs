@@ -75,6 +75,7 @@ fn service(k: usize) -> (ParityService, Arc<Doubler>, Arc<Doubler>) {
     let svc = ParityService::new(
         "m",
         k,
+        Encoder::Sum,
         Arc::new(Arc::clone(&deployed)),
         Arc::new(Arc::clone(&parity)),
     );
@@ -219,8 +220,22 @@ fn the_sum_encoder_adds_feature_wise_and_keeps_one_querys_shape() {
         vec![col(1, &[10.0, 20.0])],
         vec![col(2, &[100.0, 200.0, 300.0, 400.0])],
     );
-    let p = encode_sum(&[&a, &b, &c]).unwrap();
+    let p = encode_group(Encoder::Sum, &[&a, &b, &c]).unwrap();
     assert_eq!(p[0].shape(), &[2]);
     assert_eq!(p[0].len(), 2);
     assert_eq!(p[0].f32_values().unwrap(), &[111.0, 222.0, 303.0, 404.0]);
+}
+
+#[test]
+fn the_concat_encoder_tiles_each_row_position() {
+    // k = 2 with 2×2 single-channel images: each image is halved in width (pixel pairs
+    // averaged) and the halves are placed side by side (see encoder.rs).
+    let col =
+        |v: &[f32]| TensorColumn::from_data("x", vec![4], 1, TensorData::F32(v.to_vec())).unwrap();
+    let (a, b) = (
+        vec![col(&[1.0, 3.0, 5.0, 7.0])],
+        vec![col(&[10.0, 30.0, 50.0, 70.0])],
+    );
+    let p = encode_group(Encoder::Concat, &[&a, &b]).unwrap();
+    assert_eq!(p[0].f32_values().unwrap(), &[2.0, 20.0, 6.0, 60.0]);
 }
