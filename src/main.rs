@@ -940,10 +940,16 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
             .map(|n| n.get())
             .unwrap_or(0)
     );
-    print!("{}", parm_table(&rows, &config)?);
+    let costs = weir::bench::parm::coding_costs(&config)?;
+    print!("{}", parm_table(&rows, &costs, &config)?);
     match weir::bench::plot::plot_parm(&rows, &args.plot) {
         Ok(()) => println!("\nplot: {}", args.plot.display()),
         Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
+    }
+    let cost_plot = args.plot.with_file_name("coding_cost.png");
+    match weir::bench::plot::plot_coding_cost(&costs, &cost_plot) {
+        Ok(()) => println!("plot: {}", cost_plot.display()),
+        Err(e) => eprintln!("no plot written ({}): {e:#}", cost_plot.display()),
     }
     Ok(())
 }

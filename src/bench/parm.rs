@@ -166,8 +166,13 @@ pub fn parm(config: &ParmBenchConfig) -> Result<Vec<ParmRow>> {
     Ok(rows)
 }
 
-/// The table, with each set-up's tail against the baseline's.
-pub fn parm_table(rows: &[ParmRow], config: &ParmBenchConfig) -> Result<String> {
+/// The table, with each set-up's tail against the baseline's, then the coding costs
+/// ([`coding_costs`]).
+pub fn parm_table(
+    rows: &[ParmRow],
+    costs: &[(usize, f64, f64)],
+    config: &ParmBenchConfig,
+) -> Result<String> {
     let base = rows.first().ok_or_else(|| anyhow!("no rows"))?;
     let mut s = format!(
         "model {}, {} requests per set-up at {} req/s (Poisson); the remote replica frozen {} ms every {} ms\n\n",
@@ -197,13 +202,27 @@ pub fn parm_table(rows: &[ParmRow], config: &ParmBenchConfig) -> Result<String> 
             r.reconstructed
         ));
     }
-    let (encode, decode) = coding_cost(config)?;
-    s.push_str(&format!(
-        "\nencoder per group (k = {}, one query each): {:.1} µs; decoder per reconstruction: {:.1} µs \
-         (paper: 93–193 µs encode, 8–19 µs decode)\n",
-        config.k, encode, decode
-    ));
+    s.push_str(
+        "\nencoder and decoder cost (sum encoder, one query per member; paper: 93–193 µs encode, \
+         8–19 µs decode)\n\n| k | encode µs per group | decode µs per reconstruction |\n|---|---|---|\n",
+    );
+    for (k, encode, decode) in costs {
+        s.push_str(&format!("| {k} | {encode:.1} | {decode:.2} |\n"));
+    }
     Ok(s)
+}
+
+/// [`coding_cost`] for k = 2, 3 and 4: `(k, encode µs, decode µs)`.
+pub fn coding_costs(config: &ParmBenchConfig) -> Result<Vec<(usize, f64, f64)>> {
+    (2..=4)
+        .map(|k| {
+            let (e, d) = coding_cost(&ParmBenchConfig {
+                k,
+                ..config.clone()
+            })?;
+            Ok((k, e, d))
+        })
+        .collect()
 }
 
 /// Mean time of the sum encoder over a group of `k` single-query jobs of the model's input shape,

@@ -169,3 +169,55 @@ pub fn plot_parm(rows: &[super::parm::ParmRow], path: &Path) -> Result<()> {
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
+
+/// ParM's encoder (per group) and decoder (per reconstruction) cost against k, in µs.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_coding_cost(costs: &[(usize, f64, f64)], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = costs.iter().map(|c| c.1.max(c.2)).fold(1.0, f64::max) * 1.2;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("ParM coding cost", ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(1.8f64..4.2f64, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("k (queries per coding group)")
+        .y_desc("µs")
+        .x_labels(3)
+        .x_label_formatter(&|x| format!("{}", x.round() as u64))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    type Pick = fn(&(usize, f64, f64)) -> f64;
+    let series: [(&str, RGBColor, Pick); 2] = [
+        ("encode, per group", BLUE, |c| c.1),
+        ("decode, per reconstruction", RED, |c| c.2),
+    ];
+    for (name, color, pick) in series {
+        let points: Vec<(f64, f64)> = costs.iter().map(|c| (c.0 as f64, pick(c))).collect();
+        let style = ShapeStyle::from(color).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(points.clone(), style))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 4, style.filled())))
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
