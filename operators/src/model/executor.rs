@@ -58,6 +58,38 @@ pub struct ExecutorConfig {
 /// Called once with a job's outputs (one column per configured output) or its error.
 pub type JobDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, ExecError>) + Send>;
 
+/// A job's answer behind a take-once slot: whichever path answers first wins, later ones find it
+/// empty. How replica failover and parity reconstruction answer a job exactly once.
+pub struct AnswerOnce(std::sync::Mutex<Option<JobDone>>);
+
+impl AnswerOnce {
+    /// A slot holding `done`.
+    pub fn new(done: JobDone) -> Self {
+        AnswerOnce(std::sync::Mutex::new(Some(done)))
+    }
+
+    /// Takes the answer out without calling it (to hand a refused job back whole).
+    pub fn take(&self) -> Option<JobDone> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Answers unless already answered; returns whether this call answered.
+    pub fn answer(&self, outcome: Result<Vec<TensorColumn>, ExecError>) -> bool {
+        match self.take() {
+            Some(done) => {
+                done(outcome);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the answer was given (or taken).
+    pub fn is_answered(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+}
+
 /// Rows to infer.
 pub struct Job {
     /// One column per model input, in [`ExecutorConfig::inputs`] order, all with the same rows.

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use weir_engine::batch::TensorColumn;
 
-use super::executor::{Job, JobDone, ModelExecutor};
+use super::executor::{AnswerOnce, Job, ModelExecutor};
 use super::ExecError;
 
 /// Unavailable answers in a row after which a replica is set aside.
@@ -158,29 +158,8 @@ impl Slot {
 struct PoolJob {
     inputs: Vec<TensorColumn>,
     enqueued_at: Instant,
-    done: Mutex<Option<JobDone>>,
+    done: AnswerOnce,
     attempts: AtomicU32,
-}
-
-impl PoolJob {
-    /// Answers the job unless it was answered; returns whether this call answered it.
-    fn answer(&self, outcome: Result<Vec<TensorColumn>, ExecError>) -> bool {
-        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match done {
-            Some(done) => {
-                done(outcome);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn answered(&self) -> bool {
-        self.done
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
-    }
 }
 
 struct PoolInner {
@@ -314,7 +293,7 @@ impl InferenceService for ReplicaPool {
                 let pjob = Arc::new(PoolJob {
                     inputs: job.inputs,
                     enqueued_at: job.enqueued_at,
-                    done: Mutex::new(Some(job.done)),
+                    done: AnswerOnce::new(job.done),
                     attempts: AtomicU32::new(0),
                 });
                 PoolInner::dispatch(inner, slot, pjob);
@@ -405,13 +384,13 @@ impl PoolInner {
         match outcome {
             Ok(columns) => {
                 s.failures_in_a_row.store(0, Ordering::Relaxed);
-                if !job.answer(Ok(columns)) {
+                if !job.done.answer(Ok(columns)) {
                     inner.late_answers.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Err(ReplicaError::Failed(e)) => {
                 s.failures_in_a_row.store(0, Ordering::Relaxed);
-                if !job.answer(Err(e)) {
+                if !job.done.answer(Err(e)) {
                     inner.late_answers.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -423,10 +402,10 @@ impl PoolInner {
                     *s.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(Instant::now() + DOWN_COOLDOWN);
                 }
-                if !job.answered() {
+                if !job.done.is_answered() {
                     if job.attempts.load(Ordering::Relaxed) >= MAX_ATTEMPTS {
                         inner.failed.fetch_add(1, Ordering::Relaxed);
-                        job.answer(Err(ExecError::Unavailable {
+                        job.done.answer(Err(ExecError::Unavailable {
                             node: inner.node.clone(),
                             message: format!("gave up after {MAX_ATTEMPTS} dispatches: {reason}"),
                         }));
@@ -462,7 +441,7 @@ impl PoolInner {
                 Some((Some(slot), job)) => PoolInner::dispatch(inner, slot, job),
                 Some((None, job)) => {
                     inner.failed.fetch_add(1, Ordering::Relaxed);
-                    job.answer(Err(inner.no_replica_error()));
+                    job.done.answer(Err(inner.no_replica_error()));
                 }
                 None => return,
             }

@@ -32,7 +32,7 @@ pub mod encoder;
 
 pub use encoder::Encoder;
 
-use crate::model::executor::{Job, JobDone};
+use crate::model::executor::{AnswerOnce, Job};
 use crate::model::{ExecError, InferenceService};
 
 /// Counters of a parity-coded node; every field only grows.
@@ -52,7 +52,7 @@ pub struct ParityStats {
 struct Member {
     inputs: Vec<TensorColumn>,
     /// The job's answer, taken once.
-    done: Mutex<Option<JobDone>>,
+    done: AnswerOnce,
     /// Its real prediction once in (kept for decoding the others).
     outputs: Mutex<Option<Vec<TensorColumn>>>,
     /// Its coding group, once the group is full.
@@ -62,18 +62,6 @@ struct Member {
 impl Member {
     fn rows(&self) -> usize {
         self.inputs.first().map(TensorColumn::len).unwrap_or(0)
-    }
-
-    /// Answers the job unless it was answered; returns whether this call answered it.
-    fn answer(&self, outcome: Result<Vec<TensorColumn>, ExecError>) -> bool {
-        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match done {
-            Some(done) => {
-                done(outcome);
-                true
-            }
-            None => false,
-        }
     }
 }
 
@@ -179,7 +167,7 @@ impl InferenceService for ParityService {
         let inner = &self.inner;
         let member = Arc::new(Member {
             inputs: job.inputs.clone(),
-            done: Mutex::new(Some(job.done)),
+            done: AnswerOnce::new(job.done),
             outputs: Mutex::new(None),
             group: Mutex::new(None),
         });
@@ -191,8 +179,7 @@ impl InferenceService for ParityService {
         };
         if let Err(refused) = inner.deployed.try_submit(data_job) {
             // Give the caller its own job back, to offer again later.
-            let done = member.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-            return match done {
+            return match member.done.take() {
                 Some(done) => Err(Job {
                     inputs: refused.inputs,
                     enqueued_at: refused.enqueued_at,
@@ -283,16 +270,16 @@ impl Inner {
                     Ok(flag) => {
                         let mut with_flag = columns;
                         with_flag.push(flag);
-                        member.answer(Ok(with_flag))
+                        member.done.answer(Ok(with_flag))
                     }
-                    Err(e) => member.answer(Err(e)),
+                    Err(e) => member.done.answer(Err(e)),
                 };
                 if !answered {
                     self.stats[LATE_REAL].fetch_add(1, Ordering::Relaxed);
                 }
             }
             Err(e) => {
-                member.answer(Err(e));
+                member.done.answer(Err(e));
             }
         }
         let group = *member.group.lock().unwrap_or_else(|p| p.into_inner());
@@ -373,7 +360,7 @@ impl Inner {
             Some(mut columns) => match flag_column(target.rows(), true) {
                 Ok(flag) => {
                     columns.push(flag);
-                    if target.answer(Ok(columns)) {
+                    if target.done.answer(Ok(columns)) {
                         self.stats[RECONSTRUCTED].fetch_add(1, Ordering::Relaxed);
                     }
                 }
