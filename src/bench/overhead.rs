@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use ort::session::Session;
 use ort::value::TensorRef;
-use weir_engine::onnx::read_metadata;
+use weir_engine::onnx::{read_metadata, TensorInfo};
 use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_engine::tensor::DType;
 use weir_operators::model::OrtRuntime;
@@ -84,17 +84,21 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The first input and first output of the model at `path`, as its file declares them.
+pub(crate) fn first_input_output(path: &Path) -> Result<(TensorInfo, TensorInfo)> {
+    let mut meta = read_metadata(path)?;
+    if meta.inputs.is_empty() {
+        return Err(anyhow!("{} has no input", path.display()));
+    }
+    if meta.outputs.is_empty() {
+        return Err(anyhow!("{} has no output", path.display()));
+    }
+    Ok((meta.inputs.swap_remove(0), meta.outputs.swap_remove(0)))
+}
+
 pub(crate) fn model_input(path: &Path) -> Result<(String, String)> {
-    let meta = read_metadata(path)?;
-    let input = meta
-        .inputs
-        .first()
-        .ok_or_else(|| anyhow!("{} has no input", path.display()))?;
-    let output = meta
-        .outputs
-        .first()
-        .ok_or_else(|| anyhow!("{} has no output", path.display()))?;
-    Ok((input.name.clone(), output.name.clone()))
+    let (input, output) = first_input_output(path)?;
+    Ok((input.name, output.name))
 }
 
 /// Runs `requests` bare ORT calls spread over `sessions` (one thread each); returns the wall time.

@@ -4,9 +4,53 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
 use super::http::HttpRow;
+
+/// Draws `points` as a line with a dot on each point, labelled `label` in the legend.
+fn draw_line_with_points<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    label: String,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let style = ShapeStyle::from(color).stroke_width(2);
+    chart
+        .draw_series(LineSeries::new(points.clone(), style))
+        .map_err(|e| anyhow!("{e}"))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    chart
+        .draw_series(
+            points
+                .into_iter()
+                .map(|p| Circle::new(p, 4, style.filled())),
+        )
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Draws the series labels in a box at the upper left.
+pub(crate) fn draw_legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
 
 /// Throughput (top) and p50 latency (bottom) against client concurrency, one column per model,
 /// one line per path (bare ORT, in-process, HTTP JSON, HTTP binary). Concurrency is on a log₂ axis.
@@ -78,26 +122,9 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
                 .draw()
                 .map_err(|e| anyhow!("{e}"))?;
             for (name, color, pick) in lines.iter() {
-                let pts = points(*pick);
-                let color = *color;
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                    .map_err(|e| anyhow!("{e}"))?
-                    .label(*name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-                chart
-                    .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
-                    .map_err(|e| anyhow!("{e}"))?;
+                draw_line_with_points(&mut chart, points(*pick), *color, name.to_string())?;
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(|e| anyhow!("{e}"))?;
+            draw_legend(&mut chart)?;
         }
     }
     root.present().map_err(|e| anyhow!("{e}"))?;
@@ -149,23 +176,9 @@ pub fn plot_parm(rows: &[super::parm::ParmRow], path: &Path) -> Result<()> {
             .enumerate()
             .map(|(i, v)| (i as f64, v.max(bottom)))
             .collect();
-        let style = ShapeStyle::from(*color).stroke_width(2);
-        chart
-            .draw_series(LineSeries::new(points.clone(), style))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(r.setup.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
-        chart
-            .draw_series(points.iter().map(|p| Circle::new(*p, 4, style.filled())))
-            .map_err(|e| anyhow!("{e}"))?;
+        draw_line_with_points(&mut chart, points, *color, r.setup.clone())?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    draw_legend(&mut chart)?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
@@ -201,23 +214,9 @@ pub fn plot_coding_cost(costs: &[(usize, f64, f64)], path: &Path) -> Result<()> 
     ];
     for (name, color, pick) in series {
         let points: Vec<(f64, f64)> = costs.iter().map(|c| (c.0 as f64, pick(c))).collect();
-        let style = ShapeStyle::from(color).stroke_width(2);
-        chart
-            .draw_series(LineSeries::new(points.clone(), style))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
-        chart
-            .draw_series(points.iter().map(|p| Circle::new(*p, 4, style.filled())))
-            .map_err(|e| anyhow!("{e}"))?;
+        draw_line_with_points(&mut chart, points, color, name.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    draw_legend(&mut chart)?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }

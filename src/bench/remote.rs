@@ -15,9 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use weir_engine::onnx::read_metadata;
 
-use super::overhead::median;
+use super::overhead::{first_input_output, median};
 use crate::loadgen::{run_load, Arrival, LoadReport, LoadSpec};
 use crate::workload::Workload;
 use crate::{load_graph, start, RunningGraph, RuntimeOptions};
@@ -139,15 +138,7 @@ pub(crate) fn one_node_graph(
     tag: &str,
 ) -> Result<PathBuf> {
     let model = std::fs::canonicalize(file).with_context(|| format!("model {}", file.display()))?;
-    let meta = read_metadata(&model)?;
-    let input = meta
-        .inputs
-        .first()
-        .ok_or_else(|| anyhow!("the model has no input"))?;
-    let output = meta
-        .outputs
-        .first()
-        .ok_or_else(|| anyhow!("the model has no output"))?;
+    let (input, output) = first_input_output(&model)?;
     let shape: Vec<String> = input.dims[1..]
         .iter()
         .map(|d| match d {

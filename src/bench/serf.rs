@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
-use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::onnx::ElementType;
 use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
@@ -23,7 +23,7 @@ use weir_serf::model::predict;
 use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
 
-use super::overhead::median;
+use super::overhead::{first_input_output, median};
 use crate::loadgen::{run_load, Arrival, LoadSpec};
 use crate::serf::{profile_node, ProfileOptions};
 use crate::workload::Workload;
@@ -146,15 +146,7 @@ pub fn error_summary<'a>(points: impl Iterator<Item = &'a SerfPoint>) -> (f64, f
 
 /// A one-node graph of `path` with `config`'s layout, and a one-request workload.
 fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> {
-    let meta = read_metadata(path)?;
-    let input = meta
-        .inputs
-        .first()
-        .ok_or_else(|| anyhow!("{} has no input", path.display()))?;
-    let output = meta
-        .outputs
-        .first()
-        .ok_or_else(|| anyhow!("{} has no output", path.display()))?;
+    let (input, output) = first_input_output(path)?;
     let ElementType::Supported(dtype) = input.element else {
         return Err(anyhow!("{}: input is not f32 or i64", path.display()));
     };
@@ -479,13 +471,7 @@ pub fn plot_serf(results: &[SerfModelResult], path: &Path) -> Result<()> {
                 )
                 .map_err(|x| e(&x))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|x| e(&x))?;
+        super::plot::draw_legend(&mut chart)?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())
