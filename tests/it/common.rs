@@ -76,3 +76,33 @@ impl Replies {
 pub fn channel() -> (crossbeam_channel::Sender<Reply>, Receiver<Reply>) {
     unbounded()
 }
+
+/// A temporary folder removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh temporary folder named after `tag`, this process and the moment.
+pub fn temp_dir(tag: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!(
+        "weir-it-{tag}-{}-{:?}",
+        std::process::id(),
+        std::time::Instant::now()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    TempDir(dir)
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`, `-TERM`, ...) to process `pid`, asserting it was delivered.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}

@@ -4,22 +4,12 @@
 //! equal to the model's real outputs; when the host thaws its late predictions are dropped, and
 //! every request is answered exactly once.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{assert_close, channel, direct_ort, model, Replies};
+use crate::common::{assert_close, channel, direct_ort, model, signal, Replies};
 use crate::distributed::{free_port, Executor};
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill runs")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
 
 #[test]
 fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {

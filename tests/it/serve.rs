@@ -3,11 +3,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{model, repo, weir_home};
+use crate::common::{model, repo, signal, temp_dir, weir_home, TempDir};
 
 const INFER: &str = "/v2/models/mlp/infer";
 
@@ -16,24 +15,6 @@ struct Server {
     child: Child,
     addr: String,
     _dir: TempDir,
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(tag: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!(
-        "weir-it-{tag}-{}-{:?}",
-        std::process::id(),
-        Instant::now()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
 }
 
 fn mlp_graph() -> String {
@@ -107,11 +88,7 @@ impl Server {
     }
 
     fn sigterm(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
+        signal(self.child.id(), "-TERM");
     }
 }
 
@@ -608,14 +585,7 @@ fn overload_is_503_not_a_hang() {
         model("mlp_a.onnx").display()
     );
     let server = Server::start(&[graph], &["--max-in-flight", "1"]);
-    let stop = |sig: &str| {
-        let ok = Command::new("kill")
-            .args([sig, &executor.pid().to_string()])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
+    let stop = |sig: &str| signal(executor.pid(), sig);
     stop("-STOP");
     std::thread::scope(|s| {
         let first = s.spawn(|| server.post_good(&[]));

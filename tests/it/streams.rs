@@ -5,32 +5,13 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use zenoh::Wait;
 
-use crate::common::{direct_ort, model, repo, weir_home};
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp_dir(tag: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!(
-        "weir-it-{tag}-{}-{:?}",
-        std::process::id(),
-        Instant::now()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
-}
+use crate::common::{direct_ort, model, repo, temp_dir, weir_home};
 
 /// A child process SIGKILLed when dropped.
 struct Killed(Child);
