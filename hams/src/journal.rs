@@ -1,0 +1,324 @@
+//! The consistency journal and its checker (note §5.1: "a consistency checker that reads every
+//! proxy's log of (model, epoch, out_seq, hash(value)) as produced, consumed, applied and
+//! released").
+//!
+//! Every role appends JSON lines to its own file (`WEIR_HAMS_JOURNAL=<dir>`: one file per process
+//! and role); [`check`] reads them all and reports every violation of:
+//! - **exactly once**: no request id released twice;
+//! - **R2, no conflicting outputs**: for every node and version, every applied (durable) state
+//!   tuple carries the same row hashes, and every released reply's value at each stateful node it
+//!   passed equals the value that node's *durable* version produced for it;
+//! - **R3, apply after dependencies**: when a backup applied a version, each of its dependencies
+//!   was durable at that moment (the backup journals its durable view next to the apply);
+//! - **release rule**: every dependency of a released reply was applied on some backup.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::Dep;
+use crate::{Epoch, NodeId, Seq};
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A primary ran a batch (speculative until applied on a backup).
+    Produced {
+        /// Node.
+        node: NodeId,
+        /// Primary's epoch.
+        epoch: Epoch,
+        /// Version made.
+        seq: Seq,
+        /// Rows.
+        request_ids: Vec<u64>,
+        /// Row output hashes.
+        row_hashes: Vec<u64>,
+        /// Non-determinism choice used (the row-order permutation's seed), if perturbed.
+        choice: Option<u64>,
+    },
+    /// A backup (or solo primary) applied a version.
+    Applied {
+        /// Node.
+        node: NodeId,
+        /// Epoch.
+        epoch: Epoch,
+        /// Version.
+        seq: Seq,
+        /// Its dependencies.
+        deps: Vec<Dep>,
+        /// The durable version of each dependency's node when it was applied.
+        durable_then: Vec<Dep>,
+        /// Rows of the batch.
+        request_ids: Vec<u64>,
+        /// Their output hashes.
+        row_hashes: Vec<u64>,
+        /// Whether it was a whole-state transfer.
+        full: bool,
+    },
+    /// The frontend released a reply.
+    Released {
+        /// Request id.
+        request_id: u64,
+        /// Per stateful node passed: (node, version, the row's output hash there).
+        passed: Vec<(NodeId, Seq, u64)>,
+    },
+    /// A role changed (promotion, demotion, re-protection).
+    Role {
+        /// Node.
+        node: NodeId,
+        /// Member.
+        member: String,
+        /// Epoch.
+        epoch: Epoch,
+        /// `primary`, `solo primary` or `backup`.
+        role: String,
+        /// Applied version at the change.
+        applied: Seq,
+    },
+}
+
+/// Appends events to one journal file (or nowhere).
+#[derive(Debug, Default)]
+pub struct Journal {
+    file: Option<Mutex<std::io::BufWriter<std::fs::File>>>,
+}
+
+impl Journal {
+    /// A journal writing `<dir>/<name>.jsonl` when `WEIR_HAMS_JOURNAL=<dir>` is set, else nothing.
+    pub fn from_env(name: &str) -> Journal {
+        match std::env::var_os("WEIR_HAMS_JOURNAL") {
+            Some(dir) => Journal::at(&PathBuf::from(dir), name),
+            None => Journal::default(),
+        }
+    }
+
+    /// A journal writing `<dir>/<name>.jsonl` (nothing if the file cannot be created).
+    pub fn at(dir: &Path, name: &str) -> Journal {
+        let _ = std::fs::create_dir_all(dir);
+        let path = dir.join(format!("{name}.jsonl"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok();
+        Journal {
+            file: file.map(|f| Mutex::new(std::io::BufWriter::new(f))),
+        }
+    }
+
+    /// Whether events go anywhere.
+    pub fn enabled(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Appends one event (flushed at once: a SIGKILL must not lose what was released).
+    pub fn record(&self, event: &Event) {
+        let Some(f) = &self.file else { return };
+        let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+        if let Ok(line) = serde_json::to_string(event) {
+            let _ = writeln!(f, "{line}");
+            let _ = f.flush();
+        }
+    }
+}
+
+/// Reads every `*.jsonl` journal in `dir`; unreadable lines (a process killed mid-write) are
+/// skipped.
+pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Event>> {
+    let mut events = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            let text = std::fs::read_to_string(&path)?;
+            events.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+        }
+    }
+    Ok(events)
+}
+
+/// What the checker found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Report {
+    /// Replies released.
+    pub released: usize,
+    /// Versions applied on backups.
+    pub applied: usize,
+    /// Batches produced by primaries (all epochs).
+    pub produced: usize,
+    /// Versions produced more than once (re-executed after a rollback).
+    pub reexecuted: usize,
+    /// Of those, versions whose re-execution produced different outputs (non-determinism seen).
+    pub diverged: usize,
+    /// Every violation, for people.
+    pub violations: Vec<String>,
+}
+
+/// Checks the journal's events (see the module doc).
+pub fn check(events: &[Event]) -> Report {
+    let mut r = Report::default();
+    let mut durable_rows: HashMap<(NodeId, Seq), HashMap<u64, u64>> = HashMap::new();
+    let mut produced: BTreeMap<(NodeId, Seq), Vec<Vec<u64>>> = BTreeMap::new();
+    let mut released: HashMap<u64, usize> = HashMap::new();
+    for e in events {
+        match e {
+            Event::Produced {
+                node,
+                seq,
+                row_hashes,
+                ..
+            } => {
+                r.produced += 1;
+                produced
+                    .entry((*node, *seq))
+                    .or_default()
+                    .push(row_hashes.clone());
+            }
+            Event::Applied {
+                node,
+                seq,
+                deps,
+                durable_then,
+                request_ids,
+                row_hashes,
+                full,
+                ..
+            } => {
+                r.applied += 1;
+                for &(n, s) in deps {
+                    let then = durable_then
+                        .iter()
+                        .find(|(m, _)| *m == n)
+                        .map_or(0, |d| d.1);
+                    if s > 0 && then < s {
+                        r.violations.push(format!("R3: node {node} applied version {seq} needing node {n} at {s} while only {then} was durable"));
+                    }
+                }
+                if *full {
+                    continue;
+                }
+                let rows: HashMap<u64, u64> = request_ids
+                    .iter()
+                    .copied()
+                    .zip(row_hashes.iter().copied())
+                    .collect();
+                match durable_rows.get(&(*node, *seq)) {
+                    Some(prev) if *prev != rows => r.violations.push(format!(
+                        "R2: node {node} version {seq} was made durable twice with different outputs"
+                    )),
+                    Some(_) => {}
+                    None => {
+                        durable_rows.insert((*node, *seq), rows);
+                    }
+                }
+            }
+            Event::Released { request_id, .. } => {
+                r.released += 1;
+                *released.entry(*request_id).or_default() += 1;
+            }
+            Event::Role { .. } => {}
+        }
+    }
+    for (id, n) in &released {
+        if *n > 1 {
+            r.violations
+                .push(format!("exactly once: request {id} released {n} times"));
+        }
+    }
+    for e in events {
+        let Event::Released { request_id, passed } = e else {
+            continue;
+        };
+        for &(node, seq, hash) in passed {
+            match durable_rows.get(&(node, seq)) {
+                None => r.violations.push(format!("release rule: request {request_id} released depending on node {node} version {seq}, which no backup applied")),
+                Some(rows) => match rows.get(request_id) {
+                    Some(&h) if h == hash => {}
+                    Some(_) => r.violations.push(format!("R2: request {request_id}'s reply carries node {node} version {seq} output that differs from the durable one")),
+                    None => r.violations.push(format!("R2: request {request_id} passed node {node} at version {seq}, but the durable version {seq} has no row for it")),
+                },
+            }
+        }
+    }
+    for runs in produced.values() {
+        if runs.len() > 1 {
+            r.reexecuted += 1;
+            if runs.iter().any(|h| h != &runs[0]) {
+                r.diverged += 1;
+            }
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(node: NodeId, seq: Seq, ids: Vec<u64>, hashes: Vec<u64>) -> Event {
+        Event::Applied {
+            node,
+            epoch: 1,
+            seq,
+            deps: vec![],
+            durable_then: vec![],
+            request_ids: ids,
+            row_hashes: hashes,
+            full: false,
+        }
+    }
+
+    #[test]
+    fn a_consistent_history_passes() {
+        let events = vec![
+            applied(1, 1, vec![10, 11], vec![100, 110]),
+            Event::Released {
+                request_id: 10,
+                passed: vec![(1, 1, 100)],
+            },
+        ];
+        let r = check(&events);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!((r.released, r.applied), (1, 1));
+    }
+
+    #[test]
+    fn conflicts_double_releases_and_early_applies_are_reported() {
+        let events = vec![
+            applied(1, 1, vec![10], vec![100]),
+            applied(1, 1, vec![10], vec![101]),
+            Event::Released {
+                request_id: 10,
+                passed: vec![(1, 1, 999)],
+            },
+            Event::Released {
+                request_id: 10,
+                passed: vec![],
+            },
+            Event::Released {
+                request_id: 12,
+                passed: vec![(1, 2, 1)],
+            },
+            Event::Applied {
+                node: 2,
+                epoch: 1,
+                seq: 1,
+                deps: vec![(1, 4)],
+                durable_then: vec![(1, 3)],
+                request_ids: vec![],
+                row_hashes: vec![],
+                full: false,
+            },
+        ];
+        let v = check(&events).violations;
+        assert!(v.iter().any(|m| m.contains("made durable twice")), "{v:?}");
+        assert!(v.iter().any(|m| m.contains("differs from the durable")), "{v:?}");
+        assert!(v.iter().any(|m| m.contains("released 2 times")), "{v:?}");
+        assert!(v.iter().any(|m| m.contains("which no backup applied")), "{v:?}");
+        assert!(v.iter().any(|m| m.starts_with("R3")), "{v:?}");
+    }
+}
