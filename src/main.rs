@@ -148,6 +148,10 @@ struct ExecutorArgs {
     /// Jobs each model's queue holds.
     #[arg(long, default_value_t = 64)]
     queue_capacity: usize,
+    /// Emulate an instance F times slower (F ≥ 1): after each real inference, sleep (F − 1) × its
+    /// measured time before replying (Kairos experiments; the price goes in the graph's labels).
+    #[arg(long, default_value_t = 1.0)]
+    slowdown: f64,
 }
 
 fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
@@ -869,6 +873,7 @@ fn executor(args: ExecutorArgs) -> Result<()> {
         max_batch: args.max_batch,
         max_delay: std::time::Duration::from_micros(args.max_delay_us),
         queue_capacity: args.queue_capacity,
+        slowdown: args.slowdown,
     };
     let server = weir_executor::server::ExecutorServer::start(&options)
         .with_context(|| format!("starting executor `{}`", args.name))?;

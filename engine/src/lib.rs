@@ -20,6 +20,7 @@ pub mod onnx;
 pub mod placement;
 pub mod plan;
 pub mod request;
+pub mod routing;
 pub mod runtime;
 pub mod spec;
 pub mod stream;

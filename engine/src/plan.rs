@@ -100,6 +100,18 @@ fn kind_label(kind: &NodeKind) -> String {
             } else {
                 let names: Vec<&str> = m.replicas.iter().map(ReplicaTarget::name).collect();
                 format!(", replicas: {}", names.join(" "))
+            } + &match &m.routing {
+                crate::routing::Routing::LeastOutstanding => String::new(),
+                crate::routing::Routing::RoundRobin => ", routing: round_robin".to_string(),
+                crate::routing::Routing::Kairos(k) => format!(
+                    ", routing: kairos qos {} ms, latency {}",
+                    k.qos_ms,
+                    k.profile_path
+                        .as_ref()
+                        .and_then(|p| p.file_name())
+                        .and_then(|s| s.to_str())
+                        .map_or("learned online".to_string(), |f| format!("from {f}"))
+                ),
             },
             match &m.parity {
                 Some(p) => format!(

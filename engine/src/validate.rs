@@ -25,6 +25,7 @@ use crate::diagnostic::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
 use crate::placement::{check_placement, Placement};
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};
+use crate::routing::{check_routing, Routing};
 use crate::spec::{BatchingSpec, ExecutorSpec, GraphSpec, ModelSpec, NodeSpec, Spanned, TensorRef};
 use crate::stream::{check_streams, StreamConnector};
 use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
@@ -68,6 +69,8 @@ pub struct ModelNode {
     pub replicas: Vec<ReplicaTarget>,
     /// ParM parity coding around it, if configured.
     pub parity: Option<ParityPlan>,
+    /// How its jobs are spread over its replicas.
+    pub routing: Routing,
 }
 
 /// What a node does.
@@ -216,6 +219,8 @@ struct NodeFacts {
     model: Option<(ModelMetadata, bool)>,
     outputs: Option<Vec<(String, TensorType)>>,
     parity: Option<ParityPlan>,
+    /// `routing:` resolved (`None` after an error).
+    routing: Option<Routing>,
 }
 
 /// The output a parity-coded model node adds: 1 for a reconstructed row, 0 for a real one.
@@ -467,10 +472,18 @@ impl<'a> Validator<'a> {
             model: None,
             outputs: None,
             parity: None,
+            routing: None,
         };
         match &node.value {
             NodeSpec::Model(m) => {
                 self.check_model_settings(&id, m);
+                facts.routing = check_routing(
+                    &id,
+                    m,
+                    self.base_dir,
+                    self.placement.replicas.get(&id).map(Vec::as_slice),
+                    &mut self.diags,
+                );
                 if let Some((meta, batched)) = self.read_model(&id, m) {
                     facts.outputs = Some(
                         meta.outputs
@@ -936,6 +949,7 @@ impl<'a> Validator<'a> {
                             .cloned()
                             .unwrap_or_else(|| vec![ReplicaTarget::Local]),
                         parity: facts.parity.clone(),
+                        routing: facts.routing.clone().unwrap_or_default(),
                     });
                     (kind, ordered, outputs)
                 })

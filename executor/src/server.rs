@@ -6,6 +6,14 @@
 //! on inference. A full queue answers at once with an `overloaded` error (the client retries
 //! another replica). The liveliness token is declared last, once every model is loaded and served,
 //! so a graph never sees a replica that cannot answer yet.
+//!
+//! Emulated heterogeneity (Kairos experiments, notes/kairos.md §7): with `slowdown` F > 1 the
+//! session thread that ran a job sleeps (F − 1) × the job's measured time before replying, so the
+//! process behaves like an instance type F times slower, with real ONNX Runtime outputs, and holds
+//! its session for that long (a slower machine is busy longer, not just late to reply). The time
+//! measured is from when the session thread could start the job (the later of its arrival and the
+//! thread's previous reply) to its outputs, so time queued behind other jobs is not stretched.
+//! The price of such an instance is a label in the graph's `executors:`, not the executor's.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,6 +64,8 @@ pub struct ExecutorOptions {
     pub max_delay: Duration,
     /// Jobs a model's queue holds.
     pub queue_capacity: usize,
+    /// Emulated slowdown factor F ≥ 1: after each inference, sleep (F − 1) × its time (1: off).
+    pub slowdown: f64,
 }
 
 impl ExecutorOptions {
@@ -127,6 +137,12 @@ impl ExecutorServer {
                 "no model to serve (give --model NAME=PATH)".into(),
             ));
         }
+        if !(options.slowdown.is_finite() && options.slowdown >= 1.0) {
+            return Err(ServeError::Options(format!(
+                "slowdown must be a number ≥ 1.0 (1 is this machine's own speed), got {}",
+                options.slowdown
+            )));
+        }
         let runtime = OrtRuntime::get().map_err(|e| ServeError::Model {
             model: "*".into(),
             message: e.to_string(),
@@ -188,9 +204,10 @@ impl ExecutorServer {
         for s in &served {
             let key = format!("{prefix}/model/{}", s.name);
             let executor = Arc::clone(&s.executor);
+            let slowdown = options.slowdown;
             let q = session
                 .declare_queryable(&key)
-                .callback(move |query| handle_query(&executor, query))
+                .callback(move |query| handle_query(&executor, slowdown, query))
                 .wait()
                 .map_err(zenoh_err)?;
             queryables.push(q);
@@ -269,8 +286,29 @@ fn reply_error(query: &Query, kind: ErrorKind, message: String) {
     }
 }
 
+thread_local! {
+    /// When this session thread last replied (the earliest its next job could start).
+    static FREE_SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Emulates a slower instance: on the session thread that just ran a job queued at `enqueued_at`,
+/// sleeps `(slowdown − 1)` × the time since the job could start. Runs only on executor threads
+/// (the `done` of a job that produced outputs).
+fn emulate_slowdown(slowdown: f64, enqueued_at: Instant) {
+    if slowdown <= 1.0 {
+        return;
+    }
+    let now = Instant::now();
+    let started = FREE_SINCE
+        .with(|f| f.get())
+        .map_or(enqueued_at, |free| free.max(enqueued_at));
+    let ran = now.saturating_duration_since(started);
+    std::thread::sleep(ran.mul_f64(slowdown - 1.0));
+    FREE_SINCE.with(|f| f.set(Some(Instant::now())));
+}
+
 /// Decodes a query and queues it; the executor thread replies.
-fn handle_query(executor: &ModelExecutor, query: Query) {
+fn handle_query(executor: &ModelExecutor, slowdown: f64, query: Query) {
     let config = executor.config();
     let Some(payload) = query.payload() else {
         reply_error(
@@ -308,11 +346,13 @@ fn handle_query(executor: &ModelExecutor, query: Query) {
         }
     }
     let output_names: Vec<String> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
+    let enqueued_at = Instant::now();
     let job = Job {
         inputs,
-        enqueued_at: Instant::now(),
+        enqueued_at,
         done: Box::new(move |outcome| match outcome {
             Ok(columns) => {
+                emulate_slowdown(slowdown, enqueued_at);
                 let named = output_names.iter().map(String::as_str).zip(columns.iter());
                 match encode_columns(named) {
                     Ok(body) => {

@@ -122,12 +122,23 @@ impl LatencyModel for ModelProfile {
     }
 }
 
-/// Kairos's query distributor for one model: QoS target, η per type and latency tables.
+/// Kairos's query distributor for one model: QoS target, η per type and latency tables (or none,
+/// for a pool whose latencies are learned while serving).
 #[derive(Debug, Clone)]
 pub struct Distributor {
-    profile: ModelProfile,
+    profile: Option<ModelProfile>,
+    qos_ms: f64,
     eta: Vec<f64>,
     config: DistributorConfig,
+}
+
+/// Predicts 0 ms for everything: what [`Distributor::assign`] uses without tables.
+struct NoTables;
+
+impl LatencyModel for NoTables {
+    fn latency_ms(&self, _: usize, _: u32) -> f64 {
+        0.0
+    }
 }
 
 impl Distributor {
@@ -140,14 +151,32 @@ impl Distributor {
     pub fn with_config(profile: &ModelProfile, config: DistributorConfig) -> Self {
         Distributor {
             eta: profile.eta(),
-            profile: profile.clone(),
+            qos_ms: profile.qos_ms,
+            profile: Some(profile.clone()),
             config,
         }
     }
 
-    /// The profile (QoS target and the latency tables used by [`Self::assign`]).
-    pub fn profile(&self) -> &ModelProfile {
-        &self.profile
+    /// A distributor with no latency tables, for `n_types` instance types whose latencies a live
+    /// router learns (pass its model to [`Self::assign_with`], and η to [`Self::set_eta`] as it
+    /// learns, e.g. from [`eta_from`]). η starts at 1 for every type.
+    pub fn learned(qos_ms: f64, n_types: usize, config: DistributorConfig) -> Self {
+        Distributor {
+            profile: None,
+            qos_ms,
+            eta: vec![1.0; n_types],
+            config,
+        }
+    }
+
+    /// The profile (latency tables used by [`Self::assign`]); `None` for [`Self::learned`].
+    pub fn profile(&self) -> Option<&ModelProfile> {
+        self.profile.as_ref()
+    }
+
+    /// The QoS target (ms).
+    pub fn qos_ms(&self) -> f64 {
+        self.qos_ms
     }
 
     /// η per instance type.
@@ -155,7 +184,14 @@ impl Distributor {
         &self.eta
     }
 
-    /// One round with the profile's latency tables; see [`Self::assign_with`].
+    /// Replaces η, for a router whose latencies are learned online rather than read from the
+    /// profile's tables (see [`eta_from`]). Types without an entry count as η = 1.
+    pub fn set_eta(&mut self, eta: Vec<f64>) {
+        self.eta = eta;
+    }
+
+    /// One round with the profile's latency tables (0 ms predicted for a [`Self::learned`] one,
+    /// which should use [`Self::assign_with`]); see [`Self::assign_with`].
     ///
     /// # Examples
     ///
@@ -188,7 +224,10 @@ impl Distributor {
         instances: &[InstanceState],
         now_ms: f64,
     ) -> Vec<(usize, usize)> {
-        self.assign_with(&self.profile, queries, instances, now_ms)
+        match &self.profile {
+            Some(p) => self.assign_with(p, queries, instances, now_ms),
+            None => self.assign_with(&NoTables, queries, instances, now_ms),
+        }
     }
 
     /// One round: `queries` in FIFO order, all instances (busy ones included). Returns
@@ -237,7 +276,7 @@ impl Distributor {
         instances: &[InstanceState],
         now_ms: f64,
     ) -> (Vec<i64>, Vec<i64>) {
-        let qos = self.profile.qos_ms;
+        let qos = self.qos_ms;
         let (m, n) = (queries.len(), instances.len());
         let mut cost = Vec::with_capacity(m * n);
         // Tier of each pair: 0 feasible, 1 inside the γ safeguard band, 2 beyond the QoS target.
@@ -275,6 +314,32 @@ impl Distributor {
         }
         (cost, tiers)
     }
+}
+
+/// η per type (Definition 1, same rounding as [`ModelProfile::eta`]) from any latency model:
+/// `round(L_base(max_batch) / L_t(max_batch), 2)` where the base is the type with the lowest
+/// latency at `max_batch` among those `known` (with a prediction). Unknown types get η = 1, so a
+/// type nobody has measured yet is neither favoured nor shunned by its weight.
+pub fn eta_from(
+    model: &dyn LatencyModel,
+    known: &[bool],
+    max_batch: u32,
+) -> Vec<f64> {
+    let lat: Vec<Option<f64>> = known
+        .iter()
+        .enumerate()
+        .map(|(t, &k)| {
+            let l = model.latency_ms(t, max_batch);
+            (k && l.is_finite() && l > 0.0).then_some(l)
+        })
+        .collect();
+    let base = lat.iter().flatten().copied().reduce(f64::min);
+    lat.iter()
+        .map(|l| match (l, base) {
+            (Some(l), Some(b)) => (b / l * 100.0).round() / 100.0,
+            _ => 1.0,
+        })
+        .collect()
 }
 
 /// Optimal rectangular min-cost assignment of a row-major `rows × cols` matrix: exactly
@@ -520,6 +585,19 @@ mod tests {
         // Flat penalty: both pairs beyond QoS cost the same; the solver may pick either, but a
         // dispatched pair can only be the idle r5n.
         assert!(art.assign(&q, &inst, 0.0).iter().all(|&(_, j)| j == 1));
+    }
+
+    #[test]
+    fn eta_from_a_learned_model_matches_the_profile_and_defaults_unknown_types_to_one() {
+        let p = PaperModel::Rm2.profile();
+        let all = vec![true; p.types.len()];
+        assert_eq!(eta_from(&p, &all, p.max_batch), p.eta());
+        let mut some = all.clone();
+        some[3] = false;
+        let eta = eta_from(&p, &some, p.max_batch);
+        assert_eq!(eta[3], 1.0);
+        assert_eq!(&eta[..3], &p.eta()[..3]);
+        assert_eq!(eta_from(&p, &[false, false], 1000), vec![1.0, 1.0]);
     }
 
     #[test]

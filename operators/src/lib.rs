@@ -165,7 +165,11 @@ impl OperatorFactory {
                     } else {
                         1
                     };
-                    let pool = ReplicaPool::new(&n.node.id, replicas, rows);
+                    let pool = ReplicaPool::with_routing(&n.node.id, replicas, rows, &m.routing)
+                        .map_err(|e| ExecError::Unavailable {
+                            node: n.node.id.clone(),
+                            message: format!("routing: {e}"),
+                        })?;
                     factory.pools.insert(n.node.id.clone(), pool.clone());
                     Arc::new(pool)
                 }

@@ -10,6 +10,7 @@ mod fan_in;
 mod golden;
 mod graphs;
 mod invalid;
+mod kairos;
 mod parity;
 mod requests;
 mod serf;

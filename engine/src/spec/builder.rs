@@ -148,6 +148,7 @@ impl ModelBuilder {
                 batching: BatchingSpec::default(),
                 executor: ExecutorSpec::default(),
                 replicas: None,
+                routing: None,
                 resilience: None,
             },
         }
@@ -192,6 +193,12 @@ impl ModelBuilder {
     /// [`LOCAL_REPLICA`](super::LOCAL_REPLICA).
     pub fn replicas(mut self, names: &[&str]) -> Self {
         self.spec.replicas = Some(s(names.iter().map(|n| s(n.to_string())).collect()));
+        self
+    }
+
+    /// Sets how jobs are spread over the replicas (default least outstanding).
+    pub fn routing(mut self, routing: super::RoutingSpec) -> Self {
+        self.spec.routing = Some(s(routing));
         self
     }
 }

@@ -13,6 +13,7 @@
 mod builder;
 mod model;
 mod remote;
+mod routing;
 mod stream;
 mod tensor_op;
 
@@ -26,6 +27,7 @@ use serde::{Deserialize, Deserializer};
 pub use builder::{GraphBuilder, ModelBuilder};
 pub use model::{BatchingSpec, ExecutorSpec, ModelSpec, ParityEncoder, ParitySpec, ResilienceSpec};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
+pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stream::{JsonlStreamSpec, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 

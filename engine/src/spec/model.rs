@@ -30,6 +30,10 @@ pub struct ModelSpec {
     /// re-dispatched to the others. Default: one local replica.
     #[serde(default)]
     pub replicas: Option<Spanned<Vec<Spanned<String>>>>,
+    /// How jobs are spread over the replicas: `least_outstanding` (default), `round_robin`, or
+    /// `{kairos: {qos_ms: ..., profiles: ...}}` for a pool of different instance types.
+    #[serde(default)]
+    pub routing: Option<Spanned<super::RoutingSpec>>,
     /// Resilience mechanisms around the node (ParM parity coding).
     #[serde(default)]
     pub resilience: Option<ResilienceSpec>,

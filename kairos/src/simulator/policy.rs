@@ -83,6 +83,7 @@ pub(crate) fn dispatcher(
     match policy {
         Policy::Kairos(cfg) => Box::new(KairosQueue {
             distributor: Distributor::with_config(profile, cfg),
+            tables: profile.clone(),
             learned: learn.then(|| OnlineLatency::new(profile.types.len(), None)),
             predicted_until: vec![0.0; n_instances],
             queue: VecDeque::new(),
@@ -114,6 +115,7 @@ fn idle<'a>(pool: &PoolView<'a>, now: f64) -> impl Iterator<Item = usize> + 'a {
 
 struct KairosQueue {
     distributor: Distributor,
+    tables: ModelProfile,
     learned: Option<OnlineLatency>,
     /// Predicted finish of each instance's current batch: the router never sees the true one.
     predicted_until: Vec<f64>,
@@ -155,7 +157,7 @@ impl Dispatcher for KairosQueue {
             }));
         let model: &dyn LatencyModel = match &self.learned {
             Some(l) => l,
-            None => self.distributor.profile(),
+            None => &self.tables,
         };
         let pairs = self
             .distributor

@@ -3,12 +3,14 @@
 //! [`executor`] owns the sessions, the job queue and dynamic batching, and never touches timely;
 //! [`operator`] is the timely glue that hands batches to an executor without blocking the worker
 //! and emits results when the executor wakes it. [`ort_env`] loads the runtime library.
-//! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover.
+//! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover,
+//! least outstanding, round robin, or by Kairos's min-cost matching ([`routing`]).
 
 pub mod executor;
 pub mod operator;
 pub mod ort_env;
 pub mod replicas;
+pub mod routing;
 
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;

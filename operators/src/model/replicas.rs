@@ -1,11 +1,15 @@
-//! A model node's replicas and the dispatcher over them: least outstanding among the live ones,
-//! with failover.
+//! A model node's replicas and the dispatcher over them: least outstanding among the live ones
+//! (or round robin, or Kairos), with failover.
 //!
 //! A [`Replica`] is one place a node's model runs: an executor in this process
 //! ([`LocalReplica`]) or a remote executor process (the `weir-executor` crate's zenoh client). The
 //! [`ReplicaPool`] gives each job to the live replica with the fewest jobs outstanding (ties go
 //! round-robin), up to each replica's capacity; when every live replica is full it refuses the job,
-//! which holds it back in the dataflow (back-pressure).
+//! which holds it back in the dataflow (back-pressure). With `routing: round_robin` it takes the
+//! next live replica with room in turn instead. With `routing: kairos` jobs wait in the pool's own
+//! bounded queue ([`super::routing::KairosQueue`]) and each round (on arrival, completion, a
+//! refused offer, a revival) matches them to *idle* replicas by Kairos's min-cost assignment; each
+//! replica holds one job at a time; a full queue refuses the job (back-pressure).
 //!
 //! Failover: a replica answers each dispatch exactly once, with outputs, a model error (answered to
 //! the client: another replica would fail the same way), or *unavailable* (it died, timed out, or
@@ -27,7 +31,9 @@ use tracing::{info, warn};
 use weir_engine::batch::TensorColumn;
 
 use super::executor::{AnswerOnce, Job, ModelExecutor};
+use super::routing::{KairosQueue, RoutingError};
 use super::ExecError;
+use weir_engine::routing::Routing;
 
 /// Unavailable answers in a row after which a replica is set aside.
 pub const FAILURES_BEFORE_DOWN: u32 = 2;
@@ -162,10 +168,18 @@ struct PoolJob {
     attempts: AtomicU32,
 }
 
+/// How a pool picks replicas.
+enum Mode {
+    LeastOutstanding,
+    RoundRobin,
+    Kairos(Mutex<KairosQueue<Arc<PoolJob>>>),
+}
+
 struct PoolInner {
     node: String,
     slots: Vec<Slot>,
     rows_per_job: usize,
+    mode: Mode,
     /// Re-dispatches waiting for a replica with room.
     backlog: Mutex<VecDeque<Arc<PoolJob>>>,
     next: AtomicUsize,
@@ -200,10 +214,39 @@ impl std::fmt::Debug for ReplicaPool {
 }
 
 impl ReplicaPool {
-    /// A pool over `replicas` for node `node`, cutting jobs of at most `rows_per_job` rows.
+    /// A pool over `replicas` for node `node`, cutting jobs of at most `rows_per_job` rows, each
+    /// job to the live replica with the fewest outstanding.
     pub fn new(node: &str, replicas: Vec<Arc<dyn Replica>>, rows_per_job: usize) -> Self {
+        Self::build(node, replicas, rows_per_job, Mode::LeastOutstanding)
+    }
+
+    /// A pool routing by `routing` (a validated model node's `routing:`).
+    ///
+    /// # Errors
+    /// When a Kairos routing does not describe these replicas (validation rules it out for YAML
+    /// graphs).
+    pub fn with_routing(
+        node: &str,
+        replicas: Vec<Arc<dyn Replica>>,
+        rows_per_job: usize,
+        routing: &Routing,
+    ) -> Result<Self, RoutingError> {
+        let mode = match routing {
+            Routing::LeastOutstanding => Mode::LeastOutstanding,
+            Routing::RoundRobin => Mode::RoundRobin,
+            Routing::Kairos(k) => Mode::Kairos(Mutex::new(KairosQueue::new(
+                k,
+                replicas.len(),
+                rows_per_job.max(1),
+            )?)),
+        };
+        Ok(Self::build(node, replicas, rows_per_job, mode))
+    }
+
+    fn build(node: &str, replicas: Vec<Arc<dyn Replica>>, rows_per_job: usize, mode: Mode) -> Self {
         let inner = Arc::new(PoolInner {
             node: node.to_string(),
+            mode,
             slots: replicas
                 .into_iter()
                 .map(|replica| Slot {
@@ -230,7 +273,7 @@ impl ReplicaPool {
                     slot.failures_in_a_row.store(0, Ordering::Relaxed);
                     *slot.down_until.lock().unwrap_or_else(|p| p.into_inner()) = None;
                     info!(node = %inner.node, replica = slot.replica.name(), "Replica is back.");
-                    PoolInner::pump(&inner);
+                    PoolInner::wake(&inner);
                 }
             }));
         }
@@ -277,6 +320,9 @@ impl ReplicaPool {
 impl InferenceService for ReplicaPool {
     fn try_submit(&self, job: Job) -> Result<(), Job> {
         let inner = &self.inner;
+        if let Mode::Kairos(queue) = &inner.mode {
+            return PoolInner::kairos_submit(inner, queue, job);
+        }
         let backlog_waiting = !inner
             .backlog
             .lock()
@@ -345,7 +391,12 @@ impl PoolInner {
             if outstanding >= s.replica.capacity() {
                 continue;
             }
-            let key = (!s.healthy(now), outstanding, i);
+            // Round robin: the first with room in turn from `start`; else the least outstanding.
+            let order = match self.mode {
+                Mode::RoundRobin => k,
+                _ => outstanding,
+            };
+            let key = (!s.healthy(now), order, i);
             if best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
                 best = Some(key);
             }
@@ -381,6 +432,8 @@ impl PoolInner {
     ) {
         let s = &inner.slots[slot];
         s.outstanding.fetch_sub(1, Ordering::AcqRel);
+        let served = outcome.is_ok();
+        let mut requeue = None;
         match outcome {
             Ok(columns) => {
                 s.failures_in_a_row.store(0, Ordering::Relaxed);
@@ -411,16 +464,117 @@ impl PoolInner {
                         }));
                     } else {
                         inner.redispatched.fetch_add(1, Ordering::Relaxed);
-                        inner
-                            .backlog
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push_back(job);
+                        requeue = Some(job);
                     }
                 }
             }
         }
-        PoolInner::pump(inner);
+        match &inner.mode {
+            Mode::Kairos(queue) => {
+                {
+                    let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+                    q.finished(slot, Instant::now(), served);
+                    if let Some(job) = requeue {
+                        let rows = job.inputs.first().map_or(1, TensorColumn::len);
+                        q.push_front(Arc::clone(&job), rows, job.enqueued_at);
+                    }
+                }
+                PoolInner::kairos_round(inner);
+            }
+            _ => {
+                if let Some(job) = requeue {
+                    inner
+                        .backlog
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push_back(job);
+                }
+                PoolInner::pump(inner);
+            }
+        }
+    }
+
+    /// Something changed (a replica came back): dispatch what waits.
+    fn wake(inner: &Arc<PoolInner>) {
+        match inner.mode {
+            Mode::Kairos(_) => PoolInner::kairos_round(inner),
+            _ => PoolInner::pump(inner),
+        }
+    }
+
+    /// Kairos: queue the job if there is room (else hand it back), then run a round.
+    fn kairos_submit(
+        inner: &Arc<PoolInner>,
+        queue: &Mutex<KairosQueue<Arc<PoolJob>>>,
+        job: Job,
+    ) -> Result<(), Job> {
+        if !inner.slots.iter().any(|s| s.replica.is_alive()) {
+            inner.failed.fetch_add(1, Ordering::Relaxed);
+            (job.done)(Err(inner.no_replica_error()));
+            PoolInner::kairos_round(inner);
+            return Ok(());
+        }
+        let refused = {
+            let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+            if q.has_room() {
+                let rows = job.inputs.first().map_or(1, TensorColumn::len);
+                let enqueued_at = job.enqueued_at;
+                let pjob = Arc::new(PoolJob {
+                    inputs: job.inputs,
+                    enqueued_at,
+                    done: AnswerOnce::new(job.done),
+                    attempts: AtomicU32::new(0),
+                });
+                q.push(pjob, rows, enqueued_at);
+                None
+            } else {
+                Some(job)
+            }
+        };
+        // A refused offer is retried by the operator shortly: its round is the fine tick.
+        PoolInner::kairos_round(inner);
+        match refused {
+            Some(job) => Err(job),
+            None => Ok(()),
+        }
+    }
+
+    /// Kairos: one distribution round over the usable replicas, then the dispatches it chose
+    /// (outside the lock: a replica may answer inline). With no replica alive, every queued job
+    /// fails.
+    fn kairos_round(inner: &Arc<PoolInner>) {
+        let Mode::Kairos(queue) = &inner.mode else {
+            return;
+        };
+        let now = Instant::now();
+        let alive: Vec<bool> = inner.slots.iter().map(|s| s.replica.is_alive()).collect();
+        let healthy: Vec<bool> = inner
+            .slots
+            .iter()
+            .zip(&alive)
+            .map(|(s, &a)| a && s.healthy(now))
+            .collect();
+        // Set-aside replicas are still used when nothing healthy is alive.
+        let usable = if healthy.iter().any(|&h| h) {
+            healthy
+        } else {
+            alive.clone()
+        };
+        let (dispatch, failed) = {
+            let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+            if alive.iter().any(|&a| a) {
+                (q.round(now, &usable), Vec::new())
+            } else {
+                (Vec::new(), q.drain())
+            }
+        };
+        for job in failed {
+            inner.failed.fetch_add(1, Ordering::Relaxed);
+            job.done.answer(Err(inner.no_replica_error()));
+        }
+        for (job, slot) in dispatch {
+            PoolInner::dispatch(inner, slot, job);
+        }
     }
 
     /// Dispatches backlogged jobs while some live replica has room.
@@ -450,24 +604,24 @@ impl PoolInner {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use weir_engine::tensor::TensorData;
 
     /// A replica whose behaviour the test scripts: answer (echo), be unavailable, or hold jobs.
-    struct Scripted {
-        name: String,
-        alive: AtomicBool,
-        fail: AtomicBool,
-        hold: AtomicBool,
-        held: Mutex<Vec<(Vec<TensorColumn>, ReplicaDone)>>,
-        capacity: usize,
-        revive: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    pub(crate) struct Scripted {
+        pub(crate) name: String,
+        pub(crate) alive: AtomicBool,
+        pub(crate) fail: AtomicBool,
+        pub(crate) hold: AtomicBool,
+        pub(crate) held: Mutex<Vec<(Vec<TensorColumn>, ReplicaDone)>>,
+        pub(crate) capacity: usize,
+        pub(crate) revive: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     }
 
     impl Scripted {
-        fn new(name: &str, capacity: usize) -> Arc<Self> {
+        pub(crate) fn new(name: &str, capacity: usize) -> Arc<Self> {
             Arc::new(Scripted {
                 name: name.into(),
                 alive: AtomicBool::new(true),
@@ -479,14 +633,14 @@ mod tests {
             })
         }
 
-        fn release_held(&self) {
+        pub(crate) fn release_held(&self) {
             let held: Vec<_> = self.held.lock().unwrap().drain(..).collect();
             for (inputs, done) in held {
                 done(Ok(inputs));
             }
         }
 
-        fn fail_held(&self) {
+        pub(crate) fn fail_held(&self) {
             let held: Vec<_> = self.held.lock().unwrap().drain(..).collect();
             for (_, done) in held {
                 done(Err(ReplicaError::Unavailable("died".into())));
@@ -518,9 +672,9 @@ mod tests {
         }
     }
 
-    type Answers = Arc<Mutex<Vec<(i64, Result<i64, String>)>>>;
+    pub(crate) type Answers = Arc<Mutex<Vec<(i64, Result<i64, String>)>>>;
 
-    fn job(id: i64, answers: &Answers) -> Job {
+    pub(crate) fn job(id: i64, answers: &Answers) -> Job {
         let col = TensorColumn::from_data("x", vec![1], 1, TensorData::I64(vec![id])).unwrap();
         let answers = Arc::clone(answers);
         Job {
@@ -543,7 +697,7 @@ mod tests {
         ReplicaPool::new("m", replicas, 1)
     }
 
-    fn assert_answered_once(answers: &Answers, n: i64) {
+    pub(crate) fn assert_answered_once(answers: &Answers, n: i64) {
         let mut ids: Vec<i64> = answers.lock().unwrap().iter().map(|a| a.0).collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..n).collect::<Vec<_>>());

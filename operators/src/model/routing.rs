@@ -1,0 +1,321 @@
+//! Kairos routing for a replica pool (Li et al., HPDC '23, §5.1; notes/kairos.md §2.5–2.7): the
+//! node's queue and one distribution round, with no threads, timely or transport in it.
+//!
+//! [`KairosQueue`] keeps the jobs waiting for a replica in FIFO order and, per replica, whether it
+//! is busy and when its job is predicted to finish. A round ([`KairosQueue::round`]) hands the
+//! first `2N` queued jobs and every usable replica (busy ones included, with their predicted
+//! remaining time) to [`weir_kairos::distribution::Distributor`]: min-cost assignment with cost
+//! `η_type × (remaining + predicted latency)`, pairs that would miss the QoS target penalised, and
+//! only pairs whose replica is idle are dispatched. A job matched to a busy replica stays queued
+//! until the next round: that is Kairos waiting for a fast instance rather than giving a job to a
+//! slow one that would miss QoS. The pool ([`super::replicas`]) runs a round on every arrival,
+//! every completion, every refused offer (the operator retries a refused job every 200 µs, which
+//! doubles as the fine tick of notes §8.4) and every replica revival; it keeps failover and
+//! answered-once.
+//!
+//! Latency (decision, notes §2.7): with `profiles:` in the YAML the profile's tables are used as
+//! given and η comes from them (the artifact's behaviour: deterministic, profiled beforehand).
+//! Without, each instance type's batch → latency is learned from the node's own completed jobs
+//! ([`weir_kairos::predictor::OnlineLatency`]: per-bucket mean, a least-squares line in between),
+//! measured from dispatch to answer, so the network hop and the executor's own queue count, and η
+//! is recomputed from the learned latencies at the largest job after every completion. A type
+//! nobody has served yet is predicted at 0 ms with η = 1, so each type is tried once early.
+//! Arrival times are the jobs' `enqueued_at`, so time spent held back in the dataflow before the
+//! pool had room counts toward the wait `w_i`.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use weir_engine::routing::KairosRouting;
+use weir_kairos::distribution::{
+    eta_from, Distributor, DistributorConfig, InstanceState, LatencyModel, QueuedQuery,
+};
+use weir_kairos::predictor::OnlineLatency;
+use weir_kairos::profile::ModelProfile;
+
+/// Queued jobs per replica the Kairos queue holds before it refuses more (back-pressure); the
+/// round looks at the first two per replica (the artifact's window).
+pub const KAIROS_QUEUE_PER_REPLICA: usize = 4;
+
+/// Queued jobs per usable replica a round considers, oldest first (the artifact's `2N` window).
+const KAIROS_WINDOW_PER_REPLICA: usize = 2;
+
+/// Where predicted latencies come from.
+enum Latency {
+    /// The profile's tables (YAML `profiles:`).
+    Tables(ModelProfile),
+    /// Learned from completions.
+    Learned(OnlineLatency),
+}
+
+impl Latency {
+    fn model(&self) -> &dyn LatencyModel {
+        match self {
+            Latency::Tables(p) => p,
+            Latency::Learned(o) => o,
+        }
+    }
+}
+
+/// A replica's job in flight, as the router sees it.
+#[derive(Debug, Clone, Copy)]
+struct Busy {
+    since: Instant,
+    predicted_until_ms: f64,
+    batch: u32,
+}
+
+/// A job waiting in the queue.
+struct Waiting<J> {
+    job: J,
+    query: QueuedQuery,
+}
+
+/// Why a Kairos queue cannot be built (validation rules these out; kept for the builder API).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RoutingError {
+    /// The routing lists a different number of replicas than the pool has.
+    #[error("kairos routing describes {described} replicas, the pool has {actual}")]
+    ReplicaCount {
+        /// Replicas with an instance type in the routing.
+        described: usize,
+        /// Replicas in the pool.
+        actual: usize,
+    },
+    /// A replica's instance type is not in the latency profile.
+    #[error("instance type `{0}` is not in the kairos latency profile")]
+    UnknownType(String),
+}
+
+/// The Kairos router of one pool: queue, replica states, latency model and distributor.
+pub struct KairosQueue<J> {
+    distributor: Distributor,
+    latency: Latency,
+    /// Instance-type index of each replica.
+    type_of: Vec<usize>,
+    busy: Vec<Option<Busy>>,
+    queue: VecDeque<Waiting<J>>,
+    capacity: usize,
+    /// The largest job's rows, where η is measured when it is learned.
+    max_batch: u32,
+    epoch: Instant,
+}
+
+impl<J> std::fmt::Debug for KairosQueue<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KairosQueue")
+            .field("queued", &self.queue.len())
+            .field("busy", &self.busy)
+            .field("eta", &self.distributor.eta())
+            .finish()
+    }
+}
+
+fn clamp_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX).max(1)
+}
+
+impl<J> KairosQueue<J> {
+    /// A router for `n_replicas` replicas described by `routing`, whose jobs hold at most
+    /// `max_rows` rows.
+    ///
+    /// # Errors
+    /// When `routing` does not describe `n_replicas` replicas, or names a type its profile lacks.
+    pub fn new(
+        routing: &KairosRouting,
+        n_replicas: usize,
+        max_rows: usize,
+    ) -> Result<Self, RoutingError> {
+        if routing.replica_types.len() != n_replicas {
+            return Err(RoutingError::ReplicaCount {
+                described: routing.replica_types.len(),
+                actual: n_replicas,
+            });
+        }
+        let config = DistributorConfig::default();
+        let (distributor, latency, type_of) = match &routing.profile {
+            Some(profile) => {
+                let profile = profile.clone().with_qos_ms(routing.qos_ms);
+                let type_of = routing
+                    .replica_types
+                    .iter()
+                    .map(|t| {
+                        profile
+                            .type_index(t)
+                            .ok_or_else(|| RoutingError::UnknownType(t.clone()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                (
+                    Distributor::with_config(&profile, config),
+                    Latency::Tables(profile),
+                    type_of,
+                )
+            }
+            None => {
+                let mut names: Vec<&str> = Vec::new();
+                let type_of = routing
+                    .replica_types
+                    .iter()
+                    .map(|t| match names.iter().position(|n| n == t) {
+                        Some(i) => i,
+                        None => {
+                            names.push(t);
+                            names.len() - 1
+                        }
+                    })
+                    .collect();
+                (
+                    Distributor::learned(routing.qos_ms, names.len(), config),
+                    Latency::Learned(OnlineLatency::new(names.len(), None)),
+                    type_of,
+                )
+            }
+        };
+        Ok(KairosQueue {
+            distributor,
+            latency,
+            type_of,
+            busy: vec![None; n_replicas],
+            queue: VecDeque::new(),
+            capacity: KAIROS_QUEUE_PER_REPLICA * n_replicas.max(1),
+            max_batch: clamp_u32(max_rows),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn ms(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.epoch).as_secs_f64() * 1e3
+    }
+
+    /// Whether another job fits in the queue.
+    pub fn has_room(&self) -> bool {
+        self.queue.len() < self.capacity
+    }
+
+    /// Jobs waiting.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether no job waits.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether replica `r` has a job in flight.
+    pub fn is_busy(&self, r: usize) -> bool {
+        self.busy.get(r).is_some_and(Option::is_some)
+    }
+
+    /// η per instance type now (from the profile, or learned).
+    pub fn eta(&self) -> &[f64] {
+        self.distributor.eta()
+    }
+
+    /// Predicted latency (ms) of a job of `rows` rows on replica `r`'s type.
+    pub fn predicted_ms(&self, r: usize, rows: usize) -> f64 {
+        self.type_of.get(r).map_or(0.0, |&t| {
+            self.latency.model().latency_ms(t, clamp_u32(rows))
+        })
+    }
+
+    /// Queues a new job of `rows` rows that arrived at `arrived` (the caller checked
+    /// [`Self::has_room`]; a job is never dropped here).
+    pub fn push(&mut self, job: J, rows: usize, arrived: Instant) {
+        let query = QueuedQuery {
+            batch: clamp_u32(rows),
+            arrival_ms: self.ms(arrived),
+        };
+        self.queue.push_back(Waiting { job, query });
+    }
+
+    /// Puts a job back at the head (a re-dispatch after its replica failed); it keeps its arrival
+    /// time, and may take the queue past its capacity.
+    pub fn push_front(&mut self, job: J, rows: usize, arrived: Instant) {
+        let query = QueuedQuery {
+            batch: clamp_u32(rows),
+            arrival_ms: self.ms(arrived),
+        };
+        self.queue.push_front(Waiting { job, query });
+    }
+
+    /// Takes every queued job (when no replica is alive to serve them).
+    pub fn drain(&mut self) -> Vec<J> {
+        self.queue.drain(..).map(|w| w.job).collect()
+    }
+
+    /// One distribution round at `now` over the replicas marked `usable` (alive and not set
+    /// aside). Returns the jobs to dispatch now with their replica, in FIFO order; each returned
+    /// replica was idle and is now marked busy until [`Self::finished`].
+    pub fn round(&mut self, now: Instant, usable: &[bool]) -> Vec<(J, usize)> {
+        let now_ms = self.ms(now);
+        let mut replica_of = Vec::with_capacity(self.busy.len());
+        let mut states = Vec::with_capacity(self.busy.len());
+        for (r, busy) in self.busy.iter().enumerate() {
+            if !usable.get(r).copied().unwrap_or(false) {
+                continue;
+            }
+            replica_of.push(r);
+            states.push(InstanceState {
+                type_idx: self.type_of[r],
+                busy_until_ms: match busy {
+                    // Predicted to have finished but not answered yet: still busy, a hair left.
+                    Some(b) => b.predicted_until_ms.max(now_ms + 1e-6),
+                    None => now_ms,
+                },
+            });
+        }
+        if self.queue.is_empty() || !states.iter().any(|s| s.is_idle(now_ms)) {
+            return Vec::new();
+        }
+        let window: Vec<QueuedQuery> = self
+            .queue
+            .iter()
+            .take(KAIROS_WINDOW_PER_REPLICA * states.len())
+            .map(|w| w.query)
+            .collect();
+        let pairs =
+            self.distributor
+                .assign_with(self.latency.model(), &window, &states, now_ms);
+        for &(i, s) in &pairs {
+            let r = replica_of[s];
+            let batch = window[i].batch;
+            let predicted = self.latency.model().latency_ms(self.type_of[r], batch);
+            self.busy[r] = Some(Busy {
+                since: now,
+                predicted_until_ms: now_ms + predicted,
+                batch,
+            });
+        }
+        // Take the dispatched jobs out, highest index first so the others keep their place.
+        let mut out: Vec<(J, usize)> = Vec::with_capacity(pairs.len());
+        for &(i, s) in pairs.iter().rev() {
+            if let Some(w) = self.queue.remove(i) {
+                out.push((w.job, replica_of[s]));
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// Replica `r` answered its job at `now`; `served` says it produced outputs (its latency is
+    /// then a sample for a learned model). Frees the replica.
+    pub fn finished(&mut self, r: usize, now: Instant, served: bool) {
+        let Some(b) = self.busy.get_mut(r).and_then(Option::take) else {
+            return;
+        };
+        if let (true, Latency::Learned(model)) = (served, &mut self.latency) {
+            let t = self.type_of[r];
+            let ms = now.saturating_duration_since(b.since).as_secs_f64() * 1e3;
+            model.observe(t, b.batch, ms);
+            let known: Vec<bool> = (0..self.distributor.eta().len())
+                .map(|t| model.predict_ms(t, self.max_batch).is_some())
+                .collect();
+            let eta = eta_from(model, &known, self.max_batch);
+            self.distributor.set_eta(eta);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! Kairos routing over real `weir executor` processes of three emulated instance types
+//! (`--slowdown 1, 2, 3`: real ONNX Runtime inference, then a sleep), priced by the graph's
+//! labels: every request is answered once and the outputs equal an in-process run, with latencies
+//! learned online and with a given profile, and with `round_robin`. No wall-clock assertions.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use weir::workload::Workload;
+use weir::{load_graph, start, RuntimeOptions, Tensor};
+
+use crate::common::{channel, model, repo, temp_dir, Replies};
+use crate::distributed::free_port;
+
+/// A `weir executor --slowdown F` process, SIGKILLed when dropped (also when a test fails).
+struct Emulated {
+    child: Child,
+    name: String,
+    endpoint: String,
+    instance_type: &'static str,
+    cost_per_hour: f64,
+}
+
+impl Emulated {
+    fn start(name: &str, slowdown: f64, instance_type: &'static str, cost_per_hour: f64) -> Self {
+        let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+        let model_arg = format!("m={}", model("mlp_a.onnx").display());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["executor", "--name", name, "--listen", &endpoint])
+            .args(["--model", &model_arg, "--max-batch", "8"])
+            .args(["--slowdown", &slowdown.to_string()])
+            .current_dir(repo())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("weir executor starts");
+        // From here on the child is owned by `Emulated`, so a failed assertion still kills it.
+        let stdout = child.stdout.take();
+        let e = Emulated {
+            child,
+            name: name.to_string(),
+            endpoint,
+            instance_type,
+            cost_per_hour,
+        };
+        let mut line = String::new();
+        BufReader::new(stdout.expect("stdout"))
+            .read_line(&mut line)
+            .expect("reads the ready line");
+        assert!(
+            line.starts_with(&format!("weir executor {name} serving m")),
+            "unexpected first line `{line}`"
+        );
+        e
+    }
+}
+
+impl Drop for Emulated {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The MLP graph on `executors` (all replicas) with `routing` (a YAML flow value), or in-process.
+fn graph_yaml(executors: &[Emulated], routing: Option<&str>) -> String {
+    let mut yaml = "name: mlp\ninputs:\n  - {name: x, dtype: f32, shape: [64]}\n".to_string();
+    if !executors.is_empty() {
+        yaml.push_str("executors:\n");
+        for e in executors {
+            yaml.push_str(&format!(
+                "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: {}, cost_per_hour: \"{}\"}}}}\n",
+                e.name, e.endpoint, e.instance_type, e.cost_per_hour
+            ));
+        }
+    }
+    let replicas = if executors.is_empty() {
+        "local".to_string()
+    } else {
+        executors
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    yaml.push_str(&format!(
+        "nodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 8}}\n      executor: {{timeout_ms: 5000}}\n      replicas: [{replicas}]\n",
+        model("mlp_a.onnx").display()
+    ));
+    if let Some(r) = routing {
+        yaml.push_str(&format!("      routing: {r}\n"));
+    }
+    yaml.push_str("outputs:\n  - {name: probs, from: m.probs}\n");
+    yaml
+}
+
+/// Serves the graph in `yaml` over `n` items; checks each request was answered exactly once,
+/// without error, and that no job failed in the pool. Returns outputs by item index.
+fn serve(yaml: &str, n: usize) -> HashMap<u64, Vec<f32>> {
+    let dir = temp_dir("kairos");
+    let path = dir.0.join("graph.yaml");
+    std::fs::write(&path, yaml).expect("write graph");
+    let graph = load_graph(&path).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let workload = Workload::random(&graph.plan, 16, 23);
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for i in 0..n {
+        running
+            .runtime()
+            .submit(
+                workload.item(i).inputs,
+                replies.responder(i as u64, tx.clone()),
+            )
+            .expect("admitted");
+    }
+    drop(tx);
+    let mut out = HashMap::new();
+    for (tag, r) in rx.iter() {
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let probs = reply
+            .output("probs")
+            .and_then(Tensor::as_f32)
+            .expect("probs")
+            .to_vec();
+        out.insert(tag, probs);
+    }
+    let pools = running.replica_pools();
+    running.shutdown();
+    let counts = replies.counts();
+    assert_eq!(counts.len(), n, "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "none answered twice");
+    for (_, pool) in pools {
+        assert_eq!(pool.stats().failed, 0, "{:?}", pool.replica_states());
+    }
+    out
+}
+
+fn assert_same(got: &HashMap<u64, Vec<f32>>, want: &HashMap<u64, Vec<f32>>, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, w) in want {
+        let g = &got[i];
+        assert_eq!(g.len(), w.len(), "{what}: request {i}");
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() <= 1e-5, "{what}: request {i}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn kairos_over_emulated_executor_types_answers_once_with_in_process_outputs() {
+    let executors = vec![
+        Emulated::start("fast", 1.0, "emu.fast", 1.0),
+        Emulated::start("mid", 2.0, "emu.mid", 0.45),
+        Emulated::start("slow", 3.0, "emu.slow", 0.3),
+    ];
+    let n = 150;
+    let want = serve(&graph_yaml(&[], None), n);
+    let learned = serve(
+        &graph_yaml(&executors, Some("{kairos: {qos_ms: 50}}")),
+        n,
+    );
+    assert_same(&learned, &want, "kairos, latency learned online");
+    let profile = repo().join("tests/kairos/emulated_profile.yaml");
+    let profiled = serve(
+        &graph_yaml(
+            &executors,
+            Some(&format!(
+                "{{kairos: {{qos_ms: 50, profiles: \"{}\"}}}}",
+                profile.display()
+            )),
+        ),
+        n,
+    );
+    assert_same(&profiled, &want, "kairos, profiled latency");
+    let round_robin = serve(&graph_yaml(&executors, Some("round_robin")), n);
+    assert_same(&round_robin, &want, "round robin");
+}
