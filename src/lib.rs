@@ -159,7 +159,13 @@ impl RunningGraph {
         Box::new(move |out| {
             render_executor_metrics(out, &graph, &factory.executor_stats());
             render_replica_metrics(out, &graph, &factory.replica_pools());
+            render_parallelism_metrics(out, &graph, &factory.parallelism_stats());
         })
+    }
+
+    /// SERF parallelism gauges of every `parallelism: auto` node, sorted by node.
+    pub fn parallelism_stats(&self) -> Vec<(String, weir_operators::model::ParallelismSnapshot)> {
+        self.factory.parallelism_stats()
     }
 
     /// Parity-coded model nodes (ParM): name and service (its counters), sorted.
@@ -394,6 +400,57 @@ fn render_replica_metrics(
                 out,
                 "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}",
                 value(&pool.stats())
+            );
+        }
+    }
+}
+
+/// SERF `parallelism: auto` nodes: the configuration in force, switches, and the arrival-rate
+/// estimate.
+fn render_parallelism_metrics(
+    out: &mut String,
+    graph: &str,
+    nodes: &[(String, weir_operators::model::ParallelismSnapshot)],
+) {
+    use std::fmt::Write;
+    use weir_engine::metrics as m;
+    if nodes.is_empty() {
+        return;
+    }
+    type Value = fn(&weir_operators::model::ParallelismSnapshot) -> f64;
+    let series: [(&str, &str, &str, Value); 4] = [
+        (
+            m::PARALLELISM_CONCURRENCY,
+            "gauge",
+            "Requests the executor runs at once now (SERF).",
+            |p| p.concurrency as f64,
+        ),
+        (
+            m::PARALLELISM_THREADS,
+            "gauge",
+            "Intra-op threads of each new request now (SERF).",
+            |p| p.threads as f64,
+        ),
+        (
+            m::PARALLELISM_SWITCHES_TOTAL,
+            "counter",
+            "Parallelism configuration switches applied.",
+            |p| p.switches as f64,
+        ),
+        (
+            m::ARRIVAL_RATE_ESTIMATE,
+            "gauge",
+            "The SERF scheduler's arrival-rate estimate, requests per second.",
+            |p| p.arrival_rate,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (node, p) in nodes {
+            let _ = writeln!(
+                out,
+                "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}",
+                value(p)
             );
         }
     }

@@ -1044,6 +1044,28 @@ struct SerfBenchArgs {
     /// Where the plot goes.
     #[arg(long, default_value = "benchmarks/serf/ort.png")]
     plot: PathBuf,
+    /// Instead: the moderate → low → moderate load run, `parallelism: auto` against every fixed
+    /// configuration (first `--model` only).
+    #[arg(long)]
+    phases: bool,
+    /// Seconds per phase (`--phases`).
+    #[arg(long, default_value_t = 30.0)]
+    phase_seconds: f64,
+    /// Moderate load as a fraction of the smallest configuration capacity (`--phases`).
+    #[arg(long, default_value_t = 0.7)]
+    moderate: f64,
+    /// Low load, same unit (`--phases`).
+    #[arg(long, default_value_t = 0.15)]
+    low: f64,
+    /// Whole comparisons to run; the report quotes medians (`--phases`).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Where the phases table goes (`--phases`).
+    #[arg(long, default_value = "benchmarks/serf/phases.md")]
+    phases_table: PathBuf,
+    /// Where the latency-over-time plot goes (`--phases`; the last run's).
+    #[arg(long, default_value = "benchmarks/serf/phases.png")]
+    phases_plot: PathBuf,
 }
 
 fn cores() -> usize {
@@ -1053,8 +1075,14 @@ fn cores() -> usize {
 }
 
 fn profile(args: ProfileArgs) -> Result<()> {
-    use weir::serf::{describe, profile_node, profile_path, select_nodes, ProfileOptions};
-    let graph = load(&args.graph)?;
+    use weir::serf::{
+        describe, load_for_profiling, profile_node, profile_path, select_nodes, ProfileOptions,
+    };
+    let graph = load_for_profiling(&args.graph).map_err(|e| match e {
+        LoadError::Invalid(d) => anyhow!("{d}"),
+        other => anyhow!(other),
+    })?;
+
     let options = ProfileOptions {
         cores: args.cores.unwrap_or_else(cores).max(1),
         samples: args.samples.max(1),
@@ -1066,6 +1094,55 @@ fn profile(args: ProfileArgs) -> Result<()> {
         profile.save(&out)?;
         print!("{}", describe(&profile)?);
         println!("saved {}\n", out.display());
+    }
+    Ok(())
+}
+
+fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Result<()> {
+    use weir::bench::serf_phases::{phases_table, plot_phases, serf_phases, PhasesConfig};
+    use weir::serf::ProfileOptions;
+    let model = models
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("no model"))?;
+    let config = PhasesConfig {
+        model,
+        phase_seconds: args.phase_seconds.max(1.0),
+        moderate: args.moderate,
+        low: args.low,
+        settle_seconds: 8.0,
+        bin_seconds: 2.0,
+        runs: args.runs.max(1),
+        seed: 11,
+        profile: ProfileOptions {
+            samples: args.samples.max(1),
+            ..ProfileOptions::default()
+        },
+    };
+    let load_before = load_average();
+    let runs = serf_phases(&config)?;
+    let text = format!(
+        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: moderate {} × / low {} × the smallest configuration capacity, {} s each; profile: {} requests per tuple, fresh each run\n{}",
+        OrtRuntime::get()?.build_info(),
+        cores(),
+        load_average(),
+        config.model.0,
+        config.model.1.display(),
+        config.moderate,
+        config.low,
+        config.phase_seconds,
+        config.profile.samples,
+        phases_table(&runs)
+    );
+    print!("{text}");
+    std::fs::write(&args.phases_table, &text)
+        .with_context(|| format!("writing {}", args.phases_table.display()))?;
+    println!("\ntable: {}", args.phases_table.display());
+    if let Some(last) = runs.last() {
+        match plot_phases(last, config.bin_seconds, &args.phases_plot) {
+            Ok(()) => println!("plot: {}", args.phases_plot.display()),
+            Err(e) => eprintln!("no plot written ({}): {e:#}", args.phases_plot.display()),
+        }
     }
     Ok(())
 }
@@ -1084,7 +1161,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     let paths = if args.models.is_empty() {
         vec![PathBuf::from(".weir/zoo/squeezenet.onnx")]
     } else {
-        args.models
+        args.models.clone()
     };
     let models = paths
         .into_iter()
@@ -1095,6 +1172,9 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
             (name, p)
         })
         .collect();
+    if args.phases {
+        return bench_serf_phases(&args, models);
+    }
     let config = SerfBenchConfig {
         models,
         requests: args.requests,

@@ -329,12 +329,46 @@ pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<(String, Path
     }
 }
 
+/// Reads, validates and plans the graph at `path` for `weir profile`: as [`crate::load_graph`], except
+/// that `parallelism: auto` is read as the default executor setting, since the profile it needs is
+/// what profiling writes.
+///
+/// # Errors
+/// As [`crate::load_graph`].
+pub fn load_for_profiling(path: &Path) -> Result<crate::LoadedGraph, crate::LoadError> {
+    use weir_engine::spec::{GraphSpec, NodeSpec, ParallelismSpec, SpecError};
+    let text = std::fs::read_to_string(path).map_err(|source| crate::LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let name = path.display().to_string();
+    let mut spec = GraphSpec::from_yaml(&text, &name).map_err(|e| match e {
+        SpecError::Invalid(d) => crate::LoadError::Invalid(d),
+        SpecError::Read { path, source } => crate::LoadError::Read { path, source },
+    })?;
+    for node in &mut spec.nodes {
+        if let NodeSpec::Model(m) = &mut node.value {
+            if matches!(
+                m.parallelism.as_ref().map(|p| p.value),
+                Some(ParallelismSpec::Auto)
+            ) {
+                m.parallelism = None;
+            }
+        }
+    }
+    let source = weir_engine::diagnostic::SourceText {
+        name,
+        text: std::sync::Arc::from(text.as_str()),
+    };
+    crate::plan_spec(&spec, path.parent().unwrap_or(Path::new("."))).map_err(|mut d| {
+        d.source = Some(source);
+        crate::LoadError::Invalid(d)
+    })
+}
+
 /// Where the profile of node `node` of the graph file `graph` lives: `<graph dir>/<node>.serf.json`.
 pub fn profile_path(graph: &Path, node: &str) -> PathBuf {
-    graph
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(format!("{node}.serf.json"))
+    weir_engine::parallelism::profile_path(graph.parent().unwrap_or(Path::new(".")), node)
 }
 
 /// A text report of `profile`: `μ_1..μ_c` and SCVs per configuration, the profiling cost against

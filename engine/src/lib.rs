@@ -17,6 +17,7 @@ pub mod diagnostic;
 pub mod lineage;
 pub mod metrics;
 pub mod onnx;
+pub mod parallelism;
 pub mod placement;
 pub mod plan;
 pub mod request;

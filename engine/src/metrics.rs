@@ -34,3 +34,11 @@ pub const REPLICA_REDISPATCHED_TOTAL: &str = "weir_replica_redispatched_total";
 pub const REPLICA_FAILED_TOTAL: &str = "weir_replica_failed_total";
 /// Per node: late answers suppressed.
 pub const REPLICA_LATE_ANSWERS_TOTAL: &str = "weir_replica_late_answers_total";
+/// Per `parallelism: auto` node: requests its executor runs at once now (SERF).
+pub const PARALLELISM_CONCURRENCY: &str = "weir_parallelism_concurrency";
+/// Per `parallelism: auto` node: intra-op threads of each new request now (SERF).
+pub const PARALLELISM_THREADS: &str = "weir_parallelism_threads";
+/// Per `parallelism: auto` node: configuration switches applied (SERF).
+pub const PARALLELISM_SWITCHES_TOTAL: &str = "weir_parallelism_switches_total";
+/// Per `parallelism: auto` node: the scheduler's arrival-rate estimate, requests per second.
+pub const ARRIVAL_RATE_ESTIMATE: &str = "weir_arrival_rate_estimate";

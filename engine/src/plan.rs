@@ -78,7 +78,7 @@ pub fn plan(valid: &ValidGraph) -> Plan {
 fn kind_label(kind: &NodeKind) -> String {
     match kind {
         NodeKind::Model(m) => format!(
-            "model {} ({}, {} instance(s) × {} thread(s){}{}{})",
+            "model {} ({}, {} instance(s) × {} thread(s){}{}{}{})",
             m.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
             if m.batched {
                 format!(
@@ -118,6 +118,17 @@ fn kind_label(kind: &NodeKind) -> String {
                     ", parity k={} with {}",
                     p.k,
                     p.path.file_name().and_then(|s| s.to_str()).unwrap_or("?")
+                ),
+                None => String::new(),
+            },
+            match &m.auto_parallelism {
+                Some(a) => format!(
+                    ", parallelism auto over {} configurations from {}",
+                    a.configs().len(),
+                    a.profile_path
+                        .file_name()
+                        .and_then(|s| s.to_str())
+                        .unwrap_or("?")
                 ),
                 None => String::new(),
             }

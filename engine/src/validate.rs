@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{did_you_mean, Diagnostic, Diagnostics, Location};
 use crate::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
+use crate::parallelism::{check_parallelism, AutoParallelism};
 use crate::placement::{check_placement, Placement};
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::routing::{check_routing, Routing};
@@ -71,6 +72,9 @@ pub struct ModelNode {
     pub parity: Option<ParityPlan>,
     /// How its jobs are spread over its replicas.
     pub routing: Routing,
+    /// SERF `parallelism: auto`: the profile the executor switches configurations by (`executor`
+    /// then holds the starting configuration). `None` for a fixed configuration.
+    pub auto_parallelism: Option<Box<AutoParallelism>>,
 }
 
 /// What a node does.
@@ -221,6 +225,8 @@ struct NodeFacts {
     parity: Option<ParityPlan>,
     /// `routing:` resolved (`None` after an error).
     routing: Option<Routing>,
+    /// The executor setting after `parallelism:`, and the SERF profile under `auto`.
+    parallelism: Option<(ExecutorSpec, Option<AutoParallelism>)>,
 }
 
 /// The output a parity-coded model node adds: 1 for a reconstructed row, 0 for a real one.
@@ -473,11 +479,19 @@ impl<'a> Validator<'a> {
             outputs: None,
             parity: None,
             routing: None,
+            parallelism: None,
         };
         match &node.value {
             NodeSpec::Model(m) => {
                 self.check_model_settings(&id, m);
                 facts.routing = check_routing(
+                    &id,
+                    m,
+                    self.base_dir,
+                    self.placement.replicas.get(&id).map(Vec::as_slice),
+                    &mut self.diags,
+                );
+                facts.parallelism = check_parallelism(
                     &id,
                     m,
                     self.base_dir,
@@ -940,7 +954,7 @@ impl<'a> Validator<'a> {
                         path: self.base_dir.join(&m.path.value),
                         batched,
                         batching: m.batching,
-                        executor: m.executor,
+                        executor: facts.parallelism.as_ref().map_or(m.executor, |(e, _)| *e),
                         metadata: meta,
                         replicas: self
                             .placement
@@ -950,6 +964,10 @@ impl<'a> Validator<'a> {
                             .unwrap_or_else(|| vec![ReplicaTarget::Local]),
                         parity: facts.parity.clone(),
                         routing: facts.routing.clone().unwrap_or_default(),
+                        auto_parallelism: facts
+                            .parallelism
+                            .as_ref()
+                            .and_then(|(_, a)| a.clone().map(Box::new)),
                     });
                     (kind, ordered, outputs)
                 })

@@ -138,7 +138,20 @@ impl OperatorFactory {
                 match target {
                     ReplicaTarget::Local => {
                         let Some(runtime) = &runtime else { continue };
-                        let executor = Arc::new(ModelExecutor::start(runtime, config.clone())?);
+                        let executor = Arc::new(match &m.auto_parallelism {
+                            Some(auto) => ModelExecutor::start_auto(
+                                runtime,
+                                config.clone(),
+                                model::AutoOptions {
+                                    candidates: weir_serf::table::Candidates::from_profile(
+                                        &auto.profile,
+                                    ),
+                                    initial: auto.initial,
+                                    scheduler: weir_serf::scheduler::SchedulerOptions::default(),
+                                },
+                            )?,
+                            None => ModelExecutor::start(runtime, config.clone())?,
+                        });
                         factory
                             .executors
                             .insert(n.node.id.clone(), Arc::clone(&executor));
@@ -217,6 +230,17 @@ impl OperatorFactory {
             .pools
             .iter()
             .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Parallelism gauges of every switchable (`parallelism: auto`) executor, by node id, sorted.
+    pub fn parallelism_stats(&self) -> Vec<(String, model::ParallelismSnapshot)> {
+        let mut v: Vec<_> = self
+            .executors
+            .iter()
+            .filter_map(|(k, e)| e.parallelism().map(|p| (k.clone(), p)))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v

@@ -280,6 +280,14 @@ impl Scheduler {
         self.estimator.record(now, 1);
     }
 
+    /// Records `n` arrivals at `now` (a caller that counts arrivals between polls and hands them over
+    /// in one go; the count lands in `now`'s bucket, so hand them over well within a period).
+    pub fn record_arrivals(&mut self, now: Duration, n: u64) {
+        if n > 0 {
+            self.estimator.record(now, n);
+        }
+    }
+
     /// Runs the periodic update if a period boundary has passed since the last one (at most one decision per
     /// call); returns the switch decided, if any. Call it on every arrival and/or from a timer.
     pub fn poll(&mut self, now: Duration) -> Option<Switch> {

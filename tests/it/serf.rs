@@ -1,7 +1,8 @@
 //! `weir profile`'s measuring on real ONNX Runtime (SERF, requirements P1–P3): the small MLP is
 //! profiled with a few samples per tuple, the saved profile reads back equal and covers every
 //! configuration with positive finite rates; a profile's prediction at a low load agrees loosely
-//! with the mean latency weir measures.
+//! with the mean latency weir measures; a graph with `parallelism: auto` serves every request while
+//! its scheduler switches, and `/metrics` shows the parallelism gauges.
 
 use std::path::Path;
 use std::time::Instant;
@@ -120,4 +121,82 @@ fn profile_prediction_and_a_served_run_at_low_load() {
         "predicted {predicted} s"
     );
     assert!(measured > 0.0, "measured {measured} s");
+}
+
+/// `parallelism: auto` end to end: a profile fixture next to the graph (synthetic rates, so the
+/// decision does not depend on this machine) makes `(1, 2)` best at low load with a capacity of
+/// 5 requests/s; 60 requests/s for a few seconds overloads it, and the scheduler moves to `(2, 1)`
+/// while requests keep flowing. Every request is answered, and the metrics show the gauges.
+#[test]
+fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
+    let dir = std::env::temp_dir().join(format!(
+        "weir-it-serf-auto-{}-{:?}",
+        std::process::id(),
+        Instant::now()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let graph_path = dir.join("auto.yaml");
+    std::fs::write(
+        &graph_path,
+        format!(
+            "name: auto\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      parallelism: auto\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+            model("mlp_a.onnx").display()
+        ),
+    )
+    .unwrap();
+    // Without the profile: a validation error naming the file and `weir profile`.
+    let Err(weir::LoadError::Invalid(d)) = load_graph(&graph_path) else {
+        panic!("`parallelism: auto` without a profile validated");
+    };
+    let rendered = d.to_string();
+    assert!(rendered.contains("m.serf.json"), "{rendered}");
+    assert!(rendered.contains("weir profile"), "{rendered}");
+    assert!(rendered.contains("auto.yaml:"), "{rendered}");
+
+    // (1,1): 4/s; (1,2): 5/s alone; (2,1): 4/s alone, 3.5/s each with two running.
+    let fixture = Profile::from_rates(2, &[(1, vec![4.0, 3.5]), (2, vec![5.0])]).unwrap();
+    fixture.save(&profile_path(&graph_path, "m")).unwrap();
+    let graph = load_graph(&graph_path).unwrap();
+    let text = graph.plan.describe();
+    assert!(
+        text.contains("parallelism auto over 3 configurations"),
+        "{text}"
+    );
+
+    let workload = Workload::random(&graph.plan, 8, 5);
+    let running = start(graph.plan, RuntimeOptions::default()).unwrap();
+    let stats = running.parallelism_stats();
+    assert_eq!(stats.len(), 1);
+    assert_eq!((stats[0].1.concurrency, stats[0].1.threads), (1, 2));
+    let report = run_load(
+        running.runtime(),
+        &workload,
+        &LoadSpec {
+            requests: 200,
+            warmup: 0,
+            arrival: Arrival::Poisson { rate: 60.0 },
+            seed: 3,
+            label_output: None,
+            progress: false,
+        },
+    );
+    let mut metrics = String::new();
+    (running.executor_metrics())(&mut metrics);
+    let after = running.parallelism_stats()[0].1;
+    running.shutdown();
+    assert_eq!(report.ok, 200, "{:?}", report.errors);
+    for name in [
+        "weir_parallelism_concurrency{graph=\"auto\",node=\"m\"}",
+        "weir_parallelism_threads{graph=\"auto\",node=\"m\"}",
+        "weir_parallelism_switches_total{graph=\"auto\",node=\"m\"}",
+        "weir_arrival_rate_estimate{graph=\"auto\",node=\"m\"}",
+    ] {
+        assert!(metrics.contains(name), "no {name} in:\n{metrics}");
+    }
+    // 60/s against a 5/s capacity is an overload whatever this machine's speed: the scheduler
+    // switched (at once, on its first estimate) to the configuration with the most capacity.
+    assert!(after.switches >= 1, "{after:?}");
+    assert_eq!((after.concurrency, after.threads), (2, 1), "{after:?}");
+    assert!(after.arrival_rate > 5.0, "{after:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -150,6 +150,7 @@ impl ModelBuilder {
                 replicas: None,
                 routing: None,
                 resilience: None,
+                parallelism: None,
             },
         }
     }
@@ -174,6 +175,12 @@ impl ModelBuilder {
     /// Sets the executor.
     pub fn executor(mut self, executor: ExecutorSpec) -> Self {
         self.spec.executor = executor;
+        self
+    }
+
+    /// Sets SERF parallelism: `auto`, or a fixed concurrency × threads.
+    pub fn parallelism(mut self, parallelism: super::ParallelismSpec) -> Self {
+        self.spec.parallelism = Some(s(parallelism));
         self
     }
 

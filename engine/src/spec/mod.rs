@@ -25,7 +25,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
-pub use model::{BatchingSpec, ExecutorSpec, ModelSpec, ParityEncoder, ParitySpec, ResilienceSpec};
+pub use model::{
+    BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, ParallelismSpec, ParityEncoder,
+    ParitySpec, ResilienceSpec,
+};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stream::{JsonlStreamSpec, StreamSpec, ZenohStreamSpec};

@@ -37,6 +37,65 @@ pub struct ModelSpec {
     /// Resilience mechanisms around the node (ParM parity coding).
     #[serde(default)]
     pub resilience: Option<ResilienceSpec>,
+    /// SERF parallelism: `auto` (the scheduler picks concurrency × threads from the node's profile
+    /// and switches live with the load) or fixed `{concurrency: C, threads: T}`. Replaces
+    /// `executor.instances` / `executor.intra_op_threads`, which must then stay unset (1).
+    #[serde(default)]
+    pub parallelism: Option<Spanned<ParallelismSpec>>,
+}
+
+/// How many requests a model node runs at once and with how many intra-op threads each (SERF).
+///
+/// Written `parallelism: auto` or `parallelism: {concurrency: 2, threads: 1}`. The YAML shape picks
+/// the variant explicitly (the string `auto` or a map with exactly these keys); nothing is guessed
+/// from optional fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParallelismSpec {
+    /// The SERF scheduler chooses `(concurrency, threads)` among the configurations of the node's
+    /// profile (`<node>.serf.json` next to the graph, written by `weir profile`) and switches live.
+    Auto,
+    /// A fixed configuration, the same as `executor: {instances: C, intra_op_threads: T}`.
+    Fixed(FixedParallelism),
+}
+
+/// A fixed parallelism configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedParallelism {
+    /// Requests running at once (sessions, each on its own thread).
+    pub concurrency: usize,
+    /// Intra-op threads per request.
+    pub threads: usize,
+}
+
+impl<'de> Deserialize<'de> for ParallelismSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ParallelismSpec;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("`auto` or `{concurrency: C, threads: T}`")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ParallelismSpec, E> {
+                if v == "auto" {
+                    Ok(ParallelismSpec::Auto)
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
+                }
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ParallelismSpec, A::Error> {
+                FixedParallelism::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ParallelismSpec::Fixed)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// Resilience around a model node.

@@ -8,6 +8,11 @@
 //! waited `max_delay`; the rows run as one call and the outputs are sliced back per job without a
 //! copy. A model whose batch dimension is fixed to 1 runs one call per row. A job's `done` callback
 //! runs on the executor thread; it must only hand the result over (channel + activator).
+//!
+//! A *switchable* executor ([`ModelExecutor::start_switchable`], [`ModelExecutor::start_auto`] for
+//! `parallelism: auto`) changes its concurrency × intra-op threads live, with every session made at
+//! start; [`super::parallelism`] describes how. A fixed executor takes exactly the path it always
+//! did (one session per thread, blocking on the queue).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,7 +27,11 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::{DType, TensorData};
 
 use super::ort_env::OrtRuntime;
+use super::parallelism::{
+    AutoOptions, Controller, ParallelismError, ParallelismSnapshot, Switchboard,
+};
 use super::ExecError;
+use weir_serf::config::Config;
 
 /// What an executor serves and how.
 #[derive(Debug, Clone)]
@@ -231,6 +240,10 @@ pub struct ModelExecutor {
     queue: Option<Sender<Job>>,
     stats: Arc<LoadStats>,
     threads: Vec<JoinHandle<()>>,
+    /// The configuration threads follow, for a switchable executor.
+    board: Option<Arc<Switchboard>>,
+    /// SERF's control loop, under `parallelism: auto`.
+    controller: Option<Controller>,
 }
 
 impl std::fmt::Debug for ModelExecutor {
@@ -279,7 +292,132 @@ impl ModelExecutor {
             queue: Some(tx),
             stats,
             threads,
+            board: None,
+            controller: None,
         })
+    }
+
+    /// Starts an executor that can switch live among `configs` (concurrency × intra-op threads),
+    /// running `initial` first; `config.instances`/`intra_op_threads` are ignored. Every session
+    /// any configuration needs is created here (see [`super::parallelism`]), so switching with
+    /// [`ModelExecutor::set_parallelism`] never loads the model again.
+    ///
+    /// # Errors
+    /// When `initial` is not among `configs`, the runtime is missing, or a session cannot be
+    /// created.
+    pub fn start_switchable(
+        runtime: &OrtRuntime,
+        config: ExecutorConfig,
+        configs: &[Config],
+        initial: Config,
+    ) -> Result<ModelExecutor, ExecError> {
+        let (board, wakes) =
+            Switchboard::new(&config.node, configs, initial).map_err(|e| ExecError::Session {
+                node: config.node.clone(),
+                path: config.path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let config = Arc::new(config);
+        let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
+        let stats = Arc::new(LoadStats::default());
+        let mut per_thread = Vec::with_capacity(board.thread_count());
+        for i in 0..board.thread_count() {
+            let mut sessions = Vec::new();
+            for t in board.thread_counts_of(i) {
+                sessions.push((
+                    t,
+                    runtime.session_on(
+                        &config.node,
+                        &config.path,
+                        t,
+                        config.spinning,
+                        config.device,
+                    )?,
+                ));
+            }
+            per_thread.push(sessions);
+        }
+        let mut threads = Vec::with_capacity(per_thread.len());
+        for ((i, sessions), wake) in per_thread.into_iter().enumerate().zip(wakes) {
+            let node = config.node.clone();
+            let (config, stats, rx, board) = (
+                Arc::clone(&config),
+                Arc::clone(&stats),
+                rx.clone(),
+                Arc::clone(&board),
+            );
+            let handle = std::thread::Builder::new()
+                .name(format!("ort-{node}-{i}"))
+                .spawn(move || switchable_loop(i, sessions, &config, &stats, &rx, &board, &wake))
+                .map_err(|e| ExecError::Session {
+                    node,
+                    path: String::new(),
+                    message: format!("spawning a session thread: {e}"),
+                })?;
+            threads.push(handle);
+        }
+        Ok(ModelExecutor {
+            config,
+            queue: Some(tx),
+            stats,
+            threads,
+            board: Some(board),
+            controller: None,
+        })
+    }
+
+    /// Starts a switchable executor over `auto`'s candidates with SERF's control loop choosing
+    /// the configuration from the arrival rate (`parallelism: auto`).
+    ///
+    /// # Errors
+    /// As [`ModelExecutor::start_switchable`], or when the scheduler rejects its options.
+    pub fn start_auto(
+        runtime: &OrtRuntime,
+        config: ExecutorConfig,
+        auto: AutoOptions,
+    ) -> Result<ModelExecutor, ExecError> {
+        let configs: Vec<Config> = auto
+            .candidates
+            .as_slice()
+            .iter()
+            .map(|c| c.config)
+            .collect();
+        let mut executor =
+            ModelExecutor::start_switchable(runtime, config, &configs, auto.initial)?;
+        if let Some(board) = &executor.board {
+            let controller =
+                Controller::start(Arc::clone(board), auto).map_err(|e| ExecError::Session {
+                    node: executor.config.node.clone(),
+                    path: executor.config.path.display().to_string(),
+                    message: format!("SERF scheduler: {e}"),
+                })?;
+            executor.controller = Some(controller);
+        }
+        Ok(executor)
+    }
+
+    /// Switches to `concurrency` requests at once with `threads` intra-op threads each: batches
+    /// taken from now on use it, batches running keep their session. Returns whether it changed.
+    ///
+    /// # Errors
+    /// [`ParallelismError::Fixed`] for an executor started with one configuration,
+    /// [`ParallelismError::Unknown`] for a configuration not prepared at start.
+    pub fn set_parallelism(
+        &self,
+        concurrency: usize,
+        threads: usize,
+    ) -> Result<bool, ParallelismError> {
+        match &self.board {
+            Some(board) => board.set(concurrency, threads),
+            None => Err(ParallelismError::Fixed {
+                node: self.config.node.clone(),
+            }),
+        }
+    }
+
+    /// The parallelism gauges of a switchable executor (`None` for a fixed one).
+    pub fn parallelism(&self) -> Option<ParallelismSnapshot> {
+        self.board.as_ref().map(|b| b.snapshot())
     }
 
     /// The configuration.
@@ -292,9 +430,13 @@ impl ModelExecutor {
         let Some(queue) = &self.queue else {
             return Err(job);
         };
+        let rows = job.rows() as u64;
         match queue.try_send(job) {
             Ok(()) => {
                 self.stats.enqueued.fetch_add(1, Ordering::Relaxed);
+                if let Some(board) = &self.board {
+                    board.record_arrivals(rows);
+                }
                 Ok(())
             }
             Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => Err(job),
@@ -309,7 +451,11 @@ impl ModelExecutor {
 
 impl Drop for ModelExecutor {
     fn drop(&mut self) {
+        self.controller = None;
         self.queue = None;
+        if let Some(board) = &self.board {
+            board.stop();
+        }
         let me = std::thread::current().id();
         for t in self.threads.drain(..) {
             // The last owner may be a job's completion running on one of these very threads
@@ -331,11 +477,6 @@ fn session_loop(
     stats: &LoadStats,
     rx: &Receiver<Job>,
 ) {
-    let max_batch = if config.batched {
-        config.max_batch.max(1)
-    } else {
-        1
-    };
     let mut carried: Option<Job> = None;
     loop {
         let first = match carried.take() {
@@ -345,51 +486,132 @@ fn session_loop(
                 Err(_) => return,
             },
         };
-        stats.dequeued.fetch_add(1, Ordering::Relaxed);
-        let mut rows = first.rows();
-        let deadline = first.enqueued_at + config.max_delay;
-        let mut jobs = vec![first];
-        while config.batched && rows < max_batch {
-            let next = if config.max_delay.is_zero() {
-                rx.try_recv().map_err(|_| RecvTimeoutError::Timeout)
-            } else {
-                rx.recv_deadline(deadline)
-            };
-            match next {
-                Ok(j) => {
-                    stats.dequeued.fetch_add(1, Ordering::Relaxed);
-                    if rows + j.rows() > max_batch {
-                        carried = Some(j);
-                        break;
-                    }
-                    rows += j.rows();
-                    jobs.push(j);
+        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        run_jobs(&mut session, config, stats, jobs, rows);
+    }
+}
+
+/// The loop of thread `i` of a switchable executor (see [`super::parallelism`]): takes jobs only
+/// while `i < c`, runs each batch on its session for the `t` in force when the batch was taken.
+fn switchable_loop(
+    i: usize,
+    mut sessions: Vec<(usize, Session)>,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    rx: &Receiver<Job>,
+    board: &Switchboard,
+    wake: &Receiver<()>,
+) {
+    let mut carried: Option<Job> = None;
+    loop {
+        // A job carried over from the last gather was already taken: it runs whatever happened
+        // since, so going inactive never strands it.
+        let first = match carried.take() {
+            Some(j) => j,
+            None => {
+                if !board.wait_active(i) {
+                    return;
                 }
-                Err(_) => break,
+                crossbeam_channel::select! {
+                    recv(rx) -> job => match job {
+                        Ok(j) => j,
+                        Err(_) => return,
+                    },
+                    // Told to look at the configuration again (this thread may be inactive now).
+                    recv(wake) -> _ => continue,
+                }
             }
-        }
-        // A carried job was already counted as dequeued; balance it when it is taken again.
-        if carried.is_some() {
-            stats.dequeued.fetch_sub(1, Ordering::Relaxed);
-        }
-        let started = Instant::now();
-        let result = if config.batched {
-            run_batched(&mut session, config, &jobs, rows)
-        } else {
-            run_per_row(&mut session, config, &jobs)
         };
-        stats.record_run(rows, started.elapsed(), result.is_ok());
-        match result {
-            Ok(per_job) => {
-                for (job, outputs) in jobs.into_iter().zip(per_job) {
-                    (job.done)(Ok(outputs));
-                }
+        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        let threads = board.current().threads;
+        let pos = sessions
+            .iter()
+            .position(|(t, _)| *t == threads)
+            .unwrap_or(0);
+        let Some((_, session)) = sessions.get_mut(pos) else {
+            // No session at all cannot happen (start creates at least one per thread); answer
+            // rather than lose the jobs.
+            for job in jobs {
+                (job.done)(Err(ExecError::Inference {
+                    node: config.node.clone(),
+                    message: "no session for the current parallelism".into(),
+                }));
             }
-            Err(e) => {
-                debug!(node = %config.node, error = %e, "Inference failed.");
-                for job in jobs {
-                    (job.done)(Err(e.clone()));
+            continue;
+        };
+        run_jobs(session, config, stats, jobs, rows);
+    }
+}
+
+/// Counts `first` as dequeued and, for a batched model, takes more jobs until `max_batch` rows or
+/// the first job's deadline; a job that does not fit is left in `carried`.
+fn gather_batch(
+    first: Job,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    rx: &Receiver<Job>,
+    carried: &mut Option<Job>,
+) -> (Vec<Job>, usize) {
+    let max_batch = if config.batched {
+        config.max_batch.max(1)
+    } else {
+        1
+    };
+    stats.dequeued.fetch_add(1, Ordering::Relaxed);
+    let mut rows = first.rows();
+    let deadline = first.enqueued_at + config.max_delay;
+    let mut jobs = vec![first];
+    while config.batched && rows < max_batch {
+        let next = if config.max_delay.is_zero() {
+            rx.try_recv().map_err(|_| RecvTimeoutError::Timeout)
+        } else {
+            rx.recv_deadline(deadline)
+        };
+        match next {
+            Ok(j) => {
+                stats.dequeued.fetch_add(1, Ordering::Relaxed);
+                if rows + j.rows() > max_batch {
+                    *carried = Some(j);
+                    break;
                 }
+                rows += j.rows();
+                jobs.push(j);
+            }
+            Err(_) => break,
+        }
+    }
+    // A carried job was already counted as dequeued; balance it when it is taken again.
+    if carried.is_some() {
+        stats.dequeued.fetch_sub(1, Ordering::Relaxed);
+    }
+    (jobs, rows)
+}
+
+/// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row, and answers each.
+fn run_jobs(
+    session: &mut Session,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    jobs: Vec<Job>,
+    rows: usize,
+) {
+    let started = Instant::now();
+    let result = if config.batched {
+        run_batched(session, config, &jobs, rows)
+    } else {
+        run_per_row(session, config, &jobs)
+    };
+    stats.record_run(rows, started.elapsed(), result.is_ok());
+    match result {
+        Ok(per_job) => {
+            for (job, outputs) in jobs.into_iter().zip(per_job) {
+                (job.done)(Ok(outputs));
+            }
+        }
+        Err(e) => {
+            debug!(node = %config.node, error = %e, "Inference failed.");
+            for job in jobs {
+                (job.done)(Err(e.clone()));
             }
         }
     }
@@ -583,4 +805,196 @@ fn to_column(
         node: config.node.clone(),
         message: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Live switching on real ONNX Runtime (`constant_batch1.onnx`: y = 2x + 1, one row per call),
+    //! from `scripts/setup.sh`'s `.weir/`.
+
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    fn model() -> std::path::PathBuf {
+        let home = std::env::var_os("WEIR_HOME").map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
+            std::path::PathBuf::from,
+        );
+        home.join("models").join("constant_batch1.onnx")
+    }
+
+    fn config(queue_capacity: usize) -> ExecutorConfig {
+        ExecutorConfig {
+            node: "double".into(),
+            path: model(),
+            batched: false,
+            max_batch: 1,
+            max_delay: Duration::ZERO,
+            instances: 1,
+            intra_op_threads: 1,
+            queue_capacity,
+            spinning: false,
+            inputs: vec!["x".into()],
+            outputs: vec![("y".into(), DType::F32)],
+            timeout: None,
+            device: weir_engine::spec::Device::Cpu,
+        }
+    }
+
+    fn configs() -> Vec<Config> {
+        vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]
+    }
+
+    type Answers = Arc<Mutex<HashMap<u64, Vec<Result<Vec<f32>, String>>>>>;
+
+    fn job(id: u64, answers: &Answers) -> Job {
+        let x = [id as f32, 1.0, -2.0, 0.5];
+        let col = TensorColumn::from_data("x", vec![4], 1, TensorData::F32(x.to_vec())).unwrap();
+        let answers = Arc::clone(answers);
+        Job {
+            inputs: vec![col],
+            enqueued_at: Instant::now(),
+            done: Box::new(move |r| {
+                let r = r
+                    .map(|c| c[0].f32_values().unwrap().to_vec())
+                    .map_err(|e| e.to_string());
+                answers.lock().unwrap().entry(id).or_default().push(r);
+            }),
+        }
+    }
+
+    /// Submits `job` until the queue takes it (the test's back-pressure).
+    fn submit(executor: &ModelExecutor, mut job: Job) {
+        loop {
+            match executor.try_submit(job) {
+                Ok(()) => return,
+                Err(j) => {
+                    job = j;
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
+    }
+
+    fn wait_for(answers: &Answers, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while answers.lock().unwrap().len() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn assert_each_answered_once_right(answers: &Answers, n: u64) {
+        let answers = answers.lock().unwrap();
+        assert_eq!(answers.len() as u64, n, "jobs answered");
+        for id in 0..n {
+            let got = answers
+                .get(&id)
+                .unwrap_or_else(|| panic!("job {id} unanswered"));
+            assert_eq!(got.len(), 1, "job {id} answered {} times", got.len());
+            let y = got[0].as_ref().unwrap_or_else(|e| panic!("job {id}: {e}"));
+            assert_eq!(y, &[2.0 * id as f32 + 1.0, 3.0, -3.0, 2.0], "job {id}");
+        }
+    }
+
+    #[test]
+    fn switching_while_submitting_answers_every_job_once() {
+        let runtime = OrtRuntime::get().unwrap();
+        let executor = Arc::new(
+            ModelExecutor::start_switchable(&runtime, config(16), &configs(), Config::new(1, 2))
+                .unwrap(),
+        );
+        let answers: Answers = Arc::default();
+        let (producers, per_producer) = (4u64, 150u64);
+        let handles: Vec<_> = (0..producers)
+            .map(|p| {
+                let (executor, answers) = (Arc::clone(&executor), Arc::clone(&answers));
+                std::thread::spawn(move || {
+                    for k in 0..per_producer {
+                        submit(&executor, job(p * per_producer + k, &answers));
+                        if k % 4 == 0 {
+                            std::thread::sleep(Duration::from_micros(300));
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Switch through every configuration, repeatedly, until the producers are done (and at
+        // least 40 times).
+        let cycle = [
+            Config::new(2, 1),
+            Config::new(1, 1),
+            Config::new(1, 2),
+            Config::new(2, 1),
+            Config::new(1, 2),
+        ];
+        let mut switches = 0;
+        let mut k = 0;
+        while k < 40 || handles.iter().any(|h| !h.is_finished()) {
+            let c = cycle[k % cycle.len()];
+            if executor.set_parallelism(c.concurrency, c.threads).unwrap() {
+                switches += 1;
+            }
+            k += 1;
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        wait_for(&answers, (producers * per_producer) as usize);
+        assert_each_answered_once_right(&answers, producers * per_producer);
+        let p = executor.parallelism().unwrap();
+        assert_eq!(p.switches, switches);
+        assert_eq!(executor.stats().rows, producers * per_producer);
+        assert!(matches!(
+            executor.set_parallelism(2, 2),
+            Err(ParallelismError::Unknown { .. })
+        ));
+        // Nothing more arrives after the executor is dropped, and nothing is answered twice.
+        drop(executor);
+        assert_each_answered_once_right(&answers, producers * per_producer);
+    }
+
+    #[test]
+    fn shrinking_concurrency_strands_no_queued_job() {
+        let runtime = OrtRuntime::get().unwrap();
+        let executor =
+            ModelExecutor::start_switchable(&runtime, config(256), &configs(), Config::new(2, 1))
+                .unwrap();
+        let answers: Answers = Arc::default();
+        let n = 200;
+        // Fill the queue, then drop to one request at once while it drains: thread 1 parks, thread
+        // 0 takes everything that was queued.
+        for id in 0..n {
+            submit(&executor, job(id, &answers));
+        }
+        assert!(executor.set_parallelism(1, 1).unwrap());
+        wait_for(&answers, n as usize);
+        assert_each_answered_once_right(&answers, n);
+        // Up again and down to the 2-thread session: still answered, with the right outputs.
+        assert!(executor.set_parallelism(2, 1).unwrap());
+        assert!(executor.set_parallelism(1, 2).unwrap());
+        for id in n..2 * n {
+            submit(&executor, job(id, &answers));
+        }
+        wait_for(&answers, 2 * n as usize);
+        assert_each_answered_once_right(&answers, 2 * n);
+        // Dropping with jobs queued answers them all before the threads stop.
+        for id in 2 * n..3 * n {
+            submit(&executor, job(id, &answers));
+        }
+        drop(executor);
+        assert_each_answered_once_right(&answers, 3 * n);
+    }
+
+    #[test]
+    fn fixed_executor_refuses_to_switch() {
+        let runtime = OrtRuntime::get().unwrap();
+        let executor = ModelExecutor::start(&runtime, config(4)).unwrap();
+        assert!(executor.parallelism().is_none());
+        assert!(matches!(
+            executor.set_parallelism(1, 1),
+            Err(ParallelismError::Fixed { .. })
+        ));
+    }
 }

@@ -5,16 +5,19 @@
 //! and emits results when the executor wakes it. [`ort_env`] loads the runtime library.
 //! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover,
 //! least outstanding, round robin, or by Kairos's min-cost matching ([`routing`]).
+//! [`parallelism`] switches an executor's concurrency × threads live (SERF).
 
 pub mod executor;
 pub mod operator;
 pub mod ort_env;
+pub mod parallelism;
 pub mod replicas;
 pub mod routing;
 
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;
 pub use ort_env::OrtRuntime;
+pub use parallelism::{AutoOptions, ParallelismError, ParallelismSnapshot};
 pub use replicas::{
     InferenceService, LocalReplica, PoolStats, Replica, ReplicaDone, ReplicaError, ReplicaPool,
 };

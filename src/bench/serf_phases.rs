@@ -1,0 +1,622 @@
+//! SERF under changing load on real ONNX Runtime (note §5.2 X7, requirement S4; paper Fig. 13):
+//! one model node serves the same piecewise-Poisson arrivals, moderate → low → moderate, once with
+//! `parallelism: auto` (the live scheduler) and once per fixed configuration `(c, t)` of its
+//! profile, and the mean latency per phase and over the run is compared.
+//!
+//! Decisions:
+//! - The rates come from the profile taken at the start of each run: *moderate* and *low* are
+//!   fractions (default 0.7 and 0.15) of the smallest capacity `c·μ_c` among the configurations, so
+//!   every fixed configuration stays stable in every phase (an unstable one would only measure its
+//!   queue limit) while the slower ones queue noticeably at moderate load.
+//! - The same arrival times (one seed) drive every set-up, one set-up after the other, each on a
+//!   fresh graph warmed up with a few closed-loop requests. The order is SERF first, then the fixed
+//!   configurations in profile order; a noisy machine drifts between set-ups, which is why
+//!   [`PhasesConfig::runs`] repeats the whole comparison and the report quotes medians.
+//! - Latency is weir's (scheduled send → answer). Per-phase means cover the whole phase, including
+//!   SERF's reaction time (the estimator's window plus the hysteresis); a second column leaves out
+//!   the first `settle` seconds of each phase, the note's "after estimator convergence".
+//! - SERF runs with the scheduler's defaults (5 s window, 1 s period, hold 2 periods), exactly what a
+//!   graph with `parallelism: auto` gets.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use crossbeam_channel::unbounded;
+use plotters::prelude::*;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+use weir_engine::onnx::ElementType;
+use weir_engine::spec::{FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
+use weir_engine::tensor::Dim;
+use weir_serf::config::Config;
+use weir_serf::profile::Profile;
+use weir_serf::table::Candidates;
+
+use super::overhead::{first_input_output, median};
+use crate::loadgen::{run_load, Arrival, LoadSpec};
+use crate::serf::{profile_node, profile_path, ProfileOptions};
+use crate::workload::Workload;
+use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+
+/// The experiment's settings.
+#[derive(Debug, Clone)]
+pub struct PhasesConfig {
+    /// Display name and model file.
+    pub model: (String, PathBuf),
+    /// Length of each of the three phases, seconds.
+    pub phase_seconds: f64,
+    /// Moderate load as a fraction of the smallest capacity among the configurations.
+    pub moderate: f64,
+    /// Low load, same unit.
+    pub low: f64,
+    /// Seconds at the start of a phase left out of the "settled" means.
+    pub settle_seconds: f64,
+    /// Width of the plot's time bins, seconds.
+    pub bin_seconds: f64,
+    /// Whole comparisons to run (each with a fresh profile and fresh arrivals).
+    pub runs: usize,
+    /// Seed of the first run's arrivals (run `r` uses `seed + r`).
+    pub seed: u64,
+    /// How the model is profiled.
+    pub profile: ProfileOptions,
+}
+
+/// A set-up: SERF, or one fixed configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// `parallelism: auto`.
+    Serf,
+    /// `parallelism: {concurrency, threads}`.
+    Fixed(Config),
+}
+
+impl std::fmt::Display for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Setup::Serf => f.write_str("SERF auto"),
+            Setup::Fixed(c) => write!(f, "fixed {c}"),
+        }
+    }
+}
+
+/// One set-up's run over the schedule.
+#[derive(Debug, Clone)]
+pub struct SetupRun {
+    /// Which set-up.
+    pub setup: Setup,
+    /// Per request: scheduled send (seconds from the start) and latency (ms), in send order.
+    pub latencies: Vec<(f64, f64)>,
+    /// Requests that failed.
+    pub errors: usize,
+    /// SERF only: `(seconds from the start, configuration)` at start and after every switch.
+    pub configs: Vec<(f64, Config)>,
+}
+
+impl SetupRun {
+    /// Mean latency (ms) of requests sent in `[from, to)` seconds.
+    pub fn mean_between(&self, from: f64, to: f64) -> f64 {
+        let sel: Vec<f64> = self
+            .latencies
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|(_, l)| *l)
+            .collect();
+        if sel.is_empty() {
+            f64::NAN
+        } else {
+            sel.iter().sum::<f64>() / sel.len() as f64
+        }
+    }
+}
+
+/// One whole comparison.
+#[derive(Debug, Clone)]
+pub struct PhasesRun {
+    /// The profile it was planned with.
+    pub profile: Profile,
+    /// `(rate, start s, end s)` per phase.
+    pub phases: Vec<(f64, f64, f64)>,
+    /// SERF first, then every fixed configuration.
+    pub setups: Vec<SetupRun>,
+    /// Seconds left out at each phase's start for the settled means.
+    pub settle_seconds: f64,
+}
+
+impl PhasesRun {
+    /// Mean latency of `setup` in phase `p` (`None`: the whole run), whole or settled.
+    pub fn mean(&self, setup: usize, phase: Option<usize>, settled: bool) -> f64 {
+        let s = &self.setups[setup];
+        match phase {
+            Some(p) => {
+                let (_, from, to) = self.phases[p];
+                let from = if settled {
+                    from + self.settle_seconds
+                } else {
+                    from
+                };
+                s.mean_between(from, to)
+            }
+            None => s.mean_between(0.0, f64::INFINITY),
+        }
+    }
+
+    /// SERF's mean over the best fixed configuration's, in phase `p` (`None`: whole run, against
+    /// the best fixed over the whole run), and that configuration.
+    pub fn ratio_to_best(&self, phase: Option<usize>, settled: bool) -> (f64, Config) {
+        let serf = self.mean(0, phase, settled);
+        let (best, config) = self
+            .setups
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(i, s)| match s.setup {
+                Setup::Fixed(c) => Some((self.mean(i, phase, settled), c)),
+                Setup::Serf => None,
+            })
+            .fold((f64::INFINITY, Config::new(1, 1)), |a, b| {
+                if b.0 < a.0 {
+                    b
+                } else {
+                    a
+                }
+            });
+        (serf / best, config)
+    }
+}
+
+/// Piecewise-Poisson send times (seconds) over `phases` of `(rate, seconds)`.
+pub fn schedule(phases: &[(f64, f64)], seed: u64) -> Vec<f64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    let mut start = 0.0;
+    for &(rate, len) in phases {
+        let end = start + len;
+        if let Ok(exp) = Exp::new(rate.max(1e-9)) {
+            let mut t = start + exp.sample(&mut rng);
+            while t < end {
+                out.push(t);
+                t += exp.sample(&mut rng);
+            }
+        }
+        start = end;
+    }
+    out
+}
+
+/// A one-node graph of `path` under `setup`; for SERF, `profile` is written next to it first.
+fn setup_graph(
+    path: &Path,
+    setup: Setup,
+    profile: &Profile,
+    dir: &Path,
+) -> Result<(RunningGraph, Workload)> {
+    let (input, output) = first_input_output(path)?;
+    let ElementType::Supported(dtype) = input.element else {
+        return Err(anyhow!("{}: input is not f32 or i64", path.display()));
+    };
+    let shape: Vec<i64> = input
+        .dims
+        .iter()
+        .skip(1)
+        .map(|d| match d {
+            Dim::Fixed(n) => *n as i64,
+            Dim::Dynamic => 1,
+        })
+        .collect();
+    let parallelism = match setup {
+        Setup::Serf => {
+            profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
+            ParallelismSpec::Auto
+        }
+        Setup::Fixed(c) => ParallelismSpec::Fixed(FixedParallelism {
+            concurrency: c.concurrency,
+            threads: c.threads,
+        }),
+    };
+    let absolute =
+        std::fs::canonicalize(path).with_context(|| format!("finding {}", path.display()))?;
+    let spec = GraphSpec::builder("serf_phases")
+        .input("x", dtype, &shape)
+        .model(
+            ModelBuilder::new("model", &absolute)
+                .input(&input.name, "x")
+                .parallelism(parallelism),
+        )
+        .output("y", &format!("model.{}", output.name))
+        .build();
+    let graph = plan_spec(&spec, dir).map_err(|d| anyhow!("{d}"))?;
+    let workload = Workload::random(&graph.plan, 1, 7);
+    Ok((start(graph.plan, RuntimeOptions::default())?, workload))
+}
+
+/// Sends `times` open-loop (each at its scheduled instant) and collects every latency; for SERF,
+/// samples the configuration in force every 50 ms.
+fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup) -> SetupRun {
+    let runtime = graph.runtime();
+    let (tx, rx) = unbounded::<(usize, f64, bool)>();
+    let started = Instant::now();
+    let mut configs = Vec::new();
+    let current = |g: &RunningGraph| {
+        g.parallelism_stats()
+            .first()
+            .map(|(_, p)| Config::new(p.concurrency, p.threads))
+    };
+    if let (Setup::Serf, Some(c)) = (setup, current(graph)) {
+        configs.push((0.0, c));
+    }
+    let sent_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let sent = Arc::clone(&sent_all);
+        s.spawn(move || {
+            for (i, &t) in times.iter().enumerate() {
+                let scheduled = started + Duration::from_secs_f64(t);
+                let now = Instant::now();
+                if scheduled > now {
+                    std::thread::sleep(scheduled - now);
+                }
+                let tx2 = tx.clone();
+                let submitted = runtime.submit(
+                    workload.item(i).inputs,
+                    Box::new(move |r| {
+                        let _ = tx2.send((i, scheduled.elapsed().as_secs_f64() * 1e3, r.is_ok()));
+                    }),
+                );
+                if submitted.is_err() {
+                    let _ = tx.send((i, scheduled.elapsed().as_secs_f64() * 1e3, false));
+                }
+            }
+            sent.store(true, std::sync::atomic::Ordering::Release);
+        });
+        if setup == Setup::Serf {
+            while !sent_all.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(50));
+                if let Some(c) = current(graph) {
+                    if configs.last().is_none_or(|(_, last)| *last != c) {
+                        configs.push((started.elapsed().as_secs_f64(), c));
+                    }
+                }
+            }
+        }
+    });
+    let mut latencies = vec![(0.0, f64::NAN); times.len()];
+    let mut errors = 0;
+    for _ in 0..times.len() {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok((i, ms, ok)) => {
+                latencies[i] = (times[i], ms);
+                if !ok {
+                    errors += 1;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    latencies.retain(|(_, l)| l.is_finite());
+    SetupRun {
+        setup,
+        latencies,
+        errors,
+        configs,
+    }
+}
+
+/// One comparison: profile, plan the phases, run SERF and every fixed configuration.
+fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
+    let (name, path) = &config.model;
+    let profile = profile_node(name, path, &config.profile)?;
+    let candidates = Candidates::from_profile(&profile);
+    let min_capacity = candidates
+        .as_slice()
+        .iter()
+        .map(|c| c.capacity())
+        .fold(f64::INFINITY, f64::min);
+    if !min_capacity.is_finite() {
+        return Err(anyhow!("{name}: empty profile"));
+    }
+    let (moderate, low) = (config.moderate * min_capacity, config.low * min_capacity);
+    let len = config.phase_seconds;
+    let plan = [(moderate, len), (low, len), (moderate, len)];
+    let phases = plan
+        .iter()
+        .enumerate()
+        .map(|(i, &(rate, l))| (rate, i as f64 * l, (i + 1) as f64 * l))
+        .collect();
+    let times = schedule(&plan, config.seed + run as u64);
+    eprintln!(
+        "run {}: moderate {moderate:.1}/s, low {low:.1}/s, {len} s each, {} requests per set-up",
+        run + 1,
+        times.len()
+    );
+    let dir = std::env::temp_dir().join(format!("weir-serf-phases-{}-{run}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut setups = vec![Setup::Serf];
+    setups.extend(candidates.as_slice().iter().map(|c| Setup::Fixed(c.config)));
+    let mut results = Vec::new();
+    for setup in setups {
+        let (graph, workload) = setup_graph(path, setup, &profile, &dir)?;
+        let warm = graph_warmup(&graph, &workload);
+        let r = drive(&graph, &workload, &times, setup);
+        graph.shutdown();
+        warm?;
+        if r.errors > 0 {
+            return Err(anyhow!("{setup}: {} requests failed", r.errors));
+        }
+        eprintln!(
+            "run {}: {setup}: mean {:.2} ms over {} requests{}",
+            run + 1,
+            r.mean_between(0.0, f64::INFINITY),
+            r.latencies.len(),
+            if r.configs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", configurations {}",
+                    r.configs
+                        .iter()
+                        .map(|(t, c)| format!("{c}@{t:.1}s"))
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                )
+            }
+        );
+        results.push(r);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(PhasesRun {
+        profile,
+        phases,
+        setups: results,
+        settle_seconds: config.settle_seconds,
+    })
+}
+
+fn graph_warmup(graph: &RunningGraph, workload: &Workload) -> Result<()> {
+    let report = run_load(
+        graph.runtime(),
+        workload,
+        &LoadSpec {
+            requests: 20,
+            warmup: 0,
+            arrival: Arrival::Closed { concurrency: 2 },
+            seed: 0,
+            label_output: None,
+            progress: false,
+        },
+    );
+    if report.error_count() > 0 {
+        return Err(anyhow!("warm-up failed: {:?}", report.errors));
+    }
+    Ok(())
+}
+
+/// Runs [`PhasesConfig::runs`] comparisons.
+///
+/// # Errors
+/// When the model cannot be profiled or served, or a request fails.
+pub fn serf_phases(config: &PhasesConfig) -> Result<Vec<PhasesRun>> {
+    (0..config.runs.max(1))
+        .map(|r| run_once(config, r))
+        .collect()
+}
+
+fn phase_name(p: Option<usize>) -> &'static str {
+    match p {
+        Some(0) => "1 moderate",
+        Some(1) => "2 low",
+        Some(2) => "3 moderate",
+        _ => "whole run",
+    }
+}
+
+/// The runs as Markdown: per run, mean latency per set-up and phase with SERF's ratio to the best
+/// fixed configuration; then the medians over runs and the verdict on the S4 targets.
+pub fn phases_table(runs: &[PhasesRun]) -> String {
+    let mut s = String::new();
+    let scopes = [Some(0), Some(1), Some(2), None];
+    for (r, run) in runs.iter().enumerate() {
+        s.push_str(&format!(
+            "\n### run {} — phases: {}\n\n| set-up | {} |\n|---|---|---|---|---|\n",
+            r + 1,
+            run.phases
+                .iter()
+                .map(|(rate, a, b)| format!("{rate:.1}/s for {a:.0}–{b:.0} s"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            scopes
+                .iter()
+                .map(|p| format!("{} ms", phase_name(*p)))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+        for (i, setup) in run.setups.iter().enumerate() {
+            s.push_str(&format!("| {} |", setup.setup));
+            for p in scopes {
+                s.push_str(&format!(" {:.2} |", run.mean(i, p, false)));
+            }
+            s.push('\n');
+        }
+        s.push_str("| **SERF / best fixed** |");
+        for p in scopes {
+            let (ratio, best) = run.ratio_to_best(p, false);
+            s.push_str(&format!(" **{ratio:.3}** ({best}) |"));
+        }
+        s.push_str("\n| SERF / best fixed, settled |");
+        for p in scopes.iter().take(3) {
+            let (ratio, best) = run.ratio_to_best(*p, true);
+            s.push_str(&format!(" {ratio:.3} ({best}) |"));
+        }
+        s.push_str(" |\n");
+        if let Some(serf) = run.setups.first() {
+            s.push_str(&format!(
+                "\nSERF's configurations: {}\n",
+                serf.configs
+                    .iter()
+                    .map(|(t, c)| format!("{c} at {t:.1} s"))
+                    .collect::<Vec<_>>()
+                    .join(" → ")
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "\n### median over {} run(s): SERF's mean latency / the best fixed configuration's\n\n| scope | whole phase | settled (after {} s) | target |\n|---|---|---|---|\n",
+        runs.len(),
+        runs.first().map_or(0.0, |r| r.settle_seconds)
+    ));
+    for p in scopes {
+        let whole = median(runs.iter().map(|r| r.ratio_to_best(p, false).0).collect());
+        let settled = if p.is_some() {
+            format!(
+                "{:.3}",
+                median(runs.iter().map(|r| r.ratio_to_best(p, true).0).collect())
+            )
+        } else {
+            String::new()
+        };
+        let target = if p.is_some() {
+            "≤ 1.05 (within 5 %)"
+        } else {
+            "< 1 (beats every fixed)"
+        };
+        s.push_str(&format!(
+            "| {} | {whole:.3} | {settled} | {target} |\n",
+            phase_name(p)
+        ));
+    }
+    s
+}
+
+const COLORS: [RGBColor; 5] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+];
+
+/// Mean latency per time bin against send time, one line per set-up (SERF thick), phase
+/// boundaries as vertical lines.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_phases(run: &PhasesRun, bin_seconds: f64, path: &Path) -> Result<()> {
+    let e = |e: &dyn std::fmt::Display| anyhow!("{e}");
+    let end = run.phases.last().map_or(1.0, |p| p.2);
+    let bins = (end / bin_seconds).ceil().max(1.0) as usize;
+    let series: Vec<(String, Vec<(f64, f64)>)> = run
+        .setups
+        .iter()
+        .map(|s| {
+            let points = (0..bins)
+                .filter_map(|b| {
+                    let (from, to) = (b as f64 * bin_seconds, (b + 1) as f64 * bin_seconds);
+                    let m = s.mean_between(from, to);
+                    m.is_finite().then_some(((from + to) / 2.0, m))
+                })
+                .collect();
+            (s.setup.to_string(), points)
+        })
+        .collect();
+    let top = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = BitMapBackend::new(path, (1000, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "{}: mean latency per {bin_seconds:.0} s, moderate → low → moderate load",
+                run.profile.label.as_deref().unwrap_or("model")
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..end, 0.0..top)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("mean latency (ms)")
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (_, a, _) in run.phases.iter().skip(1) {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(*a, 0.0), (*a, top)],
+                BLACK.mix(0.4).stroke_width(1),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    for (i, (label, points)) in series.into_iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let width = if i == 0 { 3 } else { 1 };
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(width)))
+            .map_err(|x| e(&x))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width))
+            });
+    }
+    super::plot::draw_legend(&mut chart)?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_follows_the_phase_rates() {
+        let times = schedule(&[(200.0, 10.0), (20.0, 10.0), (200.0, 10.0)], 1);
+        let count = |a: f64, b: f64| times.iter().filter(|t| **t >= a && **t < b).count() as f64;
+        assert!((count(0.0, 10.0) / 2000.0 - 1.0).abs() < 0.1);
+        assert!((count(10.0, 20.0) / 200.0 - 1.0).abs() < 0.3);
+        assert!((count(20.0, 30.0) / 2000.0 - 1.0).abs() < 0.1);
+        assert!(times.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            times,
+            schedule(&[(200.0, 10.0), (20.0, 10.0), (200.0, 10.0)], 1)
+        );
+    }
+
+    #[test]
+    fn ratios_compare_serf_with_the_best_fixed_per_phase() {
+        let run = |setup, lat: [f64; 2]| SetupRun {
+            setup,
+            latencies: vec![(1.0, lat[0]), (3.0, lat[1])],
+            errors: 0,
+            configs: vec![],
+        };
+        let r = PhasesRun {
+            profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
+            phases: vec![(1.0, 0.0, 2.0), (1.0, 2.0, 4.0)],
+            setups: vec![
+                run(Setup::Serf, [10.0, 10.0]),
+                run(Setup::Fixed(Config::new(1, 1)), [20.0, 9.0]),
+                run(Setup::Fixed(Config::new(2, 1)), [8.0, 40.0]),
+            ],
+            settle_seconds: 0.0,
+        };
+        assert_eq!(
+            r.ratio_to_best(Some(0), false),
+            (10.0 / 8.0, Config::new(2, 1))
+        );
+        assert_eq!(
+            r.ratio_to_best(Some(1), false),
+            (10.0 / 9.0, Config::new(1, 1))
+        );
+        assert_eq!(
+            r.ratio_to_best(None, false),
+            (10.0 / 14.5, Config::new(1, 1))
+        );
+    }
+}
