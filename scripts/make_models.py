@@ -17,6 +17,13 @@ Written to --out:
   affine.onnx             x[N,16] -> y[N,8] = x W^T + b (seeded W, b)
   affine_parity_k2.onnx   the same with bias 2b: an exact parity model for k = 2
                           (F_P(x1 + x2) = F(x1) + F(x2)), so ParM reconstruction is exact
+  gru_stream.onnx         stateful inference (HAMS): the N rows of a call are N time steps of one
+                          GRU stream; x[N,8], h_in[1,16] -> y[N,4] (linear head), h_out[1,16]
+  online_logreg.onnx      stateful online learning (HAMS): softmax regression whose weights are the
+                          state; x[N,64], label[N,10] (one-hot), train[N,1] (1 = training row),
+                          w_in[64,10] -> probs[N,10] = softmax(x w_in),
+                          w_out = w_in - 0.05 * x^T ((probs - label) * train)
+  online_wide.onnx        the same with 512 features and 512 classes (a 1 MiB state)
 
 Usage: make_models.py --out DIR --zoo DIR --digits digits.csv.gz
 Needs numpy and onnx only.
@@ -357,6 +364,68 @@ def affine_models(out_dir):
     save(affine_model(w, 2.0 * b, "affine_parity_k2"), os.path.join(out_dir, "affine_parity_k2.onnx"))
 
 
+SEED_GRU = 5001
+
+
+def gru_stream(out_dir, features=8, hidden=16, classes=4):
+    rng = np.random.default_rng(SEED_GRU)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])
+    h_in = helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, hidden])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", classes])
+    h_out = helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, hidden])
+    scale = 1.0 / np.sqrt(hidden)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-scale, scale, (1, 3 * hidden, features)).astype(np.float32), "gru.W"),
+        numpy_helper.from_array(rng.uniform(-scale, scale, (1, 3 * hidden, hidden)).astype(np.float32), "gru.R"),
+        numpy_helper.from_array(rng.uniform(-scale, scale, (1, 6 * hidden)).astype(np.float32), "gru.B"),
+        numpy_helper.from_array(rng.normal(0.0, 0.5, (hidden, classes)).astype(np.float32), "head.W"),
+        numpy_helper.from_array(rng.normal(0.0, 0.1, (classes,)).astype(np.float32), "head.b"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
+        numpy_helper.from_array(np.array([1, 2], dtype=np.int64), "axes12"),
+    ]
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "axis1"], ["x3"], name="as_sequence"),
+        helper.make_node("Unsqueeze", ["h_in", "axis1"], ["h0"], name="initial_h"),
+        helper.make_node("GRU", ["x3", "gru.W", "gru.R", "gru.B", "", "h0"], ["Y", "Y_h"],
+                         name="gru", hidden_size=hidden, linear_before_reset=1),
+        helper.make_node("Squeeze", ["Y", "axes12"], ["hs"], name="steps"),
+        helper.make_node("Squeeze", ["Y_h", "axis1"], ["h_out"], name="final_h"),
+        helper.make_node("MatMul", ["hs", "head.W"], ["logits"], name="head"),
+        helper.make_node("Add", ["logits", "head.b"], ["y"], name="head_bias"),
+    ]
+    graph = helper.make_graph(nodes, "gru_stream", [x, h_in], [y, h_out], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    save(model, os.path.join(out_dir, "gru_stream.onnx"))
+
+
+def online_logreg(path, features, classes, graph_name, lr=0.05):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])
+    label = helper.make_tensor_value_info("label", TensorProto.FLOAT, ["N", classes])
+    train = helper.make_tensor_value_info("train", TensorProto.FLOAT, ["N", 1])
+    w_in = helper.make_tensor_value_info("w_in", TensorProto.FLOAT, [features, classes])
+    probs = helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", classes])
+    w_out = helper.make_tensor_value_info("w_out", TensorProto.FLOAT, [features, classes])
+    inits = [numpy_helper.from_array(np.array([lr], dtype=np.float32), "lr")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w_in"], ["logits"], name="logits"),
+        helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
+        helper.make_node("Sub", ["probs", "label"], ["err"], name="error"),
+        helper.make_node("Mul", ["err", "train"], ["masked"], name="training_rows_only"),
+        helper.make_node("Transpose", ["x"], ["xt"], name="xt", perm=[1, 0]),
+        helper.make_node("MatMul", ["xt", "masked"], ["grad"], name="gradient_sum"),
+        helper.make_node("Mul", ["grad", "lr"], ["step"], name="step"),
+        helper.make_node("Sub", ["w_in", "step"], ["w_out"], name="update"),
+    ]
+    graph = helper.make_graph(nodes, graph_name, [x, label, train, w_in], [probs, w_out],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    save(model, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory for the models")
@@ -381,6 +450,9 @@ def main():
     train_digits_parity(deployed, X, y, train_idx, test_idx, args.out)
     constant_batch1(args.out)
     affine_models(args.out)
+    gru_stream(args.out)
+    online_logreg(os.path.join(args.out, "online_logreg.onnx"), 64, 10, "online_logreg")
+    online_logreg(os.path.join(args.out, "online_wide.onnx"), 512, 512, "online_wide")
 
 
 if __name__ == "__main__":

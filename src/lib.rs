@@ -37,6 +37,8 @@ pub use weir_engine::stream::{StreamConnector, StreamEnd};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
 pub use weir_engine::{lineage, validate};
 use weir_executor::client::ZenohReplicas;
+use weir_executor::hams_manager::HamsManager;
+pub use weir_hams as hams;
 use weir_operators::model::executor::{BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
 use weir_operators::OperatorFactory;
@@ -124,6 +126,9 @@ pub enum StartError {
     /// zenoh could not start (for remote executors).
     #[error(transparent)]
     Zenoh(#[from] weir_connectors::zenoh_peer::SessionError),
+    /// Stateful nodes' roles could not be assigned.
+    #[error(transparent)]
+    Hams(#[from] weir_executor::hams_manager::ManagerError),
 }
 
 /// A graph running in this process, with its executors.
@@ -131,6 +136,8 @@ pub enum StartError {
 pub struct RunningGraph {
     runtime: Arc<GraphRuntime>,
     factory: Arc<OperatorFactory>,
+    /// The HAMS manager of stateful nodes on executors.
+    hams: Option<Arc<HamsManager>>,
     /// The zenoh session remote replicas use; dropped after the runtime.
     _zenoh: Option<Arc<ZenohReplicas>>,
 }
@@ -156,10 +163,12 @@ impl RunningGraph {
     pub fn executor_metrics(&self) -> weir_connectors::http::MetricsSource {
         let factory = Arc::clone(&self.factory);
         let graph = self.runtime.plan().name.clone();
+        let replies = Arc::clone(self.runtime.replies());
         Box::new(move |out| {
             render_executor_metrics(out, &graph, &factory.executor_stats());
             render_replica_metrics(out, &graph, &factory.replica_pools());
             render_parallelism_metrics(out, &graph, &factory.parallelism_stats());
+            render_hams_metrics(out, &graph, &factory.stateful_nodes(), &replies);
         })
     }
 
@@ -171,6 +180,16 @@ impl RunningGraph {
     /// Parity-coded model nodes (ParM): name and service (its counters), sorted.
     pub fn parity_services(&self) -> Vec<(String, weir_operators::parity::ParityService)> {
         self.factory.parity_services()
+    }
+
+    /// The HAMS manager, when stateful nodes run on executors.
+    pub fn hams(&self) -> Option<&HamsManager> {
+        self.hams.as_deref()
+    }
+
+    /// Stateful nodes' proxies (HAMS), in plan order.
+    pub fn stateful_nodes(&self) -> Vec<Arc<weir_operators::stateful::StatefulNodeHandle>> {
+        self.factory.stateful_nodes()
     }
 
     /// Replica pools (model nodes with several or remote replicas): name and pool, sorted.
@@ -250,15 +269,37 @@ pub fn start_distributed(
             .as_deref()
             .map(|z| z as &dyn weir_operators::RemoteReplicaSource),
     )?);
+    let remote_stateful: Vec<_> = factory
+        .stateful_nodes()
+        .into_iter()
+        .filter(|h| {
+            h.members
+                .iter()
+                .any(|m| matches!(m, validate::ReplicaTarget::Remote(_)))
+        })
+        .collect();
+    let hams = match (&zenoh, remote_stateful.is_empty()) {
+        (Some(z), false) => Some(Arc::new(HamsManager::start(
+            z.session(),
+            &plan.name,
+            remote_stateful,
+            std::time::Duration::from_secs(15),
+        )?)),
+        _ => None,
+    };
     let runtime = Arc::new(GraphRuntime::start_in(
         plan,
         factory.clone(),
         options,
         distributed.cluster.clone(),
     )?);
+    if let Some(h) = &hams {
+        h.attach(Arc::clone(&runtime));
+    }
     Ok(RunningGraph {
         runtime,
         factory,
+        hams,
         _zenoh: zenoh,
     })
 }
@@ -331,6 +372,38 @@ fn render_executor_metrics(out: &mut String, graph: &str, stats: &[(String, Load
 
 /// Replica pools: per replica, liveness, jobs outstanding and dispatched; per node, re-dispatches,
 /// jobs failed for want of a live replica, and suppressed late answers.
+/// HAMS gauges and counters per stateful node: epoch, failovers, rows recorded until their
+/// replies leave, batches not yet durable; and the replies the release gate holds.
+fn render_hams_metrics(
+    out: &mut String,
+    graph: &str,
+    nodes: &[Arc<weir_operators::stateful::StatefulNodeHandle>],
+    replies: &weir_engine::dataflow::egress::ReplyTable,
+) {
+    use std::fmt::Write;
+    if nodes.is_empty() {
+        return;
+    }
+    let statuses: Vec<_> = nodes.iter().map(|h| (h.node.clone(), h.status())).collect();
+    type Field = fn(&weir_operators::stateful::ProxyStatus) -> f64;
+    let per_node: [(&str, &str, Field); 4] = [
+        ("weir_hams_epoch", "Epoch of the node's primary (bumped by every promotion).", |s| s.epoch as f64),
+        ("weir_hams_durable_version", "Highest state version applied on a backup.", |s| s.durable as f64),
+        ("weir_hams_recorded_rows", "Rows whose outputs are kept until their replies leave.", |s| s.recorded as f64),
+        ("weir_hams_undurable_batches", "Batches sent and not yet durable.", |s| s.undurable as f64),
+    ];
+    for (name, help, field) in per_node {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (node, s) in &statuses {
+            let _ = writeln!(out, "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}", field(s));
+        }
+    }
+    let _ = writeln!(out, "# HELP weir_hams_held_replies Replies waiting for the states they depend on to be durable.\n# TYPE weir_hams_held_replies gauge");
+    let _ = writeln!(out, "weir_hams_held_replies{{graph=\"{graph}\"}} {}", replies.held());
+    let _ = writeln!(out, "# HELP weir_hams_stale_answers_total Answers of superseded request attempts dropped.\n# TYPE weir_hams_stale_answers_total counter");
+    let _ = writeln!(out, "weir_hams_stale_answers_total{{graph=\"{graph}\"}} {}", replies.stale());
+}
+
 fn render_replica_metrics(
     out: &mut String,
     graph: &str,

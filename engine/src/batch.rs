@@ -328,6 +328,21 @@ impl Batch {
             .with_parameters(self.parameters.clone())
     }
 
+    /// The same rows under other request ids (a kept output answering a newer attempt).
+    ///
+    /// # Errors
+    /// When `ids` does not have one entry per row.
+    pub fn with_request_ids(mut self, ids: UInt64Array) -> Result<Self, BatchError> {
+        if ids.len() != self.num_rows() {
+            return Err(BatchError::BadColumn {
+                column: "request_id".into(),
+                problem: format!("{} ids for {} rows", ids.len(), self.num_rows()),
+            });
+        }
+        self.request_ids = ids;
+        Ok(self)
+    }
+
     /// The parameters column.
     pub fn parameters(&self) -> &StringArray {
         &self.parameters

@@ -24,6 +24,7 @@ pub mod request;
 pub mod routing;
 pub mod runtime;
 pub mod spec;
+pub mod stateful;
 pub mod stream;
 pub mod tensor;
 pub mod validate;

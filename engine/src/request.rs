@@ -9,6 +9,29 @@ use std::sync::Arc;
 use crate::lineage::LineageEntry;
 use crate::tensor::{NamedTensor, Tensor};
 
+/// Where a request id counts its attempts: bits 40..48, below the origin process (bits 48..64).
+/// A request whose speculative path was rolled back by a HAMS failover runs again under the next
+/// attempt's id; every row still carrying an older attempt is stale and dropped where it is met.
+pub const ATTEMPT_SHIFT: u32 = 40;
+
+const ATTEMPT_MASK: u64 = 0xFF << ATTEMPT_SHIFT;
+
+/// The id a request was admitted under (attempt 0), which its reply carries.
+pub fn original_id(id: u64) -> u64 {
+    id & !ATTEMPT_MASK
+}
+
+/// Which attempt of its request `id` is (0 for the first).
+pub fn attempt_of(id: u64) -> u64 {
+    (id & ATTEMPT_MASK) >> ATTEMPT_SHIFT
+}
+
+/// The id of the attempt after `id`'s, or `None` after 255 attempts.
+pub fn next_attempt(id: u64) -> Option<u64> {
+    let next = attempt_of(id) + 1;
+    (next <= 0xFF).then(|| original_id(id) | (next << ATTEMPT_SHIFT))
+}
+
 /// A reply: the graph's outputs for one request, and the path it took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {

@@ -83,6 +83,8 @@ pub struct GraphRuntime {
     next_worker: AtomicUsize,
     in_flight: Arc<AtomicUsize>,
     closed: AtomicBool,
+    /// Keep each pending request's inputs (replicated stateful nodes may need it run again).
+    log_requests: bool,
     options: RuntimeOptions,
 }
 
@@ -133,6 +135,21 @@ impl GraphRuntime {
         let first_worker = process * workers;
         let plan = Arc::new(plan);
         let replies = Arc::new(ReplyTable::default());
+        let replicated: Vec<u32> = plan
+            .nodes
+            .iter()
+            .filter(|n| match &n.node.kind {
+                crate::validate::NodeKind::Model(m) => {
+                    m.state.as_ref().is_some_and(|s| s.replicated())
+                }
+                _ => false,
+            })
+            .map(|n| n.lineage_id)
+            .collect();
+        let log_requests = !replicated.is_empty();
+        if log_requests {
+            replies.set_replicated(replicated);
+        }
         let mut senders = Vec::with_capacity(workers);
         let mut receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -257,6 +274,7 @@ impl GraphRuntime {
             next_worker: AtomicUsize::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
+            log_requests,
             options,
         })
     }
@@ -397,27 +415,21 @@ impl GraphRuntime {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let in_flight = Arc::clone(&self.in_flight);
-        self.replies.insert(
-            id,
-            Box::new(move |outcome| {
-                in_flight.fetch_sub(1, Ordering::AcqRel);
-                responder(outcome);
-            }),
-        );
-        let guard = self.workers.read().unwrap_or_else(|p| p.into_inner());
-        let sent = guard.as_ref().and_then(|workers| {
-            let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
-            w.requests
-                .send(AdmittedRequest {
-                    id,
-                    inputs,
-                    parameters,
-                })
-                .ok()?;
-            w.activator.activate().ok()
+        let responder: Responder = Box::new(move |outcome| {
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            responder(outcome);
         });
-        drop(guard);
-        if sent.is_none() {
+        let request = AdmittedRequest {
+            id,
+            inputs,
+            parameters,
+        };
+        if self.log_requests {
+            self.replies.insert_logged(request.clone(), responder);
+        } else {
+            self.replies.insert(id, responder);
+        }
+        if !self.dispatch(request) {
             // The workers are gone: answer now rather than leave the request hanging.
             self.replies.answer(
                 id,
@@ -427,6 +439,47 @@ impl GraphRuntime {
             );
         }
         Ok(id)
+    }
+
+    /// Hands an admitted request to the next worker's ingress; false when the workers are gone.
+    fn dispatch(&self, request: AdmittedRequest) -> bool {
+        let guard = self.workers.read().unwrap_or_else(|p| p.into_inner());
+        let sent = guard.as_ref().and_then(|workers| {
+            let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
+            w.requests.send(request).ok()?;
+            w.activator.activate().ok()
+        });
+        sent.is_some()
+    }
+
+    /// Runs the request first admitted as `original` again, under its next attempt's id (HAMS
+    /// recovery: its speculative path was rolled back). Rows of the older attempt are stale from
+    /// now on. Returns whether it was re-admitted (false: already answered, or not logged).
+    pub fn retry(&self, original: u64) -> bool {
+        let Some(request) = self.replies.retry(original) else {
+            return false;
+        };
+        let id = request.id;
+        if self.dispatch(request) {
+            return true;
+        }
+        self.replies.answer(
+            id,
+            Err(RequestError::ShuttingDown {
+                graph: self.plan.name.clone(),
+            }),
+        );
+        false
+    }
+
+    /// The reply table (liveness of request attempts, the release gate).
+    pub fn replies(&self) -> &Arc<ReplyTable> {
+        &self.replies
+    }
+
+    /// Takes a durability announcement of a replicated stateful node: replies waiting on it go.
+    pub fn announce_durable(&self, d: weir_hams::protocol::Durable) {
+        self.replies.announce(d);
     }
 
     /// Submits a request and waits for its reply.

@@ -28,6 +28,7 @@ use crate::placement::{check_placement, Placement};
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::routing::{check_routing, Routing};
 use crate::spec::{BatchingSpec, ExecutorSpec, GraphSpec, ModelSpec, NodeSpec, Spanned, TensorRef};
+use crate::stateful::{check_state, declared_state, StatefulNode};
 use crate::stream::{check_streams, StreamConnector};
 use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
 
@@ -75,10 +76,15 @@ pub struct ModelNode {
     /// SERF `parallelism: auto`: the profile the executor switches configurations by (`executor`
     /// then holds the starting configuration). `None` for a fixed configuration.
     pub auto_parallelism: Option<Box<AutoParallelism>>,
+    /// The state it carries between calls and how that state is replicated (HAMS); `None` for a
+    /// stateless model. State inputs and outputs are not among the node's ports or outputs.
+    pub state: Option<Box<StatefulNode>>,
 }
 
 /// What a node does.
 #[derive(Debug, Clone, PartialEq)]
+// A plan holds a handful of nodes: the size of the model variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum NodeKind {
     /// Runs an ONNX model; ports follow the model's input order, outputs its output order.
     Model(ModelNode),
@@ -227,6 +233,8 @@ struct NodeFacts {
     routing: Option<Routing>,
     /// The executor setting after `parallelism:`, and the SERF profile under `auto`.
     parallelism: Option<(ExecutorSpec, Option<AutoParallelism>)>,
+    /// `state:`/`replication:` resolved (`None` for a stateless node or after an error).
+    state: Option<StatefulNode>,
 }
 
 /// The output a parity-coded model node adds: 1 for a reconstructed row, 0 for a real one.
@@ -480,6 +488,7 @@ impl<'a> Validator<'a> {
             parity: None,
             routing: None,
             parallelism: None,
+            state: None,
         };
         match &node.value {
             NodeSpec::Model(m) => {
@@ -499,9 +508,19 @@ impl<'a> Validator<'a> {
                     &mut self.diags,
                 );
                 if let Some((meta, batched)) = self.read_model(&id, m) {
+                    facts.state = check_state(
+                        &id,
+                        m,
+                        &meta,
+                        self.placement.replicas.get(&id).map(Vec::as_slice),
+                        &mut self.diags,
+                    )
+                    .flatten();
+                    let (_, state_outputs) = declared_state(m);
                     facts.outputs = Some(
                         meta.outputs
                             .iter()
+                            .filter(|o| !state_outputs.contains(&o.name.as_str()))
                             .filter_map(|o| match o.element {
                                 ElementType::Supported(dtype) => Some((
                                     o.name.clone(),
@@ -699,7 +718,12 @@ impl<'a> Validator<'a> {
         };
         let mut batched = None;
         let mut ok = true;
+        let (state_inputs, state_outputs) = declared_state(m);
         for t in meta.inputs.iter().chain(&meta.outputs) {
+            if state_inputs.contains(&t.name.as_str()) || state_outputs.contains(&t.name.as_str()) {
+                // A state tensor has no batch dimension; `check_state` checks it.
+                continue;
+            }
             let this = match (t.element, t.dims.first()) {
                 (ElementType::NotATensor, _) => {
                     self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` is not a tensor; weir serves tensor models", t.name));
@@ -905,7 +929,11 @@ impl<'a> Validator<'a> {
                 let (meta, batched) = facts.model.clone()?;
                 let mut ordered = Vec::new();
                 let mut ok = true;
+                let (state_inputs, _) = declared_state(m);
                 for info in &meta.inputs {
+                    if state_inputs.contains(&info.name.as_str()) {
+                        continue;
+                    }
                     let Some(pos) = ports
                         .iter()
                         .position(|p| p.name == format!("inputs.{}", info.name))
@@ -968,6 +996,7 @@ impl<'a> Validator<'a> {
                             .parallelism
                             .as_ref()
                             .and_then(|(_, a)| a.clone().map(Box::new)),
+                        state: facts.state.clone().map(Box::new),
                     });
                     (kind, ordered, outputs)
                 })

@@ -39,12 +39,12 @@ pub const DEFAULT_REMOTE_CAPACITY: usize = 16;
 /// (or drops one), so nothing that could call back into zenoh — the replica pool re-dispatching a
 /// job, a revived replica taking work — may run there. One thread per graph process runs it.
 #[derive(Clone)]
-struct Completions {
+pub(crate) struct Completions {
     tx: crossbeam_channel::Sender<Box<dyn FnOnce() + Send>>,
 }
 
 impl Completions {
-    fn start() -> Completions {
+    pub(crate) fn start() -> Completions {
         let (tx, rx) = crossbeam_channel::unbounded::<Box<dyn FnOnce() + Send>>();
         let spawned = std::thread::Builder::new()
             .name("weir-remote-completions".into())
@@ -60,7 +60,7 @@ impl Completions {
     }
 
     /// Runs `work` on the completion thread (inline if that thread is gone).
-    fn run(&self, work: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn run(&self, work: Box<dyn FnOnce() + Send>) {
         if let Err(crossbeam_channel::SendError(work)) = self.tx.send(work) {
             work();
         }
@@ -122,6 +122,13 @@ impl ZenohReplicas {
 }
 
 impl RemoteReplicaSource for ZenohReplicas {
+    fn stateful_transport(&self) -> Option<Arc<dyn weir_operators::stateful::StatefulTransport>> {
+        Some(Arc::new(crate::hams_manager::ZenohStatefulTransport::new(
+            self.session.clone(),
+            self.completions.clone(),
+        )))
+    }
+
     fn replica(
         &self,
         executor: &RemoteExecutor,

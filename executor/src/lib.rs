@@ -12,11 +12,17 @@
 //! `RemoteReplicaSource`: each remote replica sends a job as one zenoh query with a timeout and
 //! follows the executor's liveliness token, so the node's replica pool re-dispatches the jobs of an
 //! executor that dies (its token disappears when its link drops) or stops answering (timeouts).
+//!
+//! Stateful models (HAMS) are served by [`stateful::StatefulMember`]s (`--stateful NAME=PATH`):
+//! primary or backup of a stateful node as the graph's manager ([`hams_manager`]) assigns, under
+//! `<prefix>/hams/<model>/…`.
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod client;
+pub mod hams_manager;
 pub mod protocol;
 pub mod server;
+pub mod stateful;

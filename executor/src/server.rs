@@ -66,6 +66,10 @@ pub struct ExecutorOptions {
     pub queue_capacity: usize,
     /// Emulated slowdown factor F ≥ 1: after each inference, sleep (F − 1) × its time (1: off).
     pub slowdown: f64,
+    /// Stateful models (HAMS): name → ONNX file, served as primary or backup as assigned.
+    pub stateful: Vec<(String, PathBuf)>,
+    /// How stateful models run (non-determinism option, state-link delay).
+    pub stateful_options: crate::stateful::StatefulOptions,
 }
 
 impl ExecutorOptions {
@@ -109,6 +113,7 @@ pub struct ExecutorServer {
     token: Option<LivelinessToken>,
     queryables: Vec<Queryable<()>>,
     executors: Vec<(String, Arc<ModelExecutor>)>,
+    members: Vec<crate::stateful::StatefulMember>,
     session: Session,
 }
 
@@ -132,9 +137,9 @@ impl ExecutorServer {
     /// # Errors
     /// When a model cannot be loaded, the device is not available, or zenoh cannot start.
     pub fn start(options: &ExecutorOptions) -> Result<ExecutorServer, ServeError> {
-        if options.models.is_empty() {
+        if options.models.is_empty() && options.stateful.is_empty() {
             return Err(ServeError::Options(
-                "no model to serve (give --model NAME=PATH)".into(),
+                "no model to serve (give --model or --stateful NAME=PATH)".into(),
             ));
         }
         if !(options.slowdown.is_finite() && options.slowdown >= 1.0) {
@@ -212,6 +217,25 @@ impl ExecutorServer {
                 .map_err(zenoh_err)?;
             queryables.push(q);
         }
+        let mut members = Vec::with_capacity(options.stateful.len());
+        for (name, path) in &options.stateful {
+            let member = crate::stateful::StatefulMember::start(
+                &session,
+                &options.name,
+                &prefix,
+                name,
+                path.clone(),
+                crate::stateful::StatefulOptions {
+                    threads: options.threads.max(1),
+                    ..options.stateful_options.clone()
+                },
+            )
+            .map_err(|e| ServeError::Model {
+                model: name.clone(),
+                message: e.message,
+            })?;
+            members.push(member);
+        }
         let token = session
             .liveliness()
             .declare_token(format!("{prefix}/alive"))
@@ -236,6 +260,7 @@ impl ExecutorServer {
             token: Some(token),
             queryables,
             executors,
+            members,
             session,
         })
     }
@@ -245,9 +270,13 @@ impl ExecutorServer {
         &self.prefix
     }
 
-    /// The models served, by name.
+    /// The models served, by name (stateful ones too).
     pub fn models(&self) -> Vec<&str> {
-        self.executors.iter().map(|(n, _)| n.as_str()).collect()
+        self.executors
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .chain(self.members.iter().map(|m| m.model()))
+            .collect()
     }
 
     /// Stops serving: liveliness first (graphs stop sending), then the queryables; queued jobs
@@ -266,6 +295,7 @@ impl ExecutorServer {
         }
         // Dropping the executors drains their queues (each job replies) and joins the threads.
         self.executors.clear();
+        self.members.clear();
         for q in self.queryables.drain(..) {
             let _ = q.undeclare().wait();
         }

@@ -133,7 +133,8 @@ impl<T> ApplyQueue<T> {
     }
 
     /// The next tuple to apply, if its turn has come and its dependencies are durable: a
-    /// whole-state transfer at once, otherwise version `applied + 1`. Marks it applied.
+    /// whole-state transfer first (it supersedes everything older), otherwise version
+    /// `applied + 1`. Marks it applied.
     pub fn next_ready(&mut self, view: &DurableView) -> Option<(StateHeader, T)> {
         let full = self
             .pending
@@ -142,6 +143,13 @@ impl<T> ApplyQueue<T> {
             .find(|(_, (h, _))| h.full)
             .map(|(&s, _)| s);
         if let Some(seq) = full {
+            if !self
+                .pending
+                .get(&seq)
+                .is_some_and(|(h, _)| view.all_durable(&h.deps))
+            {
+                return None;
+            }
             let (h, t) = self.pending.remove(&seq)?;
             self.pending.retain(|&s, _| s > seq);
             self.applied = seq;
@@ -187,6 +195,7 @@ mod tests {
             request_ids: vec![],
             row_hashes: vec![],
             full: false,
+            state_bytes: 0,
         }
     }
 
@@ -194,11 +203,33 @@ mod tests {
     fn durability_is_monotone_and_fences_old_epochs() {
         let mut v = DurableView::default();
         assert!(v.is_durable(1, 0));
-        assert!(v.announce(Durable { node: 1, epoch: 1, seq: 5 }));
-        assert!(!v.announce(Durable { node: 1, epoch: 1, seq: 3 }), "reordered: no step back");
+        assert!(v.announce(Durable {
+            node: 1,
+            epoch: 1,
+            seq: 5
+        }));
+        assert!(
+            !v.announce(Durable {
+                node: 1,
+                epoch: 1,
+                seq: 3
+            }),
+            "reordered: no step back"
+        );
         assert!(v.is_durable(1, 5) && !v.is_durable(1, 6));
-        assert!(v.announce(Durable { node: 1, epoch: 2, seq: 7 }));
-        assert!(!v.announce(Durable { node: 1, epoch: 1, seq: 9 }), "stale epoch ignored");
+        assert!(v.announce(Durable {
+            node: 1,
+            epoch: 2,
+            seq: 7
+        }));
+        assert!(
+            !v.announce(Durable {
+                node: 1,
+                epoch: 1,
+                seq: 9
+            }),
+            "stale epoch ignored"
+        );
         assert_eq!(v.durable(1), 7);
         assert_eq!(v.missing(&[(1, 8), (2, 0), (3, 1)]), vec![(1, 8), (3, 1)]);
     }
@@ -212,7 +243,11 @@ mod tests {
         assert_eq!(q.offer(tuple(1, 1, vec![(9, 4)]), "s1"), Offer::Queued);
         assert!(q.next_ready(&v).is_none(), "waits while durable[9] < 4");
         assert_eq!(q.blocked_on(&v), Some((1, vec![(9, 4)])));
-        v.announce(Durable { node: 9, epoch: 1, seq: 4 });
+        v.announce(Durable {
+            node: 9,
+            epoch: 1,
+            seq: 4,
+        });
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s1"));
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s2"));
         assert_eq!(q.applied(), 2);

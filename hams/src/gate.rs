@@ -82,11 +82,30 @@ mod tests {
         assert_eq!(g.offer(1, vec![], "free"), Some("free"));
         assert_eq!(g.offer(2, vec![(5, 1), (6, 2)], "two"), None);
         assert_eq!(g.offer(3, vec![(5, 2)], "three"), None);
-        assert!(g.announce(Durable { node: 5, epoch: 1, seq: 1 }).is_empty());
-        assert_eq!(g.announce(Durable { node: 6, epoch: 1, seq: 2 }), vec![(2, "two")]);
+        assert!(g
+            .announce(Durable {
+                node: 5,
+                epoch: 1,
+                seq: 1
+            })
+            .is_empty());
+        assert_eq!(
+            g.announce(Durable {
+                node: 6,
+                epoch: 1,
+                seq: 2
+            }),
+            vec![(2, "two")]
+        );
         assert_eq!(g.held(), 1);
         assert_eq!(g.remove(3), Some("three"));
-        assert!(g.announce(Durable { node: 5, epoch: 1, seq: 9 }).is_empty());
+        assert!(g
+            .announce(Durable {
+                node: 5,
+                epoch: 1,
+                seq: 9
+            })
+            .is_empty());
         assert_eq!(g.held(), 0);
     }
 }

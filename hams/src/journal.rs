@@ -316,9 +316,15 @@ mod tests {
         ];
         let v = check(&events).violations;
         assert!(v.iter().any(|m| m.contains("made durable twice")), "{v:?}");
-        assert!(v.iter().any(|m| m.contains("differs from the durable")), "{v:?}");
+        assert!(
+            v.iter().any(|m| m.contains("differs from the durable")),
+            "{v:?}"
+        );
         assert!(v.iter().any(|m| m.contains("released 2 times")), "{v:?}");
-        assert!(v.iter().any(|m| m.contains("which no backup applied")), "{v:?}");
+        assert!(
+            v.iter().any(|m| m.contains("which no backup applied")),
+            "{v:?}"
+        );
         assert!(v.iter().any(|m| m.starts_with("R3")), "{v:?}");
     }
 }

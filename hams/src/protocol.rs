@@ -38,7 +38,10 @@ pub fn encode_frame<H: Serialize>(header: &H, payload: &[u8]) -> Vec<u8> {
 /// When the frame is truncated or its header is not an `H`.
 pub fn decode_frame<H: DeserializeOwned>(bytes: &[u8]) -> Result<(H, &[u8]), FrameError> {
     let Some(len) = bytes.get(..4) else {
-        return Err(FrameError::Truncated(format!("{} bytes, no header length", bytes.len())));
+        return Err(FrameError::Truncated(format!(
+            "{} bytes, no header length",
+            bytes.len()
+        )));
     };
     let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
     let Some(head) = bytes.get(4..4 + len) else {
@@ -98,9 +101,11 @@ pub struct RefusalReply {
     pub message: String,
 }
 
-/// Primary → backup: the state a batch made (payload: the state tensors, little-endian, in the
-/// node's `state:` order). `full` marks a whole-state transfer to a new backup, which depends on
-/// nothing not already durable and is applied at once.
+/// Primary → backup: the state a batch made and the batch's reply (payload: the state tensors,
+/// little-endian f32 in the node's `state:` order, `state_bytes` long, then the reply frame the
+/// graph got). The backup keeps recent replies so that, once promoted, it answers a resent batch
+/// it already holds instead of running it again (HAMS's saved outputs). `full` marks a
+/// whole-state transfer to a new backup, applied once its dependencies are durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateHeader {
     /// Primary's epoch.
@@ -115,6 +120,8 @@ pub struct StateHeader {
     pub row_hashes: Vec<u64>,
     /// A whole-state transfer (re-protection), not one batch's state.
     pub full: bool,
+    /// Length of the state part of the payload.
+    pub state_bytes: usize,
 }
 
 /// Backup → primary: state `seq` is applied (the primary may free older snapshots).
@@ -232,7 +239,7 @@ pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
 
 /// Little-endian bytes as f32 values (`None` when the length is not a multiple of 4).
 pub fn f32_values(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(

@@ -3,8 +3,8 @@
 //! [`OperatorFactory`] implements the engine's [`NodeFactory`]: it owns the process-wide resources
 //! (one ONNX Runtime executor per model node, started before any worker runs so a bad model fails
 //! at start-up) and builds each node's operator on every worker. One folder per operator family:
-//! [`model`] (ONNX Runtime executors, replica pools), [`parity`] (ParM coding around a model node)
-//! and [`tensor`] (inline tensor ops).
+//! [`model`] (ONNX Runtime executors, replica pools), [`parity`] (ParM coding around a model node),
+//! [`stateful`] (HAMS: stateful nodes' proxies and operator) and [`tensor`] (inline tensor ops).
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
@@ -12,6 +12,7 @@
 
 pub mod model;
 pub mod parity;
+pub mod stateful;
 pub mod tensor;
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_engine::compile::{CompileError, NodeFactory};
+use weir_engine::dataflow::exchange::route_rows;
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
 use weir_engine::plan::{Plan, PlannedNode};
@@ -28,6 +30,7 @@ use model::{
     ExecError, ExecutorConfig, InferenceService, LoadSnapshot, LocalReplica, ModelExecutor,
     ModelOperator, OrtRuntime, Replica, ReplicaPool,
 };
+use stateful::{LocalStatefulTransport, StatefulNodeHandle, StatefulOperator, StatefulTransport};
 use tensor::operator::TensorOperator;
 use tensor::TensorOp;
 
@@ -43,6 +46,12 @@ pub trait RemoteReplicaSource: Send + Sync {
         executor: &RemoteExecutor,
         config: &ExecutorConfig,
     ) -> Result<Arc<dyn Replica>, ExecError>;
+
+    /// The transport that runs stateful nodes' batches on executor processes (HAMS), if this
+    /// source has one.
+    fn stateful_transport(&self) -> Option<Arc<dyn stateful::StatefulTransport>> {
+        None
+    }
 }
 
 /// Builds node operators for one plan, owning its executors.
@@ -55,6 +64,8 @@ pub struct OperatorFactory {
     services: HashMap<String, Arc<dyn InferenceService>>,
     /// Parity-coded nodes, by node id.
     parity: HashMap<String, parity::ParityService>,
+    /// Stateful nodes (HAMS): proxy and transport, by node id.
+    stateful: HashMap<String, (Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>)>,
 }
 
 impl std::fmt::Debug for OperatorFactory {
@@ -117,9 +128,12 @@ impl OperatorFactory {
             pools: HashMap::new(),
             services: HashMap::new(),
             parity: HashMap::new(),
+            stateful: HashMap::new(),
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
-            NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),
+            NodeKind::Model(m) => {
+                m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some()
+            }
             _ => false,
         });
         let runtime = if needs_runtime {
@@ -131,6 +145,11 @@ impl OperatorFactory {
             let NodeKind::Model(m) = &n.node.kind else {
                 continue;
             };
+            if let Some(spec) = &m.state {
+                let node = start_stateful(plan, n, m, spec, runtime.as_ref(), remotes)?;
+                factory.stateful.insert(n.node.id.clone(), node);
+                continue;
+            }
             let config = executor_config(n, m);
             let mut replicas: Vec<Arc<dyn Replica>> = Vec::new();
             let mut local = None;
@@ -213,6 +232,13 @@ impl OperatorFactory {
         Ok(factory)
     }
 
+    /// Stateful nodes' proxies (HAMS), in plan order.
+    pub fn stateful_nodes(&self) -> Vec<Arc<StatefulNodeHandle>> {
+        let mut v: Vec<_> = self.stateful.values().map(|(h, _)| Arc::clone(h)).collect();
+        v.sort_by_key(|h| h.node_id);
+        v
+    }
+
     /// Parity-coded nodes (ParM) by node id, sorted.
     pub fn parity_services(&self) -> Vec<(String, parity::ParityService)> {
         let mut v: Vec<_> = self
@@ -281,6 +307,22 @@ impl NodeFactory for OperatorFactory {
                 op,
             }
             .build(input)),
+            None if self.stateful.contains_key(&n.id) => {
+                let (handle, transport) = &self.stateful[&n.id];
+                // One sequence of state versions: every row goes to the first worker.
+                let input = if input.scope().peers() > 1 {
+                    route_rows(input, &n.id, |_| 0)
+                } else {
+                    input
+                };
+                Ok(StatefulOperator {
+                    handle: Arc::clone(handle),
+                    producer_ids: node.producer_ids.clone(),
+                    input_columns,
+                    output_columns,
+                }
+                .build(input, Arc::clone(transport)))
+            }
             None => {
                 let executor = self.services.get(&n.id).ok_or_else(|| CompileError {
                     node: n.id.clone(),
@@ -298,3 +340,81 @@ impl NodeFactory for OperatorFactory {
         }
     }
 }
+
+/// Starts a stateful node: its proxy, and the transport its batches run over (a thread of this
+/// process for an unreplicated local node, the remote source's HAMS transport otherwise).
+fn start_stateful(
+    plan: &Plan,
+    n: &PlannedNode,
+    m: &weir_engine::validate::ModelNode,
+    spec: &weir_engine::stateful::StatefulNode,
+    runtime: Option<&OrtRuntime>,
+    remotes: Option<&dyn RemoteReplicaSource>,
+) -> Result<(Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>), ExecError> {
+    let replicated: Vec<u32> = plan
+        .nodes
+        .iter()
+        .filter(|p| match &p.node.kind {
+            NodeKind::Model(pm) => pm.state.as_ref().is_some_and(|s| s.replicated()),
+            _ => false,
+        })
+        .map(|p| p.lineage_id)
+        .collect();
+    let inputs: Vec<String> = n.node.inputs.iter().map(|p| p.name.clone()).collect();
+    let outputs: Vec<(String, weir_engine::tensor::DType)> = m
+        .metadata
+        .outputs
+        .iter()
+        .filter(|o| !spec.is_state_output(&o.name))
+        .filter_map(|o| match o.element {
+            ElementType::Supported(d) => Some((o.name.clone(), d)),
+            _ => None,
+        })
+        .collect();
+    let handle = Arc::new(StatefulNodeHandle::new(
+        n.node.id.clone(),
+        n.lineage_id,
+        spec.clone(),
+        m.replicas.clone(),
+        inputs.clone(),
+        outputs.iter().map(|(o, _)| o.clone()).collect(),
+        if m.batched { m.batching.max_size } else { 1 }.max(1),
+        replicated,
+    ));
+    let local = m.replicas.first() == Some(&ReplicaTarget::Local);
+    let transport: Arc<dyn StatefulTransport> = if local {
+        let runtime = runtime.ok_or_else(|| ExecError::RuntimeMissing("no runtime".into()))?;
+        let slots = spec
+            .state
+            .iter()
+            .map(|p| model::stateful_step::StateSlot {
+                input: p.input.clone(),
+                output: p.output.clone(),
+                shape: p.shape.clone(),
+            })
+            .collect();
+        let model = model::stateful_step::StatefulModel::load(
+            runtime,
+            &n.node.id,
+            &m.path,
+            m.executor.intra_op_threads,
+            m.batched,
+            inputs,
+            outputs,
+            slots,
+        )?;
+        handle.assign_primary(1, LOCAL_PRIMARY.to_string());
+        Arc::new(LocalStatefulTransport::start(&n.node.id, model))
+    } else {
+        remotes
+            .and_then(RemoteReplicaSource::stateful_transport)
+            .ok_or_else(|| ExecError::Unavailable {
+                node: n.node.id.clone(),
+                message: "a stateful node on executors needs a process with a zenoh session (weir serve/run with executors)".into(),
+            })?
+    };
+    Ok((handle, transport))
+}
+
+/// The primary name of a stateful node run in this process.
+pub const LOCAL_PRIMARY: &str = "local";

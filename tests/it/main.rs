@@ -9,6 +9,7 @@ mod equality;
 mod fan_in;
 mod golden;
 mod graphs;
+mod hams;
 mod invalid;
 mod kairos;
 mod parity;

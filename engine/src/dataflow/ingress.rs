@@ -25,7 +25,7 @@ use crate::tensor::{DType, Tensor, TensorData};
 use crate::validate::GraphInput;
 
 /// A request that passed admission: its id and one tensor per graph input, in the graph's order.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AdmittedRequest {
     /// weir's id.
     pub id: u64,

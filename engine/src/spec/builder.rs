@@ -151,6 +151,8 @@ impl ModelBuilder {
                 routing: None,
                 resilience: None,
                 parallelism: None,
+                state: None,
+                replication: None,
             },
         }
     }
@@ -181,6 +183,26 @@ impl ModelBuilder {
     /// Sets SERF parallelism: `auto`, or a fixed concurrency × threads.
     pub fn parallelism(mut self, parallelism: super::ParallelismSpec) -> Self {
         self.spec.parallelism = Some(s(parallelism));
+        self
+    }
+
+    /// Makes the node stateful: model input `inputs[i]` is fed by output `outputs[i]` of the
+    /// previous call (HAMS).
+    pub fn state(mut self, inputs: &[&str], outputs: &[&str]) -> Self {
+        self.spec.state = Some(Box::new(s(super::StateSpec {
+            inputs: inputs.iter().map(|n| s(n.to_string())).collect(),
+            outputs: outputs.iter().map(|n| s(n.to_string())).collect(),
+        })));
+        self
+    }
+
+    /// Protects the node's state with `mode`, declaring a primary failed after `detect_ms`.
+    pub fn replication(mut self, mode: super::ReplicationMode, detect_ms: u64) -> Self {
+        self.spec.replication = Some(Box::new(s(super::ReplicationSpec {
+            mode: s(mode),
+            detect_ms,
+            pipeline: 4,
+        })));
         self
     }
 

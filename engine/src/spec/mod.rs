@@ -14,6 +14,7 @@ mod builder;
 mod model;
 mod remote;
 mod routing;
+mod stateful;
 mod stream;
 mod tensor_op;
 
@@ -31,6 +32,7 @@ pub use model::{
 };
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
+pub use stateful::{ReplicationMode, ReplicationSpec, StateSpec};
 pub use stream::{JsonlStreamSpec, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 
@@ -141,6 +143,8 @@ pub struct OutputSpec {
 /// One node: exactly one kind, written as `- <kind>: {id: ..., ...}`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+// A graph holds a handful of nodes, parsed once: the size of the model variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum NodeSpec {
     /// An ONNX model run by ONNX Runtime.
     Model(ModelSpec),

@@ -34,6 +34,12 @@ pub struct ModelSpec {
     /// `{kairos: {qos_ms: ..., profiles: ...}}` for a pool of different instance types.
     #[serde(default)]
     pub routing: Option<Spanned<super::RoutingSpec>>,
+    /// State carried from one call to the next (HAMS stateful node; see [`super::StateSpec`]).
+    #[serde(default)]
+    pub state: Option<Box<Spanned<super::StateSpec>>>,
+    /// How a stateful node's state is protected (default: no replication).
+    #[serde(default)]
+    pub replication: Option<Box<Spanned<super::ReplicationSpec>>>,
     /// Resilience mechanisms around the node (ParM parity coding).
     #[serde(default)]
     pub resilience: Option<ResilienceSpec>,

@@ -5,6 +5,7 @@
 //! and emits results when the executor wakes it. [`ort_env`] loads the runtime library.
 //! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover,
 //! least outstanding, round robin, or by Kairos's min-cost matching ([`routing`]).
+//! [`stateful_step`] runs one call of a stateful model (HAMS), state in and state out.
 //! [`parallelism`] switches an executor's concurrency × threads live (SERF).
 
 pub mod executor;
@@ -13,6 +14,7 @@ pub mod ort_env;
 pub mod parallelism;
 pub mod replicas;
 pub mod routing;
+pub mod stateful_step;
 
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;

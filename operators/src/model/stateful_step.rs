@@ -1,0 +1,471 @@
+//! One call of a stateful model: `(inputs, state) → (outputs, next state)` on ONNX Runtime.
+//!
+//! The model's state tensors (`state:` pairs) are plain inputs and outputs of the ONNX graph, so a
+//! call never writes the state it reads: the compute stage reads version `n` and the update stage
+//! is a swap to the returned version `n + 1`. That is what lets HAMS ship version `n` to the backup
+//! while the next batch computes without stopping the model (non-stop retrieval: the copy reads a
+//! buffer nothing writes). This type holds no state itself; its owner (an in-process node or an
+//! executor process's primary) keeps the current version.
+//!
+//! A call runs all rows of a batch as one ONNX call (the model's first dimension is dynamic) or
+//! one call per row in order (first dimension fixed to 1), feeding each row's next state to the
+//! following row. With `order`, the rows run in that order instead of arrival order: the
+//! executor's non-determinism option uses it to change the interleaving of requests (S1) and, for
+//! a model that sums over the batch (online learning's gradient), the floating-point reduction
+//! order (S2); outputs are put back in arrival order.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use ort::session::{Session, SessionInputValue};
+use ort::value::TensorRef;
+use weir_engine::batch::TensorColumn;
+use weir_engine::spec::Device;
+use weir_engine::tensor::{DType, TensorData};
+
+use super::{ExecError, OrtRuntime};
+
+/// One state tensor of a model: fed to `input`, read back from `output`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateSlot {
+    /// Model input.
+    pub input: String,
+    /// Model output.
+    pub output: String,
+    /// Full shape.
+    pub shape: Vec<usize>,
+}
+
+impl StateSlot {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A loaded stateful model.
+pub struct StatefulModel {
+    node: String,
+    session: Session,
+    batched: bool,
+    inputs: Vec<String>,
+    outputs: Vec<(String, DType)>,
+    state: Vec<StateSlot>,
+}
+
+impl std::fmt::Debug for StatefulModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatefulModel")
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+/// A state version: one vector per state tensor, in `state:` order.
+pub type StateVersion = Vec<Vec<f32>>;
+
+/// One ONNX call's row outputs (shape without the batch dimension, data) and next state.
+type CallOutputs = (Vec<(Vec<usize>, TensorData)>, StateVersion);
+
+impl StatefulModel {
+    /// Loads `path` for node `node`: `inputs` are the row inputs in payload order, `outputs` the
+    /// row outputs returned, `state` the state tensors (f32).
+    ///
+    /// # Errors
+    /// When the session cannot be created.
+    #[allow(clippy::too_many_arguments)]
+    pub fn load(
+        runtime: &OrtRuntime,
+        node: &str,
+        path: &Path,
+        threads: usize,
+        batched: bool,
+        inputs: Vec<String>,
+        outputs: Vec<(String, DType)>,
+        state: Vec<StateSlot>,
+    ) -> Result<Self, ExecError> {
+        let session = runtime.session_on(node, path, threads.max(1), false, Device::Cpu)?;
+        Ok(StatefulModel {
+            node: node.to_string(),
+            session,
+            batched,
+            inputs,
+            outputs,
+            state,
+        })
+    }
+
+    /// The initial state: zeros.
+    pub fn initial_state(&self) -> StateVersion {
+        self.state.iter().map(|s| vec![0.0; s.len()]).collect()
+    }
+
+    /// The state tensors.
+    pub fn state_slots(&self) -> &[StateSlot] {
+        &self.state
+    }
+
+    /// The row outputs' names and types.
+    pub fn outputs(&self) -> &[(String, DType)] {
+        &self.outputs
+    }
+
+    /// The row inputs' names.
+    pub fn inputs(&self) -> &[String] {
+        &self.inputs
+    }
+
+    fn err(&self, message: impl Into<String>) -> ExecError {
+        ExecError::Inference {
+            node: self.node.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Runs `inputs` (one column per row input) from state `state`, rows in `order` (arrival
+    /// order when `None`); returns the row outputs in arrival order and the next state.
+    ///
+    /// # Errors
+    /// When the inputs do not fit the model or ONNX Runtime fails.
+    pub fn run(
+        &mut self,
+        inputs: &[TensorColumn],
+        state: &StateVersion,
+        order: Option<&[usize]>,
+    ) -> Result<(Vec<TensorColumn>, StateVersion), ExecError> {
+        if inputs.len() != self.inputs.len() || state.len() != self.state.len() {
+            return Err(self.err(format!(
+                "expected {} inputs and {} state tensors, got {} and {}",
+                self.inputs.len(),
+                self.state.len(),
+                inputs.len(),
+                state.len()
+            )));
+        }
+        let rows = inputs.first().map_or(0, TensorColumn::len);
+        if inputs.iter().any(|c| c.len() != rows) {
+            return Err(self.err("input columns differ in row count"));
+        }
+        let arrival: Vec<usize> = (0..rows).collect();
+        let order = order.unwrap_or(&arrival);
+        if order.len() != rows {
+            return Err(self.err("row order does not cover the batch"));
+        }
+        let chunks: Vec<Vec<usize>> = if self.batched {
+            vec![order.to_vec()]
+        } else {
+            order.iter().map(|&r| vec![r]).collect()
+        };
+        let mut current: StateVersion = state.clone();
+        let mut per_output: Vec<Vec<(usize, TensorData)>> = vec![Vec::new(); self.outputs.len()];
+        let mut row_shapes: Vec<Vec<usize>> = vec![Vec::new(); self.outputs.len()];
+        for chunk in &chunks {
+            let (outs, next) = self.call(inputs, &current, chunk)?;
+            current = next;
+            for (i, (shape, data)) in outs.into_iter().enumerate() {
+                row_shapes[i] = shape;
+                per_output[i].push((chunk.len(), data));
+            }
+        }
+        let mut columns = Vec::with_capacity(self.outputs.len());
+        for (i, (name, dtype)) in self.outputs.iter().enumerate() {
+            let row_len: usize = row_shapes[i].iter().product();
+            let data = unpermute(&per_output[i], order, row_len, *dtype);
+            columns.push(
+                TensorColumn::from_data(name, row_shapes[i].clone(), rows, data)
+                    .map_err(|e| self.err(e.to_string()))?,
+            );
+        }
+        Ok((columns, current))
+    }
+
+    /// One ONNX call over `rows` (in that order).
+    fn call(
+        &mut self,
+        inputs: &[TensorColumn],
+        state: &StateVersion,
+        rows: &[usize],
+    ) -> Result<CallOutputs, ExecError> {
+        let node = self.node.clone();
+        let wrap = move |e: ort::Error| ExecError::Inference {
+            node: node.clone(),
+            message: e.to_string(),
+        };
+        let gathered: Vec<Gathered> = inputs.iter().map(|c| gather(c, rows)).collect();
+        let mut feed: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::new();
+        for ((name, col), data) in self.inputs.iter().zip(inputs).zip(&gathered) {
+            let mut shape = vec![rows.len()];
+            shape.extend_from_slice(col.shape());
+            let value: SessionInputValue<'_> = match data {
+                Gathered::F32(v) => TensorRef::from_array_view((shape, v.as_slice()))
+                    .map_err(&wrap)?
+                    .into(),
+                Gathered::I64(v) => TensorRef::from_array_view((shape, v.as_slice()))
+                    .map_err(&wrap)?
+                    .into(),
+            };
+            feed.push((name.as_str().into(), value));
+        }
+        for (slot, values) in self.state.iter().zip(state) {
+            let value: SessionInputValue<'_> =
+                TensorRef::from_array_view((slot.shape.clone(), values.as_slice()))
+                    .map_err(&wrap)?
+                    .into();
+            feed.push((slot.input.as_str().into(), value));
+        }
+        let outputs = self.session.run(feed).map_err(&wrap)?;
+        let mut row_outputs = Vec::with_capacity(self.outputs.len());
+        for (name, dtype) in &self.outputs {
+            let value = outputs.get(name).ok_or_else(|| ExecError::Inference {
+                node: self.node.clone(),
+                message: format!("the model returned no output `{name}`"),
+            })?;
+            let (shape, data) = match dtype {
+                DType::F32 => {
+                    let (shape, v) = value.try_extract_tensor::<f32>().map_err(&wrap)?;
+                    (shape.to_vec(), TensorData::F32(v.to_vec()))
+                }
+                DType::I64 => {
+                    let (shape, v) = value.try_extract_tensor::<i64>().map_err(&wrap)?;
+                    (shape.to_vec(), TensorData::I64(v.to_vec()))
+                }
+            };
+            if shape.first().copied() != Some(rows.len() as i64) {
+                return Err(ExecError::Inference {
+                    node: self.node.clone(),
+                    message: format!(
+                        "output `{name}` has shape {shape:?} for {} rows",
+                        rows.len()
+                    ),
+                });
+            }
+            row_outputs.push((
+                shape[1..].iter().map(|&d| d.max(0) as usize).collect(),
+                data,
+            ));
+        }
+        let mut next = Vec::with_capacity(self.state.len());
+        for slot in &self.state {
+            let value = outputs
+                .get(&slot.output)
+                .ok_or_else(|| ExecError::Inference {
+                    node: self.node.clone(),
+                    message: format!("the model returned no state output `{}`", slot.output),
+                })?;
+            let (_, v) = value.try_extract_tensor::<f32>().map_err(&wrap)?;
+            if v.len() != slot.len() {
+                return Err(ExecError::Inference {
+                    node: self.node.clone(),
+                    message: format!(
+                        "state output `{}` has {} elements, expected {}",
+                        slot.output,
+                        v.len(),
+                        slot.len()
+                    ),
+                });
+            }
+            next.push(v.to_vec());
+        }
+        Ok((row_outputs, next))
+    }
+}
+
+enum Gathered {
+    F32(Vec<f32>),
+    I64(Vec<i64>),
+}
+
+fn gather(col: &TensorColumn, rows: &[usize]) -> Gathered {
+    let n = col.row_len();
+    match col.dtype() {
+        DType::F32 => {
+            let v = col.f32_values().unwrap_or(&[]);
+            Gathered::F32(
+                rows.iter()
+                    .flat_map(|&r| v[r * n..(r + 1) * n].iter().copied())
+                    .collect(),
+            )
+        }
+        DType::I64 => {
+            let v = col.i64_values().unwrap_or(&[]);
+            Gathered::I64(
+                rows.iter()
+                    .flat_map(|&r| v[r * n..(r + 1) * n].iter().copied())
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// Puts chunked outputs (rows in `order`) back in arrival order.
+fn unpermute(
+    chunks: &[(usize, TensorData)],
+    order: &[usize],
+    row_len: usize,
+    dtype: DType,
+) -> TensorData {
+    let rows = order.len();
+    match dtype {
+        DType::F32 => {
+            let mut out = vec![0.0f32; rows * row_len];
+            let mut i = 0;
+            for (n, data) in chunks {
+                if let TensorData::F32(v) = data {
+                    for k in 0..*n {
+                        let dst = order[i + k];
+                        out[dst * row_len..(dst + 1) * row_len]
+                            .copy_from_slice(&v[k * row_len..(k + 1) * row_len]);
+                    }
+                }
+                i += n;
+            }
+            TensorData::F32(out)
+        }
+        DType::I64 => {
+            let mut out = vec![0i64; rows * row_len];
+            let mut i = 0;
+            for (n, data) in chunks {
+                if let TensorData::I64(v) = data {
+                    for k in 0..*n {
+                        let dst = order[i + k];
+                        out[dst * row_len..(dst + 1) * row_len]
+                            .copy_from_slice(&v[k * row_len..(k + 1) * row_len]);
+                    }
+                }
+                i += n;
+            }
+            TensorData::I64(out)
+        }
+    }
+}
+
+/// One hash per row over every column's values of that row: the output identity HAMS's journal
+/// compares across primaries, backups and the frontend.
+pub fn row_hashes(columns: &[TensorColumn], rows: usize) -> Vec<u64> {
+    (0..rows)
+        .map(|r| {
+            let mut bytes = Vec::new();
+            for c in columns {
+                let n = c.row_len();
+                match c.dtype() {
+                    DType::F32 => {
+                        for v in &c.f32_values().unwrap_or(&[])[r * n..(r + 1) * n] {
+                            bytes.extend_from_slice(&v.to_le_bytes());
+                        }
+                    }
+                    DType::I64 => {
+                        for v in &c.i64_values().unwrap_or(&[])[r * n..(r + 1) * n] {
+                            bytes.extend_from_slice(&v.to_le_bytes());
+                        }
+                    }
+                }
+            }
+            weir_hams::protocol::value_hash(&bytes)
+        })
+        .collect()
+}
+
+/// A seeded permutation of `rows` rows (Fisher–Yates over a SplitMix64 stream): the
+/// non-determinism option's choice for one batch, reproducible from its seed.
+pub fn seeded_order(rows: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..rows).collect();
+    let mut x = seed;
+    let mut next = || {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    for i in (1..rows).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn models() -> std::path::PathBuf {
+        std::env::var_os("WEIR_HOME")
+            .map_or_else(
+                || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
+                std::path::PathBuf::from,
+            )
+            .join("models")
+    }
+
+    fn gru() -> StatefulModel {
+        let runtime = OrtRuntime::get().expect("run scripts/setup.sh first");
+        StatefulModel::load(
+            &runtime,
+            "gru",
+            &models().join("gru_stream.onnx"),
+            1,
+            true,
+            vec!["x".into()],
+            vec![("y".into(), DType::F32)],
+            vec![StateSlot {
+                input: "h_in".into(),
+                output: "h_out".into(),
+                shape: vec![1, 16],
+            }],
+        )
+        .expect("gru_stream.onnx loads")
+    }
+
+    fn column(rows: usize, seed: f32) -> TensorColumn {
+        let data: Vec<f32> = (0..rows * 8)
+            .map(|i| ((i as f32) * 0.37 + seed).sin())
+            .collect();
+        TensorColumn::from_data("x", vec![8], rows, TensorData::F32(data)).unwrap()
+    }
+
+    #[test]
+    fn state_carries_from_call_to_call_as_in_one_long_call() {
+        let mut m = gru();
+        let s0 = m.initial_state();
+        let all = column(6, 0.5);
+        let (whole, s_whole) = m.run(std::slice::from_ref(&all), &s0, None).unwrap();
+        let (a, s1) = m.run(&[all.slice(0, 4)], &s0, None).unwrap();
+        let (b, s2) = m.run(&[all.slice(4, 2)], &s1, None).unwrap();
+        let joined: Vec<f32> = [a[0].f32_values().unwrap(), b[0].f32_values().unwrap()].concat();
+        let expect = whole[0].f32_values().unwrap();
+        assert!(joined.iter().zip(expect).all(|(x, y)| (x - y).abs() < 1e-5));
+        assert!(s2[0]
+            .iter()
+            .zip(&s_whole[0])
+            .all(|(x, y)| (x - y).abs() < 1e-5));
+        assert_ne!(s1, s0, "a call moves the state");
+    }
+
+    #[test]
+    fn a_row_order_changes_the_interleaving_and_outputs_come_back_in_arrival_order() {
+        let mut m = gru();
+        let s0 = m.initial_state();
+        let x = column(5, 0.1);
+        let order = seeded_order(5, 42);
+        assert_ne!(order, vec![0, 1, 2, 3, 4]);
+        let (plain, s_plain) = m.run(std::slice::from_ref(&x), &s0, None).unwrap();
+        let (perm, s_perm) = m.run(std::slice::from_ref(&x), &s0, Some(&order)).unwrap();
+        assert_ne!(s_plain, s_perm, "another interleaving, another state");
+        // The first row run sees the same state either way, wherever it sits in the batch.
+        let first = order[0];
+        let row = |c: &TensorColumn, r: usize| c.f32_values().unwrap()[r * 4..(r + 1) * 4].to_vec();
+        let (solo, _) = m.run(&[x.slice(first, 1)], &s0, None).unwrap();
+        assert_eq!(row(&perm[0], first), row(&solo[0], 0));
+        assert_eq!(plain[0].len(), 5);
+        assert_eq!(
+            seeded_order(5, 42),
+            order,
+            "the choice replays from its seed"
+        );
+    }
+}

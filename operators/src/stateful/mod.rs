@@ -1,0 +1,50 @@
+//! Stateful model nodes (HAMS) on the graph side: the proxy of each stateful node (HAMS's request
+//! manager), the timely operator that feeds it, and the transport it runs batches over.
+//!
+//! A stateful node's batches form one sequence of state versions: batch `n` turns version `n - 1`
+//! into version `n`, run by the node's current primary. The [`proxy::StatefulNodeHandle`] numbers
+//! batches, records each row's output until its reply leaves the graph (so a retried request that
+//! already passed the node is answered from the record, never run twice), keeps the dependencies
+//! of every batch not yet durable (for the rollback set), and is paused, rolled back and resumed
+//! by the manager during a failover. The [`operator`] drops stale rows (superseded attempts),
+//! replays recorded outputs, cuts the rest into batches and pipelines them to the primary.
+//! [`local::LocalStatefulTransport`] runs an unreplicated stateful node in this process; the
+//! zenoh transport to executor processes is `weir-executor`'s.
+
+pub mod local;
+pub mod operator;
+pub mod proxy;
+
+pub use local::LocalStatefulTransport;
+pub use operator::StatefulOperator;
+pub use proxy::{Begin, ProxyStatus, StatefulNodeHandle, Suspicion, SuspicionSink};
+
+use weir_engine::batch::TensorColumn;
+use weir_hams::protocol::RunHeader;
+
+/// Why a batch got no outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunFailure {
+    /// No answer from the primary (timeout, dead link) or the primary refused the epoch: the
+    /// batch's fate is decided by failover.
+    Lost(String),
+    /// The model failed on the rows: they are answered with this error.
+    Failed(String),
+}
+
+/// Called once with a batch's row outputs (in the node's output order) or its failure.
+pub type RunDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, RunFailure>) + Send>;
+
+/// Runs a stateful node's batches on its primary.
+pub trait StatefulTransport: Send + Sync {
+    /// Sends batch `header.seq` (inputs in the node's input order) to `primary` (its executor key
+    /// prefix, or `local`); `done` is called once, off any transport callback thread.
+    fn run(
+        &self,
+        node: &StatefulNodeHandle,
+        primary: &str,
+        header: RunHeader,
+        inputs: Vec<TensorColumn>,
+        done: RunDone,
+    );
+}

@@ -1,0 +1,325 @@
+//! The timely operator of a stateful model node.
+//!
+//! On each activation: (1) batch results that came back are emitted at their rows' times with a
+//! lineage hop carrying the batch's version, and recorded in the proxy; a lost batch is reported
+//! to the manager and kept; (2) after a failover (the proxy's epoch moved), kept batches above the
+//! rollback cut are dropped (their requests run again from the ingress) and those at or below it
+//! are resent to the new primary, which answers them from the outputs its backup role kept;
+//! (3) new rows: stale ones (superseded attempts) are dropped, rows of requests that already
+//! passed this node on a standing version get their recorded output, the rest are queued;
+//! (4) queued rows are cut into batches of at most `max_batch` rows and pipelined to the primary,
+//! at most `pipeline` batches at once. The worker never waits on the primary.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use arrow_array::UInt64Array;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
+use tracing::debug;
+use weir_engine::batch::{Batch, TensorColumn};
+use weir_engine::dataflow::{BatchStream, ErrorStream};
+use weir_engine::lineage::{append_hop, LineageView};
+use weir_engine::request::{original_id, RequestError, RowError};
+use weir_hams::protocol::{Dep, RunHeader};
+use weir_hams::{Epoch, Seq};
+
+use super::proxy::{Begin, StatefulNodeHandle};
+use super::{RunFailure, StatefulTransport};
+use crate::model::stateful_step::row_hashes;
+
+/// Column names and identity of one stateful node's operator.
+#[derive(Debug, Clone)]
+pub struct StatefulOperator {
+    /// The node's proxy.
+    pub handle: Arc<StatefulNodeHandle>,
+    /// Lineage ids of its producers.
+    pub producer_ids: Vec<u32>,
+    /// Batch columns feeding the row inputs, in the handle's input order.
+    pub input_columns: Vec<String>,
+    /// Batch column names for the row outputs, in the handle's output order.
+    pub output_columns: Vec<Arc<str>>,
+}
+
+struct InFlight {
+    cap: Capability<u64>,
+    part: Batch,
+    inputs: Vec<TensorColumn>,
+    deps: Vec<Dep>,
+    epoch: Epoch,
+}
+
+type Completion = (Seq, Epoch, Result<Vec<TensorColumn>, RunFailure>);
+
+impl StatefulOperator {
+    /// Builds the operator on `input` (which must reach one worker only), running batches over
+    /// `transport`.
+    pub fn build<'s>(
+        self,
+        input: BatchStream<'s>,
+        transport: Arc<dyn StatefulTransport>,
+    ) -> (BatchStream<'s>, ErrorStream<'s>) {
+        let scope = input.scope();
+        let mut builder = OperatorBuilder::new(format!("stateful/{}", self.handle.node), scope);
+        let info = builder.operator_info();
+        let mut input = builder.new_input(input, Pipeline);
+        let (ok, ok_stream) = builder.new_output();
+        let (err, err_stream) = builder.new_output();
+        let mut ok = OutputBuilder::<u64, CapacityContainerBuilder<Vec<Batch>>>::from(ok);
+        let mut err = OutputBuilder::<u64, CapacityContainerBuilder<Vec<RowError>>>::from(err);
+        let sync = Arc::new(scope.worker().sync_activator_for(info.address.to_vec()));
+        self.handle
+            .set_activator(scope.worker().sync_activator_for(info.address.to_vec()));
+        let (tx, rx): (Sender<Completion>, Receiver<Completion>) = unbounded();
+        let op = self;
+        let pipeline = op.handle.spec.pipeline.max(1);
+        builder.build_reschedule(move |_caps| {
+            let mut in_flight: BTreeMap<Seq, InFlight> = BTreeMap::new();
+            let mut queue: VecDeque<(Capability<u64>, Batch)> = VecDeque::new();
+            move |_frontiers| {
+                let mut ok_out = ok.activate();
+                let mut err_out = err.activate();
+                let handle = &op.handle;
+                // 1. Results.
+                while let Ok((seq, epoch, outcome)) = rx.try_recv() {
+                    let Some(f) = in_flight.get(&seq) else { continue };
+                    if f.epoch != epoch {
+                        continue; // an older send of a batch resent since
+                    }
+                    match outcome {
+                        Ok(columns) => {
+                            let (now, last, _, _) = handle.position();
+                            let Some(f) = in_flight.remove(&seq) else { continue };
+                            if epoch != now && seq > last {
+                                continue; // rolled back meanwhile
+                            }
+                            match op.output_batch(&f.part, seq, columns) {
+                                Ok(batch) => {
+                                    let hashes = row_hashes(
+                                        &op.output_columns_of(&batch),
+                                        batch.num_rows(),
+                                    );
+                                    for (r, &id) in batch.request_ids().iter().enumerate() {
+                                        handle.record(id, seq, batch.slice(r, 1), hashes[r]);
+                                    }
+                                    ok_out.session(&f.cap).give(batch);
+                                }
+                                Err(message) => fail_rows(&mut err_out, &f, &handle.node, message),
+                            }
+                        }
+                        Err(RunFailure::Lost(why)) => {
+                            debug!(node = %handle.node, seq, epoch, %why, "Batch lost; primary suspected.");
+                            handle.suspect(epoch, why);
+                        }
+                        Err(RunFailure::Failed(message)) => {
+                            if let Some(f) = in_flight.remove(&seq) {
+                                fail_rows(&mut err_out, &f, &handle.node, message);
+                            }
+                        }
+                    }
+                }
+                // 2. After a failover: drop what was rolled back, resend what stands.
+                let (epoch_now, last_seq, paused, primary) = handle.position();
+                if !paused {
+                    if let Some(primary) = &primary {
+                        let stale: Vec<Seq> = in_flight
+                            .iter()
+                            .filter(|(_, f)| f.epoch < epoch_now)
+                            .map(|(&s, _)| s)
+                            .collect();
+                        for seq in stale {
+                            if seq > last_seq {
+                                in_flight.remove(&seq);
+                                continue;
+                            }
+                            if let Some(f) = in_flight.get_mut(&seq) {
+                                f.epoch = epoch_now;
+                                let header = RunHeader {
+                                    epoch: epoch_now,
+                                    seq,
+                                    deps: f.deps.clone(),
+                                    request_ids: originals(f.part.request_ids()),
+                                };
+                                let done = completion(&tx, &sync, seq, epoch_now);
+                                transport.run(handle, primary, header, f.inputs.clone(), done);
+                            }
+                        }
+                    }
+                }
+                // 3. New rows.
+                input.for_each(|cap, data| {
+                    let Some(cap) = cap.retain_least(0) else { return };
+                    for batch in data.drain(..) {
+                        let mut kept: Vec<u32> = Vec::with_capacity(batch.num_rows());
+                        for (r, &id) in batch.request_ids().iter().enumerate() {
+                            if !handle.is_live(id) {
+                                continue;
+                            }
+                            match handle.replay(id) {
+                                Some(row) => match row.with_request_ids(UInt64Array::from(vec![id])) {
+                                    Ok(row) => ok_out.session(&cap).give(row),
+                                    Err(_) => kept.push(r as u32),
+                                },
+                                None => kept.push(r as u32),
+                            }
+                        }
+                        if kept.len() == batch.num_rows() {
+                            queue.push_back((cap.clone(), batch));
+                        } else if !kept.is_empty() {
+                            if let Ok(part) = batch.take(&kept) {
+                                queue.push_back((cap.clone(), part));
+                            }
+                        }
+                    }
+                });
+                // 4. Send.
+                while in_flight.len() < pipeline {
+                    let Some((cap, mut part)) = queue.pop_front() else { break };
+                    if part.num_rows() > handle.max_batch {
+                        let rest = part.slice(handle.max_batch, part.num_rows() - handle.max_batch);
+                        queue.push_front((cap.clone(), rest));
+                        part = part.slice(0, handle.max_batch);
+                    }
+                    let ids = part.request_ids().to_vec();
+                    let deps = op.deps_of(&part);
+                    match handle.begin(ids.clone(), deps.clone()) {
+                        Begin::Paused => {
+                            queue.push_front((cap, part));
+                            break;
+                        }
+                        Begin::Stale => {
+                            let live: Vec<u32> = ids
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, &id)| handle.is_live(id))
+                                .map(|(r, _)| r as u32)
+                                .collect();
+                            if !live.is_empty() {
+                                if let Ok(p) = part.take(&live) {
+                                    queue.push_front((cap, p));
+                                }
+                            }
+                        }
+                        Begin::Sent(seq, epoch, primary) => {
+                            let inputs: Option<Vec<TensorColumn>> = op
+                                .input_columns
+                                .iter()
+                                .map(|c| part.tensor(c).cloned())
+                                .collect();
+                            let inputs = inputs.unwrap_or_default();
+                            let header = RunHeader {
+                                epoch,
+                                seq,
+                                deps: deps.clone(),
+                                request_ids: originals(&ids),
+                            };
+                            let done = completion(&tx, &sync, seq, epoch);
+                            transport.run(handle, &primary, header, inputs.clone(), done);
+                            in_flight.insert(
+                                seq,
+                                InFlight {
+                                    cap,
+                                    part,
+                                    inputs,
+                                    deps,
+                                    epoch,
+                                },
+                            );
+                        }
+                    }
+                }
+                !in_flight.is_empty() || !queue.is_empty()
+            }
+        });
+        (ok_stream, err_stream)
+    }
+
+    /// Per upstream replicated node, the highest version any row of `part` passed it at.
+    fn deps_of(&self, part: &Batch) -> Vec<Dep> {
+        let view = LineageView::new(part.lineage());
+        let mut deps: Vec<Dep> = Vec::new();
+        for row in 0..part.num_rows() {
+            for e in view.row(row) {
+                if e.node == self.handle.node_id || !self.handle.replicated.contains(&e.node) {
+                    continue;
+                }
+                match deps.iter_mut().find(|(n, _)| *n == e.node) {
+                    Some(d) => d.1 = d.1.max(e.seq),
+                    None => deps.push((e.node, e.seq)),
+                }
+            }
+        }
+        deps.sort_unstable();
+        deps
+    }
+
+    fn output_batch(
+        &self,
+        part: &Batch,
+        seq: Seq,
+        columns: Vec<TensorColumn>,
+    ) -> Result<Batch, String> {
+        if columns.len() != self.output_columns.len() {
+            return Err(format!(
+                "the primary returned {} outputs, expected {}",
+                columns.len(),
+                self.output_columns.len()
+            ));
+        }
+        let lineage = append_hop(part.lineage(), &self.producer_ids, self.handle.node_id, seq);
+        let tensors = self.output_columns.iter().cloned().zip(columns).collect();
+        part.derive(lineage, tensors).map_err(|e| e.to_string())
+    }
+
+    fn output_columns_of(&self, batch: &Batch) -> Vec<TensorColumn> {
+        self.output_columns
+            .iter()
+            .filter_map(|c| batch.tensor(c).cloned())
+            .collect()
+    }
+}
+
+/// Request ids as admitted (the journal follows requests across attempts).
+fn originals(ids: &[u64]) -> Vec<u64> {
+    ids.iter().map(|&id| original_id(id)).collect()
+}
+
+fn completion(
+    tx: &Sender<Completion>,
+    sync: &Arc<timely::scheduling::SyncActivator>,
+    seq: Seq,
+    epoch: Epoch,
+) -> super::RunDone {
+    let (tx, sync) = (tx.clone(), Arc::clone(sync));
+    Box::new(move |outcome| {
+        let _ = tx.send((seq, epoch, outcome));
+        let _ = sync.activate();
+    })
+}
+
+fn fail_rows(
+    err_out: &mut timely::dataflow::operators::generic::OutputBuilderSession<
+        '_,
+        u64,
+        CapacityContainerBuilder<Vec<RowError>>,
+    >,
+    f: &InFlight,
+    node: &str,
+    message: String,
+) {
+    let error = Arc::new(RequestError::Node {
+        node: node.to_string(),
+        message,
+    });
+    let mut s = err_out.session(&f.cap);
+    for &id in f.part.request_ids() {
+        s.give(RowError {
+            request_id: id,
+            error: Arc::clone(&error),
+        });
+    }
+}

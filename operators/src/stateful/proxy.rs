@@ -1,0 +1,341 @@
+//! The graph-side proxy of one stateful node: sequence numbers, the record of every row's output
+//! until its reply leaves, the batches not yet durable, and the failover controls.
+//!
+//! Shared by the node's timely operator (which sends and records) and the HAMS manager (which
+//! pauses, rolls back and resumes it); everything sits behind one mutex, so a rollback and the
+//! operator's "is this row live, then send it" never interleave (note §2.9 gap 2: a row killed by
+//! a rollback is never sent afterwards).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use timely::scheduling::SyncActivator;
+use tracing::info;
+use weir_engine::batch::Batch;
+use weir_engine::dataflow::egress::ReplyTable;
+use weir_engine::placement::ReplicaTarget;
+use weir_engine::request::original_id;
+use weir_engine::stateful::StatefulNode;
+use weir_hams::protocol::Dep;
+use weir_hams::{Epoch, NodeId, Seq};
+
+/// The outcome of [`StatefulNodeHandle::begin`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begin {
+    /// Numbered: (seq, epoch, primary).
+    Sent(Seq, Epoch, String),
+    /// Failover in progress: try later.
+    Paused,
+    /// A row went stale since it was filtered: filter again.
+    Stale,
+}
+
+/// Where a proxy's suspicions go (the manager's queue).
+pub type SuspicionSink = Box<dyn Fn(Suspicion) + Send + Sync>;
+
+/// The operator reports a primary it could not reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suspicion {
+    /// The node.
+    pub node: NodeId,
+    /// The epoch of the primary suspected.
+    pub epoch: Epoch,
+    /// What happened.
+    pub why: String,
+}
+
+struct Processed {
+    seq: Seq,
+    row: Batch,
+    hash: u64,
+}
+
+struct Sent {
+    ids: Vec<u64>,
+    deps: Vec<Dep>,
+}
+
+struct ProxyState {
+    epoch: Epoch,
+    primary: Option<String>,
+    paused: bool,
+    last_seq: Seq,
+    durable: Seq,
+    processed: HashMap<u64, Processed>,
+    sent: BTreeMap<Seq, Sent>,
+}
+
+/// A stateful node as the graph process sees it.
+pub struct StatefulNodeHandle {
+    /// Node id.
+    pub node: String,
+    /// Lineage id.
+    pub node_id: NodeId,
+    /// State and replication settings.
+    pub spec: StatefulNode,
+    /// Its replicas, `[primary, backup]` at start.
+    pub members: Vec<ReplicaTarget>,
+    /// Row inputs, in the model's order (state inputs excluded).
+    pub inputs: Vec<String>,
+    /// Row outputs, in the model's order (state outputs excluded).
+    pub outputs: Vec<String>,
+    /// Most rows per batch.
+    pub max_batch: usize,
+    /// Lineage ids of every replicated stateful node (this one's dependencies are on the others).
+    pub replicated: Vec<NodeId>,
+    state: Mutex<ProxyState>,
+    activator: Mutex<Option<SyncActivator>>,
+    suspects: Mutex<Option<SuspicionSink>>,
+    replies: OnceLock<Arc<ReplyTable>>,
+}
+
+impl std::fmt::Debug for StatefulNodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatefulNodeHandle")
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+/// What the manager sees of a proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyStatus {
+    /// Current epoch.
+    pub epoch: Epoch,
+    /// Current primary.
+    pub primary: Option<String>,
+    /// Whether sending is paused.
+    pub paused: bool,
+    /// Last batch numbered.
+    pub last_seq: Seq,
+    /// Highest durable version heard of.
+    pub durable: Seq,
+    /// Rows recorded (waiting for their replies to leave).
+    pub recorded: usize,
+    /// Batches sent and not yet durable.
+    pub undurable: usize,
+}
+
+impl StatefulNodeHandle {
+    /// A proxy for node `node`, paused until the manager names a primary.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        node: String,
+        node_id: NodeId,
+        spec: StatefulNode,
+        members: Vec<ReplicaTarget>,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+        max_batch: usize,
+        replicated: Vec<NodeId>,
+    ) -> Self {
+        StatefulNodeHandle {
+            node,
+            node_id,
+            spec,
+            members,
+            inputs,
+            outputs,
+            max_batch: max_batch.max(1),
+            replicated,
+            state: Mutex::new(ProxyState {
+                epoch: 0,
+                primary: None,
+                paused: true,
+                last_seq: 0,
+                durable: 0,
+                processed: HashMap::new(),
+                sent: BTreeMap::new(),
+            }),
+            activator: Mutex::new(None),
+            suspects: Mutex::new(None),
+            replies: OnceLock::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ProxyState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake(&self) {
+        if let Some(a) = self
+            .activator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            let _ = a.activate();
+        }
+    }
+
+    /// Whether the node's state is replicated (replies wait for durability, failover applies).
+    pub fn replicated(&self) -> bool {
+        self.spec.replicated()
+    }
+
+    /// The operator registers how to wake it.
+    pub fn set_activator(&self, activator: SyncActivator) {
+        *self.activator.lock().unwrap_or_else(|p| p.into_inner()) = Some(activator);
+    }
+
+    /// The manager registers where suspicions go.
+    pub fn set_suspects(&self, sink: SuspicionSink) {
+        *self.suspects.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    /// The runtime's reply table, for telling live rows from stale ones.
+    pub fn set_replies(&self, replies: Arc<ReplyTable>) {
+        let _ = self.replies.set(replies);
+    }
+
+    /// Whether a row of request attempt `id` is live (stale rows are dropped).
+    pub fn is_live(&self, id: u64) -> bool {
+        self.replies.get().is_none_or(|r| r.is_live(id))
+    }
+
+    /// Names the primary at `epoch` and resumes sending.
+    pub fn assign_primary(&self, epoch: Epoch, primary: String) {
+        let mut s = self.lock();
+        s.epoch = epoch;
+        s.primary = Some(primary);
+        s.paused = false;
+        drop(s);
+        self.wake();
+    }
+
+    /// Stops sending new batches (failover in progress).
+    pub fn pause(&self) {
+        self.lock().paused = true;
+    }
+
+    /// The proxy's state.
+    pub fn status(&self) -> ProxyStatus {
+        let s = self.lock();
+        ProxyStatus {
+            epoch: s.epoch,
+            primary: s.primary.clone(),
+            paused: s.paused,
+            last_seq: s.last_seq,
+            durable: s.durable,
+            recorded: s.processed.len(),
+            undurable: s.sent.len(),
+        }
+    }
+
+    /// Numbers the next batch of rows `ids` depending on `deps`: [`Begin::Sent`] with (seq, epoch,
+    /// primary), unless paused or a row has gone stale. Liveness is checked under the proxy's
+    /// lock, so a rollback never misses a batch that carried a row it killed (see the module doc).
+    pub fn begin(&self, ids: Vec<u64>, deps: Vec<Dep>) -> Begin {
+        let mut s = self.lock();
+        if s.paused {
+            return Begin::Paused;
+        }
+        let Some(primary) = s.primary.clone() else {
+            return Begin::Paused;
+        };
+        if ids.iter().any(|&id| !self.is_live(id)) {
+            return Begin::Stale;
+        }
+        s.last_seq += 1;
+        let seq = s.last_seq;
+        if self.replicated() {
+            s.sent.insert(seq, Sent { ids, deps });
+        }
+        Begin::Sent(seq, s.epoch, primary)
+    }
+
+    /// (epoch, last numbered, paused, primary) now.
+    pub fn position(&self) -> (Epoch, Seq, bool, Option<String>) {
+        let s = self.lock();
+        (s.epoch, s.last_seq, s.paused, s.primary.clone())
+    }
+
+    /// Records the output row of request attempt `id` at version `seq` (kept until its reply
+    /// leaves).
+    pub fn record(&self, id: u64, seq: Seq, row: Batch, hash: u64) {
+        if !self.replicated() {
+            return;
+        }
+        self.lock()
+            .processed
+            .insert(original_id(id), Processed { seq, row, hash });
+    }
+
+    /// The recorded output of the request `id` belongs to, if it passed this node on a version
+    /// that still stands.
+    pub fn replay(&self, id: u64) -> Option<Batch> {
+        self.lock()
+            .processed
+            .get(&original_id(id))
+            .map(|p| p.row.clone())
+    }
+
+    /// The dependencies of every batch sent and not yet durable.
+    pub fn sent_deps(&self) -> Vec<Vec<Dep>> {
+        self.lock().sent.values().map(|b| b.deps.clone()).collect()
+    }
+
+    /// Rolls the proxy back to version `cut` at `epoch` (its backup was promoted): records and
+    /// batches above the cut are void; returns the original ids of the requests they carried,
+    /// which must run again. Stays paused until [`StatefulNodeHandle::assign_primary`].
+    pub fn rollback(&self, cut: Seq, epoch: Epoch) -> Vec<u64> {
+        let mut s = self.lock();
+        s.paused = true;
+        s.epoch = epoch;
+        let mut retry: Vec<u64> = Vec::new();
+        s.processed.retain(|&id, p| {
+            if p.seq > cut {
+                retry.push(id);
+                false
+            } else {
+                true
+            }
+        });
+        let void: Vec<Seq> = s.sent.range(cut + 1..).map(|(&k, _)| k).collect();
+        for seq in void {
+            if let Some(b) = s.sent.remove(&seq) {
+                retry.extend(b.ids.iter().map(|&id| original_id(id)));
+            }
+        }
+        info!(node = %self.node, from = s.last_seq, to = cut, epoch, retried = retry.len(), "Stateful node rolled back.");
+        s.last_seq = cut;
+        retry.sort_unstable();
+        retry.dedup();
+        retry
+    }
+
+    /// Version `seq` is durable: batches up to it can no longer be rolled back.
+    pub fn on_durable(&self, seq: Seq) {
+        let mut s = self.lock();
+        if seq > s.durable {
+            s.durable = seq;
+        }
+        let keep = s.sent.split_off(&(seq + 1));
+        s.sent = keep;
+    }
+
+    /// The reply of request `original` left the graph: its record goes; returns (version, row
+    /// hash) it passed this node at.
+    pub fn on_release(&self, original: u64) -> Option<(Seq, u64)> {
+        self.lock()
+            .processed
+            .remove(&original_id(original))
+            .map(|p| (p.seq, p.hash))
+    }
+
+    /// The operator could not reach the primary of `epoch`.
+    pub fn suspect(&self, epoch: Epoch, why: String) {
+        if let Some(tx) = self
+            .suspects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            tx(Suspicion {
+                node: self.node_id,
+                epoch,
+                why,
+            });
+        }
+    }
+}
