@@ -19,6 +19,7 @@ Written to --out:
                           (F_P(x1 + x2) = F(x1) + F(x2)), so ParM reconstruction is exact
   gru_stream.onnx         stateful inference (HAMS): the N rows of a call are N time steps of one
                           GRU stream; x[N,8], h_in[1,16] -> y[N,4] (linear head), h_out[1,16]
+  gru_chain.onnx          the same shape of model reading 4 features (it follows gru_stream in a chain)
   online_logreg.onnx      stateful online learning (HAMS): softmax regression whose weights are the
                           state; x[N,64], label[N,10] (one-hot), train[N,1] (1 = training row),
                           w_in[64,10] -> probs[N,10] = softmax(x w_in),
@@ -367,8 +368,8 @@ def affine_models(out_dir):
 SEED_GRU = 5001
 
 
-def gru_stream(out_dir, features=8, hidden=16, classes=4):
-    rng = np.random.default_rng(SEED_GRU)
+def gru_stream(out_dir, features=8, hidden=16, classes=4, name="gru_stream", seed=SEED_GRU):
+    rng = np.random.default_rng(seed)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])
     h_in = helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, hidden])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", classes])
@@ -393,11 +394,11 @@ def gru_stream(out_dir, features=8, hidden=16, classes=4):
         helper.make_node("MatMul", ["hs", "head.W"], ["logits"], name="head"),
         helper.make_node("Add", ["logits", "head.b"], ["y"], name="head_bias"),
     ]
-    graph = helper.make_graph(nodes, "gru_stream", [x, h_in], [y, h_out], initializer=inits)
+    graph = helper.make_graph(nodes, name, [x, h_in], [y, h_out], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="weir make_models.py")
     model.ir_version = IR_VERSION
-    save(model, os.path.join(out_dir, "gru_stream.onnx"))
+    save(model, os.path.join(out_dir, name + ".onnx"))
 
 
 def online_logreg(path, features, classes, graph_name, lr=0.05):
@@ -451,6 +452,7 @@ def main():
     constant_batch1(args.out)
     affine_models(args.out)
     gru_stream(args.out)
+    gru_stream(args.out, features=4, name="gru_chain", seed=SEED_GRU + 1)
     online_logreg(os.path.join(args.out, "online_logreg.onnx"), 64, 10, "online_logreg")
     online_logreg(os.path.join(args.out, "online_wide.onnx"), 512, 512, "online_wide")
 

@@ -91,6 +91,7 @@ impl Drop for Member {
         // A SIGSTOPped child must be resumed to die cleanly.
         let _ = Command::new("kill")
             .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         self.sigkill();
     }
@@ -342,4 +343,290 @@ fn sigkill_of_a_primary_under_load_answers_every_request_once_without_conflicts(
     let report = journal(&dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     assert_eq!(report.released, 300);
+}
+
+fn chain<'a>(replicas_a: &'a [&'a str], replicas_b: &'a [&'a str]) -> [NodeSpec<'a>; 2] {
+    [
+        gru("a", "x", replicas_a, "nspb"),
+        NodeSpec {
+            id: "b",
+            file: "gru_chain.onnx",
+            input: "a.y",
+            state: ("h_in", "h_out"),
+            replicas: replicas_b,
+            mode: "nspb",
+        },
+    ]
+}
+
+#[test]
+fn a_reply_waits_while_its_state_is_not_durable() {
+    // R4: the backup's state link is 3 s slow, so nothing is durable for 3 s; the reply is held
+    // by the release gate (not lost, not released early), then released once.
+    let dir = temp_dir("hams-hold");
+    let a = Member::start(
+        "hams-h-a",
+        &[],
+        &[("track", "gru_stream.onnx")],
+        &["--state-delay-ms", "3000"],
+        &dir.0,
+    );
+    let b = Member::start(
+        "hams-h-b",
+        &[&a.endpoint],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let names = [a.name.as_str(), b.name.as_str()];
+    let path = chain_graph(
+        &dir.0,
+        "track-hold",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "nspb")],
+    );
+    let graph = start_graph(&path);
+    let (tx, rx) = channel();
+    let replies = Replies::default();
+    graph
+        .runtime()
+        .submit(
+            vec![named(Tensor::f32(vec![8], input(0, 8)))],
+            replies.responder(0, tx),
+        )
+        .expect("admitted");
+    let held_seen = wait_for(Duration::from_secs(2), || {
+        graph.runtime().replies().held() == 1
+    });
+    assert!(held_seen, "the computed reply waits in the release gate");
+    assert!(
+        rx.try_recv().is_err(),
+        "not released before its state is durable"
+    );
+    let (_, reply) = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("released later");
+    assert!(reply.is_ok());
+    assert_eq!(graph.runtime().replies().held(), 0);
+    assert_eq!(replies.counts().get(&0), Some(&1));
+}
+
+fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+#[test]
+fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_speculation() {
+    // R8, R13: a's state link is slow, so b runs on a's speculative outputs; killing a's primary
+    // rolls a back to its backup's version and must roll b back too (by promoting b's backup).
+    let dir = temp_dir("hams-chain");
+    let slow = ["--state-delay-ms", "150", "--perturb"];
+    let mut a1 = Member::start("hams-c-a1", &[], &[("a", "gru_stream.onnx")], &slow, &dir.0);
+    let a2 = Member::start(
+        "hams-c-a2",
+        &[&a1.endpoint],
+        &[("a", "gru_stream.onnx")],
+        &["--perturb"],
+        &dir.0,
+    );
+    let b1 = Member::start(
+        "hams-c-b1",
+        &[&a1.endpoint, &a2.endpoint],
+        &[("b", "gru_chain.onnx")],
+        &["--perturb"],
+        &dir.0,
+    );
+    let b2 = Member::start(
+        "hams-c-b2",
+        &[&a1.endpoint, &a2.endpoint, &b1.endpoint],
+        &[("b", "gru_chain.onnx")],
+        &["--perturb"],
+        &dir.0,
+    );
+    let (na, nb) = (
+        [a1.name.as_str(), a2.name.as_str()],
+        [b1.name.as_str(), b2.name.as_str()],
+    );
+    let nodes = chain(&na, &nb);
+    let path = chain_graph(&dir.0, "chain", 8, &[&a1, &a2, &b1, &b2], &nodes);
+    let graph = start_graph(&path);
+    graph.hams().expect("manager").journal_to(&dir.0);
+    let pid = a1.pid();
+    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+        if i == 100 {
+            signal(pid, "-KILL");
+        }
+    });
+    a1.sigkill();
+    assert_eq!(errors, 0);
+    assert_eq!(outputs.len(), 200, "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "answered once each");
+    let recoveries = graph.hams().expect("manager").recoveries();
+    assert_eq!(recoveries.len(), 1, "{recoveries:?}");
+    let rolled: Vec<&str> = recoveries[0]
+        .rolled_back
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        rolled,
+        ["a", "b"],
+        "b consumed a's speculative versions and was rolled back"
+    );
+    let roles = graph.hams().expect("manager").roles();
+    let b_roles = roles.iter().find(|r| r.0 == "b").expect("b");
+    assert_eq!(
+        b_roles.2.as_deref(),
+        Some(format!("weir/executor/{}", b2.name).as_str()),
+        "b's backup was promoted"
+    );
+    assert_eq!(
+        b_roles.3.as_deref(),
+        Some(format!("weir/executor/{}", b1.name).as_str()),
+        "b's old primary is its backup now"
+    );
+    graph.shutdown();
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(report.released, 200);
+}
+
+#[test]
+fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
+    // R12: SIGSTOP the primary past the detection timeout; its backup is promoted; SIGCONT the
+    // old primary: whatever it still sends carries a stale epoch and is dropped.
+    let dir = temp_dir("hams-stop");
+    let a = Member::start(
+        "hams-s-a",
+        &[],
+        &[("track", "gru_stream.onnx")],
+        &["--perturb"],
+        &dir.0,
+    );
+    let b = Member::start(
+        "hams-s-b",
+        &[&a.endpoint],
+        &[("track", "gru_stream.onnx")],
+        &["--perturb"],
+        &dir.0,
+    );
+    let names = [a.name.as_str(), b.name.as_str()];
+    let path = chain_graph(
+        &dir.0,
+        "track-stop",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "nspb")],
+    );
+    let graph = start_graph(&path);
+    graph.hams().expect("manager").journal_to(&dir.0);
+    let pid = a.pid();
+    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+        if i == 80 {
+            signal(pid, "-STOP");
+        }
+        if i == 150 {
+            signal(pid, "-CONT");
+        }
+    });
+    assert_eq!(errors, 0);
+    assert_eq!(outputs.len(), 200);
+    assert!(counts.values().all(|&c| c == 1));
+    let recoveries = graph.hams().expect("manager").recoveries();
+    assert!(
+        !recoveries.is_empty() && recoveries[0].reason.starts_with("suspected"),
+        "{recoveries:?}"
+    );
+    graph.shutdown();
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(report.released, 200);
+}
+
+#[test]
+fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
+    // R14: after a failover the node runs solo; the killed executor restarts and is made the new
+    // primary's backup (whole-state transfer); killing the new primary is then survived too.
+    let dir = temp_dir("hams-reprotect");
+    let mut a = Member::start(
+        "hams-r-a",
+        &[],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let mut b = Member::start(
+        "hams-r-b",
+        &[&a.endpoint],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let names = [a.name.as_str(), b.name.as_str()];
+    let path = chain_graph(
+        &dir.0,
+        "track-reprotect",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "nspb")],
+    );
+    let graph = start_graph(&path);
+    graph.hams().expect("manager").journal_to(&dir.0);
+    let manager = graph.hams().expect("manager");
+    let (a_name, a_endpoint, b_endpoint) = (a.name.clone(), a.endpoint.clone(), b.endpoint.clone());
+    let (first, _, errors) = load(&graph, 60, 8, 4, |i| {
+        if i == 30 {
+            a.sigkill();
+        }
+    });
+    assert_eq!((first.len(), errors), (60, 0));
+    a = Member::start_on(
+        &a_name,
+        &a_endpoint,
+        &[&b_endpoint],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let protected = wait_for(Duration::from_secs(10), || {
+        manager
+            .roles()
+            .iter()
+            .any(|r| r.3.as_deref() == Some(format!("weir/executor/{a_name}").as_str()))
+    });
+    assert!(
+        protected,
+        "the restarted member became the backup: {:?}",
+        manager.roles()
+    );
+    let (second, counts, errors) = load(&graph, 60, 8, 4, |i| {
+        if i == 30 {
+            b.sigkill();
+        }
+    });
+    assert_eq!(
+        (second.len(), errors),
+        (60, 0),
+        "the second failure was survived"
+    );
+    assert!(counts.values().all(|&c| c == 1));
+    assert_eq!(manager.recoveries().len(), 2);
+    let status = graph.stateful_nodes()[0].status();
+    assert_eq!(
+        status.recorded, 0,
+        "R15: every record freed once its reply left"
+    );
+    assert_eq!(graph.runtime().replies().held(), 0);
+    drop(a);
+    graph.shutdown();
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
