@@ -112,6 +112,31 @@ fn kind_label(kind: &NodeKind) -> String {
                         .and_then(|s| s.to_str())
                         .map_or("learned online".to_string(), |f| format!("from {f}"))
                 ),
+            } + &match &m.state {
+                None => String::new(),
+                Some(st) => format!(
+                    ", state {} → {}, replication {}{}",
+                    st.state
+                        .iter()
+                        .map(|p| p.output.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    st.state
+                        .iter()
+                        .map(|p| p.input.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    st.mode.name(),
+                    if st.replicated() {
+                        format!(
+                            " (detect {} ms, pipeline {})",
+                            st.detect.as_millis(),
+                            st.pipeline
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
             },
             match &m.parity {
                 Some(p) => format!(

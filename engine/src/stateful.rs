@@ -4,7 +4,7 @@
 //! Rules:
 //! - `state.inputs` and `state.outputs` have the same length (≥ 1); entry `i` of each names a model
 //!   input and a model output of the same element type and the same fixed shape (the whole state,
-//!   not a per-row tensor: a state has no batch dimension of its own);
+//!   not a per-row tensor: a state has no batch dimension of its own), f32;
 //! - a state input is not bound under `inputs:` (the previous call feeds it);
 //! - `replication` needs `state`; `nspb` and `remus` need exactly two replicas, both declared
 //!   executors (`[primary, backup]`: the backup must live in another process); `none` runs on one
@@ -177,6 +177,11 @@ pub fn check_state(
             continue;
         };
         match (input.element, output.element) {
+            (ElementType::Supported(a), ElementType::Supported(b))
+                if a == b && a != DType::F32 =>
+            {
+                err(diags, "state", i.location, format!("node `{id}`: state tensors `{}` and `{}` are {a}; weir carries f32 state", i.value, o.value));
+            }
             (ElementType::Supported(a), ElementType::Supported(b)) if a == b && in_shape == out_shape => {
                 pairs.push(StatePair {
                     input: i.value.clone(),

@@ -751,8 +751,10 @@ impl<'a> Validator<'a> {
             if meta.inputs.iter().any(|i| i.name == t.name) {
                 match batched {
                     None => batched = Some(this),
-                    Some(b) if b != this => {
-                        self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: the model mixes inputs with a dynamic and a fixed batch dimension"));
+                    // A stateful node's `state:` check names the tensor that does not fit.
+                    Some(b) if b != this && m.state.is_none() => {
+                        self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: the model mixes inputs with a dynamic and a fixed batch dimension"))
+                            .help = Some(format!("if `{}` carries state from one call to the next, name it under `state:`", t.name));
                         ok = false;
                     }
                     _ => {}

@@ -630,3 +630,124 @@ fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
     let report = journal(&dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
+
+#[test]
+fn the_papers_service_graphs_in_graphs_hams_validate() {
+    for name in ["autopilot", "fatigue", "online_learning"] {
+        let path = repo().join(format!("graphs/hams/{name}.yaml"));
+        let graph = load_graph(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(graph.warnings.items.len(), 0, "{name}: {}", graph.warnings);
+        let stateful = graph
+            .plan
+            .nodes
+            .iter()
+            .filter(|n| matches!(&n.node.kind, weir::validate::NodeKind::Model(m) if m.state.as_ref().is_some_and(|s| s.replicated())))
+            .count();
+        assert!(stateful >= 1, "{name} has replicated stateful nodes");
+    }
+}
+
+#[test]
+fn an_online_learning_node_learns_from_training_rows_across_a_failover() {
+    // The stateful online-learning node: training rows update the weights (its state), inference
+    // rows read them. Train on the digits rows, kill the primary halfway, keep training: the
+    // promoted backup carries the learnt weights on, every reply leaves once, and the journal
+    // shows no conflicting outputs under the perturbed (non-deterministic) gradient sums.
+    let dir = temp_dir("hams-online");
+    let model_file = [("learner", "online_logreg.onnx")];
+    let mut a = Member::start("hams-o-a", &[], &model_file, &["--perturb"], &dir.0);
+    let b = Member::start(
+        "hams-o-b",
+        &[&a.endpoint],
+        &model_file,
+        &["--perturb"],
+        &dir.0,
+    );
+    let yaml = format!(
+        "name: online\ninputs:\n  - {{name: pixels, dtype: f32, shape: [64]}}\n  - {{name: label, dtype: f32, shape: [10]}}\n  - {{name: train, dtype: f32, shape: [1]}}\nexecutors:\n  - {{name: {}, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\nnodes:\n  - normalize: {{id: scaled, input: pixels, mean: [0.0], std: [16.0]}}\n  - model:\n      id: learner\n      path: {}\n      inputs: {{x: scaled.output, label: label, train: train}}\n      batching: {{max_size: 8}}\n      state: {{inputs: [w_in], outputs: [w_out]}}\n      replicas: [{}, {}]\n      replication: {{mode: nspb, detect_ms: 300}}\n  - argmax: {{id: class, input: learner.probs}}\noutputs:\n  - {{name: class, from: class.index}}\n",
+        a.name, a.endpoint, b.name, b.endpoint, model("online_logreg.onnx").display(), a.name, b.name
+    );
+    let path = dir.0.join("online.yaml");
+    std::fs::write(&path, yaml).expect("graph written");
+    let graph = start_graph(&path);
+    graph.hams().expect("manager").journal_to(&dir.0);
+    let rows = digits_rows();
+    let (train_rows, test_rows) = rows.split_at(rows.len() * 3 / 4);
+    let accuracy = |graph: &RunningGraph| -> f64 {
+        let correct = test_rows
+            .iter()
+            .filter(|(x, label)| {
+                let r = graph
+                    .runtime()
+                    .infer(digit_request(x, *label, false))
+                    .expect("answered");
+                r.output("class").and_then(|t| t.as_i64()).map(|c| c[0]) == Some(*label as i64)
+            })
+            .count();
+        correct as f64 / test_rows.len() as f64
+    };
+    let before = accuracy(&graph);
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (i, (x, label)) in train_rows.iter().enumerate() {
+        graph
+            .runtime()
+            .submit(
+                digit_request(x, *label, true),
+                replies.responder(i as u64, tx.clone()),
+            )
+            .expect("admitted");
+        if i == train_rows.len() / 2 {
+            a.sigkill();
+        }
+    }
+    let mut answered = 0;
+    while answered < train_rows.len() {
+        let (_, r) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("every training row answered");
+        assert!(r.is_ok());
+        answered += 1;
+    }
+    let after = accuracy(&graph);
+    assert!(replies.counts().values().all(|&c| c == 1));
+    assert_eq!(graph.hams().expect("manager").recoveries().len(), 1);
+    assert!(
+        after > before + 0.3,
+        "learnt across the failover: {before:.2} → {after:.2}"
+    );
+    graph.shutdown();
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
+
+/// The digits rows `scripts/make_models.py` held out: 64 pixels and a label each.
+fn digits_rows() -> Vec<(Vec<f32>, usize)> {
+    let text = std::fs::read_to_string(crate::common::weir_home().join("models/digits_test.csv"))
+        .expect("digits_test.csv");
+    text.lines()
+        .filter_map(|l| {
+            let v: Vec<f32> = l.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            (v.len() == 65).then(|| (v[..64].to_vec(), v[64] as usize))
+        })
+        .collect()
+}
+
+fn digit_request(x: &[f32], label: usize, train: bool) -> Vec<weir::NamedTensor> {
+    let mut onehot = vec![0.0; 10];
+    onehot[label] = 1.0;
+    vec![
+        weir::NamedTensor {
+            name: "pixels".into(),
+            tensor: Tensor::f32(vec![64], x.to_vec()),
+        },
+        weir::NamedTensor {
+            name: "label".into(),
+            tensor: Tensor::f32(vec![10], onehot),
+        },
+        weir::NamedTensor {
+            name: "train".into(),
+            tensor: Tensor::f32(vec![1], vec![if train { 1.0 } else { 0.0 }]),
+        },
+    ]
+}
