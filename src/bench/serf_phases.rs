@@ -16,7 +16,10 @@
 //!   SERF's reaction time (the estimator's window plus the hysteresis); a second column leaves out
 //!   the first `settle` seconds of each phase, the note's "after estimator convergence".
 //! - SERF runs with the scheduler's defaults (5 s window, 1 s period, hold 2 periods), exactly what a
-//!   graph with `parallelism: auto` gets.
+//!   graph with `parallelism: auto` gets, and decides from the profile of that run (printed with
+//!   the results): a profile skewed by outside load misleads it, as it would in production.
+//!
+//! The file is a little over 600 lines: runner, report and plot of one experiment, kept together.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -417,6 +420,11 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
     let mut s = String::new();
     let scopes = [Some(0), Some(1), Some(2), None];
     for (r, run) in runs.iter().enumerate() {
+        s.push_str(&format!(
+            "\n### run {} — profile\n\n{}",
+            r + 1,
+            crate::serf::describe(&run.profile).unwrap_or_default()
+        ));
         s.push_str(&format!(
             "\n### run {} — phases: {}\n\n| set-up | {} |\n|---|---|---|---|---|\n",
             r + 1,

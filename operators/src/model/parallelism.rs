@@ -27,7 +27,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use weir_serf::config::Config;
 use weir_serf::scheduler::{Scheduler, SchedulerError, SchedulerOptions};
 use weir_serf::table::Candidates;
@@ -299,9 +299,13 @@ fn control_loop(
         }
         let now = origin.elapsed();
         scheduler.record_arrivals(now, board.take_arrivals());
+        let before = scheduler.last_estimate();
         let switch = scheduler.poll(now);
         if let Some(est) = scheduler.last_estimate() {
             board.set_rate(est.rate);
+            if before != Some(est) {
+                debug!(node = %board.node, lambda = est.rate, arrivals = est.arrivals, current = %scheduler.current(), "SERF update.");
+            }
         }
         let Some(sw) = switch else { continue };
         match board.set(sw.to.concurrency, sw.to.threads) {

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# SERF's live parallelism switch on real ONNX Runtime: the same piecewise-Poisson arrivals,
+# moderate → low → moderate, served once with `parallelism: auto` and once per fixed
+# (concurrency × intra-op threads) configuration; mean latency per phase and over the run.
+# Writes benchmarks/serf/phases.md and phases.png. Three runs of 3 × 20 s: about 13 minutes on
+# 2 cores (four set-ups per run).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scripts/setup.sh >/dev/null
+cargo build --release --quiet
+WEIR_LOG=error,weir_operators=info ./target/release/weir bench serf --phases --phase-seconds 20 --runs 3 --samples 40 "$@"
