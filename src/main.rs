@@ -331,6 +331,53 @@ enum BenchCommand {
     Parm(ParmArgs),
     /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
     Serf(SerfBenchArgs),
+    /// Kairos routing on executors of emulated instance types (`--slowdown`) against round robin,
+    /// least outstanding and the best homogeneous pool at the same budget: the largest Poisson
+    /// rate meeting the p99 target.
+    #[command(name = "kairos-live")]
+    KairosLive(KairosLiveArgs),
+}
+
+#[derive(Debug, Args)]
+struct KairosLiveArgs {
+    /// Instance types as NAME:SLOWDOWN:PRICE_PER_HOUR (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "emu.fast:4:1.0,emu.mid:8:0.45,emu.slow:12:0.3"
+    )]
+    types: Vec<String>,
+    /// Instances per type of the heterogeneous pool (comma-separated, one per type).
+    #[arg(long, value_delimiter = ',', default_value = "1,0,2")]
+    hetero: Vec<usize>,
+    /// Budget in $/h every pool fits in.
+    #[arg(long, default_value_t = 1.6)]
+    budget: f64,
+    /// p99 latency target, ms.
+    #[arg(long, default_value_t = 40.0)]
+    qos_ms: f64,
+    /// Hidden width of the 64→W→W→10 MLP served.
+    #[arg(long, default_value_t = 2048)]
+    hidden: usize,
+    /// Most rows per job (1: one query per call, as Kairos's instances serve one query at a time;
+    /// more lets executors batch queued jobs under least outstanding).
+    #[arg(long, default_value_t = 1)]
+    max_batch: usize,
+    /// First offered rate of each sweep, requests/s.
+    #[arg(long, default_value_t = 40.0)]
+    start_rate: f64,
+    /// Seconds of load per rate point.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Repeats; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Where the Markdown table goes.
+    #[arg(long, default_value = "benchmarks/kairos/live.md")]
+    table: PathBuf,
+    /// Where the PNG plot goes.
+    #[arg(long, default_value = "benchmarks/kairos/live.png")]
+    plot: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -437,6 +484,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Parm(a)) => bench_parm(a),
         Command::Profile(a) => profile(a),
         Command::Bench(BenchCommand::Serf(a)) => bench_serf(a),
+        Command::Bench(BenchCommand::KairosLive(a)) => bench_kairos_live(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -955,6 +1003,72 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
     match weir::bench::plot::plot_coding_cost(&costs, &cost_plot) {
         Ok(()) => println!("plot: {}", cost_plot.display()),
         Err(e) => eprintln!("no plot written ({}): {e:#}", cost_plot.display()),
+    }
+    Ok(())
+}
+
+fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
+    use weir::bench::kairos_live::{
+        default_model, kairos_live, kairos_live_table, plot_kairos_live, EmulatedType,
+        KairosLiveConfig,
+    };
+    let types = args
+        .types
+        .iter()
+        .map(|t| {
+            let parts: Vec<&str> = t.split(':').collect();
+            match parts.as_slice() {
+                [name, slowdown, price] => Ok(EmulatedType {
+                    name: name.to_string(),
+                    slowdown: slowdown
+                        .parse()
+                        .with_context(|| format!("slowdown in `{t}`"))?,
+                    cost_per_hour: price.parse().with_context(|| format!("price in `{t}`"))?,
+                }),
+                _ => Err(anyhow::anyhow!("`{t}` is not NAME:SLOWDOWN:PRICE_PER_HOUR")),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let config = KairosLiveConfig {
+        types,
+        hetero: args.hetero,
+        budget_per_hour: args.budget,
+        qos_ms: args.qos_ms,
+        hidden: args.hidden,
+        max_batch: args.max_batch,
+        start_rate: args.start_rate,
+        seconds_per_point: args.seconds,
+        repeats: args.repeats.max(1),
+    };
+    let home = std::env::var_os("WEIR_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".weir"));
+    let model = default_model(&home, config.hidden);
+    let results = kairos_live(&config, &model)?;
+    let table = kairos_live_table(&config, &results);
+    println!("{table}");
+    let machine = format!(
+        "\nMachine: {} CPUs, load average at the end {}; ONNX Runtime: {}.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        weir::OrtRuntime::get()
+            .map(|r| r.build_info().to_string())
+            .unwrap_or_else(|e| e.to_string())
+    );
+    println!("{machine}");
+    if let Some(dir) = args.table.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&args.table, format!("{table}{machine}"))
+        .with_context(|| format!("writing {}", args.table.display()))?;
+    match plot_kairos_live(&config, &results, &args.plot) {
+        Ok(()) => eprintln!("plot: {}", args.plot.display()),
+        Err(e) => eprintln!("no plot ({e})"),
     }
     Ok(())
 }

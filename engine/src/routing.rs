@@ -215,14 +215,13 @@ pub fn check_routing(
         .iter()
         .filter(|d| d.severity == crate::diagnostic::Severity::Error)
         .count();
-    (errors_after == errors_before && replicas.is_some()).then(|| {
-        Routing::Kairos(KairosRouting {
+    (errors_after == errors_before && replicas.is_some()).then_some(Routing::Kairos(
+        KairosRouting {
             qos_ms,
             replica_types: types,
             replica_costs: costs,
             profile,
             profile_path,
-        })
-    })
+        },
+    ))
 }
-

@@ -320,11 +320,7 @@ impl Distributor {
 /// `round(L_base(max_batch) / L_t(max_batch), 2)` where the base is the type with the lowest
 /// latency at `max_batch` among those `known` (with a prediction). Unknown types get η = 1, so a
 /// type nobody has measured yet is neither favoured nor shunned by its weight.
-pub fn eta_from(
-    model: &dyn LatencyModel,
-    known: &[bool],
-    max_batch: u32,
-) -> Vec<f64> {
+pub fn eta_from(model: &dyn LatencyModel, known: &[bool], max_batch: u32) -> Vec<f64> {
     let lat: Vec<Option<f64>> = known
         .iter()
         .enumerate()

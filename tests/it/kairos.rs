@@ -157,10 +157,7 @@ fn kairos_over_emulated_executor_types_answers_once_with_in_process_outputs() {
     ];
     let n = 150;
     let want = serve(&graph_yaml(&[], None), n);
-    let learned = serve(
-        &graph_yaml(&executors, Some("{kairos: {qos_ms: 50}}")),
-        n,
-    );
+    let learned = serve(&graph_yaml(&executors, Some("{kairos: {qos_ms: 50}}")), n);
     assert_same(&learned, &want, "kairos, latency learned online");
     let profile = repo().join("tests/kairos/emulated_profile.yaml");
     let profiled = serve(

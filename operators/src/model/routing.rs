@@ -274,9 +274,9 @@ impl<J> KairosQueue<J> {
             .take(KAIROS_WINDOW_PER_REPLICA * states.len())
             .map(|w| w.query)
             .collect();
-        let pairs =
-            self.distributor
-                .assign_with(self.latency.model(), &window, &states, now_ms);
+        let pairs = self
+            .distributor
+            .assign_with(self.latency.model(), &window, &states, now_ms);
         for &(i, s) in &pairs {
             let r = replica_of[s];
             let batch = window[i].batch;

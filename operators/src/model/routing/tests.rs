@@ -154,7 +154,11 @@ fn kairos_redispatches_the_job_of_a_dead_replica() {
     p.try_submit(job(2, &answers)).unwrap();
     assert_answered_once(&answers, 3);
     let got = answers.lock().unwrap();
-    assert!(got[2].1.as_ref().unwrap_err().contains("no replica is alive"));
+    assert!(got[2]
+        .1
+        .as_ref()
+        .unwrap_err()
+        .contains("no replica is alive"));
 }
 
 #[test]
@@ -168,7 +172,9 @@ fn kairos_answers_every_job_once_under_random_releases_and_failures() {
     let mut pending: Vec<crate::model::Job> = Vec::new();
     let mut rng: u64 = 7;
     let mut next = || {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (rng >> 33) as usize
     };
     let mut submitted = 0i64;
@@ -189,7 +195,12 @@ fn kairos_answers_every_job_once_under_random_releases_and_failures() {
             8 => {
                 let alive = r.alive.load(Ordering::SeqCst);
                 // Keep one replica alive so jobs are not failed for want of any.
-                if !alive || replicas.iter().filter(|x| x.alive.load(Ordering::SeqCst)).count() > 1
+                if !alive
+                    || replicas
+                        .iter()
+                        .filter(|x| x.alive.load(Ordering::SeqCst))
+                        .count()
+                        > 1
                 {
                     r.alive.store(!alive, Ordering::SeqCst);
                     if alive {
