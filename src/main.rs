@@ -128,8 +128,23 @@ struct ExecutorArgs {
     #[arg(long)]
     connect: Vec<String>,
     /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
-    #[arg(long = "model", required = true, value_parser = parse_model_arg)]
+    #[arg(long = "model", value_parser = parse_model_arg)]
     models: Vec<(String, PathBuf)>,
+    /// A stateful model to serve (HAMS), as NAME=PATH: primary or backup of the graph's node
+    /// NAME as the graph assigns it; its state tensors come with the assignment (repeatable).
+    #[arg(long = "stateful", value_parser = parse_model_arg)]
+    stateful: Vec<(String, PathBuf)>,
+    /// Run each batch's rows of stateful models in a seeded order chosen per (node, version,
+    /// epoch), journaled: the non-determinism of a GPU's reduction order or of racing inputs.
+    #[arg(long)]
+    perturb: bool,
+    /// Delay every state tuple sent to a backup by this many milliseconds (a slow state link).
+    #[arg(long, default_value_t = 0)]
+    state_delay_ms: u64,
+    /// Emulated extra compute per batch of a stateful model, in milliseconds (a sleep after the
+    /// real inference: a GPU model's batch time without using this machine's cores).
+    #[arg(long, default_value_t = 0.0)]
+    compute_ms: f64,
     /// Device to run on: cpu or cuda.
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: weir::Device,
@@ -336,6 +351,39 @@ enum BenchCommand {
     /// rate meeting the p99 target.
     #[command(name = "kairos-live")]
     KairosLive(KairosLiveArgs),
+    /// HAMS: normal-case latency and throughput of NSPB and Remus-like replication against no
+    /// backup on three service graphs, and stateful failover time (detection, protocol,
+    /// handover) over repeated SIGKILLs of a primary.
+    Hams(HamsBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct HamsBenchArgs {
+    /// Requests per measurement.
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+    /// Closed-loop client concurrency.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Measurements per (graph, mode); medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Failover trials per mode.
+    #[arg(long, default_value_t = 10)]
+    trials: usize,
+    /// Most rows per batch at the stateful nodes.
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// Emulated extra compute per batch at every stateful node, ms (`weir executor --compute-ms`).
+    #[arg(long, default_value_t = 0.0)]
+    compute_ms: f64,
+    /// Only these service graphs (autopilot, tracker, online; comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "autopilot,tracker,online"
+    )]
+    services: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -485,6 +533,7 @@ fn main() -> ExitCode {
         Command::Profile(a) => profile(a),
         Command::Bench(BenchCommand::Serf(a)) => bench_serf(a),
         Command::Bench(BenchCommand::KairosLive(a)) => bench_kairos_live(a),
+        Command::Bench(BenchCommand::Hams(a)) => bench_hams(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -922,6 +971,13 @@ fn executor(args: ExecutorArgs) -> Result<()> {
         max_delay: std::time::Duration::from_micros(args.max_delay_us),
         queue_capacity: args.queue_capacity,
         slowdown: args.slowdown,
+        stateful: args.stateful,
+        stateful_options: weir_executor::stateful::StatefulOptions {
+            threads: args.threads,
+            perturb: args.perturb,
+            state_delay: std::time::Duration::from_millis(args.state_delay_ms),
+            compute: std::time::Duration::from_secs_f64(args.compute_ms.max(0.0) / 1e3),
+        },
     };
     let server = weir_executor::server::ExecutorServer::start(&options)
         .with_context(|| format!("starting executor `{}`", args.name))?;
@@ -1073,6 +1129,46 @@ fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
     Ok(())
 }
 
+fn bench_hams(args: HamsBenchArgs) -> Result<()> {
+    use weir::bench::hams::{failover, overhead, tables, HamsBenchConfig};
+    let home = std::env::var_os("WEIR_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".weir"));
+    let config = HamsBenchConfig {
+        models: std::fs::canonicalize(home.join("models"))
+            .context("the models folder (run scripts/setup.sh first)")?,
+        requests: args.requests,
+        concurrency: args.concurrency.max(1),
+        repeats: args.repeats.max(1),
+        trials: args.trials,
+        batch: args.batch.max(1),
+        compute_ms: args.compute_ms.max(0.0),
+        services: args
+            .services
+            .iter()
+            .map(|s| weir::bench::hams::Service::parse(s))
+            .collect::<Result<_>>()?,
+    };
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!(
+        "machine: {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    let rows = overhead(&config)?;
+    let failovers = failover(&config)?;
+    print!("{}", tables(&rows, &failovers, &config));
+    let broken: usize = failovers
+        .iter()
+        .map(|(_, t)| t.iter().filter(|t| !t.exactly_once).count())
+        .sum();
+    if broken > 0 {
+        bail!("{broken} failover trials lost or duplicated a request");
+    }
+    Ok(())
+}
+
 fn bench_remote(args: RemoteArgs) -> Result<()> {
     use weir::bench::remote::{failover, remote_overhead, remote_table, RemoteBenchConfig};
     let config = RemoteBenchConfig {
@@ -1196,7 +1292,6 @@ fn profile(args: ProfileArgs) -> Result<()> {
         LoadError::Invalid(d) => anyhow!("{d}"),
         other => anyhow!(other),
     })?;
-
     let options = ProfileOptions {
         cores: args.cores.unwrap_or_else(cores).max(1),
         samples: args.samples.max(1),

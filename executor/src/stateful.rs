@@ -62,6 +62,10 @@ pub struct StatefulOptions {
     pub perturb: bool,
     /// Delay before each state tuple is sent (a slow state link).
     pub state_delay: Duration,
+    /// Emulated extra compute per batch (a sleep after the real ONNX Runtime call, before the
+    /// reply): the regime of the paper's GPU models, whose batches take tens to hundreds of ms,
+    /// without spending this machine's two cores on it (notes/hams.md §5.2's method).
+    pub compute: Duration,
 }
 
 /// Errors starting a member.
@@ -813,6 +817,9 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
             }
         }
     };
+    if !ctx.options.compute.is_zero() {
+        std::thread::sleep(ctx.options.compute);
+    }
     let (outputs, next) = match result {
         Ok(r) => r,
         Err(e) => {

@@ -9,12 +9,14 @@
 //!   the time from an executor's SIGKILL to its work moving.
 //! - [`kairos_live`]: Kairos routing against round robin, least outstanding and the best
 //!   homogeneous pool at one budget, on executors of emulated instance types.
+//! - [`hams`]: HAMS's normal-case cost (NSPB, Remus-like, none) and stateful failover time.
 //! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
 //! - [`serf`]: SERF's M/D_interf/c predictions against measured mean latency on ONNX Runtime,
 //!   per fixed configuration and load.
 //! - [`serf_phases`]: SERF's live parallelism switch against every fixed configuration under
 //!   moderate → low → moderate load.
 
+pub mod hams;
 pub mod http;
 pub mod kairos_live;
 pub mod overhead;

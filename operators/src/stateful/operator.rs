@@ -8,7 +8,9 @@
 //! (3) new rows: stale ones (superseded attempts) are dropped, rows of requests that already
 //! passed this node on a standing version get their recorded output, the rest are queued;
 //! (4) queued rows are cut into batches of at most `max_batch` rows and pipelined to the primary,
-//! at most `pipeline` batches at once. The worker never waits on the primary.
+//! at most `pipeline` batches at once, a batch that is not full only while none is out (under
+//! load batches fill up; at low load a lone row goes at once). The worker never waits on the
+//! primary.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::{append_hop, LineageView};
 use weir_engine::request::{original_id, RequestError, RowError};
+use weir_engine::tensor::{DType, TensorData};
 use weir_hams::protocol::{Dep, RunHeader};
 use weir_hams::{Epoch, Seq};
 
@@ -45,12 +48,22 @@ pub struct StatefulOperator {
     pub output_columns: Vec<Arc<str>>,
 }
 
+/// One batch sent to the primary: the queued parts it gathered (each with its time), their
+/// concatenated inputs, and what it depends on.
 struct InFlight {
-    cap: Capability<u64>,
-    part: Batch,
+    segments: Vec<(Capability<u64>, Batch)>,
     inputs: Vec<TensorColumn>,
     deps: Vec<Dep>,
     epoch: Epoch,
+}
+
+impl InFlight {
+    fn request_ids(&self) -> Vec<u64> {
+        self.segments
+            .iter()
+            .flat_map(|(_, p)| p.request_ids().iter().copied())
+            .collect()
+    }
 }
 
 type Completion = (Seq, Epoch, Result<Vec<TensorColumn>, RunFailure>);
@@ -93,22 +106,33 @@ impl StatefulOperator {
                     match outcome {
                         Ok(columns) => {
                             let (now, last, _, _) = handle.position();
-                            let Some(f) = in_flight.remove(&seq) else { continue };
+                            let Some(f) = in_flight.remove(&seq) else {
+                                continue;
+                            };
                             if epoch != now && seq > last {
                                 continue; // rolled back meanwhile
                             }
-                            match op.output_batch(&f.part, seq, columns) {
-                                Ok(batch) => {
-                                    let hashes = row_hashes(
-                                        &op.output_columns_of(&batch),
-                                        batch.num_rows(),
-                                    );
-                                    for (r, &id) in batch.request_ids().iter().enumerate() {
-                                        handle.record(id, seq, batch.slice(r, 1), hashes[r]);
+                            let mut offset = 0;
+                            for (cap, part) in &f.segments {
+                                let n = part.num_rows();
+                                let sliced: Vec<TensorColumn> =
+                                    columns.iter().map(|c| c.slice(offset, n)).collect();
+                                offset += n;
+                                match op.output_batch(part, seq, sliced) {
+                                    Ok(batch) => {
+                                        let hashes = row_hashes(
+                                            &op.output_columns_of(&batch),
+                                            batch.num_rows(),
+                                        );
+                                        for (r, &id) in batch.request_ids().iter().enumerate() {
+                                            handle.record(id, seq, batch.slice(r, 1), hashes[r]);
+                                        }
+                                        ok_out.session(cap).give(batch);
                                     }
-                                    ok_out.session(&f.cap).give(batch);
+                                    Err(message) => {
+                                        fail_rows(&mut err_out, cap, part, &handle.node, message)
+                                    }
                                 }
-                                Err(message) => fail_rows(&mut err_out, &f, &handle.node, message),
                             }
                         }
                         Err(RunFailure::Lost(why)) => {
@@ -117,7 +141,9 @@ impl StatefulOperator {
                         }
                         Err(RunFailure::Failed(message)) => {
                             if let Some(f) = in_flight.remove(&seq) {
-                                fail_rows(&mut err_out, &f, &handle.node, message);
+                                for (cap, part) in &f.segments {
+                                    fail_rows(&mut err_out, cap, part, &handle.node, message.clone());
+                                }
                             }
                         }
                     }
@@ -142,7 +168,7 @@ impl StatefulOperator {
                                     epoch: epoch_now,
                                     seq,
                                     deps: f.deps.clone(),
-                                    request_ids: originals(f.part.request_ids()),
+                                    request_ids: originals(&f.request_ids()),
                                 };
                                 let done = completion(&tx, &sync, seq, epoch_now);
                                 transport.run(handle, primary, header, f.inputs.clone(), done);
@@ -176,41 +202,60 @@ impl StatefulOperator {
                         }
                     }
                 });
-                // 4. Send.
-                while in_flight.len() < pipeline {
-                    let Some((cap, mut part)) = queue.pop_front() else { break };
-                    if part.num_rows() > handle.max_batch {
-                        let rest = part.slice(handle.max_batch, part.num_rows() - handle.max_batch);
-                        queue.push_front((cap.clone(), rest));
-                        part = part.slice(0, handle.max_batch);
+                // 4. Send: gather queued parts up to `max_batch` rows per batch.
+                while in_flight.len() < pipeline && !queue.is_empty() {
+                    // While a batch is out, wait for a full one: under load batches fill up
+                    // (the primary runs them one after another anyway); at low load a lone
+                    // row goes at once.
+                    let queued: usize = queue.iter().map(|(_, p)| p.num_rows()).sum();
+                    if !in_flight.is_empty() && queued < handle.max_batch {
+                        break;
                     }
-                    let ids = part.request_ids().to_vec();
-                    let deps = op.deps_of(&part);
+                    let mut segments: Vec<(Capability<u64>, Batch)> = Vec::new();
+                    let mut rows = 0;
+                    while rows < handle.max_batch {
+                        let Some((cap, mut part)) = queue.pop_front() else {
+                            break;
+                        };
+                        let room = handle.max_batch - rows;
+                        if part.num_rows() > room {
+                            let rest = part.slice(room, part.num_rows() - room);
+                            queue.push_front((cap.clone(), rest));
+                            part = part.slice(0, room);
+                        }
+                        rows += part.num_rows();
+                        segments.push((cap, part));
+                    }
+                    let ids: Vec<u64> = segments
+                        .iter()
+                        .flat_map(|(_, p)| p.request_ids().iter().copied())
+                        .collect();
+                    let deps = op.deps_of(segments.iter().map(|(_, p)| p));
                     match handle.begin(ids.clone(), deps.clone()) {
                         Begin::Paused => {
-                            queue.push_front((cap, part));
+                            for seg in segments.into_iter().rev() {
+                                queue.push_front(seg);
+                            }
                             break;
                         }
                         Begin::Stale => {
-                            let live: Vec<u32> = ids
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, &id)| handle.is_live(id))
-                                .map(|(r, _)| r as u32)
-                                .collect();
-                            if !live.is_empty() {
-                                if let Ok(p) = part.take(&live) {
-                                    queue.push_front((cap, p));
+                            for (cap, part) in segments.into_iter().rev() {
+                                let live: Vec<u32> = part
+                                    .request_ids()
+                                    .iter()
+                                    .enumerate()
+                                    .filter(|(_, &id)| handle.is_live(id))
+                                    .map(|(r, _)| r as u32)
+                                    .collect();
+                                if !live.is_empty() {
+                                    if let Ok(p) = part.take(&live) {
+                                        queue.push_front((cap, p));
+                                    }
                                 }
                             }
                         }
                         Begin::Sent(seq, epoch, primary) => {
-                            let inputs: Option<Vec<TensorColumn>> = op
-                                .input_columns
-                                .iter()
-                                .map(|c| part.tensor(c).cloned())
-                                .collect();
-                            let inputs = inputs.unwrap_or_default();
+                            let inputs = op.gather_inputs(&segments);
                             let header = RunHeader {
                                 epoch,
                                 seq,
@@ -222,8 +267,7 @@ impl StatefulOperator {
                             in_flight.insert(
                                 seq,
                                 InFlight {
-                                    cap,
-                                    part,
+                                    segments,
                                     inputs,
                                     deps,
                                     epoch,
@@ -238,23 +282,39 @@ impl StatefulOperator {
         (ok_stream, err_stream)
     }
 
-    /// Per upstream replicated node, the highest version any row of `part` passed it at.
-    fn deps_of(&self, part: &Batch) -> Vec<Dep> {
-        let view = LineageView::new(part.lineage());
+    /// Per upstream replicated node, the highest version any row of `parts` passed it at.
+    fn deps_of<'a>(&self, parts: impl Iterator<Item = &'a Batch>) -> Vec<Dep> {
         let mut deps: Vec<Dep> = Vec::new();
-        for row in 0..part.num_rows() {
-            for e in view.row(row) {
-                if e.node == self.handle.node_id || !self.handle.replicated.contains(&e.node) {
-                    continue;
-                }
-                match deps.iter_mut().find(|(n, _)| *n == e.node) {
-                    Some(d) => d.1 = d.1.max(e.seq),
-                    None => deps.push((e.node, e.seq)),
+        for part in parts {
+            let view = LineageView::new(part.lineage());
+            for row in 0..part.num_rows() {
+                for e in view.row(row) {
+                    if e.node == self.handle.node_id || !self.handle.replicated.contains(&e.node) {
+                        continue;
+                    }
+                    match deps.iter_mut().find(|(n, _)| *n == e.node) {
+                        Some(d) => d.1 = d.1.max(e.seq),
+                        None => deps.push((e.node, e.seq)),
+                    }
                 }
             }
         }
         deps.sort_unstable();
         deps
+    }
+
+    /// The row inputs of every segment, one column per input, rows in segment order.
+    fn gather_inputs(&self, segments: &[(Capability<u64>, Batch)]) -> Vec<TensorColumn> {
+        self.input_columns
+            .iter()
+            .filter_map(|name| {
+                let cols: Vec<&TensorColumn> = segments
+                    .iter()
+                    .filter_map(|(_, p)| p.tensor(name))
+                    .collect();
+                concat_rows(name, &cols)
+            })
+            .collect()
     }
 
     fn output_batch(
@@ -301,13 +361,36 @@ fn completion(
     })
 }
 
+/// The rows of `cols` (same name, type and row shape) one after another.
+fn concat_rows(name: &str, cols: &[&TensorColumn]) -> Option<TensorColumn> {
+    let first = cols.first()?;
+    if cols.len() == 1 {
+        return Some((*first).clone());
+    }
+    let rows: usize = cols.iter().map(|c| c.len()).sum();
+    let data = match first.dtype() {
+        DType::F32 => TensorData::F32(
+            cols.iter()
+                .flat_map(|c| c.f32_values().unwrap_or(&[]).iter().copied())
+                .collect(),
+        ),
+        DType::I64 => TensorData::I64(
+            cols.iter()
+                .flat_map(|c| c.i64_values().unwrap_or(&[]).iter().copied())
+                .collect(),
+        ),
+    };
+    TensorColumn::from_data(name, first.shape().to_vec(), rows, data).ok()
+}
+
 fn fail_rows(
     err_out: &mut timely::dataflow::operators::generic::OutputBuilderSession<
         '_,
         u64,
         CapacityContainerBuilder<Vec<RowError>>,
     >,
-    f: &InFlight,
+    cap: &Capability<u64>,
+    part: &Batch,
     node: &str,
     message: String,
 ) {
@@ -315,8 +398,8 @@ fn fail_rows(
         node: node.to_string(),
         message,
     });
-    let mut s = err_out.session(&f.cap);
-    for &id in f.part.request_ids() {
+    let mut s = err_out.session(cap);
+    for &id in part.request_ids() {
         s.give(RowError {
             request_id: id,
             error: Arc::clone(&error),

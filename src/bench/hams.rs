@@ -1,0 +1,597 @@
+//! `weir bench hams`: HAMS's normal-case cost and failover time on real executor processes
+//! (notes/hams.md §5.2, X1, X3, X4).
+//!
+//! **Overhead.** Three scaled-down service graphs, each stateful node on executor processes: the
+//! auto-pilot chain (stateless perception → two adjacent stateful GRUs → argmax), a single stateful
+//! GRU last in the graph (nothing downstream overlaps its state delivery, the paper's condition
+//! C2 failing), and an online learner with a 1 MiB state (512 × 512 weights). Each runs under
+//! `none` (one executor per stateful node, no backup: the reference), `nspb` and `remus`
+//! (stop-and-buffer), closed loop, and reports throughput and latency percentiles as medians over
+//! repeats with ratios to `none` measured in the same run.
+//!
+//! **Failover.** One stateful GRU under NSPB (and under Remus) with closed-loop load; its primary
+//! is SIGKILLed at a random moment; per trial: *detection* (kill → the manager learns of it),
+//! *protocol* (promotion, rollback, retries, resume) and *handover* (resume → the first reply
+//! after it), and whether every request was answered once. Medians over the trials.
+//!
+//! Checkpoint-and-replay is not implemented as a mode; see `benchmarks/README.md`.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::{Rng, SeedableRng};
+
+use crate::bench::remote::free_endpoint;
+use crate::{load_graph, start, NamedTensor, RunningGraph, RuntimeOptions, Tensor};
+
+/// What `weir bench hams` runs.
+#[derive(Debug, Clone)]
+pub struct HamsBenchConfig {
+    /// The models folder (`.weir/models`).
+    pub models: PathBuf,
+    /// Requests per measurement.
+    pub requests: usize,
+    /// Closed-loop concurrency.
+    pub concurrency: usize,
+    /// Measurements per (graph, mode); medians are reported.
+    pub repeats: usize,
+    /// Failover trials per mode.
+    pub trials: usize,
+    /// Rows per batch at the stateful nodes.
+    pub batch: usize,
+    /// Emulated extra compute per batch at stateful nodes, ms.
+    pub compute_ms: f64,
+    /// Service graphs of the overhead part.
+    pub services: Vec<Service>,
+}
+
+/// A `weir executor` serving stateful models, SIGKILLed when dropped.
+struct MemberProcess {
+    child: Child,
+}
+
+impl MemberProcess {
+    fn spawn(
+        name: &str,
+        endpoint: &str,
+        peers: &[String],
+        models: &[(String, PathBuf)],
+        compute_ms: f64,
+    ) -> Result<Self> {
+        let exe = std::env::current_exe().context("locating the weir binary")?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["executor", "--name", name, "--listen", endpoint]);
+        for p in peers {
+            cmd.args(["--connect", p]);
+        }
+        for (node, file) in models {
+            cmd.arg("--stateful")
+                .arg(format!("{node}={}", file.display()));
+        }
+        let mut child = cmd
+            .args(["--compute-ms", &compute_ms.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting weir executor")?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            std::io::BufReader::new(out).read_line(&mut line)?;
+        }
+        if !line.starts_with("weir executor") {
+            let _ = child.kill();
+            bail!("executor {name} did not start: `{}`", line.trim());
+        }
+        Ok(MemberProcess { child })
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for MemberProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The service graphs measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// perception → motion (stateful) → route (stateful) → argmax.
+    Autopilot,
+    /// One stateful GRU, last in the graph.
+    Tracker,
+    /// An online learner with a 1 MiB state.
+    Online,
+}
+
+impl Service {
+    /// `autopilot`, `tracker` or `online`.
+    ///
+    /// # Errors
+    /// On any other name.
+    pub fn parse(name: &str) -> Result<Service> {
+        match name.trim() {
+            "autopilot" => Ok(Service::Autopilot),
+            "tracker" => Ok(Service::Tracker),
+            "online" => Ok(Service::Online),
+            other => bail!("unknown service graph `{other}` (autopilot, tracker, online)"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Service::Autopilot => "auto-pilot chain (2 stateful)",
+            Service::Tracker => "tracker (stateful last)",
+            Service::Online => "online learner (1 MiB state)",
+        }
+    }
+
+    /// (node, model file) of each stateful node.
+    fn stateful(self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Service::Autopilot => vec![("motion", "gru_stream.onnx"), ("route", "gru_chain.onnx")],
+            Service::Tracker => vec![("track", "gru_stream.onnx")],
+            Service::Online => vec![("learner", "online_wide.onnx")],
+        }
+    }
+}
+
+/// The executors of one graph: per stateful node, `[primary, backup]` (only the primary under
+/// `none`).
+struct Deployment {
+    members: Vec<(String, String, MemberProcess)>,
+}
+
+impl Deployment {
+    fn start(config: &HamsBenchConfig, service: Service, mode: &str, tag: &str) -> Result<Self> {
+        let mut members: Vec<(String, String, MemberProcess)> = Vec::new();
+        let copies = if mode == "none" { 1 } else { 2 };
+        for (node, file) in service.stateful() {
+            for c in 0..copies {
+                let name = format!("hb-{tag}-{node}-{c}");
+                let endpoint = free_endpoint()?;
+                let peers: Vec<String> = members.iter().map(|m| m.1.clone()).collect();
+                let p = MemberProcess::spawn(
+                    &name,
+                    &endpoint,
+                    &peers,
+                    &[(node.to_string(), config.models.join(file))],
+                    config.compute_ms,
+                )?;
+                members.push((name, endpoint, p));
+            }
+        }
+        Ok(Deployment { members })
+    }
+
+    fn replicas(&self, node: &str) -> Vec<&str> {
+        self.members
+            .iter()
+            .filter(|m| m.0.contains(&format!("-{node}-")))
+            .map(|m| m.0.as_str())
+            .collect()
+    }
+}
+
+fn stateful_node(
+    id: &str,
+    file: &Path,
+    input: &str,
+    state: (&str, &str),
+    batch: usize,
+    replicas: &[&str],
+    mode: &str,
+) -> String {
+    format!(
+        "  - model:\n      id: {id}\n      path: {}\n      inputs: {input}\n      batching: {{max_size: {batch}}}\n      state: {{inputs: [{}], outputs: [{}]}}\n      replicas: [{}]\n      replication: {{mode: {mode}, detect_ms: 200}}\n",
+        file.display(),
+        state.0,
+        state.1,
+        replicas.join(", ")
+    )
+}
+
+fn graph_yaml(config: &HamsBenchConfig, service: Service, mode: &str, d: &Deployment) -> String {
+    let mut yaml = String::from("name: hams-bench\n");
+    let m = |f: &str| config.models.join(f);
+    let b = config.batch;
+    match service {
+        Service::Online => yaml.push_str("inputs:\n  - {name: x, dtype: f32, shape: [512]}\n  - {name: label, dtype: f32, shape: [512]}\n  - {name: train, dtype: f32, shape: [1]}\n"),
+        _ => yaml.push_str("inputs:\n  - {name: x, dtype: f32, shape: [16]}\n"),
+    }
+    yaml.push_str("executors:\n");
+    for (name, endpoint, _) in &d.members {
+        yaml.push_str(&format!("  - {{name: {name}, endpoint: \"{endpoint}\"}}\n"));
+    }
+    yaml.push_str("nodes:\n");
+    match service {
+        Service::Autopilot => {
+            yaml.push_str(&format!("  - model: {{id: perception, path: {}, inputs: {{x: x}}, batching: {{max_size: {b}}}}}\n", m("affine.onnx").display()));
+            yaml.push_str(&stateful_node(
+                "motion",
+                &m("gru_stream.onnx"),
+                "{x: perception.y}",
+                ("h_in", "h_out"),
+                b,
+                &d.replicas("motion"),
+                mode,
+            ));
+            yaml.push_str(&stateful_node(
+                "route",
+                &m("gru_chain.onnx"),
+                "{x: motion.y}",
+                ("h_in", "h_out"),
+                b,
+                &d.replicas("route"),
+                mode,
+            ));
+            yaml.push_str("  - argmax: {id: action, input: route.y}\noutputs:\n  - {name: y, from: action.index}\n");
+        }
+        Service::Tracker => {
+            yaml.push_str(&format!("  - model: {{id: perception, path: {}, inputs: {{x: x}}, batching: {{max_size: {b}}}}}\n", m("affine.onnx").display()));
+            yaml.push_str(&stateful_node(
+                "track",
+                &m("gru_stream.onnx"),
+                "{x: perception.y}",
+                ("h_in", "h_out"),
+                b,
+                &d.replicas("track"),
+                mode,
+            ));
+            yaml.push_str("outputs:\n  - {name: y, from: track.y}\n");
+        }
+        Service::Online => {
+            yaml.push_str(&stateful_node(
+                "learner",
+                &m("online_wide.onnx"),
+                "{x: x, label: label, train: train}",
+                ("w_in", "w_out"),
+                b,
+                &d.replicas("learner"),
+                mode,
+            ));
+            yaml.push_str("outputs:\n  - {name: y, from: learner.probs}\n");
+        }
+    }
+    yaml
+}
+
+fn request(service: Service, rng: &mut rand::rngs::StdRng) -> Vec<NamedTensor> {
+    let named = |name: &str, tensor: Tensor| NamedTensor {
+        name: name.into(),
+        tensor,
+    };
+    match service {
+        Service::Online => {
+            let x: Vec<f32> = (0..512).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut label = vec![0.0; 512];
+            label[rng.random_range(0..512)] = 1.0;
+            let train = if rng.random_bool(0.5) { 1.0 } else { 0.0 };
+            vec![
+                named("x", Tensor::f32(vec![512], x)),
+                named("label", Tensor::f32(vec![512], label)),
+                named("train", Tensor::f32(vec![1], vec![train])),
+            ]
+        }
+        _ => vec![named(
+            "x",
+            Tensor::f32(
+                vec![16],
+                (0..16).map(|_| rng.random_range(-1.0..1.0)).collect(),
+            ),
+        )],
+    }
+}
+
+/// One closed-loop run: per request (submitted at, answered at, ok), by index.
+struct Run {
+    started: Instant,
+    ended: Instant,
+    done: Vec<(Instant, Instant, bool)>,
+    answers: HashMap<usize, usize>,
+}
+
+/// Runs `n` requests `concurrency` at a time; `during(i, now)` after submitting request `i`.
+fn closed_loop(
+    graph: &RunningGraph,
+    service: Service,
+    n: usize,
+    concurrency: usize,
+    seed: u64,
+    mut during: impl FnMut(usize),
+) -> Run {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (tx, rx) = crossbeam_channel::unbounded::<(usize, Instant, bool)>();
+    let mut submitted: Vec<Instant> = Vec::with_capacity(n);
+    let mut done: Vec<Option<(Instant, bool)>> = vec![None; n];
+    let mut answers: HashMap<usize, usize> = HashMap::new();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(120);
+    let mut received = 0;
+    while received < n && Instant::now() < deadline {
+        while submitted.len() < n && submitted.len() - received < concurrency {
+            let i = submitted.len();
+            let tx = tx.clone();
+            submitted.push(Instant::now());
+            let ok = graph.runtime().submit(
+                request(service, &mut rng),
+                Box::new(move |r| {
+                    if let Err(e) = &r {
+                        tracing::warn!(request = i, error = %e, "A benchmark request failed.");
+                    }
+                    let _ = tx.send((i, Instant::now(), r.is_ok()));
+                }),
+            );
+            if ok.is_err() {
+                done[i] = Some((Instant::now(), false));
+                received += 1;
+            }
+            during(i);
+        }
+        if let Ok((i, at, ok)) = rx.recv_timeout(Duration::from_secs(1)) {
+            *answers.entry(i).or_default() += 1;
+            if done[i].is_none() {
+                done[i] = Some((at, ok));
+                received += 1;
+            }
+        }
+    }
+    let ended = Instant::now();
+    std::thread::sleep(Duration::from_millis(100));
+    while let Ok((i, _, _)) = rx.try_recv() {
+        *answers.entry(i).or_default() += 1;
+    }
+    let done = submitted
+        .iter()
+        .zip(done)
+        .map(|(&s, d)| match d {
+            Some((at, ok)) => (s, at, ok),
+            None => (s, ended, false),
+        })
+        .collect();
+    Run {
+        started,
+        ended,
+        done,
+        answers,
+    }
+}
+
+fn start_graph(yaml: &str, tag: &str) -> Result<RunningGraph> {
+    let path =
+        std::env::temp_dir().join(format!("weir-bench-hams-{tag}-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml)?;
+    let graph = load_graph(&path).map_err(|e| anyhow!("{e}"))?;
+    let running = start(graph.plan, RuntimeOptions::default())?;
+    let _ = std::fs::remove_file(&path);
+    Ok(running)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
+}
+
+/// One (service, mode) overhead measurement, medians over repeats.
+#[derive(Debug, Clone)]
+pub struct OverheadRow {
+    /// Service graph.
+    pub service: &'static str,
+    /// `none`, `nspb` or `remus`.
+    pub mode: &'static str,
+    /// Requests per second.
+    pub throughput: f64,
+    /// Latency percentiles, ms.
+    pub p50_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+}
+
+/// Part 1: normal-case latency and throughput per service graph and mode.
+///
+/// # Errors
+/// When an executor or a graph cannot start, or a request fails.
+pub fn overhead(config: &HamsBenchConfig) -> Result<Vec<OverheadRow>> {
+    let mut rows = Vec::new();
+    for &service in &config.services {
+        for mode in ["none", "nspb", "remus"] {
+            let mut tputs = Vec::new();
+            let mut p50s = Vec::new();
+            let mut p99s = Vec::new();
+            for r in 0..config.repeats {
+                let tag = format!("o{r}-{mode}");
+                let d = Deployment::start(config, service, mode, &tag)?;
+                let graph = start_graph(&graph_yaml(config, service, mode, &d), &tag)?;
+                let _warm = closed_loop(
+                    &graph,
+                    service,
+                    config.concurrency * 8,
+                    config.concurrency,
+                    1,
+                    |_| {},
+                );
+                let run = closed_loop(
+                    &graph,
+                    service,
+                    config.requests,
+                    config.concurrency,
+                    2 + r as u64,
+                    |_| {},
+                );
+                graph.shutdown();
+                drop(d);
+                let failed = run.done.iter().filter(|d| !d.2).count();
+                if failed > 0 {
+                    bail!("{}, {mode}: {failed} requests failed", service.name());
+                }
+                let mut lat: Vec<f64> = run
+                    .done
+                    .iter()
+                    .map(|(s, e, _)| (*e - *s).as_secs_f64() * 1e3)
+                    .collect();
+                lat.sort_by(f64::total_cmp);
+                tputs.push(run.done.len() as f64 / (run.ended - run.started).as_secs_f64());
+                p50s.push(percentile(&lat, 0.5));
+                p99s.push(percentile(&lat, 0.99));
+            }
+            rows.push(OverheadRow {
+                service: service.name(),
+                mode,
+                throughput: median(tputs),
+                p50_ms: median(p50s),
+                p99_ms: median(p99s),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// One failover trial.
+#[derive(Debug, Clone)]
+pub struct Trial {
+    /// Kill → the manager learnt of it, ms.
+    pub detection_ms: f64,
+    /// Promotion, rollback and retries, ms.
+    pub protocol_ms: f64,
+    /// Resume → the first reply after it, ms.
+    pub handover_ms: f64,
+    /// Kill → the first reply after the resume, ms.
+    pub total_ms: f64,
+    /// Requests run again.
+    pub retried: usize,
+    /// Every request answered exactly once, none failed.
+    pub exactly_once: bool,
+}
+
+/// Part 2: `trials` SIGKILLs of a stateful primary under load, per mode.
+///
+/// # Errors
+/// When an executor or the graph cannot start, or the failover did not happen.
+pub fn failover(config: &HamsBenchConfig) -> Result<Vec<(&'static str, Vec<Trial>)>> {
+    let mut out = Vec::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    for mode in ["nspb", "remus"] {
+        let mut trials = Vec::new();
+        for t in 0..config.trials {
+            let tag = format!("f{t}-{mode}");
+            let mut d = Deployment::start(config, Service::Tracker, mode, &tag)?;
+            let graph = start_graph(&graph_yaml(config, Service::Tracker, mode, &d), &tag)?;
+            let _warm = closed_loop(&graph, Service::Tracker, 64, config.concurrency, 1, |_| {});
+            let n = config.requests.max(400);
+            let kill_at = rng.random_range(n / 4..n / 2);
+            let mut killed_at = None;
+            let run = {
+                let primary = &mut d.members[0].2;
+                closed_loop(
+                    &graph,
+                    Service::Tracker,
+                    n,
+                    config.concurrency,
+                    3 + t as u64,
+                    |i| {
+                        if i == kill_at {
+                            primary.kill();
+                            killed_at = Some(Instant::now());
+                        }
+                    },
+                )
+            };
+            let recoveries = graph.hams().map(|h| h.recoveries()).unwrap_or_default();
+            graph.shutdown();
+            let (Some(killed), Some(rec)) = (killed_at, recoveries.first()) else {
+                bail!("{mode} trial {t}: no failover happened");
+            };
+            let resumed = rec.detected_at + rec.protocol;
+            let first_after = run
+                .done
+                .iter()
+                .filter(|(_, e, ok)| *ok && *e > resumed)
+                .map(|(_, e, _)| *e)
+                .min()
+                .unwrap_or(run.ended);
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            trials.push(Trial {
+                detection_ms: ms(rec.detected_at.saturating_duration_since(killed)),
+                protocol_ms: ms(rec.protocol),
+                handover_ms: ms(first_after.saturating_duration_since(resumed)),
+                total_ms: ms(first_after.saturating_duration_since(killed)),
+                retried: rec.retried,
+                exactly_once: run.done.iter().all(|d| d.2)
+                    && run.answers.len() == n
+                    && run.answers.values().all(|&c| c == 1),
+            });
+        }
+        out.push((mode, trials));
+    }
+    Ok(out)
+}
+
+/// The tables, as Markdown.
+pub fn tables(
+    rows: &[OverheadRow],
+    failovers: &[(&'static str, Vec<Trial>)],
+    config: &HamsBenchConfig,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "normal case: closed loop, concurrency {}, {} requests, batches ≤ {} rows at stateful nodes, {} ms emulated compute per stateful batch, median of {} runs; ratios against `none` (no backup) of the same graph", config.concurrency, config.requests, config.batch, config.compute_ms, config.repeats);
+    let _ = writeln!(s, "\n| service graph | mode | throughput (req/s) | ratio | p50 (ms) | p50 overhead | p99 (ms) | p99 overhead |\n|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let base = rows
+            .iter()
+            .find(|b| b.service == r.service && b.mode == "none");
+        let (t, p50, p99) = base.map_or((f64::NAN, f64::NAN, f64::NAN), |b| {
+            (b.throughput, b.p50_ms, b.p99_ms)
+        });
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:+.1}% | {:.2} | {:+.1}% |",
+            r.service,
+            r.mode,
+            r.throughput,
+            r.throughput / t,
+            r.p50_ms,
+            (r.p50_ms / p50 - 1.0) * 100.0,
+            r.p99_ms,
+            (r.p99_ms / p99 - 1.0) * 100.0
+        );
+    }
+    let _ = writeln!(s, "\nfailover: SIGKILL of the tracker's primary under closed-loop load, {} trials per mode, medians (min–max of total)", config.trials);
+    let _ = writeln!(s, "\n| mode | detection (ms) | protocol (ms) | handover (ms) | total (ms) | total range (ms) | retried requests | answered once, none failed |\n|---|---|---|---|---|---|---|---|");
+    for (mode, trials) in failovers {
+        let col = |f: fn(&Trial) -> f64| median(trials.iter().map(f).collect());
+        let totals: Vec<f64> = trials.iter().map(|t| t.total_ms).collect();
+        let lo = totals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = totals.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "| {mode} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1}–{:.1} | {:.0} | {}/{} |",
+            col(|t| t.detection_ms),
+            col(|t| t.protocol_ms),
+            col(|t| t.handover_ms),
+            col(|t| t.total_ms),
+            lo,
+            hi,
+            col(|t| t.retried as f64),
+            trials.iter().filter(|t| t.exactly_once).count(),
+            trials.len()
+        );
+    }
+    s
+}
