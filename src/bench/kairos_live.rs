@@ -12,7 +12,7 @@
 //! budget (as many instances of one type as the budget buys) under least outstanding. Metric: the
 //! largest offered rate whose p99 latency (scheduled send → answer) meets the QoS target with every
 //! request answered, found by raising the rate ×1.25 from `start_rate` until it fails, then two
-//! bisection steps. Set-ups take turns within each repeat; medians over repeats are reported.
+//! bisection steps; a point that misses is measured again and fails only if it misses twice. Set-ups take turns within each repeat; medians over repeats are reported.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -58,7 +58,7 @@ pub struct KairosLiveConfig {
     pub max_batch: usize,
     /// First offered rate of each sweep, requests/s.
     pub start_rate: f64,
-    /// Seconds of load per rate point (bounded to 600..4000 requests).
+    /// Seconds of load per rate point (bounded to 1000..4000 requests).
     pub seconds_per_point: f64,
     /// Repeats; medians are reported.
     pub repeats: usize,
@@ -277,7 +277,7 @@ fn sweep(
     let running = start(graph.plan, RuntimeOptions::default())?;
     let mut points = Vec::new();
     let mut measure = |rate: f64, seed: u64| -> RatePoint {
-        let requests = ((rate * config.seconds_per_point) as usize).clamp(600, 4000);
+        let requests = ((rate * config.seconds_per_point) as usize).clamp(1000, 4000);
         let report = run_load(
             running.runtime(),
             &workload,
@@ -309,11 +309,16 @@ fn sweep(
         std::thread::sleep(Duration::from_millis(200));
         p
     };
-    let meets = |p: &RatePoint| p.errors == 0 && p.p99_ms <= config.qos_ms;
+    // A point that misses is measured once more and fails only if both miss: on a shared machine
+    // a scheduling hiccup of tens of ms lands in a few hundred samples' p99 now and then.
+    let mut meets = |rate: f64, seed: u64| {
+        let ok = |p: &RatePoint| p.errors == 0 && p.p99_ms <= config.qos_ms;
+        ok(&measure(rate, seed)) || ok(&measure(rate, seed + 1000))
+    };
     let (mut good, mut bad) = (0.0, None);
     let mut rate = config.start_rate;
     for step in 0..30 {
-        if meets(&measure(rate, step)) {
+        if meets(rate, step) {
             good = rate;
             rate *= 1.25;
         } else {
@@ -325,7 +330,7 @@ fn sweep(
         let mut lo = good;
         for step in 0..2 {
             let mid = if lo > 0.0 { (lo + hi) / 2.0 } else { hi / 2.0 };
-            if meets(&measure(mid, 100 + step)) {
+            if meets(mid, 100 + step) {
                 lo = mid;
             } else {
                 hi = mid;

@@ -172,7 +172,7 @@ struct PoolJob {
 enum Mode {
     LeastOutstanding,
     RoundRobin,
-    Kairos(Mutex<KairosQueue<Arc<PoolJob>>>),
+    Kairos(Box<Mutex<KairosQueue<Arc<PoolJob>>>>),
 }
 
 struct PoolInner {
@@ -234,11 +234,11 @@ impl ReplicaPool {
         let mode = match routing {
             Routing::LeastOutstanding => Mode::LeastOutstanding,
             Routing::RoundRobin => Mode::RoundRobin,
-            Routing::Kairos(k) => Mode::Kairos(Mutex::new(KairosQueue::new(
+            Routing::Kairos(k) => Mode::Kairos(Box::new(Mutex::new(KairosQueue::new(
                 k,
                 replicas.len(),
                 rows_per_job.max(1),
-            )?)),
+            )?))),
         };
         Ok(Self::build(node, replicas, rows_per_job, mode))
     }
