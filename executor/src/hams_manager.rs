@@ -13,11 +13,13 @@
 //!    ingress under its next attempt id, which makes every row of its old attempt stale (dropped
 //!    wherever met, its held reply discarded);
 //! 3. fixpoint ([`weir_hams::rollback::rollback_set`]): every other replicated node sent a batch
-//!    depending on a version above a cut is rolled back by promoting *its* backup (R8), whose old
-//!    primary becomes the new backup by a whole-state transfer;
+//!    depending on a version above a cut is rolled back by promoting *its* backup (R8);
 //! 4. resume every paused proxy on its new primary: batches at or below a cut are resent and
-//!    answered from the outputs the promoted backup kept; F runs solo until a member of F comes
-//!    (back) alive, which is made its backup (re-protection, R14).
+//!    answered from the outputs the promoted backup kept;
+//! 5. off the critical path: each rolled-back node's old primary (alive and well) becomes its new
+//!    backup by a whole-state transfer; F runs solo until a member of F comes (back) alive, which
+//!    is made its backup (re-protection, R14). F's old primary is never reused while it holds its
+//!    liveliness: a stalled process (SIGSTOP) would only block the recovery.
 //!
 //! The manager is a single thread of the graph process here; its state (roles, epochs) sits
 //! behind this module's methods so that a replicated log (an existing Raft library) can back it
@@ -639,9 +641,9 @@ impl State {
         }
     }
 
-    /// Promotes node `n`'s backup at the next epoch; the old primary, if alive, becomes its
-    /// backup. Returns the cut, or `None` when no backup can take over.
-    fn promote(&self, h: &StatefulNodeHandle) -> Option<(Seq, Epoch, String)> {
+    /// Promotes node `n`'s backup at the next epoch (it runs solo). Returns the cut, the epoch,
+    /// the new primary and the old primary, or `None` when no backup can take over.
+    fn promote(&self, h: &StatefulNodeHandle) -> Option<(Seq, Epoch, String, Option<String>)> {
         let r = self.roles_of(h.node_id)?;
         let backup = r.backup.clone().filter(|b| self.is_alive(b))?;
         h.pause();
@@ -653,19 +655,14 @@ impl State {
                 return None;
             }
         };
-        let old = r.primary.clone().filter(|p| self.is_alive(p));
         let roles = Roles {
             epoch,
             primary: Some(backup.clone()),
             backup: None,
             members: r.members.clone(),
         };
-        self.set_roles(h.node_id, roles.clone());
-        if let Some(old) = old {
-            // R8: the rolled-back primary lives on as the new backup, overwritten whole.
-            self.protect(h, &roles, &backup, &old);
-        }
-        Some((cut, epoch, backup))
+        self.set_roles(h.node_id, roles);
+        Some((cut, epoch, backup, r.primary.clone()))
     }
 
     fn failover(&self, failed: NodeId, reason: &str) {
@@ -673,7 +670,7 @@ impl State {
             return;
         };
         let detected_at = Instant::now();
-        let Some((cut, epoch, primary)) = self.promote(&h) else {
+        let Some((cut, epoch, primary, _failed_primary)) = self.promote(&h) else {
             error!(node = %h.node, %reason, "Primary lost and no live backup: the node's requests wait for an executor.");
             return;
         };
@@ -698,6 +695,9 @@ impl State {
             .map(|n| n.node_id)
             .collect();
         let mut later: Vec<(NodeId, Seq, Epoch)> = Vec::new();
+        // Rolled-back nodes' old primaries are healthy: they become the new backups (R8), once
+        // every proxy runs again (a whole-state transfer is off the recovery's critical path).
+        let mut demoted: Vec<(NodeId, String)> = Vec::new();
         let cuts = rollback_set(
             failed,
             cut,
@@ -706,9 +706,12 @@ impl State {
             |n| {
                 let Some(q) = self.handle(n) else { return 0 };
                 match self.promote(q) {
-                    Some((cut, epoch, primary)) => {
+                    Some((cut, epoch, primary, old)) => {
                         later.push((n, cut, epoch));
                         resumed.insert(n, (epoch, primary));
+                        if let Some(old) = old {
+                            demoted.push((n, old));
+                        }
                         cut
                     }
                     None => {
@@ -744,5 +747,13 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(recovery);
+        for (n, old) in demoted {
+            let (Some(q), Some(r)) = (self.handle(n).cloned(), self.roles_of(n)) else {
+                continue;
+            };
+            if let (Some(primary), true) = (r.primary.clone(), self.is_alive(&old)) {
+                self.protect(&q, &r, &primary, &old);
+            }
+        }
     }
 }

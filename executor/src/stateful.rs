@@ -442,8 +442,16 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
     Ok(())
 }
 
+/// Sends a protocol message. Blocking congestion control: zenoh's default for puts drops samples
+/// when a link's queue is full, and a lost state tuple, acknowledgement or durability announcement
+/// would stall the protocol (a backup applies versions strictly in order).
 fn put(ctx: &Context, key: String, body: Vec<u8>) {
-    if let Err(e) = ctx.session.put(key, body).wait() {
+    let sent = ctx
+        .session
+        .put(key, body)
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .wait();
+    if let Err(e) = sent {
         debug!(error = %e, "A HAMS message could not be sent.");
     }
 }

@@ -751,3 +751,65 @@ fn digit_request(x: &[f32], label: usize, train: bool) -> Vec<weir::NamedTensor>
         },
     ]
 }
+
+#[test]
+fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
+    // R10 (b): the primaries of a and of b (its consumer) die at once; both backups take over,
+    // every request is answered once and the journal shows no conflict.
+    let dir = temp_dir("hams-correlated");
+    let mut a1 = Member::start("hams-x-a1", &[], &[("a", "gru_stream.onnx")], &[], &dir.0);
+    let a2 = Member::start(
+        "hams-x-a2",
+        &[&a1.endpoint],
+        &[("a", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let mut b1 = Member::start(
+        "hams-x-b1",
+        &[&a1.endpoint, &a2.endpoint],
+        &[("b", "gru_chain.onnx")],
+        &[],
+        &dir.0,
+    );
+    let b2 = Member::start(
+        "hams-x-b2",
+        &[&a1.endpoint, &a2.endpoint, &b1.endpoint],
+        &[("b", "gru_chain.onnx")],
+        &[],
+        &dir.0,
+    );
+    let (na, nb) = (
+        [a1.name.as_str(), a2.name.as_str()],
+        [b1.name.as_str(), b2.name.as_str()],
+    );
+    let nodes = chain(&na, &nb);
+    let path = chain_graph(&dir.0, "correlated", 8, &[&a1, &a2, &b1, &b2], &nodes);
+    let graph = start_graph(&path);
+    graph.hams().expect("manager").journal_to(&dir.0);
+    let (pa, pb) = (a1.pid(), b1.pid());
+    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+        if i == 100 {
+            signal(pa, "-KILL");
+            signal(pb, "-KILL");
+        }
+    });
+    a1.sigkill();
+    b1.sigkill();
+    assert_eq!(errors, 0);
+    assert_eq!(outputs.len(), 200);
+    assert!(counts.values().all(|&c| c == 1));
+    let roles = graph.hams().expect("manager").roles();
+    for (node, backup) in [("a", &a2.name), ("b", &b2.name)] {
+        let r = roles.iter().find(|r| r.0 == node).expect("node");
+        assert_eq!(
+            r.2.as_deref(),
+            Some(format!("weir/executor/{backup}").as_str()),
+            "{node}: {roles:?}"
+        );
+    }
+    graph.shutdown();
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(report.released, 200);
+}

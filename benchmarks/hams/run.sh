@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# HAMS benchmarks (notes/hams.md §5.2 X1, X3, X4): two regimes, tables into benchmarks/hams/.
+#   gpu_like.md : 10 ms emulated compute per stateful batch, batches of 32, 64 clients
+#                 (the paper's regime: batch compute ≫ state copy, scaled down)
+#   cpu_only.md : the real ONNX Runtime call only (sub-millisecond batches), batches of 8, 8 clients
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo build --release -q
+WEIR=target/release/weir
+$WEIR bench hams --compute-ms 10 --concurrency 64 --batch 32 --requests 2000 --repeats 3 --trials 10 \
+  2>/dev/null | tee benchmarks/hams/gpu_like.md
+$WEIR bench hams --compute-ms 0 --concurrency 8 --batch 8 --requests 2000 --repeats 3 --trials 10 \
+  2>/dev/null | tee benchmarks/hams/cpu_only.md
