@@ -387,21 +387,49 @@ fn render_hams_metrics(
     let statuses: Vec<_> = nodes.iter().map(|h| (h.node.clone(), h.status())).collect();
     type Field = fn(&weir_operators::stateful::ProxyStatus) -> f64;
     let per_node: [(&str, &str, Field); 4] = [
-        ("weir_hams_epoch", "Epoch of the node's primary (bumped by every promotion).", |s| s.epoch as f64),
-        ("weir_hams_durable_version", "Highest state version applied on a backup.", |s| s.durable as f64),
-        ("weir_hams_recorded_rows", "Rows whose outputs are kept until their replies leave.", |s| s.recorded as f64),
-        ("weir_hams_undurable_batches", "Batches sent and not yet durable.", |s| s.undurable as f64),
+        (
+            "weir_hams_epoch",
+            "Epoch of the node's primary (bumped by every promotion).",
+            |s| s.epoch as f64,
+        ),
+        (
+            "weir_hams_durable_version",
+            "Highest state version applied on a backup.",
+            |s| s.durable as f64,
+        ),
+        (
+            "weir_hams_recorded_rows",
+            "Rows whose outputs are kept until their replies leave.",
+            |s| s.recorded as f64,
+        ),
+        (
+            "weir_hams_undurable_batches",
+            "Batches sent and not yet durable.",
+            |s| s.undurable as f64,
+        ),
     ];
     for (name, help, field) in per_node {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
         for (node, s) in &statuses {
-            let _ = writeln!(out, "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}", field(s));
+            let _ = writeln!(
+                out,
+                "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}",
+                field(s)
+            );
         }
     }
     let _ = writeln!(out, "# HELP weir_hams_held_replies Replies waiting for the states they depend on to be durable.\n# TYPE weir_hams_held_replies gauge");
-    let _ = writeln!(out, "weir_hams_held_replies{{graph=\"{graph}\"}} {}", replies.held());
+    let _ = writeln!(
+        out,
+        "weir_hams_held_replies{{graph=\"{graph}\"}} {}",
+        replies.held()
+    );
     let _ = writeln!(out, "# HELP weir_hams_stale_answers_total Answers of superseded request attempts dropped.\n# TYPE weir_hams_stale_answers_total counter");
-    let _ = writeln!(out, "weir_hams_stale_answers_total{{graph=\"{graph}\"}} {}", replies.stale());
+    let _ = writeln!(
+        out,
+        "weir_hams_stale_answers_total{{graph=\"{graph}\"}} {}",
+        replies.stale()
+    );
 }
 
 fn render_replica_metrics(

@@ -258,11 +258,54 @@ impl RemoteReplica {
     }
 }
 
+/// What a query's end calls.
+pub(crate) type Completion<T> = Box<dyn FnOnce(T) + Send>;
+
+/// A query's completion, called at most once and always on the completion thread (never on
+/// zenoh's): the first reply answers it; the query's end without one answers it from `Drop`.
+pub(crate) struct AnswerSlot<T: Send + 'static> {
+    done: Mutex<Option<Completion<T>>>,
+    completions: Completions,
+}
+
+impl<T: Send + 'static> AnswerSlot<T> {
+    pub(crate) fn new(done: Completion<T>, completions: Completions) -> Self {
+        AnswerSlot {
+            done: Mutex::new(Some(done)),
+            completions,
+        }
+    }
+
+    /// Answers with `outcome`, unless already answered.
+    pub(crate) fn finish(&self, outcome: T) {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(done) = done {
+            self.completions.run(Box::new(move || done(outcome)));
+        }
+    }
+}
+
+/// Decoded reply columns in the order `names` lists them (`Err(name)` of the first missing one).
+pub(crate) fn columns_in_order(
+    mut columns: Vec<(String, TensorColumn)>,
+    names: &[String],
+) -> Result<Vec<TensorColumn>, String> {
+    names
+        .iter()
+        .map(|name| {
+            let pos = columns
+                .iter()
+                .position(|(n, _)| n == name)
+                .ok_or_else(|| name.clone())?;
+            Ok(columns.swap_remove(pos).1)
+        })
+        .collect()
+}
+
 /// The take-once end of one query: answered by the first reply, or as unavailable when zenoh drops
 /// the callback without one.
 struct QueryEnd {
-    done: Mutex<Option<ReplicaDone>>,
-    completions: Completions,
+    slot: AnswerSlot<Result<Vec<TensorColumn>, ReplicaError>>,
     outputs: Vec<String>,
     node: String,
     replica: String,
@@ -270,10 +313,7 @@ struct QueryEnd {
 
 impl QueryEnd {
     fn finish(&self, outcome: Result<Vec<TensorColumn>, ReplicaError>) {
-        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(done) = done {
-            self.completions.run(Box::new(move || done(outcome)));
-        }
+        self.slot.finish(outcome);
     }
 
     fn on_reply(&self, reply: Reply) {
@@ -303,17 +343,9 @@ impl QueryEnd {
                 message: format!("executor `{}` replied {message}", self.replica),
             })
         };
-        let mut columns = decode_columns(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
-        self.outputs
-            .iter()
-            .map(|name| {
-                let pos = columns
-                    .iter()
-                    .position(|(n, _)| n == name)
-                    .ok_or_else(|| bad(format!("without output `{name}`")))?;
-                Ok(columns.swap_remove(pos).1)
-            })
-            .collect()
+        let columns = decode_columns(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
+        columns_in_order(columns, &self.outputs)
+            .map_err(|name| bad(format!("without output `{name}`")))
     }
 }
 
@@ -351,8 +383,7 @@ impl Replica for RemoteReplica {
             }
         };
         let end = Arc::new(QueryEnd {
-            done: Mutex::new(Some(done)),
-            completions: self.completions.clone(),
+            slot: AnswerSlot::new(done, self.completions.clone()),
             outputs: self.outputs.clone(),
             node: self.node.clone(),
             replica: self.name.clone(),

@@ -53,7 +53,7 @@ use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
 use zenoh::sample::SampleKind;
 use zenoh::{Session, Wait};
 
-use crate::client::Completions;
+use crate::client::{columns_in_order, AnswerSlot, Completions};
 
 /// How long a role assignment may take.
 const ASSIGN_TIMEOUT: Duration = Duration::from_secs(3);
@@ -75,17 +75,13 @@ impl ZenohStatefulTransport {
 
 /// The take-once end of one batch's query.
 struct RunEnd {
-    done: Mutex<Option<RunDone>>,
-    completions: Completions,
+    slot: AnswerSlot<Result<Vec<TensorColumn>, RunFailure>>,
     outputs: Vec<String>,
 }
 
 impl RunEnd {
     fn finish(&self, outcome: Result<Vec<TensorColumn>, RunFailure>) {
-        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(done) = done {
-            self.completions.run(Box::new(move || done(outcome)));
-        }
+        self.slot.finish(outcome);
     }
 
     fn on_reply(&self, reply: Reply) {
@@ -109,17 +105,9 @@ impl RunEnd {
         let bad = |m: String| RunFailure::Failed(format!("the primary replied {m}"));
         let (_reply, body): (RunReply, &[u8]) =
             decode_frame(bytes).map_err(|e| bad(e.to_string()))?;
-        let mut columns = decode_columns(body).map_err(|e| bad(e.to_string()))?;
-        self.outputs
-            .iter()
-            .map(|name| {
-                let pos = columns
-                    .iter()
-                    .position(|(n, _)| n == name)
-                    .ok_or_else(|| bad(format!("without output `{name}`")))?;
-                Ok(columns.swap_remove(pos).1)
-            })
-            .collect()
+        let columns = decode_columns(body).map_err(|e| bad(e.to_string()))?;
+        columns_in_order(columns, &self.outputs)
+            .map_err(|name| bad(format!("without output `{name}`")))
     }
 }
 
@@ -148,8 +136,7 @@ impl StatefulTransport for ZenohStatefulTransport {
             };
         let body = encode_frame(&header, &columns);
         let end = Arc::new(RunEnd {
-            done: Mutex::new(Some(done)),
-            completions: self.completions.clone(),
+            slot: AnswerSlot::new(done, self.completions.clone()),
             outputs: node.outputs.clone(),
         });
         let on_reply = Arc::clone(&end);

@@ -131,9 +131,7 @@ impl OperatorFactory {
             stateful: HashMap::new(),
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
-            NodeKind::Model(m) => {
-                m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some()
-            }
+            NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),
             _ => false,
         });
         let runtime = if needs_runtime {

@@ -17,7 +17,6 @@
 //! Checkpoint-and-replay is not implemented as a mode; see `benchmarks/README.md`.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
 
-use crate::bench::remote::free_endpoint;
+use crate::bench::remote::{free_endpoint, spawn_ready};
 use crate::{load_graph, start, NamedTensor, RunningGraph, RuntimeOptions, Tensor};
 
 /// What `weir bench hams` runs.
@@ -72,20 +71,7 @@ impl MemberProcess {
             cmd.arg("--stateful")
                 .arg(format!("{node}={}", file.display()));
         }
-        let mut child = cmd
-            .args(["--compute-ms", &compute_ms.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting weir executor")?;
-        let mut line = String::new();
-        if let Some(out) = child.stdout.take() {
-            std::io::BufReader::new(out).read_line(&mut line)?;
-        }
-        if !line.starts_with("weir executor") {
-            let _ = child.kill();
-            bail!("executor {name} did not start: `{}`", line.trim());
-        }
+        let child = spawn_ready(cmd.args(["--compute-ms", &compute_ms.to_string()]), name)?;
         Ok(MemberProcess { child })
     }
 

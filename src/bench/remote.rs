@@ -79,24 +79,14 @@ impl ExecutorProcess {
         instances: usize,
     ) -> Result<Self> {
         let exe = std::env::current_exe().context("locating the weir binary")?;
-        let mut child = Command::new(exe)
-            .args(["executor", "--name", name, "--listen", endpoint])
-            .arg("--model")
-            .arg(format!("model={}", model.display()))
-            .args(["--instances", &instances.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting weir executor")?;
-        let mut line = String::new();
-        if let Some(out) = child.stdout.take() {
-            use std::io::BufRead;
-            std::io::BufReader::new(out).read_line(&mut line)?;
-        }
-        if !line.starts_with("weir executor") {
-            let _ = child.kill();
-            bail!("executor {name} did not start: `{}`", line.trim());
-        }
+        let child = spawn_ready(
+            Command::new(exe)
+                .args(["executor", "--name", name, "--listen", endpoint])
+                .arg("--model")
+                .arg(format!("model={}", model.display()))
+                .args(["--instances", &instances.to_string()]),
+            name,
+        )?;
         Ok(ExecutorProcess { child })
     }
 
@@ -114,6 +104,25 @@ impl Drop for ExecutorProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Spawns a `weir executor` command and waits for its ready line.
+pub(crate) fn spawn_ready(cmd: &mut Command, name: &str) -> Result<Child> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting weir executor")?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        use std::io::BufRead;
+        std::io::BufReader::new(out).read_line(&mut line)?;
+    }
+    if !line.starts_with("weir executor") {
+        let _ = child.kill();
+        bail!("executor {name} did not start: `{}`", line.trim());
+    }
+    Ok(child)
 }
 
 pub(crate) fn free_endpoint() -> Result<String> {

@@ -97,6 +97,28 @@ pub fn temp_dir(tag: &str) -> TempDir {
     TempDir(dir)
 }
 
+/// Spawns a `weir executor` command (stdout piped) and waits for its ready line, which must
+/// start with `weir executor <name> serving`.
+pub fn spawn_executor(cmd: &mut std::process::Command, name: &str) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = cmd
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("weir executor starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("reads the ready line");
+    assert!(
+        line.starts_with(&format!("weir executor {name} serving")),
+        "unexpected first line `{line}`"
+    );
+    child
+}
+
 /// Sends `sig` (`-STOP`, `-CONT`, `-TERM`, ...) to process `pid`, asserting it was delivered.
 pub fn signal(pid: u32, sig: &str) {
     let ok = std::process::Command::new("kill")

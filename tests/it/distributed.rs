@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use weir::workload::Workload;
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{channel, model, repo, Replies};
+use crate::common::{channel, model, repo, spawn_executor, Replies};
 
 /// A free TCP port on loopback (bound, read, released).
 pub(crate) fn free_port() -> u16 {
@@ -46,22 +46,11 @@ impl Executor {
 
     fn spawn(name: &str, mode: &str, endpoint: &str, file: &str) -> Executor {
         let model_arg = format!("m={}", model(file).display());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["executor", "--name", name, mode, endpoint])
-            .args(["--model", &model_arg, "--max-batch", "8"])
-            .current_dir(repo())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("weir executor starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("reads the ready line");
-        assert!(
-            line.starts_with(&format!("weir executor {name} serving m")),
-            "unexpected first line `{line}`"
+        let child = spawn_executor(
+            Command::new(env!("CARGO_BIN_EXE_weir"))
+                .args(["executor", "--name", name, mode, endpoint])
+                .args(["--model", &model_arg, "--max-batch", "8"]),
+            name,
         );
         Executor {
             child,

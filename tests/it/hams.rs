@@ -4,7 +4,6 @@
 //! conflicting outputs (R2), apply after dependencies (R3), the release rule).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +11,7 @@ use std::time::{Duration, Instant};
 use weir::hams::journal::{check, read_dir, Report};
 use weir::{load_graph, start, RunningGraph, RuntimeOptions, Tensor};
 
-use crate::common::{channel, model, repo, signal, temp_dir, Replies, TempDir};
+use crate::common::{channel, model, repo, signal, spawn_executor, temp_dir, Replies, TempDir};
 use crate::distributed::free_port;
 
 /// A `weir executor` serving stateful models, SIGKILLed when dropped.
@@ -52,23 +51,7 @@ impl Member {
         for (node, file) in models {
             cmd.args(["--stateful", &format!("{node}={}", model(file).display())]);
         }
-        let mut child = cmd
-            .args(extra)
-            .env("WEIR_HAMS_JOURNAL", journal)
-            .current_dir(repo())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("weir executor starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("reads the ready line");
-        assert!(
-            line.starts_with(&format!("weir executor {name} serving")),
-            "unexpected first line `{line}`"
-        );
+        let child = spawn_executor(cmd.args(extra).env("WEIR_HAMS_JOURNAL", journal), name);
         Member {
             child,
             name: name.to_string(),
@@ -191,7 +174,7 @@ fn load(
     features: usize,
     concurrency: usize,
     mut during: impl FnMut(usize),
-) -> (HashMap<u64, Vec<f32>>, HashMap<u64, usize>, usize) {
+) -> LoadResult {
     let replies = Replies::default();
     let (tx, rx) = channel();
     let mut outputs = HashMap::new();
@@ -251,6 +234,91 @@ fn gru<'a>(id: &'a str, input: &'a str, replicas: &'a [&'a str], mode: &'a str) 
     }
 }
 
+/// A replicated `track` GRU on members `hams-<tag>-a` (primary, started with `primary_args`)
+/// and `hams-<tag>-b` (backup), and its graph, journaling into `dir`.
+fn tracker(
+    dir: &TempDir,
+    tag: &str,
+    primary_args: &[&str],
+    backup_args: &[&str],
+) -> (Member, Member, RunningGraph) {
+    let model = [("track", "gru_stream.onnx")];
+    let a = Member::start(&format!("hams-{tag}-a"), &[], &model, primary_args, &dir.0);
+    let b = Member::start(
+        &format!("hams-{tag}-b"),
+        &[&a.endpoint],
+        &model,
+        backup_args,
+        &dir.0,
+    );
+    let names = [a.name.as_str(), b.name.as_str()];
+    let path = chain_graph(
+        &dir.0,
+        &format!("track-{tag}"),
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "nspb")],
+    );
+    let graph = start_graph(&path);
+    graph.hams().expect("a HAMS manager").journal_to(&dir.0);
+    (a, b, graph)
+}
+
+/// The chain a → b, each node replicated on two members (`a1` primary of a, started with
+/// `a1_args`; `b1` primary of b), and its graph, journaling into `dir`.
+fn chain_pairs(
+    dir: &TempDir,
+    tag: &str,
+    a1_args: &[&str],
+    others: &[&str],
+) -> ([Member; 4], RunningGraph) {
+    let (ma, mb) = ([("a", "gru_stream.onnx")], [("b", "gru_chain.onnx")]);
+    let a1 = Member::start(&format!("hams-{tag}-a1"), &[], &ma, a1_args, &dir.0);
+    let a2 = Member::start(
+        &format!("hams-{tag}-a2"),
+        &[&a1.endpoint],
+        &ma,
+        others,
+        &dir.0,
+    );
+    let b1 = Member::start(
+        &format!("hams-{tag}-b1"),
+        &[&a1.endpoint, &a2.endpoint],
+        &mb,
+        others,
+        &dir.0,
+    );
+    let b2 = Member::start(
+        &format!("hams-{tag}-b2"),
+        &[&a1.endpoint, &a2.endpoint, &b1.endpoint],
+        &mb,
+        others,
+        &dir.0,
+    );
+    let (na, nb) = (
+        [a1.name.as_str(), a2.name.as_str()],
+        [b1.name.as_str(), b2.name.as_str()],
+    );
+    let nodes = chain(&na, &nb);
+    let path = chain_graph(&dir.0, tag, 8, &[&a1, &a2, &b1, &b2], &nodes);
+    let graph = start_graph(&path);
+    graph.hams().expect("a HAMS manager").journal_to(&dir.0);
+    ([a1, a2, b1, b2], graph)
+}
+
+type LoadResult = (HashMap<u64, Vec<f32>>, HashMap<u64, usize>, usize);
+
+/// Every request answered once, none failed, and the journal consistent with `n` releases.
+fn assert_once_and_consistent(dir: &TempDir, n: usize, run: &LoadResult) {
+    let (outputs, counts, errors) = run;
+    assert_eq!(*errors, 0, "no request failed");
+    assert_eq!(outputs.len(), n, "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "answered once each");
+    let report = journal(dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(report.released, n);
+}
+
 #[test]
 fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent() {
     let dir = temp_dir("hams-equal");
@@ -303,46 +371,18 @@ fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent()
 #[test]
 fn sigkill_of_a_primary_under_load_answers_every_request_once_without_conflicts() {
     let dir = temp_dir("hams-kill");
-    let mut a = Member::start(
-        "hams-k-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-k-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-kill",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let graph = start_graph(&path);
-    graph.hams().expect("manager").journal_to(&dir.0);
+    let (mut a, _b, graph) = tracker(&dir, "k", &["--perturb"], &["--perturb"]);
     let pid = a.pid();
-    let (outputs, counts, errors) = load(&graph, 300, 8, 16, |i| {
+    let run = load(&graph, 300, 8, 16, |i| {
         if i == 120 {
             signal(pid, "-KILL");
         }
     });
     a.sigkill();
-    assert_eq!(errors, 0, "no request failed");
-    assert_eq!(outputs.len(), 300, "every request answered");
-    assert!(counts.values().all(|&c| c == 1), "answered once each");
     let recoveries = graph.hams().expect("manager").recoveries();
     assert_eq!(recoveries.len(), 1, "one failover: {recoveries:?}");
     graph.shutdown();
-    let report = journal(&dir);
-    assert!(report.violations.is_empty(), "{:?}", report.violations);
-    assert_eq!(report.released, 300);
+    assert_once_and_consistent(&dir, 300, &run);
 }
 
 fn chain<'a>(replicas_a: &'a [&'a str], replicas_b: &'a [&'a str]) -> [NodeSpec<'a>; 2] {
@@ -364,29 +404,7 @@ fn a_reply_waits_while_its_state_is_not_durable() {
     // R4: the backup's state link is 3 s slow, so nothing is durable for 3 s; the reply is held
     // by the release gate (not lost, not released early), then released once.
     let dir = temp_dir("hams-hold");
-    let a = Member::start(
-        "hams-h-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &["--state-delay-ms", "3000"],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-h-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-hold",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let graph = start_graph(&path);
+    let (_a, _b, graph) = tracker(&dir, "h", &["--state-delay-ms", "3000"], &[]);
     let (tx, rx) = channel();
     let replies = Replies::default();
     graph
@@ -429,47 +447,16 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
     // rolls a back to its backup's version and must roll b back too (by promoting b's backup).
     let dir = temp_dir("hams-chain");
     let slow = ["--state-delay-ms", "150", "--perturb"];
-    let mut a1 = Member::start("hams-c-a1", &[], &[("a", "gru_stream.onnx")], &slow, &dir.0);
-    let a2 = Member::start(
-        "hams-c-a2",
-        &[&a1.endpoint],
-        &[("a", "gru_stream.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let b1 = Member::start(
-        "hams-c-b1",
-        &[&a1.endpoint, &a2.endpoint],
-        &[("b", "gru_chain.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let b2 = Member::start(
-        "hams-c-b2",
-        &[&a1.endpoint, &a2.endpoint, &b1.endpoint],
-        &[("b", "gru_chain.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let (na, nb) = (
-        [a1.name.as_str(), a2.name.as_str()],
-        [b1.name.as_str(), b2.name.as_str()],
-    );
-    let nodes = chain(&na, &nb);
-    let path = chain_graph(&dir.0, "chain", 8, &[&a1, &a2, &b1, &b2], &nodes);
-    let graph = start_graph(&path);
-    graph.hams().expect("manager").journal_to(&dir.0);
+    let ([mut a1, _a2, b1, b2], graph) = chain_pairs(&dir, "c", &slow, &["--perturb"]);
     let pid = a1.pid();
-    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+    let run = load(&graph, 200, 8, 8, |i| {
         if i == 100 {
             signal(pid, "-KILL");
         }
     });
     a1.sigkill();
-    assert_eq!(errors, 0);
-    assert_eq!(outputs.len(), 200, "every request answered");
-    assert!(counts.values().all(|&c| c == 1), "answered once each");
-    let recoveries = graph.hams().expect("manager").recoveries();
+    let manager = graph.hams().expect("manager");
+    let recoveries = manager.recoveries();
     assert_eq!(recoveries.len(), 1, "{recoveries:?}");
     let rolled: Vec<&str> = recoveries[0]
         .rolled_back
@@ -481,22 +468,24 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
         ["a", "b"],
         "b consumed a's speculative versions and was rolled back"
     );
-    let roles = graph.hams().expect("manager").roles();
-    let b_roles = roles.iter().find(|r| r.0 == "b").expect("b");
-    assert_eq!(
-        b_roles.2.as_deref(),
-        Some(format!("weir/executor/{}", b2.name).as_str()),
-        "b's backup was promoted"
+    let (promoted, demoted) = (
+        format!("weir/executor/{}", b2.name),
+        format!("weir/executor/{}", b1.name),
     );
-    assert_eq!(
-        b_roles.3.as_deref(),
-        Some(format!("weir/executor/{}", b1.name).as_str()),
-        "b's old primary is its backup now"
+    let swapped = wait_for(Duration::from_secs(5), || {
+        manager.roles().iter().any(|r| {
+            r.0 == "b"
+                && r.2.as_deref() == Some(promoted.as_str())
+                && r.3.as_deref() == Some(demoted.as_str())
+        })
+    });
+    assert!(
+        swapped,
+        "b's backup was promoted and its old primary became the backup: {:?}",
+        manager.roles()
     );
     graph.shutdown();
-    let report = journal(&dir);
-    assert!(report.violations.is_empty(), "{:?}", report.violations);
-    assert_eq!(report.released, 200);
+    assert_once_and_consistent(&dir, 200, &run);
 }
 
 #[test]
@@ -504,32 +493,9 @@ fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
     // R12: SIGSTOP the primary past the detection timeout; its backup is promoted; SIGCONT the
     // old primary: whatever it still sends carries a stale epoch and is dropped.
     let dir = temp_dir("hams-stop");
-    let a = Member::start(
-        "hams-s-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-s-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &["--perturb"],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-stop",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let graph = start_graph(&path);
-    graph.hams().expect("manager").journal_to(&dir.0);
+    let (a, _b, graph) = tracker(&dir, "s", &["--perturb"], &["--perturb"]);
     let pid = a.pid();
-    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+    let run = load(&graph, 200, 8, 8, |i| {
         if i == 80 {
             signal(pid, "-STOP");
         }
@@ -537,18 +503,13 @@ fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
             signal(pid, "-CONT");
         }
     });
-    assert_eq!(errors, 0);
-    assert_eq!(outputs.len(), 200);
-    assert!(counts.values().all(|&c| c == 1));
     let recoveries = graph.hams().expect("manager").recoveries();
     assert!(
         !recoveries.is_empty() && recoveries[0].reason.starts_with("suspected"),
         "{recoveries:?}"
     );
     graph.shutdown();
-    let report = journal(&dir);
-    assert!(report.violations.is_empty(), "{:?}", report.violations);
-    assert_eq!(report.released, 200);
+    assert_once_and_consistent(&dir, 200, &run);
 }
 
 #[test]
@@ -757,38 +718,9 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
     // R10 (b): the primaries of a and of b (its consumer) die at once; both backups take over,
     // every request is answered once and the journal shows no conflict.
     let dir = temp_dir("hams-correlated");
-    let mut a1 = Member::start("hams-x-a1", &[], &[("a", "gru_stream.onnx")], &[], &dir.0);
-    let a2 = Member::start(
-        "hams-x-a2",
-        &[&a1.endpoint],
-        &[("a", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let mut b1 = Member::start(
-        "hams-x-b1",
-        &[&a1.endpoint, &a2.endpoint],
-        &[("b", "gru_chain.onnx")],
-        &[],
-        &dir.0,
-    );
-    let b2 = Member::start(
-        "hams-x-b2",
-        &[&a1.endpoint, &a2.endpoint, &b1.endpoint],
-        &[("b", "gru_chain.onnx")],
-        &[],
-        &dir.0,
-    );
-    let (na, nb) = (
-        [a1.name.as_str(), a2.name.as_str()],
-        [b1.name.as_str(), b2.name.as_str()],
-    );
-    let nodes = chain(&na, &nb);
-    let path = chain_graph(&dir.0, "correlated", 8, &[&a1, &a2, &b1, &b2], &nodes);
-    let graph = start_graph(&path);
-    graph.hams().expect("manager").journal_to(&dir.0);
+    let ([mut a1, a2, mut b1, b2], graph) = chain_pairs(&dir, "x", &[], &[]);
     let (pa, pb) = (a1.pid(), b1.pid());
-    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+    let run = load(&graph, 200, 8, 8, |i| {
         if i == 100 {
             signal(pa, "-KILL");
             signal(pb, "-KILL");
@@ -796,9 +728,6 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
     });
     a1.sigkill();
     b1.sigkill();
-    assert_eq!(errors, 0);
-    assert_eq!(outputs.len(), 200);
-    assert!(counts.values().all(|&c| c == 1));
     let roles = graph.hams().expect("manager").roles();
     for (node, backup) in [("a", &a2.name), ("b", &b2.name)] {
         let r = roles.iter().find(|r| r.0 == node).expect("node");
@@ -809,7 +738,5 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
         );
     }
     graph.shutdown();
-    let report = journal(&dir);
-    assert!(report.violations.is_empty(), "{:?}", report.violations);
-    assert_eq!(report.released, 200);
+    assert_once_and_consistent(&dir, 200, &run);
 }

@@ -309,39 +309,44 @@ fn unpermute(
     row_len: usize,
     dtype: DType,
 ) -> TensorData {
-    let rows = order.len();
     match dtype {
-        DType::F32 => {
-            let mut out = vec![0.0f32; rows * row_len];
-            let mut i = 0;
-            for (n, data) in chunks {
-                if let TensorData::F32(v) = data {
-                    for k in 0..*n {
-                        let dst = order[i + k];
-                        out[dst * row_len..(dst + 1) * row_len]
-                            .copy_from_slice(&v[k * row_len..(k + 1) * row_len]);
-                    }
-                }
-                i += n;
-            }
-            TensorData::F32(out)
-        }
-        DType::I64 => {
-            let mut out = vec![0i64; rows * row_len];
-            let mut i = 0;
-            for (n, data) in chunks {
-                if let TensorData::I64(v) = data {
-                    for k in 0..*n {
-                        let dst = order[i + k];
-                        out[dst * row_len..(dst + 1) * row_len]
-                            .copy_from_slice(&v[k * row_len..(k + 1) * row_len]);
-                    }
-                }
-                i += n;
-            }
-            TensorData::I64(out)
-        }
+        DType::F32 => TensorData::F32(scatter(
+            chunks.iter().map(|(n, d)| match d {
+                TensorData::F32(v) => (*n, v.as_slice()),
+                TensorData::I64(_) => (*n, &[][..]),
+            }),
+            order,
+            row_len,
+        )),
+        DType::I64 => TensorData::I64(scatter(
+            chunks.iter().map(|(n, d)| match d {
+                TensorData::I64(v) => (*n, v.as_slice()),
+                TensorData::F32(_) => (*n, &[][..]),
+            }),
+            order,
+            row_len,
+        )),
     }
+}
+
+/// Row `k` of the concatenated chunks goes to row `order[k]` of the result.
+fn scatter<'a, T: Copy + Default + 'a>(
+    chunks: impl Iterator<Item = (usize, &'a [T])>,
+    order: &[usize],
+    row_len: usize,
+) -> Vec<T> {
+    let mut out = vec![T::default(); order.len() * row_len];
+    let mut i = 0;
+    for (n, values) in chunks {
+        for k in 0..n {
+            let dst = order[i + k];
+            if let Some(src) = values.get(k * row_len..(k + 1) * row_len) {
+                out[dst * row_len..(dst + 1) * row_len].copy_from_slice(src);
+            }
+        }
+        i += n;
+    }
+    out
 }
 
 /// One hash per row over every column's values of that row: the output identity HAMS's journal
