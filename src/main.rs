@@ -377,6 +377,9 @@ struct HamsBenchArgs {
     /// Emulated extra compute per batch at every stateful node, ms (`weir executor --compute-ms`).
     #[arg(long, default_value_t = 0.0)]
     compute_ms: f64,
+    /// Batches between two state copies under the `checkpoint` baseline.
+    #[arg(long, default_value_t = 100)]
+    checkpoint_every: u64,
     /// Only these service graphs (autopilot, tracker, online; comma-separated).
     #[arg(
         long,
@@ -1143,6 +1146,7 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
         trials: args.trials,
         batch: args.batch.max(1),
         compute_ms: args.compute_ms.max(0.0),
+        checkpoint_every: args.checkpoint_every.max(1),
         services: args
             .services
             .iter()

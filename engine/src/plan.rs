@@ -127,14 +127,18 @@ fn kind_label(kind: &NodeKind) -> String {
                         .collect::<Vec<_>>()
                         .join(" "),
                     st.mode.name(),
-                    if st.replicated() {
-                        format!(
+                    match st.mode {
+                        crate::spec::ReplicationMode::None => String::new(),
+                        crate::spec::ReplicationMode::Checkpoint => format!(
+                            " (every {} batches, detect {} ms)",
+                            st.checkpoint_every,
+                            st.detect.as_millis()
+                        ),
+                        _ => format!(
                             " (detect {} ms, pipeline {})",
                             st.detect.as_millis(),
                             st.pipeline
-                        )
-                    } else {
-                        String::new()
+                        ),
                     }
                 ),
             },

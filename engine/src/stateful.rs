@@ -6,7 +6,7 @@
 //!   input and a model output of the same element type and the same fixed shape (the whole state,
 //!   not a per-row tensor: a state has no batch dimension of its own), f32;
 //! - a state input is not bound under `inputs:` (the previous call feeds it);
-//! - `replication` needs `state`; `nspb` and `remus` need exactly two replicas, both declared
+//! - `replication` needs `state`; `nspb`, `remus` and `checkpoint` need exactly two replicas, both declared
 //!   executors (`[primary, backup]`: the backup must live in another process); `none` runs on one
 //!   replica, `local` or an executor;
 //! - parity coding, routing policies and SERF parallelism do not apply to a stateful node (its
@@ -56,6 +56,8 @@ pub struct StatefulNode {
     pub detect: Duration,
     /// Batches sent to the primary and not yet answered, at most (1 under `remus`).
     pub pipeline: usize,
+    /// Under `checkpoint`: batches between two state copies to the backup.
+    pub checkpoint_every: u64,
 }
 
 impl StatefulNode {
@@ -69,8 +71,14 @@ impl StatefulNode {
         self.state.iter().any(|p| p.output == name)
     }
 
-    /// Whether the node's state is replicated (its replies wait for durability).
+    /// Whether the node's replies wait for its states to be durable (NSPB and Remus; a
+    /// checkpointed node answers at once and replays after a failure).
     pub fn replicated(&self) -> bool {
+        matches!(self.mode, ReplicationMode::Nspb | ReplicationMode::Remus)
+    }
+
+    /// Whether the node has a backup to fail over to.
+    pub fn has_backup(&self) -> bool {
         self.mode != ReplicationMode::None
     }
 }
@@ -197,20 +205,26 @@ pub fn check_state(
         .replication
         .as_ref()
         .map_or(ReplicationMode::None, |r| r.mode.value);
-    let (detect_ms, pipeline) = m
-        .replication
-        .as_ref()
-        .map_or((250, 4), |r| (r.value.detect_ms, r.value.pipeline));
+    let (detect_ms, pipeline, checkpoint_every) =
+        m.replication.as_ref().map_or((250, 4, 150), |r| {
+            (
+                r.value.detect_ms,
+                r.value.pipeline,
+                r.value.checkpoint_every,
+            )
+        });
     let where_ = m
         .replication
         .as_ref()
         .map_or(state.location, |r| r.location);
-    if detect_ms == 0 || pipeline == 0 {
+    if detect_ms == 0 || pipeline == 0 || checkpoint_every == 0 {
         err(
             diags,
             "replication",
             where_,
-            format!("node `{id}`: `detect_ms` and `pipeline` must be at least 1"),
+            format!(
+                "node `{id}`: `detect_ms`, `pipeline` and `checkpoint_every` must be at least 1"
+            ),
         );
     }
     for (given, field) in [
@@ -229,7 +243,9 @@ pub fn check_state(
             .count();
         match mode {
             ReplicationMode::None if targets.len() != 1 => err(diags, "replicas", where_, format!("node `{id}`: a stateful node without replication runs on exactly one replica, got {}", targets.len())),
-            ReplicationMode::Nspb | ReplicationMode::Remus if targets.len() != 2 || remote != 2 => {
+            ReplicationMode::Nspb | ReplicationMode::Remus | ReplicationMode::Checkpoint
+                if targets.len() != 2 || remote != 2 =>
+            {
                 diags.push(
                     Diagnostic::error(
                         node_field(id, "replicas"),
@@ -254,5 +270,6 @@ pub fn check_state(
         } else {
             pipeline
         },
+        checkpoint_every,
     }))
 }

@@ -171,6 +171,8 @@ pub struct Recovery {
     pub rolled_back: Vec<(String, Seq)>,
     /// Requests run again.
     pub retried: usize,
+    /// Under checkpoints: batches replayed from the checkpoint.
+    pub replayed: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -227,6 +229,7 @@ fn mode_of(h: &StatefulNodeHandle) -> Mode {
         ReplicationMode::None => Mode::None,
         ReplicationMode::Nspb => Mode::Nspb,
         ReplicationMode::Remus => Mode::Remus,
+        ReplicationMode::Checkpoint => Mode::Checkpoint,
     }
 }
 
@@ -437,6 +440,7 @@ impl State {
                 .collect(),
             inputs: h.inputs.clone(),
             outputs: h.outputs.clone(),
+            checkpoint_every: h.spec.checkpoint_every,
         };
         let body = serde_json::to_vec(&a).map_err(|e| e.to_string())?;
         let replies = self
@@ -486,7 +490,7 @@ impl State {
         let epoch = 1;
         let backup = members
             .get(1)
-            .filter(|b| h.replicated() && self.is_alive(b))
+            .filter(|b| h.spec.has_backup() && self.is_alive(b))
             .cloned();
         if let Some(b) = &backup {
             self.assign(
@@ -498,7 +502,7 @@ impl State {
                 },
             )
             .map_err(|e| ManagerError(format!("node `{}`: backup `{b}`: {e}", h.node)))?;
-        } else if h.replicated() {
+        } else if h.spec.has_backup() {
             warn!(node = %h.node, "The backup is not alive: the primary starts solo.");
         }
         self.assign(
@@ -591,7 +595,7 @@ impl State {
             let is_member = r.members.iter().any(|m| m == prefix);
             let has_role =
                 r.primary.as_deref() == Some(prefix) || r.backup.as_deref() == Some(prefix);
-            if !is_member || has_role || r.backup.is_some() || !h.replicated() {
+            if !is_member || has_role || r.backup.is_some() || !h.spec.has_backup() {
                 continue;
             }
             let Some(primary) = r.primary.clone() else {
@@ -652,6 +656,14 @@ impl State {
         Some((cut, epoch, backup, r.primary.clone()))
     }
 
+    fn record(&self, recovery: Recovery) {
+        info!(node = %recovery.node, reason = %recovery.reason, protocol_ms = recovery.protocol.as_secs_f64() * 1e3, rolled_back = ?recovery.rolled_back, retried = recovery.retried, "Failover done.");
+        self.recoveries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(recovery);
+    }
+
     fn failover(&self, failed: NodeId, reason: &str) {
         let Some(h) = self.handle(failed).cloned() else {
             return;
@@ -661,6 +673,22 @@ impl State {
             error!(node = %h.node, %reason, "Primary lost and no live backup: the node's requests wait for an executor.");
             return;
         };
+        if !h.replicated() {
+            // Checkpoints: the promoted backup holds the last checkpoint; the proxy replays every
+            // batch since then (replies already given stand, whatever the replay computes).
+            h.rollback_to_checkpoint(cut, epoch);
+            h.assign_primary(epoch, primary);
+            self.record(Recovery {
+                node: h.node.clone(),
+                reason: reason.to_string(),
+                detected_at,
+                protocol: detected_at.elapsed(),
+                rolled_back: vec![(h.node.clone(), cut)],
+                retried: 0,
+                replayed: h.status().last_seq.saturating_sub(cut),
+            });
+            return;
+        }
         let mut resumed: BTreeMap<NodeId, (Epoch, String)> = BTreeMap::new();
         resumed.insert(failed, (epoch, primary));
         let mut retried = 0usize;
@@ -728,12 +756,9 @@ impl State {
                 .filter_map(|(n, c)| self.handle(*n).map(|q| (q.node.clone(), *c)))
                 .collect(),
             retried,
+            replayed: 0,
         };
-        info!(node = %h.node, %reason, protocol_ms = recovery.protocol.as_secs_f64() * 1e3, rolled_back = ?recovery.rolled_back, retried, "Failover done.");
-        self.recoveries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(recovery);
+        self.record(recovery);
         for (n, old) in demoted {
             let (Some(q), Some(r)) = (self.handle(n).cloned(), self.roles_of(n)) else {
                 continue;

@@ -848,21 +848,15 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
                 full: false,
                 state_bytes: 0,
             };
-            if assign.mode != Mode::None {
-                match backup {
-                    Some(b) => {
-                        let _ = ships.send(Ship {
-                            key: member_key(&b, &ctx.model, "state"),
-                            header: tuple,
-                            state,
-                            reply: Vec::new(),
-                        });
-                    }
-                    None => {
-                        let _ = ctx.control.send(Control::SoloProduced(tuple));
-                    }
-                }
-            }
+            hand_over(
+                ctx,
+                ships,
+                &assign,
+                backup.as_deref(),
+                tuple,
+                state,
+                Vec::new(),
+            );
             refuse(&query, Refusal::Inference, e.to_string());
             return;
         }
@@ -908,30 +902,24 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         state_bytes: 0,
     };
     let backup = lock(&ctx.shared).backup_prefix();
-    let speculative = assign.mode == Mode::Nspb || backup.is_none();
+    let speculative = assign.mode != Mode::Remus || backup.is_none();
     if speculative {
         // NSPB (and solo): outputs go at once; durability follows.
         reply_run(&query, body.clone());
     }
-    if assign.mode != Mode::None {
-        match &backup {
-            Some(b) => {
-                let _ = ships.send(Ship {
-                    key: member_key(b, &ctx.model, "state"),
-                    header: tuple,
-                    state: Arc::clone(&next),
-                    reply: body.clone(),
-                });
-            }
-            None => {
-                let _ = ctx.control.send(Control::SoloProduced(tuple));
-            }
-        }
-    }
+    hand_over(
+        ctx,
+        ships,
+        &assign,
+        backup.as_deref(),
+        tuple,
+        Arc::clone(&next),
+        body.clone(),
+    );
     // The update stage: wait until the backup is close enough behind (NSPB) or has applied this
     // very version (Remus), unless the role changes meanwhile.
     let mut inner = lock(&ctx.shared);
-    if backup.is_some() && assign.mode != Mode::None {
+    if backup.is_some() && matches!(assign.mode, Mode::Nspb | Mode::Remus) {
         inner.shipped = header.seq;
         loop {
             let fenced = inner.epoch() != header.epoch || !inner.is_primary();
@@ -962,6 +950,43 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     drop(inner);
     if !speculative {
         reply_run(&query, body);
+    }
+}
+
+/// Where a version goes after its batch ran: to the backup (NSPB, Remus; under checkpoints only
+/// every `checkpoint_every` versions, whole), or to the solo rule when there is no backup.
+fn hand_over(
+    ctx: &Context,
+    ships: &Sender<Ship>,
+    assign: &Assign,
+    backup: Option<&str>,
+    mut tuple: StateHeader,
+    state: Arc<StateVersion>,
+    reply: Vec<u8>,
+) {
+    let ship = |tuple: StateHeader, reply: Vec<u8>| {
+        if let Some(b) = backup {
+            let _ = ships.send(Ship {
+                key: member_key(b, &ctx.model, "state"),
+                header: tuple,
+                state: Arc::clone(&state),
+                reply,
+            });
+        }
+    };
+    match (assign.mode, backup) {
+        (Mode::None, _) | (Mode::Checkpoint, None) => {}
+        (Mode::Checkpoint, Some(_)) => {
+            if tuple.seq.is_multiple_of(assign.checkpoint_every.max(1)) {
+                tuple.full = true;
+                tuple.deps.clear();
+                ship(tuple, Vec::new());
+            }
+        }
+        (Mode::Nspb | Mode::Remus, Some(_)) => ship(tuple, reply),
+        (Mode::Nspb | Mode::Remus, None) => {
+            let _ = ctx.control.send(Control::SoloProduced(tuple));
+        }
     }
 }
 

@@ -170,6 +170,9 @@ pub enum Mode {
     Nspb,
     /// Stop-and-buffer: a batch is answered after its state is applied on the backup.
     Remus,
+    /// Checkpoints: the whole state goes to the backup every `checkpoint_every` batches; the
+    /// graph replays what followed after a failover.
+    Checkpoint,
 }
 
 /// One state tensor as the manager describes it to members.
@@ -202,6 +205,9 @@ pub struct Assign {
     pub inputs: Vec<String>,
     /// Model outputs returned per batch, in order (state outputs excluded).
     pub outputs: Vec<String>,
+    /// Under [`Mode::Checkpoint`]: batches between two state copies.
+    #[serde(default)]
+    pub checkpoint_every: u64,
 }
 
 /// Member → manager: the role is taken.

@@ -46,6 +46,8 @@ pub struct HamsBenchConfig {
     pub compute_ms: f64,
     /// Service graphs of the overhead part.
     pub services: Vec<Service>,
+    /// Batches between two checkpoints in `checkpoint` mode.
+    pub checkpoint_every: u64,
 }
 
 /// A `weir executor` serving stateful models, SIGKILLed when dropped.
@@ -182,10 +184,10 @@ fn stateful_node(
     state: (&str, &str),
     batch: usize,
     replicas: &[&str],
-    mode: &str,
+    replication: &str,
 ) -> String {
     format!(
-        "  - model:\n      id: {id}\n      path: {}\n      inputs: {input}\n      batching: {{max_size: {batch}}}\n      state: {{inputs: [{}], outputs: [{}]}}\n      replicas: [{}]\n      replication: {{mode: {mode}, detect_ms: 200}}\n",
+        "  - model:\n      id: {id}\n      path: {}\n      inputs: {input}\n      batching: {{max_size: {batch}}}\n      state: {{inputs: [{}], outputs: [{}]}}\n      replicas: [{}]\n      replication: {replication}\n",
         file.display(),
         state.0,
         state.1,
@@ -197,6 +199,10 @@ fn graph_yaml(config: &HamsBenchConfig, service: Service, mode: &str, d: &Deploy
     let mut yaml = String::from("name: hams-bench\n");
     let m = |f: &str| config.models.join(f);
     let b = config.batch;
+    let mode = &format!(
+        "{{mode: {mode}, detect_ms: 200, checkpoint_every: {}}}",
+        config.checkpoint_every
+    );
     match service {
         Service::Online => yaml.push_str("inputs:\n  - {name: x, dtype: f32, shape: [512]}\n  - {name: label, dtype: f32, shape: [512]}\n  - {name: train, dtype: f32, shape: [1]}\n"),
         _ => yaml.push_str("inputs:\n  - {name: x, dtype: f32, shape: [16]}\n"),
@@ -404,7 +410,7 @@ pub struct OverheadRow {
 pub fn overhead(config: &HamsBenchConfig) -> Result<Vec<OverheadRow>> {
     let mut rows = Vec::new();
     for &service in &config.services {
-        for mode in ["none", "nspb", "remus"] {
+        for mode in ["none", "nspb", "remus", "checkpoint"] {
             let mut tputs = Vec::new();
             let mut p50s = Vec::new();
             let mut p99s = Vec::new();
@@ -469,6 +475,8 @@ pub struct Trial {
     pub total_ms: f64,
     /// Requests run again.
     pub retried: usize,
+    /// Batches replayed from a checkpoint.
+    pub replayed: u64,
     /// Every request answered exactly once, none failed.
     pub exactly_once: bool,
 }
@@ -494,6 +502,7 @@ pub fn failover(config: &HamsBenchConfig) -> Result<Vec<(&'static str, Vec<Trial
         ("nspb, SIGKILL", "nspb", Fault::Kill),
         ("remus, SIGKILL", "remus", Fault::Kill),
         ("nspb, SIGSTOP", "nspb", Fault::Stop),
+        ("checkpoint, SIGKILL", "checkpoint", Fault::Kill),
     ] {
         let mut trials = Vec::new();
         for t in 0..config.trials {
@@ -543,6 +552,7 @@ pub fn failover(config: &HamsBenchConfig) -> Result<Vec<(&'static str, Vec<Trial
                 handover_ms: ms(first_after.saturating_duration_since(resumed)),
                 total_ms: ms(first_after.saturating_duration_since(killed)),
                 retried: rec.retried,
+                replayed: rec.replayed,
                 exactly_once: run.done.iter().all(|d| d.2)
                     && run.answers.len() == n
                     && run.answers.values().all(|&c| c == 1),
@@ -561,7 +571,7 @@ pub fn tables(
 ) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "normal case: closed loop, concurrency {}, {} requests, batches ≤ {} rows at stateful nodes, {} ms emulated compute per stateful batch, median of {} runs; ratios against `none` (no backup) of the same graph", config.concurrency, config.requests, config.batch, config.compute_ms, config.repeats);
+    let _ = writeln!(s, "normal case: closed loop, concurrency {}, {} requests, batches ≤ {} rows at stateful nodes, {} ms emulated compute per stateful batch, checkpoints every {} batches, median of {} runs; ratios against `none` (no backup) of the same graph", config.concurrency, config.requests, config.batch, config.compute_ms, config.checkpoint_every, config.repeats);
     let _ = writeln!(s, "\n| service graph | mode | throughput (req/s) | ratio | p50 (ms) | p50 overhead | p99 (ms) | p99 overhead |\n|---|---|---|---|---|---|---|---|");
     for r in rows {
         let base = rows
@@ -584,7 +594,7 @@ pub fn tables(
         );
     }
     let _ = writeln!(s, "\nfailover: the tracker's primary fails under closed-loop load (detect_ms 200), {} trials per row, medians (min–max of total)", config.trials);
-    let _ = writeln!(s, "\n| mode, fault | detection (ms) | protocol (ms) | handover (ms) | total (ms) | total range (ms) | retried requests | answered once, none failed |\n|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "\n| mode, fault | detection (ms) | protocol (ms) | handover (ms) | total (ms) | total range (ms) | retried requests | replayed batches | answered once, none failed |\n|---|---|---|---|---|---|---|---|---|");
     for (mode, trials) in failovers {
         let col = |f: fn(&Trial) -> f64| median(trials.iter().map(f).collect());
         let totals: Vec<f64> = trials.iter().map(|t| t.total_ms).collect();
@@ -592,7 +602,7 @@ pub fn tables(
         let hi = totals.iter().copied().fold(0.0, f64::max);
         let _ = writeln!(
             s,
-            "| {mode} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1}–{:.1} | {:.0} | {}/{} |",
+            "| {mode} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1}–{:.1} | {:.0} | {:.0} | {}/{} |",
             col(|t| t.detection_ms),
             col(|t| t.protocol_ms),
             col(|t| t.handover_ms),
@@ -600,6 +610,7 @@ pub fn tables(
             lo,
             hi,
             col(|t| t.retried as f64),
+            col(|t| t.replayed as f64),
             trials.iter().filter(|t| t.exactly_once).count(),
             trials.len()
         );

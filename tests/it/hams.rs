@@ -740,3 +740,54 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
     graph.shutdown();
     assert_once_and_consistent(&dir, 200, &run);
 }
+
+#[test]
+fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
+    // The checkpoint-and-replay baseline: replies leave at once, the backup holds the state of
+    // every 10th batch, and after the primary's SIGKILL the promoted backup replays every batch
+    // since that checkpoint; every request is still answered once.
+    let dir = temp_dir("hams-checkpoint");
+    let model = [("track", "gru_stream.onnx")];
+    let mut a = Member::start("hams-cp-a", &[], &model, &[], &dir.0);
+    let b = Member::start("hams-cp-b", &[&a.endpoint], &model, &[], &dir.0);
+    let names = [a.name.as_str(), b.name.as_str()];
+    let path = chain_graph(
+        &dir.0,
+        "track-checkpoint",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "checkpoint")],
+    );
+    let text = std::fs::read_to_string(&path).expect("graph");
+    std::fs::write(
+        &path,
+        text.replace("detect_ms: 300}", "detect_ms: 300, checkpoint_every: 10}"),
+    )
+    .expect("graph");
+    let graph = start_graph(&path);
+    let pid = a.pid();
+    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
+        if i == 100 {
+            signal(pid, "-KILL");
+        }
+    });
+    a.sigkill();
+    assert_eq!((outputs.len(), errors), (200, 0));
+    assert!(counts.values().all(|&c| c == 1));
+    let recoveries = graph.hams().expect("manager").recoveries();
+    assert_eq!(recoveries.len(), 1, "{recoveries:?}");
+    let (_, cut) = recoveries[0].rolled_back[0];
+    assert!(
+        cut > 0 && cut % 10 == 0,
+        "the backup held a checkpoint: {cut}"
+    );
+    assert_eq!(
+        recoveries[0].retried, 0,
+        "nothing runs again from the ingress: the proxy replays"
+    );
+    assert_eq!(
+        graph.runtime().replies().held(),
+        0,
+        "no reply waits for durability"
+    );
+}

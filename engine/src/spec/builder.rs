@@ -202,6 +202,7 @@ impl ModelBuilder {
             mode: s(mode),
             detect_ms,
             pipeline: 4,
+            checkpoint_every: 150,
         })));
         self
     }

@@ -11,7 +11,7 @@
 //!       outputs: [h_out]           # ... output at the same position (zeros before the first call)
 //!     replicas: [gru-a, gru-b]     # primary, backup (two declared executors)
 //!     replication:
-//!       mode: nspb                 # nspb (default) | remus | none
+//!       mode: nspb                 # nspb (default) | remus | checkpoint | none
 //!       detect_ms: 200             # a primary silent this long on a batch is declared failed
 //! ```
 //!
@@ -47,6 +47,13 @@ pub struct ReplicationSpec {
     /// state of batch n ships to the backup while batch n+1 computes).
     #[serde(default = "default_pipeline")]
     pub pipeline: usize,
+    /// `checkpoint` mode: the state is copied to the backup every this many batches.
+    #[serde(default = "default_checkpoint_every")]
+    pub checkpoint_every: u64,
+}
+
+fn default_checkpoint_every() -> u64 {
+    150
 }
 
 fn default_detect_ms() -> u64 {
@@ -71,6 +78,11 @@ pub enum ReplicationMode {
     /// Remus-like stop-and-buffer: the primary answers a batch only after its backup applied the
     /// state the batch made, one batch at a time.
     Remus,
+    /// Checkpoint and replay (the Lineage-Stash-like baseline): replies go at once, the state is
+    /// copied to the backup every `checkpoint_every` batches, and a promoted backup replays every
+    /// batch since its checkpoint from the graph's log, so recovery takes the replay and a
+    /// non-deterministic model may answer replayed requests differently from what it released.
+    Checkpoint,
 }
 
 impl ReplicationMode {
@@ -80,6 +92,7 @@ impl ReplicationMode {
             ReplicationMode::None => "none",
             ReplicationMode::Nspb => "nspb",
             ReplicationMode::Remus => "remus",
+            ReplicationMode::Checkpoint => "checkpoint",
         }
     }
 }

@@ -176,6 +176,24 @@ impl StatefulOperator {
                         }
                     }
                 }
+                // 2b. After a failover under checkpoints: replay every batch since the
+                // checkpoint that is not resent above; its replies were given already.
+                if !paused {
+                    if let Some(primary) = &primary {
+                        for (seq, inputs) in handle.take_replay() {
+                            if in_flight.contains_key(&seq) {
+                                continue;
+                            }
+                            let header = RunHeader {
+                                epoch: epoch_now,
+                                seq,
+                                deps: Vec::new(),
+                                request_ids: Vec::new(),
+                            };
+                            transport.run(handle, primary, header, inputs, Box::new(|_| {}));
+                        }
+                    }
+                }
                 // 3. New rows.
                 input.for_each(|cap, data| {
                     let Some(cap) = cap.retain_least(0) else { return };
@@ -263,6 +281,7 @@ impl StatefulOperator {
                                 request_ids: originals(&ids),
                             };
                             let done = completion(&tx, &sync, seq, epoch);
+                            handle.log_inputs(seq, &inputs);
                             transport.run(handle, &primary, header, inputs.clone(), done);
                             in_flight.insert(
                                 seq,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use timely::scheduling::SyncActivator;
 use tracing::info;
-use weir_engine::batch::Batch;
+use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::egress::ReplyTable;
 use weir_engine::placement::ReplicaTarget;
 use weir_engine::request::original_id;
@@ -56,6 +56,10 @@ struct Sent {
 }
 
 struct ProxyState {
+    /// Under checkpoints: every batch's inputs since the last checkpoint, for replay.
+    replay_log: BTreeMap<Seq, Vec<TensorColumn>>,
+    /// Under checkpoints, after a failover: the versions to replay.
+    replay: Option<std::ops::RangeInclusive<Seq>>,
     epoch: Epoch,
     primary: Option<String>,
     paused: bool,
@@ -139,6 +143,8 @@ impl StatefulNodeHandle {
             max_batch: max_batch.max(1),
             replicated,
             state: Mutex::new(ProxyState {
+                replay_log: BTreeMap::new(),
+                replay: None,
                 epoch: 0,
                 primary: None,
                 paused: true,
@@ -304,7 +310,8 @@ impl StatefulNodeHandle {
         retry
     }
 
-    /// Version `seq` is durable: batches up to it can no longer be rolled back.
+    /// Version `seq` is durable: batches up to it can no longer be rolled back (under
+    /// checkpoints: need no replay).
     pub fn on_durable(&self, seq: Seq) {
         let mut s = self.lock();
         if seq > s.durable {
@@ -312,6 +319,40 @@ impl StatefulNodeHandle {
         }
         let keep = s.sent.split_off(&(seq + 1));
         s.sent = keep;
+        let keep = s.replay_log.split_off(&(seq + 1));
+        s.replay_log = keep;
+    }
+
+    /// Under checkpoints: keeps batch `seq`'s inputs until a checkpoint covers it.
+    pub fn log_inputs(&self, seq: Seq, inputs: &[TensorColumn]) {
+        if self.spec.mode == weir_engine::spec::ReplicationMode::Checkpoint {
+            self.lock().replay_log.insert(seq, inputs.to_vec());
+        }
+    }
+
+    /// Under checkpoints, after the backup (holding version `cut`) was promoted at `epoch`:
+    /// every later batch is to be replayed in order. Stays paused until
+    /// [`StatefulNodeHandle::assign_primary`].
+    pub fn rollback_to_checkpoint(&self, cut: Seq, epoch: Epoch) {
+        let mut s = self.lock();
+        s.paused = true;
+        s.epoch = epoch;
+        if s.last_seq > cut {
+            s.replay = Some(cut + 1..=s.last_seq);
+        }
+        info!(node = %self.node, checkpoint = cut, to = s.last_seq, epoch, "Stateful node replays from its checkpoint.");
+    }
+
+    /// The logged batches to replay after a failover (once), in version order.
+    pub fn take_replay(&self) -> Vec<(Seq, Vec<TensorColumn>)> {
+        let mut s = self.lock();
+        let Some(range) = s.replay.take() else {
+            return Vec::new();
+        };
+        s.replay_log
+            .range(range)
+            .map(|(&seq, inputs)| (seq, inputs.clone()))
+            .collect()
     }
 
     /// The reply of request `original` left the graph: its record goes; returns (version, row
