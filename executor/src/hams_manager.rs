@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::request::original_id;
 use weir_engine::runtime::GraphRuntime;
@@ -669,6 +669,20 @@ impl State {
             return;
         };
         let detected_at = Instant::now();
+        let roles = self.roles_of(failed);
+        let no_backup = roles
+            .as_ref()
+            .is_none_or(|r| r.backup.as_ref().is_none_or(|b| !self.is_alive(b)));
+        let primary_alive = roles
+            .as_ref()
+            .and_then(|r| r.primary.as_ref())
+            .is_some_and(|p| self.is_alive(p));
+        if no_backup && primary_alive {
+            // Nothing to promote, and the primary is there: it is slow, not gone; its proxy
+            // sends the lost batches again.
+            debug!(node = %h.node, %reason, "Primary suspected without a backup to promote; batches are resent.");
+            return;
+        }
         let Some((cut, epoch, primary, _failed_primary)) = self.promote(&h) else {
             error!(node = %h.node, %reason, "Primary lost and no live backup: the node's requests wait for an executor.");
             return;

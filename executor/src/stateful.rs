@@ -759,10 +759,11 @@ fn run_loop(ctx: &Context, rx: &Receiver<RunCall>, ships: &Sender<Ship>) {
                 // A resend: answer with what was sent, never run twice.
                 match cached {
                     Some(body) => reply_run(&call.query, body),
+                    // Not a failover matter: the rows cannot be answered consistently any more.
                     None => refuse(
                         &call.query,
-                        Refusal::Fenced,
-                        format!("batch {seq} already ran and its reply is gone"),
+                        Refusal::Inference,
+                        format!("batch {seq} already ran and its reply is no longer kept"),
                     ),
                 }
                 continue;

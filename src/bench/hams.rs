@@ -510,8 +510,15 @@ pub fn failover(config: &HamsBenchConfig) -> Result<Vec<(&'static str, Vec<Trial
             let mut d = Deployment::start(config, Service::Tracker, mode, &tag)?;
             let graph = start_graph(&graph_yaml(config, Service::Tracker, mode, &d), &tag)?;
             let _warm = closed_loop(&graph, Service::Tracker, 64, config.concurrency, 1, |_| {});
-            let n = config.requests.max(400);
-            let kill_at = rng.random_range(n / 4..n / 2);
+            // Under checkpoints, kill about half an interval after a checkpoint (the paper kills
+            // LS at the 50th batch of 150): replay then costs half an interval on average.
+            let (n, kill_at) = if mode == "checkpoint" {
+                let at = config.checkpoint_every as usize * config.batch * 3 / 2;
+                (at * 2, at)
+            } else {
+                let n = config.requests.max(400);
+                (n, rng.random_range(n / 4..n / 2))
+            };
             let mut killed_at = None;
             let run = {
                 let primary = &mut d.members[0].2;

@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow_array::UInt64Array;
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -55,6 +56,8 @@ struct InFlight {
     inputs: Vec<TensorColumn>,
     deps: Vec<Dep>,
     epoch: Epoch,
+    /// When its last send went unanswered (the primary was suspected).
+    lost: Option<Instant>,
 }
 
 impl InFlight {
@@ -85,6 +88,8 @@ impl StatefulOperator {
         let mut ok = OutputBuilder::<u64, CapacityContainerBuilder<Vec<Batch>>>::from(ok);
         let mut err = OutputBuilder::<u64, CapacityContainerBuilder<Vec<RowError>>>::from(err);
         let sync = Arc::new(scope.worker().sync_activator_for(info.address.to_vec()));
+        let retry = scope.activator_for(info.address.clone());
+        let detect = self.handle.spec.detect;
         self.handle
             .set_activator(scope.worker().sync_activator_for(info.address.to_vec()));
         let (tx, rx): (Sender<Completion>, Receiver<Completion>) = unbounded();
@@ -137,7 +142,11 @@ impl StatefulOperator {
                         }
                         Err(RunFailure::Lost(why)) => {
                             debug!(node = %handle.node, seq, epoch, %why, "Batch lost; primary suspected.");
+                            if let Some(f) = in_flight.get_mut(&seq) {
+                                f.lost = Some(Instant::now());
+                            }
                             handle.suspect(epoch, why);
+                            retry.activate_after(detect);
                         }
                         Err(RunFailure::Failed(message)) => {
                             if let Some(f) = in_flight.remove(&seq) {
@@ -164,6 +173,7 @@ impl StatefulOperator {
                             }
                             if let Some(f) = in_flight.get_mut(&seq) {
                                 f.epoch = epoch_now;
+                                f.lost = None;
                                 let header = RunHeader {
                                     epoch: epoch_now,
                                     seq,
@@ -175,6 +185,33 @@ impl StatefulOperator {
                             }
                         }
                     }
+                }
+                // 2a. A batch lost at the current epoch and not failed over (no backup to promote,
+                // or a primary merely slower than `detect_ms`, say while replaying): send it
+                // again to the same primary, which answers a version it already made from its
+                // kept replies instead of running it twice.
+                if !paused {
+                    if let Some(primary) = &primary {
+                        for (&seq, f) in in_flight.iter_mut() {
+                            let due = f.epoch == epoch_now
+                                && f.lost.is_some_and(|at| at.elapsed() >= detect);
+                            if !due {
+                                continue;
+                            }
+                            f.lost = None;
+                            let header = RunHeader {
+                                epoch: epoch_now,
+                                seq,
+                                deps: f.deps.clone(),
+                                request_ids: originals(&f.request_ids()),
+                            };
+                            let done = completion(&tx, &sync, seq, epoch_now);
+                            transport.run(handle, primary, header, f.inputs.clone(), done);
+                        }
+                    }
+                }
+                if in_flight.values().any(|f| f.lost.is_some()) {
+                    retry.activate_after(detect / 4);
                 }
                 // 2b. After a failover under checkpoints: replay every batch since the
                 // checkpoint that is not resent above; its replies were given already.
@@ -290,6 +327,7 @@ impl StatefulOperator {
                                     inputs,
                                     deps,
                                     epoch,
+                                    lost: None,
                                 },
                             );
                         }
