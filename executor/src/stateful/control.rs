@@ -1,0 +1,265 @@
+//! The control thread of a stateful member: role assignments (promotion, demotion,
+//! re-protection), state tuples applied by Algorithm 2 (backup) or the solo rule (primary without
+//! a backup), durability announcements and apply acknowledgements.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use tracing::{debug, info, warn};
+use weir_hams::journal::Event as JournalEvent;
+use weir_hams::protocol::{
+    durable_key_all, member_key, Applied, Assign, AssignReply, Durable, Mode, Refusal, Role,
+    StateHeader,
+};
+use weir_operators::model::stateful_step::StateVersion;
+use zenoh::pubsub::Subscriber;
+use zenoh::query::Query;
+use zenoh::Wait;
+
+use super::{
+    announce, ensure_model, lock, put, refuse, tuple_frame, Context, Control, Inner, Ship,
+    REPLIES_KEPT,
+};
+
+pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
+    let mut durable_sub: Option<Subscriber<()>> = None;
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Control::Stop => break,
+            Control::Assign(a, query) => {
+                if durable_sub.is_none() {
+                    let tx = ctx.control.clone();
+                    durable_sub = ctx
+                        .session
+                        .declare_subscriber(durable_key_all(&a.graph))
+                        .callback(move |sample| {
+                            if let Ok(d) =
+                                serde_json::from_slice::<Durable>(&sample.payload().to_bytes())
+                            {
+                                let _ = tx.send(Control::Durable(d));
+                            }
+                        })
+                        .wait()
+                        .map_err(|e| warn!(error = %e, "No durability subscription."))
+                        .ok();
+                }
+                take_role(ctx, a, &query);
+            }
+            Control::State(h, state, reply) => {
+                let mut inner = lock(&ctx.shared);
+                if inner.is_primary() {
+                    continue;
+                }
+                let state = split_state(&inner, state);
+                if !reply.is_empty() && h.epoch >= inner.epoch() {
+                    // Kept for a promoted future: a resent batch is answered, not run again.
+                    inner.replies.insert(h.seq, reply);
+                    while inner.replies.len() > REPLIES_KEPT {
+                        inner.replies.pop_first();
+                    }
+                }
+                let offer = inner.apply.offer(h, Some(state));
+                debug!(?offer, "State tuple offered.");
+                drop(inner);
+                drain(ctx);
+            }
+            Control::Applied(a) => {
+                let mut inner = lock(&ctx.shared);
+                if inner.is_primary() && a.epoch == inner.epoch() && a.seq > inner.acked {
+                    inner.acked = a.seq;
+                    ctx.shared.1.notify_all();
+                }
+            }
+            Control::Durable(d) => {
+                lock(&ctx.shared).view.announce(d);
+                drain(ctx);
+            }
+            Control::SoloProduced(h) => {
+                let mut inner = lock(&ctx.shared);
+                if inner.is_primary() && inner.backup_prefix().is_none() && h.epoch == inner.epoch()
+                {
+                    inner.apply.offer(h, None);
+                }
+                drop(inner);
+                drain(ctx);
+            }
+        }
+    }
+    if let Some(s) = durable_sub {
+        let _ = s.undeclare().wait();
+    }
+}
+
+/// A state tuple arrives as one flat vector; cut it into the node's state tensors.
+fn split_state(inner: &Inner, state: Arc<StateVersion>) -> Arc<StateVersion> {
+    let Some(a) = &inner.assign else {
+        return state;
+    };
+    let flat = state.first().cloned().unwrap_or_default();
+    let mut out = Vec::with_capacity(a.state.len());
+    let mut offset = 0;
+    for s in &a.state {
+        let n: usize = s.shape.iter().product();
+        out.push(
+            flat.get(offset..offset + n)
+                .map(<[f32]>::to_vec)
+                .unwrap_or_default(),
+        );
+        offset += n;
+    }
+    Arc::new(out)
+}
+
+/// Applies every tuple whose turn has come (backup) or marks own versions durable (solo).
+fn drain(ctx: &Context) {
+    loop {
+        let mut inner = lock(&ctx.shared);
+        let Some(a) = inner.assign.clone() else {
+            return;
+        };
+        let view = inner.view.clone();
+        let Some((h, payload)) = inner.apply.next_ready(&view) else {
+            return;
+        };
+        let primary = match &a.role {
+            Role::Backup { primary } => Some(primary.clone()),
+            Role::Primary { .. } => None,
+        };
+        if let Some(state) = payload {
+            inner.current = state;
+            inner.version = h.seq;
+        }
+        let epoch = inner.epoch();
+        drop(inner);
+        ctx.journal.record(&JournalEvent::Applied {
+            node: a.node_id,
+            epoch,
+            seq: h.seq,
+            durable_then: h.deps.iter().map(|&(n, _)| (n, view.durable(n))).collect(),
+            deps: h.deps.clone(),
+            request_ids: h.request_ids.clone(),
+            row_hashes: h.row_hashes.clone(),
+            full: h.full,
+        });
+        announce(
+            ctx,
+            &a.graph,
+            Durable {
+                node: a.node_id,
+                epoch,
+                seq: h.seq,
+            },
+        );
+        if let Some(primary) = primary {
+            put(
+                ctx,
+                member_key(&primary, &ctx.model, "applied"),
+                serde_json::to_vec(&Applied { epoch, seq: h.seq }).unwrap_or_default(),
+            );
+        }
+    }
+}
+
+fn take_role(ctx: &Context, a: Assign, query: &Query) {
+    if let Err(e) = ensure_model(ctx, &a) {
+        refuse(query, Refusal::UnknownModel, e);
+        return;
+    }
+    let mut inner = lock(&ctx.shared);
+    if a.epoch < inner.epoch() {
+        let message = format!(
+            "assignment for epoch {} after epoch {}",
+            a.epoch,
+            inner.epoch()
+        );
+        drop(inner);
+        refuse(query, Refusal::Fenced, message);
+        return;
+    }
+    let was_primary = inner.is_primary();
+    let mut full: Option<Ship> = None;
+    let mut reannounce = None;
+    let role_name;
+    match &a.role {
+        Role::Primary { backup } => {
+            if !was_primary {
+                // Promotion: what was applied is the new primary's state; what waited is void.
+                let applied = inner.version;
+                inner.apply.reset(a.epoch, applied);
+                reannounce = Some(applied);
+            } else {
+                // Re-protection: own versions not yet durable stay queued for the solo rule.
+                let applied = inner.apply.applied();
+                inner.apply.reset(a.epoch, applied);
+            }
+            inner.acked = inner.version;
+            inner.shipped = inner.version;
+            if let Some(b) = backup {
+                full = Some(Ship {
+                    key: member_key(b, &ctx.model, "state"),
+                    header: StateHeader {
+                        epoch: a.epoch,
+                        seq: inner.version,
+                        deps: Vec::new(),
+                        request_ids: Vec::new(),
+                        row_hashes: Vec::new(),
+                        full: true,
+                        state_bytes: 0,
+                    },
+                    state: Arc::clone(&inner.current),
+                    reply: Vec::new(),
+                });
+            }
+            role_name = if backup.is_some() {
+                "primary"
+            } else {
+                "solo primary"
+            };
+        }
+        Role::Backup { .. } => {
+            // A demoted primary's versions were speculative: the new primary's whole state
+            // overwrites them (R8). A fresh backup starts from version 0 like its primary.
+            inner.apply.reset(a.epoch, 0);
+            inner.replies.clear();
+            role_name = "backup";
+        }
+    }
+    let reply = AssignReply {
+        applied: inner.version,
+        epoch: a.epoch,
+    };
+    inner.assign = Some(a.clone());
+    ctx.shared.1.notify_all();
+    drop(inner);
+    info!(executor = %ctx.executor, model = %ctx.model, role = role_name, epoch = a.epoch, applied = reply.applied, "HAMS role taken.");
+    ctx.journal.record(&JournalEvent::Role {
+        node: a.node_id,
+        member: ctx.executor.clone(),
+        epoch: a.epoch,
+        role: role_name.to_string(),
+        applied: reply.applied,
+    });
+    if let Some(ship) = full {
+        // Straight from this thread: a whole-state transfer must not wait behind a delayed link.
+        put(
+            ctx,
+            ship.key,
+            tuple_frame(ship.header, &ship.state, &ship.reply),
+        );
+    }
+    if let (Some(seq), true) = (reannounce, a.mode != Mode::None) {
+        announce(
+            ctx,
+            &a.graph,
+            Durable {
+                node: a.node_id,
+                epoch: a.epoch,
+                seq,
+            },
+        );
+    }
+    let body = serde_json::to_vec(&reply).unwrap_or_default();
+    if let Err(e) = query.reply(query.key_expr().clone(), body).wait() {
+        debug!(error = %e, "Could not answer an assignment.");
+    }
+}

@@ -1,0 +1,481 @@
+//! A stateful model on an executor process (HAMS's proxy, note §1.3): the member of a stateful
+//! node's replica pair, primary or backup as the graph's manager assigns it.
+//!
+//! Three threads, so nothing waits on zenoh's callback threads:
+//! - the **run** thread (primary) runs batches strictly in sequence order from the current state
+//!   version, answers each batch's query, and hands the new version to the shipper;
+//! - the **shipper** sends state tuples to the backup (after `--state-delay-ms`, which emulates a
+//!   slow state link for tests and benchmarks);
+//! - the **control** thread takes role assignments, state tuples (backup: Algorithm 2 through
+//!   [`ApplyQueue`]), durability announcements and apply acknowledgements.
+//!
+//! Modes: under NSPB the run thread answers a batch as soon as it is computed (speculative
+//! output), ships its state while the next batch computes, and moves on to the new version (the
+//! update stage) once fewer than [`MAX_UNACKED`] versions wait for the backup (the primary keeps
+//! every unacknowledged version: note §2.6's buffer rule, bounded). Under Remus it answers only
+//! after the backup applied the version. A primary without a backup runs *solo* (note §2.9 gap 5):
+//! its own versions count as durable once their dependencies are, and it announces them itself.
+//! A promoted backup drops unapplied tuples (gap 4) and re-announces its applied version (gap 8).
+//! Every call and message carries an epoch; stale ones are refused or dropped (fencing).
+//!
+//! This module starts a member and holds what its threads share; [`control`] is the control
+//! thread, [`primary`] the run and shipper threads.
+
+mod control;
+mod primary;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{unbounded, Sender};
+use tracing::{debug, warn};
+use weir_engine::batch::TensorColumn;
+use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::tensor::Dim;
+use weir_engine::wire::decode_columns;
+use weir_hams::durability::{ApplyQueue, DurableView};
+use weir_hams::journal::Journal;
+use weir_hams::protocol::{
+    decode_frame, durable_key, encode_frame, f32_bytes, f32_values, member_key, Applied, Assign,
+    Durable, Refusal, RefusalReply, Role, RunHeader, StateHeader,
+};
+use weir_hams::{Epoch, Seq};
+use weir_operators::model::stateful_step::{StateSlot, StateVersion, StatefulModel};
+use weir_operators::model::OrtRuntime;
+use zenoh::pubsub::Subscriber;
+use zenoh::query::{Query, Queryable};
+use zenoh::{Session, Wait};
+
+/// State versions a primary may run ahead of its backup's acknowledgements.
+pub const MAX_UNACKED: usize = 8;
+
+/// Replies kept for answering a resent batch.
+const REPLIES_KEPT: usize = 64;
+
+/// How a stateful member runs.
+#[derive(Debug, Clone, Default)]
+pub struct StatefulOptions {
+    /// Intra-op threads of its session.
+    pub threads: usize,
+    /// Run each batch's rows in a seeded order chosen per (node, version, epoch) and journal the
+    /// choice: the non-determinism a GPU's reduction order or a racy interleaving would bring.
+    pub perturb: bool,
+    /// Delay before each state tuple is sent (a slow state link).
+    pub state_delay: Duration,
+    /// Emulated extra compute per batch (a sleep after the real ONNX Runtime call, before the
+    /// reply): the regime of the paper's GPU models, whose batches take tens to hundreds of ms,
+    /// without spending this machine's two cores on it (notes/hams.md §5.2's method).
+    pub compute: Duration,
+}
+
+/// Errors starting a member.
+#[derive(Debug, thiserror::Error)]
+#[error("stateful model `{model}`: {message}")]
+pub struct MemberError {
+    /// Model name.
+    pub model: String,
+    /// Why.
+    pub message: String,
+}
+
+type Shared = Arc<(Mutex<Inner>, Condvar)>;
+
+/// The member's protocol state.
+struct Inner {
+    assign: Option<Assign>,
+    /// Primary: last version produced; backup: last applied.
+    version: Seq,
+    current: Arc<StateVersion>,
+    view: DurableView,
+    /// Backup: received tuples (payload = state); solo primary: own versions (payload `None`).
+    apply: ApplyQueue<Option<Arc<StateVersion>>>,
+    /// Primary: the highest version the backup applied, and the versions shipped since.
+    acked: Seq,
+    shipped: Seq,
+    replies: BTreeMap<Seq, Vec<u8>>,
+}
+
+impl Inner {
+    fn epoch(&self) -> Epoch {
+        self.assign.as_ref().map_or(0, |a| a.epoch)
+    }
+
+    fn backup_prefix(&self) -> Option<String> {
+        match self.assign.as_ref().map(|a| &a.role) {
+            Some(Role::Primary { backup }) => backup.clone(),
+            _ => None,
+        }
+    }
+
+    fn is_primary(&self) -> bool {
+        matches!(
+            self.assign.as_ref().map(|a| &a.role),
+            Some(Role::Primary { .. })
+        )
+    }
+}
+
+enum Control {
+    Assign(Assign, Query),
+    /// A state tuple: header, state (flat), the batch's reply frame.
+    State(StateHeader, Arc<StateVersion>, Vec<u8>),
+    Applied(Applied),
+    Durable(Durable),
+    /// The solo primary produced a version (it becomes durable once its dependencies are).
+    SoloProduced(StateHeader),
+    Stop,
+}
+
+struct Ship {
+    key: String,
+    header: StateHeader,
+    state: Arc<StateVersion>,
+    reply: Vec<u8>,
+}
+
+struct RunCall {
+    header: RunHeader,
+    inputs: Vec<(String, TensorColumn)>,
+    query: Query,
+}
+
+/// One stateful model served by an executor process.
+pub struct StatefulMember {
+    model: String,
+    control: Sender<Control>,
+    runs: Option<Sender<RunCall>>,
+    ships: Option<Sender<Ship>>,
+    threads: Vec<JoinHandle<()>>,
+    queryables: Vec<Queryable<()>>,
+    subscribers: Vec<Subscriber<()>>,
+}
+
+impl std::fmt::Debug for StatefulMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatefulMember")
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+/// What the threads share besides the protocol state.
+struct Context {
+    executor: String,
+    model: String,
+    path: PathBuf,
+    session: Session,
+    options: StatefulOptions,
+    shared: Shared,
+    runner: Mutex<Option<StatefulModel>>,
+    journal: Journal,
+    control: Sender<Control>,
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Inner> {
+    shared.0.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn refuse(query: &Query, refusal: Refusal, message: String) {
+    let body = serde_json::to_vec(&RefusalReply { refusal, message }).unwrap_or_default();
+    if let Err(e) = query.reply_err(body).wait() {
+        debug!(error = %e, "Could not send a refusal.");
+    }
+}
+
+impl StatefulMember {
+    /// The model's name.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Serves stateful model `model` (file `path`) on `session` under executor `prefix`. The
+    /// model is loaded at its first role assignment, which names its state tensors.
+    ///
+    /// # Errors
+    /// When the model file cannot be read or zenoh refuses a declaration.
+    pub fn start(
+        session: &Session,
+        executor: &str,
+        prefix: &str,
+        model: &str,
+        path: PathBuf,
+        options: StatefulOptions,
+    ) -> Result<StatefulMember, MemberError> {
+        let bad = |message: String| MemberError {
+            model: model.to_string(),
+            message,
+        };
+        read_metadata(&path).map_err(|e| bad(e.to_string()))?;
+        let (control_tx, control_rx) = unbounded::<Control>();
+        let (run_tx, run_rx) = unbounded::<RunCall>();
+        let (ship_tx, ship_rx) = unbounded::<Ship>();
+        let shared: Shared = Arc::new((
+            Mutex::new(Inner {
+                assign: None,
+                version: 0,
+                current: Arc::new(Vec::new()),
+                view: DurableView::default(),
+                apply: ApplyQueue::new(0, 0),
+                acked: 0,
+                shipped: 0,
+                replies: BTreeMap::new(),
+            }),
+            Condvar::new(),
+        ));
+        let ctx = Arc::new(Context {
+            executor: executor.to_string(),
+            model: model.to_string(),
+            path,
+            session: session.clone(),
+            options,
+            shared,
+            runner: Mutex::new(None),
+            journal: Journal::from_env(&format!("{executor}-{model}-{}", std::process::id())),
+            control: control_tx.clone(),
+        });
+        let mut queryables = Vec::new();
+        let mut subscribers = Vec::new();
+        let declare_err = |e: zenoh::Error| bad(format!("zenoh: {e}"));
+        let tx = run_tx.clone();
+        queryables.push(
+            session
+                .declare_queryable(member_key(prefix, model, "run"))
+                .callback(move |query| on_run(&tx, query))
+                .wait()
+                .map_err(declare_err)?,
+        );
+        let tx = control_tx.clone();
+        queryables.push(
+            session
+                .declare_queryable(member_key(prefix, model, "assign"))
+                .callback(move |query| on_assign(&tx, query))
+                .wait()
+                .map_err(declare_err)?,
+        );
+        let tx = control_tx.clone();
+        subscribers.push(
+            session
+                .declare_subscriber(member_key(prefix, model, "state"))
+                .callback(move |sample| {
+                    let bytes = sample.payload().to_bytes();
+                    match decode_frame::<StateHeader>(&bytes) {
+                        Ok((h, payload)) => {
+                            let (state, reply) = payload.split_at(h.state_bytes.min(payload.len()));
+                            match f32_values(state) {
+                                Some(flat) => {
+                                    let reply = reply.to_vec();
+                                    let _ = tx.send(Control::State(h, Arc::new(vec![flat]), reply));
+                                }
+                                None => warn!("A state tuple's payload is not f32 data; dropped."),
+                            }
+                        }
+                        Err(e) => warn!(error = %e, "An undecodable state tuple; dropped."),
+                    }
+                })
+                .wait()
+                .map_err(declare_err)?,
+        );
+        let tx = control_tx.clone();
+        subscribers.push(
+            session
+                .declare_subscriber(member_key(prefix, model, "applied"))
+                .callback(move |sample| {
+                    if let Ok(a) = serde_json::from_slice::<Applied>(&sample.payload().to_bytes()) {
+                        let _ = tx.send(Control::Applied(a));
+                    }
+                })
+                .wait()
+                .map_err(declare_err)?,
+        );
+        let mut threads = Vec::new();
+        let c = Arc::clone(&ctx);
+        threads.push(spawn(format!("hams-control-{model}"), move || {
+            control::control_loop(&c, &control_rx)
+        })?);
+        let c = Arc::clone(&ctx);
+        let ships = ship_tx.clone();
+        threads.push(spawn(format!("hams-run-{model}"), move || {
+            primary::run_loop(&c, &run_rx, &ships)
+        })?);
+        let c = Arc::clone(&ctx);
+        threads.push(spawn(format!("hams-ship-{model}"), move || {
+            primary::ship_loop(&c, &ship_rx)
+        })?);
+        // The control thread declares the durability subscriber at the first assignment, when
+        // the graph's name is known; it needs the session and a sender of its own.
+        Ok(StatefulMember {
+            model: model.to_string(),
+            control: control_tx,
+            runs: Some(run_tx),
+            ships: Some(ship_tx),
+            threads,
+            queryables,
+            subscribers,
+        })
+    }
+}
+
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, MemberError> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|e| MemberError {
+            model: name,
+            message: format!("spawning a thread: {e}"),
+        })
+}
+
+impl Drop for StatefulMember {
+    fn drop(&mut self) {
+        for q in self.queryables.drain(..) {
+            let _ = q.undeclare().wait();
+        }
+        for s in self.subscribers.drain(..) {
+            let _ = s.undeclare().wait();
+        }
+        self.runs = None;
+        self.ships = None;
+        let _ = self.control.send(Control::Stop);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn on_run(tx: &Sender<RunCall>, query: Query) {
+    let Some(payload) = query.payload() else {
+        refuse(
+            &query,
+            Refusal::Invalid,
+            "the run carries no payload".into(),
+        );
+        return;
+    };
+    let bytes = payload.to_bytes();
+    let decoded = decode_frame::<RunHeader>(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|(h, body)| {
+            decode_columns(body)
+                .map(|c| (h, c))
+                .map_err(|e| e.to_string())
+        });
+    match decoded {
+        Ok((header, inputs)) => {
+            let _ = tx.send(RunCall {
+                header,
+                inputs,
+                query,
+            });
+        }
+        Err(e) => refuse(&query, Refusal::Invalid, format!("undecodable run: {e}")),
+    }
+}
+
+fn on_assign(tx: &Sender<Control>, query: Query) {
+    let parsed = query
+        .payload()
+        .map(|p| serde_json::from_slice::<Assign>(&p.to_bytes()));
+    match parsed {
+        Some(Ok(a)) => {
+            let _ = tx.send(Control::Assign(a, query));
+        }
+        Some(Err(e)) => refuse(&query, Refusal::Invalid, format!("bad assignment: {e}")),
+        None => refuse(
+            &query,
+            Refusal::Invalid,
+            "the assignment carries no payload".into(),
+        ),
+    }
+}
+
+/// Loads the model for the layout `a` names, once.
+fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
+    let mut runner = ctx.runner.lock().unwrap_or_else(|p| p.into_inner());
+    if runner.is_some() {
+        return Ok(());
+    }
+    let meta = read_metadata(&ctx.path).map_err(|e| e.to_string())?;
+    let mut outputs = Vec::new();
+    for name in &a.outputs {
+        let info = meta
+            .outputs
+            .iter()
+            .find(|o| &o.name == name)
+            .ok_or_else(|| format!("the model has no output `{name}`"))?;
+        match info.element {
+            ElementType::Supported(d) => outputs.push((name.clone(), d)),
+            _ => return Err(format!("output `{name}` is not an f32 or i64 tensor")),
+        }
+    }
+    let batched = meta
+        .inputs
+        .iter()
+        .filter(|i| a.inputs.contains(&i.name))
+        .all(|i| i.dims.first() == Some(&Dim::Dynamic));
+    let runtime = OrtRuntime::get().map_err(|e| e.to_string())?;
+    let slots = a
+        .state
+        .iter()
+        .map(|s| StateSlot {
+            input: s.input.clone(),
+            output: s.output.clone(),
+            shape: s.shape.clone(),
+        })
+        .collect();
+    let model = StatefulModel::load(
+        &runtime,
+        &ctx.model,
+        &ctx.path,
+        ctx.options.threads.max(1),
+        batched,
+        a.inputs.clone(),
+        outputs,
+        slots,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut inner = lock(&ctx.shared);
+    if inner.current.is_empty() {
+        inner.current = Arc::new(model.initial_state());
+    }
+    drop(inner);
+    *runner = Some(model);
+    Ok(())
+}
+
+/// Sends a protocol message. Blocking congestion control: zenoh's default for puts drops samples
+/// when a link's queue is full, and a lost state tuple, acknowledgement or durability announcement
+/// would stall the protocol (a backup applies versions strictly in order).
+fn put(ctx: &Context, key: String, body: Vec<u8>) {
+    let sent = ctx
+        .session
+        .put(key, body)
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .wait();
+    if let Err(e) = sent {
+        debug!(error = %e, "A HAMS message could not be sent.");
+    }
+}
+
+fn announce(ctx: &Context, graph: &str, d: Durable) {
+    put(
+        ctx,
+        durable_key(graph, d.node),
+        serde_json::to_vec(&d).unwrap_or_default(),
+    );
+}
+
+fn state_payload(state: &StateVersion) -> Vec<u8> {
+    let flat: Vec<f32> = state.iter().flatten().copied().collect();
+    f32_bytes(&flat)
+}
+
+/// A state tuple's wire form: header (with the state's length), state, reply.
+fn tuple_frame(mut header: StateHeader, state: &StateVersion, reply: &[u8]) -> Vec<u8> {
+    let mut payload = state_payload(state);
+    header.state_bytes = payload.len();
+    payload.extend_from_slice(reply);
+    encode_frame(&header, &payload)
+}

@@ -1,0 +1,307 @@
+//! The primary's side of a stateful member: batches run strictly in version order from the
+//! current state, answered at once (NSPB, checkpoints, solo) or after the backup applied them
+//! (Remus); each new version is handed to the backup (or the solo rule) and the update stage waits
+//! until the backup is close enough behind; the shipper thread sends state tuples.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use tracing::debug;
+use weir_engine::batch::TensorColumn;
+use weir_engine::wire::encode_columns;
+use weir_hams::journal::Event as JournalEvent;
+use weir_hams::protocol::{encode_frame, member_key, Assign, Mode, Refusal, RunReply, StateHeader};
+use weir_hams::Seq;
+use weir_operators::model::stateful_step::{row_hashes, seeded_order, StateVersion};
+use zenoh::query::Query;
+use zenoh::Wait;
+
+use super::{
+    lock, put, refuse, tuple_frame, Context, Control, RunCall, Ship, MAX_UNACKED, REPLIES_KEPT,
+};
+
+pub(super) fn run_loop(ctx: &Context, rx: &Receiver<RunCall>, ships: &Sender<Ship>) {
+    let mut waiting: BTreeMap<Seq, RunCall> = BTreeMap::new();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(call) => {
+                waiting.insert(call.header.seq, call);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while let Ok(call) = rx.try_recv() {
+            waiting.insert(call.header.seq, call);
+        }
+        while let Some((&seq, _)) = waiting.first_key_value() {
+            let inner = lock(&ctx.shared);
+            let epoch = inner.epoch();
+            let primary = inner.is_primary();
+            let version = inner.version;
+            let cached = inner.replies.get(&seq).cloned();
+            drop(inner);
+            let Some(call) = waiting.remove(&seq) else {
+                break;
+            };
+            if !primary || call.header.epoch != epoch {
+                refuse(
+                    &call.query,
+                    Refusal::Fenced,
+                    format!(
+                        "batch for epoch {} refused: this member is at epoch {epoch}{}",
+                        call.header.epoch,
+                        if primary { "" } else { " and not primary" }
+                    ),
+                );
+                continue;
+            }
+            if seq <= version {
+                // A resend: answer with what was sent, never run twice.
+                match cached {
+                    Some(body) => reply_run(&call.query, body),
+                    // Not a failover matter: the rows cannot be answered consistently any more.
+                    None => refuse(
+                        &call.query,
+                        Refusal::Inference,
+                        format!("batch {seq} already ran and its reply is no longer kept"),
+                    ),
+                }
+                continue;
+            }
+            if seq != version + 1 {
+                waiting.insert(seq, call);
+                break;
+            }
+            run_one(ctx, call, ships);
+        }
+    }
+}
+
+fn reply_run(query: &Query, body: Vec<u8>) {
+    if let Err(e) = query.reply(query.key_expr().clone(), body).wait() {
+        debug!(error = %e, "Could not answer a batch.");
+    }
+}
+
+fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
+    let RunCall {
+        header,
+        inputs,
+        query,
+    } = call;
+    let (assign, state) = {
+        let inner = lock(&ctx.shared);
+        (inner.assign.clone(), Arc::clone(&inner.current))
+    };
+    let Some(assign) = assign else { return };
+    let mut by_name: BTreeMap<String, TensorColumn> = inputs.into_iter().collect();
+    let mut columns = Vec::with_capacity(assign.inputs.len());
+    for name in &assign.inputs {
+        match by_name.remove(name) {
+            Some(c) => columns.push(c),
+            None => {
+                refuse(
+                    &query,
+                    Refusal::Invalid,
+                    format!("model `{}` needs input `{name}`", ctx.model),
+                );
+                return;
+            }
+        }
+    }
+    let rows = columns.first().map_or(0, TensorColumn::len);
+    let choice = ctx.options.perturb.then(|| {
+        weir_hams::protocol::value_hash(
+            format!("{}/{}/{}", assign.node_id, header.seq, header.epoch).as_bytes(),
+        )
+    });
+    let order = choice.map(|seed| seeded_order(rows, seed));
+    let result = {
+        let mut runner = ctx.runner.lock().unwrap_or_else(|p| p.into_inner());
+        match runner.as_mut() {
+            Some(m) => m.run(&columns, &state, order.as_deref()),
+            None => {
+                refuse(&query, Refusal::UnknownModel, "model not loaded".into());
+                return;
+            }
+        }
+    };
+    if !ctx.options.compute.is_zero() {
+        std::thread::sleep(ctx.options.compute);
+    }
+    let (outputs, next) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // The rows failed; the version still advances (unchanged state) so the sequence
+            // stays dense for the backup and for the batches behind this one.
+            let mut inner = lock(&ctx.shared);
+            if inner.epoch() == header.epoch && inner.is_primary() {
+                inner.version = header.seq;
+            }
+            let backup = inner.backup_prefix();
+            drop(inner);
+            let tuple = StateHeader {
+                epoch: header.epoch,
+                seq: header.seq,
+                deps: header.deps.clone(),
+                request_ids: Vec::new(),
+                row_hashes: Vec::new(),
+                full: false,
+                state_bytes: 0,
+            };
+            hand_over(
+                ctx,
+                ships,
+                &assign,
+                backup.as_deref(),
+                tuple,
+                state,
+                Vec::new(),
+            );
+            refuse(&query, Refusal::Inference, e.to_string());
+            return;
+        }
+    };
+    let hashes = row_hashes(&outputs, rows);
+    ctx.journal.record(&JournalEvent::Produced {
+        node: assign.node_id,
+        epoch: header.epoch,
+        seq: header.seq,
+        request_ids: header.request_ids.clone(),
+        row_hashes: hashes.clone(),
+        choice,
+    });
+    if let Some(seed) = choice {
+        debug!(model = %ctx.model, seq = header.seq, epoch = header.epoch, seed, "Rows run in a perturbed order.");
+    }
+    let named = assign
+        .outputs
+        .iter()
+        .map(String::as_str)
+        .zip(outputs.iter());
+    let body = match encode_columns(named) {
+        Ok(b) => encode_frame(
+            &RunReply {
+                epoch: header.epoch,
+                seq: header.seq,
+            },
+            &b,
+        ),
+        Err(e) => {
+            refuse(&query, Refusal::Inference, e.to_string());
+            return;
+        }
+    };
+    let next = Arc::new(next);
+    let tuple = StateHeader {
+        epoch: header.epoch,
+        seq: header.seq,
+        deps: header.deps.clone(),
+        request_ids: header.request_ids.clone(),
+        row_hashes: hashes,
+        full: false,
+        state_bytes: 0,
+    };
+    let backup = lock(&ctx.shared).backup_prefix();
+    let speculative = assign.mode != Mode::Remus || backup.is_none();
+    if speculative {
+        // NSPB (and solo): outputs go at once; durability follows.
+        reply_run(&query, body.clone());
+    }
+    hand_over(
+        ctx,
+        ships,
+        &assign,
+        backup.as_deref(),
+        tuple,
+        Arc::clone(&next),
+        body.clone(),
+    );
+    // The update stage: wait until the backup is close enough behind (NSPB) or has applied this
+    // very version (Remus), unless the role changes meanwhile.
+    let mut inner = lock(&ctx.shared);
+    if backup.is_some() && matches!(assign.mode, Mode::Nspb | Mode::Remus) {
+        inner.shipped = header.seq;
+        loop {
+            let fenced = inner.epoch() != header.epoch || !inner.is_primary();
+            let solo = inner.backup_prefix().is_none();
+            let caught_up = match assign.mode {
+                Mode::Remus => inner.acked >= header.seq,
+                _ => (inner.shipped - inner.acked) < MAX_UNACKED as u64,
+            };
+            if fenced || solo || caught_up {
+                break;
+            }
+            let (guard, _) = ctx
+                .shared
+                .1
+                .wait_timeout(inner, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner());
+            inner = guard;
+        }
+    }
+    if inner.epoch() == header.epoch && inner.is_primary() {
+        inner.current = next;
+        inner.version = header.seq;
+        inner.replies.insert(header.seq, body.clone());
+        while inner.replies.len() > REPLIES_KEPT {
+            inner.replies.pop_first();
+        }
+    }
+    drop(inner);
+    if !speculative {
+        reply_run(&query, body);
+    }
+}
+
+/// Where a version goes after its batch ran: to the backup (NSPB, Remus; under checkpoints only
+/// every `checkpoint_every` versions, whole), or to the solo rule when there is no backup.
+fn hand_over(
+    ctx: &Context,
+    ships: &Sender<Ship>,
+    assign: &Assign,
+    backup: Option<&str>,
+    mut tuple: StateHeader,
+    state: Arc<StateVersion>,
+    reply: Vec<u8>,
+) {
+    let ship = |tuple: StateHeader, reply: Vec<u8>| {
+        if let Some(b) = backup {
+            let _ = ships.send(Ship {
+                key: member_key(b, &ctx.model, "state"),
+                header: tuple,
+                state: Arc::clone(&state),
+                reply,
+            });
+        }
+    };
+    match (assign.mode, backup) {
+        (Mode::None, _) | (Mode::Checkpoint, None) => {}
+        (Mode::Checkpoint, Some(_)) => {
+            if tuple.seq.is_multiple_of(assign.checkpoint_every.max(1)) {
+                tuple.full = true;
+                tuple.deps.clear();
+                ship(tuple, Vec::new());
+            }
+        }
+        (Mode::Nspb | Mode::Remus, Some(_)) => ship(tuple, reply),
+        (Mode::Nspb | Mode::Remus, None) => {
+            let _ = ctx.control.send(Control::SoloProduced(tuple));
+        }
+    }
+}
+
+pub(super) fn ship_loop(ctx: &Context, rx: &Receiver<Ship>) {
+    while let Ok(ship) = rx.recv() {
+        if !ctx.options.state_delay.is_zero() {
+            std::thread::sleep(ctx.options.state_delay);
+        }
+        put(
+            ctx,
+            ship.key,
+            tuple_frame(ship.header, &ship.state, &ship.reply),
+        );
+    }
+}
