@@ -10,7 +10,11 @@
 //!   passed equals the value that node's *durable* version produced for it;
 //! - **R3, apply after dependencies**: when a backup applied a version, each of its dependencies
 //!   was durable at that moment (the backup journals its durable view next to the apply);
-//! - **release rule**: every dependency of a released reply was applied on some backup.
+//! - **release rule**: every dependency of a released reply was applied on some backup;
+//! - **R5, the shipped state is the state made**: a backup applied, for a version and epoch, the
+//!   very state (by hash) the primary made with that batch — the copy taken while the next batch
+//!   computes is never torn;
+//! - **R11, at most once**: no backup applied the same version of the same epoch twice.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -40,6 +44,9 @@ pub enum Event {
         row_hashes: Vec<u64>,
         /// Non-determinism choice used (the row-order permutation's seed), if perturbed.
         choice: Option<u64>,
+        /// Hash of the state the batch made.
+        #[serde(default)]
+        state_hash: u64,
     },
     /// A backup (or solo primary) applied a version.
     Applied {
@@ -59,6 +66,12 @@ pub enum Event {
         row_hashes: Vec<u64>,
         /// Whether it was a whole-state transfer.
         full: bool,
+        /// Hash of the state applied (0 for a solo primary, which applies nothing).
+        #[serde(default)]
+        state_hash: u64,
+        /// The member that applied it.
+        #[serde(default)]
+        member: String,
     },
     /// The frontend released a reply.
     Released {
@@ -154,6 +167,8 @@ pub struct Report {
     pub reexecuted: usize,
     /// Of those, versions whose re-execution produced different outputs (non-determinism seen).
     pub diverged: usize,
+    /// Applied states compared with the state their primary made (R5).
+    pub states_compared: usize,
     /// Every violation, for people.
     pub violations: Vec<String>,
 }
@@ -164,6 +179,20 @@ pub fn check(events: &[Event]) -> Report {
     let mut durable_rows: HashMap<(NodeId, Seq), HashMap<u64, u64>> = HashMap::new();
     let mut produced: BTreeMap<(NodeId, Seq), Vec<Vec<u64>>> = BTreeMap::new();
     let mut released: HashMap<u64, usize> = HashMap::new();
+    let mut made: HashMap<(NodeId, Epoch, Seq), u64> = HashMap::new();
+    for e in events {
+        if let Event::Produced {
+            node,
+            epoch,
+            seq,
+            state_hash,
+            ..
+        } = e
+        {
+            made.insert((*node, *epoch, *seq), *state_hash);
+        }
+    }
+    let mut applied_once: HashMap<(NodeId, Epoch, Seq, String), usize> = HashMap::new();
     for e in events {
         match e {
             Event::Produced {
@@ -186,9 +215,28 @@ pub fn check(events: &[Event]) -> Report {
                 request_ids,
                 row_hashes,
                 full,
-                ..
+                epoch,
+                state_hash,
+                member,
             } => {
                 r.applied += 1;
+                let times = applied_once
+                    .entry((*node, *epoch, *seq, member.clone()))
+                    .or_default();
+                *times += 1;
+                if *times == 2 {
+                    r.violations.push(format!(
+                        "R11: node {node} version {seq} of epoch {epoch} applied twice by {member}"
+                    ));
+                }
+                if *state_hash != 0 && !*full {
+                    if let Some(&m) = made.get(&(*node, *epoch, *seq)) {
+                        r.states_compared += 1;
+                        if m != *state_hash {
+                            r.violations.push(format!("R5: node {node} version {seq} of epoch {epoch}: the applied state is not the one its primary made"));
+                        }
+                    }
+                }
                 for &(n, s) in deps {
                     let then = durable_then
                         .iter()
@@ -269,6 +317,8 @@ mod tests {
             request_ids: ids,
             row_hashes: hashes,
             full: false,
+            state_hash: 0,
+            member: "b".into(),
         }
     }
 
@@ -312,6 +362,8 @@ mod tests {
                 request_ids: vec![],
                 row_hashes: vec![],
                 full: false,
+                state_hash: 0,
+                member: "b".into(),
             },
         ];
         let v = check(&events).violations;
@@ -326,5 +378,33 @@ mod tests {
             "{v:?}"
         );
         assert!(v.iter().any(|m| m.starts_with("R3")), "{v:?}");
+    }
+
+    #[test]
+    fn a_torn_or_repeated_apply_is_reported() {
+        let produced = Event::Produced {
+            node: 1,
+            epoch: 1,
+            seq: 1,
+            request_ids: vec![10],
+            row_hashes: vec![100],
+            choice: None,
+            state_hash: 7,
+        };
+        let mut torn = applied(1, 1, vec![10], vec![100]);
+        if let Event::Applied { state_hash, .. } = &mut torn {
+            *state_hash = 8;
+        }
+        let v = check(&[produced.clone(), torn]).violations;
+        assert!(v.iter().any(|m| m.starts_with("R5")), "{v:?}");
+        let mut good = applied(1, 1, vec![10], vec![100]);
+        if let Event::Applied { state_hash, .. } = &mut good {
+            *state_hash = 7;
+        }
+        assert!(check(&[produced.clone(), good.clone()])
+            .violations
+            .is_empty());
+        let v = check(&[produced, good.clone(), good]).violations;
+        assert!(v.iter().any(|m| m.starts_with("R11")), "{v:?}");
     }
 }

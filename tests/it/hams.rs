@@ -366,6 +366,10 @@ fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent()
         report.applied >= 30,
         "the backup applied every version: {report:?}"
     );
+    assert!(
+        report.states_compared >= 30,
+        "R5: each applied state was compared with the one its primary made: {report:?}"
+    );
 }
 
 #[test]

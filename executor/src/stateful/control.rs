@@ -17,8 +17,8 @@ use zenoh::query::Query;
 use zenoh::Wait;
 
 use super::{
-    announce, ensure_model, lock, put, refuse, tuple_frame, Context, Control, Inner, Ship,
-    REPLIES_KEPT,
+    announce, ensure_model, lock, put, refuse, state_hash, tuple_frame, Context, Control, Inner,
+    Ship, REPLIES_KEPT,
 };
 
 pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
@@ -125,6 +125,10 @@ fn drain(ctx: &Context) {
             Role::Backup { primary } => Some(primary.clone()),
             Role::Primary { .. } => None,
         };
+        let state_hash = match &payload {
+            Some(state) if ctx.journal.enabled() => state_hash(state),
+            _ => 0,
+        };
         if let Some(state) = payload {
             inner.current = state;
             inner.version = h.seq;
@@ -140,6 +144,8 @@ fn drain(ctx: &Context) {
             request_ids: h.request_ids.clone(),
             row_hashes: h.row_hashes.clone(),
             full: h.full,
+            state_hash,
+            member: ctx.executor.clone(),
         });
         announce(
             ctx,

@@ -472,6 +472,11 @@ fn state_payload(state: &StateVersion) -> Vec<u8> {
     f32_bytes(&flat)
 }
 
+/// The journal's hash of a state version (its wire bytes).
+fn state_hash(state: &StateVersion) -> u64 {
+    weir_hams::protocol::value_hash(&state_payload(state))
+}
+
 /// A state tuple's wire form: header (with the state's length), state, reply.
 fn tuple_frame(mut header: StateHeader, state: &StateVersion, reply: &[u8]) -> Vec<u8> {
     let mut payload = state_payload(state);

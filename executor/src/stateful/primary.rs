@@ -19,7 +19,8 @@ use zenoh::query::Query;
 use zenoh::Wait;
 
 use super::{
-    lock, put, refuse, tuple_frame, Context, Control, RunCall, Ship, MAX_UNACKED, REPLIES_KEPT,
+    lock, put, refuse, state_hash, tuple_frame, Context, Control, RunCall, Ship, MAX_UNACKED,
+    REPLIES_KEPT,
 };
 
 pub(super) fn run_loop(ctx: &Context, rx: &Receiver<RunCall>, ships: &Sender<Ship>) {
@@ -172,6 +173,11 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         request_ids: header.request_ids.clone(),
         row_hashes: hashes.clone(),
         choice,
+        state_hash: if ctx.journal.enabled() {
+            state_hash(&next)
+        } else {
+            0
+        },
     });
     if let Some(seed) = choice {
         debug!(model = %ctx.model, seq = header.seq, epoch = header.epoch, seed, "Rows run in a perturbed order.");
