@@ -380,6 +380,13 @@ struct HamsBenchArgs {
     /// Batches between two state copies under the `checkpoint` baseline.
     #[arg(long, default_value_t = 100)]
     checkpoint_every: u64,
+    /// Instead of the overhead and failover tables: the online learner's overhead per batch size
+    /// (comma-separated sizes), with a plot (`--plot`).
+    #[arg(long, value_delimiter = ',')]
+    sweep_batch: Vec<usize>,
+    /// Where the batch sweep's plot goes.
+    #[arg(long, default_value = "benchmarks/hams/batch_sweep.png")]
+    plot: PathBuf,
     /// Only these service graphs (autopilot, tracker, online; comma-separated).
     #[arg(
         long,
@@ -1160,6 +1167,19 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
             .map(|n| n.get())
             .unwrap_or(0)
     );
+    if !args.sweep_batch.is_empty() {
+        let rows = weir::bench::hams::batch_sweep(&config, &args.sweep_batch)?;
+        print!("{}", weir::bench::hams::sweep_table(&rows, &config));
+        let title = format!(
+            "HAMS overhead, 1 MiB online learner, {} ms/batch",
+            config.compute_ms
+        );
+        match weir::bench::plot::plot_hams_batch_sweep(&rows, &title, &args.plot) {
+            Ok(()) => println!("\nplot: {}", args.plot.display()),
+            Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
+        }
+        return Ok(());
+    }
     let rows = overhead(&config)?;
     let failovers = failover(&config)?;
     print!("{}", tables(&rows, &failovers, &config));

@@ -11,3 +11,6 @@ $WEIR bench hams --compute-ms 10 --concurrency 64 --batch 32 --requests 2000 --r
   2>/dev/null | tee benchmarks/hams/gpu_like.md
 $WEIR bench hams --compute-ms 0 --concurrency 8 --batch 8 --requests 2000 --repeats 3 --trials 10 \
   2>/dev/null | tee benchmarks/hams/cpu_only.md
+# X2: the 1 MiB online learner's overhead per batch size (fixed state, compute grows with the batch)
+$WEIR bench hams --compute-ms 0 --requests 1000 --repeats 3 --sweep-batch 1,4,16,64 \
+  --plot benchmarks/hams/batch_sweep.png 2>/dev/null | tee benchmarks/hams/batch_sweep.md

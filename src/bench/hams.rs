@@ -624,3 +624,60 @@ pub fn tables(
     }
     s
 }
+
+/// X2: the online learner's (fixed 1 MiB state) p50 overhead over no replication per batch size,
+/// clients = 2 × batch so batches fill; returns (batch, mode, overhead %) and the rows measured.
+///
+/// # Errors
+/// As [`overhead`].
+pub fn batch_sweep(
+    config: &HamsBenchConfig,
+    batches: &[usize],
+) -> Result<Vec<(usize, &'static str, f64)>> {
+    let mut out = Vec::new();
+    for &batch in batches {
+        let c = HamsBenchConfig {
+            batch,
+            concurrency: batch * 2,
+            services: vec![Service::Online],
+            ..config.clone()
+        };
+        let rows = overhead(&c)?;
+        let base = rows
+            .iter()
+            .find(|r| r.mode == "none")
+            .map_or(f64::NAN, |r| r.p50_ms);
+        for r in rows.iter().filter(|r| r.mode != "none") {
+            out.push((batch, r.mode, (r.p50_ms / base - 1.0) * 100.0));
+        }
+    }
+    Ok(out)
+}
+
+/// The batch sweep as a Markdown table.
+pub fn sweep_table(rows: &[(usize, &'static str, f64)], config: &HamsBenchConfig) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "batch sweep (X2): online learner, 1 MiB state, {} ms emulated compute per batch, clients = 2 × batch, p50 overhead over no backup, median of {} runs\n", config.compute_ms, config.repeats);
+    let _ = writeln!(
+        s,
+        "| rows per batch | nspb | remus | checkpoint |\n|---|---|---|---|"
+    );
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.0).collect();
+    batches.dedup();
+    for b in batches {
+        let cell = |m: &str| {
+            rows.iter()
+                .find(|r| r.0 == b && r.1 == m)
+                .map_or("—".to_string(), |r| format!("{:+.1} %", r.2))
+        };
+        let _ = writeln!(
+            s,
+            "| {b} | {} | {} | {} |",
+            cell("nspb"),
+            cell("remus"),
+            cell("checkpoint")
+        );
+    }
+    s
+}

@@ -220,3 +220,44 @@ pub fn plot_coding_cost(costs: &[(usize, f64, f64)], path: &Path) -> Result<()> 
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
+
+/// HAMS's normal-case p50 overhead over no replication against the batch size (log₂ axis), one
+/// line per protocol (notes/hams.md X2). `rows` are (batch, protocol, overhead %).
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_hams_batch_sweep(rows: &[(usize, &str, f64)], title: &str, path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = rows.iter().map(|r| r.2).fold(10.0, f64::max) * 1.15;
+    let bottom = rows.iter().map(|r| r.2).fold(0.0, f64::min).min(0.0) * 1.15;
+    let max_batch = rows.iter().map(|r| r.0).max().unwrap_or(1).max(2) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(-0.3f64..max_batch.log2() + 0.3, bottom..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("rows per batch (log2)")
+        .y_desc("p50 overhead vs no backup (%)")
+        .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (name, color) in [("nspb", BLUE), ("remus", RED), ("checkpoint", GREEN)] {
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.1 == name)
+            .map(|r| ((r.0 as f64).log2(), r.2))
+            .collect();
+        if !points.is_empty() {
+            draw_line_with_points(&mut chart, points, color, name.to_string())?;
+        }
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
