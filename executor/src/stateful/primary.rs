@@ -12,7 +12,9 @@ use tracing::debug;
 use weir_engine::batch::TensorColumn;
 use weir_engine::wire::encode_columns;
 use weir_hams::journal::Event as JournalEvent;
-use weir_hams::protocol::{encode_frame, member_key, Assign, Mode, Refusal, RunReply, StateHeader};
+use weir_hams::protocol::{
+    encode_frame, member_key, Assign, Mode, Refusal, RunHeader, RunReply, StateHeader,
+};
 use weir_hams::Seq;
 use weir_operators::model::stateful_step::{row_hashes, seeded_order, StateVersion};
 use zenoh::query::Query;
@@ -143,15 +145,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
             }
             let backup = inner.backup_prefix();
             drop(inner);
-            let tuple = StateHeader {
-                epoch: header.epoch,
-                seq: header.seq,
-                deps: header.deps.clone(),
-                request_ids: Vec::new(),
-                row_hashes: Vec::new(),
-                full: false,
-                state_bytes: 0,
-            };
+            let tuple = state_tuple(&header, Vec::new(), Vec::new());
             hand_over(
                 ctx,
                 ships,
@@ -201,15 +195,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         }
     };
     let next = Arc::new(next);
-    let tuple = StateHeader {
-        epoch: header.epoch,
-        seq: header.seq,
-        deps: header.deps.clone(),
-        request_ids: header.request_ids.clone(),
-        row_hashes: hashes,
-        full: false,
-        state_bytes: 0,
-    };
+    let tuple = state_tuple(&header, header.request_ids.clone(), hashes);
     let backup = lock(&ctx.shared).backup_prefix();
     let speculative = assign.mode != Mode::Remus || backup.is_none();
     if speculative {
@@ -259,6 +245,19 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     drop(inner);
     if !speculative {
         reply_run(&query, body);
+    }
+}
+
+/// The state tuple of batch `header` (the rows' ids and output hashes for the journal).
+fn state_tuple(header: &RunHeader, request_ids: Vec<u64>, row_hashes: Vec<u64>) -> StateHeader {
+    StateHeader {
+        epoch: header.epoch,
+        seq: header.seq,
+        deps: header.deps.clone(),
+        request_ids,
+        row_hashes,
+        full: false,
+        state_bytes: 0,
     }
 }
 

@@ -67,6 +67,27 @@ impl InFlight {
             .flat_map(|(_, p)| p.request_ids().iter().copied())
             .collect()
     }
+
+    /// Sends the batch again, as version `seq`, to `primary` at `epoch`.
+    fn send_again(
+        &mut self,
+        handle: &StatefulNodeHandle,
+        transport: &dyn StatefulTransport,
+        primary: &str,
+        seq: Seq,
+        epoch: Epoch,
+        done: super::RunDone,
+    ) {
+        self.epoch = epoch;
+        self.lost = None;
+        let header = RunHeader {
+            epoch,
+            seq,
+            deps: self.deps.clone(),
+            request_ids: originals(&self.request_ids()),
+        };
+        transport.run(handle, primary, header, self.inputs.clone(), done);
+    }
 }
 
 type Completion = (Seq, Epoch, Result<Vec<TensorColumn>, RunFailure>);
@@ -172,16 +193,8 @@ impl StatefulOperator {
                                 continue;
                             }
                             if let Some(f) = in_flight.get_mut(&seq) {
-                                f.epoch = epoch_now;
-                                f.lost = None;
-                                let header = RunHeader {
-                                    epoch: epoch_now,
-                                    seq,
-                                    deps: f.deps.clone(),
-                                    request_ids: originals(&f.request_ids()),
-                                };
                                 let done = completion(&tx, &sync, seq, epoch_now);
-                                transport.run(handle, primary, header, f.inputs.clone(), done);
+                                f.send_again(handle, &*transport, primary, seq, epoch_now, done);
                             }
                         }
                     }
@@ -198,15 +211,8 @@ impl StatefulOperator {
                             if !due {
                                 continue;
                             }
-                            f.lost = None;
-                            let header = RunHeader {
-                                epoch: epoch_now,
-                                seq,
-                                deps: f.deps.clone(),
-                                request_ids: originals(&f.request_ids()),
-                            };
                             let done = completion(&tx, &sync, seq, epoch_now);
-                            transport.run(handle, primary, header, f.inputs.clone(), done);
+                            f.send_again(handle, &*transport, primary, seq, epoch_now, done);
                         }
                     }
                 }
