@@ -807,3 +807,52 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
         );
     }
 }
+
+#[test]
+fn a_stateless_executor_and_the_adjacent_stateful_primary_killed_together_lose_nothing() {
+    // R9 and R10 (a): the stateless perception node runs on two executors (the replica pool is
+    // its hot standby) in front of a replicated stateful tracker; one perception executor and the
+    // tracker's primary are SIGKILLed at the same moment.
+    let dir = temp_dir("hams-stateless");
+    let p1_endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let p2_endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let p1 = crate::distributed::Executor::serving("hams-p1", &p1_endpoint, "affine.onnx");
+    let p2 = crate::distributed::Executor::serving("hams-p2", &p2_endpoint, "affine.onnx");
+    let model = [("track", "gru_stream.onnx")];
+    let mut a = Member::start("hams-sl-a", &[], &model, &["--perturb"], &dir.0);
+    let b = Member::start("hams-sl-b", &[&a.endpoint], &model, &["--perturb"], &dir.0);
+    let yaml = format!(
+        "name: stateless-and-stateful\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: hams-p1, endpoint: \"{}\"}}\n  - {{name: hams-p2, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 4}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [hams-p1, hams-p2]\n  - model:\n      id: track\n      path: {}\n      inputs: {{x: m.y}}\n      batching: {{max_size: 4}}\n      state: {{inputs: [h_in], outputs: [h_out]}}\n      replicas: [{}, {}]\n      replication: {{mode: nspb, detect_ms: 300}}\noutputs:\n  - {{name: y, from: track.y}}\n",
+        p1_endpoint,
+        p2_endpoint,
+        a.name,
+        a.endpoint,
+        b.name,
+        b.endpoint,
+        model_path("affine.onnx"),
+        model_path("gru_stream.onnx"),
+        a.name,
+        b.name
+    );
+    let path = dir.0.join("stateless.yaml");
+    std::fs::write(&path, yaml).expect("graph written");
+    let graph = start_graph(&path);
+    graph.hams().expect("manager").journal_to(&dir.0);
+    let (pa, pp) = (a.pid(), p1.pid());
+    let run = load(&graph, 200, 16, 8, |i| {
+        if i == 100 {
+            signal(pa, "-KILL");
+            signal(pp, "-KILL");
+        }
+    });
+    a.sigkill();
+    drop(p1);
+    drop(p2);
+    assert_eq!(graph.hams().expect("manager").recoveries().len(), 1);
+    graph.shutdown();
+    assert_once_and_consistent(&dir, 200, &run);
+}
+
+fn model_path(file: &str) -> String {
+    model(file).display().to_string()
+}
