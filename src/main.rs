@@ -145,6 +145,9 @@ struct ExecutorArgs {
     /// real inference: a GPU model's batch time without using this machine's cores).
     #[arg(long, default_value_t = 0.0)]
     compute_ms: f64,
+    /// Chaos for tests: send every HAMS protocol message twice (receivers must act on each once).
+    #[arg(long)]
+    duplicate_messages: bool,
     /// Device to run on: cpu or cuda.
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: weir::Device,
@@ -987,6 +990,7 @@ fn executor(args: ExecutorArgs) -> Result<()> {
             perturb: args.perturb,
             state_delay: std::time::Duration::from_millis(args.state_delay_ms),
             compute: std::time::Duration::from_secs_f64(args.compute_ms.max(0.0) / 1e3),
+            duplicate_messages: args.duplicate_messages,
         },
     };
     let server = weir_executor::server::ExecutorServer::start(&options)

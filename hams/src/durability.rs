@@ -82,6 +82,9 @@ pub enum Offer {
 pub struct ApplyQueue<T> {
     epoch: Epoch,
     applied: Seq,
+    /// The last whole-state transfer applied: a second copy of it is a duplicate (R11), and
+    /// applying it after later versions would take the state back.
+    last_full: Option<(Epoch, Seq)>,
     pending: BTreeMap<Seq, (StateHeader, T)>,
 }
 
@@ -91,6 +94,7 @@ impl<T> ApplyQueue<T> {
         ApplyQueue {
             epoch,
             applied,
+            last_full: None,
             pending: BTreeMap::new(),
         }
     }
@@ -125,7 +129,9 @@ impl<T> ApplyQueue<T> {
             self.epoch = header.epoch;
             self.pending.clear();
         }
-        if header.seq <= self.applied && !header.full {
+        let repeated_full = header.full
+            && (self.last_full == Some((header.epoch, header.seq)) || header.seq < self.applied);
+        if repeated_full || (header.seq <= self.applied && !header.full) {
             return Offer::Duplicate;
         }
         self.pending.insert(header.seq, (header, payload));
@@ -153,6 +159,7 @@ impl<T> ApplyQueue<T> {
             let (h, t) = self.pending.remove(&seq)?;
             self.pending.retain(|&s, _| s > seq);
             self.applied = seq;
+            self.last_full = Some((h.epoch, seq));
             return Some((h, t));
         }
         let next = self.applied + 1;
@@ -267,5 +274,21 @@ mod tests {
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("whole"));
         assert_eq!(q.applied(), 5);
         assert!(q.is_empty());
+        let mut again = tuple(2, 5, vec![]);
+        again.full = true;
+        assert_eq!(
+            q.offer(again, "copy"),
+            Offer::Duplicate,
+            "a repeated transfer is dropped"
+        );
+        q.offer(tuple(2, 6, vec![]), "s6");
+        assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s6"));
+        let mut late = tuple(2, 5, vec![]);
+        late.full = true;
+        assert_eq!(
+            q.offer(late, "late"),
+            Offer::Duplicate,
+            "an older transfer never takes the state back"
+        );
     }
 }

@@ -69,6 +69,9 @@ pub struct StatefulOptions {
     /// reply): the regime of the paper's GPU models, whose batches take tens to hundreds of ms,
     /// without spending this machine's two cores on it (notes/hams.md §5.2's method).
     pub compute: Duration,
+    /// Chaos for tests (R11): send every protocol message (state tuple, acknowledgement,
+    /// durability announcement) twice; receivers must act on each once.
+    pub duplicate_messages: bool,
 }
 
 /// Errors starting a member.
@@ -449,13 +452,16 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
 /// when a link's queue is full, and a lost state tuple, acknowledgement or durability announcement
 /// would stall the protocol (a backup applies versions strictly in order).
 fn put(ctx: &Context, key: String, body: Vec<u8>) {
-    let sent = ctx
-        .session
-        .put(key, body)
-        .congestion_control(zenoh::qos::CongestionControl::Block)
-        .wait();
-    if let Err(e) = sent {
-        debug!(error = %e, "A HAMS message could not be sent.");
+    let copies = if ctx.options.duplicate_messages { 2 } else { 1 };
+    for _ in 0..copies {
+        let sent = ctx
+            .session
+            .put(key.clone(), body.clone())
+            .congestion_control(zenoh::qos::CongestionControl::Block)
+            .wait();
+        if let Err(e) = sent {
+            debug!(error = %e, "A HAMS message could not be sent.");
+        }
     }
 }
 
