@@ -97,6 +97,39 @@ pub fn temp_dir(tag: &str) -> TempDir {
     TempDir(dir)
 }
 
+/// Submits workload items `0..n` to `running` and returns each reply's f32 output `output` by
+/// item index (panicking on a failed request), with the answer counts.
+pub fn collect_outputs(
+    running: &weir::RunningGraph,
+    workload: &weir::workload::Workload,
+    n: usize,
+    output: &str,
+) -> (HashMap<u64, Vec<f32>>, Replies) {
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for i in 0..n {
+        running
+            .runtime()
+            .submit(
+                workload.item(i).inputs,
+                replies.responder(i as u64, tx.clone()),
+            )
+            .expect("admitted");
+    }
+    drop(tx);
+    let mut out = HashMap::new();
+    for (tag, r) in rx.iter() {
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let values = reply
+            .output(output)
+            .and_then(weir::Tensor::as_f32)
+            .unwrap_or_else(|| panic!("output `{output}`"))
+            .to_vec();
+        out.insert(tag, values);
+    }
+    (out, replies)
+}
+
 /// Spawns a `weir executor` command (stdout piped) and waits for its ready line, which must
 /// start with `weir executor <name> serving`.
 pub fn spawn_executor(cmd: &mut std::process::Command, name: &str) -> std::process::Child {
@@ -107,15 +140,16 @@ pub fn spawn_executor(cmd: &mut std::process::Command, name: &str) -> std::proce
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("weir executor starts");
-    let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("reads the ready line");
-    assert!(
-        line.starts_with(&format!("weir executor {name} serving")),
-        "unexpected first line `{line}`"
-    );
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    }
+    if !line.starts_with(&format!("weir executor {name} serving")) {
+        // Never leave the process behind a failed start.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("executor {name} did not start: first line `{line}`");
+    }
     child
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use weir::workload::Workload;
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{channel, model, repo, spawn_executor, Replies};
+use crate::common::{channel, collect_outputs, model, repo, spawn_executor, Replies};
 
 /// A free TCP port on loopback (bound, read, released).
 pub(crate) fn free_port() -> u16 {
@@ -126,28 +126,7 @@ fn run_items(path: &Path, n: usize) -> HashMap<u64, Vec<f32>> {
     let graph = load_graph(path).expect("valid graph");
     let workload = Workload::random(&graph.plan, 16, 11);
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
-    let replies = Replies::default();
-    let (tx, rx) = channel();
-    for i in 0..n {
-        running
-            .runtime()
-            .submit(
-                workload.item(i).inputs,
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
-    }
-    drop(tx);
-    let mut out = HashMap::new();
-    for (tag, r) in rx.iter() {
-        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let probs = reply
-            .output("probs")
-            .and_then(Tensor::as_f32)
-            .expect("probs")
-            .to_vec();
-        out.insert(tag, probs);
-    }
+    let (out, replies) = collect_outputs(&running, &workload, n, "probs");
     running.shutdown();
     assert!(replies.counts().values().all(|&c| c == 1));
     assert_eq!(out.len(), n);

@@ -4,13 +4,12 @@
 //! learned online and with a given profile, and with `round_robin`. No wall-clock assertions.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use weir::workload::Workload;
-use weir::{load_graph, start, RuntimeOptions, Tensor};
+use weir::{load_graph, start, RuntimeOptions};
 
-use crate::common::{channel, model, repo, temp_dir, Replies};
+use crate::common::{collect_outputs, model, repo, spawn_executor, temp_dir};
 use crate::distributed::free_port;
 
 /// A `weir executor --slowdown F` process, SIGKILLed when dropped (also when a test fails).
@@ -26,33 +25,20 @@ impl Emulated {
     fn start(name: &str, slowdown: f64, instance_type: &'static str, cost_per_hour: f64) -> Self {
         let endpoint = format!("tcp/127.0.0.1:{}", free_port());
         let model_arg = format!("m={}", model("mlp_a.onnx").display());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["executor", "--name", name, "--listen", &endpoint])
-            .args(["--model", &model_arg, "--max-batch", "8"])
-            .args(["--slowdown", &slowdown.to_string()])
-            .current_dir(repo())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("weir executor starts");
-        // From here on the child is owned by `Emulated`, so a failed assertion still kills it.
-        let stdout = child.stdout.take();
-        let e = Emulated {
+        let child = spawn_executor(
+            Command::new(env!("CARGO_BIN_EXE_weir"))
+                .args(["executor", "--name", name, "--listen", &endpoint])
+                .args(["--model", &model_arg, "--max-batch", "8"])
+                .args(["--slowdown", &slowdown.to_string()]),
+            name,
+        );
+        Emulated {
             child,
             name: name.to_string(),
             endpoint,
             instance_type,
             cost_per_hour,
-        };
-        let mut line = String::new();
-        BufReader::new(stdout.expect("stdout"))
-            .read_line(&mut line)
-            .expect("reads the ready line");
-        assert!(
-            line.starts_with(&format!("weir executor {name} serving m")),
-            "unexpected first line `{line}`"
-        );
-        e
+        }
     }
 }
 
@@ -104,28 +90,7 @@ fn serve(yaml: &str, n: usize) -> HashMap<u64, Vec<f32>> {
     let graph = load_graph(&path).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     let workload = Workload::random(&graph.plan, 16, 23);
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
-    let replies = Replies::default();
-    let (tx, rx) = channel();
-    for i in 0..n {
-        running
-            .runtime()
-            .submit(
-                workload.item(i).inputs,
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
-    }
-    drop(tx);
-    let mut out = HashMap::new();
-    for (tag, r) in rx.iter() {
-        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let probs = reply
-            .output("probs")
-            .and_then(Tensor::as_f32)
-            .expect("probs")
-            .to_vec();
-        out.insert(tag, probs);
-    }
+    let (out, replies) = collect_outputs(&running, &workload, n, "probs");
     let pools = running.replica_pools();
     running.shutdown();
     let counts = replies.counts();
