@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
-use weir_engine::onnx::ElementType;
+use weir_engine::onnx::{ElementType, TensorInfo};
 use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
@@ -144,8 +144,11 @@ pub fn error_summary<'a>(points: impl Iterator<Item = &'a SerfPoint>) -> (f64, f
     (e.iter().sum::<f64>() / e.len() as f64, q(0.9), q(0.95))
 }
 
-/// A one-node graph of `path` with `config`'s layout, and a one-request workload.
-fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> {
+/// The first input, its element type and per-request shape (a dynamic dimension read as 1), and the
+/// first output, of the model at `path`: what a one-node benchmark graph declares.
+pub(crate) fn request_signature(
+    path: &Path,
+) -> Result<(TensorInfo, weir_engine::tensor::DType, Vec<i64>, TensorInfo)> {
     let (input, output) = first_input_output(path)?;
     let ElementType::Supported(dtype) = input.element else {
         return Err(anyhow!("{}: input is not f32 or i64", path.display()));
@@ -159,6 +162,12 @@ fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> 
             Dim::Dynamic => 1,
         })
         .collect();
+    Ok((input, dtype, shape, output))
+}
+
+/// A one-node graph of `path` with `config`'s layout, and a one-request workload.
+fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> {
+    let (input, dtype, shape, output) = request_signature(path)?;
     let spec = GraphSpec::builder("serf")
         .input("x", dtype, &shape)
         .model(

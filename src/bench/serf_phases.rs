@@ -31,14 +31,13 @@ use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
-use weir_engine::onnx::ElementType;
 use weir_engine::spec::{FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
-use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
 use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
 
-use super::overhead::{first_input_output, median};
+use super::overhead::median;
+use super::serf::request_signature;
 use crate::loadgen::{run_load, Arrival, LoadSpec};
 use crate::serf::{profile_node, profile_path, ProfileOptions};
 use crate::workload::Workload;
@@ -196,19 +195,7 @@ fn setup_graph(
     profile: &Profile,
     dir: &Path,
 ) -> Result<(RunningGraph, Workload)> {
-    let (input, output) = first_input_output(path)?;
-    let ElementType::Supported(dtype) = input.element else {
-        return Err(anyhow!("{}: input is not f32 or i64", path.display()));
-    };
-    let shape: Vec<i64> = input
-        .dims
-        .iter()
-        .skip(1)
-        .map(|d| match d {
-            Dim::Fixed(n) => *n as i64,
-            Dim::Dynamic => 1,
-        })
-        .collect();
+    let (input, dtype, shape, output) = request_signature(path)?;
     let parallelism = match setup {
         Setup::Serf => {
             profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
