@@ -387,6 +387,9 @@ struct HamsBenchArgs {
     /// (comma-separated sizes), with a plot (`--plot`).
     #[arg(long, value_delimiter = ',')]
     sweep_batch: Vec<usize>,
+    /// Instead: the lineage's cost per batch of 64 rows against the path length (R16).
+    #[arg(long)]
+    lineage: bool,
     /// Where the batch sweep's plot goes.
     #[arg(long, default_value = "benchmarks/hams/batch_sweep.png")]
     plot: PathBuf,
@@ -1171,6 +1174,25 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
             .map(|n| n.get())
             .unwrap_or(0)
     );
+    if args.lineage {
+        let hops = [1, 2, 4, 8, 12];
+        let costs = weir::bench::hams::lineage_cost(64, &hops, 2000);
+        println!(
+            "lineage per batch of 64 rows (append one hop + dependency scan), median of 2000\n"
+        );
+        println!("| hops on the path | µs per batch | µs per row |\n|---|---|---|");
+        for (n, us) in &costs {
+            println!("| {n} | {us:.1} | {:.2} |", us / 64.0);
+        }
+        let path = args.plot.with_file_name("lineage_cost.png");
+        let points: Vec<(usize, f64, f64)> =
+            costs.iter().map(|&(n, us)| (n, us, us / 64.0)).collect();
+        match weir::bench::plot::plot_lineage_cost(&points, &path) {
+            Ok(()) => println!("\nplot: {}", path.display()),
+            Err(e) => eprintln!("no plot written ({}): {e:#}", path.display()),
+        }
+        return Ok(());
+    }
     if !args.sweep_batch.is_empty() {
         let rows = weir::bench::hams::batch_sweep(&config, &args.sweep_batch)?;
         print!("{}", weir::bench::hams::sweep_table(&rows, &config));

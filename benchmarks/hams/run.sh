@@ -14,3 +14,5 @@ $WEIR bench hams --compute-ms 0 --concurrency 8 --batch 8 --requests 2000 --repe
 # X2: the 1 MiB online learner's overhead per batch size (fixed state, compute grows with the batch)
 $WEIR bench hams --compute-ms 0 --requests 1000 --repeats 3 --sweep-batch 1,4,16,64 \
   --plot benchmarks/hams/batch_sweep.png 2>/dev/null | tee benchmarks/hams/batch_sweep.md
+# R16 / X10: lineage cost per batch of 64 rows against the path length
+$WEIR bench hams --lineage 2>/dev/null | tee benchmarks/hams/lineage_cost.md

@@ -261,3 +261,38 @@ pub fn plot_hams_batch_sweep(rows: &[(usize, &str, f64)], title: &str, path: &Pa
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
+
+/// HAMS lineage cost per batch (µs) against the number of hops on the request path (R16).
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_lineage_cost(points: &[(usize, f64, f64)], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.2;
+    let right = points.iter().map(|p| p.0).max().unwrap_or(1) as f64 + 1.0;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("HAMS lineage per batch of 64 rows", ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0f64..right, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("hops on the request's path")
+        .y_desc("µs per batch")
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0 as f64, p.1)).collect();
+    draw_line_with_points(
+        &mut chart,
+        line,
+        BLUE,
+        "append one hop + dependency scan".to_string(),
+    )?;
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
