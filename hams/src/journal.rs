@@ -15,6 +15,9 @@
 //!   very state (by hash) the primary made with that batch — the copy taken while the next batch
 //!   computes is never torn;
 //! - **R11, at most once**: no backup applied the same version of the same epoch twice.
+//!
+//! It also counts (R6) how many batches were answered before their state reached the backup:
+//! all of them under NSPB with a slow state link, none under Remus.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -47,6 +50,9 @@ pub enum Event {
         /// Hash of the state the batch made.
         #[serde(default)]
         state_hash: u64,
+        /// When the primary answered the batch (µs since the Unix epoch).
+        #[serde(default)]
+        replied_at_us: u64,
     },
     /// A backup (or solo primary) applied a version.
     Applied {
@@ -72,6 +78,9 @@ pub enum Event {
         /// The member that applied it.
         #[serde(default)]
         member: String,
+        /// When its state tuple reached the member (µs since the Unix epoch; 0 for solo).
+        #[serde(default)]
+        received_at_us: u64,
     },
     /// The frontend released a reply.
     Released {
@@ -140,6 +149,13 @@ impl Journal {
     }
 }
 
+/// Microseconds since the Unix epoch now (journal timestamps; processes on one host share it).
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 /// Reads every `*.jsonl` journal in `dir`; unreadable lines (a process killed mid-write) are
 /// skipped.
 pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Event>> {
@@ -169,6 +185,10 @@ pub struct Report {
     pub diverged: usize,
     /// Applied states compared with the state their primary made (R5).
     pub states_compared: usize,
+    /// Batches whose reply and whose state's arrival at the backup were both timed (R6).
+    pub timed: usize,
+    /// Of those, batches answered before their state reached the backup (no stop-and-buffer).
+    pub replied_before_backup_received: usize,
     /// Every violation, for people.
     pub violations: Vec<String>,
 }
@@ -179,17 +199,18 @@ pub fn check(events: &[Event]) -> Report {
     let mut durable_rows: HashMap<(NodeId, Seq), HashMap<u64, u64>> = HashMap::new();
     let mut produced: BTreeMap<(NodeId, Seq), Vec<Vec<u64>>> = BTreeMap::new();
     let mut released: HashMap<u64, usize> = HashMap::new();
-    let mut made: HashMap<(NodeId, Epoch, Seq), u64> = HashMap::new();
+    let mut made: HashMap<(NodeId, Epoch, Seq), (u64, u64)> = HashMap::new();
     for e in events {
         if let Event::Produced {
             node,
             epoch,
             seq,
             state_hash,
+            replied_at_us,
             ..
         } = e
         {
-            made.insert((*node, *epoch, *seq), *state_hash);
+            made.insert((*node, *epoch, *seq), (*state_hash, *replied_at_us));
         }
     }
     let mut applied_once: HashMap<(NodeId, Epoch, Seq, String), usize> = HashMap::new();
@@ -218,7 +239,16 @@ pub fn check(events: &[Event]) -> Report {
                 epoch,
                 state_hash,
                 member,
+                received_at_us,
             } => {
+                if let Some(&(_, replied)) = made.get(&(*node, *epoch, *seq)) {
+                    if replied > 0 && *received_at_us > 0 && !*full {
+                        r.timed += 1;
+                        if replied < *received_at_us {
+                            r.replied_before_backup_received += 1;
+                        }
+                    }
+                }
                 r.applied += 1;
                 let times = applied_once
                     .entry((*node, *epoch, *seq, member.clone()))
@@ -230,7 +260,7 @@ pub fn check(events: &[Event]) -> Report {
                     ));
                 }
                 if *state_hash != 0 && !*full {
-                    if let Some(&m) = made.get(&(*node, *epoch, *seq)) {
+                    if let Some(&(m, _)) = made.get(&(*node, *epoch, *seq)) {
                         r.states_compared += 1;
                         if m != *state_hash {
                             r.violations.push(format!("R5: node {node} version {seq} of epoch {epoch}: the applied state is not the one its primary made"));
@@ -319,6 +349,7 @@ mod tests {
             full: false,
             state_hash: 0,
             member: "b".into(),
+            received_at_us: 0,
         }
     }
 
@@ -364,6 +395,7 @@ mod tests {
                 full: false,
                 state_hash: 0,
                 member: "b".into(),
+                received_at_us: 0,
             },
         ];
         let v = check(&events).violations;
@@ -390,6 +422,7 @@ mod tests {
             row_hashes: vec![100],
             choice: None,
             state_hash: 7,
+            replied_at_us: 0,
         };
         let mut torn = applied(1, 1, vec![10], vec![100]);
         if let Event::Applied { state_hash, .. } = &mut torn {

@@ -435,6 +435,45 @@ fn a_reply_waits_while_its_state_is_not_durable() {
     assert!(reply.is_ok());
     assert_eq!(graph.runtime().replies().held(), 0);
     assert_eq!(replies.counts().get(&0), Some(&1));
+    graph.shutdown();
+    // R6: the primary answered before its state reached the backup (no stop-and-buffer).
+    let report = journal(&dir);
+    assert!(report.timed >= 1, "{report:?}");
+    assert_eq!(
+        report.replied_before_backup_received, report.timed,
+        "{report:?}"
+    );
+}
+
+#[test]
+fn remus_answers_only_after_the_backup_has_the_state() {
+    // The stop-and-buffer baseline, for contrast with R6: with a 100 ms state link, every batch
+    // is answered after its state reached the backup.
+    let dir = temp_dir("hams-remus");
+    let model = [("track", "gru_stream.onnx")];
+    let a = Member::start(
+        "hams-rm-a",
+        &[],
+        &model,
+        &["--state-delay-ms", "100"],
+        &dir.0,
+    );
+    let b = Member::start("hams-rm-b", &[&a.endpoint], &model, &[], &dir.0);
+    let names = [a.name.as_str(), b.name.as_str()];
+    let path = chain_graph(
+        &dir.0,
+        "track-remus",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "remus")],
+    );
+    let graph = start_graph(&path);
+    assert_eq!(sequential(&graph, 5, 8).len(), 5);
+    graph.shutdown();
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert!(report.timed >= 5, "{report:?}");
+    assert_eq!(report.replied_before_backup_received, 0, "{report:?}");
 }
 
 fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {

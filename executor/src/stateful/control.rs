@@ -45,7 +45,7 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                 }
                 take_role(ctx, a, &query);
             }
-            Control::State(h, state, reply) => {
+            Control::State(h, state, reply, arrived) => {
                 let mut inner = lock(&ctx.shared);
                 if inner.is_primary() {
                     continue;
@@ -57,6 +57,10 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                     while inner.replies.len() > REPLIES_KEPT {
                         inner.replies.pop_first();
                     }
+                }
+                inner.received_at.insert(h.seq, arrived);
+                while inner.received_at.len() > REPLIES_KEPT {
+                    inner.received_at.pop_first();
                 }
                 let offer = inner.apply.offer(h, Some(state));
                 debug!(?offer, "State tuple offered.");
@@ -129,6 +133,7 @@ fn drain(ctx: &Context) {
             Some(state) if ctx.journal.enabled() => state_hash(state),
             _ => 0,
         };
+        let received_at_us = inner.received_at.remove(&h.seq).unwrap_or(0);
         if let Some(state) = payload {
             inner.current = state;
             inner.version = h.seq;
@@ -146,6 +151,7 @@ fn drain(ctx: &Context) {
             full: h.full,
             state_hash,
             member: ctx.executor.clone(),
+            received_at_us,
         });
         announce(
             ctx,

@@ -99,6 +99,8 @@ struct Inner {
     acked: Seq,
     shipped: Seq,
     replies: BTreeMap<Seq, Vec<u8>>,
+    /// Backup: when each pending state tuple arrived (journal only).
+    received_at: BTreeMap<Seq, u64>,
 }
 
 impl Inner {
@@ -123,8 +125,8 @@ impl Inner {
 
 enum Control {
     Assign(Assign, Query),
-    /// A state tuple: header, state (flat), the batch's reply frame.
-    State(StateHeader, Arc<StateVersion>, Vec<u8>),
+    /// A state tuple: header, state (flat), the batch's reply frame, when it arrived (µs).
+    State(StateHeader, Arc<StateVersion>, Vec<u8>, u64),
     Applied(Applied),
     Durable(Durable),
     /// The solo primary produced a version (it becomes durable once its dependencies are).
@@ -225,6 +227,7 @@ impl StatefulMember {
                 acked: 0,
                 shipped: 0,
                 replies: BTreeMap::new(),
+                received_at: BTreeMap::new(),
             }),
             Condvar::new(),
         ));
@@ -270,7 +273,12 @@ impl StatefulMember {
                             match f32_values(state) {
                                 Some(flat) => {
                                     let reply = reply.to_vec();
-                                    let _ = tx.send(Control::State(h, Arc::new(vec![flat]), reply));
+                                    let _ = tx.send(Control::State(
+                                        h,
+                                        Arc::new(vec![flat]),
+                                        reply,
+                                        weir_hams::journal::now_us(),
+                                    ));
                                 }
                                 None => warn!("A state tuple's payload is not f32 data; dropped."),
                             }

@@ -160,7 +160,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         }
     };
     let hashes = row_hashes(&outputs, rows);
-    ctx.journal.record(&JournalEvent::Produced {
+    let produced = JournalEvent::Produced {
         node: assign.node_id,
         epoch: header.epoch,
         seq: header.seq,
@@ -172,7 +172,8 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         } else {
             0
         },
-    });
+        replied_at_us: 0,
+    };
     if let Some(seed) = choice {
         debug!(model = %ctx.model, seq = header.seq, epoch = header.epoch, seed, "Rows run in a perturbed order.");
     }
@@ -198,9 +199,11 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     let tuple = state_tuple(&header, header.request_ids.clone(), hashes);
     let backup = lock(&ctx.shared).backup_prefix();
     let speculative = assign.mode != Mode::Remus || backup.is_none();
+    let mut replied_at_us = 0;
     if speculative {
         // NSPB (and solo): outputs go at once; durability follows.
         reply_run(&query, body.clone());
+        replied_at_us = weir_hams::journal::now_us();
     }
     hand_over(
         ctx,
@@ -245,6 +248,17 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     drop(inner);
     if !speculative {
         reply_run(&query, body);
+        replied_at_us = weir_hams::journal::now_us();
+    }
+    if ctx.journal.enabled() {
+        let mut produced = produced;
+        if let JournalEvent::Produced {
+            replied_at_us: at, ..
+        } = &mut produced
+        {
+            *at = replied_at_us;
+        }
+        ctx.journal.record(&produced);
     }
 }
 
