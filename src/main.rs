@@ -148,6 +148,9 @@ struct ExecutorArgs {
     /// Chaos for tests: send every HAMS protocol message twice (receivers must act on each once).
     #[arg(long)]
     duplicate_messages: bool,
+    /// Chaos for tests: swap every other pair of state tuples on the way to the backup.
+    #[arg(long)]
+    reorder_messages: bool,
     /// Device to run on: cpu or cuda.
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: weir::Device,
@@ -994,6 +997,7 @@ fn executor(args: ExecutorArgs) -> Result<()> {
             state_delay: std::time::Duration::from_millis(args.state_delay_ms),
             compute: std::time::Duration::from_secs_f64(args.compute_ms.max(0.0) / 1e3),
             duplicate_messages: args.duplicate_messages,
+            reorder_messages: args.reorder_messages,
         },
     };
     let server = weir_executor::server::ExecutorServer::start(&options)

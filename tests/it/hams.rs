@@ -374,10 +374,11 @@ fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent()
 
 #[test]
 fn sigkill_of_a_primary_under_load_answers_every_request_once_without_conflicts() {
-    // R1, R2, R11: with perturbed rows and every protocol message sent twice (a duplicating
-    // network), the primary's SIGKILL loses nothing, answers nothing twice, applies nothing twice.
+    // R1, R2, R11: with perturbed rows, every protocol message sent twice and state tuples
+    // reordered (a duplicating, reordering network), the primary's SIGKILL loses nothing,
+    // answers nothing twice, applies nothing twice.
     let dir = temp_dir("hams-kill");
-    let chaos = ["--perturb", "--duplicate-messages"];
+    let chaos = ["--perturb", "--duplicate-messages", "--reorder-messages"];
     let (mut a, _b, graph) = tracker(&dir, "k", &chaos, &chaos);
     let pid = a.pid();
     let run = load(&graph, 300, 8, 16, |i| {

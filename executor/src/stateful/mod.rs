@@ -72,6 +72,8 @@ pub struct StatefulOptions {
     /// Chaos for tests (R11): send every protocol message (state tuple, acknowledgement,
     /// durability announcement) twice; receivers must act on each once.
     pub duplicate_messages: bool,
+    /// Chaos for tests (R11): swap every other pair of state tuples on the way to the backup.
+    pub reorder_messages: bool,
 }
 
 /// Errors starting a member.

@@ -313,14 +313,46 @@ fn hand_over(
 }
 
 pub(super) fn ship_loop(ctx: &Context, rx: &Receiver<Ship>) {
-    while let Ok(ship) = rx.recv() {
-        if !ctx.options.state_delay.is_zero() {
-            std::thread::sleep(ctx.options.state_delay);
-        }
+    let send = |ship: Ship| {
         put(
             ctx,
             ship.key,
             tuple_frame(ship.header, &ship.state, &ship.reply),
-        );
+        )
+    };
+    // Chaos (`reorder_messages`): every other tuple waits for the next one and goes after it,
+    // or alone after a few milliseconds when no next one comes.
+    let mut held: Option<Ship> = None;
+    loop {
+        let next = match held {
+            Some(_) => rx.recv_timeout(Duration::from_millis(5)),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match next {
+            Ok(ship) => {
+                if !ctx.options.state_delay.is_zero() {
+                    std::thread::sleep(ctx.options.state_delay);
+                }
+                if !ctx.options.reorder_messages {
+                    send(ship);
+                } else if let Some(first) = held.take() {
+                    send(ship);
+                    send(first);
+                } else {
+                    held = Some(ship);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(first) = held.take() {
+                    send(first);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Some(first) = held.take() {
+                    send(first);
+                }
+                return;
+            }
+        }
     }
 }
