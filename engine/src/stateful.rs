@@ -20,36 +20,13 @@ use crate::placement::ReplicaTarget;
 use crate::spec::{ModelSpec, ReplicationMode};
 use crate::tensor::{DType, Dim};
 
-/// One state tensor: fed to `input`, read back from `output` after each call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StatePair {
-    /// Model input fed with the state.
-    pub input: String,
-    /// Model output holding the next state.
-    pub output: String,
-    /// Element type.
-    pub dtype: DType,
-    /// Full shape.
-    pub shape: Vec<usize>,
-}
-
-impl StatePair {
-    /// Elements in the state tensor.
-    pub fn len(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    /// Whether the state tensor has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+pub use weir_hams::protocol::StateTensor;
 
 /// A stateful model node's state and its protection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatefulNode {
     /// The state tensors, in `state:` order.
-    pub state: Vec<StatePair>,
+    pub state: Vec<StateTensor>,
     /// Replication protocol.
     pub mode: ReplicationMode,
     /// A primary silent this long on a batch is declared failed.
@@ -191,10 +168,9 @@ pub fn check_state(
                 err(diags, "state", i.location, format!("node `{id}`: state tensors `{}` and `{}` are {a}; weir carries f32 state", i.value, o.value));
             }
             (ElementType::Supported(a), ElementType::Supported(b)) if a == b && in_shape == out_shape => {
-                pairs.push(StatePair {
+                pairs.push(StateTensor {
                     input: i.value.clone(),
                     output: o.value.clone(),
-                    dtype: a,
                     shape: in_shape,
                 });
             }

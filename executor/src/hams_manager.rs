@@ -41,7 +41,7 @@ use weir_engine::wire::{decode_columns, encode_columns};
 use weir_hams::journal::{Event as JournalEvent, Journal};
 use weir_hams::protocol::{
     decode_frame, durable_key_all, encode_frame, member_key, Assign, AssignReply, Durable, Mode,
-    Refusal, RefusalReply, Role, RunHeader, RunReply, StateTensor,
+    Refusal, RefusalReply, Role, RunHeader, RunReply,
 };
 use weir_hams::rollback::rollback_set;
 use weir_hams::{Epoch, NodeId, Seq};
@@ -428,16 +428,7 @@ impl State {
             epoch,
             role,
             mode: mode_of(h),
-            state: h
-                .spec
-                .state
-                .iter()
-                .map(|p| StateTensor {
-                    input: p.input.clone(),
-                    output: p.output.clone(),
-                    shape: p.shape.clone(),
-                })
-                .collect(),
+            state: h.spec.state.clone(),
             inputs: h.inputs.clone(),
             outputs: h.outputs.clone(),
             checkpoint_every: h.spec.checkpoint_every,

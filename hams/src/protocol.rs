@@ -175,7 +175,9 @@ pub enum Mode {
     Checkpoint,
 }
 
-/// One state tensor as the manager describes it to members.
+/// One state tensor of a stateful model (f32): fed to `input`, read back from `output` after each
+/// call. The graph's validated plan, the manager's assignments and the executors all use this one
+/// description.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateTensor {
     /// Model input fed with it.
@@ -184,6 +186,18 @@ pub struct StateTensor {
     pub output: String,
     /// Full shape.
     pub shape: Vec<usize>,
+}
+
+impl StateTensor {
+    /// Elements in the tensor.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Manager → member: take `role` at `epoch`.

@@ -382,15 +382,7 @@ fn start_stateful(
     let local = m.replicas.first() == Some(&ReplicaTarget::Local);
     let transport: Arc<dyn StatefulTransport> = if local {
         let runtime = runtime.ok_or_else(|| ExecError::RuntimeMissing("no runtime".into()))?;
-        let slots = spec
-            .state
-            .iter()
-            .map(|p| model::stateful_step::StateSlot {
-                input: p.input.clone(),
-                output: p.output.clone(),
-                shape: p.shape.clone(),
-            })
-            .collect();
+        let slots = spec.state.clone();
         let model = model::stateful_step::StatefulModel::load(
             runtime,
             &n.node.id,

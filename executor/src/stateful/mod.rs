@@ -43,7 +43,7 @@ use weir_hams::protocol::{
     Durable, Refusal, RefusalReply, Role, RunHeader, StateHeader,
 };
 use weir_hams::{Epoch, Seq};
-use weir_operators::model::stateful_step::{StateSlot, StateVersion, StatefulModel};
+use weir_operators::model::stateful_step::{StateVersion, StatefulModel};
 use weir_operators::model::OrtRuntime;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{Query, Queryable};
@@ -429,15 +429,7 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
         .filter(|i| a.inputs.contains(&i.name))
         .all(|i| i.dims.first() == Some(&Dim::Dynamic));
     let runtime = OrtRuntime::get().map_err(|e| e.to_string())?;
-    let slots = a
-        .state
-        .iter()
-        .map(|s| StateSlot {
-            input: s.input.clone(),
-            output: s.output.clone(),
-            shape: s.shape.clone(),
-        })
-        .collect();
+    let slots = a.state.clone();
     let model = StatefulModel::load(
         &runtime,
         &ctx.model,

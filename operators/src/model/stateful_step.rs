@@ -22,31 +22,9 @@ use ort::value::TensorRef;
 use weir_engine::batch::TensorColumn;
 use weir_engine::spec::Device;
 use weir_engine::tensor::{DType, TensorData};
+use weir_hams::protocol::StateTensor;
 
 use super::{ExecError, OrtRuntime};
-
-/// One state tensor of a model: fed to `input`, read back from `output`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateSlot {
-    /// Model input.
-    pub input: String,
-    /// Model output.
-    pub output: String,
-    /// Full shape.
-    pub shape: Vec<usize>,
-}
-
-impl StateSlot {
-    /// Elements.
-    pub fn len(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    /// Whether it has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// A loaded stateful model.
 pub struct StatefulModel {
@@ -55,7 +33,7 @@ pub struct StatefulModel {
     batched: bool,
     inputs: Vec<String>,
     outputs: Vec<(String, DType)>,
-    state: Vec<StateSlot>,
+    state: Vec<StateTensor>,
 }
 
 impl std::fmt::Debug for StatefulModel {
@@ -87,7 +65,7 @@ impl StatefulModel {
         batched: bool,
         inputs: Vec<String>,
         outputs: Vec<(String, DType)>,
-        state: Vec<StateSlot>,
+        state: Vec<StateTensor>,
     ) -> Result<Self, ExecError> {
         let session = runtime.session_on(node, path, threads.max(1), false, Device::Cpu)?;
         Ok(StatefulModel {
@@ -103,11 +81,6 @@ impl StatefulModel {
     /// The initial state: zeros.
     pub fn initial_state(&self) -> StateVersion {
         self.state.iter().map(|s| vec![0.0; s.len()]).collect()
-    }
-
-    /// The state tensors.
-    pub fn state_slots(&self) -> &[StateSlot] {
-        &self.state
     }
 
     /// The row outputs' names and types.
@@ -417,7 +390,7 @@ mod tests {
             true,
             vec!["x".into()],
             vec![("y".into(), DType::F32)],
-            vec![StateSlot {
+            vec![StateTensor {
                 input: "h_in".into(),
                 output: "h_out".into(),
                 shape: vec![1, 16],
