@@ -1063,13 +1063,7 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
         period_ms: args.period_ms.max(args.freeze_ms + 1),
     };
     let rows = parm(&config)?;
-    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
-    println!(
-        "machine: {} cores",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    );
+    print_machine()?;
     let costs = weir::bench::parm::coding_costs(&config)?;
     print!("{}", parm_table(&rows, &costs, &config)?);
     match weir::bench::plot::plot_parm(&rows, &args.plot) {
@@ -1117,9 +1111,7 @@ fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
         seconds_per_point: args.seconds,
         repeats: args.repeats.max(1),
     };
-    let home = std::env::var_os("WEIR_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".weir"));
+    let home = weir::bench::weir_home();
     let model = default_model(&home, config.hidden);
     let results = kairos_live(&config, &model)?;
     let table = kairos_live_table(&config, &results);
@@ -1152,9 +1144,7 @@ fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
 
 fn bench_hams(args: HamsBenchArgs) -> Result<()> {
     use weir::bench::hams::{failover, overhead, tables, HamsBenchConfig};
-    let home = std::env::var_os("WEIR_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".weir"));
+    let home = weir::bench::weir_home();
     let config = HamsBenchConfig {
         models: std::fs::canonicalize(home.join("models"))
             .context("the models folder (run scripts/setup.sh first)")?,
@@ -1171,13 +1161,7 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
             .map(|s| weir::bench::hams::Service::parse(s))
             .collect::<Result<_>>()?,
     };
-    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
-    println!(
-        "machine: {} cores",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    );
+    print_machine()?;
     if args.lineage {
         let hops = [1, 2, 4, 8, 12];
         let costs = weir::bench::hams::lineage_cost(64, &hops, 2000);
@@ -1235,13 +1219,7 @@ fn bench_remote(args: RemoteArgs) -> Result<()> {
     };
     let rows = remote_overhead(&config)?;
     let failover = failover(&config)?;
-    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
-    println!(
-        "machine: {} cores",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
-    );
+    print_machine()?;
     print!("{}", remote_table(&rows, &failover, &config));
     if failover.errors > 0 {
         bail!("{} requests failed during failover", failover.errors);
@@ -1476,5 +1454,17 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
         Ok(()) => println!("plot: {}", args.plot.display()),
         Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
     }
+    Ok(())
+}
+
+/// The ONNX Runtime build and the core count, the first lines of every benchmark's output.
+fn print_machine() -> Result<()> {
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!(
+        "machine: {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
     Ok(())
 }

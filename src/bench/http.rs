@@ -370,10 +370,7 @@ pub fn http_table(rows: &[HttpRow]) -> String {
 
 /// Default model set: the zoo's squeezenet and resnet50 under `$WEIR_HOME` or `.weir`.
 pub fn default_models() -> Vec<(String, PathBuf)> {
-    let zoo = std::env::var_os("WEIR_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".weir"))
-        .join("zoo");
+    let zoo = super::weir_home().join("zoo");
     vec![
         ("squeezenet".to_string(), zoo.join("squeezenet.onnx")),
         ("resnet50".to_string(), zoo.join("resnet50.onnx")),

@@ -25,3 +25,10 @@ pub mod plot;
 pub mod remote;
 pub mod serf;
 pub mod serf_phases;
+
+/// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.
+pub fn weir_home() -> std::path::PathBuf {
+    std::env::var_os("WEIR_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(".weir"))
+}
