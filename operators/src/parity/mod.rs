@@ -288,14 +288,17 @@ impl Inner {
         }
     }
 
-    fn on_parity(&self, id: u64, outcome: Result<Vec<TensorColumn>, ExecError>) {
-        let group = self
-            .groups
+    /// Coding group `id`, while it is open.
+    fn group(&self, id: u64) -> Option<Arc<Group>> {
+        self.groups
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&id)
-            .cloned();
-        let Some(group) = group else { return };
+            .cloned()
+    }
+
+    fn on_parity(&self, id: u64, outcome: Result<Vec<TensorColumn>, ExecError>) {
+        let Some(group) = self.group(id) else { return };
         match outcome {
             Ok(columns) => {
                 *group
@@ -314,13 +317,7 @@ impl Inner {
     /// Settles group `id` when it can: every member answered for real (nothing to do), or the parity
     /// output and all but one prediction are in (reconstruct the missing one).
     fn try_decode(&self, id: u64) {
-        let group = self
-            .groups
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned();
-        let Some(group) = group else { return };
+        let Some(group) = self.group(id) else { return };
         let mut decided = group.decided.lock().unwrap_or_else(|p| p.into_inner());
         if *decided {
             return;
