@@ -277,14 +277,8 @@ impl ModelExecutor {
         for (i, session) in sessions.into_iter().enumerate() {
             let node = config.node.clone();
             let (config, stats, rx) = (Arc::clone(&config), Arc::clone(&stats), rx.clone());
-            let handle = std::thread::Builder::new()
-                .name(format!("ort-{node}-{i}"))
-                .spawn(move || session_loop(session, &config, &stats, &rx))
-                .map_err(|e| ExecError::Session {
-                    node,
-                    path: String::new(),
-                    message: format!("spawning a session thread: {e}"),
-                })?;
+            let handle =
+                spawn_session_thread(node, i, move || session_loop(session, &config, &stats, &rx))?;
             threads.push(handle);
         }
         Ok(ModelExecutor {
@@ -346,14 +340,9 @@ impl ModelExecutor {
                 rx.clone(),
                 Arc::clone(&board),
             );
-            let handle = std::thread::Builder::new()
-                .name(format!("ort-{node}-{i}"))
-                .spawn(move || switchable_loop(i, sessions, &config, &stats, &rx, &board, &wake))
-                .map_err(|e| ExecError::Session {
-                    node,
-                    path: String::new(),
-                    message: format!("spawning a session thread: {e}"),
-                })?;
+            let handle = spawn_session_thread(node, i, move || {
+                switchable_loop(i, sessions, &config, &stats, &rx, &board, &wake)
+            })?;
             threads.push(handle);
         }
         Ok(ModelExecutor {
@@ -469,6 +458,22 @@ impl Drop for ModelExecutor {
             }
         }
     }
+}
+
+/// Starts session thread `i` of node `node`, named `ort-<node>-<i>`.
+fn spawn_session_thread(
+    node: String,
+    i: usize,
+    run: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, ExecError> {
+    std::thread::Builder::new()
+        .name(format!("ort-{node}-{i}"))
+        .spawn(run)
+        .map_err(|e| ExecError::Session {
+            node,
+            path: String::new(),
+            message: format!("spawning a session thread: {e}"),
+        })
 }
 
 fn session_loop(
