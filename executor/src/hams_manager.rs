@@ -422,6 +422,19 @@ impl State {
         epoch: Epoch,
         role: Role,
     ) -> Result<AssignReply, String> {
+        self.send_assignment(h, prefix, epoch, role, None)
+    }
+
+    /// Sends member `prefix` of node `h` its role at `epoch` (with `rollback_to`, a primary's
+    /// rollback to its retained state) and waits for its answer.
+    fn send_assignment(
+        &self,
+        h: &StatefulNodeHandle,
+        prefix: &str,
+        epoch: Epoch,
+        role: Role,
+        rollback_to: Option<Seq>,
+    ) -> Result<AssignReply, String> {
         let a = Assign {
             graph: self.graph.clone(),
             node_id: h.node_id,
@@ -432,6 +445,7 @@ impl State {
             inputs: h.inputs.clone(),
             outputs: h.outputs.clone(),
             checkpoint_every: h.spec.checkpoint_every,
+            rollback_to,
         };
         let body = serde_json::to_vec(&a).map_err(|e| e.to_string())?;
         let replies = self
@@ -647,6 +661,37 @@ impl State {
         Some((cut, epoch, backup, r.primary.clone()))
     }
 
+    /// R7: node `h` consumed speculative input that is being rolled back, and has no live backup
+    /// to promote (it died with the upstream primary: the note's Fig. 6 case). Its primary goes
+    /// back to the state it retained at its durable version (the primary buffer rule) and runs
+    /// on solo at the next epoch. Returns the version it went back to, the epoch and the primary.
+    fn roll_back_primary(&self, h: &StatefulNodeHandle) -> Option<(Seq, Epoch, String)> {
+        let r = self.roles_of(h.node_id)?;
+        let primary = r.primary.clone().filter(|p| self.is_alive(p))?;
+        h.pause();
+        let epoch = r.epoch + 1;
+        let role = Role::Primary { backup: None };
+        let to = h.status().durable;
+        let cut = match self.send_assignment(h, &primary, epoch, role, Some(to)) {
+            Ok(reply) => reply.applied,
+            Err(e) => {
+                error!(node = %h.node, %primary, error = %e, "The primary could not roll back.");
+                return None;
+            }
+        };
+        info!(node = %h.node, %primary, to = cut, epoch, "No backup to promote: the primary rolled back to its retained state.");
+        self.set_roles(
+            h.node_id,
+            Roles {
+                epoch,
+                primary: Some(primary.clone()),
+                backup: None,
+                members: r.members,
+            },
+        );
+        Some((cut, epoch, primary))
+    }
+
     fn record(&self, recovery: Recovery) {
         info!(node = %recovery.node, reason = %recovery.reason, protocol_ms = recovery.protocol.as_secs_f64() * 1e3, rolled_back = ?recovery.rolled_back, retried = recovery.retried, "Failover done.");
         self.recoveries
@@ -725,17 +770,23 @@ impl State {
             |n| self.handle(n).map(|q| q.sent_deps()).unwrap_or_default(),
             |n| {
                 let Some(q) = self.handle(n) else { return 0 };
-                match self.promote(q) {
-                    Some((cut, epoch, primary, old)) => {
+                // R8: the backup is promoted when it lives; R7: otherwise the primary rolls back.
+                if let Some((cut, epoch, primary, old)) = self.promote(q) {
+                    later.push((n, cut, epoch));
+                    resumed.insert(n, (epoch, primary));
+                    if let Some(old) = old {
+                        demoted.push((n, old));
+                    }
+                    return cut;
+                }
+                match self.roll_back_primary(q) {
+                    Some((cut, epoch, primary)) => {
                         later.push((n, cut, epoch));
                         resumed.insert(n, (epoch, primary));
-                        if let Some(old) = old {
-                            demoted.push((n, old));
-                        }
                         cut
                     }
                     None => {
-                        error!(node = %q.node, "A downstream node consumed speculative output but cannot be rolled back (no live backup).");
+                        error!(node = %q.node, "A downstream node consumed speculative output but has neither a backup nor a primary to roll back.");
                         Seq::MAX
                     }
                 }

@@ -222,6 +222,12 @@ pub struct Assign {
     /// Under [`Mode::Checkpoint`]: batches between two state copies.
     #[serde(default)]
     pub checkpoint_every: u64,
+    /// With a primary role for the member that already is primary: go back to the retained
+    /// state at this version, or at the member's own durable version when that is later (R7,
+    /// the primary buffer rule: a node whose speculative input is rolled back and whose backup
+    /// is gone). Later versions, and the replies they made, are void.
+    #[serde(default)]
+    pub rollback_to: Option<Seq>,
 }
 
 /// Member → manager: the role is taken.

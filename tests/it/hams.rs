@@ -536,6 +536,69 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
 }
 
 #[test]
+fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_too() {
+    // R7, R10 (c), the note's Fig. 6 case: a's state link is slow, so b runs on a's speculative
+    // outputs; a's primary and b's *backup* die at once. b has no backup to promote, so b's
+    // primary goes back to the state it retained at its durable version (the primary buffer
+    // rule) and runs on solo; nothing released contradicts what runs after.
+    let dir = temp_dir("hams-fig6");
+    let slow = ["--state-delay-ms", "150", "--perturb"];
+    let ([mut a1, _a2, b1, mut b2], graph) = chain_pairs(&dir, "f", &slow, &["--perturb"]);
+    let (pa, pb) = (a1.pid(), b2.pid());
+    let run = load(&graph, 200, 8, 8, |i| {
+        if i == 100 {
+            signal(pa, "-KILL");
+            signal(pb, "-KILL");
+        }
+    });
+    a1.sigkill();
+    b2.sigkill();
+    let manager = graph.hams().expect("manager");
+    let recoveries = manager.recoveries();
+    assert_eq!(recoveries.len(), 1, "{recoveries:?}");
+    let rolled: Vec<&str> = recoveries[0]
+        .rolled_back
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        rolled,
+        ["a", "b"],
+        "b consumed a's speculation: {recoveries:?}"
+    );
+    let roles = manager.roles();
+    let b = roles.iter().find(|r| r.0 == "b").expect("node b");
+    assert_eq!(
+        (b.2.as_deref(), b.3.as_deref()),
+        (Some(format!("weir/executor/{}", b1.name).as_str()), None),
+        "b's primary stayed, rolled back and solo: {roles:?}"
+    );
+    assert!(b.1 >= 2, "b's primary moved to a new epoch: {roles:?}");
+    graph.shutdown();
+    assert_once_and_consistent(&dir, 200, &run);
+}
+
+#[test]
+fn a_primary_whose_backup_dies_goes_on_solo_and_its_replies_are_still_released() {
+    // R14's other half: the backup dies under load while versions wait for its acknowledgement
+    // (a 50 ms state link). The primary goes solo; the versions it had shipped to the dead
+    // backup become durable by the solo rule, so every held reply is released, once.
+    let dir = temp_dir("hams-solo");
+    let (_a, mut b, graph) = tracker(&dir, "s", &["--state-delay-ms", "50"], &[]);
+    let pid = b.pid();
+    let run = load(&graph, 120, 8, 8, |i| {
+        if i == 60 {
+            signal(pid, "-KILL");
+        }
+    });
+    b.sigkill();
+    let roles = graph.hams().expect("manager").roles();
+    assert_eq!(roles[0].3, None, "the primary runs solo: {roles:?}");
+    graph.shutdown();
+    assert_once_and_consistent(&dir, 120, &run);
+}
+
+#[test]
 fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
     // R12: SIGSTOP the primary past the detection timeout; its backup is promoted; SIGCONT the
     // old primary: whatever it still sends carries a stale epoch and is dropped.

@@ -2,15 +2,17 @@
 //! re-protection), state tuples applied by Algorithm 2 (backup) or the solo rule (primary without
 //! a backup), durability announcements and apply acknowledgements.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
 use tracing::{debug, info, warn};
 use weir_hams::journal::Event as JournalEvent;
 use weir_hams::protocol::{
-    durable_key_all, member_key, Applied, Assign, AssignReply, Durable, Mode, Refusal, Role,
+    durable_key_all, member_key, Applied, Assign, AssignReply, Dep, Durable, Mode, Refusal, Role,
     StateHeader,
 };
+use weir_hams::{NodeId, Seq};
 use weir_operators::model::stateful_step::StateVersion;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::Query;
@@ -44,6 +46,8 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                         .ok();
                 }
                 take_role(ctx, a, &query);
+                // A primary gone solo may hold versions whose dependencies are durable already.
+                drain(ctx);
             }
             Control::State(h, state, reply, arrived) => {
                 let mut inner = lock(&ctx.shared);
@@ -71,6 +75,7 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                 let mut inner = lock(&ctx.shared);
                 if inner.is_primary() && a.epoch == inner.epoch() && a.seq > inner.acked {
                     inner.acked = a.seq;
+                    inner.durable_up_to(a.seq);
                     ctx.shared.1.notify_all();
                 }
             }
@@ -134,9 +139,13 @@ fn drain(ctx: &Context) {
             _ => 0,
         };
         let received_at_us = inner.received_at.remove(&h.seq).unwrap_or(0);
-        if let Some(state) = payload {
-            inner.current = state;
-            inner.version = h.seq;
+        match payload {
+            Some(state) => {
+                inner.current = state;
+                inner.version = h.seq;
+            }
+            // The solo rule made one of the primary's own versions durable.
+            None => inner.durable_up_to(h.seq),
         }
         let epoch = inner.epoch();
         drop(inner);
@@ -172,6 +181,65 @@ fn drain(ctx: &Context) {
     }
 }
 
+/// R7: the primary goes back to the version it retained at `to` (or at its own durable floor,
+/// when that is later); everything it made after is void. Returns the version it is at now.
+fn roll_back(inner: &mut Inner, a: &Assign, to: Seq) -> Result<Seq, String> {
+    let target = to.max(inner.floor());
+    let Some((_, state)) = inner.retained.get(&target).cloned() else {
+        return Err(format!(
+            "cannot roll back to version {target}: the primary buffer holds {:?}",
+            inner.retained.keys().collect::<Vec<_>>()
+        ));
+    };
+    info!(
+        from = inner.version,
+        to = target,
+        epoch = a.epoch,
+        "Primary rolled back to its retained state."
+    );
+    inner.current = state;
+    inner.version = target;
+    inner.retained.retain(|&s, _| s <= target);
+    inner.durable_up_to(target);
+    inner.replies.retain(|&s, _| s <= target);
+    inner.apply.reset(a.epoch, target);
+    Ok(target)
+}
+
+/// The primary keeps its state and gets a new backup, or none (solo). The durable floor stays;
+/// without a backup, the versions above it become durable by the solo rule (they were shipped to
+/// a backup that is gone), with one, by the new backup's whole-state transfer.
+fn change_backup(inner: &mut Inner, a: &Assign, solo: bool) {
+    let floor = inner.floor();
+    inner.apply.reset(a.epoch, floor);
+    if solo {
+        let undurable: Vec<StateHeader> = inner
+            .retained
+            .range(floor + 1..)
+            .map(|(_, (h, _))| StateHeader {
+                epoch: a.epoch,
+                ..h.clone()
+            })
+            .collect();
+        for h in undurable {
+            inner.apply.offer(h, None);
+        }
+    }
+}
+
+/// Per upstream node, the latest version any retained version above the floor depends on: what
+/// a whole-state transfer of the latest version must wait for.
+fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<StateVersion>)>) -> Vec<Dep> {
+    let mut latest: BTreeMap<NodeId, Seq> = BTreeMap::new();
+    for (h, _) in retained.values().skip(1) {
+        for &(n, s) in &h.deps {
+            let e = latest.entry(n).or_default();
+            *e = (*e).max(s);
+        }
+    }
+    latest.into_iter().collect()
+}
+
 fn take_role(ctx: &Context, a: Assign, query: &Query) {
     if let Err(e) = ensure_model(ctx, &a) {
         refuse(query, Refusal::UnknownModel, e);
@@ -198,34 +266,45 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
                 // Promotion: what was applied is the new primary's state; what waited is void.
                 let applied = inner.version;
                 inner.apply.reset(a.epoch, applied);
+                inner.assign = Some(a.clone());
+                inner.retain_only_current();
                 reannounce = Some(applied);
+            } else if let Some(to) = a.rollback_to {
+                match roll_back(&mut inner, &a, to) {
+                    Ok(target) => reannounce = Some(target),
+                    Err(message) => {
+                        drop(inner);
+                        refuse(query, Refusal::Inference, message);
+                        return;
+                    }
+                }
             } else {
-                // Re-protection: own versions not yet durable stay queued for the solo rule.
-                let applied = inner.apply.applied();
-                inner.apply.reset(a.epoch, applied);
+                change_backup(&mut inner, &a, backup.is_none());
             }
-            inner.acked = inner.version;
+            inner.acked = inner.floor();
             inner.shipped = inner.version;
-            if let Some(b) = backup {
+            if let (Some(b), Some((&seq, (_, state)))) = (backup, inner.retained.last_key_value()) {
+                // The latest version made (possibly still in the run thread's update stage),
+                // applied by the new backup once everything it depends on is durable.
                 full = Some(Ship {
                     key: member_key(b, &ctx.model, "state"),
                     header: StateHeader {
                         epoch: a.epoch,
-                        seq: inner.version,
-                        deps: Vec::new(),
+                        seq,
+                        deps: undurable_deps(&inner.retained),
                         request_ids: Vec::new(),
                         row_hashes: Vec::new(),
                         full: true,
                         state_bytes: 0,
                     },
-                    state: Arc::clone(&inner.current),
+                    state: Arc::clone(state),
                     reply: Vec::new(),
                 });
             }
-            role_name = if backup.is_some() {
-                "primary"
-            } else {
-                "solo primary"
+            role_name = match (backup.is_some(), a.rollback_to.is_some()) {
+                (true, _) => "primary",
+                (false, false) => "solo primary",
+                (false, true) => "rolled-back solo primary",
             };
         }
         Role::Backup { .. } => {
@@ -233,6 +312,7 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
             // overwrites them (R8). A fresh backup starts from version 0 like its primary.
             inner.apply.reset(a.epoch, 0);
             inner.replies.clear();
+            inner.retained.clear();
             role_name = "backup";
         }
     }

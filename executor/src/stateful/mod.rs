@@ -101,6 +101,13 @@ struct Inner {
     acked: Seq,
     shipped: Seq,
     replies: BTreeMap<Seq, Vec<u8>>,
+    /// Primary: the primary buffer (note §2.6, R7). The state at the durable floor (the version
+    /// its backup applied, or its solo rule made durable) and every version made since, with its
+    /// state tuple's header (its dependencies). From it the primary rolls back when its backup is
+    /// gone and its input is rolled back, goes solo without losing track of undurable versions,
+    /// and hands a new backup its latest version. At most [`MAX_UNACKED`] versions above the
+    /// floor with a backup; without one, as many as wait for upstream durability.
+    retained: BTreeMap<Seq, (StateHeader, Arc<StateVersion>)>,
     /// Backup: when each pending state tuple arrived (journal only).
     received_at: BTreeMap<Seq, u64>,
 }
@@ -115,6 +122,34 @@ impl Inner {
             Some(Role::Primary { backup }) => backup.clone(),
             _ => None,
         }
+    }
+
+    /// The durable floor of the primary buffer.
+    fn floor(&self) -> Seq {
+        self.retained
+            .first_key_value()
+            .map_or(self.version, |(&s, _)| s)
+    }
+
+    /// Version `seq` is durable: older retained versions are no longer needed.
+    fn durable_up_to(&mut self, seq: Seq) {
+        if self.retained.contains_key(&seq) {
+            self.retained = self.retained.split_off(&seq);
+        }
+    }
+
+    /// Starts the primary buffer over with the current state as its floor.
+    fn retain_only_current(&mut self) {
+        let header = StateHeader {
+            epoch: self.epoch(),
+            seq: self.version,
+            deps: Vec::new(),
+            request_ids: Vec::new(),
+            row_hashes: Vec::new(),
+            full: true,
+            state_bytes: 0,
+        };
+        self.retained = BTreeMap::from([(self.version, (header, Arc::clone(&self.current)))]);
     }
 
     fn is_primary(&self) -> bool {
@@ -229,6 +264,7 @@ impl StatefulMember {
                 acked: 0,
                 shipped: 0,
                 replies: BTreeMap::new(),
+                retained: BTreeMap::new(),
                 received_at: BTreeMap::new(),
             }),
             Condvar::new(),

@@ -139,13 +139,16 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         Err(e) => {
             // The rows failed; the version still advances (unchanged state) so the sequence
             // stays dense for the backup and for the batches behind this one.
+            let tuple = state_tuple(&header, Vec::new(), Vec::new());
             let mut inner = lock(&ctx.shared);
             if inner.epoch() == header.epoch && inner.is_primary() {
                 inner.version = header.seq;
+                inner
+                    .retained
+                    .insert(header.seq, (tuple.clone(), Arc::clone(&state)));
             }
             let backup = inner.backup_prefix();
             drop(inner);
-            let tuple = state_tuple(&header, Vec::new(), Vec::new());
             hand_over(
                 ctx,
                 ships,
@@ -197,7 +200,17 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     };
     let next = Arc::new(next);
     let tuple = state_tuple(&header, header.request_ids.clone(), hashes);
-    let backup = lock(&ctx.shared).backup_prefix();
+    // Retained and routed under one lock: a role change (going solo, re-protection, rollback)
+    // sees this version either in the primary buffer or not at all, never half-handed over.
+    let backup = {
+        let mut inner = lock(&ctx.shared);
+        if inner.epoch() == header.epoch && inner.is_primary() {
+            inner
+                .retained
+                .insert(header.seq, (tuple.clone(), Arc::clone(&next)));
+        }
+        inner.backup_prefix()
+    };
     let speculative = assign.mode != Mode::Remus || backup.is_none();
     let mut replied_at_us = 0;
     if speculative {
