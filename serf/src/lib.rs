@@ -11,7 +11,8 @@
 //! - [`profile`]: the profiled service rates of one model node, their file format and profiling plan/cost;
 //! - [`table`]: the configuration reference table and online evaluation over all configurations;
 //! - [`estimator`]: the sliding-window arrival-rate estimator;
-//! - [`scheduler`]: the switch decision with hysteresis, driven by the estimator.
+//! - [`online`]: service rates measured while serving, blended into the profile (online re-profiling);
+//! - [`scheduler`]: the switch decision with hysteresis, driven by the estimator and the blended profile.
 //!
 //! Nothing here measures ONNX Runtime, reads a clock or touches an executor: callers measure (through
 //! [`profile::build_profile`]'s closure), pass timestamps, and apply the decided configuration.
@@ -75,6 +76,7 @@ pub mod baseline;
 pub mod config;
 pub mod estimator;
 pub mod model;
+pub mod online;
 pub mod profile;
 pub mod scheduler;
 pub mod simulator;

@@ -21,13 +21,30 @@
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`. Exception: when the current
 //!   configuration is unstable at `λ̂` (`λ̂ ≥ c·μ_c`) the switch is immediate, since its queue grows without
 //!   bound.
+//! - **Online re-profiling** ([`OnlineOptions`], on by default). The caller hands over each served request's
+//!   service time with [`Scheduler::record_service`]; they are blended into the profile by
+//!   [`crate::online::OnlineProfile`]. Every `reevaluate_periods` updates (not every update: the blended rates
+//!   move slowly, and a decision that re-ranks on every sample would chase noise) the decider's rates are
+//!   replaced by the blended ones; a re-evaluation that changes the ranking at the planned load is reported
+//!   ([`Scheduler::take_reprofiles`]) for the caller to log. The hysteresis then applies to the new ranking as
+//!   to any other: hold periods and minimum gain, so a re-profile cannot switch faster than a load change.
+//! - **Exploration** ([`ExploreOptions`], bounded). A configuration whose tuples were never measured (or not
+//!   for `stale_after`) is known only from the offline profile, and a profile that ranks it badly would never
+//!   be corrected. So, only while service times are being fed, the decider has no switch pending, and the last
+//!   `steady_periods` estimates agree within `steady_tolerance`, the scheduler runs the best-predicted such
+//!   configuration until all its tuples are measured (at most `max_periods` updates), then re-evaluates with what it measured and decides at once
+//!   ([`SwitchReason::Explore`], [`SwitchReason::Explored`]). Bounds: only configurations predicted at most
+//!   `max_utilisation` busy at the planned load, at most one exploration per `interval`, each configuration at
+//!   most once per `stale_after`; an exploration whose configuration turns out overloaded ends at once.
 
 use crate::baseline::Predictor;
 use crate::config::Config;
 use crate::estimator::{EstimatorError, RateEstimate, RateEstimator};
 use crate::model::ModelError;
+use crate::online::{ExploreOptions, OnlineOptions, OnlineProfile};
 use crate::table::{Candidates, ConfigTable, TableError, TableOptions};
 use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// How the decision picks the configuration for `λ̂`.
@@ -56,6 +73,8 @@ pub struct SchedulerOptions {
     pub lookup: Lookup,
     /// Predictor used (SERF).
     pub predictor: Predictor,
+    /// Online re-profiling from measured service times; `None` keeps the offline profile for ever.
+    pub online: Option<OnlineOptions>,
 }
 
 impl Default for SchedulerOptions {
@@ -68,6 +87,7 @@ impl Default for SchedulerOptions {
             load_margin_sigmas: 1.0,
             lookup: Lookup::Online,
             predictor: Predictor::Serf,
+            online: Some(OnlineOptions::default()),
         }
     }
 }
@@ -99,6 +119,53 @@ pub enum SwitchReason {
     Better,
     /// The current configuration could not keep up with `λ̂` (immediate).
     Overload,
+    /// A trial of a configuration without fresh measurements (online re-profiling).
+    Explore,
+    /// The decision at the end of a trial, with what it measured (immediate).
+    Explored,
+}
+
+/// A re-evaluation with measured rates that changed the configurations' ranking at the planned load.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reprofile {
+    /// When.
+    pub at: Duration,
+    /// The planned load the ranking is at.
+    pub planned_lambda: f64,
+    /// Configurations from fastest to slowest predicted (unstable ones last) before.
+    pub before: Vec<Config>,
+    /// The same after.
+    pub after: Vec<Config>,
+    /// Tuples whose measured rate is in use.
+    pub measured_tuples: usize,
+}
+
+/// Counters of the online re-profiling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OnlineCounters {
+    /// Re-evaluations of the configurations with blended rates.
+    pub reevaluations: u64,
+    /// Re-evaluations that changed the ranking.
+    pub ranking_changes: u64,
+    /// Explorations started.
+    pub explorations: u64,
+    /// Service times recorded.
+    pub samples: u64,
+}
+
+/// The configurations ordered by predicted latency at `lambda`, fastest first; unstable ones last, in
+/// [`Config`] order.
+pub fn ranking(candidates: &Candidates, lambda: f64, predictor: Predictor) -> Vec<Config> {
+    let mut stable: Vec<(Config, f64)> = Vec::new();
+    let mut unstable = Vec::new();
+    for (config, est) in candidates.evaluate(lambda, predictor) {
+        match est {
+            Ok(e) => stable.push((config, e.latency)),
+            Err(_) => unstable.push(config),
+        }
+    }
+    stable.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    stable.into_iter().map(|(c, _)| c).chain(unstable).collect()
 }
 
 /// A decided configuration change, for the executor to apply and for logs/metrics.
@@ -238,10 +305,80 @@ impl Decider {
         None
     }
 
+    /// Whether no different choice is waiting out its hold periods.
+    pub fn is_settled(&self) -> bool {
+        self.pending.is_none()
+    }
+
+    /// Whether the current configuration is unstable at `lambda`.
+    pub fn is_overloaded(&self, lambda: f64) -> bool {
+        self.candidates.get(self.current).is_some_and(|c| {
+            matches!(
+                self.options.predictor.estimate(lambda, &c.mu),
+                Err(ModelError::Unstable { .. })
+            )
+        })
+    }
+
+    /// Replaces the rates decided on (re-profiling). The table, with [`Lookup::Table`], is rebuilt; if that
+    /// fails the old rates and table stay and the error is returned.
+    ///
+    /// # Errors
+    /// The table's error.
+    pub fn set_candidates(&mut self, candidates: Candidates) -> Result<(), SchedulerError> {
+        if candidates.get(self.current).is_none() {
+            return Err(SchedulerError::UnknownInitial(self.current));
+        }
+        if let Lookup::Table(t) = self.options.lookup {
+            self.table = Some(ConfigTable::build(&candidates, t)?);
+        }
+        self.candidates = candidates;
+        Ok(())
+    }
+
+    /// Runs `config` from now on, whatever the model says (an exploration); `false` if it is no candidate.
+    pub fn force(&mut self, config: Config) -> bool {
+        if self.candidates.get(config).is_none() {
+            return false;
+        }
+        self.adopt(config);
+        true
+    }
+
+    /// Decides at once, without hold periods (the end of an exploration): the target at `lambda` if it is
+    /// predicted at least `min_gain` faster than the current configuration, or the current one is unstable.
+    pub fn conclude(&mut self, lambda: f64) -> Option<Config> {
+        let target = self.target(lambda);
+        if target == self.current {
+            self.pending = None;
+            return None;
+        }
+        let predict = |cfg: Config| {
+            self.candidates
+                .get(cfg)
+                .map(|c| self.options.predictor.estimate(lambda, &c.mu))
+        };
+        if let (Some(Ok(cur)), Some(Ok(new))) = (predict(self.current), predict(target)) {
+            if cur.latency <= new.latency * (1.0 + self.options.min_gain) {
+                self.pending = None;
+                return None;
+            }
+        }
+        self.adopt(target);
+        Some(target)
+    }
+
     fn adopt(&mut self, config: Config) {
         self.current = config;
         self.pending = None;
     }
+}
+
+/// A trial of a configuration (see the module docs).
+#[derive(Debug, Clone, Copy)]
+struct Exploration {
+    /// The update count at which it ends.
+    until_update: u64,
 }
 
 /// Estimator plus decider for one model node: feed it arrivals and poll it; it decides once per period.
@@ -251,6 +388,16 @@ pub struct Scheduler {
     decider: Decider,
     next_update: Duration,
     last_estimate: Option<RateEstimate>,
+    online: Option<OnlineProfile>,
+    /// Updates made so far.
+    updates: u64,
+    /// The last estimates, newest last, as many as exploration's `steady_periods`.
+    recent: VecDeque<f64>,
+    exploring: Option<Exploration>,
+    last_exploration: Option<Duration>,
+    explored: BTreeMap<Config, Duration>,
+    reprofiles: Vec<Reprofile>,
+    counters: OnlineCounters,
 }
 
 impl Scheduler {
@@ -266,13 +413,145 @@ impl Scheduler {
     ) -> Result<Self, SchedulerError> {
         let estimator = RateEstimator::new(options.window, options.period, now)?;
         let next_update = estimator.next_boundary(now);
+        if let Some(o) = &options.online {
+            if !(o.weight.is_finite() && o.weight > 0.0 && o.weight <= 1.0) {
+                return Err(SchedulerError::BadOptions(format!(
+                    "online weight {} must be in (0, 1]",
+                    o.weight
+                )));
+            }
+            if o.reevaluate_periods == 0 {
+                return Err(SchedulerError::BadOptions(
+                    "online reevaluate_periods must be at least 1".into(),
+                ));
+            }
+            if let Some(e) = &o.explore {
+                if e.max_periods == 0 || e.steady_periods == 0 {
+                    return Err(SchedulerError::BadOptions(
+                        "exploration max_periods and steady_periods must be at least 1".into(),
+                    ));
+                }
+            }
+        }
+        let online = options.online.map(|o| OnlineProfile::new(&candidates, o));
         let decider = Decider::new(candidates, initial, options)?;
         Ok(Self {
             estimator,
             decider,
             next_update,
             last_estimate: None,
+            online,
+            updates: 0,
+            recent: VecDeque::new(),
+            exploring: None,
+            last_exploration: None,
+            explored: BTreeMap::new(),
+            reprofiles: Vec::new(),
+            counters: OnlineCounters::default(),
         })
+    }
+
+    /// Records the service time `seconds` of one request that ran as `tuple` (its configuration's
+    /// per-request parallelism with `tuple.concurrency` requests running) at `now`. Ignored without
+    /// online re-profiling; returns whether it was used.
+    pub fn record_service(&mut self, now: Duration, tuple: Config, seconds: f64) -> bool {
+        let Some(online) = &mut self.online else {
+            return false;
+        };
+        let used = online.record(now, tuple, seconds);
+        if used {
+            self.counters.samples += 1;
+        }
+        used
+    }
+
+    /// The re-evaluations that changed the ranking since the last call, oldest first.
+    pub fn take_reprofiles(&mut self) -> Vec<Reprofile> {
+        std::mem::take(&mut self.reprofiles)
+    }
+
+    /// The blended profile, with online re-profiling.
+    pub fn online(&self) -> Option<&OnlineProfile> {
+        self.online.as_ref()
+    }
+
+    /// Counters of the online re-profiling.
+    pub fn counters(&self) -> OnlineCounters {
+        self.counters
+    }
+
+    /// Whether an exploration is under way.
+    pub fn is_exploring(&self) -> bool {
+        self.exploring.is_some()
+    }
+
+    /// Hands the blended rates to the decider and reports a ranking change.
+    fn reevaluate(&mut self, now: Duration, planned_lambda: f64) {
+        let Some(online) = &self.online else { return };
+        let candidates = online.candidates();
+        let predictor = self.decider.options.predictor;
+        let before = ranking(self.decider.candidates(), planned_lambda, predictor);
+        let after = ranking(&candidates, planned_lambda, predictor);
+        let measured_tuples = online.measured_tuples();
+        if self.decider.set_candidates(candidates).is_err() {
+            return;
+        }
+        self.counters.reevaluations += 1;
+        if before != after {
+            self.counters.ranking_changes += 1;
+            self.reprofiles.push(Reprofile {
+                at: now,
+                planned_lambda,
+                before,
+                after,
+                measured_tuples,
+            });
+        }
+    }
+
+    /// The configuration to explore now, if any (module docs).
+    fn explore_target(&self, now: Duration, planned_lambda: f64) -> Option<Config> {
+        let online = self.online.as_ref()?;
+        let ex: ExploreOptions = online.options().explore?;
+        if self.counters.samples == 0 || !self.decider.is_settled() {
+            return None;
+        }
+        if self
+            .last_exploration
+            .is_some_and(|t| now.saturating_sub(t) < ex.interval)
+        {
+            return None;
+        }
+        if self.recent.len() < ex.steady_periods as usize {
+            return None;
+        }
+        let lo = self.recent.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.recent.iter().copied().fold(0.0, f64::max);
+        if !(lo > 0.0 && hi / lo - 1.0 <= ex.steady_tolerance) {
+            return None;
+        }
+        let predictor = self.decider.options.predictor;
+        let current = self.decider.current();
+        self.decider
+            .candidates()
+            .as_slice()
+            .iter()
+            .filter(|c| c.config != current)
+            .filter(|c| !online.is_fresh(c.config, now, ex.stale_after))
+            .filter(|c| {
+                self.explored
+                    .get(&c.config)
+                    .is_none_or(|&t| now.saturating_sub(t) >= ex.stale_after)
+            })
+            .filter(|c| planned_lambda / c.capacity() <= ex.max_utilisation)
+            .filter_map(|c| {
+                predictor
+                    .estimate(planned_lambda, &c.mu)
+                    .ok()
+                    .map(|e| (c.config, e.latency))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, _)| c)
     }
 
     /// Records one arrival at `now`.
@@ -297,19 +576,67 @@ impl Scheduler {
         self.next_update = self.estimator.next_boundary(now);
         let estimate = self.estimator.measure(now)?;
         self.last_estimate = Some(estimate);
+        self.updates += 1;
         let planned_lambda =
             estimate.rate + self.decider.options.load_margin_sigmas * estimate.std_error;
         let from = self.decider.current();
-        self.decider
-            .decide(planned_lambda)
-            .map(|(to, reason)| Switch {
-                at: now,
-                from,
-                to,
-                lambda: estimate.rate,
-                planned_lambda,
-                reason,
-            })
+        let switch = |to: Config, reason: SwitchReason| Switch {
+            at: now,
+            from,
+            to,
+            lambda: estimate.rate,
+            planned_lambda,
+            reason,
+        };
+        if let Some(o) = self.online.as_ref().map(|o| *o.options()) {
+            if let Some(e) = o.explore {
+                self.recent.push_back(estimate.rate);
+                while self.recent.len() > e.steady_periods as usize {
+                    self.recent.pop_front();
+                }
+            }
+            if self.updates % u64::from(o.reevaluate_periods) == 0 {
+                self.reevaluate(now, planned_lambda);
+            }
+        }
+        if let Some(ex) = self.exploring {
+            let measured = self.online.as_ref().is_some_and(|o| {
+                o.options()
+                    .explore
+                    .is_some_and(|e| o.is_fresh(self.decider.current(), now, e.stale_after))
+            });
+            if self.updates < ex.until_update
+                && !measured
+                && !self.decider.is_overloaded(planned_lambda)
+            {
+                return None;
+            }
+            self.exploring = None;
+            self.reevaluate(now, planned_lambda);
+            return self
+                .decider
+                .conclude(planned_lambda)
+                .map(|to| switch(to, SwitchReason::Explored));
+        }
+        if let Some((to, reason)) = self.decider.decide(planned_lambda) {
+            return Some(switch(to, reason));
+        }
+        let to = self.explore_target(now, planned_lambda)?;
+        let periods = self
+            .online
+            .as_ref()
+            .and_then(|o| o.options().explore)
+            .map_or(1, |e| e.max_periods);
+        if !self.decider.force(to) {
+            return None;
+        }
+        self.exploring = Some(Exploration {
+            until_update: self.updates + u64::from(periods),
+        });
+        self.last_exploration = Some(now);
+        self.explored.insert(to, now);
+        self.counters.explorations += 1;
+        Some(switch(to, SwitchReason::Explore))
     }
 
     /// The configuration in force.
@@ -428,6 +755,166 @@ mod tests {
         assert_eq!(switches.len(), 1);
         assert_eq!(switches[0].reason, SwitchReason::Overload);
         assert!((switches[0].planned_lambda - (8.0 + 8f64.sqrt())).abs() < 1e-12);
+    }
+
+    /// Feeds `seconds` of evenly spaced arrivals at `lambda` from `from`, and for each one a service time of
+    /// the configuration in force drawn from `truth` (±10%, with `i` running drawn uniformly from `1..=c`).
+    fn serve(
+        s: &mut Scheduler,
+        truth: &Candidates,
+        lambda: f64,
+        from: f64,
+        seconds: f64,
+        rng: &mut StdRng,
+    ) -> Vec<Switch> {
+        use rand::Rng;
+        let mut switches = Vec::new();
+        let n = (lambda * seconds) as usize;
+        for k in 0..n {
+            let t = secs(from + (k as f64 + 0.5) / lambda);
+            s.record_arrival(t);
+            let cur = s.current();
+            let i = rng.gen_range(1..=cur.concurrency);
+            let mu = truth.get(cur).unwrap().mu[i - 1];
+            s.record_service(t, cur.tuple(i), rng.gen_range(0.9..1.1) / mu);
+            switches.extend(s.poll(t));
+        }
+        switches
+    }
+
+    /// Offline: `(2, 1)` interferes badly (`μ_2 = 3.3`), `(1, 2)` takes 0.12 s.
+    fn pessimistic() -> Candidates {
+        Candidates::from_profile(
+            &Profile::from_rates(
+                2,
+                &[(1, vec![1.0 / 0.20, 1.0 / 0.30]), (2, vec![1.0 / 0.12])],
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn reprofile_flips_the_ranking_and_the_switch_still_waits_out_the_hold() {
+        // The machine is slower than profiled for two threads: (1, 2) takes 0.3 s, not 0.12 s.
+        let truth = Candidates::from_profile(
+            &Profile::from_rates(
+                2,
+                &[(1, vec![1.0 / 0.20, 1.0 / 0.30]), (2, vec![1.0 / 0.30])],
+            )
+            .unwrap(),
+        );
+        let opts = SchedulerOptions {
+            load_margin_sigmas: 0.0,
+            online: Some(OnlineOptions {
+                explore: None,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let a = Config::new(1, 2);
+        let mut s = Scheduler::new(pessimistic(), a, opts, secs(0.0)).unwrap();
+        assert_eq!(s.decider().target(3.0), a);
+        let mut rng = StdRng::seed_from_u64(1);
+        let switches = serve(&mut s, &truth, 3.0, 0.0, 30.0, &mut rng);
+        let flips = s.take_reprofiles();
+        assert_eq!(flips.len(), 1, "{flips:?}");
+        let flip = &flips[0];
+        assert_eq!(flip.before[0], a);
+        assert_eq!(flip.after[0], Config::new(2, 1));
+        assert_eq!(flip.measured_tuples, 1);
+        // Re-evaluated every 5 updates, and not before 20 samples (at 3/s: the update at 10 s).
+        assert_eq!(flip.at.as_secs(), 10);
+        assert_eq!(switches.len(), 1, "{switches:?}");
+        let sw = switches[0];
+        assert_eq!(
+            (sw.from, sw.to, sw.reason),
+            (a, Config::new(2, 1), SwitchReason::Better)
+        );
+        // Hysteresis: adopted on the second consecutive update that prefers it.
+        assert_eq!(sw.at.as_secs(), 11);
+        assert!(s.take_reprofiles().is_empty());
+        let c = s.counters();
+        assert_eq!(c.ranking_changes, 1);
+        assert_eq!(c.reevaluations, 5);
+        assert_eq!(c.explorations, 0);
+        assert_eq!(c.samples, 90);
+        // Without online re-profiling the same service times change nothing.
+        let opts = SchedulerOptions {
+            online: None,
+            ..opts
+        };
+        let mut s = Scheduler::new(pessimistic(), a, opts, secs(0.0)).unwrap();
+        assert!(serve(&mut s, &truth, 3.0, 0.0, 30.0, &mut rng).is_empty());
+        assert_eq!(s.counters(), OnlineCounters::default());
+    }
+
+    #[test]
+    fn exploration_corrects_a_pessimistic_profile_once_and_then_stays() {
+        // The offline profile says (2, 1) interferes badly; in truth it does not, and (1, 2) is a bit
+        // slower than profiled. At 50/s (2, 1) is the best configuration, but nothing running (1, 2)
+        // measures it: only an exploration finds out.
+        let profiled = Candidates::from_profile(
+            &Profile::from_rates(
+                2,
+                &[(1, vec![1.0 / 0.020, 1.0 / 0.030]), (2, vec![1.0 / 0.012])],
+            )
+            .unwrap(),
+        );
+        let truth = Candidates::from_profile(
+            &Profile::from_rates(
+                2,
+                &[(1, vec![1.0 / 0.020, 1.0 / 0.020]), (2, vec![1.0 / 0.015])],
+            )
+            .unwrap(),
+        );
+        let a = Config::new(1, 2);
+        let b = Config::new(2, 1);
+        let opts = SchedulerOptions {
+            load_margin_sigmas: 0.0,
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(profiled.clone(), a, opts, secs(0.0)).unwrap();
+        assert_eq!(s.decider().target(50.0), a);
+        let mut rng = StdRng::seed_from_u64(2);
+        let switches = serve(&mut s, &truth, 50.0, 0.0, 600.0, &mut rng);
+        // Steady after 3 updates: explore (2, 1); one update later its tuples are measured, the
+        // re-evaluation ranks it first, and it stays.
+        assert_eq!(
+            (switches[0].to, switches[0].reason),
+            (b, SwitchReason::Explore)
+        );
+        assert_eq!(switches[0].at.as_secs(), 3);
+        let ranked = ranking(s.decider().candidates(), 50.0, Predictor::Serf);
+        assert_eq!(ranked[0], b);
+        // No storm: (1, 1) is never tried (fully busy at 50/s), and (1, 2) only once more, when its
+        // measurement went stale (300 s), followed by the way back.
+        let c = s.counters();
+        assert_eq!(c.explorations, 2, "{switches:?}");
+        let reasons: Vec<_> = switches.iter().map(|w| (w.to, w.reason)).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (b, SwitchReason::Explore),
+                (a, SwitchReason::Explore),
+                (b, SwitchReason::Explored)
+            ]
+        );
+        assert!(
+            switches[1].at >= secs(303.0) && switches[1].at < secs(310.0),
+            "{switches:?}"
+        );
+        assert_eq!(s.current(), b);
+        assert!(s.online().unwrap().is_fresh(b, secs(600.0), secs(300.0)));
+        // Exploration off: the pessimistic profile keeps (1, 2) for ever.
+        let opts = SchedulerOptions {
+            online: Some(OnlineOptions {
+                explore: None,
+                ..Default::default()
+            }),
+            ..opts
+        };
+        let mut s = Scheduler::new(profiled, a, opts, secs(0.0)).unwrap();
+        assert!(serve(&mut s, &truth, 50.0, 0.0, 60.0, &mut rng).is_empty());
     }
 
     /// Runs `arrivals` through a station, either fixed at `fixed` or driven by a SERF scheduler.
