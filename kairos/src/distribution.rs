@@ -179,6 +179,11 @@ impl Distributor {
         self.qos_ms
     }
 
+    /// The round's settings.
+    pub fn config(&self) -> &DistributorConfig {
+        &self.config
+    }
+
     /// η per instance type.
     pub fn eta(&self) -> &[f64] {
         &self.eta
@@ -240,6 +245,24 @@ impl Distributor {
         instances: &[InstanceState],
         now_ms: f64,
     ) -> Vec<(usize, usize)> {
+        self.matching_with(model, queries, instances, now_ms)
+            .into_iter()
+            .filter(|&(_, _, now)| now)
+            .map(|(i, j, _)| (i, j))
+            .collect()
+    }
+
+    /// The whole matching of one round: `(query index, instance index, dispatch now)` for every
+    /// matched pair, sorted by query index. Pairs not dispatched now are queries the round keeps
+    /// for a busy instance (or, with `hold_violating`, holds back); [`Self::assign_with`] returns
+    /// the others. Empty when no instance is idle.
+    pub fn matching_with(
+        &self,
+        model: &dyn LatencyModel,
+        queries: &[QueuedQuery],
+        instances: &[InstanceState],
+        now_ms: f64,
+    ) -> Vec<(usize, usize, bool)> {
         if queries.is_empty() || !instances.iter().any(|s| s.is_idle(now_ms)) {
             return Vec::new();
         }
@@ -248,12 +271,15 @@ impl Distributor {
             .min(self.config.window_per_instance.max(1) * instances.len())];
         let (cost, tiers) = self.priced(model, window, instances, now_ms);
         let n = instances.len();
-        let mut pairs: Vec<(usize, usize)> = solve_assignment(window.len(), n, &cost)
+        let mut pairs: Vec<(usize, usize, bool)> = solve_assignment(window.len(), n, &cost)
             .into_iter()
-            .filter(|&(_, j)| instances[j].is_idle(now_ms))
-            .filter(|&(i, j)| !self.config.hold_violating || tiers[i * n + j] == 0)
+            .map(|(i, j)| {
+                let now = instances[j].is_idle(now_ms)
+                    && (!self.config.hold_violating || tiers[i * n + j] == 0);
+                (i, j, now)
+            })
             .collect();
-        pairs.sort_unstable();
+        pairs.sort_unstable_by_key(|&(i, j, _)| (i, j));
         pairs
     }
 

@@ -3,6 +3,7 @@
 //! Three pieces, each usable on its own:
 //! - [`distribution`]: one round of the min-cost query distribution (paper §5.1). A pure function
 //!   of the queue, the instances' states and the clock, meant to be called by a live routing stage.
+//!   [`batching`] grows a dispatched query into a batch of queued ones for its instance.
 //! - [`planner`]: the budget-constrained pool planner (paper §5.2): enumeration, the throughput
 //!   upper bound (Eqs. 9–15), ranking, the similarity pick among the top 10, Kairos+ search, and
 //!   the chosen pool as an `executors:` YAML fragment ([`planner::plan_report`] is `weir plan`).
@@ -19,6 +20,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod batching;
 pub mod distribution;
 pub mod planner;
 pub mod predictor;

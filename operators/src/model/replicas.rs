@@ -31,7 +31,7 @@ use tracing::{info, warn};
 use weir_engine::batch::TensorColumn;
 
 use super::executor::{AnswerOnce, Job, ModelExecutor};
-use super::routing::{KairosQueue, RoutingError};
+use super::routing::{concat_jobs, split_rows, KairosQueue, RoutingError};
 use super::ExecError;
 use weir_engine::routing::Routing;
 
@@ -134,7 +134,7 @@ impl Replica for LocalReplica {
 /// Dispatch counters of a pool; every field only grows.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PoolStats {
-    /// Dispatches, first tries and re-dispatches.
+    /// Jobs dispatched, first tries and re-dispatches (each job of a Kairos batch counts).
     pub dispatched: u64,
     /// Re-dispatches after an unavailable answer.
     pub redispatched: u64,
@@ -289,7 +289,7 @@ impl ReplicaPool {
             .collect()
     }
 
-    /// Per replica: name, alive, jobs outstanding, jobs dispatched to it so far.
+    /// Per replica: name, alive, calls outstanding, jobs dispatched to it so far.
     pub fn replica_states(&self) -> Vec<(String, bool, usize, u64)> {
         self.inner
             .slots
@@ -409,42 +409,95 @@ impl PoolInner {
     }
 
     fn dispatch(inner: &Arc<PoolInner>, slot: usize, job: Arc<PoolJob>) {
+        PoolInner::dispatch_batch(inner, slot, vec![job]);
+    }
+
+    /// One call to replica `slot` serving `jobs` (Kairos batches several; the other modes one):
+    /// their rows concatenated, the answer split back per job.
+    fn dispatch_batch(inner: &Arc<PoolInner>, slot: usize, jobs: Vec<Arc<PoolJob>>) {
         let s = &inner.slots[slot];
+        let n = jobs.len() as u64;
         s.outstanding.fetch_add(1, Ordering::AcqRel);
-        s.dispatched.fetch_add(1, Ordering::Relaxed);
-        inner.dispatched.fetch_add(1, Ordering::Relaxed);
-        job.attempts.fetch_add(1, Ordering::Relaxed);
-        let inputs = job.inputs.clone();
-        let enqueued_at = job.enqueued_at;
+        s.dispatched.fetch_add(n, Ordering::Relaxed);
+        inner.dispatched.fetch_add(n, Ordering::Relaxed);
+        for job in &jobs {
+            job.attempts.fetch_add(1, Ordering::Relaxed);
+        }
+        let enqueued_at = jobs.iter().map(|j| j.enqueued_at).min();
+        let inputs = match jobs.as_slice() {
+            [job] => Ok(job.inputs.clone()),
+            _ => {
+                let all: Vec<&[TensorColumn]> = jobs.iter().map(|j| j.inputs.as_slice()).collect();
+                concat_jobs(&all)
+            }
+        };
         let me = Arc::clone(inner);
-        s.replica.dispatch(
-            inputs,
-            enqueued_at,
-            Box::new(move |outcome| PoolInner::complete(&me, slot, job, outcome)),
-        );
+        match (inputs, enqueued_at) {
+            (Ok(inputs), Some(enqueued_at)) => s.replica.dispatch(
+                inputs,
+                enqueued_at,
+                Box::new(move |outcome| PoolInner::complete(&me, slot, jobs, outcome)),
+            ),
+            (Err(message), _) => {
+                let e = ExecError::Inference {
+                    node: inner.node.clone(),
+                    message,
+                };
+                PoolInner::complete(&me, slot, jobs, Err(ReplicaError::Failed(e)));
+            }
+            (Ok(_), None) => {
+                s.outstanding.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 
     fn complete(
         inner: &Arc<PoolInner>,
         slot: usize,
-        job: Arc<PoolJob>,
+        jobs: Vec<Arc<PoolJob>>,
         outcome: Result<Vec<TensorColumn>, ReplicaError>,
     ) {
         let s = &inner.slots[slot];
         s.outstanding.fetch_sub(1, Ordering::AcqRel);
         let served = outcome.is_ok();
-        let mut requeue = None;
+        let answer = |job: &PoolJob, outcome: Result<Vec<TensorColumn>, ExecError>| {
+            if !job.done.answer(outcome) {
+                inner.late_answers.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        let mut requeue = Vec::new();
         match outcome {
+            Ok(columns) if jobs.len() == 1 => {
+                s.failures_in_a_row.store(0, Ordering::Relaxed);
+                answer(&jobs[0], Ok(columns));
+            }
             Ok(columns) => {
                 s.failures_in_a_row.store(0, Ordering::Relaxed);
-                if !job.done.answer(Ok(columns)) {
-                    inner.late_answers.fetch_add(1, Ordering::Relaxed);
+                let rows: Vec<usize> = jobs
+                    .iter()
+                    .map(|j| j.inputs.first().map_or(1, TensorColumn::len))
+                    .collect();
+                match split_rows(&columns, &rows) {
+                    Ok(parts) => {
+                        for (job, part) in jobs.iter().zip(parts) {
+                            answer(job, Ok(part));
+                        }
+                    }
+                    Err(message) => {
+                        let e = ExecError::Inference {
+                            node: inner.node.clone(),
+                            message,
+                        };
+                        for job in &jobs {
+                            answer(job, Err(e.clone()));
+                        }
+                    }
                 }
             }
             Err(ReplicaError::Failed(e)) => {
                 s.failures_in_a_row.store(0, Ordering::Relaxed);
-                if !job.done.answer(Err(e)) {
-                    inner.late_answers.fetch_add(1, Ordering::Relaxed);
+                for job in &jobs {
+                    answer(job, Err(e.clone()));
                 }
             }
             Err(ReplicaError::Unavailable(reason)) => {
@@ -455,7 +508,10 @@ impl PoolInner {
                     *s.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(Instant::now() + DOWN_COOLDOWN);
                 }
-                if !job.done.is_answered() {
+                for job in jobs {
+                    if job.done.is_answered() {
+                        continue;
+                    }
                     if job.attempts.load(Ordering::Relaxed) >= MAX_ATTEMPTS {
                         inner.failed.fetch_add(1, Ordering::Relaxed);
                         job.done.answer(Err(ExecError::Unavailable {
@@ -464,7 +520,7 @@ impl PoolInner {
                         }));
                     } else {
                         inner.redispatched.fetch_add(1, Ordering::Relaxed);
-                        requeue = Some(job);
+                        requeue.push(job);
                     }
                 }
             }
@@ -474,7 +530,8 @@ impl PoolInner {
                 {
                     let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
                     q.finished(slot, Instant::now(), served);
-                    if let Some(job) = requeue {
+                    // Back at the head, in their order.
+                    for job in requeue.into_iter().rev() {
                         let rows = job.inputs.first().map_or(1, TensorColumn::len);
                         q.push_front(Arc::clone(&job), rows, job.enqueued_at);
                     }
@@ -482,13 +539,11 @@ impl PoolInner {
                 PoolInner::kairos_round(inner);
             }
             _ => {
-                if let Some(job) = requeue {
-                    inner
-                        .backlog
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push_back(job);
-                }
+                inner
+                    .backlog
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(requeue);
                 PoolInner::pump(inner);
             }
         }
@@ -572,8 +627,8 @@ impl PoolInner {
             inner.failed.fetch_add(1, Ordering::Relaxed);
             job.done.answer(Err(inner.no_replica_error()));
         }
-        for (job, slot) in dispatch {
-            PoolInner::dispatch(inner, slot, job);
+        for (jobs, slot) in dispatch {
+            PoolInner::dispatch_batch(inner, slot, jobs);
         }
     }
 

@@ -13,6 +13,15 @@
 //! doubles as the fine tick of notes §8.4) and every replica revival; it keeps failover and
 //! answered-once.
 //!
+//! Batching in the queue: when the node's jobs may hold more rows than the queued ones do, a job
+//! dispatched to an idle replica takes later queued jobs along in one call
+//! ([`weir_kairos::batching`]: oldest first, within the rows per job, every member still within
+//! `γ·T_QoS` by the predicted latency of the whole batch, and only a job whose extra weighted time
+//! there is no more than serving it alone on another replica would cost). The pool concatenates
+//! the batch's rows, splits the answer back per job, and re-queues every job of a batch whose
+//! replica failed. Each replica still holds one call at a time; its predicted finish and the
+//! learned latency are those of the batch's rows.
+//!
 //! Latency (decision, notes §2.7): with `profiles:` in the YAML the profile's tables are used as
 //! given and η comes from them (the artifact's behaviour: deterministic, profiled beforehand).
 //! Without, each instance type's batch → latency is learned from the node's own completed jobs
@@ -26,6 +35,9 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use weir_engine::batch::TensorColumn;
+use weir_engine::tensor::{DType, TensorData};
+
 use weir_engine::routing::KairosRouting;
 use weir_kairos::distribution::{
     eta_from, Distributor, DistributorConfig, InstanceState, LatencyModel, QueuedQuery,
@@ -33,8 +45,9 @@ use weir_kairos::distribution::{
 use weir_kairos::predictor::OnlineLatency;
 use weir_kairos::profile::ModelProfile;
 
-/// Queued jobs per replica the Kairos queue holds before it refuses more (back-pressure); the
-/// round looks at the first two per replica (the artifact's window).
+/// Queued jobs per replica the Kairos queue holds before it refuses more (back-pressure), or twice
+/// the rows per job if that is more (room to form batches); the round matches the first two per
+/// replica (the artifact's window) and fills batches from the whole queue.
 pub const KAIROS_QUEUE_PER_REPLICA: usize = 4;
 
 /// Queued jobs per usable replica a round considers, oldest first (the artifact's `2N` window).
@@ -177,7 +190,7 @@ impl<J> KairosQueue<J> {
             type_of,
             busy: vec![None; n_replicas],
             queue: VecDeque::new(),
-            capacity: KAIROS_QUEUE_PER_REPLICA * n_replicas.max(1),
+            capacity: KAIROS_QUEUE_PER_REPLICA.max(2 * max_rows) * n_replicas.max(1),
             max_batch: clamp_u32(max_rows),
             epoch: Instant::now(),
         })
@@ -245,9 +258,11 @@ impl<J> KairosQueue<J> {
     }
 
     /// One distribution round at `now` over the replicas marked `usable` (alive and not set
-    /// aside). Returns the jobs to dispatch now with their replica, in FIFO order; each returned
-    /// replica was idle and is now marked busy until [`Self::finished`].
-    pub fn round(&mut self, now: Instant, usable: &[bool]) -> Vec<(J, usize)> {
+    /// aside). Returns, per replica given work, the batch of jobs to dispatch to it now (FIFO
+    /// order within the batch, at most the pool's rows per job in all; see
+    /// [`weir_kairos::batching`]), in the order of each batch's first job; each returned replica
+    /// was idle and is now marked busy until [`Self::finished`].
+    pub fn round(&mut self, now: Instant, usable: &[bool]) -> Vec<(Vec<J>, usize)> {
         let now_ms = self.ms(now);
         let mut replica_of = Vec::with_capacity(self.busy.len());
         let mut states = Vec::with_capacity(self.busy.len());
@@ -268,33 +283,68 @@ impl<J> KairosQueue<J> {
         if self.queue.is_empty() || !states.iter().any(|s| s.is_idle(now_ms)) {
             return Vec::new();
         }
-        let window: Vec<QueuedQuery> = self
-            .queue
-            .iter()
-            .take(KAIROS_WINDOW_PER_REPLICA * states.len())
-            .map(|w| w.query)
-            .collect();
-        let pairs = self
+        let queued: Vec<QueuedQuery> = self.queue.iter().map(|w| w.query).collect();
+        let window = &queued[..queued.len().min(KAIROS_WINDOW_PER_REPLICA * states.len())];
+        let model = self.latency.model();
+        let matching = self
             .distributor
-            .assign_with(self.latency.model(), &window, &states, now_ms);
-        for &(i, s) in &pairs {
-            let r = replica_of[s];
-            let batch = window[i].batch;
-            let predicted = self.latency.model().latency_ms(self.type_of[r], batch);
-            self.busy[r] = Some(Busy {
+            .matching_with(model, window, &states, now_ms);
+        // Matched queries are spoken for, whether dispatched now or kept for a busy replica.
+        let mut taken = vec![false; queued.len()];
+        for &(i, _, _) in &matching {
+            taken[i] = true;
+        }
+        let mut batches: Vec<(Vec<usize>, usize)> = Vec::new();
+        for &(i, s, now_too) in &matching {
+            if !now_too {
+                continue;
+            }
+            let joined = if self.max_batch > queued[i].batch {
+                self.distributor.fill_batch(
+                    model,
+                    &queued,
+                    i,
+                    &taken,
+                    &states,
+                    s,
+                    now_ms,
+                    self.max_batch,
+                )
+            } else {
+                Vec::new()
+            };
+            let mut members = vec![i];
+            members.extend(joined);
+            let rows = members
+                .iter()
+                .map(|&k| queued[k].batch)
+                .fold(0u32, u32::saturating_add);
+            for &k in &members {
+                taken[k] = true;
+            }
+            let predicted = model.latency_ms(states[s].type_idx, rows);
+            states[s].busy_until_ms = now_ms + predicted;
+            self.busy[replica_of[s]] = Some(Busy {
                 since: now,
                 predicted_until_ms: now_ms + predicted,
-                batch,
+                batch: rows,
             });
+            batches.push((members, replica_of[s]));
         }
-        // Take the dispatched jobs out, highest index first so the others keep their place.
-        let mut out: Vec<(J, usize)> = Vec::with_capacity(pairs.len());
-        for &(i, s) in pairs.iter().rev() {
-            if let Some(w) = self.queue.remove(i) {
-                out.push((w.job, replica_of[s]));
-            }
-        }
-        out.reverse();
+        // Take the dispatched jobs out; the others keep their order.
+        let mut slots: Vec<Option<Waiting<J>>> = self.queue.drain(..).map(Some).collect();
+        let out = batches
+            .into_iter()
+            .map(|(members, r)| {
+                let jobs = members
+                    .iter()
+                    .filter_map(|&k| slots.get_mut(k).and_then(Option::take))
+                    .map(|w| w.job)
+                    .collect();
+                (jobs, r)
+            })
+            .collect();
+        self.queue.extend(slots.into_iter().flatten());
         out
     }
 
@@ -315,6 +365,67 @@ impl<J> KairosQueue<J> {
             self.distributor.set_eta(eta);
         }
     }
+}
+
+/// The rows of several jobs as one call's inputs: each input column of every job, one after
+/// another, in job order. `Err` names the column whose jobs disagree on type or row shape (a node's
+/// jobs never do).
+pub(crate) fn concat_jobs(jobs: &[&[TensorColumn]]) -> Result<Vec<TensorColumn>, String> {
+    let Some(first) = jobs.first() else {
+        return Ok(Vec::new());
+    };
+    (0..first.len())
+        .map(|c| {
+            let cols: Vec<&TensorColumn> = jobs.iter().filter_map(|j| j.get(c)).collect();
+            let head = cols[0];
+            if cols.len() != jobs.len()
+                || cols
+                    .iter()
+                    .any(|x| x.dtype() != head.dtype() || x.shape() != head.shape())
+            {
+                return Err(format!("input {c} differs between the batched jobs"));
+            }
+            let rows = cols.iter().map(|x| x.len()).sum();
+            let data = match head.dtype() {
+                DType::F32 => TensorData::F32(
+                    cols.iter()
+                        .flat_map(|x| x.f32_values().unwrap_or(&[]).iter().copied())
+                        .collect(),
+                ),
+                DType::I64 => TensorData::I64(
+                    cols.iter()
+                        .flat_map(|x| x.i64_values().unwrap_or(&[]).iter().copied())
+                        .collect(),
+                ),
+            };
+            TensorColumn::from_data("batched input", head.shape().to_vec(), rows, data)
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// One call's output columns cut back into the jobs it served, `rows[k]` rows for job `k` in
+/// order (no copy). `Err` when an output column does not hold every row.
+pub(crate) fn split_rows(
+    columns: &[TensorColumn],
+    rows: &[usize],
+) -> Result<Vec<Vec<TensorColumn>>, String> {
+    let total: usize = rows.iter().sum();
+    if let Some(c) = columns.iter().find(|c| c.len() != total) {
+        return Err(format!(
+            "an output has {} rows for a batch of {total} rows",
+            c.len()
+        ));
+    }
+    let mut offset = 0;
+    Ok(rows
+        .iter()
+        .map(|&n| {
+            let part = columns.iter().map(|c| c.slice(offset, n)).collect();
+            offset += n;
+            part
+        })
+        .collect())
 }
 
 #[cfg(test)]

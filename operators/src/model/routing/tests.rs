@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use weir_engine::batch::TensorColumn;
 use weir_engine::routing::{KairosRouting, Routing};
+use weir_engine::tensor::TensorData;
 use weir_kairos::profile::{InstanceType, LatencyTable, ModelProfile, TypeProfile};
 
 use super::*;
@@ -49,11 +51,26 @@ fn kairos(qos_ms: f64, types: &[&str], with_profile: bool) -> Routing {
 }
 
 fn pool(replicas: &[&Arc<Scripted>], routing: &Routing) -> ReplicaPool {
+    batching_pool(replicas, routing, 1)
+}
+
+/// A pool whose jobs may hold up to `max_rows` rows, so Kairos may batch queued 1-row jobs.
+fn batching_pool(replicas: &[&Arc<Scripted>], routing: &Routing, max_rows: usize) -> ReplicaPool {
     let replicas: Vec<Arc<dyn Replica>> = replicas
         .iter()
         .map(|r| Arc::clone(r) as Arc<dyn Replica>)
         .collect();
-    ReplicaPool::with_routing("m", replicas, 1, routing).unwrap()
+    ReplicaPool::with_routing("m", replicas, max_rows, routing).unwrap()
+}
+
+/// Rows of each call replica `r` holds.
+fn held_rows(r: &Scripted) -> Vec<usize> {
+    r.held
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(cols, _)| cols[0].len())
+        .collect()
 }
 
 fn held(r: &Scripted) -> usize {
@@ -163,11 +180,25 @@ fn kairos_redispatches_the_job_of_a_dead_replica() {
 
 #[test]
 fn kairos_answers_every_job_once_under_random_releases_and_failures() {
-    // A seeded walk: submit, release, fail, kill and revive replicas at random; every job must be
-    // answered exactly once with its own rows, and the pool never gives a replica two jobs.
+    random_walk(1);
+}
+
+#[test]
+fn kairos_answers_every_job_once_under_random_releases_and_failures_with_batching() {
+    random_walk(4);
+}
+
+/// A seeded walk: submit, release, fail, kill and revive replicas at random; every job must be
+/// answered exactly once with its own rows, and the pool never gives a replica two calls (with
+/// `max_rows` > 1 a call may batch several jobs, never more rows than that).
+fn random_walk(max_rows: usize) {
     let replicas: Vec<Arc<Scripted>> = ["f1", "f2", "s1"].iter().map(|n| holding(n)).collect();
     let refs: Vec<&Arc<Scripted>> = replicas.iter().collect();
-    let p = pool(&refs, &kairos(10_000.0, &["fast", "fast", "slow"], true));
+    let p = batching_pool(
+        &refs,
+        &kairos(10_000.0, &["fast", "fast", "slow"], true),
+        max_rows,
+    );
     let answers = Answers::default();
     let mut pending: Vec<crate::model::Job> = Vec::new();
     let mut rng: u64 = 7;
@@ -213,6 +244,9 @@ fn kairos_answers_every_job_once_under_random_releases_and_failures() {
             _ => {}
         }
         assert!(replicas.iter().all(|r| held(r) <= 1));
+        assert!(replicas
+            .iter()
+            .all(|r| held_rows(r).iter().all(|&n| n <= max_rows)));
     }
     // Drain: everyone alive, release until all answered.
     for r in &replicas {
@@ -245,6 +279,97 @@ fn kairos_answers_every_job_once_under_random_releases_and_failures() {
         Ok(v) => v == id,
         Err(e) => e.contains("gave up after"),
     }));
+}
+
+#[test]
+fn kairos_batches_queued_jobs_for_an_idle_replica_and_splits_the_answer() {
+    // Every batch of ≤ 10 rows takes 1 s on fast (one table bucket): queued jobs join for free.
+    let fast = holding("fast");
+    let p = batching_pool(&[&fast], &kairos(10_000.0, &["fast"], true), 4);
+    let answers = Answers::default();
+    p.try_submit(job(0, &answers)).unwrap();
+    assert_eq!(held_rows(&fast), vec![1], "alone: nothing else was queued");
+    for i in 1..=6 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    assert_eq!(held_rows(&fast), vec![1], "one call at a time");
+    fast.release_held();
+    assert_eq!(
+        held_rows(&fast),
+        vec![4],
+        "jobs 1-4 in one call of ≤ 4 rows"
+    );
+    fast.release_held();
+    assert_eq!(held_rows(&fast), vec![2], "jobs 5 and 6");
+    fast.release_held();
+    assert_answered_once(&answers, 7);
+    assert!(answers.lock().unwrap().iter().all(|(id, r)| r == &Ok(*id)));
+    assert_eq!(p.stats().dispatched, 7, "jobs, not calls");
+}
+
+#[test]
+fn kairos_requeues_every_job_of_a_failed_batch_and_answers_each_once() {
+    let (a, b) = (holding("a"), holding("b"));
+    let p = batching_pool(&[&a, &b], &kairos(10_000.0, &["fast", "fast"], true), 8);
+    let answers = Answers::default();
+    for i in 0..8 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    assert_eq!((held_rows(&a), held_rows(&b)), (vec![1], vec![1]));
+    // a dies with job 0: it goes back to the head of the queue, and b, once free, takes it with
+    // the six queued behind it in one call.
+    a.alive.store(false, Ordering::SeqCst);
+    a.fail_held();
+    b.release_held();
+    assert_eq!(held_rows(&b), vec![7]);
+    // That call fails too (b stays alive): all seven are queued again and re-sent together.
+    b.fail_held();
+    assert_eq!(held_rows(&b), vec![7]);
+    assert!(
+        answers.lock().unwrap().len() == 1,
+        "only job 1 answered so far"
+    );
+    b.release_held();
+    assert_answered_once(&answers, 8);
+    assert!(answers.lock().unwrap().iter().all(|(id, r)| r == &Ok(*id)));
+    assert_eq!(p.stats().redispatched, 1 + 7);
+}
+
+#[test]
+fn kairos_does_not_batch_past_the_qos_target() {
+    // fast takes 1 s for ≤ 10 rows and 1.11 s for 11-20 (interpolated between the 10- and
+    // 100-row points); with a 1.1 s target (1.078 s with γ) an 11th row would predict a miss, so
+    // the rest wait for the next call.
+    let fast = holding("fast");
+    let p = batching_pool(&[&fast], &kairos(1_100.0, &["fast"], true), 16);
+    let answers = Answers::default();
+    for i in 0..14 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    assert_eq!(held_rows(&fast), vec![1]);
+    fast.release_held();
+    assert_eq!(held_rows(&fast), vec![10]);
+    fast.release_held();
+    assert_eq!(held_rows(&fast), vec![3]);
+    fast.release_held();
+    assert_answered_once(&answers, 14);
+}
+
+#[test]
+fn jobs_of_different_shapes_are_never_batched_silently() {
+    let a = TensorColumn::from_data("x", vec![2], 1, TensorData::F32(vec![1.0, 2.0])).unwrap();
+    let b = TensorColumn::from_data("x", vec![2], 2, TensorData::F32(vec![3.0; 4])).unwrap();
+    let c = TensorColumn::from_data("x", vec![3], 1, TensorData::F32(vec![0.0; 3])).unwrap();
+    let joined = concat_jobs(&[std::slice::from_ref(&a), std::slice::from_ref(&b)]).unwrap();
+    assert_eq!(joined[0].len(), 3);
+    assert_eq!(
+        joined[0].f32_values().unwrap(),
+        &[1.0, 2.0, 3.0, 3.0, 3.0, 3.0]
+    );
+    let parts = split_rows(&joined, &[1, 2]).unwrap();
+    assert_eq!(parts[1][0].f32_values().unwrap(), &[3.0; 4]);
+    assert!(concat_jobs(&[std::slice::from_ref(&a), std::slice::from_ref(&c)]).is_err());
+    assert!(split_rows(&joined, &[1, 1]).is_err());
 }
 
 #[test]
@@ -287,6 +412,7 @@ fn learned_latency_drives_eta_and_qos_decisions() {
     q.push(1, 1, at(0));
     let mut got = q.round(at(0), &both);
     got.sort_by_key(|g| g.1);
+    assert!(got.iter().all(|g| g.0.len() == 1));
     assert_eq!(got.iter().map(|g| g.1).collect::<Vec<_>>(), vec![0, 1]);
     assert!(q.is_busy(0) && q.is_busy(1));
     q.finished(0, at(10), true);
@@ -295,17 +421,17 @@ fn learned_latency_drives_eta_and_qos_decisions() {
     assert!((q.predicted_ms(1, 1) - 40.0).abs() < 1e-9);
     // Learned: slow takes 40 ms > 0.98 × 30, so a job waits for busy fast rather than go to slow.
     q.push(2, 1, at(50));
-    assert_eq!(q.round(at(50), &both), vec![(2, 0)]);
+    assert_eq!(q.round(at(50), &both), vec![(vec![2], 0)]);
     q.push(3, 1, at(51));
     assert!(q.round(at(51), &both).is_empty());
     assert_eq!(q.len(), 1);
     q.finished(0, at(60), true);
-    assert_eq!(q.round(at(60), &both), vec![(3, 0)]);
+    assert_eq!(q.round(at(60), &both), vec![(vec![3], 0)]);
     // A replica that is not usable (dead, set aside) is left out of the matching: with only slow
     // usable, the job goes there even though it will miss QoS (served late, never dropped).
     q.finished(0, at(70), true);
     q.push(4, 1, at(70));
-    assert_eq!(q.round(at(70), &[false, true]), vec![(4, 1)]);
+    assert_eq!(q.round(at(70), &[false, true]), vec![(vec![4], 1)]);
 }
 
 #[test]
