@@ -506,8 +506,9 @@ fn render_replica_metrics(
     }
 }
 
-/// SERF `parallelism: auto` nodes: the configuration in force, switches, and the arrival-rate
-/// estimate.
+/// SERF `parallelism: auto` nodes: the configuration in force, switches, the arrival-rate
+/// estimate, and the online re-profiling (re-evaluations, ranking changes, explorations, measured
+/// rates per tuple).
 fn render_parallelism_metrics(
     out: &mut String,
     graph: &str,
@@ -519,7 +520,7 @@ fn render_parallelism_metrics(
         return;
     }
     type Value = fn(&weir_operators::model::ParallelismSnapshot) -> f64;
-    let series: [(&str, &str, &str, Value); 4] = [
+    let series: [(&str, &str, &str, Value); 8] = [
         (
             m::PARALLELISM_CONCURRENCY,
             "gauge",
@@ -544,6 +545,30 @@ fn render_parallelism_metrics(
             "The SERF scheduler's arrival-rate estimate, requests per second.",
             |p| p.arrival_rate,
         ),
+        (
+            m::SERF_PROFILE_UPDATES_TOTAL,
+            "counter",
+            "Re-evaluations of the configurations with measured service rates (SERF).",
+            |p| p.profile_updates as f64,
+        ),
+        (
+            m::SERF_RANKING_CHANGES_TOTAL,
+            "counter",
+            "Re-evaluations that changed the configurations' ranking (SERF).",
+            |p| p.ranking_changes as f64,
+        ),
+        (
+            m::SERF_EXPLORATIONS_TOTAL,
+            "counter",
+            "Explorations of configurations without fresh measurements (SERF).",
+            |p| p.explorations as f64,
+        ),
+        (
+            m::SERF_SERVICE_SAMPLES_DROPPED_TOTAL,
+            "counter",
+            "Service times dropped because the SERF control thread fell behind.",
+            |p| p.samples_dropped as f64,
+        ),
     ];
     for (name, kind, help, value) in series {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -553,6 +578,35 @@ fn render_parallelism_metrics(
                 "{name}{{graph=\"{graph}\",node=\"{node}\"}} {}",
                 value(p)
             );
+        }
+    }
+    type RateValue = fn(&weir_operators::model::ServiceRate) -> Option<f64>;
+    let per_tuple: [(&str, &str, &str, RateValue); 2] = [
+        (
+            m::SERF_SERVICE_SAMPLES_TOTAL,
+            "counter",
+            "Service times measured per tuple (running requests × intra-op threads) (SERF).",
+            |r| Some(r.samples as f64),
+        ),
+        (
+            m::SERF_MEASURED_SERVICE_RATE,
+            "gauge",
+            "Measured service rate per request of a tuple, requests per second, once it overrides the offline profile (SERF).",
+            |r| r.measured,
+        ),
+    ];
+    for (name, kind, help, value) in per_tuple {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (node, p) in nodes {
+            for r in &p.service_rates {
+                if let Some(v) = value(r) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{graph=\"{graph}\",node=\"{node}\",running=\"{}\",threads=\"{}\"}} {v}",
+                        r.running, r.threads
+                    );
+                }
+            }
         }
     }
 }

@@ -42,3 +42,16 @@ pub const PARALLELISM_THREADS: &str = "weir_parallelism_threads";
 pub const PARALLELISM_SWITCHES_TOTAL: &str = "weir_parallelism_switches_total";
 /// Per `parallelism: auto` node: the scheduler's arrival-rate estimate, requests per second.
 pub const ARRIVAL_RATE_ESTIMATE: &str = "weir_arrival_rate_estimate";
+/// Per `parallelism: auto` node: re-evaluations of its configurations with measured service rates (SERF).
+pub const SERF_PROFILE_UPDATES_TOTAL: &str = "weir_serf_profile_updates_total";
+/// Per `parallelism: auto` node: re-evaluations that changed the configurations' ranking (SERF).
+pub const SERF_RANKING_CHANGES_TOTAL: &str = "weir_serf_ranking_changes_total";
+/// Per `parallelism: auto` node: explorations of configurations without fresh measurements (SERF).
+pub const SERF_EXPLORATIONS_TOTAL: &str = "weir_serf_explorations_total";
+/// Per `parallelism: auto` node and tuple (`running`, `threads`): service times measured (SERF).
+pub const SERF_SERVICE_SAMPLES_TOTAL: &str = "weir_serf_service_samples_total";
+/// Per `parallelism: auto` node: service times dropped because the control thread fell behind (SERF).
+pub const SERF_SERVICE_SAMPLES_DROPPED_TOTAL: &str = "weir_serf_service_samples_dropped_total";
+/// Per `parallelism: auto` node and tuple: the measured service rate `μ_i` in use, requests per second,
+/// once it overrides the offline profile's (SERF).
+pub const SERF_MEASURED_SERVICE_RATE: &str = "weir_serf_measured_service_rate";

@@ -595,7 +595,7 @@ impl Scheduler {
                     self.recent.pop_front();
                 }
             }
-            if self.updates % u64::from(o.reevaluate_periods) == 0 {
+            if self.updates.is_multiple_of(u64::from(o.reevaluate_periods)) {
                 self.reevaluate(now, planned_lambda);
             }
         }

@@ -322,11 +322,13 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
     let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error |\n|---|---|---|---|---|---|---|---|---|\n");
-    for r in results {
-        for p in &r.points {
-            s.push_str(&format!(
-                "| {} | {} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % |\n",
-                r.model,
+    push_rows(
+        &mut s,
+        results,
+        |r| r.points.iter(),
+        |p| {
+            format!(
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} %",
                 p.config,
                 p.level,
                 p.lambda,
@@ -335,9 +337,9 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                 p.predicted_ms,
                 p.measured_ms,
                 p.error() * 100.0
-            ));
-        }
-    }
+            )
+        },
+    );
     s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | best config: same / within 5 % / wrong | load runs s | profiling wall s |\n|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
@@ -370,21 +372,17 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
     }
     s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
-    for r in results {
-        for (config, d) in r.drift() {
-            s.push_str(&format!(
-                "| {} | {config} | {:+.1} % |\n",
-                r.model,
-                d * 100.0
-            ));
-        }
-    }
+    push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
+        format!("{config} | {:+.1} %", d * 100.0)
+    });
     s.push_str("\n| model | k | λ (1/s) | predicted best | measured best | measured latency of predicted / best | ok |\n|---|---|---|---|---|---|---|\n");
-    for r in results {
-        for b in &r.best {
-            s.push_str(&format!(
-                "| {} | {} | {:.1} | {} | {} | {:.3} | {} |\n",
-                r.model,
+    push_rows(
+        &mut s,
+        results,
+        |r| r.best.iter(),
+        |b| {
+            format!(
+                "{} | {:.1} | {} | {} | {:.3} | {}",
                 b.level,
                 b.lambda,
                 b.predicted,
@@ -397,10 +395,27 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                 } else {
                     "no"
                 }
-            ));
+            )
+        },
+    );
+    s
+}
+
+/// Appends one Markdown table row per item `items` yields for each model's results: the model's
+/// name, then `row`'s cells (already joined by ` | `).
+fn push_rows<'a, T, I>(
+    s: &mut String,
+    results: &'a [SerfModelResult],
+    items: impl Fn(&'a SerfModelResult) -> I,
+    row: impl Fn(T) -> String,
+) where
+    I: IntoIterator<Item = T>,
+{
+    for r in results {
+        for item in items(r) {
+            s.push_str(&format!("| {} | {} |\n", r.model, row(item)));
         }
     }
-    s
 }
 
 /// Median of the per-point `|error|` of `results` (for quoting one figure).

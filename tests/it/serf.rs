@@ -182,7 +182,7 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     );
     let mut metrics = String::new();
     (running.executor_metrics())(&mut metrics);
-    let after = running.parallelism_stats()[0].1;
+    let after = running.parallelism_stats()[0].1.clone();
     running.shutdown();
     assert_eq!(report.ok, 200, "{:?}", report.errors);
     for name in [
@@ -190,6 +190,10 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
         "weir_parallelism_threads{graph=\"auto\",node=\"m\"}",
         "weir_parallelism_switches_total{graph=\"auto\",node=\"m\"}",
         "weir_arrival_rate_estimate{graph=\"auto\",node=\"m\"}",
+        "weir_serf_profile_updates_total{graph=\"auto\",node=\"m\"}",
+        "weir_serf_ranking_changes_total{graph=\"auto\",node=\"m\"}",
+        "weir_serf_explorations_total{graph=\"auto\",node=\"m\"}",
+        "weir_serf_service_samples_total{graph=\"auto\",node=\"m\",running=\"1\",threads=\"2\"}",
     ] {
         assert!(metrics.contains(name), "no {name} in:\n{metrics}");
     }
@@ -198,5 +202,11 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     assert!(after.switches >= 1, "{after:?}");
     assert_eq!((after.concurrency, after.threads), (2, 1), "{after:?}");
     assert!(after.arrival_rate > 5.0, "{after:?}");
+    // Online re-profiling: the executor's calls reached the scheduler as service times.
+    assert_eq!(after.service_rates.len(), 3, "{after:?}");
+    assert!(
+        after.service_rates.iter().map(|r| r.samples).sum::<u64>() > 0,
+        "{after:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -533,7 +533,7 @@ fn switchable_loop(
             .iter()
             .position(|(t, _)| *t == threads)
             .unwrap_or(0);
-        let Some((_, session)) = sessions.get_mut(pos) else {
+        let Some((session_threads, session)) = sessions.get_mut(pos) else {
             // No session at all cannot happen (start creates at least one per thread); answer
             // rather than lose the jobs.
             for job in jobs {
@@ -544,7 +544,9 @@ fn switchable_loop(
             }
             continue;
         };
+        let call = board.begin_call(*session_threads);
         run_jobs(session, config, stats, jobs, rows);
+        board.end_call(call, rows, !config.batched);
     }
 }
 

@@ -20,6 +20,17 @@
 //! [`weir_serf::scheduler::Scheduler`] with the current time, polls it, and applies a decided switch,
 //! logging it at INFO with node, from, to, `λ̂` and the reason. What it costs on the request path is
 //! one relaxed atomic add per submitted job.
+//!
+//! **Online re-profiling** ([`weir_serf::online`]). Each executor thread brackets its calls with
+//! [`Switchboard::begin_call`] / [`Switchboard::end_call`]: a short lock keeps the number of calls
+//! running and its integral over time, so a call knows the mean number of calls that ran with it
+//! (time-weighted, rounded: the tuple `i` it counts for) and its duration, per row. Samples wait in a
+//! bounded buffer (beyond [`SAMPLE_BUFFER`] between two ticks they are dropped and counted); the
+//! control thread hands them to the scheduler on each tick, which blends them into the profile,
+//! re-evaluates every few updates and may explore (see `weir_serf::scheduler`). A re-evaluation that
+//! changes the ranking is logged at INFO; counters and the measured rates are in the snapshot.
+//! Batched calls of more than one row are not samples: the model has no batching, and a batch's
+//! time is not one request's service time.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -29,8 +40,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use tracing::{debug, info, warn};
 use weir_serf::config::Config;
-use weir_serf::scheduler::{Scheduler, SchedulerError, SchedulerOptions};
+use weir_serf::scheduler::{Reprofile, Scheduler, SchedulerError, SchedulerOptions};
 use weir_serf::table::Candidates;
+
+/// Service-time samples kept between two control ticks; more are dropped (and counted).
+pub const SAMPLE_BUFFER: usize = 4096;
 
 /// Why a configuration could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,8 +78,24 @@ pub struct AutoOptions {
     pub scheduler: SchedulerOptions,
 }
 
-/// The parallelism gauges of a switchable executor at one moment.
+/// The service rate of one tuple (`running` requests at once, `threads` intra-op threads each) as the
+/// online re-profiling sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServiceRate {
+    /// Requests running at once, `i`.
+    pub running: usize,
+    /// Intra-op threads per request, `t`.
+    pub threads: usize,
+    /// Service times measured for it while serving.
+    pub samples: u64,
+    /// The measured rate `μ_i` in requests per second, once it overrides the offline one.
+    pub measured: Option<f64>,
+    /// The offline profile's rate.
+    pub offline: f64,
+}
+
+/// The parallelism gauges of a switchable executor at one moment.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ParallelismSnapshot {
     /// Requests running at once now.
     pub concurrency: usize,
@@ -75,6 +105,56 @@ pub struct ParallelismSnapshot {
     pub switches: u64,
     /// The scheduler's last arrival-rate estimate, requests per second (0 before the first period).
     pub arrival_rate: f64,
+    /// Re-evaluations of the configurations with measured service rates.
+    pub profile_updates: u64,
+    /// Re-evaluations that changed the configurations' ranking.
+    pub ranking_changes: u64,
+    /// Explorations of configurations without fresh measurements.
+    pub explorations: u64,
+    /// Service-time samples dropped because the buffer was full.
+    pub samples_dropped: u64,
+    /// Every tuple's rate, in tuple order (empty without online re-profiling).
+    pub service_rates: Vec<ServiceRate>,
+}
+
+/// The calls running now and their integral over time, for the mean concurrency of each call.
+#[derive(Debug)]
+struct Meter {
+    running: usize,
+    since: Instant,
+    /// ∫ running dt since start, in seconds.
+    area: f64,
+}
+
+impl Meter {
+    fn advance(&mut self, now: Instant) {
+        self.area += self.running as f64 * now.saturating_duration_since(self.since).as_secs_f64();
+        self.since = now;
+    }
+}
+
+/// A call in progress (see [`Switchboard::begin_call`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallStart {
+    at: Instant,
+    area: f64,
+    threads: usize,
+}
+
+/// One measured service time.
+#[derive(Debug, Clone, Copy)]
+struct ServiceSample {
+    tuple: Config,
+    seconds: f64,
+}
+
+/// What the control thread publishes about the online re-profiling.
+#[derive(Debug, Default)]
+struct ProfileGauges {
+    profile_updates: u64,
+    ranking_changes: u64,
+    explorations: u64,
+    service_rates: Vec<ServiceRate>,
 }
 
 #[derive(Debug)]
@@ -98,6 +178,10 @@ pub(crate) struct Switchboard {
     switches: AtomicU64,
     arrivals: AtomicU64,
     rate_bits: AtomicU64,
+    meter: Mutex<Meter>,
+    samples: Mutex<Vec<ServiceSample>>,
+    samples_dropped: AtomicU64,
+    gauges: Mutex<ProfileGauges>,
 }
 
 impl Switchboard {
@@ -135,6 +219,14 @@ impl Switchboard {
                 switches: AtomicU64::new(0),
                 arrivals: AtomicU64::new(0),
                 rate_bits: AtomicU64::new(0f64.to_bits()),
+                meter: Mutex::new(Meter {
+                    running: 0,
+                    since: Instant::now(),
+                    area: 0.0,
+                }),
+                samples: Mutex::new(Vec::new()),
+                samples_dropped: AtomicU64::new(0),
+                gauges: Mutex::new(ProfileGauges::default()),
             }),
             rxs,
         ))
@@ -229,13 +321,92 @@ impl Switchboard {
         self.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
     }
 
+    fn meter(&self) -> std::sync::MutexGuard<'_, Meter> {
+        self.meter.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the start of a call with `threads` intra-op threads.
+    pub(crate) fn begin_call(&self, threads: usize) -> CallStart {
+        let at = Instant::now();
+        let mut m = self.meter();
+        m.advance(at);
+        m.running += 1;
+        CallStart {
+            at,
+            area: m.area,
+            threads,
+        }
+    }
+
+    /// Marks the end of the call `start`, which served `rows` rows (one sample per call; `per_row`
+    /// when the rows ran one after the other, otherwise only a one-row call is a sample).
+    pub(crate) fn end_call(&self, start: CallStart, rows: usize, per_row: bool) {
+        let now = Instant::now();
+        let mean_running = {
+            let mut m = self.meter();
+            m.advance(now);
+            m.running = m.running.saturating_sub(1);
+            let span = now.saturating_duration_since(start.at).as_secs_f64();
+            if span > 0.0 {
+                (m.area - start.area) / span
+            } else {
+                1.0
+            }
+        };
+        if rows == 0 || (!per_row && rows > 1) {
+            return;
+        }
+        let seconds = now.saturating_duration_since(start.at).as_secs_f64() / rows as f64;
+        let running = (mean_running.round() as usize).clamp(1, self.thread_count().max(1));
+        let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        if samples.len() < SAMPLE_BUFFER {
+            samples.push(ServiceSample {
+                tuple: Config::new(running, start.threads),
+                seconds,
+            });
+        } else {
+            self.samples_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn take_samples(&self) -> Vec<ServiceSample> {
+        std::mem::take(&mut *self.samples.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn publish(&self, scheduler: &Scheduler) {
+        let c = scheduler.counters();
+        let mut g = self.gauges.lock().unwrap_or_else(|p| p.into_inner());
+        g.profile_updates = c.reevaluations;
+        g.ranking_changes = c.ranking_changes;
+        g.explorations = c.explorations;
+        if let Some(online) = scheduler.online() {
+            let min = online.options().min_samples;
+            g.service_rates = online
+                .tuples()
+                .map(|t| ServiceRate {
+                    running: t.tuple.concurrency,
+                    threads: t.tuple.threads,
+                    samples: t.samples,
+                    measured: t.measured_rate(min),
+                    offline: 1.0 / t.offline_s,
+                })
+                .collect();
+        }
+    }
+
     /// The gauges now.
     pub(crate) fn snapshot(&self) -> ParallelismSnapshot {
+        let g = self.gauges.lock().unwrap_or_else(|p| p.into_inner());
         ParallelismSnapshot {
             concurrency: self.concurrency.load(Ordering::Relaxed),
             threads: self.threads.load(Ordering::Relaxed),
             switches: self.switches.load(Ordering::Relaxed),
             arrival_rate: f64::from_bits(self.rate_bits.load(Ordering::Relaxed)),
+            profile_updates: g.profile_updates,
+            ranking_changes: g.ranking_changes,
+            explorations: g.explorations,
+            samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
+            service_rates: g.service_rates.clone(),
         }
     }
 }
@@ -299,13 +470,20 @@ fn control_loop(
         }
         let now = origin.elapsed();
         scheduler.record_arrivals(now, board.take_arrivals());
+        for s in board.take_samples() {
+            scheduler.record_service(now, s.tuple, s.seconds);
+        }
         let before = scheduler.last_estimate();
         let switch = scheduler.poll(now);
         if let Some(est) = scheduler.last_estimate() {
             board.set_rate(est.rate);
             if before != Some(est) {
                 debug!(node = %board.node, lambda = est.rate, arrivals = est.arrivals, current = %scheduler.current(), "SERF update.");
+                board.publish(&scheduler);
             }
+        }
+        for r in scheduler.take_reprofiles() {
+            log_reprofile(&board.node, &r);
         }
         let Some(sw) = switch else { continue };
         match board.set(sw.to.concurrency, sw.to.threads) {
@@ -321,6 +499,23 @@ fn control_loop(
             Err(e) => warn!(node = %board.node, error = %e, "Parallelism switch refused."),
         }
     }
+}
+
+fn log_reprofile(node: &str, r: &Reprofile) {
+    let list = |v: &[Config]| {
+        v.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" < ")
+    };
+    info!(
+        node = %node,
+        planned_lambda = r.planned_lambda,
+        before = %list(&r.before),
+        after = %list(&r.after),
+        measured_tuples = r.measured_tuples,
+        "SERF re-profile changed the ranking."
+    );
 }
 
 #[cfg(test)]
@@ -351,5 +546,33 @@ mod tests {
         board.stop();
         assert!(!board.wait_active(1));
         assert!(Switchboard::new("n", &configs, Config::new(3, 1)).is_err());
+    }
+
+    #[test]
+    fn calls_count_for_the_tuple_of_their_mean_concurrency() {
+        let configs = [Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)];
+        let (board, _wakes) = Switchboard::new("n", &configs, Config::new(2, 1)).unwrap();
+        // Two calls overlapping for their whole length (the first ends last): the second counts
+        // for two at once. No wall-clock assertion: only which tuple, not how long.
+        let a = board.begin_call(1);
+        let b = board.begin_call(1);
+        std::thread::sleep(Duration::from_millis(2));
+        board.end_call(b, 1, false);
+        board.end_call(a, 1, false);
+        // A lone call counts for one.
+        let c = board.begin_call(2);
+        board.end_call(c, 1, false);
+        // A batch of two rows is no sample; two rows run one after the other are one.
+        let d = board.begin_call(2);
+        board.end_call(d, 2, false);
+        let e = board.begin_call(2);
+        board.end_call(e, 2, true);
+        let tuples: Vec<Config> = board.take_samples().iter().map(|s| s.tuple).collect();
+        assert_eq!(tuples[0], Config::new(2, 1));
+        assert_eq!(tuples[2], Config::new(1, 2));
+        assert_eq!(tuples[3], Config::new(1, 2));
+        assert_eq!(tuples.len(), 4);
+        assert!(board.take_samples().is_empty());
+        assert_eq!(board.meter().running, 0);
     }
 }
