@@ -23,6 +23,8 @@ struct TypeStats {
 pub struct OnlineLatency {
     types: Vec<TypeStats>,
     prior: Option<ModelProfile>,
+    /// Batch sizes per bucket (the paper's 10; 1 keys every size on its own).
+    bucket_width: u32,
 }
 
 impl OnlineLatency {
@@ -31,12 +33,30 @@ impl OnlineLatency {
         OnlineLatency {
             types: vec![TypeStats::default(); n_types],
             prior,
+            bucket_width: crate::profile::BATCH_BUCKET,
+        }
+    }
+
+    /// The same with buckets of `width` batch sizes instead of the paper's 10. A router whose
+    /// batches hold a few rows (weir's jobs: up to the node's `batching.max_size`) needs narrower
+    /// buckets, or a 1-row and an 8-row batch share one mean and batching looks free.
+    pub fn with_bucket_width(mut self, width: u32) -> Self {
+        self.bucket_width = width.max(1);
+        self
+    }
+
+    fn bucket(&self, batch: u32) -> u32 {
+        if self.bucket_width == crate::profile::BATCH_BUCKET {
+            bucket(batch)
+        } else {
+            batch.max(1).div_ceil(self.bucket_width) * self.bucket_width
         }
     }
 
     /// Records one served query: its batch and measured latency on type `type_idx`.
     /// Observations for unknown types are ignored.
     pub fn observe(&mut self, type_idx: usize, batch: u32, latency_ms: f64) {
+        let key = self.bucket(batch);
         let Some(s) = self.types.get_mut(type_idx) else {
             return;
         };
@@ -46,7 +66,7 @@ impl OnlineLatency {
         s.sum_l += latency_ms;
         s.sum_bb += b * b;
         s.sum_bl += b * latency_ms;
-        let e = s.buckets.entry(bucket(batch)).or_insert((0.0, 0));
+        let e = s.buckets.entry(key).or_insert((0.0, 0));
         e.0 += latency_ms;
         e.1 += 1;
     }
@@ -65,7 +85,7 @@ impl OnlineLatency {
     /// Prediction: the bucket mean if observed, else the line, else the prior, else `None`.
     pub fn predict_ms(&self, type_idx: usize, batch: u32) -> Option<f64> {
         let s = self.types.get(type_idx)?;
-        if let Some((sum, n)) = s.buckets.get(&bucket(batch)) {
+        if let Some((sum, n)) = s.buckets.get(&self.bucket(batch)) {
             return Some(sum / f64::from(*n));
         }
         if let Some((a, b)) = self.linear_fit(type_idx) {
@@ -134,5 +154,22 @@ mod tests {
         // Prior answers for types without data.
         let p = OnlineLatency::new(4, Some(rm2.clone()));
         assert_eq!(p.predict_ms(3, 1000), Some(885.71));
+    }
+
+    #[test]
+    fn narrow_buckets_tell_small_batches_apart() {
+        // The paper's buckets of 10 give a 1-row and an 8-row batch one mean; width 1 does not.
+        let mut paper = OnlineLatency::new(1, None);
+        let mut rows = OnlineLatency::new(1, None).with_bucket_width(1);
+        for o in [&mut paper, &mut rows] {
+            o.observe(0, 1, 2.0);
+            o.observe(0, 8, 9.0);
+        }
+        assert_eq!(paper.predict_ms(0, 1), Some(5.5));
+        assert_eq!(paper.predict_ms(0, 8), Some(5.5));
+        assert_eq!(rows.predict_ms(0, 1), Some(2.0));
+        assert_eq!(rows.predict_ms(0, 8), Some(9.0));
+        // Sizes not seen yet come from the line through the others.
+        assert!((rows.predict_ms(0, 4).unwrap() - 5.0).abs() < 1e-9);
     }
 }

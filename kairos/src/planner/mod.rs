@@ -22,9 +22,11 @@
 //! Kairos+ prunes configurations whose bound is `≤` the best measured throughput (notes §3.8, an interpretation).
 
 mod bound;
+mod evolve;
 mod search;
 
 pub use bound::{enumerate, upper_bound};
+pub use evolve::{bayesian_search, genetic_search};
 pub use search::{
     evaluations_to_reach, kairos_plus, random_search, simulated_annealing, SearchOutcome,
 };

@@ -391,3 +391,44 @@ fn plan_report_renders_yaml_and_ranking() {
     let tight = plan_report(&text, 2.5, Some(100.0), None).unwrap();
     assert!(tight.chosen().counts[0] >= 1 && tight.chosen().upper_bound < r.chosen().upper_bound);
 }
+
+/// Nothing in `evaluated` is a sub-configuration (component-wise `≤`) of an earlier evaluation.
+fn assert_pruned_like_kairos_plus(ranked: &[Candidate], evaluated: &[(usize, f64)]) {
+    for (x, &(i, _)) in evaluated.iter().enumerate() {
+        for &(j, _) in &evaluated[..x] {
+            assert!(!ranked[i]
+                .counts
+                .iter()
+                .zip(&ranked[j].counts)
+                .all(|(a, b)| a <= b));
+        }
+    }
+}
+
+#[test]
+fn r15_genetic_and_bayesian_searches_share_pruning_and_reach_the_optimum() {
+    let m = PaperModel::Dien;
+    let ranked = rank(&m.profile(), &m.throughput_profile(), 2.5);
+    let eval = monotone_eval(&ranked);
+    let plus = kairos_plus(&ranked, &eval).unwrap();
+    let k = evaluations_to_reach(&plus.evaluated, plus.best_qps).unwrap();
+    type Search<'a> = &'a dyn Fn(u64, usize) -> Vec<(usize, f64)>;
+    let ga = |seed, max| genetic_search(&ranked, seed, max, &eval);
+    let bo = |seed, max| bayesian_search(&ranked, seed, max, &eval);
+    for (name, search) in [("genetic", &ga as Search), ("bayesian", &bo as Search)] {
+        let mut total = 0;
+        for seed in 0..5 {
+            let run = search(seed, usize::MAX);
+            assert_pruned_like_kairos_plus(&ranked, &run);
+            // Run to exhaustion, every search finds the optimum (nothing it skips can beat it).
+            total += evaluations_to_reach(&run, plus.best_qps).unwrap();
+        }
+        assert!(
+            (k as f64) < total as f64 / 5.0,
+            "Kairos+ {k} vs {name} {}",
+            total as f64 / 5.0
+        );
+        assert_eq!(search(1, 6).len(), 6);
+        assert_eq!(search(3, 20), search(3, 20));
+    }
+}

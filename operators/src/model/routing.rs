@@ -179,7 +179,12 @@ impl<J> KairosQueue<J> {
                     .collect();
                 (
                     Distributor::learned(routing.qos_ms, names.len(), config),
-                    Latency::Learned(OnlineLatency::new(names.len(), None)),
+                    // Buckets of ~1/100 of the largest job (1 row up to 100-row jobs), so the
+                    // rows of a batch show in its prediction.
+                    Latency::Learned(
+                        OnlineLatency::new(names.len(), None)
+                            .with_bucket_width(clamp_u32(max_rows.div_ceil(100))),
+                    ),
                     type_of,
                 )
             }
