@@ -352,9 +352,9 @@ enum BenchCommand {
     Parm(ParmArgs),
     /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
     Serf(SerfBenchArgs),
-    /// Kairos routing on executors of emulated instance types (`--slowdown`) against round robin,
-    /// least outstanding and the best homogeneous pool at the same budget: the largest Poisson
-    /// rate meeting the p99 target.
+    /// Kairos routing on executors of emulated instance types (`--slowdown`): every pool within
+    /// the budget under every policy (Kairos, least outstanding, round robin); the largest Poisson
+    /// rate whose median p99 over trials meets the target, and goodput at a fixed rate.
     #[command(name = "kairos-live")]
     KairosLive(KairosLiveArgs),
     /// HAMS: normal-case latency and throughput of NSPB and Remus-like replication against no
@@ -426,19 +426,38 @@ struct KairosLiveArgs {
     /// Hidden width of the 64→W→W→10 MLP served.
     #[arg(long, default_value_t = 2048)]
     hidden: usize,
-    /// Most rows per job (1: one query per call, as Kairos's instances serve one query at a time;
-    /// more lets executors batch queued jobs under least outstanding).
-    #[arg(long, default_value_t = 1)]
+    /// Most rows per job and per executor call (the node's `batching.max_size` and the
+    /// executors' `--max-batch`; 1 turns batching off for every policy).
+    #[arg(long, default_value_t = 8)]
     max_batch: usize,
     /// First offered rate of each sweep, requests/s.
-    #[arg(long, default_value_t = 40.0)]
+    #[arg(long, default_value_t = 30.0)]
     start_rate: f64,
-    /// Seconds of load per rate point.
-    #[arg(long, default_value_t = 3.0)]
+    /// Factor between consecutive rates of the sweep.
+    #[arg(long, default_value_t = 1.25)]
+    rate_step: f64,
+    /// Highest rate of the sweep, requests/s.
+    #[arg(long, default_value_t = 600.0)]
+    max_rate: f64,
+    /// Seconds of load per trial.
+    #[arg(long, default_value_t = 1.5)]
     seconds: f64,
-    /// Repeats; medians are reported.
+    /// Trials per rate; the sweep judges the median p99 over them.
     #[arg(long, default_value_t = 3)]
-    repeats: usize,
+    trials: usize,
+    /// Offered rate of the goodput runs (the same for every set-up), requests/s.
+    #[arg(long, default_value_t = 150.0)]
+    goodput_rate: f64,
+    /// Routing policies, each run on every pool (kairos, least_outstanding, round_robin).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kairos,least_outstanding,round_robin"
+    )]
+    policies: Vec<String>,
+    /// Where every trial goes (tab-separated).
+    #[arg(long, default_value = "benchmarks/kairos/live_points.txt")]
+    points: PathBuf,
     /// Where the Markdown table goes.
     #[arg(long, default_value = "benchmarks/kairos/live.md")]
     table: PathBuf,
@@ -1080,8 +1099,8 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
 
 fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
     use weir::bench::kairos_live::{
-        default_model, kairos_live, kairos_live_table, plot_kairos_live, EmulatedType,
-        KairosLiveConfig,
+        default_model, kairos_live, kairos_live_points, kairos_live_table, plot_kairos_live,
+        EmulatedType, KairosLiveConfig, Policy,
     };
     let types = args
         .types
@@ -1100,16 +1119,31 @@ fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
             }
         })
         .collect::<Result<Vec<_>>>()?;
+    let policies = args
+        .policies
+        .iter()
+        .map(|p| {
+            Policy::parse(p).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown policy `{p}` (kairos, least_outstanding or round_robin)"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let config = KairosLiveConfig {
         types,
         hetero: args.hetero,
         budget_per_hour: args.budget,
         qos_ms: args.qos_ms,
         hidden: args.hidden,
-        max_batch: args.max_batch,
+        max_batch: args.max_batch.max(1),
         start_rate: args.start_rate,
-        seconds_per_point: args.seconds,
-        repeats: args.repeats.max(1),
+        rate_step: args.rate_step,
+        max_rate: args.max_rate,
+        seconds_per_trial: args.seconds,
+        trials: args.trials.max(1),
+        goodput_rate: args.goodput_rate,
+        policies,
     };
     let home = weir::bench::weir_home();
     let model = default_model(&home, config.hidden);
@@ -1135,6 +1169,8 @@ fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
     }
     std::fs::write(&args.table, format!("{table}{machine}"))
         .with_context(|| format!("writing {}", args.table.display()))?;
+    std::fs::write(&args.points, kairos_live_points(&results))
+        .with_context(|| format!("writing {}", args.points.display()))?;
     match plot_kairos_live(&config, &results, &args.plot) {
         Ok(()) => eprintln!("plot: {}", args.plot.display()),
         Err(e) => eprintln!("no plot ({e})"),

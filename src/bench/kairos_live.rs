@@ -7,12 +7,15 @@
 //! hundred µs to a few ms per call, growing with the rows per call, with a 256-byte request, so the
 //! emulated service time dominates the zenoh hop and the machine's two cores are not the bottleneck).
 //!
-//! Set-ups, each a pool within the budget: the heterogeneous pool under Kairos routing (latency
-//! learned online), round robin and least outstanding; and every homogeneous pool that fits the
-//! budget (as many instances of one type as the budget buys) under least outstanding. Metric: the
-//! largest offered rate whose p99 latency (scheduled send → answer) meets the QoS target with every
-//! request answered, found by raising the rate ×1.25 from `start_rate` until it fails, then two
-//! bisection steps; a point that misses is measured again and fails only if it misses twice. Set-ups take turns within each repeat; medians over repeats are reported.
+//! Set-ups: every pool within the budget (the heterogeneous one, and as many instances of each
+//! type as the budget buys) under every routing policy (Kairos with latencies learned online,
+//! least outstanding, round robin), all in one run. Metric, per set-up: a sweep up a fixed grid of
+//! offered rates (×`rate_step` from `start_rate`), `trials` runs of `seconds_per_trial` at each
+//! rate, and the largest rate whose **median p99 over the trials** (scheduled send → answer; a
+//! trial with an unanswered request counts as a miss) meets the QoS target; the sweep stops after
+//! two rates in a row miss. Then the goodput (answers within the QoS target per second) of
+//! `trials` runs at one fixed offered rate, the same for every set-up. Spreads: each trial's own
+//! largest passing rate, and the goodput's range.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -54,40 +57,142 @@ pub struct KairosLiveConfig {
     pub qos_ms: f64,
     /// MLP hidden width.
     pub hidden: usize,
-    /// Most rows per job (the model node's `batching.max_size`).
+    /// Most rows per job and per executor call (the model node's `batching.max_size`, the
+    /// executors' `--max-batch`).
     pub max_batch: usize,
     /// First offered rate of each sweep, requests/s.
     pub start_rate: f64,
-    /// Seconds of load per rate point (bounded to 1000..4000 requests).
-    pub seconds_per_point: f64,
-    /// Repeats; medians are reported.
-    pub repeats: usize,
+    /// Factor between consecutive rates of the sweep.
+    pub rate_step: f64,
+    /// Highest rate of the sweep.
+    pub max_rate: f64,
+    /// Seconds of load per trial (bounded to 300..3000 requests).
+    pub seconds_per_trial: f64,
+    /// Trials per rate; medians over them are reported.
+    pub trials: usize,
+    /// Offered rate of the goodput runs, requests/s.
+    pub goodput_rate: f64,
+    /// Policies to run (every pool is run under each).
+    pub policies: Vec<Policy>,
+}
+
+impl KairosLiveConfig {
+    /// The sweep's rates.
+    pub fn rates(&self) -> Vec<f64> {
+        let mut v = Vec::new();
+        let mut r = self.start_rate.max(1.0);
+        while r <= self.max_rate * (1.0 + 1e-9) && v.len() < 64 {
+            v.push((r * 10.0).round() / 10.0);
+            r *= self.rate_step.max(1.01);
+        }
+        v
+    }
+}
+
+/// A routing policy of the model node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// `routing: {kairos: {qos_ms}}`, latencies learned online.
+    Kairos,
+    /// `routing: least_outstanding`.
+    LeastOutstanding,
+    /// `routing: round_robin`.
+    RoundRobin,
+}
+
+impl Policy {
+    /// Every policy.
+    pub const ALL: [Policy; 3] = [Policy::Kairos, Policy::LeastOutstanding, Policy::RoundRobin];
+
+    /// Its name in tables and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Kairos => "kairos",
+            Policy::LeastOutstanding => "least outstanding",
+            Policy::RoundRobin => "round robin",
+        }
+    }
+
+    /// Parses `kairos`, `least_outstanding` or `round_robin`.
+    pub fn parse(text: &str) -> Option<Policy> {
+        match text.replace('-', "_").as_str() {
+            "kairos" => Some(Policy::Kairos),
+            "least_outstanding" => Some(Policy::LeastOutstanding),
+            "round_robin" => Some(Policy::RoundRobin),
+            _ => None,
+        }
+    }
+
+    fn yaml(self, qos_ms: f64) -> String {
+        match self {
+            Policy::Kairos => format!("{{kairos: {{qos_ms: {qos_ms}}}}}"),
+            Policy::LeastOutstanding => "least_outstanding".into(),
+            Policy::RoundRobin => "round_robin".into(),
+        }
+    }
 }
 
 /// A pool and its routing.
 #[derive(Debug, Clone)]
 pub struct Setup {
-    /// Label in tables and plots.
-    pub label: String,
+    /// The pool, for tables (`1×emu.fast + 2×emu.slow`).
+    pub pool_label: String,
     /// Instances per type.
     pub pool: Vec<usize>,
-    /// YAML `routing:` value.
-    pub routing: String,
+    /// Routing.
+    pub policy: Policy,
 }
 
-/// One rate point.
+impl Setup {
+    /// Label in tables and plots.
+    pub fn label(&self) -> String {
+        format!("{} · {}", self.pool_label, self.policy.name())
+    }
+
+    /// Whether the pool has one instance type only.
+    pub fn homogeneous(&self) -> bool {
+        self.pool.iter().filter(|&&n| n > 0).count() == 1
+    }
+}
+
+/// One trial.
 #[derive(Debug, Clone, Copy)]
-pub struct RatePoint {
-    /// Offered rate, requests/s.
-    pub rate: f64,
-    /// p50 and p99 latency, ms.
+pub struct Trial {
+    /// p50 latency, ms.
     pub p50_ms: f64,
-    /// p99 latency, ms.
+    /// p99 latency, ms (infinite when nothing was answered).
     pub p99_ms: f64,
     /// Requests not answered with outputs.
     pub errors: usize,
-    /// Answers per second.
-    pub throughput: f64,
+    /// Answers within the QoS target per second.
+    pub goodput: f64,
+}
+
+impl Trial {
+    /// Its p99 as the sweep judges it: infinite when a request went unanswered.
+    pub fn judged_p99(&self) -> f64 {
+        if self.errors > 0 {
+            f64::INFINITY
+        } else {
+            self.p99_ms
+        }
+    }
+}
+
+/// One rate of a sweep.
+#[derive(Debug, Clone)]
+pub struct RatePoint {
+    /// Offered rate, requests/s.
+    pub rate: f64,
+    /// The trials at this rate.
+    pub trials: Vec<Trial>,
+}
+
+impl RatePoint {
+    /// Median over the trials of the judged p99.
+    pub fn median_p99(&self) -> f64 {
+        median(self.trials.iter().map(Trial::judged_p99).collect())
+    }
 }
 
 /// One set-up's results.
@@ -97,18 +202,22 @@ pub struct SetupResult {
     pub setup: Setup,
     /// Pool price, $/h.
     pub cost_per_hour: f64,
-    /// Largest rate meeting QoS, per repeat.
-    pub max_rate: Vec<f64>,
-    /// Every point measured, per repeat.
-    pub points: Vec<Vec<RatePoint>>,
-    /// Share of jobs each type served at the last point of the last repeat.
+    /// The sweep, lowest rate first.
+    pub points: Vec<RatePoint>,
+    /// Largest rate whose median p99 meets QoS (0 when none does).
+    pub max_rate: f64,
+    /// Each trial index's own largest passing rate (the spread of `max_rate`).
+    pub max_rate_per_trial: Vec<f64>,
+    /// The goodput trials at the fixed rate.
+    pub goodput: Vec<Trial>,
+    /// Share of jobs each type served over the whole set-up.
     pub type_share: Vec<f64>,
 }
 
 impl SetupResult {
-    /// Median of the per-repeat maxima.
-    pub fn median_max_rate(&self) -> f64 {
-        median(self.max_rate.clone())
+    /// Median goodput, requests/s.
+    pub fn median_goodput(&self) -> f64 {
+        median(self.goodput.iter().map(|t| t.goodput).collect())
     }
 }
 
@@ -182,8 +291,8 @@ fn make_model(path: &Path, hidden: usize) -> Result<()> {
     Ok(())
 }
 
-/// The set-ups: the heterogeneous pool under three routings, then each homogeneous pool within
-/// the budget.
+/// The set-ups: the heterogeneous pool, then each homogeneous pool within the budget, each under
+/// every policy of the config.
 pub fn setups(config: &KairosLiveConfig) -> Vec<Setup> {
     let describe = |pool: &[usize]| {
         pool.iter()
@@ -193,21 +302,7 @@ pub fn setups(config: &KairosLiveConfig) -> Vec<Setup> {
             .collect::<Vec<_>>()
             .join(" + ")
     };
-    let mut v = Vec::new();
-    for (routing, name) in [
-        (
-            format!("{{kairos: {{qos_ms: {}}}}}", config.qos_ms),
-            "kairos",
-        ),
-        ("round_robin".to_string(), "round robin"),
-        ("least_outstanding".to_string(), "least outstanding"),
-    ] {
-        v.push(Setup {
-            label: format!("{} · {name}", describe(&config.hetero)),
-            pool: config.hetero.clone(),
-            routing,
-        });
-    }
+    let mut pools = vec![config.hetero.clone()];
     for (i, t) in config.types.iter().enumerate() {
         let n = (config.budget_per_hour / t.cost_per_hour + 1e-9).floor() as usize;
         if n == 0 {
@@ -215,11 +310,19 @@ pub fn setups(config: &KairosLiveConfig) -> Vec<Setup> {
         }
         let mut pool = vec![0; config.types.len()];
         pool[i] = n;
-        v.push(Setup {
-            label: format!("{} · least outstanding", describe(&pool)),
-            pool,
-            routing: "least_outstanding".into(),
-        });
+        if !pools.contains(&pool) {
+            pools.push(pool);
+        }
+    }
+    let mut v = Vec::new();
+    for pool in pools {
+        for &policy in &config.policies {
+            v.push(Setup {
+                pool_label: describe(&pool),
+                pool: pool.clone(),
+                policy,
+            });
+        }
     }
     v
 }
@@ -257,27 +360,29 @@ fn graph_yaml(
         model.display(),
         config.max_batch,
         chosen.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "),
-        setup.routing
+        setup.policy.yaml(config.qos_ms)
     ));
     yaml
 }
 
-/// One sweep of `setup`: its largest rate meeting QoS, the points, and each type's job share.
-fn sweep(
+/// One set-up: the sweep, the goodput runs and each type's job share.
+fn run_setup(
     config: &KairosLiveConfig,
     setup: &Setup,
     executors: &[EmulatedExecutor],
     model: &Path,
     dir: &Path,
-) -> Result<(f64, Vec<RatePoint>, Vec<f64>)> {
+) -> Result<SetupResult> {
     let path = dir.join("graph.yaml");
     std::fs::write(&path, graph_yaml(config, setup, executors, model))?;
     let graph = load_graph(&path).map_err(|e| anyhow!("{e}"))?;
     let workload = Workload::random(&graph.plan, 64, 3);
     let running = start(graph.plan, RuntimeOptions::default())?;
-    let mut points = Vec::new();
-    let mut measure = |rate: f64, seed: u64| -> RatePoint {
-        let requests = ((rate * config.seconds_per_point) as usize).clamp(1000, 4000);
+    let qos_us = (config.qos_ms * 1000.0) as u64;
+    let mut seed = 0u64;
+    let mut trial = |rate: f64| -> Trial {
+        seed += 1;
+        let requests = ((rate * config.seconds_per_trial) as usize).clamp(300, 3000);
         let report = run_load(
             running.runtime(),
             &workload,
@@ -290,8 +395,9 @@ fn sweep(
                 progress: false,
             },
         );
-        let p = RatePoint {
-            rate,
+        let within = report.latency_us.count_between(0, qos_us);
+        std::thread::sleep(Duration::from_millis(150));
+        Trial {
             p50_ms: report.latency_ms(0.5),
             p99_ms: if report.ok > 0 {
                 report.latency_ms(0.99)
@@ -299,45 +405,47 @@ fn sweep(
                 f64::INFINITY
             },
             errors: report.sent - report.ok,
-            throughput: report.throughput(),
+            goodput: within as f64 / report.elapsed.as_secs_f64().max(1e-9),
+        }
+    };
+    let trials = config.trials.max(1);
+    let mut points = Vec::new();
+    let mut misses = 0;
+    for rate in config.rates() {
+        let point = RatePoint {
+            rate,
+            trials: (0..trials).map(|_| trial(rate)).collect(),
         };
+        let p99s: Vec<String> = point
+            .trials
+            .iter()
+            .map(|t| format!("{:.1}", t.judged_p99()))
+            .collect();
         eprintln!(
-            "  {:<40} {:>7.1} req/s offered: p50 {:>7.2} ms, p99 {:>8.2} ms, {} errors",
-            setup.label, p.rate, p.p50_ms, p.p99_ms, p.errors
+            "  {:<44} {:>6.1} req/s: median p99 {:>7.1} ms (trials {})",
+            setup.label(),
+            rate,
+            point.median_p99(),
+            p99s.join(", ")
         );
-        points.push(p);
-        std::thread::sleep(Duration::from_millis(200));
-        p
-    };
-    // A point that misses is measured once more and fails only if both miss: on a shared machine
-    // a scheduling hiccup of tens of ms lands in a few hundred samples' p99 now and then.
-    let mut meets = |rate: f64, seed: u64| {
-        let ok = |p: &RatePoint| p.errors == 0 && p.p99_ms <= config.qos_ms;
-        ok(&measure(rate, seed)) || ok(&measure(rate, seed + 1000))
-    };
-    let (mut good, mut bad) = (0.0, None);
-    let mut rate = config.start_rate;
-    for step in 0..30 {
-        if meets(rate, step) {
-            good = rate;
-            rate *= 1.25;
-        } else {
-            bad = Some(rate);
+        let met = point.median_p99() <= config.qos_ms;
+        points.push(point);
+        misses = if met { 0 } else { misses + 1 };
+        if misses == 2 {
             break;
         }
     }
-    if let Some(mut hi) = bad {
-        let mut lo = good;
-        for step in 0..2 {
-            let mid = if lo > 0.0 { (lo + hi) / 2.0 } else { hi / 2.0 };
-            if meets(mid, 100 + step) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        good = lo;
-    }
+    let goodput: Vec<Trial> = (0..trials).map(|_| trial(config.goodput_rate)).collect();
+    eprintln!(
+        "  {:<44} goodput at {} req/s offered: {}",
+        setup.label(),
+        config.goodput_rate,
+        goodput
+            .iter()
+            .map(|t| format!("{:.1}", t.goodput))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let states = running
         .replica_pools()
         .into_iter()
@@ -352,7 +460,32 @@ fn sweep(
             share[e.type_idx] += *dispatched as f64 / total.max(1) as f64;
         }
     }
-    Ok((good, points, share))
+    Ok(SetupResult {
+        setup: setup.clone(),
+        cost_per_hour: pool_cost(config, &setup.pool),
+        max_rate: max_passing(&points, config.qos_ms, None),
+        max_rate_per_trial: (0..trials)
+            .map(|k| max_passing(&points, config.qos_ms, Some(k)))
+            .collect(),
+        points,
+        goodput,
+        type_share: share,
+    })
+}
+
+/// The largest rate of the sweep whose median p99 (or trial `k`'s own p99) meets `qos_ms`.
+pub fn max_passing(points: &[RatePoint], qos_ms: f64, k: Option<usize>) -> f64 {
+    points
+        .iter()
+        .filter(|p| {
+            let p99 = match k {
+                None => p.median_p99(),
+                Some(k) => p.trials.get(k).map_or(f64::INFINITY, Trial::judged_p99),
+            };
+            p99 <= qos_ms
+        })
+        .map(|p| p.rate)
+        .fold(0.0, f64::max)
 }
 
 /// Runs the experiment.
@@ -390,49 +523,49 @@ pub fn kairos_live(config: &KairosLiveConfig, model: &Path) -> Result<Vec<SetupR
     }
     let dir = std::env::temp_dir().join(format!("weir-bench-kairos-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut results: Vec<SetupResult> = setups
-        .iter()
-        .map(|s| SetupResult {
-            setup: s.clone(),
-            cost_per_hour: pool_cost(config, &s.pool),
-            max_rate: Vec::new(),
-            points: Vec::new(),
-            type_share: Vec::new(),
-        })
-        .collect();
-    for repeat in 0..config.repeats {
-        for r in results.iter_mut() {
-            let (max, points, share) = sweep(config, &r.setup, &executors, model, &dir)?;
-            eprintln!(
-                "repeat {}/{} {:<40} max {:>7.1} req/s ({} points)",
-                repeat + 1,
-                config.repeats,
-                r.setup.label,
-                max,
-                points.len()
-            );
-            r.max_rate.push(max);
-            r.points.push(points);
-            r.type_share = share;
-        }
+    let mut results = Vec::new();
+    for setup in &setups {
+        let r = run_setup(config, setup, &executors, model, &dir)?;
+        eprintln!(
+            "{:<46} max {:>6.1} req/s (per trial {:?}), goodput {:.1} req/s",
+            setup.label(),
+            r.max_rate,
+            r.max_rate_per_trial,
+            r.median_goodput()
+        );
+        results.push(r);
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(results)
 }
 
-/// The Markdown table: per set-up, price, median largest rate meeting QoS, the per-repeat values,
-/// ratios against the best homogeneous pool and against Kairos, and each type's share of jobs.
+fn spread(values: &[f64]) -> String {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if values.is_empty() {
+        "–".into()
+    } else {
+        format!("{lo:.0}–{hi:.0}")
+    }
+}
+
+/// The best homogeneous set-up (largest max rate, then goodput), whatever its policy.
+fn best_homogeneous(results: &[SetupResult]) -> Option<&SetupResult> {
+    results
+        .iter()
+        .filter(|r| r.setup.homogeneous())
+        .max_by(|a, b| {
+            (a.max_rate, a.median_goodput())
+                .partial_cmp(&(b.max_rate, b.median_goodput()))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+}
+
+/// The Markdown table (one row per pool × policy), the comparisons, and every point.
 pub fn kairos_live_table(config: &KairosLiveConfig, results: &[SetupResult]) -> String {
-    let best_homo = results
-        .iter()
-        .filter(|r| r.setup.pool.iter().filter(|&&n| n > 0).count() == 1)
-        .map(SetupResult::median_max_rate)
-        .fold(0.0, f64::max);
-    let kairos = results
-        .iter()
-        .find(|r| r.setup.routing.starts_with("{kairos"))
-        .map(SetupResult::median_max_rate)
-        .unwrap_or(0.0);
+    let best_homo = best_homogeneous(results);
+    let (homo_rate, homo_goodput) =
+        best_homo.map_or((0.0, 0.0), |r| (r.max_rate, r.median_goodput()));
     let types: Vec<String> = config
         .types
         .iter()
@@ -443,19 +576,31 @@ pub fn kairos_live_table(config: &KairosLiveConfig, results: &[SetupResult]) -> 
             )
         })
         .collect();
+    let rates = config.rates();
     let mut s = format!(
-        "Types: {}. Budget ${}/h, p99 target {} ms, MLP 64→{}→{}→10, jobs ≤ {} rows, {} repeats.\n\n",
+        "Types: {}. Budget ${}/h, p99 target {} ms, MLP 64→{}→{}→10, jobs and executor calls ≤ {} rows. \
+         Sweep: {} rates from {} to {} req/s (×{}), {} trials of {} s each per rate, stopping after two misses; \
+         goodput at {} req/s offered, {} trials.\n\n",
         types.join(", "),
         config.budget_per_hour,
         config.qos_ms,
         config.hidden,
         config.hidden,
         config.max_batch,
-        config.repeats
+        rates.len(),
+        rates.first().copied().unwrap_or(0.0),
+        rates.last().copied().unwrap_or(0.0),
+        config.rate_step,
+        config.trials,
+        config.seconds_per_trial,
+        config.goodput_rate,
+        config.trials,
     );
-    s.push_str("| set-up | $/h | max req/s meeting p99 (median) | per repeat | vs best homogeneous | Kairos vs it | jobs per type (last run) |\n|---|---|---|---|---|---|---|\n");
+    s.push_str(&format!(
+        "| pool | routing | $/h | max req/s with median p99 ≤ {} ms | per-trial max (spread) | vs best homogeneous | goodput at {} req/s, median [range] | vs best homogeneous | jobs per type |\n|---|---|---|---|---|---|---|---|---|\n",
+        config.qos_ms, config.goodput_rate
+    ));
     for r in results {
-        let m = r.median_max_rate();
         let share: Vec<String> = r
             .type_share
             .iter()
@@ -463,30 +608,91 @@ pub fn kairos_live_table(config: &KairosLiveConfig, results: &[SetupResult]) -> 
             .filter(|(x, _)| **x > 0.0)
             .map(|(x, t)| format!("{} {:.0} %", t.name, x * 100.0))
             .collect();
+        let goodputs: Vec<f64> = r.goodput.iter().map(|t| t.goodput).collect();
         s.push_str(&format!(
-            "| {} | {:.2} | {:.1} | {} | {:.2} | {} | {} |\n",
-            r.setup.label,
+            "| {} | {} | {:.2} | {:.1} | {} ({}) | {:.2} | {:.1} [{}] | {:.2} | {} |\n",
+            r.setup.pool_label,
+            r.setup.policy.name(),
             r.cost_per_hour,
-            m,
-            r.max_rate
+            r.max_rate,
+            r.max_rate_per_trial
                 .iter()
                 .map(|x| format!("{x:.0}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            m / best_homo.max(1e-9),
-            if m > 0.0 {
-                format!("{:.2}", kairos / m)
-            } else {
-                "–".into()
-            },
+            spread(&r.max_rate_per_trial),
+            r.max_rate / homo_rate.max(1e-9),
+            r.median_goodput(),
+            spread(&goodputs),
+            r.median_goodput() / homo_goodput.max(1e-9),
             share.join(", ")
         ));
+    }
+    let hetero: Vec<&SetupResult> = results
+        .iter()
+        .filter(|r| r.setup.pool == config.hetero)
+        .collect();
+    if let (Some(k), Some(h)) = (
+        hetero.iter().find(|r| r.setup.policy == Policy::Kairos),
+        best_homo,
+    ) {
+        s.push_str(&format!(
+            "\nBest homogeneous: {} ({:.1} req/s, goodput {:.1}). Kairos on {}: {:.2}× its max rate, {:.2}× its goodput.\n",
+            h.setup.label(),
+            h.max_rate,
+            h.median_goodput(),
+            k.setup.pool_label,
+            k.max_rate / h.max_rate.max(1e-9),
+            k.median_goodput() / h.median_goodput().max(1e-9),
+        ));
+        for o in hetero.iter().filter(|r| r.setup.policy != Policy::Kairos) {
+            s.push_str(&format!(
+                "Kairos vs {} on the same pool: {:.2}× max rate, {:.2}× goodput.\n",
+                o.setup.policy.name(),
+                k.max_rate / o.max_rate.max(1e-9),
+                k.median_goodput() / o.median_goodput().max(1e-9),
+            ));
+        }
     }
     s
 }
 
-/// p99 latency against offered rate per set-up (the median repeat's sweep, by its maximum), with
-/// the QoS target as a dashed line.
+/// Every trial, one line each, for the record.
+pub fn kairos_live_points(results: &[SetupResult]) -> String {
+    let mut s = String::from("set-up\trate\ttrial\tp50_ms\tp99_ms\terrors\tgoodput\n");
+    for r in results {
+        let goodput = r.goodput.iter().map(|t| ("goodput", t));
+        for p in &r.points {
+            for (k, t) in p.trials.iter().enumerate() {
+                s.push_str(&format!(
+                    "{}\t{}\t{}\t{:.2}\t{:.2}\t{}\t{:.1}\n",
+                    r.setup.label(),
+                    p.rate,
+                    k,
+                    t.p50_ms,
+                    t.p99_ms,
+                    t.errors,
+                    t.goodput
+                ));
+            }
+        }
+        for (k, (what, t)) in goodput.enumerate() {
+            s.push_str(&format!(
+                "{}\t{what}\t{}\t{:.2}\t{:.2}\t{}\t{:.1}\n",
+                r.setup.label(),
+                k,
+                t.p50_ms,
+                t.p99_ms,
+                t.errors,
+                t.goodput
+            ));
+        }
+    }
+    s
+}
+
+/// Median p99 over the trials against offered rate per set-up (the bars span the trials), with
+/// the QoS target as a line; the heterogeneous pool solid, homogeneous pools thinner.
 ///
 /// # Errors
 /// When the image cannot be drawn or written.
@@ -495,37 +701,20 @@ pub fn plot_kairos_live(
     results: &[SetupResult],
     path: &Path,
 ) -> Result<()> {
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1000, 620)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let sweeps: Vec<Vec<(f64, f64)>> = results
+    let top = config.qos_ms * 3.0;
+    let cap = |v: f64| v.min(top);
+    let right = results
         .iter()
-        .map(|r| {
-            let m = r.median_max_rate();
-            let idx = r
-                .max_rate
-                .iter()
-                .position(|&x| x == m)
-                .unwrap_or_else(|| r.max_rate.len().saturating_sub(1));
-            let mut pts: Vec<(f64, f64)> = r
-                .points
-                .get(idx)
-                .map(|v| {
-                    v.iter()
-                        .map(|p| (p.rate, p.p99_ms.min(config.qos_ms * 4.0)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            pts
-        })
-        .collect();
-    let right = sweeps.iter().flatten().map(|p| p.0).fold(1.0, f64::max) * 1.05;
-    let top = config.qos_ms * 4.0;
+        .flat_map(|r| r.points.iter().map(|p| p.rate))
+        .fold(1.0, f64::max)
+        * 1.05;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
-                "Kairos live: p99 latency vs offered load (budget ${}/h)",
-                config.budget_per_hour
+                "Kairos live: median p99 over {} trials vs offered load (budget ${}/h)",
+                config.trials, config.budget_per_hour
             ),
             ("sans-serif", 20),
         )
@@ -537,7 +726,7 @@ pub fn plot_kairos_live(
     chart
         .configure_mesh()
         .x_desc("offered rate, requests/s (Poisson)")
-        .y_desc("p99 latency, ms (capped at 4× QoS)")
+        .y_desc("p99 latency, ms (capped at 3× QoS)")
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     chart
@@ -548,29 +737,90 @@ pub fn plot_kairos_live(
         .map_err(|e| anyhow!("{e}"))?
         .label(format!("p99 target {} ms", config.qos_ms))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
-    let colors = [
+    let pool_colors = [
         RED,
         BLUE,
-        GREEN,
+        RGBColor(0, 150, 0),
+        RGBColor(255, 140, 0),
         MAGENTA,
         CYAN,
-        RGBColor(255, 140, 0),
-        RGBColor(120, 60, 0),
     ];
-    for (k, (r, pts)) in results.iter().zip(sweeps).enumerate() {
-        let color = colors[k % colors.len()];
-        let style = ShapeStyle::from(color).stroke_width(2);
+    let mut pools: Vec<&Vec<usize>> = Vec::new();
+    for r in results {
+        if !pools.contains(&&r.setup.pool) {
+            pools.push(&r.setup.pool);
+        }
+    }
+    for r in results {
+        let pi = pools.iter().position(|p| **p == r.setup.pool).unwrap_or(0);
+        let color = pool_colors[pi % pool_colors.len()];
+        let width = if r.setup.homogeneous() { 1 } else { 3 };
+        let style = ShapeStyle::from(color).stroke_width(width);
+        let pts: Vec<(f64, f64)> = r
+            .points
+            .iter()
+            .map(|p| (p.rate, cap(p.median_p99())))
+            .collect();
+        let label = format!(
+            "{} (max {:.0}/s, goodput {:.0}/s)",
+            r.setup.label(),
+            r.max_rate,
+            r.median_goodput()
+        );
+        // Policy by marker: Kairos circles, least outstanding triangles, round robin crosses.
+        match r.setup.policy {
+            Policy::Kairos => {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), style))
+                    .map_err(|e| anyhow!("{e}"))?
+                    .label(label)
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 4, style.filled()));
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, style.filled())))
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+            Policy::LeastOutstanding => {
+                chart
+                    .draw_series(DashedLineSeries::new(pts.clone(), 8, 4, style))
+                    .map_err(|e| anyhow!("{e}"))?
+                    .label(label)
+                    .legend(move |(x, y)| TriangleMarker::new((x + 9, y), 5, style.filled()));
+                chart
+                    .draw_series(
+                        pts.iter()
+                            .map(|&p| TriangleMarker::new(p, 5, style.filled())),
+                    )
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+            Policy::RoundRobin => {
+                chart
+                    .draw_series(DashedLineSeries::new(pts.clone(), 2, 4, style))
+                    .map_err(|e| anyhow!("{e}"))?
+                    .label(label)
+                    .legend(move |(x, y)| Cross::new((x + 9, y), 4, style));
+                chart
+                    .draw_series(pts.iter().map(|&p| Cross::new(p, 4, style)))
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+        }
+        // The trials' range at each rate.
         chart
-            .draw_series(LineSeries::new(pts.clone(), style))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(format!(
-                "{} (max {:.0}/s)",
-                r.setup.label,
-                r.median_max_rate()
-            ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, style.filled())))
+            .draw_series(r.points.iter().map(|p| {
+                let lo = p
+                    .trials
+                    .iter()
+                    .map(Trial::judged_p99)
+                    .fold(f64::INFINITY, f64::min);
+                let hi = p
+                    .trials
+                    .iter()
+                    .map(Trial::judged_p99)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                PathElement::new(
+                    vec![(p.rate, cap(lo)), (p.rate, cap(hi))],
+                    ShapeStyle::from(color.mix(0.4)).stroke_width(1),
+                )
+            }))
             .map_err(|e| anyhow!("{e}"))?;
     }
     super::plot::draw_legend(&mut chart)?;
