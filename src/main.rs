@@ -393,6 +393,11 @@ struct HamsBenchArgs {
     /// Instead: the lineage's cost per batch of 64 rows against the path length (R16).
     #[arg(long)]
     lineage: bool,
+    /// Instead: X7, released outputs a checkpoint replay contradicts under non-determinism, for
+    /// each of these checkpoint intervals (comma-separated batches), against NSPB; `--trials`
+    /// failovers each, plot beside `--plot` as `divergence.png`.
+    #[arg(long, value_delimiter = ',')]
+    divergence: Vec<u64>,
     /// Where the batch sweep's plot goes.
     #[arg(long, default_value = "benchmarks/hams/batch_sweep.png")]
     plot: PathBuf,
@@ -1214,6 +1219,24 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
         match weir::bench::plot::plot_lineage_cost(&points, &path) {
             Ok(()) => println!("\nplot: {}", path.display()),
             Err(e) => eprintln!("no plot written ({}): {e:#}", path.display()),
+        }
+        return Ok(());
+    }
+    if !args.divergence.is_empty() {
+        use weir::bench::hams_divergence::{divergence, divergence_points, divergence_table};
+        let rows = divergence(&config, &args.divergence)?;
+        print!("{}", divergence_table(&rows, &config));
+        let path = args.plot.with_file_name("divergence.png");
+        match weir::bench::plot::plot_hams_divergence(&divergence_points(&rows), &path) {
+            Ok(()) => println!("\nplot: {}", path.display()),
+            Err(e) => eprintln!("no plot written ({}): {e:#}", path.display()),
+        }
+        let broken: usize = rows
+            .iter()
+            .map(|r| r.trials.iter().filter(|t| !t.answered_once).count())
+            .sum();
+        if broken > 0 {
+            bail!("{broken} trials lost or duplicated a request");
         }
         return Ok(());
     }

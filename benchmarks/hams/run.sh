@@ -16,3 +16,7 @@ $WEIR bench hams --compute-ms 0 --requests 1000 --repeats 3 --sweep-batch 1,4,16
   --plot benchmarks/hams/batch_sweep.png 2>/dev/null | tee benchmarks/hams/batch_sweep.md
 # R16 / X10: lineage cost per batch of 64 rows against the path length
 $WEIR bench hams --lineage 2>/dev/null | tee benchmarks/hams/lineage_cost.md
+# X7: released outputs a checkpoint replay contradicts under non-determinism, per checkpoint
+# interval, against NSPB (counts, not timings; plot benchmarks/hams/divergence.png)
+$WEIR bench hams --divergence 1,10,50,100,150 --trials 10 --batch 8 --concurrency 16 \
+  --plot benchmarks/hams/divergence.png 2>/dev/null | tee benchmarks/hams/divergence.md

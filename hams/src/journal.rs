@@ -50,6 +50,12 @@ pub enum Event {
         /// Hash of the state the batch made.
         #[serde(default)]
         state_hash: u64,
+        /// Per row, the label of its first output (argmax), in `request_ids` order.
+        #[serde(default)]
+        row_labels: Vec<u32>,
+        /// Per row, a hash of its first output rounded to 8 bits.
+        #[serde(default)]
+        row_coarse: Vec<u64>,
         /// When the primary answered the batch (µs since the Unix epoch).
         #[serde(default)]
         replied_at_us: u64,
@@ -183,6 +189,8 @@ pub struct Report {
     pub reexecuted: usize,
     /// Of those, versions whose re-execution produced different outputs (non-determinism seen).
     pub diverged: usize,
+    /// X7: what re-executions did to replies already released (see [`Divergence`]).
+    pub divergence: Divergence,
     /// Applied states compared with the state their primary made (R5).
     pub states_compared: usize,
     /// Batches whose reply and whose state's arrival at the backup were both timed (R6).
@@ -191,6 +199,94 @@ pub struct Report {
     pub replied_before_backup_received: usize,
     /// Every violation, for people.
     pub violations: Vec<String>,
+}
+
+/// X7 (notes/hams.md §5.2): released rows whose version a node ran again (a checkpoint replay,
+/// or a rollback) and how the last run of that version differs from what the client got. Under
+/// NSPB released rows come from durable versions, which are never run again, so all stay zero
+/// however much the re-executions diverge; under checkpoint-and-replay they count the outputs
+/// the recovered system contradicts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Divergence {
+    /// Released rows whose version was run again.
+    pub rows: usize,
+    /// Of those, rows whose output differs at all (bitwise).
+    pub differ: usize,
+    /// Rows whose output differs after rounding each value to 8 bits.
+    pub differ_8bit: usize,
+    /// Rows whose label (argmax) flipped.
+    pub label_flips: usize,
+}
+
+/// One run of a row at a node: epoch, version, exact hash, label, 8-bit hash.
+type RowRun = (Epoch, Seq, u64, u32, u64);
+
+/// Counts [`Divergence`]: for each released request and each stateful node it passed, the run
+/// that was released (the one whose hash the reply carries; without one, as under checkpoints
+/// where replies leave at once, the first run) against the last run of the same version.
+fn divergence(events: &[Event]) -> Divergence {
+    // Per request id, per node, every run of its row.
+    let mut runs: HashMap<u64, BTreeMap<NodeId, Vec<RowRun>>> = HashMap::new();
+    for e in events {
+        if let Event::Produced {
+            node,
+            epoch,
+            seq,
+            request_ids,
+            row_hashes,
+            row_labels,
+            row_coarse,
+            ..
+        } = e
+        {
+            for (i, &id) in request_ids.iter().enumerate() {
+                let hash = row_hashes.get(i).copied().unwrap_or(0);
+                let label = row_labels.get(i).copied().unwrap_or(0);
+                let coarse = row_coarse.get(i).copied().unwrap_or(0);
+                runs.entry(id)
+                    .or_default()
+                    .entry(*node)
+                    .or_default()
+                    .push((*epoch, *seq, hash, label, coarse));
+            }
+        }
+    }
+    let mut d = Divergence::default();
+    for e in events {
+        let Event::Released { request_id, passed } = e else {
+            continue;
+        };
+        let Some(nodes) = runs.get(request_id) else {
+            continue;
+        };
+        for (node, rows) in nodes {
+            let released = match passed.iter().find(|(n, _, _)| n == node) {
+                // Several runs may have made the same output; the latest of them is the one
+                // the reply names.
+                Some(&(_, seq, hash)) => rows
+                    .iter()
+                    .filter(|r| r.1 == seq && r.2 == hash)
+                    .max_by_key(|r| r.0),
+                None => rows.iter().min_by_key(|r| r.0),
+            };
+            let Some(&released) = released else { continue };
+            let Some(&last) = rows
+                .iter()
+                .filter(|r| r.1 == released.1)
+                .max_by_key(|r| r.0)
+            else {
+                continue;
+            };
+            if last.0 == released.0 {
+                continue;
+            }
+            d.rows += 1;
+            d.differ += usize::from(last.2 != released.2);
+            d.label_flips += usize::from(last.3 != released.3);
+            d.differ_8bit += usize::from(last.4 != released.4);
+        }
+    }
+    d
 }
 
 /// Checks the journal's events (see the module doc).
@@ -330,6 +426,7 @@ pub fn check(events: &[Event]) -> Report {
             }
         }
     }
+    r.divergence = divergence(events);
     r
 }
 
@@ -412,6 +509,65 @@ mod tests {
         assert!(v.iter().any(|m| m.starts_with("R3")), "{v:?}");
     }
 
+    fn run(epoch: Epoch, seq: Seq, ids: Vec<u64>, rows: Vec<(u64, u32, u64)>) -> Event {
+        Event::Produced {
+            node: 1,
+            epoch,
+            seq,
+            request_ids: ids,
+            row_hashes: rows.iter().map(|r| r.0).collect(),
+            row_labels: rows.iter().map(|r| r.1).collect(),
+            row_coarse: rows.iter().map(|r| r.2).collect(),
+            choice: None,
+            state_hash: 0,
+            replied_at_us: 0,
+        }
+    }
+
+    #[test]
+    fn divergence_compares_what_was_released_with_the_last_rerun() {
+        // Checkpoint-like: replies carry no hash, so the first run is what left; version 2 ran
+        // again with a last-bit change on request 20 and a flipped label on request 21.
+        let events = vec![
+            run(1, 1, vec![10], vec![(1, 3, 5)]),
+            run(1, 2, vec![20, 21], vec![(2, 3, 6), (3, 4, 7)]),
+            run(2, 2, vec![20, 21], vec![(9, 3, 6), (8, 5, 8)]),
+            Event::Released {
+                request_id: 10,
+                passed: vec![],
+            },
+            Event::Released {
+                request_id: 20,
+                passed: vec![],
+            },
+            Event::Released {
+                request_id: 21,
+                passed: vec![],
+            },
+        ];
+        let d = check(&events).divergence;
+        assert_eq!(
+            d,
+            Divergence {
+                rows: 2,
+                differ: 2,
+                differ_8bit: 1,
+                label_flips: 1
+            }
+        );
+        // NSPB-like: the reply names the durable run (epoch 2's version 3); the rolled-back
+        // epoch-1 run of version 2 was never released, so nothing counts.
+        let events = vec![
+            run(1, 2, vec![30], vec![(4, 1, 1)]),
+            run(2, 3, vec![30], vec![(5, 2, 2)]),
+            Event::Released {
+                request_id: 30,
+                passed: vec![(1, 3, 5)],
+            },
+        ];
+        assert_eq!(check(&events).divergence, Divergence::default());
+    }
+
     #[test]
     fn a_torn_or_repeated_apply_is_reported() {
         let produced = Event::Produced {
@@ -420,6 +576,8 @@ mod tests {
             seq: 1,
             request_ids: vec![10],
             row_hashes: vec![100],
+            row_labels: vec![0],
+            row_coarse: vec![0],
             choice: None,
             state_hash: 7,
             replied_at_us: 0,

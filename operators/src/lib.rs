@@ -10,6 +10,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod capabilities;
 pub mod model;
 pub mod parity;
 pub mod stateful;

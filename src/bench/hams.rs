@@ -14,7 +14,10 @@
 //! *protocol* (promotion, rollback, retries, resume) and *handover* (resume → the first reply
 //! after it), and whether every request was answered once. Medians over the trials.
 //!
-//! Checkpoint-and-replay is not implemented as a mode; see `benchmarks/README.md`.
+//! Both parts also run the checkpoint-and-replay baseline (`replication: {mode: checkpoint}`:
+//! replies at once, the whole state to the backup every `--checkpoint-every` batches, replay of
+//! the batches since then after a failover). [`super::hams_divergence`] measures what that
+//! replay does to released outputs (X7).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -50,8 +53,17 @@ pub struct HamsBenchConfig {
     pub checkpoint_every: u64,
 }
 
+/// What a benchmark's executors run with beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub(super) struct MemberExtras {
+    /// `--perturb`: each batch's rows in a seeded order per (node, version, epoch).
+    pub perturb: bool,
+    /// `WEIR_HAMS_JOURNAL`: the folder every member journals into.
+    pub journal: Option<PathBuf>,
+}
+
 /// A `weir executor` serving stateful models, SIGKILLed when dropped.
-struct MemberProcess {
+pub(super) struct MemberProcess {
     child: Child,
 }
 
@@ -62,10 +74,17 @@ impl MemberProcess {
         peers: &[String],
         models: &[(String, PathBuf)],
         compute_ms: f64,
+        extras: &MemberExtras,
     ) -> Result<Self> {
         let exe = std::env::current_exe().context("locating the weir binary")?;
         let mut cmd = Command::new(exe);
         cmd.args(["executor", "--name", name, "--listen", endpoint]);
+        if extras.perturb {
+            cmd.arg("--perturb");
+        }
+        if let Some(dir) = &extras.journal {
+            cmd.env("WEIR_HAMS_JOURNAL", dir);
+        }
         for p in peers {
             cmd.args(["--connect", p]);
         }
@@ -77,7 +96,7 @@ impl MemberProcess {
         Ok(MemberProcess { child })
     }
 
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -141,16 +160,33 @@ impl Service {
 }
 
 /// The executors of one graph: per stateful node, `[primary, backup]` (only the primary under
-/// `none`).
-struct Deployment {
-    members: Vec<(String, String, MemberProcess)>,
+/// `none`): (name, endpoint, process).
+pub(super) struct Deployment {
+    pub(super) members: Vec<(String, String, MemberProcess)>,
 }
 
 impl Deployment {
     fn start(config: &HamsBenchConfig, service: Service, mode: &str, tag: &str) -> Result<Self> {
+        Deployment::start_nodes(
+            config,
+            &service.stateful(),
+            mode,
+            tag,
+            &MemberExtras::default(),
+        )
+    }
+
+    /// Executors for stateful nodes `nodes` ((node, model file) pairs).
+    pub(super) fn start_nodes(
+        config: &HamsBenchConfig,
+        nodes: &[(&str, &str)],
+        mode: &str,
+        tag: &str,
+        extras: &MemberExtras,
+    ) -> Result<Self> {
         let mut members: Vec<(String, String, MemberProcess)> = Vec::new();
         let copies = if mode == "none" { 1 } else { 2 };
-        for (node, file) in service.stateful() {
+        for &(node, file) in nodes {
             for c in 0..copies {
                 let name = format!("hb-{tag}-{node}-{c}");
                 let endpoint = free_endpoint()?;
@@ -161,6 +197,7 @@ impl Deployment {
                     &peers,
                     &[(node.to_string(), config.models.join(file))],
                     config.compute_ms,
+                    extras,
                 )?;
                 members.push((name, endpoint, p));
             }
@@ -168,7 +205,7 @@ impl Deployment {
         Ok(Deployment { members })
     }
 
-    fn replicas(&self, node: &str) -> Vec<&str> {
+    pub(super) fn replicas(&self, node: &str) -> Vec<&str> {
         self.members
             .iter()
             .filter(|m| m.0.contains(&format!("-{node}-")))
@@ -177,7 +214,7 @@ impl Deployment {
     }
 }
 
-fn stateful_node(
+pub(super) fn stateful_node(
     id: &str,
     file: &Path,
     input: &str,
@@ -292,23 +329,50 @@ fn request(service: Service, rng: &mut rand::rngs::StdRng) -> Vec<NamedTensor> {
 }
 
 /// One closed-loop run: per request (submitted at, answered at, ok), by index.
-struct Run {
+pub(super) struct Run {
     started: Instant,
-    ended: Instant,
-    done: Vec<(Instant, Instant, bool)>,
-    answers: HashMap<usize, usize>,
+    pub(super) ended: Instant,
+    pub(super) done: Vec<(Instant, Instant, bool)>,
+    pub(super) answers: HashMap<usize, usize>,
 }
 
-/// Runs `n` requests `concurrency` at a time; `during(i, now)` after submitting request `i`.
+impl Run {
+    /// Every request answered exactly once, none failed.
+    pub(super) fn answered_once(&self, n: usize) -> bool {
+        self.done.iter().all(|d| d.2)
+            && self.answers.len() == n
+            && self.answers.values().all(|&c| c == 1)
+    }
+}
+
+/// Runs `n` random requests of `service` `concurrency` at a time; `during(i)` after submitting
+/// request `i`.
 fn closed_loop(
     graph: &RunningGraph,
     service: Service,
     n: usize,
     concurrency: usize,
     seed: u64,
-    mut during: impl FnMut(usize),
+    during: impl FnMut(usize),
 ) -> Run {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    closed_loop_of(
+        graph,
+        n,
+        concurrency,
+        |_| request(service, &mut rng),
+        during,
+    )
+}
+
+/// Runs requests `make(0..n)` `concurrency` at a time; `during(i)` after submitting request `i`.
+pub(super) fn closed_loop_of(
+    graph: &RunningGraph,
+    n: usize,
+    concurrency: usize,
+    mut make: impl FnMut(usize) -> Vec<NamedTensor>,
+    mut during: impl FnMut(usize),
+) -> Run {
     let (tx, rx) = crossbeam_channel::unbounded::<(usize, Instant, bool)>();
     let mut submitted: Vec<Instant> = Vec::with_capacity(n);
     let mut done: Vec<Option<(Instant, bool)>> = vec![None; n];
@@ -322,7 +386,7 @@ fn closed_loop(
             let tx = tx.clone();
             submitted.push(Instant::now());
             let ok = graph.runtime().submit(
-                request(service, &mut rng),
+                make(i),
                 Box::new(move |r| {
                     if let Err(e) = &r {
                         tracing::warn!(request = i, error = %e, "A benchmark request failed.");
@@ -365,7 +429,7 @@ fn closed_loop(
     }
 }
 
-fn start_graph(yaml: &str, tag: &str) -> Result<RunningGraph> {
+pub(super) fn start_graph(yaml: &str, tag: &str) -> Result<RunningGraph> {
     let path =
         std::env::temp_dir().join(format!("weir-bench-hams-{tag}-{}.yaml", std::process::id()));
     std::fs::write(&path, yaml)?;
@@ -383,7 +447,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     percentile(&v, 0.5)
 }
@@ -560,9 +624,7 @@ pub fn failover(config: &HamsBenchConfig) -> Result<Vec<(&'static str, Vec<Trial
                 total_ms: ms(first_after.saturating_duration_since(killed)),
                 retried: rec.retried,
                 replayed: rec.replayed,
-                exactly_once: run.done.iter().all(|d| d.2)
-                    && run.answers.len() == n
-                    && run.answers.values().all(|&c| c == 1),
+                exactly_once: run.answered_once(n),
             });
         }
         out.push((label, trials));

@@ -10,6 +10,8 @@
 //! - [`kairos_live`]: Kairos routing against round robin, least outstanding and the best
 //!   homogeneous pool at one budget, on executors of emulated instance types.
 //! - [`hams`]: HAMS's normal-case cost (NSPB, Remus-like, none) and stateful failover time.
+//! - [`hams_divergence`]: released outputs a checkpoint replay contradicts under
+//!   non-determinism, per checkpoint interval, against NSPB (X7).
 //! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
 //! - [`serf`]: SERF's M/D_interf/c predictions against measured mean latency on ONNX Runtime,
 //!   per fixed configuration and load.
@@ -17,6 +19,7 @@
 //!   moderate → low → moderate load.
 
 pub mod hams;
+pub mod hams_divergence;
 pub mod http;
 pub mod kairos_live;
 pub mod overhead;

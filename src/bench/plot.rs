@@ -262,6 +262,50 @@ pub fn plot_hams_batch_sweep(rows: &[(usize, &str, f64)], title: &str, path: &Pa
     Ok(())
 }
 
+/// X7: released rows a checkpoint replay contradicts against the checkpoint interval. `points`
+/// are (interval, median rows differing bitwise, at 8 bits, by label).
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_hams_divergence(points: &[(u64, f64, f64, f64)], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = points.iter().map(|p| p.1.max(p.2)).fold(1.0, f64::max) * 1.2;
+    let right = points.iter().map(|p| p.0).max().unwrap_or(1) as f64 * 1.05 + 1.0;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Checkpoint replay: released outputs contradicted",
+            ("sans-serif", 20),
+        )
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0f64..right, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("checkpoint every N batches")
+        .y_desc("released rows per failover (median)")
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let series = [
+        ("differ bitwise", BLUE, 0),
+        ("differ at 8 bits", RED, 1),
+        ("label flipped", GREEN, 2),
+    ];
+    for (name, color, k) in series {
+        let line: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| (p.0 as f64, [p.1, p.2, p.3][k]))
+            .collect();
+        draw_line_with_points(&mut chart, line, color, name.to_string())?;
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
 /// HAMS lineage cost per batch (µs) against the number of hops on the request path (R16).
 ///
 /// # Errors

@@ -82,6 +82,11 @@ pub struct TempDir(pub PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // `WEIR_IT_KEEP=1` keeps the folders (journals, graphs) for a look after a failure.
+        if std::env::var_os("WEIR_IT_KEEP").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
@@ -133,6 +138,14 @@ pub fn collect_outputs(
 /// Spawns a `weir executor` command (stdout piped) and waits for its ready line, which must
 /// start with `weir executor <name> serving`.
 pub fn spawn_executor(cmd: &mut std::process::Command, name: &str) -> std::process::Child {
+    try_spawn_executor(cmd, name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`spawn_executor`], returning why it did not start (the process is gone then).
+pub fn try_spawn_executor(
+    cmd: &mut std::process::Command,
+    name: &str,
+) -> Result<std::process::Child, String> {
     use std::io::BufRead;
     let mut child = cmd
         .current_dir(repo())
@@ -148,9 +161,11 @@ pub fn spawn_executor(cmd: &mut std::process::Command, name: &str) -> std::proce
         // Never leave the process behind a failed start.
         let _ = child.kill();
         let _ = child.wait();
-        panic!("executor {name} did not start: first line `{line}`");
+        return Err(format!(
+            "executor {name} did not start: first line `{line}`"
+        ));
     }
-    child
+    Ok(child)
 }
 
 /// Sends `sig` (`-STOP`, `-CONT`, `-TERM`, ...) to process `pid`, asserting it was delivered.

@@ -203,7 +203,7 @@ impl ReplyTable {
     /// Answers `id` with `response` once every version in `deps` is durable (at once if none).
     pub fn answer_when_durable(&self, id: u64, deps: Vec<Dep>, response: Response) {
         if deps.is_empty() {
-            self.answer(id, Ok(response));
+            self.release(id, response);
             return;
         }
         if !self.is_live(id) {

@@ -206,24 +206,27 @@ fn roll_back(inner: &mut Inner, a: &Assign, to: Seq) -> Result<Seq, String> {
     Ok(target)
 }
 
-/// The primary keeps its state and gets a new backup, or none (solo). The durable floor stays;
-/// without a backup, the versions above it become durable by the solo rule (they were shipped to
-/// a backup that is gone), with one, by the new backup's whole-state transfer.
+/// The primary keeps its state and gets a new backup, or none (solo). The durable floor stays.
+/// Going solo, the versions above it (shipped to a backup that is gone) become durable by the
+/// solo rule. Getting a backup after solo, the versions the solo rule still holds stay queued
+/// and become durable by it as before (each journaled as applied, which the release rule checks
+/// per version); the new backup's whole-state transfer covers the versions after them.
 fn change_backup(inner: &mut Inner, a: &Assign, solo: bool) {
+    if !solo {
+        return;
+    }
     let floor = inner.floor();
     inner.apply.reset(a.epoch, floor);
-    if solo {
-        let undurable: Vec<StateHeader> = inner
-            .retained
-            .range(floor + 1..)
-            .map(|(_, (h, _))| StateHeader {
-                epoch: a.epoch,
-                ..h.clone()
-            })
-            .collect();
-        for h in undurable {
-            inner.apply.offer(h, None);
-        }
+    let undurable: Vec<StateHeader> = inner
+        .retained
+        .range(floor + 1..)
+        .map(|(_, (h, _))| StateHeader {
+            epoch: a.epoch,
+            ..h.clone()
+        })
+        .collect();
+    for h in undurable {
+        inner.apply.offer(h, None);
     }
 }
 

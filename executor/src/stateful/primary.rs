@@ -16,7 +16,7 @@ use weir_hams::protocol::{
     encode_frame, member_key, Assign, Mode, Refusal, RunHeader, RunReply, StateHeader,
 };
 use weir_hams::Seq;
-use weir_operators::model::stateful_step::{row_hashes, seeded_order, StateVersion};
+use weir_operators::model::stateful_step::{row_hashes, row_summaries, seeded_order, StateVersion};
 use zenoh::query::Query;
 use zenoh::Wait;
 
@@ -163,12 +163,19 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         }
     };
     let hashes = row_hashes(&outputs, rows);
+    let (row_labels, row_coarse) = if ctx.journal.enabled() {
+        row_summaries(&outputs, rows)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let produced = JournalEvent::Produced {
         node: assign.node_id,
         epoch: header.epoch,
         seq: header.seq,
         request_ids: header.request_ids.clone(),
         row_hashes: hashes.clone(),
+        row_labels,
+        row_coarse,
         choice,
         state_hash: if ctx.journal.enabled() {
             state_hash(&next)

@@ -12,12 +12,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::capabilities::RowsAndErrors;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
-use timely::dataflow::operators::Capability;
 use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::append_hop;
@@ -46,7 +46,7 @@ pub struct ModelOperator {
 }
 
 struct InFlight {
-    cap: Capability<u64>,
+    caps: RowsAndErrors,
     batch: Batch,
     seq: u64,
 }
@@ -90,13 +90,13 @@ impl ModelOperator {
                         continue;
                     };
                     match outcome.and_then(|cols| op.output_batch(&f, cols)) {
-                        Ok(batch) => ok_out.session(&f.cap).give(batch),
+                        Ok(batch) => ok_out.session(&f.caps.rows).give(batch),
                         Err(e) => {
                             let error = Arc::new(RequestError::Node {
                                 node: op.node.clone(),
                                 message: e.to_string(),
                             });
-                            let mut s = err_out.session(&f.cap);
+                            let mut s = err_out.session(&f.caps.errors);
                             for &id in f.batch.request_ids() {
                                 s.give(RowError {
                                     request_id: id,
@@ -108,7 +108,7 @@ impl ModelOperator {
                 }
                 // 2. New input, cut into jobs.
                 input.for_each(|cap, data| {
-                    let Some(cap) = cap.retain_least(0) else {
+                    let Some(caps) = RowsAndErrors::retain(&cap) else {
                         return;
                     };
                     for batch in data.drain(..) {
@@ -131,7 +131,7 @@ impl ModelOperator {
                                     node: op.node.clone(),
                                     message: "an input column is missing from the batch".into(),
                                 });
-                                let mut s = err_out.session(&cap);
+                                let mut s = err_out.session(&caps.errors);
                                 for &id in part.request_ids() {
                                     s.give(RowError {
                                         request_id: id,
@@ -152,7 +152,7 @@ impl ModelOperator {
                             in_flight.insert(
                                 token,
                                 InFlight {
-                                    cap: cap.clone(),
+                                    caps: caps.clone(),
                                     batch: part,
                                     seq,
                                 },

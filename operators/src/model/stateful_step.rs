@@ -348,6 +348,54 @@ pub fn row_hashes(columns: &[TensorColumn], rows: usize) -> Vec<u64> {
         .collect()
 }
 
+/// What a person would notice of each row's first output: its label (the argmax of an f32
+/// output, the value of an i64 one) and a hash of the values rounded to 8 bits (round(v × 255)
+/// each). The journal uses them to tell flipped labels and visible changes from last-bit
+/// differences when a replay recomputes released rows (notes/hams.md X7).
+pub fn row_summaries(columns: &[TensorColumn], rows: usize) -> (Vec<u32>, Vec<u64>) {
+    let Some(c) = columns.first() else {
+        return (vec![0; rows], vec![0; rows]);
+    };
+    let n = c.row_len();
+    (0..rows)
+        .map(|r| match c.dtype() {
+            DType::F32 => {
+                let row = c
+                    .f32_values()
+                    .unwrap_or(&[])
+                    .get(r * n..(r + 1) * n)
+                    .unwrap_or(&[]);
+                let label = row
+                    .iter()
+                    .enumerate()
+                    .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| {
+                        if v > best.1 {
+                            (i, v)
+                        } else {
+                            best
+                        }
+                    })
+                    .0;
+                let mut bytes = Vec::with_capacity(row.len() * 4);
+                for v in row {
+                    bytes.extend_from_slice(&((v * 255.0).round() as i32).to_le_bytes());
+                }
+                (label as u32, weir_hams::protocol::value_hash(&bytes))
+            }
+            DType::I64 => {
+                let row = c
+                    .i64_values()
+                    .unwrap_or(&[])
+                    .get(r * n..(r + 1) * n)
+                    .unwrap_or(&[]);
+                let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let label = row.first().copied().unwrap_or(0) as u32;
+                (label, weir_hams::protocol::value_hash(&bytes))
+            }
+        })
+        .unzip()
+}
+
 /// A seeded permutation of `rows` rows (Fisher–Yates over a SplitMix64 stream): the
 /// non-determinism option's choice for one batch, reproducible from its seed.
 pub fn seeded_order(rows: usize, seed: u64) -> Vec<usize> {

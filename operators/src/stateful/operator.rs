@@ -16,13 +16,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::capabilities::RowsAndErrors;
 use arrow_array::UInt64Array;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
-use timely::dataflow::operators::Capability;
 use tracing::debug;
 use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
@@ -52,7 +52,7 @@ pub struct StatefulOperator {
 /// One batch sent to the primary: the queued parts it gathered (each with its time), their
 /// concatenated inputs, and what it depends on.
 struct InFlight {
-    segments: Vec<(Capability<u64>, Batch)>,
+    segments: Vec<(RowsAndErrors, Batch)>,
     inputs: Vec<TensorColumn>,
     deps: Vec<Dep>,
     epoch: Epoch,
@@ -118,7 +118,7 @@ impl StatefulOperator {
         let pipeline = op.handle.spec.pipeline.max(1);
         builder.build_reschedule(move |_caps| {
             let mut in_flight: BTreeMap<Seq, InFlight> = BTreeMap::new();
-            let mut queue: VecDeque<(Capability<u64>, Batch)> = VecDeque::new();
+            let mut queue: VecDeque<(RowsAndErrors, Batch)> = VecDeque::new();
             move |_frontiers| {
                 let mut ok_out = ok.activate();
                 let mut err_out = err.activate();
@@ -131,30 +131,36 @@ impl StatefulOperator {
                     }
                     match outcome {
                         Ok(columns) => {
-                            let (now, last, _, _) = handle.position();
                             let Some(f) = in_flight.remove(&seq) else {
                                 continue;
                             };
-                            if epoch != now && seq > last {
-                                continue; // rolled back meanwhile
-                            }
                             let mut offset = 0;
+                            let mut outputs = Vec::with_capacity(f.segments.len());
                             for (cap, part) in &f.segments {
                                 let n = part.num_rows();
                                 let sliced: Vec<TensorColumn> =
                                     columns.iter().map(|c| c.slice(offset, n)).collect();
                                 offset += n;
-                                match op.output_batch(part, seq, sliced) {
-                                    Ok(batch) => {
-                                        let hashes = row_hashes(
-                                            &op.output_columns_of(&batch),
-                                            batch.num_rows(),
-                                        );
-                                        for (r, &id) in batch.request_ids().iter().enumerate() {
-                                            handle.record(id, seq, batch.slice(r, 1), hashes[r]);
-                                        }
-                                        ok_out.session(cap).give(batch);
+                                outputs.push((cap, part, op.output_batch(part, seq, sliced)));
+                            }
+                            let mut records = Vec::new();
+                            for (_, _, out) in &outputs {
+                                if let Ok(batch) = out {
+                                    let hashes = row_hashes(
+                                        &op.output_columns_of(batch),
+                                        batch.num_rows(),
+                                    );
+                                    for (r, &id) in batch.request_ids().iter().enumerate() {
+                                        records.push((id, batch.slice(r, 1), hashes[r]));
                                     }
+                                }
+                            }
+                            if !handle.record_batch(seq, epoch, records) {
+                                continue; // rolled back meanwhile
+                            }
+                            for (cap, part, out) in outputs {
+                                match out {
+                                    Ok(batch) => ok_out.session(&cap.rows).give(batch),
                                     Err(message) => {
                                         fail_rows(&mut err_out, cap, part, &handle.node, message)
                                     }
@@ -223,7 +229,7 @@ impl StatefulOperator {
                 // checkpoint that is not resent above; its replies were given already.
                 if !paused {
                     if let Some(primary) = &primary {
-                        for (seq, inputs) in handle.take_replay() {
+                        for (seq, request_ids, inputs) in handle.take_replay() {
                             if in_flight.contains_key(&seq) {
                                 continue;
                             }
@@ -231,7 +237,7 @@ impl StatefulOperator {
                                 epoch: epoch_now,
                                 seq,
                                 deps: Vec::new(),
-                                request_ids: Vec::new(),
+                                request_ids,
                             };
                             transport.run(handle, primary, header, inputs, Box::new(|_| {}));
                         }
@@ -239,7 +245,9 @@ impl StatefulOperator {
                 }
                 // 3. New rows.
                 input.for_each(|cap, data| {
-                    let Some(cap) = cap.retain_least(0) else { return };
+                    let Some(cap) = RowsAndErrors::retain(&cap) else {
+                        return;
+                    };
                     for batch in data.drain(..) {
                         let mut kept: Vec<u32> = Vec::with_capacity(batch.num_rows());
                         for (r, &id) in batch.request_ids().iter().enumerate() {
@@ -248,7 +256,7 @@ impl StatefulOperator {
                             }
                             match handle.replay(id) {
                                 Some(row) => match row.with_request_ids(UInt64Array::from(vec![id])) {
-                                    Ok(row) => ok_out.session(&cap).give(row),
+                                    Ok(row) => ok_out.session(&cap.rows).give(row),
                                     Err(_) => kept.push(r as u32),
                                 },
                                 None => kept.push(r as u32),
@@ -272,7 +280,7 @@ impl StatefulOperator {
                     if !in_flight.is_empty() && queued < handle.max_batch {
                         break;
                     }
-                    let mut segments: Vec<(Capability<u64>, Batch)> = Vec::new();
+                    let mut segments: Vec<(RowsAndErrors, Batch)> = Vec::new();
                     let mut rows = 0;
                     while rows < handle.max_batch {
                         let Some((cap, mut part)) = queue.pop_front() else {
@@ -324,7 +332,7 @@ impl StatefulOperator {
                                 request_ids: originals(&ids),
                             };
                             let done = completion(&tx, &sync, seq, epoch);
-                            handle.log_inputs(seq, &inputs);
+                            handle.log_inputs(seq, &header.request_ids, &inputs);
                             transport.run(handle, &primary, header, inputs.clone(), done);
                             in_flight.insert(
                                 seq,
@@ -367,7 +375,7 @@ impl StatefulOperator {
     }
 
     /// The row inputs of every segment, one column per input, rows in segment order.
-    fn gather_inputs(&self, segments: &[(Capability<u64>, Batch)]) -> Vec<TensorColumn> {
+    fn gather_inputs(&self, segments: &[(RowsAndErrors, Batch)]) -> Vec<TensorColumn> {
         self.input_columns
             .iter()
             .filter_map(|name| {
@@ -452,7 +460,7 @@ fn fail_rows(
         u64,
         CapacityContainerBuilder<Vec<RowError>>,
     >,
-    cap: &Capability<u64>,
+    cap: &RowsAndErrors,
     part: &Batch,
     node: &str,
     message: String,
@@ -461,7 +469,7 @@ fn fail_rows(
         node: node.to_string(),
         message,
     });
-    let mut s = err_out.session(cap);
+    let mut s = err_out.session(&cap.errors);
     for &id in part.request_ids() {
         s.give(RowError {
             request_id: id,

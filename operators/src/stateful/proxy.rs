@@ -57,7 +57,7 @@ struct Sent {
 
 struct ProxyState {
     /// Under checkpoints: every batch's inputs since the last checkpoint, for replay.
-    replay_log: BTreeMap<Seq, Vec<TensorColumn>>,
+    replay_log: BTreeMap<Seq, (Vec<u64>, Vec<TensorColumn>)>,
     /// Under checkpoints, after a failover: the versions to replay.
     replay: Option<std::ops::RangeInclusive<Seq>>,
     epoch: Epoch,
@@ -256,15 +256,29 @@ impl StatefulNodeHandle {
         (s.epoch, s.last_seq, s.paused, s.primary.clone())
     }
 
-    /// Records the output row of request attempt `id` at version `seq` (kept until its reply
-    /// leaves).
-    pub fn record(&self, id: u64, seq: Seq, row: Batch, hash: u64) {
-        if !self.replicated() {
-            return;
+    /// Records the output rows (request attempt id, row, output hash) of version `seq`, sent at
+    /// `epoch` (kept until their replies leave), unless a rollback voided that version since
+    /// (a later epoch whose history ends before `seq`). Returns whether the version stands.
+    ///
+    /// The check and the records are made under the proxy's lock, like [`Self::rollback`]: a
+    /// rollback either sees these records (and retries their requests) or they are never made.
+    /// Checked apart from the records, a rollback landing in between would leave the record of
+    /// a void version behind, and the request's retry would replay its row.
+    pub fn record_batch(&self, seq: Seq, epoch: Epoch, rows: Vec<(u64, Batch, u64)>) -> bool {
+        let mut s = self.lock();
+        if epoch != s.epoch && seq > s.last_seq {
+            return false;
         }
-        self.lock()
-            .processed
-            .insert(original_id(id), Processed { seq, row, hash });
+        if !self.replicated() {
+            return true;
+        }
+        for (id, row, hash) in rows {
+            if self.is_live(id) {
+                s.processed
+                    .insert(original_id(id), Processed { seq, row, hash });
+            }
+        }
+        true
     }
 
     /// The recorded output of the request `id` belongs to, if it passed this node on a version
@@ -324,9 +338,11 @@ impl StatefulNodeHandle {
     }
 
     /// Under checkpoints: keeps batch `seq`'s inputs until a checkpoint covers it.
-    pub fn log_inputs(&self, seq: Seq, inputs: &[TensorColumn]) {
+    pub fn log_inputs(&self, seq: Seq, request_ids: &[u64], inputs: &[TensorColumn]) {
         if self.spec.mode == weir_engine::spec::ReplicationMode::Checkpoint {
-            self.lock().replay_log.insert(seq, inputs.to_vec());
+            self.lock()
+                .replay_log
+                .insert(seq, (request_ids.to_vec(), inputs.to_vec()));
         }
     }
 
@@ -343,15 +359,16 @@ impl StatefulNodeHandle {
         info!(node = %self.node, checkpoint = cut, to = s.last_seq, epoch, "Stateful node replays from its checkpoint.");
     }
 
-    /// The logged batches to replay after a failover (once), in version order.
-    pub fn take_replay(&self) -> Vec<(Seq, Vec<TensorColumn>)> {
+    /// The logged batches to replay after a failover (once), in version order: version, the
+    /// rows' original request ids (for the journal), inputs.
+    pub fn take_replay(&self) -> Vec<(Seq, Vec<u64>, Vec<TensorColumn>)> {
         let mut s = self.lock();
         let Some(range) = s.replay.take() else {
             return Vec::new();
         };
         s.replay_log
             .range(range)
-            .map(|(&seq, inputs)| (seq, inputs.clone()))
+            .map(|(&seq, (ids, inputs))| (seq, ids.clone(), inputs.clone()))
             .collect()
     }
 
