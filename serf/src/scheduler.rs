@@ -8,7 +8,10 @@
 //!
 //! Decisions made where the paper is silent (note §2.12, "\[gap\]"), all in [`SchedulerOptions`]:
 //! - **Estimator.** Arrivals are counted in buckets one period long; `λ̂` is the count in the last complete
-//!   buckets covering the window (default 5 s), divided by their length (fewer buckets right after start).
+//!   buckets covering the window (default 5 s), divided by their length (fewer buckets right after start,
+//!   or after a change of load beyond `change_sigmas`: with the whole window, a step up from low to
+//!   moderate load took the window's length to be seen, and the configuration chosen for low load queued
+//!   meanwhile).
 //! - **Choice.** By default every configuration is evaluated online with Eq. 13 at `λ̂` (microseconds);
 //!   [`Lookup::Table`] uses the paper's reference table instead.
 //! - **Planning load.** Decisions are made for `λ̂ + 1σ` (`load_margin_sigmas`, σ = `√n/span` the Poisson
@@ -69,6 +72,9 @@ pub struct SchedulerOptions {
     pub min_gain: f64,
     /// The decision plans for `λ̂ + load_margin_sigmas · σ(λ̂)` (1.0), σ the Poisson standard error.
     pub load_margin_sigmas: f64,
+    /// The estimator's window is cut short at a change of load beyond this many standard deviations
+    /// (3.5; 0 turns it off; [`crate::estimator`] docs).
+    pub change_sigmas: f64,
     /// Online evaluation or table lookup.
     pub lookup: Lookup,
     /// Predictor used (SERF).
@@ -85,6 +91,7 @@ impl Default for SchedulerOptions {
             hold_periods: 2,
             min_gain: 0.02,
             load_margin_sigmas: 1.0,
+            change_sigmas: 3.5,
             lookup: Lookup::Online,
             predictor: Predictor::Serf,
             online: Some(OnlineOptions::default()),
@@ -411,7 +418,8 @@ impl Scheduler {
         options: SchedulerOptions,
         now: Duration,
     ) -> Result<Self, SchedulerError> {
-        let estimator = RateEstimator::new(options.window, options.period, now)?;
+        let estimator = RateEstimator::new(options.window, options.period, now)?
+            .with_change_sigmas(options.change_sigmas);
         let next_update = estimator.next_boundary(now);
         if let Some(o) = &options.online {
             if !(o.weight.is_finite() && o.weight > 0.0 && o.weight <= 1.0) {
