@@ -121,7 +121,8 @@ impl RateEstimator {
             let x = count(bucket);
             if self.change_sigmas > 0.0 && used > 0 {
                 let mean = arrivals as f64 / used as f64;
-                if (x as f64 - mean).abs() > self.change_sigmas * (mean + x as f64).max(1.0).sqrt() {
+                if (x as f64 - mean).abs() > self.change_sigmas * (mean + x as f64).max(1.0).sqrt()
+                {
                     break;
                 }
             }
