@@ -8,8 +8,8 @@
 //! sum's floating-point order, follow a seed chosen per (node, version, epoch): a re-execution
 //! is not bit-identical to the first run, as on a GPU.
 //!
-//! Per checkpoint interval N, the primary is SIGKILLed at a random request after the first
-//! checkpoints; the promoted backup replays every batch since its last checkpoint. The journal
+//! Per checkpoint interval N, the primary is SIGKILLed half an interval after a checkpoint (after
+//! a warm-up); the promoted backup replays the N/2 or so batches since that checkpoint. The journal
 //! (`weir::hams::journal`) then says how many *released* rows were run again and how the rerun
 //! differs from what the client got: bitwise, after rounding each probability to 8 bits, and by
 //! label (argmax). Under NSPB the same experiment releases only durable versions, which are
@@ -169,12 +169,18 @@ fn trial(
     if let Some(h) = graph.hams() {
         h.journal_to(&dir);
     }
-    // Kill after a warm-up of at least one interval, at a random phase within the next one, so
-    // the replay covers 0..N batches, N/2 on average.
-    let per_interval = interval as usize * config.batch;
-    let warm = per_interval.max(400);
-    let kill_at = warm + rng.random_range(0..per_interval.max(1));
-    let n = kill_at + 400;
+    // Kill half an interval after a checkpoint (as the paper kills Lineage Stash at the 50th
+    // batch of 150), after a warm-up of at least one interval and 400 requests, so the replay
+    // covers about N/2 batches whatever the batch sizes; NSPB at a random request.
+    let learner = graph
+        .stateful_nodes()
+        .into_iter()
+        .find(|h| h.node == "learner");
+    let warm_batches = interval.max(1) + 1;
+    let half = interval / 2;
+    let earliest = 400 + rng.random_range(0..200);
+    let n = earliest + interval as usize * config.batch * 2 + 400;
+    let mut killed = false;
     let run = {
         let primary = &mut d.members[0].2;
         closed_loop_of(
@@ -183,12 +189,27 @@ fn trial(
             config.concurrency,
             |i| request(rows, i),
             |i| {
-                if i == kill_at {
+                if killed || i < earliest {
+                    return;
+                }
+                let last = learner.as_ref().map_or(0, |h| h.status().last_seq);
+                // A window, not one version: a submission can see the count move by two.
+                let phase = last % interval.max(1);
+                let due = mode != "checkpoint"
+                    || (last >= warm_batches && phase >= half && phase <= half + interval / 5);
+                if due {
                     primary.kill();
+                    killed = true;
                 }
             },
         )
     };
+    if !killed {
+        graph.shutdown();
+        return Err(anyhow!(
+            "{mode} every {interval}: the kill point never came in {n} requests"
+        ));
+    }
     let replayed = graph
         .hams()
         .and_then(|h| h.recoveries().first().map(|r| r.replayed))
