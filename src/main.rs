@@ -1129,9 +1129,7 @@ fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
         .iter()
         .map(|p| {
             Policy::parse(p).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "unknown policy `{p}` (kairos, least_outstanding or round_robin)"
-                )
+                anyhow::anyhow!("unknown policy `{p}` (kairos, least_outstanding or round_robin)")
             })
         })
         .collect::<Result<Vec<_>>>()?;

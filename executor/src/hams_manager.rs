@@ -13,7 +13,9 @@
 //!    ingress under its next attempt id, which makes every row of its old attempt stale (dropped
 //!    wherever met, its held reply discarded);
 //! 3. fixpoint ([`weir_hams::rollback::rollback_set`]): every other replicated node sent a batch
-//!    depending on a version above a cut is rolled back by promoting *its* backup (R8);
+//!    depending on a version above a cut is rolled back by promoting *its* backup (R8), or, when
+//!    that backup is gone too (the note's Fig. 6 case), by rolling its primary back to the state
+//!    it retained at its durable version and running it solo at the next epoch (R7);
 //! 4. resume every paused proxy on its new primary: batches at or below a cut are resent and
 //!    answered from the outputs the promoted backup kept;
 //! 5. off the critical path: each rolled-back node's old primary (alive and well) becomes its new
@@ -22,8 +24,8 @@
 //!    liveliness: a stalled process (SIGSTOP) would only block the recovery.
 //!
 //! The manager is a single thread of the graph process here; its state (roles, epochs) sits
-//! behind this module's methods so that a replicated log (an existing Raft library) can back it
-//! later, as the paper's SMR-replicated manager does.
+//! behind the [`RoleStore`] trait so that a replicated log (an existing Raft library) can back it
+//! later, as the paper's SMR-replicated manager does (R19 is waived with a single manager).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -175,12 +177,50 @@ pub struct Recovery {
     pub replayed: u64,
 }
 
-#[derive(Debug, Clone)]
-struct Roles {
-    epoch: Epoch,
-    primary: Option<String>,
-    backup: Option<String>,
-    members: Vec<String>,
+/// One stateful node's roles: what every replica of a replicated manager must agree on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roles {
+    /// The epoch of the current primary.
+    pub epoch: Epoch,
+    /// The primary's key prefix.
+    pub primary: Option<String>,
+    /// The backup's key prefix (none: the primary runs solo).
+    pub backup: Option<String>,
+    /// Every executor that may serve the node, in the graph's order.
+    pub members: Vec<String>,
+}
+
+/// Where the manager keeps each node's [`Roles`]. Every change goes through [`RoleStore::set`]
+/// and is made before the recovery step that depends on it, so a store that writes through a
+/// replicated log (an existing Raft library: the paper's SMR manager, note §1.3) lets a new
+/// manager leader resume from the last committed roles. [`InMemoryRoles`] is the single-process
+/// store this issue ships.
+pub trait RoleStore: Send + Sync {
+    /// The roles of `node`.
+    fn get(&self, node: NodeId) -> Option<Roles>;
+    /// Records the roles of `node`.
+    fn set(&self, node: NodeId, roles: Roles);
+}
+
+/// The single-process [`RoleStore`].
+#[derive(Debug, Default)]
+pub struct InMemoryRoles(Mutex<HashMap<NodeId, Roles>>);
+
+impl RoleStore for InMemoryRoles {
+    fn get(&self, node: NodeId) -> Option<Roles> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&node)
+            .cloned()
+    }
+
+    fn set(&self, node: NodeId, roles: Roles) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node, roles);
+    }
 }
 
 enum Event {
@@ -195,7 +235,7 @@ struct State {
     session: Session,
     graph: String,
     nodes: Vec<Arc<StatefulNodeHandle>>,
-    roles: Mutex<HashMap<NodeId, Roles>>,
+    roles: Box<dyn RoleStore>,
     alive: Mutex<HashMap<String, bool>>,
     runtime: OnceLock<Arc<GraphRuntime>>,
     recoveries: Mutex<Vec<Recovery>>,
@@ -251,7 +291,7 @@ impl HamsManager {
             session: session.clone(),
             graph: graph.to_string(),
             nodes,
-            roles: Mutex::new(HashMap::new()),
+            roles: Box::new(InMemoryRoles::default()),
             alive: Mutex::new(HashMap::new()),
             runtime: OnceLock::new(),
             recoveries: Mutex::new(Vec::new()),
@@ -376,13 +416,13 @@ impl HamsManager {
 
     /// Each node's (name, epoch, primary, backup) now.
     pub fn roles(&self) -> Vec<(String, Epoch, Option<String>, Option<String>)> {
-        let roles = self.state.roles.lock().unwrap_or_else(|p| p.into_inner());
+        let roles = &self.state.roles;
         self.state
             .nodes
             .iter()
             .filter_map(|h| {
                 roles
-                    .get(&h.node_id)
+                    .get(h.node_id)
                     .map(|r| (h.node.clone(), r.epoch, r.primary.clone(), r.backup.clone()))
             })
             .collect()
@@ -519,7 +559,7 @@ impl State {
             },
         )
         .map_err(|e| ManagerError(format!("node `{}`: primary `{primary}`: {e}", h.node)))?;
-        self.roles.lock().unwrap_or_else(|p| p.into_inner()).insert(
+        self.roles.set(
             h.node_id,
             Roles {
                 epoch,
@@ -533,18 +573,11 @@ impl State {
     }
 
     fn roles_of(&self, node: NodeId) -> Option<Roles> {
-        self.roles
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&node)
-            .cloned()
+        self.roles.get(node)
     }
 
     fn set_roles(&self, node: NodeId, roles: Roles) {
-        self.roles
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(node, roles);
+        self.roles.set(node, roles);
     }
 
     fn run(&self, rx: &Receiver<Event>) {
