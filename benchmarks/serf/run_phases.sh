@@ -3,9 +3,10 @@
 # moderate → low → moderate, served once with `parallelism: auto` and once per fixed
 # (concurrency × intra-op threads) configuration; mean latency per phase and over the run.
 # Writes benchmarks/serf/phases.md and phases.png. Three runs of 3 × 20 s: about 13 minutes on
-# 2 cores (four set-ups per run).
+# 2 cores (four set-ups per run). Run it under `flock /tmp/weir-bench.lock` on a shared machine so
+# timed benchmarks do not overlap.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/setup.sh >/dev/null
 cargo build --release --quiet
-WEIR_LOG=error,weir_operators=info ./target/release/weir bench serf --phases --phase-seconds 20 --runs 3 --samples 40 "$@"
+WEIR_LOG=error,weir_operators=info "${CARGO_TARGET_DIR:-target}/release/weir" bench serf --phases --phase-seconds 20 --runs 3 --samples 40 "$@"

@@ -15,9 +15,10 @@
 //! - Latency is weir's (scheduled send → answer). Per-phase means cover the whole phase, including
 //!   SERF's reaction time (the estimator's window plus the hysteresis); a second column leaves out
 //!   the first `settle` seconds of each phase, the note's "after estimator convergence".
-//! - SERF runs with the scheduler's defaults (5 s window, 1 s period, hold 2 periods), exactly what a
-//!   graph with `parallelism: auto` gets, and decides from the profile of that run (printed with
-//!   the results): a profile skewed by outside load misleads it, as it would in production.
+//! - SERF runs with the scheduler's defaults (5 s window, 1 s period, hold 2 periods, online
+//!   re-profiling with exploration), exactly what a graph with `parallelism: auto` gets. It starts
+//!   from the profile of that run (printed with the results) and corrects it with the service times
+//!   it measures while serving; the report shows, per tuple, the offline and the measured times.
 //!
 //! The file is a little over 600 lines: runner, report and plot of one experiment, kept together.
 
@@ -32,6 +33,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use weir_engine::spec::{FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
+use weir_operators::model::ParallelismSnapshot;
 use weir_serf::config::Config;
 use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
@@ -95,6 +97,9 @@ pub struct SetupRun {
     pub errors: usize,
     /// SERF only: `(seconds from the start, configuration)` at start and after every switch.
     pub configs: Vec<(f64, Config)>,
+    /// SERF only: the executor's parallelism gauges at the end (online re-profiling counters and
+    /// the measured service rates).
+    pub serf: Option<ParallelismSnapshot>,
 }
 
 impl SetupRun {
@@ -285,11 +290,17 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
         }
     }
     latencies.retain(|(_, l)| l.is_finite());
+    let serf = if setup == Setup::Serf {
+        graph.parallelism_stats().first().map(|(_, p)| p.clone())
+    } else {
+        None
+    };
     SetupRun {
         setup,
         latencies,
         errors,
         configs,
+        serf,
     }
 }
 
@@ -453,6 +464,9 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
                     .collect::<Vec<_>>()
                     .join(" → ")
             ));
+            if let Some(p) = &serf.serf {
+                s.push_str(&online_summary(p));
+            }
         }
     }
     s.push_str(&format!(
@@ -478,6 +492,27 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         s.push_str(&format!(
             "| {} | {whole:.3} | {settled} | {target} |\n",
             phase_name(p)
+        ));
+    }
+    s
+}
+
+/// SERF's online re-profiling at the end of its run: counters, and per tuple the offline and the
+/// measured service time.
+fn online_summary(p: &ParallelismSnapshot) -> String {
+    let mut s = format!(
+        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} samples dropped.\n\n| tuple (running × threads) | samples | offline ms | measured ms |\n|---|---|---|---|\n",
+        p.profile_updates, p.ranking_changes, p.explorations, p.samples_dropped
+    );
+    for r in &p.service_rates {
+        s.push_str(&format!(
+            "| {} × {} | {} | {:.3} | {} |\n",
+            r.running,
+            r.threads,
+            r.samples,
+            1e3 / r.offline,
+            r.measured
+                .map_or_else(|| "–".to_string(), |m| format!("{:.3}", 1e3 / m))
         ));
     }
     s
