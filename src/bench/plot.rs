@@ -268,42 +268,33 @@ pub fn plot_hams_batch_sweep(rows: &[(usize, &str, f64)], title: &str, path: &Pa
 /// # Errors
 /// When the image cannot be drawn or written.
 pub fn plot_hams_divergence(points: &[(u64, f64, f64, f64)], path: &Path) -> Result<()> {
-    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let top = points.iter().map(|p| p.1.max(p.2)).fold(1.0, f64::max) * 1.2;
-    let right = points.iter().map(|p| p.0).max().unwrap_or(1) as f64 * 1.05 + 1.0;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Checkpoint replay: released outputs contradicted",
-            ("sans-serif", 20),
-        )
-        .margin(14)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0f64..right, 0.0..top)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("checkpoint every N batches")
-        .y_desc("released rows per failover (median)")
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    let series = [
-        ("differ bitwise", BLUE, 0),
-        ("differ at 8 bits", RED, 1),
-        ("label flipped", GREEN, 2),
+    let x = |p: &(u64, f64, f64, f64)| p.0 as f64;
+    let series = vec![
+        (
+            "differ bitwise",
+            BLUE,
+            points.iter().map(|p| (x(p), p.1)).collect(),
+        ),
+        (
+            "differ at 8 bits",
+            RED,
+            points.iter().map(|p| (x(p), p.2)).collect(),
+        ),
+        (
+            "label flipped",
+            GREEN,
+            points.iter().map(|p| (x(p), p.3)).collect(),
+        ),
     ];
-    for (name, color, k) in series {
-        let line: Vec<(f64, f64)> = points
-            .iter()
-            .map(|p| (p.0 as f64, [p.1, p.2, p.3][k]))
-            .collect();
-        draw_line_with_points(&mut chart, line, color, name.to_string())?;
-    }
-    draw_legend(&mut chart)?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    line_plot(
+        path,
+        "Checkpoint replay: released outputs contradicted",
+        (
+            "checkpoint every N batches",
+            "released rows per failover (median)",
+        ),
+        series,
+    )
 }
 
 /// HAMS lineage cost per batch (µs) against the number of hops on the request path (R16).
@@ -311,12 +302,32 @@ pub fn plot_hams_divergence(points: &[(u64, f64, f64, f64)], path: &Path) -> Res
 /// # Errors
 /// When the image cannot be drawn or written.
 pub fn plot_lineage_cost(points: &[(usize, f64, f64)], path: &Path) -> Result<()> {
+    let line = points.iter().map(|p| (p.0 as f64, p.1)).collect();
+    line_plot(
+        path,
+        "HAMS lineage per batch of 64 rows",
+        ("hops on the request's path", "µs per batch"),
+        vec![("append one hop + dependency scan", BLUE, line)],
+    )
+}
+
+/// One line of a [`line_plot`]: its legend, colour and points.
+type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+
+/// A 640 × 420 chart of lines with points, both axes from zero, legend at the top left.
+fn line_plot(
+    path: &Path,
+    caption: &str,
+    (x_desc, y_desc): (&str, &str),
+    series: Vec<Series<'_>>,
+) -> Result<()> {
     let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let top = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.2;
-    let right = points.iter().map(|p| p.0).max().unwrap_or(1) as f64 + 1.0;
+    let all = || series.iter().flat_map(|s| s.2.iter());
+    let top = all().map(|p| p.1).fold(1.0, f64::max) * 1.2;
+    let right = all().map(|p| p.0).fold(1.0, f64::max) * 1.05 + 1.0;
     let mut chart = ChartBuilder::on(&root)
-        .caption("HAMS lineage per batch of 64 rows", ("sans-serif", 20))
+        .caption(caption, ("sans-serif", 20))
         .margin(14)
         .x_label_area_size(36)
         .y_label_area_size(56)
@@ -324,18 +335,14 @@ pub fn plot_lineage_cost(points: &[(usize, f64, f64)], path: &Path) -> Result<()
         .map_err(|e| anyhow!("{e}"))?;
     chart
         .configure_mesh()
-        .x_desc("hops on the request's path")
-        .y_desc("µs per batch")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .light_line_style(WHITE)
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
-    let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0 as f64, p.1)).collect();
-    draw_line_with_points(
-        &mut chart,
-        line,
-        BLUE,
-        "append one hop + dependency scan".to_string(),
-    )?;
+    for (name, color, line) in series {
+        draw_line_with_points(&mut chart, line, color, name.to_string())?;
+    }
     draw_legend(&mut chart)?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())

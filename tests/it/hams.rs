@@ -500,6 +500,17 @@ fn remus_answers_only_after_the_backup_has_the_state() {
     assert_eq!(report.replied_before_backup_received, 0, "{report:?}");
 }
 
+/// The nodes rolled back by the graph's one and only recovery so far.
+fn rolled_back_by_the_only_recovery(graph: &RunningGraph) -> Vec<String> {
+    let recoveries = graph.hams().expect("manager").recoveries();
+    assert_eq!(recoveries.len(), 1, "{recoveries:?}");
+    recoveries[0]
+        .rolled_back
+        .iter()
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
 fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -526,15 +537,8 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
     });
     a1.sigkill();
     let manager = graph.hams().expect("manager");
-    let recoveries = manager.recoveries();
-    assert_eq!(recoveries.len(), 1, "{recoveries:?}");
-    let rolled: Vec<&str> = recoveries[0]
-        .rolled_back
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .collect();
     assert_eq!(
-        rolled,
+        rolled_back_by_the_only_recovery(&graph),
         ["a", "b"],
         "b consumed a's speculative versions and was rolled back"
     );
@@ -577,17 +581,10 @@ fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_
     a1.sigkill();
     b2.sigkill();
     let manager = graph.hams().expect("manager");
-    let recoveries = manager.recoveries();
-    assert_eq!(recoveries.len(), 1, "{recoveries:?}");
-    let rolled: Vec<&str> = recoveries[0]
-        .rolled_back
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .collect();
     assert_eq!(
-        rolled,
+        rolled_back_by_the_only_recovery(&graph),
         ["a", "b"],
-        "b consumed a's speculation: {recoveries:?}"
+        "b consumed a's speculation"
     );
     let roles = manager.roles();
     let b = roles.iter().find(|r| r.0 == "b").expect("node b");
