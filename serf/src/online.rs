@@ -264,13 +264,13 @@ mod tests {
         assert_eq!(p.mu(pair).unwrap(), vec![5.0, 2.5]);
         let mut rng = StdRng::seed_from_u64(6);
         for k in 0..19 {
-            assert!(p.record(secs(k as f64), solo, 0.1 * rng.gen_range(0.9..1.1)));
+            assert!(p.record(secs(k as f64), solo, 0.1 * rng.random_range(0.9..1.1)));
         }
         assert_eq!(p.mu(solo).unwrap(), vec![5.0]);
         assert_eq!(p.measured_tuples(), 0);
         // From the 20th sample the measurement overrides, and it converges to the injected 0.1 s.
         for k in 19..2000 {
-            p.record(secs(k as f64), solo, 0.1 * rng.gen_range(0.9..1.1));
+            p.record(secs(k as f64), solo, 0.1 * rng.random_range(0.9..1.1));
         }
         let mu = p.mu(pair).unwrap();
         assert!((mu[0] - 10.0).abs() < 0.3, "{mu:?}");

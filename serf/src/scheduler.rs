@@ -782,9 +782,9 @@ mod tests {
             let t = secs(from + (k as f64 + 0.5) / lambda);
             s.record_arrival(t);
             let cur = s.current();
-            let i = rng.gen_range(1..=cur.concurrency);
+            let i = rng.random_range(1..=cur.concurrency);
             let mu = truth.get(cur).unwrap().mu[i - 1];
-            s.record_service(t, cur.tuple(i), rng.gen_range(0.9..1.1) / mu);
+            s.record_service(t, cur.tuple(i), rng.random_range(0.9..1.1) / mu);
             switches.extend(s.poll(t));
         }
         switches
