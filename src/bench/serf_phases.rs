@@ -619,12 +619,51 @@ mod tests {
     }
 
     #[test]
+    fn online_summary_shows_offline_and_measured_times() {
+        use weir_operators::model::ServiceRate;
+        let p = ParallelismSnapshot {
+            concurrency: 2,
+            threads: 1,
+            switches: 3,
+            arrival_rate: 80.0,
+            profile_updates: 12,
+            ranking_changes: 2,
+            explorations: 1,
+            samples_dropped: 0,
+            service_rates: vec![
+                ServiceRate {
+                    running: 1,
+                    threads: 1,
+                    samples: 40,
+                    measured: Some(100.0),
+                    offline: 125.0,
+                },
+                ServiceRate {
+                    running: 1,
+                    threads: 2,
+                    samples: 3,
+                    measured: None,
+                    offline: 200.0,
+                },
+            ],
+        };
+        let s = online_summary(&p);
+        assert!(
+            s.contains("12 re-evaluations, 2 ranking changes, 1 explorations"),
+            "{s}"
+        );
+        assert!(s.contains("| 1 × 1 | 40 | 8.000 | 10.000 |"), "{s}");
+        assert!(s.contains("| 1 × 2 | 3 | 5.000 | – |"), "{s}");
+    }
+
+    #[test]
     fn ratios_compare_serf_with_the_best_fixed_per_phase() {
         let run = |setup, lat: [f64; 2]| SetupRun {
             setup,
             latencies: vec![(1.0, lat[0]), (3.0, lat[1])],
             errors: 0,
             configs: vec![],
+            serf: None,
         };
         let r = PhasesRun {
             profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
