@@ -500,6 +500,22 @@ fn remus_answers_only_after_the_backup_has_the_state() {
     assert_eq!(report.replied_before_backup_received, 0, "{report:?}");
 }
 
+/// 200 requests, 8 at a time; `victims` are SIGKILLed together after the 100th is sent.
+fn load_killing_at_100(graph: &RunningGraph, victims: &mut [&mut Member]) -> LoadResult {
+    let pids: Vec<u32> = victims.iter().map(|m| m.pid()).collect();
+    let run = load(graph, 200, 8, 8, |i| {
+        if i == 100 {
+            for &pid in &pids {
+                signal(pid, "-KILL");
+            }
+        }
+    });
+    for m in victims.iter_mut() {
+        m.sigkill();
+    }
+    run
+}
+
 /// The nodes rolled back by the graph's one and only recovery so far.
 fn rolled_back_by_the_only_recovery(graph: &RunningGraph) -> Vec<String> {
     let recoveries = graph.hams().expect("manager").recoveries();
@@ -529,13 +545,7 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
     let dir = temp_dir("hams-chain");
     let slow = ["--state-delay-ms", "150", "--perturb"];
     let ([mut a1, _a2, b1, b2], graph) = chain_pairs(&dir, "c", &slow, &["--perturb"]);
-    let pid = a1.pid();
-    let run = load(&graph, 200, 8, 8, |i| {
-        if i == 100 {
-            signal(pid, "-KILL");
-        }
-    });
-    a1.sigkill();
+    let run = load_killing_at_100(&graph, &mut [&mut a1]);
     let manager = graph.hams().expect("manager");
     assert_eq!(
         rolled_back_by_the_only_recovery(&graph),
@@ -571,15 +581,7 @@ fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_
     let dir = temp_dir("hams-fig6");
     let slow = ["--state-delay-ms", "150", "--perturb"];
     let ([mut a1, _a2, b1, mut b2], graph) = chain_pairs(&dir, "f", &slow, &["--perturb"]);
-    let (pa, pb) = (a1.pid(), b2.pid());
-    let run = load(&graph, 200, 8, 8, |i| {
-        if i == 100 {
-            signal(pa, "-KILL");
-            signal(pb, "-KILL");
-        }
-    });
-    a1.sigkill();
-    b2.sigkill();
+    let run = load_killing_at_100(&graph, &mut [&mut a1, &mut b2]);
     let manager = graph.hams().expect("manager");
     assert_eq!(
         rolled_back_by_the_only_recovery(&graph),
@@ -605,17 +607,11 @@ fn a_primary_whose_backup_dies_goes_on_solo_and_its_replies_are_still_released()
     // backup become durable by the solo rule, so every held reply is released, once.
     let dir = temp_dir("hams-solo");
     let (_a, mut b, graph) = tracker(&dir, "s", &["--state-delay-ms", "50"], &[]);
-    let pid = b.pid();
-    let run = load(&graph, 120, 8, 8, |i| {
-        if i == 60 {
-            signal(pid, "-KILL");
-        }
-    });
-    b.sigkill();
+    let run = load_killing_at_100(&graph, &mut [&mut b]);
     let roles = graph.hams().expect("manager").roles();
     assert_eq!(roles[0].3, None, "the primary runs solo: {roles:?}");
     graph.shutdown();
-    assert_once_and_consistent(&dir, 120, &run);
+    assert_once_and_consistent(&dir, 200, &run);
 }
 
 #[test]
@@ -849,15 +845,7 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
     // every request is answered once and the journal shows no conflict.
     let dir = temp_dir("hams-correlated");
     let ([mut a1, a2, mut b1, b2], graph) = chain_pairs(&dir, "x", &[], &[]);
-    let (pa, pb) = (a1.pid(), b1.pid());
-    let run = load(&graph, 200, 8, 8, |i| {
-        if i == 100 {
-            signal(pa, "-KILL");
-            signal(pb, "-KILL");
-        }
-    });
-    a1.sigkill();
-    b1.sigkill();
+    let run = load_killing_at_100(&graph, &mut [&mut a1, &mut b1]);
     let roles = graph.hams().expect("manager").roles();
     for (node, backup) in [("a", &a2.name), ("b", &b2.name)] {
         let r = roles.iter().find(|r| r.0 == node).expect("node");
@@ -898,13 +886,7 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
     .expect("graph");
     let graph = start_graph(&path);
     graph.hams().expect("a HAMS manager").journal_to(&dir.0);
-    let pid = a.pid();
-    let (outputs, counts, errors) = load(&graph, 200, 8, 8, |i| {
-        if i == 100 {
-            signal(pid, "-KILL");
-        }
-    });
-    a.sigkill();
+    let (outputs, counts, errors) = load_killing_at_100(&graph, &mut [&mut a]);
     assert_eq!((outputs.len(), errors), (200, 0));
     assert!(counts.values().all(|&c| c == 1));
     let recoveries = graph.hams().expect("manager").recoveries();
