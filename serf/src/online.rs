@@ -238,7 +238,6 @@ impl OnlineProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Profile;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
     fn secs(s: f64) -> Duration {
@@ -246,13 +245,7 @@ mod tests {
     }
 
     fn two_core() -> Candidates {
-        Candidates::from_profile(
-            &Profile::from_rates(
-                2,
-                &[(1, vec![1.0 / 0.20, 1.0 / 0.40]), (2, vec![1.0 / 0.12])],
-            )
-            .unwrap(),
-        )
+        Candidates::two_core_from_times(0.20, 0.40, 0.12)
     }
 
     #[test]

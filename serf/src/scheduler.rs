@@ -666,7 +666,6 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::Profile;
     use crate::simulator::{Completed, Semantics, Station};
     use rand::{rngs::StdRng, SeedableRng};
     use rand_distr::{Distribution, Exp};
@@ -677,13 +676,7 @@ mod tests {
 
     /// Note §2.9's 2-core illustration: (1,1) 0.2 s, (1,2) 0.12 s, (2,1) 0.20/0.22 s.
     fn two_core() -> Candidates {
-        Candidates::from_profile(
-            &Profile::from_rates(
-                2,
-                &[(1, vec![1.0 / 0.20, 1.0 / 0.22]), (2, vec![1.0 / 0.12])],
-            )
-            .unwrap(),
-        )
+        Candidates::two_core_from_times(0.20, 0.22, 0.12)
     }
 
     #[test]
@@ -792,25 +785,13 @@ mod tests {
 
     /// Offline: `(2, 1)` interferes badly (`μ_2 = 3.3`), `(1, 2)` takes 0.12 s.
     fn pessimistic() -> Candidates {
-        Candidates::from_profile(
-            &Profile::from_rates(
-                2,
-                &[(1, vec![1.0 / 0.20, 1.0 / 0.30]), (2, vec![1.0 / 0.12])],
-            )
-            .unwrap(),
-        )
+        Candidates::two_core_from_times(0.20, 0.30, 0.12)
     }
 
     #[test]
     fn reprofile_flips_the_ranking_and_the_switch_still_waits_out_the_hold() {
         // The machine is slower than profiled for two threads: (1, 2) takes 0.3 s, not 0.12 s.
-        let truth = Candidates::from_profile(
-            &Profile::from_rates(
-                2,
-                &[(1, vec![1.0 / 0.20, 1.0 / 0.30]), (2, vec![1.0 / 0.30])],
-            )
-            .unwrap(),
-        );
+        let truth = Candidates::two_core_from_times(0.20, 0.30, 0.30);
         let opts = SchedulerOptions {
             load_margin_sigmas: 0.0,
             online: Some(OnlineOptions {
@@ -861,20 +842,8 @@ mod tests {
         // The offline profile says (2, 1) interferes badly; in truth it does not, and (1, 2) is a bit
         // slower than profiled. At 50/s (2, 1) is the best configuration, but nothing running (1, 2)
         // measures it: only an exploration finds out.
-        let profiled = Candidates::from_profile(
-            &Profile::from_rates(
-                2,
-                &[(1, vec![1.0 / 0.020, 1.0 / 0.030]), (2, vec![1.0 / 0.012])],
-            )
-            .unwrap(),
-        );
-        let truth = Candidates::from_profile(
-            &Profile::from_rates(
-                2,
-                &[(1, vec![1.0 / 0.020, 1.0 / 0.020]), (2, vec![1.0 / 0.015])],
-            )
-            .unwrap(),
-        );
+        let profiled = Candidates::two_core_from_times(0.020, 0.030, 0.012);
+        let truth = Candidates::two_core_from_times(0.020, 0.020, 0.015);
         let a = Config::new(1, 2);
         let b = Config::new(2, 1);
         let opts = SchedulerOptions {

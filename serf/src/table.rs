@@ -232,6 +232,24 @@ impl ConfigTable {
 }
 
 #[cfg(test)]
+impl Candidates {
+    /// A 2-core profile for tests, from service times in seconds: one request on one thread,
+    /// each of two requests on one thread, one request on two threads.
+    pub(crate) fn two_core_from_times(one: f64, pair: f64, two_threads: f64) -> Self {
+        Self::from_profile(
+            &Profile::from_rates(
+                2,
+                &[
+                    (1, vec![1.0 / one, 1.0 / pair]),
+                    (2, vec![1.0 / two_threads]),
+                ],
+            )
+            .expect("a valid profile"),
+        )
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
