@@ -43,7 +43,7 @@
 use crate::baseline::Predictor;
 use crate::config::Config;
 use crate::estimator::{EstimatorError, RateEstimate, RateEstimator};
-use crate::model::ModelError;
+use crate::model::{Estimate, ModelError};
 use crate::online::{ExploreOptions, OnlineOptions, OnlineProfile};
 use crate::table::{Candidates, ConfigTable, TableError, TableOptions};
 use serde::Serialize;
@@ -282,23 +282,17 @@ impl Decider {
             self.pending = None;
             return None;
         }
-        let predict = |cfg: Config| {
-            self.candidates
-                .get(cfg)
-                .map(|c| self.options.predictor.estimate(lambda, &c.mu))
-        };
-        let current = predict(self.current);
+        let current = self.predict(self.current, lambda);
         if matches!(current, Some(Err(ModelError::Unstable { .. }))) {
             self.adopt(target);
             return Some((target, SwitchReason::Overload));
         }
-        if self.table.is_none() && self.options.min_gain > 0.0 {
-            if let (Some(Ok(cur)), Some(Ok(new))) = (current, predict(target)) {
-                if cur.latency <= new.latency * (1.0 + self.options.min_gain) {
-                    self.pending = None;
-                    return None;
-                }
-            }
+        if self.table.is_none()
+            && self.options.min_gain > 0.0
+            && self.gain_too_small(current, target, lambda)
+        {
+            self.pending = None;
+            return None;
         }
         let held = match self.pending {
             Some((cfg, n)) if cfg == target => n + 1,
@@ -319,12 +313,10 @@ impl Decider {
 
     /// Whether the current configuration is unstable at `lambda`.
     pub fn is_overloaded(&self, lambda: f64) -> bool {
-        self.candidates.get(self.current).is_some_and(|c| {
-            matches!(
-                self.options.predictor.estimate(lambda, &c.mu),
-                Err(ModelError::Unstable { .. })
-            )
-        })
+        matches!(
+            self.predict(self.current, lambda),
+            Some(Err(ModelError::Unstable { .. }))
+        )
     }
 
     /// Replaces the rates decided on (re-profiling). The table, with [`Lookup::Table`], is rebuilt; if that
@@ -360,19 +352,35 @@ impl Decider {
             self.pending = None;
             return None;
         }
-        let predict = |cfg: Config| {
-            self.candidates
-                .get(cfg)
-                .map(|c| self.options.predictor.estimate(lambda, &c.mu))
-        };
-        if let (Some(Ok(cur)), Some(Ok(new))) = (predict(self.current), predict(target)) {
-            if cur.latency <= new.latency * (1.0 + self.options.min_gain) {
-                self.pending = None;
-                return None;
-            }
+        if self.gain_too_small(self.predict(self.current, lambda), target, lambda) {
+            self.pending = None;
+            return None;
         }
         self.adopt(target);
         Some(target)
+    }
+
+    /// The model's prediction for `config` at `lambda` (`None`: not a candidate).
+    fn predict(&self, config: Config, lambda: f64) -> Option<Result<Estimate, ModelError>> {
+        self.candidates
+            .get(config)
+            .map(|c| self.options.predictor.estimate(lambda, &c.mu))
+    }
+
+    /// Whether `target` is predicted less than `min_gain` faster than the current configuration,
+    /// whose prediction is `current` (both stable; otherwise the gain does not rule it out).
+    fn gain_too_small(
+        &self,
+        current: Option<Result<Estimate, ModelError>>,
+        target: Config,
+        lambda: f64,
+    ) -> bool {
+        match (current, self.predict(target, lambda)) {
+            (Some(Ok(cur)), Some(Ok(new))) => {
+                cur.latency <= new.latency * (1.0 + self.options.min_gain)
+            }
+            _ => false,
+        }
     }
 
     fn adopt(&mut self, config: Config) {
