@@ -138,6 +138,17 @@ impl Inner {
         }
     }
 
+    /// Puts the version `tuple` made (`state`) into the primary buffer, if this member is still
+    /// the primary of the tuple's epoch; returns whether it is.
+    fn retain_made(&mut self, tuple: &StateHeader, state: &Arc<StateVersion>) -> bool {
+        let current = self.epoch() == tuple.epoch && self.is_primary();
+        if current {
+            self.retained
+                .insert(tuple.seq, (tuple.clone(), Arc::clone(state)));
+        }
+        current
+    }
+
     /// Starts the primary buffer over with the current state as its floor.
     fn retain_only_current(&mut self) {
         let header = StateHeader {

@@ -141,11 +141,8 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
             // stays dense for the backup and for the batches behind this one.
             let tuple = state_tuple(&header, Vec::new(), Vec::new());
             let mut inner = lock(&ctx.shared);
-            if inner.epoch() == header.epoch && inner.is_primary() {
+            if inner.retain_made(&tuple, &state) {
                 inner.version = header.seq;
-                inner
-                    .retained
-                    .insert(header.seq, (tuple.clone(), Arc::clone(&state)));
             }
             let backup = inner.backup_prefix();
             drop(inner);
@@ -211,11 +208,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     // sees this version either in the primary buffer or not at all, never half-handed over.
     let backup = {
         let mut inner = lock(&ctx.shared);
-        if inner.epoch() == header.epoch && inner.is_primary() {
-            inner
-                .retained
-                .insert(header.seq, (tuple.clone(), Arc::clone(&next)));
-        }
+        inner.retain_made(&tuple, &next);
         inner.backup_prefix()
     };
     let speculative = assign.mode != Mode::Remus || backup.is_none();
