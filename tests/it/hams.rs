@@ -263,6 +263,18 @@ fn tracker(
     primary_args: &[&str],
     backup_args: &[&str],
 ) -> (Member, Member, RunningGraph) {
+    tracker_in_mode(dir, tag, "nspb", primary_args, backup_args)
+}
+
+/// [`tracker`] under replication `mode` (the text after `mode: `, which may add more fields of
+/// the `replication:` mapping, e.g. `checkpoint, checkpoint_every: 10`).
+fn tracker_in_mode(
+    dir: &TempDir,
+    tag: &str,
+    mode: &str,
+    primary_args: &[&str],
+    backup_args: &[&str],
+) -> (Member, Member, RunningGraph) {
     let model = [("track", "gru_stream.onnx")];
     let a = Member::start(&format!("hams-{tag}-a"), &[], &model, primary_args, &dir.0);
     let b = Member::start(
@@ -278,7 +290,7 @@ fn tracker(
         &format!("track-{tag}"),
         8,
         &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
+        &[gru("track", "x", &names, mode)],
     );
     let graph = start_graph(&path);
     graph.hams().expect("a HAMS manager").journal_to(&dir.0);
@@ -474,24 +486,7 @@ fn remus_answers_only_after_the_backup_has_the_state() {
     // The stop-and-buffer baseline, for contrast with R6: with a 100 ms state link, every batch
     // is answered after its state reached the backup.
     let dir = temp_dir("hams-remus");
-    let model = [("track", "gru_stream.onnx")];
-    let a = Member::start(
-        "hams-rm-a",
-        &[],
-        &model,
-        &["--state-delay-ms", "100"],
-        &dir.0,
-    );
-    let b = Member::start("hams-rm-b", &[&a.endpoint], &model, &[], &dir.0);
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-remus",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "remus")],
-    );
-    let graph = start_graph(&path);
+    let (_a, _b, graph) = tracker_in_mode(&dir, "rm", "remus", &["--state-delay-ms", "100"], &[]);
     assert_eq!(sequential(&graph, 5, 8).len(), 5);
     graph.shutdown();
     let report = journal(&dir);
@@ -867,25 +862,14 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
     // option the replay recomputes versions whose outputs were already released differently
     // (X7): the journal shows re-executed versions with other outputs, which NSPB never releases.
     let dir = temp_dir("hams-checkpoint");
-    let model = [("track", "gru_stream.onnx")];
-    let mut a = Member::start("hams-cp-a", &[], &model, &["--perturb"], &dir.0);
-    let b = Member::start("hams-cp-b", &[&a.endpoint], &model, &["--perturb"], &dir.0);
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-checkpoint",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "checkpoint")],
+    let perturb = ["--perturb"];
+    let (mut a, _b, graph) = tracker_in_mode(
+        &dir,
+        "cp",
+        "checkpoint, checkpoint_every: 10",
+        &perturb,
+        &perturb,
     );
-    let text = std::fs::read_to_string(&path).expect("graph");
-    std::fs::write(
-        &path,
-        text.replace("detect_ms: 300}", "detect_ms: 300, checkpoint_every: 10}"),
-    )
-    .expect("graph");
-    let graph = start_graph(&path);
-    graph.hams().expect("a HAMS manager").journal_to(&dir.0);
     let (outputs, counts, errors) = load_killing_at_100(&graph, &mut [&mut a]);
     assert_eq!((outputs.len(), errors), (200, 0));
     assert!(counts.values().all(|&c| c == 1));
