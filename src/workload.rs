@@ -61,6 +61,65 @@ fn fixed_shape(dims: &[Dim]) -> Vec<usize> {
         .collect()
 }
 
+/// The rows of a CSV file (optionally gzipped): `width` f32 features for input `input`, then an
+/// integer label last (blank lines skipped).
+///
+/// # Errors
+/// When the file cannot be read, or a row has another number of fields or a field that is not a
+/// number (naming the line).
+pub fn read_labelled_rows(
+    path: &Path,
+    input: &str,
+    width: usize,
+) -> Result<Vec<(Vec<f32>, i64)>, WorkloadError> {
+    let shown = path.display().to_string();
+    let mut bytes = Vec::new();
+    let read = |e| WorkloadError::Read {
+        path: shown.clone(),
+        source: e,
+    };
+    let mut file = std::fs::File::open(path).map_err(read)?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        flate2::read::GzDecoder::new(file)
+            .read_to_end(&mut bytes)
+            .map_err(read)?;
+    } else {
+        file.read_to_end(&mut bytes).map_err(read)?;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let format = |message: String| WorkloadError::Format {
+            path: shown.clone(),
+            line: i + 1,
+            message,
+        };
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if fields.len() != width + 1 {
+            return Err(format(format!(
+                "{} fields; input `{input}` needs {width} features and a label",
+                fields.len()
+            )));
+        }
+        let features = fields[..width]
+            .iter()
+            .map(|f| {
+                f.parse::<f32>()
+                    .map_err(|e| format(format!("feature `{f}`: {e}")))
+            })
+            .collect::<Result<Vec<f32>, _>>()?;
+        let label = fields[width]
+            .parse::<f64>()
+            .map_err(|e| format(format!("label `{}`: {e}", fields[width])))?
+            as i64;
+        rows.push((features, label));
+    }
+    Ok(rows)
+}
+
 impl Workload {
     /// `distinct` random requests for `plan` from `seed`: f32 inputs uniform in [0, 1), i64 in [0, 10).
     pub fn random(plan: &Plan, distinct: usize, seed: u64) -> Workload {
@@ -116,57 +175,16 @@ impl Workload {
         }
         let shape = fixed_shape(&input.ty.shape);
         let width: usize = shape.iter().product();
-        let mut bytes = Vec::new();
-        let read = |e| WorkloadError::Read {
-            path: shown.clone(),
-            source: e,
-        };
-        let mut file = std::fs::File::open(path).map_err(read)?;
-        if path.extension().is_some_and(|e| e == "gz") {
-            flate2::read::GzDecoder::new(file)
-                .read_to_end(&mut bytes)
-                .map_err(read)?;
-        } else {
-            file.read_to_end(&mut bytes).map_err(read)?;
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let mut items = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let format = |message: String| WorkloadError::Format {
-                path: shown.clone(),
-                line: i + 1,
-                message,
-            };
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            if fields.len() != width + 1 {
-                return Err(format(format!(
-                    "{} fields; input `{}` needs {width} features and a label",
-                    fields.len(),
-                    input.name
-                )));
-            }
-            let features = fields[..width]
-                .iter()
-                .map(|f| {
-                    f.parse::<f32>()
-                        .map_err(|e| format(format!("feature `{f}`: {e}")))
-                })
-                .collect::<Result<Vec<f32>, _>>()?;
-            let label = fields[width]
-                .parse::<f64>()
-                .map_err(|e| format(format!("label `{}`: {e}", fields[width])))?
-                as i64;
-            items.push(WorkItem {
+        let items: Vec<WorkItem> = read_labelled_rows(path, &input.name, width)?
+            .into_iter()
+            .map(|(features, label)| WorkItem {
                 inputs: vec![NamedTensor {
                     name: input.name.clone(),
                     tensor: Tensor::f32(shape.clone(), features),
                 }],
                 label: Some(label),
-            });
-        }
+            })
+            .collect();
         if items.is_empty() {
             return Err(WorkloadError::Graph(format!("{shown} holds no rows")));
         }

@@ -25,6 +25,7 @@ use rand::{Rng, SeedableRng};
 use super::hams::{
     closed_loop_of, median, start_graph, stateful_node, Deployment, HamsBenchConfig, MemberExtras,
 };
+use crate::workload::read_labelled_rows;
 use crate::{NamedTensor, Tensor};
 
 /// Rows of the digits file that train the model; the rest are the test set.
@@ -61,14 +62,9 @@ pub struct DivergenceRow {
 /// The digits file's rows: 64 pixel values and the label.
 fn digits(models: &Path) -> Result<Vec<(Vec<f32>, usize)>> {
     let path = models.join("digits_test.csv");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let rows: Vec<(Vec<f32>, usize)> = text
-        .lines()
-        .filter_map(|l| {
-            let v: Vec<f32> = l.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            (v.len() == 65).then(|| (v[..64].to_vec(), v[64] as usize))
-        })
+    let rows: Vec<(Vec<f32>, usize)> = read_labelled_rows(&path, "pixels", 64)?
+        .into_iter()
+        .map(|(x, label)| (x, usize::try_from(label).unwrap_or(usize::MAX)))
         .collect();
     if rows.len() <= TRAIN_ROWS {
         return Err(anyhow!(

@@ -805,13 +805,11 @@ fn an_online_learning_node_learns_from_training_rows_across_a_failover() {
 
 /// The digits rows `scripts/make_models.py` held out: 64 pixels and a label each.
 fn digits_rows() -> Vec<(Vec<f32>, usize)> {
-    let text = std::fs::read_to_string(crate::common::weir_home().join("models/digits_test.csv"))
-        .expect("digits_test.csv");
-    text.lines()
-        .filter_map(|l| {
-            let v: Vec<f32> = l.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            (v.len() == 65).then(|| (v[..64].to_vec(), v[64] as usize))
-        })
+    let path = crate::common::weir_home().join("models/digits_test.csv");
+    weir::workload::read_labelled_rows(&path, "pixels", 64)
+        .expect("digits_test.csv")
+        .into_iter()
+        .map(|(x, label)| (x, label as usize))
         .collect()
 }
 
