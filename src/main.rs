@@ -1350,12 +1350,15 @@ struct SerfBenchArgs {
     /// Seconds per phase (`--phases`).
     #[arg(long, default_value_t = 30.0)]
     phase_seconds: f64,
-    /// Moderate load as a fraction of the smallest configuration capacity (`--phases`).
-    #[arg(long, default_value_t = 0.7)]
+    /// Moderate load as a fraction of the largest configuration capacity (`--phases`).
+    #[arg(long, default_value_t = 0.55)]
     moderate: f64,
     /// Low load, same unit (`--phases`).
-    #[arg(long, default_value_t = 0.15)]
+    #[arg(long, default_value_t = 0.1)]
     low: f64,
+    /// Whether intra-op threads spin while idle, in the profile and in every graph served.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    spinning: bool,
     /// Whole comparisons to run; the report quotes medians (`--phases`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -1381,14 +1384,15 @@ fn profile(args: ProfileArgs) -> Result<()> {
         LoadError::Invalid(d) => anyhow!("{d}"),
         other => anyhow!(other),
     })?;
-    let options = ProfileOptions {
-        cores: args.cores.unwrap_or_else(cores).max(1),
-        samples: args.samples.max(1),
-        ..ProfileOptions::default()
-    };
-    for (node, path) in select_nodes(&graph.plan, args.node.as_deref())? {
-        let profile = profile_node(&node, &path, &options)?;
-        let out = profile_path(&args.graph, &node);
+    for node in select_nodes(&graph.plan, args.node.as_deref())? {
+        let options = ProfileOptions {
+            cores: args.cores.unwrap_or_else(cores).max(1),
+            samples: args.samples.max(1),
+            spinning: node.spinning,
+            ..ProfileOptions::default()
+        };
+        let profile = profile_node(&node.id, &node.path, &options)?;
+        let out = profile_path(&args.graph, &node.id);
         profile.save(&out)?;
         print!("{}", describe(&profile)?);
         println!("saved {}\n", out.display());
@@ -1414,13 +1418,14 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         seed: 11,
         profile: ProfileOptions {
             samples: args.samples.max(1),
+            spinning: args.spinning,
             ..ProfileOptions::default()
         },
     };
     let load_before = load_average();
     let runs = serf_phases(&config)?;
     let text = format!(
-        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: moderate {} × / low {} × the smallest configuration capacity, {} s each; profile: {} requests per tuple, fresh each run\n{}",
+        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: moderate {} × / low {} × the largest configuration capacity, {} s each; intra-op spinning {}; profile: {} requests per tuple, fresh each run\n{}",
         OrtRuntime::get()?.build_info(),
         cores(),
         load_average(),
@@ -1429,6 +1434,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         config.moderate,
         config.low,
         config.phase_seconds,
+        if config.profile.spinning { "on" } else { "off" },
         config.profile.samples,
         phases_table(&runs)
     );
@@ -1482,6 +1488,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
         headroom: 0.9,
         profile: ProfileOptions {
             samples: args.samples.max(1),
+            spinning: args.spinning,
             ..ProfileOptions::default()
         },
     };

@@ -2,7 +2,8 @@
 //! configuration of one model node with real sessions, and writes them as a `weir_serf` profile
 //! (`weir profile`, paper §IV-B, note §2.11, requirements P1–P3).
 //!
-//! A tuple `(i, t)` is measured with `i` sessions of `t` intra-op threads each (spinning off), one
+//! A tuple `(i, t)` is measured with `i` sessions of `t` intra-op threads each (spinning as the node's
+//! `executor.spinning`, recorded in the profile), one
 //! request stream per session on its own thread, all fed the same random input of the model's
 //! shape. Every stream warms up first, then all start together behind a barrier and run back to
 //! back; a stream that has its share of measured requests keeps running (unmeasured) until every
@@ -59,6 +60,8 @@ pub struct ProfileOptions {
     pub seed: u64,
     /// Print a line per measured tuple on stderr.
     pub progress: bool,
+    /// Whether the sessions' intra-op threads spin while idle (the node's `executor.spinning`).
+    pub spinning: bool,
 }
 
 impl Default for ProfileOptions {
@@ -70,6 +73,7 @@ impl Default for ProfileOptions {
             warmup: 2,
             seed: 7,
             progress: true,
+            spinning: false,
         }
     }
 }
@@ -270,7 +274,7 @@ pub fn profile_node(
         let runtime = OrtRuntime::get()?;
         let pool = sessions.entry(tuple.threads).or_default();
         while pool.len() < tuple.concurrency {
-            pool.push(runtime.session(node, path, tuple.threads, false)?);
+            pool.push(runtime.session(node, path, tuple.threads, options.spinning)?);
         }
         let tuple_started = Instant::now();
         let times = measure_streams(
@@ -296,15 +300,32 @@ pub fn profile_node(
     })?;
     profile.label = Some(node.to_string());
     profile.wall_s = Some(started.elapsed().as_secs_f64());
+    profile.spinning = Some(options.spinning);
     Ok(profile)
 }
 
-/// The model nodes of `plan` that run in-process, as `(id, model file)`, in plan order.
-pub fn model_nodes(plan: &Plan) -> Vec<(String, PathBuf)> {
+/// A model node to profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeToProfile {
+    /// Node id.
+    pub id: String,
+    /// The model file.
+    pub path: PathBuf,
+    /// Whether its executor's intra-op threads spin (`executor.spinning`); the profile is measured
+    /// the same way.
+    pub spinning: bool,
+}
+
+/// The model nodes of `plan`, in plan order.
+pub fn model_nodes(plan: &Plan) -> Vec<NodeToProfile> {
     plan.nodes
         .iter()
         .filter_map(|n| match &n.node.kind {
-            NodeKind::Model(m) => Some((n.node.id.clone(), m.path.clone())),
+            NodeKind::Model(m) => Some(NodeToProfile {
+                id: n.node.id.clone(),
+                path: m.path.clone(),
+                spinning: m.executor.spinning,
+            }),
             _ => None,
         })
         .collect()
@@ -314,12 +335,12 @@ pub fn model_nodes(plan: &Plan) -> Vec<(String, PathBuf)> {
 ///
 /// # Errors
 /// [`SerfError::NoSuchNode`] when `only` names no model node.
-pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<(String, PathBuf)>, SerfError> {
+pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<NodeToProfile>, SerfError> {
     let all = model_nodes(plan);
     match only {
         None => Ok(all),
         Some(id) => {
-            let picked: Vec<_> = all.into_iter().filter(|(n, _)| n == id).collect();
+            let picked: Vec<_> = all.into_iter().filter(|n| n.id == id).collect();
             if picked.is_empty() {
                 Err(SerfError::NoSuchNode(id.to_string()))
             } else {

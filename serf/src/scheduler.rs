@@ -19,6 +19,15 @@
 //!   over-estimating costs a modestly slower configuration. With a 5 s window at 7.5 requests/s, `λ̂` alone
 //!   swings ±16% and, in the S4 replay, made the decision flap across a crossover 15% away; the margin
 //!   biases near-crossover choices towards capacity, like the table's conservative row lookup.
+//! - **Utilisation cap** (`max_utilisation`, default 0.6; weir's, not the paper's). Online evaluation chooses
+//!   only among configurations predicted at most 60 % busy at the planned load, and the one with the most
+//!   capacity when none is. Why: the model's error grows with utilisation (on the 2-vCPU VM, median 32 % and
+//!   up to 10× near saturation, `benchmarks/README.md` *serf on ONNX Runtime*), because service times measured
+//!   alone or at low load understate what requests take when the process's other threads (dataflow, load,
+//!   I/O) compete for the same cores; and a wrong choice costs far more near saturation, where queueing is
+//!   convex in ρ, than at low load. In the S4 runs without it, SERF kept (1,2) at a moderate load where the
+//!   model placed it within a few % of (2,1) at ρ ≈ 0.65, and measured 1.6–7× (2,1)'s latency there. A
+//!   configuration beyond the cap is left without the minimum-gain test (the hold still applies).
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`. Exception: when the current
@@ -70,6 +79,9 @@ pub struct SchedulerOptions {
     pub hold_periods: u32,
     /// Predicted relative latency gain a switch must bring, online evaluation only (0.02).
     pub min_gain: f64,
+    /// Online evaluation chooses among the configurations predicted at most this busy at the planned load
+    /// (0.6), and the one with the most capacity when none is; 1.0 or more turns the rule off.
+    pub max_utilisation: f64,
     /// The decision plans for `λ̂ + load_margin_sigmas · σ(λ̂)` (1.0), σ the Poisson standard error.
     pub load_margin_sigmas: f64,
     /// The estimator's window is cut short at a change of load beyond this many standard deviations
@@ -90,6 +102,7 @@ impl Default for SchedulerOptions {
             period: Duration::from_secs(1),
             hold_periods: 2,
             min_gain: 0.02,
+            max_utilisation: 0.6,
             load_margin_sigmas: 1.0,
             change_sigmas: 3.5,
             lookup: Lookup::Online,
@@ -269,7 +282,7 @@ impl Decider {
             Some(t) => t.lookup(lambda),
             None => self
                 .candidates
-                .best(lambda, self.options.predictor)
+                .best_within(lambda, self.options.predictor, self.options.max_utilisation)
                 .map_or(fallback, |(c, _)| c),
         }
     }
@@ -289,6 +302,7 @@ impl Decider {
         }
         if self.table.is_none()
             && self.options.min_gain > 0.0
+            && !self.beyond_max_utilisation(self.current, lambda)
             && self.gain_too_small(current, target, lambda)
         {
             self.pending = None;
@@ -352,12 +366,25 @@ impl Decider {
             self.pending = None;
             return None;
         }
-        if self.gain_too_small(self.predict(self.current, lambda), target, lambda) {
+        if !self.beyond_max_utilisation(self.current, lambda)
+            && self.gain_too_small(self.predict(self.current, lambda), target, lambda)
+        {
             self.pending = None;
             return None;
         }
         self.adopt(target);
         Some(target)
+    }
+
+    /// Whether `config` is predicted busier than `max_utilisation` at `lambda` under online evaluation
+    /// (then a switch to the choice needs no minimum gain: the model is least trustworthy there).
+    fn beyond_max_utilisation(&self, config: Config, lambda: f64) -> bool {
+        self.table.is_none()
+            && self.options.max_utilisation < 1.0
+            && self
+                .candidates
+                .get(config)
+                .is_some_and(|c| lambda > self.options.max_utilisation * c.capacity())
     }
 
     /// The model's prediction for `config` at `lambda` (`None`: not a candidate).
@@ -688,6 +715,36 @@ mod tests {
     }
 
     #[test]
+    fn online_choice_stays_below_the_utilisation_cap() {
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let uncapped = SchedulerOptions {
+            max_utilisation: 1.0,
+            ..SchedulerOptions::default()
+        };
+        // At 5.5/s the model ranks (1,2) first at ρ = 0.66; (2,1) is at ρ = 0.61.
+        let d = Decider::new(two_core(), a, uncapped).unwrap();
+        assert_eq!(d.target(5.5), a);
+        // With the default cap of 0.6 neither qualifies, so the one with the most capacity is chosen;
+        // at low load the cap changes nothing.
+        let mut d = Decider::new(two_core(), a, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.target(5.5), b);
+        assert_eq!(d.target(2.0), a);
+        // Leaving a configuration beyond the cap needs no minimum gain, only the hold.
+        let opts = SchedulerOptions {
+            min_gain: 10.0,
+            ..SchedulerOptions::default()
+        };
+        let mut strict = Decider::new(two_core(), a, opts).unwrap();
+        assert_eq!(strict.decide(5.5), None);
+        assert_eq!(strict.decide(5.5), Some((b, SwitchReason::Better)));
+        // ... while below the cap the minimum gain still holds a switch back.
+        assert_eq!(strict.decide(2.0), None);
+        assert_eq!(strict.decide(2.0), None);
+        assert_eq!(d.decide(5.5), None);
+        assert_eq!(d.decide(5.5), Some((b, SwitchReason::Better)));
+    }
+
+    #[test]
     fn s3_hysteresis_holds_and_overload_is_immediate() {
         let a = Config::new(1, 2);
         let b = Config::new(2, 1);
@@ -890,12 +947,14 @@ mod tests {
         );
         assert_eq!(s.current(), b);
         assert!(s.online().unwrap().is_fresh(b, secs(600.0), secs(300.0)));
-        // Exploration off: the pessimistic profile keeps (1, 2) for ever.
+        // Exploration off (and the utilisation cap, which alone would leave (1, 2) once its measured
+        // ρ = 0.75 exceeds 0.6): the pessimistic profile keeps (1, 2) for ever.
         let opts = SchedulerOptions {
             online: Some(OnlineOptions {
                 explore: None,
                 ..Default::default()
             }),
+            max_utilisation: 1.0,
             ..opts
         };
         let mut s = Scheduler::new(profiled, a, opts, secs(0.0)).unwrap();

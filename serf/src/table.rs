@@ -118,11 +118,25 @@ impl Candidates {
     /// The stable candidate with the lowest predicted mean latency at `lambda` (ties: first in order), or
     /// `None` when every candidate is unstable.
     pub fn best(&self, lambda: f64, predictor: Predictor) -> Option<(Config, Estimate)> {
+        self.best_within(lambda, predictor, f64::INFINITY)
+    }
+
+    /// As [`Candidates::best`], among the candidates whose utilisation `λ/(c·μ_c)` at `lambda` is at most
+    /// `max_utilisation`; `None` when there is none.
+    pub fn best_within(
+        &self,
+        lambda: f64,
+        predictor: Predictor,
+        max_utilisation: f64,
+    ) -> Option<(Config, Estimate)> {
         let mut best: Option<(Config, Estimate)> = None;
-        for (config, est) in self.evaluate(lambda, predictor) {
-            if let Ok(e) = est {
+        for c in &self.0 {
+            if lambda > max_utilisation * c.capacity() {
+                continue;
+            }
+            if let Ok(e) = predictor.estimate(lambda, &c.mu) {
                 if best.is_none_or(|(_, b)| e.latency < b.latency) {
-                    best = Some((config, e));
+                    best = Some((c.config, e));
                 }
             }
         }

@@ -165,8 +165,9 @@ pub(crate) fn request_signature(
     Ok((input, dtype, shape, output))
 }
 
-/// A one-node graph of `path` with `config`'s layout, and a one-request workload.
-fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> {
+/// A one-node graph of `path` with `config`'s layout (threads spinning per `spinning`), and a
+/// one-request workload.
+fn fixed_graph(path: &Path, config: Config, spinning: bool) -> Result<(RunningGraph, Workload)> {
     let (input, dtype, shape, output) = request_signature(path)?;
     let spec = GraphSpec::builder("serf")
         .input("x", dtype, &shape)
@@ -176,6 +177,7 @@ fn fixed_graph(path: &Path, config: Config) -> Result<(RunningGraph, Workload)> 
                 .executor(ExecutorSpec {
                     instances: config.concurrency,
                     intra_op_threads: config.threads,
+                    spinning,
                     ..ExecutorSpec::default()
                 }),
         )
@@ -220,7 +222,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         if runnable.is_empty() {
             continue;
         }
-        let (graph, workload) = fixed_graph(path, candidate.config)?;
+        let (graph, workload) = fixed_graph(path, candidate.config, config.profile.spinning)?;
         run_load(
             graph.runtime(),
             &workload,

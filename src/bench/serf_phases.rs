@@ -5,9 +5,18 @@
 //!
 //! Decisions:
 //! - The rates come from the profile taken at the start of each run: *moderate* and *low* are
-//!   fractions (default 0.7 and 0.15) of the smallest capacity `c·μ_c` among the configurations, so
-//!   every fixed configuration stays stable in every phase (an unstable one would only measure its
-//!   queue limit) while the slower ones queue noticeably at moderate load.
+//!   fractions (default 0.55 and 0.1) of the *largest* capacity `c·μ_c` among the configurations.
+//!   The paper's scenario (Fig. 13) needs a moderate load at which another configuration is best
+//!   than at low load; on 2 cores that is a load near the intra-request configuration's capacity,
+//!   where the inter-request one's extra slots pay off. A fixed configuration whose profiled
+//!   utilisation at moderate load is 0.95 or more is not run (its queue would only grow to the
+//!   limit) and is listed as skipped. (Runs before 2026-11-22 took fractions of the *smallest*
+//!   capacity, so that every configuration was stable; there one configuration was best at both
+//!   loads and SERF could at most tie with it.)
+//! - Every set-up runs with the same `executor.spinning` (default on) and the profile is measured
+//!   with it: without spinning, a 2-thread call after an idle gap wakes the sleeping intra-op
+//!   thread at each parallel section and took as long as a 1-thread call here (8–9 ms at
+//!   20 requests/s, 4.6–5.7 ms at 85–150/s), which no back-to-back profile sees.
 //! - The same arrival times (one seed) drive every set-up, one set-up after the other, each on a
 //!   fresh graph warmed up with a few closed-loop requests. The order is SERF first, then the fixed
 //!   configurations in profile order; a noisy machine drifts between set-ups, which is why
@@ -32,7 +41,7 @@ use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
-use weir_engine::spec::{FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
+use weir_engine::spec::{ExecutorSpec, FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
 use weir_operators::model::ParallelismSnapshot;
 use weir_serf::config::Config;
 use weir_serf::profile::Profile;
@@ -52,7 +61,7 @@ pub struct PhasesConfig {
     pub model: (String, PathBuf),
     /// Length of each of the three phases, seconds.
     pub phase_seconds: f64,
-    /// Moderate load as a fraction of the smallest capacity among the configurations.
+    /// Moderate load as a fraction of the largest capacity among the configurations.
     pub moderate: f64,
     /// Low load, same unit.
     pub low: f64,
@@ -64,9 +73,12 @@ pub struct PhasesConfig {
     pub runs: usize,
     /// Seed of the first run's arrivals (run `r` uses `seed + r`).
     pub seed: u64,
-    /// How the model is profiled.
+    /// How the model is profiled; its `spinning` is every set-up's `executor.spinning` too.
     pub profile: ProfileOptions,
 }
+
+/// Utilisation at moderate load from which a fixed configuration is not run.
+pub const UNSTABLE_UTILISATION: f64 = 0.95;
 
 /// A set-up: SERF, or one fixed configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +142,8 @@ pub struct PhasesRun {
     pub setups: Vec<SetupRun>,
     /// Seconds left out at each phase's start for the settled means.
     pub settle_seconds: f64,
+    /// Fixed configurations not run, with their profiled utilisation at moderate load.
+    pub skipped: Vec<(Config, f64)>,
 }
 
 impl PhasesRun {
@@ -199,6 +213,7 @@ fn setup_graph(
     setup: Setup,
     profile: &Profile,
     dir: &Path,
+    spinning: bool,
 ) -> Result<(RunningGraph, Workload)> {
     let (input, dtype, shape, output) = request_signature(path)?;
     let parallelism = match setup {
@@ -218,6 +233,10 @@ fn setup_graph(
         .model(
             ModelBuilder::new("model", &absolute)
                 .input(&input.name, "x")
+                .executor(ExecutorSpec {
+                    spinning,
+                    ..ExecutorSpec::default()
+                })
                 .parallelism(parallelism),
         )
         .output("y", &format!("model.{}", output.name))
@@ -309,15 +328,15 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
     let (name, path) = &config.model;
     let profile = profile_node(name, path, &config.profile)?;
     let candidates = Candidates::from_profile(&profile);
-    let min_capacity = candidates
+    let max_capacity = candidates
         .as_slice()
         .iter()
         .map(|c| c.capacity())
-        .fold(f64::INFINITY, f64::min);
-    if !min_capacity.is_finite() {
+        .fold(0.0, f64::max);
+    if max_capacity <= 0.0 {
         return Err(anyhow!("{name}: empty profile"));
     }
-    let (moderate, low) = (config.moderate * min_capacity, config.low * min_capacity);
+    let (moderate, low) = (config.moderate * max_capacity, config.low * max_capacity);
     let len = config.phase_seconds;
     let plan = [(moderate, len), (low, len), (moderate, len)];
     let phases = plan
@@ -334,10 +353,23 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
     let dir = std::env::temp_dir().join(format!("weir-serf-phases-{}-{run}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut setups = vec![Setup::Serf];
-    setups.extend(candidates.as_slice().iter().map(|c| Setup::Fixed(c.config)));
+    let mut skipped = Vec::new();
+    for c in candidates.as_slice() {
+        let utilisation = moderate / c.capacity();
+        if utilisation >= UNSTABLE_UTILISATION {
+            eprintln!(
+                "run {}: skipping fixed {}: utilisation {utilisation:.2} at moderate load",
+                run + 1,
+                c.config
+            );
+            skipped.push((c.config, utilisation));
+        } else {
+            setups.push(Setup::Fixed(c.config));
+        }
+    }
     let mut results = Vec::new();
     for setup in setups {
-        let (graph, workload) = setup_graph(path, setup, &profile, &dir)?;
+        let (graph, workload) = setup_graph(path, setup, &profile, &dir, config.profile.spinning)?;
         let warm = graph_warmup(&graph, &workload);
         let r = drive(&graph, &workload, &times, setup);
         graph.shutdown();
@@ -371,6 +403,7 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
         phases,
         setups: results,
         settle_seconds: config.settle_seconds,
+        skipped,
     })
 }
 
@@ -455,6 +488,11 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             s.push_str(&format!(" {ratio:.3} ({best}) |"));
         }
         s.push_str(" |\n");
+        for (c, utilisation) in &run.skipped {
+            s.push_str(&format!(
+                "\nNot run: fixed {c}, profiled utilisation {utilisation:.2} at moderate load (≥ {UNSTABLE_UTILISATION}: its queue only grows).\n"
+            ));
+        }
         if let Some(serf) = run.setups.first() {
             s.push_str(&format!(
                 "\nSERF's configurations: {}\n",
@@ -674,6 +712,7 @@ mod tests {
                 run(Setup::Fixed(Config::new(2, 1)), [8.0, 40.0]),
             ],
             settle_seconds: 0.0,
+            skipped: vec![],
         };
         assert_eq!(
             r.ratio_to_best(Some(0), false),

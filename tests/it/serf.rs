@@ -37,6 +37,7 @@ fn profile_mlp_saves_every_configuration() {
     let graph = load_graph(&graph_path).unwrap();
     let nodes = select_nodes(&graph.plan, Some("m")).unwrap();
     assert_eq!(nodes.len(), 1);
+    assert!(!nodes[0].spinning, "the node's executor does not spin");
     assert!(select_nodes(&graph.plan, Some("nope")).is_err());
 
     // Two cores whatever the machine has: (1,1), (1,2), (2,1).
@@ -45,15 +46,21 @@ fn profile_mlp_saves_every_configuration() {
         samples: 4,
         retry_samples: 8,
         progress: false,
+        spinning: nodes[0].spinning,
         ..ProfileOptions::default()
     };
-    let profile = profile_node("m", &nodes[0].1, &options).unwrap();
+    let profile = profile_node("m", &nodes[0].path, &options).unwrap();
     let out = profile_path(&graph_path, "m");
     assert_eq!(out, dir.join("m.serf.json"));
     profile.save(&out).unwrap();
     assert_eq!(Profile::load(&out).unwrap(), profile);
     assert_eq!(profile.label.as_deref(), Some("m"));
     assert!(profile.wall_s.is_some_and(|w| w > 0.0));
+    assert_eq!(
+        profile.spinning,
+        Some(false),
+        "the profile records how it was measured"
+    );
 
     let candidates = profile.candidates();
     let configs: Vec<Config> = candidates.iter().map(|(c, _)| *c).collect();
@@ -154,9 +161,24 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     assert!(rendered.contains("auto.yaml:"), "{rendered}");
 
     // (1,1): 4/s; (1,2): 5/s alone; (2,1): 4/s alone, 3.5/s each with two running.
-    let fixture = Profile::from_rates(2, &[(1, vec![4.0, 3.5]), (2, vec![5.0])]).unwrap();
+    let mut fixture = Profile::from_rates(2, &[(1, vec![4.0, 3.5]), (2, vec![5.0])]).unwrap();
+    // A profile measured with spinning threads does not describe a node that does not spin.
+    fixture.spinning = Some(true);
+    fixture.save(&profile_path(&graph_path, "m")).unwrap();
+    let warned = load_graph(&graph_path).unwrap().warnings.to_string();
+    assert!(
+        warned.contains("measured with intra-op spinning on")
+            && warned.contains("`executor.spinning` off"),
+        "{warned}"
+    );
+    fixture.spinning = Some(false);
     fixture.save(&profile_path(&graph_path, "m")).unwrap();
     let graph = load_graph(&graph_path).unwrap();
+    assert!(
+        !graph.warnings.to_string().contains("spinning"),
+        "{}",
+        graph.warnings
+    );
     let text = graph.plan.describe();
     assert!(
         text.contains("parallelism auto over 3 configurations"),

@@ -21,6 +21,7 @@
 //!   "cores": 2,
 //!   "label": "squeezenet",
 //!   "wall_s": 1.9,
+//!   "spinning": true,
 //!   "series": [
 //!     { "inter_node": 1, "threads": 1, "tuples": [
 //!         { "concurrency": 1, "mean_service_s": 0.00317, "scv": 0.02, "samples": 10 },
@@ -30,7 +31,12 @@
 //!   ]
 //! }
 //! ```
-//! `label` and `wall_s` (measured wall time of the whole profiling run) are optional. In each series,
+//! `label`, `wall_s` (measured wall time of the whole profiling run) and `spinning` (whether the
+//! runtime's intra-op threads spun while idle during the measurement; absent when unknown) are
+//! optional. `spinning` matters for `t > 1`: without it every parallel section of a call wakes
+//! sleeping threads, which on a VM can cost as much as the parallelism gains when requests arrive
+//! with gaps (measured in `benchmarks/README.md`, *serf phases*), so a profile only describes a node
+//! that runs with the same setting. In each series,
 //! `tuples[k]` has `concurrency = k + 1` and `concurrency · threads ≤ cores`.
 
 use crate::config::Config;
@@ -120,6 +126,9 @@ pub struct Profile {
     /// Measured wall time of the whole profiling run, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
+    /// Whether the runtime's intra-op threads spun while idle during the measurement, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spinning: Option<bool>,
     /// One series per `(C_inter, t)`, sorted by `(inter_node, threads)`.
     pub series: Vec<Series>,
 }
@@ -162,6 +171,7 @@ impl Profile {
             cores,
             label: None,
             wall_s: None,
+            spinning: None,
             series,
         };
         p.validate()?;
