@@ -5,7 +5,9 @@
 //! intra_op_threads: T}` and resolves to exactly that executor setting. `parallelism: auto` needs the
 //! node's SERF profile next to the graph (`<graph dir>/<node>.serf.json`, written by `weir profile`):
 //! it is read here, so a missing or broken profile is a validation error, and the node starts in the
-//! configuration the profile's table picks for the lowest load level. The switching itself is the
+//! configuration with the most capacity `c·μ_c`: the load is unknown until the scheduler's first
+//! estimate, and a start in the low-load choice under moderate load queued for the 1–2 s the
+//! estimate takes (measured in the S4 runs, `benchmarks/README.md` *serf phases*). The switching itself is the
 //! executor's (`weir-operators`); choosing is `weir-serf`'s.
 //!
 //! Rules: `parallelism` and a non-default `executor.instances`/`executor.intra_op_threads` exclude
@@ -21,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use weir_serf::config::Config;
 use weir_serf::profile::Profile;
-use weir_serf::table::{Candidates, ConfigTable, TableOptions};
+use weir_serf::table::Candidates;
 
 use crate::diagnostic::Diagnostic;
 use crate::placement::ReplicaTarget;
@@ -34,7 +36,7 @@ pub struct AutoParallelism {
     pub profile_path: PathBuf,
     /// The node's SERF profile: the configurations and their service rates.
     pub profile: Profile,
-    /// The configuration the node starts in (the table's row for the lowest load).
+    /// The configuration the node starts in (the one with the most capacity).
     pub initial: Config,
 }
 
@@ -160,9 +162,10 @@ pub(crate) fn check_parallelism(
                     return None;
                 }
             };
-            let table =
-                ConfigTable::build(&Candidates::from_profile(&profile), TableOptions::default());
-            let initial = match table.ok().and_then(|t| t.rows.first().map(|r| r.best)) {
+            let initial = match Candidates::from_profile(&profile)
+                .max_capacity()
+                .map(|c| c.config)
+            {
                 Some(c) => c,
                 None => {
                     diags.push(

@@ -27,7 +27,8 @@
 //!   I/O) compete for the same cores; and a wrong choice costs far more near saturation, where queueing is
 //!   convex in ρ, than at low load. In the S4 runs without it, SERF kept (1,2) at a moderate load where the
 //!   model placed it within a few % of (2,1) at ρ ≈ 0.65, and measured 1.6–7× (2,1)'s latency there. A
-//!   configuration beyond the cap is left without the minimum-gain test (the hold still applies).
+//!   configuration beyond the cap is left without the minimum-gain test (the hold still applies), and
+//!   exploration never tries one beyond it.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`. Exception: when the current
@@ -586,7 +587,11 @@ impl Scheduler {
                     .get(&c.config)
                     .is_none_or(|&t| now.saturating_sub(t) >= ex.stale_after)
             })
-            .filter(|c| planned_lambda / c.capacity() <= ex.max_utilisation)
+            // Never beyond the choice's own cap: a configuration it could not pick is not worth a trial.
+            .filter(|c| {
+                planned_lambda / c.capacity()
+                    <= ex.max_utilisation.min(self.decider.options.max_utilisation)
+            })
             .filter_map(|c| {
                 predictor
                     .estimate(planned_lambda, &c.mu)
@@ -911,8 +916,11 @@ mod tests {
         let truth = Candidates::two_core_from_times(0.020, 0.020, 0.015);
         let a = Config::new(1, 2);
         let b = Config::new(2, 1);
+        // Without the utilisation cap: the profiled (2, 1) is 75 % busy at 50/s, beyond it, and the
+        // cap alone would leave (1, 2) once its measured ρ exceeds 0.6; this is about exploration.
         let opts = SchedulerOptions {
             load_margin_sigmas: 0.0,
+            max_utilisation: 1.0,
             ..Default::default()
         };
         let mut s = Scheduler::new(profiled.clone(), a, opts, secs(0.0)).unwrap();
@@ -947,14 +955,12 @@ mod tests {
         );
         assert_eq!(s.current(), b);
         assert!(s.online().unwrap().is_fresh(b, secs(600.0), secs(300.0)));
-        // Exploration off (and the utilisation cap, which alone would leave (1, 2) once its measured
-        // ρ = 0.75 exceeds 0.6): the pessimistic profile keeps (1, 2) for ever.
+        // Exploration off: the pessimistic profile keeps (1, 2) for ever.
         let opts = SchedulerOptions {
             online: Some(OnlineOptions {
                 explore: None,
                 ..Default::default()
             }),
-            max_utilisation: 1.0,
             ..opts
         };
         let mut s = Scheduler::new(profiled, a, opts, secs(0.0)).unwrap();

