@@ -221,6 +221,21 @@ fn progress_bar(n: usize, show: bool) -> ProgressBar {
 
 /// Runs `spec` against `runtime` with requests from `workload`.
 pub fn run_load(runtime: &GraphRuntime, workload: &Workload, spec: &LoadSpec) -> LoadReport {
+    run_query_load(runtime, workload, spec, &[1])
+}
+
+/// Runs `spec` where each of its `requests` is a *query* of several rows (one graph request per
+/// row, submitted together with [`GraphRuntime::submit_group`]): query `i` has
+/// `rows_per_query[i % len]` rows (an empty slice means one). A query's latency is from its
+/// scheduled send to its last row's answer; it counts as answered when every row was, and as
+/// failed (with the first error) otherwise. Accuracy is only kept for one-row queries.
+pub fn run_query_load(
+    runtime: &GraphRuntime,
+    workload: &Workload,
+    spec: &LoadSpec,
+    rows_per_query: &[usize],
+) -> LoadReport {
+    let sizes = QuerySizes(rows_per_query);
     if spec.warmup > 0 {
         let warm = LoadSpec {
             requests: spec.warmup,
@@ -228,9 +243,79 @@ pub fn run_load(runtime: &GraphRuntime, workload: &Workload, spec: &LoadSpec) ->
             progress: false,
             ..spec.clone()
         };
-        let _ = drive(runtime, workload, &warm, 0);
+        let _ = drive(runtime, workload, &warm, 0, sizes);
     }
-    drive(runtime, workload, spec, spec.warmup)
+    drive(runtime, workload, spec, spec.warmup, sizes)
+}
+
+/// Rows of each query, cycling.
+#[derive(Clone, Copy)]
+struct QuerySizes<'a>(&'a [usize]);
+
+impl QuerySizes<'_> {
+    fn rows(&self, i: usize) -> usize {
+        if self.0.is_empty() {
+            1
+        } else {
+            self.0[i % self.0.len()].max(1)
+        }
+    }
+}
+
+/// Submits query `i` (`rows` rows from the workload) and calls `done` once with when its last row
+/// was answered and its outcome; `Err` (with `done` uncalled) when it was refused at admission.
+fn submit_query(
+    runtime: &GraphRuntime,
+    workload: &Workload,
+    i: usize,
+    rows: usize,
+    done: impl FnOnce(Instant, Result<Response, RequestError>, Option<i64>) + Send + 'static,
+) -> Result<(), (RequestError, Option<i64>)> {
+    if rows <= 1 {
+        let item = workload.item(i);
+        let label = item.label;
+        return runtime
+            .submit(
+                item.inputs,
+                Box::new(move |r| done(Instant::now(), r, label)),
+            )
+            .map(|_| ())
+            .map_err(|e| (e, label));
+    }
+    // The last row to be answered reports the query: its outcome, or the first error.
+    struct Pending<F> {
+        left: usize,
+        result: Option<Result<Response, RequestError>>,
+        done: Option<F>,
+    }
+    let pending = Arc::new(std::sync::Mutex::new(Pending {
+        left: rows,
+        result: None,
+        done: Some(done),
+    }));
+    let group = (0..rows)
+        .map(|k| {
+            let pending = Arc::clone(&pending);
+            let responder: weir_engine::request::Responder = Box::new(move |r| {
+                let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                p.left -= 1;
+                if p.result.as_ref().is_none_or(|kept| kept.is_ok()) {
+                    p.result = Some(r);
+                }
+                if p.left == 0 {
+                    if let (Some(done), Some(result)) = (p.done.take(), p.result.take()) {
+                        drop(p);
+                        done(Instant::now(), result, None);
+                    }
+                }
+            });
+            (workload.item(i + k).inputs, responder)
+        })
+        .collect();
+    runtime
+        .submit_group(group)
+        .map(|_| ())
+        .map_err(|e| (e, None))
 }
 
 fn drive(
@@ -238,6 +323,7 @@ fn drive(
     workload: &Workload,
     spec: &LoadSpec,
     offset: usize,
+    sizes: QuerySizes<'_>,
 ) -> LoadReport {
     let pb = progress_bar(spec.requests, spec.progress);
     let label_output = spec.label_output.as_deref();
@@ -255,29 +341,32 @@ fn drive(
                         if i >= spec.requests {
                             break;
                         }
-                        let item = workload.item(offset + i);
                         let (rtx, rrx) = bounded(1);
                         let sent = Instant::now();
-                        let result = match runtime.submit(
-                            item.inputs,
-                            Box::new(move |r| {
-                                let _ = rtx.send((Instant::now(), r));
-                            }),
+                        let result = match submit_query(
+                            runtime,
+                            workload,
+                            offset + i,
+                            sizes.rows(offset + i),
+                            move |at, r, label| {
+                                let _ = rtx.send((at, r, label));
+                            },
                         ) {
-                            Ok(_) => rrx.recv().unwrap_or_else(|_| {
+                            Ok(()) => rrx.recv().unwrap_or_else(|_| {
                                 (
                                     Instant::now(),
                                     Err(RequestError::ShuttingDown {
                                         graph: String::new(),
                                     }),
+                                    None,
                                 )
                             }),
-                            Err(e) => (Instant::now(), Err(e)),
+                            Err((e, label)) => (Instant::now(), Err(e), label),
                         };
                         let _ = tx.send(Outcome {
                             latency: result.0 - sent,
                             result: result.1,
-                            label: item.label,
+                            label: result.2,
                         });
                         pb.inc(1);
                     });
@@ -305,20 +394,22 @@ fn drive(
                         if scheduled > now {
                             std::thread::sleep(scheduled - now);
                         }
-                        let item = workload.item(offset + i);
-                        let (label, tx2, pb3) = (item.label, tx.clone(), pb2.clone());
-                        let submitted = runtime.submit(
-                            item.inputs,
-                            Box::new(move |r| {
+                        let (tx2, pb3) = (tx.clone(), pb2.clone());
+                        let submitted = submit_query(
+                            runtime,
+                            workload,
+                            offset + i,
+                            sizes.rows(offset + i),
+                            move |at, r, label| {
                                 let _ = tx2.send(Outcome {
-                                    latency: scheduled.elapsed(),
+                                    latency: at.saturating_duration_since(scheduled),
                                     result: r,
                                     label,
                                 });
                                 pb3.inc(1);
-                            }),
+                            },
                         );
-                        if let Err(e) = submitted {
+                        if let Err((e, label)) = submitted {
                             let _ = tx.send(Outcome {
                                 latency: scheduled.elapsed(),
                                 result: Err(e),

@@ -171,8 +171,13 @@ struct ExecutorArgs {
     queue_capacity: usize,
     /// Emulate an instance F times slower (F ≥ 1): after each real inference, sleep (F − 1) × its
     /// measured time before replying (Kairos experiments; the price goes in the graph's labels).
-    #[arg(long, default_value_t = 1.0)]
-    slowdown: f64,
+    #[arg(long)]
+    slowdown: Option<f64>,
+    /// Emulate an instance type whose call of n rows takes BASE_MS + PER_ROW_MS × n milliseconds
+    /// (e.g. `26.2,0.05` GPU-like, `3.4,0.33` CPU-like): each call is held until then, or for its
+    /// real time if longer. Every job is then its own call (`--max-batch` does not apply).
+    #[arg(long, value_name = "BASE_MS,PER_ROW_MS", conflicts_with = "slowdown")]
+    emulate_latency: Option<weir_executor::emulation::LatencyProfile>,
 }
 
 fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
@@ -352,8 +357,9 @@ enum BenchCommand {
     Parm(ParmArgs),
     /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
     Serf(SerfBenchArgs),
-    /// Kairos routing on executors of emulated instance types (`--slowdown`): every pool within
-    /// the budget under every policy (Kairos, least outstanding, round robin); the largest Poisson
+    /// Kairos routing on executors of emulated instance types (`--emulate-latency`), queries of
+    /// production-trace sizes: the planned heterogeneous pool and the homogeneous ones within the
+    /// budget under every policy (Kairos, least outstanding, round robin); the largest Poisson
     /// rate whose median p99 over trials meets the target, and goodput at a fixed rate.
     #[command(name = "kairos-live")]
     KairosLive(KairosLiveArgs),
@@ -412,52 +418,60 @@ struct HamsBenchArgs {
 
 #[derive(Debug, Args)]
 struct KairosLiveArgs {
-    /// Instance types as NAME:SLOWDOWN:PRICE_PER_HOUR (comma-separated).
+    /// Instance types as NAME:BASE_MS:PER_ROW_MS:PRICE_PER_HOUR (comma-separated): a call of n
+    /// rows takes BASE + PER_ROW × n ms (`weir executor --emulate-latency`). Default: the paper's
+    /// DIEN latency fits on g4dn.xlarge and r5n.large (notes/kairos.md §2.7) ×4, at their prices.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "emu.fast:4:1.0,emu.mid:8:0.45,emu.slow:12:0.3"
+        default_value = "emu.gpu:26.24:0.0495:0.526,emu.cpu:3.36:0.3271:0.149"
     )]
     types: Vec<String>,
-    /// Instances per type of the heterogeneous pool (comma-separated, one per type).
-    #[arg(long, value_delimiter = ',', default_value = "1,0,2")]
-    hetero: Vec<usize>,
+    /// Instances per type of the heterogeneous pool (comma-separated, one per type); default: the
+    /// pool `weir plan` picks for the types' profile and the budget.
+    #[arg(long, value_delimiter = ',')]
+    hetero: Option<Vec<usize>>,
     /// Budget in $/h every pool fits in.
-    #[arg(long, default_value_t = 1.6)]
+    #[arg(long, default_value_t = 2.5)]
     budget: f64,
-    /// p99 latency target, ms.
-    #[arg(long, default_value_t = 40.0)]
+    /// p99 latency target of a query, ms.
+    #[arg(long, default_value_t = 140.0)]
     qos_ms: f64,
     /// Hidden width of the 64→W→W→10 MLP served.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 64)]
     hidden: usize,
-    /// Most rows per job and per executor call (the node's `batching.max_size` and the
-    /// executors' `--max-batch`; 1 turns batching off for every policy).
-    #[arg(long, default_value_t = 8)]
-    max_batch: usize,
-    /// First offered rate of each sweep, requests/s.
-    #[arg(long, default_value_t = 30.0)]
+    /// Where Kairos's latencies come from, all given as a profile in the graph's YAML but the last:
+    /// `measured` (each type's query latency measured through weir before the sweep), `nominal`
+    /// (the types' BASE + PER_ROW × rows), or `learned` (online, from the node's own jobs).
+    #[arg(long, default_value = "measured")]
+    kairos_latency: String,
+    /// First offered rate of each sweep, queries/s.
+    #[arg(long, default_value_t = 40.0)]
     start_rate: f64,
     /// Factor between consecutive rates of the sweep.
-    #[arg(long, default_value_t = 1.25)]
+    #[arg(long, default_value_t = 1.2)]
     rate_step: f64,
-    /// Highest rate of the sweep, requests/s.
-    #[arg(long, default_value_t = 600.0)]
+    /// Highest rate of the sweep, queries/s.
+    #[arg(long, default_value_t = 210.0)]
     max_rate: f64,
-    /// Seconds of load per trial.
-    #[arg(long, default_value_t = 1.5)]
+    /// Seconds of load per trial (at least --min-queries queries).
+    #[arg(long, default_value_t = 4.0)]
     seconds: f64,
+    /// Fewest queries per trial.
+    #[arg(long, default_value_t = 200)]
+    min_queries: usize,
     /// Trials per rate; the sweep judges the median p99 over them.
     #[arg(long, default_value_t = 3)]
     trials: usize,
-    /// Offered rate of the goodput runs (the same for every set-up), requests/s.
-    #[arg(long, default_value_t = 150.0)]
+    /// Offered rate of the goodput runs (the same for every set-up), queries/s.
+    #[arg(long, default_value_t = 80.0)]
     goodput_rate: f64,
-    /// Routing policies, each run on every pool (kairos, least_outstanding, round_robin).
+    /// Routing policies, each run on every pool (kairos, kairos_one_per_call, least_outstanding,
+    /// round_robin).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "kairos,least_outstanding,round_robin"
+        default_value = "kairos,kairos_one_per_call,least_outstanding,round_robin"
     )]
     policies: Vec<String>,
     /// Where every trial goes (tab-separated).
@@ -1013,7 +1027,10 @@ fn executor(args: ExecutorArgs) -> Result<()> {
         max_batch: args.max_batch,
         max_delay: std::time::Duration::from_micros(args.max_delay_us),
         queue_capacity: args.queue_capacity,
-        slowdown: args.slowdown,
+        emulation: weir_executor::emulation::Emulation::from_options(
+            args.slowdown,
+            args.emulate_latency,
+        )?,
         stateful: args.stateful,
         stateful_options: weir_executor::stateful::StatefulOptions {
             threads: args.threads,
@@ -1105,53 +1122,48 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
 fn bench_kairos_live(args: KairosLiveArgs) -> Result<()> {
     use weir::bench::kairos_live::{
         default_model, kairos_live, kairos_live_points, kairos_live_table, plot_kairos_live,
-        EmulatedType, KairosLiveConfig, Policy,
+        EmulatedType, KairosLatency, KairosLiveConfig, Policy,
     };
     let types = args
         .types
         .iter()
-        .map(|t| {
-            let parts: Vec<&str> = t.split(':').collect();
-            match parts.as_slice() {
-                [name, slowdown, price] => Ok(EmulatedType {
-                    name: name.to_string(),
-                    slowdown: slowdown
-                        .parse()
-                        .with_context(|| format!("slowdown in `{t}`"))?,
-                    cost_per_hour: price.parse().with_context(|| format!("price in `{t}`"))?,
-                }),
-                _ => Err(anyhow::anyhow!("`{t}` is not NAME:SLOWDOWN:PRICE_PER_HOUR")),
-            }
-        })
+        .map(|t| EmulatedType::parse(t))
         .collect::<Result<Vec<_>>>()?;
     let policies = args
         .policies
         .iter()
         .map(|p| {
             Policy::parse(p).ok_or_else(|| {
-                anyhow::anyhow!("unknown policy `{p}` (kairos, least_outstanding or round_robin)")
+                anyhow::anyhow!("unknown policy `{p}` (kairos, kairos_one_per_call, least_outstanding or round_robin)")
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let kairos_latency = KairosLatency::parse(&args.kairos_latency).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--kairos-latency `{}`: give `measured`, `nominal` or `learned`",
+            args.kairos_latency
+        )
+    })?;
     let config = KairosLiveConfig {
         types,
         hetero: args.hetero,
         budget_per_hour: args.budget,
         qos_ms: args.qos_ms,
         hidden: args.hidden,
-        max_batch: args.max_batch.max(1),
+        kairos_latency,
         start_rate: args.start_rate,
         rate_step: args.rate_step,
         max_rate: args.max_rate,
         seconds_per_trial: args.seconds,
+        min_queries: args.min_queries,
         trials: args.trials.max(1),
         goodput_rate: args.goodput_rate,
         policies,
     };
     let home = weir::bench::weir_home();
     let model = default_model(&home, config.hidden);
-    let results = kairos_live(&config, &model)?;
-    let table = kairos_live_table(&config, &results);
+    let (results, info) = kairos_live(&config, &model)?;
+    let table = kairos_live_table(&config, &info, &results);
     println!("{table}");
     let machine = format!(
         "\nMachine: {} CPUs, load average at the end {}; ONNX Runtime: {}.\n",

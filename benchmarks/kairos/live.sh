@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Kairos live benchmark: real `weir executor` processes of three emulated instance types
-# (--slowdown 4, 8, 12 at $1.00, $0.45, $0.30 per hour), budget $1.6/h, p99 target 60 ms, jobs and
-# executor calls of up to 8 rows. Every pool within the budget (1 fast + 2 slow, 1 fast, 3 mid,
-# 5 slow) under Kairos and least outstanding (add round_robin to --policies for it): a sweep of rates with
-# 3 trials per rate (largest rate whose median p99 meets 60 ms), and goodput at 200 req/s.
-# Writes benchmarks/kairos/live.md, live_points.txt and live.png. About 8-10 minutes; run it under
+# Kairos live benchmark: real `weir executor` processes emulating two instance types with
+# `--emulate-latency` (a call of n rows takes BASE + PER_ROW × n ms; the paper's DIEN fits ×4):
+# emu.gpu 26.24 + 0.0495·n ms at $0.526/h and emu.cpu 3.36 + 0.3271·n ms at $0.149/h. Queries of the
+# DeepRecSys production-trace sizes (10..1000 rows), Poisson arrivals, p99 target 140 ms, budget
+# $2.5/h. Pools: the one `weir plan` picks (3 gpu + 6 cpu) and the homogeneous 4 gpu, each under
+# Kairos (weir's, which batches queued queries), Kairos with one query per call (the paper's),
+# least outstanding and round robin. Kairos gets a latency profile measured through weir before
+# the sweep, in YAML. Per set-up: 3 trials of max(4 s, 200 queries) per rate on a ×1.2 grid from
+# 40 queries/s; largest rate whose median p99 meets the target; goodput at 80 queries/s.
+# Writes benchmarks/kairos/live.md, live_points.txt and live.png. About 14 minutes; run it under
 # `flock /tmp/weir-bench.lock` on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo run --release -- bench kairos-live --qos-ms 60 --trials 3 --seconds 1.0 --start-rate 50 \
-  --rate-step 1.4 --max-rate 400 --goodput-rate 200 --policies kairos,least_outstanding "$@"
+cargo run --release -- bench kairos-live --budget 2.5 --qos-ms 140 --trials 3 --seconds 4 \
+  --min-queries 200 --start-rate 40 --rate-step 1.2 --max-rate 210 --goodput-rate 80 "$@"

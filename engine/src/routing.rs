@@ -60,6 +60,9 @@ pub struct KairosRouting {
     pub profile: Option<ModelProfile>,
     /// The file `profile` was read from.
     pub profile_path: Option<PathBuf>,
+    /// Whether an idle replica may take several queued jobs in one call (YAML
+    /// `batch_queued_jobs`, default true).
+    pub batch_queued_jobs: bool,
 }
 
 fn node_field(id: &str, field: &str) -> String {
@@ -222,6 +225,7 @@ pub fn check_routing(
             replica_costs: costs,
             profile,
             profile_path,
+            batch_queued_jobs: k.batch_queued_jobs,
         },
     ))
 }

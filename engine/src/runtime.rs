@@ -398,39 +398,120 @@ impl GraphRuntime {
         parameters: Option<String>,
         responder: Responder,
     ) -> Result<u64, RequestError> {
+        let request = self.admit(inputs, parameters)?;
+        let id = request.id;
+        self.register(&request, responder);
+        self.dispatch_or_answer(vec![request]);
+        Ok(id)
+    }
+
+    /// Submits several requests as one group: they reach the same worker together and are woken
+    /// for once, so the ingress puts them in one batch (as long as `max_ingress_batch` allows).
+    /// This is how a client's query of several rows (a recommendation query ranking n items, one
+    /// row each) stays together up to the model node. Either every request is admitted, and each
+    /// responder is called exactly once, or none is (then the error says why and no responder is
+    /// called). Returns the ids in order.
+    ///
+    /// # Errors
+    /// As [`GraphRuntime::submit`], for the first request that fails admission, or
+    /// [`RequestError::Overloaded`] when the whole group does not fit under the in-flight limit.
+    pub fn submit_group(
+        &self,
+        rows: Vec<(Vec<NamedTensor>, Responder)>,
+    ) -> Result<Vec<u64>, RequestError> {
+        let n = rows.len();
+        let mut checked = Vec::with_capacity(n);
+        let mut responders = Vec::with_capacity(n);
+        for (inputs, responder) in rows {
+            checked.push(self.check_inputs(inputs)?);
+            responders.push(responder);
+        }
+        let first = self.reserve(n)?;
+        let requests: Vec<AdmittedRequest> = checked
+            .into_iter()
+            .zip(first..)
+            .map(|(inputs, id)| AdmittedRequest {
+                id,
+                inputs,
+                parameters: None,
+            })
+            .collect();
+        for (request, responder) in requests.iter().zip(responders) {
+            self.register(request, responder);
+        }
+        let ids = requests.iter().map(|r| r.id).collect();
+        self.dispatch_or_answer(requests);
+        Ok(ids)
+    }
+
+    /// Checks one request and reserves its in-flight slot and id.
+    fn admit(
+        &self,
+        inputs: Vec<NamedTensor>,
+        parameters: Option<String>,
+    ) -> Result<AdmittedRequest, RequestError> {
+        let inputs = self.check_inputs(inputs)?;
+        let id = self.reserve(1)?;
+        Ok(AdmittedRequest {
+            id,
+            inputs,
+            parameters,
+        })
+    }
+
+    /// Reserves `n` in-flight slots and `n` consecutive ids (returning the first), unless the
+    /// runtime is closed or the slots would pass the limit.
+    fn reserve(&self, n: usize) -> Result<u64, RequestError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(RequestError::ShuttingDown {
                 graph: self.plan.name.clone(),
             });
         }
-        let inputs = self.check_inputs(inputs)?;
         let limit = self.options.max_in_flight.max(1);
-        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
-        if before >= limit {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let before = self.in_flight.fetch_add(n, Ordering::AcqRel);
+        if before + n > limit {
+            self.in_flight.fetch_sub(n, Ordering::AcqRel);
             return Err(RequestError::Overloaded {
                 in_flight: before,
                 limit,
             });
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        Ok(self.next_id.fetch_add(n as u64, Ordering::Relaxed))
+    }
+
+    /// Files `responder` as the answer to `request`, releasing its in-flight slot when called.
+    fn register(&self, request: &AdmittedRequest, responder: Responder) {
         let in_flight = Arc::clone(&self.in_flight);
         let responder: Responder = Box::new(move |outcome| {
             in_flight.fetch_sub(1, Ordering::AcqRel);
             responder(outcome);
         });
-        let request = AdmittedRequest {
-            id,
-            inputs,
-            parameters,
-        };
         if self.log_requests {
             self.replies.insert_logged(request.clone(), responder);
         } else {
-            self.replies.insert(id, responder);
+            self.replies.insert(request.id, responder);
         }
-        if !self.dispatch(request) {
-            // The workers are gone: answer now rather than leave the request hanging.
+    }
+
+    /// Hands admitted requests to the next worker's ingress and wakes it once; false when the
+    /// workers are gone.
+    fn dispatch(&self, requests: Vec<AdmittedRequest>) -> bool {
+        let guard = self.workers.read().unwrap_or_else(|p| p.into_inner());
+        let Some(workers) = guard.as_ref() else {
+            return false;
+        };
+        let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
+        requests.into_iter().all(|r| w.requests.send(r).is_ok()) && w.activator.activate().is_ok()
+    }
+
+    /// Dispatches admitted requests, answering each at once if the workers are gone (rather than
+    /// leave them hanging).
+    fn dispatch_or_answer(&self, requests: Vec<AdmittedRequest>) {
+        let ids: Vec<u64> = requests.iter().map(|r| r.id).collect();
+        if self.dispatch(requests) {
+            return;
+        }
+        for id in ids {
             self.replies.answer(
                 id,
                 Err(RequestError::ShuttingDown {
@@ -438,18 +519,6 @@ impl GraphRuntime {
                 }),
             );
         }
-        Ok(id)
-    }
-
-    /// Hands an admitted request to the next worker's ingress; false when the workers are gone.
-    fn dispatch(&self, request: AdmittedRequest) -> bool {
-        let guard = self.workers.read().unwrap_or_else(|p| p.into_inner());
-        let sent = guard.as_ref().and_then(|workers| {
-            let w = &workers[self.next_worker.fetch_add(1, Ordering::Relaxed) % workers.len()];
-            w.requests.send(request).ok()?;
-            w.activator.activate().ok()
-        });
-        sent.is_some()
     }
 
     /// Runs the request first admitted as `original` again, under its next attempt's id (HAMS
@@ -460,7 +529,7 @@ impl GraphRuntime {
             return false;
         };
         let id = request.id;
-        if self.dispatch(request) {
+        if self.dispatch(vec![request]) {
             return true;
         }
         self.replies.answer(

@@ -22,6 +22,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod client;
+pub mod emulation;
 pub mod hams_manager;
 pub mod protocol;
 pub mod server;

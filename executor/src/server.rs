@@ -7,12 +7,15 @@
 //! another replica). The liveliness token is declared last, once every model is loaded and served,
 //! so a graph never sees a replica that cannot answer yet.
 //!
-//! Emulated heterogeneity (Kairos experiments, notes/kairos.md §7): with `slowdown` F > 1 the
-//! session thread that ran a job sleeps (F − 1) × the job's measured time before replying, so the
-//! process behaves like an instance type F times slower, with real ONNX Runtime outputs, and holds
-//! its session for that long (a slower machine is busy longer, not just late to reply). The time
-//! measured is from when the session thread could start the job (the later of its arrival and the
-//! thread's previous reply) to its outputs, so time queued behind other jobs is not stretched.
+//! Emulated heterogeneity (Kairos experiments, notes/kairos.md §7; [`crate::emulation`]): the
+//! session thread that ran a job sleeps before replying until the emulated type's time for the job
+//! has passed (F × its real time with `--slowdown F`; `BASE + PER_ROW × rows` with
+//! `--emulate-latency`), so the process behaves like another instance type, with real ONNX Runtime
+//! outputs, and holds its session for that long (a slower machine is busy longer, not just late to
+//! reply). The time counted is from when the session thread could start the job (the later of its
+//! arrival and the thread's previous reply) to its outputs, so time queued behind other jobs is not
+//! stretched. With `--emulate-latency` every job is its own call (the executor does not merge
+//! queued jobs; the graph's router batches), so a job's rows are its call's rows.
 //! The price of such an instance is a label in the graph's `executors:`, not the executor's.
 
 use std::collections::BTreeMap;
@@ -33,6 +36,7 @@ use zenoh::liveliness::LivelinessToken;
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
+use crate::emulation::Emulation;
 use crate::protocol::{ErrorKind, ErrorReply, LoadReport, ModelLoad};
 use weir_connectors::zenoh_peer::open_peer;
 
@@ -64,8 +68,8 @@ pub struct ExecutorOptions {
     pub max_delay: Duration,
     /// Jobs a model's queue holds.
     pub queue_capacity: usize,
-    /// Emulated slowdown factor F ≥ 1: after each inference, sleep (F − 1) × its time (1: off).
-    pub slowdown: f64,
+    /// Emulated instance type: how long each call is held after its real inference.
+    pub emulation: Emulation,
     /// Stateful models (HAMS): name → ONNX file, served as primary or backup as assigned.
     pub stateful: Vec<(String, PathBuf)>,
     /// How stateful models run (non-determinism option, state-link delay).
@@ -142,12 +146,18 @@ impl ExecutorServer {
                 "no model to serve (give --model or --stateful NAME=PATH)".into(),
             ));
         }
-        if !(options.slowdown.is_finite() && options.slowdown >= 1.0) {
-            return Err(ServeError::Options(format!(
-                "slowdown must be a number ≥ 1.0 (1 is this machine's own speed), got {}",
-                options.slowdown
-            )));
+        if let Emulation::Slowdown(f) = options.emulation {
+            if !(f.is_finite() && f >= 1.0) {
+                return Err(ServeError::Options(
+                    crate::emulation::EmulationError::Slowdown(f).to_string(),
+                ));
+            }
         }
+        // A latency profile is per call of the job's rows: one job per call.
+        let max_batch = match options.emulation {
+            Emulation::Latency(_) => 1,
+            _ => options.max_batch.max(1),
+        };
         let runtime = OrtRuntime::get().map_err(|e| ServeError::Model {
             model: "*".into(),
             message: e.to_string(),
@@ -178,7 +188,7 @@ impl ExecutorServer {
                 node: name.clone(),
                 path: path.clone(),
                 batched,
-                max_batch: options.max_batch.max(1),
+                max_batch,
                 max_delay: options.max_delay,
                 instances: options.instances.max(1),
                 intra_op_threads: options.threads.max(1),
@@ -209,10 +219,10 @@ impl ExecutorServer {
         for s in &served {
             let key = format!("{prefix}/model/{}", s.name);
             let executor = Arc::clone(&s.executor);
-            let slowdown = options.slowdown;
+            let emulation = options.emulation;
             let q = session
                 .declare_queryable(&key)
-                .callback(move |query| handle_query(&executor, slowdown, query))
+                .callback(move |query| handle_query(&executor, emulation, query))
                 .wait()
                 .map_err(zenoh_err)?;
             queryables.push(q);
@@ -321,11 +331,11 @@ thread_local! {
     static FREE_SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
-/// Emulates a slower instance: on the session thread that just ran a job queued at `enqueued_at`,
-/// sleeps `(slowdown − 1)` × the time since the job could start. Runs only on executor threads
-/// (the `done` of a job that produced outputs).
-fn emulate_slowdown(slowdown: f64, enqueued_at: Instant) {
-    if slowdown <= 1.0 {
+/// Emulates another instance type: on the session thread that just ran a job of `rows` rows queued
+/// at `enqueued_at`, sleeps for [`Emulation::hold`] of the time since the job could start. Runs only
+/// on executor threads (the `done` of a job that produced outputs).
+fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) {
+    if !emulation.is_on() {
         return;
     }
     let now = Instant::now();
@@ -333,12 +343,12 @@ fn emulate_slowdown(slowdown: f64, enqueued_at: Instant) {
         .with(|f| f.get())
         .map_or(enqueued_at, |free| free.max(enqueued_at));
     let ran = now.saturating_duration_since(started);
-    std::thread::sleep(ran.mul_f64(slowdown - 1.0));
+    std::thread::sleep(emulation.hold(ran, rows));
     FREE_SINCE.with(|f| f.set(Some(Instant::now())));
 }
 
 /// Decodes a query and queues it; the executor thread replies.
-fn handle_query(executor: &ModelExecutor, slowdown: f64, query: Query) {
+fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
     let config = executor.config();
     let Some(payload) = query.payload() else {
         reply_error(
@@ -376,13 +386,14 @@ fn handle_query(executor: &ModelExecutor, slowdown: f64, query: Query) {
         }
     }
     let output_names: Vec<String> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
+    let rows = inputs.first().map_or(0, TensorColumn::len);
     let enqueued_at = Instant::now();
     let job = Job {
         inputs,
         enqueued_at,
         done: Box::new(move |outcome| match outcome {
             Ok(columns) => {
-                emulate_slowdown(slowdown, enqueued_at);
+                emulate(emulation, enqueued_at, rows);
                 let named = output_names.iter().map(String::as_str).zip(columns.iter());
                 match encode_columns(named) {
                     Ok(body) => {

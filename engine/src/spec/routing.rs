@@ -7,6 +7,8 @@
 //!   kairos:                    # queued jobs to idle replicas of different instance types
 //!     qos_ms: 50               # p99 latency target of the node, in milliseconds
 //!     profiles: rm2.yaml       # optional: batch → latency per instance type; learned online if absent
+//!     batch_queued_jobs: true  # optional, default true: an idle replica may take several queued
+//!                              # jobs in one call (weir's addition; false: one job per call, as the paper)
 //! ```
 //!
 //! Only the shape is read here; [`crate::validate`] checks the meaning (replicas with
@@ -46,4 +48,13 @@ pub struct KairosRoutingSpec {
     /// batch → latency curve is learned online from the node's own completed jobs.
     #[serde(default)]
     pub profiles: Option<Spanned<PathBuf>>,
+    /// Whether a job dispatched to an idle replica takes later queued jobs along in one call when
+    /// the batch still meets the QoS target (weir's addition to Kairos, which dispatches one query
+    /// per instance at a time; default true). `false` gives the paper's one job per call.
+    #[serde(default = "default_batch_queued_jobs")]
+    pub batch_queued_jobs: bool,
+}
+
+fn default_batch_queued_jobs() -> bool {
+    true
 }

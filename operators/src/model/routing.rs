@@ -13,7 +13,8 @@
 //! doubles as the fine tick of notes §8.4) and every replica revival; it keeps failover and
 //! answered-once.
 //!
-//! Batching in the queue: when the node's jobs may hold more rows than the queued ones do, a job
+//! Batching in the queue (unless `batch_queued_jobs: false`, which gives the paper's one query per
+//! call): when the node's jobs may hold more rows than the queued ones do, a job
 //! dispatched to an idle replica takes later queued jobs along in one call
 //! ([`weir_kairos::batching`]: oldest first, within the rows per job, every member still within
 //! `γ·T_QoS` by the predicted latency of the whole batch, and only a job whose extra weighted time
@@ -111,6 +112,8 @@ pub struct KairosQueue<J> {
     capacity: usize,
     /// The largest job's rows, where η is measured when it is learned.
     max_batch: u32,
+    /// Whether an idle replica may take several queued jobs in one call.
+    batch_jobs: bool,
     epoch: Instant,
 }
 
@@ -197,6 +200,7 @@ impl<J> KairosQueue<J> {
             queue: VecDeque::new(),
             capacity: KAIROS_QUEUE_PER_REPLICA.max(2 * max_rows) * n_replicas.max(1),
             max_batch: clamp_u32(max_rows),
+            batch_jobs: routing.batch_queued_jobs,
             epoch: Instant::now(),
         })
     }
@@ -304,7 +308,7 @@ impl<J> KairosQueue<J> {
             if !now_too {
                 continue;
             }
-            let joined = if self.max_batch > queued[i].batch {
+            let joined = if self.batch_jobs && self.max_batch > queued[i].batch {
                 self.distributor.fill_batch(
                     model,
                     &queued,

@@ -47,6 +47,7 @@ fn kairos(qos_ms: f64, types: &[&str], with_profile: bool) -> Routing {
         replica_costs: vec![1.0; types.len()],
         profile: with_profile.then(profile),
         profile_path: None,
+        batch_queued_jobs: true,
     })
 }
 
@@ -308,6 +309,25 @@ fn kairos_batches_queued_jobs_for_an_idle_replica_and_splits_the_answer() {
 }
 
 #[test]
+fn kairos_without_batch_queued_jobs_sends_one_job_per_call() {
+    let fast = holding("fast");
+    let mut routing = kairos(10_000.0, &["fast"], true);
+    if let Routing::Kairos(k) = &mut routing {
+        k.batch_queued_jobs = false;
+    }
+    let p = batching_pool(&[&fast], &routing, 4);
+    let answers = Answers::default();
+    for i in 0..3 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    for _ in 0..3 {
+        assert_eq!(held_rows(&fast), vec![1], "one queued job per call");
+        fast.release_held();
+    }
+    assert_answered_once(&answers, 3);
+}
+
+#[test]
 fn kairos_requeues_every_job_of_a_failed_batch_and_answers_each_once() {
     let (a, b) = (holding("a"), holding("b"));
     let p = batching_pool(&[&a, &b], &kairos(10_000.0, &["fast", "fast"], true), 8);
@@ -402,6 +422,7 @@ fn learned_latency_drives_eta_and_qos_decisions() {
         replica_costs: vec![1.0, 0.3],
         profile: None,
         profile_path: None,
+        batch_queued_jobs: true,
     };
     let mut q: KairosQueue<u32> = KairosQueue::new(&routing, 2, 1).unwrap();
     let t0 = Instant::now();
