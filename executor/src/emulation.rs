@@ -76,9 +76,21 @@ impl LatencyProfile {
         })
     }
 
+    /// The emulated time of a call of `rows` rows, in milliseconds.
+    pub fn call_ms(&self, rows: usize) -> f64 {
+        self.base_ms + self.per_row_ms * rows as f64
+    }
+
     /// The emulated time of a call of `rows` rows.
     pub fn call_time(&self, rows: usize) -> Duration {
-        Duration::from_secs_f64((self.base_ms + self.per_row_ms * rows as f64) / 1e3)
+        Duration::from_secs_f64(self.call_ms(rows) / 1e3)
+    }
+}
+
+impl std::fmt::Display for LatencyProfile {
+    /// `BASE_MS,PER_ROW_MS`, the text [`LatencyProfile::from_str`] reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.base_ms, self.per_row_ms)
     }
 }
 
@@ -118,15 +130,24 @@ impl Emulation {
         latency: Option<LatencyProfile>,
     ) -> Result<Self, EmulationError> {
         if let Some(f) = slowdown {
-            if !(f.is_finite() && f >= 1.0) {
-                return Err(EmulationError::Slowdown(f));
-            }
+            check_slowdown(f)?;
         }
         match (slowdown.filter(|&f| f > 1.0), latency) {
             (Some(_), Some(_)) => Err(EmulationError::Both),
             (Some(f), None) => Ok(Emulation::Slowdown(f)),
             (None, Some(p)) => Ok(Emulation::Latency(p)),
             (None, None) => Ok(Emulation::Off),
+        }
+    }
+
+    /// Checks a slowdown built directly rather than by [`Emulation::from_options`].
+    ///
+    /// # Errors
+    /// [`EmulationError::Slowdown`] for a slowdown below 1 or not a number.
+    pub fn check(&self) -> Result<(), EmulationError> {
+        match *self {
+            Emulation::Slowdown(f) => check_slowdown(f),
+            _ => Ok(()),
         }
     }
 
@@ -143,6 +164,15 @@ impl Emulation {
     /// Whether calls are held at all.
     pub fn is_on(&self) -> bool {
         !matches!(self, Emulation::Off)
+    }
+}
+
+/// A slowdown factor must be a number ≥ 1 (1 is this machine's own speed).
+fn check_slowdown(f: f64) -> Result<(), EmulationError> {
+    if f.is_finite() && f >= 1.0 {
+        Ok(())
+    } else {
+        Err(EmulationError::Slowdown(f))
     }
 }
 
@@ -165,6 +195,7 @@ mod tests {
         assert_eq!(p.per_row_ms, 0.0495);
         let p: LatencyProfile = "0,0.3".parse().unwrap();
         assert_eq!((p.base_ms, p.per_row_ms), (0.0, 0.3));
+        assert_eq!(p.to_string().parse::<LatencyProfile>(), Ok(p));
     }
 
     #[test]
@@ -226,5 +257,10 @@ mod tests {
             Err(EmulationError::Slowdown(0.5))
         );
         assert!(Emulation::from_options(Some(f64::NAN), None).is_err());
+        assert_eq!(
+            Emulation::Slowdown(0.5).check(),
+            Err(EmulationError::Slowdown(0.5))
+        );
+        assert_eq!(Emulation::Slowdown(2.0).check(), Ok(()));
     }
 }

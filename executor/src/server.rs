@@ -146,13 +146,10 @@ impl ExecutorServer {
                 "no model to serve (give --model or --stateful NAME=PATH)".into(),
             ));
         }
-        if let Emulation::Slowdown(f) = options.emulation {
-            if !(f.is_finite() && f >= 1.0) {
-                return Err(ServeError::Options(
-                    crate::emulation::EmulationError::Slowdown(f).to_string(),
-                ));
-            }
-        }
+        options
+            .emulation
+            .check()
+            .map_err(|e| ServeError::Options(e.to_string()))?;
         // A latency profile is per call of the job's rows: one job per call.
         let max_batch = match options.emulation {
             Emulation::Latency(_) => 1,

@@ -38,6 +38,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use weir_executor::emulation::LatencyProfile;
 
 use weir_kairos::profile::{InstanceType, LatencyTable, ModelProfile, TypeProfile};
 use weir_kairos::workload::BatchDist;
@@ -56,10 +57,8 @@ pub const MAX_QUERY_ROWS: usize = 1000;
 pub struct EmulatedType {
     /// Name, used as the `instance_type` label.
     pub name: String,
-    /// Fixed cost of a call, ms (`weir executor --emulate-latency BASE,_`).
-    pub base_ms: f64,
-    /// Cost per row, ms (`--emulate-latency _,PER_ROW`).
-    pub per_row_ms: f64,
+    /// Its calls' latency (`weir executor --emulate-latency BASE,PER_ROW`).
+    pub latency: LatencyProfile,
     /// Price, the `cost_per_hour` label.
     pub cost_per_hour: f64,
 }
@@ -74,33 +73,29 @@ impl EmulatedType {
         let [name, base, per_row, price] = parts.as_slice() else {
             bail!("`{text}` is not NAME:BASE_MS:PER_ROW_MS:PRICE_PER_HOUR");
         };
-        let number = |what: &str, v: &str| -> Result<f64> {
-            v.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| anyhow!("{what} `{v}` in `{text}` is not a number ≥ 0"))
-        };
-        let t = EmulatedType {
-            name: name.trim().to_string(),
-            base_ms: number("base ms", base)?,
-            per_row_ms: number("per-row ms", per_row)?,
-            cost_per_hour: number("price", price)?,
-        };
-        if t.name.is_empty() || t.cost_per_hour <= 0.0 || t.base_ms + t.per_row_ms <= 0.0 {
-            bail!("`{text}`: a type needs a name, a positive price and a positive latency");
+        let latency: LatencyProfile = format!("{base},{per_row}")
+            .parse()
+            .with_context(|| format!("latency of `{text}`"))?;
+        let cost_per_hour = price
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| anyhow!("price `{price}` in `{text}` is not a number ≥ 0"))?;
+        let name = name.trim().to_string();
+        if name.is_empty() || cost_per_hour <= 0.0 {
+            bail!("`{text}`: a type needs a name and a positive price");
         }
-        Ok(t)
+        Ok(EmulatedType {
+            name,
+            latency,
+            cost_per_hour,
+        })
     }
 
     /// Its emulated latency of a call of `rows` rows, ms.
     pub fn latency_ms(&self, rows: usize) -> f64 {
-        self.base_ms + self.per_row_ms * rows as f64
-    }
-
-    /// The `--emulate-latency` value.
-    fn emulate_arg(&self) -> String {
-        format!("{},{}", self.base_ms, self.per_row_ms)
+        self.latency.call_ms(rows)
     }
 }
 
@@ -426,7 +421,7 @@ impl EmulatedExecutor {
             .args(["executor", "--name", name, "--listen", &endpoint])
             .arg("--model")
             .arg(format!("model={}", model.display()))
-            .args(["--emulate-latency", &ty.emulate_arg()])
+            .args(["--emulate-latency", &ty.latency.to_string()])
             .args(["--queue-capacity", "1024"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -966,8 +961,8 @@ pub fn kairos_live_table(
             format!(
                 "{} ({} + {} × rows ms, ${}/h; {:.1} % of queries over the target alone{measured})",
                 t.name,
-                t.base_ms,
-                t.per_row_ms,
+                t.latency.base_ms,
+                t.latency.per_row_ms,
                 t.cost_per_hour,
                 info.over_limit.get(i).copied().unwrap_or(0.0) * 100.0
             )
@@ -1303,7 +1298,7 @@ mod tests {
         let t = &types()[1];
         assert_eq!(t.name, "cpu");
         assert!((t.latency_ms(100) - 36.0).abs() < 1e-9);
-        assert_eq!(t.emulate_arg(), "3,0.33");
+        assert_eq!(t.latency.to_string(), "3,0.33");
         for bad in [
             "gpu:1:2",
             "gpu:a:0.1:1",
