@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/setup.sh >/dev/null
 cargo build --release --quiet
-WEIR_LOG=error ./target/release/weir bench serf "$@"
+WEIR_LOG=error "${CARGO_TARGET_DIR:-target}/release/weir" bench serf "$@"
