@@ -18,6 +18,19 @@
 //!   unless [`ExploreOptions`] lets the scheduler try them.
 //! - Samples that are not finite and positive, or name a tuple the profile does not have, are ignored and
 //!   counted as rejected.
+//! - **Load bands** ([`LoadBands`], on by default). A tuple's service time depends on the load it was measured
+//!   at, not only on the tuple: on the 2-vCPU VM the process's own dataflow, I/O and load threads compete with
+//!   inference for the cores, and squeezenet's one-request two-thread tuple took 4.4–6.2 ms in the offline
+//!   profile and at low load but far longer at 0.55 × the node's capacity, where a fixed `(1, 2)` queued to
+//!   31–492 ms mean latency (`benchmarks/README.md` *serf phases*). A rate measured at low load, blended into
+//!   one number, therefore made the scheduler move to `(1, 2)` under moderate load. So each sample is also
+//!   kept in a band of the arrival rate it was served at (bands a factor `ratio` wide, default 1.25), and the
+//!   rates the decision uses at load `λ` are those measured within one band of `λ` where a tuple has
+//!   `min_samples` of them ([`OnlineProfile::candidates_at`]); elsewhere the tuple's load-blind estimate
+//!   stands. A configuration whose tuples all have such samples is *evidenced* at `λ`
+//!   ([`OnlineProfile::is_evidenced`]); the scheduler only moves to an unevidenced configuration beyond its
+//!   utilisation cap when the current one is predicted unstable (`crate::scheduler` docs). Band estimates
+//!   older than `stale_after` (120 s) are not used.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -38,6 +51,9 @@ pub struct OnlineOptions {
     pub reevaluate_periods: u32,
     /// Occasional exploration of configurations without (fresh) measurements; `None` turns it off.
     pub explore: Option<ExploreOptions>,
+    /// Service times kept apart by the load they were measured at; `None` blends all loads into one
+    /// estimate per tuple.
+    pub load_bands: Option<LoadBands>,
 }
 
 impl Default for OnlineOptions {
@@ -47,7 +63,40 @@ impl Default for OnlineOptions {
             min_samples: 20,
             reevaluate_periods: 5,
             explore: Some(ExploreOptions::default()),
+            load_bands: Some(LoadBands::default()),
         }
+    }
+}
+
+/// How service times are grouped by the arrival rate they were measured at (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoadBands {
+    /// Width of one band as a ratio of its upper to its lower arrival rate (1.25). A sample taken at `λ'`
+    /// informs the estimate at `λ` when their bands are at most one apart.
+    pub ratio: f64,
+    /// Band estimates whose last sample is older than this are not used (120 s).
+    pub stale_after: Duration,
+}
+
+impl Default for LoadBands {
+    fn default() -> Self {
+        Self {
+            ratio: 1.25,
+            stale_after: Duration::from_secs(120),
+        }
+    }
+}
+
+impl LoadBands {
+    /// The band of arrival rate `lambda` (`None` when it is not finite and positive).
+    pub fn band(&self, lambda: f64) -> Option<i64> {
+        (lambda.is_finite() && lambda > 0.0).then(|| (lambda.ln() / self.ratio.ln()).floor() as i64)
+    }
+
+    /// The arrival rates band `band` covers, `[low, high)`.
+    pub fn range(&self, band: i64) -> (f64, f64) {
+        let low = self.ratio.powf(band as f64);
+        (low, low * self.ratio)
     }
 }
 
@@ -123,13 +172,37 @@ impl TupleEstimate {
     }
 }
 
+/// One tuple's service time measured within one load band.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BandEstimate {
+    /// The tuple.
+    pub tuple: Config,
+    /// The arrival rates the band covers, `[low, high)` requests/s.
+    pub load: (f64, f64),
+    /// Mean service time in the band (weighted as the load-blind estimate), seconds.
+    pub measured_s: f64,
+    /// Samples in the band.
+    pub samples: u64,
+    /// When the last one was recorded.
+    pub last_sample: Duration,
+}
+
 /// The offline profile of one node's configurations with the service times measured while serving.
 #[derive(Debug, Clone)]
 pub struct OnlineProfile {
     options: OnlineOptions,
     configs: Vec<Config>,
     tuples: BTreeMap<Config, TupleEstimate>,
+    /// Per tuple and load band (with [`LoadBands`]).
+    bands: BTreeMap<(Config, i64), BandEstimate>,
     rejected: u64,
+}
+
+/// The running mean of [`OnlineProfile`]: plain for the first `1/weight` samples, exponentially weighted
+/// after; `samples` is the count including the new one.
+fn blend(mean: f64, samples: u64, weight: f64, new: f64) -> f64 {
+    let w = (1.0 / samples as f64).max(weight);
+    mean + w * (new - mean)
 }
 
 impl OnlineProfile {
@@ -153,6 +226,7 @@ impl OnlineProfile {
             options,
             configs: candidates.as_slice().iter().map(|c| c.config).collect(),
             tuples,
+            bands: BTreeMap::new(),
             rejected: 0,
         }
     }
@@ -162,23 +236,96 @@ impl OnlineProfile {
         &self.options
     }
 
+    /// Whether a sample of `seconds` for `tuple` would be used (a known tuple, a finite positive time).
+    pub fn accepts(&self, tuple: Config, seconds: f64) -> bool {
+        self.tuples.contains_key(&tuple) && seconds.is_finite() && seconds > 0.0
+    }
+
     /// Records one request's service time `seconds`, measured at `now` with `tuple.concurrency` requests
-    /// running. Returns whether it was used.
-    pub fn record(&mut self, now: Duration, tuple: Config, seconds: f64) -> bool {
-        let weight = self.options.weight;
-        let Some(t) = self.tuples.get_mut(&tuple) else {
-            self.rejected += 1;
-            return false;
-        };
-        if !(seconds.is_finite() && seconds > 0.0) {
+    /// running while the node's arrival rate was `load` (requests/s; `None` when unknown, then only the
+    /// load-blind estimate takes it). Returns whether it was used.
+    pub fn record(
+        &mut self,
+        now: Duration,
+        tuple: Config,
+        seconds: f64,
+        load: Option<f64>,
+    ) -> bool {
+        if !self.accepts(tuple, seconds) {
             self.rejected += 1;
             return false;
         }
+        let weight = self.options.weight;
+        let Some(t) = self.tuples.get_mut(&tuple) else {
+            return false;
+        };
         t.samples += 1;
-        let w = (1.0 / t.samples as f64).max(weight);
-        t.measured_s += w * (seconds - t.measured_s);
+        t.measured_s = blend(t.measured_s, t.samples, weight, seconds);
         t.last_sample = Some(now);
+        let Some(bands) = self.options.load_bands else {
+            return true;
+        };
+        let Some(band) = load.and_then(|l| bands.band(l)) else {
+            return true;
+        };
+        let b = self.bands.entry((tuple, band)).or_insert(BandEstimate {
+            tuple,
+            load: bands.range(band),
+            measured_s: 0.0,
+            samples: 0,
+            last_sample: now,
+        });
+        // A band unused for longer than `stale_after` starts afresh rather than blending old times in.
+        if now.saturating_sub(b.last_sample) > bands.stale_after {
+            b.samples = 0;
+            b.measured_s = 0.0;
+        }
+        b.samples += 1;
+        b.measured_s = blend(b.measured_s, b.samples, weight, seconds);
+        b.last_sample = now;
         true
+    }
+
+    /// The mean service time of `tuple` measured near arrival rate `load` (its band and the two beside it,
+    /// fresh ones only, weighted by their samples) when they hold `min_samples` samples together.
+    pub fn near_load(&self, tuple: Config, load: f64, now: Duration) -> Option<f64> {
+        let bands = self.options.load_bands?;
+        let centre = bands.band(load)?;
+        let (mut samples, mut weighted) = (0u64, 0.0);
+        for b in (centre - 1..=centre + 1).filter_map(|k| self.bands.get(&(tuple, k))) {
+            if now.saturating_sub(b.last_sample) <= bands.stale_after {
+                samples += b.samples;
+                weighted += b.samples as f64 * b.measured_s;
+            }
+        }
+        (samples >= self.options.min_samples.max(1) && weighted > 0.0)
+            .then(|| weighted / samples as f64)
+    }
+
+    /// Whether every tuple of `config` has been measured near arrival rate `load` ([`Self::near_load`]).
+    pub fn is_evidenced(&self, config: Config, load: f64, now: Duration) -> bool {
+        (1..=config.concurrency).all(|i| self.near_load(config.tuple(i), load, now).is_some())
+    }
+
+    /// The configurations evidenced at arrival rate `load` ([`Self::is_evidenced`]), each with how much less
+    /// capacity it has there than its offline profile gives (`c·μ_c` offline over measured, from the tuple
+    /// with all `c` running).
+    pub fn slowdowns_at(&self, load: f64, now: Duration) -> BTreeMap<Config, f64> {
+        self.configs
+            .iter()
+            .filter(|&&c| self.is_evidenced(c, load, now))
+            .filter_map(|&c| {
+                let full = c.tuple(c.concurrency);
+                let near = self.near_load(full, load, now)?;
+                let offline = self.tuples.get(&full)?.offline_s;
+                Some((c, near / offline))
+            })
+            .collect()
+    }
+
+    /// Every band estimate, in tuple then load order.
+    pub fn band_estimates(&self) -> impl Iterator<Item = &BandEstimate> {
+        self.bands.values()
     }
 
     /// Samples ignored so far (unknown tuple, or not a finite positive time).
@@ -209,10 +356,36 @@ impl OnlineProfile {
 
     /// The configurations with the blended rates.
     pub fn candidates(&self) -> Candidates {
+        self.candidates_with(|tuple| {
+            self.tuples
+                .get(&tuple)
+                .map(|t| t.rate(self.options.min_samples))
+        })
+    }
+
+    /// The configurations with the rates the decision should use at arrival rate `load` (module docs): per
+    /// tuple, the rate measured near `load` where there is one, the load-blind blended rate elsewhere.
+    pub fn candidates_at(&self, load: f64, now: Duration) -> Candidates {
+        self.candidates_with(|tuple| {
+            let t = self.tuples.get(&tuple)?;
+            Some(match self.near_load(tuple, load, now) {
+                Some(s) => 1.0 / s,
+                None => t.rate(self.options.min_samples),
+            })
+        })
+    }
+
+    /// The configurations with each tuple's rate from `rate` (a configuration with an unknown tuple is left
+    /// out).
+    fn candidates_with(&self, rate: impl Fn(Config) -> Option<f64>) -> Candidates {
         Candidates::new(
             self.configs
                 .iter()
-                .filter_map(|&c| self.mu(c).map(|mu| (c, mu)))
+                .filter_map(|&c| {
+                    let mu: Option<Vec<f64>> =
+                        (1..=c.concurrency).map(|i| rate(c.tuple(i))).collect();
+                    mu.map(|mu| (c, mu))
+                })
                 .collect(),
         )
     }
@@ -257,32 +430,32 @@ mod tests {
         assert_eq!(p.mu(pair).unwrap(), vec![5.0, 2.5]);
         let mut rng = StdRng::seed_from_u64(6);
         for k in 0..19 {
-            assert!(p.record(secs(k as f64), solo, 0.1 * rng.random_range(0.9..1.1)));
+            assert!(p.record(secs(k as f64), solo, 0.1 * rng.random_range(0.9..1.1), None));
         }
         assert_eq!(p.mu(solo).unwrap(), vec![5.0]);
         assert_eq!(p.measured_tuples(), 0);
         // From the 20th sample the measurement overrides, and it converges to the injected 0.1 s.
         for k in 19..2000 {
-            p.record(secs(k as f64), solo, 0.1 * rng.random_range(0.9..1.1));
+            p.record(secs(k as f64), solo, 0.1 * rng.random_range(0.9..1.1), None);
         }
         let mu = p.mu(pair).unwrap();
         assert!((mu[0] - 10.0).abs() < 0.3, "{mu:?}");
         assert_eq!(mu[1], 2.5, "μ_2 was never measured");
         // A drift is followed: the service time doubles.
         for k in 0..200 {
-            p.record(secs(2000.0 + k as f64), solo, 0.2);
+            p.record(secs(2000.0 + k as f64), solo, 0.2, None);
         }
         assert!((p.mu(solo).unwrap()[0] - 5.0).abs() < 0.01);
         // The two-at-once tuple too, and it is shared with (2, 1) only.
         for k in 0..50 {
-            p.record(secs(k as f64), pair, 0.25);
+            p.record(secs(k as f64), pair, 0.25, None);
         }
         assert!((p.mu(pair).unwrap()[1] - 4.0).abs() < 1e-9);
         assert_eq!(p.measured_tuples(), 2);
         // Rejected samples.
-        assert!(!p.record(secs(1.0), Config::new(3, 1), 0.1));
-        assert!(!p.record(secs(1.0), solo, f64::NAN));
-        assert!(!p.record(secs(1.0), solo, -1.0));
+        assert!(!p.record(secs(1.0), Config::new(3, 1), 0.1, None));
+        assert!(!p.record(secs(1.0), solo, f64::NAN, None));
+        assert!(!p.record(secs(1.0), solo, -1.0, None));
         assert_eq!(p.rejected(), 3);
         // Freshness.
         let stale = secs(300.0);
@@ -291,5 +464,60 @@ mod tests {
         assert!(!p.is_fresh(Config::new(1, 2), secs(0.0), stale));
         let c = p.candidates();
         assert_eq!(c.as_slice().len(), 3);
+    }
+
+    #[test]
+    fn service_times_are_kept_apart_by_the_load_they_were_measured_at() {
+        // (1, 2) is profiled at 0.12 s; at 2/s it takes 0.12 s, at 6/s (other threads busy) 0.25 s.
+        let mut p = OnlineProfile::new(&two_core(), OnlineOptions::default());
+        let (solo, two_threads, pair) = (Config::new(1, 1), Config::new(1, 2), Config::new(2, 1));
+        for k in 0..100 {
+            assert!(p.record(secs(k as f64 * 0.1), two_threads, 0.12, Some(2.0)));
+        }
+        // Measured at 2/s only: no evidence at 6/s, and the load-blind rate stands there.
+        assert!(p.is_evidenced(two_threads, 2.2, secs(10.0)));
+        assert!(!p.is_evidenced(two_threads, 6.0, secs(10.0)));
+        let at6 = p.candidates_at(6.0, secs(10.0));
+        assert!((at6.get(two_threads).unwrap().mu[0] - 1.0 / 0.12).abs() < 1e-9);
+        for k in 0..100 {
+            p.record(secs(10.0 + k as f64 * 0.1), two_threads, 0.25, Some(6.0));
+        }
+        // Each load now has its own rate; the load-blind estimate has drifted to the recent one.
+        let now = secs(20.0);
+        assert!((p.near_load(two_threads, 2.0, now).unwrap() - 0.12).abs() < 1e-9);
+        assert!((p.near_load(two_threads, 6.0, now).unwrap() - 0.25).abs() < 1e-9);
+        assert!(
+            (p.candidates_at(2.0, now).get(two_threads).unwrap().mu[0] - 1.0 / 0.12).abs() < 1e-9
+        );
+        assert!((p.candidates_at(6.0, now).get(two_threads).unwrap().mu[0] - 4.0).abs() < 1e-9);
+        assert!(p.tuple(two_threads).unwrap().measured_s > 0.24);
+        // One band either side counts (1.25 wide): 6/s informs 7/s but not 10/s.
+        assert!(p.near_load(two_threads, 7.0, now).is_some());
+        assert!(p.near_load(two_threads, 10.0, now).is_none());
+        // (2, 1) needs both of its tuples measured near the load to be evidenced.
+        for k in 0..30 {
+            p.record(secs(20.0 + k as f64 * 0.1), solo, 0.2, Some(6.0));
+        }
+        assert!(!p.is_evidenced(pair, 6.0, secs(23.0)));
+        for k in 0..30 {
+            p.record(secs(23.0 + k as f64 * 0.1), pair, 0.3, Some(6.0));
+        }
+        assert!(p.is_evidenced(pair, 6.0, secs(26.0)));
+        // Stale bands are not used, and a sample with no load feeds the load-blind estimate only.
+        assert!(p.near_load(two_threads, 2.0, secs(200.0)).is_none());
+        let bands_before = p.band_estimates().count();
+        assert!(p.record(secs(30.0), solo, 0.2, None));
+        assert_eq!(p.band_estimates().count(), bands_before);
+        // Without load bands every load sees the load-blind rate.
+        let off = OnlineOptions {
+            load_bands: None,
+            ..Default::default()
+        };
+        let mut q = OnlineProfile::new(&two_core(), off);
+        for k in 0..100 {
+            q.record(secs(k as f64 * 0.1), two_threads, 0.12, Some(2.0));
+        }
+        assert!(q.near_load(two_threads, 2.0, secs(10.0)).is_none());
+        assert_eq!(q.band_estimates().count(), 0);
     }
 }

@@ -536,25 +536,48 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
 }
 
 /// SERF's online re-profiling at the end of its run: counters, and per tuple the offline and the
-/// measured service time.
+/// measured service time, overall and per load band (bands with at least `BAND_MIN_SAMPLES` samples).
 fn online_summary(p: &ParallelismSnapshot) -> String {
     let mut s = format!(
-        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} samples dropped.\n\n| tuple (running × threads) | samples | offline ms | measured ms |\n|---|---|---|---|\n",
+        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} samples dropped.\n\n| tuple (running × threads) | samples | offline ms | measured ms | measured ms by load (requests/s: ms, samples) |\n|---|---|---|---|---|\n",
         p.profile_updates, p.ranking_changes, p.explorations, p.samples_dropped
     );
     for r in &p.service_rates {
+        let by_load: Vec<String> = p
+            .service_by_load
+            .iter()
+            .filter(|b| b.running == r.running && b.threads == r.threads)
+            .filter(|b| b.samples >= BAND_MIN_SAMPLES)
+            .map(|b| {
+                format!(
+                    "{:.0}–{:.0}: {:.3}, {}",
+                    b.load.0,
+                    b.load.1,
+                    b.mean_s * 1e3,
+                    b.samples
+                )
+            })
+            .collect();
         s.push_str(&format!(
-            "| {} × {} | {} | {:.3} | {} |\n",
+            "| {} × {} | {} | {:.3} | {} | {} |\n",
             r.running,
             r.threads,
             r.samples,
             1e3 / r.offline,
             r.measured
-                .map_or_else(|| "–".to_string(), |m| format!("{:.3}", 1e3 / m))
+                .map_or_else(|| "–".to_string(), |m| format!("{:.3}", 1e3 / m)),
+            if by_load.is_empty() {
+                "–".to_string()
+            } else {
+                by_load.join("; ")
+            }
         ));
     }
     s
 }
+
+/// Load bands with fewer samples than this are left out of the report (the scheduler's own threshold).
+const BAND_MIN_SAMPLES: u64 = 20;
 
 const COLORS: [RGBColor; 5] = [
     RGBColor(214, 39, 40),
@@ -658,7 +681,7 @@ mod tests {
 
     #[test]
     fn online_summary_shows_offline_and_measured_times() {
-        use weir_operators::model::ServiceRate;
+        use weir_operators::model::{LoadServiceRate, ServiceRate};
         let p = ParallelismSnapshot {
             concurrency: 2,
             threads: 1,
@@ -684,14 +707,33 @@ mod tests {
                     offline: 200.0,
                 },
             ],
+            service_by_load: vec![
+                LoadServiceRate {
+                    running: 1,
+                    threads: 1,
+                    load: (20.0, 25.0),
+                    samples: 30,
+                    mean_s: 0.0085,
+                },
+                LoadServiceRate {
+                    running: 1,
+                    threads: 1,
+                    load: (100.0, 125.0),
+                    samples: 10,
+                    mean_s: 0.012,
+                },
+            ],
         };
         let s = online_summary(&p);
         assert!(
             s.contains("12 re-evaluations, 2 ranking changes, 1 explorations"),
             "{s}"
         );
-        assert!(s.contains("| 1 × 1 | 40 | 8.000 | 10.000 |"), "{s}");
-        assert!(s.contains("| 1 × 2 | 3 | 5.000 | – |"), "{s}");
+        assert!(
+            s.contains("| 1 × 1 | 40 | 8.000 | 10.000 | 20–25: 8.500, 30 |"),
+            "{s}"
+        );
+        assert!(s.contains("| 1 × 2 | 3 | 5.000 | – | – |"), "{s}");
     }
 
     #[test]

@@ -19,7 +19,9 @@ pub mod stateful_step;
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;
 pub use ort_env::OrtRuntime;
-pub use parallelism::{AutoOptions, ParallelismError, ParallelismSnapshot, ServiceRate};
+pub use parallelism::{
+    AutoOptions, LoadServiceRate, ParallelismError, ParallelismSnapshot, ServiceRate,
+};
 pub use replicas::{
     InferenceService, LocalReplica, PoolStats, Replica, ReplicaDone, ReplicaError, ReplicaPool,
 };

@@ -94,6 +94,22 @@ pub struct ServiceRate {
     pub offline: f64,
 }
 
+/// The service time of one tuple measured within one band of arrival rates (online re-profiling with load
+/// bands, `weir_serf::online`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadServiceRate {
+    /// Requests running at once, `i`.
+    pub running: usize,
+    /// Intra-op threads per request, `t`.
+    pub threads: usize,
+    /// The arrival rates of the band, `[low, high)` requests per second.
+    pub load: (f64, f64),
+    /// Service times measured in the band.
+    pub samples: u64,
+    /// Their mean, seconds.
+    pub mean_s: f64,
+}
+
 /// The parallelism gauges of a switchable executor at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParallelismSnapshot {
@@ -115,6 +131,8 @@ pub struct ParallelismSnapshot {
     pub samples_dropped: u64,
     /// Every tuple's rate, in tuple order (empty without online re-profiling).
     pub service_rates: Vec<ServiceRate>,
+    /// Every tuple's service time per load band, in tuple then load order (empty without load bands).
+    pub service_by_load: Vec<LoadServiceRate>,
 }
 
 /// The calls running now and their integral over time, for the mean concurrency of each call.
@@ -155,6 +173,7 @@ struct ProfileGauges {
     ranking_changes: u64,
     explorations: u64,
     service_rates: Vec<ServiceRate>,
+    service_by_load: Vec<LoadServiceRate>,
 }
 
 #[derive(Debug)]
@@ -391,6 +410,16 @@ impl Switchboard {
                     offline: 1.0 / t.offline_s,
                 })
                 .collect();
+            g.service_by_load = online
+                .band_estimates()
+                .map(|b| LoadServiceRate {
+                    running: b.tuple.concurrency,
+                    threads: b.tuple.threads,
+                    load: b.load,
+                    samples: b.samples,
+                    mean_s: b.measured_s,
+                })
+                .collect();
         }
     }
 
@@ -407,6 +436,7 @@ impl Switchboard {
             explorations: g.explorations,
             samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
+            service_by_load: g.service_by_load.clone(),
         }
     }
 }
@@ -508,12 +538,20 @@ fn log_reprofile(node: &str, r: &Reprofile) {
             .collect::<Vec<_>>()
             .join(" < ")
     };
+    let evidenced = r
+        .evidenced
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     info!(
         node = %node,
+        lambda = r.lambda,
         planned_lambda = r.planned_lambda,
         before = %list(&r.before),
         after = %list(&r.after),
         measured_tuples = r.measured_tuples,
+        evidenced = %evidenced,
         "SERF re-profile changed the ranking."
     );
 }
