@@ -10,6 +10,12 @@
 //! `point_seconds · λ`), because latency varies little at low load and idle gaps make low loads
 //! slow. The measured latency is weir's (scheduled send to answer), so it includes weir's fixed
 //! per-request cost, which the profile of bare sessions does not; the table reports it as error.
+//!
+//! To tell the two sources of error apart, every point also records the mean time of an ONNX Runtime
+//! call while it ran (the executor's busy time over its calls) next to the mean service time the model
+//! expects there (Eq. 12), and an *in-situ* prediction: the same model with every `μ_i` scaled by
+//! their ratio, so that its mean service time is the one measured. The in-situ error is what remains
+//! once the service level is right: the queueing model's own error plus weir's path.
 
 use std::path::{Path, PathBuf};
 
@@ -68,6 +74,13 @@ pub struct SerfPoint {
     pub measured_ms: f64,
     /// Requests measured.
     pub requests: usize,
+    /// Mean service time the model expects at this load (Eq. 12), ms.
+    pub predicted_service_ms: f64,
+    /// Mean ONNX Runtime call time measured during the point, ms (`None`: no call recorded).
+    pub measured_service_ms: Option<f64>,
+    /// Mean latency predicted with the service rates scaled to the measured service time, ms (`None`:
+    /// no service time, or the scaled rates cannot keep up with `λ`).
+    pub in_situ_ms: Option<f64>,
 }
 
 impl SerfPoint {
@@ -75,6 +88,29 @@ impl SerfPoint {
     pub fn error(&self) -> f64 {
         (self.predicted_ms - self.measured_ms) / self.measured_ms
     }
+
+    /// The same for the in-situ prediction.
+    pub fn in_situ_error(&self) -> Option<f64> {
+        self.in_situ_ms
+            .map(|p| (p - self.measured_ms) / self.measured_ms)
+    }
+}
+
+/// The mean latency (seconds) the model predicts at `lambda` with the rates `mu` scaled so that its mean
+/// service time is `measured_service_s` instead of `predicted_service_s` (module docs); `None` when the
+/// inputs are not positive or the scaled configuration is unstable at `lambda`.
+pub fn in_situ_latency(
+    lambda: f64,
+    mu: &[f64],
+    predicted_service_s: f64,
+    measured_service_s: f64,
+) -> Option<f64> {
+    if !(predicted_service_s > 0.0 && measured_service_s > 0.0) {
+        return None;
+    }
+    let scale = predicted_service_s / measured_service_s;
+    let scaled: Vec<f64> = mu.iter().map(|m| m * scale).collect();
+    predict(lambda, &scaled).ok().map(|p| p.latency)
 }
 
 /// Best-configuration identification at one load (X6).
@@ -133,9 +169,9 @@ impl SerfModelResult {
     }
 }
 
-/// Mean, p90 and p95 of `|error|` over `points`.
-pub fn error_summary<'a>(points: impl Iterator<Item = &'a SerfPoint>) -> (f64, f64, f64) {
-    let mut e: Vec<f64> = points.map(|p| p.error().abs()).collect();
+/// Mean, p90 and p95 of the absolute values of `errors`.
+pub fn error_summary(errors: impl Iterator<Item = f64>) -> (f64, f64, f64) {
+    let mut e: Vec<f64> = errors.map(f64::abs).collect();
     if e.is_empty() {
         return (0.0, 0.0, 0.0);
     }
@@ -237,8 +273,14 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 progress: false,
             },
         );
+        let ort_time = |g: &RunningGraph| {
+            g.executor_stats()
+                .first()
+                .map_or((0.0, 0), |(_, s)| (s.busy.as_secs_f64(), s.runs))
+        };
         for (level, lambda, prediction) in runnable {
             let requests = requests_at(config, level, lambda);
+            let (busy_before, runs_before) = ort_time(&graph);
             let report = run_load(
                 graph.runtime(),
                 &workload,
@@ -259,6 +301,9 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                     report.errors
                 ));
             }
+            let (busy_after, runs_after) = ort_time(&graph);
+            let measured_service = (runs_after > runs_before)
+                .then(|| (busy_after - busy_before) / (runs_after - runs_before) as f64);
             let point = SerfPoint {
                 config: candidate.config,
                 level,
@@ -267,13 +312,20 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 predicted_ms: prediction.latency * 1e3,
                 measured_ms: report.latency_us.mean() / 1e3,
                 requests,
+                predicted_service_ms: prediction.service * 1e3,
+                measured_service_ms: measured_service.map(|s| s * 1e3),
+                in_situ_ms: measured_service
+                    .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
+                    .map(|l| l * 1e3),
             };
             eprintln!(
-                "{name} {} λ={lambda:.1}/s ({requests} requests): predicted {:.3} ms, measured {:.3} ms ({:+.1} %)",
+                "{name} {} λ={lambda:.1}/s ({requests} requests): predicted {:.3} ms, measured {:.3} ms ({:+.1} %); service predicted {:.3} ms, measured {}",
                 point.config,
                 point.predicted_ms,
                 point.measured_ms,
-                point.error() * 100.0
+                point.error() * 100.0,
+                point.predicted_service_ms,
+                point.measured_service_ms.map_or_else(|| "–".to_string(), |m| format!("{m:.3} ms"))
             );
             points.push(point);
         }
@@ -323,14 +375,15 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error |\n|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | service ms predicted / measured | in-situ predicted ms | in-situ error |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
         |r| r.points.iter(),
         |p| {
+            let dash = || "–".to_string();
             format!(
-                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} %",
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3} / {} | {} | {}",
                 p.config,
                 p.level,
                 p.lambda,
@@ -338,19 +391,32 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                 p.requests,
                 p.predicted_ms,
                 p.measured_ms,
-                p.error() * 100.0
+                p.error() * 100.0,
+                p.predicted_service_ms,
+                p.measured_service_ms
+                    .map_or_else(dash, |m| format!("{m:.3}")),
+                p.in_situ_ms
+                    .map_or_else(|| "unstable".to_string(), |m| format!("{m:.3}")),
+                p.in_situ_error()
+                    .map_or_else(dash, |e| format!("{:+.1} %", e * 100.0))
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | best config: same / within 5 % / wrong | load runs s | profiling wall s |\n|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | best config: same / within 5 % / wrong | load runs s | profiling wall s | in-situ mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
-        let (mean, p90, p95) = error_summary(r.points.iter());
+        let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
         let max = r.points.iter().map(|p| p.error().abs()).fold(0.0, f64::max);
         let same = r.best.iter().filter(|b| b.predicted == b.measured).count();
         let close = r.best.iter().filter(|b| b.acceptable()).count() - same;
+        let in_situ: Vec<f64> = r
+            .points
+            .iter()
+            .filter_map(SerfPoint::in_situ_error)
+            .collect();
+        let (in_situ_mean, in_situ_p90, _) = error_summary(in_situ.iter().copied());
         s.push_str(&format!(
-            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {same} / {close} / {} | {:.0} | {:.2} |\n",
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {:.1} % / {:.1} % ({}) |\n",
             r.model,
             r.points.len(),
             mean * 100.0,
@@ -359,20 +425,23 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             max * 100.0,
             r.best.len() - same - close,
             r.load_seconds,
-            r.profile.wall_s.unwrap_or(0.0)
+            r.profile.wall_s.unwrap_or(0.0),
+            in_situ_mean * 100.0,
+            in_situ_p90 * 100.0,
+            in_situ.len()
         ));
     }
     if results.len() > 1 {
-        let (mean, p90, p95) = error_summary(all.iter().copied());
+        let (mean, p90, p95) = error_summary(all.iter().map(|p| p.error()));
         s.push_str(&format!(
-            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | |\n",
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | |\n",
             all.len(),
             mean * 100.0,
             p90 * 100.0,
             p95 * 100.0
         ));
     }
-    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | |\n");
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | | |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
@@ -516,6 +585,9 @@ mod tests {
             predicted_ms,
             measured_ms,
             requests: 1,
+            predicted_service_ms: 1.0,
+            measured_service_ms: None,
+            in_situ_ms: None,
         }
     }
 
@@ -523,12 +595,38 @@ mod tests {
     fn error_summary_mean_and_quantiles() {
         // |errors| 1 %, 2 %, …, 10 %.
         let points: Vec<SerfPoint> = (1..=10).map(|i| point(100.0 + i as f64, 100.0)).collect();
-        let (mean, p90, p95) = error_summary(points.iter());
+        let (mean, p90, p95) = error_summary(points.iter().map(SerfPoint::error));
         assert!((mean - 0.055).abs() < 1e-12);
         assert!((p90 - 0.09).abs() < 1e-12);
         assert!((p95 - 0.10).abs() < 1e-12);
-        assert_eq!(error_summary([].iter()), (0.0, 0.0, 0.0));
+        assert_eq!(error_summary(std::iter::empty()), (0.0, 0.0, 0.0));
         assert!((point(90.0, 100.0).error() + 0.1).abs() < 1e-12);
+        assert_eq!(point(90.0, 100.0).in_situ_error(), None);
+        let p = SerfPoint {
+            in_situ_ms: Some(110.0),
+            ..point(90.0, 100.0)
+        };
+        assert!((p.in_situ_error().unwrap() - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn in_situ_prediction_rescales_the_service_level() {
+        // M/D/1 at 5 ms, λ = 100/s: measured calls take 8 ms instead, so the in-situ prediction is the
+        // same model at 8 ms (ρ = 0.8), and at 12 ms it is unstable.
+        let mu = [200.0];
+        let at5 = predict(100.0, &mu).unwrap();
+        assert!((at5.service - 0.005).abs() < 1e-12);
+        let scaled = in_situ_latency(100.0, &mu, at5.service, 0.008).unwrap();
+        let direct = predict(100.0, &[125.0]).unwrap().latency;
+        assert!((scaled - direct).abs() < 1e-12, "{scaled} vs {direct}");
+        assert!(scaled > at5.latency);
+        assert_eq!(in_situ_latency(100.0, &mu, at5.service, 0.012), None);
+        assert_eq!(in_situ_latency(100.0, &mu, at5.service, 0.0), None);
+        // A two-slot profile keeps its interference shape: both rates scale by the same factor.
+        let two = [140.0, 130.0];
+        let p = predict(100.0, &two).unwrap();
+        let same = in_situ_latency(100.0, &two, p.service, p.service).unwrap();
+        assert!((same - p.latency).abs() < 1e-12);
     }
 
     #[test]
