@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use tracing::{debug, info, warn};
 use weir_serf::config::Config;
+use weir_serf::online::BandEstimate;
 use weir_serf::scheduler::{Reprofile, Scheduler, SchedulerError, SchedulerOptions};
 use weir_serf::table::Candidates;
 
@@ -108,6 +109,18 @@ pub struct LoadServiceRate {
     pub samples: u64,
     /// Their mean, seconds.
     pub mean_s: f64,
+}
+
+impl From<&BandEstimate> for LoadServiceRate {
+    fn from(b: &BandEstimate) -> Self {
+        LoadServiceRate {
+            running: b.tuple.concurrency,
+            threads: b.tuple.threads,
+            load: b.load,
+            samples: b.samples,
+            mean_s: b.measured_s,
+        }
+    }
 }
 
 /// The parallelism gauges of a switchable executor at one moment.
@@ -410,16 +423,7 @@ impl Switchboard {
                     offline: 1.0 / t.offline_s,
                 })
                 .collect();
-            g.service_by_load = online
-                .band_estimates()
-                .map(|b| LoadServiceRate {
-                    running: b.tuple.concurrency,
-                    threads: b.tuple.threads,
-                    load: b.load,
-                    samples: b.samples,
-                    mean_s: b.measured_s,
-                })
-                .collect();
+            g.service_by_load = online.band_estimates().map(LoadServiceRate::from).collect();
         }
     }
 
