@@ -25,10 +25,10 @@
 //!   SERF's reaction time (the estimator's window plus the hysteresis); a second column leaves out
 //!   the first `settle` seconds of each phase, the note's "after estimator convergence".
 //! - SERF runs with the scheduler's defaults (5 s window, 1 s period, hold 2 periods, online
-//!   re-profiling with exploration and load bands), exactly what a graph with `parallelism: auto` gets. It starts
-//!   from the profile of that run (printed with the results) and corrects it with the service times
-//!   it measures while serving; the report shows, per tuple, the offline and the measured times, overall
-//!   and per load band.
+//!   re-profiling with exploration and load bands), exactly what a graph with `parallelism: auto`
+//!   gets. It starts from the profile of that run (printed with the results) and corrects it with the
+//!   service times it measures while serving; the report shows, per tuple, the offline and the
+//!   measured times, overall and per load band.
 //!
 //! The file is a little over 600 lines: runner, report and plot of one experiment, kept together.
 
