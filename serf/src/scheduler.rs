@@ -392,28 +392,32 @@ impl Decider {
         Ok(())
     }
 
-    /// Whether a move to `target` at `lambda` is ruled out for want of evidence ([`Evidence`]): `target` is
-    /// predicted beyond the utilisation cap (so it is the choice only as the configuration with the most
-    /// capacity, where the model is least right), its rates were not measured at this load while the
-    /// current configuration's were, and its capacity, cut by the slowdown the current configuration shows
-    /// at this load, is no larger than the current one's. The caller lets an unstable current configuration
-    /// go anyway.
+    /// Whether a move to `target` at `lambda` is ruled out for want of evidence ([`Evidence`]): under
+    /// online evaluation, `target`'s rates were not measured at this load while the current
+    /// configuration's were, and with `target`'s rates cut by the slowdown the current configuration shows
+    /// at this load, the choice between the two (the same rule as [`Self::target`]: the fastest within
+    /// the utilisation cap, else the most capacity) is the current one. The caller lets an unstable
+    /// current configuration go anyway.
     fn lacks_evidence(&self, target: Config, lambda: f64) -> bool {
-        let Some(slowdown) = self.evidence.slowdown.get(&self.current) else {
+        if self.table.is_some() || self.evidence.slowdown.contains_key(&target) {
+            return false;
+        }
+        let Some(&slowdown) = self.evidence.slowdown.get(&self.current) else {
             return false;
         };
-        if self.evidence.slowdown.contains_key(&target)
-            || !self.beyond_max_utilisation(target, lambda)
-        {
-            return false;
-        }
-        match (
+        let (Some(t), Some(c)) = (
             self.candidates.get(target),
             self.candidates.get(self.current),
-        ) {
-            (Some(t), Some(c)) => t.capacity() / slowdown.max(1.0) <= c.capacity(),
-            _ => false,
-        }
+        ) else {
+            return false;
+        };
+        let slowed: Vec<f64> = t.mu.iter().map(|m| m / slowdown.max(1.0)).collect();
+        let pair = Candidates::new(vec![(c.config, c.mu.clone()), (t.config, slowed)]);
+        let fallback = pair.max_capacity().map_or(self.current, |m| m.config);
+        let choice = pair
+            .best_within(lambda, self.options.predictor, self.options.max_utilisation)
+            .map_or(fallback, |(config, _)| config);
+        choice != target
     }
 
     /// Runs `config` from now on, whatever the model says (an exploration); `false` if it is no candidate.
@@ -770,6 +774,7 @@ impl Scheduler {
                 }
             }
             if self.updates.is_multiple_of(u64::from(o.reevaluate_periods))
+                || self.reevaluated_at.is_none()
                 || self.load_moved(estimate.rate)
             {
                 self.reevaluate(now, estimate.rate, planned_lambda);
@@ -988,12 +993,14 @@ mod tests {
 
     #[test]
     fn reprofile_flips_the_ranking_and_the_switch_still_waits_out_the_hold() {
-        // The machine is slower than profiled for two threads: (1, 2) takes 0.3 s, not 0.12 s.
+        // The machine is slower than profiled for two threads: (1, 2) takes 0.3 s, not 0.12 s. Without
+        // load bands (so without the evidence rule, tested below) the measured rate alone decides.
         let truth = Candidates::two_core_from_times(0.20, 0.30, 0.30);
         let opts = SchedulerOptions {
             load_margin_sigmas: 0.0,
             online: Some(OnlineOptions {
                 explore: None,
+                load_bands: None,
                 ..Default::default()
             }),
             ..Default::default()
@@ -1022,7 +1029,8 @@ mod tests {
         assert!(s.take_reprofiles().is_empty());
         let c = s.counters();
         assert_eq!(c.ranking_changes, 1);
-        assert_eq!(c.reevaluations, 5);
+        // At the first update, then every 5.
+        assert_eq!(c.reevaluations, 6);
         assert_eq!(c.explorations, 0);
         assert_eq!(c.samples, 90);
         // Without online re-profiling the same service times change nothing.
@@ -1033,6 +1041,49 @@ mod tests {
         let mut s = Scheduler::new(pessimistic(), a, opts, secs(0.0)).unwrap();
         assert!(serve(&mut s, &truth, 3.0, 0.0, 30.0, &mut rng).is_empty());
         assert_eq!(s.counters(), OnlineCounters::default());
+    }
+
+    #[test]
+    fn an_unmeasured_configuration_is_judged_with_the_measured_slowdown_and_explored() {
+        // The same machine as above, with load bands (the default): (1, 2) is measured 2.5× slower than
+        // profiled at this load and (2, 1) is not measured here at all, so the rule assumes it slows down
+        // as much (then it cannot keep up with 3/s) and keeps (1, 2).
+        let truth = Candidates::two_core_from_times(0.20, 0.30, 0.30);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let no_explore = SchedulerOptions {
+            load_margin_sigmas: 0.0,
+            online: Some(OnlineOptions {
+                explore: None,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(pessimistic(), a, no_explore, secs(0.0)).unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        assert!(serve(&mut s, &truth, 3.0, 0.0, 60.0, &mut rng).is_empty());
+        // The ranking by the rates alone did flip, and says which configuration was measured here.
+        let flips = s.take_reprofiles();
+        assert_eq!(flips.last().map(|f| f.after[0]), Some(b), "{flips:?}");
+        assert_eq!(flips.last().map(|f| f.evidenced.clone()), Some(vec![a]));
+        // Exploration (on by default) is how the assumption is checked: the configurations are tried
+        // while the load is steady (at 3/s a trial of 3 periods gathers too few samples at first, so the
+        // first trial ends back in (1, 2)), and once (2, 1) has been measured here it is kept.
+        let explore = SchedulerOptions {
+            load_margin_sigmas: 0.0,
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(pessimistic(), a, explore, secs(0.0)).unwrap();
+        let switches = serve(&mut s, &truth, 3.0, 0.0, 60.0, &mut rng);
+        let last = switches.last().copied();
+        assert_eq!(
+            last.map(|w| (w.to, w.reason)),
+            Some((b, SwitchReason::Explored)),
+            "{switches:?}"
+        );
+        assert!(switches.len() <= 4, "{switches:?}");
+        assert!(last.is_some_and(|w| w.at < secs(40.0)), "{switches:?}");
+        assert_eq!(s.current(), b);
+        assert!(s.online().unwrap().is_evidenced(b, 3.0, secs(60.0)));
     }
 
     #[test]
