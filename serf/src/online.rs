@@ -28,9 +28,9 @@
 //!   rates the decision uses at load `λ` are those measured within one band of `λ` where a tuple has
 //!   `min_samples` of them ([`OnlineProfile::candidates_at`]); elsewhere the tuple's load-blind estimate
 //!   stands. A configuration whose tuples all have such samples is *evidenced* at `λ`
-//!   ([`OnlineProfile::is_evidenced`]); the scheduler only moves to an unevidenced configuration beyond its
-//!   utilisation cap when the current one is predicted unstable (`crate::scheduler` docs). Band estimates
-//!   older than `stale_after` (120 s) are not used.
+//!   ([`OnlineProfile::is_evidenced`]); the scheduler judges an unevidenced configuration with the slowdown
+//!   the current one shows at this load (`crate::scheduler::Evidence`). Band estimates older than
+//!   `stale_after` (120 s) are not used.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
