@@ -5,8 +5,9 @@
 //! makes a [`RemoteReplica`] per (node, executor). A replica sends each job as one zenoh query
 //! carrying the input columns, with the node's timeout. The query ends in one of three ways: a
 //! reply (outputs, decoded and checked against the node's outputs), a reply error (an `overloaded`
-//! executor is *unavailable*, so the pool tries another replica; anything else is the job's error),
-//! or no reply at all — the executor died, its link dropped, or the timeout passed — which is
+//! executor is *unavailable*, so the pool tries another replica; any other error the executor sent is
+//! the job's error), or no answer from the executor — it died, its link dropped, or the timeout
+//! passed (zenoh then replies with its own error `Timeout`, which is not an executor's) — which is
 //! *unavailable*. The end of a query is seen when zenoh drops the reply callback, so every dispatch
 //! is answered exactly once.
 //!
@@ -320,16 +321,21 @@ impl QueryEnd {
         let outcome = match reply.result() {
             Ok(sample) => self.decode(&sample.payload().to_bytes()),
             Err(err) => {
-                let e = ErrorReply::parse(&err.payload().to_bytes());
-                match e.kind {
-                    ErrorKind::Overloaded => Err(ReplicaError::Unavailable(format!(
-                        "executor `{}` is overloaded",
-                        self.replica
-                    ))),
-                    _ => Err(ReplicaError::Failed(ExecError::Inference {
+                let body = err.payload().to_bytes();
+                match ErrorReply::parse(&body) {
+                    Some(e) if e.kind == ErrorKind::Overloaded => Err(ReplicaError::Unavailable(
+                        format!("executor `{}` is overloaded", self.replica),
+                    )),
+                    Some(e) => Err(ReplicaError::Failed(ExecError::Inference {
                         node: self.node.clone(),
                         message: format!("on executor `{}`: {}", self.replica, e.message),
                     })),
+                    // Zenoh's own end of the query (its timeout): no answer from the executor.
+                    None => Err(ReplicaError::Unavailable(format!(
+                        "no answer from executor `{}` ({})",
+                        self.replica,
+                        String::from_utf8_lossy(&body)
+                    ))),
                 }
             }
         };

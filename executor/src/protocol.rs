@@ -33,13 +33,10 @@ impl ErrorReply {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Parses a reply error; anything unparsable becomes an [`ErrorKind::Inference`] error holding
-    /// the raw text.
-    pub fn parse(bytes: &[u8]) -> ErrorReply {
-        serde_json::from_slice(bytes).unwrap_or_else(|_| ErrorReply {
-            kind: ErrorKind::Inference,
-            message: String::from_utf8_lossy(bytes).into_owned(),
-        })
+    /// Parses a reply error an executor sent; `None` when the body is not one, which means zenoh
+    /// itself ended the query (its query timeout replies with the error `Timeout`), not the executor.
+    pub fn parse(bytes: &[u8]) -> Option<ErrorReply> {
+        serde_json::from_slice(bytes).ok()
     }
 }
 
@@ -72,14 +69,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn error_replies_round_trip_and_tolerate_garbage() {
+    fn error_replies_round_trip_and_zenohs_own_are_told_apart() {
         let e = ErrorReply {
             kind: ErrorKind::Overloaded,
             message: "full".into(),
         };
-        assert_eq!(ErrorReply::parse(&e.to_bytes()), e);
-        let raw = ErrorReply::parse(b"plain text");
-        assert_eq!(raw.kind, ErrorKind::Inference);
-        assert_eq!(raw.message, "plain text");
+        assert_eq!(ErrorReply::parse(&e.to_bytes()), Some(e));
+        // What zenoh replies when a query times out.
+        assert_eq!(ErrorReply::parse(b"Timeout"), None);
     }
 }
