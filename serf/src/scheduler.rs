@@ -91,6 +91,10 @@ pub struct SchedulerOptions {
     /// Online evaluation chooses among the configurations predicted at most this busy at the planned load
     /// (0.6), and the one with the most capacity when none is; 1.0 or more turns the rule off.
     pub max_utilisation: f64,
+    /// When the current configuration and the choice are both beyond `max_utilisation` (so the choice is
+    /// by capacity), the choice must have at least this much more capacity (0.05); the current one
+    /// being unstable overrides it.
+    pub min_capacity_gain: f64,
     /// The decision plans for `λ̂ + load_margin_sigmas · σ(λ̂)` (1.0), σ the Poisson standard error.
     pub load_margin_sigmas: f64,
     /// The estimator's window is cut short at a change of load beyond this many standard deviations
@@ -112,6 +116,7 @@ impl Default for SchedulerOptions {
             hold_periods: 2,
             min_gain: 0.02,
             max_utilisation: 0.6,
+            min_capacity_gain: 0.05,
             load_margin_sigmas: 1.0,
             change_sigmas: 3.5,
             lookup: Lookup::Online,
@@ -274,6 +279,12 @@ impl Decider {
                 options.min_gain
             )));
         }
+        if !(options.min_capacity_gain.is_finite() && options.min_capacity_gain >= 0.0) {
+            return Err(SchedulerError::BadOptions(format!(
+                "min_capacity_gain {} must be ≥ 0",
+                options.min_capacity_gain
+            )));
+        }
         if !(options.load_margin_sigmas.is_finite() && options.load_margin_sigmas >= 0.0) {
             return Err(SchedulerError::BadOptions(format!(
                 "load_margin_sigmas {} must be ≥ 0",
@@ -338,7 +349,7 @@ impl Decider {
             self.adopt(target);
             return Some((target, SwitchReason::Overload));
         }
-        if self.lacks_evidence(target, lambda) {
+        if self.lacks_evidence(target, lambda) || self.capacity_gain_too_small(target, lambda) {
             self.pending = None;
             return None;
         }
@@ -425,6 +436,29 @@ impl Decider {
         choice != target
     }
 
+    /// Whether a move to `target` at `lambda` is a choice by capacity (both it and the current configuration
+    /// beyond the utilisation cap) that gains less than `min_capacity_gain`. Why: there the model's latency
+    /// is not trusted and capacity decides, and capacities measured from tens of calls move by a few % from
+    /// one re-evaluation to the next; without a dead band, two configurations of nearly equal measured
+    /// capacity traded places on noise (S4 run 3 of 2026-11-22 17:04 moved to `(1, 2)` on 1 % more
+    /// capacity and queued). The caller lets an unstable current configuration go anyway.
+    fn capacity_gain_too_small(&self, target: Config, lambda: f64) -> bool {
+        if !(self.beyond_max_utilisation(self.current, lambda)
+            && self.beyond_max_utilisation(target, lambda))
+        {
+            return false;
+        }
+        match (
+            self.candidates.get(target),
+            self.candidates.get(self.current),
+        ) {
+            (Some(t), Some(c)) => {
+                t.capacity() < c.capacity() * (1.0 + self.options.min_capacity_gain)
+            }
+            _ => false,
+        }
+    }
+
     /// Runs `config` from now on, whatever the model says (an exploration); `false` if it is no candidate.
     pub fn force(&mut self, config: Config) -> bool {
         if self.candidates.get(config).is_none() {
@@ -442,7 +476,9 @@ impl Decider {
             self.pending = None;
             return None;
         }
-        if !self.is_overloaded(lambda) && self.lacks_evidence(target, lambda) {
+        if !self.is_overloaded(lambda)
+            && (self.lacks_evidence(target, lambda) || self.capacity_gain_too_small(target, lambda))
+        {
             self.pending = None;
             return None;
         }
@@ -885,6 +921,24 @@ mod tests {
         assert_eq!(strict.decide(2.0), None);
         assert_eq!(d.decide(5.5), None);
         assert_eq!(d.decide(5.5), Some((b, SwitchReason::Better)));
+        // Both beyond the cap, the choice is by capacity and needs 5 % more of it: (2, 1) has 9 % more
+        // than (1, 2) above; against a (1, 2) with 3 % less capacity than (2, 1) it stays, however long.
+        let close = Candidates::two_core_from_times(0.20, 0.22, 1.0 / (9.09 / 1.03));
+        let mut d = Decider::new(close.clone(), a, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.target(5.5), b);
+        for _ in 0..5 {
+            assert_eq!(d.decide(5.5), None);
+        }
+        // ... unless the margin is off, or (1, 2) cannot keep up.
+        let no_margin = SchedulerOptions {
+            min_capacity_gain: 0.0,
+            ..SchedulerOptions::default()
+        };
+        let mut d = Decider::new(close.clone(), a, no_margin).unwrap();
+        assert_eq!(d.decide(5.5), None);
+        assert_eq!(d.decide(5.5), Some((b, SwitchReason::Better)));
+        let mut d = Decider::new(close, a, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.decide(8.9), Some((b, SwitchReason::Overload)));
     }
 
     #[test]
