@@ -31,7 +31,9 @@
 //!   exploration never tries one beyond it.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
-//!   least `min_gain` (default 2%) faster than the current one at `λ̂`. Exception: when the current
+//!   least `min_gain` (default 2%) faster than the current one at `λ̂`; when both are beyond the
+//!   utilisation cap (the choice is then by capacity), it needs `min_capacity_gain` (default 5%) more
+//!   capacity instead. Exception: when the current
 //!   configuration is unstable at `λ̂` (`λ̂ ≥ c·μ_c`) the switch is immediate, since its queue grows without
 //!   bound.
 //! - **Online re-profiling** ([`OnlineOptions`], on by default). The caller hands over each served request's
