@@ -354,30 +354,18 @@ impl OnlineProfile {
             .collect()
     }
 
-    /// The configurations with the blended rates.
-    pub fn candidates(&self) -> Candidates {
-        self.candidates_with(|tuple| {
-            self.tuples
-                .get(&tuple)
-                .map(|t| t.rate(self.options.min_samples))
-        })
-    }
-
     /// The configurations with the rates the decision should use at arrival rate `load` (module docs): per
-    /// tuple, the rate measured near `load` where there is one, the load-blind blended rate elsewhere.
+    /// tuple, the rate measured near `load` where there is one, the load-blind blended rate elsewhere (so,
+    /// without load bands, the load-blind rates throughout). A configuration with an unknown tuple is left
+    /// out.
     pub fn candidates_at(&self, load: f64, now: Duration) -> Candidates {
-        self.candidates_with(|tuple| {
+        let rate = |tuple: Config| -> Option<f64> {
             let t = self.tuples.get(&tuple)?;
             Some(match self.near_load(tuple, load, now) {
                 Some(s) => 1.0 / s,
                 None => t.rate(self.options.min_samples),
             })
-        })
-    }
-
-    /// The configurations with each tuple's rate from `rate` (a configuration with an unknown tuple is left
-    /// out).
-    fn candidates_with(&self, rate: impl Fn(Config) -> Option<f64>) -> Candidates {
+        };
         Candidates::new(
             self.configs
                 .iter()
@@ -462,8 +450,9 @@ mod tests {
         assert!(p.is_fresh(solo, secs(2199.0), stale));
         assert!(!p.is_fresh(solo, secs(2600.0), stale));
         assert!(!p.is_fresh(Config::new(1, 2), secs(0.0), stale));
-        let c = p.candidates();
+        let c = p.candidates_at(1.0, secs(2200.0));
         assert_eq!(c.as_slice().len(), 3);
+        assert_eq!(c.get(pair).map(|c| c.mu.clone()), p.mu(pair));
     }
 
     #[test]

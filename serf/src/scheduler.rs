@@ -351,7 +351,7 @@ impl Decider {
             self.adopt(target);
             return Some((target, SwitchReason::Overload));
         }
-        if self.lacks_evidence(target, lambda) || self.capacity_gain_too_small(target, lambda) {
+        if self.holds_back(target, lambda) {
             self.pending = None;
             return None;
         }
@@ -408,6 +408,12 @@ impl Decider {
         self.candidates = candidates;
         self.evidence = evidence;
         Ok(())
+    }
+
+    /// Whether a move to `target` at `lambda` is held back by the evidence rule or the capacity dead band
+    /// (both let an unstable current configuration go; the callers check that first).
+    fn holds_back(&self, target: Config, lambda: f64) -> bool {
+        self.lacks_evidence(target, lambda) || self.capacity_gain_too_small(target, lambda)
     }
 
     /// Whether a move to `target` at `lambda` is ruled out for want of evidence ([`Evidence`]): under
@@ -478,9 +484,7 @@ impl Decider {
             self.pending = None;
             return None;
         }
-        if !self.is_overloaded(lambda)
-            && (self.lacks_evidence(target, lambda) || self.capacity_gain_too_small(target, lambda))
-        {
+        if !self.is_overloaded(lambda) && self.holds_back(target, lambda) {
             self.pending = None;
             return None;
         }
