@@ -18,20 +18,15 @@
 //!
 //! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use ort::session::{Session, SessionInputValue};
-use ort::value::TensorRef;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use weir_engine::onnx::{read_metadata, ElementType, OnnxError};
-use weir_engine::tensor::{DType, Dim};
+use ort::session::Session;
 use weir_engine::validate::NodeKind;
+use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
 use weir_serf::profile::{
@@ -95,17 +90,10 @@ pub enum MeasureError {
 /// Errors profiling a model node.
 #[derive(Debug, thiserror::Error)]
 pub enum SerfError {
-    /// The model's signature could not be read.
+    /// No random request could be made for the model (signature unreadable, or an input that
+    /// is neither f32 nor i64).
     #[error(transparent)]
-    Metadata(#[from] OnnxError),
-    /// An input weir cannot make random data for.
-    #[error("{path}: input `{input}` is not f32 or i64")]
-    Input {
-        /// The model.
-        path: PathBuf,
-        /// The input.
-        input: String,
-    },
+    Inputs(#[from] SyntheticError),
     /// Measuring failed.
     #[error(transparent)]
     Build(#[from] BuildError<MeasureError>),
@@ -120,84 +108,18 @@ pub enum SerfError {
     NoSuchNode(String),
 }
 
-/// One model input filled with random data of its shape (dynamic dimensions taken as 1).
-#[derive(Debug, Clone)]
-enum InputData {
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-}
-
-#[derive(Debug, Clone)]
-struct ModelInput {
-    name: String,
-    shape: Vec<usize>,
-    data: InputData,
-}
-
-fn random_inputs(path: &Path, seed: u64) -> Result<Vec<ModelInput>, SerfError> {
-    let meta = read_metadata(path)?;
-    let mut rng = StdRng::seed_from_u64(seed);
-    meta.inputs
-        .iter()
-        .map(|info| {
-            let shape: Vec<usize> = info
-                .dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Fixed(n) => *n,
-                    Dim::Dynamic => 1,
-                })
-                .collect();
-            let n = shape.iter().product();
-            let data = match info.element {
-                ElementType::Supported(DType::F32) => {
-                    InputData::F32((0..n).map(|_| rng.random::<f32>()).collect())
-                }
-                ElementType::Supported(DType::I64) => {
-                    InputData::I64((0..n).map(|_| rng.random_range(0..2)).collect())
-                }
-                _ => {
-                    return Err(SerfError::Input {
-                        path: path.to_path_buf(),
-                        input: info.name.clone(),
-                    })
-                }
-            };
-            Ok(ModelInput {
-                name: info.name.clone(),
-                shape,
-                data,
-            })
-        })
-        .collect()
-}
-
-/// One `Session::run` on `inputs`; returns its duration.
-fn call(session: &mut Session, inputs: &[ModelInput]) -> Result<Duration, MeasureError> {
-    let ort = |e: ort::Error| MeasureError::Ort(e.to_string());
-    let started = Instant::now();
-    let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
-    for input in inputs {
-        let shape = input.shape.clone();
-        let value: SessionInputValue<'_> = match &input.data {
-            InputData::F32(v) => TensorRef::from_array_view((shape, v.as_slice()))
-                .map_err(ort)?
-                .into(),
-            InputData::I64(v) => TensorRef::from_array_view((shape, v.as_slice()))
-                .map_err(ort)?
-                .into(),
-        };
-        values.push((input.name.as_str().into(), value));
-    }
-    drop(session.run(values).map_err(ort)?);
-    Ok(started.elapsed())
+/// One timed call of `inputs` on `session`.
+fn call(session: &mut Session, inputs: &SyntheticInputs) -> Result<Duration, MeasureError> {
+    inputs
+        .timed_call(session)
+        .map_err(|e| MeasureError::Ort(e.to_string()))
 }
 
 /// Runs one stream per session at once and returns at least `samples` service times (seconds),
 /// each measured while every stream was running (module docs).
 fn measure_streams(
     sessions: &mut [Session],
-    inputs: &[ModelInput],
+    inputs: &SyntheticInputs,
     samples: usize,
     warmup: usize,
 ) -> Result<Vec<f64>, MeasureError> {
@@ -261,7 +183,7 @@ pub fn profile_node(
     options: &ProfileOptions,
 ) -> Result<Profile, SerfError> {
     let started = Instant::now();
-    let inputs = random_inputs(path, options.seed)?;
+    let inputs = SyntheticInputs::random(path, options.seed)?;
     let cores = options.cores.max(1);
     let total = weir_serf::profile::plan(cores, &[1]).len();
     let mut sessions: BTreeMap<usize, Vec<Session>> = BTreeMap::new();

@@ -18,9 +18,11 @@
 //!   thread at each parallel section and took as long as a 1-thread call here (8–9 ms at
 //!   20 requests/s, 4.6–5.7 ms at 85–150/s), which no back-to-back profile sees.
 //! - The same arrival times (one seed) drive every set-up, one set-up after the other, each on a
-//!   fresh graph warmed up with a few closed-loop requests. The order is SERF first, then the fixed
-//!   configurations in profile order; a noisy machine drifts between set-ups, which is why
-//!   [`PhasesConfig::runs`] repeats the whole comparison and the report quotes medians.
+//!   fresh graph warmed up with a few closed-loop requests. A noisy machine drifts between
+//!   set-ups, which is why [`PhasesConfig::runs`] repeats the whole comparison and the report
+//!   quotes medians; and the order rotates from run to run ([`run_order`]: SERF first in run 1,
+//!   second in run 2, …), so that no set-up always runs right after the profile or always last.
+//!   (Until 2026-11-25 SERF always ran first.)
 //! - Latency is weir's (scheduled send → answer). Per-phase means cover the whole phase, including
 //!   SERF's reaction time (the estimator's window plus the hysteresis); a second column leaves out
 //!   the first `settle` seconds of each phase, the note's "after estimator convergence".
@@ -139,8 +141,10 @@ pub struct PhasesRun {
     pub profile: Profile,
     /// `(rate, start s, end s)` per phase.
     pub phases: Vec<(f64, f64, f64)>,
-    /// SERF first, then every fixed configuration.
+    /// SERF first, then every fixed configuration (whatever order they ran in).
     pub setups: Vec<SetupRun>,
+    /// The order the set-ups ran in, as indices into `setups`.
+    pub order: Vec<usize>,
     /// Seconds left out at each phase's start for the settled means.
     pub settle_seconds: f64,
     /// Fixed configurations not run, with their profiled utilisation at moderate load.
@@ -206,6 +210,12 @@ pub fn schedule(phases: &[(f64, f64)], seed: u64) -> Vec<f64> {
         start = end;
     }
     out
+}
+
+/// The order in which run `run` (from 0) serves `n` set-ups: indices into the canonical list (SERF
+/// first), rotated by `run`, so that over `n` runs every set-up runs once in every position.
+pub fn run_order(n: usize, run: usize) -> Vec<usize> {
+    (0..n).map(|k| (k + run) % n.max(1)).collect()
 }
 
 /// A one-node graph of `path` under `setup`; for SERF, `profile` is written next to it first.
@@ -368,8 +378,10 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
             setups.push(Setup::Fixed(c.config));
         }
     }
-    let mut results = Vec::new();
-    for setup in setups {
+    let order = run_order(setups.len(), run);
+    let mut results: Vec<Option<SetupRun>> = vec![None; setups.len()];
+    for &index in &order {
+        let setup = setups[index];
         let (graph, workload) = setup_graph(path, setup, &profile, &dir, config.profile.spinning)?;
         let warm = graph_warmup(&graph, &workload);
         let r = drive(&graph, &workload, &times, setup);
@@ -396,13 +408,14 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
                 )
             }
         );
-        results.push(r);
+        results[index] = Some(r);
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(PhasesRun {
         profile,
         phases,
-        setups: results,
+        setups: results.into_iter().flatten().collect(),
+        order,
         settle_seconds: config.settle_seconds,
         skipped,
     })
@@ -489,6 +502,15 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             s.push_str(&format!(" {ratio:.3} ({best}) |"));
         }
         s.push_str(" |\n");
+        s.push_str(&format!(
+            "\nOrder run: {}.\n",
+            run.order
+                .iter()
+                .filter_map(|&i| run.setups.get(i))
+                .map(|x| x.setup.to_string())
+                .collect::<Vec<_>>()
+                .join(", then ")
+        ));
         for (c, utilisation) in &run.skipped {
             s.push_str(&format!(
                 "\nNot run: fixed {c}, profiled utilisation {utilisation:.2} at moderate load (≥ {UNSTABLE_UTILISATION}: its queue only grows).\n"
@@ -681,6 +703,20 @@ mod tests {
     }
 
     #[test]
+    fn the_order_rotates_so_every_set_up_runs_once_in_every_position() {
+        assert_eq!(run_order(3, 0), vec![0, 1, 2]);
+        assert_eq!(run_order(3, 1), vec![1, 2, 0]);
+        assert_eq!(run_order(3, 2), vec![2, 0, 1]);
+        assert_eq!(run_order(3, 3), run_order(3, 0));
+        for position in 0..3 {
+            let mut firsts: Vec<usize> = (0..3).map(|r| run_order(3, r)[position]).collect();
+            firsts.sort_unstable();
+            assert_eq!(firsts, vec![0, 1, 2], "position {position}");
+        }
+        assert_eq!(run_order(2, 1), vec![1, 0]);
+    }
+
+    #[test]
     fn online_summary_shows_offline_and_measured_times() {
         use weir_operators::model::{LoadServiceRate, ServiceRate};
         let p = ParallelismSnapshot {
@@ -754,6 +790,7 @@ mod tests {
                 run(Setup::Fixed(Config::new(1, 1)), [20.0, 9.0]),
                 run(Setup::Fixed(Config::new(2, 1)), [8.0, 40.0]),
             ],
+            order: vec![0, 1, 2],
             settle_seconds: 0.0,
             skipped: vec![],
         };

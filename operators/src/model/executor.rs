@@ -10,9 +10,10 @@
 //! runs on the executor thread; it must only hand the result over (channel + activator).
 //!
 //! A *switchable* executor ([`ModelExecutor::start_switchable`], [`ModelExecutor::start_auto`] for
-//! `parallelism: auto`) changes its concurrency × intra-op threads live, with every session made at
-//! start; [`super::parallelism`] describes how. A fixed executor takes exactly the path it always
-//! did (one session per thread, blocking on the queue).
+//! `parallelism: auto`) changes its concurrency × intra-op threads live, with every session made
+//! and warmed with [`SWITCHABLE_WARMUP_CALLS`] synthetic calls at start; [`super::parallelism`]
+//! describes how. A fixed executor takes exactly the path it always did (one session per thread,
+//! blocking on the queue; its first requests warm it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::{DType, TensorData};
 
 use super::ort_env::OrtRuntime;
+use super::synthetic::SyntheticInputs;
 use super::parallelism::{
     AutoOptions, Controller, ParallelismError, ParallelismSnapshot, Switchboard,
 };
@@ -314,20 +316,22 @@ impl ModelExecutor {
         let config = Arc::new(config);
         let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
         let stats = Arc::new(LoadStats::default());
+        let warmup = warmup_inputs(&config);
         let mut per_thread = Vec::with_capacity(board.thread_count());
         for i in 0..board.thread_count() {
             let mut sessions = Vec::new();
             for t in board.thread_counts_of(i) {
-                sessions.push((
+                let mut session = runtime.session_on(
+                    &config.node,
+                    &config.path,
                     t,
-                    runtime.session_on(
-                        &config.node,
-                        &config.path,
-                        t,
-                        config.spinning,
-                        config.device,
-                    )?,
-                ));
+                    config.spinning,
+                    config.device,
+                )?;
+                if let Some(inputs) = &warmup {
+                    warm_up(&config.node, &mut session, inputs, t);
+                }
+                sessions.push((t, session));
             }
             per_thread.push(sessions);
         }
@@ -493,6 +497,33 @@ fn session_loop(
         };
         let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
         run_jobs(&mut session, config, stats, jobs, rows);
+    }
+}
+
+/// Calls each pre-created session of a switchable executor gets before it serves, so that the
+/// first jobs after a switch run on a warm session (see [`super::synthetic`]).
+pub const SWITCHABLE_WARMUP_CALLS: usize = 2;
+
+/// The random request a switchable executor warms its sessions with; `None` (logged) when the
+/// model's inputs have no synthetic form, in which case sessions start cold.
+fn warmup_inputs(config: &ExecutorConfig) -> Option<SyntheticInputs> {
+    match SyntheticInputs::random(&config.path, 0) {
+        Ok(inputs) => Some(inputs),
+        Err(e) => {
+            warn!(node = %config.node, error = %e, "Sessions start cold: no warm-up request for this model.");
+            None
+        }
+    }
+}
+
+/// Runs [`SWITCHABLE_WARMUP_CALLS`] calls on `session`. A failing call is logged, not an error:
+/// warming is an optimisation, and real requests get their own errors.
+fn warm_up(node: &str, session: &mut Session, inputs: &SyntheticInputs, threads: usize) {
+    for _ in 0..SWITCHABLE_WARMUP_CALLS {
+        if let Err(e) = inputs.timed_call(session) {
+            warn!(node, threads, error = %e, "Warm-up call failed; the session starts cold.");
+            return;
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! least outstanding, round robin, or by Kairos's min-cost matching ([`routing`]).
 //! [`stateful_step`] runs one call of a stateful model (HAMS), state in and state out.
 //! [`parallelism`] switches an executor's concurrency × threads live (SERF).
+//! [`synthetic`] makes a random request for a model from its file alone (profiling, warm-up).
 
 pub mod executor;
 pub mod operator;
@@ -15,6 +16,7 @@ pub mod parallelism;
 pub mod replicas;
 pub mod routing;
 pub mod stateful_step;
+pub mod synthetic;
 
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;

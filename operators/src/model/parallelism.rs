@@ -5,9 +5,9 @@
 //!
 //! **Switching** ([`Switchboard`]). A switchable executor starts `c_max` threads (the largest
 //! concurrency among its configurations). Thread `i` owns one session per thread count `t` it can
-//! run with (every `t` of a configuration `(c, t)` with `c > i`), all created at start, so a switch
-//! never loads a model. Thread `i` takes jobs only while `i < c`; otherwise it parks on a condition
-//! variable. A switch to `(c, t)` is a write under a lock plus a wake-up: jobs taken after it run on
+//! run with (every `t` of a configuration `(c, t)` with `c > i`), all created and warmed at start,
+//! so a switch never loads a model or runs a cold session. Thread `i` takes jobs only while
+//! `i < c`; otherwise it parks on a condition variable. A switch to `(c, t)` is a write under a lock plus a wake-up: jobs taken after it run on
 //! the `t`-thread session, and threads `≥ c` stop taking jobs. Batches already running keep their
 //! session and threads. Jobs wait in the one shared queue, never in a thread, so a smaller `c`
 //! strands nothing: the remaining active threads take them. A job dequeued at the very instant of a
