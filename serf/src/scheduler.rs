@@ -28,7 +28,11 @@
 //!   convex in ρ, than at low load. In the S4 runs without it, SERF kept (1,2) at a moderate load where the
 //!   model placed it within a few % of (2,1) at ρ ≈ 0.65, and measured 1.6–7× (2,1)'s latency there. A
 //!   configuration beyond the cap is left without the minimum-gain test (the hold still applies), and
-//!   exploration never tries one beyond it.
+//!   exploration never tries one beyond it. The cap has a dead band (`utilisation_band`, default 5 %): the
+//!   current configuration stays within it up to `max_utilisation`, another one enters only up to
+//!   `max_utilisation · (1 − band)`. Without it, in a live S4 run of 2026-11-25 with `(1, 2)`'s capacity at
+//!   ≈ 265/s and the moderate load at 154/s, the planned load's Poisson wobble (±4 % over the 5 s window)
+//!   moved `(1, 2)` across the cap every few seconds and SERF switched four times in phase 1.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`; when both are beyond the
@@ -106,6 +110,9 @@ pub struct SchedulerOptions {
     /// Online evaluation chooses among the configurations predicted at most this busy at the planned load
     /// (0.6), and the one with the most capacity when none is; 1.0 or more turns the rule off.
     pub max_utilisation: f64,
+    /// A configuration other than the current one is chosen within the cap only when predicted at most
+    /// `max_utilisation · (1 − utilisation_band)` busy (0.05): the cap's dead band (module docs).
+    pub utilisation_band: f64,
     /// When the current configuration and the choice are both beyond `max_utilisation` (so the choice is
     /// by capacity), the choice must have at least this much more capacity (0.05); the current one
     /// being unstable overrides it.
@@ -135,6 +142,7 @@ impl Default for SchedulerOptions {
             hold_periods: 2,
             min_gain: 0.02,
             max_utilisation: 0.6,
+            utilisation_band: 0.05,
             min_capacity_gain: 0.05,
             load_margin_sigmas: 1.0,
             change_sigmas: 3.5,
@@ -353,10 +361,29 @@ impl Decider {
         match &self.table {
             Some(t) => t.lookup(lambda),
             None => self
-                .candidates
-                .best_within(lambda, self.options.predictor, self.options.max_utilisation)
-                .map_or(fallback, |(c, _)| c),
+                .best_within_cap(&self.candidates, lambda)
+                .unwrap_or(fallback),
         }
+    }
+
+    /// The utilisation cap a configuration other than the current one must be within to be chosen.
+    fn entry_cap(&self) -> f64 {
+        self.options.max_utilisation * (1.0 - self.options.utilisation_band.clamp(0.0, 1.0))
+    }
+
+    /// The fastest of `candidates` at `lambda` within the utilisation cap: `max_utilisation` for the
+    /// current configuration, `utilisation_band` less for any other (module docs); `None` when none is.
+    fn best_within_cap(&self, candidates: &Candidates, lambda: f64) -> Option<Config> {
+        let (cap, entry) = (self.options.max_utilisation, self.entry_cap());
+        candidates
+            .best_within_caps(lambda, self.options.predictor, |c| {
+                if c == self.current {
+                    cap
+                } else {
+                    entry
+                }
+            })
+            .map(|(c, _)| c)
     }
 
     /// One update planning for arrival rate `lambda`: returns the new configuration and the reason when a switch is
@@ -459,9 +486,7 @@ impl Decider {
         let slowed: Vec<f64> = t.mu.iter().map(|m| m / slowdown.max(1.0)).collect();
         let pair = Candidates::new(vec![(c.config, c.mu.clone()), (t.config, slowed)]);
         let fallback = pair.max_capacity().map_or(self.current, |m| m.config);
-        let choice = pair
-            .best_within(lambda, self.options.predictor, self.options.max_utilisation)
-            .map_or(fallback, |(config, _)| config);
+        let choice = self.best_within_cap(&pair, lambda).unwrap_or(fallback);
         choice != target
     }
 
@@ -813,6 +838,8 @@ impl Scheduler {
                     .is_none_or(|&t| now.saturating_sub(t) >= ex.stale_after)
             })
             // Never beyond the choice's own cap: a configuration it could not pick is not worth a trial.
+            // (The cap, not the stricter entry cap of its dead band: a trial is a measurement, and one
+            // within the band may measure faster than profiled and then qualify.)
             .filter(|c| {
                 planned_lambda / c.capacity()
                     <= ex.max_utilisation.min(self.decider.options.max_utilisation)
@@ -1032,6 +1059,33 @@ mod tests {
     }
 
     #[test]
+    fn the_cap_has_a_dead_band_so_a_wobbling_load_does_not_flap_across_it() {
+        // Run 1 of 2026-11-25 04:15: (1, 2) ≈ 265/s, (2, 1) ≈ 277/s, planned load 157–167/s.
+        let cands = Candidates::two_core_from_times(0.0071, 0.00722, 1.0 / 265.0);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let flaps = |opts: SchedulerOptions| {
+            let mut d = Decider::new(cands.clone(), b, opts).unwrap();
+            (0..20)
+                .filter(|k| {
+                    let lambda = if (k / 4) % 2 == 0 { 157.5 } else { 164.0 };
+                    d.decide(lambda).is_some()
+                })
+                .count()
+        };
+        assert_eq!(flaps(SchedulerOptions::default()), 0);
+        let no_band = SchedulerOptions {
+            utilisation_band: 0.0,
+            ..SchedulerOptions::default()
+        };
+        assert!(flaps(no_band) >= 4, "{}", flaps(no_band));
+        // The current configuration stays within the band's reach; (1, 2) is still taken at a load
+        // clearly within the cap.
+        let d = Decider::new(cands, b, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.target(157.5), b);
+        assert_eq!(d.target(140.0), a);
+    }
+
+    #[test]
     fn s3_hysteresis_holds_and_overload_is_immediate() {
         let a = Config::new(1, 2);
         let b = Config::new(2, 1);
@@ -1159,10 +1213,7 @@ mod tests {
         let first = switches.first().expect("a switch after the step");
         assert_eq!((first.from, first.to), (low, moderate), "{switches:?}");
         assert_eq!(first.reason, SwitchReason::Surge);
-        assert!(
-            first.at > secs(20.0) && first.at <= secs(20.5),
-            "{first:?}"
-        );
+        assert!(first.at > secs(20.0) && first.at <= secs(20.5), "{first:?}");
         assert!(first.lambda > 100.0, "{first:?}");
         // The updates after it confirm (2, 1): no switch back.
         assert_eq!(switches.len(), 1, "{switches:?}");
@@ -1203,8 +1254,12 @@ mod tests {
             "{switches:?}"
         );
         // A surge that leaves the current configuration within the cap switches nothing.
-        let mut d =
-            Decider::new(squeezenet_like(), Config::new(2, 1), SchedulerOptions::default()).unwrap();
+        let mut d = Decider::new(
+            squeezenet_like(),
+            Config::new(2, 1),
+            SchedulerOptions::default(),
+        )
+        .unwrap();
         assert_eq!(d.surge(120.0), None);
         assert_eq!(d.current(), Config::new(2, 1));
         // ... nor one where no configuration has more capacity than the current one.

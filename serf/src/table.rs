@@ -129,9 +129,19 @@ impl Candidates {
         predictor: Predictor,
         max_utilisation: f64,
     ) -> Option<(Config, Estimate)> {
+        self.best_within_caps(lambda, predictor, |_| max_utilisation)
+    }
+
+    /// As [`Candidates::best_within`], with a utilisation cap of its own for each configuration.
+    pub fn best_within_caps(
+        &self,
+        lambda: f64,
+        predictor: Predictor,
+        cap: impl Fn(Config) -> f64,
+    ) -> Option<(Config, Estimate)> {
         let mut best: Option<(Config, Estimate)> = None;
         for c in &self.0 {
-            if lambda > max_utilisation * c.capacity() {
+            if lambda > cap(c.config) * c.capacity() {
                 continue;
             }
             if let Ok(e) = predictor.estimate(lambda, &c.mu) {

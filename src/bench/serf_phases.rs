@@ -115,6 +115,88 @@ pub struct SetupRun {
     /// SERF only: the executor's parallelism gauges at the end (online re-profiling counters and
     /// the measured service rates).
     pub serf: Option<ParallelismSnapshot>,
+    /// What the machine and the executor did while the arrivals were served.
+    pub conditions: Conditions,
+}
+
+/// What a set-up ran under, from its first send to its last answer: the executor's ONNX Runtime
+/// calls and the whole machine's CPU time (`/proc/stat`), so that a set-up that was slow because
+/// its calls were slow, or because the VM's host took the cores (steal), can be told from one that
+/// decided badly.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Conditions {
+    /// ONNX Runtime calls made.
+    pub calls: u64,
+    /// Rows they served.
+    pub rows: u64,
+    /// Their total duration, seconds.
+    pub call_seconds: f64,
+    /// Share of the machine's CPU time that was busy (not idle or waiting), `None` off Linux.
+    pub busy: Option<f64>,
+    /// Share of the machine's CPU time the hypervisor gave to others (steal), `None` off Linux.
+    pub steal: Option<f64>,
+}
+
+impl Conditions {
+    /// Mean duration of a call, ms.
+    pub fn ms_per_call(&self) -> f64 {
+        if self.calls == 0 {
+            f64::NAN
+        } else {
+            self.call_seconds * 1e3 / self.calls as f64
+        }
+    }
+
+    /// Mean rows per call.
+    pub fn rows_per_call(&self) -> f64 {
+        if self.calls == 0 {
+            f64::NAN
+        } else {
+            self.rows as f64 / self.calls as f64
+        }
+    }
+}
+
+/// The machine's CPU time counters (`/proc/stat`'s `cpu` line, in clock ticks): busy, steal, total.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CpuTicks {
+    busy: u64,
+    steal: u64,
+    total: u64,
+}
+
+impl CpuTicks {
+    fn read() -> Option<CpuTicks> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        parse_cpu_line(text.lines().next()?)
+    }
+
+    /// Busy and steal shares of the time between `self` and `later`.
+    fn shares(self, later: CpuTicks) -> Option<(f64, f64)> {
+        let total = later.total.checked_sub(self.total).filter(|t| *t > 0)? as f64;
+        let busy = later.busy.saturating_sub(self.busy) as f64;
+        let steal = later.steal.saturating_sub(self.steal) as f64;
+        Some((busy / total, steal / total))
+    }
+}
+
+/// Parses `cpu  user nice system idle iowait irq softirq steal …`: busy is everything but idle,
+/// iowait and steal.
+fn parse_cpu_line(line: &str) -> Option<CpuTicks> {
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = fields.map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    let (idle, iowait, steal) = (at(3), at(4), at(7));
+    // guest and guest_nice (8, 9) are already counted in user and nice.
+    let total: u64 = v.iter().take(8).sum();
+    Some(CpuTicks {
+        busy: total - idle - iowait - steal,
+        steal,
+        total,
+    })
 }
 
 impl SetupRun {
@@ -272,6 +354,8 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
     if let (Setup::Serf, Some(c)) = (setup, current(graph)) {
         configs.push((0.0, c));
     }
+    let calls_before = executor_calls(graph);
+    let cpu_before = CpuTicks::read();
     let sent_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::scope(|s| {
         let sent = Arc::clone(&sent_all);
@@ -319,6 +403,17 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
             Err(_) => break,
         }
     }
+    let cpu = cpu_before
+        .zip(CpuTicks::read())
+        .and_then(|(a, b)| a.shares(b));
+    let calls_after = executor_calls(graph);
+    let conditions = Conditions {
+        calls: calls_after.0.saturating_sub(calls_before.0),
+        rows: calls_after.1.saturating_sub(calls_before.1),
+        call_seconds: (calls_after.2 - calls_before.2).max(0.0),
+        busy: cpu.map(|c| c.0),
+        steal: cpu.map(|c| c.1),
+    };
     latencies.retain(|(_, l)| l.is_finite());
     let serf = if setup == Setup::Serf {
         graph.parallelism_stats().first().map(|(_, p)| p.clone())
@@ -331,7 +426,18 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
         errors,
         configs,
         serf,
+        conditions,
     }
+}
+
+/// The graph's executor calls so far: count, rows, seconds.
+fn executor_calls(graph: &RunningGraph) -> (u64, u64, f64) {
+    graph
+        .executor_stats()
+        .iter()
+        .fold((0, 0, 0.0), |(c, r, s), (_, x)| {
+            (c + x.runs, r + x.rows, s + x.busy.as_secs_f64())
+        })
 }
 
 /// One comparison: profile, plan the phases, run SERF and every fixed configuration.
@@ -471,7 +577,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             crate::serf::describe(&run.profile).unwrap_or_default()
         ));
         s.push_str(&format!(
-            "\n### run {} — phases: {}\n\n| set-up | {} |\n|---|---|---|---|---|\n",
+            "\n### run {} — phases: {}\n\n| set-up | {} | ms per ORT call | rows per call | machine busy | steal |\n|---|---|---|---|---|---|---|---|---|\n",
             r + 1,
             run.phases
                 .iter()
@@ -489,19 +595,29 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             for p in scopes {
                 s.push_str(&format!(" {:.2} |", run.mean(i, p, false)));
             }
-            s.push('\n');
+            let c = &setup.conditions;
+            let share = |x: Option<f64>| {
+                x.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0))
+            };
+            s.push_str(&format!(
+                " {:.3} | {:.2} | {} | {} |\n",
+                c.ms_per_call(),
+                c.rows_per_call(),
+                share(c.busy),
+                share(c.steal)
+            ));
         }
         s.push_str("| **SERF / best fixed** |");
         for p in scopes {
             let (ratio, best) = run.ratio_to_best(p, false);
             s.push_str(&format!(" **{ratio:.3}** ({best}) |"));
         }
-        s.push_str("\n| SERF / best fixed, settled |");
+        s.push_str(" | | | |\n| SERF / best fixed, settled |");
         for p in scopes.iter().take(3) {
             let (ratio, best) = run.ratio_to_best(*p, true);
             s.push_str(&format!(" {ratio:.3} ({best}) |"));
         }
-        s.push_str(" |\n");
+        s.push_str(" | | | | |\n");
         s.push_str(&format!(
             "\nOrder run: {}.\n",
             run.order
@@ -531,11 +647,17 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         }
     }
     s.push_str(&format!(
-        "\n### median over {} run(s): SERF's mean latency / the best fixed configuration's\n\n| scope | whole phase | settled (after {} s) | target |\n|---|---|---|---|\n",
+        "\n### median over {} run(s): SERF's mean latency / the best fixed configuration's\n\nPer run (the median of each run's ratio to that run's best fixed set-up in the scope), and of the medians (SERF's median mean over the runs against the fixed configuration whose median mean is lowest: the configuration that is best for the scope, not the luckiest draw of each run).\n\n| scope | per run, whole phase | per run, settled (after {} s) | of the medians, whole phase | of the medians, settled | target |\n|---|---|---|---|---|---|\n",
         runs.len(),
         runs.first().map_or(0.0, |r| r.settle_seconds)
     ));
     for p in scopes {
+        let of_medians = |settled: bool| {
+            ratio_of_medians(runs, p, settled).map_or_else(
+                || "–".to_string(),
+                |(ratio, config)| format!("{ratio:.3} ({config})"),
+            )
+        };
         let whole = median(runs.iter().map(|r| r.ratio_to_best(p, false).0).collect());
         let settled = if p.is_some() {
             format!(
@@ -551,11 +673,51 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             "< 1 (beats every fixed)"
         };
         s.push_str(&format!(
-            "| {} | {whole:.3} | {settled} | {target} |\n",
-            phase_name(p)
+            "| {} | {whole:.3} | {settled} | {} | {} | {target} |\n",
+            phase_name(p),
+            of_medians(false),
+            if p.is_some() {
+                of_medians(true)
+            } else {
+                String::new()
+            }
         ));
     }
     s
+}
+
+/// SERF's median mean latency over `runs` in scope `phase` (`None`: whole run) over the lowest
+/// median among the fixed configurations (each over the runs it ran in), and that configuration.
+pub fn ratio_of_medians(
+    runs: &[PhasesRun],
+    phase: Option<usize>,
+    settled: bool,
+) -> Option<(f64, Config)> {
+    let medians_of = |setup: Setup| {
+        let means: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| {
+                let i = r.setups.iter().position(|s| s.setup == setup)?;
+                Some(r.mean(i, phase, settled)).filter(|m| m.is_finite())
+            })
+            .collect();
+        (!means.is_empty()).then(|| median(means))
+    };
+    let mut fixed: Vec<Config> = runs
+        .iter()
+        .flat_map(|r| r.setups.iter())
+        .filter_map(|s| match s.setup {
+            Setup::Fixed(c) => Some(c),
+            Setup::Serf => None,
+        })
+        .collect();
+    fixed.sort();
+    fixed.dedup();
+    let (best, config) = fixed
+        .into_iter()
+        .filter_map(|c| medians_of(Setup::Fixed(c)).map(|m| (m, c)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some((medians_of(Setup::Serf)? / best, config))
 }
 
 /// SERF's online re-profiling at the end of its run: counters, and per tuple the offline and the
@@ -703,6 +865,66 @@ mod tests {
     }
 
     #[test]
+    fn cpu_shares_come_from_the_proc_stat_cpu_line() {
+        let a = parse_cpu_line("cpu  100 0 50 800 10 0 0 40 0 0").unwrap();
+        assert_eq!((a.busy, a.steal, a.total), (150, 40, 1000));
+        let b = parse_cpu_line("cpu  200 0 100 1500 10 0 0 190 5 0").unwrap();
+        assert_eq!(a.shares(b), Some((0.15, 0.15)));
+        assert_eq!(a.shares(a), None);
+        assert_eq!(parse_cpu_line("cpu0 1 2 3"), None);
+        assert_eq!(parse_cpu_line("cpu  1 x 3"), None);
+        let c = Conditions {
+            calls: 4,
+            rows: 6,
+            call_seconds: 0.02,
+            ..Conditions::default()
+        };
+        assert_eq!((c.ms_per_call(), c.rows_per_call()), (5.0, 1.5));
+        assert!(Conditions::default().ms_per_call().is_nan());
+    }
+
+    #[test]
+    fn the_ratio_of_medians_compares_with_the_configuration_best_in_the_median() {
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let setup = |setup, ms: f64| SetupRun {
+            setup,
+            latencies: vec![(1.0, ms)],
+            errors: 0,
+            configs: vec![],
+            serf: None,
+            conditions: Conditions::default(),
+        };
+        let run = |serf: f64, fa: f64, fb: f64| PhasesRun {
+            profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
+            phases: vec![(1.0, 0.0, 2.0)],
+            setups: vec![
+                setup(Setup::Serf, serf),
+                setup(Setup::Fixed(a), fa),
+                setup(Setup::Fixed(b), fb),
+            ],
+            order: vec![0, 1, 2],
+            settle_seconds: 0.0,
+            skipped: vec![],
+        };
+        // (1, 2) is lucky once (5 ms) but typically 14 ms; (2, 1) is steadily 10 ms.
+        let runs = vec![
+            run(10.0, 5.0, 10.0),
+            run(10.5, 14.0, 9.5),
+            run(9.8, 15.0, 10.2),
+        ];
+        // Per run: 2.0, 1.105, 0.98 → median 1.105.
+        let per_run = median(
+            runs.iter()
+                .map(|r| r.ratio_to_best(Some(0), false).0)
+                .collect(),
+        );
+        assert!((per_run - 10.5 / 9.5).abs() < 1e-12);
+        // Of the medians: SERF 10.0 against (2, 1)'s 10.0.
+        assert_eq!(ratio_of_medians(&runs, Some(0), false), Some((1.0, b)));
+        assert_eq!(ratio_of_medians(&[], None, false), None);
+    }
+
+    #[test]
     fn the_order_rotates_so_every_set_up_runs_once_in_every_position() {
         assert_eq!(run_order(3, 0), vec![0, 1, 2]);
         assert_eq!(run_order(3, 1), vec![1, 2, 0]);
@@ -781,6 +1003,7 @@ mod tests {
             errors: 0,
             configs: vec![],
             serf: None,
+            conditions: Conditions::default(),
         };
         let r = PhasesRun {
             profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),

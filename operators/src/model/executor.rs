@@ -28,10 +28,10 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::{DType, TensorData};
 
 use super::ort_env::OrtRuntime;
-use super::synthetic::SyntheticInputs;
 use super::parallelism::{
     AutoOptions, Controller, ParallelismError, ParallelismSnapshot, Switchboard,
 };
+use super::synthetic::SyntheticInputs;
 use super::ExecError;
 use weir_serf::config::Config;
 
