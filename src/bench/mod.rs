@@ -17,7 +17,9 @@
 //!   per fixed configuration and load.
 //! - [`serf_phases`]: SERF's live parallelism switch against every fixed configuration under
 //!   moderate → low → moderate load.
+//! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 
+pub mod conditions;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;

@@ -32,7 +32,8 @@
 //!   service times it measures while serving; the report shows, per tuple, the offline and the
 //!   measured times, overall and per load band.
 //!
-//! The file is a little over 600 lines: runner, report and plot of one experiment, kept together.
+//! The file is long (runner, report and plot of one experiment, kept together, and their tests);
+//! what the machine did during a set-up is [`super::conditions`]'s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,6 +51,7 @@ use weir_serf::config::Config;
 use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
 
+use super::conditions::{Conditions, Probe};
 use super::overhead::median;
 use super::serf::request_signature;
 use crate::loadgen::{run_load, Arrival, LoadSpec};
@@ -117,86 +119,6 @@ pub struct SetupRun {
     pub serf: Option<ParallelismSnapshot>,
     /// What the machine and the executor did while the arrivals were served.
     pub conditions: Conditions,
-}
-
-/// What a set-up ran under, from its first send to its last answer: the executor's ONNX Runtime
-/// calls and the whole machine's CPU time (`/proc/stat`), so that a set-up that was slow because
-/// its calls were slow, or because the VM's host took the cores (steal), can be told from one that
-/// decided badly.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Conditions {
-    /// ONNX Runtime calls made.
-    pub calls: u64,
-    /// Rows they served.
-    pub rows: u64,
-    /// Their total duration, seconds.
-    pub call_seconds: f64,
-    /// Share of the machine's CPU time that was busy (not idle or waiting), `None` off Linux.
-    pub busy: Option<f64>,
-    /// Share of the machine's CPU time the hypervisor gave to others (steal), `None` off Linux.
-    pub steal: Option<f64>,
-}
-
-impl Conditions {
-    /// Mean duration of a call, ms.
-    pub fn ms_per_call(&self) -> f64 {
-        if self.calls == 0 {
-            f64::NAN
-        } else {
-            self.call_seconds * 1e3 / self.calls as f64
-        }
-    }
-
-    /// Mean rows per call.
-    pub fn rows_per_call(&self) -> f64 {
-        if self.calls == 0 {
-            f64::NAN
-        } else {
-            self.rows as f64 / self.calls as f64
-        }
-    }
-}
-
-/// The machine's CPU time counters (`/proc/stat`'s `cpu` line, in clock ticks): busy, steal, total.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct CpuTicks {
-    busy: u64,
-    steal: u64,
-    total: u64,
-}
-
-impl CpuTicks {
-    fn read() -> Option<CpuTicks> {
-        let text = std::fs::read_to_string("/proc/stat").ok()?;
-        parse_cpu_line(text.lines().next()?)
-    }
-
-    /// Busy and steal shares of the time between `self` and `later`.
-    fn shares(self, later: CpuTicks) -> Option<(f64, f64)> {
-        let total = later.total.checked_sub(self.total).filter(|t| *t > 0)? as f64;
-        let busy = later.busy.saturating_sub(self.busy) as f64;
-        let steal = later.steal.saturating_sub(self.steal) as f64;
-        Some((busy / total, steal / total))
-    }
-}
-
-/// Parses `cpu  user nice system idle iowait irq softirq steal …`: busy is everything but idle,
-/// iowait and steal.
-fn parse_cpu_line(line: &str) -> Option<CpuTicks> {
-    let mut fields = line.split_whitespace();
-    if fields.next()? != "cpu" {
-        return None;
-    }
-    let v: Vec<u64> = fields.map(|f| f.parse().ok()).collect::<Option<_>>()?;
-    let at = |i: usize| v.get(i).copied().unwrap_or(0);
-    let (idle, iowait, steal) = (at(3), at(4), at(7));
-    // guest and guest_nice (8, 9) are already counted in user and nice.
-    let total: u64 = v.iter().take(8).sum();
-    Some(CpuTicks {
-        busy: total - idle - iowait - steal,
-        steal,
-        total,
-    })
 }
 
 impl SetupRun {
@@ -354,8 +276,7 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
     if let (Setup::Serf, Some(c)) = (setup, current(graph)) {
         configs.push((0.0, c));
     }
-    let calls_before = executor_calls(graph);
-    let cpu_before = CpuTicks::read();
+    let probe = Probe::start(graph);
     let sent_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::scope(|s| {
         let sent = Arc::clone(&sent_all);
@@ -403,17 +324,7 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
             Err(_) => break,
         }
     }
-    let cpu = cpu_before
-        .zip(CpuTicks::read())
-        .and_then(|(a, b)| a.shares(b));
-    let calls_after = executor_calls(graph);
-    let conditions = Conditions {
-        calls: calls_after.0.saturating_sub(calls_before.0),
-        rows: calls_after.1.saturating_sub(calls_before.1),
-        call_seconds: (calls_after.2 - calls_before.2).max(0.0),
-        busy: cpu.map(|c| c.0),
-        steal: cpu.map(|c| c.1),
-    };
+    let conditions = probe.finish(graph);
     latencies.retain(|(_, l)| l.is_finite());
     let serf = if setup == Setup::Serf {
         graph.parallelism_stats().first().map(|(_, p)| p.clone())
@@ -428,16 +339,6 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
         serf,
         conditions,
     }
-}
-
-/// The graph's executor calls so far: count, rows, seconds.
-fn executor_calls(graph: &RunningGraph) -> (u64, u64, f64) {
-    graph
-        .executor_stats()
-        .iter()
-        .fold((0, 0, 0.0), |(c, r, s), (_, x)| {
-            (c + x.runs, r + x.rows, s + x.busy.as_secs_f64())
-        })
 }
 
 /// One comparison: profile, plan the phases, run SERF and every fixed configuration.
@@ -862,25 +763,6 @@ mod tests {
             times,
             schedule(&[(200.0, 10.0), (20.0, 10.0), (200.0, 10.0)], 1)
         );
-    }
-
-    #[test]
-    fn cpu_shares_come_from_the_proc_stat_cpu_line() {
-        let a = parse_cpu_line("cpu  100 0 50 800 10 0 0 40 0 0").unwrap();
-        assert_eq!((a.busy, a.steal, a.total), (150, 40, 1000));
-        let b = parse_cpu_line("cpu  200 0 100 1500 10 0 0 190 5 0").unwrap();
-        assert_eq!(a.shares(b), Some((0.15, 0.15)));
-        assert_eq!(a.shares(a), None);
-        assert_eq!(parse_cpu_line("cpu0 1 2 3"), None);
-        assert_eq!(parse_cpu_line("cpu  1 x 3"), None);
-        let c = Conditions {
-            calls: 4,
-            rows: 6,
-            call_seconds: 0.02,
-            ..Conditions::default()
-        };
-        assert_eq!((c.ms_per_call(), c.rows_per_call()), (5.0, 1.5));
-        assert!(Conditions::default().ms_per_call().is_nan());
     }
 
     #[test]
