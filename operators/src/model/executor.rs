@@ -1026,6 +1026,24 @@ mod tests {
     }
 
     #[test]
+    fn switchable_sessions_are_warmed_at_start_without_counting_as_served_calls() {
+        let runtime = OrtRuntime::get().unwrap();
+        let executor =
+            ModelExecutor::start_switchable(&runtime, config(4), &configs(), Config::new(1, 1))
+                .unwrap();
+        // The warm-up calls ran on the sessions directly: the load counters (and SERF's service
+        // samples) only ever see jobs.
+        let stats = executor.stats();
+        assert_eq!((stats.runs, stats.rows, stats.busy), (0, 0, Duration::ZERO));
+        assert_eq!(executor.parallelism().map(|p| p.switches), Some(0));
+        let answers: Answers = Arc::default();
+        submit(&executor, job(0, &answers));
+        wait_for(&answers, 1);
+        assert_each_answered_once_right(&answers, 1);
+        assert_eq!(executor.stats().runs, 1);
+    }
+
+    #[test]
     fn fixed_executor_refuses_to_switch() {
         let runtime = OrtRuntime::get().unwrap();
         let executor = ModelExecutor::start(&runtime, config(4)).unwrap();

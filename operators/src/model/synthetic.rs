@@ -117,3 +117,47 @@ impl SyntheticInputs {
         Ok(started.elapsed())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OrtRuntime;
+
+    fn model(name: &str) -> PathBuf {
+        let home = std::env::var_os("WEIR_HOME").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
+            PathBuf::from,
+        );
+        home.join("models").join(name)
+    }
+
+    #[test]
+    fn a_random_request_has_the_model_s_shape_and_runs() {
+        let path = model("mlp_a.onnx");
+        let inputs = SyntheticInputs::random(&path, 3).unwrap();
+        // Dynamic batch dimension taken as 1; the same seed gives the same data.
+        assert!(!inputs.0.is_empty());
+        assert!(inputs.0.iter().all(|i| i.shape.first() == Some(&1)));
+        let again = SyntheticInputs::random(&path, 3).unwrap();
+        let first = |x: &SyntheticInputs| match &x.0[0].data {
+            InputData::F32(v) => v.clone(),
+            InputData::I64(v) => v.iter().map(|&i| i as f32).collect(),
+        };
+        assert_eq!(first(&inputs), first(&again));
+        assert_ne!(
+            first(&inputs),
+            first(&SyntheticInputs::random(&path, 4).unwrap())
+        );
+        let runtime = OrtRuntime::get().unwrap();
+        let mut session = runtime.session("mlp", &path, 1, false).unwrap();
+        assert!(inputs.timed_call(&mut session).unwrap() > Duration::ZERO);
+    }
+
+    #[test]
+    fn a_model_that_cannot_be_read_is_an_error_naming_it() {
+        let path = model("no_such_model.onnx");
+        let err = SyntheticInputs::random(&path, 0).unwrap_err();
+        assert!(matches!(err, SyntheticError::Metadata(_)));
+        assert!(err.to_string().contains("no_such_model.onnx"), "{err}");
+    }
+}
