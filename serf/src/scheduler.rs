@@ -59,7 +59,14 @@
 //!   move slowly, and a decision that re-ranks on every sample would chase noise) the decider's rates are
 //!   replaced by the blended ones; a re-evaluation that changes the ranking at the planned load is reported
 //!   ([`Scheduler::take_reprofiles`]) for the caller to log. The hysteresis then applies to the new ranking as
-//!   to any other: hold periods and minimum gain, so a re-profile cannot switch faster than a load change.
+//!   to any other (hold periods and minimum gain), and one more rule: a choice that only the new rates made
+//!   (at a scheduled re-evaluation, the load in the same band, the choice under the old rates was the
+//!   current configuration) is *unconfirmed* and adopted only once the next scheduled re-evaluation still
+//!   makes it, unless the current configuration is beyond the utilisation cap (a move for capacity never
+//!   waits). Why: the hold counts updates, and the candidates only change at re-evaluations, so it filters
+//!   the noise of `λ̂` but not that of the measured rates. In the live S4 runs of 2026-11-25 SERF moved to
+//!   `(1, 2)` under moderate load twice on one fast band estimate, and the next re-evaluation, 5 s later,
+//!   moved it back; one more re-evaluation costs a true flip 5 s at the old configuration.
 //! - **Rates by load** ([`crate::online::LoadBands`], on by default). Service times are tagged with the
 //!   arrival rate of the period they were served in (held until the period's update, whose arrival count
 //!   gives that rate; the estimate lags a step by its window) and the decider gets, per tuple, the rate
@@ -207,6 +214,9 @@ pub struct Reprofile {
     pub measured_tuples: usize,
     /// Configurations whose every tuple was measured near `lambda` (load bands).
     pub evidenced: Vec<Config>,
+    /// The choice the new rates alone made, adopted only if the next scheduled re-evaluation confirms it
+    /// ([`Decider::reevaluate`]).
+    pub unconfirmed: Option<Config>,
 }
 
 /// Counters of the online re-profiling.
@@ -286,6 +296,9 @@ pub struct Decider {
     /// The configurations whose rates were measured at the load they are used for, each with its slowdown
     /// there (online re-profiling with load bands; empty otherwise). See [`Evidence`].
     evidence: Evidence,
+    /// A configuration that a periodic re-evaluation made the choice at an unchanged load (new rates, not a
+    /// new load), not yet confirmed by the next periodic re-evaluation (module docs, *Hysteresis*).
+    unconfirmed: Option<Config>,
 }
 
 impl Decider {
@@ -333,6 +346,7 @@ impl Decider {
             current: initial,
             pending: None,
             evidence: Evidence::default(),
+            unconfirmed: None,
         })
     }
 
@@ -415,12 +429,47 @@ impl Decider {
             Some((cfg, n)) if cfg == target => n + 1,
             _ => 1,
         };
-        if held >= self.options.hold_periods {
+        if held >= self.options.hold_periods && !self.awaits_confirmation(target, lambda) {
             self.adopt(target);
             return Some((target, SwitchReason::Better));
         }
         self.pending = Some((target, held));
         None
+    }
+
+    /// Whether a move to `target` at `lambda` waits for the next periodic re-evaluation to confirm the
+    /// rates that made it the choice: it is the unconfirmed choice of the last one, and the current
+    /// configuration is within the utilisation cap (a move for capacity never waits).
+    fn awaits_confirmation(&self, target: Config, lambda: f64) -> bool {
+        self.unconfirmed == Some(target) && !self.beyond_max_utilisation(self.current, lambda)
+    }
+
+    /// Replaces the rates decided on at a re-evaluation planning for `lambda` ([`Self::set_candidates`]),
+    /// and records whether the new rates alone changed the choice: at a `periodic` re-evaluation (the load
+    /// has not moved by a band since the last one), a choice that was the current configuration under the
+    /// old rates and is another one under the new ones is *unconfirmed* until the next periodic
+    /// re-evaluation still makes it (module docs, *Hysteresis*). Any other re-evaluation clears it.
+    ///
+    /// # Errors
+    /// As [`Self::set_candidates`] (nothing changes then).
+    pub fn reevaluate(
+        &mut self,
+        candidates: Candidates,
+        evidence: Evidence,
+        lambda: f64,
+        periodic: bool,
+    ) -> Result<(), SchedulerError> {
+        let before = self.target(lambda);
+        self.set_candidates(candidates, evidence)?;
+        let after = self.target(lambda);
+        self.unconfirmed =
+            (periodic && before == self.current && after != self.current).then_some(after);
+        Ok(())
+    }
+
+    /// The choice waiting for the next periodic re-evaluation's confirmation, if any.
+    pub fn unconfirmed(&self) -> Option<Config> {
+        self.unconfirmed
     }
 
     /// Whether no different choice is waiting out its hold periods.
@@ -602,6 +651,7 @@ impl Decider {
     fn adopt(&mut self, config: Config) {
         self.current = config;
         self.pending = None;
+        self.unconfirmed = None;
     }
 }
 
@@ -762,8 +812,10 @@ impl Scheduler {
         self.exploring.is_some()
     }
 
-    /// Hands the blended rates for arrival rate `lambda` to the decider and reports a ranking change.
-    fn reevaluate(&mut self, now: Duration, lambda: f64, planned_lambda: f64) {
+    /// Hands the blended rates for arrival rate `lambda` to the decider and reports a ranking change;
+    /// `periodic`: the scheduled re-evaluation every `reevaluate_periods`, with the load in the same band
+    /// as at the last one ([`Decider::reevaluate`]).
+    fn reevaluate(&mut self, now: Duration, lambda: f64, planned_lambda: f64, periodic: bool) {
         let Some(online) = &self.online else { return };
         let candidates = online.candidates_at(lambda, now);
         let evidence = Evidence {
@@ -774,7 +826,11 @@ impl Scheduler {
         let before = ranking(self.decider.candidates(), planned_lambda, predictor);
         let after = ranking(&candidates, planned_lambda, predictor);
         let measured_tuples = online.measured_tuples();
-        if self.decider.set_candidates(candidates, evidence).is_err() {
+        if self
+            .decider
+            .reevaluate(candidates, evidence, planned_lambda, periodic)
+            .is_err()
+        {
             return;
         }
         self.reevaluated_at = Some(lambda);
@@ -789,6 +845,7 @@ impl Scheduler {
                 after,
                 measured_tuples,
                 evidenced,
+                unconfirmed: self.decider.unconfirmed(),
             });
         }
     }
@@ -898,11 +955,10 @@ impl Scheduler {
                     self.recent.pop_front();
                 }
             }
-            if self.updates.is_multiple_of(u64::from(o.reevaluate_periods))
-                || self.reevaluated_at.is_none()
-                || self.load_moved(estimate.rate)
-            {
-                self.reevaluate(now, estimate.rate, planned_lambda);
+            let scheduled = self.updates.is_multiple_of(u64::from(o.reevaluate_periods));
+            let unscheduled = self.reevaluated_at.is_none() || self.load_moved(estimate.rate);
+            if scheduled || unscheduled {
+                self.reevaluate(now, estimate.rate, planned_lambda, !unscheduled);
             }
         }
         if let Some(ex) = self.exploring {
@@ -918,7 +974,7 @@ impl Scheduler {
                 return None;
             }
             self.exploring = None;
-            self.reevaluate(now, estimate.rate, planned_lambda);
+            self.reevaluate(now, estimate.rate, planned_lambda, false);
             return self
                 .decider
                 .conclude(planned_lambda)
@@ -1083,6 +1139,59 @@ mod tests {
         let d = Decider::new(cands, b, SchedulerOptions::default()).unwrap();
         assert_eq!(d.target(157.5), b);
         assert_eq!(d.target(140.0), a);
+    }
+
+    #[test]
+    fn a_choice_made_by_new_rates_alone_waits_for_the_next_reevaluation_to_confirm_it() {
+        // Squeezenet-like at 40/s, both configurations far within the cap: under rates `slow`, (2, 1)
+        // is the choice; one fast estimate of (1, 2)'s rate (`fast`) makes (1, 2) the choice.
+        let (one_two, two_one) = (Config::new(1, 2), Config::new(2, 1));
+        let slow = Candidates::two_core_from_times(0.0075, 0.0078, 0.0080);
+        let fast = Candidates::two_core_from_times(0.0075, 0.0078, 0.0050);
+        let lambda = 40.0;
+        let none = Evidence::default;
+        let mut d = Decider::new(slow.clone(), two_one, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.target(lambda), two_one);
+        // A flip the next scheduled re-evaluation reverses never switches, however many updates pass.
+        d.reevaluate(fast.clone(), none(), lambda, true).unwrap();
+        assert_eq!(
+            (d.target(lambda), d.unconfirmed()),
+            (one_two, Some(one_two))
+        );
+        for _ in 0..4 {
+            assert_eq!(d.decide(lambda), None);
+        }
+        d.reevaluate(slow.clone(), none(), lambda, true).unwrap();
+        assert_eq!(d.unconfirmed(), None);
+        assert_eq!(d.decide(lambda), None);
+        assert_eq!(d.current(), two_one);
+        // A flip the next one confirms switches at once there (the hold was served while waiting).
+        d.reevaluate(fast.clone(), none(), lambda, true).unwrap();
+        for _ in 0..4 {
+            assert_eq!(d.decide(lambda), None);
+        }
+        d.reevaluate(fast.clone(), none(), lambda, true).unwrap();
+        assert_eq!(d.unconfirmed(), None);
+        assert_eq!(d.decide(lambda), Some((one_two, SwitchReason::Better)));
+        // A re-evaluation because the load moved (not scheduled) makes no unconfirmed choice: the hold
+        // alone applies.
+        let mut d = Decider::new(slow.clone(), two_one, SchedulerOptions::default()).unwrap();
+        d.reevaluate(fast.clone(), none(), lambda, false).unwrap();
+        assert_eq!(d.unconfirmed(), None);
+        assert_eq!(d.decide(lambda), None);
+        assert_eq!(d.decide(lambda), Some((one_two, SwitchReason::Better)));
+        // A move for capacity never waits: at 200/s (1, 2) is beyond the cap under both rates and
+        // (2, 1) is the choice by capacity once its measured rate says it has enough.
+        let (weak, strong) = (
+            Candidates::two_core_from_times(0.0075, 0.0110, 0.0045),
+            Candidates::two_core_from_times(0.0075, 0.0078, 0.0045),
+        );
+        let mut d = Decider::new(weak, one_two, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.target(200.0), one_two);
+        d.reevaluate(strong, none(), 200.0, true).unwrap();
+        assert_eq!(d.unconfirmed(), Some(two_one));
+        assert_eq!(d.decide(200.0), None);
+        assert_eq!(d.decide(200.0), Some((two_one, SwitchReason::Better)));
     }
 
     #[test]

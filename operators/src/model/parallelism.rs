@@ -556,6 +556,7 @@ fn log_reprofile(node: &str, r: &Reprofile) {
         after = %list(&r.after),
         measured_tuples = r.measured_tuples,
         evidenced = %evidenced,
+        unconfirmed = ?r.unconfirmed,
         "SERF re-profile changed the ranking."
     );
 }
