@@ -1324,6 +1324,9 @@ struct ProfileArgs {
     /// Measured requests per tuple (the paper: 10).
     #[arg(long, default_value_t = 10)]
     samples: usize,
+    /// Interleaved rounds the samples are split across; each tuple keeps its median round.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Cores to plan for (default: all available).
     #[arg(long)]
     cores: Option<usize>,
@@ -1349,6 +1352,9 @@ struct SerfBenchArgs {
     /// Measured requests per profiling tuple.
     #[arg(long, default_value_t = 10)]
     samples: usize,
+    /// Interleaved profiling rounds the samples are split across (each tuple keeps its median).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Where the Markdown table goes.
     #[arg(long, default_value = "benchmarks/serf/ort.md")]
     table: PathBuf,
@@ -1400,6 +1406,7 @@ fn profile(args: ProfileArgs) -> Result<()> {
         let options = ProfileOptions {
             cores: args.cores.unwrap_or_else(cores).max(1),
             samples: args.samples.max(1),
+            rounds: args.rounds.max(1),
             spinning: node.spinning,
             ..ProfileOptions::default()
         };
@@ -1430,6 +1437,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         seed: 11,
         profile: ProfileOptions {
             samples: args.samples.max(1),
+            rounds: args.rounds.max(1),
             spinning: args.spinning,
             ..ProfileOptions::default()
         },
@@ -1500,6 +1508,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
         headroom: 0.9,
         profile: ProfileOptions {
             samples: args.samples.max(1),
+            rounds: args.rounds.max(1),
             spinning: args.spinning,
             ..ProfileOptions::default()
         },

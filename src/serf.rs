@@ -49,6 +49,9 @@ pub struct ProfileOptions {
     pub samples: usize,
     /// Requests for the second measurement of a tuple with SCV above 0.1 (0: none).
     pub retry_samples: usize,
+    /// Interleaved rounds the samples are split across; each tuple keeps its median round
+    /// ([`weir_serf::profile::BuildOptions::rounds`]).
+    pub rounds: usize,
     /// Unmeasured requests per stream before measuring.
     pub warmup: usize,
     /// Seed of the random input.
@@ -65,6 +68,7 @@ impl Default for ProfileOptions {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             samples: 10,
             retry_samples: 40,
+            rounds: 3,
             warmup: 2,
             seed: 7,
             progress: true,
@@ -185,12 +189,13 @@ pub fn profile_node(
     let started = Instant::now();
     let inputs = SyntheticInputs::random(path, options.seed)?;
     let cores = options.cores.max(1);
-    let total = weir_serf::profile::plan(cores, &[1]).len();
+    let total = weir_serf::profile::plan(cores, &[1]).len() * options.rounds.max(1);
     let mut sessions: BTreeMap<usize, Vec<Session>> = BTreeMap::new();
     let mut measured = 0;
     let build = BuildOptions {
         samples: options.samples.max(1),
         retry_samples: options.retry_samples,
+        rounds: options.rounds.max(1),
     };
     let mut profile = build_profile(cores, &[1], build, |tuple: Config, samples| {
         let runtime = OrtRuntime::get()?;

@@ -6,12 +6,13 @@ use serde::Serialize;
 /// Profiling cost of SERF's plan against exhaustive profiling (Table II, requirement P2).
 ///
 /// Both sides are costed the way Table II is: requests × mean service time, run back to back. SERF runs one
-/// experiment per tuple with the samples actually taken; exhaustive profiling runs every configuration at
+/// experiment per tuple and round (plus re-measurements) with the samples actually taken ([`Profile::effort`]
+/// when recorded, else the kept tuples' samples); exhaustive profiling runs every configuration at
 /// every load level with `requests_per_experiment` requests (the paper: ≥ 5000), each costed at the
 /// configuration's full-concurrency service time `1/μ_c`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ProfilingCost {
-    /// SERF experiments (one per tuple).
+    /// SERF experiments (one per tuple and round, plus re-measurements).
     pub serf_experiments: usize,
     /// Requests SERF measured.
     pub serf_requests: usize,
@@ -38,11 +39,16 @@ pub fn profiling_cost(
     requests_per_experiment: usize,
 ) -> ProfilingCost {
     let tuples = profile.series.iter().flat_map(|s| s.tuples.iter());
-    let serf_experiments = tuples.clone().count();
-    let serf_requests = tuples.clone().map(|t| t.samples).sum();
-    let serf_seconds = tuples
-        .map(|t| t.samples as f64 * t.mean_service_s)
-        .sum::<f64>();
+    let (serf_experiments, serf_requests, serf_seconds) = match profile.effort {
+        Some(e) => (e.experiments, e.requests, e.service_s),
+        None => (
+            tuples.clone().count(),
+            tuples.clone().map(|t| t.samples).sum(),
+            tuples
+                .map(|t| t.samples as f64 * t.mean_service_s)
+                .sum::<f64>(),
+        ),
+    };
     let candidates = profile.candidates();
     let exhaustive_experiments = candidates.len() * load_levels;
     let exhaustive_requests = exhaustive_experiments * requests_per_experiment;

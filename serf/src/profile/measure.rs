@@ -1,7 +1,7 @@
 //! What to measure for a profile and how: the list of tuples for a core count, the summary of measured
 //! service times, and [`build_profile`], which drives the caller's measuring closure (requirements P1, P3).
 
-use super::{Profile, ProfileError, Series, TupleStats};
+use super::{MeasurementEffort, Profile, ProfileError, Series, TupleStats};
 use crate::config::{enumerate, Config};
 
 /// The tuples to measure for a machine with `cores` cores and the given inter-node degrees: every
@@ -61,6 +61,14 @@ pub struct BuildOptions {
     pub samples: usize,
     /// Requests for a second measurement of a tuple whose SCV exceeds [`HOMOGENEOUS_SCV`](super::HOMOGENEOUS_SCV) (P3); 0 = none.
     pub retry_samples: usize,
+    /// Rounds over all tuples (1, the paper's plan): with more, each tuple's `samples` are split across the
+    /// rounds, every round measures every tuple in turn, and each tuple keeps its median round (by mean
+    /// service time; the faster middle one for an even count). Why: on a shared VM a second of
+    /// disturbance during a back-to-back profile slowed every tuple of one run by 8–70 % (a 2-thread tuple
+    /// most), and SERF then ruled out the best configuration for the whole run (`benchmarks/README.md`,
+    /// *serf phases*); interleaved rounds put each tuple in several moments, and the median drops the
+    /// disturbed one.
+    pub rounds: usize,
 }
 
 impl Default for BuildOptions {
@@ -68,6 +76,7 @@ impl Default for BuildOptions {
         Self {
             samples: 10,
             retry_samples: 40,
+            rounds: 1,
         }
     }
 }
@@ -101,10 +110,11 @@ pub enum BuildError<E: std::error::Error + 'static> {
 ///
 /// `measure(tuple, samples)` must run `tuple.concurrency` request streams concurrently, each request with
 /// `tuple.threads` intra-op threads, warm up (e.g. 2 requests per stream, not returned), and return the service
-/// times in seconds of at least `samples` measured requests. Tuples are measured in [`Config`] order. A tuple
+/// times in seconds of at least `samples` measured requests. Tuples are measured in [`Config`] order, in
+/// [`BuildOptions::rounds`] rounds (each tuple keeps its median round). A kept tuple
 /// whose SCV exceeds [`HOMOGENEOUS_SCV`](super::HOMOGENEOUS_SCV) is measured once more with `retry_samples` and the second result
 /// kept (it stays flagged by [`Profile::non_homogeneous`] if still above). The caller sets
-/// [`Profile::wall_s`] and [`Profile::label`] afterwards.
+/// [`Profile::wall_s`] and [`Profile::label`] afterwards; [`Profile::effort`] counts every measurement.
 ///
 /// # Errors
 /// [`BuildError::Measure`] with the caller's error, [`BuildError::Samples`] for unusable times.
@@ -130,31 +140,50 @@ where
     E: std::error::Error + 'static,
     F: FnMut(Config, usize) -> Result<Vec<f64>, E>,
 {
+    let tuples = plan(cores, inter_set);
+    let rounds = options.rounds.max(1);
+    let per_round = options.samples.max(1).div_ceil(rounds);
+    let mut effort = MeasurementEffort {
+        experiments: 0,
+        requests: 0,
+        service_s: 0.0,
+    };
+    let mut run = |tuple: Config, samples: usize| {
+        let times =
+            measure(tuple, samples).map_err(|source| BuildError::Measure { tuple, source })?;
+        effort.experiments += 1;
+        effort.requests += times.len();
+        effort.service_s += times.iter().sum::<f64>();
+        summarise(tuple.concurrency, &times).map_err(|source| BuildError::Samples { tuple, source })
+    };
+    let mut measured: Vec<Vec<TupleStats>> = vec![Vec::with_capacity(rounds); tuples.len()];
+    for _ in 0..rounds {
+        for (tuple, stats) in tuples.iter().zip(measured.iter_mut()) {
+            stats.push(run(*tuple, per_round)?);
+        }
+    }
     let mut series: Vec<Series> = Vec::new();
-    for tuple in plan(cores, inter_set) {
-        let mut run = |samples: usize| {
-            let times =
-                measure(tuple, samples).map_err(|source| BuildError::Measure { tuple, source })?;
-            summarise(tuple.concurrency, &times)
-                .map_err(|source| BuildError::Samples { tuple, source })
-        };
-        let mut stats = run(options.samples.max(1))?;
-        if !stats.is_homogeneous() && options.retry_samples > 0 {
-            stats = run(options.retry_samples)?;
+    for (tuple, mut stats) in tuples.into_iter().zip(measured) {
+        stats.sort_by(|a, b| a.mean_service_s.total_cmp(&b.mean_service_s));
+        let mut kept = stats.swap_remove((stats.len() - 1) / 2);
+        if !kept.is_homogeneous() && options.retry_samples > 0 {
+            kept = run(tuple, options.retry_samples)?;
         }
         match series
             .iter_mut()
             .find(|s| s.inter_node == tuple.inter_node && s.threads == tuple.threads)
         {
-            Some(s) => s.tuples.push(stats),
+            Some(s) => s.tuples.push(kept),
             None => series.push(Series {
                 inter_node: tuple.inter_node,
                 threads: tuple.threads,
-                tuples: vec![stats],
+                tuples: vec![kept],
             }),
         }
     }
-    Ok(Profile::new(cores, series)?)
+    let mut profile = Profile::new(cores, series)?;
+    profile.effort = Some(effort);
+    Ok(profile)
 }
 
 #[cfg(test)]
@@ -230,6 +259,7 @@ mod tests {
             BuildOptions {
                 samples: 10,
                 retry_samples: 40,
+                rounds: 1,
             },
             |t, n| {
                 calls += 1;
@@ -247,5 +277,52 @@ mod tests {
         assert_eq!(calls, 4);
         assert_eq!(p.non_homogeneous(), vec![Config::new(2, 1)]);
         assert_eq!(p.series[0].tuples[1].samples, 40);
+        let effort = p.effort.unwrap();
+        assert_eq!((effort.experiments, effort.requests), (4, 70));
+    }
+
+    #[test]
+    fn rounds_interleave_the_tuples_and_each_keeps_its_median_round() {
+        // A disturbance during the second round slows every tuple measured in it by 70 %; one tuple
+        // measures implausibly fast in the third. The median round is the plain one for every tuple
+        // (neither the slowest nor the fastest round).
+        let mut order = Vec::new();
+        let p = build_profile(
+            2,
+            &[1],
+            BuildOptions {
+                samples: 12,
+                retry_samples: 40,
+                rounds: 3,
+            },
+            |tuple, samples| {
+                order.push(tuple);
+                let round = (order.len() - 1) / 3;
+                let factor = match round {
+                    1 => 1.7,
+                    2 if tuple == Config::new(1, 2) => 0.5,
+                    _ => 1.0,
+                };
+                let t = fake_time(tuple) * factor;
+                Ok::<_, std::io::Error>(vec![t; samples])
+            },
+        )
+        .unwrap();
+        // Round-robin: all three tuples, three times.
+        let plan = plan(2, &[1]);
+        assert_eq!(order, [plan.clone(), plan.clone(), plan].concat());
+        for (c, mu) in p.candidates() {
+            assert!((1.0 / mu[mu.len() - 1] - fake_time(c)).abs() < 1e-15, "{c}");
+        }
+        assert!(p
+            .series
+            .iter()
+            .flat_map(|s| &s.tuples)
+            .all(|t| t.samples == 4));
+        // The cost counts every round, not only the kept one.
+        let effort = p.effort.unwrap();
+        assert_eq!((effort.experiments, effort.requests), (9, 36));
+        let cost = super::super::profiling_cost(&p, 10, 5000);
+        assert_eq!((cost.serf_experiments, cost.serf_requests), (9, 36));
     }
 }

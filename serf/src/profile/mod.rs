@@ -31,8 +31,10 @@
 //!   ]
 //! }
 //! ```
-//! `label`, `wall_s` (measured wall time of the whole profiling run) and `spinning` (whether the
-//! runtime's intra-op threads spun while idle during the measurement; absent when unknown) are
+//! `label`, `wall_s` (measured wall time of the whole profiling run), `spinning` (whether the
+//! runtime's intra-op threads spun while idle during the measurement; absent when unknown) and
+//! `effort` (what measuring took over every round and re-measurement: `{"experiments": 9,
+//! "requests": 120, "service_s": 0.7}`; without it the cost is reckoned from the kept tuples) are
 //! optional. `spinning` matters for `t > 1`: without it every parallel section of a call wakes
 //! sleeping threads, which on a VM can cost as much as the parallelism gains when requests arrive
 //! with gaps (measured in `benchmarks/README.md`, *serf phases*), so a profile only describes a node
@@ -112,6 +114,19 @@ pub struct Series {
     pub tuples: Vec<TupleStats>,
 }
 
+/// What measuring a profile took: every call of the measuring closure, over all rounds and
+/// re-measurements (the tuples keep only the round each one's rates come from).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementEffort {
+    /// Measurements (one per tuple and round, plus re-measurements).
+    pub experiments: usize,
+    /// Requests measured.
+    pub requests: usize,
+    /// Their service time summed, seconds.
+    pub service_s: f64,
+}
+
 /// The measured profile of one model node on one machine type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,6 +144,10 @@ pub struct Profile {
     /// Whether the runtime's intra-op threads spun while idle during the measurement, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spinning: Option<bool>,
+    /// What measuring took, over every round and re-measurement, when recorded
+    /// ([`build_profile`] records it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<MeasurementEffort>,
     /// One series per `(C_inter, t)`, sorted by `(inter_node, threads)`.
     pub series: Vec<Series>,
 }
@@ -172,6 +191,7 @@ impl Profile {
             label: None,
             wall_s: None,
             spinning: None,
+            effort: None,
             series,
         };
         p.validate()?;
