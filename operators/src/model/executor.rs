@@ -855,11 +855,7 @@ mod tests {
     use std::sync::Mutex;
 
     fn model() -> std::path::PathBuf {
-        let home = std::env::var_os("WEIR_HOME").map_or_else(
-            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
-            std::path::PathBuf::from,
-        );
-        home.join("models").join("constant_batch1.onnx")
+        crate::model::test_model("constant_batch1.onnx")
     }
 
     fn config(queue_capacity: usize) -> ExecutorConfig {

@@ -18,6 +18,19 @@ pub mod routing;
 pub mod stateful_step;
 pub mod synthetic;
 
+/// A model `scripts/setup.sh` generated for tests: `$WEIR_HOME/models/<name>`, or the workspace's
+/// `.weir/models/<name>`.
+#[cfg(test)]
+pub(crate) fn test_model(name: &str) -> std::path::PathBuf {
+    std::env::var_os("WEIR_HOME")
+        .map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
+            std::path::PathBuf::from,
+        )
+        .join("models")
+        .join(name)
+}
+
 pub use executor::{ExecutorConfig, Job, LoadSnapshot, ModelExecutor};
 pub use operator::ModelOperator;
 pub use ort_env::OrtRuntime;

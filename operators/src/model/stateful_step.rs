@@ -419,21 +419,12 @@ pub fn seeded_order(rows: usize, seed: u64) -> Vec<usize> {
 mod tests {
     use super::*;
 
-    fn models() -> std::path::PathBuf {
-        std::env::var_os("WEIR_HOME")
-            .map_or_else(
-                || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
-                std::path::PathBuf::from,
-            )
-            .join("models")
-    }
-
     fn gru() -> StatefulModel {
         let runtime = OrtRuntime::get().expect("run scripts/setup.sh first");
         StatefulModel::load(
             &runtime,
             "gru",
-            &models().join("gru_stream.onnx"),
+            &crate::model::test_model("gru_stream.onnx"),
             1,
             true,
             vec!["x".into()],

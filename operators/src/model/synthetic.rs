@@ -121,15 +121,7 @@ impl SyntheticInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::OrtRuntime;
-
-    fn model(name: &str) -> PathBuf {
-        let home = std::env::var_os("WEIR_HOME").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir"),
-            PathBuf::from,
-        );
-        home.join("models").join(name)
-    }
+    use crate::model::{test_model as model, OrtRuntime};
 
     #[test]
     fn a_random_request_has_the_model_s_shape_and_runs() {
