@@ -25,6 +25,10 @@ Written to --out:
                           w_in[64,10] -> probs[N,10] = softmax(x w_in),
                           w_out = w_in - 0.05 * x^T ((probs - label) * train)
   online_wide.onnx        the same with 512 features and 512 classes (a 1 MiB state)
+  mlp_l3.onnx             SERF's cache-contending MLP (note serf.md §5.2): x[N,1024] -> Gemm 2048
+                          -> Tanh -> Gemm 2048 -> Tanh -> Gemm 10 -> y[N,10], 24 MiB of f32
+                          weights: one session's copy fits the 32 MiB L3 of the machines here,
+                          two sessions' copies (two requests at once, c = 2) do not
 
 Usage: make_models.py --out DIR --zoo DIR --digits digits.csv.gz
 Needs numpy and onnx only.
@@ -366,6 +370,34 @@ def affine_models(out_dir):
 
 
 SEED_GRU = 5001
+SEED_MLP_L3 = 6001
+
+
+def mlp_l3(out_dir, widths=(1024, 2048, 2048, 10), name="mlp_l3", seed=SEED_MLP_L3):
+    """A GEMV chain whose weights, not its activations, set its working set. ONNX Runtime gives
+    every session its own copy of the weights, so c concurrent sessions hold c copies: the
+    interference the note's L3-boundary model is after comes from there."""
+    rng = np.random.default_rng(seed)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", widths[0]])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", widths[-1]])
+    nodes, inits, prev = [], [], "x"
+    layers = list(zip(widths[:-1], widths[1:]))
+    for i, (fan_in, fan_out) in enumerate(layers):
+        w = rng.standard_normal((fan_out, fan_in)) * np.sqrt(1.0 / fan_in)
+        inits.append(numpy_helper.from_array(w.astype(np.float32), f"fc{i}.weight"))
+        inits.append(numpy_helper.from_array(np.zeros(fan_out, np.float32), f"fc{i}.bias"))
+        last = i == len(layers) - 1
+        out = "y" if last else f"z{i}"
+        nodes.append(helper.make_node("Gemm", [prev, f"fc{i}.weight", f"fc{i}.bias"], [out],
+                                      name=f"fc{i}", transB=1))
+        if not last:
+            nodes.append(helper.make_node("Tanh", [out], [f"a{i}"], name=f"tanh{i}"))
+            prev = f"a{i}"
+    graph = helper.make_graph(nodes, name, [x], [y], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    save(model, os.path.join(out_dir, f"{name}.onnx"))
 
 
 def gru_stream(out_dir, features=8, hidden=16, classes=4, name="gru_stream", seed=SEED_GRU):
@@ -455,6 +487,7 @@ def main():
     gru_stream(args.out, features=4, name="gru_chain", seed=SEED_GRU + 1)
     online_logreg(os.path.join(args.out, "online_logreg.onnx"), 64, 10, "online_logreg")
     online_logreg(os.path.join(args.out, "online_wide.onnx"), 512, 512, "online_wide")
+    mlp_l3(args.out)
 
 
 if __name__ == "__main__":

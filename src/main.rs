@@ -1334,7 +1334,8 @@ struct ProfileArgs {
 
 #[derive(Debug, Args)]
 struct SerfBenchArgs {
-    /// ONNX model (repeat to measure several; default: the zoo's squeezenet).
+    /// ONNX model (repeat to measure several; default: the zoo's squeezenet, with `--phases`
+    /// its shufflenet).
     #[arg(long = "model")]
     models: Vec<PathBuf>,
     /// Requests at the highest load (lower loads get proportionally fewer).
@@ -1366,14 +1367,18 @@ struct SerfBenchArgs {
     #[arg(long)]
     phases: bool,
     /// Seconds per phase (`--phases`).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 60.0)]
     phase_seconds: f64,
     /// Moderate load as a fraction of the largest configuration capacity (`--phases`).
     #[arg(long, default_value_t = 0.55)]
     moderate: f64,
     /// Low load, same unit (`--phases`).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.2)]
     low: f64,
+    /// Seconds of moderate load served on a throwaway graph before each run's first measured
+    /// set-up (`--phases`; 0: none).
+    #[arg(long, default_value_t = 20.0)]
+    burn_in: f64,
     /// Whether intra-op threads spin while idle, in the profile and in every graph served.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     spinning: bool,
@@ -1432,6 +1437,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         moderate: args.moderate,
         low: args.low,
         settle_seconds: 8.0,
+        burn_in_seconds: args.burn_in,
         bin_seconds: 2.0,
         runs: args.runs.max(1),
         seed: 11,
@@ -1483,7 +1489,14 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     use weir::bench::serf::{plot_serf, serf_bench, serf_table, SerfBenchConfig};
     use weir::serf::{describe, ProfileOptions};
     let paths = if args.models.is_empty() {
-        vec![PathBuf::from(".weir/zoo/squeezenet.onnx")]
+        // The phases run needs a model whose intra- and inter-request configurations trade
+        // places with the load (see `weir::bench::serf_phases`); on 2 cores squeezenet's do not.
+        let default = if args.phases {
+            "shufflenet"
+        } else {
+            "squeezenet"
+        };
+        vec![PathBuf::from(format!(".weir/zoo/{default}.onnx"))]
     } else {
         args.models.clone()
     };

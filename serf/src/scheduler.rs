@@ -713,11 +713,10 @@ impl Scheduler {
             .with_change_sigmas(options.change_sigmas);
         let next_update = estimator.next_boundary(now);
         if let Some(o) = &options.online {
-            if !(o.weight.is_finite() && o.weight > 0.0 && o.weight <= 1.0) {
-                return Err(SchedulerError::BadOptions(format!(
-                    "online weight {} must be in (0, 1]",
-                    o.weight
-                )));
+            if o.memory.is_zero() {
+                return Err(SchedulerError::BadOptions(
+                    "online memory must be longer than zero".into(),
+                ));
             }
             if o.reevaluate_periods == 0 {
                 return Err(SchedulerError::BadOptions(

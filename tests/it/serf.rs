@@ -241,3 +241,25 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The benchmarks' cache-contending MLP (`scripts/make_models.py`, `mlp_l3`) keeps the property
+/// it is named for: its weights fit one 32 MiB L3 but not two sessions' copies of them.
+#[test]
+fn the_cache_contending_mlp_fits_one_l3_copy_not_two() {
+    let path = model("mlp_l3.onnx");
+    let meta = weir_engine::onnx::read_metadata(&path).unwrap();
+    let dims = |t: &weir_engine::onnx::TensorInfo| {
+        t.dims
+            .iter()
+            .map(|d| match d {
+                weir_engine::tensor::Dim::Fixed(n) => *n as i64,
+                weir_engine::tensor::Dim::Dynamic => -1,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(meta.inputs.len(), 1);
+    assert_eq!(dims(&meta.inputs[0]), vec![-1, 1024]);
+    assert_eq!(dims(&meta.outputs[0]), vec![-1, 10]);
+    let mib = std::fs::metadata(&path).unwrap().len() as f64 / (1 << 20) as f64;
+    assert!(mib > 16.0 && mib < 32.0, "{mib:.1} MiB of weights");
+}
