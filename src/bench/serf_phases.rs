@@ -414,11 +414,8 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
     let (name, path) = &config.model;
     let profile = profile_node(name, path, &config.profile)?;
     let candidates = Candidates::from_profile(&profile);
-    let max_capacity = candidates
-        .as_slice()
-        .iter()
-        .map(|c| c.capacity())
-        .fold(0.0, f64::max);
+    let widest = candidates.max_capacity().map(|c| c.config);
+    let max_capacity = candidates.max_capacity().map_or(0.0, |c| c.capacity());
     if max_capacity <= 0.0 {
         return Err(anyhow!("{name}: empty profile"));
     }
@@ -453,16 +450,14 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
             setups.push(Setup::Fixed(c.config));
         }
     }
-    burn_in(config, &profile, &times, &dir, run)?;
+    if let Some(widest) = widest {
+        burn_in(config, widest, &profile, &times, &dir, run)?;
+    }
     let order = run_order(setups.len(), run);
     let mut results: Vec<Option<SetupRun>> = vec![None; setups.len()];
     for &index in &order {
         let setup = setups[index];
-        let (graph, workload) = setup_graph(path, setup, &profile, &dir, config.profile.spinning)?;
-        let warm = graph_warmup(&graph, &workload);
-        let r = drive(&graph, &workload, &times, setup);
-        graph.shutdown();
-        warm?;
+        let r = serve(config, setup, &profile, &dir, &times)?;
         eprintln!(
             "run {}: {setup}: mean {:.2} ms over {} answered requests, {} failed{}",
             run + 1,
@@ -495,10 +490,33 @@ fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
     })
 }
 
-/// Serves the first [`PhasesConfig::burn_in_seconds`] of `times` on a throwaway graph of the
-/// profile's largest-capacity configuration and discards the latencies.
+/// Serves `times` with `setup` on a fresh graph, warmed up first and shut down after.
+fn serve(
+    config: &PhasesConfig,
+    setup: Setup,
+    profile: &Profile,
+    dir: &Path,
+    times: &[f64],
+) -> Result<SetupRun> {
+    let (graph, workload) = setup_graph(
+        &config.model.1,
+        setup,
+        profile,
+        dir,
+        config.profile.spinning,
+    )?;
+    let warm = graph_warmup(&graph, &workload);
+    let r = drive(&graph, &workload, times, setup);
+    graph.shutdown();
+    warm?;
+    Ok(r)
+}
+
+/// Serves the first [`PhasesConfig::burn_in_seconds`] of `times` on a throwaway graph of
+/// `widest` (the profile's largest-capacity configuration) and discards the latencies.
 fn burn_in(
     config: &PhasesConfig,
+    widest: Config,
     profile: &Profile,
     times: &[f64],
     dir: &Path,
@@ -509,29 +527,11 @@ fn burn_in(
         .copied()
         .take_while(|t| *t < config.burn_in_seconds)
         .collect();
-    let Some(widest) = Candidates::from_profile(profile)
-        .as_slice()
-        .iter()
-        .max_by(|a, b| a.capacity().total_cmp(&b.capacity()))
-        .map(|c| c.config)
-    else {
-        return Ok(());
-    };
     if head.is_empty() {
         return Ok(());
     }
     let setup = Setup::Fixed(widest);
-    let (graph, workload) = setup_graph(
-        &config.model.1,
-        setup,
-        profile,
-        dir,
-        config.profile.spinning,
-    )?;
-    let warm = graph_warmup(&graph, &workload);
-    let r = drive(&graph, &workload, &head, setup);
-    graph.shutdown();
-    warm?;
+    let r = serve(config, setup, profile, dir, &head)?;
     eprintln!(
         "run {}: burn-in ({setup}, {:.0} s, discarded): mean {:.2} ms over {} requests",
         run + 1,

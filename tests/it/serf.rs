@@ -11,6 +11,7 @@ use weir::loadgen::{run_load, Arrival, LoadSpec};
 use weir::serf::{profile_node, profile_path, select_nodes, ProfileOptions};
 use weir::workload::Workload;
 use weir::{load_graph, plan_spec, start, DType, GraphSpec, ModelBuilder, RuntimeOptions};
+use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
 use weir_serf::model::predict;
 use weir_serf::profile::{plan, Profile};
@@ -248,18 +249,9 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
 fn the_cache_contending_mlp_fits_one_l3_copy_not_two() {
     let path = model("mlp_l3.onnx");
     let meta = weir_engine::onnx::read_metadata(&path).unwrap();
-    let dims = |t: &weir_engine::onnx::TensorInfo| {
-        t.dims
-            .iter()
-            .map(|d| match d {
-                weir_engine::tensor::Dim::Fixed(n) => *n as i64,
-                weir_engine::tensor::Dim::Dynamic => -1,
-            })
-            .collect::<Vec<_>>()
-    };
     assert_eq!(meta.inputs.len(), 1);
-    assert_eq!(dims(&meta.inputs[0]), vec![-1, 1024]);
-    assert_eq!(dims(&meta.outputs[0]), vec![-1, 10]);
+    assert_eq!(meta.inputs[0].dims, vec![Dim::Dynamic, Dim::Fixed(1024)]);
+    assert_eq!(meta.outputs[0].dims, vec![Dim::Dynamic, Dim::Fixed(10)]);
     let mib = std::fs::metadata(&path).unwrap().len() as f64 / (1 << 20) as f64;
     assert!(mib > 16.0 && mib < 32.0, "{mib:.1} MiB of weights");
 }
