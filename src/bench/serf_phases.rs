@@ -68,7 +68,7 @@ use anyhow::{anyhow, Context, Result};
 use crossbeam_channel::unbounded;
 use plotters::prelude::*;
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use weir_engine::spec::{ExecutorSpec, FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
 use weir_operators::model::ParallelismSnapshot;
@@ -664,16 +664,19 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         }
     }
     s.push_str(&format!(
-        "\n### median over {} run(s): SERF's mean latency / the best fixed configuration's\n\nPer run: the median of each run's ratio to that run's best fixed set-up in the scope (a minimum of noisy draws, biased against any policy that commits before it sees the run). Over all runs: SERF's mean latency over every request of every run against the fixed configuration whose mean over all runs is lowest (each set-up's mean latency estimated from all runs).\n\n| scope | per run, whole phase | per run, settled (after {} s) | over all runs, whole phase | over all runs, settled | target |\n|---|---|---|---|---|---|\n",
+        "\n### median over {} run(s): SERF's mean latency / the best fixed configuration's\n\nPer run: the median of each run's ratio to that run's best fixed set-up in the scope (a minimum of noisy draws, biased against any policy that commits before it sees the run). Over all runs: SERF's mean latency over every request of every run against the fixed configuration whose mean over all runs is lowest (each set-up's mean latency estimated from all runs), with a 95 % interval from {BOOTSTRAP_DRAWS} bootstrap resamples of the runs (a target is resolved only when the whole interval is on its side).\n\n| scope | per run, whole phase | per run, settled (after {} s) | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval | target |\n|---|---|---|---|---|---|---|---|\n",
         runs.len(),
         runs.first().map_or(0.0, |r| r.settle_seconds)
     ));
     for p in scopes {
         let over_all_runs = |settled: bool| {
-            ratio_over_all_runs(runs, p, settled).map_or_else(
+            let ratio = ratio_over_all_runs(runs, p, settled).map_or_else(
                 || "–".to_string(),
                 |(ratio, config)| format!("{ratio:.3} ({config})"),
-            )
+            );
+            let interval = ratio_interval(runs, p, settled, INTERVAL_SEED)
+                .map_or_else(|| "–".to_string(), |(lo, hi)| format!("{lo:.3}–{hi:.3}"));
+            format!("{ratio} | {interval}")
         };
         let whole = median(runs.iter().map(|r| r.ratio_to_best(p, false).0).collect());
         let settled = if p.is_some() {
@@ -696,11 +699,70 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             if p.is_some() {
                 over_all_runs(true)
             } else {
-                String::new()
+                " | ".to_string()
             }
         ));
     }
     s
+}
+
+/// One set-up's latencies in one run and scope, summed: what pooling across runs needs.
+#[derive(Debug, Clone, Copy)]
+struct ScopeTotal {
+    setup: Setup,
+    sum_ms: f64,
+    answered: usize,
+    failed: usize,
+}
+
+/// Every set-up's [`ScopeTotal`] in `run` for scope `phase` (`None`: whole run).
+fn scope_totals(run: &PhasesRun, phase: Option<usize>, settled: bool) -> Vec<ScopeTotal> {
+    (0..run.setups.len())
+        .map(|i| {
+            let (sum_ms, answered) = run
+                .latencies(i, phase, settled)
+                .fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+            ScopeTotal {
+                setup: run.setups[i].setup,
+                sum_ms,
+                answered,
+                failed: run.failed(i, phase, settled),
+            }
+        })
+        .collect()
+}
+
+/// SERF's pooled mean latency over the lowest pooled mean among the fixed configurations that
+/// failed no request in any of `runs` (each run a list of [`ScopeTotal`]s), and that
+/// configuration.
+fn pooled_ratio<'a>(runs: impl Iterator<Item = &'a [ScopeTotal]> + Clone) -> Option<(f64, Config)> {
+    let pooled = |setup: Setup| {
+        let (sum, n, failed) = runs
+            .clone()
+            .flat_map(|r| r.iter().filter(move |t| t.setup == setup))
+            .fold((0.0, 0usize, 0usize), |(s, n, f), t| {
+                (s + t.sum_ms, n + t.answered, f + t.failed)
+            });
+        (n > 0).then(|| (sum / n as f64, failed))
+    };
+    let mut fixed: Vec<Config> = runs
+        .clone()
+        .flat_map(|r| r.iter())
+        .filter_map(|t| match t.setup {
+            Setup::Fixed(c) => Some(c),
+            Setup::Serf => None,
+        })
+        .collect();
+    fixed.sort();
+    fixed.dedup();
+    let (best, config) = fixed
+        .into_iter()
+        .filter_map(|c| match pooled(Setup::Fixed(c)) {
+            Some((mean, 0)) => Some((mean, c)),
+            _ => None,
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some((pooled(Setup::Serf)?.0 / best, config))
 }
 
 /// SERF's mean latency over every request of every run in scope `phase` (`None`: whole run) over
@@ -713,40 +775,54 @@ pub fn ratio_over_all_runs(
     phase: Option<usize>,
     settled: bool,
 ) -> Option<(f64, Config)> {
-    let pooled = |setup: Setup| {
-        let m = mean_of(runs.iter().flat_map(|r| {
-            r.setups
-                .iter()
-                .position(|s| s.setup == setup)
-                .into_iter()
-                .flat_map(move |i| r.latencies(i, phase, settled))
-        }));
-        m.is_finite().then_some(m)
-    };
-    let mut fixed: Vec<Config> = runs
+    let totals: Vec<Vec<ScopeTotal>> = runs
         .iter()
-        .flat_map(|r| r.setups.iter())
-        .filter_map(|s| match s.setup {
-            Setup::Fixed(c) => Some(c),
-            Setup::Serf => None,
-        })
+        .map(|r| scope_totals(r, phase, settled))
         .collect();
-    fixed.sort();
-    fixed.dedup();
-    let failed_somewhere = |setup: Setup| {
-        runs.iter().any(|r| {
-            r.setups
-                .iter()
-                .position(|s| s.setup == setup)
-                .is_some_and(|i| r.failed(i, phase, settled) > 0)
+    pooled_ratio(totals.iter().map(Vec::as_slice))
+}
+
+/// Bootstrap draws behind [`ratio_interval`].
+pub const BOOTSTRAP_DRAWS: usize = 2000;
+
+/// The seed of the report's bootstrap resamples.
+const INTERVAL_SEED: u64 = 0x5E8F;
+
+/// A 95 % interval for [`ratio_over_all_runs`]: the 2.5th and 97.5th percentiles of the same ratio
+/// over [`BOOTSTRAP_DRAWS`] resamples of the runs (drawn with replacement, as many as there are;
+/// seeded, so a table rebuilt from the same runs is the same). The runs are the unit because the
+/// machine drifts between set-ups served minutes apart, which is the noise that decides whether a
+/// few per cent are resolved; requests within one set-up are not independent of that drift. `None`
+/// with fewer than two runs or when no resample has a ratio.
+pub fn ratio_interval(
+    runs: &[PhasesRun],
+    phase: Option<usize>,
+    settled: bool,
+    seed: u64,
+) -> Option<(f64, f64)> {
+    if runs.len() < 2 {
+        return None;
+    }
+    let totals: Vec<Vec<ScopeTotal>> = runs
+        .iter()
+        .map(|r| scope_totals(r, phase, settled))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut ratios: Vec<f64> = (0..BOOTSTRAP_DRAWS)
+        .filter_map(|_| {
+            let picks: Vec<usize> = (0..totals.len())
+                .map(|_| rng.random_range(0..totals.len()))
+                .collect();
+            pooled_ratio(picks.iter().map(|&i| totals[i].as_slice())).map(|(r, _)| r)
         })
-    };
-    let (best, config) = fixed
-        .into_iter()
-        .filter(|c| !failed_somewhere(Setup::Fixed(*c)))
-        .filter_map(|c| pooled(Setup::Fixed(c)).map(|m| (m, c)))
-        .min_by(|a, b| a.0.total_cmp(&b.0))?;
-    Some((pooled(Setup::Serf)? / best, config))
+        .filter(|r| r.is_finite())
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    Some((at(0.025), at(0.975)))
 }
 
 /// SERF's online re-profiling at the end of its run: counters, and per tuple the offline and the
@@ -934,6 +1010,51 @@ mod tests {
         assert_eq!(best, b);
         assert!((ratio - 30.3 / 29.7).abs() < 1e-12, "{ratio}");
         assert_eq!(ratio_over_all_runs(&[], None, false), None);
+    }
+
+    #[test]
+    fn the_interval_resolves_a_steady_margin_and_not_a_margin_within_the_run_to_run_spread() {
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let setup = |setup, ms: f64| SetupRun {
+            setup,
+            latencies: vec![(1.0, ms), (1.5, ms)],
+            failed: vec![],
+            configs: vec![],
+            serf: None,
+            conditions: Conditions::default(),
+        };
+        let run = |serf: f64, fb: f64| PhasesRun {
+            profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
+            phases: vec![(1.0, 0.0, 2.0)],
+            setups: vec![
+                setup(Setup::Serf, serf),
+                setup(Setup::Fixed(a), 50.0),
+                setup(Setup::Fixed(b), fb),
+            ],
+            order: vec![0, 1, 2],
+            settle_seconds: 0.0,
+            skipped: vec![],
+        };
+        // The machine's speed moves both set-ups of a run by up to 20 %, SERF is 5 % faster in each
+        // run: every resample is below 1.
+        let steady: Vec<PhasesRun> = [1.0, 1.2, 0.9, 1.1, 1.0, 0.85]
+            .iter()
+            .map(|speed| run(9.5 * speed, 10.0 * speed))
+            .collect();
+        let (lo, hi) = ratio_interval(&steady, None, false, 1).unwrap();
+        assert!(lo <= hi && hi < 1.0, "{lo}–{hi}");
+        let (ratio, _) = ratio_over_all_runs(&steady, None, false).unwrap();
+        assert!(lo <= ratio && ratio <= hi);
+        // The same mean margin made of ±15 % swings from run to run is not resolved.
+        let swinging: Vec<PhasesRun> = [0.8, 1.1, 0.8, 1.1, 0.8, 1.1]
+            .iter()
+            .map(|r| run(10.0 * r, 10.0))
+            .collect();
+        let (lo, hi) = ratio_interval(&swinging, None, false, 1).unwrap();
+        assert!(lo < 1.0 && hi > 1.0, "{lo}–{hi}");
+        // Reproducible, and undefined for a single run.
+        assert_eq!(ratio_interval(&swinging, None, false, 1), Some((lo, hi)));
+        assert_eq!(ratio_interval(&steady[..1], None, false, 1), None);
     }
 
     #[test]
