@@ -4,9 +4,15 @@
 //! profile, and the mean latency per phase and over the run is compared.
 //!
 //! Decisions:
-//! - The rates come from the profile taken at the start of each run: *moderate* and *low* are
-//!   fractions (`weir bench serf --phases` defaults: 0.55 and 0.2) of the *largest* capacity
-//!   `c·μ_c` among the configurations. The paper's scenario (Fig. 13) needs a moderate load at
+//! - The rates come from a *planning profile* taken once before the first run, with ten times the
+//!   runs' requests per tuple in nine interleaved rounds (each tuple its median round): *moderate*
+//!   and *low* are fractions (`weir bench serf --phases` defaults: 0.55 and 0.2) of the *largest*
+//!   capacity `c·μ_c` among the configurations, and every run serves the same rates and the same
+//!   fixed set-ups. Each run still profiles afresh with the runs' sample count, and SERF starts
+//!   from that run's own profile, as a deployed `auto` node would. (Until 2026-11-25 each run
+//!   planned from its own 40-request profile, whose largest capacity moved by up to ±25 % from run
+//!   to run here: one run's moderate load was 230/s, the next's 181/s and the third's 142/s, and
+//!   which fixed configurations ran changed with it, so runs did not compare the same thing.) The paper's scenario (Fig. 13) needs a moderate load at
 //!   which another configuration is best than at low load; on 2 cores that is a load near the
 //!   intra-request configuration's capacity, where the inter-request one's extra slots pay off.
 //! - The model must have that trade-off at all, and the default is the zoo's shufflenet for it.
@@ -409,47 +415,86 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
     }
 }
 
-/// One comparison: profile, plan the phases, run SERF and every fixed configuration.
-fn run_once(config: &PhasesConfig, run: usize) -> Result<PhasesRun> {
+/// The planning profile takes this many times [`PhasesConfig::profile`]'s samples per tuple.
+const PLANNING_SAMPLES_FACTOR: usize = 10;
+
+/// Interleaved rounds of the planning profile (each tuple keeps its median round).
+const PLANNING_ROUNDS: usize = 9;
+
+/// What every run serves, planned once from a long profile before the first run: the phase rates,
+/// the fixed configurations worth running, and the widest configuration (the burn-in's).
+#[derive(Debug, Clone)]
+struct Plan {
+    moderate: f64,
+    low: f64,
+    setups: Vec<Setup>,
+    skipped: Vec<(Config, f64)>,
+    widest: Option<Config>,
+}
+
+impl Plan {
+    /// Rates as fractions of `profile`'s largest capacity; a fixed configuration whose profiled
+    /// utilisation at moderate load reaches [`UNSTABLE_UTILISATION`] is skipped.
+    fn from_profile(config: &PhasesConfig, profile: &Profile) -> Result<Plan> {
+        let candidates = Candidates::from_profile(profile);
+        let max_capacity = candidates.max_capacity().map_or(0.0, |c| c.capacity());
+        if max_capacity <= 0.0 {
+            return Err(anyhow!("{}: empty profile", config.model.0));
+        }
+        let moderate = config.moderate * max_capacity;
+        let mut setups = vec![Setup::Serf];
+        let mut skipped = Vec::new();
+        for c in candidates.as_slice() {
+            let utilisation = moderate / c.capacity();
+            if utilisation >= UNSTABLE_UTILISATION {
+                skipped.push((c.config, utilisation));
+            } else {
+                setups.push(Setup::Fixed(c.config));
+            }
+        }
+        Ok(Plan {
+            moderate,
+            low: config.low * max_capacity,
+            setups,
+            skipped,
+            widest: candidates.max_capacity().map(|c| c.config),
+        })
+    }
+}
+
+/// One comparison: profile (SERF starts from this run's own profile, as a deployed `auto` node
+/// would), serve `plan`'s phases with SERF and every fixed configuration it lists.
+fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun> {
     let (name, path) = &config.model;
     let profile = profile_node(name, path, &config.profile)?;
-    let candidates = Candidates::from_profile(&profile);
-    let widest = candidates.max_capacity().map(|c| c.config);
-    let max_capacity = candidates.max_capacity().map_or(0.0, |c| c.capacity());
-    if max_capacity <= 0.0 {
-        return Err(anyhow!("{name}: empty profile"));
-    }
-    let (moderate, low) = (config.moderate * max_capacity, config.low * max_capacity);
+    let Plan {
+        moderate,
+        low,
+        setups,
+        skipped,
+        widest,
+    } = plan.clone();
     let len = config.phase_seconds;
-    let plan = [(moderate, len), (low, len), (moderate, len)];
-    let phases = plan
+    let rates = [(moderate, len), (low, len), (moderate, len)];
+    let phases = rates
         .iter()
         .enumerate()
         .map(|(i, &(rate, l))| (rate, i as f64 * l, (i + 1) as f64 * l))
         .collect();
-    let times = schedule(&plan, config.seed + run as u64);
+    let times = schedule(&rates, config.seed + run as u64);
     eprintln!(
         "run {}: moderate {moderate:.1}/s, low {low:.1}/s, {len} s each, {} requests per set-up",
         run + 1,
         times.len()
     );
+    for (c, utilisation) in &skipped {
+        eprintln!(
+            "run {}: skipping fixed {c}: utilisation {utilisation:.2} at moderate load",
+            run + 1
+        );
+    }
     let dir = std::env::temp_dir().join(format!("weir-serf-phases-{}-{run}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut setups = vec![Setup::Serf];
-    let mut skipped = Vec::new();
-    for c in candidates.as_slice() {
-        let utilisation = moderate / c.capacity();
-        if utilisation >= UNSTABLE_UTILISATION {
-            eprintln!(
-                "run {}: skipping fixed {}: utilisation {utilisation:.2} at moderate load",
-                run + 1,
-                c.config
-            );
-            skipped.push((c.config, utilisation));
-        } else {
-            setups.push(Setup::Fixed(c.config));
-        }
-    }
     if let Some(widest) = widest {
         burn_in(config, widest, &profile, &times, &dir, run)?;
     }
@@ -566,8 +611,19 @@ fn graph_warmup(graph: &RunningGraph, workload: &Workload) -> Result<()> {
 /// # Errors
 /// When the model cannot be profiled or served. Failed requests are recorded, not errors.
 pub fn serf_phases(config: &PhasesConfig) -> Result<Vec<PhasesRun>> {
+    let (name, path) = &config.model;
+    let planning = ProfileOptions {
+        samples: config.profile.samples * PLANNING_SAMPLES_FACTOR,
+        rounds: PLANNING_ROUNDS,
+        ..config.profile
+    };
+    eprintln!(
+        "planning profile ({} requests per tuple):",
+        planning.samples
+    );
+    let plan = Plan::from_profile(config, &profile_node(name, path, &planning)?)?;
     (0..config.runs.max(1))
-        .map(|r| run_once(config, r))
+        .map(|r| run_once(config, r, &plan))
         .collect()
 }
 
