@@ -1382,6 +1382,11 @@ struct SerfBenchArgs {
     /// Whether intra-op threads spin while idle, in the profile and in every graph served.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     spinning: bool,
+    /// Pin session threads and intra-op workers to cores from this index of the process's CPUs
+    /// on, in the profile and in every graph served (`executor.pin_cores_from`; default: the OS
+    /// places them).
+    #[arg(long)]
+    pin_cores_from: Option<usize>,
     /// Whole comparisons to run; the report quotes medians (`--phases`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -1413,6 +1418,7 @@ fn profile(args: ProfileArgs) -> Result<()> {
             samples: args.samples.max(1),
             rounds: args.rounds.max(1),
             spinning: node.spinning,
+            pin_cores_from: node.pin_cores_from,
             ..ProfileOptions::default()
         };
         let profile = profile_node(&node.id, &node.path, &options)?;
@@ -1445,6 +1451,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
             samples: args.samples.max(1),
             rounds: args.rounds.max(1),
             spinning: args.spinning,
+            pin_cores_from: args.pin_cores_from,
             ..ProfileOptions::default()
         },
     };
@@ -1523,6 +1530,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
             samples: args.samples.max(1),
             rounds: args.rounds.max(1),
             spinning: args.spinning,
+            pin_cores_from: args.pin_cores_from,
             ..ProfileOptions::default()
         },
     };

@@ -25,7 +25,10 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ort::session::Session;
+use tracing::warn;
+use weir_engine::spec::Device;
 use weir_engine::validate::NodeKind;
+use weir_operators::model::pinning::{pin_current_thread, CorePins, PinError};
 use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
@@ -60,6 +63,21 @@ pub struct ProfileOptions {
     pub progress: bool,
     /// Whether the sessions' intra-op threads spin while idle (the node's `executor.spinning`).
     pub spinning: bool,
+    /// Pin each stream's thread and its intra-op workers as the node's executor would
+    /// (`executor.pin_cores_from`; stream `k` of a tuple is session thread `k`).
+    pub pin_cores_from: Option<usize>,
+}
+
+impl ProfileOptions {
+    /// The executor settings a node measured this way runs with (spinning and pinning; the rest
+    /// default).
+    pub fn executor(&self) -> weir_engine::spec::ExecutorSpec {
+        weir_engine::spec::ExecutorSpec {
+            spinning: self.spinning,
+            pin_cores_from: self.pin_cores_from,
+            ..weir_engine::spec::ExecutorSpec::default()
+        }
+    }
 }
 
 impl Default for ProfileOptions {
@@ -73,6 +91,7 @@ impl Default for ProfileOptions {
             seed: 7,
             progress: true,
             spinning: false,
+            pin_cores_from: None,
         }
     }
 }
@@ -101,6 +120,9 @@ pub enum SerfError {
     /// Measuring failed.
     #[error(transparent)]
     Build(#[from] BuildError<MeasureError>),
+    /// The profiler's threads cannot be pinned as asked.
+    #[error(transparent)]
+    Pin(#[from] PinError),
     /// The profile could not be saved or checked.
     #[error(transparent)]
     Profile(#[from] ProfileError),
@@ -121,18 +143,25 @@ fn call(session: &mut Session, inputs: &SyntheticInputs) -> Result<Duration, Mea
 
 /// Runs one stream per session at once and returns at least `samples` service times (seconds),
 /// each measured while every stream was running (module docs).
+/// With `pins`, stream `k` runs on [`CorePins::caller`]`(k, threads)`.
 fn measure_streams(
     sessions: &mut [Session],
     inputs: &SyntheticInputs,
-    samples: usize,
-    warmup: usize,
+    (samples, warmup): (usize, usize),
+    pins: Option<(&CorePins, usize)>,
 ) -> Result<Vec<f64>, MeasureError> {
     let streams = sessions.len();
     let share = samples.div_ceil(streams.max(1));
     let barrier = Barrier::new(streams);
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let stream = |session: &mut Session| -> Result<Vec<f64>, MeasureError> {
+    let stream = |k: usize, session: &mut Session| -> Result<Vec<f64>, MeasureError> {
+        let pinned = pins.map_or(Ok(()), |(p, threads)| {
+            pin_current_thread(p.caller(k, threads))
+        });
+        if let Err(e) = pinned {
+            warn!(error = %e, "Profiling stream not pinned.");
+        }
         let warm = (0..warmup).try_for_each(|_| call(session, inputs).map(drop));
         barrier.wait();
         if let Err(e) = warm {
@@ -160,7 +189,8 @@ fn measure_streams(
     std::thread::scope(|s| {
         let handles: Vec<_> = sessions
             .iter_mut()
-            .map(|session| s.spawn(|| stream(session)))
+            .enumerate()
+            .map(|(k, session)| s.spawn(move || stream(k, session)))
             .collect();
         let mut all = Vec::with_capacity(share * streams);
         let mut first_error = None;
@@ -197,18 +227,32 @@ pub fn profile_node(
         retry_samples: options.retry_samples,
         rounds: options.rounds.max(1),
     };
+    let pins = options
+        .pin_cores_from
+        .map(CorePins::from_first)
+        .transpose()?;
     let mut profile = build_profile(cores, &[1], build, |tuple: Config, samples| {
         let runtime = OrtRuntime::get()?;
         let pool = sessions.entry(tuple.threads).or_default();
         while pool.len() < tuple.concurrency {
-            pool.push(runtime.session(node, path, tuple.threads, options.spinning)?);
+            let workers = pins
+                .as_ref()
+                .and_then(|p| p.workers(pool.len(), tuple.threads));
+            pool.push(runtime.session_on(
+                node,
+                path,
+                tuple.threads,
+                options.spinning,
+                Device::Cpu,
+                workers.as_deref(),
+            )?);
         }
         let tuple_started = Instant::now();
         let times = measure_streams(
             &mut pool[..tuple.concurrency],
             &inputs,
-            samples,
-            options.warmup,
+            (samples, options.warmup),
+            pins.as_ref().map(|p| (p, tuple.threads)),
         )?;
         measured += 1;
         if options.progress {
@@ -241,6 +285,8 @@ pub struct NodeToProfile {
     /// Whether its executor's intra-op threads spin (`executor.spinning`); the profile is measured
     /// the same way.
     pub spinning: bool,
+    /// Its executor's `pin_cores_from`; the profile pins the same way.
+    pub pin_cores_from: Option<usize>,
 }
 
 /// The model nodes of `plan`, in plan order.
@@ -252,6 +298,7 @@ pub fn model_nodes(plan: &Plan) -> Vec<NodeToProfile> {
                 id: n.node.id.clone(),
                 path: m.path.clone(),
                 spinning: m.executor.spinning,
+                pin_cores_from: m.executor.pin_cores_from,
             }),
             _ => None,
         })

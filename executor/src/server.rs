@@ -191,6 +191,7 @@ impl ExecutorServer {
                 intra_op_threads: options.threads.max(1),
                 queue_capacity: options.queue_capacity.max(1),
                 spinning: false,
+                pin_cores_from: None,
                 inputs: meta.inputs.iter().map(|i| i.name.clone()).collect(),
                 outputs,
                 timeout: None,

@@ -89,6 +89,7 @@ fn executor_config(n: &PlannedNode, m: &weir_engine::validate::ModelNode) -> Exe
         intra_op_threads: m.executor.intra_op_threads,
         queue_capacity: m.executor.queue_capacity,
         spinning: m.executor.spinning,
+        pin_cores_from: m.executor.pin_cores_from,
         inputs: n.node.inputs.iter().map(|p| p.name.clone()).collect(),
         outputs: m
             .metadata

@@ -201,9 +201,13 @@ pub(crate) fn request_signature(
     Ok((input, dtype, shape, output))
 }
 
-/// A one-node graph of `path` with `config`'s layout (threads spinning per `spinning`), and a
+/// A one-node graph of `path` with `config`'s layout (spinning and pinning as `executor`), and a
 /// one-request workload.
-fn fixed_graph(path: &Path, config: Config, spinning: bool) -> Result<(RunningGraph, Workload)> {
+fn fixed_graph(
+    path: &Path,
+    config: Config,
+    executor: ExecutorSpec,
+) -> Result<(RunningGraph, Workload)> {
     let (input, dtype, shape, output) = request_signature(path)?;
     let spec = GraphSpec::builder("serf")
         .input("x", dtype, &shape)
@@ -213,8 +217,7 @@ fn fixed_graph(path: &Path, config: Config, spinning: bool) -> Result<(RunningGr
                 .executor(ExecutorSpec {
                     instances: config.concurrency,
                     intra_op_threads: config.threads,
-                    spinning,
-                    ..ExecutorSpec::default()
+                    ..executor
                 }),
         )
         .output("y", &format!("model.{}", output.name))
@@ -258,7 +261,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         if runnable.is_empty() {
             continue;
         }
-        let (graph, workload) = fixed_graph(path, candidate.config, config.profile.spinning)?;
+        let (graph, workload) = fixed_graph(path, candidate.config, config.profile.executor())?;
         run_load(
             graph.runtime(),
             &workload,

@@ -295,13 +295,14 @@ pub fn run_order(n: usize, run: usize) -> Vec<usize> {
     (0..n).map(|k| (k + run) % n.max(1)).collect()
 }
 
-/// A one-node graph of `path` under `setup`; for SERF, `profile` is written next to it first.
+/// A one-node graph of `path` under `setup` with `executor`'s spinning and pinning; for SERF,
+/// `profile` is written next to it first.
 fn setup_graph(
     path: &Path,
     setup: Setup,
     profile: &Profile,
     dir: &Path,
-    spinning: bool,
+    executor: ExecutorSpec,
 ) -> Result<(RunningGraph, Workload)> {
     let (input, dtype, shape, output) = request_signature(path)?;
     let parallelism = match setup {
@@ -321,10 +322,7 @@ fn setup_graph(
         .model(
             ModelBuilder::new("model", &absolute)
                 .input(&input.name, "x")
-                .executor(ExecutorSpec {
-                    spinning,
-                    ..ExecutorSpec::default()
-                })
+                .executor(executor)
                 .parallelism(parallelism),
         )
         .output("y", &format!("model.{}", output.name))
@@ -548,7 +546,7 @@ fn serve(
         setup,
         profile,
         dir,
-        config.profile.spinning,
+        config.profile.executor(),
     )?;
     let warm = graph_warmup(&graph, &workload);
     let r = drive(&graph, &workload, times, setup);

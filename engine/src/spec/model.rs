@@ -179,6 +179,11 @@ pub struct ExecutorSpec {
     /// Let ONNX Runtime's intra-op threads spin while idle (lower latency, burns cores).
     #[serde(default)]
     pub spinning: bool,
+    /// Pin each session thread and intra-op worker to a core of its own, from this index of the
+    /// process's CPUs on (`None`, the default: the OS places them). Session thread `i` with `t`
+    /// intra-op threads runs on core `first + i·t`, its workers on the next `t − 1`.
+    #[serde(default)]
+    pub pin_cores_from: Option<usize>,
     /// How long a remote replica may take to answer one job before the job is re-dispatched to
     /// another replica, in milliseconds.
     #[serde(default = "default_timeout_ms")]
@@ -204,6 +209,7 @@ impl Default for ExecutorSpec {
             intra_op_threads: 1,
             queue_capacity: default_queue_capacity(),
             spinning: false,
+            pin_cores_from: None,
             timeout_ms: default_timeout_ms(),
         }
     }

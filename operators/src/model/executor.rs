@@ -31,6 +31,7 @@ use super::ort_env::OrtRuntime;
 use super::parallelism::{
     AutoOptions, Controller, ParallelismError, ParallelismSnapshot, Switchboard,
 };
+use super::pinning::{pin_current_thread, CorePins};
 use super::synthetic::SyntheticInputs;
 use super::ExecError;
 use weir_serf::config::Config;
@@ -56,6 +57,9 @@ pub struct ExecutorConfig {
     pub queue_capacity: usize,
     /// Whether ORT threads spin while idle.
     pub spinning: bool,
+    /// Pin session threads and intra-op workers to cores from this index of the process's CPUs
+    /// on (`None`: the OS places them); see [`super::pinning`].
+    pub pin_cores_from: Option<usize>,
     /// Model input names, in the order jobs carry their columns.
     pub inputs: Vec<String>,
     /// Model outputs to return: name and element type, in order.
@@ -265,22 +269,31 @@ impl ModelExecutor {
         let config = Arc::new(config);
         let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
         let stats = Arc::new(LoadStats::default());
+        let pins = core_pins(&config)?;
+        let threads_per_call = config.intra_op_threads.max(1);
         let mut sessions = Vec::with_capacity(config.instances.max(1));
-        for _ in 0..config.instances.max(1) {
+        for i in 0..config.instances.max(1) {
+            let workers = pins.as_ref().and_then(|p| p.workers(i, threads_per_call));
             sessions.push(runtime.session_on(
                 &config.node,
                 &config.path,
-                config.intra_op_threads.max(1),
+                threads_per_call,
                 config.spinning,
                 config.device,
+                workers.as_deref(),
             )?);
         }
         let mut threads = Vec::with_capacity(sessions.len());
         for (i, session) in sessions.into_iter().enumerate() {
             let node = config.node.clone();
             let (config, stats, rx) = (Arc::clone(&config), Arc::clone(&stats), rx.clone());
-            let handle =
-                spawn_session_thread(node, i, move || session_loop(session, &config, &stats, &rx))?;
+            let cpu = pins.as_ref().map(|p| p.caller(i, threads_per_call));
+            let handle = spawn_session_thread(node, i, move || {
+                if let Some(cpu) = cpu {
+                    pin_or_warn(&config.node, cpu);
+                }
+                session_loop(session, &config, &stats, &rx);
+            })?;
             threads.push(handle);
         }
         Ok(ModelExecutor {
@@ -317,16 +330,19 @@ impl ModelExecutor {
         let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
         let stats = Arc::new(LoadStats::default());
         let warmup = warmup_inputs(&config);
+        let pins = core_pins(&config)?;
         let mut per_thread = Vec::with_capacity(board.thread_count());
         for i in 0..board.thread_count() {
             let mut sessions = Vec::new();
             for t in board.thread_counts_of(i) {
+                let workers = pins.as_ref().and_then(|p| p.workers(i, t));
                 let mut session = runtime.session_on(
                     &config.node,
                     &config.path,
                     t,
                     config.spinning,
                     config.device,
+                    workers.as_deref(),
                 )?;
                 if let Some(inputs) = &warmup {
                     warm_up(&config.node, &mut session, inputs, t);
@@ -344,8 +360,18 @@ impl ModelExecutor {
                 rx.clone(),
                 Arc::clone(&board),
             );
+            let pins = pins.clone();
             let handle = spawn_session_thread(node, i, move || {
-                switchable_loop(i, sessions, &config, &stats, &rx, &board, &wake)
+                let channels = (&rx, &wake);
+                switchable_loop(
+                    i,
+                    sessions,
+                    &config,
+                    &stats,
+                    channels,
+                    &board,
+                    pins.as_ref(),
+                )
             })?;
             threads.push(handle);
         }
@@ -464,6 +490,26 @@ impl Drop for ModelExecutor {
     }
 }
 
+/// The node's [`CorePins`] when `pin_cores_from` is set.
+fn core_pins(config: &ExecutorConfig) -> Result<Option<CorePins>, ExecError> {
+    config
+        .pin_cores_from
+        .map(CorePins::from_first)
+        .transpose()
+        .map_err(|e| ExecError::Session {
+            node: config.node.clone(),
+            path: config.path.display().to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Pins the calling session thread to `cpu`; a failure leaves it where the OS put it, logged.
+fn pin_or_warn(node: &str, cpu: usize) {
+    if let Err(e) = pin_current_thread(cpu) {
+        warn!(node = %node, error = %e, "Session thread not pinned.");
+    }
+}
+
 /// Starts session thread `i` of node `node`, named `ort-<node>-<i>`.
 fn spawn_session_thread(
     node: String,
@@ -529,16 +575,18 @@ fn warm_up(node: &str, session: &mut Session, inputs: &SyntheticInputs, threads:
 
 /// The loop of thread `i` of a switchable executor (see [`super::parallelism`]): takes jobs only
 /// while `i < c`, runs each batch on its session for the `t` in force when the batch was taken.
+/// With `pins`, the thread moves to the core [`CorePins::caller`] gives for the `t` of each call.
 fn switchable_loop(
     i: usize,
     mut sessions: Vec<(usize, Session)>,
     config: &ExecutorConfig,
     stats: &LoadStats,
-    rx: &Receiver<Job>,
+    (rx, wake): (&Receiver<Job>, &Receiver<()>),
     board: &Switchboard,
-    wake: &Receiver<()>,
+    pins: Option<&CorePins>,
 ) {
     let mut carried: Option<Job> = None;
+    let mut on_cpu: Option<usize> = None;
     loop {
         // A job carried over from the last gather was already taken: it runs whatever happened
         // since, so going inactive never strands it.
@@ -575,6 +623,12 @@ fn switchable_loop(
             }
             continue;
         };
+        if let Some(cpu) = pins.map(|p| p.caller(i, *session_threads)) {
+            if on_cpu != Some(cpu) {
+                pin_or_warn(&config.node, cpu);
+                on_cpu = Some(cpu);
+            }
+        }
         let call = board.begin_call(*session_threads);
         run_jobs(session, config, stats, jobs, rows);
         board.end_call(call, rows, !config.batched);
@@ -869,6 +923,7 @@ mod tests {
             intra_op_threads: 1,
             queue_capacity,
             spinning: false,
+            pin_cores_from: None,
             inputs: vec!["x".into()],
             outputs: vec![("y".into(), DType::F32)],
             timeout: None,
@@ -1037,6 +1092,96 @@ mod tests {
         wait_for(&answers, 1);
         assert_each_answered_once_right(&answers, 1);
         assert_eq!(executor.stats().runs, 1);
+    }
+
+    /// The CPUs session thread `name` of this process may run on (`Cpus_allowed_list`).
+    #[cfg(target_os = "linux")]
+    fn allowed_cpus_of_thread(name: &str) -> Option<String> {
+        std::fs::read_dir("/proc/self/task").ok()?.find_map(|task| {
+            let dir = task.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            (comm.trim() == name).then_some(())?;
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn pinned_session_threads_run_on_their_cores_and_answer_every_job_once() {
+        use crate::model::pinning::CorePins;
+        let runtime = OrtRuntime::get().unwrap();
+        let pins = CorePins::from_first(0).unwrap();
+        let pinned = |node: &str| ExecutorConfig {
+            node: node.into(),
+            pin_cores_from: Some(0),
+            ..config(64)
+        };
+        // Fixed (2, 1): thread i on the process's i-th CPU.
+        let fixed = ModelExecutor::start(
+            &runtime,
+            ExecutorConfig {
+                instances: 2,
+                ..pinned("pinfix")
+            },
+        )
+        .unwrap();
+        let answers: Answers = Arc::default();
+        for id in 0..50 {
+            submit(&fixed, job(id, &answers));
+        }
+        wait_for(&answers, 50);
+        assert_each_answered_once_right(&answers, 50);
+        for i in 0..2 {
+            assert_eq!(
+                allowed_cpus_of_thread(&format!("ort-pinfix-{i}")),
+                Some(pins.caller(i, 1).to_string()),
+                "thread {i}"
+            );
+        }
+        drop(fixed);
+        // Switchable: thread 0 stays on its core whatever t is; jobs across switches all answered.
+        let switchable = ModelExecutor::start_switchable(
+            &runtime,
+            pinned("pinsw"),
+            &configs(),
+            Config::new(1, 2),
+        )
+        .unwrap();
+        let answers: Answers = Arc::default();
+        for id in 0..300 {
+            submit(&switchable, job(id, &answers));
+            if id % 50 == 49 {
+                let c = configs()[(id as usize / 50) % 3];
+                switchable
+                    .set_parallelism(c.concurrency, c.threads)
+                    .unwrap();
+            }
+        }
+        wait_for(&answers, 300);
+        assert_each_answered_once_right(&answers, 300);
+        assert_eq!(
+            allowed_cpus_of_thread("ort-pinsw-0"),
+            Some(pins.caller(0, 2).to_string())
+        );
+    }
+
+    #[test]
+    fn a_first_core_beyond_the_process_cpus_fails_at_start_saying_so() {
+        let runtime = OrtRuntime::get().unwrap();
+        let err = ModelExecutor::start(
+            &runtime,
+            ExecutorConfig {
+                pin_cores_from: Some(100_000),
+                ..config(4)
+            },
+        )
+        .map(drop)
+        .unwrap_err();
+        assert!(err.to_string().contains("pin_cores_from 100000"), "{err}");
     }
 
     #[test]

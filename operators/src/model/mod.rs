@@ -6,13 +6,15 @@
 //! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover,
 //! least outstanding, round robin, or by Kairos's min-cost matching ([`routing`]).
 //! [`stateful_step`] runs one call of a stateful model (HAMS), state in and state out.
-//! [`parallelism`] switches an executor's concurrency × threads live (SERF).
+//! [`parallelism`] switches an executor's concurrency × threads live (SERF); [`pinning`] puts its
+//! threads on cores of their own.
 //! [`synthetic`] makes a random request for a model from its file alone (profiling, warm-up).
 
 pub mod executor;
 pub mod operator;
 pub mod ort_env;
 pub mod parallelism;
+pub mod pinning;
 pub mod replicas;
 pub mod routing;
 pub mod stateful_step;

@@ -108,12 +108,14 @@ impl OrtRuntime {
         intra_op_threads: usize,
         spinning: bool,
     ) -> Result<Session, ExecError> {
-        self.session_on(node, path, intra_op_threads, spinning, Device::Cpu)
+        self.session_on(node, path, intra_op_threads, spinning, Device::Cpu, None)
     }
 
     /// A session on `device`. For CUDA the CUDA execution provider is required, not a hint: the
     /// library must be the `onnxruntime-gpu` build (point `WEIR_ORT_DYLIB` at it), or this fails
-    /// with ONNX Runtime's reason rather than silently running on the CPU.
+    /// with ONNX Runtime's reason rather than silently running on the CPU. `worker_affinity`, when
+    /// given, pins the intra-op workers (ONNX Runtime's `session.intra_op_thread_affinities`, see
+    /// [`super::pinning::CorePins::workers`]).
     ///
     /// # Errors
     /// [`ExecError::Session`] with ONNX Runtime's message.
@@ -124,6 +126,7 @@ impl OrtRuntime {
         intra_op_threads: usize,
         spinning: bool,
         device: Device,
+        worker_affinity: Option<&str>,
     ) -> Result<Session, ExecError> {
         let wrap = |e: ort::Error| ExecError::Session {
             node: node.to_string(),
@@ -139,6 +142,10 @@ impl OrtRuntime {
         let builder = option(builder.with_inter_threads(1))?;
         let builder = option(builder.with_intra_op_spinning(spinning))?;
         let builder = option(builder.with_inter_op_spinning(spinning))?;
+        let builder = match worker_affinity {
+            Some(a) => option(builder.with_config_entry("session.intra_op_thread_affinities", a))?,
+            None => builder,
+        };
         let mut builder =
             match device {
                 Device::Cpu => builder,

@@ -67,7 +67,7 @@ impl StatefulModel {
         outputs: Vec<(String, DType)>,
         state: Vec<StateTensor>,
     ) -> Result<Self, ExecError> {
-        let session = runtime.session_on(node, path, threads.max(1), false, Device::Cpu)?;
+        let session = runtime.session_on(node, path, threads.max(1), false, Device::Cpu, None)?;
         Ok(StatefulModel {
             node: node.to_string(),
             session,
