@@ -1458,7 +1458,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
     let load_before = load_average();
     let runs = serf_phases(&config)?;
     let text = format!(
-        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: moderate {} × / low {} × the largest configuration capacity, {} s each; intra-op spinning {}; profile: {} requests per tuple, fresh each run\n{}",
+        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: moderate {} × / low {} × the largest configuration capacity of a planning profile taken once before run 1 (10 × the runs' requests per tuple), {} s each; intra-op spinning {}; threads pinned: {}; profile: {} requests per tuple, fresh each run (SERF starts from it)\n{}",
         OrtRuntime::get()?.build_info(),
         cores(),
         load_average(),
@@ -1468,6 +1468,10 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         config.low,
         config.phase_seconds,
         if config.profile.spinning { "on" } else { "off" },
+        config
+            .profile
+            .pin_cores_from
+            .map_or_else(|| "no".to_string(), |k| format!("from core {k}")),
         config.profile.samples,
         phases_table(&runs)
     );

@@ -54,6 +54,12 @@
 //!   since it did not serve the load. (Until 2026-11-25 a failure aborted the whole run: fixed
 //!   `(1, 2)` on shufflenet at 0.65 × capacity shed 9,366 requests in phase 1 of a 3 × 60 s run and
 //!   the run's other set-ups were lost with it.)
+//! - Whether SERF's margin is resolved is judged over runs, not within one: the summary gives,
+//!   beside each pooled ratio, a 95 % interval from resampling the runs ([`ratio_interval`]). The
+//!   run is the unit because what decides a few per cent here is the machine's state while a
+//!   set-up serves (2-thread ONNX Runtime calls on this VM switch between ≈ 3 and ≈ 6 ms for tens of
+//!   seconds at a time, `benchmarks/serf/ort_thread_states.py`), which every request of one set-up
+//!   shares.
 //! - Latency is weir's (scheduled send → answer). Per-phase means cover the whole phase, including
 //!   SERF's reaction time (the estimator's window plus the hysteresis); a second column leaves out
 //!   the first `settle` seconds of each phase, the note's "after estimator convergence".

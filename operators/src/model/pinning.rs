@@ -2,14 +2,17 @@
 //! intra-op threads on a core of its own (`executor.pin_cores_from`).
 //!
 //! Why: SERF's model (and the paper's `c·t ≤ F`) assumes a configuration `(c, t)` owns `c·t` cores,
-//! one per thread. Left to the Linux scheduler on this 2-vCPU machine, a 2-thread call's caller
-//! and its ONNX Runtime worker sometimes share one CPU: shufflenet's `1 × 2` profile, interleaved
-//! with the other tuples in one process, took 5.8–6.1 ms a call for four rounds and then 2.9–3.0 ms
-//! for five (2026-11-25), and forcing both onto one CPU gives 9.3 ms with spinning; a pinned pair
-//! takes the fast time every round. The layout: with cores `K` (the CPUs the process may use,
-//! from `first` on, wrapping), session thread `i` of a configuration with `t` intra-op threads runs
-//! on `K[i·t]` and its `t − 1` workers on `K[i·t + 1] … K[i·t + t − 1]`. For the configurations
-//! SERF considers (`c·t ≤ F`) no two threads share a core; beyond that they wrap.
+//! one per thread, and left to the OS a session thread and its ONNX Runtime worker may share one CPU
+//! (forced onto one, a 2-thread shufflenet call took 9.3 ms against 2.7–3.0 ms on two). The layout:
+//! with cores `K` (the CPUs the process may use, from `first` on, wrapping), session thread `i` of a
+//! configuration with `t` intra-op threads runs on `K[i·t]` and its `t − 1` workers on
+//! `K[i·t + 1] … K[i·t + t − 1]`. For the configurations SERF considers (`c·t ≤ F`) no two threads
+//! share a core; beyond that they wrap.
+//!
+//! What it does not fix (measured 2026-11-25, `benchmarks/README.md`, *serf phases*): on the 2-vCPU
+//! VM, 2-thread calls switch between ≈ 3 and ≈ 6 ms for tens of seconds at a time with ONNX Runtime
+//! alone, pinned or not (slow rounds of 300: pinned 29 / 3 / 79, unpinned 69 / 121 / 20); the host
+//! decides that, and the benchmarks run unpinned.
 //!
 //! Off by default: two pinned nodes in one process would share the same cores while others idle,
 //! so a graph with several heavy nodes gives each its own `pin_cores_from`.
