@@ -12,7 +12,11 @@
 //!   from that run's own profile, as a deployed `auto` node would. (Until 2026-11-25 each run
 //!   planned from its own 40-request profile, whose largest capacity moved by up to ±25 % from run
 //!   to run here: one run's moderate load was 230/s, the next's 181/s and the third's 142/s, and
-//!   which fixed configurations ran changed with it, so runs did not compare the same thing.) The paper's scenario (Fig. 13) needs a moderate load at
+//!   which fixed configurations ran changed with it, so runs did not compare the same thing.)
+//!   The planning profile is one moment too: the first one taken this way caught `(1, 2)` in the
+//!   VM's slow 2-thread state (≈ 6 ms, module docs of `weir_operators::model::pinning`), so fixed
+//!   `(1, 2)` was not run in any of its six runs.
+//!   The paper's scenario (Fig. 13) needs a moderate load at
 //!   which another configuration is best than at low load; on 2 cores that is a load near the
 //!   intra-request configuration's capacity, where the inter-request one's extra slots pay off.
 //! - The model must have that trade-off at all, and the default is the zoo's shufflenet for it.

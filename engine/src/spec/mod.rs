@@ -333,6 +333,25 @@ outputs:
     }
 
     #[test]
+    fn executor_pinning_parses_and_a_bad_first_core_names_its_location() {
+        let pinned = YAML.replace(
+            "path: m.onnx",
+            "path: m.onnx\n      executor: {spinning: true, pin_cores_from: 1}",
+        );
+        let g = GraphSpec::from_yaml(&pinned, "g.yaml").unwrap();
+        let NodeSpec::Model(m) = &g.nodes[0].value else {
+            panic!("not a model node");
+        };
+        assert_eq!(m.executor.pin_cores_from, Some(1));
+        assert!(m.executor.spinning);
+        let bad = pinned.replace("pin_cores_from: 1", "pin_cores_from: -1");
+        let err = GraphSpec::from_yaml(&bad, "g.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("g.yaml:8:"), "{err}");
+    }
+
+    #[test]
     fn unknown_field_names_its_location() {
         let bad = YAML.replace("path: m.onnx", "paht: m.onnx");
         let err = GraphSpec::from_yaml(&bad, "g.yaml")
