@@ -314,12 +314,24 @@ impl OnlineProfile {
     /// together.
     pub fn near_load(&self, tuple: Config, load: f64, now: Duration) -> Option<f64> {
         let bands = self.options.load_bands?;
+        self.near_load_within(tuple, load, now, bands.stale_after)
+    }
+
+    /// [`Self::near_load`] with band estimates up to `stale_after` old.
+    fn near_load_within(
+        &self,
+        tuple: Config,
+        load: f64,
+        now: Duration,
+        stale_after: Duration,
+    ) -> Option<f64> {
+        let bands = self.options.load_bands?;
         let centre = bands.band(load)?;
         let memory = self.options.memory.as_secs_f64();
         let (mut samples, mut total, mut weighted) = (0u64, 0.0, 0.0);
         for b in (centre - 1..=centre + 1).filter_map(|k| self.bands.get(&(tuple, k))) {
             let age = now.saturating_sub(b.last_sample);
-            if age <= bands.stale_after {
+            if age <= stale_after {
                 let w = (b.weight * (-age.as_secs_f64() / memory).exp()).max(f64::MIN_POSITIVE);
                 samples += b.samples;
                 total += w;
@@ -332,6 +344,24 @@ impl OnlineProfile {
     /// Whether every tuple of `config` has been measured near arrival rate `load` ([`Self::near_load`]).
     pub fn is_evidenced(&self, config: Config, load: f64, now: Duration) -> bool {
         (1..=config.concurrency).all(|i| self.near_load(config.tuple(i), load, now).is_some())
+    }
+
+    /// Whether every tuple of `config` was measured near arrival rate `load` within `stale_after` of
+    /// `now` (exploration's freshness, per load; with no load bands, [`Self::is_fresh`]).
+    pub fn is_fresh_near(
+        &self,
+        config: Config,
+        load: f64,
+        now: Duration,
+        stale_after: Duration,
+    ) -> bool {
+        if self.options.load_bands.is_none() {
+            return self.is_fresh(config, now, stale_after);
+        }
+        (1..=config.concurrency).all(|i| {
+            self.near_load_within(config.tuple(i), load, now, stale_after)
+                .is_some()
+        })
     }
 
     /// The configurations evidenced at arrival rate `load` ([`Self::is_evidenced`]), each with how much less

@@ -82,7 +82,13 @@
 //!   configuration until all its tuples are measured (at most `max_periods` updates), then re-evaluates with what it measured and decides at once
 //!   ([`SwitchReason::Explore`], [`SwitchReason::Explored`]). Bounds: only configurations predicted at most
 //!   `max_utilisation` busy at the planned load, at most one exploration per `interval`, each configuration at
-//!   most once per `stale_after`; an exploration whose configuration turns out overloaded ends at once.
+//!   most once per `stale_after`; an exploration whose configuration turns out overloaded ends at once. With
+//!   load bands, "measured" and "once per `stale_after`" are per load: a configuration is explored when it
+//!   has no measurement near the planned load for `stale_after` ([`OnlineProfile::is_fresh_near`]), at most once per
+//!   `stale_after` in each load band. Why: in the live S4 run 4 of 2026-11-25 (fourth session) SERF explored
+//!   `(1, 2)` 4 s into the moderate phase, and that one trial (measured, and stale for 300 s, at any load)
+//!   kept `(1, 2)` from being tried at low load, where it pays; SERF ran `(2, 1)` through the whole low
+//!   phase, 1.095 against fixed `(2, 1)` where the other runs had 0.62–0.80.
 
 use crate::baseline::Predictor;
 use crate::config::Config;
@@ -676,7 +682,8 @@ pub struct Scheduler {
     recent: VecDeque<f64>,
     exploring: Option<Exploration>,
     last_exploration: Option<Duration>,
-    explored: BTreeMap<Config, Duration>,
+    /// When each configuration was last explored, per load band of the planned load (`None`: no bands).
+    explored: BTreeMap<(Config, Option<i64>), Duration>,
     reprofiles: Vec<Reprofile>,
     counters: OnlineCounters,
     /// Service times recorded since the last update, tagged with that period's arrival rate at the next one.
@@ -860,6 +867,14 @@ impl Scheduler {
     }
 
     /// The configuration to explore now, if any (module docs).
+    /// The load band of `lambda` when online re-profiling keeps rates by load.
+    fn load_band(&self, lambda: f64) -> Option<i64> {
+        self.online
+            .as_ref()
+            .and_then(|o| o.options().load_bands)
+            .and_then(|b| b.band(lambda))
+    }
+
     fn explore_target(&self, now: Duration, planned_lambda: f64) -> Option<Config> {
         let online = self.online.as_ref()?;
         let ex: ExploreOptions = online.options().explore?;
@@ -882,15 +897,16 @@ impl Scheduler {
         }
         let predictor = self.decider.options.predictor;
         let current = self.decider.current();
+        let band = self.load_band(planned_lambda);
         self.decider
             .candidates()
             .as_slice()
             .iter()
             .filter(|c| c.config != current)
-            .filter(|c| !online.is_fresh(c.config, now, ex.stale_after))
+            .filter(|c| !online.is_fresh_near(c.config, planned_lambda, now, ex.stale_after))
             .filter(|c| {
                 self.explored
-                    .get(&c.config)
+                    .get(&(c.config, band))
                     .is_none_or(|&t| now.saturating_sub(t) >= ex.stale_after)
             })
             // Never beyond the choice's own cap: a configuration it could not pick is not worth a trial.
@@ -995,7 +1011,8 @@ impl Scheduler {
             until_update: self.updates + u64::from(periods),
         });
         self.last_exploration = Some(now);
-        self.explored.insert(to, now);
+        self.explored
+            .insert((to, self.load_band(planned_lambda)), now);
         self.counters.explorations += 1;
         Some(switch(to, SwitchReason::Explore))
     }
@@ -1556,6 +1573,40 @@ mod tests {
             banded[1]
         );
         assert_eq!(banded[1].reason, SwitchReason::Surge);
+    }
+
+    #[test]
+    fn a_trial_at_moderate_load_does_not_stop_exploration_at_low_load() {
+        // The live S4 run 4 of 2026-11-25, in miniature: the profile has (1, 2) as slow as one thread
+        // (5 ms); under moderate load it really is slower (6 ms), at low load it takes 3 ms. SERF starts
+        // in (2, 1), explores (1, 2) under moderate load and goes back; at low load only another trial
+        // finds (1, 2)'s 3 ms, and the trial at moderate load, seconds earlier, must not count.
+        let profiled = Candidates::two_core_from_times(0.005, 0.0052, 0.005);
+        let moderate = Candidates::two_core_from_times(0.005, 0.0052, 0.006);
+        let low = Candidates::two_core_from_times(0.005, 0.0052, 0.003);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let opts = SchedulerOptions {
+            load_margin_sigmas: 0.0,
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(profiled, b, opts, secs(0.0)).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let first = serve(&mut s, &moderate, 110.0, 0.0, 60.0, &mut rng);
+        let reasons: Vec<_> = first.iter().map(|w| (w.to, w.reason)).collect();
+        assert_eq!(
+            reasons,
+            vec![(a, SwitchReason::Explore), (b, SwitchReason::Explored)],
+            "{first:?}"
+        );
+        let then = serve(&mut s, &low, 40.0, 60.0, 120.0, &mut rng);
+        let trial = then
+            .iter()
+            .find(|w| w.to == a)
+            .unwrap_or_else(|| panic!("(1, 2) not tried at low load: {then:?}"));
+        assert_eq!(trial.reason, SwitchReason::Explore, "{then:?}");
+        assert!(trial.at < secs(90.0), "{then:?}");
+        assert_eq!(s.current(), a, "{then:?}");
+        assert_eq!(s.counters().explorations, 2);
     }
 
     #[test]
