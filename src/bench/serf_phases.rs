@@ -481,9 +481,9 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
         setups,
         skipped,
         widest,
-    } = plan.clone();
+    } = plan;
     let len = config.phase_seconds;
-    let rates = [(moderate, len), (low, len), (moderate, len)];
+    let rates = [(*moderate, len), (*low, len), (*moderate, len)];
     let phases = rates
         .iter()
         .enumerate()
@@ -495,7 +495,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
         run + 1,
         times.len()
     );
-    for (c, utilisation) in &skipped {
+    for (c, utilisation) in skipped {
         eprintln!(
             "run {}: skipping fixed {c}: utilisation {utilisation:.2} at moderate load",
             run + 1
@@ -503,7 +503,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
     }
     let dir = std::env::temp_dir().join(format!("weir-serf-phases-{}-{run}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    if let Some(widest) = widest {
+    if let Some(widest) = *widest {
         burn_in(config, widest, &profile, &times, &dir, run)?;
     }
     let order = run_order(setups.len(), run);
@@ -539,7 +539,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
         setups: results.into_iter().flatten().collect(),
         order,
         settle_seconds: config.settle_seconds,
-        skipped,
+        skipped: skipped.clone(),
     })
 }
 
@@ -1033,29 +1033,39 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_ratio_over_all_runs_compares_with_the_configuration_best_on_average() {
-        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
-        let setup = |setup, ms: f64| SetupRun {
+    /// `setup` having answered `n` requests, sent at 1.0, 1.5, … s, each in `ms`.
+    fn served(setup: Setup, n: usize, ms: f64) -> SetupRun {
+        SetupRun {
             setup,
-            latencies: vec![(1.0, ms)],
+            latencies: (0..n).map(|k| (1.0 + 0.5 * k as f64, ms)).collect(),
             failed: vec![],
             configs: vec![],
             serf: None,
             conditions: Conditions::default(),
-        };
-        let run = |serf: f64, fa: f64, fb: f64| PhasesRun {
+        }
+    }
+
+    /// A run of one phase (0–2 s) in which SERF and the fixed `(1, 2)` and `(2, 1)` each answered
+    /// `n` requests, each set-up's in its own latency (ms).
+    fn one_phase_run(n: usize, serf: f64, fixed_1_2: f64, fixed_2_1: f64) -> PhasesRun {
+        PhasesRun {
             profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
             phases: vec![(1.0, 0.0, 2.0)],
             setups: vec![
-                setup(Setup::Serf, serf),
-                setup(Setup::Fixed(a), fa),
-                setup(Setup::Fixed(b), fb),
+                served(Setup::Serf, n, serf),
+                served(Setup::Fixed(Config::new(1, 2)), n, fixed_1_2),
+                served(Setup::Fixed(Config::new(2, 1)), n, fixed_2_1),
             ],
             order: vec![0, 1, 2],
             settle_seconds: 0.0,
             skipped: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn the_ratio_over_all_runs_compares_with_the_configuration_best_on_average() {
+        let b = Config::new(2, 1);
+        let run = |serf, fa, fb| one_phase_run(1, serf, fa, fb);
         // (1, 2) is lucky once (5 ms) but otherwise 14–15 ms; (2, 1) is steadily about 10 ms.
         let runs = vec![
             run(10.0, 5.0, 10.0),
@@ -1078,27 +1088,7 @@ mod tests {
 
     #[test]
     fn the_interval_resolves_a_steady_margin_and_not_a_margin_within_the_run_to_run_spread() {
-        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
-        let setup = |setup, ms: f64| SetupRun {
-            setup,
-            latencies: vec![(1.0, ms), (1.5, ms)],
-            failed: vec![],
-            configs: vec![],
-            serf: None,
-            conditions: Conditions::default(),
-        };
-        let run = |serf: f64, fb: f64| PhasesRun {
-            profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
-            phases: vec![(1.0, 0.0, 2.0)],
-            setups: vec![
-                setup(Setup::Serf, serf),
-                setup(Setup::Fixed(a), 50.0),
-                setup(Setup::Fixed(b), fb),
-            ],
-            order: vec![0, 1, 2],
-            settle_seconds: 0.0,
-            skipped: vec![],
-        };
+        let run = |serf, fb| one_phase_run(2, serf, 50.0, fb);
         // The machine's speed moves both set-ups of a run by up to 20 %, SERF is 5 % faster in each
         // run: every resample is below 1.
         let steady: Vec<PhasesRun> = [1.0, 1.2, 0.9, 1.1, 1.0, 0.85]
