@@ -125,6 +125,10 @@ pub struct ExploreOptions {
     /// Measurements older than this count as stale, and a configuration is explored at most once per this
     /// time (300 s).
     pub stale_after: Duration,
+    /// The same for a configuration the offline profile predicts faster than the one running at the
+    /// planned load, which the measurements therefore contradict (60 s; `crate::scheduler` docs,
+    /// *Exploration*).
+    pub retry_after: Duration,
 }
 
 impl Default for ExploreOptions {
@@ -136,6 +140,7 @@ impl Default for ExploreOptions {
             max_periods: 3,
             interval: Duration::from_secs(20),
             stale_after: Duration::from_secs(300),
+            retry_after: Duration::from_secs(60),
         }
     }
 }
@@ -429,6 +434,21 @@ impl OnlineProfile {
                 .filter_map(|&c| {
                     let mu: Option<Vec<f64>> =
                         (1..=c.concurrency).map(|i| rate(c.tuple(i))).collect();
+                    mu.map(|mu| (c, mu))
+                })
+                .collect(),
+        )
+    }
+
+    /// The configurations with their offline rates (what the profile said before any measurement).
+    pub fn offline_candidates(&self) -> Candidates {
+        Candidates::new(
+            self.configs
+                .iter()
+                .filter_map(|&c| {
+                    let mu: Option<Vec<f64>> = (1..=c.concurrency)
+                        .map(|i| self.tuples.get(&c.tuple(i)).map(|t| 1.0 / t.offline_s))
+                        .collect();
                     mu.map(|mu| (c, mu))
                 })
                 .collect(),

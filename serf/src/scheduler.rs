@@ -74,7 +74,15 @@
 //!   than one band, and at the first update, not only every `reevaluate_periods`. A configuration without
 //!   measurements at this load is judged with the slowdown the current one shows here ([`Evidence`]; the
 //!   live S4 runs of 2026-11-22 14:24 moved to `(1, 2)` under moderate load on rates from elsewhere in
-//!   every run).
+//!   every run). A period whose arrival count differs from the previous period's rate by more than
+//!   `change_sigmas` Poisson deviations holds a step of load, and one rate for it would be a mix of the two
+//!   loads, at which no call was served: its service times are split at the step's most likely moment
+//!   (the split of the period's arrivals that maximises their Poisson likelihood with the previous rate
+//!   before and their own rate after, [`split_at_step`]) and tagged with the rate on their side of it
+//!   (none after it when less than a fifth of the period is left). Why: in the live S4 run 2 of
+//!   2026-11-25 (fourth session) the period of the step from 78.5 to 216 requests/s gave ≈ 175/s, and the
+//!   ≈ 200 calls `(1, 2)` served in it, most at low load, landed in the 169–212/s band, next to the
+//!   moderate one, and evidenced `(1, 2)` there.
 //! - **Exploration** ([`ExploreOptions`], bounded). A configuration whose tuples were never measured (or not
 //!   for `stale_after`) is known only from the offline profile, and a profile that ranks it badly would never
 //!   be corrected. So, only while service times are being fed, the decider has no switch pending, and the last
@@ -88,7 +96,14 @@
 //!   `stale_after` in each load band. Why: in the live S4 run 4 of 2026-11-25 (fourth session) SERF explored
 //!   `(1, 2)` 4 s into the moderate phase, and that one trial (measured, and stale for 300 s, at any load)
 //!   kept `(1, 2)` from being tried at low load, where it pays; SERF ran `(2, 1)` through the whole low
-//!   phase, 1.095 against fixed `(2, 1)` where the other runs had 0.62–0.80.
+//!   phase, 1.095 against fixed `(2, 1)` where the other runs had 0.62–0.80. A configuration the offline
+//!   profile predicts faster than the running one at the planned load, so that not running it means the
+//!   measurements contradict the profile, is tried again after `retry_after` (60 s) rather than
+//!   `stale_after`: on the 2-vCPU VM a 2-thread ONNX Runtime call is ≈ 3 or ≈ 6 ms for tens of seconds at
+//!   a time (`benchmarks/serf/ort_thread_states.py`), so a trial that caught `(1, 2)` slow says little about
+//!   a minute later, and with 300 s one slow trial at the start of a 60 s low phase cost the whole phase.
+//!   A configuration the profile ranks below the running one keeps the longer interval (at low load,
+//!   `(2, 1)` under a fast `(1, 2)`), so that retries are spent only where the profile sees a gain.
 
 use crate::baseline::Predictor;
 use crate::config::Config;
@@ -682,8 +697,9 @@ pub struct Scheduler {
     recent: VecDeque<f64>,
     exploring: Option<Exploration>,
     last_exploration: Option<Duration>,
-    /// When each configuration was last explored, per load band of the planned load (`None`: no bands).
-    explored: BTreeMap<(Config, Option<i64>), Duration>,
+    /// When each configuration was last explored, per load band of the planned load (`None`: no bands),
+    /// and how many trials in a row it has had there without being kept.
+    explored: BTreeMap<(Config, Option<i64>), (Duration, u32)>,
     reprofiles: Vec<Reprofile>,
     counters: OnlineCounters,
     /// Service times recorded since the last update, tagged with that period's arrival rate at the next one.
@@ -691,6 +707,10 @@ pub struct Scheduler {
     /// Arrivals recorded since the last update, and when that was.
     arrivals_since_update: u64,
     last_update_at: Duration,
+    /// The arrival rate of the last period whose samples were flushed (for [`is_load_step`]).
+    last_period_rate: Option<f64>,
+    /// Arrivals handed over since the last update, by when (for [`split_at_step`]).
+    period_arrivals: Vec<(Duration, u64)>,
     /// The estimated arrival rate at the last re-evaluation.
     reevaluated_at: Option<f64>,
     /// Whether a surge switched the configuration since the last update (at most one per period).
@@ -704,6 +724,74 @@ const SURGE_MIN_FRACTION: f64 = 0.2;
 
 /// Service times held for tagging at most; beyond it they are tagged with the last estimate at once.
 const MAX_PENDING_SAMPLES: usize = 1 << 16;
+
+/// Hand-overs of arrivals kept per period at most, for locating a step of load in it; beyond it they
+/// are merged into the last one (the step is then placed less precisely).
+const MAX_PERIOD_ENTRIES: usize = 4096;
+
+/// Where the load changed within a period that holds a step ([`split_at_step`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct StepSplit {
+    /// Service times recorded before this were served at `before`, the others at `after`.
+    at: Duration,
+    /// The arrival rate before the step (the previous period's).
+    before: f64,
+    /// The rate after it, `None` when less than the minimum span of the period is left after it.
+    after: Option<f64>,
+}
+
+/// The most likely moment of a step of load within the period `[start, end)`, given the arrivals
+/// handed over in it (`(when, how many)`, in time order) and the previous period's rate `before`: the
+/// split that maximises the Poisson likelihood of the arrivals with rate `before` up to it and their
+/// own maximum-likelihood rate after it. Candidate splits are the period's start and each hand-over.
+fn split_at_step(
+    before: f64,
+    (start, end): (Duration, Duration),
+    arrivals: &[(Duration, u64)],
+    min_after: Duration,
+) -> StepSplit {
+    // x·ln(y), with 0·ln(0) = 0.
+    let xlny = |x: f64, y: f64| if x == 0.0 { 0.0 } else { x * y.ln() };
+    let total: u64 = arrivals.iter().map(|a| a.1).sum();
+    let mut best = (f64::NEG_INFINITY, start, total);
+    let mut seen = 0u64;
+    let splits = std::iter::once((start, 0)).chain(arrivals.iter().copied());
+    for (at, n) in splits {
+        seen += n;
+        if at >= end {
+            break;
+        }
+        let (n1, n2) = (seen as f64, (total - seen) as f64);
+        let (t1, t2) = (
+            at.saturating_sub(start).as_secs_f64(),
+            end.saturating_sub(at).as_secs_f64(),
+        );
+        let likelihood = xlny(n1, before) - before * t1 + xlny(n2, n2 / t2) - n2;
+        if likelihood > best.0 {
+            best = (likelihood, at, total - seen);
+        }
+    }
+    let (_, at, after_count) = best;
+    let after_span = end.saturating_sub(at);
+    StepSplit {
+        at,
+        before,
+        after: (after_span >= min_after && !after_span.is_zero())
+            .then(|| after_count as f64 / after_span.as_secs_f64()),
+    }
+}
+
+/// Whether `count` arrivals over `span` seconds differ from the previous period's rate `before` by more
+/// than `z` Poisson standard deviations (the estimator's change test): the period holds a step of
+/// load, and the service times served in it belong to neither load. `z` of 0 turns the test off.
+fn is_load_step(before: f64, count: u64, span: f64, z: f64) -> bool {
+    if !(z.is_finite() && z > 0.0 && span > 0.0) {
+        return false;
+    }
+    let expected = before * span;
+    let n = count as f64;
+    (n - expected).abs() > z * (n + expected).max(1.0).sqrt()
+}
 
 impl Scheduler {
     /// A scheduler started at `now`, running `initial`.
@@ -756,6 +844,8 @@ impl Scheduler {
             pending: Vec::new(),
             arrivals_since_update: 0,
             last_update_at: now,
+            last_period_rate: None,
+            period_arrivals: Vec::new(),
             reevaluated_at: None,
             surged: false,
         })
@@ -783,17 +873,44 @@ impl Scheduler {
         true
     }
 
-    /// Hands the held service times to the profile, tagged with the arrival rate since the last update.
+    /// Hands the held service times to the profile, tagged with the arrival rate since the last update;
+    /// when that period holds a step of load, those served before the step with the rate before it and
+    /// those after with the rate after it (module docs, *Rates by load*).
     fn flush_samples(&mut self, now: Duration) {
-        let span = now.saturating_sub(self.last_update_at).as_secs_f64();
-        let load = (span > 0.0).then(|| self.arrivals_since_update as f64 / span);
+        let start = self.last_update_at;
+        let span = now.saturating_sub(start).as_secs_f64();
+        let count = self.arrivals_since_update;
+        let rate = (span > 0.0).then(|| count as f64 / span);
+        let z = self.decider.options.change_sigmas;
+        let split = match (self.last_period_rate, rate) {
+            (Some(before), Some(_)) if is_load_step(before, count, span, z) => {
+                let min_after = self.decider.options.period.mul_f64(SURGE_MIN_FRACTION);
+                Some(split_at_step(
+                    before,
+                    (start, now),
+                    &self.period_arrivals,
+                    min_after,
+                ))
+            }
+            _ => None,
+        };
+        self.last_period_rate = match split {
+            Some(s) => s.after.or(rate),
+            None => rate.or(self.last_period_rate),
+        };
         self.arrivals_since_update = 0;
+        self.period_arrivals.clear();
         self.last_update_at = now;
         let Some(online) = &mut self.online else {
             self.pending.clear();
             return;
         };
         for (at, tuple, seconds) in self.pending.drain(..) {
+            let load = match split {
+                Some(s) if at < s.at => Some(s.before),
+                Some(s) => s.after,
+                None => rate,
+            };
             online.record(at, tuple, seconds, load);
         }
     }
@@ -866,7 +983,6 @@ impl Scheduler {
             .is_some_and(|at| lambda > at * bands.ratio || lambda * bands.ratio < at)
     }
 
-    /// The configuration to explore now, if any (module docs).
     /// The load band of `lambda` when online re-profiling keeps rates by load.
     fn load_band(&self, lambda: f64) -> Option<i64> {
         self.online
@@ -875,6 +991,7 @@ impl Scheduler {
             .and_then(|b| b.band(lambda))
     }
 
+    /// The configuration to explore now, if any (module docs).
     fn explore_target(&self, now: Duration, planned_lambda: f64) -> Option<Config> {
         let online = self.online.as_ref()?;
         let ex: ExploreOptions = online.options().explore?;
@@ -898,16 +1015,38 @@ impl Scheduler {
         let predictor = self.decider.options.predictor;
         let current = self.decider.current();
         let band = self.load_band(planned_lambda);
+        let offline = online.offline_candidates();
+        let offline_latency = |c: Config| {
+            let mu = &offline.get(c)?.mu;
+            predictor
+                .estimate(planned_lambda, mu)
+                .ok()
+                .map(|e| e.latency)
+        };
+        let running = offline_latency(current);
+        let trials = |c: Config| self.explored.get(&(c, band)).map_or(0, |e| e.1);
+        // How long a configuration's measurement here stands before it is tried again: shorter where
+        // it contradicts the profile, doubling with each trial that did not keep it (module docs,
+        // *Exploration*).
+        let horizon = |c: Config| match (offline_latency(c), running) {
+            (Some(l), Some(r)) if l < r => {
+                let doublings = trials(c).saturating_sub(1).min(16);
+                ex.retry_after
+                    .saturating_mul(1 << doublings)
+                    .min(ex.stale_after)
+            }
+            _ => ex.stale_after,
+        };
         self.decider
             .candidates()
             .as_slice()
             .iter()
             .filter(|c| c.config != current)
-            .filter(|c| !online.is_fresh_near(c.config, planned_lambda, now, ex.stale_after))
+            .filter(|c| !online.is_fresh_near(c.config, planned_lambda, now, horizon(c.config)))
             .filter(|c| {
                 self.explored
                     .get(&(c.config, band))
-                    .is_none_or(|&t| now.saturating_sub(t) >= ex.stale_after)
+                    .is_none_or(|&(t, _)| now.saturating_sub(t) >= horizon(c.config))
             })
             // Never beyond the choice's own cap: a configuration it could not pick is not worth a trial.
             // (The cap, not the stricter entry cap of its dead band: a trial is a measurement, and one
@@ -937,6 +1076,11 @@ impl Scheduler {
         if n > 0 {
             self.estimator.record(now, n);
             self.arrivals_since_update += n;
+            let full = self.period_arrivals.len() >= MAX_PERIOD_ENTRIES;
+            match self.period_arrivals.last_mut() {
+                Some((at, m)) if *at == now || full => *m += n,
+                _ => self.period_arrivals.push((now, n)),
+            }
         }
     }
 
@@ -990,12 +1134,12 @@ impl Scheduler {
             }
             self.exploring = None;
             self.reevaluate(now, estimate.rate, planned_lambda, false);
-            return self
-                .decider
-                .conclude(planned_lambda)
-                .map(|to| switch(to, SwitchReason::Explored));
+            let to = self.decider.conclude(planned_lambda);
+            self.reset_trials(self.decider.current());
+            return to.map(|to| switch(to, SwitchReason::Explored));
         }
         if let Some((to, reason)) = self.decider.decide(planned_lambda) {
+            self.reset_trials(to);
             return Some(switch(to, reason));
         }
         let to = self.explore_target(now, planned_lambda)?;
@@ -1011,10 +1155,24 @@ impl Scheduler {
             until_update: self.updates + u64::from(periods),
         });
         self.last_exploration = Some(now);
+        let trials = self
+            .explored
+            .get(&(to, self.load_band(planned_lambda)))
+            .map_or(0, |e| e.1);
         self.explored
-            .insert((to, self.load_band(planned_lambda)), now);
+            .insert((to, self.load_band(planned_lambda)), (now, trials + 1));
         self.counters.explorations += 1;
         Some(switch(to, SwitchReason::Explore))
+    }
+
+    /// Forgets the trials in a row `config` had without being kept, in every load band: it is running
+    /// now, so a later contradiction of the profile starts again at `retry_after`.
+    fn reset_trials(&mut self, config: Config) {
+        for ((c, _), (_, trials)) in self.explored.iter_mut() {
+            if *c == config {
+                *trials = 0;
+            }
+        }
     }
 
     /// Between two updates: a switch on a surge of arrivals since the last update (module docs,
@@ -1038,6 +1196,7 @@ impl Scheduler {
         let planned_lambda = rate + self.decider.options.load_margin_sigmas * n.sqrt() / elapsed;
         let from = self.decider.current();
         let to = self.decider.surge(planned_lambda)?;
+        self.reset_trials(to);
         self.surged = true;
         self.exploring = None;
         Some(Switch {
@@ -1069,6 +1228,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::online::LoadBands;
     use crate::simulator::{Completed, Semantics, Station};
     use rand::{rngs::StdRng, SeedableRng};
     use rand_distr::{Distribution, Exp};
@@ -1576,6 +1736,89 @@ mod tests {
     }
 
     #[test]
+    fn service_times_of_the_period_with_a_load_step_are_tagged_with_the_load_on_their_side_of_it() {
+        // The live S4 run 2 of 2026-11-25 in miniature: (1, 2) serves low load (40/s); the load steps
+        // up to 200/s 0.2 s into a period, so that period's rate is a mix (168/s, in the band below
+        // 200/s's) at which no call was served.
+        let truth = Candidates::two_core_from_times(0.005, 0.0052, 0.003);
+        let a = Config::new(1, 2);
+        let run = |change_sigmas: f64| {
+            let opts = SchedulerOptions {
+                change_sigmas,
+                online: Some(OnlineOptions {
+                    explore: None,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let mut s = Scheduler::new(truth.clone(), a, opts, secs(0.0)).unwrap();
+            let mut rng = StdRng::seed_from_u64(3);
+            assert!(serve(&mut s, &truth, 40.0, 0.0, 30.2, &mut rng).is_empty());
+            serve(&mut s, &truth, 200.0, 30.2, 0.8, &mut rng);
+            // The update at 31 s flushes the period of the step.
+            s.poll(secs(31.0));
+            s.online().cloned().unwrap()
+        };
+        let bands = LoadBands::default();
+        let samples_at = |online: &OnlineProfile, load: f64| {
+            let range = bands.range(bands.band(load).unwrap());
+            online
+                .band_estimates()
+                .filter(|b| b.tuple == a.tuple(1) && b.load == range)
+                .map(|b| b.samples)
+                .sum::<u64>()
+        };
+        let split = run(SchedulerOptions::default().change_sigmas);
+        // 30.2 s × 40/s before the step, 0.8 s × 200/s after it; nothing at the mix.
+        assert_eq!(samples_at(&split, 40.0), 1208);
+        assert_eq!(samples_at(&split, 168.0), 0);
+        assert_eq!(samples_at(&split, 200.0), 160);
+        // With the step test off, the period's calls (the update at 30 s ran at the first arrival
+        // after it, 30.0125 s: 167 of them) are all tagged with the mixed rate.
+        let blind = run(0.0);
+        assert_eq!(samples_at(&blind, 168.0), 167);
+        assert_eq!(samples_at(&blind, 40.0), 1201);
+    }
+
+    #[test]
+    fn the_step_is_placed_at_the_most_likely_hand_over() {
+        let ms = |m: u64| Duration::from_millis(m);
+        // 40/s before; hand-overs every 100 ms of 4 arrivals until 300 ms, then of 20.
+        let arrivals: Vec<_> = (1..=10)
+            .map(|k| (ms(100 * k), if k <= 3 { 4 } else { 20 }))
+            .collect();
+        let split = split_at_step(40.0, (ms(0), ms(1000)), &arrivals, ms(200));
+        assert_eq!(split.at, ms(300));
+        assert_eq!(split.before, 40.0);
+        assert!(
+            split.after.is_some_and(|r| (r - 200.0).abs() < 1e-9),
+            "{split:?}"
+        );
+        // A step at the period's start puts every call after it; one at its end leaves no rate after.
+        let all = [(ms(500), 100), (ms(1000), 100)];
+        assert_eq!(
+            split_at_step(40.0, (ms(0), ms(1000)), &all, ms(200)).at,
+            ms(0)
+        );
+        let late = [(ms(900), 36), (ms(950), 40)];
+        let split = split_at_step(40.0, (ms(0), ms(1000)), &late, ms(200));
+        assert_eq!((split.at, split.after), (ms(900), None));
+    }
+
+    #[test]
+    fn a_load_step_is_a_period_rate_beyond_the_poisson_spread_of_the_last() {
+        // 200 expected: ±3.5·√400 = ±70 is within the noise.
+        assert!(!is_load_step(200.0, 260, 1.0, 3.5));
+        assert!(!is_load_step(200.0, 140, 1.0, 3.5));
+        assert!(is_load_step(200.0, 280, 1.0, 3.5));
+        assert!(is_load_step(40.0, 168, 1.0, 3.5));
+        // Half a period at the same rate is no step; z = 0 turns the test off; an empty span is none.
+        assert!(!is_load_step(200.0, 100, 0.5, 3.5));
+        assert!(!is_load_step(40.0, 400, 1.0, 0.0));
+        assert!(!is_load_step(40.0, 400, 0.0, 3.5));
+    }
+
+    #[test]
     fn a_trial_at_moderate_load_does_not_stop_exploration_at_low_load() {
         // The live S4 run 4 of 2026-11-25, in miniature: the profile has (1, 2) as slow as one thread
         // (5 ms); under moderate load it really is slower (6 ms), at low load it takes 3 ms. SERF starts
@@ -1606,7 +1849,15 @@ mod tests {
         assert_eq!(trial.reason, SwitchReason::Explore, "{then:?}");
         assert!(trial.at < secs(90.0), "{then:?}");
         assert_eq!(s.current(), a, "{then:?}");
-        assert_eq!(s.counters().explorations, 2);
+        // At 40/s the profile has (2, 1) a little faster than (1, 2) (two slots queue less), so
+        // running (1, 2) contradicts it and (2, 1) is tried again a minute later, and left again.
+        let retry: Vec<_> = then.iter().map(|w| (w.to, w.reason)).skip(1).collect();
+        assert_eq!(
+            retry,
+            vec![(b, SwitchReason::Explore), (a, SwitchReason::Explored)],
+            "{then:?}"
+        );
+        assert_eq!(s.counters().explorations, 3);
     }
 
     #[test]
@@ -1638,23 +1889,28 @@ mod tests {
         assert_eq!(switches[0].at.as_secs(), 3);
         let ranked = ranking(s.decider().candidates(), 50.0, Predictor::Serf);
         assert_eq!(ranked[0], b);
-        // No storm: (1, 1) is never tried (fully busy at 50/s), and (1, 2) only once more, when its
-        // measurement went stale (300 s), followed by the way back.
+        // No storm: (1, 1) is never tried (fully busy at 50/s). (1, 2), which the profile still
+        // ranks first, is tried again (the measurements contradict the profile), a minute after it
+        // was left, then 2 and 4 minutes after its last trial (doubling up to `stale_after`), one
+        // update each, each followed by the way back: 4 s of 600 in the slower configuration.
         let c = s.counters();
-        assert_eq!(c.explorations, 2, "{switches:?}");
+        assert_eq!(c.explorations, 5, "{switches:?}");
+        let mut expected = vec![(b, SwitchReason::Explore)];
+        for _ in 0..4 {
+            expected.extend([(a, SwitchReason::Explore), (b, SwitchReason::Explored)]);
+        }
         let reasons: Vec<_> = switches.iter().map(|w| (w.to, w.reason)).collect();
-        assert_eq!(
-            reasons,
-            vec![
-                (b, SwitchReason::Explore),
-                (a, SwitchReason::Explore),
-                (b, SwitchReason::Explored)
-            ]
-        );
-        assert!(
-            switches[1].at >= secs(303.0) && switches[1].at < secs(310.0),
-            "{switches:?}"
-        );
+        assert_eq!(reasons, expected);
+        let trials: Vec<f64> = switches
+            .iter()
+            .filter(|w| w.to == a)
+            .map(|w| w.at.as_secs_f64())
+            .collect();
+        let gaps: Vec<f64> = trials.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(trials[0] >= 63.0 && trials[0] < 66.0, "{trials:?}");
+        for (gap, back_off) in gaps.iter().zip([60.0, 120.0, 240.0]) {
+            assert!(*gap >= back_off && *gap < back_off + 5.0, "{trials:?}");
+        }
         assert_eq!(s.current(), b);
         assert!(s.online().unwrap().is_fresh(b, secs(600.0), secs(300.0)));
         // Exploration off: the pessimistic profile keeps (1, 2) for ever.

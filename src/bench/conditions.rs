@@ -60,11 +60,13 @@ impl Probe {
 
     /// What happened since [`Probe::start`].
     pub fn finish(self, graph: &RunningGraph) -> Conditions {
-        let cpu = self
-            .cpu
-            .zip(CpuTicks::read())
-            .and_then(|(a, b)| a.shares(b));
-        let after = executor_calls(graph);
+        self.until(Probe::start(graph))
+    }
+
+    /// What happened between this probe and the `later` one (of the same graph).
+    pub fn until(self, later: Probe) -> Conditions {
+        let cpu = self.cpu.zip(later.cpu).and_then(|(a, b)| a.shares(b));
+        let after = later.calls;
         Conditions {
             calls: after.0.saturating_sub(self.calls.0),
             rows: after.1.saturating_sub(self.calls.1),

@@ -165,6 +165,9 @@ pub struct SetupRun {
     pub serf: Option<ParallelismSnapshot>,
     /// What the machine and the executor did while the arrivals were served.
     pub conditions: Conditions,
+    /// The same per phase: from each phase's start to the next one's (the last phase's ends when
+    /// the last answer came).
+    pub phase_conditions: Vec<Conditions>,
 }
 
 impl SetupRun {
@@ -343,8 +346,15 @@ fn setup_graph(
 }
 
 /// Sends `times` open-loop (each at its scheduled instant) and collects every latency; for SERF,
-/// samples the configuration in force every 50 ms.
-fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup) -> SetupRun {
+/// samples the configuration in force every 50 ms. The machine's and executor's counters are read
+/// at the start, at each of `phase_starts` after the first (seconds) and at the end.
+fn drive(
+    graph: &RunningGraph,
+    workload: &Workload,
+    times: &[f64],
+    setup: Setup,
+    phase_starts: &[f64],
+) -> SetupRun {
     let runtime = graph.runtime();
     let (tx, rx) = unbounded::<(usize, f64, bool)>();
     let started = Instant::now();
@@ -358,8 +368,21 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
         configs.push((0.0, c));
     }
     let probe = Probe::start(graph);
+    let mut boundary_probes = Vec::new();
     let sent_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::scope(|s| {
+        let boundaries = s.spawn(|| {
+            let mut probes = Vec::new();
+            for &at in phase_starts.iter().skip(1) {
+                let due = started + Duration::from_secs_f64(at);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                probes.push(Probe::start(graph));
+            }
+            probes
+        });
         let sent = Arc::clone(&sent_all);
         s.spawn(move || {
             for (i, &t) in times.iter().enumerate() {
@@ -391,6 +414,7 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
                 }
             }
         }
+        boundary_probes = boundaries.join().unwrap_or_default();
     });
     let mut answers: Vec<Option<f64>> = vec![None; times.len()];
     for _ in 0..times.len() {
@@ -399,7 +423,13 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
             Err(_) => break,
         }
     }
-    let conditions = probe.finish(graph);
+    let last = Probe::start(graph);
+    let conditions = probe.until(last);
+    let probes: Vec<Probe> = std::iter::once(probe)
+        .chain(boundary_probes)
+        .chain(std::iter::once(last))
+        .collect();
+    let phase_conditions = probes.windows(2).map(|w| w[0].until(w[1])).collect();
     let mut latencies = Vec::with_capacity(times.len());
     let mut failed = Vec::new();
     for (&t, answer) in times.iter().zip(answers) {
@@ -420,6 +450,7 @@ fn drive(graph: &RunningGraph, workload: &Workload, times: &[f64], setup: Setup)
         configs,
         serf,
         conditions,
+        phase_conditions,
     }
 }
 
@@ -484,11 +515,12 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
     } = plan;
     let len = config.phase_seconds;
     let rates = [(*moderate, len), (*low, len), (*moderate, len)];
-    let phases = rates
+    let phases: Vec<(f64, f64, f64)> = rates
         .iter()
         .enumerate()
         .map(|(i, &(rate, l))| (rate, i as f64 * l, (i + 1) as f64 * l))
         .collect();
+    let phase_starts: Vec<f64> = phases.iter().map(|p| p.1).collect();
     let times = schedule(&rates, config.seed + run as u64);
     eprintln!(
         "run {}: moderate {moderate:.1}/s, low {low:.1}/s, {len} s each, {} requests per set-up",
@@ -510,7 +542,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
     let mut results: Vec<Option<SetupRun>> = vec![None; setups.len()];
     for &index in &order {
         let setup = setups[index];
-        let r = serve(config, setup, &profile, &dir, &times)?;
+        let r = serve(config, setup, &profile, &dir, (&times, &phase_starts))?;
         eprintln!(
             "run {}: {setup}: mean {:.2} ms over {} answered requests, {} failed{}",
             run + 1,
@@ -543,13 +575,14 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
     })
 }
 
-/// Serves `times` with `setup` on a fresh graph, warmed up first and shut down after.
+/// Serves `times` with `setup` on a fresh graph, warmed up first and shut down after; the
+/// conditions are read per phase of `phase_starts` (seconds).
 fn serve(
     config: &PhasesConfig,
     setup: Setup,
     profile: &Profile,
     dir: &Path,
-    times: &[f64],
+    (times, phase_starts): (&[f64], &[f64]),
 ) -> Result<SetupRun> {
     let (graph, workload) = setup_graph(
         &config.model.1,
@@ -559,7 +592,7 @@ fn serve(
         config.profile.executor(),
     )?;
     let warm = graph_warmup(&graph, &workload);
-    let r = drive(&graph, &workload, times, setup);
+    let r = drive(&graph, &workload, times, setup, phase_starts);
     graph.shutdown();
     warm?;
     Ok(r)
@@ -584,7 +617,7 @@ fn burn_in(
         return Ok(());
     }
     let setup = Setup::Fixed(widest);
-    let r = serve(config, setup, profile, dir, &head)?;
+    let r = serve(config, setup, profile, dir, (&head, &[]))?;
     eprintln!(
         "run {}: burn-in ({setup}, {:.0} s, discarded): mean {:.2} ms over {} requests",
         run + 1,
@@ -644,6 +677,32 @@ fn phase_name(p: Option<usize>) -> &'static str {
     }
 }
 
+/// Per set-up and phase, the mean ONNX Runtime call and the machine's busy share: whether a set-up
+/// was slower in a phase because its calls were, or because of what it decided.
+fn phase_conditions_table(run: &PhasesRun) -> String {
+    let share =
+        |x: Option<f64>| x.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0));
+    let mut s = format!(
+        "\nPer phase, ms per ORT call / machine busy:\n\n| set-up | {} |\n|---|{}\n",
+        (0..run.phases.len())
+            .map(|p| phase_name(Some(p)))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(run.phases.len())
+    );
+    for setup in &run.setups {
+        s.push_str(&format!("| {} |", setup.setup));
+        for p in 0..run.phases.len() {
+            match setup.phase_conditions.get(p) {
+                Some(c) => s.push_str(&format!(" {:.3} / {} |", c.ms_per_call(), share(c.busy))),
+                None => s.push_str(" – |"),
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// The runs as Markdown: per run, mean latency per set-up and phase with SERF's ratio to the best
 /// fixed configuration; then the medians of the per-run ratios, the ratios over all runs, and the
 /// S4 targets.
@@ -699,6 +758,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             s.push_str(&format!(" {ratio:.3} ({best}) |"));
         }
         s.push_str(" | | | | | |\n");
+        s.push_str(&phase_conditions_table(run));
         s.push_str(&format!(
             "\nOrder run: {}.\n",
             run.order
@@ -1042,6 +1102,7 @@ mod tests {
             configs: vec![],
             serf: None,
             conditions: Conditions::default(),
+            phase_conditions: Vec::new(),
         }
     }
 
@@ -1183,6 +1244,23 @@ mod tests {
     }
 
     #[test]
+    fn the_phase_table_gives_each_set_ups_calls_and_busy_share_per_phase() {
+        let mut run = one_phase_run(4, 5.0, 6.0, 7.0);
+        run.setups[0].phase_conditions = vec![Conditions {
+            calls: 4,
+            rows: 4,
+            call_seconds: 0.02,
+            busy: Some(0.5),
+            steal: Some(0.0),
+        }];
+        let s = phase_conditions_table(&run);
+        assert!(s.contains("| set-up | 1 moderate |"), "{s}");
+        assert!(s.contains("| SERF auto | 5.000 / 50 % |"), "{s}");
+        // A set-up without readings shows none rather than zeros.
+        assert!(s.contains("| fixed c=1 t=2 | – |"), "{s}");
+    }
+
+    #[test]
     fn ratios_compare_serf_with_the_best_fixed_per_phase() {
         let run = |setup, lat: [f64; 2]| SetupRun {
             setup,
@@ -1191,6 +1269,7 @@ mod tests {
             configs: vec![],
             serf: None,
             conditions: Conditions::default(),
+            phase_conditions: Vec::new(),
         };
         let r = PhasesRun {
             profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
