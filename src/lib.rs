@@ -520,7 +520,7 @@ fn render_parallelism_metrics(
         return;
     }
     type Value = fn(&weir_operators::model::ParallelismSnapshot) -> f64;
-    let series: [(&str, &str, &str, Value); 8] = [
+    let series: [(&str, &str, &str, Value); 9] = [
         (
             m::PARALLELISM_CONCURRENCY,
             "gauge",
@@ -562,6 +562,12 @@ fn render_parallelism_metrics(
             "counter",
             "Explorations of configurations without fresh measurements (SERF).",
             |p| p.explorations as f64,
+        ),
+        (
+            m::SERF_BACKLOG_SWITCHES_TOTAL,
+            "counter",
+            "Switches away from a configuration whose queue kept growing (SERF's backlog guard).",
+            |p| p.backlog_switches as f64,
         ),
         (
             m::SERF_SERVICE_SAMPLES_DROPPED_TOTAL,

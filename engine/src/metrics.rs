@@ -48,6 +48,9 @@ pub const SERF_PROFILE_UPDATES_TOTAL: &str = "weir_serf_profile_updates_total";
 pub const SERF_RANKING_CHANGES_TOTAL: &str = "weir_serf_ranking_changes_total";
 /// Per `parallelism: auto` node: explorations of configurations without fresh measurements (SERF).
 pub const SERF_EXPLORATIONS_TOTAL: &str = "weir_serf_explorations_total";
+/// Per `parallelism: auto` node: switches away from a configuration whose queue kept growing (SERF's
+/// backlog guard).
+pub const SERF_BACKLOG_SWITCHES_TOTAL: &str = "weir_serf_backlog_switches_total";
 /// Per `parallelism: auto` node and tuple (`running`, `threads`): service times measured (SERF).
 pub const SERF_SERVICE_SAMPLES_TOTAL: &str = "weir_serf_service_samples_total";
 /// Per `parallelism: auto` node: service times dropped because the control thread fell behind (SERF).

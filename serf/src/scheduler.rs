@@ -104,6 +104,23 @@
 //!   a minute later, and with 300 s one slow trial at the start of a 60 s low phase cost the whole phase.
 //!   A configuration the profile ranks below the running one keeps the longer interval (at low load,
 //!   `(2, 1)` under a fast `(1, 2)`), so that retries are spent only where the profile sees a gain.
+//! - **Backlog** ([`BacklogGuard`], on by default; weir's, not the paper's). The caller reads the executor's
+//!   queue (requests waiting, not running) several times a period ([`Scheduler::record_queue`]). When in
+//!   `periods` (2) periods in a row the queue never emptied and ended longer than it began, the current
+//!   configuration is not keeping up whatever the model says: it is barred within one load band of the
+//!   planned load for `barred_for` (60 s; not chosen, not explored), and the switch is immediate to the
+//!   configuration with the most capacity among those predicted to keep up ([`SwitchReason::Backlog`]).
+//!   Why: on the 2-vCPU VM `(1, 2)` is bistable under moderate load. Without a queue its calls take ≈ 3.5 ms
+//!   and it keeps up; once a queue forms the session thread and its intra-op worker run back to back on
+//!   both cores, every other thread of the process (dataflow, I/O, the load) preempts one of them in the
+//!   middle of a call, the other spins at the next barrier, calls take ≈ 7 ms, and the queue only grows
+//!   (fixed `(1, 2)`: 0.03–5 s mean latency in the moderate phases of every S4 run). The service times
+//!   SERF measures catch it late: they are averaged over 10 s, re-evaluated every 5 s, and a choice made on
+//!   new rates waits for confirmation; in the S4 runs of 2026-11-25 (fifth session) SERF sat in a
+//!   collapsing `(1, 2)` for 20–30 s three times (phase means 20, 31 and 58 ms against 7–8 ms). A queue
+//!   that grows for two whole periods is direct evidence, independent of the model: at the utilisations
+//!   the cap allows (≤ 0.6) a stable queue empties many times a second. A true overload, where no
+//!   configuration is predicted to keep up, moves nothing.
 
 use crate::baseline::Predictor;
 use crate::config::Config;
@@ -160,6 +177,30 @@ pub struct SchedulerOptions {
     pub predictor: Predictor,
     /// Online re-profiling from measured service times; `None` keeps the offline profile for ever.
     pub online: Option<OnlineOptions>,
+    /// Leave a configuration whose queue grows although the model says it keeps up (module docs,
+    /// *Backlog*); `None` turns it off.
+    pub backlog: Option<BacklogGuard>,
+}
+
+/// When a growing queue overrides the model ([`SchedulerOptions::backlog`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BacklogGuard {
+    /// Consecutive periods in which the queue never emptied and ended longer than it began (2).
+    pub periods: u32,
+    /// Queue readings a period needs before it can count (3; weir's control loop reads ten a period).
+    pub min_readings: u32,
+    /// How long the configuration is then not chosen near that load (60 s).
+    pub barred_for: Duration,
+}
+
+impl Default for BacklogGuard {
+    fn default() -> Self {
+        Self {
+            periods: 2,
+            min_readings: 3,
+            barred_for: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for SchedulerOptions {
@@ -178,6 +219,7 @@ impl Default for SchedulerOptions {
             lookup: Lookup::Online,
             predictor: Predictor::Serf,
             online: Some(OnlineOptions::default()),
+            backlog: Some(BacklogGuard::default()),
         }
     }
 }
@@ -216,6 +258,10 @@ pub enum SwitchReason {
     Explore,
     /// The decision at the end of a trial, with what it measured (immediate).
     Explored,
+    /// The queue grew for [`BacklogGuard::periods`] periods although the model said the configuration
+    /// keeps up: it is barred near this load, and the switch is to the one with the most capacity
+    /// (immediate).
+    Backlog,
 }
 
 /// A re-evaluation with measured rates that changed the configurations' ranking at the planned load.
@@ -251,6 +297,8 @@ pub struct OnlineCounters {
     pub explorations: u64,
     /// Service times recorded.
     pub samples: u64,
+    /// Switches made by the backlog guard.
+    pub backlogs: u64,
 }
 
 /// The configurations ordered by predicted latency at `lambda`, fastest first; unstable ones last, in
@@ -320,6 +368,8 @@ pub struct Decider {
     /// A configuration that a periodic re-evaluation made the choice at an unchanged load (new rates, not a
     /// new load), not yet confirmed by the next periodic re-evaluation (module docs, *Hysteresis*).
     unconfirmed: Option<Config>,
+    /// Configurations not to be chosen at the current load (module docs, *Backlog*).
+    barred: Vec<Config>,
 }
 
 impl Decider {
@@ -368,6 +418,7 @@ impl Decider {
             pending: None,
             evidence: Evidence::default(),
             unconfirmed: None,
+            barred: Vec::new(),
         })
     }
 
@@ -388,17 +439,44 @@ impl Decider {
 
     /// The configuration the model prefers at `lambda`, without hysteresis: the table row, or the online
     /// best, or (when nothing is stable) the largest-capacity configuration.
+    /// Barred configurations are left out, unless that leaves none.
     pub fn target(&self, lambda: f64) -> Config {
-        let fallback = self
-            .candidates
-            .max_capacity()
-            .map_or(self.current, |c| c.config);
+        let choosable = self.choosable();
+        let fallback = choosable.max_capacity().map_or(self.current, |c| c.config);
         match &self.table {
-            Some(t) => t.lookup(lambda),
-            None => self
-                .best_within_cap(&self.candidates, lambda)
-                .unwrap_or(fallback),
+            Some(t) if self.barred.is_empty() => t.lookup(lambda),
+            Some(_) => fallback,
+            None => self.best_within_cap(&choosable, lambda).unwrap_or(fallback),
         }
+    }
+
+    /// The candidates without the barred configurations (all of them when every one is barred).
+    fn choosable(&self) -> std::borrow::Cow<'_, Candidates> {
+        if self.barred.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.candidates);
+        }
+        let left: Vec<(Config, Vec<f64>)> = self
+            .candidates
+            .as_slice()
+            .iter()
+            .filter(|c| !self.barred.contains(&c.config))
+            .map(|c| (c.config, c.mu.clone()))
+            .collect();
+        if left.is_empty() {
+            std::borrow::Cow::Borrowed(&self.candidates)
+        } else {
+            std::borrow::Cow::Owned(Candidates::new(left))
+        }
+    }
+
+    /// Sets the configurations not to be chosen now (the scheduler's backlog guard).
+    pub fn set_barred(&mut self, barred: Vec<Config>) {
+        self.barred = barred;
+    }
+
+    /// The configurations barred now.
+    pub fn barred(&self) -> &[Config] {
+        &self.barred
     }
 
     /// The utilisation cap a configuration other than the current one must be within to be chosen.
@@ -715,6 +793,42 @@ pub struct Scheduler {
     reevaluated_at: Option<f64>,
     /// Whether a surge switched the configuration since the last update (at most one per period).
     surged: bool,
+    /// The executor's queue readings since the last update (backlog guard).
+    queue: QueueReadings,
+    /// Consecutive periods in which the queue grew without emptying.
+    backlogged_periods: u32,
+    /// When each configuration was barred by the backlog guard, per load band of the planned load then.
+    barred: BTreeMap<(Config, Option<i64>), Duration>,
+}
+
+/// The queue lengths read over one period ([`Scheduler::record_queue`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct QueueReadings {
+    first: Option<u64>,
+    last: u64,
+    min: u64,
+    readings: u32,
+}
+
+impl QueueReadings {
+    fn add(&mut self, waiting: u64) {
+        self.min = if self.first.is_none() {
+            waiting
+        } else {
+            self.min.min(waiting)
+        };
+        self.first.get_or_insert(waiting);
+        self.last = waiting;
+        self.readings += 1;
+    }
+
+    /// Whether, over at least `min_readings` readings, the queue never emptied and ended longer than
+    /// it began.
+    fn grew(&self, min_readings: u32) -> bool {
+        self.readings >= min_readings.max(2)
+            && self.min >= 1
+            && self.first.is_some_and(|f| self.last > f)
+    }
 }
 
 /// The shortest part of a period over which arrivals are judged a surge ([`SchedulerOptions::surge_sigmas`]):
@@ -783,7 +897,7 @@ fn split_at_step(
 
 /// Whether `count` arrivals over `span` seconds differ from the previous period's rate `before` by more
 /// than `z` Poisson standard deviations (the estimator's change test): the period holds a step of
-/// load, and the service times served in it belong to neither load. `z` of 0 turns the test off.
+/// load, which [`split_at_step`] then places. `z` of 0 turns the test off.
 fn is_load_step(before: f64, count: u64, span: f64, z: f64) -> bool {
     if !(z.is_finite() && z > 0.0 && span > 0.0) {
         return false;
@@ -848,6 +962,9 @@ impl Scheduler {
             period_arrivals: Vec::new(),
             reevaluated_at: None,
             surged: false,
+            queue: QueueReadings::default(),
+            backlogged_periods: 0,
+            barred: BTreeMap::new(),
         })
     }
 
@@ -1041,7 +1158,7 @@ impl Scheduler {
             .candidates()
             .as_slice()
             .iter()
-            .filter(|c| c.config != current)
+            .filter(|c| c.config != current && !self.is_barred(c.config, band, now))
             .filter(|c| !online.is_fresh_near(c.config, planned_lambda, now, horizon(c.config)))
             .filter(|c| {
                 self.explored
@@ -1084,6 +1201,80 @@ impl Scheduler {
         }
     }
 
+    /// Records the number of requests waiting in the executor's queue now (not those running). Read it
+    /// several times a period (weir's control loop: every tenth) for the backlog guard (module docs).
+    pub fn record_queue(&mut self, waiting: u64) {
+        self.queue.add(waiting);
+    }
+
+    /// Whether `config` is barred near the load band `band` at `now` (the band itself or one beside it).
+    fn is_barred(&self, config: Config, band: Option<i64>, now: Duration) -> bool {
+        let Some(guard) = self.decider.options.backlog else {
+            return false;
+        };
+        self.barred.iter().any(|(&(c, b), &at)| {
+            c == config
+                && now.saturating_sub(at) < guard.barred_for
+                && match (b, band) {
+                    (Some(b), Some(band)) => (b - band).abs() <= 1,
+                    (None, None) => true,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Hands the decider the configurations barred near `planned_lambda`.
+    fn refresh_barred(&mut self, now: Duration, planned_lambda: f64) {
+        let band = self.load_band(planned_lambda);
+        let barred: Vec<Config> = self
+            .decider
+            .candidates()
+            .as_slice()
+            .iter()
+            .map(|c| c.config)
+            .filter(|&c| self.is_barred(c, band, now))
+            .collect();
+        self.decider.set_barred(barred);
+    }
+
+    /// The backlog guard at an update (module docs, *Backlog*): after [`BacklogGuard::periods`]
+    /// periods in a row in which the queue grew without emptying, bars the current configuration near
+    /// this load and moves to the configuration with the most capacity among those predicted to keep
+    /// up at `planned_lambda` and not barred, if there is one.
+    fn backlog_switch(&mut self, now: Duration, planned_lambda: f64) -> Option<Config> {
+        let readings = std::mem::take(&mut self.queue);
+        let guard = self.decider.options.backlog?;
+        self.backlogged_periods = if readings.grew(guard.min_readings) {
+            self.backlogged_periods + 1
+        } else {
+            0
+        };
+        if self.backlogged_periods < guard.periods.max(1) {
+            return None;
+        }
+        let current = self.decider.current();
+        let band = self.load_band(planned_lambda);
+        let to = self
+            .decider
+            .candidates()
+            .as_slice()
+            .iter()
+            .filter(|c| c.config != current && c.capacity() > planned_lambda)
+            .filter(|c| !self.is_barred(c.config, band, now))
+            .max_by(|a, b| a.capacity().total_cmp(&b.capacity()))
+            .map(|c| c.config)?;
+        self.backlogged_periods = 0;
+        self.barred.insert((current, band), now);
+        self.refresh_barred(now, planned_lambda);
+        if !self.decider.force(to) {
+            return None;
+        }
+        self.exploring = None;
+        self.reset_trials(to);
+        self.counters.backlogs += 1;
+        Some(to)
+    }
+
     /// Runs the periodic update if a period boundary has passed since the last one (at most one decision per
     /// call); returns the switch decided, if any. Call it on every arrival and/or from a timer.
     pub fn poll(&mut self, now: Duration) -> Option<Switch> {
@@ -1119,6 +1310,10 @@ impl Scheduler {
             if scheduled || unscheduled {
                 self.reevaluate(now, estimate.rate, planned_lambda, !unscheduled);
             }
+        }
+        self.refresh_barred(now, planned_lambda);
+        if let Some(to) = self.backlog_switch(now, planned_lambda) {
+            return Some(switch(to, SwitchReason::Backlog));
         }
         if let Some(ex) = self.exploring {
             let measured = self.online.as_ref().is_some_and(|o| {
@@ -1561,11 +1756,31 @@ mod tests {
         seconds: f64,
         rng: &mut StdRng,
     ) -> Vec<Switch> {
+        serve_queued(s, truth, (lambda, from, seconds), rng, |_| None)
+    }
+
+    /// [`serve`], and before each arrival the queue length `queue(t)` gives at time `t` (seconds), when
+    /// it gives one and a tenth of a second has passed since the last reading.
+    fn serve_queued(
+        s: &mut Scheduler,
+        truth: &Candidates,
+        (lambda, from, seconds): (f64, f64, f64),
+        rng: &mut StdRng,
+        queue: impl Fn(f64) -> Option<u64>,
+    ) -> Vec<Switch> {
         use rand::Rng;
         let mut switches = Vec::new();
         let n = (lambda * seconds) as usize;
+        let mut next_reading = from;
         for k in 0..n {
-            let t = secs(from + (k as f64 + 0.5) / lambda);
+            let at = from + (k as f64 + 0.5) / lambda;
+            let t = secs(at);
+            if at >= next_reading {
+                if let Some(q) = queue(at) {
+                    s.record_queue(q);
+                }
+                next_reading += 0.1;
+            }
             s.record_arrival(t);
             let cur = s.current();
             let i = rng.random_range(1..=cur.concurrency);
@@ -1816,6 +2031,128 @@ mod tests {
         assert!(!is_load_step(200.0, 100, 0.5, 3.5));
         assert!(!is_load_step(40.0, 400, 1.0, 0.0));
         assert!(!is_load_step(40.0, 400, 0.0, 3.5));
+    }
+
+    /// (1, 2) at 3.2 ms and (2, 1) at 5/5.8 ms: at 165/s the model ranks (1, 2) first, 55 % busy.
+    fn bistable() -> Candidates {
+        Candidates::two_core_from_times(0.005, 0.0058, 0.0032)
+    }
+
+    /// A queue that empties now and then (one reading in three is 0) before `from`, and from then on
+    /// grows by 20 a second without emptying.
+    fn growing_from(from: f64) -> impl Fn(f64) -> Option<u64> {
+        move |t: f64| {
+            Some(if t < from {
+                u64::from(!((t * 10.0).round() as u64).is_multiple_of(3))
+            } else {
+                ((t - from) * 20.0) as u64 + 1
+            })
+        }
+    }
+
+    #[test]
+    fn a_queue_that_keeps_growing_bars_the_configuration_the_model_prefers() {
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let opts = SchedulerOptions {
+            online: Some(OnlineOptions {
+                explore: None,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(bistable(), a, opts, secs(0.0)).unwrap();
+        assert_eq!(s.decider().target(170.0), a);
+        let mut rng = StdRng::seed_from_u64(4);
+        // The calls keep their profiled times (the collapse is outside what SERF measures); the queue
+        // grows from 5 s to 8 s, then empties again.
+        let queue = |t: f64| growing_from(5.0)(t).map(|q| if t < 8.0 { q } else { q % 2 });
+        let switches = serve_queued(&mut s, &bistable(), (165.0, 0.0, 100.0), &mut rng, queue);
+        let first = switches.first().copied().expect("no switch");
+        assert_eq!(
+            (first.from, first.to, first.reason),
+            (a, b, SwitchReason::Backlog)
+        );
+        // The periods [5, 6) and [6, 7) grew: the update at 7 s moves.
+        assert!(
+            first.at >= secs(7.0) && first.at < secs(7.1),
+            "{switches:?}"
+        );
+        assert_eq!(s.counters().backlogs, 1);
+        // (1, 2) stays barred for 60 s although the model still ranks it first; then it is chosen again.
+        let back = switches.get(1).copied().expect("never back to (1, 2)");
+        assert_eq!(
+            (back.to, back.reason),
+            (a, SwitchReason::Better),
+            "{switches:?}"
+        );
+        assert!(
+            back.at >= secs(67.0) && back.at < secs(70.0),
+            "{switches:?}"
+        );
+        assert_eq!(switches.len(), 2, "{switches:?}");
+    }
+
+    #[test]
+    fn a_queue_that_empties_or_stops_growing_or_has_nowhere_better_to_go_moves_nothing() {
+        let a = Config::new(1, 2);
+        let run = |candidates: Candidates, lambda: f64, queue: &dyn Fn(f64) -> Option<u64>| {
+            let opts = SchedulerOptions {
+                online: Some(OnlineOptions {
+                    explore: None,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let mut s = Scheduler::new(candidates.clone(), a, opts, secs(0.0)).unwrap();
+            let mut rng = StdRng::seed_from_u64(6);
+            serve_queued(&mut s, &candidates, (lambda, 0.0, 20.0), &mut rng, queue)
+        };
+        // Long but emptying once a period: a busy queue, not a growing one.
+        let emptying = |t: f64| {
+            Some(if ((t * 10.0).round() as u64).is_multiple_of(10) {
+                0
+            } else {
+                30
+            })
+        };
+        assert!(run(bistable(), 165.0, &emptying).is_empty());
+        // Never empty but not growing.
+        assert!(run(bistable(), 165.0, &|_| Some(40)).is_empty());
+        // Growing only for one period at a time.
+        let one = |t: f64| {
+            Some(if (t as u64).is_multiple_of(2) {
+                (t.fract() * 50.0) as u64 + 1
+            } else {
+                0
+            })
+        };
+        assert!(run(bistable(), 165.0, &one).is_empty());
+        // A true overload: at 400/s no configuration keeps up, so there is nowhere better to go (the
+        // model's own Overload rule has already moved to the largest capacity).
+        let overload = run(bistable(), 400.0, &growing_from(2.0));
+        assert!(
+            overload.iter().all(|w| w.reason != SwitchReason::Backlog),
+            "{overload:?}"
+        );
+        // And with the guard off, a growing queue moves nothing.
+        let opts = SchedulerOptions {
+            backlog: None,
+            online: Some(OnlineOptions {
+                explore: None,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(bistable(), a, opts, secs(0.0)).unwrap();
+        let mut rng = StdRng::seed_from_u64(6);
+        let off = serve_queued(
+            &mut s,
+            &bistable(),
+            (165.0, 0.0, 20.0),
+            &mut rng,
+            growing_from(2.0),
+        );
+        assert!(off.is_empty(), "{off:?}");
     }
 
     #[test]

@@ -953,8 +953,8 @@ pub fn ratio_interval(
 /// measured service time, overall and per load band (bands with at least `BAND_MIN_SAMPLES` samples).
 fn online_summary(p: &ParallelismSnapshot) -> String {
     let mut s = format!(
-        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} samples dropped.\n\n| tuple (running × threads) | samples | offline ms | measured ms | measured ms by load (requests/s: ms, samples) |\n|---|---|---|---|---|\n",
-        p.profile_updates, p.ranking_changes, p.explorations, p.samples_dropped
+        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} backlog switches, {} samples dropped.\n\n| tuple (running × threads) | samples | offline ms | measured ms | measured ms by load (requests/s: ms, samples) |\n|---|---|---|---|---|\n",
+        p.profile_updates, p.ranking_changes, p.explorations, p.backlog_switches, p.samples_dropped
     );
     for r in &p.service_rates {
         let by_load: Vec<String> = p
@@ -1197,6 +1197,7 @@ mod tests {
             profile_updates: 12,
             ranking_changes: 2,
             explorations: 1,
+            backlog_switches: 0,
             samples_dropped: 0,
             service_rates: vec![
                 ServiceRate {
@@ -1233,7 +1234,7 @@ mod tests {
         };
         let s = online_summary(&p);
         assert!(
-            s.contains("12 re-evaluations, 2 ranking changes, 1 explorations"),
+            s.contains("12 re-evaluations, 2 ranking changes, 1 explorations, 0 backlog switches"),
             "{s}"
         );
         assert!(

@@ -216,6 +216,13 @@ impl LoadStats {
         self.call_seconds[bucket].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Jobs waiting in the queue now (queued, not yet taken by a session).
+    pub fn queue_depth(&self) -> u64 {
+        self.enqueued
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.dequeued.load(Ordering::Relaxed))
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> LoadSnapshot {
         let load = |buckets: &[AtomicU64], out: &mut [u64]| {
@@ -405,11 +412,13 @@ impl ModelExecutor {
             ModelExecutor::start_switchable(runtime, config, &configs, auto.initial)?;
         if let Some(board) = &executor.board {
             let controller =
-                Controller::start(Arc::clone(board), auto).map_err(|e| ExecError::Session {
-                    node: executor.config.node.clone(),
-                    path: executor.config.path.display().to_string(),
-                    message: format!("SERF scheduler: {e}"),
-                })?;
+                Controller::start(Arc::clone(board), Arc::clone(&executor.stats), auto).map_err(
+                    |e| ExecError::Session {
+                        node: executor.config.node.clone(),
+                        path: executor.config.path.display().to_string(),
+                        message: format!("SERF scheduler: {e}"),
+                    },
+                )?;
             executor.controller = Some(controller);
         }
         Ok(executor)

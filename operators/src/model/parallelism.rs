@@ -37,6 +37,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::model::executor::LoadStats;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use tracing::{debug, info, warn};
 use weir_serf::config::Config;
@@ -140,6 +141,8 @@ pub struct ParallelismSnapshot {
     pub ranking_changes: u64,
     /// Explorations of configurations without fresh measurements.
     pub explorations: u64,
+    /// Switches away from a configuration whose queue kept growing (the scheduler's backlog guard).
+    pub backlog_switches: u64,
     /// Service-time samples dropped because the buffer was full.
     pub samples_dropped: u64,
     /// Every tuple's rate, in tuple order (empty without online re-profiling).
@@ -185,6 +188,7 @@ struct ProfileGauges {
     profile_updates: u64,
     ranking_changes: u64,
     explorations: u64,
+    backlog_switches: u64,
     service_rates: Vec<ServiceRate>,
     service_by_load: Vec<LoadServiceRate>,
 }
@@ -411,6 +415,7 @@ impl Switchboard {
         g.profile_updates = c.reevaluations;
         g.ranking_changes = c.ranking_changes;
         g.explorations = c.explorations;
+        g.backlog_switches = c.backlogs;
         if let Some(online) = scheduler.online() {
             let min = online.options().min_samples;
             g.service_rates = online
@@ -438,6 +443,7 @@ impl Switchboard {
             profile_updates: g.profile_updates,
             ranking_changes: g.ranking_changes,
             explorations: g.explorations,
+            backlog_switches: g.backlog_switches,
             samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
             service_by_load: g.service_by_load.clone(),
@@ -453,9 +459,11 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    /// Starts the loop over `board` with `options`.
+    /// Starts the loop over `board` with `options`; `stats` are the executor's counters (its queue
+    /// length feeds the scheduler's backlog guard).
     pub(crate) fn start(
         board: Arc<Switchboard>,
+        stats: Arc<LoadStats>,
         options: AutoOptions,
     ) -> Result<Controller, SchedulerError> {
         let origin = Instant::now();
@@ -470,7 +478,7 @@ impl Controller {
         let node = board.node.clone();
         let handle = std::thread::Builder::new()
             .name(format!("serf-{node}"))
-            .spawn(move || control_loop(&board, scheduler, tick, origin, &stopped))
+            .spawn(move || control_loop((&board, &stats), scheduler, tick, origin, &stopped))
             .map_err(|e| SchedulerError::BadOptions(format!("spawning the control thread: {e}")))?;
         Ok(Controller {
             stop: Some(stop),
@@ -491,7 +499,7 @@ impl Drop for Controller {
 }
 
 fn control_loop(
-    board: &Switchboard,
+    (board, stats): (&Switchboard, &LoadStats),
     mut scheduler: Scheduler,
     tick: Duration,
     origin: Instant,
@@ -507,6 +515,7 @@ fn control_loop(
         for s in board.take_samples() {
             scheduler.record_service(now, s.tuple, s.seconds);
         }
+        scheduler.record_queue(stats.queue_depth());
         let before = scheduler.last_estimate();
         let switch = scheduler.poll(now);
         if let Some(est) = scheduler.last_estimate() {
