@@ -1162,11 +1162,13 @@ impl Scheduler {
             .as_slice()
             .iter()
             .filter(|c| c.config != current && !self.is_barred(c.config, band, now))
-            .filter(|c| !online.is_fresh_near(c.config, planned_lambda, now, horizon(c.config)))
             .filter(|c| {
-                self.explored
-                    .get(&(c.config, band))
-                    .is_none_or(|&(t, _)| now.saturating_sub(t) >= horizon(c.config))
+                let horizon = horizon(c.config);
+                !online.is_fresh_near(c.config, planned_lambda, now, horizon)
+                    && self
+                        .explored
+                        .get(&(c.config, band))
+                        .is_none_or(|&(t, _)| now.saturating_sub(t) >= horizon)
             })
             // Never beyond the choice's own cap: a configuration it could not pick is not worth a trial.
             // (The cap, not the stricter entry cap of its dead band: a trial is a measurement, and one
@@ -1794,6 +1796,17 @@ mod tests {
         switches
     }
 
+    /// The defaults with exploration off (online re-profiling and load bands on).
+    fn without_exploration() -> SchedulerOptions {
+        SchedulerOptions {
+            online: Some(OnlineOptions {
+                explore: None,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
     /// Offline: `(2, 1)` interferes badly (`μ_2 = 3.3`), `(1, 2)` takes 0.12 s.
     fn pessimistic() -> Candidates {
         Candidates::two_core_from_times(0.20, 0.30, 0.12)
@@ -1860,11 +1873,7 @@ mod tests {
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let no_explore = SchedulerOptions {
             load_margin_sigmas: 0.0,
-            online: Some(OnlineOptions {
-                explore: None,
-                ..Default::default()
-            }),
-            ..Default::default()
+            ..without_exploration()
         };
         let mut s = Scheduler::new(pessimistic(), a, no_explore, secs(0.0)).unwrap();
         let mut rng = StdRng::seed_from_u64(1);
@@ -1903,13 +1912,7 @@ mod tests {
         let profiled = Candidates::two_core_from_times(0.0075, 0.0078, 0.0044);
         let moderate = Candidates::two_core_from_times(0.0078, 0.0096, 0.0068);
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
-        let opts = SchedulerOptions {
-            online: Some(OnlineOptions {
-                explore: None,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let opts = without_exploration();
         let run = |opts: SchedulerOptions| {
             let mut s = Scheduler::new(profiled.clone(), b, opts, secs(0.0)).unwrap();
             let mut rng = StdRng::seed_from_u64(9);
@@ -1963,11 +1966,7 @@ mod tests {
         let run = |change_sigmas: f64| {
             let opts = SchedulerOptions {
                 change_sigmas,
-                online: Some(OnlineOptions {
-                    explore: None,
-                    ..Default::default()
-                }),
-                ..Default::default()
+                ..without_exploration()
             };
             let mut s = Scheduler::new(truth.clone(), a, opts, secs(0.0)).unwrap();
             let mut rng = StdRng::seed_from_u64(3);
@@ -2056,13 +2055,7 @@ mod tests {
     #[test]
     fn a_queue_that_keeps_growing_bars_the_configuration_the_model_prefers() {
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
-        let opts = SchedulerOptions {
-            online: Some(OnlineOptions {
-                explore: None,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let opts = without_exploration();
         let mut s = Scheduler::new(bistable(), a, opts, secs(0.0)).unwrap();
         assert_eq!(s.decider().target(170.0), a);
         let mut rng = StdRng::seed_from_u64(4);
@@ -2098,17 +2091,13 @@ mod tests {
     #[test]
     fn a_queue_that_empties_or_stops_growing_or_has_nowhere_better_to_go_moves_nothing() {
         let a = Config::new(1, 2);
-        let run = |candidates: Candidates, lambda: f64, queue: &dyn Fn(f64) -> Option<u64>| {
-            let opts = SchedulerOptions {
-                online: Some(OnlineOptions {
-                    explore: None,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            let mut s = Scheduler::new(candidates.clone(), a, opts, secs(0.0)).unwrap();
+        let run_with = |opts: SchedulerOptions, lambda: f64, queue: &dyn Fn(f64) -> Option<u64>| {
+            let mut s = Scheduler::new(bistable(), a, opts, secs(0.0)).unwrap();
             let mut rng = StdRng::seed_from_u64(6);
-            serve_queued(&mut s, &candidates, (lambda, 0.0, 20.0), &mut rng, queue)
+            serve_queued(&mut s, &bistable(), (lambda, 0.0, 20.0), &mut rng, queue)
+        };
+        let run = |lambda: f64, queue: &dyn Fn(f64) -> Option<u64>| {
+            run_with(without_exploration(), lambda, queue)
         };
         // Long but emptying once a period: a busy queue, not a growing one.
         let emptying = |t: f64| {
@@ -2118,9 +2107,9 @@ mod tests {
                 30
             })
         };
-        assert!(run(bistable(), 165.0, &emptying).is_empty());
+        assert!(run(165.0, &emptying).is_empty());
         // Never empty but not growing.
-        assert!(run(bistable(), 165.0, &|_| Some(40)).is_empty());
+        assert!(run(165.0, &|_| Some(40)).is_empty());
         // Growing only for one period at a time.
         let one = |t: f64| {
             Some(if (t as u64).is_multiple_of(2) {
@@ -2129,32 +2118,20 @@ mod tests {
                 0
             })
         };
-        assert!(run(bistable(), 165.0, &one).is_empty());
+        assert!(run(165.0, &one).is_empty());
         // A true overload: at 400/s no configuration keeps up, so there is nowhere better to go (the
         // model's own Overload rule has already moved to the largest capacity).
-        let overload = run(bistable(), 400.0, &growing_from(2.0));
+        let overload = run(400.0, &growing_from(2.0));
         assert!(
             overload.iter().all(|w| w.reason != SwitchReason::Backlog),
             "{overload:?}"
         );
         // And with the guard off, a growing queue moves nothing.
-        let opts = SchedulerOptions {
+        let off_opts = SchedulerOptions {
             backlog: None,
-            online: Some(OnlineOptions {
-                explore: None,
-                ..Default::default()
-            }),
-            ..Default::default()
+            ..without_exploration()
         };
-        let mut s = Scheduler::new(bistable(), a, opts, secs(0.0)).unwrap();
-        let mut rng = StdRng::seed_from_u64(6);
-        let off = serve_queued(
-            &mut s,
-            &bistable(),
-            (165.0, 0.0, 20.0),
-            &mut rng,
-            growing_from(2.0),
-        );
+        let off = run_with(off_opts, 165.0, &growing_from(2.0));
         assert!(off.is_empty(), "{off:?}");
     }
 

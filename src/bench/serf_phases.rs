@@ -677,11 +677,14 @@ fn phase_name(p: Option<usize>) -> &'static str {
     }
 }
 
+/// A share as a whole percentage, `–` when there is none (not Linux).
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0))
+}
+
 /// Per set-up and phase, the mean ONNX Runtime call and the machine's busy share: whether a set-up
 /// was slower in a phase because its calls were, or because of what it decided.
 fn phase_conditions_table(run: &PhasesRun) -> String {
-    let share =
-        |x: Option<f64>| x.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0));
     let mut s = format!(
         "\nPer phase, ms per ORT call / machine busy:\n\n| set-up | {} |\n|---|{}\n",
         (0..run.phases.len())
@@ -694,7 +697,7 @@ fn phase_conditions_table(run: &PhasesRun) -> String {
         s.push_str(&format!("| {} |", setup.setup));
         for p in 0..run.phases.len() {
             match setup.phase_conditions.get(p) {
-                Some(c) => s.push_str(&format!(" {:.3} / {} |", c.ms_per_call(), share(c.busy))),
+                Some(c) => s.push_str(&format!(" {:.3} / {} |", c.ms_per_call(), percent(c.busy))),
                 None => s.push_str(" – |"),
             }
         }
@@ -735,16 +738,13 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
                 s.push_str(&format!(" {:.2} |", run.mean(i, p, false)));
             }
             let c = &setup.conditions;
-            let share = |x: Option<f64>| {
-                x.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0))
-            };
             s.push_str(&format!(
                 " {} | {:.3} | {:.2} | {} | {} |\n",
                 setup.failed.len(),
                 c.ms_per_call(),
                 c.rows_per_call(),
-                share(c.busy),
-                share(c.steal)
+                percent(c.busy),
+                percent(c.steal)
             ));
         }
         s.push_str("| **SERF / best fixed** |");
