@@ -158,6 +158,12 @@ impl RunningGraph {
         self.factory.executor_stats()
     }
 
+    /// The live counters of model node `node`'s in-process executor (`None`: no such node, or it
+    /// runs remotely).
+    pub fn executor_load(&self, node: &str) -> Option<&weir_operators::model::LoadStats> {
+        self.factory.executor(node).map(|e| e.load_stats())
+    }
+
     /// `/metrics` lines for this graph's executors: queue, calls, rows, errors, busy time and
     /// batch sizes per model node.
     pub fn executor_metrics(&self) -> weir_connectors::http::MetricsSource {
@@ -295,6 +301,10 @@ pub fn start_distributed(
     )?);
     if let Some(h) = &hams {
         h.attach(Arc::clone(&runtime));
+    }
+    if distributed.cluster.is_none() {
+        // In a cluster, requests admitted here may be served by another process's executor.
+        factory.read_load_at_admission(runtime.plan(), &runtime.admission());
     }
     Ok(RunningGraph {
         runtime,
@@ -520,7 +530,7 @@ fn render_parallelism_metrics(
         return;
     }
     type Value = fn(&weir_operators::model::ParallelismSnapshot) -> f64;
-    let series: [(&str, &str, &str, Value); 9] = [
+    let series: [(&str, &str, &str, Value); 10] = [
         (
             m::PARALLELISM_CONCURRENCY,
             "gauge",
@@ -568,6 +578,12 @@ fn render_parallelism_metrics(
             "counter",
             "Switches away from a configuration whose queue kept growing (SERF's backlog guard).",
             |p| p.backlog_switches as f64,
+        ),
+        (
+            m::SERF_WAITING,
+            "gauge",
+            "Requests waiting in front of the sessions at the last SERF control tick.",
+            |p| p.waiting as f64,
         ),
         (
             m::SERF_SERVICE_SAMPLES_DROPPED_TOTAL,

@@ -1330,6 +1330,10 @@ struct ProfileArgs {
     /// Cores to plan for (default: all available).
     #[arg(long)]
     cores: Option<usize>,
+    /// Measure bare sessions back to back (the paper's way) instead of the node's executor in a
+    /// running one-node graph.
+    #[arg(long)]
+    bare_sessions: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1387,6 +1391,10 @@ struct SerfBenchArgs {
     /// places them).
     #[arg(long)]
     pin_cores_from: Option<usize>,
+    /// Profile bare sessions back to back (the paper's way) instead of the node's executor in a
+    /// running one-node graph.
+    #[arg(long)]
+    bare_sessions: bool,
     /// Whole comparisons to run; the report quotes medians (`--phases`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -1396,6 +1404,15 @@ struct SerfBenchArgs {
     /// Where the latency-over-time plot goes (`--phases`; the last run's).
     #[arg(long, default_value = "benchmarks/serf/phases.png")]
     phases_plot: PathBuf,
+}
+
+/// Where profiles are measured, from `--bare-sessions`.
+fn measured_in(bare_sessions: bool) -> weir_serf::profile::MeasuredIn {
+    if bare_sessions {
+        weir_serf::profile::MeasuredIn::Sessions
+    } else {
+        weir_serf::profile::MeasuredIn::Graph
+    }
 }
 
 fn cores() -> usize {
@@ -1419,6 +1436,7 @@ fn profile(args: ProfileArgs) -> Result<()> {
             rounds: args.rounds.max(1),
             spinning: node.spinning,
             pin_cores_from: node.pin_cores_from,
+            measure_in: measured_in(args.bare_sessions),
             ..ProfileOptions::default()
         };
         let profile = profile_node(&node.id, &node.path, &options)?;
@@ -1452,6 +1470,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
             rounds: args.rounds.max(1),
             spinning: args.spinning,
             pin_cores_from: args.pin_cores_from,
+            measure_in: measured_in(args.bare_sessions),
             ..ProfileOptions::default()
         },
     };
@@ -1535,6 +1554,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
             rounds: args.rounds.max(1),
             spinning: args.spinning,
             pin_cores_from: args.pin_cores_from,
+            measure_in: measured_in(args.bare_sessions),
             ..ProfileOptions::default()
         },
     };

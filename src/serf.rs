@@ -11,10 +11,12 @@
 //! times go to [`weir_serf::profile::build_profile`], which computes `μ_i` and the SCV and re-measures
 //! non-homogeneous tuples.
 //!
-//! Decision: the service time is the time of one `Session::run` call, measured around the call,
-//! on bare sessions rather than through a graph. That is what the paper profiles (execution time
-//! only); weir's own path adds a small fixed cost per request (see `benchmarks/README.md`,
-//! *overhead*) that the model does not include and `weir bench serf` reports as error.
+//! Decision: the service time is the time of one `Session::run` call, measured around the call.
+//! By default ([`MeasuredIn::Graph`], [`in_graph`]) the calls are the node's own, inside a running
+//! one-node graph fed through the serving path, and the path's time per request outside the call is
+//! measured too ([`Profile::path_s`]); [`MeasuredIn::Sessions`] measures bare sessions back to back
+//! as described above, the paper's way, which on this machine under-predicts what the serving
+//! process sees (see [`in_graph`] for the figures).
 //!
 //! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
 
@@ -33,11 +35,13 @@ use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
 use weir_serf::profile::{
-    build_profile, profiling_cost, BuildError, BuildOptions, Profile, ProfileError,
+    build_profile, profiling_cost, BuildError, BuildOptions, MeasuredIn, Profile, ProfileError,
 };
 use weir_serf::table::{Candidates, ConfigTable, TableError, TableOptions};
 
 use crate::Plan;
+
+pub mod in_graph;
 
 /// Load levels and requests per experiment of the exhaustive plan SERF's cost is compared with
 /// (Table II: 10 levels, 5000 requests).
@@ -66,6 +70,8 @@ pub struct ProfileOptions {
     /// Pin each stream's thread and its intra-op workers as the node's executor would
     /// (`executor.pin_cores_from`; stream `k` of a tuple is session thread `k`).
     pub pin_cores_from: Option<usize>,
+    /// Where the calls are measured (module docs); the default is [`MeasuredIn::Graph`].
+    pub measure_in: MeasuredIn,
 }
 
 impl ProfileOptions {
@@ -92,6 +98,7 @@ impl Default for ProfileOptions {
             progress: true,
             spinning: false,
             pin_cores_from: None,
+            measure_in: MeasuredIn::Graph,
         }
     }
 }
@@ -108,6 +115,9 @@ pub enum MeasureError {
     /// A request stream's thread panicked.
     #[error("a request stream panicked")]
     Panicked,
+    /// The one-node graph a tuple is measured in could not be built or started.
+    #[error("profiling graph: {0}")]
+    Graph(String),
 }
 
 /// Errors profiling a model node.
@@ -120,6 +130,9 @@ pub enum SerfError {
     /// Measuring failed.
     #[error(transparent)]
     Build(#[from] BuildError<MeasureError>),
+    /// The serving path's time per request could not be measured.
+    #[error("measuring the path time: {0}")]
+    PathTime(MeasureError),
     /// The profiler's threads cannot be pinned as asked.
     #[error(transparent)]
     Pin(#[from] PinError),
@@ -217,43 +230,15 @@ pub fn profile_node(
     options: &ProfileOptions,
 ) -> Result<Profile, SerfError> {
     let started = Instant::now();
-    let inputs = SyntheticInputs::random(path, options.seed)?;
     let cores = options.cores.max(1);
     let total = weir_serf::profile::plan(cores, &[1]).len() * options.rounds.max(1);
-    let mut sessions: BTreeMap<usize, Vec<Session>> = BTreeMap::new();
     let mut measured = 0;
     let build = BuildOptions {
         samples: options.samples.max(1),
         retry_samples: options.retry_samples,
         rounds: options.rounds.max(1),
     };
-    let pins = options
-        .pin_cores_from
-        .map(CorePins::from_first)
-        .transpose()?;
-    let mut profile = build_profile(cores, &[1], build, |tuple: Config, samples| {
-        let runtime = OrtRuntime::get()?;
-        let pool = sessions.entry(tuple.threads).or_default();
-        while pool.len() < tuple.concurrency {
-            let workers = pins
-                .as_ref()
-                .and_then(|p| p.workers(pool.len(), tuple.threads));
-            pool.push(runtime.session_on(
-                node,
-                path,
-                tuple.threads,
-                options.spinning,
-                Device::Cpu,
-                workers.as_deref(),
-            )?);
-        }
-        let tuple_started = Instant::now();
-        let times = measure_streams(
-            &mut pool[..tuple.concurrency],
-            &inputs,
-            (samples, options.warmup),
-            pins.as_ref().map(|p| (p, tuple.threads)),
-        )?;
+    let mut progress = |tuple: Config, times: &[f64], took: Duration| {
         measured += 1;
         if options.progress {
             let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
@@ -264,15 +249,97 @@ pub fn profile_node(
                 tuple.threads,
                 mean * 1e3,
                 times.len(),
-                tuple_started.elapsed().as_secs_f64()
+                took.as_secs_f64()
             );
         }
-        Ok(times)
-    })?;
+    };
+    let mut profile = match options.measure_in {
+        MeasuredIn::Sessions => {
+            let mut bare = BareSessions::new(node, path, options)?;
+            build_profile(cores, &[1], build, |tuple: Config, samples| {
+                let tuple_started = Instant::now();
+                let times = bare.measure(tuple, samples)?;
+                progress(tuple, &times, tuple_started.elapsed());
+                Ok(times)
+            })?
+        }
+        MeasuredIn::Graph => {
+            let mut graphs = in_graph::GraphProfiler::new(path, options.executor());
+            let built = build_profile(cores, &[1], build, |tuple: Config, samples| {
+                let tuple_started = Instant::now();
+                let times = graphs.measure(tuple, (samples, options.warmup))?;
+                progress(tuple, &times, tuple_started.elapsed());
+                Ok(times)
+            });
+            let path_time = built
+                .is_ok()
+                .then(|| graphs.path_time(options.samples.max(1) * PATH_REQUESTS_FACTOR));
+            graphs.shutdown();
+            let mut profile = built?;
+            profile.path_s = path_time.transpose().map_err(SerfError::PathTime)?;
+            profile
+        }
+    };
     profile.label = Some(node.to_string());
     profile.wall_s = Some(started.elapsed().as_secs_f64());
     profile.spinning = Some(options.spinning);
+    profile.measured_in = Some(options.measure_in);
     Ok(profile)
+}
+
+/// Requests the path time is measured over, per profiled request of a tuple (it is a difference of
+/// two means, so it needs more than a tuple's ten).
+const PATH_REQUESTS_FACTOR: usize = 3;
+
+/// Bare sessions of one profiling run ([`MeasuredIn::Sessions`]), created per `t` as tuples need them.
+struct BareSessions<'a> {
+    node: &'a str,
+    path: &'a Path,
+    options: &'a ProfileOptions,
+    inputs: SyntheticInputs,
+    pins: Option<CorePins>,
+    sessions: BTreeMap<usize, Vec<Session>>,
+}
+
+impl<'a> BareSessions<'a> {
+    fn new(node: &'a str, path: &'a Path, options: &'a ProfileOptions) -> Result<Self, SerfError> {
+        Ok(Self {
+            node,
+            path,
+            options,
+            inputs: SyntheticInputs::random(path, options.seed)?,
+            pins: options
+                .pin_cores_from
+                .map(CorePins::from_first)
+                .transpose()?,
+            sessions: BTreeMap::new(),
+        })
+    }
+
+    fn measure(&mut self, tuple: Config, samples: usize) -> Result<Vec<f64>, MeasureError> {
+        let runtime = OrtRuntime::get()?;
+        let pool = self.sessions.entry(tuple.threads).or_default();
+        while pool.len() < tuple.concurrency {
+            let workers = self
+                .pins
+                .as_ref()
+                .and_then(|p| p.workers(pool.len(), tuple.threads));
+            pool.push(runtime.session_on(
+                self.node,
+                self.path,
+                tuple.threads,
+                self.options.spinning,
+                Device::Cpu,
+                workers.as_deref(),
+            )?);
+        }
+        measure_streams(
+            &mut pool[..tuple.concurrency],
+            &self.inputs,
+            (samples, self.options.warmup),
+            self.pins.as_ref().map(|p| (p, tuple.threads)),
+        )
+    }
 }
 
 /// A model node to profile.

@@ -51,6 +51,9 @@ pub const SERF_EXPLORATIONS_TOTAL: &str = "weir_serf_explorations_total";
 /// Per `parallelism: auto` node: switches away from a configuration whose queue kept growing (SERF's
 /// backlog guard).
 pub const SERF_BACKLOG_SWITCHES_TOTAL: &str = "weir_serf_backlog_switches_total";
+/// Per `parallelism: auto` node: requests waiting in front of its sessions at the last control tick
+/// (what SERF's backlog guard watches; for a graph's only model node, counted from admission).
+pub const SERF_WAITING: &str = "weir_serf_waiting";
 /// Per `parallelism: auto` node and tuple (`running`, `threads`): service times measured (SERF).
 pub const SERF_SERVICE_SAMPLES_TOTAL: &str = "weir_serf_service_samples_total";
 /// Per `parallelism: auto` node: service times dropped because the control thread fell behind (SERF).

@@ -72,6 +72,27 @@ struct Worker {
     activator: SyncActivator,
 }
 
+/// Admission's counters of one runtime, readable from any thread: how many requests the graph
+/// admitted so far and how many of them are not answered yet. Unlike an executor's own counters
+/// they see a request the moment it enters, even while the dataflow has not yet moved it on.
+#[derive(Debug, Clone)]
+pub struct AdmissionGauge {
+    admitted: Arc<AtomicU64>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl AdmissionGauge {
+    /// Requests admitted so far (rows, one per request; refused ones not counted).
+    pub fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    /// Requests admitted and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
 /// A graph running in this process.
 pub struct GraphRuntime {
     plan: Arc<Plan>,
@@ -82,6 +103,7 @@ pub struct GraphRuntime {
     next_id: AtomicU64,
     next_worker: AtomicUsize,
     in_flight: Arc<AtomicUsize>,
+    admitted: Arc<AtomicU64>,
     closed: AtomicBool,
     /// Keep each pending request's inputs (replicated stateful nodes may need it run again).
     log_requests: bool,
@@ -273,6 +295,7 @@ impl GraphRuntime {
             next_id: AtomicU64::new(((process as u64) << PROCESS_SHIFT) | 1),
             next_worker: AtomicUsize::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            admitted: Arc::new(AtomicU64::new(0)),
             closed: AtomicBool::new(false),
             log_requests,
             options,
@@ -287,6 +310,15 @@ impl GraphRuntime {
     /// Requests admitted and not yet answered.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// A live view of admission's counters, for a component that must see the load where it
+    /// enters the graph (SERF's control loop of a graph's only model node).
+    pub fn admission(&self) -> AdmissionGauge {
+        AdmissionGauge {
+            admitted: Arc::clone(&self.admitted),
+            in_flight: Arc::clone(&self.in_flight),
+        }
     }
 
     /// Requests answered so far.
@@ -476,6 +508,7 @@ impl GraphRuntime {
                 limit,
             });
         }
+        self.admitted.fetch_add(n as u64, Ordering::Relaxed);
         Ok(self.next_id.fetch_add(n as u64, Ordering::Relaxed))
     }
 

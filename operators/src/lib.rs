@@ -25,6 +25,7 @@ use weir_engine::dataflow::exchange::route_rows;
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
 use weir_engine::plan::{Plan, PlannedNode};
+use weir_engine::runtime::AdmissionGauge;
 use weir_engine::validate::{NodeKind, RemoteExecutor, ReplicaTarget};
 
 use model::{
@@ -270,6 +271,31 @@ impl OperatorFactory {
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    /// Lets a `parallelism: auto` node read its load where requests enter the graph: its arrivals
+    /// from `admission`'s count and, as waiting, every admitted request beyond those its sessions
+    /// hold (so a backlog the dataflow holds in front of the executor counts). Only when that load is
+    /// all the node's: the plan has one model node, served by one in-process executor without
+    /// replicas, parity or state; returns whether it was attached.
+    pub fn read_load_at_admission(&self, plan: &Plan, admission: &AdmissionGauge) -> bool {
+        let model_nodes = plan
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.node.kind, NodeKind::Model(_)))
+            .count();
+        let plain = self.pools.is_empty() && self.parity.is_empty() && self.stateful.is_empty();
+        match (model_nodes, plain, self.executors.values().next()) {
+            (1, true, Some(executor)) if self.executors.len() == 1 => {
+                executor.read_load_at(admission.clone())
+            }
+            _ => false,
+        }
+    }
+
+    /// The in-process executor of model node `node`, if it has one.
+    pub fn executor(&self, node: &str) -> Option<&ModelExecutor> {
+        self.executors.get(node).map(|e| &**e)
     }
 
     /// Load counters of every model node's executor, by node id.

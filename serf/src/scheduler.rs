@@ -120,10 +120,13 @@
 //!   collapsing `(1, 2)` for 20–30 s three times (phase means 20, 31 and 58 ms against 7–8 ms). A queue
 //!   that grows for two whole periods is direct evidence, independent of the model: at the utilisations
 //!   the cap allows (≤ 0.6) a stable queue empties many times a second. A true overload, where no
-//!   configuration is predicted to keep up, moves nothing. What it cannot see: a backlog in front of the
-//!   executor. In run 6 of the next batch (`benchmarks/README.md`, *Backlog guard*) the starved dataflow
-//!   held requests before they reached the executor, which then saw 135 of the 245 requests/s offered and
-//!   a short queue; the arrival estimate (counted where the executor takes requests) was blind too.
+//!   configuration is predicted to keep up, moves nothing. What the waiting count is, is the caller's:
+//!   reading only the executor's queue misses a backlog in front of it — in run 6 of the next batch
+//!   (`benchmarks/README.md`, *Backlog guard*) the starved dataflow held requests before they reached the
+//!   executor, which saw 135 of the 245 requests/s offered and a short queue, and the arrival estimate
+//!   (counted where the executor takes requests) was blind too. So weir's control loop feeds a graph's
+//!   only model node its arrivals and waiting requests from the graph's admission (every admitted,
+//!   unanswered request beyond those the sessions hold); other nodes read their executor's.
 
 use crate::baseline::Predictor;
 use crate::config::Config;

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use weir_engine::onnx::{ElementType, TensorInfo};
-use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
 use weir_serf::model::predict;
@@ -31,9 +30,9 @@ use weir_serf::table::Candidates;
 
 use super::overhead::{first_input_output, median};
 use crate::loadgen::{run_load, Arrival, LoadSpec};
+use crate::serf::in_graph::one_node_graph;
 use crate::serf::{profile_node, ProfileOptions};
-use crate::workload::Workload;
-use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+use crate::RunningGraph;
 
 /// Utilisation at and above which a configuration is not run at a load.
 pub const MAX_RHO: f64 = 0.9;
@@ -201,32 +200,6 @@ pub(crate) fn request_signature(
     Ok((input, dtype, shape, output))
 }
 
-/// A one-node graph of `path` with `config`'s layout (spinning and pinning as `executor`), and a
-/// one-request workload.
-fn fixed_graph(
-    path: &Path,
-    config: Config,
-    executor: ExecutorSpec,
-) -> Result<(RunningGraph, Workload)> {
-    let (input, dtype, shape, output) = request_signature(path)?;
-    let spec = GraphSpec::builder("serf")
-        .input("x", dtype, &shape)
-        .model(
-            ModelBuilder::new("model", path)
-                .input(&input.name, "x")
-                .executor(ExecutorSpec {
-                    instances: config.concurrency,
-                    intra_op_threads: config.threads,
-                    ..executor
-                }),
-        )
-        .output("y", &format!("model.{}", output.name))
-        .build();
-    let graph = plan_spec(&spec, Path::new(".")).map_err(|d| anyhow!("{d}"))?;
-    let workload = Workload::random(&graph.plan, 1, 7);
-    Ok((start(graph.plan, RuntimeOptions::default())?, workload))
-}
-
 /// Requests for load level `k` of `loads` at rate `lambda` (module docs).
 fn requests_at(config: &SerfBenchConfig, level: usize, lambda: f64) -> usize {
     let scaled = config.requests * level / config.loads.max(1);
@@ -261,7 +234,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         if runnable.is_empty() {
             continue;
         }
-        let (graph, workload) = fixed_graph(path, candidate.config, config.profile.executor())?;
+        let (graph, workload) = one_node_graph(path, candidate.config, config.profile.executor())?;
         run_load(
             graph.runtime(),
             &workload,
@@ -312,14 +285,14 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 level,
                 lambda,
                 rho: prediction.rho,
-                predicted_ms: prediction.latency * 1e3,
+                predicted_ms: profile.predicted_latency(prediction.latency) * 1e3,
                 measured_ms: report.latency_us.mean() / 1e3,
                 requests,
                 predicted_service_ms: prediction.service * 1e3,
                 measured_service_ms: measured_service.map(|s| s * 1e3),
                 in_situ_ms: measured_service
                     .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
-                    .map(|l| l * 1e3),
+                    .map(|l| profile.predicted_latency(l) * 1e3),
             };
             eprintln!(
                 "{name} {} λ={lambda:.1}/s ({requests} requests): predicted {:.3} ms, measured {:.3} ms ({:+.1} %); service predicted {:.3} ms, measured {}",

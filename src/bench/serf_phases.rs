@@ -1199,6 +1199,8 @@ mod tests {
             explorations: 1,
             backlog_switches: 0,
             samples_dropped: 0,
+            reads_admission: true,
+            waiting: 0,
             service_rates: vec![
                 ServiceRate {
                     running: 1,

@@ -1,6 +1,7 @@
 //! `weir profile`'s measuring on real ONNX Runtime (SERF, requirements P1–P3): the small MLP is
-//! profiled with a few samples per tuple, the saved profile reads back equal and covers every
-//! configuration with positive finite rates; a profile's prediction at a low load agrees loosely
+//! profiled with a few samples per tuple, in a running graph (the default, with the path time) and
+//! on bare sessions, the saved profile reads back equal and covers every configuration with
+//! positive finite rates; a profile's prediction at a low load agrees loosely
 //! with the mean latency weir measures; a graph with `parallelism: auto` serves every request while
 //! its scheduler switches, and `/metrics` shows the parallelism gauges.
 
@@ -14,7 +15,7 @@ use weir::{load_graph, plan_spec, start, DType, GraphSpec, ModelBuilder, Runtime
 use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
 use weir_serf::model::predict;
-use weir_serf::profile::{plan, Profile};
+use weir_serf::profile::{plan, MeasuredIn, Profile};
 
 use crate::common::model;
 
@@ -62,6 +63,12 @@ fn profile_mlp_saves_every_configuration() {
         Some(false),
         "the profile records how it was measured"
     );
+    assert_eq!(profile.measured_in, Some(MeasuredIn::Graph), "the default");
+    assert!(
+        profile.path_s.is_some_and(|p| p.is_finite() && p >= 0.0),
+        "the serving path's own time is measured: {:?}",
+        profile.path_s
+    );
 
     let candidates = profile.candidates();
     let configs: Vec<Config> = candidates.iter().map(|(c, _)| *c).collect();
@@ -81,6 +88,21 @@ fn profile_mlp_saves_every_configuration() {
     let effort = profile.effort.expect("the measuring effort is recorded");
     assert!(effort.experiments >= 3 * configs.len(), "{effort:?}");
     assert!(effort.requests >= 6 * configs.len(), "{effort:?}");
+
+    // The paper's way, bare sessions back to back, gives the same shape of profile without a path time.
+    let bare = profile_node(
+        "m",
+        &nodes[0].path,
+        &ProfileOptions {
+            measure_in: MeasuredIn::Sessions,
+            ..options
+        },
+    )
+    .unwrap();
+    assert_eq!(bare.measured_in, Some(MeasuredIn::Sessions));
+    assert_eq!(bare.path_s, None);
+    let bare_configs: Vec<Config> = bare.candidates().iter().map(|(c, _)| *c).collect();
+    assert_eq!(bare_configs, configs);
 
     std::fs::remove_dir_all(Path::new(&dir)).unwrap();
 }
@@ -223,6 +245,7 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
         "weir_serf_ranking_changes_total{graph=\"auto\",node=\"m\"}",
         "weir_serf_explorations_total{graph=\"auto\",node=\"m\"}",
         "weir_serf_backlog_switches_total{graph=\"auto\",node=\"m\"}",
+        "weir_serf_waiting{graph=\"auto\",node=\"m\"}",
         "weir_serf_service_samples_total{graph=\"auto\",node=\"m\",running=\"1\",threads=\"2\"}",
     ] {
         assert!(metrics.contains(name), "no {name} in:\n{metrics}");
@@ -231,6 +254,8 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     // measured speed of the model (the switching rules are the scheduler's unit tests), but it is one
     // of the candidates.
     assert!(after.arrival_rate > 5.0, "{after:?}");
+    // The graph's only model node reads its load where requests enter.
+    assert!(after.reads_admission, "{after:?}");
     assert!(
         [(1, 1), (1, 2), (2, 1)].contains(&(after.concurrency, after.threads)),
         "{after:?}"
@@ -241,6 +266,27 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
         after.service_rates.iter().map(|r| r.samples).sum::<u64>() > 0,
         "{after:?}"
     );
+
+    // Beside a second model node, admission's count is not all this node's load: it reads its own.
+    let pair_path = dir.join("pair.yaml");
+    std::fs::write(
+        &pair_path,
+        format!(
+            "name: pair\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model:\n      id: m\n      path: {0}\n      inputs: {{x: x}}\n      parallelism: auto\n  - model:\n      id: other\n      path: {0}\n      inputs: {{x: x}}\noutputs:\n  - {{name: a, from: m.probs}}\n  - {{name: b, from: other.probs}}\n",
+            model("mlp_a.onnx").display()
+        ),
+    )
+    .unwrap();
+    fixture.save(&profile_path(&pair_path, "m")).unwrap();
+    let pair = start(
+        load_graph(&pair_path).unwrap().plan,
+        RuntimeOptions::default(),
+    )
+    .unwrap();
+    let stats = pair.parallelism_stats();
+    pair.shutdown();
+    assert_eq!(stats.len(), 1);
+    assert!(!stats[0].1.reads_admission, "{:?}", stats[0].1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

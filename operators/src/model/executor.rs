@@ -15,8 +15,8 @@
 //! describes how. A fixed executor takes exactly the path it always did (one session per thread,
 //! blocking on the queue; its first requests warm it).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -143,6 +143,17 @@ pub struct LoadStats {
     batch_sizes: [AtomicU64; BATCH_BUCKETS],
     /// Calls by duration, bucketed by [`CALL_SECONDS_BOUNDS`] (the last is open).
     call_seconds: [AtomicU64; CALL_BUCKETS],
+    /// Each call's duration, while someone records them.
+    call_log: CallLog,
+}
+
+/// The duration of every call, kept only between [`LoadStats::record_calls`] and
+/// [`LoadStats::take_calls`] (profiling a node through the graph: the serving path's own call
+/// times, one by one); otherwise a relaxed flag read per call.
+#[derive(Debug, Default)]
+struct CallLog {
+    on: AtomicBool,
+    times: Mutex<Vec<Duration>>,
 }
 
 const CALL_BUCKETS: usize = 13;
@@ -214,6 +225,36 @@ impl LoadStats {
             .position(|&b| secs <= b)
             .unwrap_or(CALL_BUCKETS - 1);
         self.call_seconds[bucket].fetch_add(1, Ordering::Relaxed);
+        if self.call_log.on.load(Ordering::Relaxed) {
+            self.call_log
+                .times
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(elapsed);
+        }
+    }
+
+    /// Starts keeping the duration of every call, in the order they end (forgetting any kept
+    /// before).
+    pub fn record_calls(&self) {
+        self.call_log
+            .times
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.call_log.on.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops keeping call durations and returns those kept since [`LoadStats::record_calls`].
+    pub fn take_calls(&self) -> Vec<Duration> {
+        self.call_log.on.store(false, Ordering::Relaxed);
+        std::mem::take(
+            &mut *self
+                .call_log
+                .times
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
     }
 
     /// Jobs waiting in the queue now (queued, not yet taken by a session).
@@ -443,6 +484,14 @@ impl ModelExecutor {
         }
     }
 
+    /// Makes a switchable executor's control loop read arrivals and waiting requests at the graph's
+    /// admission ([`super::parallelism`]); false for a fixed executor or when already attached.
+    pub fn read_load_at(&self, admission: weir_engine::runtime::AdmissionGauge) -> bool {
+        self.board
+            .as_ref()
+            .is_some_and(|b| b.read_load_at(admission))
+    }
+
     /// The parallelism gauges of a switchable executor (`None` for a fixed one).
     pub fn parallelism(&self) -> Option<ParallelismSnapshot> {
         self.board.as_ref().map(|b| b.snapshot())
@@ -474,6 +523,11 @@ impl ModelExecutor {
     /// The load counters now.
     pub fn stats(&self) -> LoadSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The live counters (to record call durations: [`LoadStats::record_calls`]).
+    pub fn load_stats(&self) -> &LoadStats {
+        &self.stats
     }
 }
 
@@ -1191,6 +1245,34 @@ mod tests {
         .map(drop)
         .unwrap_err();
         assert!(err.to_string().contains("pin_cores_from 100000"), "{err}");
+    }
+
+    #[test]
+    fn call_durations_are_kept_only_between_record_and_take() {
+        let runtime = OrtRuntime::get().unwrap();
+        let executor = ModelExecutor::start(&runtime, config(16)).unwrap();
+        let answers: Answers = Arc::default();
+        submit(&executor, job(0, &answers));
+        wait_for(&answers, 1);
+        executor.load_stats().record_calls();
+        for id in 1..11 {
+            submit(&executor, job(id, &answers));
+        }
+        wait_for(&answers, 11);
+        let calls = executor.load_stats().take_calls();
+        assert_eq!(calls.len(), 10, "one duration per call while recording");
+        assert!(calls.iter().all(|d| *d > Duration::ZERO), "{calls:?}");
+        let runs = executor.stats().runs;
+        for id in 11..14 {
+            submit(&executor, job(id, &answers));
+        }
+        wait_for(&answers, 14);
+        assert_eq!(executor.stats().runs, runs + 3);
+        assert!(
+            executor.load_stats().take_calls().is_empty(),
+            "not recording any more"
+        );
+        assert_each_answered_once_right(&answers, 14);
     }
 
     #[test]

@@ -19,7 +19,13 @@
 //! every `period / 10` (at least 10 ms) the thread moves the count into
 //! [`weir_serf::scheduler::Scheduler`] with the current time, polls it, and applies a decided switch,
 //! logging it at INFO with node, from, to, `λ̂` and the reason. What it costs on the request path is
-//! one relaxed atomic add per submitted job.
+//! one relaxed atomic add per submitted job. The waiting requests the backlog guard watches are read
+//! each tick too: the executor's queue, or — for a graph's only model node, attached with
+//! [`Switchboard::read_load_at`] — the larger of that and every request admitted to the graph and
+//! not answered beyond the `c` the sessions hold, and then the arrivals are admission's count as
+//! well. A dataflow starved of CPU holds requests before they reach the executor, where neither its
+//! queue nor its arrival count sees them (S4 run 6, `benchmarks/README.md`); admission sees them at
+//! once.
 //!
 //! **Online re-profiling** ([`weir_serf::online`]). Each executor thread brackets its calls with
 //! [`Switchboard::begin_call`] / [`Switchboard::end_call`]: a short lock keeps the number of calls
@@ -33,13 +39,14 @@
 //! time is not one request's service time.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::model::executor::LoadStats;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use tracing::{debug, info, warn};
+use weir_engine::runtime::AdmissionGauge;
 use weir_serf::config::Config;
 use weir_serf::online::BandEstimate;
 use weir_serf::scheduler::{Reprofile, Scheduler, SchedulerError, SchedulerOptions};
@@ -145,6 +152,12 @@ pub struct ParallelismSnapshot {
     pub backlog_switches: u64,
     /// Service-time samples dropped because the buffer was full.
     pub samples_dropped: u64,
+    /// Whether arrivals and waiting requests are read where requests enter the graph (the graph's
+    /// only model node) rather than at the executor's queue.
+    pub reads_admission: bool,
+    /// Requests waiting in front of the sessions at the last control tick (what the backlog guard
+    /// watches).
+    pub waiting: u64,
     /// Every tuple's rate, in tuple order (empty without online re-profiling).
     pub service_rates: Vec<ServiceRate>,
     /// Every tuple's service time per load band, in tuple then load order (empty without load bands).
@@ -218,6 +231,10 @@ pub(crate) struct Switchboard {
     samples: Mutex<Vec<ServiceSample>>,
     samples_dropped: AtomicU64,
     gauges: Mutex<ProfileGauges>,
+    /// The graph's admission, when the node reads its load there (module docs).
+    admission: OnceLock<AdmissionGauge>,
+    /// Requests waiting in front of the node's sessions at the last tick.
+    waiting: AtomicU64,
 }
 
 impl Switchboard {
@@ -263,6 +280,8 @@ impl Switchboard {
                 samples: Mutex::new(Vec::new()),
                 samples_dropped: AtomicU64::new(0),
                 gauges: Mutex::new(ProfileGauges::default()),
+                admission: OnceLock::new(),
+                waiting: AtomicU64::new(0),
             }),
             rxs,
         ))
@@ -351,6 +370,12 @@ impl Switchboard {
 
     fn take_arrivals(&self) -> u64 {
         self.arrivals.swap(0, Ordering::Relaxed)
+    }
+
+    /// Makes the control loop read arrivals and waiting requests at the graph's admission from
+    /// now on; false when it already does.
+    pub(crate) fn read_load_at(&self, admission: AdmissionGauge) -> bool {
+        self.admission.set(admission).is_ok()
     }
 
     fn set_rate(&self, rate: f64) {
@@ -445,6 +470,8 @@ impl Switchboard {
             explorations: g.explorations,
             backlog_switches: g.backlog_switches,
             samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
+            reads_admission: self.admission.get().is_some(),
+            waiting: self.waiting.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
             service_by_load: g.service_by_load.clone(),
         }
@@ -498,6 +525,27 @@ impl Drop for Controller {
     }
 }
 
+/// One control tick's reading of a node's load: rows that arrived since the last tick and requests
+/// waiting in front of the sessions now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ExecutorLoad {
+    arrivals: u64,
+    queued: u64,
+}
+
+impl ExecutorLoad {
+    /// The reading for a node that reads its load at the graph's admission: the requests admitted
+    /// since the last tick (`None` on the first tick with the gauge: the executor's own count), and
+    /// as waiting whichever is larger, the executor's queue or every request in the graph beyond the
+    /// `running` the sessions can hold — requests held up in the dataflow before the node count too.
+    fn with_admission(self, admitted: Option<u64>, in_flight: u64, running: u64) -> ExecutorLoad {
+        ExecutorLoad {
+            arrivals: admitted.unwrap_or(self.arrivals),
+            queued: self.queued.max(in_flight.saturating_sub(running)),
+        }
+    }
+}
+
 fn control_loop(
     (board, stats): (&Switchboard, &LoadStats),
     mut scheduler: Scheduler,
@@ -505,17 +553,36 @@ fn control_loop(
     origin: Instant,
     stopped: &Receiver<()>,
 ) {
+    let mut admitted_before: Option<u64> = None;
     loop {
         match stopped.recv_timeout(tick) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
         let now = origin.elapsed();
-        scheduler.record_arrivals(now, board.take_arrivals());
+        let at_executor = ExecutorLoad {
+            arrivals: board.take_arrivals(),
+            queued: stats.queue_depth(),
+        };
+        let load = match board.admission.get() {
+            Some(gauge) => {
+                let admitted = gauge.admitted();
+                let seen = at_executor.with_admission(
+                    admitted_before.map(|before| admitted.saturating_sub(before)),
+                    gauge.in_flight() as u64,
+                    board.current().concurrency as u64,
+                );
+                admitted_before = Some(admitted);
+                seen
+            }
+            None => at_executor,
+        };
+        board.waiting.store(load.queued, Ordering::Relaxed);
+        scheduler.record_arrivals(now, load.arrivals);
         for s in board.take_samples() {
             scheduler.record_service(now, s.tuple, s.seconds);
         }
-        scheduler.record_queue(stats.queue_depth());
+        scheduler.record_queue(load.queued);
         let before = scheduler.last_estimate();
         let switch = scheduler.poll(now);
         if let Some(est) = scheduler.last_estimate() {
@@ -598,6 +665,37 @@ mod tests {
         board.stop();
         assert!(!board.wait_active(1));
         assert!(Switchboard::new("n", &configs, Config::new(3, 1)).is_err());
+    }
+
+    #[test]
+    fn at_admission_a_backlog_held_before_the_executor_counts_as_waiting() {
+        let at_executor = ExecutorLoad {
+            arrivals: 135,
+            queued: 0,
+        };
+        // Starved dataflow: the executor saw 135 rows and an empty queue; the graph admitted 245
+        // and holds 40 requests, 2 of which the sessions can run.
+        assert_eq!(
+            at_executor.with_admission(Some(245), 40, 2),
+            ExecutorLoad {
+                arrivals: 245,
+                queued: 38
+            }
+        );
+        // First tick with the gauge: the executor's own arrival count; the queue wins when larger.
+        let queued = ExecutorLoad {
+            arrivals: 7,
+            queued: 12,
+        };
+        assert_eq!(
+            queued.with_admission(None, 5, 2),
+            ExecutorLoad {
+                arrivals: 7,
+                queued: 12
+            }
+        );
+        // Fewer in flight than the sessions hold: nothing waits.
+        assert_eq!(at_executor.with_admission(Some(3), 1, 2).queued, 0);
     }
 
     #[test]

@@ -31,7 +31,11 @@
 //!   ]
 //! }
 //! ```
-//! `label`, `wall_s` (measured wall time of the whole profiling run), `spinning` (whether the
+//! `label`, `wall_s` (measured wall time of the whole profiling run), `measured_in` (`"graph"`:
+//! the node's executor inside a running one-node graph, fed through the serving path, weir's
+//! default; `"sessions"`: bare sessions back to back, the paper's way), `path_s` (the serving
+//! path's time per request outside the model call, seconds, added to every predicted latency),
+//! `spinning` (whether the
 //! runtime's intra-op threads spun while idle during the measurement; absent when unknown) and
 //! `effort` (what measuring took over every round and re-measurement: `{"experiments": 9,
 //! "requests": 120, "service_s": 0.7}`; without it the cost is reckoned from the kept tuples) are
@@ -127,6 +131,16 @@ pub struct MeasurementEffort {
     pub service_s: f64,
 }
 
+/// Where a profile's service times were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeasuredIn {
+    /// Bare runtime sessions called back to back, one stream per session (the paper's profile).
+    Sessions,
+    /// The node's executor inside a running one-node graph, requests fed through the serving path.
+    Graph,
+}
+
 /// The measured profile of one model node on one machine type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +162,14 @@ pub struct Profile {
     /// ([`build_profile`] records it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<MeasurementEffort>,
+    /// Where the service times were measured, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_in: Option<MeasuredIn>,
+    /// The serving path's own time per request outside the model call (admission, dataflow,
+    /// answer), seconds, when measured: a request's latency is this plus its time in the queueing
+    /// model ([`Profile::predicted_latency`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_s: Option<f64>,
     /// One series per `(C_inter, t)`, sorted by `(inter_node, threads)`.
     pub series: Vec<Series>,
 }
@@ -192,6 +214,8 @@ impl Profile {
             wall_s: None,
             spinning: None,
             effort: None,
+            measured_in: None,
+            path_s: None,
             series,
         };
         p.validate()?;
@@ -262,7 +286,19 @@ impl Profile {
                 return bad("wall_s must be finite and non-negative".into());
             }
         }
+        if let Some(p) = self.path_s {
+            if !(p.is_finite() && p >= 0.0) {
+                return bad("path_s must be finite and non-negative".into());
+            }
+        }
         Ok(())
+    }
+
+    /// The latency a request sees when the queueing model gives `model_latency_s` for its
+    /// configuration and load: that plus [`Profile::path_s`] (nothing when not measured). The path
+    /// time is the same for every configuration, so it never changes which one is best.
+    pub fn predicted_latency(&self, model_latency_s: f64) -> f64 {
+        model_latency_s + self.path_s.unwrap_or(0.0)
     }
 
     /// The profiled rates `μ_1..μ_c` of `config`, or `None` if a tuple it needs was not profiled.
@@ -373,8 +409,12 @@ mod tests {
         let mut p = Profile::from_rates(2, &[(2, vec![580.0]), (1, vec![315.0, 315.0])]).unwrap();
         p.label = Some("squeezenet".into());
         p.wall_s = Some(0.5);
+        p.measured_in = Some(MeasuredIn::Graph);
+        p.path_s = Some(0.0004);
         assert_eq!(p.series[0].threads, 1);
         let text = p.to_json();
+        assert!(text.contains("\"measured_in\": \"graph\""), "{text}");
+        assert!((p.predicted_latency(0.002) - 0.0024).abs() < 1e-12);
         let back = Profile::from_json(&text).unwrap();
         assert_eq!(back, p);
         assert_eq!(back.to_json(), text);
@@ -401,6 +441,11 @@ mod tests {
         assert!(Profile::from_rates(2, &[(2, vec![1.0, 1.0])]).is_err()); // 2 × 2 > 2 cores
         assert!(Profile::from_rates(2, &[(1, vec![1.0]), (1, vec![1.0])]).is_err()); // duplicate
         assert!(Profile::from_rates(2, &[(1, vec![0.0])]).is_err());
+        let negative_path = text.replace("\"path_s\": 0.0004", "\"path_s\": -0.1");
+        assert!(matches!(
+            Profile::from_json(&negative_path),
+            Err(ProfileError::Invalid(m)) if m.contains("path_s")
+        ));
         let extra = text.replacen("\"cores\"", "\"bogus\": 1, \"cores\"", 1);
         assert!(matches!(
             Profile::from_json(&extra),

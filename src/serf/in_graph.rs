@@ -1,0 +1,202 @@
+//! Profiling a model node through the serving path: each tuple `(i, t)` is measured on the node's
+//! executor inside a running one-node graph (`instances: i`, `intra_op_threads: t`), fed by the
+//! load generator through admission, the dataflow and the answer path, and the service times are
+//! the executor's own call durations ([`weir_operators::model::LoadStats::record_calls`]).
+//!
+//! Why (decision, against the paper's bare-session profile): on this 2-core machine the same calls
+//! take 10–40 % longer inside the serving process than back to back on bare sessions, because
+//! weir's own threads (timely worker, load generator, answer path) share the cores with the
+//! intra-op threads; a bare profile under-predicted every measured latency for that reason
+//! (`benchmarks/README.md`, *serf on ONNX Runtime*: scaling the model to the in-graph call time
+//! removed two thirds of the error). Measuring where the node serves keeps the paper's method — `μ_i`
+//! from about ten requests with `i` running at once — and changes only where the clock is read.
+//!
+//! Every tuple runs closed-loop with `i + 1` clients, so that a request always waits behind the `i`
+//! in service and every measured call really ran with `i` at once; the first `samples` calls are
+//! kept (the last ones of a run drain with fewer). The *path time* — what a request spends outside
+//! the call — is measured once on the `(1, 1)` graph with a single client: mean answer latency
+//! minus mean call time.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
+use weir_engine::tensor::Dim;
+use weir_serf::config::Config;
+
+use super::MeasureError;
+use crate::loadgen::{run_load, Arrival, LoadReport, LoadSpec};
+use crate::workload::Workload;
+use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+
+/// The id of the model node in the one-node graph.
+pub const NODE: &str = "model";
+
+/// A running one-node graph of the model at `path` with `config`'s layout (`instances: c`,
+/// `intra_op_threads: t`, the rest of `executor` kept, no batching), every model input fed by a graph
+/// input of its shape (a dynamic dimension read as 1) and the first output answered; with a
+/// one-request random workload for it.
+///
+/// # Errors
+/// [`MeasureError::Graph`] when the model cannot be read, has an input that is neither f32 nor
+/// i64, or the graph does not plan or start.
+pub fn one_node_graph(
+    path: &Path,
+    config: Config,
+    executor: ExecutorSpec,
+) -> Result<(RunningGraph, Workload), MeasureError> {
+    let failed = |what: String| MeasureError::Graph(format!("{}: {what}", path.display()));
+    let meta = read_metadata(path).map_err(|e| failed(e.to_string()))?;
+    let output = meta
+        .outputs
+        .first()
+        .ok_or_else(|| failed("the model has no output".into()))?;
+    let mut model = ModelBuilder::new(NODE, path).executor(ExecutorSpec {
+        instances: config.concurrency,
+        intra_op_threads: config.threads,
+        ..executor
+    });
+    let mut spec = GraphSpec::builder("profile");
+    for (k, input) in meta.inputs.iter().enumerate() {
+        let ElementType::Supported(dtype) = input.element else {
+            return Err(failed(format!(
+                "input `{}` is neither f32 nor i64",
+                input.name
+            )));
+        };
+        let shape: Vec<i64> = input
+            .dims
+            .iter()
+            .skip(1)
+            .map(|d| match d {
+                Dim::Fixed(n) => *n as i64,
+                Dim::Dynamic => 1,
+            })
+            .collect();
+        let name = format!("x{k}");
+        spec = spec.input(&name, dtype, &shape);
+        model = model.input(&input.name, &name);
+    }
+    let spec = spec
+        .model(model)
+        .output("y", &format!("{NODE}.{}", output.name))
+        .build();
+    let graph = plan_spec(&spec, Path::new(".")).map_err(|d| failed(d.to_string()))?;
+    let workload = Workload::random(&graph.plan, 1, 7);
+    let running =
+        start(graph.plan, RuntimeOptions::default()).map_err(|e| failed(e.to_string()))?;
+    Ok((running, workload))
+}
+
+/// Runs `requests` closed-loop with `clients` clients; an error answer fails the measurement.
+fn closed_loop(
+    graph: &RunningGraph,
+    workload: &Workload,
+    requests: usize,
+    clients: usize,
+) -> Result<LoadReport, MeasureError> {
+    let report = run_load(
+        graph.runtime(),
+        workload,
+        &LoadSpec {
+            requests,
+            warmup: 0,
+            arrival: Arrival::Closed {
+                concurrency: clients,
+            },
+            seed: 0,
+            label_output: None,
+            progress: false,
+        },
+    );
+    match report.errors.values().next() {
+        Some((_, example)) => Err(MeasureError::Ort(example.clone())),
+        None => Ok(report),
+    }
+}
+
+/// Runs `requests` closed-loop with `clients` clients and returns the duration of every call the
+/// node made meanwhile (seconds, in the order they ended) with the load report.
+fn timed_closed_loop(
+    graph: &RunningGraph,
+    workload: &Workload,
+    requests: usize,
+    clients: usize,
+) -> Result<(Vec<f64>, LoadReport), MeasureError> {
+    let load = graph
+        .executor_load(NODE)
+        .ok_or_else(|| MeasureError::Graph("the one-node graph has no local executor".into()))?;
+    load.record_calls();
+    let report = closed_loop(graph, workload, requests, clients);
+    let calls: Vec<f64> = load.take_calls().iter().map(|d| d.as_secs_f64()).collect();
+    Ok((calls, report?))
+}
+
+/// The one-node graphs of one profiling run, one per tuple, started on first use and kept across
+/// rounds (starting a graph creates its sessions, which rounds should not repeat).
+pub struct GraphProfiler<'a> {
+    path: &'a Path,
+    executor: ExecutorSpec,
+    graphs: BTreeMap<Config, (RunningGraph, Workload)>,
+}
+
+impl<'a> GraphProfiler<'a> {
+    /// Profiles the model at `path` with `executor`'s spinning and pinning.
+    pub fn new(path: &'a Path, executor: ExecutorSpec) -> Self {
+        Self {
+            path,
+            executor,
+            graphs: BTreeMap::new(),
+        }
+    }
+
+    fn graph(&mut self, tuple: Config) -> Result<&(RunningGraph, Workload), MeasureError> {
+        if !self.graphs.contains_key(&tuple) {
+            let started = one_node_graph(self.path, tuple, self.executor)?;
+            self.graphs.insert(tuple, started);
+        }
+        self.graphs
+            .get(&tuple)
+            .ok_or_else(|| MeasureError::Graph("a started graph went missing".into()))
+    }
+
+    /// At least `samples` service times (seconds) of tuple `tuple`, each from a call that ran with
+    /// `tuple.concurrency` calls at once, after `warmup` unmeasured requests per client (module docs).
+    ///
+    /// # Errors
+    /// When the graph cannot start or a request fails.
+    pub fn measure(
+        &mut self,
+        tuple: Config,
+        (samples, warmup): (usize, usize),
+    ) -> Result<Vec<f64>, MeasureError> {
+        let clients = tuple.concurrency + 1;
+        let (graph, workload) = self.graph(tuple)?;
+        closed_loop(graph, workload, warmup * clients, clients)?;
+        let (mut calls, _) =
+            timed_closed_loop(graph, workload, samples + 2 * tuple.concurrency, clients)?;
+        calls.truncate(samples);
+        Ok(calls)
+    }
+
+    /// The serving path's mean time per request outside the model call, seconds (never negative):
+    /// `requests` one at a time on the `(1, 1)` graph, mean answer latency minus mean call time.
+    ///
+    /// # Errors
+    /// When the graph cannot start or a request fails.
+    pub fn path_time(&mut self, requests: usize) -> Result<f64, MeasureError> {
+        let (graph, workload) = self.graph(Config::new(1, 1))?;
+        closed_loop(graph, workload, 2, 1)?;
+        let (calls, report) = timed_closed_loop(graph, workload, requests.max(1), 1)?;
+        let call = calls.iter().sum::<f64>() / calls.len().max(1) as f64;
+        Ok((report.latency_us.mean() / 1e6 - call).max(0.0))
+    }
+
+    /// Stops every graph.
+    pub fn shutdown(self) {
+        for (_, (graph, _)) in self.graphs {
+            graph.shutdown();
+        }
+    }
+}
