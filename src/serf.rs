@@ -440,10 +440,21 @@ pub fn profile_path(graph: &Path, node: &str) -> PathBuf {
 /// [`SerfError::Table`] when the profile has no configuration.
 pub fn describe(profile: &Profile) -> Result<String, SerfError> {
     let mut s = format!(
-        "{} on {} cores\n| config | μ_1..μ_c (requests/s) | mean service ms (i = 1..c) | SCV (i = 1..c) |\n|---|---|---|---|\n",
+        "{} on {} cores\n",
         profile.label.as_deref().unwrap_or("profile"),
         profile.cores
     );
+    match (profile.measured_in, profile.path_s) {
+        (Some(MeasuredIn::Graph), Some(p)) => s.push_str(&format!(
+            "measured in a running one-node graph; the path outside the call takes {:.3} ms a request (added to every predicted latency)\n",
+            p * 1e3
+        )),
+        (Some(MeasuredIn::Sessions), _) => {
+            s.push_str("measured on bare sessions back to back (the paper's way)\n")
+        }
+        _ => {}
+    }
+    s.push_str("| config | μ_1..μ_c (requests/s) | mean service ms (i = 1..c) | SCV (i = 1..c) |\n|---|---|---|---|\n");
     let join = |v: Vec<String>| v.join(", ");
     for (config, mu) in profile.candidates() {
         let scv = profile
@@ -497,7 +508,7 @@ pub fn describe(profile: &Profile) -> Result<String, SerfError> {
             "| {:.1} | {} | {:.3} |\n",
             row.lambda,
             row.best,
-            row.latency_s * 1e3
+            profile.predicted_latency(row.latency_s) * 1e3
         ));
     }
     Ok(s)
@@ -524,7 +535,13 @@ mod tests {
         // The 2-core squeezenet-like rates of note §2.9.
         let mut p = Profile::from_rates(2, &[(1, vec![315.0, 300.0]), (2, vec![580.0])]).unwrap();
         p.label = Some("squeezenet".into());
+        p.measured_in = Some(MeasuredIn::Graph);
+        p.path_s = Some(0.0005);
         let text = describe(&p).unwrap();
+        assert!(
+            text.contains("the path outside the call takes 0.500 ms a request"),
+            "{text}"
+        );
         assert!(text.contains("| c=1 t=1 | 315.0 |"), "{text}");
         assert!(text.contains("| c=2 t=1 | 315.0, 300.0 |"), "{text}");
         assert!(text.contains("| c=1 t=2 | 580.0 | 1.724 |"), "{text}");

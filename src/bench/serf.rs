@@ -336,6 +336,19 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
     })
 }
 
+/// The path time every prediction adds, in ms, and where the profile was measured.
+fn path_cell(profile: &Profile) -> String {
+    let place = match profile.measured_in {
+        Some(weir_serf::profile::MeasuredIn::Graph) => "graph",
+        Some(weir_serf::profile::MeasuredIn::Sessions) => "bare sessions",
+        None => "unknown",
+    };
+    match profile.path_s {
+        Some(p) => format!("{:.3} ({place})", p * 1e3),
+        None => format!("– ({place})"),
+    }
+}
+
 /// Runs the experiment for every model.
 ///
 /// # Errors
@@ -378,7 +391,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | best config: same / within 5 % / wrong | load runs s | profiling wall s | in-situ mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | best config: same / within 5 % / wrong | load runs s | profiling wall s | path ms (measured in) | in-situ mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -392,7 +405,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             .collect();
         let (in_situ_mean, in_situ_p90, _) = error_summary(in_situ.iter().copied());
         s.push_str(&format!(
-            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {:.1} % / {:.1} % ({}) |\n",
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) |\n",
             r.model,
             r.points.len(),
             mean * 100.0,
@@ -402,6 +415,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             r.best.len() - same - close,
             r.load_seconds,
             r.profile.wall_s.unwrap_or(0.0),
+            path_cell(&r.profile),
             in_situ_mean * 100.0,
             in_situ_p90 * 100.0,
             in_situ.len()
@@ -410,14 +424,14 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
     if results.len() > 1 {
         let (mean, p90, p95) = error_summary(all.iter().map(|p| p.error()));
         s.push_str(&format!(
-            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | |\n",
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | |\n",
             all.len(),
             mean * 100.0,
             p90 * 100.0,
             p95 * 100.0
         ));
     }
-    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | | |\n");
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | always | | | | |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
