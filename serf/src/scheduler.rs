@@ -48,7 +48,10 @@
 //!   once a fifth of the period has passed, the arrivals since the last update are tested against the last
 //!   estimate: `n − λ̂·τ > z·√(λ̂·τ + n)`, the same Poisson test as the change detection. On a surge, with
 //!   the planned load `n/τ + σ`, the switch is immediate ([`SwitchReason::Surge`]) if the current
-//!   configuration is beyond the utilisation cap there (or unstable) and the choice has more capacity; at
+//!   configuration is beyond the utilisation cap there (or unstable) and the choice has more capacity —
+//!   judged, when the surge's rate is in another load band than the last re-evaluation's, with the rates
+//!   measured at the surge's load (a low load's slow calls of other configurations kept a surge from firing
+//!   in S4 run 5 of the sixth session); at
 //!   most once a period, never the other way (a step down costs latency, not a queue, and waits for the
 //!   update and the hold). At `z = 4` a steady Poisson load raises a false surge in fewer than one test in
 //!   30,000 (a one-sided 4σ tail; `√(λ̂τ + n)` over-counts the variance, so fewer still), and a false one
@@ -615,7 +618,8 @@ impl Decider {
     /// Whether a move to `target` at `lambda` is held back by the evidence rule or the capacity dead band
     /// (both let an unstable current configuration go; the callers check that first).
     fn holds_back(&self, target: Config, lambda: f64) -> bool {
-        self.lacks_evidence(target, lambda) || self.capacity_gain_too_small(target, lambda)
+        self.lacks_evidence(target, lambda)
+            || self.capacity_gain_too_small(&self.candidates, target, lambda)
     }
 
     /// Whether a move to `target` at `lambda` is ruled out for want of evidence ([`Evidence`]): under
@@ -649,17 +653,15 @@ impl Decider {
     /// is not trusted and capacity decides, and capacities measured from tens of calls move by a few % from
     /// one re-evaluation to the next; without a dead band, two configurations of nearly equal measured
     /// capacity traded places on noise (S4 run 3 of 2026-11-22 17:04 moved to `(1, 2)` on 1 % more
-    /// capacity and queued). The caller lets an unstable current configuration go anyway.
-    fn capacity_gain_too_small(&self, target: Config, lambda: f64) -> bool {
+    /// capacity and queued). `rates` are the rates compared (the decider's, or a surge's judged ones). The
+    /// caller lets an unstable current configuration go anyway.
+    fn capacity_gain_too_small(&self, rates: &Candidates, target: Config, lambda: f64) -> bool {
         if !(self.beyond_max_utilisation(self.current, lambda)
             && self.beyond_max_utilisation(target, lambda))
         {
             return false;
         }
-        match (
-            self.candidates.get(target),
-            self.candidates.get(self.current),
-        ) {
+        match (rates.get(target), rates.get(self.current)) {
             (Some(t), Some(c)) => {
                 t.capacity() < c.capacity() * (1.0 + self.options.min_capacity_gain)
             }
@@ -707,16 +709,58 @@ impl Decider {
         if !(overloaded || self.beyond_max_utilisation(self.current, lambda)) {
             return None;
         }
-        let target = self.target(lambda);
-        let capacity = |c: Config| self.candidates.get(c).map_or(0.0, |x| x.capacity());
+        let judged = self.judged_by_evidence();
+        let target = match &self.table {
+            Some(_) => self.target(lambda),
+            None => {
+                let fallback = judged.max_capacity().map_or(self.current, |c| c.config);
+                self.best_within_cap(&judged, lambda).unwrap_or(fallback)
+            }
+        };
+        let capacity = |c: Config| judged.get(c).map_or(0.0, |x| x.capacity());
         if target == self.current
             || capacity(target) <= capacity(self.current)
-            || (!overloaded && self.holds_back(target, lambda))
+            || (!overloaded
+                && (self.lacks_evidence(target, lambda)
+                    || self.capacity_gain_too_small(&judged, target, lambda)))
         {
             return None;
         }
         self.adopt(target);
         Some(target)
+    }
+
+    /// The choosable candidates with every configuration not measured at the load of the last
+    /// re-evaluation slowed down by the largest slowdown measured there for one that was (as they
+    /// are without such evidence). A surge compares configurations at a load some of them have not
+    /// served: one measured there must not lose to another's rates from a quieter time.
+    fn judged_by_evidence(&self) -> Candidates {
+        let choosable = self.choosable().into_owned();
+        let Some(slowdown) = self
+            .evidence
+            .slowdown
+            .values()
+            .copied()
+            .filter(|s| s.is_finite())
+            .reduce(f64::max)
+        else {
+            return choosable;
+        };
+        let slowdown = slowdown.max(1.0);
+        Candidates::new(
+            choosable
+                .as_slice()
+                .iter()
+                .map(|c| {
+                    let mu = if self.evidence.slowdown.contains_key(&c.config) {
+                        c.mu.clone()
+                    } else {
+                        c.mu.iter().map(|m| m / slowdown).collect()
+                    };
+                    (c.config, mu)
+                })
+                .collect(),
+        )
     }
 
     /// Whether `config` is predicted busier than `max_utilisation` at `lambda` under online evaluation
@@ -1397,6 +1441,10 @@ impl Scheduler {
         }
         let rate = n / elapsed;
         let planned_lambda = rate + self.decider.options.load_margin_sigmas * n.sqrt() / elapsed;
+        if self.load_moved(rate) {
+            // Judge the surge with the rates measured at its load, not at the load before the step.
+            self.reevaluate(now, rate, planned_lambda, false);
+        }
         let from = self.decider.current();
         let to = self.decider.surge(planned_lambda)?;
         self.reset_trials(to);
@@ -1957,6 +2005,33 @@ mod tests {
             banded[1]
         );
         assert_eq!(banded[1].reason, SwitchReason::Surge);
+    }
+
+    #[test]
+    fn a_surge_is_judged_with_the_rates_measured_at_its_load() {
+        // Live S4 run 5 of 2026-11-25 (sixth session), in miniature: the profile, then the calls each
+        // configuration made at moderate and at low load. At low load (2, 1)'s calls are slow (7.9 ms),
+        // so with the low band's rates no configuration keeps (1, 2)'s surge within the cap, the one with
+        // the most capacity is (1, 2) itself, and the step back to moderate load raised no surge: the first
+        // move came with the re-evaluation 2 s later (6 s live, where that phase's mean was 1.32 × fixed
+        // (2, 1)'s). Judged with the rates measured at the surge's load, (2, 1) is taken at once.
+        let profiled = Candidates::two_core_from_times(0.005708, 0.005414, 0.003314);
+        let moderate = Candidates::two_core_from_times(0.0052, 0.0055, 0.00505);
+        let low = Candidates::two_core_from_times(0.0065, 0.0079, 0.0036);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        for seed in 0..3 {
+            let options = SchedulerOptions::default();
+            let mut s = Scheduler::new(profiled.clone(), b, options, secs(0.0)).unwrap();
+            let mut rng = StdRng::seed_from_u64(seed);
+            serve(&mut s, &moderate, 173.0, 0.0, 60.0, &mut rng);
+            serve(&mut s, &low, 63.0, 60.0, 60.0, &mut rng);
+            assert_eq!(s.current(), a, "low load runs (1, 2)");
+            let back = serve(&mut s, &moderate, 173.0, 120.0, 10.0, &mut rng);
+            let first = back.first().expect("a switch after the step up");
+            assert_eq!((first.from, first.to), (a, b), "{back:?}");
+            assert_eq!(first.reason, SwitchReason::Surge, "{back:?}");
+            assert!(first.at < secs(120.5), "{first:?}");
+        }
     }
 
     #[test]
