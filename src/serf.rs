@@ -118,6 +118,9 @@ pub enum MeasureError {
     /// The one-node graph a tuple is measured in could not be built or started.
     #[error("profiling graph: {0}")]
     Graph(String),
+    /// A request through the profiling graph failed.
+    #[error("profiling request failed: {0}")]
+    Request(String),
 }
 
 /// Errors profiling a model node.

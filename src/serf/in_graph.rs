@@ -111,7 +111,7 @@ fn closed_loop(
         },
     );
     match report.errors.values().next() {
-        Some((_, example)) => Err(MeasureError::Ort(example.clone())),
+        Some((_, example)) => Err(MeasureError::Request(example.clone())),
         None => Ok(report),
     }
 }
