@@ -103,6 +103,21 @@ pub struct TensorInfo {
     pub dims: Vec<Dim>,
 }
 
+impl TensorInfo {
+    /// The shape of one request's tensor: the dimensions after the batch dimension, a dynamic one
+    /// read as 1 (what a graph input feeding it declares, or a synthetic request uses).
+    pub fn request_shape(&self) -> Vec<usize> {
+        self.dims
+            .iter()
+            .skip(1)
+            .map(|d| match d {
+                Dim::Fixed(n) => *n,
+                Dim::Dynamic => 1,
+            })
+            .collect()
+    }
+}
+
 /// What weir needs to know about a model file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelMetadata {
@@ -205,6 +220,16 @@ fn metadata_from_bytes(bytes: &[u8]) -> Result<ModelMetadata, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_shape_drops_the_batch_dimension_and_reads_a_dynamic_one_as_1() {
+        let info = TensorInfo {
+            name: "x".into(),
+            element: ElementType::Supported(DType::F32),
+            dims: vec![Dim::Dynamic, Dim::Fixed(3), Dim::Dynamic, Dim::Fixed(7)],
+        };
+        assert_eq!(info.request_shape(), vec![3, 1, 7]);
+    }
 
     fn value(name: &str, elem: i32, dims: &[Option<i64>]) -> ValueInfoProto {
         ValueInfoProto {

@@ -229,18 +229,9 @@ pub fn coding_costs(config: &ParmBenchConfig) -> Result<Vec<(usize, f64, f64)>> 
 /// and of the subtraction decoder over its output shape, in microseconds.
 pub fn coding_cost(config: &ParmBenchConfig) -> Result<(f64, f64)> {
     use weir_engine::batch::TensorColumn;
-    use weir_engine::tensor::{Dim, TensorData};
+    use weir_engine::tensor::TensorData;
     use weir_operators::parity::{decode_subtract, encode_group, Encoder};
     let meta = weir_engine::onnx::read_metadata(&config.model)?;
-    let shape = |dims: &[Dim]| -> Vec<usize> {
-        dims.iter()
-            .skip(1)
-            .map(|d| match d {
-                Dim::Fixed(n) => *n,
-                Dim::Dynamic => 1,
-            })
-            .collect()
-    };
     let column = |shape: Vec<usize>, seed: f32| -> Result<TensorColumn> {
         let n: usize = shape.iter().product();
         let data = (0..n).map(|i| (i as f32 * 0.001 + seed).sin()).collect();
@@ -254,11 +245,11 @@ pub fn coding_cost(config: &ParmBenchConfig) -> Result<(f64, f64)> {
     let input = meta.inputs.first().ok_or_else(|| anyhow!("no input"))?;
     let output = meta.outputs.first().ok_or_else(|| anyhow!("no output"))?;
     let members: Vec<Vec<TensorColumn>> = (0..config.k)
-        .map(|i| Ok(vec![column(shape(&input.dims), i as f32)?]))
+        .map(|i| Ok(vec![column(input.request_shape(), i as f32)?]))
         .collect::<Result<_>>()?;
     let refs: Vec<&[TensorColumn]> = members.iter().map(|m| &m[..]).collect();
     let outputs: Vec<Vec<TensorColumn>> = (0..config.k)
-        .map(|i| Ok(vec![column(shape(&output.dims), i as f32)?]))
+        .map(|i| Ok(vec![column(output.request_shape(), i as f32)?]))
         .collect::<Result<_>>()?;
     let others: Vec<&[TensorColumn]> = outputs[1..].iter().map(|m| &m[..]).collect();
     let iterations = 300;

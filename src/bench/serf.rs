@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use weir_engine::onnx::{ElementType, TensorInfo};
-use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
 use weir_serf::model::predict;
 use weir_serf::profile::Profile;
@@ -188,15 +187,7 @@ pub(crate) fn request_signature(
     let ElementType::Supported(dtype) = input.element else {
         return Err(anyhow!("{}: input is not f32 or i64", path.display()));
     };
-    let shape: Vec<i64> = input
-        .dims
-        .iter()
-        .skip(1)
-        .map(|d| match d {
-            Dim::Fixed(n) => *n as i64,
-            Dim::Dynamic => 1,
-        })
-        .collect();
+    let shape: Vec<i64> = input.request_shape().iter().map(|&n| n as i64).collect();
     Ok((input, dtype, shape, output))
 }
 

@@ -22,7 +22,6 @@ use std::path::Path;
 
 use weir_engine::onnx::{read_metadata, ElementType};
 use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
-use weir_engine::tensor::Dim;
 use weir_serf::config::Config;
 
 use super::MeasureError;
@@ -65,15 +64,7 @@ pub fn one_node_graph(
                 input.name
             )));
         };
-        let shape: Vec<i64> = input
-            .dims
-            .iter()
-            .skip(1)
-            .map(|d| match d {
-                Dim::Fixed(n) => *n as i64,
-                Dim::Dynamic => 1,
-            })
-            .collect();
+        let shape: Vec<i64> = input.request_shape().iter().map(|&n| n as i64).collect();
         let name = format!("x{k}");
         spec = spec.input(&name, dtype, &shape);
         model = model.input(&input.name, &name);
