@@ -31,11 +31,30 @@ pub enum Arrival {
         /// Clients.
         concurrency: usize,
     },
+    /// One client that sends each request `pause` after the answer to the previous one (and the
+    /// first after `pause`): requests that find the graph idle for about that long.
+    Paced {
+        /// Time between an answer and the next request.
+        pause: Duration,
+    },
     /// Poisson arrivals at `rate` requests per second.
     Poisson {
         /// Mean requests per second.
         rate: f64,
     },
+}
+
+impl Arrival {
+    /// The clients of a closed loop and the pause each takes before sending: `(c, 0)` for
+    /// [`Arrival::Closed`], `(1, pause)` for [`Arrival::Paced`]; Poisson arrivals have no clients
+    /// (`(0, 0)`).
+    pub fn clients(&self) -> (usize, Duration) {
+        match *self {
+            Arrival::Closed { concurrency } => (concurrency.max(1), Duration::ZERO),
+            Arrival::Paced { pause } => (1, pause),
+            Arrival::Poisson { .. } => (0, Duration::ZERO),
+        }
+    }
 }
 
 /// What to run.
@@ -330,16 +349,20 @@ fn drive(
     let mut tally = Tally::new(spec.requests);
     let started = Instant::now();
     match spec.arrival {
-        Arrival::Closed { concurrency } => {
+        Arrival::Closed { .. } | Arrival::Paced { .. } => {
+            let (clients, pause) = spec.arrival.clients();
             let next = Arc::new(AtomicUsize::new(0));
             let (tx, rx) = unbounded::<Outcome>();
             std::thread::scope(|s| {
-                for _ in 0..concurrency.max(1) {
+                for _ in 0..clients {
                     let (next, tx, pb) = (Arc::clone(&next), tx.clone(), pb.clone());
                     s.spawn(move || loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= spec.requests {
                             break;
+                        }
+                        if !pause.is_zero() {
+                            std::thread::sleep(pause);
                         }
                         let (rtx, rrx) = bounded(1);
                         let sent = Instant::now();

@@ -34,6 +34,7 @@ use weir_operators::model::pinning::{pin_current_thread, CorePins, PinError};
 use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
+use weir_serf::idle::{AfterIdle, IdlePoint};
 use weir_serf::profile::{
     build_profile, profiling_cost, BuildError, BuildOptions, MeasuredIn, Profile, ProfileError,
 };
@@ -136,6 +137,9 @@ pub enum SerfError {
     /// The serving path's time per request could not be measured.
     #[error("measuring the path time: {0}")]
     PathTime(MeasureError),
+    /// The service after idle gaps could not be measured.
+    #[error("measuring the service after idle gaps: {0}")]
+    AfterIdle(MeasureError),
     /// The profiler's threads cannot be pinned as asked.
     #[error(transparent)]
     Pin(#[from] PinError),
@@ -256,15 +260,33 @@ pub fn profile_node(
             );
         }
     };
+    let samples = options.samples.max(1);
+    let idle_progress = |threads: usize, pause: Duration, times: &[f64]| {
+        if options.progress {
+            eprintln!(
+                "profile `{node}`: t={threads} after {} ms idle: mean service {:.3} ms over {} requests",
+                pause.as_millis(),
+                times.iter().sum::<f64>() / times.len().max(1) as f64 * 1e3,
+                times.len()
+            );
+        }
+    };
     let mut profile = match options.measure_in {
         MeasuredIn::Sessions => {
             let mut bare = BareSessions::new(node, path, options)?;
-            build_profile(cores, &[1], build, |tuple: Config, samples| {
+            let mut profile = build_profile(cores, &[1], build, |tuple: Config, samples| {
                 let tuple_started = Instant::now();
                 let times = bare.measure(tuple, samples)?;
                 progress(tuple, &times, tuple_started.elapsed());
                 Ok(times)
-            })?
+            })?;
+            measure_after_idle(&mut profile, |threads, pause| {
+                let times = bare.after_idle(threads, pause, samples)?;
+                idle_progress(threads, pause, &times);
+                Ok(times)
+            })
+            .map_err(SerfError::AfterIdle)?;
+            profile
         }
         MeasuredIn::Graph => {
             let mut graphs = in_graph::GraphProfiler::new(path, options.executor());
@@ -274,13 +296,23 @@ pub fn profile_node(
                 progress(tuple, &times, tuple_started.elapsed());
                 Ok(times)
             });
-            let path_time = built
-                .is_ok()
-                .then(|| graphs.path_time(options.samples.max(1) * PATH_REQUESTS_FACTOR));
+            let measured = built.map_err(SerfError::from).and_then(|mut profile| {
+                let idle = measure_after_idle(&mut profile, |threads, pause| {
+                    let times = graphs.after_idle(threads, pause, (samples, options.warmup))?;
+                    idle_progress(threads, pause, &times);
+                    Ok(times)
+                })
+                .map_err(SerfError::AfterIdle);
+                let path_time = graphs
+                    .path_time(samples * PATH_REQUESTS_FACTOR)
+                    .map_err(SerfError::PathTime);
+                idle.and(path_time).map(|p| {
+                    profile.path_s = Some(p);
+                    profile
+                })
+            });
             graphs.shutdown();
-            let mut profile = built?;
-            profile.path_s = path_time.transpose().map_err(SerfError::PathTime)?;
-            profile
+            measured?
         }
     };
     profile.label = Some(node.to_string());
@@ -288,6 +320,53 @@ pub fn profile_node(
     profile.spinning = Some(options.spinning);
     profile.measured_in = Some(options.measure_in);
     Ok(profile)
+}
+
+/// The idle pauses before the requests that measure service after idle gaps (`weir_serf::idle`):
+/// from a gap shorter than a call to one longer than the threads' spinning and the VM's halt.
+pub const IDLE_PAUSES: [Duration; 3] = [
+    Duration::from_millis(2),
+    Duration::from_millis(10),
+    Duration::from_millis(50),
+];
+
+/// Measures, for every thread count of `profile`'s series (inter-node 1) and every pause of
+/// [`IDLE_PAUSES`], the service of requests that start alone after that pause (`measure(t, pause)`
+/// returns their times, seconds), and records them in [`Profile::after_idle`] and its effort.
+fn measure_after_idle(
+    profile: &mut Profile,
+    mut measure: impl FnMut(usize, Duration) -> Result<Vec<f64>, MeasureError>,
+) -> Result<(), MeasureError> {
+    let threads: Vec<usize> = profile
+        .series
+        .iter()
+        .filter(|s| s.inter_node == 1)
+        .map(|s| s.threads)
+        .collect();
+    for t in threads {
+        let mut points = Vec::with_capacity(IDLE_PAUSES.len());
+        for pause in IDLE_PAUSES {
+            let times = measure(t, pause)?;
+            if times.is_empty() {
+                continue;
+            }
+            let total: f64 = times.iter().sum();
+            if let Some(effort) = &mut profile.effort {
+                effort.experiments += 1;
+                effort.requests += times.len();
+                effort.service_s += total;
+            }
+            points.push(IdlePoint {
+                gap_s: pause.as_secs_f64(),
+                mean_service_s: total / times.len() as f64,
+                samples: times.len(),
+            });
+        }
+        if !points.is_empty() {
+            profile.after_idle.push(AfterIdle { threads: t, points });
+        }
+    }
+    Ok(())
 }
 
 /// Requests the path time is measured over, per profiled request of a tuple (it is a difference of
@@ -319,29 +398,70 @@ impl<'a> BareSessions<'a> {
         })
     }
 
-    fn measure(&mut self, tuple: Config, samples: usize) -> Result<Vec<f64>, MeasureError> {
+    /// The first `n` sessions of `threads` intra-op threads, created as needed.
+    fn sessions(&mut self, threads: usize, n: usize) -> Result<&mut [Session], MeasureError> {
         let runtime = OrtRuntime::get()?;
-        let pool = self.sessions.entry(tuple.threads).or_default();
-        while pool.len() < tuple.concurrency {
+        let pool = self.sessions.entry(threads).or_default();
+        while pool.len() < n {
             let workers = self
                 .pins
                 .as_ref()
-                .and_then(|p| p.workers(pool.len(), tuple.threads));
+                .and_then(|p| p.workers(pool.len(), threads));
             pool.push(runtime.session_on(
                 self.node,
                 self.path,
-                tuple.threads,
+                threads,
                 self.options.spinning,
                 Device::Cpu,
                 workers.as_deref(),
             )?);
         }
+        Ok(&mut pool[..n])
+    }
+
+    fn measure(&mut self, tuple: Config, samples: usize) -> Result<Vec<f64>, MeasureError> {
+        let (warmup, pins) = (self.options.warmup, self.pins.clone());
+        let inputs = self.inputs.clone();
+        let pool = self.sessions(tuple.threads, tuple.concurrency)?;
         measure_streams(
-            &mut pool[..tuple.concurrency],
-            &self.inputs,
-            (samples, self.options.warmup),
-            self.pins.as_ref().map(|p| (p, tuple.threads)),
+            pool,
+            &inputs,
+            (samples, warmup),
+            pins.as_ref().map(|p| (p, tuple.threads)),
         )
+    }
+
+    /// `samples` times of calls on one `threads`-thread session, each after `pause` idle, after
+    /// the warm-up calls back to back; on stream 0's core when pinned.
+    fn after_idle(
+        &mut self,
+        threads: usize,
+        pause: Duration,
+        samples: usize,
+    ) -> Result<Vec<f64>, MeasureError> {
+        let (warmup, pins) = (self.options.warmup, self.pins.clone());
+        let inputs = self.inputs.clone();
+        let session = &mut self.sessions(threads, 1)?[0];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Some(p) = &pins {
+                    if let Err(e) = pin_current_thread(p.caller(0, threads)) {
+                        warn!(error = %e, "Profiling stream not pinned.");
+                    }
+                }
+                for _ in 0..warmup {
+                    call(session, &inputs)?;
+                }
+                (0..samples)
+                    .map(|_| {
+                        std::thread::sleep(pause);
+                        call(session, &inputs).map(|d| d.as_secs_f64())
+                    })
+                    .collect()
+            })
+            .join()
+            .unwrap_or(Err(MeasureError::Panicked))
+        })
     }
 }
 
@@ -476,6 +596,28 @@ pub fn describe(profile: &Profile) -> Result<String, SerfError> {
             join(mu.iter().map(|m| format!("{m:.1}")).collect()),
             join(mu.iter().map(|m| format!("{:.3}", 1e3 / m)).collect()),
             join(scv)
+        ));
+    }
+    for a in &profile.after_idle {
+        let alone = profile
+            .mu(Config::new(1, a.threads))
+            .and_then(|mu| mu.first().map(|m| format!("{:.3}", 1e3 / m)))
+            .unwrap_or_else(|| "–".into());
+        let after: Vec<String> = a
+            .points
+            .iter()
+            .map(|p| {
+                format!(
+                    "{:.3} after {:.0} ms",
+                    p.mean_service_s * 1e3,
+                    p.gap_s * 1e3
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "t={} alone after an idle gap (ms): {alone} back to back; {}\n",
+            a.threads,
+            after.join(", ")
         ));
     }
     let flagged = profile.non_homogeneous();

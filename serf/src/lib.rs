@@ -7,6 +7,7 @@
 //! - [`config`]: the configuration space `(c, C_inter, t)` with `c·t ≤ cores`;
 //! - [`model`]: the M/D_interf/c latency model (Eqs. 2–13, corrected);
 //! - [`baseline`]: the M/M/c, M/D/c and M/M_interf/c predictors of Fig. 9;
+//! - [`idle`]: the slower first request after an idle gap, measured per thread count, and what it adds to a prediction;
 //! - [`simulator`]: a discrete-event simulator of M/D_interf/c used to check the model;
 //! - [`profile`]: the profiled service rates of one model node, their file format and profiling plan/cost;
 //! - [`table`]: the configuration reference table and online evaluation over all configurations;
@@ -75,6 +76,7 @@
 pub mod baseline;
 pub mod config;
 pub mod estimator;
+pub mod idle;
 pub mod model;
 pub mod online;
 pub mod profile;

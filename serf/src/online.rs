@@ -43,6 +43,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::idle::IdleCurve;
 use crate::table::Candidates;
 
 /// How measured service times are blended into the profile and how often the scheduler re-evaluates.
@@ -211,6 +212,8 @@ pub struct OnlineProfile {
     /// Per tuple and load band (with [`LoadBands`]).
     bands: BTreeMap<(Config, i64), BandEstimate>,
     rejected: u64,
+    /// The offline service after idle gaps, per thread count ([`crate::idle`]).
+    after_idle: BTreeMap<usize, IdleCurve>,
 }
 
 /// The time-weighted running mean of [`OnlineProfile`] (module docs, *Estimator*): folds sample `new`
@@ -244,12 +247,18 @@ impl OnlineProfile {
                 });
             }
         }
+        let after_idle = candidates
+            .as_slice()
+            .iter()
+            .filter_map(|c| Some((c.config.threads, c.after_idle.clone()?)))
+            .collect();
         Self {
             options,
             configs: candidates.as_slice().iter().map(|c| c.config).collect(),
             tuples,
             bands: BTreeMap::new(),
             rejected: 0,
+            after_idle,
         }
     }
 
@@ -419,7 +428,8 @@ impl OnlineProfile {
     /// The configurations with the rates the decision should use at arrival rate `load` (module docs): per
     /// tuple, the rate measured near `load` where there is one, the load-blind blended rate elsewhere (so,
     /// without load bands, the load-blind rates throughout). A configuration with an unknown tuple is left
-    /// out.
+    /// out. The offline service after idle gaps goes with a configuration whose lone tuple `(1, t)` was
+    /// not measured near `load`: one measured there already holds that load's first calls after a gap.
     pub fn candidates_at(&self, load: f64, now: Duration) -> Candidates {
         let rate = |tuple: Config| -> Option<f64> {
             let t = self.tuples.get(&tuple)?;
@@ -428,31 +438,50 @@ impl OnlineProfile {
                 None => t.rate(self.options.min_samples),
             })
         };
-        Candidates::new(
-            self.configs
-                .iter()
-                .filter_map(|&c| {
-                    let mu: Option<Vec<f64>> =
-                        (1..=c.concurrency).map(|i| rate(c.tuple(i))).collect();
-                    mu.map(|mu| (c, mu))
-                })
-                .collect(),
+        self.with_after_idle(
+            Candidates::new(
+                self.configs
+                    .iter()
+                    .filter_map(|&c| {
+                        let mu: Option<Vec<f64>> =
+                            (1..=c.concurrency).map(|i| rate(c.tuple(i))).collect();
+                        mu.map(|mu| (c, mu))
+                    })
+                    .collect(),
+            ),
+            |c| self.near_load(c.tuple(1), load, now).is_none(),
         )
     }
 
     /// The configurations with their offline rates (what the profile said before any measurement).
     pub fn offline_candidates(&self) -> Candidates {
-        Candidates::new(
-            self.configs
-                .iter()
-                .filter_map(|&c| {
-                    let mu: Option<Vec<f64>> = (1..=c.concurrency)
-                        .map(|i| self.tuples.get(&c.tuple(i)).map(|t| 1.0 / t.offline_s))
-                        .collect();
-                    mu.map(|mu| (c, mu))
-                })
-                .collect(),
+        self.with_after_idle(
+            Candidates::new(
+                self.configs
+                    .iter()
+                    .filter_map(|&c| {
+                        let mu: Option<Vec<f64>> = (1..=c.concurrency)
+                            .map(|i| self.tuples.get(&c.tuple(i)).map(|t| 1.0 / t.offline_s))
+                            .collect();
+                        mu.map(|mu| (c, mu))
+                    })
+                    .collect(),
+            ),
+            |_| true,
         )
+    }
+
+    /// `candidates` with the offline idle curve of their thread count where `wanted`.
+    fn with_after_idle(
+        &self,
+        candidates: Candidates,
+        wanted: impl Fn(Config) -> bool,
+    ) -> Candidates {
+        candidates.with_after_idle(|c| {
+            wanted(c)
+                .then(|| self.after_idle.get(&c.threads).cloned())
+                .flatten()
+        })
     }
 
     /// Tuples whose measured rate is in use.
@@ -561,6 +590,52 @@ mod tests {
         }
         let blind = p.tuple(one).unwrap().measured_s;
         assert!(blind > 0.0099, "{blind}");
+    }
+
+    #[test]
+    fn the_offline_idle_curve_goes_with_a_configuration_until_its_lone_tuple_is_measured_near_the_load(
+    ) {
+        let curve = crate::idle::IdleCurve::new(
+            0.12,
+            &[crate::idle::IdlePoint {
+                gap_s: 1.0,
+                mean_service_s: 0.2,
+                samples: 10,
+            }],
+        )
+        .unwrap();
+        let offline = two_core().with_after_idle(|c| (c.threads == 2).then(|| curve.clone()));
+        let mut p = OnlineProfile::new(&offline, OnlineOptions::default());
+        let two_threads = Config::new(1, 2);
+        let carries = |c: &Candidates, config: Config| c.get(config).unwrap().after_idle.is_some();
+        assert!(carries(&p.offline_candidates(), two_threads));
+        assert!(carries(&p.candidates_at(2.0, secs(0.0)), two_threads));
+        assert!(!carries(
+            &p.candidates_at(2.0, secs(0.0)),
+            Config::new(1, 1)
+        ));
+        for k in 0..100 {
+            p.record(secs(k as f64 * 0.1), two_threads, 0.15, Some(2.0));
+        }
+        // Measured at 2/s: the rate there holds that load's calls after gaps; elsewhere the curve stays.
+        assert!(!carries(&p.candidates_at(2.0, secs(10.0)), two_threads));
+        assert!(carries(&p.candidates_at(6.0, secs(10.0)), two_threads));
+        assert!(carries(&p.offline_candidates(), two_threads));
+        // With the curve, SERF predicts more than the back-to-back rate alone gives.
+        let at6 = p.candidates_at(6.0, secs(10.0));
+        let c = at6.get(two_threads).unwrap();
+        let plain = crate::model::predict(1.0, &c.mu).unwrap().latency;
+        assert!(
+            c.estimate(1.0, crate::baseline::Predictor::Serf)
+                .unwrap()
+                .latency
+                > plain
+        );
+        assert_eq!(
+            c.estimate(1.0, crate::baseline::Predictor::MMInterf),
+            crate::baseline::Predictor::MMInterf.estimate(1.0, &c.mu),
+            "the baselines are the paper's, without the term"
+        );
     }
 
     #[test]

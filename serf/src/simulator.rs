@@ -20,8 +20,13 @@
 //! profile's length. New admissions use the new profile; if `c` shrinks nothing is admitted until fewer than
 //! the new `c` run (note §2.12).
 //!
+//! **Idle starts.** With an [`IdleCurve`] ([`Station::with_after_idle`], [`SimConfig::after_idle`]), a
+//! request that arrives to an empty station brings `S₀(g)·μ_1` units of work instead of one, `g` being how
+//! long the station was empty: alone it takes `S₀(g)`, the exceptional first service of [`crate::idle`].
+//!
 //! Randomness comes only from a seeded [`rand::rngs::StdRng`], so a run is a pure function of its inputs.
 
+use crate::idle::IdleCurve;
 use crate::model::{check_inputs, ModelError};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -99,6 +104,10 @@ pub struct Station {
     mu: Arc<[f64]>,
     queue: VecDeque<(f64, f64)>,
     running: Vec<Job>,
+    /// Service of a request that arrives to an empty station, by how long it was empty.
+    after_idle: Option<IdleCurve>,
+    /// When the station last became empty (0 at the start).
+    empty_since: f64,
 }
 
 impl Station {
@@ -114,7 +123,15 @@ impl Station {
             mu: mu.into(),
             queue: VecDeque::new(),
             running: Vec::new(),
+            after_idle: None,
+            empty_since: 0.0,
         })
+    }
+
+    /// The same station where a request arriving to it empty takes `curve`'s time after the gap.
+    pub fn with_after_idle(mut self, curve: Option<IdleCurve>) -> Self {
+        self.after_idle = curve;
+        self
     }
 
     /// Current simulated time.
@@ -211,6 +228,9 @@ impl Station {
                 finish: self.now,
             });
             self.admit();
+            if self.in_system() == 0 {
+                self.empty_since = self.now;
+            }
         }
     }
 
@@ -218,6 +238,12 @@ impl Station {
     /// the station is advanced to `at` first.
     pub fn arrive(&mut self, at: f64, work: f64, out: &mut Vec<Completed>) {
         self.advance(at, out);
+        let work = match &self.after_idle {
+            Some(curve) if self.in_system() == 0 => {
+                work * curve.service_after(self.now - self.empty_since) * self.mu[0]
+            }
+            _ => work,
+        };
         self.queue.push_back((self.now, work));
         self.admit();
     }
@@ -305,6 +331,8 @@ pub struct SimConfig {
     pub work_scv: f64,
     /// RNG seed.
     pub seed: u64,
+    /// Service after an idle gap for requests that arrive to an empty station (`None`: `1/μ_1`).
+    pub after_idle: Option<IdleCurve>,
 }
 
 impl SimConfig {
@@ -318,6 +346,7 @@ impl SimConfig {
             warmup: (requests / 20).max(1000),
             work_scv: 0.0,
             seed: 1,
+            after_idle: None,
         }
     }
 }
@@ -362,7 +391,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<LatencyStats, SimError> {
         .map_err(|_| SimError::Input(ModelError::InvalidArrivalRate(cfg.lambda)))?;
     let work = WorkSampler::new(cfg.work_scv)?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut station = Station::new(&cfg.mu, cfg.semantics)?;
+    let mut station = Station::new(&cfg.mu, cfg.semantics)?.with_after_idle(cfg.after_idle.clone());
     let total = cfg.warmup + cfg.requests;
     let mut done = Vec::with_capacity(total + cfg.mu.len() + 1);
     let mut t = 0.0;

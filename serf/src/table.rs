@@ -15,7 +15,8 @@
 
 use crate::baseline::Predictor;
 use crate::config::Config;
-use crate::model::{Estimate, ModelError};
+use crate::idle::{after_idle, IdleCurve};
+use crate::model::{predict, Estimate, ModelError};
 use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 
@@ -45,9 +46,32 @@ pub struct Candidate {
     pub config: Config,
     /// Its service rates `μ_1..μ_c` (length `config.concurrency`).
     pub mu: Vec<f64>,
+    /// Service of a request that starts after an idle gap, when the profile measured it
+    /// ([`crate::idle`]); SERF's prediction adds what those requests cost.
+    pub after_idle: Option<IdleCurve>,
 }
 
 impl Candidate {
+    /// The candidate's predicted times at `lambda`: `predictor`'s, plus for [`Predictor::Serf`] what
+    /// requests starting after an idle gap add when the candidate has a curve ([`crate::idle`]).
+    ///
+    /// # Errors
+    /// The predictor's errors (an unstable load, bad rates).
+    pub fn estimate(&self, lambda: f64, predictor: Predictor) -> Result<Estimate, ModelError> {
+        match (&self.after_idle, predictor) {
+            (Some(curve), Predictor::Serf) => {
+                let p = predict(lambda, &self.mu)?;
+                let extra = after_idle(&p, &self.mu, curve);
+                Ok(Estimate {
+                    waiting: p.waiting + extra.extra_waiting,
+                    service: p.service + extra.extra_service,
+                    latency: p.latency + extra.extra_latency(),
+                })
+            }
+            _ => predictor.estimate(lambda, &self.mu),
+        }
+    }
+
     /// Capacity `c·μ_c` in requests per second.
     pub fn capacity(&self) -> f64 {
         self.mu.len() as f64 * self.mu[self.mu.len() - 1]
@@ -59,13 +83,20 @@ impl Candidate {
 pub struct Candidates(Vec<Candidate>);
 
 impl Candidates {
-    /// Every configuration the profile covers.
+    /// Every configuration the profile covers, with the profile's service after idle gaps for its
+    /// thread count where measured.
     pub fn from_profile(profile: &Profile) -> Self {
         Self(
             profile
                 .candidates()
                 .into_iter()
-                .map(|(config, mu)| Candidate { config, mu })
+                .map(|(config, mu)| Candidate {
+                    after_idle: (config.inter_node == 1)
+                        .then(|| profile.idle_curve(config.threads))
+                        .flatten(),
+                    config,
+                    mu,
+                })
                 .collect(),
         )
     }
@@ -76,11 +107,24 @@ impl Candidates {
         let mut v: Vec<Candidate> = list
             .into_iter()
             .filter(|(c, mu)| !mu.is_empty() && mu.len() == c.concurrency)
-            .map(|(config, mu)| Candidate { config, mu })
+            .map(|(config, mu)| Candidate {
+                config,
+                mu,
+                after_idle: None,
+            })
             .collect();
         v.sort_by_key(|c| c.config);
         v.dedup_by_key(|c| c.config);
         Self(v)
+    }
+
+    /// The same candidates, each with the idle curve `curve` gives for its configuration (replacing
+    /// any it had).
+    pub fn with_after_idle(mut self, curve: impl Fn(Config) -> Option<IdleCurve>) -> Self {
+        for c in &mut self.0 {
+            c.after_idle = curve(c.config);
+        }
+        self
     }
 
     /// The candidates, in [`Config`] order.
@@ -111,7 +155,7 @@ impl Candidates {
     ) -> Vec<(Config, Result<Estimate, ModelError>)> {
         self.0
             .iter()
-            .map(|c| (c.config, predictor.estimate(lambda, &c.mu)))
+            .map(|c| (c.config, c.estimate(lambda, predictor)))
             .collect()
     }
 
@@ -144,7 +188,7 @@ impl Candidates {
             if lambda > cap(c.config) * c.capacity() {
                 continue;
             }
-            if let Ok(e) = predictor.estimate(lambda, &c.mu) {
+            if let Ok(e) = c.estimate(lambda, predictor) {
                 if best.is_none_or(|(_, b)| e.latency < b.latency) {
                     best = Some((c.config, e));
                 }

@@ -16,9 +16,14 @@
 //! kept (the last ones of a run drain with fewer). The *path time* — what a request spends outside
 //! the call — is measured once on the `(1, 1)` graph with a single client: mean answer latency
 //! minus mean call time.
+//!
+//! *Service after idle gaps* ([`GraphProfiler::after_idle`], `weir_serf::idle`): on the `(1, t)`
+//! graph, one client that pauses before each request, so every call starts alone on a node idle for
+//! the pause (plus the path's fraction of a millisecond).
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use weir_engine::onnx::{read_metadata, ElementType};
 use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
@@ -87,15 +92,30 @@ fn closed_loop(
     requests: usize,
     clients: usize,
 ) -> Result<LoadReport, MeasureError> {
+    drive(
+        graph,
+        workload,
+        requests,
+        Arrival::Closed {
+            concurrency: clients,
+        },
+    )
+}
+
+/// Runs `requests` arriving by `arrival`; an error answer fails the measurement.
+fn drive(
+    graph: &RunningGraph,
+    workload: &Workload,
+    requests: usize,
+    arrival: Arrival,
+) -> Result<LoadReport, MeasureError> {
     let report = run_load(
         graph.runtime(),
         workload,
         &LoadSpec {
             requests,
             warmup: 0,
-            arrival: Arrival::Closed {
-                concurrency: clients,
-            },
+            arrival,
             seed: 0,
             label_output: None,
             progress: false,
@@ -107,19 +127,19 @@ fn closed_loop(
     }
 }
 
-/// Runs `requests` closed-loop with `clients` clients and returns the duration of every call the
-/// node made meanwhile (seconds, in the order they ended) with the load report.
-fn timed_closed_loop(
+/// Runs `requests` arriving by `arrival` and returns the duration of every call the node made
+/// meanwhile (seconds, in the order they ended) with the load report.
+fn timed(
     graph: &RunningGraph,
     workload: &Workload,
     requests: usize,
-    clients: usize,
+    arrival: Arrival,
 ) -> Result<(Vec<f64>, LoadReport), MeasureError> {
     let load = graph
         .executor_load(NODE)
         .ok_or_else(|| MeasureError::Graph("the one-node graph has no local executor".into()))?;
     load.record_calls();
-    let report = closed_loop(graph, workload, requests, clients);
+    let report = drive(graph, workload, requests, arrival);
     let calls: Vec<f64> = load.take_calls().iter().map(|d| d.as_secs_f64()).collect();
     Ok((calls, report?))
 }
@@ -165,9 +185,33 @@ impl<'a> GraphProfiler<'a> {
         let clients = tuple.concurrency + 1;
         let (graph, workload) = self.graph(tuple)?;
         closed_loop(graph, workload, warmup * clients, clients)?;
-        let (mut calls, _) =
-            timed_closed_loop(graph, workload, samples + 2 * tuple.concurrency, clients)?;
+        let (mut calls, _) = timed(
+            graph,
+            workload,
+            samples + 2 * tuple.concurrency,
+            Arrival::Closed {
+                concurrency: clients,
+            },
+        )?;
         calls.truncate(samples);
+        Ok(calls)
+    }
+
+    /// `samples` service times (seconds) of requests with `threads` intra-op threads that each
+    /// started alone after the node had been idle for `pause` (plus the path's own time), after
+    /// `warmup` requests back to back (module docs).
+    ///
+    /// # Errors
+    /// When the graph cannot start or a request fails.
+    pub fn after_idle(
+        &mut self,
+        threads: usize,
+        pause: Duration,
+        (samples, warmup): (usize, usize),
+    ) -> Result<Vec<f64>, MeasureError> {
+        let (graph, workload) = self.graph(Config::new(1, threads))?;
+        closed_loop(graph, workload, warmup, 1)?;
+        let (calls, _) = timed(graph, workload, samples, Arrival::Paced { pause })?;
         Ok(calls)
     }
 
@@ -179,7 +223,12 @@ impl<'a> GraphProfiler<'a> {
     pub fn path_time(&mut self, requests: usize) -> Result<f64, MeasureError> {
         let (graph, workload) = self.graph(Config::new(1, 1))?;
         closed_loop(graph, workload, 2, 1)?;
-        let (calls, report) = timed_closed_loop(graph, workload, requests.max(1), 1)?;
+        let (calls, report) = timed(
+            graph,
+            workload,
+            requests.max(1),
+            Arrival::Closed { concurrency: 1 },
+        )?;
         let call = calls.iter().sum::<f64>() / calls.len().max(1) as f64;
         Ok((report.latency_us.mean() / 1e6 - call).max(0.0))
     }

@@ -177,11 +177,11 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
             )
             .expect("admitted");
     }
-    // Kill e0 once a sixth of the requests are answered, at the first answer after which it holds
-    // a call in flight (the pool keeps every live replica busy while requests wait, but on a loaded
-    // machine e0 can be between two calls at any one moment).
+    // Kill an executor once a sixth of the requests are answered, at the first answer after which
+    // one holds a call in flight (the pool keeps every live replica busy while requests wait, but
+    // on a loaded machine any one can be between two calls at a given moment, or all of them).
     let mut answered = 0u64;
-    let mut killed = false;
+    let mut victim: Option<usize> = None;
     let deadline = Instant::now() + Duration::from_secs(120);
     while answered < total {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -192,16 +192,19 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
             panic!("request {tag} failed while replicas were alive: {e}");
         }
         answered += 1;
-        if !killed && answered >= total / 6 && pool.replica_states()[0].2 > 0 {
-            executors[0].sigkill();
-            killed = true;
+        if victim.is_none() && answered >= total / 6 {
+            victim = pool.replica_states().iter().position(|s| s.2 > 0);
+            if let Some(k) = victim {
+                executors[k].sigkill();
+            }
         }
     }
-    assert!(
-        killed,
-        "e0 never held a call in flight after {} answers",
-        total / 6
-    );
+    let victim = victim.unwrap_or_else(|| {
+        panic!(
+            "no executor held a call in flight after {} answers",
+            total / 6
+        )
+    });
     let counts = replies.counts();
     assert_eq!(counts.len() as u64, total, "every request answered");
     assert!(
@@ -215,15 +218,16 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     );
     assert_eq!(stats.failed, 0);
 
-    // Restart e0 on the same endpoint: the graph reconnects and gives it work again.
-    let endpoint = executors[0].endpoint.clone();
-    executors[0] = Executor::start("e0", &endpoint);
+    // Restart it on the same endpoint: the graph reconnects and gives it work again.
+    let name = format!("e{victim}");
+    let endpoint = executors[victim].endpoint.clone();
+    executors[victim] = Executor::start(&name, &endpoint);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !pool.replica_states()[0].1 {
-        assert!(Instant::now() < deadline, "e0 never came back");
+    while !pool.replica_states()[victim].1 {
+        assert!(Instant::now() < deadline, "{name} never came back");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let before = pool.replica_states()[0].3;
+    let before = pool.replica_states()[victim].3;
     let (tx, rx) = channel();
     for i in 0..120u64 {
         running
@@ -238,10 +242,10 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     for (tag, r) in rx.iter() {
         r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
     }
-    let after = pool.replica_states()[0].3;
+    let after = pool.replica_states()[victim].3;
     assert!(
         after > before,
-        "restarted e0 took no work ({before} → {after})"
+        "restarted {name} took no work ({before} → {after})"
     );
     running.shutdown();
 }

@@ -88,6 +88,16 @@ fn profile_mlp_saves_every_configuration() {
     let effort = profile.effort.expect("the measuring effort is recorded");
     assert!(effort.experiments >= 3 * configs.len(), "{effort:?}");
     assert!(effort.requests >= 6 * configs.len(), "{effort:?}");
+    // Service after idle gaps: every thread count at every pause, counted in the effort, used by
+    // the candidates and shown by `describe`.
+    assert_after_idle_measured(&profile);
+    let pauses = weir::serf::IDLE_PAUSES.len();
+    assert!(
+        effort.experiments >= 3 * configs.len() + 2 * pauses,
+        "{effort:?}"
+    );
+    let text = weir::serf::describe(&profile).unwrap();
+    assert!(text.contains("t=2 alone after an idle gap"), "{text}");
 
     // The paper's way, bare sessions back to back, gives the same shape of profile without a path time.
     let bare = profile_node(
@@ -103,8 +113,30 @@ fn profile_mlp_saves_every_configuration() {
     assert_eq!(bare.path_s, None);
     let bare_configs: Vec<Config> = bare.candidates().iter().map(|(c, _)| *c).collect();
     assert_eq!(bare_configs, configs);
+    assert_after_idle_measured(&bare);
 
     std::fs::remove_dir_all(Path::new(&dir)).unwrap();
+}
+
+/// The profile holds service after every idle pause for both thread counts, with positive times
+/// and the samples asked for, and every candidate carries the curve of its thread count.
+fn assert_after_idle_measured(profile: &Profile) {
+    let threads: Vec<usize> = profile.after_idle.iter().map(|a| a.threads).collect();
+    assert_eq!(threads, vec![1, 2], "{:?}", profile.after_idle);
+    for a in &profile.after_idle {
+        let gaps: Vec<f64> = a.points.iter().map(|p| p.gap_s).collect();
+        let pauses: Vec<f64> = weir::serf::IDLE_PAUSES
+            .iter()
+            .map(|d| d.as_secs_f64())
+            .collect();
+        assert_eq!(gaps, pauses);
+        assert!(a
+            .points
+            .iter()
+            .all(|p| p.samples == 4 && p.mean_service_s > 0.0));
+    }
+    let candidates = weir_serf::table::Candidates::from_profile(profile);
+    assert!(candidates.as_slice().iter().all(|c| c.after_idle.is_some()));
 }
 
 /// End to end at low load with the test SqueezeNet on one core: profile, predict at ρ ≈ 0.2, and

@@ -42,10 +42,14 @@
 //! optional. `spinning` matters for `t > 1`: without it every parallel section of a call wakes
 //! sleeping threads, which on a VM can cost as much as the parallelism gains when requests arrive
 //! with gaps (measured in `benchmarks/README.md`, *serf phases*), so a profile only describes a node
-//! that runs with the same setting. In each series,
+//! that runs with the same setting. `after_idle` (absent when not measured) holds, per thread count
+//! `t`, the mean service time of requests that started alone after the node had been idle for a
+//! few gaps: `[{"threads": 2, "points": [{"gap_s": 0.002, "mean_service_s": 0.0048, "samples": 10},
+//! …]}]`, gaps ascending; see [`crate::idle`] for what the prediction does with it. In each series,
 //! `tuples[k]` has `concurrency = k + 1` and `concurrency · threads ≤ cores`.
 
 use crate::config::Config;
+use crate::idle::{AfterIdle, IdleCurve};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -172,6 +176,9 @@ pub struct Profile {
     pub path_s: Option<f64>,
     /// One series per `(C_inter, t)`, sorted by `(inter_node, threads)`.
     pub series: Vec<Series>,
+    /// Service after idle gaps, per thread count, when measured ([`crate::idle`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_idle: Vec<AfterIdle>,
 }
 
 impl Profile {
@@ -217,6 +224,7 @@ impl Profile {
             measured_in: None,
             path_s: None,
             series,
+            after_idle: Vec::new(),
         };
         p.validate()?;
         Ok(p)
@@ -291,7 +299,55 @@ impl Profile {
                 return bad("path_s must be finite and non-negative".into());
             }
         }
+        for (n, a) in self.after_idle.iter().enumerate() {
+            let at = format!("after_idle[{n}] (threads {})", a.threads);
+            if !self
+                .series
+                .iter()
+                .any(|s| s.inter_node == 1 && s.threads == a.threads)
+            {
+                return bad(format!(
+                    "{at}: no series with inter_node 1 and these threads"
+                ));
+            }
+            if self.after_idle[..n].iter().any(|b| b.threads == a.threads) {
+                return bad(format!("{at}: threads listed twice"));
+            }
+            if a.points.is_empty() {
+                return bad(format!("{at}: no points"));
+            }
+            for (k, p) in a.points.iter().enumerate() {
+                let positive = |x: f64| x.is_finite() && x > 0.0;
+                if !(positive(p.gap_s) && positive(p.mean_service_s)) || p.samples == 0 {
+                    return bad(format!(
+                        "{at}: points[{k}] needs a finite gap_s > 0, mean_service_s > 0 and samples ≥ 1"
+                    ));
+                }
+                if k > 0 && a.points[k - 1].gap_s >= p.gap_s {
+                    return bad(format!(
+                        "{at}: points must be sorted by gap_s without duplicates"
+                    ));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Service after an idle gap for requests with `threads` intra-op threads, anchored at the
+    /// back-to-back time of the tuple `(1, 1, threads)`; `None` when not measured.
+    pub fn idle_curve(&self, threads: usize) -> Option<IdleCurve> {
+        let alone = self
+            .series
+            .iter()
+            .find(|s| s.inter_node == 1 && s.threads == threads)?
+            .tuples
+            .first()?;
+        let points = &self
+            .after_idle
+            .iter()
+            .find(|a| a.threads == threads)?
+            .points;
+        IdleCurve::new(alone.mean_service_s, points)
     }
 
     /// The latency a request sees when the queueing model gives `model_latency_s` for its
@@ -403,6 +459,67 @@ pub use measure::{build_profile, plan, summarise, BuildError, BuildOptions, Meas
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::idle::IdlePoint;
+
+    fn idle(threads: usize, points: &[(f64, f64)]) -> AfterIdle {
+        AfterIdle {
+            threads,
+            points: points
+                .iter()
+                .map(|&(gap_s, mean_service_s)| IdlePoint {
+                    gap_s,
+                    mean_service_s,
+                    samples: 10,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn service_after_idle_gaps_round_trips_and_is_checked() {
+        let mut p = Profile::from_rates(2, &[(2, vec![250.0]), (1, vec![125.0, 100.0])]).unwrap();
+        assert!(p.idle_curve(2).is_none(), "not measured");
+        assert!(
+            !p.to_json().contains("after_idle"),
+            "absent when not measured"
+        );
+        p.after_idle = vec![
+            idle(1, &[(0.002, 0.0081), (0.05, 0.0095)]),
+            idle(2, &[(0.01, 0.005)]),
+        ];
+        let back = Profile::from_json(&p.to_json()).unwrap();
+        assert_eq!(back, p);
+        // Anchored at the back-to-back time of (1, 2): 4 ms, 5 ms after 10 ms idle.
+        let curve = back.idle_curve(2).unwrap();
+        assert!((curve.service_after(0.0) - 0.004).abs() < 1e-12);
+        assert!((curve.service_after(0.005) - 0.0045).abs() < 1e-12);
+        // Every candidate carries the curve of its thread count.
+        let candidates = crate::table::Candidates::from_profile(&back);
+        for c in candidates.as_slice() {
+            assert_eq!(
+                c.after_idle,
+                back.idle_curve(c.config.threads),
+                "{}",
+                c.config
+            );
+        }
+        let rules = [
+            (idle(3, &[(0.01, 0.005)]), "no series"),
+            (idle(2, &[]), "no points"),
+            (idle(2, &[(0.0, 0.005)]), "gap_s > 0"),
+            (idle(2, &[(0.01, f64::NAN)]), "mean_service_s > 0"),
+            (idle(2, &[(0.05, 0.005), (0.01, 0.005)]), "sorted by gap_s"),
+        ];
+        for (bad, says) in rules {
+            let mut q = p.clone();
+            q.after_idle = vec![bad];
+            let e = q.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        let mut twice = p.clone();
+        twice.after_idle.push(idle(2, &[(0.02, 0.005)]));
+        assert!(twice.validate().unwrap_err().to_string().contains("twice"));
+    }
 
     #[test]
     fn profile_json_round_trip_and_rules() {
