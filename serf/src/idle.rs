@@ -156,12 +156,18 @@ impl IdleCorrection {
 }
 
 /// The correction for `prediction` (SERF's model of a configuration with rates `mu`) when a request
-/// that starts after an idle gap takes `curve`'s time instead of `1/μ_1`.
+/// that starts after an idle gap takes `curve`'s time instead of `1/μ_1`. When `1/μ_1` is not the
+/// curve's own back-to-back time (rates measured later), the curve is scaled by their ratio: the
+/// penalty is taken as a share of the service time, as a machine that slows down slows down both.
 pub fn after_idle(prediction: &Prediction, mu: &[f64], curve: &IdleCurve) -> IdleCorrection {
     let lambda = prediction.lambda;
     let rho = prediction.rho;
     let back_to_back = mu.first().map_or(curve.back_to_back_s, |m| 1.0 / m);
+    // The curve was measured beside its own back-to-back time; rates measured since (online, or a
+    // machine that became slower or faster) carry it along in proportion.
+    let scale = back_to_back / curve.back_to_back_s;
     let (m1, m2) = curve.moments_after_poisson_gap(lambda);
+    let (m1, m2) = (m1 * scale, m2 * scale * scale);
     let delta = m1 - back_to_back;
     let p0 = prediction.p.first().copied().unwrap_or(0.0);
     let stretch = 1.0 + p0 * lambda * delta / (1.0 - rho);
@@ -234,6 +240,26 @@ mod tests {
         let k = after_idle(&p, &mu, &c);
         assert!(k.extra_latency().abs() < 1e-12, "{k:?}");
         assert!((k.idle_starts - p.p[0]).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_curve_follows_rates_measured_after_it_in_proportion() {
+        // Profiled at 10 ms back to back, 15 ms after any gap; the node now runs at 20 ms: the
+        // correction is the one of a curve at 20 → 30 ms.
+        let profiled = IdleCurve::new(0.01, &[point(1e-9, 0.015)]).unwrap();
+        let scaled = IdleCurve::new(0.02, &[point(1e-9, 0.03)]).unwrap();
+        let mu = [50.0];
+        let p = predict(10.0, &mu).unwrap();
+        let (a, b) = (after_idle(&p, &mu, &profiled), after_idle(&p, &mu, &scaled));
+        assert!(a.extra_service > 0.0);
+        assert!(
+            (a.extra_service - b.extra_service).abs() < 1e-12,
+            "{a:?} {b:?}"
+        );
+        assert!(
+            (a.extra_waiting - b.extra_waiting).abs() < 1e-12,
+            "{a:?} {b:?}"
+        );
     }
 
     #[test]

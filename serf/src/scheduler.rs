@@ -778,7 +778,7 @@ impl Decider {
     fn predict(&self, config: Config, lambda: f64) -> Option<Result<Estimate, ModelError>> {
         self.candidates
             .get(config)
-            .map(|c| self.options.predictor.estimate(lambda, &c.mu))
+            .map(|c| c.estimate(lambda, self.options.predictor))
     }
 
     /// Whether `target` is predicted less than `min_gain` faster than the current configuration,
@@ -1184,9 +1184,9 @@ impl Scheduler {
         let band = self.load_band(planned_lambda);
         let offline = online.offline_candidates();
         let offline_latency = |c: Config| {
-            let mu = &offline.get(c)?.mu;
-            predictor
-                .estimate(planned_lambda, mu)
+            offline
+                .get(c)?
+                .estimate(planned_lambda, predictor)
                 .ok()
                 .map(|e| e.latency)
         };
@@ -1225,8 +1225,7 @@ impl Scheduler {
                     <= ex.max_utilisation.min(self.decider.options.max_utilisation)
             })
             .filter_map(|c| {
-                predictor
-                    .estimate(planned_lambda, &c.mu)
+                c.estimate(planned_lambda, predictor)
                     .ok()
                     .map(|e| (c.config, e.latency))
             })

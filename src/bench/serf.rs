@@ -16,6 +16,10 @@
 //! expects there (Eq. 12), and an *in-situ* prediction: the same model with every `μ_i` scaled by
 //! their ratio, so that its mean service time is the one measured. The in-situ error is what remains
 //! once the service level is right: the queueing model's own error plus weir's path.
+//!
+//! The prediction includes what requests that start after an idle gap add (`weir_serf::idle`, from
+//! the profile's `after_idle`); every point also records the prediction without that term (the
+//! paper's model on the same profile), so one run shows what the term changes.
 
 use std::path::{Path, PathBuf};
 
