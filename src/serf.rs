@@ -18,6 +18,10 @@
 //! as described above, the paper's way, which on this machine under-predicts what the serving
 //! process sees (see [`in_graph`] for the figures).
 //!
+//! After the tuples, both ways measure the service of requests that start alone after the node was
+//! idle for each of [`IDLE_PAUSES`], per thread count ([`Profile::after_idle`], `weir_serf::idle`):
+//! at low load most requests do, and they are slower than back to back.
+//!
 //! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
 
 use std::collections::BTreeMap;
