@@ -1379,6 +1379,20 @@ struct SerfBenchArgs {
     /// Low load, same unit (`--phases`).
     #[arg(long, default_value_t = 0.2)]
     low: f64,
+    /// Moderate load in requests per second, instead of `--moderate` (`--phases`; with
+    /// `--low-rate`): batches taken on different days then serve the same load and pool.
+    #[arg(long, requires = "low_rate")]
+    moderate_rate: Option<f64>,
+    /// Low load in requests per second, instead of `--low` (`--phases`; with `--moderate-rate`).
+    #[arg(long, requires = "moderate_rate")]
+    low_rate: Option<f64>,
+    /// A fixed configuration to run, as `CONCURRENCYxTHREADS` (`--phases`; repeat for several;
+    /// default: every one stable at moderate load).
+    #[arg(long = "fixed", value_parser = parse_fixed_config)]
+    fixed: Vec<weir_serf::config::Config>,
+    /// Seed of the first run's arrivals; run `r` uses `seed + r` (`--phases`).
+    #[arg(long, default_value_t = 11)]
+    seed: u64,
     /// Seconds of moderate load served on a throwaway graph before each run's first measured
     /// set-up (`--phases`; 0: none).
     #[arg(long, default_value_t = 20.0)]
@@ -1404,6 +1418,19 @@ struct SerfBenchArgs {
     /// Where the latency-over-time plot goes (`--phases`; the last run's).
     #[arg(long, default_value = "benchmarks/serf/phases.png")]
     phases_plot: PathBuf,
+}
+
+/// A fixed configuration from `CONCURRENCYxTHREADS` (`2x1`: two requests at once, one intra-op
+/// thread each).
+fn parse_fixed_config(text: &str) -> std::result::Result<weir_serf::config::Config, String> {
+    let bad = || format!("`{text}` is not CONCURRENCYxTHREADS with both at least 1 (e.g. 2x1)");
+    let (c, t) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+    let c: usize = c.trim().parse().map_err(|_| bad())?;
+    let t: usize = t.trim().parse().map_err(|_| bad())?;
+    if c == 0 || t == 0 {
+        return Err(bad());
+    }
+    Ok(weir_serf::config::Config::new(c, t))
 }
 
 /// Where profiles are measured, from `--bare-sessions`.
@@ -1460,11 +1487,13 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         phase_seconds: args.phase_seconds.max(1.0),
         moderate: args.moderate,
         low: args.low,
+        rates: args.moderate_rate.zip(args.low_rate),
+        fixed: args.fixed.clone(),
         settle_seconds: 8.0,
         burn_in_seconds: args.burn_in,
         bin_seconds: 2.0,
         runs: args.runs.max(1),
-        seed: 11,
+        seed: args.seed,
         profile: ProfileOptions {
             samples: args.samples.max(1),
             rounds: args.rounds.max(1),
@@ -1477,15 +1506,18 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
     let load_before = load_average();
     let runs = serf_phases(&config)?;
     let text = format!(
-        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: moderate {} × / low {} × the largest configuration capacity of a planning profile taken once before run 1 (10 × the runs' requests per tuple), {} s each; intra-op spinning {}; threads pinned: {}; profile: {} requests per tuple, fresh each run (SERF starts from it)\n{}",
+        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: {}, {} s each; arrivals seeded {} + run; intra-op spinning {}; threads pinned: {}; profile: {} requests per tuple, fresh each run (SERF starts from it)\n{}",
         OrtRuntime::get()?.build_info(),
         cores(),
         load_average(),
         config.model.0,
         config.model.1.display(),
-        config.moderate,
-        config.low,
+        match config.rates {
+            Some((moderate, low)) => format!("moderate {moderate}/s, low {low}/s (given; a planning profile taken once before run 1 chose the fixed set-ups)"),
+            None => format!("moderate {} × / low {} × the largest configuration capacity of a planning profile taken once before run 1 (10 × the runs' requests per tuple)", config.moderate, config.low),
+        },
         config.phase_seconds,
+        config.seed,
         if config.profile.spinning { "on" } else { "off" },
         config
             .profile

@@ -111,6 +111,12 @@ pub struct PhasesConfig {
     pub moderate: f64,
     /// Low load, same unit.
     pub low: f64,
+    /// Moderate and low load in requests per second, used instead of the fractions when given,
+    /// so that batches taken on different days serve the same arrivals and pool.
+    pub rates: Option<(f64, f64)>,
+    /// The fixed configurations to run (empty: every one stable at moderate load). A listed
+    /// configuration that is unstable at moderate load is still skipped.
+    pub fixed: Vec<Config>,
     /// Seconds at the start of a phase left out of the "settled" means.
     pub settle_seconds: f64,
     /// Seconds of the first phase's arrivals served, and discarded, on a throwaway graph before
@@ -218,6 +224,8 @@ pub struct PhasesRun {
     pub settle_seconds: f64,
     /// Fixed configurations not run, with their profiled utilisation at moderate load.
     pub skipped: Vec<(Config, f64)>,
+    /// Fixed configurations left out because [`PhasesConfig::fixed`] did not list them.
+    pub left_out: Vec<Config>,
 }
 
 impl PhasesRun {
@@ -468,24 +476,41 @@ struct Plan {
     low: f64,
     setups: Vec<Setup>,
     skipped: Vec<(Config, f64)>,
+    left_out: Vec<Config>,
     widest: Option<Config>,
 }
 
 impl Plan {
-    /// Rates as fractions of `profile`'s largest capacity; a fixed configuration whose profiled
-    /// utilisation at moderate load reaches [`UNSTABLE_UTILISATION`] is skipped.
+    /// Rates as given ([`PhasesConfig::rates`]) or as fractions of `profile`'s largest capacity;
+    /// a fixed configuration not listed in [`PhasesConfig::fixed`] (when it lists any) is left
+    /// out, one whose profiled utilisation at moderate load reaches [`UNSTABLE_UTILISATION`] is
+    /// skipped.
     fn from_profile(config: &PhasesConfig, profile: &Profile) -> Result<Plan> {
         let candidates = Candidates::from_profile(profile);
         let max_capacity = candidates.max_capacity().map_or(0.0, |c| c.capacity());
         if max_capacity <= 0.0 {
             return Err(anyhow!("{}: empty profile", config.model.0));
         }
-        let moderate = config.moderate * max_capacity;
+        let (moderate, low) = config
+            .rates
+            .unwrap_or((config.moderate * max_capacity, config.low * max_capacity));
+        if let Some(unknown) = config
+            .fixed
+            .iter()
+            .find(|f| !candidates.as_slice().iter().any(|c| c.config == **f))
+        {
+            return Err(anyhow!(
+                "{}: fixed configuration {unknown} is not in the profile",
+                config.model.0
+            ));
+        }
         let mut setups = vec![Setup::Serf];
-        let mut skipped = Vec::new();
+        let (mut skipped, mut left_out) = (Vec::new(), Vec::new());
         for c in candidates.as_slice() {
             let utilisation = moderate / c.capacity();
-            if utilisation >= UNSTABLE_UTILISATION {
+            if !config.fixed.is_empty() && !config.fixed.contains(&c.config) {
+                left_out.push(c.config);
+            } else if utilisation >= UNSTABLE_UTILISATION {
                 skipped.push((c.config, utilisation));
             } else {
                 setups.push(Setup::Fixed(c.config));
@@ -493,9 +518,10 @@ impl Plan {
         }
         Ok(Plan {
             moderate,
-            low: config.low * max_capacity,
+            low,
             setups,
             skipped,
+            left_out,
             widest: candidates.max_capacity().map(|c| c.config),
         })
     }
@@ -511,6 +537,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
         low,
         setups,
         skipped,
+        left_out,
         widest,
     } = plan;
     let len = config.phase_seconds;
@@ -572,6 +599,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
         order,
         settle_seconds: config.settle_seconds,
         skipped: skipped.clone(),
+        left_out: left_out.clone(),
     })
 }
 
@@ -771,6 +799,16 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         for (c, utilisation) in &run.skipped {
             s.push_str(&format!(
                 "\nNot run: fixed {c}, profiled utilisation {utilisation:.2} at moderate load (≥ {UNSTABLE_UTILISATION}: its queue only grows).\n"
+            ));
+        }
+        if !run.left_out.is_empty() {
+            s.push_str(&format!(
+                "\nNot run: fixed {}, left out of the fixed set-ups asked for.\n",
+                run.left_out
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         if let Some(serf) = run.setups.first() {
@@ -1120,6 +1158,7 @@ mod tests {
             order: vec![0, 1, 2],
             settle_seconds: 0.0,
             skipped: vec![],
+            left_out: vec![],
         }
     }
 
@@ -1170,6 +1209,53 @@ mod tests {
         // Reproducible, and undefined for a single run.
         assert_eq!(ratio_interval(&swinging, None, false, 1), Some((lo, hi)));
         assert_eq!(ratio_interval(&steady[..1], None, false, 1), None);
+    }
+
+    fn plan_config(rates: Option<(f64, f64)>, fixed: Vec<Config>) -> PhasesConfig {
+        PhasesConfig {
+            model: ("m".into(), PathBuf::from("m.onnx")),
+            phase_seconds: 60.0,
+            moderate: 0.55,
+            low: 0.2,
+            rates,
+            fixed,
+            settle_seconds: 8.0,
+            burn_in_seconds: 0.0,
+            bin_seconds: 2.0,
+            runs: 1,
+            seed: 1,
+            profile: ProfileOptions::default(),
+        }
+    }
+
+    #[test]
+    fn the_plan_takes_given_rates_and_runs_only_the_fixed_set_ups_asked_for() {
+        // Capacities c·μ_c: (1,1) 100/s, (1,2) 160/s, (2,1) 2 × 90 = 180/s.
+        let profile = Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap();
+        let by_fraction = Plan::from_profile(&plan_config(None, vec![]), &profile).unwrap();
+        assert!((by_fraction.moderate - 99.0).abs() < 1e-9);
+        assert!((by_fraction.low - 36.0).abs() < 1e-9);
+        assert_eq!(by_fraction.skipped.len(), 1, "(1,1) at 0.99 is unstable");
+        assert_eq!(by_fraction.setups.len(), 3);
+        assert!(by_fraction.left_out.is_empty());
+
+        let (c11, c12, c21) = (Config::new(1, 1), Config::new(1, 2), Config::new(2, 1));
+        let given = Plan::from_profile(&plan_config(Some((150.0, 40.0)), vec![c21, c11]), &profile)
+            .unwrap();
+        assert_eq!((given.moderate, given.low), (150.0, 40.0));
+        assert_eq!(given.setups, vec![Setup::Serf, Setup::Fixed(c21)]);
+        assert_eq!(given.left_out, vec![c12]);
+        assert_eq!(
+            given.skipped.len(),
+            1,
+            "(1,1) is asked for but unstable at 150/s"
+        );
+        assert_eq!(given.widest, Some(c21));
+
+        let err = Plan::from_profile(&plan_config(None, vec![Config::new(3, 1)]), &profile)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("c=3 t=1 is not in the profile"), "{err}");
     }
 
     #[test]
@@ -1285,6 +1371,7 @@ mod tests {
             order: vec![0, 1, 2],
             settle_seconds: 0.0,
             skipped: vec![],
+            left_out: vec![],
         };
         assert_eq!(
             r.ratio_to_best(Some(0), false),
