@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SERF's prediction on a quieter host (the device machine lent to some sessions: 16 cores, nothing
+# else running), restricted to two physical cores so it plans for the same 2-core configuration
+# space as this repository's figures. Takes the bundle `.weir/devbundle/` (the stripped release
+# binary, libonnxruntime and the models, xz-compressed so they travel under the 64 MiB limit; made
+# by hand, see benchmarks/README.md) and writes tables and plots to $OUT (default /tmp/quiet).
+# Runs `weir bench serf` with the defaults of run_ort.sh: squeezenet, then the MLP, repeated.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/quiet}"
+work=/tmp/weir-quiet
+mkdir -p "$out" "$work"
+bundle=.weir/devbundle
+xz -dc "$bundle/weir.xz" >"$work/weir" && chmod +x "$work/weir"
+xz -dc "$bundle/ort.xz" >"$work/libonnxruntime.so"
+xz -dc "$bundle/mlp_l3.onnx.xz" >"$work/mlp_l3.onnx"
+cp "$bundle/squeezenet.onnx" "$work/"
+export ORT_DYLIB_PATH="$work/libonnxruntime.so"
+# Two CPUs on different physical cores of the first socket.
+cpus=$(lscpu -p=CPU,CORE,SOCKET | grep -v '^#' | awk -F, '$3==0 && !seen[$2]++ {print $1}' | head -2 | paste -sd,)
+{
+  echo "host: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'); pinned to CPUs $cpus"
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$out/host.txt"
+rounds="${ROUNDS:-2}"
+for r in $(seq 1 "$rounds"); do
+  for m in squeezenet mlp_l3; do
+    # At most 8 files come back from the device: tables per run, the first round's plots.
+    plot="$work/${m}_$r.png"
+    [ "$r" = 1 ] && plot="$out/${m}_$r.png"
+    WEIR_LOG=error taskset -c "$cpus" "$work/weir" bench serf --model "$work/$m.onnx" \
+      --table "$out/${m}_$r.md" --plot "$plot" ${BENCH_ARGS:-} 2>>"$out/log.txt" | tail -3
+    echo "load average after $m run $r: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/host.txt"
+  done
+done
