@@ -1107,15 +1107,11 @@ fn bench_parm(args: ParmArgs) -> Result<()> {
     print_machine()?;
     let costs = weir::bench::parm::coding_costs(&config)?;
     print!("{}", parm_table(&rows, &costs, &config)?);
-    match weir::bench::plot::plot_parm(&rows, &args.plot) {
-        Ok(()) => println!("\nplot: {}", args.plot.display()),
-        Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
-    }
+    write_plot(&args.plot, |p| weir::bench::plot::plot_parm(&rows, p));
     let cost_plot = args.plot.with_file_name("coding_cost.png");
-    match weir::bench::plot::plot_coding_cost(&costs, &cost_plot) {
-        Ok(()) => println!("plot: {}", cost_plot.display()),
-        Err(e) => eprintln!("no plot written ({}): {e:#}", cost_plot.display()),
-    }
+    write_plot(&cost_plot, |p| {
+        weir::bench::plot::plot_coding_cost(&costs, p)
+    });
     Ok(())
 }
 
@@ -1226,10 +1222,7 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
         let path = args.plot.with_file_name("lineage_cost.png");
         let points: Vec<(usize, f64, f64)> =
             costs.iter().map(|&(n, us)| (n, us, us / 64.0)).collect();
-        match weir::bench::plot::plot_lineage_cost(&points, &path) {
-            Ok(()) => println!("\nplot: {}", path.display()),
-            Err(e) => eprintln!("no plot written ({}): {e:#}", path.display()),
-        }
+        write_plot(&path, |p| weir::bench::plot::plot_lineage_cost(&points, p));
         return Ok(());
     }
     if !args.divergence.is_empty() {
@@ -1237,10 +1230,9 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
         let rows = divergence(&config, &args.divergence)?;
         print!("{}", divergence_table(&rows, &config));
         let path = args.plot.with_file_name("divergence.png");
-        match weir::bench::plot::plot_hams_divergence(&divergence_points(&rows), &path) {
-            Ok(()) => println!("\nplot: {}", path.display()),
-            Err(e) => eprintln!("no plot written ({}): {e:#}", path.display()),
-        }
+        write_plot(&path, |p| {
+            weir::bench::plot::plot_hams_divergence(&divergence_points(&rows), p)
+        });
         let broken: usize = rows
             .iter()
             .map(|r| r.trials.iter().filter(|t| !t.answered_once).count())
@@ -1257,10 +1249,9 @@ fn bench_hams(args: HamsBenchArgs) -> Result<()> {
             "HAMS overhead, 1 MiB online learner, {} ms/batch",
             config.compute_ms
         );
-        match weir::bench::plot::plot_hams_batch_sweep(&rows, &title, &args.plot) {
-            Ok(()) => println!("\nplot: {}", args.plot.display()),
-            Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
-        }
+        write_plot(&args.plot, |p| {
+            weir::bench::plot::plot_hams_batch_sweep(&rows, &title, p)
+        });
         return Ok(());
     }
     let rows = overhead(&config)?;
@@ -1307,10 +1298,7 @@ fn bench_http(args: HttpArgs) -> Result<()> {
     println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
     println!("machine: {} cores; {} requests per measurement (resnet50: a fifth), median of {} repeats\n", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), config.requests, config.repeats);
     print!("{}", http_table(&rows));
-    match weir::bench::plot::plot_http(&rows, &args.plot) {
-        Ok(()) => println!("\nplot: {}", args.plot.display()),
-        Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
-    }
+    write_plot(&args.plot, |p| weir::bench::plot::plot_http(&rows, p));
     Ok(())
 }
 
@@ -1418,6 +1406,20 @@ struct SerfBenchArgs {
     /// Where the latency-over-time plot goes (`--phases`; the last run's).
     #[arg(long, default_value = "benchmarks/serf/phases.png")]
     phases_plot: PathBuf,
+}
+
+/// Draws a benchmark's plot at `path` with `draw` and says where it went, or why not. A plot that
+/// cannot be drawn never loses the measurements printed and saved before it: a host without the
+/// font library makes plotters' font loading panic, which is caught here.
+fn write_plot(path: &Path, draw: impl FnOnce(&Path) -> Result<()>) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| draw(path))) {
+        Ok(Ok(())) => println!("plot: {}", path.display()),
+        Ok(Err(e)) => eprintln!("no plot written ({}): {e:#}", path.display()),
+        Err(_) => eprintln!(
+            "no plot written ({}): drawing panicked (is the font library, fontconfig, installed?)",
+            path.display()
+        ),
+    }
 }
 
 /// A fixed configuration from `CONCURRENCYxTHREADS` (`2x1`: two requests at once, one intra-op
@@ -1531,10 +1533,9 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         .with_context(|| format!("writing {}", args.phases_table.display()))?;
     println!("\ntable: {}", args.phases_table.display());
     if let Some(last) = runs.last() {
-        match plot_phases(last, config.bin_seconds, &args.phases_plot) {
-            Ok(()) => println!("plot: {}", args.phases_plot.display()),
-            Err(e) => eprintln!("no plot written ({}): {e:#}", args.phases_plot.display()),
-        }
+        write_plot(&args.phases_plot, |p| {
+            plot_phases(last, config.bin_seconds, p)
+        });
     }
     Ok(())
 }
@@ -1612,10 +1613,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     std::fs::write(&args.table, &text)
         .with_context(|| format!("writing {}", args.table.display()))?;
     println!("\ntable: {}", args.table.display());
-    match plot_serf(&results, &args.plot) {
-        Ok(()) => println!("plot: {}", args.plot.display()),
-        Err(e) => eprintln!("no plot written ({}): {e:#}", args.plot.display()),
-    }
+    write_plot(&args.plot, |p| plot_serf(&results, p));
     Ok(())
 }
 

@@ -20,7 +20,10 @@
 //!
 //! After the tuples, both ways measure the service of requests that start alone after the node was
 //! idle for each of [`IDLE_PAUSES`], per thread count ([`Profile::after_idle`], `weir_serf::idle`):
-//! at low load most requests do, and they are slower than back to back.
+//! at low load most requests do, and they are slower than back to back. In a graph, each thread
+//! count's `(1, t)` then serves open-loop Poisson arrivals at [`UNDER_LOAD_UTILISATION`] of its
+//! back-to-back rate ([`Profile::under_load`]): calls inside a serving process's busy periods are
+//! slower than back to back too, and the profile's rates are scaled to what that implies.
 //!
 //! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
 
@@ -38,7 +41,7 @@ use weir_operators::model::pinning::{pin_current_thread, CorePins, PinError};
 use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
-use weir_serf::idle::{AfterIdle, IdlePoint};
+use weir_serf::idle::{AfterIdle, IdlePoint, UnderLoad};
 use weir_serf::profile::{
     build_profile, profiling_cost, BuildError, BuildOptions, MeasuredIn, Profile, ProfileError,
 };
@@ -144,6 +147,9 @@ pub enum SerfError {
     /// The service after idle gaps could not be measured.
     #[error("measuring the service after idle gaps: {0}")]
     AfterIdle(MeasureError),
+    /// The service under open-loop load could not be measured.
+    #[error("measuring the service under load: {0}")]
+    UnderLoad(MeasureError),
     /// The profiler's threads cannot be pinned as asked.
     #[error(transparent)]
     Pin(#[from] PinError),
@@ -265,13 +271,14 @@ pub fn profile_node(
         }
     };
     let samples = options.samples.max(1);
-    let idle_progress = |threads: usize, pause: Duration, times: &[f64]| {
+    let idle_progress = |threads: usize, pause: Duration, times: &[f64], path: Option<f64>| {
         if options.progress {
             eprintln!(
-                "profile `{node}`: t={threads} after {} ms idle: mean service {:.3} ms over {} requests",
+                "profile `{node}`: t={threads} after {} ms idle: mean service {:.3} ms over {} requests{}",
                 pause.as_millis(),
                 times.iter().sum::<f64>() / times.len().max(1) as f64 * 1e3,
-                times.len()
+                times.len(),
+                path.map_or_else(String::new, |p| format!(", path {:.3} ms", p * 1e3))
             );
         }
     };
@@ -286,8 +293,8 @@ pub fn profile_node(
             })?;
             measure_after_idle(&mut profile, |threads, pause| {
                 let times = bare.after_idle(threads, pause, samples)?;
-                idle_progress(threads, pause, &times);
-                Ok(times)
+                idle_progress(threads, pause, &times, None);
+                Ok((times, None))
             })
             .map_err(SerfError::AfterIdle)?;
             profile
@@ -301,19 +308,34 @@ pub fn profile_node(
                 Ok(times)
             });
             let measured = built.map_err(SerfError::from).and_then(|mut profile| {
-                let idle = measure_after_idle(&mut profile, |threads, pause| {
-                    let times = graphs.after_idle(threads, pause, (samples, options.warmup))?;
-                    idle_progress(threads, pause, &times);
+                measure_after_idle(&mut profile, |threads, pause| {
+                    let (times, path) =
+                        graphs.after_idle(threads, pause, (samples, options.warmup))?;
+                    idle_progress(threads, pause, &times, Some(path));
+                    Ok((times, Some(path)))
+                })
+                .map_err(SerfError::AfterIdle)?;
+                measure_under_load(&mut profile, |threads, lambda| {
+                    let times = graphs.under_load(
+                        threads,
+                        lambda,
+                        (samples * UNDER_LOAD_REQUESTS_FACTOR, options.warmup),
+                    )?;
+                    if options.progress {
+                        eprintln!(
+                            "profile `{node}`: t={threads} serving {lambda:.1}/s: mean service {:.3} ms over {} requests",
+                            times.iter().sum::<f64>() / times.len().max(1) as f64 * 1e3,
+                            times.len()
+                        );
+                    }
                     Ok(times)
                 })
-                .map_err(SerfError::AfterIdle);
-                let path_time = graphs
+                .map_err(SerfError::UnderLoad)?;
+                let path = graphs
                     .path_time(samples * PATH_REQUESTS_FACTOR)
-                    .map_err(SerfError::PathTime);
-                idle.and(path_time).map(|p| {
-                    profile.path_s = Some(p);
-                    profile
-                })
+                    .map_err(SerfError::PathTime)?;
+                profile.path_s = Some(path);
+                Ok(profile)
             });
             graphs.shutdown();
             measured?
@@ -336,10 +358,11 @@ pub const IDLE_PAUSES: [Duration; 3] = [
 
 /// Measures, for every thread count of `profile`'s series (inter-node 1) and every pause of
 /// [`IDLE_PAUSES`], the service of requests that start alone after that pause (`measure(t, pause)`
-/// returns their times, seconds), and records them in [`Profile::after_idle`] and its effort.
+/// returns their times, seconds, and their mean path time outside the call when measured in a
+/// graph), and records them in [`Profile::after_idle`] and its effort.
 fn measure_after_idle(
     profile: &mut Profile,
-    mut measure: impl FnMut(usize, Duration) -> Result<Vec<f64>, MeasureError>,
+    mut measure: impl FnMut(usize, Duration) -> Result<(Vec<f64>, Option<f64>), MeasureError>,
 ) -> Result<(), MeasureError> {
     let threads: Vec<usize> = profile
         .series
@@ -350,7 +373,7 @@ fn measure_after_idle(
     for t in threads {
         let mut points = Vec::with_capacity(IDLE_PAUSES.len());
         for pause in IDLE_PAUSES {
-            let times = measure(t, pause)?;
+            let (times, path) = measure(t, pause)?;
             if times.is_empty() {
                 continue;
             }
@@ -364,11 +387,56 @@ fn measure_after_idle(
                 gap_s: pause.as_secs_f64(),
                 mean_service_s: total / times.len() as f64,
                 samples: times.len(),
+                mean_path_s: path,
             });
         }
         if !points.is_empty() {
             profile.after_idle.push(AfterIdle { threads: t, points });
         }
+    }
+    Ok(())
+}
+
+/// Utilisation of `(1, t)`'s back-to-back capacity `μ_1` at which the profile measures service
+/// under open-loop load (`weir_serf::idle`, *service under load*): busy enough that most calls are
+/// inside busy periods, far enough from saturation that the queue stays short.
+pub const UNDER_LOAD_UTILISATION: f64 = 0.5;
+
+/// Requests served open-loop per thread count, per profiled request of a tuple.
+const UNDER_LOAD_REQUESTS_FACTOR: usize = 4;
+
+/// Measures, for every thread count of `profile`'s series (inter-node 1), the calls of `(1, t)`
+/// serving Poisson arrivals at [`UNDER_LOAD_UTILISATION`] of its profiled `μ_1`
+/// (`measure(t, λ)` returns their times, seconds), and records them in
+/// [`Profile::under_load`] and its effort.
+fn measure_under_load(
+    profile: &mut Profile,
+    mut measure: impl FnMut(usize, f64) -> Result<Vec<f64>, MeasureError>,
+) -> Result<(), MeasureError> {
+    let lone: Vec<(usize, f64)> = profile
+        .series
+        .iter()
+        .filter(|s| s.inter_node == 1)
+        .filter_map(|s| s.tuples.first().map(|t| (s.threads, t.rate())))
+        .collect();
+    for (threads, mu_1) in lone {
+        let lambda = UNDER_LOAD_UTILISATION * mu_1;
+        let times = measure(threads, lambda)?;
+        if times.is_empty() {
+            continue;
+        }
+        let total: f64 = times.iter().sum();
+        if let Some(effort) = &mut profile.effort {
+            effort.experiments += 1;
+            effort.requests += times.len();
+            effort.service_s += total;
+        }
+        profile.under_load.push(UnderLoad {
+            threads,
+            lambda,
+            mean_service_s: total / times.len() as f64,
+            samples: times.len(),
+        });
     }
     Ok(())
 }
@@ -612,16 +680,47 @@ pub fn describe(profile: &Profile) -> Result<String, SerfError> {
             .iter()
             .map(|p| {
                 format!(
-                    "{:.3} after {:.0} ms",
+                    "{:.3} after {:.0} ms{}",
                     p.mean_service_s * 1e3,
-                    p.gap_s * 1e3
+                    p.gap_s * 1e3,
+                    p.mean_path_s
+                        .map_or_else(String::new, |x| format!(" (path {:.3})", x * 1e3))
                 )
             })
             .collect();
         s.push_str(&format!(
-            "t={} alone after an idle gap (ms): {alone} back to back; {}\n",
+            "t={} alone after an idle gap (ms): {alone} at no gap; {}\n",
             a.threads,
             after.join(", ")
+        ));
+    }
+    for u in &profile.under_load {
+        let alone = profile
+            .series
+            .iter()
+            .find(|x| x.inter_node == 1 && x.threads == u.threads)
+            .and_then(|x| x.tuples.first())
+            .map_or(f64::NAN, |t| t.mean_service_s);
+        let factor = profile.busy_factor(u.threads);
+        s.push_str(&format!(
+            "t={} serving {:.1}/s open-loop: mean call {:.3} ms over {} requests; calls inside busy periods {:.3} ms, ×{factor:.3} the back-to-back {:.3} ms (the t={} rates above include it)\n",
+            u.threads,
+            u.lambda,
+            u.mean_service_s * 1e3,
+            u.samples,
+            alone * factor * 1e3,
+            alone * 1e3,
+            u.threads
+        ));
+    }
+    if profile.path_s.is_some() {
+        s.push_str(&format!(
+            "path outside the call for Poisson arrivals (ms): {}\n",
+            [10.0, 100.0, 1000.0]
+                .iter()
+                .map(|l| format!("{:.3} at {l:.0}/s", profile.path_after(*l) * 1e3))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let flagged = profile.non_homogeneous();
@@ -657,7 +756,7 @@ pub fn describe(profile: &Profile) -> Result<String, SerfError> {
             "| {:.1} | {} | {:.3} |\n",
             row.lambda,
             row.best,
-            profile.predicted_latency(row.latency_s) * 1e3
+            profile.predicted_latency(row.latency_s, row.lambda) * 1e3
         ));
     }
     Ok(s)

@@ -16,6 +16,8 @@ xz -dc "$bundle/ort.xz" >"$work/libonnxruntime.so"
 xz -dc "$bundle/mlp_l3.onnx.xz" >"$work/mlp_l3.onnx"
 cp "$bundle/squeezenet.onnx" "$work/"
 export ORT_DYLIB_PATH="$work/libonnxruntime.so"
+# Shared libraries the binary links (font rendering for the plots) that a bare host may lack.
+export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Two CPUs on different physical cores of the first socket.
 cpus=$(lscpu -p=CPU,CORE,SOCKET | grep -v '^#' | awk -F, '$3==0 && !seen[$2]++ {print $1}' | head -2 | paste -sd,)
 {
@@ -23,13 +25,15 @@ cpus=$(lscpu -p=CPU,CORE,SOCKET | grep -v '^#' | awk -F, '$3==0 && !seen[$2]++ {
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out/host.txt"
 rounds="${ROUNDS:-2}"
-for r in $(seq 1 "$rounds"); do
-  for m in squeezenet mlp_l3; do
-    # At most 8 files come back from the device: tables per run, the first round's plots.
-    plot="$work/${m}_$r.png"
-    [ "$r" = 1 ] && plot="$out/${m}_$r.png"
-    WEIR_LOG=error taskset -c "$cpus" "$work/weir" bench serf --model "$work/$m.onnx" \
-      --table "$out/${m}_$r.md" --plot "$plot" ${BENCH_ARGS:-} 2>>"$out/log.txt" | tail -3
-    echo "load average after $m run $r: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/host.txt"
-  done
+# Which model:round pairs to run (default every model in every round).
+runs="${RUNS:-$(for r in $(seq 1 "$rounds"); do echo squeezenet:$r mlp_l3:$r; done)}"
+for run in $runs; do
+  m=${run%%:*} r=${run##*:}
+  # At most 8 files come back from the device: tables per run, the first round's plots. The
+  # plot needs fontconfig, which a bare host may lack (the table is written before it).
+  plot="$work/${m}_$r.png"
+  [ "$r" = 1 ] && plot="$out/${m}_$r.png"
+  WEIR_LOG=error taskset -c "$cpus" "$work/weir" bench serf --model "$work/$m.onnx" \
+    --table "$out/${m}_$r.md" --plot "$plot" ${BENCH_ARGS:-} 2>>"$out/log.txt" | tail -3 || true
+  echo "load average after $m run $r: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/host.txt"
 done

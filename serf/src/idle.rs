@@ -40,6 +40,21 @@
 //!
 //! The online re-profiling ([`crate::online`]) needs no such term: rates it measures near a load
 //! already contain that load's slower first calls.
+//!
+//! **Service under load ([`UnderLoad`], the profile's `under_load`; decision, 2026-11-26).** The
+//! back-to-back time is also not what calls take *inside* a busy period of a serving process: on a
+//! quiet 16-core host pinned to two cores, squeezenet's one-thread calls took 5.3 ms back to back
+//! in the profile and 6.0–7.9 ms serving open-loop at every load (`benchmarks/README.md`, *serf on
+//! ONNX Runtime*) — the load generator, dataflow and answer path wake between and during calls.
+//! So the profile also serves each thread count's lone configuration `(1, t)` open-loop at half
+//! its back-to-back capacity and records the mean call time `M` there. Under the model above with
+//! one slot, `M = S_b + π₀·(E[S₀] − S_b)` with Welch's `π₀ = (1 − λS_b)/(1 + λ(E[S₀] − S_b))`, which
+//! solves in closed form for the service of the calls inside busy periods:
+//! `S_b = E[S₀] + (M − E[S₀])/(λ·M)` ([`busy_service`]; `E[S₀]` itself depends on `S_b`, the curve's
+//! value at no gap, so a few rounds of substitution). Every tuple `(i, t)` of that thread count is
+//! then scaled by `S_b` over the back-to-back `1/μ_1` (interference between concurrent calls is
+//! still the closed-loop profile's), and the idle curve starts from `S_b` at no gap, keeping its
+//! measured points.
 
 use crate::model::Prediction;
 use serde::{Deserialize, Serialize};
@@ -54,6 +69,48 @@ pub struct IdlePoint {
     pub mean_service_s: f64,
     /// Requests the mean is over.
     pub samples: usize,
+    /// Their mean time on the serving path outside the call (answer latency minus call time),
+    /// seconds, when measured in a running graph ([`crate::profile::Profile::path_after`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_path_s: Option<f64>,
+}
+
+/// Calls of one intra-op thread count's lone configuration `(1, t)` measured while it served
+/// open-loop Poisson arrivals (module docs, *service under load*).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnderLoad {
+    /// Intra-op threads per request, `t`.
+    pub threads: usize,
+    /// Arrival rate served, requests per second (> 0).
+    pub lambda: f64,
+    /// Mean call time measured meanwhile, seconds.
+    pub mean_service_s: f64,
+    /// Calls the mean is over.
+    pub samples: usize,
+}
+
+/// Rounds of substitution in [`busy_service`] (the curve's anchor moves a little each round).
+const BUSY_SERVICE_ROUNDS: usize = 4;
+
+/// The service time of calls inside busy periods, `S_b`, of a one-slot node whose calls averaged
+/// `measured.mean_service_s` at `measured.lambda` Poisson arrivals, when requests that start after
+/// an idle gap take the times `points` give (module docs); without points, the measured mean.
+/// `None` when the result is not a stable service time (`0 < S_b`, `λ·S_b < 1`).
+pub fn busy_service(measured: &UnderLoad, points: &[IdlePoint]) -> Option<f64> {
+    let (lambda, mean) = (measured.lambda, measured.mean_service_s);
+    if !(lambda.is_finite() && lambda > 0.0 && mean.is_finite() && mean > 0.0) {
+        return None;
+    }
+    let mut busy = mean;
+    for _ in 0..BUSY_SERVICE_ROUNDS {
+        let Some(curve) = IdleCurve::new(busy, points) else {
+            break;
+        };
+        let first = curve.moments_after_poisson_gap(lambda).0;
+        busy = first + (mean - first) / (lambda * mean);
+    }
+    (busy.is_finite() && busy > 0.0 && lambda * busy < 1.0).then_some(busy)
 }
 
 /// The measured points of one intra-op thread count `t` (inter-node parallelism 1).
@@ -66,12 +123,14 @@ pub struct AfterIdle {
     pub points: Vec<IdlePoint>,
 }
 
-/// Service time of a request that starts alone after an idle gap, `S₀(g)` (module docs).
+/// Service time of a request that starts alone after an idle gap, `S₀(g)` (module docs); the same
+/// shape serves for the serving path's time outside the call after a gap
+/// ([`crate::profile::Profile::path_after`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IdleCurve {
-    /// `S₀(0)`: the back-to-back service time `1/μ_1`.
+    /// `S₀(0)`: the back-to-back time (`1/μ_1` for the service).
     back_to_back_s: f64,
-    /// `(gap, service)` sorted by gap, every gap > 0.
+    /// `(gap, time)` sorted by gap, every gap > 0.
     points: Vec<(f64, f64)>,
 }
 
@@ -79,18 +138,37 @@ pub struct IdleCurve {
 const QUADRATURE_POINTS: usize = 512;
 
 impl IdleCurve {
-    /// The curve through `(0, back_to_back_s)` and `points`; `None` when there is no usable point
-    /// (every time must be finite and positive, every gap finite and positive).
+    /// The service curve through `(0, back_to_back_s)` and `points`; `None` when there is no
+    /// usable point (every time must be finite and positive, every gap finite and positive).
     pub fn new(back_to_back_s: f64, points: &[IdlePoint]) -> Option<Self> {
         let usable = |x: f64| x.is_finite() && x > 0.0;
         if !usable(back_to_back_s) {
             return None;
         }
-        let mut points: Vec<(f64, f64)> = points
+        let points: Vec<(f64, f64)> = points
             .iter()
             .filter(|p| usable(p.gap_s) && usable(p.mean_service_s))
             .map(|p| (p.gap_s, p.mean_service_s))
             .collect();
+        Self::through(back_to_back_s, points)
+    }
+
+    /// A curve of any time after a gap (zero allowed, as a path can take no measurable time)
+    /// through `(0, back_to_back_s)` and `(gap, time)` points; `None` without a usable point.
+    pub fn from_times(back_to_back_s: f64, points: &[(f64, f64)]) -> Option<Self> {
+        let time = |x: f64| x.is_finite() && x >= 0.0;
+        if !time(back_to_back_s) {
+            return None;
+        }
+        let points: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|&(g, t)| g.is_finite() && g > 0.0 && time(t))
+            .collect();
+        Self::through(back_to_back_s, points)
+    }
+
+    fn through(back_to_back_s: f64, mut points: Vec<(f64, f64)>) -> Option<Self> {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         points.dedup_by(|a, b| a.0 == b.0);
         (!points.is_empty()).then_some(Self {
@@ -165,7 +243,11 @@ pub fn after_idle(prediction: &Prediction, mu: &[f64], curve: &IdleCurve) -> Idl
     let back_to_back = mu.first().map_or(curve.back_to_back_s, |m| 1.0 / m);
     // The curve was measured beside its own back-to-back time; rates measured since (online, or a
     // machine that became slower or faster) carry it along in proportion.
-    let scale = back_to_back / curve.back_to_back_s;
+    let scale = if curve.back_to_back_s > 0.0 {
+        back_to_back / curve.back_to_back_s
+    } else {
+        1.0
+    };
     let (m1, m2) = curve.moments_after_poisson_gap(lambda);
     let (m1, m2) = (m1 * scale, m2 * scale * scale);
     let delta = m1 - back_to_back;
@@ -204,6 +286,7 @@ mod tests {
             gap_s,
             mean_service_s,
             samples: 10,
+            mean_path_s: None,
         }
     }
 
@@ -219,6 +302,20 @@ mod tests {
     }
 
     #[test]
+    fn a_curve_of_path_times_may_start_at_zero() {
+        let c =
+            IdleCurve::from_times(0.0, &[(0.002, 0.0003), (0.0, 1.0), (0.01, f64::NAN)]).unwrap();
+        assert_eq!(c.service_after(0.0), 0.0);
+        assert!((c.service_after(0.001) - 0.00015).abs() < 1e-15);
+        assert!((c.service_after(1.0) - 0.0003).abs() < 1e-15);
+        // Sparse arrivals see the measured time, dense ones about the back-to-back one.
+        assert!((c.moments_after_poisson_gap(1.0).0 - 0.0003).abs() < 1e-6);
+        assert!(c.moments_after_poisson_gap(1e5).0 < 1e-5);
+        assert!(IdleCurve::from_times(-1.0, &[(0.002, 0.0003)]).is_none());
+        assert!(IdleCurve::from_times(0.0, &[]).is_none());
+    }
+
+    #[test]
     fn moments_over_exponential_gaps_match_the_closed_form_of_a_flat_step() {
         // S₀ rises linearly to 2 at g = 1 and stays: E[S₀] = 1 + (1 − e^{−λ})/λ for the ramp
         // 1 + min(g, 1).
@@ -230,6 +327,39 @@ mod tests {
             assert!(m2 >= m1 * m1 - 1e-12);
         }
         assert_eq!(c.moments_after_poisson_gap(0.0), (2.0, 4.0));
+    }
+
+    #[test]
+    fn the_busy_period_service_reproduces_the_measured_mean_under_the_model() {
+        // Calls take 6 ms inside busy periods and 9 ms after any gap longer than 1 µs; at 80/s the
+        // one-slot model's mean call is S_b + π₀·(E[S₀] − S_b). Measuring that mean gives S_b back.
+        let points = [point(1e-6, 0.009)];
+        let (busy, lambda) = (0.006, 80.0);
+        let curve = IdleCurve::new(busy, &points).unwrap();
+        let mu = [1.0 / busy];
+        let p = predict(lambda, &mu).unwrap();
+        let mean = busy + after_idle(&p, &mu, &curve).extra_service;
+        let measured = UnderLoad {
+            threads: 1,
+            lambda,
+            mean_service_s: mean,
+            samples: 40,
+        };
+        let found = busy_service(&measured, &points).unwrap();
+        assert!((found - busy).abs() < 1e-5, "{found} vs {busy}");
+        // Without an idle curve the measured mean is the busy-period service.
+        assert_eq!(busy_service(&measured, &[]), Some(mean));
+        // No stable answer: overloaded, or not a rate.
+        let overloaded = UnderLoad {
+            lambda: 400.0,
+            ..measured
+        };
+        assert_eq!(busy_service(&overloaded, &points), None);
+        let zero = UnderLoad {
+            lambda: 0.0,
+            ..measured
+        };
+        assert_eq!(busy_service(&zero, &points), None);
     }
 
     #[test]

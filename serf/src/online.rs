@@ -601,6 +601,7 @@ mod tests {
                 gap_s: 1.0,
                 mean_service_s: 0.2,
                 samples: 10,
+                mean_path_s: None,
             }],
         )
         .unwrap();

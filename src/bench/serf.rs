@@ -18,8 +18,12 @@
 //! once the service level is right: the queueing model's own error plus weir's path.
 //!
 //! The prediction includes what requests that start after an idle gap add (`weir_serf::idle`, from
-//! the profile's `after_idle`); every point also records the prediction without that term (the
-//! paper's model on the same profile), so one run shows what the term changes.
+//! the profile's `after_idle`), the path time for arrivals at that load
+//! (`weir_serf::profile::Profile::path_after`) and the profile's rates scaled to the service under
+//! load (`under_load`, `weir_serf::idle`); every point also records the paper's prediction from
+//! the same profile's back-to-back rates (plus the back-to-back path time), so one run shows what
+//! the terms change. The load generator's own lateness (how long after its arrival
+//! time each request was sent, counted in the measured latency) is a column of its own.
 
 use std::path::{Path, PathBuf};
 
@@ -73,11 +77,15 @@ pub struct SerfPoint {
     pub rho: f64,
     /// Predicted mean latency, ms (with what requests after idle gaps add, where profiled).
     pub predicted_ms: f64,
-    /// Predicted mean latency without the term for requests after idle gaps (the paper's model
-    /// on the same profile), ms.
+    /// Predicted mean latency without weir's terms (service after idle gaps, path after idle gaps,
+    /// service under load): the paper's model on the profile's back-to-back rates plus the
+    /// back-to-back path time, ms.
     pub back_to_back_ms: f64,
     /// Measured mean latency, ms.
     pub measured_ms: f64,
+    /// How late the load generator sent each request after its Poisson arrival time, on average,
+    /// ms (part of the measured latency; [`crate::loadgen::LoadReport::mean_send_lateness`]).
+    pub send_late_ms: f64,
     /// Requests measured.
     pub requests: usize,
     /// Mean service time the model expects at this load (Eq. 12), ms.
@@ -95,7 +103,7 @@ impl SerfPoint {
         (self.predicted_ms - self.measured_ms) / self.measured_ms
     }
 
-    /// The error of the prediction without the idle-gap term.
+    /// The error of the prediction without weir's terms.
     pub fn back_to_back_error(&self) -> f64 {
         (self.back_to_back_ms - self.measured_ms) / self.measured_ms
     }
@@ -222,16 +230,24 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
     let lambdas: Vec<f64> = (1..=config.loads)
         .map(|k| k as f64 / config.loads as f64 * config.headroom * top)
         .collect();
+    // The paper's model on the same profile: back-to-back rates, no idle-gap or load terms.
+    let paper = Profile {
+        after_idle: Vec::new(),
+        under_load: Vec::new(),
+        ..profile.clone()
+    };
     let started = std::time::Instant::now();
     let mut points = Vec::new();
     for candidate in candidates.as_slice() {
-        let runnable: Vec<(usize, f64, weir_serf::model::Prediction, f64)> = lambdas
+        let paper_mu = paper.mu(candidate.config).unwrap_or_default();
+        let runnable: Vec<(usize, f64, weir_serf::model::Prediction, f64, f64)> = lambdas
             .iter()
             .enumerate()
             .filter_map(|(i, &l)| {
                 let p = predict(l, &candidate.mu).ok().filter(|p| p.rho < MAX_RHO)?;
                 let latency = candidate.estimate(l, Predictor::Serf).ok()?.latency;
-                Some((i + 1, l, p, latency))
+                let paper_latency = predict(l, &paper_mu).ok()?.latency;
+                Some((i + 1, l, p, latency, paper_latency))
             })
             .collect();
         if runnable.is_empty() {
@@ -257,7 +273,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 .first()
                 .map_or((0.0, 0), |(_, s)| (s.busy.as_secs_f64(), s.runs))
         };
-        for (level, lambda, prediction, latency) in runnable {
+        for (level, lambda, prediction, latency, paper_latency) in runnable {
             let requests = requests_at(config, level, lambda);
             let (busy_before, runs_before) = ort_time(&graph);
             let report = run_load(
@@ -288,15 +304,16 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 level,
                 lambda,
                 rho: prediction.rho,
-                predicted_ms: profile.predicted_latency(latency) * 1e3,
-                back_to_back_ms: profile.predicted_latency(prediction.latency) * 1e3,
+                predicted_ms: profile.predicted_latency(latency, lambda) * 1e3,
+                back_to_back_ms: (paper_latency + profile.path_s.unwrap_or(0.0)) * 1e3,
                 measured_ms: report.latency_us.mean() / 1e3,
+                send_late_ms: report.mean_send_lateness.as_secs_f64() * 1e3,
                 requests,
                 predicted_service_ms: prediction.service * 1e3,
                 measured_service_ms: measured_service.map(|s| s * 1e3),
                 in_situ_ms: measured_service
                     .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
-                    .map(|l| profile.predicted_latency(l) * 1e3),
+                    .map(|l| profile.predicted_latency(l, lambda) * 1e3),
             };
             eprintln!(
                 "{name} {} λ={lambda:.1}/s ({requests} requests): predicted {:.3} ms, measured {:.3} ms ({:+.1} %); service predicted {:.3} ms, measured {}",
@@ -340,7 +357,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
     })
 }
 
-/// The path time every prediction adds, in ms, and where the profile was measured.
+/// The back-to-back path time, in ms, and where the profile was measured.
 fn path_cell(profile: &Profile) -> String {
     let place = match profile.measured_in {
         Some(weir_serf::profile::MeasuredIn::Graph) => "graph",
@@ -368,7 +385,7 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | without the idle-gap term: ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | sender late µs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
@@ -376,7 +393,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         |p| {
             let dash = || "–".to_string();
             format!(
-                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {}",
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.0}",
                 p.config,
                 p.level,
                 p.lambda,
@@ -393,11 +410,12 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                 p.in_situ_ms
                     .map_or_else(|| "unstable".to_string(), |m| format!("{m:.3}")),
                 p.in_situ_error()
-                    .map_or_else(dash, |e| format!("{:+.1} %", e * 100.0))
+                    .map_or_else(dash, |e| format!("{:+.1} %", e * 100.0)),
+                p.send_late_ms * 1e3
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | without the idle-gap term: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | path ms (measured in) | in-situ mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -585,6 +603,7 @@ mod tests {
             predicted_ms,
             back_to_back_ms: predicted_ms,
             measured_ms,
+            send_late_ms: 0.0,
             requests: 1,
             predicted_service_ms: 1.0,
             measured_service_ms: None,

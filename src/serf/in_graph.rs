@@ -19,7 +19,12 @@
 //!
 //! *Service after idle gaps* ([`GraphProfiler::after_idle`], `weir_serf::idle`): on the `(1, t)`
 //! graph, one client that pauses before each request, so every call starts alone on a node idle for
-//! the pause (plus the path's fraction of a millisecond).
+//! the pause (plus the path's fraction of a millisecond). The same requests give the path's time
+//! after each pause (answer latency minus call time), which grows as the serving threads park
+//! (`weir_serf::profile::Profile::path_after`).
+//!
+//! *Service under load* ([`GraphProfiler::under_load`]): the `(1, t)` graph serves open-loop
+//! Poisson arrivals, and its call times are kept (`weir_serf::idle`, *service under load*).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -144,6 +149,13 @@ fn timed(
     Ok((calls, report?))
 }
 
+/// Mean answer latency of `report` minus the mean of `calls`, seconds, never negative: the path's
+/// time outside the call when every request made one call.
+fn outside_the_call(calls: &[f64], report: &LoadReport) -> f64 {
+    let call = calls.iter().sum::<f64>() / calls.len().max(1) as f64;
+    (report.latency_us.mean() / 1e6 - call).max(0.0)
+}
+
 /// The one-node graphs of one profiling run, one per tuple, started on first use and kept across
 /// rounds (starting a graph creates its sessions, which rounds should not repeat).
 pub struct GraphProfiler<'a> {
@@ -199,7 +211,8 @@ impl<'a> GraphProfiler<'a> {
 
     /// `samples` service times (seconds) of requests with `threads` intra-op threads that each
     /// started alone after the node had been idle for `pause` (plus the path's own time), after
-    /// `warmup` requests back to back (module docs).
+    /// `warmup` requests back to back (module docs), and their mean time on the path outside the
+    /// call (mean answer latency minus mean call time, never negative).
     ///
     /// # Errors
     /// When the graph cannot start or a request fails.
@@ -208,10 +221,34 @@ impl<'a> GraphProfiler<'a> {
         threads: usize,
         pause: Duration,
         (samples, warmup): (usize, usize),
+    ) -> Result<(Vec<f64>, f64), MeasureError> {
+        let (graph, workload) = self.graph(Config::new(1, threads))?;
+        closed_loop(graph, workload, warmup, 1)?;
+        let (calls, report) = timed(graph, workload, samples, Arrival::Paced { pause })?;
+        let path = outside_the_call(&calls, &report);
+        Ok((calls, path))
+    }
+
+    /// The call times (seconds) of the `(1, threads)` graph serving `requests` Poisson arrivals at
+    /// `lambda` per second, after `warmup` requests back to back (`weir_serf::idle`, *service
+    /// under load*).
+    ///
+    /// # Errors
+    /// When the graph cannot start or a request fails.
+    pub fn under_load(
+        &mut self,
+        threads: usize,
+        lambda: f64,
+        (requests, warmup): (usize, usize),
     ) -> Result<Vec<f64>, MeasureError> {
         let (graph, workload) = self.graph(Config::new(1, threads))?;
         closed_loop(graph, workload, warmup, 1)?;
-        let (calls, _) = timed(graph, workload, samples, Arrival::Paced { pause })?;
+        let (calls, _) = timed(
+            graph,
+            workload,
+            requests.max(1),
+            Arrival::Poisson { rate: lambda },
+        )?;
         Ok(calls)
     }
 
@@ -229,8 +266,7 @@ impl<'a> GraphProfiler<'a> {
             requests.max(1),
             Arrival::Closed { concurrency: 1 },
         )?;
-        let call = calls.iter().sum::<f64>() / calls.len().max(1) as f64;
-        Ok((report.latency_us.mean() / 1e6 - call).max(0.0))
+        Ok(outside_the_call(&calls, &report))
     }
 
     /// Stops every graph.

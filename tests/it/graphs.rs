@@ -61,6 +61,10 @@ fn digits_graph_is_accurate_on_held_out_rows() {
     let report = weir::loadgen::run_load(running.runtime(), &workload, &spec);
     running.shutdown();
     assert_eq!(report.ok, n);
+    assert!(
+        report.mean_send_lateness.is_zero(),
+        "closed loop has no schedule to be late for"
+    );
     let (correct, total) = report.accuracy.expect("labelled");
     assert_eq!(total, n);
     assert!(

@@ -98,6 +98,10 @@ fn profile_mlp_saves_every_configuration() {
     );
     let text = weir::serf::describe(&profile).unwrap();
     assert!(text.contains("t=2 alone after an idle gap"), "{text}");
+    assert!(
+        text.contains("path outside the call for Poisson arrivals (ms)"),
+        "{text}"
+    );
 
     // The paper's way, bare sessions back to back, gives the same shape of profile without a path time.
     let bare = profile_node(
@@ -134,6 +138,20 @@ fn assert_after_idle_measured(profile: &Profile) {
             .points
             .iter()
             .all(|p| p.samples == 4 && p.mean_service_s > 0.0));
+        // The path time after each pause is measured where the path runs: in the graph.
+        let in_graph = profile.measured_in == Some(MeasuredIn::Graph);
+        assert!(
+            a.points
+                .iter()
+                .all(|p| p.mean_path_s.is_some_and(|x| x >= 0.0) == in_graph),
+            "{a:?}"
+        );
+    }
+    if profile.measured_in == Some(MeasuredIn::Graph) {
+        let sparse = profile.path_after(1.0);
+        assert!(sparse.is_finite() && sparse >= 0.0, "{sparse}");
+    } else {
+        assert_eq!(profile.path_after(1.0), 0.0, "no path without a graph");
     }
     let candidates = weir_serf::table::Candidates::from_profile(profile);
     assert!(candidates.as_slice().iter().all(|c| c.after_idle.is_some()));
@@ -188,6 +206,12 @@ fn profile_prediction_and_a_served_run_at_low_load() {
         "predicted {predicted} s"
     );
     assert!(measured > 0.0, "measured {measured} s");
+    // The dispatcher's lateness is part of each latency, so never more than their mean.
+    let late = report.mean_send_lateness.as_secs_f64();
+    assert!(
+        late <= measured + 1e-6,
+        "late {late} s, measured {measured} s"
+    );
 }
 
 /// `parallelism: auto` end to end: a profile fixture next to the graph (synthetic rates, so the
