@@ -20,10 +20,7 @@
 //!
 //! After the tuples, both ways measure the service of requests that start alone after the node was
 //! idle for each of [`IDLE_PAUSES`], per thread count ([`Profile::after_idle`], `weir_serf::idle`):
-//! at low load most requests do, and they are slower than back to back. In a graph, each thread
-//! count's `(1, t)` then serves open-loop Poisson arrivals at [`UNDER_LOAD_UTILISATION`] of its
-//! back-to-back rate ([`Profile::under_load`]): calls inside a serving process's busy periods are
-//! slower than back to back too, and the profile's rates are scaled to what that implies.
+//! at low load most requests do, and they are slower than back to back.
 //!
 //! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
 
@@ -41,7 +38,7 @@ use weir_operators::model::pinning::{pin_current_thread, CorePins, PinError};
 use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
-use weir_serf::idle::{AfterIdle, IdlePoint, UnderLoad};
+use weir_serf::idle::{AfterIdle, IdlePoint};
 use weir_serf::profile::{
     build_profile, profiling_cost, BuildError, BuildOptions, MeasuredIn, Profile, ProfileError,
 };
@@ -147,9 +144,6 @@ pub enum SerfError {
     /// The service after idle gaps could not be measured.
     #[error("measuring the service after idle gaps: {0}")]
     AfterIdle(MeasureError),
-    /// The service under open-loop load could not be measured.
-    #[error("measuring the service under load: {0}")]
-    UnderLoad(MeasureError),
     /// The profiler's threads cannot be pinned as asked.
     #[error(transparent)]
     Pin(#[from] PinError),
@@ -315,22 +309,6 @@ pub fn profile_node(
                     Ok((times, Some(path)))
                 })
                 .map_err(SerfError::AfterIdle)?;
-                measure_under_load(&mut profile, |threads, lambda| {
-                    let times = graphs.under_load(
-                        threads,
-                        lambda,
-                        (samples * UNDER_LOAD_REQUESTS_FACTOR, options.warmup),
-                    )?;
-                    if options.progress {
-                        eprintln!(
-                            "profile `{node}`: t={threads} serving {lambda:.1}/s: mean service {:.3} ms over {} requests",
-                            times.iter().sum::<f64>() / times.len().max(1) as f64 * 1e3,
-                            times.len()
-                        );
-                    }
-                    Ok(times)
-                })
-                .map_err(SerfError::UnderLoad)?;
                 let path = graphs
                     .path_time(samples * PATH_REQUESTS_FACTOR)
                     .map_err(SerfError::PathTime)?;
@@ -393,50 +371,6 @@ fn measure_after_idle(
         if !points.is_empty() {
             profile.after_idle.push(AfterIdle { threads: t, points });
         }
-    }
-    Ok(())
-}
-
-/// Utilisation of `(1, t)`'s back-to-back capacity `μ_1` at which the profile measures service
-/// under open-loop load (`weir_serf::idle`, *service under load*): busy enough that most calls are
-/// inside busy periods, far enough from saturation that the queue stays short.
-pub const UNDER_LOAD_UTILISATION: f64 = 0.5;
-
-/// Requests served open-loop per thread count, per profiled request of a tuple.
-const UNDER_LOAD_REQUESTS_FACTOR: usize = 4;
-
-/// Measures, for every thread count of `profile`'s series (inter-node 1), the calls of `(1, t)`
-/// serving Poisson arrivals at [`UNDER_LOAD_UTILISATION`] of its profiled `μ_1`
-/// (`measure(t, λ)` returns their times, seconds), and records them in
-/// [`Profile::under_load`] and its effort.
-fn measure_under_load(
-    profile: &mut Profile,
-    mut measure: impl FnMut(usize, f64) -> Result<Vec<f64>, MeasureError>,
-) -> Result<(), MeasureError> {
-    let lone: Vec<(usize, f64)> = profile
-        .series
-        .iter()
-        .filter(|s| s.inter_node == 1)
-        .filter_map(|s| s.tuples.first().map(|t| (s.threads, t.rate())))
-        .collect();
-    for (threads, mu_1) in lone {
-        let lambda = UNDER_LOAD_UTILISATION * mu_1;
-        let times = measure(threads, lambda)?;
-        if times.is_empty() {
-            continue;
-        }
-        let total: f64 = times.iter().sum();
-        if let Some(effort) = &mut profile.effort {
-            effort.experiments += 1;
-            effort.requests += times.len();
-            effort.service_s += total;
-        }
-        profile.under_load.push(UnderLoad {
-            threads,
-            lambda,
-            mean_service_s: total / times.len() as f64,
-            samples: times.len(),
-        });
     }
     Ok(())
 }
@@ -692,25 +626,6 @@ pub fn describe(profile: &Profile) -> Result<String, SerfError> {
             "t={} alone after an idle gap (ms): {alone} at no gap; {}\n",
             a.threads,
             after.join(", ")
-        ));
-    }
-    for u in &profile.under_load {
-        let alone = profile
-            .series
-            .iter()
-            .find(|x| x.inter_node == 1 && x.threads == u.threads)
-            .and_then(|x| x.tuples.first())
-            .map_or(f64::NAN, |t| t.mean_service_s);
-        let factor = profile.busy_factor(u.threads);
-        s.push_str(&format!(
-            "t={} serving {:.1}/s open-loop: mean call {:.3} ms over {} requests; calls inside busy periods {:.3} ms, ×{factor:.3} the back-to-back {:.3} ms (the t={} rates above include it)\n",
-            u.threads,
-            u.lambda,
-            u.mean_service_s * 1e3,
-            u.samples,
-            alone * factor * 1e3,
-            alone * 1e3,
-            u.threads
         ));
     }
     if profile.path_s.is_some() {

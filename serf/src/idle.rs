@@ -40,21 +40,6 @@
 //!
 //! The online re-profiling ([`crate::online`]) needs no such term: rates it measures near a load
 //! already contain that load's slower first calls.
-//!
-//! **Service under load ([`UnderLoad`], the profile's `under_load`; decision, 2026-11-26).** The
-//! back-to-back time is also not what calls take *inside* a busy period of a serving process: on a
-//! quiet 16-core host pinned to two cores, squeezenet's one-thread calls took 5.3 ms back to back
-//! in the profile and 6.0–7.9 ms serving open-loop at every load (`benchmarks/README.md`, *serf on
-//! ONNX Runtime*) — the load generator, dataflow and answer path wake between and during calls.
-//! So the profile also serves each thread count's lone configuration `(1, t)` open-loop at half
-//! its back-to-back capacity and records the mean call time `M` there. Under the model above with
-//! one slot, `M = S_b + π₀·(E[S₀] − S_b)` with Welch's `π₀ = (1 − λS_b)/(1 + λ(E[S₀] − S_b))`, which
-//! solves in closed form for the service of the calls inside busy periods:
-//! `S_b = E[S₀] + (M − E[S₀])/(λ·M)` ([`busy_service`]; `E[S₀]` itself depends on `S_b`, the curve's
-//! value at no gap, so a few rounds of substitution). Every tuple `(i, t)` of that thread count is
-//! then scaled by `S_b` over the back-to-back `1/μ_1` (interference between concurrent calls is
-//! still the closed-loop profile's), and the idle curve starts from `S_b` at no gap, keeping its
-//! measured points.
 
 use crate::model::Prediction;
 use serde::{Deserialize, Serialize};
@@ -73,44 +58,6 @@ pub struct IdlePoint {
     /// seconds, when measured in a running graph ([`crate::profile::Profile::path_after`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_path_s: Option<f64>,
-}
-
-/// Calls of one intra-op thread count's lone configuration `(1, t)` measured while it served
-/// open-loop Poisson arrivals (module docs, *service under load*).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UnderLoad {
-    /// Intra-op threads per request, `t`.
-    pub threads: usize,
-    /// Arrival rate served, requests per second (> 0).
-    pub lambda: f64,
-    /// Mean call time measured meanwhile, seconds.
-    pub mean_service_s: f64,
-    /// Calls the mean is over.
-    pub samples: usize,
-}
-
-/// Rounds of substitution in [`busy_service`] (the curve's anchor moves a little each round).
-const BUSY_SERVICE_ROUNDS: usize = 4;
-
-/// The service time of calls inside busy periods, `S_b`, of a one-slot node whose calls averaged
-/// `measured.mean_service_s` at `measured.lambda` Poisson arrivals, when requests that start after
-/// an idle gap take the times `points` give (module docs); without points, the measured mean.
-/// `None` when the result is not a stable service time (`0 < S_b`, `λ·S_b < 1`).
-pub fn busy_service(measured: &UnderLoad, points: &[IdlePoint]) -> Option<f64> {
-    let (lambda, mean) = (measured.lambda, measured.mean_service_s);
-    if !(lambda.is_finite() && lambda > 0.0 && mean.is_finite() && mean > 0.0) {
-        return None;
-    }
-    let mut busy = mean;
-    for _ in 0..BUSY_SERVICE_ROUNDS {
-        let Some(curve) = IdleCurve::new(busy, points) else {
-            break;
-        };
-        let first = curve.moments_after_poisson_gap(lambda).0;
-        busy = first + (mean - first) / (lambda * mean);
-    }
-    (busy.is_finite() && busy > 0.0 && lambda * busy < 1.0).then_some(busy)
 }
 
 /// The measured points of one intra-op thread count `t` (inter-node parallelism 1).
@@ -327,39 +274,6 @@ mod tests {
             assert!(m2 >= m1 * m1 - 1e-12);
         }
         assert_eq!(c.moments_after_poisson_gap(0.0), (2.0, 4.0));
-    }
-
-    #[test]
-    fn the_busy_period_service_reproduces_the_measured_mean_under_the_model() {
-        // Calls take 6 ms inside busy periods and 9 ms after any gap longer than 1 µs; at 80/s the
-        // one-slot model's mean call is S_b + π₀·(E[S₀] − S_b). Measuring that mean gives S_b back.
-        let points = [point(1e-6, 0.009)];
-        let (busy, lambda) = (0.006, 80.0);
-        let curve = IdleCurve::new(busy, &points).unwrap();
-        let mu = [1.0 / busy];
-        let p = predict(lambda, &mu).unwrap();
-        let mean = busy + after_idle(&p, &mu, &curve).extra_service;
-        let measured = UnderLoad {
-            threads: 1,
-            lambda,
-            mean_service_s: mean,
-            samples: 40,
-        };
-        let found = busy_service(&measured, &points).unwrap();
-        assert!((found - busy).abs() < 1e-5, "{found} vs {busy}");
-        // Without an idle curve the measured mean is the busy-period service.
-        assert_eq!(busy_service(&measured, &[]), Some(mean));
-        // No stable answer: overloaded, or not a rate.
-        let overloaded = UnderLoad {
-            lambda: 400.0,
-            ..measured
-        };
-        assert_eq!(busy_service(&overloaded, &points), None);
-        let zero = UnderLoad {
-            lambda: 0.0,
-            ..measured
-        };
-        assert_eq!(busy_service(&zero, &points), None);
     }
 
     #[test]

@@ -18,11 +18,10 @@
 //! once the service level is right: the queueing model's own error plus weir's path.
 //!
 //! The prediction includes what requests that start after an idle gap add (`weir_serf::idle`, from
-//! the profile's `after_idle`), the path time for arrivals at that load
-//! (`weir_serf::profile::Profile::path_after`) and the profile's rates scaled to the service under
-//! load (`under_load`, `weir_serf::idle`); every point also records the paper's prediction from
-//! the same profile's back-to-back rates (plus the back-to-back path time), so one run shows what
-//! the terms change. The load generator's own lateness (how long after its arrival
+//! the profile's `after_idle`) and the path time for arrivals at that load
+//! (`weir_serf::profile::Profile::path_after`); every point also records the paper's prediction
+//! from the same profile (plus the back-to-back path time), so one run shows what the terms
+//! change. The load generator's own lateness (how long after its arrival
 //! time each request was sent, counted in the measured latency) is a column of its own.
 
 use std::path::{Path, PathBuf};
@@ -77,9 +76,8 @@ pub struct SerfPoint {
     pub rho: f64,
     /// Predicted mean latency, ms (with what requests after idle gaps add, where profiled).
     pub predicted_ms: f64,
-    /// Predicted mean latency without weir's terms (service after idle gaps, path after idle gaps,
-    /// service under load): the paper's model on the profile's back-to-back rates plus the
-    /// back-to-back path time, ms.
+    /// Predicted mean latency without weir's terms (service and path after idle gaps): the
+    /// paper's model on the profile's rates plus the back-to-back path time, ms.
     pub back_to_back_ms: f64,
     /// Measured mean latency, ms.
     pub measured_ms: f64,
@@ -230,10 +228,9 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
     let lambdas: Vec<f64> = (1..=config.loads)
         .map(|k| k as f64 / config.loads as f64 * config.headroom * top)
         .collect();
-    // The paper's model on the same profile: back-to-back rates, no idle-gap or load terms.
+    // The paper's model on the same profile: back-to-back rates, no idle-gap terms.
     let paper = Profile {
         after_idle: Vec::new(),
-        under_load: Vec::new(),
         ..profile.clone()
     };
     let started = std::time::Instant::now();

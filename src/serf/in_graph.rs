@@ -22,9 +22,6 @@
 //! the pause (plus the path's fraction of a millisecond). The same requests give the path's time
 //! after each pause (answer latency minus call time), which grows as the serving threads park
 //! (`weir_serf::profile::Profile::path_after`).
-//!
-//! *Service under load* ([`GraphProfiler::under_load`]): the `(1, t)` graph serves open-loop
-//! Poisson arrivals, and its call times are kept (`weir_serf::idle`, *service under load*).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -227,29 +224,6 @@ impl<'a> GraphProfiler<'a> {
         let (calls, report) = timed(graph, workload, samples, Arrival::Paced { pause })?;
         let path = outside_the_call(&calls, &report);
         Ok((calls, path))
-    }
-
-    /// The call times (seconds) of the `(1, threads)` graph serving `requests` Poisson arrivals at
-    /// `lambda` per second, after `warmup` requests back to back (`weir_serf::idle`, *service
-    /// under load*).
-    ///
-    /// # Errors
-    /// When the graph cannot start or a request fails.
-    pub fn under_load(
-        &mut self,
-        threads: usize,
-        lambda: f64,
-        (requests, warmup): (usize, usize),
-    ) -> Result<Vec<f64>, MeasureError> {
-        let (graph, workload) = self.graph(Config::new(1, threads))?;
-        closed_loop(graph, workload, warmup, 1)?;
-        let (calls, _) = timed(
-            graph,
-            workload,
-            requests.max(1),
-            Arrival::Poisson { rate: lambda },
-        )?;
-        Ok(calls)
     }
 
     /// The serving path's mean time per request outside the model call, seconds (never negative):

@@ -47,14 +47,11 @@
 //! few gaps: `[{"threads": 2, "points": [{"gap_s": 0.002, "mean_service_s": 0.0048, "samples": 10},
 //! …]}]`, gaps ascending; see [`crate::idle`] for what the prediction does with it. Measured in a
 //! graph, a point also holds `mean_path_s`, the serving path's time outside the call for those
-//! requests ([`Profile::path_after`]). `under_load` (absent when not measured) holds, per thread
-//! count, the mean call time of `(1, t)` serving open-loop Poisson arrivals: `[{"threads": 1,
-//! "lambda": 95.0, "mean_service_s": 0.0062, "samples": 40}]`; the rates the profile gives are
-//! scaled to the service inside busy periods it implies ([`Profile::busy_factor`]). In each series,
+//! requests ([`Profile::path_after`]). In each series,
 //! `tuples[k]` has `concurrency = k + 1` and `concurrency · threads ≤ cores`.
 
 use crate::config::Config;
-use crate::idle::{busy_service, AfterIdle, IdleCurve, UnderLoad};
+use crate::idle::{AfterIdle, IdleCurve};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -184,11 +181,6 @@ pub struct Profile {
     /// Service after idle gaps, per thread count, when measured ([`crate::idle`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_idle: Vec<AfterIdle>,
-    /// Calls of each thread count's `(1, t)` under open-loop load, when measured: the rates and
-    /// idle curves this profile gives are scaled to the service inside busy periods they imply
-    /// ([`Profile::busy_factor`], [`crate::idle`], *service under load*).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub under_load: Vec<UnderLoad>,
 }
 
 impl Profile {
@@ -235,7 +227,6 @@ impl Profile {
             path_s: None,
             series,
             after_idle: Vec::new(),
-            under_load: Vec::new(),
         };
         p.validate()?;
         Ok(p)
@@ -346,27 +337,6 @@ impl Profile {
                 }
             }
         }
-        for (n, u) in self.under_load.iter().enumerate() {
-            let at = format!("under_load[{n}] (threads {})", u.threads);
-            if !self
-                .series
-                .iter()
-                .any(|s| s.inter_node == 1 && s.threads == u.threads)
-            {
-                return bad(format!(
-                    "{at}: no series with inter_node 1 and these threads"
-                ));
-            }
-            if self.under_load[..n].iter().any(|b| b.threads == u.threads) {
-                return bad(format!("{at}: threads listed twice"));
-            }
-            let positive = |x: f64| x.is_finite() && x > 0.0;
-            if !(positive(u.lambda) && positive(u.mean_service_s)) || u.samples == 0 {
-                return bad(format!(
-                    "{at}: needs a finite lambda > 0, mean_service_s > 0 and samples ≥ 1"
-                ));
-            }
-        }
         Ok(())
     }
 
@@ -389,30 +359,10 @@ impl Profile {
             .unwrap_or(&[])
     }
 
-    /// How much longer than back to back a `threads`-thread call takes inside a busy period of
-    /// the serving process: the busy-period service that the open-loop measurement
-    /// (`under_load`) implies ([`busy_service`]) over the profiled `1/μ_1`; 1 when not measured
-    /// or when the measurement implies no stable service time. Every tuple of the thread count
-    /// (inter-node 1) is scaled by it in [`Profile::mu`] and [`Profile::candidates`].
-    pub fn busy_factor(&self, threads: usize) -> f64 {
-        let Some(measured) = self.under_load.iter().find(|u| u.threads == threads) else {
-            return 1.0;
-        };
-        let Some(alone) = self.alone_back_to_back(threads) else {
-            return 1.0;
-        };
-        busy_service(measured, self.idle_points(threads))
-            .map(|busy| busy / alone)
-            .filter(|f| f.is_finite() && *f > 0.0)
-            .unwrap_or(1.0)
-    }
-
     /// Service after an idle gap for requests with `threads` intra-op threads, anchored at the
-    /// service inside busy periods of the tuple `(1, 1, threads)` (its back-to-back time scaled
-    /// by [`Profile::busy_factor`]); `None` when not measured.
+    /// back-to-back time of the tuple `(1, 1, threads)`; `None` when not measured.
     pub fn idle_curve(&self, threads: usize) -> Option<IdleCurve> {
-        let alone = self.alone_back_to_back(threads)?;
-        IdleCurve::new(alone * self.busy_factor(threads), self.idle_points(threads))
+        IdleCurve::new(self.alone_back_to_back(threads)?, self.idle_points(threads))
     }
 
     /// The serving path's mean time outside the call for Poisson arrivals at `lambda` per
@@ -454,9 +404,7 @@ impl Profile {
         model_latency_s + self.path_after(lambda)
     }
 
-    /// The rates `μ_1..μ_c` of `config` the prediction uses: the profiled ones, scaled by
-    /// [`Profile::busy_factor`] where the profile measured service under load; `None` if a tuple
-    /// it needs was not profiled.
+    /// The profiled rates `μ_1..μ_c` of `config`, or `None` if a tuple it needs was not profiled.
     pub fn mu(&self, config: Config) -> Option<Vec<f64>> {
         let s = self
             .series
@@ -465,15 +413,10 @@ impl Profile {
         if config.concurrency == 0 || config.concurrency > s.tuples.len() {
             return None;
         }
-        let factor = if config.inter_node == 1 {
-            self.busy_factor(config.threads)
-        } else {
-            1.0
-        };
         Some(
             s.tuples[..config.concurrency]
                 .iter()
-                .map(|t| t.rate() / factor)
+                .map(TupleStats::rate)
                 .collect(),
         )
     }
@@ -623,83 +566,6 @@ mod tests {
         }
         let mut twice = p.clone();
         twice.after_idle.push(idle(2, &[(0.02, 0.005)]));
-        assert!(twice.validate().unwrap_err().to_string().contains("twice"));
-    }
-
-    #[test]
-    fn service_under_load_scales_its_thread_counts_rates_and_idle_curve() {
-        use crate::idle::UnderLoad;
-        let mut p = Profile::from_rates(2, &[(1, vec![200.0, 180.0]), (2, vec![300.0])]).unwrap();
-        assert_eq!(p.busy_factor(1), 1.0, "not measured");
-        // t = 1 served at 100/s: its calls averaged 6 ms against 5 ms back to back; without an
-        // idle curve every call is inside a busy period, so the factor is 1.2.
-        let measured = UnderLoad {
-            threads: 1,
-            lambda: 100.0,
-            mean_service_s: 0.006,
-            samples: 40,
-        };
-        p.under_load = vec![measured];
-        p.validate().unwrap();
-        assert_eq!(Profile::from_json(&p.to_json()).unwrap(), p);
-        assert!((p.busy_factor(1) - 1.2).abs() < 1e-12);
-        assert_eq!(p.busy_factor(2), 1.0);
-        let mu = p.mu(Config::new(2, 1)).unwrap();
-        assert!((mu[0] - 200.0 / 1.2).abs() < 1e-9, "{mu:?}");
-        assert!((mu[1] - 150.0).abs() < 1e-9, "{mu:?}");
-        assert_eq!(p.mu(Config::new(1, 2)).unwrap(), vec![300.0]);
-        let from_candidates = p
-            .candidates()
-            .into_iter()
-            .find(|(c, _)| *c == Config::new(2, 1))
-            .map(|(_, mu)| mu);
-        assert_eq!(from_candidates, Some(mu));
-        // Calls after 10 ms idle take 8 ms: they explain part of the 6 ms mean, so the busy
-        // periods' calls are faster than 6 ms, and the curve starts from them.
-        p.after_idle = vec![idle(1, &[(0.01, 0.008)])];
-        let factor = p.busy_factor(1);
-        assert!(factor > 0.9 && factor < 1.2, "{factor}");
-        let curve = p.idle_curve(1).unwrap();
-        assert!((curve.service_after(0.0) - 0.005 * factor).abs() < 1e-12);
-        assert!((curve.service_after(0.02) - 0.008).abs() < 1e-12);
-        let rules = [
-            (
-                UnderLoad {
-                    threads: 3,
-                    ..measured
-                },
-                "no series",
-            ),
-            (
-                UnderLoad {
-                    lambda: 0.0,
-                    ..measured
-                },
-                "lambda > 0",
-            ),
-            (
-                UnderLoad {
-                    mean_service_s: f64::NAN,
-                    ..measured
-                },
-                "mean_service_s > 0",
-            ),
-            (
-                UnderLoad {
-                    samples: 0,
-                    ..measured
-                },
-                "samples ≥ 1",
-            ),
-        ];
-        for (bad, says) in rules {
-            let mut q = p.clone();
-            q.under_load = vec![bad];
-            let e = q.validate().unwrap_err().to_string();
-            assert!(e.contains(says) && e.contains("under_load[0]"), "{e}");
-        }
-        let mut twice = p.clone();
-        twice.under_load.push(measured);
         assert!(twice.validate().unwrap_err().to_string().contains("twice"));
     }
 
