@@ -130,6 +130,13 @@
 //!   (counted where the executor takes requests) was blind too. So weir's control loop feeds a graph's
 //!   only model node its arrivals and waiting requests from the graph's admission (every admitted,
 //!   unanswered request beyond those the sessions hold); other nodes read their executor's.
+//!   *Probation* (`probation_periods`, 3): for the first updates after a switch made on the model's
+//!   word (a predicted gain, an exploration, or its conclusion), one period of growth is enough. Why:
+//!   in run C2 of 2026-11-26 (`benchmarks/README.md`, *serf phases*, batch C) SERF moved to `(1, 2)`
+//!   at moderate load on rates measured in a one-second exploration long before, the configuration
+//!   collapsed, and it came back only 6 s later; that stint cost the run 42 % over fixed `(2, 1)`. A
+//!   configuration the model has just picked has not yet shown it keeps up; one that has served for
+//!   a while has, so it keeps the two-period rule against a noisy period.
 
 use crate::baseline::Predictor;
 use crate::config::Config;
@@ -196,6 +203,10 @@ pub struct SchedulerOptions {
 pub struct BacklogGuard {
     /// Consecutive periods in which the queue never emptied and ended longer than it began (2).
     pub periods: u32,
+    /// Updates after a switch made on the model's word ([`SwitchReason::Better`],
+    /// [`SwitchReason::Explore`], [`SwitchReason::Explored`]) during which one such period is
+    /// enough (3; module docs, *Backlog*, probation).
+    pub probation_periods: u32,
     /// Queue readings a period needs before it can count (3; weir's control loop reads ten a period).
     pub min_readings: u32,
     /// How long the configuration is then not chosen near that load (60 s).
@@ -206,6 +217,7 @@ impl Default for BacklogGuard {
     fn default() -> Self {
         Self {
             periods: 2,
+            probation_periods: 3,
             min_readings: 3,
             barred_for: Duration::from_secs(60),
         }
@@ -847,6 +859,8 @@ pub struct Scheduler {
     queue: QueueReadings,
     /// Consecutive periods in which the queue grew without emptying.
     backlogged_periods: u32,
+    /// The update until which the configuration is on probation (backlog guard).
+    probation_until: u64,
     /// When each configuration was barred by the backlog guard, per load band of the planned load then.
     barred: BTreeMap<(Config, Option<i64>), Duration>,
 }
@@ -1014,6 +1028,7 @@ impl Scheduler {
             surged: false,
             queue: QueueReadings::default(),
             backlogged_periods: 0,
+            probation_until: 0,
             barred: BTreeMap::new(),
         })
     }
@@ -1300,7 +1315,12 @@ impl Scheduler {
         } else {
             0
         };
-        if self.backlogged_periods < guard.periods.max(1) {
+        let needed = if self.updates <= self.probation_until {
+            1
+        } else {
+            guard.periods.max(1)
+        };
+        if self.backlogged_periods < needed {
             return None;
         }
         let current = self.decider.current();
@@ -1382,10 +1402,16 @@ impl Scheduler {
             self.reevaluate(now, estimate.rate, planned_lambda, false);
             let to = self.decider.conclude(planned_lambda);
             self.reset_trials(self.decider.current());
+            if to.is_some() {
+                self.start_probation();
+            }
             return to.map(|to| switch(to, SwitchReason::Explored));
         }
         if let Some((to, reason)) = self.decider.decide(planned_lambda) {
             self.reset_trials(to);
+            if reason == SwitchReason::Better {
+                self.start_probation();
+            }
             return Some(switch(to, reason));
         }
         let to = self.explore_target(now, planned_lambda)?;
@@ -1408,7 +1434,18 @@ impl Scheduler {
         self.explored
             .insert((to, self.load_band(planned_lambda)), (now, trials + 1));
         self.counters.explorations += 1;
+        self.start_probation();
         Some(switch(to, SwitchReason::Explore))
+    }
+
+    /// Puts the configuration just adopted on the model's word on probation: for the next
+    /// [`BacklogGuard::probation_periods`] updates one period of a growing queue moves it (module
+    /// docs, *Backlog*). The readings of the period before the switch are the old configuration's.
+    fn start_probation(&mut self) {
+        if let Some(guard) = self.decider.options.backlog {
+            self.probation_until = self.updates + u64::from(guard.probation_periods);
+            self.backlogged_periods = 0;
+        }
     }
 
     /// Forgets the trials in a row `config` had without being kept, in every load band: it is running
@@ -2163,6 +2200,59 @@ mod tests {
             "{switches:?}"
         );
         assert_eq!(switches.len(), 2, "{switches:?}");
+    }
+
+    #[test]
+    fn a_configuration_the_model_just_picked_is_backed_out_after_one_period_of_growth() {
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let run = |probation_periods: u32, grows_from: f64| {
+            let opts = SchedulerOptions {
+                backlog: Some(BacklogGuard {
+                    probation_periods,
+                    ..BacklogGuard::default()
+                }),
+                ..without_exploration()
+            };
+            // Starts in (2, 1); at 165/s the model prefers (1, 2) and moves there (Better).
+            let mut s = Scheduler::new(bistable(), b, opts, secs(0.0)).unwrap();
+            let mut rng = StdRng::seed_from_u64(9);
+            serve_queued(
+                &mut s,
+                &bistable(),
+                (165.0, 0.0, 12.0),
+                &mut rng,
+                growing_from(grows_from),
+            )
+        };
+        let quiet = run(3, f64::INFINITY);
+        let picked = quiet.first().copied().expect("no switch");
+        assert_eq!((picked.to, picked.reason), (a, SwitchReason::Better));
+        let at = picked.at.as_secs_f64();
+        // The queue grows from just after that switch: on probation, the first period of growth
+        // moves back; with probation off, the second.
+        for (probation, periods) in [(3, 1.0), (0, 2.0)] {
+            let switches = run(probation, at + 0.05);
+            assert_eq!(switches.first().copied(), Some(picked), "{switches:?}");
+            let back = switches.get(1).copied().expect("never backed out");
+            assert_eq!(
+                (back.from, back.to, back.reason),
+                (a, b, SwitchReason::Backlog),
+                "{switches:?}"
+            );
+            let after = back.at.as_secs_f64() - at;
+            assert!(
+                after >= periods - 0.01 && after < periods + 0.1,
+                "probation {probation}: backed out {after:.2} s after the switch"
+            );
+        }
+        // Past the probation, one period of growth is not enough.
+        let late = run(3, at + 4.05);
+        assert!(
+            late.iter()
+                .filter(|w| w.reason == SwitchReason::Backlog)
+                .all(|w| w.at.as_secs_f64() >= at + 6.0 - 0.01),
+            "{late:?}"
+        );
     }
 
     #[test]
