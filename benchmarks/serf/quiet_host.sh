@@ -4,7 +4,16 @@
 # space as this repository's figures. Takes the bundle `.weir/devbundle/` (the stripped release
 # binary, libonnxruntime and the models, xz-compressed so they travel under the 64 MiB limit; made
 # by hand, see benchmarks/README.md) and writes tables and plots to $OUT (default /tmp/quiet).
-# Runs `weir bench serf` with the defaults of run_ort.sh: squeezenet, then the MLP, repeated.
+# Runs `weir bench serf` with the defaults of run_ort.sh: squeezenet, then the MLP, repeated
+# (`ROUNDS`, or the model:round pairs in `RUNS`; `BENCH_ARGS` are passed on).
+#
+# The bundle, from a built checkout (about 40 MB):
+#   mkdir -p .weir/devbundle/lib && cd .weir/devbundle
+#   strip -o /tmp/weir target/release/weir && xz -c /tmp/weir >weir.xz   (paths from the repo root)
+#   xz -c ../onnxruntime/libonnxruntime.so.* >ort.xz; xz -3 -c ../models/mlp_l3.onnx >mlp_l3.onnx.xz
+#   cp ../zoo/squeezenet.onnx .; cp -L /lib/x86_64-linux-gnu/{libfreetype.so.6,libpng16.so.16,\
+#     libbrotlidec.so.1,libbrotlicommon.so.1,libz.so.1} lib/
+# then `run` it on the device with `carry: [".weir/devbundle"]`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/quiet}"

@@ -51,7 +51,7 @@
 //! `tuples[k]` has `concurrency = k + 1` and `concurrency · threads ≤ cores`.
 
 use crate::config::Config;
-use crate::idle::{AfterIdle, IdleCurve};
+use crate::idle::{AfterIdle, IdleCurve, IdlePoint};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -351,7 +351,7 @@ impl Profile {
     }
 
     /// The measured points after idle gaps of `threads`, empty when not measured.
-    fn idle_points(&self, threads: usize) -> &[crate::idle::IdlePoint] {
+    fn idle_points(&self, threads: usize) -> &[IdlePoint] {
         self.after_idle
             .iter()
             .find(|a| a.threads == threads)
@@ -384,16 +384,10 @@ impl Profile {
             return 0.0;
         };
         let points: Vec<(f64, f64)> = self
-            .after_idle
+            .idle_points(1)
             .iter()
-            .find(|a| a.threads == 1)
-            .map(|a| {
-                a.points
-                    .iter()
-                    .filter_map(|p| p.mean_path_s.map(|x| (p.gap_s, x)))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .filter_map(|p| p.mean_path_s.map(|x| (p.gap_s, x)))
+            .collect();
         IdleCurve::from_times(back_to_back, &points)
             .map_or(back_to_back, |c| c.moments_after_poisson_gap(lambda).0)
     }
