@@ -136,7 +136,11 @@
 //!   at moderate load on rates measured in a one-second exploration long before, the configuration
 //!   collapsed, and it came back only 6 s later; that stint cost the run 42 % over fixed `(2, 1)`. A
 //!   configuration the model has just picked has not yet shown it keeps up; one that has served for
-//!   a while has, so it keeps the two-period rule against a noisy period.
+//!   a while has, so it keeps the two-period rule against a noisy period. During probation a period
+//!   whose mean waiting count is more than twice the model's `λ·W` for the configuration, plus one
+//!   request (`probation_waiting_margin`), backs it out too: in run D5 of the same day SERF sat 44 s
+//!   in a `(1, 2)` whose queue kept emptying — no growth for the guard — at twice the latency of
+//!   `(2, 1)`, the model having predicted it faster.
 
 use crate::baseline::Predictor;
 use crate::config::Config;
@@ -207,6 +211,10 @@ pub struct BacklogGuard {
     /// [`SwitchReason::Explore`], [`SwitchReason::Explored`]) during which one such period is
     /// enough (3; module docs, *Backlog*, probation).
     pub probation_periods: u32,
+    /// During probation, a period whose mean waiting count exceeds this many times what the model
+    /// predicts for the configuration (`λ̂ · W`, Little's law), plus one request, also backs it out
+    /// (2.0; 0 turns the check off).
+    pub probation_waiting_margin: f64,
     /// Queue readings a period needs before it can count (3; weir's control loop reads ten a period).
     pub min_readings: u32,
     /// How long the configuration is then not chosen near that load (60 s).
@@ -218,6 +226,7 @@ impl Default for BacklogGuard {
         Self {
             periods: 2,
             probation_periods: 3,
+            probation_waiting_margin: 2.0,
             min_readings: 3,
             barred_for: Duration::from_secs(60),
         }
@@ -871,6 +880,7 @@ struct QueueReadings {
     first: Option<u64>,
     last: u64,
     min: u64,
+    sum: u64,
     readings: u32,
 }
 
@@ -883,7 +893,13 @@ impl QueueReadings {
         };
         self.first.get_or_insert(waiting);
         self.last = waiting;
+        self.sum = self.sum.saturating_add(waiting);
         self.readings += 1;
+    }
+
+    /// Mean waiting count over at least `min_readings` readings.
+    fn mean(&self, min_readings: u32) -> Option<f64> {
+        (self.readings >= min_readings.max(1)).then(|| self.sum as f64 / f64::from(self.readings))
     }
 
     /// Whether, over at least `min_readings` readings, the queue never emptied and ended longer than
@@ -1315,12 +1331,15 @@ impl Scheduler {
         } else {
             0
         };
-        let needed = if self.updates <= self.probation_until {
+        let on_probation = self.updates <= self.probation_until;
+        let needed = if on_probation {
             1
         } else {
             guard.periods.max(1)
         };
-        if self.backlogged_periods < needed {
+        let slower_than_predicted =
+            on_probation && self.waits_beyond_prediction(&readings, guard, planned_lambda);
+        if self.backlogged_periods < needed && !slower_than_predicted {
             return None;
         }
         let current = self.decider.current();
@@ -1436,6 +1455,35 @@ impl Scheduler {
         self.counters.explorations += 1;
         self.start_probation();
         Some(switch(to, SwitchReason::Explore))
+    }
+
+    /// Whether the period's mean waiting count (`readings`) exceeds
+    /// [`BacklogGuard::probation_waiting_margin`] times the model's `λ·W` for the current
+    /// configuration at `planned_lambda`, plus one request (module docs, *Backlog*, probation).
+    fn waits_beyond_prediction(
+        &self,
+        readings: &QueueReadings,
+        guard: BacklogGuard,
+        planned_lambda: f64,
+    ) -> bool {
+        let margin = guard.probation_waiting_margin;
+        if !(margin.is_finite() && margin > 0.0) {
+            return false;
+        }
+        let Some(mean) = readings.mean(guard.min_readings) else {
+            return false;
+        };
+        let current = self.decider.current();
+        let predicted = self
+            .decider
+            .candidates()
+            .get(current)
+            .and_then(|c| {
+                c.estimate(planned_lambda, self.decider.options.predictor)
+                    .ok()
+            })
+            .map(|e| planned_lambda * e.waiting);
+        predicted.is_some_and(|q| q.is_finite() && mean > margin * q + 1.0)
     }
 
     /// Puts the configuration just adopted on the model's word on probation: for the next
@@ -2251,6 +2299,58 @@ mod tests {
             late.iter()
                 .filter(|w| w.reason == SwitchReason::Backlog)
                 .all(|w| w.at.as_secs_f64() >= at + 6.0 - 0.01),
+            "{late:?}"
+        );
+    }
+
+    #[test]
+    fn a_configuration_the_model_just_picked_is_backed_out_when_it_queues_beyond_the_prediction() {
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let run = |margin: f64, from: f64| {
+            let opts = SchedulerOptions {
+                backlog: Some(BacklogGuard {
+                    probation_waiting_margin: margin,
+                    ..BacklogGuard::default()
+                }),
+                ..without_exploration()
+            };
+            let mut s = Scheduler::new(bistable(), b, opts, secs(0.0)).unwrap();
+            let mut rng = StdRng::seed_from_u64(9);
+            // From `from` on, the queue swings between 0 and 10 (mean 5, emptying: it never grows
+            // for the guard) where the model expects about 0.3 waiting for (1, 2) at 165/s.
+            let queue = move |t: f64| {
+                Some(if t < from {
+                    u64::from(!((t * 10.0).round() as u64).is_multiple_of(3))
+                } else if ((t * 10.0).round() as u64).is_multiple_of(2) {
+                    0
+                } else {
+                    10
+                })
+            };
+            serve_queued(&mut s, &bistable(), (165.0, 0.0, 12.0), &mut rng, queue)
+        };
+        let quiet = run(2.0, f64::INFINITY);
+        let picked = quiet.first().copied().expect("no switch");
+        assert_eq!((picked.to, picked.reason), (a, SwitchReason::Better));
+        let at = picked.at.as_secs_f64();
+        let checked = run(2.0, at + 0.05);
+        let back = checked.get(1).copied().expect("never backed out");
+        assert_eq!(
+            (back.from, back.to, back.reason),
+            (a, b, SwitchReason::Backlog),
+            "{checked:?}"
+        );
+        let after = back.at.as_secs_f64() - at;
+        assert!(after > 0.99 && after < 1.1, "{after:.2} s after the switch");
+        // With the check off, an emptying queue never moves it; past the probation neither.
+        let off = run(0.0, at + 0.05);
+        assert!(
+            off.iter().all(|w| w.reason != SwitchReason::Backlog),
+            "{off:?}"
+        );
+        let late = run(2.0, at + 4.05);
+        assert!(
+            late.iter().all(|w| w.reason != SwitchReason::Backlog),
             "{late:?}"
         );
     }
