@@ -1487,8 +1487,9 @@ impl Scheduler {
     }
 
     /// Puts the configuration just adopted on the model's word on probation: for the next
-    /// [`BacklogGuard::probation_periods`] updates one period of a growing queue moves it (module
-    /// docs, *Backlog*). The readings of the period before the switch are the old configuration's.
+    /// [`BacklogGuard::probation_periods`] updates one period of a growing queue, or of a waiting
+    /// count beyond the model's ([`Scheduler::waits_beyond_prediction`]), moves it (module docs,
+    /// *Backlog*). The readings of the period before the switch are the old configuration's.
     fn start_probation(&mut self) {
         if let Some(guard) = self.decider.options.backlog {
             self.probation_until = self.updates + u64::from(guard.probation_periods);
