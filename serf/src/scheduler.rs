@@ -2203,16 +2203,48 @@ mod tests {
         Candidates::two_core_from_times(0.005, 0.0058, 0.0032)
     }
 
-    /// A queue that empties now and then (one reading in three is 0) before `from`, and from then on
-    /// grows by 20 a second without emptying.
+    /// A short queue that empties now and then: one reading in three (every tenth of a second) is 0,
+    /// the others 1.
+    fn emptying_now_and_then(t: f64) -> u64 {
+        u64::from(!((t * 10.0).round() as u64).is_multiple_of(3))
+    }
+
+    /// A queue that empties now and then before `from`, and from then on grows by 20 a second
+    /// without emptying.
     fn growing_from(from: f64) -> impl Fn(f64) -> Option<u64> {
         move |t: f64| {
             Some(if t < from {
-                u64::from(!((t * 10.0).round() as u64).is_multiple_of(3))
+                emptying_now_and_then(t)
             } else {
                 ((t - from) * 20.0) as u64 + 1
             })
         }
+    }
+
+    /// Serves 165 requests/s for 12 s from `(2, 1)`, where the model prefers `(1, 2)` and moves
+    /// there ([`SwitchReason::Better`]), with the backlog guard `guard` and `queue`'s readings.
+    fn from_two_slots_at_165(
+        guard: BacklogGuard,
+        queue: impl Fn(f64) -> Option<u64>,
+    ) -> Vec<Switch> {
+        let opts = SchedulerOptions {
+            backlog: Some(guard),
+            ..without_exploration()
+        };
+        let mut s = Scheduler::new(bistable(), Config::new(2, 1), opts, secs(0.0)).unwrap();
+        let mut rng = StdRng::seed_from_u64(9);
+        serve_queued(&mut s, &bistable(), (165.0, 0.0, 12.0), &mut rng, queue)
+    }
+
+    /// The switch to `(1, 2)` [`from_two_slots_at_165`] makes on the model's word (its queue quiet).
+    fn picked_on_the_models_word(guard: BacklogGuard) -> Switch {
+        let quiet = from_two_slots_at_165(guard, growing_from(f64::INFINITY));
+        let picked = quiet.first().copied().expect("no switch");
+        assert_eq!(
+            (picked.to, picked.reason),
+            (Config::new(1, 2), SwitchReason::Better)
+        );
+        picked
     }
 
     #[test]
@@ -2255,27 +2287,13 @@ mod tests {
     fn a_configuration_the_model_just_picked_is_backed_out_after_one_period_of_growth() {
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let run = |probation_periods: u32, grows_from: f64| {
-            let opts = SchedulerOptions {
-                backlog: Some(BacklogGuard {
-                    probation_periods,
-                    ..BacklogGuard::default()
-                }),
-                ..without_exploration()
+            let guard = BacklogGuard {
+                probation_periods,
+                ..BacklogGuard::default()
             };
-            // Starts in (2, 1); at 165/s the model prefers (1, 2) and moves there (Better).
-            let mut s = Scheduler::new(bistable(), b, opts, secs(0.0)).unwrap();
-            let mut rng = StdRng::seed_from_u64(9);
-            serve_queued(
-                &mut s,
-                &bistable(),
-                (165.0, 0.0, 12.0),
-                &mut rng,
-                growing_from(grows_from),
-            )
+            from_two_slots_at_165(guard, growing_from(grows_from))
         };
-        let quiet = run(3, f64::INFINITY);
-        let picked = quiet.first().copied().expect("no switch");
-        assert_eq!((picked.to, picked.reason), (a, SwitchReason::Better));
+        let picked = picked_on_the_models_word(BacklogGuard::default());
         let at = picked.at.as_secs_f64();
         // The queue grows from just after that switch: on probation, the first period of growth
         // moves back; with probation off, the second.
@@ -2308,31 +2326,24 @@ mod tests {
     fn a_configuration_the_model_just_picked_is_backed_out_when_it_queues_beyond_the_prediction() {
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let run = |margin: f64, from: f64| {
-            let opts = SchedulerOptions {
-                backlog: Some(BacklogGuard {
-                    probation_waiting_margin: margin,
-                    ..BacklogGuard::default()
-                }),
-                ..without_exploration()
+            let guard = BacklogGuard {
+                probation_waiting_margin: margin,
+                ..BacklogGuard::default()
             };
-            let mut s = Scheduler::new(bistable(), b, opts, secs(0.0)).unwrap();
-            let mut rng = StdRng::seed_from_u64(9);
             // From `from` on, the queue swings between 0 and 10 (mean 5, emptying: it never grows
             // for the guard) where the model expects about 0.3 waiting for (1, 2) at 165/s.
             let queue = move |t: f64| {
                 Some(if t < from {
-                    u64::from(!((t * 10.0).round() as u64).is_multiple_of(3))
+                    emptying_now_and_then(t)
                 } else if ((t * 10.0).round() as u64).is_multiple_of(2) {
                     0
                 } else {
                     10
                 })
             };
-            serve_queued(&mut s, &bistable(), (165.0, 0.0, 12.0), &mut rng, queue)
+            from_two_slots_at_165(guard, queue)
         };
-        let quiet = run(2.0, f64::INFINITY);
-        let picked = quiet.first().copied().expect("no switch");
-        assert_eq!((picked.to, picked.reason), (a, SwitchReason::Better));
+        let picked = picked_on_the_models_word(BacklogGuard::default());
         let at = picked.at.as_secs_f64();
         let checked = run(2.0, at + 0.05);
         let back = checked.get(1).copied().expect("never backed out");

@@ -228,23 +228,17 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
     let lambdas: Vec<f64> = (1..=config.loads)
         .map(|k| k as f64 / config.loads as f64 * config.headroom * top)
         .collect();
-    // The paper's model on the same profile: back-to-back rates, no idle-gap terms.
-    let paper = Profile {
-        after_idle: Vec::new(),
-        ..profile.clone()
-    };
     let started = std::time::Instant::now();
     let mut points = Vec::new();
     for candidate in candidates.as_slice() {
-        let paper_mu = paper.mu(candidate.config).unwrap_or_default();
-        let runnable: Vec<(usize, f64, weir_serf::model::Prediction, f64, f64)> = lambdas
+        // `p` is the paper's model on the profile's rates; `latency` adds the idle-gap terms.
+        let runnable: Vec<(usize, f64, weir_serf::model::Prediction, f64)> = lambdas
             .iter()
             .enumerate()
             .filter_map(|(i, &l)| {
                 let p = predict(l, &candidate.mu).ok().filter(|p| p.rho < MAX_RHO)?;
                 let latency = candidate.estimate(l, Predictor::Serf).ok()?.latency;
-                let paper_latency = predict(l, &paper_mu).ok()?.latency;
-                Some((i + 1, l, p, latency, paper_latency))
+                Some((i + 1, l, p, latency))
             })
             .collect();
         if runnable.is_empty() {
@@ -270,7 +264,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 .first()
                 .map_or((0.0, 0), |(_, s)| (s.busy.as_secs_f64(), s.runs))
         };
-        for (level, lambda, prediction, latency, paper_latency) in runnable {
+        for (level, lambda, prediction, latency) in runnable {
             let requests = requests_at(config, level, lambda);
             let (busy_before, runs_before) = ort_time(&graph);
             let report = run_load(
@@ -302,7 +296,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 lambda,
                 rho: prediction.rho,
                 predicted_ms: profile.predicted_latency(latency, lambda) * 1e3,
-                back_to_back_ms: (paper_latency + profile.path_s.unwrap_or(0.0)) * 1e3,
+                back_to_back_ms: (prediction.latency + profile.path_s.unwrap_or(0.0)) * 1e3,
                 measured_ms: report.latency_us.mean() / 1e3,
                 send_late_ms: report.mean_send_lateness.as_secs_f64() * 1e3,
                 requests,
