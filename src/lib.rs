@@ -320,7 +320,7 @@ type CounterSpec = (&'static str, &'static str, fn(&LoadSnapshot) -> f64);
 fn render_executor_metrics(out: &mut String, graph: &str, stats: &[(String, LoadSnapshot)]) {
     use std::fmt::Write;
     use weir_engine::metrics as m;
-    let counters: [CounterSpec; 6] = [
+    let counters: [CounterSpec; 8] = [
         (
             m::EXECUTOR_ENQUEUED_TOTAL,
             "Batches queued for an executor.",
@@ -346,6 +346,16 @@ fn render_executor_metrics(out: &mut String, graph: &str, stats: &[(String, Load
             m::EXECUTOR_BUSY_SECONDS_TOTAL,
             "Time inside ONNX Runtime, summed over sessions.",
             |s| s.busy.as_secs_f64(),
+        ),
+        (
+            m::EXECUTOR_JOBS_ANSWERED_TOTAL,
+            "Jobs answered by an inference call.",
+            |s| s.jobs_answered as f64,
+        ),
+        (
+            m::EXECUTOR_JOB_SECONDS_TOTAL,
+            "Time from queued to answered (queue wait plus call), summed over jobs.",
+            |s| s.sojourn.as_secs_f64(),
         ),
     ];
     for (name, help, value) in counters {

@@ -18,6 +18,10 @@ pub const EXECUTOR_ROWS_TOTAL: &str = "weir_executor_rows_total";
 pub const EXECUTOR_ERRORS_TOTAL: &str = "weir_executor_errors_total";
 /// Time sessions spent inside ONNX Runtime.
 pub const EXECUTOR_BUSY_SECONDS_TOTAL: &str = "weir_executor_busy_seconds_total";
+/// Jobs an executor answered (one per request row set handed to it).
+pub const EXECUTOR_JOBS_ANSWERED_TOTAL: &str = "weir_executor_jobs_answered_total";
+/// Time from a job being queued at an executor to its answer (queue wait plus call), summed.
+pub const EXECUTOR_JOB_SECONDS_TOTAL: &str = "weir_executor_job_seconds_total";
 /// Duration of each inference call of a node's executor.
 pub const EXECUTOR_INFERENCE_SECONDS: &str = "weir_executor_inference_seconds";
 /// Rows per inference call.

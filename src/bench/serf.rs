@@ -93,6 +93,12 @@ pub struct SerfPoint {
     /// Mean latency predicted with the service rates scaled to the measured service time, ms (`None`:
     /// no service time, or the scaled rates cannot keep up with `λ`).
     pub in_situ_ms: Option<f64>,
+    /// The part of [`Self::predicted_ms`] spent at the model node (waiting in its queue, then the
+    /// call): the queueing model's own prediction, ms.
+    pub predicted_node_ms: f64,
+    /// Measured mean time from a request's job being queued at the node to its answer there, ms
+    /// (`None`: no job answered); the rest of the measured latency is the path outside the node.
+    pub measured_node_ms: Option<f64>,
 }
 
 impl SerfPoint {
@@ -110,6 +116,25 @@ impl SerfPoint {
     pub fn in_situ_error(&self) -> Option<f64> {
         self.in_situ_ms
             .map(|p| (p - self.measured_ms) / self.measured_ms)
+    }
+
+    /// The error of the time at the node alone: the queueing model against the node's measured
+    /// queue wait plus call, without the path outside it.
+    pub fn node_error(&self) -> Option<f64> {
+        self.measured_node_ms
+            .filter(|&m| m > 0.0)
+            .map(|m| (self.predicted_node_ms - m) / m)
+    }
+
+    /// Predicted and measured time outside the node (the serving path and the load generator's
+    /// lateness), ms.
+    pub fn outside_the_node_ms(&self) -> Option<(f64, f64)> {
+        self.measured_node_ms.map(|m| {
+            (
+                self.predicted_ms - self.predicted_node_ms,
+                self.measured_ms - m,
+            )
+        })
     }
 }
 
@@ -259,14 +284,16 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 progress: false,
             },
         );
-        let ort_time = |g: &RunningGraph| {
+        let node_counters = |g: &RunningGraph| {
             g.executor_stats()
-                .first()
-                .map_or((0.0, 0), |(_, s)| (s.busy.as_secs_f64(), s.runs))
+                .into_iter()
+                .next()
+                .map(|(_, s)| s)
+                .unwrap_or_default()
         };
         for (level, lambda, prediction, latency) in runnable {
             let requests = requests_at(config, level, lambda);
-            let (busy_before, runs_before) = ort_time(&graph);
+            let before = node_counters(&graph);
             let report = run_load(
                 graph.runtime(),
                 &workload,
@@ -287,9 +314,20 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                     report.errors
                 ));
             }
-            let (busy_after, runs_after) = ort_time(&graph);
-            let measured_service = (runs_after > runs_before)
-                .then(|| (busy_after - busy_before) / (runs_after - runs_before) as f64);
+            let after = node_counters(&graph);
+            let mean_over = |total: std::time::Duration, before: std::time::Duration, n: u64| {
+                (n > 0).then(|| total.saturating_sub(before).as_secs_f64() / n as f64)
+            };
+            let measured_service = mean_over(
+                after.busy,
+                before.busy,
+                after.runs.saturating_sub(before.runs),
+            );
+            let measured_node = mean_over(
+                after.sojourn,
+                before.sojourn,
+                after.jobs_answered.saturating_sub(before.jobs_answered),
+            );
             let point = SerfPoint {
                 config: candidate.config,
                 level,
@@ -305,6 +343,8 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 in_situ_ms: measured_service
                     .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
                     .map(|l| profile.predicted_latency(l, lambda) * 1e3),
+                predicted_node_ms: latency * 1e3,
+                measured_node_ms: measured_node.map(|s| s * 1e3),
             };
             eprintln!(
                 "{name} {} λ={lambda:.1}/s ({requests} requests): predicted {:.3} ms, measured {:.3} ms ({:+.1} %); service predicted {:.3} ms, measured {}",
@@ -376,7 +416,7 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | sender late µs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
@@ -384,7 +424,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         |p| {
             let dash = || "–".to_string();
             format!(
-                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.0}",
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0}",
                 p.config,
                 p.level,
                 p.lambda,
@@ -402,11 +442,17 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                     .map_or_else(|| "unstable".to_string(), |m| format!("{m:.3}")),
                 p.in_situ_error()
                     .map_or_else(dash, |e| format!("{:+.1} %", e * 100.0)),
+                p.predicted_node_ms,
+                p.measured_node_ms
+                    .zip(p.node_error())
+                    .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
+                p.outside_the_node_ms()
+                    .map_or_else(dash, |(pred, m)| format!("{pred:.3} / {m:.3}")),
                 p.send_late_ms * 1e3
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -421,8 +467,10 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             .filter_map(SerfPoint::in_situ_error)
             .collect();
         let (in_situ_mean, in_situ_p90, _) = error_summary(in_situ.iter().copied());
+        let at_node: Vec<f64> = r.points.iter().filter_map(SerfPoint::node_error).collect();
+        let (node_mean, node_p90, _) = error_summary(at_node.iter().copied());
         s.push_str(&format!(
-            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) |\n",
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) |\n",
             r.model,
             r.points.len(),
             mean * 100.0,
@@ -437,20 +485,23 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             path_cell(&r.profile),
             in_situ_mean * 100.0,
             in_situ_p90 * 100.0,
-            in_situ.len()
+            in_situ.len(),
+            node_mean * 100.0,
+            node_p90 * 100.0,
+            at_node.len()
         ));
     }
     if results.len() > 1 {
         let (mean, p90, p95) = error_summary(all.iter().map(|p| p.error()));
         s.push_str(&format!(
-            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | |\n",
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | |\n",
             all.len(),
             mean * 100.0,
             p90 * 100.0,
             p95 * 100.0
         ));
     }
-    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | |\n");
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
@@ -599,7 +650,28 @@ mod tests {
             predicted_service_ms: 1.0,
             measured_service_ms: None,
             in_situ_ms: None,
+            predicted_node_ms: predicted_ms,
+            measured_node_ms: None,
         }
+    }
+
+    #[test]
+    fn the_latency_splits_into_the_node_and_the_path_outside_it() {
+        // Predicted 12 ms of which 10 at the node; measured 15 ms of which 11 at the node.
+        let p = SerfPoint {
+            predicted_node_ms: 10.0,
+            measured_node_ms: Some(11.0),
+            ..point(12.0, 15.0)
+        };
+        assert!((p.node_error().unwrap() + 1.0 / 11.0).abs() < 1e-12);
+        let (predicted, measured) = p.outside_the_node_ms().unwrap();
+        assert!((predicted - 2.0).abs() < 1e-12 && (measured - 4.0).abs() < 1e-12);
+        // Nothing measured at the node: neither split exists.
+        let none = point(12.0, 15.0);
+        assert_eq!(
+            (none.node_error(), none.outside_the_node_ms()),
+            (None, None)
+        );
     }
 
     #[test]

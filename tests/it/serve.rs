@@ -291,6 +291,17 @@ fn five_hundred_concurrent_requests_are_all_answered_correctly() {
         metrics.contains("weir_node_batch_size_count{graph=\"mlp\",node=\"m\"}"),
         "{metrics}"
     );
+    for counter in [
+        "weir_executor_jobs_answered_total",
+        "weir_executor_job_seconds_total",
+    ] {
+        let line = format!("{counter}{{graph=\"mlp\",node=\"m\"}} ");
+        let value = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|v| v.parse::<f64>().ok());
+        assert!(value.is_some_and(|v| v > 0.0), "{counter}: {metrics}");
+    }
     assert!(
         metrics.contains(
             "weir_executor_inference_seconds_bucket{graph=\"mlp\",node=\"m\",le=\"+Inf\"}"

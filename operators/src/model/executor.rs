@@ -139,6 +139,9 @@ pub struct LoadStats {
     rows: AtomicU64,
     errors: AtomicU64,
     busy_ns: AtomicU64,
+    /// Jobs answered by a call (ok or failed) and their time from queued to answered, summed.
+    jobs_answered: AtomicU64,
+    sojourn_ns: AtomicU64,
     /// Runs by batch size: 1, 2, 3–4, 5–8, ..., 129+.
     batch_sizes: [AtomicU64; BATCH_BUCKETS],
     /// Calls by duration, bucketed by [`CALL_SECONDS_BOUNDS`] (the last is open).
@@ -183,6 +186,11 @@ pub struct LoadSnapshot {
     pub errors: u64,
     /// Time inside ONNX Runtime, summed over sessions.
     pub busy: Duration,
+    /// Jobs answered by a call (ok or failed).
+    pub jobs_answered: u64,
+    /// Time from queued to answered (waiting in the node's queue plus the call), summed over the
+    /// answered jobs: the sojourn a queueing model of the node predicts.
+    pub sojourn: Duration,
     /// Calls per batch-size bucket (see [`BATCH_BUCKET_BOUNDS`]).
     pub batch_sizes: [u64; BATCH_BUCKETS],
     /// Calls per duration bucket (see [`CALL_SECONDS_BOUNDS`]).
@@ -206,6 +214,18 @@ impl LoadSnapshot {
 }
 
 impl LoadStats {
+    /// Counts `jobs`, answered now, with their time since they were queued.
+    fn record_answers(&self, jobs: &[Job], now: Instant) {
+        let sojourn: Duration = jobs
+            .iter()
+            .map(|j| now.saturating_duration_since(j.enqueued_at))
+            .sum();
+        self.jobs_answered
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        self.sojourn_ns
+            .fetch_add(sojourn.as_nanos() as u64, Ordering::Relaxed);
+    }
+
     fn record_run(&self, rows: usize, elapsed: Duration, ok: bool) {
         self.runs.fetch_add(1, Ordering::Relaxed);
         self.rows.fetch_add(rows as u64, Ordering::Relaxed);
@@ -282,6 +302,8 @@ impl LoadStats {
             rows: self.rows.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
+            jobs_answered: self.jobs_answered.load(Ordering::Relaxed),
+            sojourn: Duration::from_nanos(self.sojourn_ns.load(Ordering::Relaxed)),
             batch_sizes,
             call_seconds,
         }
@@ -756,7 +778,9 @@ fn run_jobs(
     } else {
         run_per_row(session, config, &jobs)
     };
-    stats.record_run(rows, started.elapsed(), result.is_ok());
+    let ended = Instant::now();
+    stats.record_run(rows, ended - started, result.is_ok());
+    stats.record_answers(&jobs, ended);
     match result {
         Ok(per_job) => {
             for (job, outputs) in jobs.into_iter().zip(per_job) {
@@ -1155,6 +1179,31 @@ mod tests {
         wait_for(&answers, 1);
         assert_each_answered_once_right(&answers, 1);
         assert_eq!(executor.stats().runs, 1);
+    }
+
+    #[test]
+    fn the_time_at_the_node_counts_from_queued_to_answered() {
+        let runtime = OrtRuntime::get().unwrap();
+        let executor =
+            ModelExecutor::start_switchable(&runtime, config(4), &configs(), Config::new(1, 1))
+                .unwrap();
+        let answers: Answers = Arc::default();
+        // Three jobs that were queued 50 ms before they reached the executor (as if they had waited).
+        let waited = Duration::from_millis(50);
+        for id in 0..3 {
+            let queued_earlier = Job {
+                enqueued_at: Instant::now() - waited,
+                ..job(id, &answers)
+            };
+            submit(&executor, queued_earlier);
+        }
+        wait_for(&answers, 3);
+        assert_each_answered_once_right(&answers, 3);
+        let stats = executor.stats();
+        assert_eq!(stats.jobs_answered, 3);
+        assert!(stats.sojourn >= 3 * waited, "{:?}", stats.sojourn);
+        // The calls are part of each job's time at the node.
+        assert!(stats.sojourn >= 3 * waited + stats.busy, "{stats:?}");
     }
 
     /// The CPUs session thread `name` of this process may run on (`Cpus_allowed_list`).
