@@ -358,3 +358,44 @@ fn the_cache_contending_mlp_fits_one_l3_copy_not_two() {
     let mib = std::fs::metadata(&path).unwrap().len() as f64 / (1 << 20) as f64;
     assert!(mib > 16.0 && mib < 32.0, "{mib:.1} MiB of weights");
 }
+
+/// `weir bench serf` at toy size on the small MLP: every configuration it runs yields a point whose
+/// latency splits at the model node (the node's share never above the whole, the path outside it
+/// never negative). How close the figures are is the benchmark's question.
+#[test]
+fn the_serf_bench_splits_each_point_at_the_model_node() {
+    use weir::bench::serf::{serf_bench, SerfBenchConfig};
+    let config = SerfBenchConfig {
+        models: vec![("mlp".into(), model("mlp_a.onnx"))],
+        requests: 30,
+        min_requests: 30,
+        point_seconds: 1.0,
+        loads: 1,
+        headroom: 0.2,
+        profile: ProfileOptions {
+            cores: 2,
+            samples: 3,
+            retry_samples: 0,
+            rounds: 1,
+            warmup: 1,
+            progress: false,
+            ..ProfileOptions::default()
+        },
+    };
+    let results = serf_bench(&config).unwrap();
+    let points = &results[0].points;
+    assert!(!points.is_empty());
+    for p in points {
+        assert_eq!(p.level, 1);
+        let node = p.measured_node_ms.unwrap();
+        assert!(node > 0.0 && node <= p.measured_ms, "{p:?}");
+        let (_, outside) = p.outside_the_node_ms().unwrap();
+        assert!(outside >= 0.0, "{p:?}");
+        assert!(
+            p.predicted_node_ms > 0.0 && p.predicted_node_ms <= p.predicted_ms,
+            "{p:?}"
+        );
+    }
+    // Cores 2: configurations (1, 1), (1, 2) and (2, 1), each at the one load.
+    assert_eq!(points.len(), 3, "{points:?}");
+}
