@@ -5,37 +5,21 @@ on one queue get: consecutive lone requests alternate between the sessions) or t
 went idle last (warm-session affinity: lone requests stay on one session). Prints the mean call
 (ms) of each choice per round. Usage, from the repository root:
     .weir/venv/bin/python benchmarks/serf/ort_idle_thread_choice.py [MODEL] [RATE] [SECONDS] [ROUNDS]
-(default .weir/models/mlp_l3.onnx, 180 requests/s, 8 s, 3 rounds)."""
+(default .weir/models/mlp_l3.onnx, 180 requests/s, 8 s, 3 rounds). The sessions and the request
+are `ort_session_rotation.py`'s."""
 import random
 import statistics
 import sys
 import threading
 import time
 
-import numpy as np
-import onnxruntime as ort
+from ort_session_rotation import warm_pair
 
 model = sys.argv[1] if len(sys.argv) > 1 else ".weir/models/mlp_l3.onnx"
 rate = float(sys.argv[2]) if len(sys.argv) > 2 else 180.0
 seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 8.0
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-
-
-def one_thread_session():
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
-sessions = [one_thread_session(), one_thread_session()]
-signature = sessions[0].get_inputs()[0]
-shape = [d if isinstance(d, int) else 1 for d in signature.shape]
-feed = {signature.name: np.random.default_rng(7).random(shape, dtype=np.float32)}
-for session in sessions:
-    for _ in range(20):
-        session.run(None, feed)
+sessions, feed = warm_pair(model)
 
 
 def serve(last_idle_first):

@@ -13,11 +13,9 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-model = sys.argv[1] if len(sys.argv) > 1 else ".weir/models/mlp_l3.onnx"
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 
-
-def one_thread_session():
+def one_thread_session(model):
+    """A 1-thread session of `model`, intra-op threads not spinning."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -25,16 +23,20 @@ def one_thread_session():
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-first, second = one_thread_session(), one_thread_session()
-signature = first.get_inputs()[0]
-shape = [d if isinstance(d, int) else 1 for d in signature.shape]
-feed = {signature.name: np.random.default_rng(7).random(shape, dtype=np.float32)}
-for session in (first, second):
-    for _ in range(20):
-        session.run(None, feed)
+def warm_pair(model):
+    """Two warmed 1-thread sessions of `model` and one random request for them (a dynamic
+    dimension read as 1)."""
+    sessions = [one_thread_session(model), one_thread_session(model)]
+    signature = sessions[0].get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in signature.shape]
+    feed = {signature.name: np.random.default_rng(7).random(shape, dtype=np.float32)}
+    for session in sessions:
+        for _ in range(20):
+            session.run(None, feed)
+    return sessions, feed
 
 
-def calls(sessions, n=400):
+def calls(sessions, feed, n=400):
     """Mean and median (ms) of n calls, the i-th on sessions[i % len(sessions)]."""
     times = []
     for i in range(n):
@@ -45,13 +47,17 @@ def calls(sessions, n=400):
     return statistics.fmean(times) * 1e3, statistics.median(times) * 1e3
 
 
-ratios = []
-for r in range(rounds):
-    alone = calls([first])
-    in_turn = calls([first, second])
-    ratios.append(in_turn[0] / alone[0])
-    print(
-        f"round {r + 1}: one session {alone[0]:.3f} ms (median {alone[1]:.3f}), "
-        f"two in turn {in_turn[0]:.3f} ms (median {in_turn[1]:.3f}), ratio {ratios[-1]:.2f}"
-    )
-print(f"{model}: median ratio, two sessions in turn / one session: {statistics.median(ratios):.2f}")
+if __name__ == "__main__":
+    model = sys.argv[1] if len(sys.argv) > 1 else ".weir/models/mlp_l3.onnx"
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    (first, second), feed = warm_pair(model)
+    ratios = []
+    for r in range(rounds):
+        alone = calls([first], feed)
+        in_turn = calls([first, second], feed)
+        ratios.append(in_turn[0] / alone[0])
+        print(
+            f"round {r + 1}: one session {alone[0]:.3f} ms (median {alone[1]:.3f}), "
+            f"two in turn {in_turn[0]:.3f} ms (median {in_turn[1]:.3f}), ratio {ratios[-1]:.2f}"
+        )
+    print(f"{model}: median ratio, two sessions in turn / one session: {statistics.median(ratios):.2f}")
