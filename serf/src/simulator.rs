@@ -21,8 +21,14 @@
 //! the new `c` run (note §2.12).
 //!
 //! **Idle starts.** With an [`IdleCurve`] ([`Station::with_after_idle`], [`SimConfig::after_idle`]), a
-//! request that arrives to an empty station brings `S₀(g)·μ_1` units of work instead of one, `g` being how
-//! long the station was empty: alone it takes `S₀(g)`, the exceptional first service of [`crate::idle`].
+//! request that starts on a slot that has been free for `g` seconds brings `S₀(g)/S₀(0)` units of
+//! work instead of one (`S₀(0)` is the curve's back-to-back time, `1/μ_1` when measured with the
+//! rates): alone it takes `S₀(g)`, the slower call after an idle gap of [`crate::idle`]. The
+//! slots are tracked one by one, as weir's executor runs them: a request that arrives while some
+//! slots are free takes the one free longest (the executor's session threads wait on one shared
+//! queue, first come first served), and a slot that finishes while requests wait takes the next one
+//! at once (no gap, back-to-back work). With one slot this is the exceptional first service of a
+//! busy period; with `c ≥ 2` a request that finds some slots busy also starts on a slot that was idle.
 //!
 //! Randomness comes only from a seeded [`rand::rngs::StdRng`], so a run is a pure function of its inputs.
 
@@ -104,10 +110,11 @@ pub struct Station {
     mu: Arc<[f64]>,
     queue: VecDeque<(f64, f64)>,
     running: Vec<Job>,
-    /// Service of a request that arrives to an empty station, by how long it was empty.
+    /// Service of a request that starts on a free slot, by how long the slot was free.
     after_idle: Option<IdleCurve>,
-    /// When the station last became empty (0 at the start).
-    empty_since: f64,
+    /// Since when each free slot has been free (`c` minus the running requests of them; a slot
+    /// never used counts as free since time 0).
+    free_since: Vec<f64>,
 }
 
 impl Station {
@@ -124,11 +131,12 @@ impl Station {
             queue: VecDeque::new(),
             running: Vec::new(),
             after_idle: None,
-            empty_since: 0.0,
+            free_since: vec![0.0; mu.len()],
         })
     }
 
-    /// The same station where a request arriving to it empty takes `curve`'s time after the gap.
+    /// The same station where a request starting on a free slot takes `curve`'s time after the
+    /// slot's idle gap.
     pub fn with_after_idle(mut self, curve: Option<IdleCurve>) -> Self {
         self.after_idle = curve;
         self
@@ -152,6 +160,12 @@ impl Station {
     pub fn set_profile(&mut self, mu: &[f64]) -> Result<(), SimError> {
         check_inputs(0.0, mu)?;
         self.mu = mu.into();
+        let free = mu.len().saturating_sub(self.running.len());
+        // Slots a larger `c` adds are fresh (free since the start); a smaller `c` gives up the slots
+        // free longest first.
+        self.free_since.resize(self.free_since.len().max(free), 0.0);
+        self.free_since.sort_by(|a, b| b.total_cmp(a));
+        self.free_since.truncate(free);
         self.admit();
         Ok(())
     }
@@ -170,6 +184,7 @@ impl Station {
                 break;
             };
             let k = self.running.len() + 1;
+            let work = work * self.start_on_free_slot();
             let remaining = match self.semantics {
                 Semantics::Dynamic => work,
                 Semantics::FrozenAtStart => work / self.mu[k - 1],
@@ -181,6 +196,24 @@ impl Station {
                 mu: self.mu.clone(),
             });
         }
+    }
+
+    /// Takes the slot free longest for a request starting now; returns the factor its work grows by
+    /// after that slot's idle gap (1 without an idle curve, or on a slot freed just now).
+    fn start_on_free_slot(&mut self) -> f64 {
+        let longest = self
+            .free_since
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i);
+        let Some(slot) = longest else {
+            return 1.0;
+        };
+        let gap = self.now - self.free_since.swap_remove(slot);
+        self.after_idle.as_ref().map_or(1.0, |curve| {
+            curve.service_after(gap) / curve.service_after(0.0)
+        })
     }
 
     /// Time of the next completion if nothing else happens, or `None` when idle.
@@ -227,10 +260,10 @@ impl Station {
                 start: job.start,
                 finish: self.now,
             });
-            self.admit();
-            if self.in_system() == 0 {
-                self.empty_since = self.now;
+            if self.running.len() + self.free_since.len() < self.mu.len() {
+                self.free_since.push(self.now);
             }
+            self.admit();
         }
     }
 
@@ -238,12 +271,6 @@ impl Station {
     /// the station is advanced to `at` first.
     pub fn arrive(&mut self, at: f64, work: f64, out: &mut Vec<Completed>) {
         self.advance(at, out);
-        let work = match &self.after_idle {
-            Some(curve) if self.in_system() == 0 => {
-                work * curve.service_after(self.now - self.empty_since) * self.mu[0]
-            }
-            _ => work,
-        };
         self.queue.push_back((self.now, work));
         self.admit();
     }
@@ -331,7 +358,7 @@ pub struct SimConfig {
     pub work_scv: f64,
     /// RNG seed.
     pub seed: u64,
-    /// Service after an idle gap for requests that arrive to an empty station (`None`: `1/μ_1`).
+    /// Service after an idle gap for requests that start on a free slot (`None`: `1/μ_1`).
     pub after_idle: Option<IdleCurve>,
 }
 
@@ -453,6 +480,42 @@ mod tests {
         assert_eq!(s.in_system(), 2);
         s.drain(&mut out);
         assert!((out[1].waiting() - 0.75).abs() < 1e-12 && (out[1].latency() - 1.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn idle_starts_take_the_slot_free_longest_and_its_gap() {
+        // S₀ rises from 1 s back to back to 2 s after a 1 s gap; no interference.
+        let curve = IdleCurve::new(
+            1.0,
+            &[crate::idle::IdlePoint {
+                gap_s: 1.0,
+                mean_service_s: 2.0,
+                samples: 1,
+                mean_path_s: None,
+            }],
+        );
+        let mut s = Station::new(&[1.0, 1.0], Semantics::Dynamic)
+            .unwrap()
+            .with_after_idle(curve.clone());
+        let mut out = Vec::new();
+        // At 0 both slots are fresh (gap 0): 1 s. At 0.5 the other slot has been free 0.5 s: 1.5 s.
+        s.arrive(0.0, 1.0, &mut out);
+        s.arrive(0.5, 1.0, &mut out);
+        // At 3 the slots have been free since 1 and 2: the first, 2 s idle, takes it: 2 s.
+        s.arrive(3.0, 1.0, &mut out);
+        s.drain(&mut out);
+        let finish: Vec<f64> = out.iter().map(|c| c.finish).collect();
+        assert_eq!(finish, vec![1.0, 2.0, 5.0]);
+        // One slot: a request that waited starts back to back on the slot just freed.
+        let mut s = Station::new(&[1.0], Semantics::Dynamic)
+            .unwrap()
+            .with_after_idle(curve);
+        let mut out = Vec::new();
+        s.arrive(1.0, 1.0, &mut out);
+        s.arrive(1.0, 1.0, &mut out);
+        s.drain(&mut out);
+        let finish: Vec<f64> = out.iter().map(|c| c.finish).collect();
+        assert_eq!(finish, vec![3.0, 4.0]);
     }
 
     #[test]

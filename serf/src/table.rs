@@ -15,8 +15,8 @@
 
 use crate::baseline::Predictor;
 use crate::config::Config;
-use crate::idle::{after_idle, IdleCurve};
-use crate::model::{predict, Estimate, ModelError};
+use crate::idle::{predict_after_idle, IdleCurve};
+use crate::model::{Estimate, ModelError};
 use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 
@@ -52,21 +52,16 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// The candidate's predicted times at `lambda`: `predictor`'s, plus for [`Predictor::Serf`] what
-    /// requests starting after an idle gap add when the candidate has a curve ([`crate::idle`]).
+    /// The candidate's predicted times at `lambda`: `predictor`'s; for [`Predictor::Serf`] with a
+    /// curve, the model in which every request that starts on a free slot takes the service after
+    /// that slot's idle gap ([`crate::idle`]).
     ///
     /// # Errors
     /// The predictor's errors (an unstable load, bad rates).
     pub fn estimate(&self, lambda: f64, predictor: Predictor) -> Result<Estimate, ModelError> {
         match (&self.after_idle, predictor) {
             (Some(curve), Predictor::Serf) => {
-                let p = predict(lambda, &self.mu)?;
-                let extra = after_idle(&p, &self.mu, curve);
-                Ok(Estimate {
-                    waiting: p.waiting + extra.extra_waiting,
-                    service: p.service + extra.extra_service,
-                    latency: p.latency + extra.extra_latency(),
-                })
+                predict_after_idle(lambda, &self.mu, curve).map(|p| p.estimate)
             }
             _ => predictor.estimate(lambda, &self.mu),
         }
