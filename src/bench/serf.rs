@@ -13,8 +13,9 @@
 //!
 //! To tell the two sources of error apart, every point also records the mean time of an ONNX Runtime
 //! call while it ran (the executor's busy time over its calls) next to the mean service time the model
-//! expects there (Eq. 12), and an *in-situ* prediction: the same model with every `μ_i` scaled by
-//! their ratio, so that its mean service time is the one measured. The in-situ error is what remains
+//! expects there (Eq. 12 with the slower calls of requests that start on an idle slot,
+//! `weir_serf::idle`), and an *in-situ* prediction: the paper's model with every `μ_i` scaled so
+//! that its mean service time (Eq. 12) is the one measured. The in-situ error is what remains
 //! once the service level is right: the queueing model's own error plus weir's path.
 //!
 //! Every point also splits the measured latency at the model node: the executor counts each job's
@@ -38,7 +39,7 @@ use plotters::prelude::*;
 use weir_engine::onnx::{ElementType, TensorInfo};
 use weir_serf::baseline::Predictor;
 use weir_serf::config::Config;
-use weir_serf::model::predict;
+use weir_serf::model::{predict, Estimate};
 use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
 
@@ -93,7 +94,7 @@ pub struct SerfPoint {
     pub send_late_ms: f64,
     /// Requests measured.
     pub requests: usize,
-    /// Mean service time the model expects at this load (Eq. 12), ms.
+    /// Mean service time the model expects at this load (Eq. 12 with the idle starts), ms.
     pub predicted_service_ms: f64,
     /// Mean ONNX Runtime call time measured during the point, ms (`None`: no call recorded).
     pub measured_service_ms: Option<f64>,
@@ -270,14 +271,14 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
     let started = std::time::Instant::now();
     let mut points = Vec::new();
     for candidate in candidates.as_slice() {
-        // `p` is the paper's model on the profile's rates; `latency` adds the idle-gap terms.
-        let runnable: Vec<(usize, f64, weir_serf::model::Prediction, f64)> = lambdas
+        // `p` is the paper's model on the profile's rates; `estimate` adds the idle-gap terms.
+        let runnable: Vec<(usize, f64, weir_serf::model::Prediction, Estimate)> = lambdas
             .iter()
             .enumerate()
             .filter_map(|(i, &l)| {
                 let p = predict(l, &candidate.mu).ok().filter(|p| p.rho < MAX_RHO)?;
-                let latency = candidate.estimate(l, Predictor::Serf).ok()?.latency;
-                Some((i + 1, l, p, latency))
+                let estimate = candidate.estimate(l, Predictor::Serf).ok()?;
+                Some((i + 1, l, p, estimate))
             })
             .collect();
         if runnable.is_empty() {
@@ -305,7 +306,8 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 .map(|(_, s)| s)
                 .unwrap_or_default()
         };
-        for (level, lambda, prediction, latency) in runnable {
+        for (level, lambda, prediction, estimate) in runnable {
+            let latency = estimate.latency;
             let requests = requests_at(config, level, lambda);
             let before = node_counters(&graph);
             let report = run_load(
@@ -352,7 +354,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 measured_ms: report.latency_us.mean() / 1e3,
                 send_late_ms: report.mean_send_lateness.as_secs_f64() * 1e3,
                 requests,
-                predicted_service_ms: prediction.service * 1e3,
+                predicted_service_ms: estimate.service * 1e3,
                 measured_service_ms: measured_service.map(|s| s * 1e3),
                 in_situ_ms: measured_service
                     .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
