@@ -38,7 +38,7 @@
 //!   and on the 2-vCPU VM it is bistable there: fixed `(1, 2)` collapsed (a moderate phase at
 //!   1.5× to 1000× fixed `(2, 1)`) in 11 of the 14 runs of batches E–H, and SERF's stints in it
 //!   at moderate load — a phase 3 entered from the low phase without a surge, since 144/s did not
-//!   put `(1, 2)` beyond the cap; moves on measured rates that looked fast — were what lost runs
+//!   put `(1, 2)` beyond the cap; `Better` moves into it 10 s later — were what lost runs
 //!   (batch H: 1.138 over all runs, phase 3 1.374). With 0.5 the step up from the low phase is a
 //!   surge out of `(1, 2)` and no move into it is made at that load, while the low phase (ρ ≈ 0.2)
 //!   keeps it. A configuration fast when it keeps up but without margin loses more to a collapse
