@@ -118,8 +118,9 @@ pub struct ExploreOptions {
     /// A configuration is explored only if its predicted utilisation `λ/(c·μ_c)` at the planned load is at
     /// most this (0.8), so a trial cannot start a queue that grows without bound.
     pub max_utilisation: f64,
-    /// Updates an exploration lasts at most (3); it ends at the first update at which every tuple of the
-    /// configuration has a fresh measurement, and the decision is then taken again with what it measured.
+    /// Updates an exploration (or a trial, `crate::scheduler` docs) lasts at most (3); it ends at the
+    /// first update at which every tuple of the configuration has a fresh measurement near the planned
+    /// load, and the decision is then taken again with what it measured.
     pub max_periods: u32,
     /// Least time between two explorations of any configuration (20 s).
     pub interval: Duration,
