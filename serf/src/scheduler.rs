@@ -91,7 +91,7 @@
 //!   `change_sigmas` Poisson deviations holds a step of load, and one rate for it would be a mix of the two
 //!   loads, at which no call was served: its service times are split at the step's most likely moment
 //!   (the split of the period's arrivals that maximises their Poisson likelihood with the previous rate
-//!   before and their own rate after, [`split_at_step`]) and tagged with the rate on their side of it
+//!   before and their own rate after, `split_at_step`) and tagged with the rate on their side of it
 //!   (none after it when less than a fifth of the period is left). Why: in the live S4 run 2 of
 //!   2026-11-25 (fourth session) the period of the step from 78.5 to 216 requests/s gave ≈ 175/s, and the
 //!   ≈ 200 calls `(1, 2)` served in it, most at low load, landed in the 169–212/s band, next to the
@@ -885,7 +885,7 @@ pub struct Scheduler {
     last_update_at: Duration,
     /// The arrival rate of the last period whose samples were flushed (for [`is_load_step`]).
     last_period_rate: Option<f64>,
-    /// Arrivals handed over since the last update, by when (for [`split_at_step`]).
+    /// Arrivals handed over since the last update, by when (for `split_at_step`).
     period_arrivals: Vec<(Duration, u64)>,
     /// The estimated arrival rate at the last re-evaluation.
     reevaluated_at: Option<f64>,
@@ -950,7 +950,7 @@ const MAX_PENDING_SAMPLES: usize = 1 << 16;
 /// are merged into the last one (the step is then placed less precisely).
 const MAX_PERIOD_ENTRIES: usize = 4096;
 
-/// Where the load changed within a period that holds a step ([`split_at_step`]).
+/// Where the load changed within a period that holds a step (`split_at_step`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct StepSplit {
     /// Service times recorded before this were served at `before`, the others at `after`.
@@ -1004,7 +1004,7 @@ fn split_at_step(
 
 /// Whether `count` arrivals over `span` seconds differ from the previous period's rate `before` by more
 /// than `z` Poisson standard deviations (the estimator's change test): the period holds a step of
-/// load, which [`split_at_step`] then places. `z` of 0 turns the test off.
+/// load, which `split_at_step` then places. `z` of 0 turns the test off.
 fn is_load_step(before: f64, count: u64, span: f64, z: f64) -> bool {
     if !(z.is_finite() && z > 0.0 && span > 0.0) {
         return false;
