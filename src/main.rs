@@ -1378,6 +1378,11 @@ struct SerfBenchArgs {
     /// default: every one stable at moderate load).
     #[arg(long = "fixed", value_parser = parse_fixed_config)]
     fixed: Vec<weir_serf::config::Config>,
+    /// Also run the control set-up (`--phases`): `parallelism: auto` over the profile cut to the
+    /// configurations with this many intra-op threads, which beside the fixed configuration it
+    /// settles in measures what the `auto` machinery itself costs.
+    #[arg(long)]
+    control_threads: Option<usize>,
     /// Seed of the first run's arrivals; run `r` uses `seed + r` (`--phases`).
     #[arg(long, default_value_t = 11)]
     seed: u64,
@@ -1491,6 +1496,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         low: args.low,
         rates: args.moderate_rate.zip(args.low_rate),
         fixed: args.fixed.clone(),
+        control_threads: args.control_threads,
         settle_seconds: 8.0,
         burn_in_seconds: args.burn_in,
         bin_seconds: 2.0,

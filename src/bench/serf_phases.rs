@@ -73,6 +73,14 @@
 //!   service times it measures while serving; the report shows, per tuple, the offline and the
 //!   measured times, overall and per load band.
 //!
+//! - `--control-threads T` adds a control set-up ([`Setup::SerfThreads`]): `parallelism: auto`
+//!   over the profile cut to the configurations with `T` threads per request. Batch J
+//!   (2026-11-26) had SERF in `(2, 1)` for all of phase 1 yet 10–16 % slower than fixed `(2, 1)`
+//!   served minutes apart; beside fixed `(2, 1)` the control tells the `auto` machinery's own cost
+//!   (switchable executor path, control loop, online re-profiling) from the drift between set-ups.
+//!   It is reported against the fixed configurations of its thread count only, and is never
+//!   SERF's "best fixed".
+//!
 //! The file is long (runner, report and plot of one experiment, kept together, and their tests);
 //! what the machine did during a set-up is [`super::conditions`]'s.
 
@@ -130,6 +138,9 @@ pub struct PhasesConfig {
     pub seed: u64,
     /// How the model is profiled; its `spinning` is every set-up's `executor.spinning` too.
     pub profile: ProfileOptions,
+    /// Also run the control set-up [`Setup::SerfThreads`] with this many threads per request
+    /// (`None`: not run).
+    pub control_threads: Option<usize>,
 }
 
 /// Utilisation at moderate load from which a fixed configuration is not run.
@@ -142,6 +153,20 @@ pub enum Setup {
     Serf,
     /// `parallelism: {concurrency, threads}`.
     Fixed(Config),
+    /// The control: `parallelism: auto` over the profile cut to the configurations with this
+    /// many intra-op threads ([`PhasesConfig::control_threads`]). With one thread per request on
+    /// 2 cores that is `(1, 1)` and `(2, 1)`, and at moderate load only `(2, 1)` is stable, so
+    /// beside fixed `(2, 1)` it measures what the `auto` machinery itself costs there (the
+    /// switchable executor's path, the control loop, online re-profiling) apart from what SERF
+    /// decides. It has no 2-thread session, so a cost of an idle extra session is not in it.
+    SerfThreads(usize),
+}
+
+impl Setup {
+    /// Whether the scheduler runs it (`parallelism: auto`).
+    fn is_auto(self) -> bool {
+        matches!(self, Setup::Serf | Setup::SerfThreads(_))
+    }
 }
 
 impl std::fmt::Display for Setup {
@@ -149,6 +174,7 @@ impl std::fmt::Display for Setup {
         match self {
             Setup::Serf => f.write_str("SERF auto"),
             Setup::Fixed(c) => write!(f, "fixed {c}"),
+            Setup::SerfThreads(t) => write!(f, "SERF auto, t={t} only"),
         }
     }
 }
@@ -164,9 +190,10 @@ pub struct SetupRun {
     /// Scheduled send (seconds from the start) of every request that failed (an executor that
     /// shed load because its queue was full, a timeout) or was never answered.
     pub failed: Vec<f64>,
-    /// SERF only: `(seconds from the start, configuration)` at start and after every switch.
+    /// SERF (and the control) only: `(seconds from the start, configuration)` at start and after
+    /// every switch.
     pub configs: Vec<(f64, Config)>,
-    /// SERF only: the executor's parallelism gauges at the end (online re-profiling counters and
+    /// SERF (and the control) only: the executor's parallelism gauges at the end (online re-profiling counters and
     /// the measured service rates).
     pub serf: Option<ParallelismSnapshot>,
     /// What the machine and the executor did while the arrivals were served.
@@ -274,7 +301,7 @@ impl PhasesRun {
             .filter(|(i, _)| self.failed(*i, phase, settled) == 0)
             .filter_map(|(i, s)| match s.setup {
                 Setup::Fixed(c) => Some((self.mean(i, phase, settled), c)),
-                Setup::Serf => None,
+                Setup::Serf | Setup::SerfThreads(_) => None,
             })
             .fold((f64::INFINITY, Config::new(1, 1)), |a, b| {
                 if b.0 < a.0 {
@@ -316,6 +343,22 @@ pub fn run_order(n: usize, run: usize) -> Vec<usize> {
     (0..n).map(|k| (k + run) % n.max(1)).collect()
 }
 
+/// `profile` cut to the configurations with `threads` intra-op threads (the control set-up's).
+///
+/// # Errors
+/// When the profile has no such configuration.
+fn with_threads_only(profile: &Profile, threads: usize) -> Result<Profile> {
+    let mut cut = profile.clone();
+    cut.series.retain(|s| s.threads == threads);
+    cut.after_idle.retain(|a| a.threads == threads);
+    if cut.series.is_empty() {
+        return Err(anyhow!(
+            "the profile has no configuration with {threads} intra-op threads"
+        ));
+    }
+    Ok(cut)
+}
+
 /// A one-node graph of `path` under `setup` with `executor`'s spinning and pinning; for SERF,
 /// `profile` is written next to it first.
 fn setup_graph(
@@ -329,6 +372,11 @@ fn setup_graph(
     let parallelism = match setup {
         Setup::Serf => {
             profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
+            ParallelismSpec::Auto
+        }
+        Setup::SerfThreads(threads) => {
+            with_threads_only(profile, threads)?
+                .save(&profile_path(&dir.join("graph.yaml"), "model"))?;
             ParallelismSpec::Auto
         }
         Setup::Fixed(c) => ParallelismSpec::Fixed(FixedParallelism {
@@ -372,7 +420,7 @@ fn drive(
             .first()
             .map(|(_, p)| Config::new(p.concurrency, p.threads))
     };
-    if let (Setup::Serf, Some(c)) = (setup, current(graph)) {
+    if let (true, Some(c)) = (setup.is_auto(), current(graph)) {
         configs.push((0.0, c));
     }
     let probe = Probe::start(graph);
@@ -412,7 +460,7 @@ fn drive(
             }
             sent.store(true, std::sync::atomic::Ordering::Release);
         });
-        if setup == Setup::Serf {
+        if setup.is_auto() {
             while !sent_all.load(std::sync::atomic::Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(50));
                 if let Some(c) = current(graph) {
@@ -446,7 +494,7 @@ fn drive(
             None => failed.push(t),
         }
     }
-    let serf = if setup == Setup::Serf {
+    let serf = if setup.is_auto() {
         graph.parallelism_stats().first().map(|(_, p)| p.clone())
     } else {
         None
@@ -505,6 +553,10 @@ impl Plan {
             ));
         }
         let mut setups = vec![Setup::Serf];
+        if let Some(threads) = config.control_threads {
+            with_threads_only(profile, threads)?;
+            setups.push(Setup::SerfThreads(threads));
+        }
         let (mut skipped, mut left_out) = (Vec::new(), Vec::new());
         for c in candidates.as_slice() {
             let utilisation = moderate / c.capacity();
@@ -824,6 +876,18 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
                 s.push_str(&online_summary(p));
             }
         }
+        for control in run.setups.iter().filter(|x| x.setup.is_auto()).skip(1) {
+            s.push_str(&format!(
+                "\nThe control's ({}) configurations: {}\n",
+                control.setup,
+                control
+                    .configs
+                    .iter()
+                    .map(|(t, c)| format!("{c} at {t:.1} s"))
+                    .collect::<Vec<_>>()
+                    .join(" → ")
+            ));
+        }
     }
     s.push_str(&format!(
         "\n### median over {} run(s): SERF's mean latency / the best fixed configuration's\n\nPer run: the median of each run's ratio to that run's best fixed set-up in the scope (a minimum of noisy draws, biased against any policy that commits before it sees the run). Over all runs: SERF's mean latency over every request of every run against the fixed configuration whose mean over all runs is lowest (each set-up's mean latency estimated from all runs), with a 95 % interval from {BOOTSTRAP_DRAWS} bootstrap resamples of the runs (a target is resolved only when the whole interval is on its side).\n\n| scope | per run, whole phase | per run, settled (after {} s) | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval | target |\n|---|---|---|---|---|---|---|---|\n",
@@ -831,15 +895,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         runs.first().map_or(0.0, |r| r.settle_seconds)
     ));
     for p in scopes {
-        let over_all_runs = |settled: bool| {
-            let ratio = ratio_over_all_runs(runs, p, settled).map_or_else(
-                || "–".to_string(),
-                |(ratio, config)| format!("{ratio:.3} ({config})"),
-            );
-            let interval = ratio_interval(runs, p, settled, INTERVAL_SEED)
-                .map_or_else(|| "–".to_string(), |(lo, hi)| format!("{lo:.3}–{hi:.3}"));
-            format!("{ratio} | {interval}")
-        };
+        let over_all_runs = |settled: bool| pooled_cells(runs, Compared::Serf, p, settled);
         let whole = median(runs.iter().map(|r| r.ratio_to_best(p, false).0).collect());
         let settled = if p.is_some() {
             format!(
@@ -865,7 +921,42 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             }
         ));
     }
+    let control = runs
+        .iter()
+        .flat_map(|r| r.setups.iter())
+        .find_map(|x| match x.setup {
+            Setup::SerfThreads(threads) => Some(threads),
+            _ => None,
+        });
+    if let Some(threads) = control {
+        s.push_str(&format!(
+            "\n### the control: SERF auto with t={threads} only / the best fixed configuration with t={threads}\n\nWhat the `auto` machinery costs apart from SERF's choices: where the control ran the fixed configuration's own configuration throughout (its configurations per run above), a ratio above 1 is the machinery's cost plus the drift between the two set-ups. Pooled over all runs as above.\n\n| scope | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval |\n|---|---|---|---|---|\n"
+        ));
+        for p in scopes {
+            let settled = if p.is_some() {
+                pooled_cells(runs, Compared::Control(threads), p, true)
+            } else {
+                " | ".to_string()
+            };
+            s.push_str(&format!(
+                "| {} | {} | {settled} |\n",
+                phase_name(p),
+                pooled_cells(runs, Compared::Control(threads), p, false)
+            ));
+        }
+    }
     s
+}
+
+/// `ratio (config) | interval` cells of [`ratio_over_all_runs`] and [`ratio_interval`].
+fn pooled_cells(runs: &[PhasesRun], compared: Compared, p: Option<usize>, settled: bool) -> String {
+    let ratio = ratio_over_all_runs(runs, compared, p, settled).map_or_else(
+        || "–".to_string(),
+        |(ratio, config)| format!("{ratio:.3} ({config})"),
+    );
+    let interval = ratio_interval(runs, compared, p, settled, INTERVAL_SEED)
+        .map_or_else(|| "–".to_string(), |(lo, hi)| format!("{lo:.3}–{hi:.3}"));
+    format!("{ratio} | {interval}")
 }
 
 /// One set-up's latencies in one run and scope, summed: what pooling across runs needs.
@@ -894,10 +985,38 @@ fn scope_totals(run: &PhasesRun, phase: Option<usize>, settled: bool) -> Vec<Sco
         .collect()
 }
 
-/// SERF's pooled mean latency over the lowest pooled mean among the fixed configurations that
-/// failed no request in any of `runs` (each run a list of [`ScopeTotal`]s), and that
+/// Which set-up's mean the report pools over runs, and against which fixed configurations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compared {
+    /// SERF against every fixed configuration.
+    Serf,
+    /// The control [`Setup::SerfThreads`] against the fixed configurations with its threads.
+    Control(usize),
+}
+
+impl Compared {
+    fn numerator(self) -> Setup {
+        match self {
+            Compared::Serf => Setup::Serf,
+            Compared::Control(threads) => Setup::SerfThreads(threads),
+        }
+    }
+
+    fn admits(self, fixed: Config) -> bool {
+        match self {
+            Compared::Serf => true,
+            Compared::Control(threads) => fixed.threads == threads,
+        }
+    }
+}
+
+/// `compared`'s pooled mean latency over the lowest pooled mean among the fixed configurations it
+/// admits that failed no request in any of `runs` (each run a list of [`ScopeTotal`]s), and that
 /// configuration.
-fn pooled_ratio<'a>(runs: impl Iterator<Item = &'a [ScopeTotal]> + Clone) -> Option<(f64, Config)> {
+fn pooled_ratio<'a>(
+    runs: impl Iterator<Item = &'a [ScopeTotal]> + Clone,
+    compared: Compared,
+) -> Option<(f64, Config)> {
     let pooled = |setup: Setup| {
         let (sum, n, failed) = runs
             .clone()
@@ -911,8 +1030,8 @@ fn pooled_ratio<'a>(runs: impl Iterator<Item = &'a [ScopeTotal]> + Clone) -> Opt
         .clone()
         .flat_map(|r| r.iter())
         .filter_map(|t| match t.setup {
-            Setup::Fixed(c) => Some(c),
-            Setup::Serf => None,
+            Setup::Fixed(c) if compared.admits(c) => Some(c),
+            _ => None,
         })
         .collect();
     fixed.sort();
@@ -924,16 +1043,18 @@ fn pooled_ratio<'a>(runs: impl Iterator<Item = &'a [ScopeTotal]> + Clone) -> Opt
             _ => None,
         })
         .min_by(|a, b| a.0.total_cmp(&b.0))?;
-    Some((pooled(Setup::Serf)?.0 / best, config))
+    Some((pooled(compared.numerator())?.0 / best, config))
 }
 
-/// SERF's mean latency over every request of every run in scope `phase` (`None`: whole run) over
-/// the lowest such mean among the fixed configurations (each over the runs it ran in), and that
+/// `compared`'s (SERF's, or the control's) mean latency over every request of every run in scope
+/// `phase` (`None`: whole run) over the lowest such mean among the fixed configurations it admits
+/// (each over the runs it ran in), and that
 /// configuration: each set-up's mean latency estimated from all runs, compared with the
 /// configuration that is best for the scope on average rather than with the luckiest fixed draw of
 /// each run. A fixed configuration that failed requests in the scope in any run is not a candidate.
 pub fn ratio_over_all_runs(
     runs: &[PhasesRun],
+    compared: Compared,
     phase: Option<usize>,
     settled: bool,
 ) -> Option<(f64, Config)> {
@@ -941,7 +1062,7 @@ pub fn ratio_over_all_runs(
         .iter()
         .map(|r| scope_totals(r, phase, settled))
         .collect();
-    pooled_ratio(totals.iter().map(Vec::as_slice))
+    pooled_ratio(totals.iter().map(Vec::as_slice), compared)
 }
 
 /// Bootstrap draws behind [`ratio_interval`].
@@ -958,6 +1079,7 @@ const INTERVAL_SEED: u64 = 0x5E8F;
 /// with fewer than two runs or when no resample has a ratio.
 pub fn ratio_interval(
     runs: &[PhasesRun],
+    compared: Compared,
     phase: Option<usize>,
     settled: bool,
     seed: u64,
@@ -975,7 +1097,7 @@ pub fn ratio_interval(
             let picks: Vec<usize> = (0..totals.len())
                 .map(|_| rng.random_range(0..totals.len()))
                 .collect();
-            pooled_ratio(picks.iter().map(|&i| totals[i].as_slice())).map(|(r, _)| r)
+            pooled_ratio(picks.iter().map(|&i| totals[i].as_slice()), compared).map(|(r, _)| r)
         })
         .filter(|r| r.is_finite())
         .collect();
@@ -1180,10 +1302,10 @@ mod tests {
         );
         assert!((per_run - 10.5 / 9.5).abs() < 1e-12);
         // Over all runs: SERF 10.1 against (2, 1)'s 9.9 ((1, 2): 11.33).
-        let (ratio, best) = ratio_over_all_runs(&runs, Some(0), false).unwrap();
+        let (ratio, best) = ratio_over_all_runs(&runs, Compared::Serf, Some(0), false).unwrap();
         assert_eq!(best, b);
         assert!((ratio - 30.3 / 29.7).abs() < 1e-12, "{ratio}");
-        assert_eq!(ratio_over_all_runs(&[], None, false), None);
+        assert_eq!(ratio_over_all_runs(&[], Compared::Serf, None, false), None);
     }
 
     #[test]
@@ -1195,20 +1317,26 @@ mod tests {
             .iter()
             .map(|speed| run(9.5 * speed, 10.0 * speed))
             .collect();
-        let (lo, hi) = ratio_interval(&steady, None, false, 1).unwrap();
+        let (lo, hi) = ratio_interval(&steady, Compared::Serf, None, false, 1).unwrap();
         assert!(lo <= hi && hi < 1.0, "{lo}–{hi}");
-        let (ratio, _) = ratio_over_all_runs(&steady, None, false).unwrap();
+        let (ratio, _) = ratio_over_all_runs(&steady, Compared::Serf, None, false).unwrap();
         assert!(lo <= ratio && ratio <= hi);
         // The same mean margin made of ±15 % swings from run to run is not resolved.
         let swinging: Vec<PhasesRun> = [0.8, 1.1, 0.8, 1.1, 0.8, 1.1]
             .iter()
             .map(|r| run(10.0 * r, 10.0))
             .collect();
-        let (lo, hi) = ratio_interval(&swinging, None, false, 1).unwrap();
+        let (lo, hi) = ratio_interval(&swinging, Compared::Serf, None, false, 1).unwrap();
         assert!(lo < 1.0 && hi > 1.0, "{lo}–{hi}");
         // Reproducible, and undefined for a single run.
-        assert_eq!(ratio_interval(&swinging, None, false, 1), Some((lo, hi)));
-        assert_eq!(ratio_interval(&steady[..1], None, false, 1), None);
+        assert_eq!(
+            ratio_interval(&swinging, Compared::Serf, None, false, 1),
+            Some((lo, hi))
+        );
+        assert_eq!(
+            ratio_interval(&steady[..1], Compared::Serf, None, false, 1),
+            None
+        );
     }
 
     fn plan_config(rates: Option<(f64, f64)>, fixed: Vec<Config>) -> PhasesConfig {
@@ -1225,7 +1353,70 @@ mod tests {
             runs: 1,
             seed: 1,
             profile: ProfileOptions::default(),
+            control_threads: None,
         }
+    }
+
+    #[test]
+    fn the_control_runs_auto_over_one_thread_count_and_is_compared_only_with_its_own() {
+        let profile = Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap();
+        let cut = with_threads_only(&profile, 1).unwrap();
+        let configs: Vec<Config> = cut.candidates().into_iter().map(|(c, _)| c).collect();
+        assert_eq!(configs, vec![Config::new(1, 1), Config::new(2, 1)]);
+        assert!(cut.validate().is_ok());
+        let err = with_threads_only(&profile, 3).unwrap_err().to_string();
+        assert!(
+            err.contains("no configuration with 3 intra-op threads"),
+            "{err}"
+        );
+
+        let c21 = Config::new(2, 1);
+        let config = PhasesConfig {
+            control_threads: Some(1),
+            ..plan_config(Some((150.0, 40.0)), vec![Config::new(1, 2), c21])
+        };
+        let plan = Plan::from_profile(&config, &profile).unwrap();
+        assert_eq!(
+            plan.setups,
+            vec![
+                Setup::Serf,
+                Setup::SerfThreads(1),
+                Setup::Fixed(Config::new(1, 2)),
+                Setup::Fixed(c21)
+            ]
+        );
+        let config = PhasesConfig {
+            control_threads: Some(4),
+            ..config
+        };
+        assert!(Plan::from_profile(&config, &profile).is_err());
+
+        // SERF 10 ms, the control 8 ms, fixed (1, 2) 9 ms, fixed (2, 1) 10 ms.
+        let mut run = one_phase_run(4, 10.0, 9.0, 10.0);
+        run.setups.insert(1, served(Setup::SerfThreads(1), 4, 8.0));
+        // The control is never SERF's "best fixed" ...
+        assert_eq!(
+            run.ratio_to_best(Some(0), false),
+            (10.0 / 9.0, Config::new(1, 2))
+        );
+        let runs = [run];
+        let (serf, best) = ratio_over_all_runs(&runs, Compared::Serf, Some(0), false).unwrap();
+        assert_eq!(best, Config::new(1, 2));
+        assert!((serf - 10.0 / 9.0).abs() < 1e-12);
+        // ... and is itself compared with (2, 1), the only fixed configuration of one thread.
+        let (control, with) =
+            ratio_over_all_runs(&runs, Compared::Control(1), Some(0), false).unwrap();
+        assert_eq!(with, c21);
+        assert!((control - 0.8).abs() < 1e-12);
+        let table = phases_table(&runs);
+        assert!(
+            table.contains("the control: SERF auto with t=1 only"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 1 moderate | 0.800 (c=2 t=1) |"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -1403,7 +1594,7 @@ mod tests {
         shed.setups[1].failed = vec![1.0];
         assert!(shed.ratio_to_best(Some(0), false).0.is_nan());
         assert_eq!(
-            ratio_over_all_runs(&[shed], Some(1), false),
+            ratio_over_all_runs(&[shed], Compared::Serf, Some(1), false),
             Some((10.0 / 9.0, Config::new(1, 1)))
         );
     }
