@@ -1470,9 +1470,7 @@ impl Scheduler {
         if !self.decider.force(to) {
             return None;
         }
-        self.exploring = Some(Exploration {
-            until_update: self.updates + u64::from(periods),
-        });
+        self.start_trial(periods);
         self.last_exploration = Some(now);
         let trials = self
             .explored
@@ -1499,8 +1497,13 @@ impl Scheduler {
         if online.is_fresh_near(to, planned_lambda, now, ex.stale_after) {
             return;
         }
+        self.start_trial(ex.max_periods);
+    }
+
+    /// Starts an exploration or a trial that ends at most `periods` updates from now.
+    fn start_trial(&mut self, periods: u32) {
         self.exploring = Some(Exploration {
-            until_update: self.updates + u64::from(ex.max_periods),
+            until_update: self.updates + u64::from(periods),
         });
     }
 
