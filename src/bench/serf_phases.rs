@@ -193,8 +193,8 @@ pub struct SetupRun {
     /// SERF (and the control) only: `(seconds from the start, configuration)` at start and after
     /// every switch.
     pub configs: Vec<(f64, Config)>,
-    /// SERF (and the control) only: the executor's parallelism gauges at the end (online re-profiling counters and
-    /// the measured service rates).
+    /// SERF (and the control) only: the executor's parallelism gauges at the end (online
+    /// re-profiling counters and the measured service rates).
     pub serf: Option<ParallelismSnapshot>,
     /// What the machine and the executor did while the arrivals were served.
     pub conditions: Conditions,
