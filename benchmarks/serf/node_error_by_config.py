@@ -8,29 +8,21 @@ signed error and the mean |error| of the column "at the node ms predicted / meas
 the configuration's points: whether the model misses one configuration in one direction (as the
 MLP's (2, 1) did before idle starts counted on every slot) or all of them alike (machine drift).
 """
-import re
 import statistics
 import sys
 
-NODE_ERROR = re.compile(r", ([+-]?[0-9.]+) %$")
+from serf_tables import percent, point_rows
+
+AT_NODE = "at the node ms predicted / measured, error"
 
 
 def node_errors(path):
     """{(model, config): [signed node error in %]} for the point rows of one table."""
-    header = None
     errors = {}
-    with open(path, encoding="utf-8") as table:
-        for line in table:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if "at the node ms predicted / measured, error" in cells:
-                header = cells
-                continue
-            if header is None or len(cells) != len(header) or not cells[1].startswith("c="):
-                continue
-            at_node = cells[header.index("at the node ms predicted / measured, error")]
-            found = NODE_ERROR.search(at_node)
-            if found:
-                errors.setdefault((cells[0], cells[1]), []).append(float(found.group(1)))
+    for row in point_rows(path):
+        error = percent(row[AT_NODE])
+        if error is not None:
+            errors.setdefault((row["model"], row["config"]), []).append(error)
     return errors
 
 
