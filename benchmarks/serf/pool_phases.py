@@ -16,6 +16,12 @@ median here is the mean of the middle two, where the bench takes the upper one.
 Pool only batches that served the same rates (the table's header and `run N — phases:` lines say
 which); the script refuses files whose phase rates differ.
 
+A second table compares ONNX Runtime call times, not latencies: for each moderate phase in which
+SERF ran one configuration throughout (after the first 2 s of the phase, any stint elsewhere at
+most 1.5 s long), SERF's mean call over the fixed set-up of that configuration's in the same run
+(the tables' *Per phase, ms per ORT call*). A ratio above 1 there is a cost of SERF's own (or
+drift between set-ups served minutes apart), not a decision.
+
 Usage: benchmarks/serf/pool_phases.py benchmarks/serf/phases_idle2.md benchmarks/serf/phases_pool.md
 """
 
@@ -23,13 +29,61 @@ import random
 import re
 import statistics
 import sys
+from dataclasses import dataclass
 
 SCOPES = ["1 moderate", "2 low", "3 moderate", "whole run"]
 DRAWS = 2000
+PHASE_CALLS = re.compile(
+    r"\| (SERF auto|fixed c=\d+ t=\d+) \| ([\d.]+) / \d+ % \| ([\d.]+) / \d+ % \| ([\d.]+) / \d+ % \|"
+)
+# (phase index in the per-phase call table, start s, end s) of the two moderate phases.
+MODERATE_PHASES = [(0, 0.0, 60.0), (2, 120.0, 180.0)]
+SETTLE_S = 2.0
+STINT_S = 1.5
+
+
+@dataclass
+class RunDetail:
+    """What one run's table says besides the means: per-phase call times and SERF's switches."""
+
+    calls: dict  # set-up -> [mean ORT call ms in phase 1, 2, 3]
+    timeline: list  # [(time s, "fixed c=C t=T")], SERF's configuration from that time on
+
+
+def held_throughout(timeline, start, end):
+    """The set-up name of the configuration SERF ran through [start + SETTLE_S, end) with no
+    stint elsewhere longer than STINT_S, or None."""
+    def config_at(t):
+        now = None
+        for when, cfg in timeline:
+            if when <= t:
+                now = cfg
+        return now
+
+    held = config_at(start + SETTLE_S)
+    if held is None:
+        return None
+    edges = [start + SETTLE_S] + [t for t, _ in timeline if start + SETTLE_S < t < end] + [end]
+    for a, b in zip(edges, edges[1:]):
+        if config_at(a) != held and b - a > STINT_S:
+            return None
+    return held
+
+
+def call_time_pairs(details):
+    """{phase index: [SERF's call / the same configuration's fixed call]} over the runs."""
+    pairs = {}
+    for d in details:
+        serf = d.calls.get("SERF auto")
+        for phase, start, end in MODERATE_PHASES:
+            held = held_throughout(d.timeline, start, end)
+            if serf and held in d.calls:
+                pairs.setdefault(phase, []).append(serf[phase] / d.calls[held][phase])
+    return pairs
 
 
 def read_runs(path):
-    """[(rates, {set-up: ([means per scope], failed)})] for every run of one table file."""
+    """[(rates, {set-up: ([means per scope], failed)}, RunDetail)] for every run of one table file."""
     runs = []
     current = None
     rates = None
@@ -39,12 +93,24 @@ def read_runs(path):
             if head:
                 rates = head.group(1).strip()
                 current = {}
-                runs.append((rates, current))
+                detail = RunDetail(calls={}, timeline=[])
+                runs.append((rates, current, detail))
                 continue
             if line.startswith("### "):
                 current = None
                 continue
             if current is None:
+                continue
+            calls = PHASE_CALLS.match(line)
+            if calls:
+                detail.calls[calls.group(1)] = [float(calls.group(k)) for k in (2, 3, 4)]
+                continue
+            switches = re.match(r"SERF's configurations: (.*)", line)
+            if switches:
+                detail.timeline.extend(
+                    (float(t), f"fixed {cfg}")
+                    for cfg, t in re.findall(r"(c=\d+ t=\d+) at ([\d.]+) s", switches.group(1))
+                )
                 continue
             row = re.match(r"\| (SERF auto|fixed c=\d+ t=\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| (\d+) \|", line)
             if row:
@@ -84,11 +150,12 @@ def per_run_median(runs, scope):
 
 
 def main(paths):
-    runs, rates = [], set()
+    runs, details, rates = [], [], set()
     for p in paths:
-        for rate, table in read_runs(p):
+        for rate, table, detail in read_runs(p):
             rates.add(rate)
             runs.append(table)
+            details.append(detail)
     if len(rates) > 1:
         sys.exit(f"the files served different loads, not poolable: {sorted(rates)}")
     print(f"{len(runs)} runs from {', '.join(paths)}; phases: {rates.pop() if rates else '?'}\n")
@@ -114,6 +181,15 @@ def main(paths):
             f"| {name} | {med:.3f} | "
             + (f"{whole[0]:.3f} ({whole[1]})" if whole else "–")
             + f" | {interval} |"
+        )
+    pairs = call_time_pairs(details)
+    print("\nSERF's ORT call over the fixed set-up of the configuration it ran throughout the phase:\n")
+    print("| phase | pairs | mean | range |")
+    print("|---|---|---|---|")
+    for phase, values in sorted(pairs.items()):
+        print(
+            f"| {SCOPES[phase]} | {len(values)} | {statistics.fmean(values):.3f}"
+            f" | {min(values):.3f}–{max(values):.3f} |"
         )
 
 
