@@ -20,7 +20,9 @@ A second table compares ONNX Runtime call times, not latencies: for each moderat
 SERF ran one configuration throughout (after the first 2 s of the phase, any stint elsewhere at
 most 1.5 s long), SERF's mean call over the fixed set-up of that configuration's in the same run
 (the tables' *Per phase, ms per ORT call*). A ratio above 1 there is a cost of SERF's own (or
-drift between set-ups served minutes apart), not a decision.
+drift between set-ups served minutes apart), not a decision. Its last row divides, run by run,
+SERF's phase-3 over phase-1 call by the fixed set-up's: a cost that only follows a switch back
+shows there, with each set-up's own level in its run taken out.
 
 Usage: benchmarks/serf/pool_phases.py benchmarks/serf/phases_idle2.md benchmarks/serf/phases_pool.md
 """
@@ -68,6 +70,21 @@ def held_throughout(timeline, start, end):
         if config_at(a) != held and b - a > STINT_S:
             return None
     return held
+
+
+def switch_back_ratios(details):
+    """[(SERF's phase-3 call / its phase-1 call) / (the fixed set-up's same ratio)] for the runs in
+    which SERF ran one configuration throughout both moderate phases: whether phase 3, after the
+    low phase in another configuration, costs SERF more than it costs the fixed set-up in the same
+    run (a switch-back cost), with each set-up's own level between the two taken out."""
+    ratios = []
+    for d in details:
+        serf = d.calls.get("SERF auto")
+        first, third = (held_throughout(d.timeline, start, end) for _, start, end in MODERATE_PHASES)
+        if serf and first == third and first in d.calls:
+            fixed = d.calls[first]
+            ratios.append((serf[2] / serf[0]) / (fixed[2] / fixed[0]))
+    return ratios
 
 
 def call_time_pairs(details):
@@ -190,6 +207,12 @@ def main(paths):
         print(
             f"| {SCOPES[phase]} | {len(values)} | {statistics.fmean(values):.3f}"
             f" | {min(values):.3f}–{max(values):.3f} |"
+        )
+    back = switch_back_ratios(details)
+    if back:
+        print(
+            f"| phase 3 / phase 1, SERF over fixed (runs with one configuration in both) | {len(back)}"
+            f" | {statistics.fmean(back):.3f} | {min(back):.3f}–{max(back):.3f} |"
         )
 
 
