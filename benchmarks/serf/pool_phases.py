@@ -72,6 +72,14 @@ def held_throughout(timeline, start, end):
     return held
 
 
+def held_in_moderate_phases(detail):
+    """[(phase index, set-up name SERF held throughout or None)] for the two moderate phases."""
+    return [
+        (phase, held_throughout(detail.timeline, start, end))
+        for phase, start, end in MODERATE_PHASES
+    ]
+
+
 def switch_back_ratios(details):
     """[(SERF's phase-3 call / its phase-1 call) / (the fixed set-up's same ratio)] for the runs in
     which SERF ran one configuration throughout both moderate phases: whether phase 3, after the
@@ -80,7 +88,7 @@ def switch_back_ratios(details):
     ratios = []
     for d in details:
         serf = d.calls.get("SERF auto")
-        first, third = (held_throughout(d.timeline, start, end) for _, start, end in MODERATE_PHASES)
+        (_, first), (_, third) = held_in_moderate_phases(d)
         if serf and first == third and first in d.calls:
             fixed = d.calls[first]
             ratios.append((serf[2] / serf[0]) / (fixed[2] / fixed[0]))
@@ -92,8 +100,7 @@ def call_time_pairs(details):
     pairs = {}
     for d in details:
         serf = d.calls.get("SERF auto")
-        for phase, start, end in MODERATE_PHASES:
-            held = held_throughout(d.timeline, start, end)
+        for phase, held in held_in_moderate_phases(d):
             if serf and held in d.calls:
                 pairs.setdefault(phase, []).append(serf[phase] / d.calls[held][phase])
     return pairs
