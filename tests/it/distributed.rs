@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use weir::workload::Workload;
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{channel, collect_outputs, model, repo, spawn_executor, Replies};
+use crate::common::{channel, collect_outputs, model, repo, signal, spawn_executor, Replies};
 
 /// A free TCP port on loopback (bound, read, released).
 pub(crate) fn free_port() -> u16 {
@@ -168,7 +168,7 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     let replies = Replies::default();
     let (tx, rx) = channel();
     let total = 600u64;
-    for i in 0..total {
+    let submit = |i: u64| {
         running
             .runtime()
             .submit(
@@ -176,35 +176,57 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
                 replies.responder(i, tx.clone()),
             )
             .expect("admitted");
+    };
+    // The kill must provably land on calls in flight. Killing whichever replica shows a call
+    // outstanding is not enough (its answer may already be on the wire, and the pool then sends
+    // the dead one nothing more), nor is waiting for answers to be counted here (the graph can
+    // finish all of them first). So: a sixth of the requests in, freeze one executor (SIGSTOP: it
+    // can no longer answer), send the rest, and SIGKILL it once the pool has sent it a call after
+    // the freeze, or a call from before the freeze has timed out.
+    for i in 0..total / 6 {
+        submit(i);
     }
-    // Kill an executor once a sixth of the requests are answered, at the first answer after which
-    // one holds a call in flight (the pool keeps every live replica busy while requests wait, but
-    // on a loaded machine any one can be between two calls at a given moment, or all of them).
+    let states = pool.replica_states();
+    let victim = states.iter().position(|s| s.2 > 0).unwrap_or(0);
+    signal(executors[victim].pid(), "-STOP");
+    let mut kill = Kill::Frozen {
+        victim,
+        dispatched: states[victim].3,
+        redispatched: pool.stats().redispatched,
+    };
+    for i in total / 6..total {
+        submit(i);
+    }
     let mut answered = 0u64;
-    let mut victim: Option<usize> = None;
     let deadline = Instant::now() + Duration::from_secs(120);
     while answered < total {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (tag, r) = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("only {answered} of {total} answered"));
-        if let Err(e) = r {
-            panic!("request {tag} failed while replicas were alive: {e}");
+        assert!(
+            Instant::now() < deadline,
+            "only {answered} of {total} answered"
+        );
+        if let Ok((tag, r)) = rx.recv_timeout(Duration::from_millis(20)) {
+            if let Err(e) = r {
+                panic!("request {tag} failed while replicas were alive: {e}");
+            }
+            answered += 1;
         }
-        answered += 1;
-        if victim.is_none() && answered >= total / 6 {
-            victim = pool.replica_states().iter().position(|s| s.2 > 0);
-            if let Some(k) = victim {
-                executors[k].sigkill();
+        if let Kill::Frozen {
+            victim,
+            dispatched,
+            redispatched,
+        } = kill
+        {
+            if pool.replica_states()[victim].3 > dispatched
+                || pool.stats().redispatched > redispatched
+            {
+                executors[victim].sigkill();
+                kill = Kill::Done(victim);
             }
         }
     }
-    let victim = victim.unwrap_or_else(|| {
-        panic!(
-            "no executor held a call in flight after {} answers",
-            total / 6
-        )
-    });
+    let Kill::Done(victim) = kill else {
+        panic!("all {total} answered before the frozen executor held a call ({kill:?})")
+    };
     let counts = replies.counts();
     assert_eq!(counts.len() as u64, total, "every request answered");
     assert!(
@@ -248,6 +270,18 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
         "restarted {name} took no work ({before} → {after})"
     );
     running.shutdown();
+}
+
+/// Where the SIGKILL test is in killing its victim executor.
+#[derive(Debug)]
+enum Kill {
+    /// SIGSTOPped, with its pool counters at that moment.
+    Frozen {
+        victim: usize,
+        dispatched: u64,
+        redispatched: u64,
+    },
+    Done(usize),
 }
 
 /// A `weir serve` process of a timely cluster, SIGKILLed when dropped.
