@@ -16,13 +16,19 @@ median here is the mean of the middle two, where the bench takes the upper one.
 Pool only batches that served the same rates (the table's header and `run N — phases:` lines say
 which); the script refuses files whose phase rates differ.
 
-A second table compares ONNX Runtime call times, not latencies: for each moderate phase in which
+A second table compares ONNX Runtime call times, not latencies: for each phase in which
 SERF ran one configuration throughout (after the first 2 s of the phase, any stint elsewhere at
 most 1.5 s long), SERF's mean call over the fixed set-up of that configuration's in the same run
 (the tables' *Per phase, ms per ORT call*). A ratio above 1 there is a cost of SERF's own (or
 drift between set-ups served minutes apart), not a decision. Its last row divides, run by run,
 SERF's phase-3 over phase-1 call by the fixed set-up's: a cost that only follows a switch back
 shows there, with each set-up's own level in its run taken out.
+
+Then, when the runs differ in it, the first table again for two groups: the runs in which every
+fixed set-up held at moderate load, and those in which one collapsed (a moderate-phase mean more
+than 1.5× the best fixed set-up's: on the 2-vCPU VM the all-core `(1, 2)` is bistable at 144/s, and
+whether it holds is the host's, not SERF's). SERF's case differs between them: where a fixed set-up
+collapses, avoiding it is a gain; where all hold, SERF can at best tie the best one.
 
 Usage: benchmarks/serf/pool_phases.py benchmarks/serf/phases_idle2.md benchmarks/serf/phases_pool.md
 """
@@ -38,9 +44,11 @@ DRAWS = 2000
 PHASE_CALLS = re.compile(
     r"\| (SERF auto|fixed c=\d+ t=\d+) \| ([\d.]+) / \d+ % \| ([\d.]+) / \d+ % \| ([\d.]+) / \d+ % \|"
 )
-# (phase index in the per-phase call table, start s, end s) of the two moderate phases.
-MODERATE_PHASES = [(0, 0.0, 60.0), (2, 120.0, 180.0)]
+# (phase index in the per-phase call table, start s, end s) of the three phases.
+PHASES = [(0, 0.0, 60.0), (1, 60.0, 120.0), (2, 120.0, 180.0)]
+MODERATE_PHASES = [PHASES[0], PHASES[2]]
 SETTLE_S = 2.0
+COLLAPSE_FACTOR = 1.5
 STINT_S = 1.5
 
 
@@ -72,12 +80,9 @@ def held_throughout(timeline, start, end):
     return held
 
 
-def held_in_moderate_phases(detail):
-    """[(phase index, set-up name SERF held throughout or None)] for the two moderate phases."""
-    return [
-        (phase, held_throughout(detail.timeline, start, end))
-        for phase, start, end in MODERATE_PHASES
-    ]
+def held_in_phases(detail, phases):
+    """[(phase index, set-up name SERF held throughout or None)] for `phases`."""
+    return [(phase, held_throughout(detail.timeline, start, end)) for phase, start, end in phases]
 
 
 def switch_back_ratios(details):
@@ -88,7 +93,7 @@ def switch_back_ratios(details):
     ratios = []
     for d in details:
         serf = d.calls.get("SERF auto")
-        (_, first), (_, third) = held_in_moderate_phases(d)
+        (_, first), (_, third) = held_in_phases(d, MODERATE_PHASES)
         if serf and first == third and first in d.calls:
             fixed = d.calls[first]
             ratios.append((serf[2] / serf[0]) / (fixed[2] / fixed[0]))
@@ -100,7 +105,7 @@ def call_time_pairs(details):
     pairs = {}
     for d in details:
         serf = d.calls.get("SERF auto")
-        for phase, held in held_in_moderate_phases(d):
+        for phase, held in held_in_phases(d, PHASES):
             if serf and held in d.calls:
                 pairs.setdefault(phase, []).append(serf[phase] / d.calls[held][phase])
     return pairs
@@ -173,19 +178,20 @@ def per_run_median(runs, scope):
     return statistics.median(ratios) if ratios else None
 
 
-def main(paths):
-    runs, details, rates = [], [], set()
-    for p in paths:
-        for rate, table, detail in read_runs(p):
-            rates.add(rate)
-            runs.append(table)
-            details.append(detail)
-    if len(rates) > 1:
-        sys.exit(f"the files served different loads, not poolable: {sorted(rates)}")
-    print(f"{len(runs)} runs from {', '.join(paths)}; phases: {rates.pop() if rates else '?'}\n")
+def collapsed(run):
+    """Whether some fixed set-up collapsed in `run`: a moderate-phase mean more than
+    COLLAPSE_FACTOR times the best fixed set-up's in that phase (a queue that outgrew its load)."""
+    for phase, _, _ in MODERATE_PHASES:
+        means = [v[0][phase] for s, v in run.items() if s.startswith("fixed")]
+        if means and max(means) > COLLAPSE_FACTOR * min(means):
+            return True
+    return False
+
+
+def print_pooled(runs, rng):
+    """The pooled table (per-run median, ratio over all runs, 95 % interval) for `runs`."""
     print("| scope | per-run median | over all runs (best fixed on average) | 95 % interval |")
     print("|---|---|---|---|")
-    rng = random.Random(11)
     for k, name in enumerate(SCOPES):
         whole = pooled(runs, k)
         draws = []
@@ -206,6 +212,20 @@ def main(paths):
             + (f"{whole[0]:.3f} ({whole[1]})" if whole else "–")
             + f" | {interval} |"
         )
+
+
+def main(paths):
+    runs, details, rates = [], [], set()
+    for p in paths:
+        for rate, table, detail in read_runs(p):
+            rates.add(rate)
+            runs.append(table)
+            details.append(detail)
+    if len(rates) > 1:
+        sys.exit(f"the files served different loads, not poolable: {sorted(rates)}")
+    print(f"{len(runs)} runs from {', '.join(paths)}; phases: {rates.pop() if rates else '?'}\n")
+    rng = random.Random(11)
+    print_pooled(runs, rng)
     pairs = call_time_pairs(details)
     print("\nSERF's ORT call over the fixed set-up of the configuration it ran throughout the phase:\n")
     print("| phase | pairs | mean | range |")
@@ -221,6 +241,15 @@ def main(paths):
             f"| phase 3 / phase 1, SERF over fixed (runs with one configuration in both) | {len(back)}"
             f" | {statistics.fmean(back):.3f} | {min(back):.3f}–{max(back):.3f} |"
         )
+    held = [r for r in runs if not collapsed(r)]
+    fell = [r for r in runs if collapsed(r)]
+    for label, group in (("every fixed set-up held", held), ("a fixed set-up collapsed", fell)):
+        if group and len(group) < len(runs):
+            print(
+                f"\nThe {len(group)} runs in which {label} at moderate load (a moderate-phase mean"
+                f" above {COLLAPSE_FACTOR}× the best fixed set-up's is a collapse):\n"
+            )
+            print_pooled(group, rng)
 
 
 if __name__ == "__main__":
