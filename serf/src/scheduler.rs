@@ -43,6 +43,12 @@
 //!   surge out of `(1, 2)` and no move into it is made at that load, while the low phase (ρ ≈ 0.2)
 //!   keeps it. A configuration fast when it keeps up but without margin loses more to a collapse
 //!   than it gains, and the mean over runs is what a deployment sees.
+//!   *What the cap costs where `(1, 2)` holds (thirteenth session).* Over the 35 runs of batches
+//!   K–U SERF is 0.965 of the best fixed configuration over the run; split by host, 0.943 over
+//!   the 10 runs in which fixed `(1, 2)` collapsed, and 1.018 (behind fixed `(1, 2)`, interval
+//!   0.981–1.056) over the 25 in which it held (at 144/s 2 % slower than `(2, 1)` in N–P, 3 %
+//!   faster in R–U; `benchmarks/serf/pool_phases.py`'s split tables). Running `(1, 2)` at moderate load while
+//!   its measured calls hold would need batches on both kinds of host to judge.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`; when both are beyond the
