@@ -241,8 +241,9 @@ def main(paths):
             f"| phase 3 / phase 1, SERF over fixed (runs with one configuration in both) | {len(back)}"
             f" | {statistics.fmean(back):.3f} | {min(back):.3f}–{max(back):.3f} |"
         )
-    held = [r for r in runs if not collapsed(r)]
-    fell = [r for r in runs if collapsed(r)]
+    held, fell = [], []
+    for r in runs:
+        (fell if collapsed(r) else held).append(r)
     for label, group in (("every fixed set-up held", held), ("a fixed set-up collapsed", fell)):
         if group and len(group) < len(runs):
             print(

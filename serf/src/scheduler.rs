@@ -47,8 +47,8 @@
 //!   K–U SERF is 0.965 of the best fixed configuration over the run; split by host, 0.943 over
 //!   the 10 runs in which fixed `(1, 2)` collapsed, and 1.018 (behind fixed `(1, 2)`, interval
 //!   0.981–1.056) over the 25 in which it held (at 144/s 2 % slower than `(2, 1)` in N–P, 3 %
-//!   faster in R–U; `benchmarks/serf/pool_phases.py`'s split tables). Running `(1, 2)` at moderate load while
-//!   its measured calls hold would need batches on both kinds of host to judge.
+//!   faster in R–U; `benchmarks/serf/pool_phases.py`'s split tables). Running `(1, 2)` at
+//!   moderate load while its measured calls hold would need batches on both kinds of host to judge.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`; when both are beyond the
