@@ -1398,6 +1398,12 @@ struct SerfBenchArgs {
     /// places them).
     #[arg(long)]
     pin_cores_from: Option<usize>,
+    /// Cores the model node may use: the configurations profiled and served are those with
+    /// `c·t` at most this (default: all available). With `--pin-cores-from`, a host with more
+    /// cores serves the node on these alone and leaves the rest to the load generator and
+    /// weir's own threads.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    cores: Option<u16>,
     /// Profile bare sessions back to back (the paper's way) instead of the node's executor in a
     /// running one-node graph.
     #[arg(long)]
@@ -1415,16 +1421,21 @@ struct SerfBenchArgs {
 
 /// Draws a benchmark's plot at `path` with `draw` and says where it went, or why not. A plot that
 /// cannot be drawn never loses the measurements printed and saved before it: a host without the
-/// font library makes plotters' font loading panic, which is caught here.
+/// font library makes plotters' font loading panic, which is caught here. A failed drawing leaves
+/// no file behind: the bitmap backend writes its blank canvas when dropped during the panic, and a
+/// white PNG beside a table reads as a plot of nothing.
 fn write_plot(path: &Path, draw: impl FnOnce(&Path) -> Result<()>) {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| draw(path))) {
-        Ok(Ok(())) => println!("plot: {}", path.display()),
-        Ok(Err(e)) => eprintln!("no plot written ({}): {e:#}", path.display()),
-        Err(_) => eprintln!(
-            "no plot written ({}): drawing panicked (is the font library, fontconfig, installed?)",
-            path.display()
-        ),
-    }
+    let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| draw(path))) {
+        Ok(Ok(())) => {
+            println!("plot: {}", path.display());
+            return;
+        }
+        Ok(Err(e)) => format!("{e:#}"),
+        Err(_) => "drawing panicked (is the font library, fontconfig, installed?)".to_string(),
+    };
+    // Nothing to remove is the usual case when drawing failed before the canvas existed.
+    let _ = std::fs::remove_file(path);
+    eprintln!("no plot written ({}): {why}", path.display());
 }
 
 /// A fixed configuration from `CONCURRENCYxTHREADS` (`2x1`: two requests at once, one intra-op
@@ -1453,6 +1464,24 @@ fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
+}
+
+/// The cores `weir bench serf` plans the model node for: `--cores`, else the machine's.
+fn node_cores(args: &SerfBenchArgs) -> usize {
+    args.cores.map_or_else(cores, usize::from)
+}
+
+/// The machine line of the SERF benchmarks' reports: the machine's cores and, where `--cores` or
+/// `--pin-cores-from` narrowed them, the node's.
+fn serf_machine_line(args: &SerfBenchArgs) -> String {
+    let pinned = args
+        .pin_cores_from
+        .map_or_else(|| "no".to_string(), |k| format!("from core {k}"));
+    format!(
+        "machine: {} cores, the model node planned for {} (threads pinned: {pinned})",
+        cores(),
+        node_cores(args)
+    )
 }
 
 fn profile(args: ProfileArgs) -> Result<()> {
@@ -1505,6 +1534,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         profile: ProfileOptions {
             samples: args.samples.max(1),
             rounds: args.rounds.max(1),
+            cores: node_cores(args),
             spinning: args.spinning,
             pin_cores_from: args.pin_cores_from,
             measure_in: measured_in(args.bare_sessions),
@@ -1514,9 +1544,9 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
     let load_before = load_average();
     let runs = serf_phases(&config)?;
     let text = format!(
-        "ONNX Runtime: {}\nmachine: {} cores; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: {}, {} s each; arrivals seeded {} + run; intra-op spinning {}; threads pinned: {}; profile: {} requests per tuple, fresh each run (SERF starts from it)\n{}",
+        "ONNX Runtime: {}\n{}; load average (1 min) before / after: {load_before} / {}\nmodel: {} ({}); phases: {}, {} s each; arrivals seeded {} + run; intra-op spinning {}; profile: {} requests per tuple, fresh each run (SERF starts from it)\n{}",
         OrtRuntime::get()?.build_info(),
-        cores(),
+        serf_machine_line(args),
         load_average(),
         config.model.0,
         config.model.1.display(),
@@ -1527,10 +1557,6 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         config.phase_seconds,
         config.seed,
         if config.profile.spinning { "on" } else { "off" },
-        config
-            .profile
-            .pin_cores_from
-            .map_or_else(|| "no".to_string(), |k| format!("from core {k}")),
         config.profile.samples,
         phases_table(&runs)
     );
@@ -1591,6 +1617,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
         profile: ProfileOptions {
             samples: args.samples.max(1),
             rounds: args.rounds.max(1),
+            cores: node_cores(&args),
             spinning: args.spinning,
             pin_cores_from: args.pin_cores_from,
             measure_in: measured_in(args.bare_sessions),
@@ -1600,10 +1627,10 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     let load_before = load_average();
     let results = serf_bench(&config)?;
     let mut text = format!(
-        "ONNX Runtime: {}\nmachine load average (1 min) before / after: {load_before} / {}\nmachine: {} cores; requests per point: {} × k/{} (at least {}, at most {} s × λ); profile: {} requests per tuple\n\n",
+        "ONNX Runtime: {}\nmachine load average (1 min) before / after: {load_before} / {}\n{}; requests per point: {} × k/{} (at least {}, at most {} s × λ); profile: {} requests per tuple\n\n",
         OrtRuntime::get()?.build_info(),
         load_average(),
-        cores(),
+        serf_machine_line(&args),
         config.requests,
         config.loads,
         config.min_requests,

@@ -78,3 +78,53 @@ fn run_open_loop_answers_every_request() {
         "{stdout}"
     );
 }
+
+/// `weir bench serf --cores 1` plans the node for one core whatever the machine has: the profile
+/// and the load runs cover `(1, 1)` alone, and the report's machine line says so. `--cores 0` is
+/// refused with the flag named.
+#[test]
+fn bench_serf_plans_the_node_for_the_cores_given() {
+    let dir = crate::common::temp_dir("serf-cores");
+    let table = dir.0.join("serf.md");
+    let table_arg = table.to_string_lossy().to_string();
+    let plot_arg = dir.0.join("serf.png").to_string_lossy().to_string();
+    let model = weir_home().join("models/mlp_a.onnx");
+    let model_arg = model.to_string_lossy().to_string();
+    let stdout = weir_ok(&[
+        "bench",
+        "serf",
+        "--model",
+        &model_arg,
+        "--cores",
+        "1",
+        "--loads",
+        "1",
+        "--requests",
+        "30",
+        "--min-requests",
+        "30",
+        "--samples",
+        "2",
+        "--rounds",
+        "1",
+        "--table",
+        &table_arg,
+        "--plot",
+        &plot_arg,
+    ]);
+    let text = std::fs::read_to_string(&table).expect("the table is written");
+    assert!(text.contains("the model node planned for 1 "), "{text}");
+    assert!(text.contains("| c=1 t=1 |"), "{text}");
+    for other in ["| c=1 t=2 |", "| c=2 t=1 |"] {
+        assert!(!text.contains(other), "{other} beyond one core:\n{text}");
+    }
+    assert!(stdout.contains(&table_arg), "{stdout}");
+
+    let out = weir()
+        .args(["bench", "serf", "--cores", "0"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--cores"), "{stderr}");
+}
