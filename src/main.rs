@@ -1383,6 +1383,10 @@ struct SerfBenchArgs {
     /// settles in measures what the `auto` machinery itself costs.
     #[arg(long)]
     control_threads: Option<usize>,
+    /// Also run SERF with this utilisation cap (`--phases`; `parallelism: {auto:
+    /// {max_utilisation: U}}`, 0 < U ≤ 1), in the same runs as SERF with the default cap.
+    #[arg(long, value_parser = parse_utilisation)]
+    also_max_utilisation: Option<f64>,
     /// Seed of the first run's arrivals; run `r` uses `seed + r` (`--phases`).
     #[arg(long, default_value_t = 11)]
     seed: u64,
@@ -1436,6 +1440,16 @@ fn write_plot(path: &Path, draw: impl FnOnce(&Path) -> Result<()>) {
     // Nothing to remove is the usual case when drawing failed before the canvas existed.
     let _ = std::fs::remove_file(path);
     eprintln!("no plot written ({}): {why}", path.display());
+}
+
+/// A utilisation cap: a number above 0 and at most 1.
+fn parse_utilisation(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(u) if u > 0.0 && u <= 1.0 => Ok(u),
+        _ => Err(format!(
+            "`{text}` is not a utilisation above 0 and at most 1 (e.g. 0.6)"
+        )),
+    }
 }
 
 /// A fixed configuration from `CONCURRENCYxTHREADS` (`2x1`: two requests at once, one intra-op
@@ -1526,6 +1540,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         rates: args.moderate_rate.zip(args.low_rate),
         fixed: args.fixed.clone(),
         control_threads: args.control_threads,
+        also_cap: args.also_max_utilisation,
         settle_seconds: 8.0,
         burn_in_seconds: args.burn_in,
         bin_seconds: 2.0,

@@ -541,7 +541,7 @@ pub fn load_for_profiling(path: &Path) -> Result<crate::LoadedGraph, crate::Load
         if let NodeSpec::Model(m) = &mut node.value {
             if matches!(
                 m.parallelism.as_ref().map(|p| p.value),
-                Some(ParallelismSpec::Auto)
+                Some(ParallelismSpec::Auto(_))
             ) {
                 m.parallelism = None;
             }

@@ -2,7 +2,8 @@
 //! resolves to (paper §IV, note `notes/serf.md` §2.12).
 //!
 //! `parallelism: {concurrency: C, threads: T}` is the same as `executor: {instances: C,
-//! intra_op_threads: T}` and resolves to exactly that executor setting. `parallelism: auto` needs the
+//! intra_op_threads: T}` and resolves to exactly that executor setting. `parallelism: auto` (or
+//! `{auto: {max_utilisation: U}}`, the scheduler's utilisation cap, `0 < U ≤ 1`) needs the
 //! node's SERF profile next to the graph (`<graph dir>/<node>.serf.json`, written by `weir profile`):
 //! it is read here, so a missing or broken profile is a validation error, and the node starts in the
 //! configuration with the most capacity `c·μ_c`: the load is unknown until the scheduler's first
@@ -38,6 +39,9 @@ pub struct AutoParallelism {
     pub profile: Profile,
     /// The configuration the node starts in (the one with the most capacity).
     pub initial: Config,
+    /// `parallelism: {auto: {max_utilisation: U}}`, checked to lie in `(0, 1]` (`None`: the
+    /// scheduler's default).
+    pub max_utilisation: Option<f64>,
 }
 
 impl AutoParallelism {
@@ -118,7 +122,20 @@ pub(crate) fn check_parallelism(
                 None,
             ))
         }
-        ParallelismSpec::Auto => {
+        ParallelismSpec::Auto(auto) => {
+            if let Some(u) = auto.max_utilisation {
+                if !(u > 0.0 && u <= 1.0) {
+                    diags.push(
+                        Diagnostic::error(
+                            format!("{path}.auto.max_utilisation"),
+                            loc,
+                            format!("node `{id}`: `max_utilisation` {u} is not a utilisation the scheduler can plan for; it must be above 0 and at most 1"),
+                        )
+                        .with_help("the share of a configuration's capacity the planned load may take, e.g. 0.6 (default 0.5)"),
+                    );
+                    return None;
+                }
+            }
             if let Some(r) = replicas {
                 if r != [ReplicaTarget::Local] {
                     diags.push(Diagnostic::error(
@@ -226,6 +243,7 @@ pub(crate) fn check_parallelism(
                     profile_path: file,
                     profile,
                     initial,
+                    max_utilisation: auto.max_utilisation,
                 }),
             ))
         }

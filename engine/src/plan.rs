@@ -152,12 +152,14 @@ fn kind_label(kind: &NodeKind) -> String {
             },
             match &m.auto_parallelism {
                 Some(a) => format!(
-                    ", parallelism auto over {} configurations from {}",
+                    ", parallelism auto over {} configurations from {}{}",
                     a.configs().len(),
                     a.profile_path
                         .file_name()
                         .and_then(|s| s.to_str())
-                        .unwrap_or("?")
+                        .unwrap_or("?"),
+                    a.max_utilisation
+                        .map_or_else(String::new, |u| format!(", utilisation cap {u}"))
                 ),
                 None => String::new(),
             }

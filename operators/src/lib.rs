@@ -79,6 +79,18 @@ impl std::fmt::Debug for OperatorFactory {
     }
 }
 
+/// The scheduler settings of a `parallelism: auto` node: the defaults, with the YAML's utilisation
+/// cap where it gives one (validated to lie in `(0, 1]`).
+fn scheduler_options(
+    auto: &weir_engine::parallelism::AutoParallelism,
+) -> weir_serf::scheduler::SchedulerOptions {
+    let defaults = weir_serf::scheduler::SchedulerOptions::default();
+    weir_serf::scheduler::SchedulerOptions {
+        max_utilisation: auto.max_utilisation.unwrap_or(defaults.max_utilisation),
+        ..defaults
+    }
+}
+
 fn executor_config(n: &PlannedNode, m: &weir_engine::validate::ModelNode) -> ExecutorConfig {
     ExecutorConfig {
         node: n.node.id.clone(),
@@ -167,7 +179,7 @@ impl OperatorFactory {
                                         &auto.profile,
                                     ),
                                     initial: auto.initial,
-                                    scheduler: weir_serf::scheduler::SchedulerOptions::default(),
+                                    scheduler: scheduler_options(auto),
                                 },
                             )?,
                             None => ModelExecutor::start(runtime, config.clone())?,
@@ -436,3 +448,33 @@ fn start_stateful(
 
 /// The primary name of a stateful node run in this process.
 pub const LOCAL_PRIMARY: &str = "local";
+
+#[cfg(test)]
+mod tests {
+    use super::scheduler_options;
+    use weir_engine::parallelism::AutoParallelism;
+    use weir_serf::config::Config;
+    use weir_serf::profile::Profile;
+    use weir_serf::scheduler::SchedulerOptions;
+
+    /// The YAML's `max_utilisation` reaches the scheduler; without it the default cap holds, and
+    /// nothing else moves either way.
+    #[test]
+    fn the_yaml_utilisation_cap_reaches_the_scheduler() {
+        let auto = |max_utilisation| AutoParallelism {
+            profile_path: "m.serf.json".into(),
+            profile: Profile::from_rates(2, &[(1, vec![4.0, 3.5]), (2, vec![5.0])]).unwrap(),
+            initial: Config::new(2, 1),
+            max_utilisation,
+        };
+        let defaults = SchedulerOptions::default();
+        let capped = scheduler_options(&auto(Some(0.6)));
+        assert_eq!(capped.max_utilisation, 0.6);
+        assert_eq!(capped.utilisation_band, defaults.utilisation_band);
+        assert_eq!(capped.window, defaults.window);
+        assert_eq!(
+            scheduler_options(&auto(None)).max_utilisation,
+            defaults.max_utilisation
+        );
+    }
+}

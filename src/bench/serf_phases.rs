@@ -94,7 +94,9 @@ use plotters::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
-use weir_engine::spec::{ExecutorSpec, FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec};
+use weir_engine::spec::{
+    AutoSpec, ExecutorSpec, FixedParallelism, GraphSpec, ModelBuilder, ParallelismSpec,
+};
 use weir_operators::model::ParallelismSnapshot;
 use weir_serf::config::Config;
 use weir_serf::profile::Profile;
@@ -141,6 +143,8 @@ pub struct PhasesConfig {
     /// Also run the control set-up [`Setup::SerfThreads`] with this many threads per request
     /// (`None`: not run).
     pub control_threads: Option<usize>,
+    /// Also run SERF with this utilisation cap, [`Setup::SerfCapped`] (`None`: not run).
+    pub also_cap: Option<f64>,
 }
 
 /// Utilisation at moderate load from which a fixed configuration is not run.
@@ -160,12 +164,24 @@ pub enum Setup {
     /// switchable executor's path, the control loop, online re-profiling) apart from what SERF
     /// decides. It has no 2-thread session, so a cost of an idle extra session is not in it.
     SerfThreads(usize),
+    /// `parallelism: {auto: {max_utilisation: U}}`, `U` in thousandths
+    /// ([`PhasesConfig::also_cap`]): SERF with another utilisation cap than the default, served in
+    /// the same run as [`Setup::Serf`], so the two caps meet the same minutes of the machine.
+    SerfCapped(u16),
+}
+
+/// A utilisation cap in thousandths, the unit [`Setup::SerfCapped`] keeps it in.
+pub fn cap_permille(cap: f64) -> u16 {
+    (cap.clamp(0.0, 1.0) * 1000.0).round() as u16
 }
 
 impl Setup {
     /// Whether the scheduler runs it (`parallelism: auto`).
     fn is_auto(self) -> bool {
-        matches!(self, Setup::Serf | Setup::SerfThreads(_))
+        matches!(
+            self,
+            Setup::Serf | Setup::SerfThreads(_) | Setup::SerfCapped(_)
+        )
     }
 }
 
@@ -175,6 +191,7 @@ impl std::fmt::Display for Setup {
             Setup::Serf => f.write_str("SERF auto"),
             Setup::Fixed(c) => write!(f, "fixed {c}"),
             Setup::SerfThreads(t) => write!(f, "SERF auto, t={t} only"),
+            Setup::SerfCapped(p) => write!(f, "SERF auto, cap {:.3}", f64::from(*p) / 1000.0),
         }
     }
 }
@@ -301,7 +318,7 @@ impl PhasesRun {
             .filter(|(i, _)| self.failed(*i, phase, settled) == 0)
             .filter_map(|(i, s)| match s.setup {
                 Setup::Fixed(c) => Some((self.mean(i, phase, settled), c)),
-                Setup::Serf | Setup::SerfThreads(_) => None,
+                Setup::Serf | Setup::SerfThreads(_) | Setup::SerfCapped(_) => None,
             })
             .fold((f64::INFINITY, Config::new(1, 1)), |a, b| {
                 if b.0 < a.0 {
@@ -372,12 +389,18 @@ fn setup_graph(
     let parallelism = match setup {
         Setup::Serf => {
             profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
-            ParallelismSpec::Auto
+            ParallelismSpec::Auto(AutoSpec::default())
         }
         Setup::SerfThreads(threads) => {
             with_threads_only(profile, threads)?
                 .save(&profile_path(&dir.join("graph.yaml"), "model"))?;
-            ParallelismSpec::Auto
+            ParallelismSpec::Auto(AutoSpec::default())
+        }
+        Setup::SerfCapped(permille) => {
+            profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
+            ParallelismSpec::Auto(AutoSpec {
+                max_utilisation: Some(f64::from(permille) / 1000.0),
+            })
         }
         Setup::Fixed(c) => ParallelismSpec::Fixed(FixedParallelism {
             concurrency: c.concurrency,
@@ -556,6 +579,9 @@ impl Plan {
         if let Some(threads) = config.control_threads {
             with_threads_only(profile, threads)?;
             setups.push(Setup::SerfThreads(threads));
+        }
+        if let Some(cap) = config.also_cap {
+            setups.push(Setup::SerfCapped(cap_permille(cap)));
         }
         let (mut skipped, mut left_out) = (Vec::new(), Vec::new());
         for c in candidates.as_slice() {
@@ -945,6 +971,31 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             ));
         }
     }
+    let capped = runs
+        .iter()
+        .flat_map(|r| r.setups.iter())
+        .find_map(|x| match x.setup {
+            Setup::SerfCapped(permille) => Some(permille),
+            _ => None,
+        });
+    if let Some(permille) = capped {
+        let cap = f64::from(permille) / 1000.0;
+        s.push_str(&format!(
+            "\n### SERF auto with utilisation cap {cap:.3} / the best fixed configuration\n\nThe same SERF under `parallelism: {{auto: {{max_utilisation: {cap}}}}}`, served in the same runs as the default cap's, so both meet the same minutes of the machine; set beside the first table's SERF row it says which cap served this host better. Pooled over all runs as above.\n\n| scope | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval |\n|---|---|---|---|---|\n"
+        ));
+        for p in scopes {
+            let settled = if p.is_some() {
+                pooled_cells(runs, Compared::Capped(permille), p, true)
+            } else {
+                " | ".to_string()
+            };
+            s.push_str(&format!(
+                "| {} | {} | {settled} |\n",
+                phase_name(p),
+                pooled_cells(runs, Compared::Capped(permille), p, false)
+            ));
+        }
+    }
     s
 }
 
@@ -992,6 +1043,8 @@ pub enum Compared {
     Serf,
     /// The control [`Setup::SerfThreads`] against the fixed configurations with its threads.
     Control(usize),
+    /// SERF under another utilisation cap ([`Setup::SerfCapped`]) against every fixed configuration.
+    Capped(u16),
 }
 
 impl Compared {
@@ -999,12 +1052,13 @@ impl Compared {
         match self {
             Compared::Serf => Setup::Serf,
             Compared::Control(threads) => Setup::SerfThreads(threads),
+            Compared::Capped(permille) => Setup::SerfCapped(permille),
         }
     }
 
     fn admits(self, fixed: Config) -> bool {
         match self {
-            Compared::Serf => true,
+            Compared::Serf | Compared::Capped(_) => true,
             Compared::Control(threads) => fixed.threads == threads,
         }
     }
@@ -1354,7 +1408,50 @@ mod tests {
             seed: 1,
             profile: ProfileOptions::default(),
             control_threads: None,
+            also_cap: None,
         }
+    }
+
+    /// `--also-max-utilisation`: a second SERF set-up with that cap runs in the same plan, is never
+    /// anyone's "best fixed", is compared with every fixed configuration, and gets its own table.
+    #[test]
+    fn a_second_cap_runs_beside_serf_and_is_compared_with_every_fixed_configuration() {
+        let profile = Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap();
+        let (c12, c21) = (Config::new(1, 2), Config::new(2, 1));
+        let config = PhasesConfig {
+            also_cap: Some(0.6),
+            ..plan_config(Some((150.0, 40.0)), vec![c12, c21])
+        };
+        let plan = Plan::from_profile(&config, &profile).unwrap();
+        assert_eq!(
+            plan.setups,
+            vec![
+                Setup::Serf,
+                Setup::SerfCapped(600),
+                Setup::Fixed(c12),
+                Setup::Fixed(c21)
+            ]
+        );
+        assert_eq!(Setup::SerfCapped(600).to_string(), "SERF auto, cap 0.600");
+
+        // SERF 10 ms, the 0.6 cap 8 ms, fixed (1, 2) 9 ms, fixed (2, 1) 10 ms.
+        let mut run = one_phase_run(4, 10.0, 9.0, 10.0);
+        run.setups.insert(1, served(Setup::SerfCapped(600), 4, 8.0));
+        assert_eq!(run.ratio_to_best(Some(0), false), (10.0 / 9.0, c12));
+        let runs = [run];
+        let (capped, with) =
+            ratio_over_all_runs(&runs, Compared::Capped(600), Some(0), false).unwrap();
+        assert_eq!(with, c12);
+        assert!((capped - 8.0 / 9.0).abs() < 1e-12);
+        let table = phases_table(&runs);
+        assert!(
+            table.contains("SERF auto with utilisation cap 0.600 / the best fixed"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 1 moderate | 0.889 (c=1 t=2) |"),
+            "{table}"
+        );
     }
 
     #[test]

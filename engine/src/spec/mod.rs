@@ -27,8 +27,8 @@ use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
 pub use model::{
-    BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, ParallelismSpec, ParityEncoder,
-    ParitySpec, ResilienceSpec,
+    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, ParallelismSpec,
+    ParityEncoder, ParitySpec, ResilienceSpec,
 };
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
@@ -349,6 +349,61 @@ outputs:
             .unwrap_err()
             .to_string();
         assert!(err.contains("g.yaml:8:"), "{err}");
+    }
+
+    /// The three shapes of `parallelism` parse to their variants; a map that mixes them, misses a
+    /// field or names an unknown one is refused with the node's location.
+    #[test]
+    fn parallelism_shapes_parse_and_mixed_ones_are_refused_where_written() {
+        let with = |value: &str| {
+            YAML.replace(
+                "path: m.onnx",
+                &format!("path: m.onnx\n      parallelism: {value}"),
+            )
+        };
+        let parsed = |value: &str| {
+            let g = GraphSpec::from_yaml(&with(value), "g.yaml").unwrap();
+            let NodeSpec::Model(m) = &g.nodes[0].value else {
+                panic!("not a model node");
+            };
+            m.parallelism.as_ref().map(|p| p.value)
+        };
+        assert_eq!(
+            parsed("auto"),
+            Some(ParallelismSpec::Auto(AutoSpec::default()))
+        );
+        assert_eq!(
+            parsed("{auto: {}}"),
+            Some(ParallelismSpec::Auto(AutoSpec::default()))
+        );
+        assert_eq!(
+            parsed("{auto: {max_utilisation: 0.6}}"),
+            Some(ParallelismSpec::Auto(AutoSpec {
+                max_utilisation: Some(0.6)
+            }))
+        );
+        assert_eq!(
+            parsed("{concurrency: 2, threads: 1}"),
+            Some(ParallelismSpec::Fixed(FixedParallelism {
+                concurrency: 2,
+                threads: 1
+            }))
+        );
+        for (value, says) in [
+            ("{auto: {max_utilisation: 0.6}, threads: 2}", "not both"),
+            ("{concurrency: 2}", "missing field `threads`"),
+            ("{threads: 2}", "missing field `concurrency`"),
+            ("{}", "an empty map"),
+            ("{auto: {cap: 0.6}}", "cap"),
+            ("{auto: {max_utilisation: high}}", "max_utilisation"),
+            ("fast", "{concurrency: C, threads: T}"),
+        ] {
+            let err = GraphSpec::from_yaml(&with(value), "g.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{value}: {err}");
+            assert!(err.contains("g.yaml:8:"), "{value}: {err}");
+        }
     }
 
     #[test]

@@ -52,16 +52,28 @@ pub struct ModelSpec {
 
 /// How many requests a model node runs at once and with how many intra-op threads each (SERF).
 ///
-/// Written `parallelism: auto` or `parallelism: {concurrency: 2, threads: 1}`. The YAML shape picks
-/// the variant explicitly (the string `auto` or a map with exactly these keys); nothing is guessed
-/// from optional fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Written `parallelism: auto`, `parallelism: {auto: {max_utilisation: 0.6}}` or
+/// `parallelism: {concurrency: 2, threads: 1}`. The YAML shape picks the variant explicitly (the
+/// string `auto`, a map with the one key `auto`, or a map with exactly `concurrency` and
+/// `threads`); nothing is guessed from optional fields.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ParallelismSpec {
     /// The SERF scheduler chooses `(concurrency, threads)` among the configurations of the node's
     /// profile (`<node>.serf.json` next to the graph, written by `weir profile`) and switches live.
-    Auto,
+    Auto(AutoSpec),
     /// A fixed configuration, the same as `executor: {instances: C, intra_op_threads: T}`.
     Fixed(FixedParallelism),
+}
+
+/// Settings of `parallelism: auto`; every one left out takes the scheduler's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoSpec {
+    /// The utilisation cap: the scheduler chooses only among configurations predicted at most
+    /// this busy at the planned load (`0 < U ≤ 1`; default 0.5, `weir_serf::scheduler` docs say
+    /// why). Higher lets a faster configuration with less headroom be chosen at moderate load.
+    #[serde(default)]
+    pub max_utilisation: Option<f64>,
 }
 
 /// A fixed parallelism configuration.
@@ -74,6 +86,22 @@ pub struct FixedParallelism {
     pub threads: usize,
 }
 
+/// What `parallelism` expects, for errors.
+const PARALLELISM_SHAPES: &str =
+    "`auto`, `{auto: {max_utilisation: U}}` or `{concurrency: C, threads: T}`";
+
+/// The map forms of `parallelism`, read before the variant is picked from the keys present.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParallelismMap {
+    #[serde(default)]
+    auto: Option<AutoSpec>,
+    #[serde(default)]
+    concurrency: Option<usize>,
+    #[serde(default)]
+    threads: Option<usize>,
+}
+
 impl<'de> Deserialize<'de> for ParallelismSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Visitor;
@@ -81,12 +109,12 @@ impl<'de> Deserialize<'de> for ParallelismSpec {
             type Value = ParallelismSpec;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("`auto` or `{concurrency: C, threads: T}`")
+                f.write_str(PARALLELISM_SHAPES)
             }
 
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ParallelismSpec, E> {
                 if v == "auto" {
-                    Ok(ParallelismSpec::Auto)
+                    Ok(ParallelismSpec::Auto(AutoSpec::default()))
                 } else {
                     Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
                 }
@@ -96,8 +124,26 @@ impl<'de> Deserialize<'de> for ParallelismSpec {
                 self,
                 map: A,
             ) -> Result<ParallelismSpec, A::Error> {
-                FixedParallelism::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(ParallelismSpec::Fixed)
+                use serde::de::Error;
+                let m =
+                    ParallelismMap::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                match (m.auto, m.concurrency, m.threads) {
+                    (Some(auto), None, None) => Ok(ParallelismSpec::Auto(auto)),
+                    (None, Some(concurrency), Some(threads)) => {
+                        Ok(ParallelismSpec::Fixed(FixedParallelism {
+                            concurrency,
+                            threads,
+                        }))
+                    }
+                    (None, Some(_), None) => Err(A::Error::missing_field("threads")),
+                    (None, None, Some(_)) => Err(A::Error::missing_field("concurrency")),
+                    (None, None, None) => Err(A::Error::custom(format!(
+                        "an empty map; expected {PARALLELISM_SHAPES}"
+                    ))),
+                    (Some(_), _, _) => Err(A::Error::custom(
+                        "`auto` lets the scheduler choose concurrency and threads; give either `auto` or `concurrency` and `threads`, not both",
+                    )),
+                }
             }
         }
         d.deserialize_any(Visitor)
