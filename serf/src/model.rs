@@ -93,6 +93,20 @@ impl Prediction {
             latency: self.latency,
         }
     }
+
+    /// Mean waiting time for service times with squared coefficient of variation `scv` instead
+    /// of deterministic ones: linear in the SCV from the deterministic wait ([`Self::waiting`],
+    /// SCV 0) through the exponential one ([`Self::waiting_mm`], SCV 1). With one server this is
+    /// exactly Pollaczek–Khinchine (`W_q ∝ (1 + SCV)/2`, and the exponential wait is twice the
+    /// deterministic); with several it is the usual two-moment interpolation, not an exact result.
+    /// Decision (weir's, not the paper's, which assumes homogeneous, near-deterministic service):
+    /// used only to judge how much of a measured queue the service-time spread explains
+    /// (`weir bench serf`'s *in situ with the call SCV*), not in the scheduler. A negative `scv`
+    /// counts as 0.
+    pub fn waiting_with_scv(&self, scv: f64) -> f64 {
+        let scv = scv.max(0.0);
+        self.waiting + scv * (self.waiting_mm - self.waiting)
+    }
 }
 
 /// Cosmetatos' server-count term `f(c) = (c−1)·(√(4+5c) − 2)/(16c)` (Eq. 9); `f(1) = 0`.
@@ -244,6 +258,24 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    /// One server: the SCV interpolation is Pollaczek–Khinchine, `W_q = (1 + SCV)·ρ·S / (2(1 − ρ))`;
+    /// with several it runs from the deterministic wait (SCV 0) to the exponential one (SCV 1).
+    #[test]
+    fn the_scv_wait_is_pollaczek_khinchine_for_one_server() {
+        let (lambda, mu) = (0.6, 1.0);
+        let p = predict(lambda, &[mu]).unwrap();
+        let rho = lambda / mu;
+        for scv in [0.0, 0.2, 1.0, 2.5] {
+            let pk = (1.0 + scv) * rho / mu / (2.0 * (1.0 - rho));
+            assert!(close(p.waiting_with_scv(scv), pk, 1e-12), "SCV {scv}");
+        }
+        assert_eq!(p.waiting_with_scv(-1.0), p.waiting);
+        let three = predict(2.0, &[1.0, 0.9, 0.8]).unwrap();
+        assert_eq!(three.waiting_with_scv(0.0), three.waiting);
+        assert!(close(three.waiting_with_scv(1.0), three.waiting_mm, 1e-15));
+        assert!(three.waiting_with_scv(0.5) > three.waiting);
     }
 
     #[test]

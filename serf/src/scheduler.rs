@@ -19,7 +19,8 @@
 //!   over-estimating costs a modestly slower configuration. With a 5 s window at 7.5 requests/s, `λ̂` alone
 //!   swings ±16% and, in the S4 replay, made the decision flap across a crossover 15% away; the margin
 //!   biases near-crossover choices towards capacity, like the table's conservative row lookup.
-//! - **Utilisation cap** (`max_utilisation`, default 0.5; weir's, not the paper's). Online evaluation chooses
+//! - **Utilisation cap** (`max_utilisation`, default 0.5; weir's, not the paper's; per node in YAML as
+//!   `parallelism: {auto: {max_utilisation: U}}`). Online evaluation chooses
 //!   only among configurations predicted at most 50 % busy at the planned load, and the one with the most
 //!   capacity when none is. Why: the model's error grows with utilisation (on the 2-vCPU VM, median 32 % and
 //!   up to 10× near saturation, `benchmarks/README.md` *serf on ONNX Runtime*), because service times measured

@@ -18,6 +18,14 @@
 //! that its mean service time (Eq. 12) is the one measured. The in-situ error is what remains
 //! once the service level is right: the queueing model's own error plus weir's path.
 //!
+//! The node's calls are also timed one by one during each point, and their squared coefficient
+//! of variation (SCV) gives a second in-situ prediction whose queue is that of service times as
+//! spread as the calls were (`Prediction::waiting_with_scv`: Pollaczek–Khinchine for one slot,
+//! the two-moment interpolation between the deterministic and the exponential wait for several).
+//! The profile measures calls back to back, where their SCV is near 0; on the 16-core host
+//! squeezenet's `(1, 2)` queued 15 % longer than the model where its mean call time held, and
+//! this column says how much of such a gap the calls' spread under load explains.
+//!
 //! Every point also splits the measured latency at the model node: the executor counts each job's
 //! time from queued to answered (its wait in the node's queue plus the call), which is exactly what
 //! the queueing model predicts, so the table shows the model's error at the node apart from the path
@@ -45,7 +53,7 @@ use weir_serf::table::Candidates;
 
 use super::overhead::{first_input_output, median};
 use crate::loadgen::{run_load, Arrival, LoadSpec};
-use crate::serf::in_graph::one_node_graph;
+use crate::serf::in_graph::{one_node_graph, NODE};
 use crate::serf::{profile_node, ProfileOptions};
 use crate::RunningGraph;
 
@@ -101,6 +109,13 @@ pub struct SerfPoint {
     /// Mean latency predicted with the service rates scaled to the measured service time, ms (`None`:
     /// no service time, or the scaled rates cannot keep up with `λ`).
     pub in_situ_ms: Option<f64>,
+    /// Squared coefficient of variation of the node's calls during the point (`None`: fewer than
+    /// two calls recorded); the profile's, back to back, is near 0.
+    pub measured_service_scv: Option<f64>,
+    /// [`Self::in_situ_ms`] with the queue of service times as spread as the calls measured
+    /// ([`weir_serf::model::Prediction::waiting_with_scv`]) instead of deterministic, ms (`None`
+    /// as for the in-situ prediction, or no SCV).
+    pub in_situ_scv_ms: Option<f64>,
     /// The part of [`Self::predicted_ms`] spent at the model node (waiting in its queue, then the
     /// call): the queueing model's own prediction, ms.
     pub predicted_node_ms: f64,
@@ -123,6 +138,12 @@ impl SerfPoint {
     /// The same for the in-situ prediction.
     pub fn in_situ_error(&self) -> Option<f64> {
         self.in_situ_ms
+            .map(|p| (p - self.measured_ms) / self.measured_ms)
+    }
+
+    /// The same for the in-situ prediction with the calls' measured spread.
+    pub fn in_situ_scv_error(&self) -> Option<f64> {
+        self.in_situ_scv_ms
             .map(|p| (p - self.measured_ms) / self.measured_ms)
     }
 
@@ -162,12 +183,47 @@ pub fn in_situ_latency(
     predicted_service_s: f64,
     measured_service_s: f64,
 ) -> Option<f64> {
+    in_situ_prediction(lambda, mu, predicted_service_s, measured_service_s).map(|p| p.latency)
+}
+
+/// [`in_situ_latency`] with the waiting of service times whose squared coefficient of variation
+/// is `scv` ([`weir_serf::model::Prediction::waiting_with_scv`]).
+pub fn in_situ_latency_with_scv(
+    lambda: f64,
+    mu: &[f64],
+    predicted_service_s: f64,
+    measured_service_s: f64,
+    scv: f64,
+) -> Option<f64> {
+    in_situ_prediction(lambda, mu, predicted_service_s, measured_service_s)
+        .map(|p| p.service + p.waiting_with_scv(scv))
+}
+
+/// The paper's prediction with the rates `mu` scaled to the measured mean service time.
+fn in_situ_prediction(
+    lambda: f64,
+    mu: &[f64],
+    predicted_service_s: f64,
+    measured_service_s: f64,
+) -> Option<weir_serf::model::Prediction> {
     if !(predicted_service_s > 0.0 && measured_service_s > 0.0) {
         return None;
     }
     let scale = predicted_service_s / measured_service_s;
     let scaled: Vec<f64> = mu.iter().map(|m| m * scale).collect();
-    predict(lambda, &scaled).ok().map(|p| p.latency)
+    predict(lambda, &scaled).ok()
+}
+
+/// Squared coefficient of variation of `times` (`None`: fewer than two, or a zero mean).
+pub fn scv(times: &[std::time::Duration]) -> Option<f64> {
+    if times.len() < 2 {
+        return None;
+    }
+    let n = times.len() as f64;
+    let secs = || times.iter().map(std::time::Duration::as_secs_f64);
+    let mean = secs().sum::<f64>() / n;
+    let variance = secs().map(|t| (t - mean).powi(2)).sum::<f64>() / n;
+    (mean > 0.0).then(|| variance / (mean * mean))
 }
 
 /// Best-configuration identification at one load (X6).
@@ -310,6 +366,10 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
             let latency = estimate.latency;
             let requests = requests_at(config, level, lambda);
             let before = node_counters(&graph);
+            let calls = graph.executor_load(NODE);
+            if let Some(calls) = calls {
+                calls.record_calls();
+            }
             let report = run_load(
                 graph.runtime(),
                 &workload,
@@ -330,6 +390,8 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                     report.errors
                 ));
             }
+            let call_times = calls.map(|c| c.take_calls()).unwrap_or_default();
+            let measured_scv = scv(&call_times);
             let after = node_counters(&graph);
             let mean_over = |total: std::time::Duration, before: std::time::Duration, n: u64| {
                 (n > 0).then(|| total.saturating_sub(before).as_secs_f64() / n as f64)
@@ -358,6 +420,13 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 measured_service_ms: measured_service.map(|s| s * 1e3),
                 in_situ_ms: measured_service
                     .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
+                    .map(|l| profile.predicted_latency(l, lambda) * 1e3),
+                measured_service_scv: measured_scv,
+                in_situ_scv_ms: measured_service
+                    .zip(measured_scv)
+                    .and_then(|(s, scv)| {
+                        in_situ_latency_with_scv(lambda, &candidate.mu, prediction.service, s, scv)
+                    })
                     .map(|l| profile.predicted_latency(l, lambda) * 1e3),
                 predicted_node_ms: latency * 1e3,
                 measured_node_ms: measured_node.map(|s| s * 1e3),
@@ -432,7 +501,7 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
@@ -440,7 +509,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         |p| {
             let dash = || "–".to_string();
             format!(
-                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0}",
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0} | {} | {}",
                 p.config,
                 p.level,
                 p.lambda,
@@ -464,11 +533,16 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                     .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
                 p.outside_the_node_ms()
                     .map_or_else(dash, |(pred, m)| format!("{pred:.3} / {m:.3}")),
-                p.send_late_ms * 1e3
+                p.send_late_ms * 1e3,
+                p.measured_service_scv
+                    .map_or_else(dash, |v| format!("{v:.3}")),
+                p.in_situ_scv_ms
+                    .zip(p.in_situ_scv_error())
+                    .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0))
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -487,8 +561,14 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         let (node_mean, node_p90, _) = error_summary(at_node.iter().copied());
         let (sent_mean, sent_p90, _) =
             error_summary(r.points.iter().map(SerfPoint::from_send_error));
+        let with_scv: Vec<f64> = r
+            .points
+            .iter()
+            .filter_map(SerfPoint::in_situ_scv_error)
+            .collect();
+        let (scv_mean, scv_p90, _) = error_summary(with_scv.iter().copied());
         s.push_str(&format!(
-            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % |\n",
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) |\n",
             r.model,
             r.points.len(),
             mean * 100.0,
@@ -508,20 +588,23 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             node_p90 * 100.0,
             at_node.len(),
             sent_mean * 100.0,
-            sent_p90 * 100.0
+            sent_p90 * 100.0,
+            scv_mean * 100.0,
+            scv_p90 * 100.0,
+            with_scv.len()
         ));
     }
     if results.len() > 1 {
         let (mean, p90, p95) = error_summary(all.iter().map(|p| p.error()));
         s.push_str(&format!(
-            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | | |\n",
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | | | |\n",
             all.len(),
             mean * 100.0,
             p90 * 100.0,
             p95 * 100.0
         ));
     }
-    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | | |\n");
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | | | |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
@@ -670,6 +753,8 @@ mod tests {
             predicted_service_ms: 1.0,
             measured_service_ms: None,
             in_situ_ms: None,
+            measured_service_scv: None,
+            in_situ_scv_ms: None,
             predicted_node_ms: predicted_ms,
             measured_node_ms: None,
         }
@@ -736,6 +821,35 @@ mod tests {
         let p = predict(100.0, &two).unwrap();
         let same = in_situ_latency(100.0, &two, p.service, p.service).unwrap();
         assert!((same - p.latency).abs() < 1e-12);
+    }
+
+    /// The calls' spread: SCV from the durations, and the in-situ prediction with it — at SCV 0
+    /// the plain in-situ one, at SCV 1 on one slot M/M/1 at the measured service time.
+    #[test]
+    fn the_in_situ_prediction_with_the_calls_scv_spans_deterministic_to_exponential() {
+        use std::time::Duration;
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(scv(&ms(&[5])), None);
+        assert_eq!(scv(&ms(&[4, 4, 4])), Some(0.0));
+        // Mean 4 ms, variance 4 ms²: SCV 0.25.
+        assert!((scv(&ms(&[2, 6])).unwrap() - 0.25).abs() < 1e-12);
+
+        let mu = [200.0];
+        let at5 = predict(100.0, &mu).unwrap();
+        let plain = in_situ_latency(100.0, &mu, at5.service, 0.008).unwrap();
+        let none = in_situ_latency_with_scv(100.0, &mu, at5.service, 0.008, 0.0).unwrap();
+        assert!((none - plain).abs() < 1e-12);
+        // M/M/1 at 8 ms, λ = 100/s: W = S/(1 − ρ) = 40 ms.
+        let exponential = in_situ_latency_with_scv(100.0, &mu, at5.service, 0.008, 1.0).unwrap();
+        assert!((exponential - 0.040).abs() < 1e-9, "{exponential}");
+        assert_eq!(
+            in_situ_latency_with_scv(100.0, &mu, at5.service, 0.012, 0.5),
+            None
+        );
     }
 
     #[test]

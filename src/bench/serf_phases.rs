@@ -80,6 +80,10 @@
 //!   (switchable executor path, control loop, online re-profiling) from the drift between set-ups.
 //!   It is reported against the fixed configurations of its thread count only, and is never
 //!   SERF's "best fixed".
+//! - `--also-max-utilisation U` adds SERF under `parallelism: {auto: {max_utilisation: U}}`
+//!   ([`Setup::SerfCapped`]) to every run, so two caps are judged on the same minutes of the
+//!   machine rather than in batches hours apart (batch H's 0.6 cap and batches K–U's 0.5 were);
+//!   it is pooled against every fixed configuration in a table of its own.
 //!
 //! The file is long (runner, report and plot of one experiment, kept together, and their tests);
 //! what the machine did during a set-up is [`super::conditions`]'s.
@@ -902,11 +906,15 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
                 s.push_str(&online_summary(p));
             }
         }
-        for control in run.setups.iter().filter(|x| x.setup.is_auto()).skip(1) {
+        for other in run.setups.iter().filter(|x| x.setup.is_auto()).skip(1) {
+            let whose = match other.setup {
+                Setup::SerfThreads(_) => "The control's",
+                _ => "Also",
+            };
             s.push_str(&format!(
-                "\nThe control's ({}) configurations: {}\n",
-                control.setup,
-                control
+                "\n{whose} ({}) configurations: {}\n",
+                other.setup,
+                other
                     .configs
                     .iter()
                     .map(|(t, c)| format!("{c} at {t:.1} s"))
