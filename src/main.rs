@@ -1445,7 +1445,7 @@ fn write_plot(path: &Path, draw: impl FnOnce(&Path) -> Result<()>) {
 /// A utilisation cap: a number above 0 and at most 1.
 fn parse_utilisation(text: &str) -> std::result::Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(u) if u > 0.0 && u <= 1.0 => Ok(u),
+        Ok(u) if weir_engine::spec::AutoSpec::accepts_max_utilisation(u) => Ok(u),
         _ => Err(format!(
             "`{text}` is not a utilisation above 0 and at most 1 (e.g. 0.6)"
         )),

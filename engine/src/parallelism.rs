@@ -28,7 +28,7 @@ use weir_serf::table::Candidates;
 
 use crate::diagnostic::Diagnostic;
 use crate::placement::ReplicaTarget;
-use crate::spec::{ExecutorSpec, ModelSpec, ParallelismSpec};
+use crate::spec::{AutoSpec, ExecutorSpec, ModelSpec, ParallelismSpec};
 
 /// A model node under `parallelism: auto`, after validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,7 +124,7 @@ pub(crate) fn check_parallelism(
         }
         ParallelismSpec::Auto(auto) => {
             if let Some(u) = auto.max_utilisation {
-                if !(u > 0.0 && u <= 1.0) {
+                if !AutoSpec::accepts_max_utilisation(u) {
                     diags.push(
                         Diagnostic::error(
                             format!("{path}.auto.max_utilisation"),

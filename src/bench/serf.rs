@@ -551,21 +551,16 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             error_summary(r.points.iter().map(SerfPoint::back_to_back_error));
         let same = r.best.iter().filter(|b| b.predicted == b.measured).count();
         let close = r.best.iter().filter(|b| b.acceptable()).count() - same;
-        let in_situ: Vec<f64> = r
-            .points
-            .iter()
-            .filter_map(SerfPoint::in_situ_error)
-            .collect();
+        let errors = |of: fn(&SerfPoint) -> Option<f64>| -> Vec<f64> {
+            r.points.iter().filter_map(of).collect()
+        };
+        let in_situ = errors(SerfPoint::in_situ_error);
         let (in_situ_mean, in_situ_p90, _) = error_summary(in_situ.iter().copied());
-        let at_node: Vec<f64> = r.points.iter().filter_map(SerfPoint::node_error).collect();
+        let at_node = errors(SerfPoint::node_error);
         let (node_mean, node_p90, _) = error_summary(at_node.iter().copied());
         let (sent_mean, sent_p90, _) =
             error_summary(r.points.iter().map(SerfPoint::from_send_error));
-        let with_scv: Vec<f64> = r
-            .points
-            .iter()
-            .filter_map(SerfPoint::in_situ_scv_error)
-            .collect();
+        let with_scv = errors(SerfPoint::in_situ_scv_error);
         let (scv_mean, scv_p90, _) = error_summary(with_scv.iter().copied());
         s.push_str(&format!(
             "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) |\n",

@@ -966,18 +966,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         s.push_str(&format!(
             "\n### the control: SERF auto with t={threads} only / the best fixed configuration with t={threads}\n\nWhat the `auto` machinery costs apart from SERF's choices: where the control ran the fixed configuration's own configuration throughout (its configurations per run above), a ratio above 1 is the machinery's cost plus the drift between the two set-ups. Pooled over all runs as above.\n\n| scope | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval |\n|---|---|---|---|---|\n"
         ));
-        for p in scopes {
-            let settled = if p.is_some() {
-                pooled_cells(runs, Compared::Control(threads), p, true)
-            } else {
-                " | ".to_string()
-            };
-            s.push_str(&format!(
-                "| {} | {} | {settled} |\n",
-                phase_name(p),
-                pooled_cells(runs, Compared::Control(threads), p, false)
-            ));
-        }
+        push_pooled_rows(&mut s, runs, Compared::Control(threads), &scopes);
     }
     let capped = runs
         .iter()
@@ -991,20 +980,31 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         s.push_str(&format!(
             "\n### SERF auto with utilisation cap {cap:.3} / the best fixed configuration\n\nThe same SERF under `parallelism: {{auto: {{max_utilisation: {cap}}}}}`, served in the same runs as the default cap's, so both meet the same minutes of the machine; set beside the first table's SERF row it says which cap served this host better. Pooled over all runs as above.\n\n| scope | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval |\n|---|---|---|---|---|\n"
         ));
-        for p in scopes {
-            let settled = if p.is_some() {
-                pooled_cells(runs, Compared::Capped(permille), p, true)
-            } else {
-                " | ".to_string()
-            };
-            s.push_str(&format!(
-                "| {} | {} | {settled} |\n",
-                phase_name(p),
-                pooled_cells(runs, Compared::Capped(permille), p, false)
-            ));
-        }
+        push_pooled_rows(&mut s, runs, Compared::Capped(permille), &scopes);
     }
     s
+}
+
+/// One row per scope of `compared`'s pooled table: whole-phase cells, and settled ones for the
+/// phases (not the whole run).
+fn push_pooled_rows(
+    s: &mut String,
+    runs: &[PhasesRun],
+    compared: Compared,
+    scopes: &[Option<usize>],
+) {
+    for &p in scopes {
+        let settled = if p.is_some() {
+            pooled_cells(runs, compared, p, true)
+        } else {
+            " | ".to_string()
+        };
+        s.push_str(&format!(
+            "| {} | {} | {settled} |\n",
+            phase_name(p),
+            pooled_cells(runs, compared, p, false)
+        ));
+    }
 }
 
 /// `ratio (config) | interval` cells of [`ratio_over_all_runs`] and [`ratio_interval`].

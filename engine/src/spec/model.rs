@@ -76,6 +76,13 @@ pub struct AutoSpec {
     pub max_utilisation: Option<f64>,
 }
 
+impl AutoSpec {
+    /// Whether `u` is a utilisation cap the scheduler can plan for: above 0 and at most 1.
+    pub fn accepts_max_utilisation(u: f64) -> bool {
+        u > 0.0 && u <= 1.0
+    }
+}
+
 /// A fixed parallelism configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
