@@ -1412,6 +1412,11 @@ struct SerfBenchArgs {
     /// running one-node graph.
     #[arg(long)]
     bare_sessions: bool,
+    /// Also profile the model again just before each configuration's loads and predict its
+    /// points from that profile as well (a column beside the prediction from the profile taken
+    /// once): how much of the error is the profile's age on a host whose speed drifts.
+    #[arg(long, conflicts_with = "phases")]
+    reprofile: bool,
     /// Whole comparisons to run; the report quotes medians (`--phases`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -1638,6 +1643,7 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
             measure_in: measured_in(args.bare_sessions),
             ..ProfileOptions::default()
         },
+        reprofile: args.reprofile,
     };
     let load_before = load_average();
     let results = serf_bench(&config)?;

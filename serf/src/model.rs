@@ -104,8 +104,20 @@ impl Prediction {
     /// (`weir bench serf`'s *in situ with the call SCV*), not in the scheduler. A negative `scv`
     /// counts as 0.
     pub fn waiting_with_scv(&self, scv: f64) -> f64 {
-        let scv = scv.max(0.0);
-        self.waiting + scv * (self.waiting_mm - self.waiting)
+        self.waiting_with_scvs(1.0, scv)
+    }
+
+    /// Mean waiting time for arrivals whose gaps have squared coefficient of variation
+    /// `arrival_scv` (1 for Poisson) and service times with `service_scv`: the same line as
+    /// [`Self::waiting_with_scv`] in `arrival_scv + service_scv − 1`, never below 0. With one server
+    /// this is Kingman's two-moment form `W_q ≈ ρ·S·(c_a² + c_s²) / (2(1 − ρ))` (0 for regular
+    /// arrivals of deterministic service, as D/D/1 has); with several, the Allen–Cunneen
+    /// interpolation around this chain. Decision as for [`Self::waiting_with_scv`]: a diagnostic of
+    /// measured queues (`weir bench serf`'s arrivals at the node), not used by the scheduler.
+    /// Negative SCVs count as 0.
+    pub fn waiting_with_scvs(&self, arrival_scv: f64, service_scv: f64) -> f64 {
+        let spread = arrival_scv.max(0.0) + service_scv.max(0.0) - 1.0;
+        (self.waiting + spread * (self.waiting_mm - self.waiting)).max(0.0)
     }
 }
 
@@ -276,6 +288,28 @@ mod tests {
         assert_eq!(three.waiting_with_scv(0.0), three.waiting);
         assert!(close(three.waiting_with_scv(1.0), three.waiting_mm, 1e-15));
         assert!(three.waiting_with_scv(0.5) > three.waiting);
+    }
+
+    /// Both spreads: one server gives Kingman's `W_q ≈ ρ·S·(c_a² + c_s²) / (2(1 − ρ))` (exact
+    /// P-K at Poisson arrivals, 0 for regular arrivals of deterministic service); bursty arrivals
+    /// wait longer on several servers too, and the wait never goes negative.
+    #[test]
+    fn the_two_scv_wait_is_kingman_for_one_server() {
+        let (lambda, mu) = (0.7, 1.0);
+        let p = predict(lambda, &[mu]).unwrap();
+        let rho = lambda / mu;
+        for (ca, cs) in [(1.0, 0.0), (1.0, 0.3), (2.0, 0.1), (0.5, 0.5)] {
+            let kingman = rho / mu * (ca + cs) / (2.0 * (1.0 - rho));
+            assert!(
+                close(p.waiting_with_scvs(ca, cs), kingman, 1e-12),
+                "({ca}, {cs})"
+            );
+            assert_eq!(p.waiting_with_scvs(1.0, cs), p.waiting_with_scv(cs));
+        }
+        assert_eq!(p.waiting_with_scvs(0.0, 0.0), 0.0);
+        let three = predict(2.0, &[1.0, 0.9, 0.8]).unwrap();
+        assert!(three.waiting_with_scvs(1.8, 0.0) > three.waiting_with_scvs(1.0, 0.0));
+        assert!(three.waiting_with_scvs(0.0, 0.0) >= 0.0);
     }
 
     #[test]

@@ -26,6 +26,25 @@
 //! squeezenet's `(1, 2)` queued 15 % longer than the model where its mean call time held, and
 //! this column says how much of such a gap the calls' spread under load explains.
 //!
+//! Two more readings test what could make a queue longer than the model's at a right service
+//! level, both from the executor's call log (`weir_operators::model::RecordedCalls`): the service
+//! level moving *during* a point (the calls cut into [`SPEED_WINDOW`]s, the windows' spread of
+//! mean call time as a CV, and an in-situ prediction per window averaged — latency is convex in
+//! the service time, so slow stretches cost more than fast ones give back), and the arrivals at
+//! the node coming in clumps after the serving path (the SCV of the gaps between the jobs'
+//! arrivals there, and an in-situ prediction at the node with Kingman's two-moment waiting,
+//! `Prediction::waiting_with_scvs`). On this VM the windows held (CVs 0.001–0.21) and squeezenet's
+//! arrivals at the node were Poisson-like (SCVs 0.85–1.11); only the 1 ms MLP at 1000+/s clumped
+//! (up to 1.8), and there Kingman's term takes a fifth off the error at the node
+//! (`benchmarks/README.md`, *Layers of the error*). The table also gives the in-situ error at the
+//! node alone — the queueing model with its service level set to the calls measured, against the
+//! node's own queue wait plus call: what is left for the model itself.
+//!
+//! With [`SerfBenchConfig::reprofile`] each configuration is also predicted from a profile taken
+//! just before its loads, beside the one taken once: whether the error is the profile's age.
+//! Decision: the profile taken once stays the table's prediction (the paper's method, and what
+//! `weir profile` writes); the fresh one is a column.
+//!
 //! Every point also splits the measured latency at the model node: the executor counts each job's
 //! time from queued to answered (its wait in the node's queue plus the call), which is exactly what
 //! the queueing model predicts, so the table shows the model's error at the node apart from the path
@@ -77,6 +96,9 @@ pub struct SerfBenchConfig {
     pub headroom: f64,
     /// How the models are profiled.
     pub profile: ProfileOptions,
+    /// Also profile the model again just before each configuration's loads and predict that
+    /// configuration's points from that profile too ([`SerfPoint::fresh_predicted_ms`]).
+    pub reprofile: bool,
 }
 
 /// One configuration at one load.
@@ -95,6 +117,10 @@ pub struct SerfPoint {
     /// Predicted mean latency without weir's terms (service and path after idle gaps): the
     /// paper's model on the profile's rates plus the back-to-back path time, ms.
     pub back_to_back_ms: f64,
+    /// Predicted mean latency as [`Self::predicted_ms`], from a profile taken just before this
+    /// configuration's loads instead of the one taken once before all of them, ms (`None`: not
+    /// asked for, or unstable at `λ` on that profile).
+    pub fresh_predicted_ms: Option<f64>,
     /// Measured mean latency, ms.
     pub measured_ms: f64,
     /// How late the load generator sent each request after its Poisson arrival time, on average,
@@ -116,6 +142,20 @@ pub struct SerfPoint {
     /// ([`weir_serf::model::Prediction::waiting_with_scv`]) instead of deterministic, ms (`None`
     /// as for the in-situ prediction, or no SCV).
     pub in_situ_scv_ms: Option<f64>,
+    /// Squared coefficient of variation of the gaps between the jobs' arrivals at the node
+    /// ([`arrival_scv`]; `None`: fewer than three): the load generator sends a Poisson stream, and
+    /// what reaches the node after the serving path may come in clumps.
+    pub node_arrival_scv: Option<f64>,
+    /// The in-situ prediction at the node (no path outside it) with the waiting of the measured
+    /// arrival and call SCVs ([`in_situ_latency_with_scvs`]), ms (`None` as for the in-situ
+    /// prediction, or either SCV missing).
+    pub in_situ_node_spread_ms: Option<f64>,
+    /// Coefficient of variation of the mean call time across the point's [`SPEED_WINDOW`]s
+    /// ([`window_cv`]; `None`: fewer than two windows).
+    pub window_service_cv: Option<f64>,
+    /// The in-situ prediction per [`SPEED_WINDOW`], averaged ([`windowed_in_situ_latency`]), ms
+    /// (`None`: no calls, or a window where the scaled rates cannot keep up).
+    pub windowed_in_situ_ms: Option<f64>,
     /// The part of [`Self::predicted_ms`] spent at the model node (waiting in its queue, then the
     /// call): the queueing model's own prediction, ms.
     pub predicted_node_ms: f64,
@@ -135,6 +175,12 @@ impl SerfPoint {
         (self.back_to_back_ms - self.measured_ms) / self.measured_ms
     }
 
+    /// The error of the prediction from the profile taken just before the configuration.
+    pub fn fresh_error(&self) -> Option<f64> {
+        self.fresh_predicted_ms
+            .map(|p| (p - self.measured_ms) / self.measured_ms)
+    }
+
     /// The same for the in-situ prediction.
     pub fn in_situ_error(&self) -> Option<f64> {
         self.in_situ_ms
@@ -144,6 +190,29 @@ impl SerfPoint {
     /// The same for the in-situ prediction with the calls' measured spread.
     pub fn in_situ_scv_error(&self) -> Option<f64> {
         self.in_situ_scv_ms
+            .map(|p| (p - self.measured_ms) / self.measured_ms)
+    }
+
+    /// The in-situ prediction's error at the node alone: the queueing model, its service level set
+    /// to the calls measured, against the node's measured queue wait plus call — what remains for
+    /// the model itself.
+    pub fn node_in_situ_error(&self) -> Option<f64> {
+        let path = self.predicted_ms - self.predicted_node_ms;
+        self.in_situ_ms
+            .zip(self.measured_node_ms.filter(|&m| m > 0.0))
+            .map(|(p, m)| (p - path - m) / m)
+    }
+
+    /// The same with the waiting of the measured arrival and call spreads.
+    pub fn node_in_situ_spread_error(&self) -> Option<f64> {
+        self.in_situ_node_spread_ms
+            .zip(self.measured_node_ms.filter(|&m| m > 0.0))
+            .map(|(p, m)| (p - m) / m)
+    }
+
+    /// The same for the in-situ prediction per window.
+    pub fn windowed_in_situ_error(&self) -> Option<f64> {
+        self.windowed_in_situ_ms
             .map(|p| (p - self.measured_ms) / self.measured_ms)
     }
 
@@ -186,17 +255,28 @@ pub fn in_situ_latency(
     in_situ_prediction(lambda, mu, predicted_service_s, measured_service_s).map(|p| p.latency)
 }
 
-/// [`in_situ_latency`] with the waiting of service times whose squared coefficient of variation
-/// is `scv` ([`weir_serf::model::Prediction::waiting_with_scv`]).
-pub fn in_situ_latency_with_scv(
+/// [`in_situ_latency`] with the waiting of arrivals and service times whose squared coefficients
+/// of variation are `(arrival_scv, service_scv)`
+/// ([`weir_serf::model::Prediction::waiting_with_scvs`]; arrival SCV 1 is Poisson).
+pub fn in_situ_latency_with_scvs(
     lambda: f64,
     mu: &[f64],
     predicted_service_s: f64,
     measured_service_s: f64,
-    scv: f64,
+    (arrival_scv, service_scv): (f64, f64),
 ) -> Option<f64> {
     in_situ_prediction(lambda, mu, predicted_service_s, measured_service_s)
-        .map(|p| p.service + p.waiting_with_scv(scv))
+        .map(|p| p.service + p.waiting_with_scvs(arrival_scv, service_scv))
+}
+
+/// Squared coefficient of variation of the gaps between consecutive `arrivals` (sorted; `None`:
+/// fewer than three): 1 for a Poisson stream, above 1 when they come in clumps.
+pub fn arrival_scv(arrivals: &[std::time::Instant]) -> Option<f64> {
+    let gaps: Vec<std::time::Duration> = arrivals
+        .windows(2)
+        .map(|w| w[1].saturating_duration_since(w[0]))
+        .collect();
+    scv(&gaps)
 }
 
 /// The paper's prediction with the rates `mu` scaled to the measured mean service time.
@@ -224,6 +304,73 @@ pub fn scv(times: &[std::time::Duration]) -> Option<f64> {
     let mean = secs().sum::<f64>() / n;
     let variance = secs().map(|t| (t - mean).powi(2)).sum::<f64>() / n;
     (mean > 0.0).then(|| variance / (mean * mean))
+}
+
+/// Length of the windows [`windowed_service`] cuts a point's calls into: the VM's speed states
+/// last seconds (`benchmarks/README.md`, *serf phases*), a queue at `ρ ≤ 0.8` forgets its past
+/// in tens of calls, and half a second holds at least fifteen calls at every load run.
+pub const SPEED_WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A point's calls cut by their end times into consecutive windows of `window`: per window with
+/// calls, how many and their mean duration (seconds), in time order.
+pub fn windowed_service(
+    calls: &[weir_operators::model::CallRecord],
+    window: std::time::Duration,
+) -> Vec<(usize, f64)> {
+    let Some(first) = calls.iter().map(|c| c.ended_at).min() else {
+        return Vec::new();
+    };
+    let mut windows: std::collections::BTreeMap<u64, (usize, f64)> = Default::default();
+    let width = window.as_secs_f64().max(1e-6);
+    for c in calls {
+        let at = c.ended_at.saturating_duration_since(first).as_secs_f64();
+        let slot = windows.entry((at / width) as u64).or_default();
+        slot.0 += 1;
+        slot.1 += c.duration.as_secs_f64();
+    }
+    windows
+        .into_values()
+        .map(|(n, total)| (n, total / n as f64))
+        .collect()
+}
+
+/// Coefficient of variation of the windows' mean call time, each window weighted by its calls
+/// (`None`: fewer than two windows): how much the service level itself moved during a point, apart
+/// from the calls' spread within a window.
+pub fn window_cv(windows: &[(usize, f64)]) -> Option<f64> {
+    if windows.len() < 2 {
+        return None;
+    }
+    let n: f64 = windows.iter().map(|w| w.0 as f64).sum();
+    let mean = windows.iter().map(|&(k, m)| k as f64 * m).sum::<f64>() / n;
+    let variance = windows
+        .iter()
+        .map(|&(k, m)| k as f64 * (m - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    (mean > 0.0).then(|| variance.sqrt() / mean)
+}
+
+/// The mean latency (seconds) the model predicts at `lambda` for a host whose speed moves slowly
+/// (a quasi-static reading of a service level that drifts): in each window the rates `mu` are
+/// scaled to that window's mean call time as [`in_situ_latency`] does, and the windows'
+/// predictions are averaged weighted by their calls. Because latency is convex in the service
+/// time, slow stretches cost more than fast ones give back, which one mean service level cannot
+/// show. `None` when there is no window, or a window's scaled rates cannot keep up with `lambda`
+/// (the quasi-static reading does not hold there: the queue of such a stretch outlives it).
+pub fn windowed_in_situ_latency(
+    lambda: f64,
+    mu: &[f64],
+    predicted_service_s: f64,
+    windows: &[(usize, f64)],
+) -> Option<f64> {
+    let mut weighted = 0.0;
+    let mut calls = 0usize;
+    for &(n, mean_s) in windows {
+        weighted += n as f64 * in_situ_latency(lambda, mu, predicted_service_s, mean_s)?;
+        calls += n;
+    }
+    (calls > 0).then(|| weighted / calls as f64)
 }
 
 /// Best-configuration identification at one load (X6).
@@ -263,6 +410,9 @@ pub struct SerfModelResult {
     pub load_seconds: f64,
     /// A second profile taken after the load runs: how far the machine drifted meanwhile.
     pub profile_after: Profile,
+    /// With [`SerfBenchConfig::reprofile`], the profile taken just before each configuration's
+    /// loads, by configuration.
+    pub fresh_profiles: Vec<(Config, Profile)>,
 }
 
 impl SerfModelResult {
@@ -277,6 +427,20 @@ impl SerfModelResult {
                 after
                     .get(c.config)
                     .map(|a| (c.config, a.capacity() / c.capacity() - 1.0))
+            })
+            .collect()
+    }
+
+    /// Per configuration re-profiled, the relative change of its capacity from the profile taken
+    /// once to the one taken just before its loads.
+    pub fn drift_at_its_turn(&self) -> Vec<(Config, f64)> {
+        let first = Candidates::from_profile(&self.profile);
+        self.fresh_profiles
+            .iter()
+            .filter_map(|(config, fresh)| {
+                let now = Candidates::from_profile(fresh);
+                let (then, now) = (first.get(*config)?, now.get(*config)?);
+                Some((*config, now.capacity() / then.capacity() - 1.0))
             })
             .collect()
     }
@@ -326,6 +490,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         .collect();
     let started = std::time::Instant::now();
     let mut points = Vec::new();
+    let mut fresh_profiles = Vec::new();
     for candidate in candidates.as_slice() {
         // `p` is the paper's model on the profile's rates; `estimate` adds the idle-gap terms.
         let runnable: Vec<(usize, f64, weir_serf::model::Prediction, Estimate)> = lambdas
@@ -340,6 +505,24 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         if runnable.is_empty() {
             continue;
         }
+        let fresh = if config.reprofile {
+            let fresh = profile_node(
+                name,
+                path,
+                &ProfileOptions {
+                    progress: false,
+                    ..config.profile
+                },
+            )?;
+            fresh_profiles.push((candidate.config, fresh.clone()));
+            Some(fresh)
+        } else {
+            None
+        };
+        let fresh_candidate = fresh
+            .as_ref()
+            .map(Candidates::from_profile)
+            .and_then(|c| c.get(candidate.config).cloned());
         let (graph, workload) = one_node_graph(path, candidate.config, config.profile.executor())?;
         run_load(
             graph.runtime(),
@@ -390,8 +573,12 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                     report.errors
                 ));
             }
-            let call_times = calls.map(|c| c.take_calls()).unwrap_or_default();
+            let call_log = calls.map(|c| c.take_calls()).unwrap_or_default();
+            let call_times: Vec<std::time::Duration> =
+                call_log.calls.iter().map(|c| c.duration).collect();
             let measured_scv = scv(&call_times);
+            let node_arrival_scv = arrival_scv(&call_log.arrivals);
+            let windows = windowed_service(&call_log.calls, SPEED_WINDOW);
             let after = node_counters(&graph);
             let mean_over = |total: std::time::Duration, before: std::time::Duration, n: u64| {
                 (n > 0).then(|| total.saturating_sub(before).as_secs_f64() / n as f64)
@@ -406,12 +593,23 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 before.sojourn,
                 after.jobs_answered.saturating_sub(before.jobs_answered),
             );
+            let in_situ_with = |spreads: (f64, f64)| {
+                measured_service.and_then(|s| {
+                    in_situ_latency_with_scvs(lambda, &candidate.mu, prediction.service, s, spreads)
+                })
+            };
             let point = SerfPoint {
                 config: candidate.config,
                 level,
                 lambda,
                 rho: prediction.rho,
                 predicted_ms: profile.predicted_latency(latency, lambda) * 1e3,
+                fresh_predicted_ms: fresh.as_ref().zip(fresh_candidate.as_ref()).and_then(
+                    |(fresh, c)| {
+                        let estimate = c.estimate(lambda, Predictor::Serf).ok()?;
+                        Some(fresh.predicted_latency(estimate.latency, lambda) * 1e3)
+                    },
+                ),
                 back_to_back_ms: (prediction.latency + profile.path_s.unwrap_or(0.0)) * 1e3,
                 measured_ms: report.latency_us.mean() / 1e3,
                 send_late_ms: report.mean_send_lateness.as_secs_f64() * 1e3,
@@ -422,12 +620,22 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                     .and_then(|s| in_situ_latency(lambda, &candidate.mu, prediction.service, s))
                     .map(|l| profile.predicted_latency(l, lambda) * 1e3),
                 measured_service_scv: measured_scv,
-                in_situ_scv_ms: measured_service
-                    .zip(measured_scv)
-                    .and_then(|(s, scv)| {
-                        in_situ_latency_with_scv(lambda, &candidate.mu, prediction.service, s, scv)
-                    })
+                in_situ_scv_ms: measured_scv
+                    .and_then(|cs| in_situ_with((1.0, cs)))
                     .map(|l| profile.predicted_latency(l, lambda) * 1e3),
+                node_arrival_scv,
+                in_situ_node_spread_ms: node_arrival_scv
+                    .zip(measured_scv)
+                    .and_then(in_situ_with)
+                    .map(|l| l * 1e3),
+                window_service_cv: window_cv(&windows),
+                windowed_in_situ_ms: windowed_in_situ_latency(
+                    lambda,
+                    &candidate.mu,
+                    prediction.service,
+                    &windows,
+                )
+                .map(|l| profile.predicted_latency(l, lambda) * 1e3),
                 predicted_node_ms: latency * 1e3,
                 measured_node_ms: measured_node.map(|s| s * 1e3),
             };
@@ -470,6 +678,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         best,
         load_seconds,
         profile_after,
+        fresh_profiles,
     })
 }
 
@@ -501,7 +710,7 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error | window CV | arrival SCV at the node | in-situ at the node with both SCVs: ms, error | from a profile taken just before the configuration: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
@@ -509,7 +718,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         |p| {
             let dash = || "–".to_string();
             format!(
-                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0} | {} | {}",
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0} | {} | {} | {} | {} | {} | {}",
                 p.config,
                 p.level,
                 p.lambda,
@@ -538,11 +747,20 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                     .map_or_else(dash, |v| format!("{v:.3}")),
                 p.in_situ_scv_ms
                     .zip(p.in_situ_scv_error())
+                    .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
+                p.window_service_cv
+                    .map_or_else(dash, |v| format!("{v:.3}")),
+                p.node_arrival_scv.map_or_else(dash, |v| format!("{v:.3}")),
+                p.in_situ_node_spread_ms
+                    .zip(p.node_in_situ_spread_error())
+                    .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
+                p.fresh_predicted_ms
+                    .zip(p.fresh_error())
                     .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0))
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) | in-situ per window mean \\|error\\| / p90 (points) | in-situ at the node mean \\|error\\| / p90 (points) | in-situ at the node with both SCVs mean \\|error\\| / p90 (points) | from a profile taken just before the configuration: mean \\|error\\| / p90 / p95 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -562,8 +780,16 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             error_summary(r.points.iter().map(SerfPoint::from_send_error));
         let with_scv = errors(SerfPoint::in_situ_scv_error);
         let (scv_mean, scv_p90, _) = error_summary(with_scv.iter().copied());
+        let windowed = errors(SerfPoint::windowed_in_situ_error);
+        let (windowed_mean, windowed_p90, _) = error_summary(windowed.iter().copied());
+        let node_in_situ = errors(SerfPoint::node_in_situ_error);
+        let (node_in_situ_mean, node_in_situ_p90, _) = error_summary(node_in_situ.iter().copied());
+        let node_spread = errors(SerfPoint::node_in_situ_spread_error);
+        let (node_spread_mean, node_spread_p90, _) = error_summary(node_spread.iter().copied());
+        let fresh = errors(SerfPoint::fresh_error);
+        let (fresh_mean, fresh_p90, fresh_p95) = error_summary(fresh.iter().copied());
         s.push_str(&format!(
-            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) |\n",
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {} |\n",
             r.model,
             r.points.len(),
             mean * 100.0,
@@ -586,24 +812,53 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             sent_p90 * 100.0,
             scv_mean * 100.0,
             scv_p90 * 100.0,
-            with_scv.len()
+            with_scv.len(),
+            windowed_mean * 100.0,
+            windowed_p90 * 100.0,
+            windowed.len(),
+            node_in_situ_mean * 100.0,
+            node_in_situ_p90 * 100.0,
+            node_in_situ.len(),
+            node_spread_mean * 100.0,
+            node_spread_p90 * 100.0,
+            node_spread.len(),
+            if fresh.is_empty() {
+                "–".to_string()
+            } else {
+                format!(
+                    "{:.1} % / {:.1} % / {:.1} % ({})",
+                    fresh_mean * 100.0,
+                    fresh_p90 * 100.0,
+                    fresh_p95 * 100.0,
+                    fresh.len()
+                )
+            }
         ));
     }
     if results.len() > 1 {
         let (mean, p90, p95) = error_summary(all.iter().map(|p| p.error()));
         s.push_str(&format!(
-            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | | | |\n",
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | | | | | | | |\n",
             all.len(),
             mean * 100.0,
             p90 * 100.0,
             p95 * 100.0
         ));
     }
-    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | | | |\n");
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | | | | | | | ≤ 4 % / < 10 % / < 12 % |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
     });
+    if results.iter().any(|r| !r.fresh_profiles.is_empty()) {
+        s.push_str("\nThe same in the profile taken just before each configuration's loads:\n\n| model | config | drift at its turn |\n|---|---|---|\n");
+        push_rows(
+            &mut s,
+            results,
+            SerfModelResult::drift_at_its_turn,
+            |(config, d)| format!("{config} | {:+.1} %", d * 100.0),
+        );
+    }
     s.push_str("\n| model | k | λ (1/s) | predicted best | measured best | measured latency of predicted / best | ok |\n|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
@@ -750,6 +1005,11 @@ mod tests {
             in_situ_ms: None,
             measured_service_scv: None,
             in_situ_scv_ms: None,
+            fresh_predicted_ms: None,
+            node_arrival_scv: None,
+            in_situ_node_spread_ms: None,
+            window_service_cv: None,
+            windowed_in_situ_ms: None,
             predicted_node_ms: predicted_ms,
             measured_node_ms: None,
         }
@@ -836,15 +1096,77 @@ mod tests {
         let mu = [200.0];
         let at5 = predict(100.0, &mu).unwrap();
         let plain = in_situ_latency(100.0, &mu, at5.service, 0.008).unwrap();
-        let none = in_situ_latency_with_scv(100.0, &mu, at5.service, 0.008, 0.0).unwrap();
-        assert!((none - plain).abs() < 1e-12);
+        let with = |measured: f64, spreads: (f64, f64)| {
+            in_situ_latency_with_scvs(100.0, &mu, at5.service, measured, spreads)
+        };
+        assert!((with(0.008, (1.0, 0.0)).unwrap() - plain).abs() < 1e-12);
         // M/M/1 at 8 ms, λ = 100/s: W = S/(1 − ρ) = 40 ms.
-        let exponential = in_situ_latency_with_scv(100.0, &mu, at5.service, 0.008, 1.0).unwrap();
+        let exponential = with(0.008, (1.0, 1.0)).unwrap();
         assert!((exponential - 0.040).abs() < 1e-9, "{exponential}");
+        // Arrivals twice as bursty as Poisson, deterministic calls: the M/M/1 wait again (Kingman).
+        assert!((with(0.008, (2.0, 0.0)).unwrap() - exponential).abs() < 1e-9);
+        assert_eq!(with(0.012, (1.0, 0.5)), None);
+
+        // Arrival gaps 1, 1, 1 ms: regular, SCV 0; gaps 1 and 3 ms: SCV 0.25.
+        let start = std::time::Instant::now();
+        let at = |ms: &[u64]| {
+            ms.iter()
+                .map(|&m| start + Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(arrival_scv(&at(&[0, 1, 2, 3])), Some(0.0));
+        assert!((arrival_scv(&at(&[0, 1, 4])).unwrap() - 0.25).abs() < 1e-12);
+        assert_eq!(arrival_scv(&at(&[0, 1])), None);
+    }
+
+    /// The windows: calls cut by their end times; the windows' spread of service level; and the
+    /// per-window prediction — one steady window is the plain in-situ one, and a slow stretch plus
+    /// a fast one of the same mean predict more than their mean does (latency is convex).
+    #[test]
+    fn the_windowed_in_situ_prediction_averages_the_service_levels_a_point_went_through() {
+        use std::time::{Duration, Instant};
+        use weir_operators::model::CallRecord;
+        let start = Instant::now();
+        let call = |at_ms: u64, took_ms: u64| CallRecord {
+            ended_at: start + Duration::from_millis(at_ms),
+            duration: Duration::from_millis(took_ms),
+        };
+        // Calls at 0, 100, 600 and 1700 ms: windows [0, 500) with two, [500, 1000) with one,
+        // nothing in [1000, 1500), [1500, 2000) with one — empty windows are left out.
+        let calls = [call(0, 4), call(100, 6), call(600, 8), call(1700, 2)];
+        let windows = windowed_service(&calls, Duration::from_millis(500));
+        let expected = [(2, 0.005), (1, 0.008), (1, 0.002)];
+        assert_eq!(windows.len(), expected.len(), "{windows:?}");
+        for ((n, m), (en, em)) in windows.iter().zip(expected) {
+            assert_eq!(*n, en);
+            assert!((m - em).abs() < 1e-12, "{windows:?}");
+        }
+        assert!(windowed_service(&[], Duration::from_millis(500)).is_empty());
+
+        assert_eq!(window_cv(&[(3, 0.004)]), None);
+        assert_eq!(window_cv(&[(3, 0.004), (5, 0.004)]), Some(0.0));
+        // Equal weights at 3 and 5 ms: mean 4, standard deviation 1 → CV 0.25.
+        assert!((window_cv(&[(2, 0.003), (2, 0.005)]).unwrap() - 0.25).abs() < 1e-12);
+
+        let mu = [200.0];
+        let service = predict(100.0, &mu).unwrap().service;
+        let steady = windowed_in_situ_latency(100.0, &mu, service, &[(10, 0.006)]).unwrap();
+        let plain = in_situ_latency(100.0, &mu, service, 0.006).unwrap();
+        assert!((steady - plain).abs() < 1e-12);
+        // 4 and 8 ms half the time each: the mean of M/D/1 at ρ 0.4 and 0.8, more than at 6 ms.
+        let moving =
+            windowed_in_situ_latency(100.0, &mu, service, &[(10, 0.004), (10, 0.008)]).unwrap();
+        let halves = (in_situ_latency(100.0, &mu, service, 0.004).unwrap()
+            + in_situ_latency(100.0, &mu, service, 0.008).unwrap())
+            / 2.0;
+        assert!((moving - halves).abs() < 1e-12);
+        assert!(moving > plain * 1.1, "{moving} vs {plain}");
+        // A stretch too slow to keep up has no quasi-static reading.
         assert_eq!(
-            in_situ_latency_with_scv(100.0, &mu, at5.service, 0.012, 0.5),
+            windowed_in_situ_latency(100.0, &mu, service, &[(10, 0.004), (10, 0.011)]),
             None
         );
+        assert_eq!(windowed_in_situ_latency(100.0, &mu, service, &[]), None);
     }
 
     #[test]
@@ -857,6 +1179,7 @@ mod tests {
             loads: 10,
             headroom: 0.9,
             profile: ProfileOptions::default(),
+            reprofile: false,
         };
         assert_eq!(requests_at(&config, 10, 1000.0), 2000);
         assert_eq!(requests_at(&config, 5, 1000.0), 1000);

@@ -142,7 +142,12 @@ fn timed(
         .ok_or_else(|| MeasureError::Graph("the one-node graph has no local executor".into()))?;
     load.record_calls();
     let report = drive(graph, workload, requests, arrival);
-    let calls: Vec<f64> = load.take_calls().iter().map(|d| d.as_secs_f64()).collect();
+    let calls: Vec<f64> = load
+        .take_calls()
+        .calls
+        .iter()
+        .map(|c| c.duration.as_secs_f64())
+        .collect();
     Ok((calls, report?))
 }
 

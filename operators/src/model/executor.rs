@@ -150,13 +150,32 @@ pub struct LoadStats {
     call_log: CallLog,
 }
 
-/// The duration of every call, kept only between [`LoadStats::record_calls`] and
-/// [`LoadStats::take_calls`] (profiling a node through the graph: the serving path's own call
-/// times, one by one); otherwise a relaxed flag read per call.
+/// Every call, kept only between [`LoadStats::record_calls`] and [`LoadStats::take_calls`]
+/// (profiling a node through the graph: the serving path's own call times, one by one); otherwise
+/// a relaxed flag read per call.
 #[derive(Debug, Default)]
 struct CallLog {
     on: AtomicBool,
-    times: Mutex<Vec<Duration>>,
+    calls: Mutex<RecordedCalls>,
+}
+
+/// What the call log kept between [`LoadStats::record_calls`] and [`LoadStats::take_calls`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedCalls {
+    /// Every call, in the order they ended.
+    pub calls: Vec<CallRecord>,
+    /// When each job answered meanwhile had been queued at the node (its arrival there), in time
+    /// order.
+    pub arrivals: Vec<Instant>,
+}
+
+/// One call of a session, as the call log keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallRecord {
+    /// When the call returned.
+    pub ended_at: Instant,
+    /// How long it took.
+    pub duration: Duration,
 }
 
 const CALL_BUCKETS: usize = 13;
@@ -216,6 +235,14 @@ impl LoadSnapshot {
 impl LoadStats {
     /// Counts `jobs`, answered now, with their time since they were queued.
     fn record_answers(&self, jobs: &[Job], now: Instant) {
+        if self.call_log.on.load(Ordering::Relaxed) {
+            self.call_log
+                .calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .arrivals
+                .extend(jobs.iter().map(|j| j.enqueued_at));
+        }
         let sojourn: Duration = jobs
             .iter()
             .map(|j| now.saturating_duration_since(j.enqueued_at))
@@ -246,35 +273,43 @@ impl LoadStats {
             .unwrap_or(CALL_BUCKETS - 1);
         self.call_seconds[bucket].fetch_add(1, Ordering::Relaxed);
         if self.call_log.on.load(Ordering::Relaxed) {
+            let record = CallRecord {
+                ended_at: Instant::now(),
+                duration: elapsed,
+            };
             self.call_log
-                .times
+                .calls
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push(elapsed);
+                .calls
+                .push(record);
         }
     }
 
-    /// Starts keeping the duration of every call, in the order they end (forgetting any kept
-    /// before).
+    /// Starts keeping every call, in the order they end, and the arrival of every job answered
+    /// (forgetting any kept before).
     pub fn record_calls(&self) {
-        self.call_log
-            .times
+        *self
+            .call_log
+            .calls
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+            .unwrap_or_else(|p| p.into_inner()) = RecordedCalls::default();
         self.call_log.on.store(true, Ordering::Relaxed);
     }
 
-    /// Stops keeping call durations and returns those kept since [`LoadStats::record_calls`].
-    pub fn take_calls(&self) -> Vec<Duration> {
+    /// Stops keeping calls and returns those kept since [`LoadStats::record_calls`], with the
+    /// arrivals sorted.
+    pub fn take_calls(&self) -> RecordedCalls {
         self.call_log.on.store(false, Ordering::Relaxed);
-        std::mem::take(
+        let mut kept = std::mem::take(
             &mut *self
                 .call_log
-                .times
+                .calls
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
-        )
+        );
+        kept.arrivals.sort_unstable();
+        kept
     }
 
     /// Jobs waiting in the queue now (queued, not yet taken by a session).
@@ -1308,17 +1343,27 @@ mod tests {
             submit(&executor, job(id, &answers));
         }
         wait_for(&answers, 11);
-        let calls = executor.load_stats().take_calls();
-        assert_eq!(calls.len(), 10, "one duration per call while recording");
-        assert!(calls.iter().all(|d| *d > Duration::ZERO), "{calls:?}");
+        let RecordedCalls { calls, arrivals } = executor.load_stats().take_calls();
+        assert_eq!(calls.len(), 10, "one record per call while recording");
+        assert_eq!(arrivals.len(), 10, "one arrival per job answered");
+        assert!(arrivals.windows(2).all(|w| w[0] <= w[1]), "{arrivals:?}");
+        assert!(
+            calls.iter().all(|c| c.duration > Duration::ZERO),
+            "{calls:?}"
+        );
+        assert!(
+            calls.windows(2).all(|w| w[0].ended_at <= w[1].ended_at),
+            "kept in the order the calls ended: {calls:?}"
+        );
         let runs = executor.stats().runs;
         for id in 11..14 {
             submit(&executor, job(id, &answers));
         }
         wait_for(&answers, 14);
         assert_eq!(executor.stats().runs, runs + 3);
-        assert!(
-            executor.load_stats().take_calls().is_empty(),
+        assert_eq!(
+            executor.load_stats().take_calls(),
+            RecordedCalls::default(),
             "not recording any more"
         );
         assert_each_answered_once_right(&answers, 14);

@@ -33,7 +33,9 @@ pub(crate) fn test_model(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-pub use executor::{ExecutorConfig, Job, LoadSnapshot, LoadStats, ModelExecutor};
+pub use executor::{
+    CallRecord, ExecutorConfig, Job, LoadSnapshot, LoadStats, ModelExecutor, RecordedCalls,
+};
 pub use operator::ModelOperator;
 pub use ort_env::OrtRuntime;
 pub use parallelism::{
