@@ -1322,6 +1322,20 @@ struct ProfileArgs {
     /// running one-node graph.
     #[arg(long)]
     bare_sessions: bool,
+    /// Seconds of idle time between two rounds (default: back to back): on a host whose speed
+    /// moves over minutes, spreads the rounds so that each tuple's median round is a typical
+    /// moment (costs wall time only).
+    #[arg(long, value_parser = parse_seconds, default_value = "0")]
+    round_gap: std::time::Duration,
+}
+
+/// A non-negative, finite number of seconds.
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|e| format!("`{text}` is not a number of seconds: {e}"))?;
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("`{text}`: seconds must be finite and not negative"))
 }
 
 #[derive(Debug, Args)]
@@ -1415,8 +1429,13 @@ struct SerfBenchArgs {
     /// Also profile the model again just before each configuration's loads and predict its
     /// points from that profile as well (a column beside the prediction from the profile taken
     /// once): how much of the error is the profile's age on a host whose speed drifts.
-    #[arg(long, conflicts_with = "phases")]
+    #[arg(long, conflicts_with_all = ["phases", "spread_profile"])]
     reprofile: bool,
+    /// Also take a second profile right after the first with its rounds (at least five) spread
+    /// over this many seconds, and predict every point from it as well: whether a profile that
+    /// samples several moments predicts better than one that catches one.
+    #[arg(long, value_parser = parse_seconds, conflicts_with = "phases")]
+    spread_profile: Option<std::time::Duration>,
     /// Whole comparisons to run; the report quotes medians (`--phases`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -1519,6 +1538,7 @@ fn profile(args: ProfileArgs) -> Result<()> {
             spinning: node.spinning,
             pin_cores_from: node.pin_cores_from,
             measure_in: measured_in(args.bare_sessions),
+            round_gap: args.round_gap,
             ..ProfileOptions::default()
         };
         let profile = profile_node(&node.id, &node.path, &options)?;
@@ -1601,7 +1621,7 @@ fn load_average() -> String {
 }
 
 fn bench_serf(args: SerfBenchArgs) -> Result<()> {
-    use weir::bench::serf::{plot_serf, serf_bench, serf_table, SerfBenchConfig};
+    use weir::bench::serf::{plot_serf, serf_bench, serf_table, SecondProfile, SerfBenchConfig};
     use weir::serf::{describe, ProfileOptions};
     let paths = if args.models.is_empty() {
         // The phases run needs a model whose intra- and inter-request configurations trade
@@ -1643,7 +1663,12 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
             measure_in: measured_in(args.bare_sessions),
             ..ProfileOptions::default()
         },
-        reprofile: args.reprofile,
+        second_profile: if args.reprofile {
+            Some(SecondProfile::BeforeEachConfiguration)
+        } else {
+            args.spread_profile
+                .map(|over| SecondProfile::Spread { over })
+        },
     };
     let load_before = load_average();
     let results = serf_bench(&config)?;
@@ -1661,6 +1686,13 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     for r in &results {
         text.push_str(&describe(&r.profile)?);
         text.push('\n');
+        if let Some((kind @ SecondProfile::Spread { .. }, seconds)) = &r.second_profiles {
+            if let Some((_, second)) = seconds.first() {
+                text.push_str(&format!("The second profile, {}:\n", kind.describe()));
+                text.push_str(&describe(second)?);
+                text.push('\n');
+            }
+        }
     }
     text.push_str(&serf_table(&results));
     print!("{text}");

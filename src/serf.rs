@@ -77,6 +77,9 @@ pub struct ProfileOptions {
     pub pin_cores_from: Option<usize>,
     /// Where the calls are measured (module docs); the default is [`MeasuredIn::Graph`].
     pub measure_in: MeasuredIn,
+    /// Idle time between two rounds ([`weir_serf::profile::BuildOptions::round_gap`]; zero: back
+    /// to back).
+    pub round_gap: Duration,
 }
 
 impl ProfileOptions {
@@ -104,6 +107,7 @@ impl Default for ProfileOptions {
             spinning: false,
             pin_cores_from: None,
             measure_in: MeasuredIn::Graph,
+            round_gap: Duration::ZERO,
         }
     }
 }
@@ -248,6 +252,7 @@ pub fn profile_node(
         samples: options.samples.max(1),
         retry_samples: options.retry_samples,
         rounds: options.rounds.max(1),
+        round_gap: options.round_gap,
     };
     let mut progress = |tuple: Config, times: &[f64], took: Duration| {
         measured += 1;

@@ -7,8 +7,9 @@ Each layer takes one source of error away, so the step from one to the next is w
 costs (mean |error| and p90 over the table's points):
 
 - end to end: the model on the profile taken once, plus the path, against the measured latency;
-- fresh profile: the same from a profile taken just before each configuration's loads
-  (`--reprofile`; "–" without it): what the profile's age costs;
+- second profile: the same from the second profile, if the run took one ("–" without): one taken
+  just before each configuration's loads (`--reprofile`: what the profile's age costs) or one
+  whose rounds are spread over minutes (`--spread-profile`: what measuring one moment costs);
 - in situ: the model with its service level set to the calls measured during the point;
 - in situ at the node: the same against the node's own queue wait plus call, without the path
   outside it (weir's ingress and egress and the load generator's lateness);
@@ -26,7 +27,9 @@ from serf_tables import percent, point_rows
 
 LAYERS = [
     ("end to end", "error"),
-    ("fresh profile", "from a profile taken just before the configuration: ms, error"),
+    ("second profile", ("from the second profile: ms, error",
+                        # the column's name in the first `--reprofile` tables
+                        "from a profile taken just before the configuration: ms, error")),
     ("in situ", "in-situ error"),
     ("in situ at the node", None),
     ("at the node, both SCVs", "in-situ at the node with both SCVs: ms, error"),
@@ -69,10 +72,10 @@ def main(paths):
         for _, column in LAYERS:
             if column is None:
                 cells.append(summary(node_in_situ(r) for r in rows))
-            elif column in (rows[0] if rows else {}):
-                cells.append(summary(percent(r[column]) for r in rows))
             else:
-                cells.append("–")
+                names = column if isinstance(column, tuple) else (column,)
+                found = next((n for n in names if n in (rows[0] if rows else {})), None)
+                cells.append(summary(percent(r[found]) for r in rows) if found else "–")
         print(f"| {path} | {len(rows)} | " + " | ".join(cells)
               + f" | {spread(rows, 'window CV')} | {spread(rows, 'arrival SCV at the node')} |")
 

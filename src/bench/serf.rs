@@ -40,10 +40,11 @@
 //! node alone — the queueing model with its service level set to the calls measured, against the
 //! node's own queue wait plus call: what is left for the model itself.
 //!
-//! With [`SerfBenchConfig::reprofile`] each configuration is also predicted from a profile taken
-//! just before its loads, beside the one taken once: whether the error is the profile's age.
-//! Decision: the profile taken once stays the table's prediction (the paper's method, and what
-//! `weir profile` writes); the fresh one is a column.
+//! With [`SerfBenchConfig::second_profile`] every point is also predicted from a second profile
+//! ([`SecondProfile`]): one taken just before each configuration's loads (is the error the
+//! profile's age?) or one whose rounds are spread over minutes (is it that a profile measures one
+//! moment?). Decision: the profile taken once stays the table's prediction (the paper's method,
+//! and what `weir profile` writes by default); the second is a column.
 //!
 //! Every point also splits the measured latency at the model node: the executor counts each job's
 //! time from queued to answered (its wait in the node's queue plus the call), which is exactly what
@@ -96,9 +97,63 @@ pub struct SerfBenchConfig {
     pub headroom: f64,
     /// How the models are profiled.
     pub profile: ProfileOptions,
-    /// Also profile the model again just before each configuration's loads and predict that
-    /// configuration's points from that profile too ([`SerfPoint::fresh_predicted_ms`]).
-    pub reprofile: bool,
+    /// A second profile every point is also predicted from ([`SerfPoint::second_predicted_ms`]),
+    /// if any.
+    pub second_profile: Option<SecondProfile>,
+}
+
+/// Which second profile [`SerfBenchConfig::second_profile`] takes: each tests one reading of why
+/// a profile taken once misses the service level the load runs see.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SecondProfile {
+    /// The same profile again just before each configuration's loads: is the error the profile's
+    /// age?
+    BeforeEachConfiguration,
+    /// One profile right after the first, its rounds (at least [`SPREAD_ROUNDS`]) spread over
+    /// `over` ([`weir_serf::profile::BuildOptions::round_gap`]): is the error that a profile
+    /// measures one moment?
+    Spread {
+        /// Time from the first round to the last.
+        over: std::time::Duration,
+    },
+}
+
+/// Fewest rounds of a [`SecondProfile::Spread`] profile.
+pub const SPREAD_ROUNDS: usize = 5;
+
+impl SecondProfile {
+    /// How the report names it.
+    pub fn describe(&self) -> String {
+        match self {
+            SecondProfile::BeforeEachConfiguration => {
+                "a profile taken just before each configuration's loads".to_string()
+            }
+            SecondProfile::Spread { over } => format!(
+                "a profile with its rounds spread over {:.0} s, taken right after the first",
+                over.as_secs_f64()
+            ),
+        }
+    }
+
+    /// The options of the second profile, from those of the first.
+    fn options(&self, first: &ProfileOptions) -> ProfileOptions {
+        let quiet = ProfileOptions {
+            progress: false,
+            ..*first
+        };
+        match self {
+            SecondProfile::BeforeEachConfiguration => quiet,
+            SecondProfile::Spread { over } => {
+                let rounds = first.rounds.max(SPREAD_ROUNDS);
+                ProfileOptions {
+                    rounds,
+                    samples: first.samples.max(2 * rounds),
+                    round_gap: over.div_f64((rounds - 1) as f64),
+                    ..quiet
+                }
+            }
+        }
+    }
 }
 
 /// One configuration at one load.
@@ -117,10 +172,10 @@ pub struct SerfPoint {
     /// Predicted mean latency without weir's terms (service and path after idle gaps): the
     /// paper's model on the profile's rates plus the back-to-back path time, ms.
     pub back_to_back_ms: f64,
-    /// Predicted mean latency as [`Self::predicted_ms`], from a profile taken just before this
-    /// configuration's loads instead of the one taken once before all of them, ms (`None`: not
-    /// asked for, or unstable at `λ` on that profile).
-    pub fresh_predicted_ms: Option<f64>,
+    /// Predicted mean latency as [`Self::predicted_ms`], from the second profile
+    /// ([`SerfBenchConfig::second_profile`]) instead of the first, ms (`None`: none asked for, or
+    /// unstable at `λ` on it).
+    pub second_predicted_ms: Option<f64>,
     /// Measured mean latency, ms.
     pub measured_ms: f64,
     /// How late the load generator sent each request after its Poisson arrival time, on average,
@@ -175,9 +230,9 @@ impl SerfPoint {
         (self.back_to_back_ms - self.measured_ms) / self.measured_ms
     }
 
-    /// The error of the prediction from the profile taken just before the configuration.
-    pub fn fresh_error(&self) -> Option<f64> {
-        self.fresh_predicted_ms
+    /// The error of the prediction from the second profile.
+    pub fn second_error(&self) -> Option<f64> {
+        self.second_predicted_ms
             .map(|p| (p - self.measured_ms) / self.measured_ms)
     }
 
@@ -410,9 +465,9 @@ pub struct SerfModelResult {
     pub load_seconds: f64,
     /// A second profile taken after the load runs: how far the machine drifted meanwhile.
     pub profile_after: Profile,
-    /// With [`SerfBenchConfig::reprofile`], the profile taken just before each configuration's
-    /// loads, by configuration.
-    pub fresh_profiles: Vec<(Config, Profile)>,
+    /// The second profile, if any, and which: by configuration (the same one for every
+    /// configuration when it is taken once).
+    pub second_profiles: Option<(SecondProfile, Vec<(Config, Profile)>)>,
 }
 
 impl SerfModelResult {
@@ -431,14 +486,17 @@ impl SerfModelResult {
             .collect()
     }
 
-    /// Per configuration re-profiled, the relative change of its capacity from the profile taken
-    /// once to the one taken just before its loads.
-    pub fn drift_at_its_turn(&self) -> Vec<(Config, f64)> {
+    /// Per configuration, the relative change of its capacity from the first profile to the
+    /// second.
+    pub fn second_profile_drift(&self) -> Vec<(Config, f64)> {
         let first = Candidates::from_profile(&self.profile);
-        self.fresh_profiles
+        let Some((_, seconds)) = &self.second_profiles else {
+            return Vec::new();
+        };
+        seconds
             .iter()
-            .filter_map(|(config, fresh)| {
-                let now = Candidates::from_profile(fresh);
+            .filter_map(|(config, second)| {
+                let now = Candidates::from_profile(second);
                 let (then, now) = (first.get(*config)?, now.get(*config)?);
                 Some((*config, now.capacity() / then.capacity() - 1.0))
             })
@@ -490,7 +548,17 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         .collect();
     let started = std::time::Instant::now();
     let mut points = Vec::new();
-    let mut fresh_profiles = Vec::new();
+    let spread = match config.second_profile {
+        Some(kind @ SecondProfile::Spread { .. }) => {
+            Some(profile_node(name, path, &kind.options(&config.profile))?)
+        }
+        _ => None,
+    };
+    // Taken once, the spread profile stands for every configuration, run or not.
+    let mut second_profiles: Vec<(Config, Profile)> = spread
+        .iter()
+        .flat_map(|p| candidates.as_slice().iter().map(|c| (c.config, p.clone())))
+        .collect();
     for candidate in candidates.as_slice() {
         // `p` is the paper's model on the profile's rates; `estimate` adds the idle-gap terms.
         let runnable: Vec<(usize, f64, weir_serf::model::Prediction, Estimate)> = lambdas
@@ -505,21 +573,16 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         if runnable.is_empty() {
             continue;
         }
-        let fresh = if config.reprofile {
-            let fresh = profile_node(
-                name,
-                path,
-                &ProfileOptions {
-                    progress: false,
-                    ..config.profile
-                },
-            )?;
-            fresh_profiles.push((candidate.config, fresh.clone()));
-            Some(fresh)
-        } else {
-            None
+        let second = match config.second_profile {
+            Some(kind @ SecondProfile::BeforeEachConfiguration) => {
+                let again = profile_node(name, path, &kind.options(&config.profile))?;
+                second_profiles.push((candidate.config, again.clone()));
+                Some(again)
+            }
+            Some(SecondProfile::Spread { .. }) => spread.clone(),
+            None => None,
         };
-        let fresh_candidate = fresh
+        let second_candidate = second
             .as_ref()
             .map(Candidates::from_profile)
             .and_then(|c| c.get(candidate.config).cloned());
@@ -604,10 +667,10 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 lambda,
                 rho: prediction.rho,
                 predicted_ms: profile.predicted_latency(latency, lambda) * 1e3,
-                fresh_predicted_ms: fresh.as_ref().zip(fresh_candidate.as_ref()).and_then(
-                    |(fresh, c)| {
+                second_predicted_ms: second.as_ref().zip(second_candidate.as_ref()).and_then(
+                    |(second, c)| {
                         let estimate = c.estimate(lambda, Predictor::Serf).ok()?;
-                        Some(fresh.predicted_latency(estimate.latency, lambda) * 1e3)
+                        Some(second.predicted_latency(estimate.latency, lambda) * 1e3)
                     },
                 ),
                 back_to_back_ms: (prediction.latency + profile.path_s.unwrap_or(0.0)) * 1e3,
@@ -678,7 +741,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         best,
         load_seconds,
         profile_after,
-        fresh_profiles,
+        second_profiles: config.second_profile.map(|kind| (kind, second_profiles)),
     })
 }
 
@@ -710,7 +773,7 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error | window CV | arrival SCV at the node | in-situ at the node with both SCVs: ms, error | from a profile taken just before the configuration: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error | window CV | arrival SCV at the node | in-situ at the node with both SCVs: ms, error | from the second profile: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
@@ -754,13 +817,13 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                 p.in_situ_node_spread_ms
                     .zip(p.node_in_situ_spread_error())
                     .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
-                p.fresh_predicted_ms
-                    .zip(p.fresh_error())
+                p.second_predicted_ms
+                    .zip(p.second_error())
                     .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0))
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) | in-situ per window mean \\|error\\| / p90 (points) | in-situ at the node mean \\|error\\| / p90 (points) | in-situ at the node with both SCVs mean \\|error\\| / p90 (points) | from a profile taken just before the configuration: mean \\|error\\| / p90 / p95 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) | in-situ per window mean \\|error\\| / p90 (points) | in-situ at the node mean \\|error\\| / p90 (points) | in-situ at the node with both SCVs mean \\|error\\| / p90 (points) | from the second profile: mean \\|error\\| / p90 / p95 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -786,8 +849,8 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         let (node_in_situ_mean, node_in_situ_p90, _) = error_summary(node_in_situ.iter().copied());
         let node_spread = errors(SerfPoint::node_in_situ_spread_error);
         let (node_spread_mean, node_spread_p90, _) = error_summary(node_spread.iter().copied());
-        let fresh = errors(SerfPoint::fresh_error);
-        let (fresh_mean, fresh_p90, fresh_p95) = error_summary(fresh.iter().copied());
+        let second = errors(SerfPoint::second_error);
+        let (second_mean, second_p90, second_p95) = error_summary(second.iter().copied());
         s.push_str(&format!(
             "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {} |\n",
             r.model,
@@ -822,15 +885,15 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             node_spread_mean * 100.0,
             node_spread_p90 * 100.0,
             node_spread.len(),
-            if fresh.is_empty() {
+            if second.is_empty() {
                 "–".to_string()
             } else {
                 format!(
                     "{:.1} % / {:.1} % / {:.1} % ({})",
-                    fresh_mean * 100.0,
-                    fresh_p90 * 100.0,
-                    fresh_p95 * 100.0,
-                    fresh.len()
+                    second_mean * 100.0,
+                    second_p90 * 100.0,
+                    second_p95 * 100.0,
+                    second.len()
                 )
             }
         ));
@@ -850,12 +913,15 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
     });
-    if results.iter().any(|r| !r.fresh_profiles.is_empty()) {
-        s.push_str("\nThe same in the profile taken just before each configuration's loads:\n\n| model | config | drift at its turn |\n|---|---|---|\n");
+    if let Some((kind, _)) = results.iter().find_map(|r| r.second_profiles.as_ref()) {
+        s.push_str(&format!(
+            "\nThe same in the second profile ({}):\n\n| model | config | drift |\n|---|---|---|\n",
+            kind.describe()
+        ));
         push_rows(
             &mut s,
             results,
-            SerfModelResult::drift_at_its_turn,
+            SerfModelResult::second_profile_drift,
             |(config, d)| format!("{config} | {:+.1} %", d * 100.0),
         );
     }
@@ -1005,7 +1071,7 @@ mod tests {
             in_situ_ms: None,
             measured_service_scv: None,
             in_situ_scv_ms: None,
-            fresh_predicted_ms: None,
+            second_predicted_ms: None,
             node_arrival_scv: None,
             in_situ_node_spread_ms: None,
             window_service_cv: None,
@@ -1169,6 +1235,44 @@ mod tests {
         assert_eq!(windowed_in_situ_latency(100.0, &mu, service, &[]), None);
     }
 
+    /// The spread second profile: at least five rounds, at least two requests a round, the
+    /// rounds' gaps adding up to the span asked for; the one before each configuration is the
+    /// first's options, quiet.
+    #[test]
+    fn the_second_profiles_take_the_first_ones_options_with_their_own_rounds() {
+        use std::time::Duration;
+        let first = ProfileOptions {
+            samples: 10,
+            rounds: 3,
+            ..ProfileOptions::default()
+        };
+        let spread = SecondProfile::Spread {
+            over: Duration::from_secs(60),
+        }
+        .options(&first);
+        assert_eq!((spread.rounds, spread.samples), (5, 10));
+        assert_eq!(spread.round_gap, Duration::from_secs(15));
+        assert!(!spread.progress);
+        let many = SecondProfile::Spread {
+            over: Duration::from_secs(70),
+        }
+        .options(&ProfileOptions {
+            samples: 10,
+            rounds: 8,
+            ..first
+        });
+        assert_eq!((many.rounds, many.samples), (8, 16));
+        assert_eq!(many.round_gap, Duration::from_secs(10));
+        let again = SecondProfile::BeforeEachConfiguration.options(&first);
+        assert_eq!(
+            again,
+            ProfileOptions {
+                progress: false,
+                ..first
+            }
+        );
+    }
+
     #[test]
     fn requests_grow_with_load_within_bounds() {
         let config = SerfBenchConfig {
@@ -1179,7 +1283,7 @@ mod tests {
             loads: 10,
             headroom: 0.9,
             profile: ProfileOptions::default(),
-            reprofile: false,
+            second_profile: None,
         };
         assert_eq!(requests_at(&config, 10, 1000.0), 2000);
         assert_eq!(requests_at(&config, 5, 1000.0), 1000);

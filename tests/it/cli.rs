@@ -107,6 +107,8 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
         "2",
         "--rounds",
         "1",
+        "--spread-profile",
+        "1",
         "--table",
         &table_arg,
         "--plot",
@@ -114,6 +116,10 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
     ]);
     let text = std::fs::read_to_string(&table).expect("the table is written");
     assert!(text.contains("the model node planned for 1 "), "{text}");
+    assert!(
+        text.contains("The second profile, a profile with its rounds spread over 1 s"),
+        "{text}"
+    );
     assert!(text.contains("| c=1 t=1 |"), "{text}");
     for other in ["| c=1 t=2 |", "| c=2 t=1 |"] {
         assert!(!text.contains(other), "{other} beyond one core:\n{text}");
@@ -127,4 +133,32 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--cores"), "{stderr}");
+
+    for (flags, names) in [
+        (
+            &["--spread-profile=-1"][..],
+            "seconds must be finite and not negative",
+        ),
+        (&["--spread-profile", "soon"][..], "not a number of seconds"),
+        (&["--reprofile", "--spread-profile", "5"][..], "--reprofile"),
+    ] {
+        let out = weir()
+            .args(["bench", "serf"])
+            .args(flags)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{flags:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(names), "{flags:?}: {stderr}");
+    }
+    let out = weir()
+        .args(["profile", "graphs/quickstart.yaml", "--round-gap=-2"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--round-gap") && stderr.contains("not negative"),
+        "{stderr}"
+    );
 }

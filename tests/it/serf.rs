@@ -361,12 +361,12 @@ fn the_cache_contending_mlp_fits_one_l3_copy_not_two() {
 
 /// `weir bench serf` at toy size on the small MLP: every configuration it runs yields a point whose
 /// latency splits at the model node (the node's share never above the whole, the path outside it
-/// never negative); with `reprofile` each configuration is profiled again just before its loads
-/// and its point also predicted from that profile; the arrivals at the node are recorded. How
-/// close the figures are is the benchmark's question.
+/// never negative); with a second profile taken before each configuration's loads, each is
+/// profiled again and its point also predicted from that profile; the arrivals at the node are
+/// recorded. How close the figures are is the benchmark's question.
 #[test]
 fn the_serf_bench_splits_each_point_at_the_model_node() {
-    use weir::bench::serf::{serf_bench, SerfBenchConfig};
+    use weir::bench::serf::{serf_bench, SecondProfile, SerfBenchConfig};
     let config = SerfBenchConfig {
         models: vec![("mlp".into(), model("mlp_a.onnx"))],
         requests: 30,
@@ -383,7 +383,7 @@ fn the_serf_bench_splits_each_point_at_the_model_node() {
             progress: false,
             ..ProfileOptions::default()
         },
-        reprofile: true,
+        second_profile: Some(SecondProfile::BeforeEachConfiguration),
     };
     let results = serf_bench(&config).unwrap();
     let points = &results[0].points;
@@ -402,15 +402,17 @@ fn the_serf_bench_splits_each_point_at_the_model_node() {
     // Cores 2: configurations (1, 1), (1, 2) and (2, 1), each at the one load.
     assert_eq!(points.len(), 3, "{points:?}");
     let configs: Vec<_> = points.iter().map(|p| p.config).collect();
-    let reprofiled: Vec<_> = results[0].fresh_profiles.iter().map(|f| f.0).collect();
+    let (kind, seconds) = results[0].second_profiles.as_ref().unwrap();
+    assert_eq!(*kind, SecondProfile::BeforeEachConfiguration);
+    let reprofiled: Vec<_> = seconds.iter().map(|f| f.0).collect();
     assert_eq!(
         reprofiled, configs,
         "one fresh profile per configuration run"
     );
-    assert_eq!(results[0].drift_at_its_turn().len(), 3);
+    assert_eq!(results[0].second_profile_drift().len(), 3);
     for p in points {
-        let fresh = p.fresh_predicted_ms.unwrap_or(0.0);
-        assert!(fresh > 0.0 && p.fresh_error().is_some(), "{p:?}");
+        let second = p.second_predicted_ms.unwrap_or(0.0);
+        assert!(second > 0.0 && p.second_error().is_some(), "{p:?}");
         // 30 answered jobs: 29 gaps between their arrivals at the node.
         assert!(p.node_arrival_scv.is_some_and(|v| v >= 0.0), "{p:?}");
     }

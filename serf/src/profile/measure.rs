@@ -69,6 +69,11 @@ pub struct BuildOptions {
     /// *serf phases*); interleaved rounds put each tuple in several moments, and the median drops the
     /// disturbed one.
     pub rounds: usize,
+    /// Idle time between two rounds (zero: back to back). Spreads the rounds over minutes on a host
+    /// whose speed moves at that scale, so that the median round is a typical moment rather than
+    /// whichever one the profile happened to catch; the service-time cost is unchanged, the wall
+    /// time grows by `(rounds − 1) · round_gap`.
+    pub round_gap: std::time::Duration,
 }
 
 impl Default for BuildOptions {
@@ -77,6 +82,7 @@ impl Default for BuildOptions {
             samples: 10,
             retry_samples: 40,
             rounds: 1,
+            round_gap: std::time::Duration::ZERO,
         }
     }
 }
@@ -157,7 +163,10 @@ where
         summarise(tuple.concurrency, &times).map_err(|source| BuildError::Samples { tuple, source })
     };
     let mut measured: Vec<Vec<TupleStats>> = vec![Vec::with_capacity(rounds); tuples.len()];
-    for _ in 0..rounds {
+    for round in 0..rounds {
+        if round > 0 && !options.round_gap.is_zero() {
+            std::thread::sleep(options.round_gap);
+        }
         for (tuple, stats) in tuples.iter().zip(measured.iter_mut()) {
             stats.push(run(*tuple, per_round)?);
         }
@@ -260,6 +269,7 @@ mod tests {
                 samples: 10,
                 retry_samples: 40,
                 rounds: 1,
+                ..BuildOptions::default()
             },
             |t, n| {
                 calls += 1;
@@ -294,9 +304,10 @@ mod tests {
                 samples: 12,
                 retry_samples: 40,
                 rounds: 3,
+                round_gap: std::time::Duration::from_millis(20),
             },
             |tuple, samples| {
-                order.push(tuple);
+                order.push((tuple, std::time::Instant::now()));
                 let round = (order.len() - 1) / 3;
                 let factor = match round {
                     1 => 1.7,
@@ -308,9 +319,15 @@ mod tests {
             },
         )
         .unwrap();
-        // Round-robin: all three tuples, three times.
+        // Round-robin: all three tuples, three times, a round's first tuple at least the gap after
+        // the previous round's last.
         let plan = plan(2, &[1]);
-        assert_eq!(order, [plan.clone(), plan.clone(), plan].concat());
+        let tuples: Vec<Config> = order.iter().map(|o| o.0).collect();
+        assert_eq!(tuples, [plan.clone(), plan.clone(), plan].concat());
+        for next_round in [3, 6] {
+            let gap = order[next_round].1 - order[next_round - 1].1;
+            assert!(gap >= std::time::Duration::from_millis(20), "{gap:?}");
+        }
         for (c, mu) in p.candidates() {
             assert!((1.0 / mu[mu.len() - 1] - fake_time(c)).abs() < 1e-15, "{c}");
         }
