@@ -1,5 +1,10 @@
 //! zenoh pub/sub: each sample on the `subscribe` key expression is a request document; its reply
 //! document is published on the `publish` key expression. Runs until shutdown.
+//!
+//! Replies are published with blocking congestion control: zenoh's default for puts drops a sample
+//! when a link's queue is full, which under load lost replies silently (an integration test on the
+//! 2-core CI machine got 45 of 51); blocking holds the reply's task until the link drains, and
+//! `max_in_flight` bounds how many wait.
 
 use std::sync::Arc;
 
@@ -45,6 +50,7 @@ pub async fn run_zenoh(
     let publisher = Arc::new(
         session
             .declare_publisher(keys.publish.clone())
+            .congestion_control(zenoh::qos::CongestionControl::Block)
             .await
             .map_err(zerr)?,
     );
