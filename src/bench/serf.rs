@@ -33,9 +33,9 @@
 //! the service time, so slow stretches cost more than fast ones give back), and the arrivals at
 //! the node coming in clumps after the serving path (the SCV of the gaps between the jobs'
 //! arrivals there, and an in-situ prediction at the node with Kingman's two-moment waiting,
-//! `Prediction::waiting_with_scvs`). On this VM the windows held (CVs 0.001–0.21) and squeezenet's
+//! `Prediction::waiting_with_scvs`). On this VM the windows held (CVs 0.001–0.24) and squeezenet's
 //! arrivals at the node were Poisson-like (SCVs 0.85–1.11); only the 1 ms MLP at 1000+/s clumped
-//! (up to 1.8), and there Kingman's term takes a fifth off the error at the node
+//! (SCV up to 1.9), and there Kingman's term takes a fifth off the error at the node
 //! (`benchmarks/README.md`, *Layers of the error*). The table also gives the in-situ error at the
 //! node alone — the queueing model with its service level set to the calls measured, against the
 //! node's own queue wait plus call: what is left for the model itself.
