@@ -1436,6 +1436,10 @@ struct SerfBenchArgs {
     /// samples several moments predicts better than one that catches one.
     #[arg(long, value_parser = parse_seconds, conflicts_with = "phases")]
     spread_profile: Option<std::time::Duration>,
+    /// Also take a second profile right after the first whose tuples `(i, t)` run with `i`
+    /// clients (none waiting) instead of `i + 1`, and predict every point from it as well.
+    #[arg(long, conflicts_with_all = ["phases", "reprofile", "spread_profile"])]
+    profile_without_queue: bool,
     /// Whole comparisons to run; the report quotes medians (`--phases`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -1665,6 +1669,8 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
         },
         second_profile: if args.reprofile {
             Some(SecondProfile::BeforeEachConfiguration)
+        } else if args.profile_without_queue {
+            Some(SecondProfile::WithoutQueue)
         } else {
             args.spread_profile
                 .map(|over| SecondProfile::Spread { over })
@@ -1686,7 +1692,11 @@ fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     for r in &results {
         text.push_str(&describe(&r.profile)?);
         text.push('\n');
-        if let Some((kind @ SecondProfile::Spread { .. }, seconds)) = &r.second_profiles {
+        if let Some((
+            kind @ (SecondProfile::Spread { .. } | SecondProfile::WithoutQueue),
+            seconds,
+        )) = &r.second_profiles
+        {
             if let Some((_, second)) = seconds.first() {
                 text.push_str(&format!("The second profile, {}:\n", kind.describe()));
                 text.push_str(&describe(second)?);

@@ -80,6 +80,9 @@ pub struct ProfileOptions {
     /// Idle time between two rounds ([`weir_serf::profile::BuildOptions::round_gap`]; zero: back
     /// to back).
     pub round_gap: Duration,
+    /// In a graph ([`MeasuredIn::Graph`]), measure tuple `(i, t)` with `i` clients instead of
+    /// `i + 1` ([`in_graph::GraphProfiler::without_queue`]).
+    pub without_queue: bool,
 }
 
 impl ProfileOptions {
@@ -108,6 +111,7 @@ impl Default for ProfileOptions {
             pin_cores_from: None,
             measure_in: MeasuredIn::Graph,
             round_gap: Duration::ZERO,
+            without_queue: false,
         }
     }
 }
@@ -300,6 +304,9 @@ pub fn profile_node(
         }
         MeasuredIn::Graph => {
             let mut graphs = in_graph::GraphProfiler::new(path, options.executor());
+            if options.without_queue {
+                graphs = graphs.without_queue();
+            }
             let built = build_profile(cores, &[1], build, |tuple: Config, samples| {
                 let tuple_started = Instant::now();
                 let times = graphs.measure(tuple, (samples, options.warmup))?;

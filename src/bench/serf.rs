@@ -116,6 +116,10 @@ pub enum SecondProfile {
         /// Time from the first round to the last.
         over: std::time::Duration,
     },
+    /// One profile right after the first whose tuples `(i, t)` run with `i` clients, none waiting
+    /// ([`crate::serf::in_graph::GraphProfiler::without_queue`]): is the error the waiting
+    /// client's path work slowing one slot while the profile fills every core?
+    WithoutQueue,
 }
 
 /// Fewest rounds of a [`SecondProfile::Spread`] profile.
@@ -132,6 +136,9 @@ impl SecondProfile {
                 "a profile with its rounds spread over {:.0} s, taken right after the first",
                 over.as_secs_f64()
             ),
+            SecondProfile::WithoutQueue => {
+                "a profile whose tuples ran with as many clients as slots (none waiting), taken right after the first".to_string()
+            }
         }
     }
 
@@ -152,6 +159,10 @@ impl SecondProfile {
                     ..quiet
                 }
             }
+            SecondProfile::WithoutQueue => ProfileOptions {
+                without_queue: true,
+                ..quiet
+            },
         }
     }
 }
@@ -548,14 +559,14 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         .collect();
     let started = std::time::Instant::now();
     let mut points = Vec::new();
-    let spread = match config.second_profile {
-        Some(kind @ SecondProfile::Spread { .. }) => {
+    let once = match config.second_profile {
+        Some(kind @ (SecondProfile::Spread { .. } | SecondProfile::WithoutQueue)) => {
             Some(profile_node(name, path, &kind.options(&config.profile))?)
         }
         _ => None,
     };
-    // Taken once, the spread profile stands for every configuration, run or not.
-    let mut second_profiles: Vec<(Config, Profile)> = spread
+    // Taken once, the second profile stands for every configuration, run or not.
+    let mut second_profiles: Vec<(Config, Profile)> = once
         .iter()
         .flat_map(|p| candidates.as_slice().iter().map(|c| (c.config, p.clone())))
         .collect();
@@ -579,7 +590,7 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 second_profiles.push((candidate.config, again.clone()));
                 Some(again)
             }
-            Some(SecondProfile::Spread { .. }) => spread.clone(),
+            Some(SecondProfile::Spread { .. } | SecondProfile::WithoutQueue) => once.clone(),
             None => None,
         };
         let second_candidate = second
@@ -1269,6 +1280,14 @@ mod tests {
             ProfileOptions {
                 progress: false,
                 ..first
+            }
+        );
+        let unqueued = SecondProfile::WithoutQueue.options(&first);
+        assert_eq!(
+            unqueued,
+            ProfileOptions {
+                without_queue: true,
+                ..again
             }
         );
     }

@@ -13,7 +13,12 @@
 //!
 //! Every tuple runs closed-loop with `i + 1` clients, so that a request always waits behind the `i`
 //! in service and every measured call really ran with `i` at once; the first `samples` calls are
-//! kept (the last ones of a run drain with fewer). The *path time* — what a request spends outside
+//! kept (the last ones of a run drain with fewer). With [`GraphProfiler::without_queue`] a tuple
+//! runs with `i` clients instead: no request waits, so the answer path and the next request's way
+//! in run in the gap a call leaves on its own slot rather than beside the other slots' calls —
+//! on a machine whose cores the tuple fills, the waiting client's path work is what slows one slot
+//! (`benchmarks/README.md`, *Layers of the error*), at the price of calls that ran with slightly
+//! fewer than `i` at once. The *path time* — what a request spends outside
 //! the call — is measured once on the `(1, 1)` graph with a single client: mean answer latency
 //! minus mean call time.
 //!
@@ -164,6 +169,7 @@ pub struct GraphProfiler<'a> {
     path: &'a Path,
     executor: ExecutorSpec,
     graphs: BTreeMap<Config, (RunningGraph, Workload)>,
+    waiting_clients: usize,
 }
 
 impl<'a> GraphProfiler<'a> {
@@ -173,6 +179,15 @@ impl<'a> GraphProfiler<'a> {
             path,
             executor,
             graphs: BTreeMap::new(),
+            waiting_clients: 1,
+        }
+    }
+
+    /// Measures every tuple `(i, t)` with `i` clients, none waiting (module docs).
+    pub fn without_queue(self) -> Self {
+        Self {
+            waiting_clients: 0,
+            ..self
         }
     }
 
@@ -187,7 +202,8 @@ impl<'a> GraphProfiler<'a> {
     }
 
     /// At least `samples` service times (seconds) of tuple `tuple`, each from a call that ran with
-    /// `tuple.concurrency` calls at once, after `warmup` unmeasured requests per client (module docs).
+    /// `tuple.concurrency` calls at once (nearly, [`Self::without_queue`]), after `warmup`
+    /// unmeasured requests per client (module docs).
     ///
     /// # Errors
     /// When the graph cannot start or a request fails.
@@ -196,7 +212,7 @@ impl<'a> GraphProfiler<'a> {
         tuple: Config,
         (samples, warmup): (usize, usize),
     ) -> Result<Vec<f64>, MeasureError> {
-        let clients = tuple.concurrency + 1;
+        let clients = tuple.concurrency + self.waiting_clients;
         let (graph, workload) = self.graph(tuple)?;
         closed_loop(graph, workload, warmup * clients, clients)?;
         let (mut calls, _) = timed(

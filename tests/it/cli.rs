@@ -141,6 +141,10 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
         ),
         (&["--spread-profile", "soon"][..], "not a number of seconds"),
         (&["--reprofile", "--spread-profile", "5"][..], "--reprofile"),
+        (
+            &["--profile-without-queue", "--spread-profile", "5"][..],
+            "--profile-without-queue",
+        ),
     ] {
         let out = weir()
             .args(["bench", "serf"])

@@ -119,6 +119,25 @@ fn profile_mlp_saves_every_configuration() {
     assert_eq!(bare_configs, configs);
     assert_after_idle_measured(&bare);
 
+    // With as many clients as slots (none waiting) the profile has the same shape and samples.
+    let unqueued = profile_node(
+        "m",
+        &nodes[0].path,
+        &ProfileOptions {
+            without_queue: true,
+            ..options
+        },
+    )
+    .unwrap();
+    let unqueued_configs: Vec<Config> = unqueued.candidates().iter().map(|(c, _)| *c).collect();
+    assert_eq!(unqueued_configs, configs);
+    assert!(unqueued
+        .series
+        .iter()
+        .flat_map(|s| &s.tuples)
+        .all(|t| t.samples >= options.samples.div_ceil(options.rounds.max(1))));
+    assert_after_idle_measured(&unqueued);
+
     std::fs::remove_dir_all(Path::new(&dir)).unwrap();
 }
 
