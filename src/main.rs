@@ -1322,9 +1322,9 @@ struct ProfileArgs {
     /// running one-node graph.
     #[arg(long)]
     bare_sessions: bool,
-    /// Seconds of idle time between two rounds (default: back to back): on a host whose speed
-    /// moves over minutes, spreads the rounds so that each tuple's median round is a typical
-    /// moment (costs wall time only).
+    /// Seconds of idle time between two rounds (default: back to back): spreads the rounds over
+    /// minutes on a host whose speed moves at that scale (costs wall time only; on the 2-vCPU VM
+    /// it did not make the prediction reliably better, benchmarks/README.md).
     #[arg(long, value_parser = parse_seconds, default_value = "0")]
     round_gap: std::time::Duration,
 }
