@@ -233,80 +233,88 @@ pub struct SerfPoint {
 impl SerfPoint {
     /// `(predicted − measured) / measured`.
     pub fn error(&self) -> f64 {
-        (self.predicted_ms - self.measured_ms) / self.measured_ms
+        relative_error(self.predicted_ms, self.measured_ms)
     }
 
     /// The error of the prediction without weir's terms.
     pub fn back_to_back_error(&self) -> f64 {
-        (self.back_to_back_ms - self.measured_ms) / self.measured_ms
+        relative_error(self.back_to_back_ms, self.measured_ms)
     }
 
     /// The error of the prediction from the second profile.
     pub fn second_error(&self) -> Option<f64> {
-        self.second_predicted_ms
-            .map(|p| (p - self.measured_ms) / self.measured_ms)
+        self.against_latency(self.second_predicted_ms)
     }
 
     /// The same for the in-situ prediction.
     pub fn in_situ_error(&self) -> Option<f64> {
-        self.in_situ_ms
-            .map(|p| (p - self.measured_ms) / self.measured_ms)
+        self.against_latency(self.in_situ_ms)
     }
 
     /// The same for the in-situ prediction with the calls' measured spread.
     pub fn in_situ_scv_error(&self) -> Option<f64> {
-        self.in_situ_scv_ms
-            .map(|p| (p - self.measured_ms) / self.measured_ms)
+        self.against_latency(self.in_situ_scv_ms)
     }
 
     /// The in-situ prediction's error at the node alone: the queueing model, its service level set
     /// to the calls measured, against the node's measured queue wait plus call — what remains for
     /// the model itself.
     pub fn node_in_situ_error(&self) -> Option<f64> {
-        let path = self.predicted_ms - self.predicted_node_ms;
-        self.in_situ_ms
-            .zip(self.measured_node_ms.filter(|&m| m > 0.0))
-            .map(|(p, m)| (p - path - m) / m)
+        let path = self.predicted_path_ms();
+        self.against_node(self.in_situ_ms.map(|p| p - path))
     }
 
     /// The same with the waiting of the measured arrival and call spreads.
     pub fn node_in_situ_spread_error(&self) -> Option<f64> {
-        self.in_situ_node_spread_ms
-            .zip(self.measured_node_ms.filter(|&m| m > 0.0))
-            .map(|(p, m)| (p - m) / m)
+        self.against_node(self.in_situ_node_spread_ms)
     }
 
     /// The same for the in-situ prediction per window.
     pub fn windowed_in_situ_error(&self) -> Option<f64> {
-        self.windowed_in_situ_ms
-            .map(|p| (p - self.measured_ms) / self.measured_ms)
+        self.against_latency(self.windowed_in_situ_ms)
     }
 
     /// The error against the latency from when the load generator actually sent each request
     /// (its lateness, a harness cost of sharing the cores with the served model, taken out).
     pub fn from_send_error(&self) -> f64 {
-        let measured = self.measured_ms - self.send_late_ms;
-        (self.predicted_ms - measured) / measured
+        relative_error(self.predicted_ms, self.measured_ms - self.send_late_ms)
     }
 
     /// The error of the time at the node alone: the queueing model against the node's measured
     /// queue wait plus call, without the path outside it.
     pub fn node_error(&self) -> Option<f64> {
-        self.measured_node_ms
-            .filter(|&m| m > 0.0)
-            .map(|m| (self.predicted_node_ms - m) / m)
+        self.against_node(Some(self.predicted_node_ms))
+    }
+
+    /// The error of a prediction of the whole latency, if there is one.
+    fn against_latency(&self, predicted_ms: Option<f64>) -> Option<f64> {
+        predicted_ms.map(|p| relative_error(p, self.measured_ms))
+    }
+
+    /// The error of a prediction of the time at the node, if there is one and the node's time was
+    /// measured.
+    fn against_node(&self, predicted_ms: Option<f64>) -> Option<f64> {
+        predicted_ms
+            .zip(self.measured_node_ms.filter(|&m| m > 0.0))
+            .map(|(p, m)| relative_error(p, m))
+    }
+
+    /// The predicted time outside the node (the serving path), ms.
+    fn predicted_path_ms(&self) -> f64 {
+        self.predicted_ms - self.predicted_node_ms
     }
 
     /// Predicted and measured time outside the node (the serving path and the load generator's
     /// lateness), ms.
     pub fn outside_the_node_ms(&self) -> Option<(f64, f64)> {
-        self.measured_node_ms.map(|m| {
-            (
-                self.predicted_ms - self.predicted_node_ms,
-                self.measured_ms - m,
-            )
-        })
+        self.measured_node_ms
+            .map(|m| (self.predicted_path_ms(), self.measured_ms - m))
     }
+}
+
+/// `(predicted − measured) / measured`.
+fn relative_error(predicted: f64, measured: f64) -> f64 {
+    (predicted - measured) / measured
 }
 
 /// The mean latency (seconds) the model predicts at `lambda` with the rates `mu` scaled so that its mean
