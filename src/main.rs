@@ -1418,8 +1418,8 @@ struct SerfBenchArgs {
     pin_cores_from: Option<usize>,
     /// Cores the model node may use: the configurations profiled and served are those with
     /// `c·t` at most this (default: all available). With `--pin-cores-from`, a host with more
-    /// cores serves the node on these alone and leaves the rest to the load generator and
-    /// weir's own threads.
+    /// cores serves the node on these alone: they are reserved for it, and the load generator and
+    /// weir's own threads are kept on the rest.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     cores: Option<u16>,
     /// Profile bare sessions back to back (the paper's way) instead of the node's executor in a
@@ -1502,10 +1502,13 @@ fn measured_in(bare_sessions: bool) -> weir_serf::profile::MeasuredIn {
     }
 }
 
+/// The machine's cores for this process (as before `weir bench serf` reserved the node's).
 fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    weir_operators::model::pinning::cpus_before_reservation().unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 /// The cores `weir bench serf` plans the model node for: `--cores`, else the machine's.
@@ -1516,9 +1519,14 @@ fn node_cores(args: &SerfBenchArgs) -> usize {
 /// The machine line of the SERF benchmarks' reports: the machine's cores and, where `--cores` or
 /// `--pin-cores-from` narrowed them, the node's.
 fn serf_machine_line(args: &SerfBenchArgs) -> String {
+    let reserved = if weir_operators::model::pinning::cpus_before_reservation().is_some() {
+        "; the node's cores reserved for it, the process's other threads kept off them"
+    } else {
+        ""
+    };
     let pinned = args
         .pin_cores_from
-        .map_or_else(|| "no".to_string(), |k| format!("from core {k}"));
+        .map_or_else(|| "no".to_string(), |k| format!("from core {k}{reserved}"));
     format!(
         "machine: {} cores, the model node planned for {} (threads pinned: {pinned})",
         cores(),
@@ -1627,6 +1635,18 @@ fn load_average() -> String {
 fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     use weir::bench::serf::{plot_serf, serf_bench, serf_table, SecondProfile, SerfBenchConfig};
     use weir::serf::{describe, ProfileOptions};
+    if let (Some(first), Some(node)) = (args.pin_cores_from, args.cores.map(usize::from)) {
+        if node < cores() {
+            // Before any runtime or session starts a thread: every later one inherits it.
+            let kept = weir_operators::model::pinning::reserve_for_node(first, node)
+                .context("reserving the node's cores (--cores with --pin-cores-from)")?;
+            eprintln!(
+                "CPUs {kept:?} reserved for the model node; the process's other threads run on the rest"
+            );
+        } else {
+            eprintln!("the node's {node} cores are all this process has: none reserved");
+        }
+    }
     let paths = if args.models.is_empty() {
         // The phases run needs a model whose intra- and inter-request configurations trade
         // places with the load (see `weir::bench::serf_phases`); on 2 cores squeezenet's do not.

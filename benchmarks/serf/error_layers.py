@@ -10,6 +10,10 @@ costs (mean |error| and p90 over the table's points):
 - second profile: the same from the second profile, if the run took one ("–" without): one taken
   just before each configuration's loads (`--reprofile`: what the profile's age costs) or one
   whose rounds are spread over minutes (`--spread-profile`: what measuring one moment costs);
+- SERF online: the same model on the profile blended with the calls the node served before the
+  point (what `parallelism: auto` predicts from; "–" in tables from before the column);
+- level carried: the profile slowed to the service level (measured over predicted mean service)
+  of the last point served, the causal counterpart of in situ;
 - in situ: the model with its service level set to the calls measured during the point;
 - in situ at the node: the same against the node's own queue wait plus call, without the path
   outside it (weir's ingress and egress and the load generator's lateness);
@@ -30,6 +34,8 @@ LAYERS = [
     ("second profile", ("from the second profile: ms, error",
                         # the column's name in the first `--reprofile` tables
                         "from a profile taken just before the configuration: ms, error")),
+    ("SERF online", "from the calls served before (SERF online): ms, error"),
+    ("level carried", "at the service level of the last point served: ms, error"),
     ("in situ", "in-situ error"),
     ("in situ at the node", None),
     ("at the node, both SCVs", "in-situ at the node with both SCVs: ms, error"),

@@ -142,6 +142,18 @@ impl IdleCurve {
         })
     }
 
+    /// The same curve on a host `factor` times slower: every time multiplied by `factor` (a
+    /// factor that is not finite and positive leaves the curve as it is).
+    pub fn scaled(&self, factor: f64) -> Self {
+        if !(factor.is_finite() && factor > 0.0) {
+            return self.clone();
+        }
+        Self {
+            back_to_back_s: self.back_to_back_s * factor,
+            points: self.points.iter().map(|&(g, t)| (g, t * factor)).collect(),
+        }
+    }
+
     /// `S₀(gap)`: linear between measured gaps, from `(0, 1/μ_1)`, flat beyond the last.
     pub fn service_after(&self, gap_s: f64) -> f64 {
         let mut before = (0.0, self.back_to_back_s);

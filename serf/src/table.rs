@@ -67,6 +67,21 @@ impl Candidate {
         }
     }
 
+    /// The same configuration on a host `factor` times slower (every service time, after idle
+    /// gaps too, multiplied by `factor`; `factor` 1 is the candidate itself): how a service level
+    /// measured while serving carries to loads and configurations not yet measured. A factor that
+    /// is not finite and positive leaves the candidate as it is.
+    pub fn slowed(&self, factor: f64) -> Candidate {
+        if !(factor.is_finite() && factor > 0.0) {
+            return self.clone();
+        }
+        Candidate {
+            config: self.config,
+            mu: self.mu.iter().map(|m| m / factor).collect(),
+            after_idle: self.after_idle.as_ref().map(|c| c.scaled(factor)),
+        }
+    }
+
     /// Capacity `c·μ_c` in requests per second.
     pub fn capacity(&self) -> f64 {
         self.mu.len() as f64 * self.mu[self.mu.len() - 1]
@@ -323,6 +338,38 @@ mod tests {
             &[(1, vec![1.0 / 0.20, 1.0 / 0.22]), (2, vec![1.0 / 0.12])],
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_slowed_candidate_is_the_same_queue_on_a_slower_clock() {
+        let plain = Candidate {
+            config: Config::new(2, 1),
+            mu: vec![1.0 / 0.20, 1.0 / 0.22],
+            after_idle: None,
+        };
+        // Every time `f` longer at `λ / f`: the same queue, its latency `f` times longer.
+        let f = 1.3;
+        let at = |c: &Candidate, lambda: f64| c.estimate(lambda, Predictor::Serf).unwrap();
+        let (base, slow) = (at(&plain, 6.0), at(&plain.slowed(f), 6.0 / f));
+        assert!((slow.latency - f * base.latency).abs() < 1e-9 * slow.latency);
+        assert!((slow.service - f * base.service).abs() < 1e-9 * slow.service);
+        // The service after an idle gap slows alike; the gaps themselves are real time.
+        let curve = IdleCurve::from_times(0.20, &[(0.01, 0.26), (0.05, 0.30)]).unwrap();
+        let idle = Candidate {
+            after_idle: Some(curve.clone()),
+            ..plain.clone()
+        };
+        let slowed = idle.slowed(f);
+        let after = |c: &Candidate, gap: f64| c.after_idle.as_ref().unwrap().service_after(gap);
+        for gap in [0.0, 0.005, 0.03, 1.0] {
+            assert!((after(&slowed, gap) - f * curve.service_after(gap)).abs() < 1e-12);
+        }
+        assert!(at(&slowed, 2.0).latency > at(&idle, 2.0).latency);
+        // Factor 1 and factors that are no speed leave the candidate as it is.
+        assert_eq!(idle.slowed(1.0), idle);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(idle.slowed(bad), idle);
+        }
     }
 
     #[test]

@@ -53,6 +53,23 @@
 //! the error against the latency from the actual send as well (the generator's lateness, a cost of
 //! sharing two cores with the served model, taken out).
 //!
+//! Every point is also predicted the way a live node running `parallelism: auto` sees it: from the
+//! profile blended with the calls the node served before the point ([`weir_serf::online`], its
+//! default options, one [`OnlineProfile`] for the model's whole run, as a node that serves every
+//! configuration in turn keeps one). Each call counts for the tuple of the number of calls that ran
+//! with it on average ([`calls_running_with`], what the live executor attributes) at the point's
+//! nominal arrival rate. A configuration's first point is predicted from what earlier
+//! configurations measured of its tuples, or the profile; later ones from its own calls at lower
+//! loads. Decision: a column beside the profile's prediction, not instead of it — the paper's
+//! figure is a profile's prediction, this one is what SERF's live choice acts on.
+//!
+//! A second causal column carries the *service level* instead of the rates: the last point served
+//! ran `f` = measured over predicted mean service (Eq. 12 with the idle starts) times slower than
+//! the profile says, and the next point is predicted on the profile slowed by `f`
+//! ([`weir_serf::table::Candidate::slowed`]: every service time, after idle gaps too). Unlike
+//! measured rates it does not count a low load's idle-gap slowness twice at a higher one, and a
+//! configuration's first point takes the level of the configuration before (the host's speed).
+//!
 //! The prediction includes what requests that start after an idle gap add (`weir_serf::idle`, from
 //! the profile's `after_idle`) and the path time for arrivals at that load
 //! (`weir_serf::profile::Profile::path_after`); every point also records the paper's prediction
@@ -68,6 +85,7 @@ use weir_engine::onnx::{ElementType, TensorInfo};
 use weir_serf::baseline::Predictor;
 use weir_serf::config::Config;
 use weir_serf::model::{predict, Estimate};
+use weir_serf::online::{OnlineOptions, OnlineProfile};
 use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
 
@@ -187,6 +205,12 @@ pub struct SerfPoint {
     /// ([`SerfBenchConfig::second_profile`]) instead of the first, ms (`None`: none asked for, or
     /// unstable at `λ` on it).
     pub second_predicted_ms: Option<f64>,
+    /// Predicted mean latency as [`Self::predicted_ms`], from the profile blended with the calls
+    /// served before this point (module docs; `None`: unstable at `λ` on those rates), ms.
+    pub online_predicted_ms: Option<f64>,
+    /// Predicted mean latency as [`Self::predicted_ms`], on the profile slowed to the service
+    /// level of the last point served (module docs; `None`: unstable at `λ` there), ms.
+    pub carried_predicted_ms: Option<f64>,
     /// Measured mean latency, ms.
     pub measured_ms: f64,
     /// How late the load generator sent each request after its Poisson arrival time, on average,
@@ -244,6 +268,16 @@ impl SerfPoint {
     /// The error of the prediction from the second profile.
     pub fn second_error(&self) -> Option<f64> {
         self.against_latency(self.second_predicted_ms)
+    }
+
+    /// The error of the prediction from the calls served before the point.
+    pub fn online_error(&self) -> Option<f64> {
+        self.against_latency(self.online_predicted_ms)
+    }
+
+    /// The error of the prediction at the service level of the last point served.
+    pub fn carried_error(&self) -> Option<f64> {
+        self.against_latency(self.carried_predicted_ms)
     }
 
     /// The same for the in-situ prediction.
@@ -378,6 +412,61 @@ pub fn scv(times: &[std::time::Duration]) -> Option<f64> {
     let mean = secs().sum::<f64>() / n;
     let variance = secs().map(|t| (t - mean).powi(2)).sum::<f64>() / n;
     (mean > 0.0).then(|| variance / (mean * mean))
+}
+
+/// For each of `calls`, how many calls ran with it on average over its span, itself included
+/// (time-weighted, rounded, at least 1): the tuple `i` a live node's executor counts the call for
+/// (`weir_operators::model::parallelism`), here from the call log after the fact.
+pub fn calls_running_with(calls: &[weir_operators::model::CallRecord]) -> Vec<usize> {
+    let spans: Vec<(std::time::Instant, std::time::Instant)> = calls
+        .iter()
+        .map(|c| {
+            let start = c.ended_at.checked_sub(c.duration).unwrap_or(c.ended_at);
+            (start, c.ended_at)
+        })
+        .collect();
+    spans
+        .iter()
+        .map(|&(start, end)| {
+            let own = end.saturating_duration_since(start).as_secs_f64();
+            if own <= 0.0 {
+                return 1;
+            }
+            let together: f64 = spans
+                .iter()
+                .map(|&(s, e)| {
+                    e.min(end)
+                        .saturating_duration_since(s.max(start))
+                        .as_secs_f64()
+                })
+                .sum();
+            ((together / own).round() as usize).max(1)
+        })
+        .collect()
+}
+
+/// Feeds a point's `calls` of a configuration `config` served at arrival rate `lambda` into
+/// `online` as a live node would (each for the tuple of [`calls_running_with`], at most `c`), in
+/// the order they ended, timed from `origin`.
+fn record_served_calls(
+    online: &mut OnlineProfile,
+    config: Config,
+    lambda: f64,
+    calls: &[weir_operators::model::CallRecord],
+    origin: std::time::Instant,
+) {
+    let running = calls_running_with(calls);
+    let mut ordered: Vec<(&weir_operators::model::CallRecord, usize)> =
+        calls.iter().zip(running).collect();
+    ordered.sort_by_key(|(c, _)| c.ended_at);
+    for (call, i) in ordered {
+        online.record(
+            call.ended_at.saturating_duration_since(origin),
+            config.tuple(i.min(config.concurrency)),
+            call.duration.as_secs_f64(),
+            Some(lambda),
+        );
+    }
 }
 
 /// Length of the windows [`windowed_service`] cuts a point's calls into: the VM's speed states
@@ -566,6 +655,9 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         .map(|k| k as f64 / config.loads as f64 * config.headroom * top)
         .collect();
     let started = std::time::Instant::now();
+    let mut online = OnlineProfile::new(&candidates, OnlineOptions::default());
+    // Measured over predicted mean service of the last point served.
+    let mut service_level = 1.0;
     let mut points = Vec::new();
     let once = match config.second_profile {
         Some(kind @ (SecondProfile::Spread { .. } | SecondProfile::WithoutQueue)) => {
@@ -629,6 +721,16 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
         };
         for (level, lambda, prediction, estimate) in runnable {
             let latency = estimate.latency;
+            let online_predicted_ms = online
+                .candidates_at(lambda, started.elapsed())
+                .get(candidate.config)
+                .and_then(|c| c.estimate(lambda, Predictor::Serf).ok())
+                .map(|e| profile.predicted_latency(e.latency, lambda) * 1e3);
+            let carried_predicted_ms = candidate
+                .slowed(service_level)
+                .estimate(lambda, Predictor::Serf)
+                .ok()
+                .map(|e| profile.predicted_latency(e.latency, lambda) * 1e3);
             let requests = requests_at(config, level, lambda);
             let before = node_counters(&graph);
             let calls = graph.executor_load(NODE);
@@ -656,6 +758,13 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                 ));
             }
             let call_log = calls.map(|c| c.take_calls()).unwrap_or_default();
+            record_served_calls(
+                &mut online,
+                candidate.config,
+                lambda,
+                &call_log.calls,
+                started,
+            );
             let call_times: Vec<std::time::Duration> =
                 call_log.calls.iter().map(|c| c.duration).collect();
             let measured_scv = scv(&call_times);
@@ -680,6 +789,9 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                     in_situ_latency_with_scvs(lambda, &candidate.mu, prediction.service, s, spreads)
                 })
             };
+            if let Some(measured) = measured_service.filter(|_| estimate.service > 0.0) {
+                service_level = measured / estimate.service;
+            }
             let point = SerfPoint {
                 config: candidate.config,
                 level,
@@ -692,6 +804,8 @@ fn measure_model(name: &str, path: &Path, config: &SerfBenchConfig) -> Result<Se
                         Some(second.predicted_latency(estimate.latency, lambda) * 1e3)
                     },
                 ),
+                online_predicted_ms,
+                carried_predicted_ms,
                 back_to_back_ms: (prediction.latency + profile.path_s.unwrap_or(0.0)) * 1e3,
                 measured_ms: report.latency_us.mean() / 1e3,
                 send_late_ms: report.mean_send_lateness.as_secs_f64() * 1e3,
@@ -792,7 +906,7 @@ pub fn serf_bench(config: &SerfBenchConfig) -> Result<Vec<SerfModelResult>> {
 /// The results as Markdown: per-point table, error summary against the paper, best configuration
 /// per load.
 pub fn serf_table(results: &[SerfModelResult]) -> String {
-    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error | window CV | arrival SCV at the node | in-situ at the node with both SCVs: ms, error | from the second profile: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from("| model | config | k | λ (1/s) | ρ | requests | predicted ms | measured ms | error | the paper's model (back to back): ms, error | service ms predicted / measured | in-situ predicted ms | in-situ error | at the node ms predicted / measured, error | outside the node ms predicted / measured | sender late µs | call SCV | in-situ with the call SCV: ms, error | window CV | arrival SCV at the node | in-situ at the node with both SCVs: ms, error | from the second profile: ms, error | from the calls served before (SERF online): ms, error | at the service level of the last point served: ms, error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     push_rows(
         &mut s,
         results,
@@ -800,7 +914,7 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         |p| {
             let dash = || "–".to_string();
             format!(
-                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0} | {} | {} | {} | {} | {} | {}",
+                "{} | {} | {:.1} | {:.2} | {} | {:.3} | {:.3} | {:+.1} % | {:.3}, {:+.1} % | {:.3} / {} | {} | {} | {:.3} / {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {}",
                 p.config,
                 p.level,
                 p.lambda,
@@ -838,11 +952,13 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
                     .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
                 p.second_predicted_ms
                     .zip(p.second_error())
-                    .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0))
+                    .map_or_else(dash, |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0)),
+                causal_cell(p.online_predicted_ms, p.online_error()),
+                causal_cell(p.carried_predicted_ms, p.carried_error()),
             )
         },
     );
-    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) | in-situ per window mean \\|error\\| / p90 (points) | in-situ at the node mean \\|error\\| / p90 (points) | in-situ at the node with both SCVs mean \\|error\\| / p90 (points) | from the second profile: mean \\|error\\| / p90 / p95 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n| model | points | mean \\|error\\| | p90 | p95 | max | the paper's model: mean \\|error\\| / p90 | best config: same / within 5 % / wrong | load runs s | profiling wall s | back-to-back path ms (measured in) | in-situ mean \\|error\\| / p90 (points) | at the node mean \\|error\\| / p90 (points) | from send mean \\|error\\| / p90 | in-situ with the call SCV mean \\|error\\| / p90 (points) | in-situ per window mean \\|error\\| / p90 (points) | in-situ at the node mean \\|error\\| / p90 (points) | in-situ at the node with both SCVs mean \\|error\\| / p90 (points) | from the second profile: mean \\|error\\| / p90 / p95 (points) | from the calls served before (SERF online): mean \\|error\\| / p90 / p95 (points) | at the service level of the last point served: mean \\|error\\| / p90 / p95 (points) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let all: Vec<&SerfPoint> = results.iter().flat_map(|r| r.points.iter()).collect();
     for r in results {
         let (mean, p90, p95) = error_summary(r.points.iter().map(SerfPoint::error));
@@ -869,9 +985,10 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         let node_spread = errors(SerfPoint::node_in_situ_spread_error);
         let (node_spread_mean, node_spread_p90, _) = error_summary(node_spread.iter().copied());
         let second = errors(SerfPoint::second_error);
-        let (second_mean, second_p90, second_p95) = error_summary(second.iter().copied());
+        let online = summary_cell(&errors(SerfPoint::online_error));
+        let carried = summary_cell(&errors(SerfPoint::carried_error));
         s.push_str(&format!(
-            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {} |\n",
+            "| {} | {} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.1} % / {:.1} % | {same} / {close} / {} | {:.0} | {:.2} | {} | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {:.1} % / {:.1} % ({}) | {} | {online} | {carried} |\n",
             r.model,
             r.points.len(),
             mean * 100.0,
@@ -904,30 +1021,20 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
             node_spread_mean * 100.0,
             node_spread_p90 * 100.0,
             node_spread.len(),
-            if second.is_empty() {
-                "–".to_string()
-            } else {
-                format!(
-                    "{:.1} % / {:.1} % / {:.1} % ({})",
-                    second_mean * 100.0,
-                    second_p90 * 100.0,
-                    second_p95 * 100.0,
-                    second.len()
-                )
-            }
+            summary_cell(&second)
         ));
     }
     if results.len() > 1 {
         let (mean, p90, p95) = error_summary(all.iter().map(|p| p.error()));
         s.push_str(&format!(
-            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | | | | | | | |\n",
+            "| **all** | {} | **{:.1} %** | **{:.1} %** | **{:.1} %** | | | | | | | | | | | | | | | | |\n",
             all.len(),
             mean * 100.0,
             p90 * 100.0,
             p95 * 100.0
         ));
     }
-    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | | | | | | | ≤ 4 % / < 10 % / < 12 % |\n");
+    s.push_str("| paper (Fig. 11) | | ≤ 4 % | < 10 % | < 12 % | | | always | | | | | | | | | | | ≤ 4 % / < 10 % / < 12 % | ≤ 4 % / < 10 % / < 12 % | ≤ 4 % / < 10 % / < 12 % |\n");
     s.push_str("\nMachine drift: capacity c·μ_c in a second profile taken after the load runs, relative to the one the predictions use:\n\n| model | config | drift |\n|---|---|---|\n");
     push_rows(&mut s, results, SerfModelResult::drift, |(config, d)| {
         format!("{config} | {:+.1} %", d * 100.0)
@@ -968,6 +1075,29 @@ pub fn serf_table(results: &[SerfModelResult]) -> String {
         },
     );
     s
+}
+
+/// A causal prediction's cell: `ms, error`, or "unstable" where the rates could not keep up.
+fn causal_cell(predicted_ms: Option<f64>, error: Option<f64>) -> String {
+    predicted_ms.zip(error).map_or_else(
+        || "unstable".to_string(),
+        |(m, e)| format!("{m:.3}, {:+.1} %", e * 100.0),
+    )
+}
+
+/// A summary cell of `errors`: `mean / p90 / p95 (points)` of their absolute values, "–" if none.
+fn summary_cell(errors: &[f64]) -> String {
+    if errors.is_empty() {
+        return "–".to_string();
+    }
+    let (mean, p90, p95) = error_summary(errors.iter().copied());
+    format!(
+        "{:.1} % / {:.1} % / {:.1} % ({})",
+        mean * 100.0,
+        p90 * 100.0,
+        p95 * 100.0,
+        errors.len()
+    )
 }
 
 /// Appends one Markdown table row per item `items` yields for each model's results: the model's
@@ -1091,6 +1221,8 @@ mod tests {
             measured_service_scv: None,
             in_situ_scv_ms: None,
             second_predicted_ms: None,
+            online_predicted_ms: None,
+            carried_predicted_ms: None,
             node_arrival_scv: None,
             in_situ_node_spread_ms: None,
             window_service_cv: None,
@@ -1123,6 +1255,31 @@ mod tests {
             (none.node_error(), none.outside_the_node_ms()),
             (None, None)
         );
+    }
+
+    #[test]
+    fn each_call_counts_for_the_calls_that_ran_with_it_on_average() {
+        use std::time::{Duration, Instant};
+        use weir_operators::model::CallRecord;
+        let base = Instant::now();
+        let ms = Duration::from_millis;
+        let call = |start: u64, end: u64| CallRecord {
+            ended_at: base + ms(end),
+            duration: ms(end - start),
+        };
+        let calls = [
+            call(0, 10),   // beside the next one all along: 2
+            call(0, 10),   // 2
+            call(20, 30),  // alone: 1
+            call(40, 50),  // half its span beside the next: 1.5, rounds to 2
+            call(45, 50),  // all along beside the one before: 2
+            call(60, 100), // a tenth of its span beside the next: 1.1, rounds to 1
+            call(96, 100), // 2
+        ];
+        assert_eq!(calls_running_with(&calls), vec![2, 2, 1, 2, 2, 1, 2]);
+        assert!(calls_running_with(&[]).is_empty());
+        // A zero-length call counts for one, and divides nothing by zero.
+        assert_eq!(calls_running_with(&[call(5, 5)]), vec![1]);
     }
 
     #[test]

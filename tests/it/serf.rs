@@ -434,5 +434,16 @@ fn the_serf_bench_splits_each_point_at_the_model_node() {
         assert!(second > 0.0 && p.second_error().is_some(), "{p:?}");
         // 30 answered jobs: 29 gaps between their arrivals at the node.
         assert!(p.node_arrival_scv.is_some_and(|v| v >= 0.0), "{p:?}");
+        assert!(p.online_predicted_ms.is_some_and(|m| m > 0.0), "{p:?}");
+    }
+    // SERF's online view: nothing served before (1, 1)'s point, and (1, 2)'s tuple was never
+    // served, so both are predicted from the profile alone; (2, 1) shares its `i = 1` tuple with
+    // (1, 1), whose 30 calls now stand in for the profile's.
+    for p in &points[..2] {
+        let online = p.online_predicted_ms.unwrap_or(0.0);
+        assert!(
+            (online - p.predicted_ms).abs() <= 1e-9 * p.predicted_ms,
+            "{p:?}"
+        );
     }
 }
