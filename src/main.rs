@@ -1422,6 +1422,10 @@ struct SerfBenchArgs {
     /// weir's own threads are kept on the rest.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     cores: Option<u16>,
+    /// With `--cores` and `--pin-cores-from`: pin the node's threads but leave the process's other
+    /// threads free to run on its cores too (as every run before the reservation did), to compare.
+    #[arg(long, requires_all = ["cores", "pin_cores_from"])]
+    share_node_cores: bool,
     /// Profile bare sessions back to back (the paper's way) instead of the node's executor in a
     /// running one-node graph.
     #[arg(long)]
@@ -1635,7 +1639,11 @@ fn load_average() -> String {
 fn bench_serf(args: SerfBenchArgs) -> Result<()> {
     use weir::bench::serf::{plot_serf, serf_bench, serf_table, SecondProfile, SerfBenchConfig};
     use weir::serf::{describe, ProfileOptions};
-    if let (Some(first), Some(node)) = (args.pin_cores_from, args.cores.map(usize::from)) {
+    if let (Some(first), Some(node), false) = (
+        args.pin_cores_from,
+        args.cores.map(usize::from),
+        args.share_node_cores,
+    ) {
         if node < cores() {
             // Before any runtime or session starts a thread: every later one inherits it.
             let kept = weir_operators::model::pinning::reserve_for_node(first, node)

@@ -90,32 +90,48 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
     let plot_arg = dir.0.join("serf.png").to_string_lossy().to_string();
     let model = weir_home().join("models/mlp_a.onnx");
     let model_arg = model.to_string_lossy().to_string();
-    let stdout = weir_ok(&[
-        "bench",
-        "serf",
-        "--model",
-        &model_arg,
-        "--cores",
-        "1",
-        "--loads",
-        "1",
-        "--requests",
-        "30",
-        "--min-requests",
-        "30",
-        "--samples",
-        "2",
-        "--rounds",
-        "1",
-        "--spread-profile",
-        "1",
-        "--table",
-        &table_arg,
-        "--plot",
-        &plot_arg,
-    ]);
+    // With a CPU to spare, the node's one core is reserved for it: pinned from the second CPU,
+    // the rest of the process kept on the others.
+    let spare = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let pinned: &[&str] = if spare {
+        &["--pin-cores-from", "1"]
+    } else {
+        &[]
+    };
+    let stdout = weir_ok(
+        &[
+            &["bench", "serf", "--model", &model_arg, "--cores", "1"][..],
+            pinned,
+            &[
+                "--loads",
+                "1",
+                "--requests",
+                "30",
+                "--min-requests",
+                "30",
+                "--samples",
+                "2",
+                "--rounds",
+                "1",
+                "--spread-profile",
+                "1",
+                "--table",
+                &table_arg,
+                "--plot",
+                &plot_arg,
+            ][..],
+        ]
+        .concat(),
+    );
     let text = std::fs::read_to_string(&table).expect("the table is written");
     assert!(text.contains("the model node planned for 1 "), "{text}");
+    assert_eq!(
+        text.contains(
+            "the node's cores reserved for it, the process's other threads kept off them"
+        ),
+        spare,
+        "{text}"
+    );
     assert!(
         text.contains("The second profile, a profile with its rounds spread over 1 s"),
         "{text}"
@@ -141,6 +157,7 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
         ),
         (&["--spread-profile", "soon"][..], "not a number of seconds"),
         (&["--reprofile", "--spread-profile", "5"][..], "--reprofile"),
+        (&["--share-node-cores"][..], "--cores"),
         (
             &["--profile-without-queue", "--spread-profile", "5"][..],
             "--profile-without-queue",
