@@ -97,6 +97,7 @@ pub fn cpus_before_reservation() -> Option<usize> {
 /// has now is narrowed to the other CPUs, and threads started later inherit that from their
 /// creator; the node's own threads then pin themselves onto the kept CPUs as usual. Call it before
 /// the node's sessions start. Returns the CPU ids kept for the node. `cores` 0 reserves nothing.
+/// One node per process: a second call narrows the threads anew, off its own node's CPUs only.
 ///
 /// # Errors
 /// [`PinError::FirstCore`], [`PinError::NothingLeft`] when the node would take every CPU,
