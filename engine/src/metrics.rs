@@ -63,5 +63,6 @@ pub const SERF_SERVICE_SAMPLES_TOTAL: &str = "weir_serf_service_samples_total";
 /// Per `parallelism: auto` node: service times dropped because the control thread fell behind (SERF).
 pub const SERF_SERVICE_SAMPLES_DROPPED_TOTAL: &str = "weir_serf_service_samples_dropped_total";
 /// Per `parallelism: auto` node and tuple: the measured service rate `μ_i` in use, requests per second,
-/// once it overrides the offline profile's (SERF).
+/// once it overrides the offline profile's, calls after an idle gap counted at back-to-back speed
+/// (SERF; `weir_serf::online`, *Idle gaps*).
 pub const SERF_MEASURED_SERVICE_RATE: &str = "weir_serf_measured_service_rate";

@@ -172,6 +172,16 @@ impl IdleCurve {
         before.1
     }
 
+    /// `S₀(gap)/S₀(0)`: how many times longer a request takes after an idle gap of `gap_s` than
+    /// back to back (1 for a zero back-to-back time, which [`Self::from_times`] allows).
+    pub fn slowdown_after(&self, gap_s: f64) -> f64 {
+        if self.back_to_back_s > 0.0 {
+            self.service_after(gap_s) / self.back_to_back_s
+        } else {
+            1.0
+        }
+    }
+
     /// `(E[S₀], E[S₀²])` over an idle gap `g ~ Exp(lambda)`; `lambda = 0` is the limit of an
     /// infinitely long gap.
     pub fn moments_after_poisson_gap(&self, lambda: f64) -> (f64, f64) {
@@ -404,6 +414,8 @@ mod tests {
         assert!((c.service_after(0.05) - 1.1).abs() < 1e-12);
         assert!((c.service_after(0.15) - 1.35).abs() < 1e-12);
         assert!((c.service_after(5.0) - 1.5).abs() < 1e-12);
+        assert!((c.slowdown_after(0.0) - 1.0).abs() < 1e-12);
+        assert!((c.scaled(3.0).slowdown_after(0.15) - 1.35).abs() < 1e-12);
         assert!(IdleCurve::new(1.0, &[point(-1.0, 2.0), point(0.1, f64::NAN)]).is_none());
         assert!(IdleCurve::new(0.0, &[point(0.1, 2.0)]).is_none());
     }
@@ -413,6 +425,7 @@ mod tests {
         let c =
             IdleCurve::from_times(0.0, &[(0.002, 0.0003), (0.0, 1.0), (0.01, f64::NAN)]).unwrap();
         assert_eq!(c.service_after(0.0), 0.0);
+        assert_eq!(c.slowdown_after(1.0), 1.0);
         assert!((c.service_after(0.001) - 0.00015).abs() < 1e-15);
         assert!((c.service_after(1.0) - 0.0003).abs() < 1e-15);
         // Sparse arrivals see the measured time, dense ones about the back-to-back one.

@@ -886,7 +886,7 @@ pub struct Scheduler {
     reprofiles: Vec<Reprofile>,
     counters: OnlineCounters,
     /// Service times recorded since the last update, tagged with that period's arrival rate at the next one.
-    pending: Vec<(Duration, Config, f64)>,
+    pending: Vec<(Duration, Config, f64, Option<f64>)>,
     /// Arrivals recorded since the last update, and when that was.
     arrivals_since_update: u64,
     last_update_at: Duration,
@@ -1084,23 +1084,31 @@ impl Scheduler {
     }
 
     /// Records the service time `seconds` of one request that ran as `tuple` (its configuration's
-    /// per-request parallelism with `tuple.concurrency` requests running) at `now`. Ignored without
-    /// online re-profiling; returns whether it was used. The sample reaches the profile at the next update,
-    /// tagged with the arrival rate measured over the period it was served in (load bands).
-    pub fn record_service(&mut self, now: Duration, tuple: Config, seconds: f64) -> bool {
+    /// per-request parallelism with `tuple.concurrency` requests running) at `now`, started on a slot
+    /// idle for `idle_before` (`None` when unknown). Ignored without online re-profiling; returns
+    /// whether it was used. The sample reaches the profile at the next update, tagged with the arrival
+    /// rate measured over the period it was served in (load bands).
+    pub fn record_service(
+        &mut self,
+        now: Duration,
+        tuple: Config,
+        seconds: f64,
+        idle_before: Option<Duration>,
+    ) -> bool {
         let Some(online) = &mut self.online else {
             return false;
         };
+        let idle_before = idle_before.map(|d| d.as_secs_f64());
         if !online.accepts(tuple, seconds) {
             // Counted as rejected there.
-            return online.record(now, tuple, seconds, None);
+            return online.record(now, tuple, seconds, None, idle_before);
         }
         self.counters.samples += 1;
         if self.pending.len() >= MAX_PENDING_SAMPLES {
             let load = self.last_estimate.map(|e| e.rate);
-            online.record(now, tuple, seconds, load);
+            online.record(now, tuple, seconds, load, idle_before);
         } else {
-            self.pending.push((now, tuple, seconds));
+            self.pending.push((now, tuple, seconds, idle_before));
         }
         true
     }
@@ -1137,13 +1145,13 @@ impl Scheduler {
             self.pending.clear();
             return;
         };
-        for (at, tuple, seconds) in self.pending.drain(..) {
+        for (at, tuple, seconds, idle_before) in self.pending.drain(..) {
             let load = match split {
                 Some(s) if at < s.at => Some(s.before),
                 Some(s) => s.after,
                 None => rate,
             };
-            online.record(at, tuple, seconds, load);
+            online.record(at, tuple, seconds, load, idle_before);
         }
     }
 
@@ -2005,7 +2013,7 @@ mod tests {
             let cur = s.current();
             let i = rng.random_range(1..=cur.concurrency);
             let mu = truth.get(cur).unwrap().mu[i - 1];
-            s.record_service(t, cur.tuple(i), rng.random_range(0.9..1.1) / mu);
+            s.record_service(t, cur.tuple(i), rng.random_range(0.9..1.1) / mu, None);
             switches.extend(s.poll(t));
         }
         switches

@@ -446,8 +446,8 @@ pub fn calls_running_with(calls: &[weir_operators::model::CallRecord]) -> Vec<us
 }
 
 /// Feeds a point's `calls` of a configuration `config` served at arrival rate `lambda` into
-/// `online` as a live node would (each for the tuple of [`calls_running_with`], at most `c`), in
-/// the order they ended, timed from `origin`.
+/// `online` as a live node would (each for the tuple of [`calls_running_with`], at most `c`, with
+/// its session thread's idle gap before it), in the order they ended, timed from `origin`.
 fn record_served_calls(
     online: &mut OnlineProfile,
     config: Config,
@@ -465,6 +465,7 @@ fn record_served_calls(
             config.tuple(i.min(config.concurrency)),
             call.duration.as_secs_f64(),
             Some(lambda),
+            call.idle_before.map(|d| d.as_secs_f64()),
         );
     }
 }
@@ -1266,6 +1267,7 @@ mod tests {
         let call = |start: u64, end: u64| CallRecord {
             ended_at: base + ms(end),
             duration: ms(end - start),
+            idle_before: None,
         };
         let calls = [
             call(0, 10),   // beside the next one all along: 2
@@ -1372,6 +1374,7 @@ mod tests {
         let call = |at_ms: u64, took_ms: u64| CallRecord {
             ended_at: start + Duration::from_millis(at_ms),
             duration: Duration::from_millis(took_ms),
+            idle_before: None,
         };
         // Calls at 0, 100, 600 and 1700 ms: windows [0, 500) with two, [500, 1000) with one,
         // nothing in [1000, 1500), [1500, 2000) with one — empty windows are left out.

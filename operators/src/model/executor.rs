@@ -176,6 +176,9 @@ pub struct CallRecord {
     pub ended_at: Instant,
     /// How long it took.
     pub duration: Duration,
+    /// How long its session thread had been idle before it (since the end of its last call; `None`
+    /// for the thread's first call, or a call of several rows).
+    pub idle_before: Option<Duration>,
 }
 
 const CALL_BUCKETS: usize = 13;
@@ -253,7 +256,7 @@ impl LoadStats {
             .fetch_add(sojourn.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    fn record_run(&self, rows: usize, elapsed: Duration, ok: bool) {
+    fn record_run(&self, rows: usize, elapsed: Duration, idle_before: Option<Duration>, ok: bool) {
         self.runs.fetch_add(1, Ordering::Relaxed);
         self.rows.fetch_add(rows as u64, Ordering::Relaxed);
         self.busy_ns
@@ -276,6 +279,7 @@ impl LoadStats {
             let record = CallRecord {
                 ended_at: Instant::now(),
                 duration: elapsed,
+                idle_before: idle_before.filter(|_| rows == 1),
             };
             self.call_log
                 .calls
@@ -653,6 +657,7 @@ fn session_loop(
     rx: &Receiver<Job>,
 ) {
     let mut carried: Option<Job> = None;
+    let mut idle_since: Option<Instant> = None;
     loop {
         let first = match carried.take() {
             Some(j) => j,
@@ -662,7 +667,13 @@ fn session_loop(
             },
         };
         let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
-        run_jobs(&mut session, config, stats, jobs, rows);
+        idle_since = Some(run_jobs(
+            &mut session,
+            config,
+            stats,
+            (jobs, rows),
+            idle_since,
+        ));
     }
 }
 
@@ -707,6 +718,7 @@ fn switchable_loop(
 ) {
     let mut carried: Option<Job> = None;
     let mut on_cpu: Option<usize> = None;
+    let mut idle_since: Option<Instant> = None;
     loop {
         // A job carried over from the last gather was already taken: it runs whatever happened
         // since, so going inactive never strands it.
@@ -749,8 +761,8 @@ fn switchable_loop(
                 on_cpu = Some(cpu);
             }
         }
-        let call = board.begin_call(*session_threads);
-        run_jobs(session, config, stats, jobs, rows);
+        let call = board.begin_call(*session_threads, idle_since);
+        idle_since = Some(run_jobs(session, config, stats, (jobs, rows), idle_since));
         board.end_call(call, rows, !config.batched);
     }
 }
@@ -799,22 +811,24 @@ fn gather_batch(
     (jobs, rows)
 }
 
-/// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row, and answers each.
+/// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row on a session thread
+/// whose last call ended at `idle_since`, and answers each; returns when the call ended.
 fn run_jobs(
     session: &mut Session,
     config: &ExecutorConfig,
     stats: &LoadStats,
-    jobs: Vec<Job>,
-    rows: usize,
-) {
+    (jobs, rows): (Vec<Job>, usize),
+    idle_since: Option<Instant>,
+) -> Instant {
     let started = Instant::now();
+    let idle_before = idle_since.map(|t| started.saturating_duration_since(t));
     let result = if config.batched {
         run_batched(session, config, &jobs, rows)
     } else {
         run_per_row(session, config, &jobs)
     };
     let ended = Instant::now();
-    stats.record_run(rows, ended - started, result.is_ok());
+    stats.record_run(rows, ended - started, idle_before, result.is_ok());
     stats.record_answers(&jobs, ended);
     match result {
         Ok(per_job) => {
@@ -829,6 +843,7 @@ fn run_jobs(
             }
         }
     }
+    ended
 }
 
 /// Input data for one call: borrowed when one job covers it, gathered otherwise.

@@ -97,7 +97,8 @@ pub struct ServiceRate {
     pub threads: usize,
     /// Service times measured for it while serving.
     pub samples: u64,
-    /// The measured rate `μ_i` in requests per second, once it overrides the offline one.
+    /// The measured rate `μ_i` in requests per second, once it overrides the offline one (back to
+    /// back: calls after an idle gap counted at their back-to-back speed, `weir_serf::online`).
     pub measured: Option<f64>,
     /// The offline profile's rate.
     pub offline: f64,
@@ -186,6 +187,8 @@ pub(crate) struct CallStart {
     at: Instant,
     area: f64,
     threads: usize,
+    /// How long the session thread had been idle before it (`None` for its first call).
+    idle_before: Option<Duration>,
 }
 
 /// One measured service time.
@@ -193,6 +196,7 @@ pub(crate) struct CallStart {
 struct ServiceSample {
     tuple: Config,
     seconds: f64,
+    idle_before: Option<Duration>,
 }
 
 /// What the control thread publishes about the online re-profiling.
@@ -386,8 +390,9 @@ impl Switchboard {
         self.meter.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Marks the start of a call with `threads` intra-op threads.
-    pub(crate) fn begin_call(&self, threads: usize) -> CallStart {
+    /// Marks the start of a call with `threads` intra-op threads on a session thread whose last
+    /// call ended at `idle_since` (`None`: its first call).
+    pub(crate) fn begin_call(&self, threads: usize, idle_since: Option<Instant>) -> CallStart {
         let at = Instant::now();
         let mut m = self.meter();
         m.advance(at);
@@ -396,11 +401,14 @@ impl Switchboard {
             at,
             area: m.area,
             threads,
+            idle_before: idle_since.map(|t| at.saturating_duration_since(t)),
         }
     }
 
     /// Marks the end of the call `start`, which served `rows` rows (one sample per call; `per_row`
-    /// when the rows ran one after the other, otherwise only a one-row call is a sample).
+    /// when the rows ran one after the other, otherwise only a one-row call is a sample). The idle
+    /// gap before it goes with the sample of a one-row call only: of several rows run one after the
+    /// other, only the first started after it.
     pub(crate) fn end_call(&self, start: CallStart, rows: usize, per_row: bool) {
         let now = Instant::now();
         let mean_running = {
@@ -424,6 +432,7 @@ impl Switchboard {
             samples.push(ServiceSample {
                 tuple: Config::new(running, start.threads),
                 seconds,
+                idle_before: start.idle_before.filter(|_| rows == 1),
             });
         } else {
             self.samples_dropped.fetch_add(1, Ordering::Relaxed);
@@ -580,7 +589,7 @@ fn control_loop(
         board.waiting.store(load.queued, Ordering::Relaxed);
         scheduler.record_arrivals(now, load.arrivals);
         for s in board.take_samples() {
-            scheduler.record_service(now, s.tuple, s.seconds);
+            scheduler.record_service(now, s.tuple, s.seconds, s.idle_before);
         }
         scheduler.record_queue(load.queued);
         let before = scheduler.last_estimate();
@@ -704,24 +713,29 @@ mod tests {
         let (board, _wakes) = Switchboard::new("n", &configs, Config::new(2, 1)).unwrap();
         // Two calls overlapping for their whole length (the first ends last): the second counts
         // for two at once. No wall-clock assertion: only which tuple, not how long.
-        let a = board.begin_call(1);
-        let b = board.begin_call(1);
+        let a = board.begin_call(1, None);
+        let b = board.begin_call(1, None);
         std::thread::sleep(Duration::from_millis(2));
         board.end_call(b, 1, false);
         board.end_call(a, 1, false);
-        // A lone call counts for one.
-        let c = board.begin_call(2);
+        // A lone call counts for one, with how long its thread had been idle.
+        let idle_since = Instant::now();
+        let c = board.begin_call(2, Some(idle_since));
         board.end_call(c, 1, false);
-        // A batch of two rows is no sample; two rows run one after the other are one.
-        let d = board.begin_call(2);
+        // A batch of two rows is no sample; two rows run one after the other are one, without the
+        // gap (only its first row started after it).
+        let d = board.begin_call(2, None);
         board.end_call(d, 2, false);
-        let e = board.begin_call(2);
+        let e = board.begin_call(2, Some(idle_since));
         board.end_call(e, 2, true);
-        let tuples: Vec<Config> = board.take_samples().iter().map(|s| s.tuple).collect();
+        let samples = board.take_samples();
+        let tuples: Vec<Config> = samples.iter().map(|s| s.tuple).collect();
         assert_eq!(tuples[0], Config::new(2, 1));
         assert_eq!(tuples[2], Config::new(1, 2));
         assert_eq!(tuples[3], Config::new(1, 2));
         assert_eq!(tuples.len(), 4);
+        let gaps: Vec<bool> = samples.iter().map(|s| s.idle_before.is_some()).collect();
+        assert_eq!(gaps, [false, false, true, false]);
         assert!(board.take_samples().is_empty());
         assert_eq!(board.meter().running, 0);
     }
