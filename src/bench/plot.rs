@@ -9,6 +9,29 @@ use plotters::prelude::*;
 
 use super::http::HttpRow;
 
+/// Tick values for a logarithmic axis from `bottom` to `top`: every `m·10^k` (m = 1..9) inside,
+/// or only m = 1, 2, 5 where that gives more than twelve. plotters labels a log axis at powers of
+/// ten only, so a range within one decade (latencies of 4–12 ms) would show no number at all.
+pub(super) fn log_ticks(bottom: f64, top: f64) -> Vec<f64> {
+    if !(bottom.is_finite() && top.is_finite() && bottom > 0.0 && top > bottom) {
+        return Vec::new();
+    }
+    let within = |mantissas: &[f64]| -> Vec<f64> {
+        let first = bottom.log10().floor() as i32;
+        let last = top.log10().ceil() as i32;
+        (first..=last)
+            .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| *v >= bottom && *v <= top)
+            .collect()
+    };
+    let all = within(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    if all.len() > 12 {
+        within(&[1.0, 2.0, 5.0])
+    } else {
+        all
+    }
+}
+
 /// Draws `points` as a line with a dot on each point, labelled `label` in the legend.
 fn draw_line_with_points<'a, DB, CT>(
     chart: &mut ChartContext<'a, DB, CT>,
@@ -346,4 +369,32 @@ fn line_plot(
     draw_legend(&mut chart)?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_ticks;
+
+    #[test]
+    fn a_log_axis_within_one_decade_still_gets_numbers() {
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+        };
+        let ticks = log_ticks(3.5, 12.5);
+        assert!(
+            close(&ticks, &[4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]),
+            "{ticks:?}"
+        );
+        // Over several decades only 1, 2 and 5 of each.
+        let ticks = log_ticks(0.9, 1100.0);
+        assert!(
+            close(
+                &ticks,
+                &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+            ),
+            "{ticks:?}"
+        );
+        assert!(log_ticks(0.0, 5.0).is_empty());
+        assert!(log_ticks(5.0, 5.0).is_empty());
+    }
 }

@@ -1264,12 +1264,18 @@ pub fn plot_phases(run: &PhasesRun, bin_seconds: f64, path: &Path) -> Result<()>
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(0.0..end, (bottom..top).log_scale())
+        .build_cartesian_2d(
+            0.0..end,
+            (bottom..top)
+                .log_scale()
+                .with_key_points(super::plot::log_ticks(bottom, top)),
+        )
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
         .x_desc("time (s)")
         .y_desc("mean latency (ms, log scale)")
+        .y_label_formatter(&|v| format!("{}", (v * 1000.0).round() / 1000.0))
         .light_line_style(WHITE)
         .draw()
         .map_err(|x| e(&x))?;

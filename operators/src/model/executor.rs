@@ -1370,6 +1370,10 @@ mod tests {
             calls.windows(2).all(|w| w[0].ended_at <= w[1].ended_at),
             "kept in the order the calls ended: {calls:?}"
         );
+        assert!(
+            calls.iter().all(|c| c.idle_before.is_some()),
+            "the one session thread had served before each call, so each knows its idle gap: {calls:?}"
+        );
         let runs = executor.stats().runs;
         for id in 11..14 {
             submit(&executor, job(id, &answers));
