@@ -53,8 +53,10 @@
 //! penalty at low load. (Sessions before this one gave the term only to arrivals that find the
 //! whole node empty, with a busy-period stretch and Welch's waiting scaled by `(μ_1/(c·μ_c))²`.)
 //!
-//! The online re-profiling ([`crate::online`]) needs no such term: rates it measures near a load
-//! already contain that load's slower first calls.
+//! The online re-profiling ([`crate::online`]) needs no such term where it has rates measured near
+//! the load: they already contain that load's slower first calls. Its load-blind rates, used
+//! elsewhere with this term, are kept back to back by dividing each call by
+//! [`IdleCurve::slowdown_after`] its gap, so the term is added once.
 
 use crate::model::{predict, Estimate, ModelError, Prediction};
 use serde::{Deserialize, Serialize};
