@@ -343,17 +343,11 @@ impl OnlineProfile {
     /// intra-op threads takes after an idle gap of `idle_before` seconds (1 without a gap, or without
     /// a curve for `threads`).
     fn slowdown_after(&self, threads: usize, idle_before: Option<f64>) -> f64 {
-        match (idle_before, self.after_idle.get(&threads)) {
-            (Some(gap), Some(curve)) if gap.is_finite() && gap > 0.0 => {
-                let r = curve.slowdown_after(gap);
-                if r.is_finite() && r > 0.0 {
-                    r
-                } else {
-                    1.0
-                }
-            }
-            _ => 1.0,
-        }
+        let gap = idle_before.filter(|g| g.is_finite() && *g > 0.0);
+        gap.zip(self.after_idle.get(&threads))
+            .map(|(gap, curve)| curve.slowdown_after(gap))
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .unwrap_or(1.0)
     }
 
     /// The mean service time of `tuple` measured near arrival rate `load` (its band and the two beside it,

@@ -177,7 +177,7 @@ pub struct CallRecord {
     /// How long it took.
     pub duration: Duration,
     /// How long its session thread had been idle before it (since the end of its last call; `None`
-    /// for the thread's first call, or a call of several rows).
+    /// for the thread's first call, or a call of several rows: `idle_gap`).
     pub idle_before: Option<Duration>,
 }
 
@@ -279,7 +279,7 @@ impl LoadStats {
             let record = CallRecord {
                 ended_at: Instant::now(),
                 duration: elapsed,
-                idle_before: idle_before.filter(|_| rows == 1),
+                idle_before,
             };
             self.call_log
                 .calls
@@ -667,12 +667,13 @@ fn session_loop(
             },
         };
         let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        let idle_before = idle_gap(idle_since, rows);
         idle_since = Some(run_jobs(
             &mut session,
             config,
             stats,
             (jobs, rows),
-            idle_since,
+            idle_before,
         ));
     }
 }
@@ -761,8 +762,9 @@ fn switchable_loop(
                 on_cpu = Some(cpu);
             }
         }
-        let call = board.begin_call(*session_threads, idle_since);
-        idle_since = Some(run_jobs(session, config, stats, (jobs, rows), idle_since));
+        let idle_before = idle_gap(idle_since, rows);
+        let call = board.begin_call(*session_threads, idle_before);
+        idle_since = Some(run_jobs(session, config, stats, (jobs, rows), idle_before));
         board.end_call(call, rows, !config.batched);
     }
 }
@@ -811,17 +813,25 @@ fn gather_batch(
     (jobs, rows)
 }
 
+/// How long a session thread whose last call ended at `idle_since` has been idle before a call of
+/// `rows` rows starting now: `None` for its first call, and for several rows (of rows run one after
+/// the other, only the first started after the gap).
+fn idle_gap(idle_since: Option<Instant>, rows: usize) -> Option<Duration> {
+    idle_since
+        .filter(|_| rows == 1)
+        .map(|t| Instant::now().saturating_duration_since(t))
+}
+
 /// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row on a session thread
-/// whose last call ended at `idle_since`, and answers each; returns when the call ended.
+/// idle for `idle_before` ([`idle_gap`]), and answers each; returns when the call ended.
 fn run_jobs(
     session: &mut Session,
     config: &ExecutorConfig,
     stats: &LoadStats,
     (jobs, rows): (Vec<Job>, usize),
-    idle_since: Option<Instant>,
+    idle_before: Option<Duration>,
 ) -> Instant {
     let started = Instant::now();
-    let idle_before = idle_since.map(|t| started.saturating_duration_since(t));
     let result = if config.batched {
         run_batched(session, config, &jobs, rows)
     } else {
@@ -1344,6 +1354,18 @@ mod tests {
         .map(drop)
         .unwrap_err();
         assert!(err.to_string().contains("pin_cores_from 100000"), "{err}");
+    }
+
+    #[test]
+    fn only_a_one_row_call_after_an_earlier_one_has_an_idle_gap() {
+        let before = Instant::now();
+        assert!(idle_gap(Some(before), 1).is_some());
+        assert_eq!(idle_gap(None, 1), None, "the thread's first call");
+        assert_eq!(
+            idle_gap(Some(before), 2),
+            None,
+            "of rows run one after the other only the first started after the gap"
+        );
     }
 
     #[test]

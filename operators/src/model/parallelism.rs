@@ -187,7 +187,8 @@ pub(crate) struct CallStart {
     at: Instant,
     area: f64,
     threads: usize,
-    /// How long the session thread had been idle before it (`None` for its first call).
+    /// How long the session thread had been idle before it (`None`: unknown, or a call of several
+    /// rows).
     idle_before: Option<Duration>,
 }
 
@@ -390,9 +391,10 @@ impl Switchboard {
         self.meter.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Marks the start of a call with `threads` intra-op threads on a session thread whose last
-    /// call ended at `idle_since` (`None`: its first call).
-    pub(crate) fn begin_call(&self, threads: usize, idle_since: Option<Instant>) -> CallStart {
+    /// Marks the start of a call with `threads` intra-op threads on a session thread idle for
+    /// `idle_before` before it (`None`: unknown, or a call of several rows, whose later rows did not
+    /// start after the gap).
+    pub(crate) fn begin_call(&self, threads: usize, idle_before: Option<Duration>) -> CallStart {
         let at = Instant::now();
         let mut m = self.meter();
         m.advance(at);
@@ -401,14 +403,13 @@ impl Switchboard {
             at,
             area: m.area,
             threads,
-            idle_before: idle_since.map(|t| at.saturating_duration_since(t)),
+            idle_before,
         }
     }
 
     /// Marks the end of the call `start`, which served `rows` rows (one sample per call; `per_row`
-    /// when the rows ran one after the other, otherwise only a one-row call is a sample). The idle
-    /// gap before it goes with the sample of a one-row call only: of several rows run one after the
-    /// other, only the first started after it.
+    /// when the rows ran one after the other, otherwise only a one-row call is a sample), with the
+    /// idle gap [`Switchboard::begin_call`] was given.
     pub(crate) fn end_call(&self, start: CallStart, rows: usize, per_row: bool) {
         let now = Instant::now();
         let mean_running = {
@@ -432,7 +433,7 @@ impl Switchboard {
             samples.push(ServiceSample {
                 tuple: Config::new(running, start.threads),
                 seconds,
-                idle_before: start.idle_before.filter(|_| rows == 1),
+                idle_before: start.idle_before,
             });
         } else {
             self.samples_dropped.fetch_add(1, Ordering::Relaxed);
@@ -719,14 +720,13 @@ mod tests {
         board.end_call(b, 1, false);
         board.end_call(a, 1, false);
         // A lone call counts for one, with how long its thread had been idle.
-        let idle_since = Instant::now();
-        let c = board.begin_call(2, Some(idle_since));
+        let c = board.begin_call(2, Some(Duration::from_millis(30)));
         board.end_call(c, 1, false);
-        // A batch of two rows is no sample; two rows run one after the other are one, without the
-        // gap (only its first row started after it).
+        // A batch of two rows is no sample; two rows run one after the other are one (the executor
+        // gives a call of several rows no gap: only its first row started after it).
         let d = board.begin_call(2, None);
         board.end_call(d, 2, false);
-        let e = board.begin_call(2, Some(idle_since));
+        let e = board.begin_call(2, None);
         board.end_call(e, 2, true);
         let samples = board.take_samples();
         let tuples: Vec<Config> = samples.iter().map(|s| s.tuple).collect();
@@ -734,8 +734,8 @@ mod tests {
         assert_eq!(tuples[2], Config::new(1, 2));
         assert_eq!(tuples[3], Config::new(1, 2));
         assert_eq!(tuples.len(), 4);
-        let gaps: Vec<bool> = samples.iter().map(|s| s.idle_before.is_some()).collect();
-        assert_eq!(gaps, [false, false, true, false]);
+        let gaps: Vec<Option<Duration>> = samples.iter().map(|s| s.idle_before).collect();
+        assert_eq!(gaps, [None, None, Some(Duration::from_millis(30)), None]);
         assert!(board.take_samples().is_empty());
         assert_eq!(board.meter().running, 0);
     }
