@@ -540,7 +540,7 @@ fn render_parallelism_metrics(
         return;
     }
     type Value = fn(&weir_operators::model::ParallelismSnapshot) -> f64;
-    let series: [(&str, &str, &str, Value); 10] = [
+    let series: [(&str, &str, &str, Value); 11] = [
         (
             m::PARALLELISM_CONCURRENCY,
             "gauge",
@@ -600,6 +600,12 @@ fn render_parallelism_metrics(
             "counter",
             "Service times dropped because the SERF control thread fell behind.",
             |p| p.samples_dropped as f64,
+        ),
+        (
+            m::SERF_SERVICE_SAMPLES_SETTLING_TOTAL,
+            "counter",
+            "Service times left out because their call began while a switch settled (SERF).",
+            |p| p.samples_settling as f64,
         ),
     ];
     for (name, kind, help, value) in series {

@@ -62,6 +62,9 @@ pub const SERF_WAITING: &str = "weir_serf_waiting";
 pub const SERF_SERVICE_SAMPLES_TOTAL: &str = "weir_serf_service_samples_total";
 /// Per `parallelism: auto` node: service times dropped because the control thread fell behind (SERF).
 pub const SERF_SERVICE_SAMPLES_DROPPED_TOTAL: &str = "weir_serf_service_samples_dropped_total";
+/// Per `parallelism: auto` node: service times left out because their call began within the settling
+/// time after a switch of configuration (SERF; `weir_serf::online`, *Settling after a switch*).
+pub const SERF_SERVICE_SAMPLES_SETTLING_TOTAL: &str = "weir_serf_service_samples_settling_total";
 /// Per `parallelism: auto` node and tuple: the measured service rate `μ_i` in use, requests per second,
 /// once it overrides the offline profile's, calls after an idle gap counted at back-to-back speed
 /// (SERF; `weir_serf::online`, *Idle gaps*).

@@ -46,6 +46,21 @@
 //!   at 55/s the online rates predicted 10.0 ms mean latency for a measured 5.4
 //!   (`benchmarks/README.md`, *Causal predictions*). Band estimates keep the raw times: at their
 //!   own load they are what the node serves, idle starts included, and the curve is not added to them.
+//! - **Settling after a switch** (`settle_after_switch`, 0.25 s; 2026-11-27). The calls of the first
+//!   moments after the executor changes its configuration are not the configuration's speed: the calls
+//!   of the old one still run beside them, the queue the switch found runs back to back, and threads
+//!   that sat idle for seconds wake up. In bare ONNX Runtime (`benchmarks/serf/ort_switch_transient.py`,
+//!   shufflenet at 144 requests/s, 20 switches) the calls that began in the first 0.1 s after a switch
+//!   took 5.19 ms in `(1, 2)` against 3.65 ms settled, and 10.7 against 5.4 ms in `(2, 1)`; from
+//!   0.1 s on they were within 2 % of settled. An exploration judges a configuration on its first one
+//!   to three seconds, so that transient was in its verdict: in the live S4 runs SERF's one-second
+//!   explorations of `(1, 2)` at 144/s read 3–35 % (median 17 %) slower than fixed `(1, 2)`'s calls at
+//!   the same load, and when it ran `(1, 2)` for minutes 1–8 %. So the scheduler leaves out the service
+//!   time of a call that began within `settle_after_switch` of a switch, or that was running when one
+//!   came (`crate::scheduler::ServedCall::since_switch`), and counts it as settling. A quarter of a
+//!   second is 2.5 times the transient bare ONNX Runtime shows, for the process's other threads; at
+//!   144/s it leaves about 100 calls of a one-second exploration, at 52/s about 40, both over
+//!   `min_samples`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -71,6 +86,9 @@ pub struct OnlineOptions {
     /// Service times kept apart by the load they were measured at; `None` blends all loads into one
     /// estimate per tuple.
     pub load_bands: Option<LoadBands>,
+    /// Calls that began this soon after a switch of configuration (or ran across one) are left out
+    /// (0.25 s; module docs, *Settling after a switch*). Zero keeps every call.
+    pub settle_after_switch: Duration,
 }
 
 impl Default for OnlineOptions {
@@ -81,6 +99,7 @@ impl Default for OnlineOptions {
             reevaluate_periods: 5,
             explore: Some(ExploreOptions::default()),
             load_bands: Some(LoadBands::default()),
+            settle_after_switch: Duration::from_millis(250),
         }
     }
 }

@@ -75,7 +75,9 @@
 //!   costs a switch towards capacity, which the next updates undo if the load does not bear it out.
 //! - **Online re-profiling** ([`OnlineOptions`], on by default). The caller hands over each served request's
 //!   service time with [`Scheduler::record_service`]; they are blended into the profile by
-//!   [`crate::online::OnlineProfile`]. Every `reevaluate_periods` updates (not every update: the blended rates
+//!   [`crate::online::OnlineProfile`], but for those of calls that began within a quarter of a second of a
+//!   switch (`settle_after_switch`; [`crate::online`], *Settling after a switch*: an exploration used to
+//!   be judged partly on the switch's own transient). Every `reevaluate_periods` updates (not every update: the blended rates
 //!   move slowly, and a decision that re-ranks on every sample would chase noise) the decider's rates are
 //!   replaced by the blended ones; a re-evaluation that changes the ranking at the planned load is reported
 //!   ([`Scheduler::take_reprofiles`]) for the caller to log. The hysteresis then applies to the new ranking as
@@ -363,6 +365,36 @@ pub struct OnlineCounters {
     pub samples: u64,
     /// Switches made by the backlog guard.
     pub backlogs: u64,
+    /// Service times left out because their call began within `settle_after_switch` of a switch or
+    /// ran across one ([`crate::online`], *Settling after a switch*).
+    pub settling: u64,
+}
+
+/// One served request's service time as the executor measured it ([`Scheduler::record_service`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServedCall {
+    /// The tuple it ran as: its configuration's intra-op threads, with `tuple.concurrency` requests
+    /// running (time-weighted mean over the call, rounded).
+    pub tuple: Config,
+    /// Its service time, seconds.
+    pub seconds: f64,
+    /// How long its slot had been idle before it (`None` when unknown).
+    pub idle_before: Option<Duration>,
+    /// Time from the executor's last switch of configuration to the call's start: zero when a switch
+    /// came while the call ran, `None` when none came since the executor started.
+    pub since_switch: Option<Duration>,
+}
+
+impl ServedCall {
+    /// A call of `tuple` that took `seconds`, with no idle gap or switch known.
+    pub fn new(tuple: Config, seconds: f64) -> Self {
+        Self {
+            tuple,
+            seconds,
+            idle_before: None,
+            since_switch: None,
+        }
+    }
 }
 
 /// The configurations ordered by predicted latency at `lambda`, fastest first; unstable ones last, in
@@ -1083,21 +1115,26 @@ impl Scheduler {
         })
     }
 
-    /// Records the service time `seconds` of one request that ran as `tuple` (its configuration's
-    /// per-request parallelism with `tuple.concurrency` requests running) at `now`, started on a slot
-    /// idle for `idle_before` (`None` when unknown). Ignored without online re-profiling; returns
-    /// whether it was used. The sample reaches the profile at the next update, tagged with the arrival
-    /// rate measured over the period it was served in (load bands).
-    pub fn record_service(
-        &mut self,
-        now: Duration,
-        tuple: Config,
-        seconds: f64,
-        idle_before: Option<Duration>,
-    ) -> bool {
+    /// Records the service time of one served request at `now`. Ignored without online
+    /// re-profiling, and left out (counted as settling) when the call began within
+    /// `settle_after_switch` of a switch; returns whether it was used. The sample reaches the profile
+    /// at the next update, tagged with the arrival rate measured over the period it was served in
+    /// (load bands).
+    pub fn record_service(&mut self, now: Duration, call: ServedCall) -> bool {
         let Some(online) = &mut self.online else {
             return false;
         };
+        let settle = online.options().settle_after_switch;
+        if call.since_switch.is_some_and(|d| d < settle) {
+            self.counters.settling += 1;
+            return false;
+        }
+        let ServedCall {
+            tuple,
+            seconds,
+            idle_before,
+            ..
+        } = call;
         let idle_before = idle_before.map(|d| d.as_secs_f64());
         if !online.accepts(tuple, seconds) {
             // Counted as rejected there.
@@ -1699,6 +1736,42 @@ mod tests {
     }
 
     #[test]
+    fn calls_that_began_while_a_switch_settled_are_left_out_of_the_profile() {
+        let solo = Config::new(1, 2);
+        let call = |since: Option<f64>| ServedCall {
+            since_switch: since.map(secs),
+            ..ServedCall::new(solo, 0.1)
+        };
+        let mut s =
+            Scheduler::new(two_core(), solo, SchedulerOptions::default(), secs(0.0)).unwrap();
+        // No switch yet, and a quarter of a second or more after one: kept.
+        assert!(s.record_service(secs(0.1), call(None)));
+        assert!(s.record_service(secs(0.2), call(Some(0.3))));
+        // Across a switch, or within the settling time after it: left out and counted.
+        assert!(!s.record_service(secs(0.3), call(Some(0.0))));
+        assert!(!s.record_service(secs(0.4), call(Some(0.2))));
+        let c = s.counters();
+        assert_eq!((c.samples, c.settling), (2, 2));
+        s.record_arrivals(secs(0.5), 5);
+        s.poll(secs(1.01));
+        let kept = s
+            .online()
+            .unwrap()
+            .tuples()
+            .find(|t| t.tuple == solo)
+            .unwrap();
+        assert_eq!(kept.samples, 2);
+        // A settling time of zero keeps every call.
+        let mut options = SchedulerOptions::default();
+        if let Some(o) = options.online.as_mut() {
+            o.settle_after_switch = Duration::ZERO;
+        }
+        let mut all = Scheduler::new(two_core(), solo, options, secs(0.0)).unwrap();
+        assert!(all.record_service(secs(0.1), call(Some(0.0))));
+        assert_eq!(all.counters().settling, 0);
+    }
+
+    #[test]
     fn the_default_cap_keeps_the_all_core_configuration_for_low_load() {
         // Near batch H's rates: (1, 2) 3.5 ms a call (286/s), (2, 1) 6.2 ms with two running
         // (322/s). Planned at 150/s, (1, 2) is 53 % busy and predicted faster (5.4 against
@@ -2013,7 +2086,10 @@ mod tests {
             let cur = s.current();
             let i = rng.random_range(1..=cur.concurrency);
             let mu = truth.get(cur).unwrap().mu[i - 1];
-            s.record_service(t, cur.tuple(i), rng.random_range(0.9..1.1) / mu, None);
+            s.record_service(
+                t,
+                ServedCall::new(cur.tuple(i), rng.random_range(0.9..1.1) / mu),
+            );
             switches.extend(s.poll(t));
         }
         switches

@@ -1175,8 +1175,8 @@ pub fn ratio_interval(
 /// measured service time, overall and per load band (bands with at least `BAND_MIN_SAMPLES` samples).
 fn online_summary(p: &ParallelismSnapshot) -> String {
     let mut s = format!(
-        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} backlog switches, {} samples dropped.\n\n| tuple (running × threads) | samples | offline ms | measured ms | measured ms by load (requests/s: ms, samples) |\n|---|---|---|---|---|\n",
-        p.profile_updates, p.ranking_changes, p.explorations, p.backlog_switches, p.samples_dropped
+        "\nOnline re-profiling: {} re-evaluations, {} ranking changes, {} explorations, {} backlog switches, {} samples dropped, {} left out while a switch settled.\n\n| tuple (running × threads) | samples | offline ms | measured ms | measured ms by load (requests/s: ms, samples) |\n|---|---|---|---|---|\n",
+        p.profile_updates, p.ranking_changes, p.explorations, p.backlog_switches, p.samples_dropped, p.samples_settling
     );
     for r in &p.service_rates {
         let by_load: Vec<String> = p
@@ -1587,6 +1587,7 @@ mod tests {
             explorations: 1,
             backlog_switches: 0,
             samples_dropped: 0,
+            samples_settling: 0,
             reads_admission: true,
             waiting: 0,
             service_rates: vec![

@@ -321,6 +321,7 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
         "weir_serf_explorations_total{graph=\"auto\",node=\"m\"}",
         "weir_serf_backlog_switches_total{graph=\"auto\",node=\"m\"}",
         "weir_serf_waiting{graph=\"auto\",node=\"m\"}",
+        "weir_serf_service_samples_settling_total{graph=\"auto\",node=\"m\"}",
         "weir_serf_service_samples_total{graph=\"auto\",node=\"m\",running=\"1\",threads=\"2\"}",
     ] {
         assert!(metrics.contains(name), "no {name} in:\n{metrics}");

@@ -49,7 +49,7 @@ use tracing::{debug, info, warn};
 use weir_engine::runtime::AdmissionGauge;
 use weir_serf::config::Config;
 use weir_serf::online::BandEstimate;
-use weir_serf::scheduler::{Reprofile, Scheduler, SchedulerError, SchedulerOptions};
+use weir_serf::scheduler::{Reprofile, Scheduler, SchedulerError, SchedulerOptions, ServedCall};
 use weir_serf::table::Candidates;
 
 /// Service-time samples kept between two control ticks; more are dropped (and counted).
@@ -153,6 +153,9 @@ pub struct ParallelismSnapshot {
     pub backlog_switches: u64,
     /// Service-time samples dropped because the buffer was full.
     pub samples_dropped: u64,
+    /// Service times left out because their call began while a switch settled
+    /// (`weir_serf::online`, *Settling after a switch*).
+    pub samples_settling: u64,
     /// Whether arrivals and waiting requests are read where requests enter the graph (the graph's
     /// only model node) rather than at the executor's queue.
     pub reads_admission: bool,
@@ -172,6 +175,8 @@ struct Meter {
     since: Instant,
     /// ∫ running dt since start, in seconds.
     area: f64,
+    /// When the configuration last changed (`None`: never since start).
+    switched_at: Option<Instant>,
 }
 
 impl Meter {
@@ -192,14 +197,6 @@ pub(crate) struct CallStart {
     idle_before: Option<Duration>,
 }
 
-/// One measured service time.
-#[derive(Debug, Clone, Copy)]
-struct ServiceSample {
-    tuple: Config,
-    seconds: f64,
-    idle_before: Option<Duration>,
-}
-
 /// What the control thread publishes about the online re-profiling.
 #[derive(Debug, Default)]
 struct ProfileGauges {
@@ -207,6 +204,7 @@ struct ProfileGauges {
     ranking_changes: u64,
     explorations: u64,
     backlog_switches: u64,
+    samples_settling: u64,
     service_rates: Vec<ServiceRate>,
     service_by_load: Vec<LoadServiceRate>,
 }
@@ -233,7 +231,7 @@ pub(crate) struct Switchboard {
     arrivals: AtomicU64,
     rate_bits: AtomicU64,
     meter: Mutex<Meter>,
-    samples: Mutex<Vec<ServiceSample>>,
+    samples: Mutex<Vec<ServedCall>>,
     samples_dropped: AtomicU64,
     gauges: Mutex<ProfileGauges>,
     /// The graph's admission, when the node reads its load there (module docs).
@@ -281,6 +279,7 @@ impl Switchboard {
                     running: 0,
                     since: Instant::now(),
                     area: 0.0,
+                    switched_at: None,
                 }),
                 samples: Mutex::new(Vec::new()),
                 samples_dropped: AtomicU64::new(0),
@@ -335,6 +334,8 @@ impl Switchboard {
                 return Ok(false);
             }
             cur.config = to;
+            // Under `current`'s lock, so a call that takes a job after it sees the switch too.
+            self.meter().switched_at = Some(Instant::now());
             self.concurrency.store(concurrency, Ordering::Relaxed);
             self.threads.store(threads, Ordering::Relaxed);
             self.switches.fetch_add(1, Ordering::Relaxed);
@@ -412,16 +413,21 @@ impl Switchboard {
     /// idle gap [`Switchboard::begin_call`] was given.
     pub(crate) fn end_call(&self, start: CallStart, rows: usize, per_row: bool) {
         let now = Instant::now();
-        let mean_running = {
+        let (mean_running, since_switch) = {
             let mut m = self.meter();
             m.advance(now);
             m.running = m.running.saturating_sub(1);
             let span = now.saturating_duration_since(start.at).as_secs_f64();
-            if span > 0.0 {
+            let mean = if span > 0.0 {
                 (m.area - start.area) / span
             } else {
                 1.0
-            }
+            };
+            // A switch after the call began gives zero: the call ran across it.
+            (
+                mean,
+                m.switched_at.map(|s| start.at.saturating_duration_since(s)),
+            )
         };
         if rows == 0 || (!per_row && rows > 1) {
             return;
@@ -430,17 +436,18 @@ impl Switchboard {
         let running = (mean_running.round() as usize).clamp(1, self.thread_count().max(1));
         let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
         if samples.len() < SAMPLE_BUFFER {
-            samples.push(ServiceSample {
+            samples.push(ServedCall {
                 tuple: Config::new(running, start.threads),
                 seconds,
                 idle_before: start.idle_before,
+                since_switch,
             });
         } else {
             self.samples_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    fn take_samples(&self) -> Vec<ServiceSample> {
+    fn take_samples(&self) -> Vec<ServedCall> {
         std::mem::take(&mut *self.samples.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
@@ -451,6 +458,7 @@ impl Switchboard {
         g.ranking_changes = c.ranking_changes;
         g.explorations = c.explorations;
         g.backlog_switches = c.backlogs;
+        g.samples_settling = c.settling;
         if let Some(online) = scheduler.online() {
             let min = online.options().min_samples;
             g.service_rates = online
@@ -480,6 +488,7 @@ impl Switchboard {
             explorations: g.explorations,
             backlog_switches: g.backlog_switches,
             samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
+            samples_settling: g.samples_settling,
             reads_admission: self.admission.get().is_some(),
             waiting: self.waiting.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
@@ -590,7 +599,7 @@ fn control_loop(
         board.waiting.store(load.queued, Ordering::Relaxed);
         scheduler.record_arrivals(now, load.arrivals);
         for s in board.take_samples() {
-            scheduler.record_service(now, s.tuple, s.seconds, s.idle_before);
+            scheduler.record_service(now, s);
         }
         scheduler.record_queue(load.queued);
         let before = scheduler.last_estimate();
@@ -738,5 +747,34 @@ mod tests {
         assert_eq!(gaps, [None, None, Some(Duration::from_millis(30)), None]);
         assert!(board.take_samples().is_empty());
         assert_eq!(board.meter().running, 0);
+    }
+
+    #[test]
+    fn calls_know_how_long_after_a_switch_they_began() {
+        let configs = [Config::new(1, 2), Config::new(2, 1)];
+        let (board, _wakes) = Switchboard::new("n", &configs, Config::new(2, 1)).unwrap();
+        // Before any switch: unknown, so never left out as settling.
+        let first = board.begin_call(1, None);
+        board.end_call(first, 1, false);
+        // A call running when the switch comes ran across it.
+        let across = board.begin_call(1, None);
+        assert!(board.set(1, 2).unwrap());
+        board.end_call(across, 1, false);
+        // One taken after it knows how long after (at least the pause, whatever the machine).
+        std::thread::sleep(Duration::from_millis(3));
+        let after = board.begin_call(2, None);
+        board.end_call(after, 1, false);
+        // Setting the configuration in force is no switch.
+        assert!(!board.set(1, 2).unwrap());
+        let later = board.begin_call(2, None);
+        board.end_call(later, 1, false);
+        let since: Vec<Option<Duration>> = board
+            .take_samples()
+            .iter()
+            .map(|s| s.since_switch)
+            .collect();
+        assert_eq!(since[..2], [None, Some(Duration::ZERO)]);
+        assert!(since[2].is_some_and(|d| d >= Duration::from_millis(3)));
+        assert!(since[3] >= since[2]);
     }
 }
