@@ -30,7 +30,9 @@
 //! **Online re-profiling** ([`weir_serf::online`]). Each executor thread brackets its calls with
 //! [`Switchboard::begin_call`] / [`Switchboard::end_call`]: a short lock keeps the number of calls
 //! running and its integral over time, so a call knows the mean number of calls that ran with it
-//! (time-weighted, rounded: the tuple `i` it counts for) and its duration, per row. Samples wait in a
+//! (time-weighted, rounded: the tuple `i` it counts for), its duration per row, and how long after
+//! the last switch it began (zero when one came while it ran: the scheduler leaves out the calls of
+//! a switch's first quarter second, `weir_serf::online`, *Settling after a switch*). Samples wait in a
 //! bounded buffer (beyond [`SAMPLE_BUFFER`] between two ticks they are dropped and counted); the
 //! control thread hands them to the scheduler on each tick, which blends them into the profile,
 //! re-evaluates every few updates and may explore (see `weir_serf::scheduler`). A re-evaluation that
