@@ -60,7 +60,8 @@
 //!   came (`crate::scheduler::ServedCall::since_switch`), and counts it as settling. A quarter of a
 //!   second is 2.5 times the transient bare ONNX Runtime shows, for the process's other threads; at
 //!   144/s it leaves about 100 calls of a one-second exploration, at 52/s about 40, both over
-//!   `min_samples`.
+//!   `min_samples`. It is part of the bias, not most of it: over nine live runs with the rule the
+//!   trials still read `(1, 2)` 11 % slow at the median (0.96–1.18; `benchmarks/serf/exploration_reads.py`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
