@@ -12,41 +12,24 @@ that reads `(1, 2)` slower than it serves keeps SERF out of it at that load.
 Usage: benchmarks/serf/exploration_reads.py TABLE.md [TABLE.md ...]
 """
 
-import re
 import statistics
 import sys
 
+from pool_phases import read_runs
+
 BAND = "136–169"
 STINT_SAMPLES = 1000
-FIXED_CALLS = re.compile(r"\| fixed c=1 t=2 \| ([\d.]+) / \d+ % \| [\d.]+ / \d+ % \| ([\d.]+) / \d+ % \|")
-TUPLE_ROW = re.compile(r"\| 1 × 2 \| \d+ \| [\d.]+ \| [\d.]+ \| (.*) \|")
 
 
 def reads(path):
-    """[(run, SERF's 1 × 2 ms in the band, its samples, fixed (1, 2)'s moderate call ms)]."""
+    """[(run, SERF's 1 × 2 ms in the band, its samples, fixed (1, 2)'s moderate call ms)], read
+    with `pool_phases.read_runs`."""
     out = []
-    run = None
-    fixed = None
-    serf = None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            head = re.match(r"### run (\d+) — phases", line)
-            if head:
-                if run is not None and fixed and serf:
-                    out.append((run, *serf, fixed))
-                run, fixed, serf = int(head.group(1)), None, None
-                continue
-            calls = FIXED_CALLS.match(line)
-            if calls:
-                fixed = (float(calls.group(1)) + float(calls.group(2))) / 2
-                continue
-            row = TUPLE_ROW.match(line)
-            if row:
-                for band, ms, n in re.findall(r"([\d–]+): ([\d.]+), (\d+)", row.group(1)):
-                    if band == BAND:
-                        serf = (float(ms), int(n))
-    if run is not None and fixed and serf:
-        out.append((run, *serf, fixed))
+    for run, (_, _, detail) in enumerate(read_runs(path), start=1):
+        fixed = detail.calls.get("fixed c=1 t=2")
+        serf = detail.bands.get("1 × 2", {}).get(BAND)
+        if fixed and serf:
+            out.append((run, *serf, (fixed[0] + fixed[2]) / 2))
     return out
 
 

@@ -47,6 +47,8 @@ PHASE_CALLS = re.compile(
 # (phase index in the per-phase call table, start s, end s) of the three phases.
 PHASES = [(0, 0.0, 60.0), (1, 60.0, 120.0), (2, 120.0, 180.0)]
 MODERATE_PHASES = [PHASES[0], PHASES[2]]
+# SERF's online table: a tuple's row, with its measured ms per load band in the last cell.
+TUPLE_ROW = re.compile(r"\| (\d+ × \d+) \| \d+ \| [\d.]+ \| [\d.]+ \| (.*) \|")
 SETTLE_S = 2.0
 COLLAPSE_FACTOR = 1.5
 STINT_S = 1.5
@@ -58,6 +60,7 @@ class RunDetail:
 
     calls: dict  # set-up -> [mean ORT call ms in phase 1, 2, 3]
     timeline: list  # [(time s, "fixed c=C t=T")], SERF's configuration from that time on
+    bands: dict  # SERF's tuple "R × T" -> {load band "lo–hi": (measured ms, samples)}
 
 
 def held_throughout(timeline, start, end):
@@ -122,7 +125,7 @@ def read_runs(path):
             if head:
                 rates = head.group(1).strip()
                 current = {}
-                detail = RunDetail(calls={}, timeline=[])
+                detail = RunDetail(calls={}, timeline=[], bands={})
                 runs.append((rates, current, detail))
                 continue
             if line.startswith("### "):
@@ -140,6 +143,13 @@ def read_runs(path):
                     (float(t), f"fixed {cfg}")
                     for cfg, t in re.findall(r"(c=\d+ t=\d+) at ([\d.]+) s", switches.group(1))
                 )
+                continue
+            tuple_row = TUPLE_ROW.match(line)
+            if tuple_row:
+                detail.bands[tuple_row.group(1)] = {
+                    band: (float(ms), int(n))
+                    for band, ms, n in re.findall(r"([\d–]+): ([\d.]+), (\d+)", tuple_row.group(2))
+                }
                 continue
             row = re.match(r"\| (SERF auto|fixed c=\d+ t=\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| (\d+) \|", line)
             if row:
