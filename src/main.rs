@@ -1401,6 +1401,10 @@ struct SerfBenchArgs {
     /// {max_utilisation: U}}`, 0 < U ≤ 1), in the same runs as SERF with the default cap.
     #[arg(long, value_parser = parse_utilisation)]
     also_max_utilisation: Option<f64>,
+    /// Write every call of every set-up's model node to `run<R>-<set-up>.csv` in this folder
+    /// (`--phases`; `benchmarks/serf/call_trace.py` reads them).
+    #[arg(long)]
+    calls_csv: Option<PathBuf>,
     /// Seed of the first run's arrivals; run `r` uses `seed + r` (`--phases`).
     #[arg(long, default_value_t = 11)]
     seed: u64,
@@ -1582,6 +1586,7 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
         fixed: args.fixed.clone(),
         control_threads: args.control_threads,
         also_cap: args.also_max_utilisation,
+        calls_dir: args.calls_csv.clone(),
         settle_seconds: 8.0,
         burn_in_seconds: args.burn_in,
         bin_seconds: 2.0,
@@ -1597,6 +1602,9 @@ fn bench_serf_phases(args: &SerfBenchArgs, models: Vec<(String, PathBuf)>) -> Re
             ..ProfileOptions::default()
         },
     };
+    if let Some(dir) = &config.calls_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let load_before = load_average();
     let runs = serf_phases(&config)?;
     let text = format!(

@@ -149,7 +149,13 @@ pub struct PhasesConfig {
     pub control_threads: Option<usize>,
     /// Also run SERF with this utilisation cap, [`Setup::SerfCapped`] (`None`: not run).
     pub also_cap: Option<f64>,
+    /// Write every call of every set-up's model node to a CSV file in this folder (`None`: not
+    /// kept; [`write_call_trace`]).
+    pub calls_dir: Option<PathBuf>,
 }
+
+/// The served graph's one model node.
+const NODE: &str = "model";
 
 /// Utilisation at moderate load from which a fixed configuration is not run.
 pub const UNSTABLE_UTILISATION: f64 = 0.95;
@@ -189,6 +195,41 @@ impl Setup {
     }
 }
 
+impl Setup {
+    /// The set-up's name in file names: `serf`, `fixed-1x2`, `serf-t1`, `serf-cap-600`.
+    pub fn slug(self) -> String {
+        match self {
+            Setup::Serf => "serf".into(),
+            Setup::Fixed(c) => format!("fixed-{}x{}", c.concurrency, c.threads),
+            Setup::SerfThreads(t) => format!("serf-t{t}"),
+            Setup::SerfCapped(p) => format!("serf-cap-{p}"),
+        }
+    }
+}
+
+/// Writes `run`'s calls as CSV at `path`: one line per call, in the order they ended, with when
+/// it began and how long after the set-up's start or SERF's last switch (seconds), its duration
+/// and its thread's idle time before it (ms; empty for a thread's first call), and the
+/// configuration it ran in (`benchmarks/serf/call_trace.py` reads it).
+///
+/// # Errors
+/// When the file cannot be written.
+pub fn write_call_trace(run: &SetupRun, path: &Path) -> Result<()> {
+    let mut text = String::from("began_s,since_switch_s,ms,idle_before_ms,concurrency,threads\n");
+    for call in &run.calls {
+        let (config, since) = run.config_at(call.began_s);
+        let (c, t) = config.map_or((0, 0), |c| (c.concurrency, c.threads));
+        let idle = call
+            .idle_before_ms
+            .map_or_else(String::new, |ms| format!("{ms:.3}"));
+        text.push_str(&format!(
+            "{:.6},{since:.3},{:.4},{idle},{c},{t}\n",
+            call.began_s, call.ms
+        ));
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
 impl std::fmt::Display for Setup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -219,12 +260,39 @@ pub struct SetupRun {
     pub serf: Option<ParallelismSnapshot>,
     /// What the machine and the executor did while the arrivals were served.
     pub conditions: Conditions,
+    /// Every call the model node made while the arrivals were served, in the order they ended
+    /// (kept only with [`PhasesConfig::calls_dir`]; empty otherwise).
+    pub calls: Vec<TracedCall>,
     /// The same per phase: from each phase's start to the next one's (the last phase's ends when
     /// the last answer came).
     pub phase_conditions: Vec<Conditions>,
 }
 
+/// One call of the model node, timed from the set-up's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TracedCall {
+    /// When it began, seconds from the start of the arrivals.
+    pub began_s: f64,
+    /// How long it took, ms.
+    pub ms: f64,
+    /// How long its session thread had been idle before it, ms (`None`: the thread's first call).
+    pub idle_before_ms: Option<f64>,
+}
+
 impl SetupRun {
+    /// The configuration in force when a call that began at `began_s` began, and how long before
+    /// it the set-up started or last switched, seconds. SERF's switches are sampled every 50 ms,
+    /// so both are within 50 ms; a fixed set-up's configuration is its own.
+    pub fn config_at(&self, began_s: f64) -> (Option<Config>, f64) {
+        if let Setup::Fixed(c) = self.setup {
+            return (Some(c), began_s);
+        }
+        match self.configs.iter().rev().find(|(at, _)| *at <= began_s) {
+            Some(&(at, c)) => (Some(c), began_s - at),
+            None => (self.configs.first().map(|(_, c)| *c), began_s),
+        }
+    }
+
     /// Mean latency (ms) of requests sent in `[from, to)` seconds.
     pub fn mean_between(&self, from: f64, to: f64) -> f64 {
         mean_of(self.latencies_between(from, to))
@@ -392,16 +460,16 @@ fn setup_graph(
     let (input, dtype, shape, output) = request_signature(path)?;
     let parallelism = match setup {
         Setup::Serf => {
-            profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
+            profile.save(&profile_path(&dir.join("graph.yaml"), NODE))?;
             ParallelismSpec::Auto(AutoSpec::default())
         }
         Setup::SerfThreads(threads) => {
             with_threads_only(profile, threads)?
-                .save(&profile_path(&dir.join("graph.yaml"), "model"))?;
+                .save(&profile_path(&dir.join("graph.yaml"), NODE))?;
             ParallelismSpec::Auto(AutoSpec::default())
         }
         Setup::SerfCapped(permille) => {
-            profile.save(&profile_path(&dir.join("graph.yaml"), "model"))?;
+            profile.save(&profile_path(&dir.join("graph.yaml"), NODE))?;
             ParallelismSpec::Auto(AutoSpec {
                 max_utilisation: Some(f64::from(permille) / 1000.0),
             })
@@ -416,7 +484,7 @@ fn setup_graph(
     let spec = GraphSpec::builder("serf_phases")
         .input("x", dtype, &shape)
         .model(
-            ModelBuilder::new("model", &absolute)
+            ModelBuilder::new(NODE, &absolute)
                 .input(&input.name, "x")
                 .executor(executor)
                 .parallelism(parallelism),
@@ -437,6 +505,7 @@ fn drive(
     times: &[f64],
     setup: Setup,
     phase_starts: &[f64],
+    keep_calls: bool,
 ) -> SetupRun {
     let runtime = graph.runtime();
     let (tx, rx) = unbounded::<(usize, f64, bool)>();
@@ -451,6 +520,10 @@ fn drive(
         configs.push((0.0, c));
     }
     let probe = Probe::start(graph);
+    let call_log = keep_calls.then(|| graph.executor_load(NODE)).flatten();
+    if let Some(load) = &call_log {
+        load.record_calls();
+    }
     let mut boundary_probes = Vec::new();
     let sent_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::scope(|s| {
@@ -507,6 +580,21 @@ fn drive(
         }
     }
     let last = Probe::start(graph);
+    let calls = call_log.map_or_else(Vec::new, |load| {
+        load.take_calls()
+            .calls
+            .iter()
+            .map(|c| TracedCall {
+                began_s: c
+                    .ended_at
+                    .saturating_duration_since(started)
+                    .saturating_sub(c.duration)
+                    .as_secs_f64(),
+                ms: c.duration.as_secs_f64() * 1e3,
+                idle_before_ms: c.idle_before.map(|d| d.as_secs_f64() * 1e3),
+            })
+            .collect()
+    });
     let conditions = probe.until(last);
     let probes: Vec<Probe> = std::iter::once(probe)
         .chain(boundary_probes)
@@ -533,6 +621,7 @@ fn drive(
         configs,
         serf,
         conditions,
+        calls,
         phase_conditions,
     }
 }
@@ -671,6 +760,10 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
                 )
             }
         );
+        if let Some(calls_dir) = &config.calls_dir {
+            let file = calls_dir.join(format!("run{}-{}.csv", run + 1, setup.slug()));
+            write_call_trace(&r, &file)?;
+        }
         results[index] = Some(r);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -702,7 +795,14 @@ fn serve(
         config.profile.executor(),
     )?;
     let warm = graph_warmup(&graph, &workload);
-    let r = drive(&graph, &workload, times, setup, phase_starts);
+    let r = drive(
+        &graph,
+        &workload,
+        times,
+        setup,
+        phase_starts,
+        config.calls_dir.is_some(),
+    );
     graph.shutdown();
     warm?;
     Ok(r)
@@ -1330,8 +1430,41 @@ mod tests {
             configs: vec![],
             serf: None,
             conditions: Conditions::default(),
+            calls: Vec::new(),
             phase_conditions: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_call_trace_gives_each_call_the_configuration_it_began_in() {
+        let call = |began_s: f64, ms: f64, idle: Option<f64>| TracedCall {
+            began_s,
+            ms,
+            idle_before_ms: idle,
+        };
+        let serf = SetupRun {
+            configs: vec![(0.0, Config::new(2, 1)), (3.0, Config::new(1, 2))],
+            calls: vec![call(0.5, 5.5, None), call(3.25, 3.5, Some(1.25))],
+            ..served(Setup::Serf, 0, 0.0)
+        };
+        assert_eq!(serf.config_at(0.5), (Some(Config::new(2, 1)), 0.5));
+        assert_eq!(serf.config_at(3.25), (Some(Config::new(1, 2)), 0.25));
+        let fixed = served(Setup::Fixed(Config::new(1, 2)), 0, 0.0);
+        assert_eq!(fixed.config_at(7.0), (Some(Config::new(1, 2)), 7.0));
+        let dir = std::env::temp_dir().join(format!("weir-trace-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("run1-{}.csv", serf.setup.slug()));
+        write_call_trace(&serf, &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            text,
+            "began_s,since_switch_s,ms,idle_before_ms,concurrency,threads\n\
+             0.500000,0.500,5.5000,,2,1\n\
+             3.250000,0.250,3.5000,1.250,1,2\n"
+        );
+        assert_eq!(Setup::SerfCapped(600).slug(), "serf-cap-600");
+        assert_eq!(Setup::Fixed(Config::new(1, 2)).slug(), "fixed-1x2");
     }
 
     /// A run of one phase (0–2 s) in which SERF and the fixed `(1, 2)` and `(2, 1)` each answered
@@ -1423,6 +1556,7 @@ mod tests {
             profile: ProfileOptions::default(),
             control_threads: None,
             also_cap: None,
+            calls_dir: None,
         }
     }
 
@@ -1655,13 +1789,8 @@ mod tests {
     #[test]
     fn ratios_compare_serf_with_the_best_fixed_per_phase() {
         let run = |setup, lat: [f64; 2]| SetupRun {
-            setup,
             latencies: vec![(1.0, lat[0]), (3.0, lat[1])],
-            failed: vec![],
-            configs: vec![],
-            serf: None,
-            conditions: Conditions::default(),
-            phase_conditions: Vec::new(),
+            ..served(setup, 0, 0.0)
         };
         let r = PhasesRun {
             profile: Profile::from_rates(2, &[(1, vec![1.0])]).unwrap(),
