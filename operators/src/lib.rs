@@ -79,15 +79,20 @@ impl std::fmt::Debug for OperatorFactory {
     }
 }
 
-/// The scheduler settings of a `parallelism: auto` node: the defaults, with the YAML's utilisation
-/// cap where it gives one (validated to lie in `(0, 1]`).
+/// The scheduler settings of a `parallelism: auto` node: the defaults, or, where the YAML gives a
+/// utilisation cap (validated to lie in `(0, 1]`), that one cap for every configuration, shown to
+/// hold at the load or not (`weir_serf::scheduler`, *Earned headroom*).
 fn scheduler_options(
     auto: &weir_engine::parallelism::AutoParallelism,
 ) -> weir_serf::scheduler::SchedulerOptions {
     let defaults = weir_serf::scheduler::SchedulerOptions::default();
-    weir_serf::scheduler::SchedulerOptions {
-        max_utilisation: auto.max_utilisation.unwrap_or(defaults.max_utilisation),
-        ..defaults
+    match auto.max_utilisation {
+        Some(cap) => weir_serf::scheduler::SchedulerOptions {
+            max_utilisation: cap,
+            unproven_utilisation: None,
+            ..defaults
+        },
+        None => defaults,
     }
 }
 
@@ -457,8 +462,8 @@ mod tests {
     use weir_serf::profile::Profile;
     use weir_serf::scheduler::SchedulerOptions;
 
-    /// The YAML's `max_utilisation` reaches the scheduler; without it the default cap holds, and
-    /// nothing else moves either way.
+    /// The YAML's `max_utilisation` reaches the scheduler as the one cap of every configuration;
+    /// without it the default caps hold (earned and unproven), and nothing else moves either way.
     #[test]
     fn the_yaml_utilisation_cap_reaches_the_scheduler() {
         let auto = |max_utilisation| AutoParallelism {
@@ -470,11 +475,9 @@ mod tests {
         let defaults = SchedulerOptions::default();
         let capped = scheduler_options(&auto(Some(0.6)));
         assert_eq!(capped.max_utilisation, 0.6);
+        assert_eq!(capped.unproven_utilisation, None);
         assert_eq!(capped.utilisation_band, defaults.utilisation_band);
         assert_eq!(capped.window, defaults.window);
-        assert_eq!(
-            scheduler_options(&auto(None)).max_utilisation,
-            defaults.max_utilisation
-        );
+        assert_eq!(scheduler_options(&auto(None)), defaults);
     }
 }

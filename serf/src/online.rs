@@ -60,8 +60,14 @@
 //!   came (`crate::scheduler::ServedCall::since_switch`), and counts it as settling. A quarter of a
 //!   second is 2.5 times the transient bare ONNX Runtime shows, for the process's other threads; at
 //!   144/s it leaves about 100 calls of a one-second exploration, at 52/s about 40, both over
-//!   `min_samples`. It is part of the bias, not most of it: over nine live runs with the rule the
-//!   trials still read `(1, 2)` 11 % slow at the median (0.96–1.18; `benchmarks/serf/exploration_reads.py`).
+//!   `min_samples`. Over nine live runs with the rule the trials still read `(1, 2)` 11 % slower than
+//!   fixed `(1, 2)` at the median (0.96–1.18; `benchmarks/serf/exploration_reads.py`), but that rest is
+//!   not a transient: call traces of every call (`weir bench serf --phases --calls-csv`,
+//!   `benchmarks/serf/call_trace.py`, two runs of 2026-11-27) show SERF's calls in a configuration at
+//!   one level from a quarter second after the switch to minutes later, and that level differs between
+//!   graphs served minutes apart (−4 % to +13 % against the fixed set-up's). The 11 % compared two
+//!   graphs; within one graph, which is what SERF's decisions compare, a trial reads a configuration as
+//!   a stint does.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -19,7 +19,8 @@
 //!   over-estimating costs a modestly slower configuration. With a 5 s window at 7.5 requests/s, `λ̂` alone
 //!   swings ±16% and, in the S4 replay, made the decision flap across a crossover 15% away; the margin
 //!   biases near-crossover choices towards capacity, like the table's conservative row lookup.
-//! - **Utilisation cap** (`max_utilisation`, default 0.5; weir's, not the paper's; per node in YAML as
+//! - **Utilisation cap** (0.5, or 0.6 for a configuration shown to hold at the load: *Earned headroom*
+//!   below; weir's, not the paper's; one cap per node in YAML as
 //!   `parallelism: {auto: {max_utilisation: U}}`). Online evaluation chooses
 //!   only among configurations predicted at most 50 % busy at the planned load, and the one with the most
 //!   capacity when none is. Why: the model's error grows with utilisation (on the 2-vCPU VM, median 32 % and
@@ -50,6 +51,19 @@
 //!   0.981–1.056) over the 25 in which it held (at 144/s 2 % slower than `(2, 1)` in N–P, 3 %
 //!   faster in R–U; `benchmarks/serf/pool_phases.py`'s split tables). Running `(1, 2)` at
 //!   moderate load while its measured calls hold would need batches on both kinds of host to judge.
+//!   *Earned headroom* (`unproven_utilisation`, 0.5; `holding_slowdown`, 1.3; nineteenth session).
+//!   That is now the rule: `max_utilisation` is 0.6, but only for a configuration shown to hold near
+//!   the planned load — its calls measured there (the [`Evidence`] of the last re-evaluation) took
+//!   at most `holding_slowdown` times their profiled time; any other configuration has
+//!   `unproven_utilisation`. Why: the two kinds of host differ in exactly that measurement. Where
+//!   `(1, 2)` holds at 144/s its calls there take 0.98–1.25 × the profile's (the nine runs of
+//!   `phases_settle.md`), it is the best fixed configuration over the run at ρ ≈ 0.48–0.55, and the
+//!   0.5 cap kept SERF out of it (1.112 against fixed `(1, 2)` over seventeen runs; a uniform 0.6 cap
+//!   0.973 over two). Where it collapses its calls take ≈ 7 ms against ≈ 3.5 profiled (≈ 2 ×), and
+//!   a uniform 0.6 cap lost batch H by holding it. A configuration known only from the profile, or
+//!   measured only at other loads, enters at most at 0.5 as before, and explorations may try it up to
+//!   `max_utilisation` (they are how it shows it holds). The YAML's `max_utilisation: U` sets one cap
+//!   for every configuration (`unproven_utilisation: None`), the rule before this one.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`; when both are beyond the
@@ -209,8 +223,16 @@ pub struct SchedulerOptions {
     /// Predicted relative latency gain a switch must bring, online evaluation only (0.02).
     pub min_gain: f64,
     /// Online evaluation chooses among the configurations predicted at most this busy at the planned load
-    /// (0.5), and the one with the most capacity when none is; 1.0 or more turns the rule off.
+    /// (0.6 for one shown to hold there, module docs *Earned headroom*), and the one with the most capacity
+    /// when none is; 1.0 or more turns the rule off.
     pub max_utilisation: f64,
+    /// The cap of a configuration not shown to hold near the planned load — its calls there not measured,
+    /// or slower than `holding_slowdown` times the profile's — when lower than `max_utilisation` (0.5;
+    /// `None`: every configuration has `max_utilisation`; module docs, *Earned headroom*).
+    pub unproven_utilisation: Option<f64>,
+    /// A configuration holds near the planned load when its calls measured there took at most this many
+    /// times their profiled time (1.3; [`Evidence`]).
+    pub holding_slowdown: f64,
     /// A configuration other than the current one is chosen within the cap only when predicted at most
     /// `max_utilisation · (1 − utilisation_band)` busy (0.05): the cap's dead band (module docs).
     pub utilisation_band: f64,
@@ -276,7 +298,9 @@ impl Default for SchedulerOptions {
             period: Duration::from_secs(1),
             hold_periods: 2,
             min_gain: 0.02,
-            max_utilisation: 0.5,
+            max_utilisation: 0.6,
+            unproven_utilisation: Some(0.5),
+            holding_slowdown: 1.3,
             utilisation_band: 0.05,
             min_capacity_gain: 0.05,
             load_margin_sigmas: 1.0,
@@ -496,6 +520,19 @@ impl Decider {
                 options.min_capacity_gain
             )));
         }
+        if let Some(u) = options.unproven_utilisation {
+            if !(u.is_finite() && u > 0.0) {
+                return Err(SchedulerError::BadOptions(format!(
+                    "unproven_utilisation {u} must be > 0"
+                )));
+            }
+        }
+        if !(options.holding_slowdown.is_finite() && options.holding_slowdown > 0.0) {
+            return Err(SchedulerError::BadOptions(format!(
+                "holding_slowdown {} must be > 0",
+                options.holding_slowdown
+            )));
+        }
         if !(options.load_margin_sigmas.is_finite() && options.load_margin_sigmas >= 0.0) {
             return Err(SchedulerError::BadOptions(format!(
                 "load_margin_sigmas {} must be ≥ 0",
@@ -575,23 +612,38 @@ impl Decider {
         &self.barred
     }
 
-    /// The utilisation cap a configuration other than the current one must be within to be chosen.
-    fn entry_cap(&self) -> f64 {
-        self.options.max_utilisation * (1.0 - self.options.utilisation_band.clamp(0.0, 1.0))
+    /// The utilisation cap of `config` at the load of the last re-evaluation: `max_utilisation` when its
+    /// calls measured there took at most `holding_slowdown` times their profiled time ([`Evidence`]),
+    /// otherwise `unproven_utilisation` where that is lower (module docs, *Earned headroom*).
+    fn cap_of(&self, config: Config) -> f64 {
+        let cap = self.options.max_utilisation;
+        let holds = self
+            .evidence
+            .slowdown
+            .get(&config)
+            .is_some_and(|&s| s <= self.options.holding_slowdown);
+        match self.options.unproven_utilisation {
+            Some(unproven) if !holds => unproven.min(cap),
+            _ => cap,
+        }
     }
 
-    /// The fastest of `candidates` at `lambda` within the utilisation cap: `max_utilisation` for the
-    /// current configuration, `utilisation_band` less for any other (module docs); `None` when none is.
+    /// The utilisation cap `config` must be within to be chosen: its own ([`Self::cap_of`]) when it is the
+    /// current configuration, `utilisation_band` less for any other (module docs).
+    fn choice_cap(&self, config: Config) -> f64 {
+        let cap = self.cap_of(config);
+        if config == self.current {
+            cap
+        } else {
+            cap * (1.0 - self.options.utilisation_band.clamp(0.0, 1.0))
+        }
+    }
+
+    /// The fastest of `candidates` at `lambda` within its utilisation cap ([`Self::choice_cap`]); `None`
+    /// when none is.
     fn best_within_cap(&self, candidates: &Candidates, lambda: f64) -> Option<Config> {
-        let (cap, entry) = (self.options.max_utilisation, self.entry_cap());
         candidates
-            .best_within_caps(lambda, self.options.predictor, |c| {
-                if c == self.current {
-                    cap
-                } else {
-                    entry
-                }
-            })
+            .best_within_caps(lambda, self.options.predictor, |c| self.choice_cap(c))
             .map(|(c, _)| c)
     }
 
@@ -850,15 +902,17 @@ impl Decider {
         )
     }
 
-    /// Whether `config` is predicted busier than `max_utilisation` at `lambda` under online evaluation
-    /// (then a switch to the choice needs no minimum gain: the model is least trustworthy there).
+    /// Whether `config` is predicted busier than its utilisation cap ([`Self::cap_of`]) at `lambda` under
+    /// online evaluation (then a switch to the choice needs no minimum gain: the model is least
+    /// trustworthy there).
     fn beyond_max_utilisation(&self, config: Config, lambda: f64) -> bool {
+        let cap = self.cap_of(config);
         self.table.is_none()
-            && self.options.max_utilisation < 1.0
+            && cap < 1.0
             && self
                 .candidates
                 .get(config)
-                .is_some_and(|c| lambda > self.options.max_utilisation * c.capacity())
+                .is_some_and(|c| lambda > cap * c.capacity())
     }
 
     /// The model's prediction for `config` at `lambda` (`None`: not a candidate).
@@ -1692,13 +1746,14 @@ mod tests {
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let uncapped = SchedulerOptions {
             max_utilisation: 1.0,
+            unproven_utilisation: None,
             ..SchedulerOptions::default()
         };
         // At 5.5/s the model ranks (1,2) first at ρ = 0.66; (2,1) is at ρ = 0.61.
         let d = Decider::new(two_core(), a, uncapped).unwrap();
         assert_eq!(d.target(5.5), a);
-        // With the default cap of 0.6 neither qualifies, so the one with the most capacity is chosen;
-        // at low load the cap changes nothing.
+        // With the default caps (0.6 shown to hold, 0.5 not) neither qualifies, so the one with the
+        // most capacity is chosen; at low load the cap changes nothing.
         let mut d = Decider::new(two_core(), a, SchedulerOptions::default()).unwrap();
         assert_eq!(d.target(5.5), b);
         assert_eq!(d.target(2.0), a);
@@ -1784,6 +1839,72 @@ mod tests {
         assert_eq!(d.target(52.0), a);
         let d = Decider::new(cands, a, cap_at_six_tenths()).unwrap();
         assert_eq!(d.target(150.0), a);
+    }
+
+    #[test]
+    fn a_configuration_shown_to_hold_at_the_load_earns_the_higher_cap() {
+        // Batch H's rates again: planned at 150/s, (1, 2) is 52.5 % busy and predicted faster.
+        let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        // Both measured at this load, (1, 2)'s calls `slowdown` times its profiled time (the rates
+        // stay as they are, to isolate the cap).
+        let measured = |slowdown: f64| Evidence {
+            slowdown: BTreeMap::from([(a, slowdown), (b, 1.0)]),
+        };
+        // Known from the profile alone, (1, 2) has the unproven cap (0.5) and is left.
+        let mut d = Decider::new(cands.clone(), a, SchedulerOptions::default()).unwrap();
+        assert_eq!(d.target(150.0), b);
+        // Measured within 1.3 × its profile here, it has 0.6: it stays, and is entered from (2, 1)
+        // (52.5 % is within the entry cap, 0.6 · 0.95).
+        d.set_candidates(cands.clone(), measured(1.1)).unwrap();
+        assert_eq!(d.target(150.0), a);
+        assert_eq!(d.decide(150.0), None);
+        let mut from_b = Decider::new(cands.clone(), b, SchedulerOptions::default()).unwrap();
+        from_b.set_candidates(cands.clone(), measured(1.1)).unwrap();
+        assert_eq!(from_b.target(150.0), a);
+        // Measured 1.4 × its profile (collapsing calls), it is held to 0.5 again.
+        d.set_candidates(cands.clone(), measured(1.4)).unwrap();
+        assert_eq!(d.target(150.0), b);
+        // One cap for all (the YAML's `max_utilisation`) does not look at the evidence.
+        let uniform = SchedulerOptions {
+            max_utilisation: 0.5,
+            unproven_utilisation: None,
+            ..SchedulerOptions::default()
+        };
+        let mut d = Decider::new(cands.clone(), a, uniform).unwrap();
+        d.set_candidates(cands, measured(1.1)).unwrap();
+        assert_eq!(d.target(150.0), b);
+    }
+
+    #[test]
+    fn the_all_core_configuration_stays_at_moderate_load_while_its_calls_hold() {
+        // Profiled at 3.0 ms, (1, 2) serves at 3.5 ms (1.17 ×): 47 % busy at the planned load on the
+        // profile, 54 % as served; (2, 1) as profiled. Exploration off: this is about the cap.
+        let profiled = Candidates::two_core_from_times(0.0051, 0.0062, 0.0030);
+        let truth = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let run = |options: SchedulerOptions| {
+            let options = SchedulerOptions {
+                online: Some(OnlineOptions {
+                    explore: None,
+                    ..Default::default()
+                }),
+                ..options
+            };
+            let mut s = Scheduler::new(profiled.clone(), b, options, secs(0.0)).unwrap();
+            let mut rng = StdRng::seed_from_u64(5);
+            let moves = serve(&mut s, &truth, 150.0, 0.0, 40.0, &mut rng);
+            moves.iter().map(|w| w.to).collect::<Vec<_>>()
+        };
+        // Entered on the profile's word, (1, 2) then shows it holds and keeps the higher cap.
+        assert_eq!(run(SchedulerOptions::default()), vec![a]);
+        // With one cap of 0.5 it is left again once measured beyond it.
+        let uniform = SchedulerOptions {
+            max_utilisation: 0.5,
+            unproven_utilisation: None,
+            ..SchedulerOptions::default()
+        };
+        assert_eq!(run(uniform), vec![a, b]);
     }
 
     #[test]
@@ -2097,9 +2218,12 @@ mod tests {
 
     /// The defaults with the utilisation cap at 0.6, its default until the tenth session: the
     /// scenarios built around it (loads and rates of the live runs of that time) test other rules.
+    /// One cap of 0.6 for every configuration, shown to hold or not (the YAML's
+    /// `max_utilisation: 0.6`).
     fn cap_at_six_tenths() -> SchedulerOptions {
         SchedulerOptions {
             max_utilisation: 0.6,
+            unproven_utilisation: None,
             ..Default::default()
         }
     }
@@ -2689,6 +2813,7 @@ mod tests {
         let opts = SchedulerOptions {
             load_margin_sigmas: 0.0,
             max_utilisation: 1.0,
+            unproven_utilisation: None,
             ..Default::default()
         };
         let mut s = Scheduler::new(profiled.clone(), a, opts, secs(0.0)).unwrap();
