@@ -69,9 +69,12 @@ pub enum ParallelismSpec {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AutoSpec {
-    /// The utilisation cap: the scheduler chooses only among configurations predicted at most
-    /// this busy at the planned load (`0 < U ≤ 1`; default 0.5, `weir_serf::scheduler` docs say
-    /// why). Higher lets a faster configuration with less headroom be chosen at moderate load.
+    /// One utilisation cap for every configuration: the scheduler chooses only among
+    /// configurations predicted at most this busy at the planned load (`0 < U ≤ 1`). Left out,
+    /// the cap is earned per configuration: 0.6 for one whose calls measured near the load held
+    /// within 1.3 × its profiled time, 0.5 for any other (`weir_serf::scheduler` docs, *Earned
+    /// headroom*, say why). Higher lets a faster configuration with less headroom be chosen at
+    /// moderate load.
     #[serde(default)]
     pub max_utilisation: Option<f64>,
 }
