@@ -224,7 +224,7 @@ pub struct SchedulerOptions {
     pub min_gain: f64,
     /// Online evaluation chooses among the configurations predicted at most this busy at the planned load
     /// (0.6 for one shown to hold there, module docs *Earned headroom*), and the one with the most capacity
-    /// when none is; 1.0 or more turns the rule off.
+    /// when none is; 1.0 or more, with `unproven_utilisation: None`, turns the rule off.
     pub max_utilisation: f64,
     /// The cap of a configuration not shown to hold near the planned load — its calls there not measured,
     /// or slower than `holding_slowdown` times the profile's — when lower than `max_utilisation` (0.5;
