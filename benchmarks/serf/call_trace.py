@@ -83,9 +83,12 @@ def serf_against_fixed(all_runs, phase_seconds, serf_name):
         for began, since, ms, _, config in serf:
             phase = min(int(began // phase_seconds), len(PHASES) - 1)
             by_bin[(config, phase, age_bin(since))].append(ms)
+        references = {}
         for (config, phase, bins), ms in by_bin.items():
-            fixed = setups.get(f"fixed-{config[0]}x{config[1]}")
-            reference = fixed and fixed_settled(fixed, phase, phase_seconds)
+            if (config, phase) not in references:
+                fixed = setups.get(f"fixed-{config[0]}x{config[1]}")
+                references[(config, phase)] = fixed and fixed_settled(fixed, phase, phase_seconds)
+            reference = references[(config, phase)]
             if reference:
                 ratios[(config, phase, bins)].append(statistics.fmean(ms) / reference)
                 counts[(config, phase, bins)] += len(ms)

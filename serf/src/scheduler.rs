@@ -1884,13 +1884,7 @@ mod tests {
         let truth = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let run = |options: SchedulerOptions| {
-            let options = SchedulerOptions {
-                online: Some(OnlineOptions {
-                    explore: None,
-                    ..Default::default()
-                }),
-                ..options
-            };
+            let options = exploration_off(options);
             let mut s = Scheduler::new(profiled.clone(), b, options, secs(0.0)).unwrap();
             let mut rng = StdRng::seed_from_u64(5);
             let moves = serve(&mut s, &truth, 150.0, 0.0, 40.0, &mut rng);
@@ -2230,12 +2224,17 @@ mod tests {
 
     /// [`cap_at_six_tenths`] with exploration off (online re-profiling and load bands on).
     fn without_exploration() -> SchedulerOptions {
+        exploration_off(cap_at_six_tenths())
+    }
+
+    /// `options` with exploration off and the default online re-profiling and load bands.
+    fn exploration_off(options: SchedulerOptions) -> SchedulerOptions {
         SchedulerOptions {
             online: Some(OnlineOptions {
                 explore: None,
                 ..Default::default()
             }),
-            ..cap_at_six_tenths()
+            ..options
         }
     }
 
@@ -2854,13 +2853,7 @@ mod tests {
         assert_eq!(s.current(), b);
         assert!(s.online().unwrap().is_fresh(b, secs(600.0), secs(300.0)));
         // Exploration off: the pessimistic profile keeps (1, 2) for ever.
-        let opts = SchedulerOptions {
-            online: Some(OnlineOptions {
-                explore: None,
-                ..Default::default()
-            }),
-            ..opts
-        };
+        let opts = exploration_off(opts);
         let mut s = Scheduler::new(profiled, a, opts, secs(0.0)).unwrap();
         assert!(serve(&mut s, &truth, 50.0, 0.0, 60.0, &mut rng).is_empty());
     }
