@@ -527,8 +527,9 @@ fn render_replica_metrics(
 }
 
 /// SERF `parallelism: auto` nodes: the configuration in force, switches, the arrival-rate
-/// estimate, and the online re-profiling (re-evaluations, ranking changes, explorations, measured
-/// rates per tuple).
+/// estimate, the online re-profiling (re-evaluations, ranking changes, explorations, measured
+/// rates per tuple), and each configuration's standing at the planned load (predicted latency,
+/// utilisation, cap).
 fn render_parallelism_metrics(
     out: &mut String,
     graph: &str,
@@ -642,6 +643,38 @@ fn render_parallelism_metrics(
                         out,
                         "{name}{{graph=\"{graph}\",node=\"{node}\",running=\"{}\",threads=\"{}\"}} {v}",
                         r.running, r.threads
+                    );
+                }
+            }
+        }
+    }
+    type StandingValue = fn(&weir_serf::scheduler::Standing) -> Option<f64>;
+    let per_config: [(&str, &str, StandingValue); 3] = [
+        (
+            m::SERF_PREDICTED_LATENCY,
+            "Mean latency SERF predicted for the configuration at its last planned load, seconds.",
+            |s| s.estimate.map(|e| e.latency),
+        ),
+        (
+            m::SERF_PREDICTED_UTILISATION,
+            "SERF's planned load over the configuration's capacity.",
+            |s| Some(s.utilisation),
+        ),
+        (
+            m::SERF_UTILISATION_CAP,
+            "Utilisation up to which SERF may choose the configuration now.",
+            |s| Some(s.cap),
+        ),
+    ];
+    for (name, help, value) in per_config {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (node, p) in nodes {
+            for s in &p.standings {
+                if let Some(v) = value(s) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{graph=\"{graph}\",node=\"{node}\",concurrency=\"{}\",threads=\"{}\"}} {v}",
+                        s.config.concurrency, s.config.threads
                     );
                 }
             }

@@ -69,3 +69,12 @@ pub const SERF_SERVICE_SAMPLES_SETTLING_TOTAL: &str = "weir_serf_service_samples
 /// once it overrides the offline profile's, calls after an idle gap counted at back-to-back speed
 /// (SERF; `weir_serf::online`, *Idle gaps*).
 pub const SERF_MEASURED_SERVICE_RATE: &str = "weir_serf_measured_service_rate";
+/// Per `parallelism: auto` node and configuration (`concurrency`, `threads`): the mean latency the
+/// scheduler predicted for it at its last update's planned load, seconds (absent where unstable).
+pub const SERF_PREDICTED_LATENCY: &str = "weir_serf_predicted_latency_seconds";
+/// Per `parallelism: auto` node and configuration: the planned load over its capacity (SERF).
+pub const SERF_PREDICTED_UTILISATION: &str = "weir_serf_predicted_utilisation";
+/// Per `parallelism: auto` node and configuration: the utilisation it may be chosen up to now (SERF's
+/// cap, higher for a configuration shown to hold at the load: `weir_serf::scheduler`, *Earned
+/// headroom*).
+pub const SERF_UTILISATION_CAP: &str = "weir_serf_utilisation_cap";

@@ -374,6 +374,45 @@ pub struct Reprofile {
     /// The choice the new rates alone made, adopted only if the next scheduled re-evaluation confirms it
     /// ([`Decider::reevaluate`]).
     pub unconfirmed: Option<Config>,
+    /// What the decision now weighs, in `after`'s order: each configuration's prediction under the new
+    /// rates at the planned load, its utilisation there and its cap (so a log says why, not only what).
+    pub standings: Vec<Standing>,
+}
+
+/// One configuration as a re-evaluation judges it at the planned load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Standing {
+    /// The configuration.
+    pub config: Config,
+    /// Predicted mean waiting and service, seconds (`None`: unstable at the load).
+    pub estimate: Option<Estimate>,
+    /// Predicted utilisation, the planned load over the configuration's capacity.
+    pub utilisation: f64,
+    /// Its utilisation cap there (module docs, *Earned headroom*).
+    pub cap: f64,
+    /// Its calls' slowdown over the profile measured near the load, where measured ([`Evidence`]).
+    pub slowdown: Option<f64>,
+}
+
+impl std::fmt::Display for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ", self.config)?;
+        match self.estimate {
+            Some(e) => write!(
+                f,
+                "{:.3} ms (service {:.3} + wait {:.3})",
+                e.latency * 1e3,
+                e.service * 1e3,
+                e.waiting * 1e3
+            )?,
+            None => write!(f, "unstable")?,
+        }
+        write!(f, ", ρ {:.2} / cap {:.2}", self.utilisation, self.cap)?;
+        match self.slowdown {
+            Some(s) => write!(f, ", measured ×{s:.2} the profile"),
+            None => write!(f, ", not measured here"),
+        }
+    }
 }
 
 /// Counters of the online re-profiling.
@@ -626,6 +665,23 @@ impl Decider {
             Some(unproven) if !holds => unproven.min(cap),
             _ => cap,
         }
+    }
+
+    /// How each of `order`'s configurations stands under the rates in force at `lambda` ([`Standing`]).
+    pub fn standings(&self, order: &[Config], lambda: f64) -> Vec<Standing> {
+        order
+            .iter()
+            .filter_map(|&config| {
+                let candidate = self.candidates.get(config)?;
+                Some(Standing {
+                    config,
+                    estimate: candidate.estimate(lambda, self.options.predictor).ok(),
+                    utilisation: lambda / candidate.capacity(),
+                    cap: self.cap_of(config),
+                    slowdown: self.evidence.slowdown.get(&config).copied(),
+                })
+            })
+            .collect()
     }
 
     /// The utilisation cap `config` must be within to be chosen: its own ([`Self::cap_of`]) when it is the
@@ -1291,6 +1347,7 @@ impl Scheduler {
         self.counters.reevaluations += 1;
         if before != after {
             self.counters.ranking_changes += 1;
+            let standings = self.decider.standings(&after, planned_lambda);
             self.reprofiles.push(Reprofile {
                 at: now,
                 planned_lambda,
@@ -1300,6 +1357,7 @@ impl Scheduler {
                 measured_tuples,
                 evidenced,
                 unconfirmed: self.decider.unconfirmed(),
+                standings,
             });
         }
     }
@@ -1510,8 +1568,7 @@ impl Scheduler {
         let estimate = self.estimator.measure(now)?;
         self.last_estimate = Some(estimate);
         self.updates += 1;
-        let planned_lambda =
-            estimate.rate + self.decider.options.load_margin_sigmas * estimate.std_error;
+        let planned_lambda = self.planned_lambda().unwrap_or(estimate.rate);
         let from = self.decider.current();
         let switch = |to: Config, reason: SwitchReason| Switch {
             at: now,
@@ -1716,6 +1773,29 @@ impl Scheduler {
     /// The estimate used at the last update.
     pub fn last_estimate(&self) -> Option<RateEstimate> {
         self.last_estimate
+    }
+
+    /// The load the last update planned for, `λ̂ + load_margin_sigmas·σ` (`None` before the first).
+    pub fn planned_lambda(&self) -> Option<f64> {
+        self.last_estimate
+            .map(|e| e.rate + self.decider.options.load_margin_sigmas * e.std_error)
+    }
+
+    /// Every configuration as the decision weighs it at the last update's planned load, in
+    /// [`Config`] order ([`Standing`]; empty before the first update): what `/metrics` shows of why
+    /// the node runs what it runs.
+    pub fn standings(&self) -> Vec<Standing> {
+        let Some(lambda) = self.planned_lambda() else {
+            return Vec::new();
+        };
+        let order: Vec<Config> = self
+            .decider
+            .candidates()
+            .as_slice()
+            .iter()
+            .map(|c| c.config)
+            .collect();
+        self.decider.standings(&order, lambda)
     }
 
     /// The decision state (table, candidates).
@@ -2126,6 +2206,58 @@ mod tests {
     }
 
     #[test]
+    fn the_standings_show_every_configuration_at_the_planned_load() {
+        let options = SchedulerOptions {
+            online: None,
+            ..SchedulerOptions::default()
+        };
+        let (low, moderate) = (Config::new(1, 2), Config::new(2, 1));
+        let mut s = Scheduler::new(squeezenet_like(), low, options, secs(0.0)).unwrap();
+        assert!(
+            s.standings().is_empty(),
+            "nothing planned before the first update"
+        );
+        let switches = ticked(&mut s, &[(142.1, 12.0)], 0.1, 5);
+        assert_eq!(s.current(), moderate, "{switches:?}");
+        let planned = s.planned_lambda().unwrap();
+        let est = s.last_estimate().unwrap();
+        assert!(
+            (planned - est.rate - est.std_error).abs() < 1e-9,
+            "one σ of margin"
+        );
+        let standings = s.standings();
+        let order: Vec<Config> = standings.iter().map(|x| x.config).collect();
+        let configs: Vec<Config> = squeezenet_like()
+            .as_slice()
+            .iter()
+            .map(|c| c.config)
+            .collect();
+        assert_eq!(order, configs);
+        for x in &standings {
+            let capacity = squeezenet_like().get(x.config).unwrap().capacity();
+            assert!((x.utilisation - planned / capacity).abs() < 1e-9, "{x:?}");
+            // Without online re-profiling nothing is measured: every cap is the unproven one.
+            assert_eq!((x.cap, x.slowdown), (0.5, None), "{x:?}");
+        }
+        // The standings say why (2, 1) runs: at 142/s no configuration is within its cap, and
+        // it is the least busy (the choice by capacity).
+        let running = standings.iter().find(|x| x.config == moderate).unwrap();
+        assert!(
+            standings.iter().all(|x| x.utilisation > x.cap),
+            "{standings:?}"
+        );
+        for x in &standings {
+            assert!(running.utilisation <= x.utilisation, "{x:?}");
+        }
+        let line = running.to_string();
+        assert!(
+            line.starts_with("c=2 t=1 ") && line.contains(" ms (service "),
+            "{line}"
+        );
+        assert!(line.ends_with("/ cap 0.50, not measured here"), "{line}");
+    }
+
+    #[test]
     fn a_steady_load_raises_no_surge_and_a_step_down_waits_for_the_update() {
         let options = SchedulerOptions {
             online: None,
@@ -2268,6 +2400,20 @@ mod tests {
         assert_eq!(flip.before[0], a);
         assert_eq!(flip.after[0], Config::new(2, 1));
         assert_eq!(flip.measured_tuples, 1);
+        // The log's reasons: every configuration in the new order, fastest first, the measured
+        // (1, 2) with its slowdown (0.3 s against 0.12 s profiled) and the others not measured.
+        let order: Vec<Config> = flip.standings.iter().map(|s| s.config).collect();
+        assert_eq!(order, flip.after);
+        let latency = |i: usize| flip.standings[i].estimate.map(|e| e.latency);
+        assert!(latency(0) <= latency(1), "{:?}", flip.standings);
+        let two_threads = flip.standings.iter().find(|s| s.config == a).unwrap();
+        assert!(two_threads.slowdown.is_none(), "no load bands, no evidence");
+        assert!(
+            (two_threads.utilisation - 3.0 * 0.3).abs() < 0.02,
+            "{two_threads:?}"
+        );
+        let line = two_threads.to_string();
+        assert!(line.contains("/ cap 0.50, not measured here"), "{line}");
         // Re-evaluated every 5 updates, and not before 20 samples (at 3/s: the update at 10 s).
         assert_eq!(flip.at.as_secs(), 10);
         assert_eq!(switches.len(), 1, "{switches:?}");

@@ -1756,6 +1756,7 @@ mod tests {
                     mean_s: 0.012,
                 },
             ],
+            standings: Vec::new(),
         };
         let s = online_summary(&p);
         assert!(

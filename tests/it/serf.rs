@@ -323,8 +323,26 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
         "weir_serf_waiting{graph=\"auto\",node=\"m\"}",
         "weir_serf_service_samples_settling_total{graph=\"auto\",node=\"m\"}",
         "weir_serf_service_samples_total{graph=\"auto\",node=\"m\",running=\"1\",threads=\"2\"}",
+        "weir_serf_predicted_utilisation{graph=\"auto\",node=\"m\",concurrency=\"2\",threads=\"1\"}",
+        "weir_serf_utilisation_cap{graph=\"auto\",node=\"m\",concurrency=\"1\",threads=\"2\"}",
     ] {
         assert!(metrics.contains(name), "no {name} in:\n{metrics}");
+    }
+    // Why it runs what it runs: every configuration's standing at the planned load, each
+    // prediction that is stable exported in seconds.
+    assert_eq!(after.standings.len(), 3, "{after:?}");
+    for s in &after.standings {
+        assert!(s.utilisation > 0.0 && s.cap > 0.0, "{s:?}");
+        if let Some(e) = s.estimate {
+            let line = format!(
+                "weir_serf_predicted_latency_seconds{{graph=\"auto\",node=\"m\",concurrency=\"{}\",threads=\"{}\"}} ",
+                s.config.concurrency, s.config.threads
+            );
+            assert!(
+                metrics.contains(&line) && e.latency > 0.0,
+                "no {line} in:\n{metrics}"
+            );
+        }
     }
     // The scheduler estimated the load (60/s); what it chose from there depends on this machine's
     // measured speed of the model (the switching rules are the scheduler's unit tests), but it is one

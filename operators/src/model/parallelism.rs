@@ -51,7 +51,9 @@ use tracing::{debug, info, warn};
 use weir_engine::runtime::AdmissionGauge;
 use weir_serf::config::Config;
 use weir_serf::online::BandEstimate;
-use weir_serf::scheduler::{Reprofile, Scheduler, SchedulerError, SchedulerOptions, ServedCall};
+use weir_serf::scheduler::{
+    Reprofile, Scheduler, SchedulerError, SchedulerOptions, ServedCall, Standing,
+};
 use weir_serf::table::Candidates;
 
 /// Service-time samples kept between two control ticks; more are dropped (and counted).
@@ -168,6 +170,9 @@ pub struct ParallelismSnapshot {
     pub service_rates: Vec<ServiceRate>,
     /// Every tuple's service time per load band, in tuple then load order (empty without load bands).
     pub service_by_load: Vec<LoadServiceRate>,
+    /// Every configuration as the scheduler weighed it at its last update: predicted latency,
+    /// utilisation and cap at the planned load (empty before the first update).
+    pub standings: Vec<Standing>,
 }
 
 /// The calls running now and their integral over time, for the mean concurrency of each call.
@@ -209,6 +214,7 @@ struct ProfileGauges {
     samples_settling: u64,
     service_rates: Vec<ServiceRate>,
     service_by_load: Vec<LoadServiceRate>,
+    standings: Vec<Standing>,
 }
 
 #[derive(Debug)]
@@ -461,6 +467,7 @@ impl Switchboard {
         g.explorations = c.explorations;
         g.backlog_switches = c.backlogs;
         g.samples_settling = c.settling;
+        g.standings = scheduler.standings();
         if let Some(online) = scheduler.online() {
             let min = online.options().min_samples;
             g.service_rates = online
@@ -495,6 +502,7 @@ impl Switchboard {
             waiting: self.waiting.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
             service_by_load: g.service_by_load.clone(),
+            standings: g.standings.clone(),
         }
     }
 }
@@ -625,6 +633,7 @@ fn control_loop(
                 lambda = sw.lambda,
                 planned_lambda = sw.planned_lambda,
                 reason = ?sw.reason,
+                standings = %standings_line(&scheduler.decider().standings(&[sw.to, sw.from], sw.planned_lambda)),
                 "Parallelism switched."
             ),
             Err(e) => warn!(node = %board.node, error = %e, "Parallelism switch refused."),
@@ -654,8 +663,18 @@ fn log_reprofile(node: &str, r: &Reprofile) {
         measured_tuples = r.measured_tuples,
         evidenced = %evidenced,
         unconfirmed = ?r.unconfirmed,
+        standings = %standings_line(&r.standings),
         "SERF re-profile changed the ranking."
     );
+}
+
+/// Standings as one log field: what each configuration was judged at, `; `-separated.
+fn standings_line(standings: &[Standing]) -> String {
+    standings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
