@@ -662,7 +662,7 @@ fn render_parallelism_metrics(
         ),
         (
             m::SERF_UTILISATION_CAP,
-            "Utilisation up to which SERF may choose the configuration now.",
+            "SERF's utilisation cap of the configuration now (another than the running one enters only up to 95 % of it).",
             |s| Some(s.cap),
         ),
     ];

@@ -74,7 +74,7 @@ pub const SERF_MEASURED_SERVICE_RATE: &str = "weir_serf_measured_service_rate";
 pub const SERF_PREDICTED_LATENCY: &str = "weir_serf_predicted_latency_seconds";
 /// Per `parallelism: auto` node and configuration: the planned load over its capacity (SERF).
 pub const SERF_PREDICTED_UTILISATION: &str = "weir_serf_predicted_utilisation";
-/// Per `parallelism: auto` node and configuration: the utilisation it may be chosen up to now (SERF's
-/// cap, higher for a configuration shown to hold at the load: `weir_serf::scheduler`, *Earned
-/// headroom*).
+/// Per `parallelism: auto` node and configuration: its utilisation cap now (SERF's; higher for a
+/// configuration shown to hold at the load, `weir_serf::scheduler`, *Earned headroom*; a
+/// configuration other than the running one enters only up to `1 − utilisation_band` of it).
 pub const SERF_UTILISATION_CAP: &str = "weir_serf_utilisation_cap";

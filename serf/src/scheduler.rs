@@ -388,7 +388,8 @@ pub struct Standing {
     pub estimate: Option<Estimate>,
     /// Predicted utilisation, the planned load over the configuration's capacity.
     pub utilisation: f64,
-    /// Its utilisation cap there (module docs, *Earned headroom*).
+    /// Its utilisation cap there (module docs, *Earned headroom*; another configuration than the
+    /// running one enters only up to `1 − utilisation_band` of it).
     pub cap: f64,
     /// Its calls' slowdown over the profile measured near the load, where measured ([`Evidence`]).
     pub slowdown: Option<f64>,
