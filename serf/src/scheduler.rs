@@ -669,10 +669,10 @@ impl Decider {
     }
 
     /// How each of `order`'s configurations stands under the rates in force at `lambda` ([`Standing`]).
-    pub fn standings(&self, order: &[Config], lambda: f64) -> Vec<Standing> {
+    pub fn standings(&self, order: impl IntoIterator<Item = Config>, lambda: f64) -> Vec<Standing> {
         order
-            .iter()
-            .filter_map(|&config| {
+            .into_iter()
+            .filter_map(|config| {
                 let candidate = self.candidates.get(config)?;
                 Some(Standing {
                     config,
@@ -1348,7 +1348,9 @@ impl Scheduler {
         self.counters.reevaluations += 1;
         if before != after {
             self.counters.ranking_changes += 1;
-            let standings = self.decider.standings(&after, planned_lambda);
+            let standings = self
+                .decider
+                .standings(after.iter().copied(), planned_lambda);
             self.reprofiles.push(Reprofile {
                 at: now,
                 planned_lambda,
@@ -1503,9 +1505,7 @@ impl Scheduler {
         let barred: Vec<Config> = self
             .decider
             .candidates()
-            .as_slice()
-            .iter()
-            .map(|c| c.config)
+            .configs()
             .filter(|&c| self.is_barred(c, band, now))
             .collect();
         self.decider.set_barred(barred);
@@ -1789,14 +1789,8 @@ impl Scheduler {
         let Some(lambda) = self.planned_lambda() else {
             return Vec::new();
         };
-        let order: Vec<Config> = self
-            .decider
-            .candidates()
-            .as_slice()
-            .iter()
-            .map(|c| c.config)
-            .collect();
-        self.decider.standings(&order, lambda)
+        self.decider
+            .standings(self.decider.candidates().configs(), lambda)
     }
 
     /// The decision state (table, candidates).
@@ -2228,11 +2222,7 @@ mod tests {
         );
         let standings = s.standings();
         let order: Vec<Config> = standings.iter().map(|x| x.config).collect();
-        let configs: Vec<Config> = squeezenet_like()
-            .as_slice()
-            .iter()
-            .map(|c| c.config)
-            .collect();
+        let configs: Vec<Config> = squeezenet_like().configs().collect();
         assert_eq!(order, configs);
         for x in &standings {
             let capacity = squeezenet_like().get(x.config).unwrap().capacity();

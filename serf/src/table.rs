@@ -142,6 +142,11 @@ impl Candidates {
         &self.0
     }
 
+    /// The configurations, in [`Config`] order.
+    pub fn configs(&self) -> impl Iterator<Item = Config> + '_ {
+        self.0.iter().map(|c| c.config)
+    }
+
     /// The candidate for `config`, if present.
     pub fn get(&self, config: Config) -> Option<&Candidate> {
         self.0.iter().find(|c| c.config == config)

@@ -504,12 +504,7 @@ impl ModelExecutor {
         config: ExecutorConfig,
         auto: AutoOptions,
     ) -> Result<ModelExecutor, ExecError> {
-        let configs: Vec<Config> = auto
-            .candidates
-            .as_slice()
-            .iter()
-            .map(|c| c.config)
-            .collect();
+        let configs: Vec<Config> = auto.candidates.configs().collect();
         let mut executor =
             ModelExecutor::start_switchable(runtime, config, &configs, auto.initial)?;
         if let Some(board) = &executor.board {

@@ -633,7 +633,7 @@ fn control_loop(
                 lambda = sw.lambda,
                 planned_lambda = sw.planned_lambda,
                 reason = ?sw.reason,
-                standings = %standings_line(&scheduler.decider().standings(&[sw.to, sw.from], sw.planned_lambda)),
+                standings = %standings_line(&scheduler.decider().standings([sw.to, sw.from], sw.planned_lambda)),
                 "Parallelism switched."
             ),
             Err(e) => warn!(node = %board.node, error = %e, "Parallelism switch refused."),
