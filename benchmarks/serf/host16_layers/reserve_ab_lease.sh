@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next lease's script (prepared 2026-11-26, sixteenth session; not run yet): does keeping the
+# A lease script (prepared 2026-11-26, sixteenth session; run 2026-11-27, tables in ../host16_reserve/): does keeping the
 # process's other threads off the node's cores (`weir bench serf --cores 2 --pin-cores-from 2`,
 # which reserves them since ef72c3e) change the error against the runs that shared them
 # (`--share-node-cores`, as every lease before)? Reserved and shared squeezenet runs alternate on
