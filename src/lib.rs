@@ -662,7 +662,7 @@ fn render_parallelism_metrics(
         ),
         (
             m::SERF_UTILISATION_CAP,
-            "SERF's utilisation cap of the configuration now (another than the running one enters only up to 95 % of it).",
+            "SERF's utilisation cap of the configuration now (another than the running one enters only below the cap's dead band).",
             |s| Some(s.cap),
         ),
     ];

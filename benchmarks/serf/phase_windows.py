@@ -25,11 +25,16 @@ import os
 import statistics
 
 
-def mean_call(path, lo, hi):
-    """Mean call time (ms) of the calls that began in `[lo, hi)` seconds, or None if none did."""
+def read_calls(path):
+    """The trace's calls as `(began_s, ms)` pairs."""
     with open(path, newline="") as f:
-        calls = [float(r["ms"]) for r in csv.DictReader(f) if lo <= float(r["began_s"]) < hi]
-    return statistics.mean(calls) if calls else None
+        return [(float(r["began_s"]), float(r["ms"])) for r in csv.DictReader(f)]
+
+
+def mean_call(calls, lo, hi):
+    """Mean call time (ms) of the calls that began in `[lo, hi)` seconds, or None if none did."""
+    inside = [ms for began, ms in calls if lo <= began < hi]
+    return statistics.mean(inside) if inside else None
 
 
 def parse_windows(text):
@@ -56,8 +61,9 @@ def main():
             if not os.path.exists(fixed):
                 continue
             runs += 1
+            serf_calls, fixed_calls = read_calls(serf), read_calls(fixed)
             for lo, hi in windows:
-                s, x = mean_call(serf, lo, hi), mean_call(fixed, lo, hi)
+                s, x = mean_call(serf_calls, lo, hi), mean_call(fixed_calls, lo, hi)
                 if s is not None and x:
                     ratios[(lo, hi)].append(s / x)
     if runs == 0:
