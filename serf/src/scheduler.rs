@@ -30,7 +30,8 @@
 //!   convex in ρ, than at low load. In the S4 runs without it, SERF kept (1,2) at a moderate load where the
 //!   model placed it within a few % of (2,1) at ρ ≈ 0.65, and measured 1.6–7× (2,1)'s latency there. A
 //!   configuration beyond the cap is left without the minimum-gain test (the hold still applies), and
-//!   exploration never tries one beyond it. The cap has a dead band (`utilisation_band`, default 5 %): the
+//!   exploration never tries one beyond it (unless the running one is beyond its own too: *Exploration*,
+//!   *Over the cap*). The cap has a dead band (`utilisation_band`, default 5 %): the
 //!   current configuration stays within it up to `max_utilisation`, another one enters only up to
 //!   `max_utilisation · (1 − band)`. Without it, in a live S4 run of 2026-11-25 with `(1, 2)`'s capacity at
 //!   ≈ 265/s and the moderate load at 154/s, the planned load's Poisson wobble (±4 % over the 5 s window)
@@ -140,6 +141,19 @@
 //!   a minute later, and with 300 s one slow trial at the start of a 60 s low phase cost the whole phase.
 //!   A configuration the profile ranks below the running one keeps the longer interval (at low load,
 //!   `(2, 1)` under a fast `(1, 2)`), so that retries are spent only where the profile sees a gain.
+//!   *Over the cap.* While the running configuration is beyond its utilisation cap and none is
+//!   within its own, the decider keeps the one with the most capacity, judging an unmeasured one
+//!   with the running one's slowdown — the profile's order. Then a configuration never measured
+//!   near the planned load with at least the running one's capacity, less the cap's dead band
+//!   (`utilisation_band`), is explored whatever its predicted utilisation: the running one is
+//!   known to be where the model is least trustworthy, and a near tie of capacities in a 40-request
+//!   profile says nothing about which one keeps up. Why: in run 4 of `phases_capacity2.md`
+//!   (2026-11-27, twenty-second session; shufflenet at 199 requests/s on the 2-vCPU VM) the run's
+//!   profile gave `(1, 2)` 317.9/s and `(2, 1)` 316.8/s, both beyond the 0.5 cap at 199/s; SERF
+//!   started in `(1, 2)`, no exploration could try `(2, 1)` (ρ 0.66 by the profile), and `(1, 2)`,
+//!   collapsing, was left only 35 s later by the backlog guard — where `(2, 1)`'s calls, once run,
+//!   measured 0.84 × its profile (capacity ≈ 377/s). That run's SERF took 16.1 ms against fixed
+//!   `(2, 1)`'s 7.0.
 //! - **Trials** (with exploration on). A [`SwitchReason::Better`] move to a configuration with no
 //!   measurement near the planned load rests on the offline profile alone; it runs as an
 //!   exploration does: decided again ([`SwitchReason::Explored`]) at the first update at which its
@@ -1416,6 +1430,17 @@ impl Scheduler {
                 .map(|e| e.latency)
         };
         let running = offline_latency(current);
+        // While the running configuration is beyond its cap, nothing is within its own (or the
+        // decider would have moved), and the decider keeps the one with the most capacity: one
+        // with about as much, never measured here, is worth a trial whatever its predicted
+        // utilisation (module docs, *Exploration*).
+        let over_cap = self.decider.beyond_max_utilisation(current, planned_lambda);
+        let running_capacity = self
+            .decider
+            .candidates()
+            .get(current)
+            .map_or(f64::INFINITY, |c| c.capacity());
+        let dead_band = self.decider.options.utilisation_band.clamp(0.0, 1.0);
         let trials = |c: Config| self.explored.get(&(c, band)).map_or(0, |e| e.1);
         // How long a configuration's measurement here stands before it is tried again: shorter where
         // it contradicts the profile, doubling with each trial that did not keep it (module docs,
@@ -1444,10 +1469,13 @@ impl Scheduler {
             })
             // Never beyond the choice's own cap: a configuration it could not pick is not worth a trial.
             // (The cap, not the stricter entry cap of its dead band: a trial is a measurement, and one
-            // within the band may measure faster than profiled and then qualify.)
+            // within the band may measure faster than profiled and then qualify.) Unless the running
+            // one is beyond its own too: then the choice is by capacity, and a rival for it may be
+            // tried.
             .filter(|c| {
                 planned_lambda / c.capacity()
                     <= ex.max_utilisation.min(self.decider.options.max_utilisation)
+                    || (over_cap && c.capacity() >= running_capacity * (1.0 - dead_band))
             })
             .filter_map(|c| {
                 c.estimate(planned_lambda, predictor)
@@ -2993,6 +3021,41 @@ mod tests {
         let opts = exploration_off(opts);
         let mut s = Scheduler::new(profiled, a, opts, secs(0.0)).unwrap();
         assert!(serve(&mut s, &truth, 50.0, 0.0, 60.0, &mut rng).is_empty());
+    }
+
+    #[test]
+    fn beyond_the_cap_a_rival_with_as_much_profiled_capacity_is_explored() {
+        // Run 4 of `phases_capacity2.md`: the run's profile gave (1, 2) and (2, 1) the same capacity
+        // within 0.4 %, both beyond the cap at the moderate load; served, (1, 2) ran 17 % slower than
+        // profiled and (2, 1) faster, which only running (2, 1) can show.
+        let one = Config::new(1, 1);
+        let a = Config::new(1, 2);
+        let b = Config::new(2, 1);
+        let profiled = Candidates::new(vec![
+            (one, vec![205.2]),
+            (a, vec![317.9]),
+            (b, vec![205.2, 158.4]),
+        ]);
+        let truth = Candidates::new(vec![
+            (one, vec![205.2]),
+            (a, vec![272.0]),
+            (b, vec![240.0, 190.0]),
+        ]);
+        let opts = SchedulerOptions::default();
+        let mut rng = StdRng::seed_from_u64(4);
+        // Exploration off: (2, 1), judged with (1, 2)'s slowdown, keeps the profile's order, and the
+        // decider keeps (1, 2), the larger capacity, for the whole minute at ρ ≈ 0.74.
+        let mut s = Scheduler::new(profiled.clone(), a, exploration_off(opts), secs(0.0)).unwrap();
+        let stuck = serve(&mut s, &truth, 200.0, 0.0, 60.0, &mut rng);
+        assert!(stuck.is_empty(), "{stuck:?}");
+        // With it, (2, 1) is tried as soon as the load is steady, measured within the cap, and kept.
+        let mut s = Scheduler::new(profiled, a, opts, secs(0.0)).unwrap();
+        let switches = serve(&mut s, &truth, 200.0, 0.0, 60.0, &mut rng);
+        let reasons: Vec<_> = switches.iter().map(|w| (w.to, w.reason)).collect();
+        assert_eq!(reasons, vec![(b, SwitchReason::Explore)], "{switches:?}");
+        assert!(switches[0].at.as_secs() <= 5, "{switches:?}");
+        assert_eq!(s.current(), b);
+        assert_eq!(s.counters().explorations, 1);
     }
 
     /// Runs `arrivals` through a station, either fixed at `fixed` or driven by a SERF scheduler.
