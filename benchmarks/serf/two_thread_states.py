@@ -15,7 +15,8 @@ switches, which the scheduler leaves out as settling). A second is *slow* when i
 above 1.5 × the run's fast level, the 10th percentile of every 2-thread call of the run in both
 set-ups (≈ 3 ms, so the line sits halfway between the two states). The table gives, per run and
 phase, SERF's 2-thread seconds and the share of them slow, and fixed `(1, 2)`'s share of slow
-seconds in the same phase; the last row pools the seconds of all runs.
+seconds in the same phase (– where the run has no fixed `(1, 2)` trace: the bench skips it when
+the planning profile puts it beyond its capacity); the last rows pool the seconds of all runs.
 
 Usage: two_thread_states.py [--phases 0-60,60-120,120-180] DIR [DIR ...]
 """
@@ -72,10 +73,12 @@ def main():
         for serf_path in sorted(glob.glob(os.path.join(d, "run*-serf.csv"))):
             run = os.path.basename(serf_path).split("-")[0]
             fixed_path = os.path.join(d, f"{run}-fixed-1x2.csv")
-            if not os.path.exists(fixed_path):
-                continue
             serf = two_thread_calls(serf_path, skip_settling=True)
-            fixed = two_thread_calls(fixed_path, skip_settling=False)
+            fixed = (
+                two_thread_calls(fixed_path, skip_settling=False)
+                if os.path.exists(fixed_path)
+                else []
+            )
             every = sorted(ms for _, ms in serf + fixed)
             if len(every) < 10:
                 continue
