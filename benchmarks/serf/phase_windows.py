@@ -37,6 +37,16 @@ def mean_call(calls, lo, hi):
     return statistics.mean(inside) if inside else None
 
 
+def trace_runs(dirs, fixed):
+    """Per run found in `dirs`: `(dir, run, serf_trace, fixed_trace)`, `fixed_trace` None when the run
+    has no trace of fixed set-up `fixed` (CxT)."""
+    for d in dirs:
+        for serf in sorted(glob.glob(os.path.join(d, "run*-serf.csv"))):
+            run = os.path.basename(serf).split("-")[0]
+            other = os.path.join(d, f"{run}-fixed-{fixed}.csv")
+            yield d, run, serf, other if os.path.exists(other) else None
+
+
 def parse_windows(text):
     windows = []
     for part in text.split(","):
@@ -54,18 +64,15 @@ def main():
     windows = parse_windows(args.windows)
     ratios = {w: [] for w in windows}
     runs = 0
-    for d in args.dirs:
-        for serf in sorted(glob.glob(os.path.join(d, "run*-serf.csv"))):
-            run = os.path.basename(serf).split("-")[0]
-            fixed = os.path.join(d, f"{run}-fixed-{args.fixed}.csv")
-            if not os.path.exists(fixed):
-                continue
-            runs += 1
-            serf_calls, fixed_calls = read_calls(serf), read_calls(fixed)
-            for lo, hi in windows:
-                s, x = mean_call(serf_calls, lo, hi), mean_call(fixed_calls, lo, hi)
-                if s is not None and x:
-                    ratios[(lo, hi)].append(s / x)
+    for _, _, serf, fixed in trace_runs(args.dirs, args.fixed):
+        if fixed is None:
+            continue
+        runs += 1
+        serf_calls, fixed_calls = read_calls(serf), read_calls(fixed)
+        for lo, hi in windows:
+            s, x = mean_call(serf_calls, lo, hi), mean_call(fixed_calls, lo, hi)
+            if s is not None and x:
+                ratios[(lo, hi)].append(s / x)
     if runs == 0:
         raise SystemExit(f"no run with both a SERF and a fixed {args.fixed} trace in {args.dirs}")
     print(f"{runs} runs; SERF's mean call over fixed {args.fixed}'s, per window")

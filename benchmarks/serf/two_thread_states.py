@@ -23,9 +23,10 @@ Usage: two_thread_states.py [--phases 0-60,60-120,120-180] DIR [DIR ...]
 
 import argparse
 import csv
-import glob
 import os
 import statistics
+
+from phase_windows import parse_windows, trace_runs
 
 MIN_CALLS = 5
 SETTLE_S = 0.25
@@ -52,10 +53,6 @@ def seconds(calls, lo, hi):
     return [statistics.mean(v) for v in by_second.values() if len(v) >= MIN_CALLS]
 
 
-def parse_phases(text):
-    return [tuple(float(x) for x in part.split("-")) for part in text.split(",")]
-
-
 def share(slow, total):
     return f"{slow / total:.0%}" if total else "–"
 
@@ -65,37 +62,30 @@ def main():
     parser.add_argument("--phases", default="0-60,60-120,120-180")
     parser.add_argument("dirs", nargs="+")
     args = parser.parse_args()
-    phases = parse_phases(args.phases)
+    phases = parse_windows(args.phases)
     pooled = {p: [0, 0, 0, 0] for p in phases}
     print("| run | phase s | SERF 2-thread seconds | SERF slow | fixed (1, 2) slow |")
     print("|---|---|---|---|---|")
-    for d in args.dirs:
-        for serf_path in sorted(glob.glob(os.path.join(d, "run*-serf.csv"))):
-            run = os.path.basename(serf_path).split("-")[0]
-            fixed_path = os.path.join(d, f"{run}-fixed-1x2.csv")
-            serf = two_thread_calls(serf_path, skip_settling=True)
-            fixed = (
-                two_thread_calls(fixed_path, skip_settling=False)
-                if os.path.exists(fixed_path)
-                else []
+    for d, run, serf_path, fixed_path in trace_runs(args.dirs, "1x2"):
+        serf = two_thread_calls(serf_path, skip_settling=True)
+        fixed = two_thread_calls(fixed_path, skip_settling=False) if fixed_path else []
+        every = sorted(ms for _, ms in serf + fixed)
+        if len(every) < 10:
+            continue
+        line = SLOW_OVER_FAST * every[len(every) // 10]
+        for lo, hi in phases:
+            s, x = seconds(serf, lo, hi), seconds(fixed, lo, hi)
+            s_slow = sum(m > line for m in s)
+            x_slow = sum(m > line for m in x)
+            acc = pooled[(lo, hi)]
+            acc[0] += s_slow
+            acc[1] += len(s)
+            acc[2] += x_slow
+            acc[3] += len(x)
+            print(
+                f"| {os.path.basename(d)}/{run} | {lo:g}–{hi:g} | {len(s)} | "
+                f"{share(s_slow, len(s))} | {share(x_slow, len(x))} |"
             )
-            every = sorted(ms for _, ms in serf + fixed)
-            if len(every) < 10:
-                continue
-            line = SLOW_OVER_FAST * every[len(every) // 10]
-            for lo, hi in phases:
-                s, x = seconds(serf, lo, hi), seconds(fixed, lo, hi)
-                s_slow = sum(m > line for m in s)
-                x_slow = sum(m > line for m in x)
-                acc = pooled[(lo, hi)]
-                acc[0] += s_slow
-                acc[1] += len(s)
-                acc[2] += x_slow
-                acc[3] += len(x)
-                print(
-                    f"| {os.path.basename(d)}/{run} | {lo:g}–{hi:g} | {len(s)} | "
-                    f"{share(s_slow, len(s))} | {share(x_slow, len(x))} |"
-                )
     for (lo, hi), (s_slow, s_all, x_slow, x_all) in pooled.items():
         print(
             f"| **all** | {lo:g}–{hi:g} | {s_all} | **{share(s_slow, s_all)}** | "

@@ -706,8 +706,14 @@ impl Decider {
         if config == self.current {
             cap
         } else {
-            cap * (1.0 - self.options.utilisation_band.clamp(0.0, 1.0))
+            cap * self.entry_share()
         }
+    }
+
+    /// The share of a cap that another configuration than the running one enters within: one less the
+    /// cap's dead band (`utilisation_band`, module docs).
+    fn entry_share(&self) -> f64 {
+        1.0 - self.options.utilisation_band.clamp(0.0, 1.0)
     }
 
     /// The fastest of `candidates` at `lambda` within its utilisation cap ([`Self::choice_cap`]); `None`
@@ -1440,7 +1446,7 @@ impl Scheduler {
             .candidates()
             .get(current)
             .map_or(f64::INFINITY, |c| c.capacity());
-        let dead_band = self.decider.options.utilisation_band.clamp(0.0, 1.0);
+        let entry_share = self.decider.entry_share();
         let trials = |c: Config| self.explored.get(&(c, band)).map_or(0, |e| e.1);
         // How long a configuration's measurement here stands before it is tried again: shorter where
         // it contradicts the profile, doubling with each trial that did not keep it (module docs,
@@ -1475,7 +1481,7 @@ impl Scheduler {
             .filter(|c| {
                 planned_lambda / c.capacity()
                     <= ex.max_utilisation.min(self.decider.options.max_utilisation)
-                    || (over_cap && c.capacity() >= running_capacity * (1.0 - dead_band))
+                    || (over_cap && c.capacity() >= running_capacity * entry_share)
             })
             .filter_map(|c| {
                 c.estimate(planned_lambda, predictor)
