@@ -13,6 +13,7 @@
 //! - [`table`]: the configuration reference table and online evaluation over all configurations;
 //! - [`estimator`]: the sliding-window arrival-rate estimator;
 //! - [`online`]: service rates measured while serving, blended into the profile (online re-profiling);
+//! - [`slow_state`]: the slowest level each tuple's calls ran at lately;
 //! - [`scheduler`]: the switch decision with hysteresis, driven by the estimator and the blended profile.
 //!
 //! Nothing here measures ONNX Runtime, reads a clock or touches an executor: callers measure (through
@@ -82,4 +83,5 @@ pub mod online;
 pub mod profile;
 pub mod scheduler;
 pub mod simulator;
+pub mod slow_state;
 pub mod table;

@@ -76,6 +76,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::idle::IdleCurve;
+use crate::slow_state::SlowStateOptions;
 use crate::table::Candidates;
 
 /// How measured service times are blended into the profile and how often the scheduler re-evaluates.
@@ -96,6 +97,10 @@ pub struct OnlineOptions {
     /// Calls that began this soon after a switch of configuration (or ran across one) are left out
     /// (0.25 s; module docs, *Settling after a switch*). Zero keeps every call.
     pub settle_after_switch: Duration,
+    /// The slowest level each tuple's calls ran at lately ([`crate::slow_state`]); a configuration
+    /// whose slowest level could not carry the planned load earns no headroom there
+    /// ([`crate::scheduler`], *Slow states*). `None` turns the rule off.
+    pub slow_states: Option<SlowStateOptions>,
 }
 
 impl Default for OnlineOptions {
@@ -107,6 +112,7 @@ impl Default for OnlineOptions {
             explore: Some(ExploreOptions::default()),
             load_bands: Some(LoadBands::default()),
             settle_after_switch: Duration::from_millis(250),
+            slow_states: Some(SlowStateOptions::default()),
         }
     }
 }
