@@ -692,17 +692,18 @@ impl Decider {
         &self.barred
     }
 
-    /// The utilisation cap of `config` at the load of the last re-evaluation: `max_utilisation` when its
-    /// calls measured there took at most `holding_slowdown` times their profiled time ([`Evidence`]),
-    /// otherwise `unproven_utilisation` where that is lower (module docs, *Earned headroom*).
+    /// The utilisation cap of `config` at `lambda`: `max_utilisation` when its calls measured near the
+    /// load of the last re-evaluation took at most `holding_slowdown` times their profiled time
+    /// ([`Evidence`]) and its slowest level lately would carry `lambda`, otherwise
+    /// `unproven_utilisation` where that is lower (module docs, *Earned headroom*, *Slow states*).
     fn cap_of(&self, config: Config, lambda: f64) -> f64 {
         let holds = self
             .evidence
             .slowdown
             .get(&config)
             .is_some_and(|&s| s <= self.options.holding_slowdown);
-        if holds && self.carries_in_slow_state(config, lambda) {
-            self.options.max_utilisation
+        if holds {
+            self.exploration_cap(config, lambda)
         } else {
             self.unproven_cap()
         }
