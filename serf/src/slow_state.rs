@@ -11,7 +11,10 @@
 //! fewer than `min_calls` calls is not a level), and the slowest span mean of the last
 //! `remember_for` (300 s, the exploration's `stale_after`) is the tuple's slow level. A span is long
 //! against one slow call or a switch's transient (already left out, `settle_after_switch`) and short
-//! against the tens of seconds a slow state lasts.
+//! against the tens of seconds a slow state lasts. A span closes at the tuple's first call after it:
+//! the last span of a stint counts only once the tuple is served again (a slow spell that made the
+//! scheduler leave has usually closed a span or more before the leave, which takes a re-evaluation
+//! and the hold).
 //!
 //! The times are the calls' own, idle starts included: a lone tuple's calls after long idle gaps
 //! are slower than back to back ([`crate::idle`]), so at very low load a level reads somewhat slow.
