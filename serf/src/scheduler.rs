@@ -69,7 +69,7 @@
 //!   load earn the higher cap only if the configuration would also stay stable there at the
 //!   slowest level its calls ran at lately (any load, the last 300 s, in 2 s spans): planned load
 //!   below `c / slowest` of its full tuple. Otherwise it has the unproven cap, for the choice and
-//!   for a trial ([`Decider::exploration_cap`]: a trial could not earn it the higher one). Why: the
+//!   for a trial ([`Decider::earnable_cap`]: a trial could not earn it the higher one). Why: the
 //!   holding test reads the calls of the level a configuration is in *now*, and on the 2-vCPU VM a
 //!   two-thread call sits at ≈ 3 or ≈ 6 ms for tens of seconds at a time. At the bench's own
 //!   moderate load (0.55 of the profile's largest capacity, 199 requests/s there) `(1, 2)` measured
@@ -703,7 +703,7 @@ impl Decider {
             .get(&config)
             .is_some_and(|&s| s <= self.options.holding_slowdown);
         if holds {
-            self.exploration_cap(config, lambda)
+            self.earnable_cap(config, lambda)
         } else {
             self.unproven_cap()
         }
@@ -727,10 +727,11 @@ impl Decider {
             .is_none_or(|&capacity| lambda < capacity)
     }
 
-    /// The utilisation an exploration of `config` at `lambda` may go up to: `max_utilisation`, or the
-    /// unproven cap when its slowest level could not carry `lambda` — a trial cannot earn it the
-    /// headroom then, so it is spent where the choice could pick it (module docs, *Slow states*).
-    pub fn exploration_cap(&self, config: Config, lambda: f64) -> f64 {
+    /// The highest cap `config` can earn at `lambda`: `max_utilisation`, or the unproven cap when its
+    /// slowest level could not carry `lambda` (module docs, *Slow states*). A configuration shown to
+    /// hold has it, and an exploration may go up to it: a trial cannot earn more, so it is spent
+    /// where the choice could pick it.
+    pub fn earnable_cap(&self, config: Config, lambda: f64) -> f64 {
         if self.carries_in_slow_state(config, lambda) {
             self.options.max_utilisation
         } else {
@@ -1560,7 +1561,7 @@ impl Scheduler {
                 planned_lambda / c.capacity()
                     <= ex
                         .max_utilisation
-                        .min(self.decider.exploration_cap(c.config, planned_lambda))
+                        .min(self.decider.earnable_cap(c.config, planned_lambda))
                     || (over_cap && c.capacity() >= running_capacity * entry_share)
             })
             .filter_map(|c| {
@@ -3162,7 +3163,7 @@ mod tests {
         let mut d = Decider::new(cands.clone(), b, SchedulerOptions::default()).unwrap();
         d.set_candidates(cands.clone(), evidence(None)).unwrap();
         assert_eq!(d.target(150.0), a);
-        assert!((d.exploration_cap(a, 150.0) - 0.6).abs() < 1e-12);
+        assert!((d.earnable_cap(a, 150.0) - 0.6).abs() < 1e-12);
         // A slow level that still carries the load (1 / 4.5 ms = 222/s) changes nothing.
         d.set_candidates(cands.clone(), evidence(Some(222.0)))
             .unwrap();
@@ -3171,7 +3172,7 @@ mod tests {
         d.set_candidates(cands.clone(), evidence(Some(143.0)))
             .unwrap();
         assert_eq!(d.target(150.0), b);
-        assert!((d.exploration_cap(a, 150.0) - 0.5).abs() < 1e-12);
+        assert!((d.earnable_cap(a, 150.0) - 0.5).abs() < 1e-12);
         let standing = d.standings([a], 150.0)[0];
         assert!((standing.cap - 0.5).abs() < 1e-12);
         assert!(
@@ -3180,7 +3181,7 @@ mod tests {
         );
         // At low load the slow level carries it, and it keeps the higher cap.
         assert_eq!(d.target(52.0), a);
-        assert!((d.exploration_cap(a, 52.0) - 0.6).abs() < 1e-12);
+        assert!((d.earnable_cap(a, 52.0) - 0.6).abs() < 1e-12);
     }
 
     #[test]

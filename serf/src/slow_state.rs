@@ -74,11 +74,6 @@ impl SlowStates {
         }
     }
 
-    /// The options in force.
-    pub fn options(&self) -> &SlowStateOptions {
-        &self.options
-    }
-
     /// Records one call of `tuple` that ended at `now` and took `seconds` (the caller has checked it is
     /// finite and positive). Calls must come in time order per tuple; one older than the open span is
     /// counted in it.
