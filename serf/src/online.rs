@@ -98,8 +98,8 @@ pub struct OnlineOptions {
     /// (0.25 s; module docs, *Settling after a switch*). Zero keeps every call.
     pub settle_after_switch: Duration,
     /// The slowest level each tuple's calls ran at lately ([`crate::slow_state`]); a configuration
-    /// whose slowest level could not carry the planned load earns no headroom there
-    /// ([`crate::scheduler`], *Slow states*). `None` turns the rule off.
+    /// whose slowest level could not carry the planned load, or that has none yet, earns no headroom
+    /// there ([`crate::scheduler`], *Slow states*). `None` turns the rule off.
     pub slow_states: Option<SlowStateOptions>,
 }
 

@@ -63,7 +63,8 @@
 //!   0.973 over two). Where it collapses its calls take ≈ 7 ms against ≈ 3.5 profiled (≈ 2 ×), and
 //!   a uniform 0.6 cap lost batch H by holding it. A configuration known only from the profile, or
 //!   measured only at other loads, enters at most at 0.5 as before, and explorations may try it up to
-//!   `max_utilisation` (they are how it shows it holds). The YAML's `max_utilisation: U` sets one cap
+//!   the cap it could earn (they are how it shows it holds; *Slow states*: 0.5 until a slow level of
+//!   it is known). The YAML's `max_utilisation: U` sets one cap
 //!   for every configuration (`unproven_utilisation: None`), the rule before this one.
 //!   *Slow states* ([`crate::slow_state`]; twenty-third session). Calls measured holding near the
 //!   load earn the higher cap only if the configuration would also stay stable there at the
@@ -80,6 +81,21 @@
 //!   `(2, 1)` (`benchmarks/README.md`, *The paper's loads on this host*). Where `(1, 2)` holds at
 //!   moderate load its calls stay at 0.98–1.25 × profile (≈ 4.4 ms at worst, 227/s against 144/s)
 //!   and the rule changes nothing; with one cap for all (`unproven_utilisation: None`) it is off.
+//!   A configuration with no slow level — its full tuple not served (20 calls in a span) in the
+//!   last 300 s — has not shown one either, and has the unproven cap too, for the choice and for a
+//!   trial (twenty-fourth session; until then it counted as carrying the load). Why: at a run's
+//!   start nothing but the profile is known, and in batches Y and Z (thirteen runs at 199
+//!   requests/s) SERF tried `(1, 2)` at ρ 0.56–0.60 on the profile within the first 13 s of five
+//!   runs, on the earnable 0.6 cap of a configuration never seen slow; in Y4 the trial collapsed
+//!   and its queue put the first phase at 1.28 × fixed `(2, 1)`. (The trials *over the cap*,
+//!   *Exploration*, are left as they are: two more runs tried `(1, 2)` so, at ρ 0.62 and 0.70,
+//!   with `(2, 1)` itself beyond 0.6.) A trial of a second or two cannot show the
+//!   slow level (a slow spell lasts tens of seconds), so it is not made above the unproven cap;
+//!   `(1, 2)`'s level is learnt where it runs within that cap (at low load) and stands for 300 s.
+//!   The cost falls where `(1, 2)` holds at moderate load at ρ 0.5–0.6: it is entered there only
+//!   once seen at another load (in S4, after the low phase). The span being filled counts as a
+//!   level once it has 20 calls ([`crate::slow_state`]), so the running configuration has one
+//!   within a fraction of a second of starting.
 //! - **Hysteresis.** A different configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (default 2) and, with online evaluation, only if it is predicted at
 //!   least `min_gain` (default 2%) faster than the current one at `λ̂`; when both are beyond the
@@ -550,8 +566,10 @@ pub struct Evidence {
     /// Evidenced configurations and their slowdown at the load.
     pub slowdown: BTreeMap<Config, f64>,
     /// The capacity (requests/s) each configuration would have at the slowest level its calls ran at
-    /// lately, where it has one ([`crate::slow_state`]; module docs, *Slow states*).
-    pub slow_capacity: BTreeMap<Config, f64>,
+    /// lately, where it has one ([`crate::slow_state`]; module docs, *Slow states*); `None` when slow
+    /// levels are not tracked (`OnlineOptions::slow_states: None`, and the default here). Tracked, a
+    /// configuration without a level has not shown it and earns no headroom.
+    pub slow_capacity: Option<BTreeMap<Config, f64>>,
 }
 
 /// The hysteresis state machine over decisions (pure: fed `λ̂` values).
@@ -718,13 +736,14 @@ impl Decider {
             .map_or(cap, |u| u.min(cap))
     }
 
-    /// Whether `config` would stay stable at `lambda` at the slowest level its calls ran at lately
-    /// (true when it has none; module docs, *Slow states*).
+    /// Whether `config` would stay stable at `lambda` at the slowest level its calls ran at lately:
+    /// false when it has no level, true when slow levels are not tracked (module docs, *Slow states*).
     fn carries_in_slow_state(&self, config: Config, lambda: f64) -> bool {
-        self.evidence
-            .slow_capacity
-            .get(&config)
-            .is_none_or(|&capacity| lambda < capacity)
+        self.evidence.slow_capacity.as_ref().is_none_or(|levels| {
+            levels
+                .get(&config)
+                .is_some_and(|&capacity| lambda < capacity)
+        })
     }
 
     /// The highest cap `config` can earn at `lambda`: `max_utilisation`, or the unproven cap when its
@@ -751,7 +770,11 @@ impl Decider {
                     utilisation: lambda / candidate.capacity(),
                     cap: self.cap_of(config, lambda),
                     slowdown: self.evidence.slowdown.get(&config).copied(),
-                    slow_capacity: self.evidence.slow_capacity.get(&config).copied(),
+                    slow_capacity: self
+                        .evidence
+                        .slow_capacity
+                        .as_ref()
+                        .and_then(|levels| levels.get(&config).copied()),
                 })
             })
             .collect()
@@ -1419,14 +1442,13 @@ impl Scheduler {
     fn reevaluate(&mut self, now: Duration, lambda: f64, planned_lambda: f64, periodic: bool) {
         let Some(online) = &self.online else { return };
         let candidates = online.candidates_at(lambda, now);
-        let slow_capacity = match &self.slow_states {
-            Some(states) => candidates
+        let slow_capacity = self.slow_states.as_ref().map(|states| {
+            candidates
                 .as_slice()
                 .iter()
                 .filter_map(|c| Some((c.config, states.capacity(c.config, now)?)))
-                .collect(),
-            None => BTreeMap::new(),
-        };
+                .collect()
+        });
         let evidence = Evidence {
             slowdown: online.slowdowns_at(lambda, now),
             slow_capacity,
@@ -3156,14 +3178,25 @@ mod tests {
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let evidence = |slow_capacity: Option<f64>| Evidence {
             slowdown: BTreeMap::from([(a, 1.1), (b, 1.0)]),
-            slow_capacity: slow_capacity
-                .map(|c| BTreeMap::from([(a, c)]))
-                .unwrap_or_default(),
+            slow_capacity: Some(
+                slow_capacity
+                    .map(|c| BTreeMap::from([(a, c)]))
+                    .unwrap_or_default(),
+            ),
         };
         let mut d = Decider::new(cands.clone(), b, SchedulerOptions::default()).unwrap();
-        d.set_candidates(cands.clone(), evidence(None)).unwrap();
+        // Slow levels not tracked: the holding test alone earns the higher cap.
+        let untracked = Evidence {
+            slow_capacity: None,
+            ..evidence(None)
+        };
+        d.set_candidates(cands.clone(), untracked).unwrap();
         assert_eq!(d.target(150.0), a);
         assert!((d.earnable_cap(a, 150.0) - 0.6).abs() < 1e-12);
+        // Tracked, but no level seen yet: nothing shows how slow it can run, and it earns nothing.
+        d.set_candidates(cands.clone(), evidence(None)).unwrap();
+        assert_eq!(d.target(150.0), b);
+        assert!((d.earnable_cap(a, 150.0) - 0.5).abs() < 1e-12);
         // A slow level that still carries the load (1 / 4.5 ms = 222/s) changes nothing.
         d.set_candidates(cands.clone(), evidence(Some(222.0)))
             .unwrap();
@@ -3182,6 +3215,46 @@ mod tests {
         // At low load the slow level carries it, and it keeps the higher cap.
         assert_eq!(d.target(52.0), a);
         assert!((d.earnable_cap(a, 52.0) - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_configuration_never_seen_at_its_slowest_is_not_tried_beyond_the_unproven_cap() {
+        // Batch H's rates, truthful: at 150/s (2, 1) is 47 % busy and (1, 2), predicted faster, 53 %.
+        // At a run's start (1, 2) has never run, so nothing shows how slow it can get: it is neither
+        // chosen nor tried there (batch Y's trials at 199/s, ρ 0.56–0.60 on the profile, collapsed
+        // in run 4 and cost its first phase 1.28 × fixed `(2, 1)`).
+        let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
+        let (a, b) = (Config::new(1, 2), Config::new(2, 1));
+        let run = |slow_states: Option<SlowStateOptions>| {
+            let opts = SchedulerOptions {
+                online: Some(OnlineOptions {
+                    slow_states,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let mut rng = StdRng::seed_from_u64(11);
+            let mut s = Scheduler::new(cands.clone(), b, opts, secs(0.0)).unwrap();
+            let moves = serve(&mut s, &cands, 150.0, 0.0, 40.0, &mut rng);
+            (s, moves)
+        };
+        let (s, moves) = run(Some(SlowStateOptions::default()));
+        assert!(moves.is_empty(), "{moves:?}");
+        assert_eq!(s.counters().explorations, 0);
+        let standing = s.standings().into_iter().find(|w| w.config == a).unwrap();
+        assert_eq!(standing.slow_capacity, None);
+        assert!((standing.cap - 0.5).abs() < 1e-12, "{standing}");
+        // The running one has shown its slowest level, and it carries the load: it earns 0.6.
+        let running = s.standings().into_iter().find(|w| w.config == b).unwrap();
+        assert!(
+            running.slow_capacity.is_some_and(|c| c > 150.0),
+            "{running}"
+        );
+        assert!((running.cap - 0.6).abs() < 1e-12, "{running}");
+        // Without slow levels the trial is made, and the measured (1, 2) is kept.
+        let (s, moves) = run(None);
+        assert!(moves.iter().any(|w| w.to == a), "{moves:?}");
+        assert_eq!(s.current(), a);
     }
 
     #[test]

@@ -11,10 +11,11 @@
 //! fewer than `min_calls` calls is not a level), and the slowest span mean of the last
 //! `remember_for` (300 s, the exploration's `stale_after`) is the tuple's slow level. A span is long
 //! against one slow call or a switch's transient (already left out, `settle_after_switch`) and short
-//! against the tens of seconds a slow state lasts. A span closes at the tuple's first call after it:
-//! the last span of a stint counts only once the tuple is served again (a slow spell that made the
-//! scheduler leave has usually closed a span or more before the leave, which takes a re-evaluation
-//! and the hold).
+//! against the tens of seconds a slow state lasts. The span being filled counts as soon as it has
+//! `min_calls` calls (a tenth of a second at 200 requests/s): a tuple that has just started to run
+//! has a level at once rather than a span or two later, and a slow spell counts while it lasts. (Until
+//! the twenty-fourth session only closed spans counted, and a span closed at the tuple's next call,
+//! so the last span of a stint waited for the tuple to be served again.)
 //!
 //! The times are the calls' own, idle starts included: a lone tuple's calls after long idle gaps
 //! are slower than back to back ([`crate::idle`]), so at very low load a level reads somewhat slow.
@@ -108,15 +109,26 @@ impl SlowStates {
     }
 
     /// The slowest level of `tuple`'s calls at `now`: the largest span mean (seconds a call) among the
-    /// spans closed in the last `remember_for`; `None` when there is none.
+    /// spans that ended in the last `remember_for`, the open one included once it has `min_calls`
+    /// calls; `None` when there is none.
     pub fn slowest(&self, tuple: Config, now: Duration) -> Option<f64> {
+        let span = self.options.span;
         let remember_for = self.options.remember_for;
-        self.tuples
-            .get(&tuple)?
+        let levels = self.tuples.get(&tuple)?;
+        let open = levels
+            .open
+            .filter(|&(_, _, count)| count >= self.options.min_calls.max(1))
+            .map(|(index, sum, count)| {
+                let ends = span.saturating_mul((index + 1) as u32);
+                (ends, sum / count as f64)
+            });
+        levels
             .levels
             .iter()
-            .filter(|&&(ended, _)| now.saturating_sub(ended) <= remember_for)
-            .map(|&(_, mean)| mean)
+            .copied()
+            .chain(open)
+            .filter(|&(ended, _)| now.saturating_sub(ended) <= remember_for)
+            .map(|(_, mean)| mean)
             .reduce(f64::max)
     }
 
@@ -158,6 +170,24 @@ mod tests {
         serve(&mut states, one, 300.0, 316.0, 70.0, 3.0);
         let later = states.slowest(one, secs(316.0)).expect("levels");
         assert!((later - 3e-3).abs() < 1e-9, "{later}");
+    }
+
+    #[test]
+    fn the_span_being_filled_is_a_level_once_it_has_enough_calls() {
+        let one = Config::new(1, 2);
+        let mut states = SlowStates::new(SlowStateOptions::default());
+        // Nineteen calls into a tuple's first span: no level yet.
+        serve(&mut states, one, 0.0, 0.095, 200.0, 3.0);
+        assert_eq!(states.slowest(one, secs(0.1)), None);
+        // The twentieth makes one, before the span closes.
+        serve(&mut states, one, 0.095, 0.1, 200.0, 3.0);
+        let level = states.slowest(one, secs(0.1)).expect("a level");
+        assert!((level - 3e-3).abs() < 1e-9, "{level}");
+        // A slow spell counts while it lasts: the open span's mean is the slowest so far.
+        serve(&mut states, one, 0.1, 2.0, 200.0, 3.0);
+        serve(&mut states, one, 2.0, 2.5, 200.0, 6.0);
+        let slow = states.slowest(one, secs(2.5)).expect("a level");
+        assert!((slow - 6e-3).abs() < 1e-9, "{slow}");
     }
 
     #[test]
