@@ -2489,6 +2489,17 @@ mod tests {
         exploration_off(cap_at_six_tenths())
     }
 
+    /// The default options with slow levels tracked as `slow_states` says (`None`: not tracked).
+    fn with_slow_states(slow_states: Option<SlowStateOptions>) -> SchedulerOptions {
+        SchedulerOptions {
+            online: Some(OnlineOptions {
+                slow_states,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
     /// `options` with exploration off and the default online re-profiling and load bands.
     fn exploration_off(options: SchedulerOptions) -> SchedulerOptions {
         SchedulerOptions {
@@ -3226,13 +3237,7 @@ mod tests {
         let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
         let (a, b) = (Config::new(1, 2), Config::new(2, 1));
         let run = |slow_states: Option<SlowStateOptions>| {
-            let opts = SchedulerOptions {
-                online: Some(OnlineOptions {
-                    slow_states,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
+            let opts = with_slow_states(slow_states);
             let mut rng = StdRng::seed_from_u64(11);
             let mut s = Scheduler::new(cands.clone(), b, opts, secs(0.0)).unwrap();
             let moves = serve(&mut s, &cands, 150.0, 0.0, 40.0, &mut rng);
@@ -3268,13 +3273,7 @@ mod tests {
         let profiled = Candidates::two_core_from_times(0.00427, 0.00572, 0.00264);
         let slow = Candidates::two_core_from_times(0.00427, 0.00572, 0.006);
         let run = |slow_states: Option<SlowStateOptions>| {
-            let opts = SchedulerOptions {
-                online: Some(OnlineOptions {
-                    slow_states,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
+            let opts = with_slow_states(slow_states);
             let mut rng = StdRng::seed_from_u64(7);
             let mut s = Scheduler::new(profiled.clone(), a, opts, secs(0.0)).unwrap();
             serve(&mut s, &profiled, 72.0, 0.0, 20.0, &mut rng);

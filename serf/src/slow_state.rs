@@ -66,11 +66,16 @@ pub struct SlowStates {
 }
 
 impl SlowStates {
-    /// An empty record. A zero `span` is taken as one millisecond.
+    /// An empty record. A zero `span` is taken as one millisecond, a zero `min_calls` as one.
     pub fn new(options: SlowStateOptions) -> Self {
         let span = options.span.max(Duration::from_millis(1));
+        let min_calls = options.min_calls.max(1);
         Self {
-            options: SlowStateOptions { span, ..options },
+            options: SlowStateOptions {
+                span,
+                min_calls,
+                ..options
+            },
             tuples: BTreeMap::new(),
         }
     }
@@ -81,7 +86,7 @@ impl SlowStates {
     pub fn record(&mut self, now: Duration, tuple: Config, seconds: f64) {
         let span = self.options.span;
         let index = (now.as_nanos() / span.as_nanos()) as u64;
-        let min_calls = self.options.min_calls.max(1);
+        let min_calls = self.options.min_calls;
         let levels = self.tuples.entry(tuple).or_default();
         match &mut levels.open {
             Some((open, sum, count)) if *open >= index => {
@@ -117,7 +122,7 @@ impl SlowStates {
         let levels = self.tuples.get(&tuple)?;
         let open = levels
             .open
-            .filter(|&(_, _, count)| count >= self.options.min_calls.max(1))
+            .filter(|&(_, _, count)| count >= self.options.min_calls)
             .map(|(index, sum, count)| {
                 let ends = span.saturating_mul((index + 1) as u32);
                 (ends, sum / count as f64)
