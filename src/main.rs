@@ -1324,7 +1324,7 @@ struct ProfileArgs {
     bare_sessions: bool,
     /// Seconds of idle time between two rounds (default: back to back): spreads the rounds over
     /// minutes on a host whose speed moves at that scale (costs wall time only; on the 2-vCPU VM
-    /// it did not make the prediction reliably better, benchmarks/README.md).
+    /// it did not make the prediction reliably better, benchmarks/SERF.md).
     #[arg(long, value_parser = parse_seconds, default_value = "0")]
     round_gap: std::time::Duration,
 }

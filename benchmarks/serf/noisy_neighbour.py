@@ -2,7 +2,7 @@
 mean IDLE_MS, until killed (3 and 12: about a fifth of one core, in bursts).
 
 Usage: .weir/venv/bin/python benchmarks/serf/noisy_neighbour.py BUSY_MS IDLE_MS &
-(benchmarks/README.md, *Why SERF runs what it runs*, the neighbour batch)."""
+(benchmarks/SERF.md, *Why SERF runs what it runs*, the neighbour batch)."""
 import sys, time, random
 busy, idle = float(sys.argv[1]) / 1e3, float(sys.argv[2]) / 1e3
 rng = random.Random(7)

@@ -5,7 +5,7 @@ rounds in a shuffled order of N back-to-back calls each; prints each session's m
 well even and odd rounds agree on the ranking.
 
 Usage: .weir/venv/bin/python benchmarks/serf/ort_session_levels.py MODEL K R N T
-(benchmarks/README.md, *Why SERF runs what it runs*: shufflenet 6 30 40 2)."""
+(benchmarks/SERF.md, *Why SERF runs what it runs*: shufflenet 6 30 40 2)."""
 import sys, time, random, statistics as st
 import numpy as np, onnxruntime as ort
 model, K, R, N, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -4,7 +4,7 @@ round after round, to show whether the machine's 2-thread speed is steady.
 
 Each round times 30 calls on a 1-thread session, then 30 on a 2-thread session (spinning on, as
 `weir bench serf` serves), and prints the two medians; the summary counts the rounds where the
-2-thread median is above `--slow-ms`. On the 2-vCPU VM of benchmarks/README.md (*serf phases*,
+2-thread median is above `--slow-ms`. On the 2-vCPU VM of benchmarks/SERF.md (*serf phases*,
 2026-11-25) 2-thread shufflenet calls switched between ~3 ms and ~6 ms for tens of seconds at a
 time while 1-thread calls stayed at ~5 ms.
 

@@ -3,7 +3,7 @@
 # else running), restricted to two physical cores so it plans for the same 2-core configuration
 # space as this repository's figures. Takes the bundle `.weir/devbundle/` (the stripped release
 # binary, libonnxruntime and the models, xz-compressed so they travel under the 64 MiB limit; made
-# by hand, see benchmarks/README.md) and writes tables and plots to $OUT (default /tmp/quiet).
+# by hand, see benchmarks/SERF.md) and writes tables and plots to $OUT (default /tmp/quiet).
 # Runs `weir bench serf` with the defaults of run_ort.sh: squeezenet, then the MLP, repeated
 # (`ROUNDS`, or the model:round pairs in `RUNS`; `BENCH_ARGS` are passed on).
 #

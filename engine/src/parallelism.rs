@@ -8,7 +8,7 @@
 //! it is read here, so a missing or broken profile is a validation error, and the node starts in the
 //! configuration with the most capacity `c·μ_c`: the load is unknown until the scheduler's first
 //! estimate, and a start in the low-load choice under moderate load queued for the 2–3 s the
-//! estimate takes (measured in the S4 runs, `benchmarks/README.md` *serf phases*). The switching
+//! estimate takes (measured in the S4 runs, `benchmarks/SERF.md` *serf phases*). The switching
 //! itself is the executor's (`weir-operators`); choosing is `weir-serf`'s.
 //!
 //! Rules: `parallelism` and a non-default `executor.instances`/`executor.intra_op_threads` exclude

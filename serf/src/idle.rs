@@ -6,7 +6,7 @@
 //! idle node; on the machines weir runs on they take longer, the longer the node was idle: intra-op
 //! threads stop spinning and sleep, idle cores are halted by the hypervisor, caches lose the weights.
 //! On this project's 2-core VM, squeezenet alone on one ONNX Runtime session takes 7.2 ms back to
-//! back and 8.3 ms after 30–100 ms idle (`benchmarks/README.md`, *serf on ONNX Runtime*), and the
+//! back and 8.3 ms after 30–100 ms idle (`benchmarks/SERF.md`, *serf on ONNX Runtime*), and the
 //! back-to-back profile under-predicted every low-load point of `(1, 2)` by 13–30 %.
 //!
 //! **What is measured** ([`IdlePoint`], the profile's `after_idle`): for each thread count `t`, the
@@ -19,7 +19,7 @@
 //! shared queue), takes `S₀(g)` for that slot's idle time `g`. With one slot these are the
 //! requests that find the node empty; with `c ≥ 2` also those that find some slots busy — on the
 //! 2-core VM the MLP's `(2, 1)` served its calls in 1.5–2.3 ms against a back-to-back `1/μ_1` of
-//! 1.2 ms, the profile's after-gap times (`benchmarks/README.md`, *Where the error sits*), which a
+//! 1.2 ms, the profile's after-gap times (`benchmarks/SERF.md`, *Where the error sits*), which a
 //! term for empty-node arrivals alone could not follow. Requests that wait start back to back on
 //! a slot that just finished (no gap).
 //!

@@ -27,7 +27,7 @@
 //!   at, not only on the tuple: on the 2-vCPU VM the process's own dataflow, I/O and load threads compete with
 //!   inference for the cores, and squeezenet's one-request two-thread tuple took 4.4–6.2 ms in the offline
 //!   profile and at low load but far longer at 0.55 × the node's capacity, where a fixed `(1, 2)` queued to
-//!   31–492 ms mean latency (`benchmarks/README.md` *serf phases*). A rate measured at low load, blended into
+//!   31–492 ms mean latency (`benchmarks/SERF.md` *serf phases*). A rate measured at low load, blended into
 //!   one number, therefore made the scheduler move to `(1, 2)` under moderate load. So each sample is also
 //!   kept in a band of the arrival rate it was served at (bands a factor `ratio` wide, default 1.25), and the
 //!   rates the decision uses at load `λ` are those measured within one band of `λ` where a tuple has
@@ -44,7 +44,7 @@
 //!   load-blind estimate held the idle slowness of the loads it was measured at and the curve added it
 //!   again: squeezenet's `(1, 2)` served at 27.6/s at 5.45 ms against 3.26 ms back to back offline, and
 //!   at 55/s the online rates predicted 10.0 ms mean latency for a measured 5.4
-//!   (`benchmarks/README.md`, *Causal predictions*). Band estimates keep the raw times: at their
+//!   (`benchmarks/SERF.md`, *Causal predictions*). Band estimates keep the raw times: at their
 //!   own load they are what the node serves, idle starts included, and the curve is not added to them.
 //! - **Settling after a switch** (`settle_after_switch`, 0.25 s; 2026-11-27). The calls of the first
 //!   moments after the executor changes its configuration are not the configuration's speed: the calls

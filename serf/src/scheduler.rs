@@ -24,7 +24,7 @@
 //!   `parallelism: {auto: {max_utilisation: U}}`). Online evaluation chooses
 //!   only among configurations predicted at most 50 % busy at the planned load, and the one with the most
 //!   capacity when none is. Why: the model's error grows with utilisation (on the 2-vCPU VM, median 32 % and
-//!   up to 10× near saturation, `benchmarks/README.md` *serf on ONNX Runtime*), because service times measured
+//!   up to 10× near saturation, `benchmarks/SERF.md` *serf on ONNX Runtime*), because service times measured
 //!   alone or at low load understate what requests take when the process's other threads (dataflow, load,
 //!   I/O) compete for the same cores; and a wrong choice costs far more near saturation, where queueing is
 //!   convex in ρ, than at low load. In the S4 runs without it, SERF kept (1,2) at a moderate load where the
@@ -78,7 +78,7 @@
 //!   (6–7 ms, ≈ 150/s) cannot carry 199/s. SERF's moves into it at that load on its earned cap
 //!   — `Better` at ρ 0.54–0.56 at 8, 122 and 149 s of batch X's runs 1 and 2, the last on calls
 //!   measured in the 0.3 s before a surge — were what put phase 3 at 1.13 and 1.34 × fixed
-//!   `(2, 1)` (`benchmarks/README.md`, *The paper's loads on this host*). Where `(1, 2)` holds at
+//!   `(2, 1)` (`benchmarks/SERF.md`, *The paper's loads on this host*). Where `(1, 2)` holds at
 //!   moderate load its calls stay at 0.98–1.25 × profile (≈ 4.4 ms at worst, 227/s against 144/s)
 //!   and the rule changes nothing; with one cap for all (`unproven_utilisation: None`) it is off.
 //!   A configuration with no slow level — its full tuple not served (20 calls in a span) in the
@@ -106,7 +106,7 @@
 //! - **Surges** (`surge_sigmas`, default 4; weir's, not the paper's). A step up of load is first seen at the
 //!   update after it and then waits out the hold, so the configuration chosen for low load ran on for 2 s
 //!   into a moderate phase in the live S4 runs, near saturation, and the queue it built was most of that
-//!   phase's excess over the best fixed configuration (`benchmarks/README.md` *serf phases*). So between two
+//!   phase's excess over the best fixed configuration (`benchmarks/SERF.md` *serf phases*). So between two
 //!   updates (the caller polls more often than once a period: weir's control loop every tenth of one),
 //!   once a fifth of the period has passed, the arrivals since the last update are tested against the last
 //!   estimate: `n − λ̂·τ > z·√(λ̂·τ + n)`, the same Poisson test as the change detection. On a surge, with
@@ -191,7 +191,7 @@
 //!   tuples are measured near this load (at most `max_periods` updates), instead of standing until
 //!   the next scheduled re-evaluation. Why: in the live S4 runs SERF moved to `(1, 2)` 2–4 s into
 //!   the first moderate phase in 6 of 11 runs (batches E–G and the first run of H,
-//!   `benchmarks/README.md`, *serf phases*; in H's, logged, on the profile's word: `Better` with
+//!   `benchmarks/SERF.md`, *serf phases*; in H's, logged, on the profile's word: `Better` with
 //!   only the `t = 1` tuples measured), where its calls under serving run 20–36 % slower than
 //!   profiled, and came back 1–8 s later in five of them; the 8 s stint of batch G run 3 put that
 //!   phase at 1.34× fixed `(2, 1)`. An exploration's end is also judged near
@@ -215,14 +215,14 @@
 //!   the cap allows (≤ 0.5) a stable queue empties many times a second. A true overload, where no
 //!   configuration is predicted to keep up, moves nothing. What the waiting count is, is the caller's:
 //!   reading only the executor's queue misses a backlog in front of it — in run 6 of the next batch
-//!   (`benchmarks/README.md`, *Backlog guard*) the starved dataflow held requests before they reached the
+//!   (`benchmarks/SERF.md`, *Backlog guard*) the starved dataflow held requests before they reached the
 //!   executor, which saw 135 of the 245 requests/s offered and a short queue, and the arrival estimate
 //!   (counted where the executor takes requests) was blind too. So weir's control loop feeds a graph's
 //!   only model node its arrivals and waiting requests from the graph's admission (every admitted,
 //!   unanswered request beyond those the sessions hold); other nodes read their executor's.
 //!   *Probation* (`probation_periods`, 3): for the first updates after a switch made on the model's
 //!   word (a predicted gain, an exploration, or its conclusion), one period of growth is enough. Why:
-//!   in run C2 of 2026-11-26 (`benchmarks/README.md`, *serf phases*, batch C) SERF moved to `(1, 2)`
+//!   in run C2 of 2026-11-26 (`benchmarks/SERF.md`, *serf phases*, batch C) SERF moved to `(1, 2)`
 //!   at moderate load on rates measured in a one-second exploration long before, the configuration
 //!   collapsed, and it came back only 6 s later; that stint cost the run 42 % over fixed `(2, 1)`. A
 //!   configuration the model has just picked has not yet shown it keeps up; one that has served for
@@ -553,7 +553,7 @@ pub struct Switch {
 /// Why: under load a configuration measured at that load is compared with others known only from the
 /// offline profile or from lower loads, which are optimistic on a machine whose other threads compete for
 /// the cores (on the 2-vCPU VM calls in the serving process took 10–45 % longer than in the profile,
-/// `benchmarks/README.md` *serf on ONNX Runtime*). Such a comparison moved SERF to `(1, 2)` under moderate
+/// `benchmarks/SERF.md` *serf on ONNX Runtime*). Such a comparison moved SERF to `(1, 2)` under moderate
 /// load in every S4 run of 2026-11-22 14:24 (*serf phases*). So the decider leaves a configuration measured
 /// here for one that is not only if the move still wins with the newcomer's rates cut by the current
 /// configuration's slowdown: the assumption is that the load slows every configuration alike. When the

@@ -36,7 +36,7 @@
 //! `Prediction::waiting_with_scvs`). On this VM the windows held (CVs 0.001–0.24) and squeezenet's
 //! arrivals at the node were Poisson-like (SCVs 0.85–1.11); only the 1 ms MLP at 1000+/s clumped
 //! (SCV up to 1.9), and there Kingman's term takes a fifth off the error at the node
-//! (`benchmarks/README.md`, *Layers of the error*). The table also gives the in-situ error at the
+//! (`benchmarks/SERF.md`, *Layers of the error*). The table also gives the in-situ error at the
 //! node alone — the queueing model with its service level set to the calls measured, against the
 //! node's own queue wait plus call: what is left for the model itself.
 //!
@@ -471,7 +471,7 @@ fn record_served_calls(
 }
 
 /// Length of the windows [`windowed_service`] cuts a point's calls into: the VM's speed states
-/// last seconds (`benchmarks/README.md`, *serf phases*), a queue at `ρ ≤ 0.8` forgets its past
+/// last seconds (`benchmarks/SERF.md`, *serf phases*), a queue at `ρ ≤ 0.8` forgets its past
 /// in tens of calls, and half a second holds at least fifteen calls at every load run.
 pub const SPEED_WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
 

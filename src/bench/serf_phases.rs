@@ -26,7 +26,7 @@
 //!   (the default until 2026-11-25, with 0.55 and 0.1) scales 1.87× with two threads, so its two
 //!   configurations' capacities are within 5 % of each other; at its "moderate" load the better
 //!   of the two changed from run to run and nine 3 × 60 s runs ended at parity (whole run
-//!   0.91–1.34, median 1.039; `benchmarks/README.md`): a scenario whose configurations tie
+//!   0.91–1.34, median 1.039; `benchmarks/SERF.md`): a scenario whose configurations tie
 //!   measures the machine's noise, not the adaptation. On shufflenet at 0.55, `(1, 2)` is ≈ 0.7
 //!   busy by its profile, and served it collapses (its calls slow from 3 to 7 ms once a queue
 //!   forms, and it sheds load); the low phase (0.2) carries ≈ 15 % of the run's requests, so over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The script the fourteenth session's device leases ran (benchmarks/README.md, *On a 16-core host*),
+# The script the fourteenth session's device leases ran (benchmarks/SERF.md, *On a 16-core host*),
 # kept for the record (its set-up now sourced from ../lease_setup.sh, the same steps). It expects
 # an ignored `.devcarry/` holding the stripped `weir` binary, ONNX Runtime's library and mlp_l3.onnx
 # xz-compressed, fontconfig with its libraries and two DejaVu

@@ -24,7 +24,7 @@
 //! [`Switchboard::read_load_at`] — the larger of that and every request admitted to the graph and
 //! not answered beyond the `c` the sessions hold, and then the arrivals are admission's count as
 //! well. A dataflow starved of CPU holds requests before they reach the executor, where neither its
-//! queue nor its arrival count sees them (S4 run 6, `benchmarks/README.md`); admission sees them at
+//! queue nor its arrival count sees them (S4 run 6, `benchmarks/SERF.md`); admission sees them at
 //! once.
 //!
 //! **Online re-profiling** ([`weir_serf::online`]). Each executor thread brackets its calls with

@@ -9,7 +9,7 @@
 //! `K[i·t + 1] … K[i·t + t − 1]`. For the configurations SERF considers (`c·t ≤ F`) no two threads
 //! share a core; beyond that they wrap.
 //!
-//! What it does not fix (measured 2026-11-25, `benchmarks/README.md`, *serf phases*): on the 2-vCPU
+//! What it does not fix (measured 2026-11-25, `benchmarks/SERF.md`, *serf phases*): on the 2-vCPU
 //! VM, 2-thread calls switch between ≈ 3 and ≈ 6 ms for tens of seconds at a time with ONNX Runtime
 //! alone, pinned or not (slow rounds of 300: pinned 29 / 3 / 79, unpinned 69 / 121 / 20); the host
 //! decides that, and the benchmarks run unpinned.

@@ -65,7 +65,7 @@ pub struct BuildOptions {
     /// rounds, every round measures every tuple in turn, and each tuple keeps its median round (by mean
     /// service time; the faster middle one for an even count). Why: on a shared VM a second of
     /// disturbance during a back-to-back profile slowed every tuple of one run by 8–70 % (a 2-thread tuple
-    /// most), and SERF then ruled out the best configuration for the whole run (`benchmarks/README.md`,
+    /// most), and SERF then ruled out the best configuration for the whole run (`benchmarks/SERF.md`,
     /// *serf phases*); interleaved rounds put each tuple in several moments, and the median drops the
     /// disturbed one.
     pub rounds: usize,

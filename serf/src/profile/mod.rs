@@ -41,7 +41,7 @@
 //! "requests": 120, "service_s": 0.7}`; without it the cost is reckoned from the kept tuples) are
 //! optional. `spinning` matters for `t > 1`: without it every parallel section of a call wakes
 //! sleeping threads, which on a VM can cost as much as the parallelism gains when requests arrive
-//! with gaps (measured in `benchmarks/README.md`, *serf phases*), so a profile only describes a node
+//! with gaps (measured in `benchmarks/SERF.md`, *serf phases*), so a profile only describes a node
 //! that runs with the same setting. `after_idle` (absent when not measured) holds, per thread count
 //! `t`, the mean service time of requests that started alone after the node had been idle for a
 //! few gaps: `[{"threads": 2, "points": [{"gap_s": 0.002, "mean_service_s": 0.0048, "samples": 10},
@@ -376,7 +376,7 @@ impl Profile {
     /// dataflow worker, the executor's thread; on a VM their idle cores halted) and waits for each
     /// to wake, which a back-to-back path measurement never sees. On a quiet 16-core host pinned
     /// to two cores, with the call time measured in place, the MLP's latency was still 15–30 %
-    /// above the model at every load from that part alone (`benchmarks/README.md`, *serf on
+    /// above the model at every load from that part alone (`benchmarks/SERF.md`, *serf on
     /// ONNX Runtime*). The curve depends on the load only, not on the configuration, so it never
     /// changes which configuration is best.
     pub fn path_after(&self, lambda: f64) -> f64 {
