@@ -4,8 +4,19 @@
 //!
 //! A payload is one IPC stream holding one `RecordBatch`. Tensor columns keep their shape in the
 //! field metadata, exactly as inside a [`Batch`], so decoding restores them without a side channel.
+//!
+//! Every payload is decoded as hostile input (it comes from a zenoh peer or another timely
+//! process): [`frame`] checks every declared length against the bytes received before arrow
+//! reads any, so no length in a payload reaches an allocation unchecked. Arrow's schema
+//! conversion still panics on some well-formed but unsupported flatbuffers (an `Int` field
+//! without its type table, an unknown float precision, a list without a child); those panics are
+//! caught at [`decode_guarded`] as the last line of defence, because a panic in a zenoh callback
+//! or a timely worker would take the whole process down.
+
+mod frame;
 
 use std::io::Cursor;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -27,6 +38,80 @@ pub enum WireError {
     /// A column is not what weir writes.
     #[error(transparent)]
     Batch(#[from] BatchError),
+    /// A message is cut short: a length in its framing points past the bytes received.
+    #[error("message {message}: its {what} needs {needed} bytes, {available} remain")]
+    Truncated {
+        /// Message index in the stream (0: the schema).
+        message: usize,
+        /// Which part: `prefix`, `metadata` or `body`.
+        what: &'static str,
+        /// Bytes the message claims from its start.
+        needed: u64,
+        /// Bytes left from the message's start.
+        available: usize,
+    },
+    /// A message does not start with the continuation marker `0xFFFFFFFF`.
+    #[error("message {message}: no continuation marker")]
+    NoContinuation {
+        /// Message index in the stream.
+        message: usize,
+    },
+    /// A length in a message's framing is negative.
+    #[error("message {message}: {what} {value} is negative")]
+    NegativeLength {
+        /// Message index in the stream.
+        message: usize,
+        /// Which length.
+        what: &'static str,
+        /// The value read.
+        value: i64,
+    },
+    /// A message's metadata is not a valid flatbuffer `Message`.
+    #[error("message {message}: invalid metadata: {reason}")]
+    Metadata {
+        /// Message index in the stream.
+        message: usize,
+        /// The flatbuffer verifier's complaint.
+        reason: String,
+    },
+    /// A message is not the kind a weir payload has at that place.
+    #[error("message {message}: expected {expected}, found {found}")]
+    Unexpected {
+        /// Message index in the stream.
+        message: usize,
+        /// What a weir payload has there.
+        expected: &'static str,
+        /// What came.
+        found: String,
+    },
+    /// A record batch's row count or field-node length passes what the payload can carry.
+    #[error("record batch: {what} {value} is outside 0..={cap}")]
+    Length {
+        /// Which length.
+        what: &'static str,
+        /// The value read.
+        value: i64,
+        /// The most the payload's size allows.
+        cap: u64,
+    },
+    /// A record batch buffer lies outside the message body.
+    #[error("record batch: buffer {index} (offset {offset}, length {length}) lies outside the {body}-byte body")]
+    BufferOutside {
+        /// Buffer index.
+        index: usize,
+        /// Declared offset.
+        offset: i64,
+        /// Declared length.
+        length: i64,
+        /// Body length.
+        body: u64,
+    },
+    /// A record batch body is compressed; weir never compresses its payloads.
+    #[error("record batch: compressed bodies are not accepted")]
+    Compressed,
+    /// Arrow panicked on a payload that passed the framing checks (caught; see the module doc).
+    #[error("Arrow IPC: the decoder rejected the payload ({0})")]
+    Panicked(String),
 }
 
 fn write_ipc(rb: &RecordBatch) -> Result<Vec<u8>, WireError> {
@@ -40,11 +125,25 @@ fn write_ipc(rb: &RecordBatch) -> Result<Vec<u8>, WireError> {
 }
 
 fn read_ipc(bytes: &[u8]) -> Result<RecordBatch, WireError> {
+    frame::check_stream(bytes)?;
     let mut reader = StreamReader::try_new(Cursor::new(bytes), None)?;
     match reader.next() {
         Some(rb) => Ok(rb?),
         None => Err(WireError::Empty),
     }
+}
+
+/// Runs a decode of checked bytes, turning a panic inside arrow into [`WireError::Panicked`].
+fn decode_guarded<T>(decode: impl FnOnce() -> Result<T, WireError>) -> Result<T, WireError> {
+    catch_unwind(AssertUnwindSafe(decode)).unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string());
+        let reason: String = reason.chars().take(200).collect();
+        Err(WireError::Panicked(reason))
+    })
 }
 
 /// Encodes named tensor columns (all with the same number of rows) as one IPC payload.
@@ -72,14 +171,16 @@ pub fn encode_columns<'a>(
 /// # Errors
 /// When the bytes are not an IPC stream of tensor columns.
 pub fn decode_columns(bytes: &[u8]) -> Result<Vec<(String, TensorColumn)>, WireError> {
-    let rb = read_ipc(bytes)?;
-    let schema = rb.schema();
-    schema
-        .fields()
-        .iter()
-        .zip(rb.columns())
-        .map(|(f, c)| Ok((f.name().clone(), TensorColumn::from_arrow(f, c)?)))
-        .collect()
+    decode_guarded(|| {
+        let rb = read_ipc(bytes)?;
+        let schema = rb.schema();
+        schema
+            .fields()
+            .iter()
+            .zip(rb.columns())
+            .map(|(f, c)| Ok((f.name().clone(), TensorColumn::from_arrow(f, c)?)))
+            .collect()
+    })
 }
 
 /// Encodes a whole batch (ids, lineage, parameters, tensors).
@@ -95,7 +196,7 @@ pub fn encode_batch(batch: &Batch) -> Result<Vec<u8>, WireError> {
 /// # Errors
 /// When the bytes are not such a payload.
 pub fn decode_batch(bytes: &[u8]) -> Result<Batch, WireError> {
-    Ok(Batch::try_from_record_batch(&read_ipc(bytes)?)?)
+    decode_guarded(|| Ok(Batch::try_from_record_batch(&read_ipc(bytes)?)?))
 }
 
 /// A batch crosses timely's process boundary as its IPC payload (bincode carries the bytes).
@@ -148,3 +249,6 @@ mod tests {
         assert!(decode_batch(&[]).is_err());
     }
 }
+
+#[cfg(test)]
+mod hostile;
