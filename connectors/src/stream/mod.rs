@@ -17,10 +17,11 @@ pub mod pubsub;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamConnector;
 
+use crate::echo::{cap_error, quote};
 use crate::http::protocol::parse_infer_request;
 use crate::infer::run_infer;
 
@@ -103,10 +104,11 @@ pub(crate) async fn answer_document(
     let mut request = match parse_infer_request(document, None) {
         Ok(r) => r,
         Err(e) => {
-            // Name the request if its id is readable, even when the rest is not.
-            let id = serde_json::from_slice::<Value>(document)
+            // Name the request if its id is readable, even when the rest is not (every other
+            // key is skipped unparsed, so a hostile document builds no tree).
+            let id = serde_json::from_slice::<IdOnly>(document)
                 .ok()
-                .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+                .and_then(|d| d.id)
                 .unwrap_or(fallback_id);
             return (error_document(&id, &e.to_string()), true);
         }
@@ -123,6 +125,18 @@ pub(crate) async fn answer_document(
     }
 }
 
+/// Just a document's `id`.
+#[derive(serde::Deserialize)]
+struct IdOnly {
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// The error document for request `id`: the id quoted short, the message capped (see
+/// [`crate::echo`]), so a hostile request never gets an unbounded document back.
 fn error_document(id: &str, message: &str) -> Vec<u8> {
-    json!({"id": id, "error": message}).to_string().into_bytes()
+    let message = cap_error(message.to_string());
+    json!({"id": quote(id), "error": message})
+        .to_string()
+        .into_bytes()
 }

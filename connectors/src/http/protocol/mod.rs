@@ -1,19 +1,37 @@
 //! The Open Inference Protocol (KServe v2) infer messages: JSON bodies and the binary tensor
 //! data extension, parsed into weir tensors and written back. Pure functions, no I/O.
 //!
+//! Every body is hostile: sizes it states are checked against the bytes it carries before they
+//! size anything (`data.rs`), `data` and `parameters` are never built into `serde_json::Value`
+//! trees, and client text quoted in an error is cut short ([`crate::echo`]).
+//!
 //! A binary request carries the header `Inference-Header-Content-Length: N`: the first `N` bytes
 //! are the JSON request, the rest the raw little-endian tensors of the inputs whose `parameters`
 //! hold `binary_data_size`, in input order. A reply uses binary for an output when the request
 //! asked for it (`outputs[i].parameters.binary_data` or `parameters.binary_data_output`).
 
+mod data;
+
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value};
 use weir_engine::tensor::{DType, Tensor, TensorData};
+
+use crate::echo::quote;
 
 /// Header naming the length of the JSON part of a binary body.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// Bytes of request `parameters` text, at most.
+///
+/// Parameters are control values (an SLO, a flag) that ride every row of a request through the
+/// graph and come back in every row's reply, so one request makes the graph carry them once per
+/// row: this caps that at `rows × PARAMETERS_MAX_BYTES`, where rows are in turn capped by the
+/// graph's in-flight limit. 64 KiB is hundreds of times what such values take.
+pub const PARAMETERS_MAX_BYTES: usize = 64 * 1024;
 
 /// A malformed request: the field and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -32,34 +50,64 @@ fn perr(field: impl Into<String>, message: impl Into<String>) -> ProtocolError {
     }
 }
 
+/// The request as sent, borrowing from the body: `data` and every `parameters` object stay raw
+/// text (no `serde_json::Value` tree), read only for the few keys weir uses.
 #[derive(Debug, Deserialize)]
-struct RawRequest {
+struct RawRequest<'a> {
     #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
-    inputs: Vec<RawInput>,
-    #[serde(default)]
-    outputs: Option<Vec<RawOutput>>,
+    #[serde(default, borrow)]
+    parameters: Option<&'a RawValue>,
+    #[serde(borrow)]
+    inputs: Vec<RawInput<'a>>,
+    #[serde(default, borrow)]
+    outputs: Option<Vec<RawOutput<'a>>>,
 }
 
 #[derive(Debug, Deserialize)]
-struct RawInput {
+struct RawInput<'a> {
     name: String,
-    shape: Vec<i64>,
+    /// Numbers, so a dimension past `i64` is named as the shape's fault, not the body's.
+    shape: Vec<Number>,
     datatype: String,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
-    /// Kept raw: a flat array parses straight into numbers, without a JSON value per element.
-    #[serde(default)]
-    data: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default, borrow)]
+    parameters: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    data: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Deserialize)]
-struct RawOutput {
+struct RawOutput<'a> {
     name: String,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    #[serde(default, borrow)]
+    parameters: Option<&'a RawValue>,
+}
+
+/// The keys weir reads from the `parameters` objects; every other key is skipped unparsed.
+#[derive(Debug, Default, Deserialize)]
+struct KnownParameters<'a> {
+    #[serde(default, borrow)]
+    binary_data_size: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    binary_data: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    binary_data_output: Option<&'a RawValue>,
+}
+
+/// Reads the known keys of a `parameters` object.
+fn known_parameters<'a>(
+    raw: Option<&'a RawValue>,
+    field: &str,
+) -> Result<KnownParameters<'a>, ProtocolError> {
+    match raw {
+        None => Ok(KnownParameters::default()),
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|e| perr(field, format!("must be a JSON object: {}", quote(&e.to_string())))),
+    }
+}
+
+fn is_true(raw: Option<&RawValue>) -> bool {
+    raw.is_some_and(|v| v.get() == "true")
 }
 
 /// One input tensor of a request, with its full shape as sent.
@@ -67,7 +115,8 @@ struct RawOutput {
 pub struct InputTensor {
     /// Input name.
     pub name: String,
-    /// Shape as sent (may include a batch dimension).
+    /// Shape as sent (may include a batch dimension); every dimension and the element count
+    /// are at most what the request's encoding could carry.
     pub shape: Vec<usize>,
     /// Elements.
     pub data: TensorData,
@@ -87,14 +136,18 @@ pub struct RequestedOutput {
 pub struct InferRequest {
     /// Client's id, echoed back.
     pub id: Option<String>,
-    /// Request parameters, passed through.
-    pub parameters: Map<String, Value>,
+    /// Request parameters as JSON object text (at most [`PARAMETERS_MAX_BYTES`]), passed
+    /// through the graph with every row and shared by them; `None` when absent or empty.
+    pub parameters: Option<Arc<str>>,
     /// Inputs.
     pub inputs: Vec<InputTensor>,
     /// Outputs asked for (`None`: all, as JSON unless `binary_data_output`).
     pub outputs: Option<Vec<RequestedOutput>>,
     /// `parameters.binary_data_output`: every output as binary.
     pub binary_by_default: bool,
+    /// Bytes of the body it was parsed from: what the client sent, against which what the
+    /// request makes the graph carry is measured.
+    pub body_bytes: usize,
 }
 
 /// The KServe datatype name of a weir dtype.
@@ -114,102 +167,118 @@ fn parse_datatype(name: &str, field: &str) -> Result<DType, ProtocolError> {
             field,
             format!("datatype {name} is not served; weir tensors are FP32 or INT64"),
         )),
-        other => Err(perr(field, format!("unknown datatype `{other}`"))),
+        other => Err(perr(field, format!("unknown datatype `{}`", quote(other)))),
     }
 }
 
-fn flatten_json(v: &Value, out: &mut Vec<Value>) {
-    match v {
-        Value::Array(items) => items.iter().for_each(|i| flatten_json(i, out)),
-        other => out.push(other.clone()),
+/// The request `parameters`: an object's text, kept raw and capped at [`PARAMETERS_MAX_BYTES`].
+fn request_parameters(raw: Option<&RawValue>) -> Result<Option<Arc<str>>, ProtocolError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let text = raw.get();
+    if text == "null" {
+        return Ok(None);
     }
-}
-
-fn json_data(
-    raw: &serde_json::value::RawValue,
-    dtype: DType,
-    field: &str,
-) -> Result<TensorData, ProtocolError> {
-    // Fast path: a flat array of numbers (what clients send for anything large).
-    let fast = match dtype {
-        DType::F32 => serde_json::from_str::<Vec<f32>>(raw.get())
-            .ok()
-            .map(TensorData::F32),
-        DType::I64 => serde_json::from_str::<Vec<i64>>(raw.get())
-            .ok()
-            .map(TensorData::I64),
-    };
-    if let Some(data) = fast {
-        return Ok(data);
+    if !text.starts_with('{') {
+        return Err(perr("parameters", "must be a JSON object"));
     }
-    // Nested arrays, or something wrong: walk the values to flatten or to say which element is bad.
-    let v: Value =
-        serde_json::from_str(raw.get()).map_err(|e| perr(field, format!("invalid JSON: {e}")))?;
-    let mut flat = Vec::new();
-    flatten_json(&v, &mut flat);
-    match dtype {
-        DType::F32 => flat
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                x.as_f64()
-                    .map(|f| f as f32)
-                    .ok_or_else(|| perr(field, format!("element {i} is `{x}`, not a number")))
-            })
-            .collect::<Result<Vec<f32>, _>>()
-            .map(TensorData::F32),
-        DType::I64 => flat
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                x.as_i64()
-                    .ok_or_else(|| perr(field, format!("element {i} is `{x}`, not an integer")))
-            })
-            .collect::<Result<Vec<i64>, _>>()
-            .map(TensorData::I64),
-    }
-}
-
-fn binary_data(bytes: &[u8], dtype: DType, field: &str) -> Result<TensorData, ProtocolError> {
-    let width = 4 * (1 + usize::from(dtype == DType::I64));
-    if !bytes.len().is_multiple_of(width) {
+    if text.len() > PARAMETERS_MAX_BYTES {
         return Err(perr(
-            field,
+            "parameters",
             format!(
-                "{} bytes of binary data is not a whole number of {width}-byte elements",
-                bytes.len()
+                "{} bytes, over the limit of {PARAMETERS_MAX_BYTES} (parameters travel with every row)",
+                text.len()
             ),
         ));
     }
-    Ok(match dtype {
-        DType::F32 => TensorData::F32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        DType::I64 => TensorData::I64(
-            bytes
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        ),
-    })
+    let empty = text[1..text.len() - 1].trim().is_empty();
+    Ok((!empty).then(|| Arc::from(text)))
 }
 
-fn flag(params: &Option<Map<String, Value>>, key: &str) -> bool {
-    params
-        .as_ref()
-        .and_then(|p| p.get(key))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+/// Decodes input `i`'s tensor, taking its binary data (if any) from the front of `binary`.
+fn parse_input(
+    i: usize,
+    input: &RawInput<'_>,
+    binary: &mut &[u8],
+) -> Result<InputTensor, ProtocolError> {
+    let name = quote(&input.name);
+    let field = |f: &str| format!("inputs[{i}] ({name}).{f}");
+    let dtype = parse_datatype(&input.datatype, &field("datatype"))?;
+    let params = known_parameters(input.parameters, &field("parameters"))?;
+    let data = match (params.binary_data_size, input.data) {
+        (Some(size), None) => {
+            let size_field = field("parameters.binary_data_size");
+            let size = serde_json::from_str::<u64>(size.get())
+                .map_err(|_| perr(&size_field, "must be a non-negative integer"))?;
+            let size = usize::try_from(size)
+                .ok()
+                .filter(|&s| s <= binary.len())
+                .ok_or_else(|| {
+                    perr(
+                        &size_field,
+                        format!(
+                            "{size} bytes, but only {} binary bytes remain in the body",
+                            binary.len()
+                        ),
+                    )
+                })?;
+            let width = data::width(dtype);
+            let carrier = format!("{size} bytes of {}", datatype_name(dtype));
+            let (shape, expected) =
+                data::checked_shape(&input.shape, size / width, &carrier, &field("shape"))?;
+            if expected.checked_mul(width) != Some(size) {
+                return Err(perr(
+                    size_field,
+                    format!("shape {shape:?} needs {} bytes, not {size}", expected * width),
+                ));
+            }
+            let (mine, rest) = binary.split_at(size);
+            *binary = rest;
+            (shape, data::binary_data(mine, dtype, &size_field)?)
+        }
+        (None, Some(raw)) => {
+            let carrier = format!("{} bytes of `data`", raw.get().len());
+            let (shape, expected) =
+                data::checked_shape(&input.shape, raw.get().len(), &carrier, &field("shape"))?;
+            let data = data::json_data(raw, dtype, expected, &field("data"))?;
+            if data.len() != expected {
+                return Err(perr(
+                    field("data"),
+                    format!("shape {shape:?} needs {expected} elements, got {}", data.len()),
+                ));
+            }
+            (shape, data)
+        }
+        (Some(_), Some(_)) => {
+            return Err(perr(
+                field("data"),
+                "give either `data` or `parameters.binary_data_size`, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(perr(
+                field("data"),
+                "missing: give `data` or `parameters.binary_data_size`",
+            ))
+        }
+    };
+    let (shape, data) = data;
+    Ok(InputTensor {
+        name: input.name.clone(),
+        shape,
+        data,
+    })
 }
 
 /// Parses a request body; `header_length` is the `Inference-Header-Content-Length` value, if sent.
 ///
+/// Nothing is allocated from a size the body states before that size is checked against what
+/// the body carries (see `data`); no `serde_json::Value` tree is built of `data` or of any
+/// `parameters`.
+///
 /// # Errors
-/// A [`ProtocolError`] naming the field at fault: bad JSON, an unknown datatype, a negative
-/// dimension, data that does not match the shape, binary sizes that do not add up.
+/// A [`ProtocolError`] naming the field at fault: bad JSON, an unknown datatype, a negative,
+/// overflowing or oversized dimension, data that does not match the shape, binary sizes that do
+/// not add up, parameters over [`PARAMETERS_MAX_BYTES`]. Client text in it is cut short.
 pub fn parse_infer_request(
     body: &[u8],
     header_length: Option<usize>,
@@ -224,73 +293,11 @@ pub fn parse_infer_request(
         Some(n) => body.split_at(n),
         None => (body, &[][..]),
     };
-    let raw: RawRequest =
-        serde_json::from_slice(json).map_err(|e| perr("body", format!("invalid JSON: {e}")))?;
+    let raw: RawRequest<'_> = serde_json::from_slice(json)
+        .map_err(|e| perr("body", format!("invalid JSON: {}", quote(&e.to_string()))))?;
     let mut inputs = Vec::with_capacity(raw.inputs.len());
     for (i, input) in raw.inputs.iter().enumerate() {
-        let field = |f: &str| format!("inputs[{i}] ({}).{f}", input.name);
-        let dtype = parse_datatype(&input.datatype, &field("datatype"))?;
-        if let Some(d) = input.shape.iter().find(|&&d| d < 0) {
-            return Err(perr(field("shape"), format!("dimension {d} is negative")));
-        }
-        let shape: Vec<usize> = input.shape.iter().map(|&d| d as usize).collect();
-        let expected: usize = shape.iter().product();
-        let binary_size = input
-            .parameters
-            .as_ref()
-            .and_then(|p| p.get("binary_data_size"))
-            .map(|v| {
-                v.as_u64().ok_or_else(|| {
-                    perr(
-                        field("parameters.binary_data_size"),
-                        "must be a non-negative integer",
-                    )
-                })
-            });
-        let data = match (binary_size, &input.data) {
-            (Some(size), None) => {
-                let size = size? as usize;
-                if size > binary.len() {
-                    return Err(perr(
-                        field("parameters.binary_data_size"),
-                        format!(
-                            "{size} bytes, but only {} binary bytes remain in the body",
-                            binary.len()
-                        ),
-                    ));
-                }
-                let (mine, rest) = binary.split_at(size);
-                binary = rest;
-                binary_data(mine, dtype, &field("parameters.binary_data_size"))?
-            }
-            (None, Some(v)) => json_data(v, dtype, &field("data"))?,
-            (Some(_), Some(_)) => {
-                return Err(perr(
-                    field("data"),
-                    "give either `data` or `parameters.binary_data_size`, not both",
-                ))
-            }
-            (None, None) => {
-                return Err(perr(
-                    field("data"),
-                    "missing: give `data` or `parameters.binary_data_size`",
-                ))
-            }
-        };
-        if data.len() != expected {
-            return Err(perr(
-                field("data"),
-                format!(
-                    "shape {shape:?} needs {expected} elements, got {}",
-                    data.len()
-                ),
-            ));
-        }
-        inputs.push(InputTensor {
-            name: input.name.clone(),
-            shape,
-            data,
-        });
+        inputs.push(parse_input(i, input, &mut binary)?);
     }
     if !binary.is_empty() {
         return Err(perr(
@@ -298,26 +305,32 @@ pub fn parse_infer_request(
             format!("{} binary bytes left over after every input", binary.len()),
         ));
     }
-    let binary_by_default = flag(&raw.parameters, "binary_data_output");
-    let outputs = raw.outputs.map(|outs| {
-        outs.into_iter()
-            .map(|o| RequestedOutput {
-                binary: flag(&o.parameters, "binary_data")
-                    || (binary_by_default
-                        && o.parameters
-                            .as_ref()
-                            .and_then(|p| p.get("binary_data"))
-                            .is_none()),
-                name: o.name,
-            })
-            .collect()
-    });
+    let binary_by_default =
+        is_true(known_parameters(raw.parameters, "parameters")?.binary_data_output);
+    let parameters = request_parameters(raw.parameters)?;
+    let outputs = match raw.outputs {
+        None => None,
+        Some(outs) => Some(
+            outs.into_iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    let field = format!("outputs[{i}] ({}).parameters", quote(&o.name));
+                    let asked = known_parameters(o.parameters, &field)?.binary_data;
+                    Ok(RequestedOutput {
+                        binary: is_true(asked) || (binary_by_default && asked.is_none()),
+                        name: o.name,
+                    })
+                })
+                .collect::<Result<Vec<_>, ProtocolError>>()?,
+        ),
+    };
     Ok(InferRequest {
         id: raw.id,
-        parameters: raw.parameters.unwrap_or_default(),
+        parameters,
         inputs,
         outputs,
         binary_by_default,
+        body_bytes: body.len(),
     })
 }
 
@@ -487,7 +500,7 @@ mod tests {
         let json: Value = serde_json::from_slice(&body[..header]).unwrap();
         assert_eq!(json["outputs"][0]["parameters"]["binary_data_size"], 8);
         assert_eq!(
-            binary_data(&body[header..], DType::F32, "y").unwrap(),
+            data::binary_data(&body[header..], DType::F32, "y").unwrap(),
             TensorData::F32(vec![0.5, -2.0])
         );
     }
