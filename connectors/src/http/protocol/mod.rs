@@ -546,3 +546,6 @@ mod properties {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz;
