@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 
 use crate::common::{model, repo, signal, temp_dir, weir_home, TempDir};
 
-const INFER: &str = "/v2/models/mlp/infer";
+pub(crate) const INFER: &str = "/v2/models/mlp/infer";
 
 /// A `weir serve` process, SIGKILLed when dropped (so a failing test leaves nothing behind).
-struct Server {
+pub(crate) struct Server {
     child: Child,
     addr: String,
     _dir: TempDir,
 }
 
-fn mlp_graph() -> String {
+pub(crate) fn mlp_graph() -> String {
     format!(
         "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, batching: {{max_size: 16, max_delay_us: 500}}}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
         model("mlp_a.onnx").display()
@@ -32,7 +32,7 @@ fn squeezenet_graph() -> String {
 }
 
 impl Server {
-    fn start(graphs: &[String], extra: &[&str]) -> Server {
+    pub(crate) fn start(graphs: &[String], extra: &[&str]) -> Server {
         weir_home();
         let dir = temp_dir("serve");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
@@ -74,17 +74,22 @@ impl Server {
         server
     }
 
-    fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         http(&self.addr, "GET", path, &[], b"")
     }
 
-    fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+    pub(crate) fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
         http(&self.addr, "POST", path, headers, body)
     }
 
     /// A well-formed request to the mlp graph.
-    fn post_good(&self, headers: &[(&str, String)]) -> (u16, String) {
+    pub(crate) fn post_good(&self, headers: &[(&str, String)]) -> (u16, String) {
         self.post(INFER, headers, &mlp_request(64, "[64]", "FP32"))
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn sigterm(&self) {
