@@ -30,10 +30,7 @@ fn malformed(field: String, message: String) -> ServeError {
 
 /// Checks a request's row count and per-row sizes: returns whether its inputs carry a batch
 /// dimension and how many rows it has.
-fn check_rows(
-    runtime: &GraphRuntime,
-    request: &InferRequest,
-) -> Result<(bool, usize), ServeError> {
+fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, usize), ServeError> {
     let plan = runtime.plan();
     let mut batch: Option<(bool, usize)> = None;
     for (i, input) in request.inputs.iter().enumerate() {

@@ -40,10 +40,17 @@ fn refused(server: &Server, hostile: &[u8], field: &str) -> u64 {
     let before = rss_kib(server.pid());
     let (status, reply) = server.post(INFER, &[], hostile);
     assert!((400..500).contains(&status), "{status}: {reply:.300}");
-    assert!(reply.len() <= ERROR_BODY_MAX, "error body of {} bytes", reply.len());
+    assert!(
+        reply.len() <= ERROR_BODY_MAX,
+        "error body of {} bytes",
+        reply.len()
+    );
     let json: Value = serde_json::from_str(&reply).expect("error body is JSON");
     let error = json["error"].as_str().expect("error text");
-    assert!(error.starts_with(field), "expected `{field}` in `{error:.300}`");
+    assert!(
+        error.starts_with(field),
+        "expected `{field}` in `{error:.300}`"
+    );
     assert_eq!(server.get("/v2/health/ready").0, 200, "still ready");
     let (status, good) = server.post_good(&[]);
     assert_eq!(status, 200, "{good}");
@@ -159,5 +166,8 @@ fn a_jsonl_stream_answers_a_shape_bomb_with_an_error_and_goes_on() {
     };
     let error = by_id("bomb")["error"].as_str().expect("error document");
     assert!(error.starts_with("inputs[0] (x).shape"), "{error}");
-    assert_eq!(by_id("good")["outputs"][0]["shape"], serde_json::json!([10]));
+    assert_eq!(
+        by_id("good")["outputs"][0]["shape"],
+        serde_json::json!([10])
+    );
 }

@@ -78,7 +78,12 @@ impl Server {
         http(&self.addr, "GET", path, &[], b"")
     }
 
-    pub(crate) fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+    pub(crate) fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> (u16, String) {
         http(&self.addr, "POST", path, headers, body)
     }
 

@@ -6,8 +6,8 @@ use axum::response::{IntoResponse, Response};
 use weir_engine::request::RequestError;
 
 use super::metrics::Outcome;
-use crate::echo::cap_error;
 use super::protocol::ProtocolError;
+use crate::echo::cap_error;
 
 /// Why an HTTP request got no outputs.
 #[derive(Debug, thiserror::Error)]

@@ -62,7 +62,11 @@ fn rewrite_i64(bytes: &mut [u8], range: std::ops::Range<usize>, old: i64, new: i
 /// Decoded columns' memory, for the bound on what a payload may build.
 fn decoded_size(bytes: &[u8]) -> Option<usize> {
     let cols = decode_columns(bytes).ok()?;
-    Some(cols.iter().map(|(_, c)| c.array().get_array_memory_size()).sum())
+    Some(
+        cols.iter()
+            .map(|(_, c)| c.array().get_array_memory_size())
+            .sum(),
+    )
 }
 
 #[test]
@@ -72,7 +76,14 @@ fn a_body_claiming_a_terabyte_is_refused_before_any_allocation() {
     rewrite_i64(&mut bytes, start..start + len, body, 1 << 40);
     let err = decode_columns(&bytes).unwrap_err();
     assert!(
-        matches!(err, WireError::Truncated { what: "body", message: 1, .. }),
+        matches!(
+            err,
+            WireError::Truncated {
+                what: "body",
+                message: 1,
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -83,7 +94,11 @@ fn a_metadata_length_past_the_payload_is_refused() {
     bytes[4..8].copy_from_slice(&i32::MAX.to_le_bytes());
     assert!(matches!(
         decode_columns(&bytes),
-        Err(WireError::Truncated { what: "metadata", message: 0, .. })
+        Err(WireError::Truncated {
+            what: "metadata",
+            message: 0,
+            ..
+        })
     ));
     bytes[4..8].copy_from_slice(&(-5i32).to_le_bytes());
     assert!(matches!(

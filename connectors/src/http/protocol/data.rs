@@ -59,7 +59,10 @@ pub(super) fn checked_shape(
             .ok_or_else(|| {
                 perr(
                     field,
-                    format!("dimension {dim} of {} passes the {cap} elements {carrier} can carry", shown()),
+                    format!(
+                        "dimension {dim} of {} passes the {cap} elements {carrier} can carry",
+                        shown()
+                    ),
                 )
             })?;
         product = product
@@ -70,7 +73,10 @@ pub(super) fn checked_shape(
     if product > cap {
         return Err(perr(
             field,
-            format!("{} needs {product} elements; {carrier} can carry at most {cap}", shown()),
+            format!(
+                "{} needs {product} elements; {carrier} can carry at most {cap}",
+                shown()
+            ),
         ));
     }
     Ok((dims, product))
@@ -119,7 +125,8 @@ struct Flatten<'a, T> {
 impl<T: Element> Flatten<'_, T> {
     fn push<E: serde::de::Error>(self, v: Option<T>, shown: impl fmt::Display) -> Result<(), E> {
         let i = self.out.len();
-        let v = v.ok_or_else(|| E::custom(format!("element {i} is `{shown}`, not {}", T::WANTED)))?;
+        let v =
+            v.ok_or_else(|| E::custom(format!("element {i} is `{shown}`, not {}", T::WANTED)))?;
         if i >= self.cap {
             return Err(E::custom(format!(
                 "more than the shape's {} elements",

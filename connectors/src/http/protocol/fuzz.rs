@@ -11,7 +11,9 @@ use super::*;
 use crate::echo::{ERROR_MAX_BYTES, QUOTE_MAX_CHARS};
 
 fn field_of(body: &str) -> String {
-    parse_infer_request(body.as_bytes(), None).unwrap_err().field
+    parse_infer_request(body.as_bytes(), None)
+        .unwrap_err()
+        .field
 }
 
 #[test]
@@ -51,10 +53,15 @@ fn binary_shapes_are_checked_against_binary_data_size() {
 
 #[test]
 fn nested_data_stops_at_the_shapes_count() {
-    let body = r#"{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4],[5,6]]}]}"#;
+    let body =
+        r#"{"inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4],[5,6]]}]}"#;
     let err = parse_infer_request(body.as_bytes(), None).unwrap_err();
     assert_eq!(err.field, "inputs[0] (x).data");
-    assert!(err.message.contains("more than the shape's 4"), "{}", err.message);
+    assert!(
+        err.message.contains("more than the shape's 4"),
+        "{}",
+        err.message
+    );
     let body = r#"{"inputs":[{"name":"x","shape":[3],"datatype":"INT64","data":[[1],[2,[3]]]}]}"#;
     let r = parse_infer_request(body.as_bytes(), None).unwrap();
     assert_eq!(r.inputs[0].data, TensorData::I64(vec![1, 2, 3]));
@@ -69,14 +76,17 @@ fn nested_data_stops_at_the_shapes_count() {
 fn deep_nesting_is_an_error_not_a_stack_overflow() {
     let depth = 100_000;
     let data = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
-    let body = format!(r#"{{"inputs":[{{"name":"x","shape":[1],"datatype":"FP32","data":{data}}}]}}"#);
+    let body =
+        format!(r#"{{"inputs":[{{"name":"x","shape":[1],"datatype":"FP32","data":{data}}}]}}"#);
     assert_eq!(field_of(&body), "inputs[0] (x).data");
     let body = format!(
         r#"{{"parameters":{{"a":{data}}},"inputs":[{{"name":"x","shape":[1],"datatype":"FP32","data":[1]}}]}}"#
     );
     // Deep parameters are kept as text; they are within the byte cap here only if short.
     assert_eq!(
-        parse_infer_request(body.as_bytes(), None).unwrap_err().field,
+        parse_infer_request(body.as_bytes(), None)
+            .unwrap_err()
+            .field,
         "parameters"
     );
 }
@@ -84,12 +94,14 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 #[test]
 fn echoed_client_text_is_cut_short() {
     let name = "n".repeat(5 << 20);
-    let body = format!(r#"{{"inputs":[{{"name":"{name}","shape":[1],"datatype":"{name}","data":[1]}}]}}"#);
+    let body =
+        format!(r#"{{"inputs":[{{"name":"{name}","shape":[1],"datatype":"{name}","data":[1]}}]}}"#);
     let err = parse_infer_request(body.as_bytes(), None).unwrap_err();
     assert!(err.field.starts_with("inputs[0] (nnn"));
     assert!(err.field.len() < QUOTE_MAX_CHARS * 4 + 64);
     assert!(err.to_string().len() < ERROR_MAX_BYTES);
-    let body = format!(r#"{{"inputs":[{{"name":"x","shape":["{name}"],"datatype":"FP32","data":[1]}}]}}"#);
+    let body =
+        format!(r#"{{"inputs":[{{"name":"x","shape":["{name}"],"datatype":"FP32","data":[1]}}]}}"#);
     let err = parse_infer_request(body.as_bytes(), None).unwrap_err();
     assert_eq!(err.field, "body");
     assert!(err.to_string().len() < ERROR_MAX_BYTES);
@@ -104,14 +116,24 @@ fn parameters_are_raw_text_under_a_cap() {
         r.parameters.as_deref(),
         Some(r#"{"slo_ms":5, "binary_data_output":true}"#)
     );
-    let body = r#"{"parameters":{ },"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}"#;
-    assert_eq!(parse_infer_request(body.as_bytes(), None).unwrap().parameters, None);
+    let body =
+        r#"{"parameters":{ },"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}"#;
+    assert_eq!(
+        parse_infer_request(body.as_bytes(), None)
+            .unwrap()
+            .parameters,
+        None
+    );
     let big = "x".repeat(PARAMETERS_MAX_BYTES);
-    let body = format!(r#"{{"parameters":{{"p":"{big}"}},"inputs":[{{"name":"x","shape":[1],"datatype":"FP32","data":[1]}}]}}"#);
+    let body = format!(
+        r#"{{"parameters":{{"p":"{big}"}},"inputs":[{{"name":"x","shape":[1],"datatype":"FP32","data":[1]}}]}}"#
+    );
     assert_eq!(field_of(&body), "parameters");
-    let body = r#"{"parameters":[1],"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}"#;
+    let body =
+        r#"{"parameters":[1],"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}"#;
     assert_eq!(field_of(body), "parameters");
-    let body = r#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":7}]}"#;
+    let body =
+        r#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":7}]}"#;
     assert_eq!(field_of(body), "inputs[0] (x).parameters");
 }
 
@@ -137,9 +159,19 @@ fn dim() -> impl Strategy<Value = String> {
     prop_oneof![
         (0u64..5).prop_map(|d| d.to_string()),
         prop::sample::select(vec![
-            "64", "-1", "4294967296", "1099511627776", "288230376151711745",
-            "4611686018427387904", "9223372036854775807", "18446744073709551615",
-            "18446744073709551616", "1e3", "2.0", "\"3\"", "null",
+            "64",
+            "-1",
+            "4294967296",
+            "1099511627776",
+            "288230376151711745",
+            "4611686018427387904",
+            "9223372036854775807",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1e3",
+            "2.0",
+            "\"3\"",
+            "null",
         ])
         .prop_map(str::to_string),
     ]
@@ -152,7 +184,8 @@ fn data() -> impl Strategy<Value = String> {
         any::<f32>()
             .prop_filter("finite", |v| v.is_finite())
             .prop_map(|v| v.to_string()),
-        prop::sample::select(vec!["true", "null", "\"a\"", "{}", "1e400", "-0"]).prop_map(str::to_string),
+        prop::sample::select(vec!["true", "null", "\"a\"", "{}", "1e400", "-0"])
+            .prop_map(str::to_string),
     ];
     leaf.prop_recursive(4, 64, 8, |inner| {
         proptest::collection::vec(inner, 0..8).prop_map(|v| format!("[{}]", v.join(",")))
@@ -166,12 +199,18 @@ fn input() -> impl Strategy<Value = (String, usize)> {
         prop_oneof![
             data().prop_map(|d| (format!(r#","data":{d}"#), 0)),
             (0usize..80).prop_map(|n| (format!(r#","parameters":{{"binary_data_size":{n}}}"#), n)),
-            Just((r#","parameters":{"binary_data_size":18446744073709551615}"#.to_string(), 0)),
+            Just((
+                r#","parameters":{"binary_data_size":18446744073709551615}"#.to_string(),
+                0
+            )),
         ],
     )
         .prop_map(|(shape, dtype, (data, binary))| {
             (
-                format!(r#"{{"name":"x","shape":[{}],"datatype":"{dtype}"{data}}}"#, shape.join(",")),
+                format!(
+                    r#"{{"name":"x","shape":[{}],"datatype":"{dtype}"{data}}}"#,
+                    shape.join(",")
+                ),
                 binary,
             )
         })

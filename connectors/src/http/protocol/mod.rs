@@ -101,8 +101,12 @@ fn known_parameters<'a>(
 ) -> Result<KnownParameters<'a>, ProtocolError> {
     match raw {
         None => Ok(KnownParameters::default()),
-        Some(raw) => serde_json::from_str(raw.get())
-            .map_err(|e| perr(field, format!("must be a JSON object: {}", quote(&e.to_string())))),
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+            perr(
+                field,
+                format!("must be a JSON object: {}", quote(&e.to_string())),
+            )
+        }),
     }
 }
 
@@ -228,7 +232,10 @@ fn parse_input(
             if expected.checked_mul(width) != Some(size) {
                 return Err(perr(
                     size_field,
-                    format!("shape {shape:?} needs {} bytes, not {size}", expected * width),
+                    format!(
+                        "shape {shape:?} needs {} bytes, not {size}",
+                        expected * width
+                    ),
                 ));
             }
             let (mine, rest) = binary.split_at(size);
@@ -243,7 +250,10 @@ fn parse_input(
             if data.len() != expected {
                 return Err(perr(
                     field("data"),
-                    format!("shape {shape:?} needs {expected} elements, got {}", data.len()),
+                    format!(
+                        "shape {shape:?} needs {expected} elements, got {}",
+                        data.len()
+                    ),
                 ));
             }
             (shape, data)
