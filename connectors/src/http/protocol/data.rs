@@ -1,12 +1,13 @@
 //! One input's shape and tensor data, decoded with every size checked before it is allocated.
 //!
-//! The caps all come from the request itself, never from a fixed number: a tensor cannot hold
-//! more elements than its encoding could carry. In JSON every element takes at least one byte of
-//! the `data` text; in the binary extension exactly its width (4 bytes for FP32, 8 for INT64) of
-//! `binary_data_size`. So each dimension, and their product computed with `checked_mul`, must
-//! be at most that count, before a `Vec` is sized from it. A shape such as `[2^40, 0]` (product 0)
-//! is refused on its first dimension: no encoding of zero elements needs a dimension that large,
-//! and whatever later splits rows along it would allocate by it.
+//! The bounds all come from the request itself, never from a fixed number. The element count
+//! is the product of the dimensions computed with `checked_mul` (an overflow is the shape's
+//! fault), and it sizes nothing by itself: binary data must be exactly `count × width` bytes of
+//! `binary_data_size`, which must lie in the body; JSON data preallocates at most one element
+//! per byte of its text (every element takes at least one) and stops at the shape's count. A
+//! shape whose product is 0 bounds nothing, so each of its dimensions must be at most the body's
+//! length: no encoding of zero elements needs a dimension larger than the request, and whatever
+//! later splits rows along such a dimension would allocate by it (`[2^40, 0]`).
 //!
 //! JSON data is parsed by a streaming visitor that flattens nested arrays straight into the typed
 //! `Vec`, stopping as soon as the count passes the shape's, so a nested body never becomes a
@@ -30,56 +31,55 @@ pub(super) fn width(dtype: DType) -> usize {
     }
 }
 
-/// The shape as sizes and its element count, each dimension and the product at most `cap` (the
-/// most elements the input's encoding can carry).
+/// A shape as the client wrote it, for messages: `[64, 3]`, cut short when long.
+pub(super) fn shown(shape: &[Number]) -> String {
+    let dims: Vec<String> = shape.iter().map(Number::to_string).collect();
+    quote(&format!("[{}]", dims.join(", "))).into_owned()
+}
+
+/// The shape as sizes and its element count; when the count is 0, every dimension is at most
+/// `body_len`.
 ///
 /// # Errors
-/// A [`ProtocolError`] on `field` for a negative or non-integer dimension, a product that
-/// overflows, or a dimension or product past `cap`.
+/// A [`ProtocolError`] on `field` for a negative or non-integer dimension, a count that
+/// overflows, or a dimension of an empty shape past `body_len`.
 pub(super) fn checked_shape(
     shape: &[Number],
-    cap: usize,
-    carrier: &str,
+    body_len: usize,
     field: &str,
 ) -> Result<(Vec<usize>, usize), ProtocolError> {
-    let shown = || quote(&format!("{shape:?}")).into_owned();
     let mut dims = Vec::with_capacity(shape.len());
-    let mut product = 1usize;
+    let mut count = 1usize;
     for d in shape {
         let dim = match (d.as_u64(), d.as_i64()) {
-            (Some(u), _) => u,
+            (Some(u), _) => usize::try_from(u).ok(),
             (None, Some(i)) => return Err(perr(field, format!("dimension {i} is negative"))),
             (None, None) => {
                 return Err(perr(field, format!("dimension {d} is not an integer")));
             }
         };
-        let dim = usize::try_from(dim)
-            .ok()
-            .filter(|&dim| dim <= cap)
-            .ok_or_else(|| {
-                perr(
-                    field,
-                    format!(
-                        "dimension {dim} of {} passes the {cap} elements {carrier} can carry",
-                        shown()
-                    ),
-                )
-            })?;
-        product = product
-            .checked_mul(dim)
-            .ok_or_else(|| perr(field, format!("the element count of {} overflows", shown())))?;
+        let dim = dim
+            .ok_or_else(|| perr(field, format!("dimension {d} does not fit this machine")))?;
+        count = count.checked_mul(dim).ok_or_else(|| {
+            perr(
+                field,
+                format!("the element count of {} overflows", shown(shape)),
+            )
+        })?;
         dims.push(dim);
     }
-    if product > cap {
-        return Err(perr(
-            field,
-            format!(
-                "{} needs {product} elements; {carrier} can carry at most {cap}",
-                shown()
-            ),
-        ));
+    if count == 0 {
+        if let Some(d) = dims.iter().find(|&&d| d > body_len) {
+            return Err(perr(
+                field,
+                format!(
+                    "dimension {d} of the empty shape {} passes the body's {body_len} bytes",
+                    shown(shape)
+                ),
+            ));
+        }
     }
-    Ok((dims, product))
+    Ok((dims, count))
 }
 
 /// One element type's conversions from JSON numbers, as the protocol reads them.
@@ -203,8 +203,8 @@ impl<'de, T: Element> Visitor<'de> for Flatten<'_, T> {
 }
 
 fn flatten<T: Element>(raw: &RawValue, expected: usize) -> Result<Vec<T>, serde_json::Error> {
-    // `expected` is at most the text's length (checked_shape's cap), so this is bounded by it.
-    let mut out = Vec::with_capacity(expected);
+    // Every element takes at least a byte of the text: never reserve past that.
+    let mut out = Vec::with_capacity(expected.min(raw.get().len()));
     let mut de = serde_json::Deserializer::from_str(raw.get());
     Flatten {
         out: &mut out,

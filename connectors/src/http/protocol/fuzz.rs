@@ -23,7 +23,7 @@ fn shape_bombs_are_refused_naming_the_shape() {
         ("[1099511627776,0]", "[]".to_string()),
         ("[288230376151711745,64]", data64),
         ("[4611686018427387904,0]", "[]".to_string()),
-        ("[18446744073709551615]", "[1]".to_string()),
+        ("[18446744073709551615,2]", "[1]".to_string()),
         ("[4294967296,4294967296,0]", "[]".to_string()),
         ("[1.5]", "[1]".to_string()),
     ] {
@@ -32,6 +32,11 @@ fn shape_bombs_are_refused_naming_the_shape() {
         );
         assert_eq!(field_of(&body), "inputs[0] (pixels).shape", "{shape}");
     }
+    // A count that fits sizes nothing: the data decides, and is named.
+    let body = r#"{"inputs":[{"name":"x","shape":[18446744073709551615],"datatype":"FP32","data":[1]}]}"#;
+    let err = parse_infer_request(body.as_bytes(), None).unwrap_err();
+    assert_eq!(err.field, "inputs[0] (x).data");
+    assert!(err.message.contains("needs 18446744073709551615 elements, got 1"));
 }
 
 #[test]
@@ -41,11 +46,11 @@ fn binary_shapes_are_checked_against_binary_data_size() {
     body.extend_from_slice(&[0; 8]);
     let err = parse_infer_request(&body, Some(header.len())).unwrap_err();
     assert_eq!(err.field, "inputs[0] (x).shape");
-    let header = r#"{"inputs":[{"name":"x","shape":[2],"datatype":"INT64","parameters":{"binary_data_size":8}}]}"#;
+    let header = r#"{"inputs":[{"name":"x","shape":[1099511627776,2],"datatype":"INT64","parameters":{"binary_data_size":8}}]}"#;
     let mut body = header.as_bytes().to_vec();
     body.extend_from_slice(&[0; 8]);
     let err = parse_infer_request(&body, Some(header.len())).unwrap_err();
-    assert_eq!(err.field, "inputs[0] (x).shape");
+    assert_eq!(err.field, "inputs[0] (x).parameters.binary_data_size");
     let header = r#"{"inputs":[{"name":"x","shape":[1],"datatype":"INT64","parameters":{"binary_data_size":18446744073709551615}}]}"#;
     let err = parse_infer_request(header.as_bytes(), Some(header.len())).unwrap_err();
     assert_eq!(err.field, "inputs[0] (x).parameters.binary_data_size");

@@ -119,8 +119,8 @@ fn is_true(raw: Option<&RawValue>) -> bool {
 pub struct InputTensor {
     /// Input name.
     pub name: String,
-    /// Shape as sent (may include a batch dimension); every dimension and the element count
-    /// are at most what the request's encoding could carry.
+    /// Shape as sent (may include a batch dimension). Its product is `data`'s length (no
+    /// overflow); an empty shape's dimensions are at most the body's length in bytes.
     pub shape: Vec<usize>,
     /// Elements.
     pub data: TensorData,
@@ -203,6 +203,7 @@ fn parse_input(
     i: usize,
     input: &RawInput<'_>,
     binary: &mut &[u8],
+    body_len: usize,
 ) -> Result<InputTensor, ProtocolError> {
     let name = quote(&input.name);
     let field = |f: &str| format!("inputs[{i}] ({name}).{f}");
@@ -226,15 +227,14 @@ fn parse_input(
                     )
                 })?;
             let width = data::width(dtype);
-            let carrier = format!("{size} bytes of {}", datatype_name(dtype));
-            let (shape, expected) =
-                data::checked_shape(&input.shape, size / width, &carrier, &field("shape"))?;
+            let (shape, expected) = data::checked_shape(&input.shape, body_len, &field("shape"))?;
             if expected.checked_mul(width) != Some(size) {
                 return Err(perr(
                     size_field,
                     format!(
-                        "shape {shape:?} needs {} bytes, not {size}",
-                        expected * width
+                        "{size} bytes, but shape {} of {} needs {expected} elements of {width} bytes",
+                        data::shown(&input.shape),
+                        datatype_name(dtype)
                     ),
                 ));
             }
@@ -243,9 +243,7 @@ fn parse_input(
             (shape, data::binary_data(mine, dtype, &size_field)?)
         }
         (None, Some(raw)) => {
-            let carrier = format!("{} bytes of `data`", raw.get().len());
-            let (shape, expected) =
-                data::checked_shape(&input.shape, raw.get().len(), &carrier, &field("shape"))?;
+            let (shape, expected) = data::checked_shape(&input.shape, body_len, &field("shape"))?;
             let data = data::json_data(raw, dtype, expected, &field("data"))?;
             if data.len() != expected {
                 return Err(perr(
@@ -307,7 +305,7 @@ pub fn parse_infer_request(
         .map_err(|e| perr("body", format!("invalid JSON: {}", quote(&e.to_string()))))?;
     let mut inputs = Vec::with_capacity(raw.inputs.len());
     for (i, input) in raw.inputs.iter().enumerate() {
-        inputs.push(parse_input(i, input, &mut binary)?);
+        inputs.push(parse_input(i, input, &mut binary, body.len())?);
     }
     if !binary.is_empty() {
         return Err(perr(
