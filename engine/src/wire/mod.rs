@@ -200,6 +200,10 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Batch, WireError> {
 }
 
 /// A batch crosses timely's process boundary as its IPC payload (bincode carries the bytes).
+/// Decoding is checked like any payload: a bad one is a deserialization error, never an
+/// allocation by a length it states. Timely 0.32 itself treats a failed decode on its channels as
+/// fatal (`expect` in `timely::dataflow::channels`), so cluster peers must be weir's own
+/// processes; that is the cluster link's boundary, not this decoder's.
 impl serde::Serialize for Batch {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let bytes = encode_batch(self).map_err(serde::ser::Error::custom)?;
