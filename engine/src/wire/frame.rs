@@ -9,9 +9,9 @@
 //! length, a flatbuffer `Message` (verified by [`arrow_ipc::root_as_message`]), then `bodyLength`
 //! bytes — and refuses any length that passes the bytes remaining, with checked arithmetic. A
 //! weir payload is a schema message followed by one record batch (what [`super::encode_columns`]
-//! and [`super::encode_batch`] write), so only that is accepted. The record batch's row count and
-//! field-node lengths are capped at [`max_values`] and every buffer must lie inside the body: what
-//! arrow then allocates is bounded by the payload's own size.
+//! and [`super::encode_batch`] write), so only that is accepted. The record batch's row count is
+//! capped at [`max_rows`], its field-node lengths at [`max_values`], and every buffer must lie
+//! inside the body: what arrow then allocates is bounded by the payload's own size.
 
 use arrow_ipc::{root_as_message, Message, MessageHeader, RecordBatch};
 
@@ -19,13 +19,21 @@ use super::WireError;
 
 const CONTINUATION: [u8; 4] = [0xFF; 4];
 
-/// The most values (rows, or elements of one field node) a payload of `bytes` bytes can carry.
+/// The most values one field node of a payload of `bytes` bytes can hold.
 ///
 /// The densest Arrow layout spends one bit per value (a boolean or a validity bitmap), so a
-/// payload claiming more values than eight per byte it holds is lying about its lengths; capping
-/// there keeps every length-driven allocation within a small multiple of the payload.
+/// payload claiming more values than eight per byte it holds is lying about its lengths.
 pub(super) fn max_values(bytes: usize) -> u64 {
     (bytes as u64).saturating_mul(8)
+}
+
+/// The most rows a payload of `bytes` bytes can hold.
+///
+/// Every row of a weir payload takes at least one byte of body (an 8-byte request id, a 4- or
+/// 8-byte tensor element), so a payload claiming more rows than it has bytes is lying; capping
+/// there also bounds what is later built per row (a reply, a `Tensor`) by the payload's size.
+pub(super) fn max_rows(bytes: usize) -> u64 {
+    bytes as u64
 }
 
 /// One framed message: its verified metadata and where its body ends.
@@ -104,17 +112,14 @@ pub(super) fn check_stream(bytes: &[u8]) -> Result<(), WireError> {
     let Some(schema) = next_message(bytes, 0, 0)? else {
         return Err(WireError::Empty);
     };
-    let fields_present = schema
-        .message
-        .header_as_schema()
-        .is_some_and(|s| s.fields().is_some());
-    if !fields_present {
+    let Some(fields) = schema.message.header_as_schema() else {
         return Err(WireError::Unexpected {
             message: 0,
-            expected: "a schema with fields",
+            expected: "a schema",
             found: header_name(schema.message.header_type()),
         });
-    }
+    };
+    super::schema::check_schema(&fields, max_values(bytes.len()))?;
     let Some(batch) = next_message(bytes, schema.end, 1)? else {
         return Err(WireError::Empty);
     };
@@ -125,7 +130,7 @@ pub(super) fn check_stream(bytes: &[u8]) -> Result<(), WireError> {
             found: header_name(batch.message.header_type()),
         });
     };
-    check_record_batch(&rb, batch.body_len, max_values(bytes.len()))
+    check_record_batch(&rb, batch.body_len, bytes.len())
 }
 
 fn check_length(what: &'static str, value: i64, cap: u64) -> Result<(), WireError> {
@@ -135,12 +140,14 @@ fn check_length(what: &'static str, value: i64, cap: u64) -> Result<(), WireErro
     }
 }
 
-/// Checks a record batch's row count, field nodes and buffers against `body_len` and `cap`.
-fn check_record_batch(rb: &RecordBatch<'_>, body_len: u64, cap: u64) -> Result<(), WireError> {
+/// Checks a record batch's row count, field nodes and buffers against its `body_len` and the
+/// payload's size, `bytes`.
+fn check_record_batch(rb: &RecordBatch<'_>, body_len: u64, bytes: usize) -> Result<(), WireError> {
     if rb.compression().is_some() {
         return Err(WireError::Compressed);
     }
-    check_length("row count", rb.length(), cap)?;
+    check_length("row count", rb.length(), max_rows(bytes))?;
+    let cap = max_values(bytes);
     for node in rb.nodes().iter().flatten() {
         check_length("field node length", node.length(), cap)?;
         check_length("field node null count", node.null_count(), cap)?;
@@ -166,10 +173,13 @@ fn check_record_batch(rb: &RecordBatch<'_>, body_len: u64, cap: u64) -> Result<(
             });
         }
     }
-    if let Some(counts) = rb.variadicBufferCounts() {
-        for count in counts.iter() {
-            check_length("variadic buffer count", count, cap)?;
-        }
+    // Only view types have variadic buffers, and weir writes none (arrow asserts on a stray count).
+    if rb.variadicBufferCounts().is_some_and(|c| !c.is_empty()) {
+        return Err(WireError::Unexpected {
+            message: 1,
+            expected: "no variadic buffer counts",
+            found: "some".into(),
+        });
     }
     Ok(())
 }

@@ -7,13 +7,16 @@
 //!
 //! Every payload is decoded as hostile input (it comes from a zenoh peer or another timely
 //! process): [`frame`] checks every declared length against the bytes received before arrow
-//! reads any, so no length in a payload reaches an allocation unchecked. Arrow's schema
-//! conversion still panics on some well-formed but unsupported flatbuffers (an `Int` field
-//! without its type table, an unknown float precision, a list without a child); those panics are
-//! caught at [`decode_guarded`] as the last line of defence, because a panic in a zenoh callback
-//! or a timely worker would take the whole process down.
+//! reads any, so no length in a payload reaches an allocation unchecked, and [`schema`] admits
+//! only the Arrow types weir writes, since arrow's schema conversion panics on some well-formed
+//! but unsupported flatbuffers (an `Int` of width 0, a type tag without its table, a list without
+//! a child). Arrow's record-batch decoding validates what it builds against those checked
+//! lengths; should any panic remain reachable in it, [`decode_guarded`] catches it as the last
+//! line of defence, because a panic in a zenoh callback or a timely worker would take the whole
+//! process down.
 
 mod frame;
+mod schema;
 
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -105,6 +108,14 @@ pub enum WireError {
         length: i64,
         /// Body length.
         body: u64,
+    },
+    /// A schema field has a type weir never writes.
+    #[error("schema: field `{field}` has {reason}")]
+    Schema {
+        /// The field's name (cut short).
+        field: String,
+        /// What is wrong with it.
+        reason: &'static str,
     },
     /// A record batch body is compressed; weir never compresses its payloads.
     #[error("record batch: compressed bodies are not accepted")]

@@ -58,8 +58,8 @@ pub(super) fn checked_shape(
                 return Err(perr(field, format!("dimension {d} is not an integer")));
             }
         };
-        let dim = dim
-            .ok_or_else(|| perr(field, format!("dimension {d} does not fit this machine")))?;
+        let dim =
+            dim.ok_or_else(|| perr(field, format!("dimension {d} does not fit this machine")))?;
         count = count.checked_mul(dim).ok_or_else(|| {
             perr(
                 field,
@@ -95,10 +95,10 @@ impl Element for f32 {
         Some(v as f32)
     }
     fn from_i64(v: i64) -> Option<Self> {
-        Some(v as f64 as f32)
+        Some(v as f32)
     }
     fn from_u64(v: u64) -> Option<Self> {
-        Some(v as f64 as f32)
+        Some(v as f32)
     }
     const WANTED: &'static str = "a number";
 }

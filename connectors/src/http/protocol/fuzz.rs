@@ -33,10 +33,13 @@ fn shape_bombs_are_refused_naming_the_shape() {
         assert_eq!(field_of(&body), "inputs[0] (pixels).shape", "{shape}");
     }
     // A count that fits sizes nothing: the data decides, and is named.
-    let body = r#"{"inputs":[{"name":"x","shape":[18446744073709551615],"datatype":"FP32","data":[1]}]}"#;
+    let body =
+        r#"{"inputs":[{"name":"x","shape":[18446744073709551615],"datatype":"FP32","data":[1]}]}"#;
     let err = parse_infer_request(body.as_bytes(), None).unwrap_err();
     assert_eq!(err.field, "inputs[0] (x).data");
-    assert!(err.message.contains("needs 18446744073709551615 elements, got 1"));
+    assert!(err
+        .message
+        .contains("needs 18446744073709551615 elements, got 1"));
 }
 
 #[test]
