@@ -29,7 +29,8 @@ fn malformed(field: String, message: String) -> ServeError {
 }
 
 /// Checks a request's row count and per-row sizes: returns whether its inputs carry a batch
-/// dimension and how many rows it has.
+/// dimension and how many rows it has. Afterwards every input's data is exactly `rows` rows of
+/// a non-zero element count each.
 fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, usize), ServeError> {
     let plan = runtime.plan();
     let mut batch: Option<(bool, usize)> = None;
@@ -47,6 +48,17 @@ fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, u
                 ),
             ));
         };
+        // Parsed requests hold this already; it is what makes the row slicing below safe.
+        let count = input
+            .shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d));
+        if count != Some(input.data.len()) {
+            return Err(malformed(
+                format!("inputs[{i}] ({name}).data"),
+                format!("{} elements do not fill the shape", input.data.len()),
+            ));
+        }
         let this = if input.shape.len() == g.ty.shape.len() + 1 {
             let rows = input.shape[0];
             let limit = runtime.max_in_flight();

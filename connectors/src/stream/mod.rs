@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use tracing::debug;
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamConnector;
 
@@ -104,6 +105,7 @@ pub(crate) async fn answer_document(
     let mut request = match parse_infer_request(document, None) {
         Ok(r) => r,
         Err(e) => {
+            debug!(error = %e, "Rejected a stream request.");
             // Name the request if its id is readable, even when the rest is not (every other
             // key is skipped unparsed, so a hostile document builds no tree).
             let id = serde_json::from_slice::<IdOnly>(document)
