@@ -102,6 +102,15 @@ fn oversized_text_and_nesting_stay_bounded() {
     let grown = refused(&server, hostile.as_bytes(), "parameters");
     assert!(grown < 4 * kib(hostile.len()), "RSS grew {grown} KiB");
 
+    // Parameters under their own cap that 1,000 rows would multiply past the request's size.
+    let params = format!(r#"{{"p":"{}"}}"#, "v".repeat(60 << 10));
+    let hostile = format!(
+        r#"{{"parameters":{params},"inputs":[{{"name":"x","shape":[1000,64],"datatype":"FP32","data":{}}}]}}"#,
+        values(64_000)
+    );
+    let grown = refused(&server, hostile.as_bytes(), "parameters");
+    assert!(grown < 4 * kib(hostile.len()), "RSS grew {grown} KiB");
+
     // 5 MB names and datatypes are quoted short.
     let long = "n".repeat(5 << 20);
     let hostile = format!(
