@@ -11,7 +11,7 @@ use weir::bench::http::{default_models, http, http_table, HttpBenchConfig};
 use weir::bench::overhead::{overhead, overhead_table, Layout, OverheadConfig};
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 use weir::workload::Workload;
-use weir::{load_graph, start, LoadError, OrtRuntime, RuntimeOptions};
+use weir::{load_graph_under, start, LoadError, OrtRuntime, RuntimeOptions};
 
 /// weir serves ML service graphs: ONNX models and tensor ops compiled into timely dataflow.
 #[derive(Debug, Parser)]
@@ -212,6 +212,10 @@ struct ValidateArgs {
     /// Print the plan as Graphviz DOT instead of text.
     #[arg(long)]
     dot: bool,
+    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
+    /// followed, to a path under this folder (default: no such root).
+    #[arg(long, env = "WEIR_PATH_ROOT")]
+    path_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +254,10 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
+    /// followed, to a path under this folder (default: no such root).
+    #[arg(long, env = "WEIR_PATH_ROOT")]
+    path_root: Option<PathBuf>,
 }
 
 /// timely's cluster options: the same command runs once per process, each with its own index.
@@ -339,6 +347,14 @@ struct ServeArgs {
     /// Bearer token every endpoint but liveness requires (prefer the file or the env var).
     #[arg(long, env = "WEIR_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
+    /// Longest JSON line a JSON-lines stream reads, in bytes; a longer line is skipped and answered
+    /// with an error document (default: --max-body-bytes).
+    #[arg(long, env = "WEIR_MAX_LINE_BYTES")]
+    max_line_bytes: Option<usize>,
+    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
+    /// followed, to a path under this folder (default: no such root).
+    #[arg(long, env = "WEIR_PATH_ROOT")]
+    path_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -601,8 +617,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(path: &Path) -> Result<weir::LoadedGraph> {
-    load_graph(path).map_err(|e| match e {
+fn load(path: &Path, path_root: Option<&Path>) -> Result<weir::LoadedGraph> {
+    let files = match path_root {
+        Some(root) => weir::FileRules::under(root).context("--path-root")?,
+        None => weir::FileRules::default(),
+    };
+    load_graph_under(path, &files).map_err(|e| match e {
         LoadError::Invalid(d) => anyhow!("{d}"),
         other => anyhow!(other),
     })
@@ -611,7 +631,7 @@ fn load(path: &Path) -> Result<weir::LoadedGraph> {
 fn validate(args: ValidateArgs) -> Result<()> {
     let mut failed = 0;
     for path in &args.graphs {
-        match load(path) {
+        match load(path, args.path_root.as_deref()) {
             Ok(graph) => {
                 let warnings = graph.warnings.warnings().count();
                 if warnings > 0 {
@@ -656,7 +676,7 @@ fn validate(args: ValidateArgs) -> Result<()> {
 }
 
 fn run(args: RunArgs) -> Result<()> {
-    let graph = load(&args.graph)?;
+    let graph = load(&args.graph, args.path_root.as_deref())?;
     if graph.warnings.warnings().count() > 0 {
         eprintln!("{}", graph.warnings);
     }
@@ -782,7 +802,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut running = Vec::new();
     for path in &args.graphs {
-        let graph = load(path)?;
+        let graph = load(path, args.path_root.as_deref())?;
         if graph.warnings.warnings().count() > 0 {
             eprintln!("{}", graph.warnings);
         }
@@ -846,6 +866,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     };
     let stream_options = weir_connectors::stream::StreamOptions {
         request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+        max_line_bytes: args.max_line_bytes.unwrap_or(args.max_body_bytes),
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
