@@ -19,6 +19,9 @@ use weir_engine::stream::StreamEnd;
 
 use super::{answer_document, error_document, StreamError, StreamOptions, StreamReport};
 
+/// Bytes read from the input at a time.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
 fn io(what: String) -> impl FnOnce(std::io::Error) -> StreamError {
     move |source| StreamError::Io { what, source }
 }
@@ -100,10 +103,14 @@ pub async fn run_jsonl(
     // files themselves again (regular, not a symlink, not clobbered).
     let rules = FileRules::default();
     let mut reader: Box<dyn AsyncBufRead + Unpin + Send> = match ends.input {
-        StreamEnd::Stdio => Box::new(BufReader::new(tokio::io::stdin())),
-        StreamEnd::File(p) => Box::new(BufReader::new(tokio::fs::File::from_std(open_input(
-            p, &rules,
-        )?))),
+        StreamEnd::Stdio => Box::new(BufReader::with_capacity(
+            READ_BUFFER_BYTES,
+            tokio::io::stdin(),
+        )),
+        StreamEnd::File(p) => Box::new(BufReader::with_capacity(
+            READ_BUFFER_BYTES,
+            tokio::fs::File::from_std(open_input(p, &rules)?),
+        )),
     };
     let (writer, output_name): (Box<dyn AsyncWrite + Unpin + Send>, String) = match ends.output {
         StreamEnd::Stdio => (Box::new(tokio::io::stdout()), "stdout".into()),
