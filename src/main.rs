@@ -198,6 +198,31 @@ fn parse_device(text: &str) -> Result<weir::Device, String> {
     }
 }
 
+/// Where the files a graph names may be, and how large.
+#[derive(Debug, Clone, Args)]
+struct FileArgs {
+    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
+    /// followed, to a path under this folder (default: no such root).
+    #[arg(long, env = "WEIR_PATH_ROOT")]
+    path_root: Option<PathBuf>,
+    /// Largest model file a graph may name, in bytes.
+    #[arg(long, default_value_t = weir::FileRules::default().max_model_bytes, env = "WEIR_MAX_MODEL_BYTES")]
+    max_model_bytes: u64,
+}
+
+impl FileArgs {
+    fn rules(&self) -> Result<weir::FileRules> {
+        let rules = match &self.path_root {
+            Some(root) => weir::FileRules::under(root).context("--path-root")?,
+            None => weir::FileRules::default(),
+        };
+        Ok(weir::FileRules {
+            max_model_bytes: self.max_model_bytes,
+            ..rules
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 struct ValidateArgs {
     /// Graph YAML files.
@@ -212,10 +237,8 @@ struct ValidateArgs {
     /// Print the plan as Graphviz DOT instead of text.
     #[arg(long)]
     dot: bool,
-    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
-    /// followed, to a path under this folder (default: no such root).
-    #[arg(long, env = "WEIR_PATH_ROOT")]
-    path_root: Option<PathBuf>,
+    #[command(flatten)]
+    files: FileArgs,
 }
 
 #[derive(Debug, Args)]
@@ -254,10 +277,8 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
-    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
-    /// followed, to a path under this folder (default: no such root).
-    #[arg(long, env = "WEIR_PATH_ROOT")]
-    path_root: Option<PathBuf>,
+    #[command(flatten)]
+    files: FileArgs,
 }
 
 /// timely's cluster options: the same command runs once per process, each with its own index.
@@ -351,10 +372,8 @@ struct ServeArgs {
     /// with an error document (default: --max-body-bytes).
     #[arg(long, env = "WEIR_MAX_LINE_BYTES")]
     max_line_bytes: Option<usize>,
-    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
-    /// followed, to a path under this folder (default: no such root).
-    #[arg(long, env = "WEIR_PATH_ROOT")]
-    path_root: Option<PathBuf>,
+    #[command(flatten)]
+    files: FileArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -617,12 +636,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(path: &Path, path_root: Option<&Path>) -> Result<weir::LoadedGraph> {
-    let files = match path_root {
-        Some(root) => weir::FileRules::under(root).context("--path-root")?,
-        None => weir::FileRules::default(),
-    };
-    load_graph_under(path, &files).map_err(|e| match e {
+fn load(path: &Path, files: &FileArgs) -> Result<weir::LoadedGraph> {
+    load_graph_under(path, &files.rules()?).map_err(|e| match e {
         LoadError::Invalid(d) => anyhow!("{d}"),
         other => anyhow!(other),
     })
@@ -631,7 +646,7 @@ fn load(path: &Path, path_root: Option<&Path>) -> Result<weir::LoadedGraph> {
 fn validate(args: ValidateArgs) -> Result<()> {
     let mut failed = 0;
     for path in &args.graphs {
-        match load(path, args.path_root.as_deref()) {
+        match load(path, &args.files) {
             Ok(graph) => {
                 let warnings = graph.warnings.warnings().count();
                 if warnings > 0 {
@@ -676,7 +691,7 @@ fn validate(args: ValidateArgs) -> Result<()> {
 }
 
 fn run(args: RunArgs) -> Result<()> {
-    let graph = load(&args.graph, args.path_root.as_deref())?;
+    let graph = load(&args.graph, &args.files)?;
     if graph.warnings.warnings().count() > 0 {
         eprintln!("{}", graph.warnings);
     }
@@ -802,7 +817,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut running = Vec::new();
     for path in &args.graphs {
-        let graph = load(path, args.path_root.as_deref())?;
+        let graph = load(path, &args.files)?;
         if graph.warnings.warnings().count() > 0 {
             eprintln!("{}", graph.warnings);
         }
