@@ -33,6 +33,9 @@ pub struct StreamOptions {
     pub request_timeout: Duration,
     /// Requests running at once per connector.
     pub max_in_flight: usize,
+    /// Longest JSON line read, in bytes (newline excluded); a longer line is skipped without
+    /// being buffered and answered with an error document.
+    pub max_line_bytes: usize,
 }
 
 impl Default for StreamOptions {
@@ -40,6 +43,7 @@ impl Default for StreamOptions {
         StreamOptions {
             request_timeout: Duration::from_secs(30),
             max_in_flight: 64,
+            max_line_bytes: 64 << 20,
         }
     }
 }
@@ -67,6 +71,9 @@ pub enum StreamError {
     /// zenoh failed.
     #[error("zenoh: {0}")]
     Zenoh(String),
+    /// A stream file may not be opened (not a regular file, an existing output, outside the root).
+    #[error(transparent)]
+    File(#[from] weir_engine::paths::FileError),
 }
 
 /// Runs `connector` for `runtime` until its input ends or `shutdown` flips to true.
@@ -80,8 +87,17 @@ pub async fn run_stream(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<StreamReport, StreamError> {
     match connector {
-        StreamConnector::Jsonl { input, output } => {
-            jsonl::run_jsonl(runtime, &input, &output, options, shutdown).await
+        StreamConnector::Jsonl {
+            input,
+            output,
+            output_mode,
+        } => {
+            let ends = jsonl::Ends {
+                input: &input,
+                output: &output,
+                output_mode,
+            };
+            jsonl::run_jsonl(runtime, ends, options, shutdown).await
         }
         StreamConnector::Zenoh {
             subscribe,
