@@ -60,6 +60,9 @@ async fn read_line(
     loop {
         let chunk = reader.fill_buf().await?;
         if chunk.is_empty() {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
             return Ok(match (any, over) {
                 (false, _) => Line::End,
                 (true, true) => Line::TooLong,
