@@ -18,6 +18,9 @@ use tokio::time::Instant;
 
 use super::error::ServeError;
 
+/// Most memory set aside before any body byte arrives.
+const INITIAL_CAPACITY: usize = 64 << 10;
+
 /// Body bytes held by requests across the whole server, up to a limit.
 #[derive(Debug)]
 pub(super) struct ByteBudget {
@@ -121,7 +124,8 @@ async fn collect(
     permit: &mut BytesPermit,
     declared: Option<usize>,
 ) -> Result<Bytes, ServeError> {
-    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0));
+    // Memory follows the bytes that arrive, not what the client declared.
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(INITIAL_CAPACITY));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| classify(&e))?;
         let Ok(data) = frame.into_data() else {
