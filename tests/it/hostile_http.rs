@@ -66,7 +66,12 @@ fn wait_for(server: &Server, path: &str, want: u16) {
 fn slowloris_connections_are_closed_while_others_are_served() {
     let server = Server::start(&[mlp_graph()], &["--header-timeout-ms", "500"]);
     let mut slow: Vec<TcpStream> = (0..50)
-        .map(|_| half_sent(&server.addr, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: w"))
+        .map(|_| {
+            half_sent(
+                &server.addr,
+                b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: w",
+            )
+        })
         .collect();
     let (status, body) = server.post_good(&[]);
     assert_eq!(status, 200, "a normal client is served meanwhile: {body}");
@@ -82,7 +87,10 @@ fn slowloris_connections_are_closed_while_others_are_served() {
 #[test]
 fn stalled_upload_gets_408_naming_the_body() {
     let server = Server::start(&[mlp_graph()], &["--request-timeout-ms", "1000"]);
-    let mut s = half_sent(&server.addr, format!("{}0123456789", infer_head(1000)).as_bytes());
+    let mut s = half_sent(
+        &server.addr,
+        format!("{}0123456789", infer_head(1000)).as_bytes(),
+    );
     let response = read_until_closed(&mut s).expect("the stalled upload is answered");
     assert_eq!(status_of(&response), 408, "{response}");
     assert!(response.contains("body: upload not finished"), "{response}");
@@ -108,8 +116,10 @@ fn connections_over_the_limit_are_refused_and_health_checks_pass_after() {
     // Four kept-alive connections, each answered once, so all four are accepted and held.
     let mut held: Vec<TcpStream> = (0..4)
         .map(|_| {
-            let mut s =
-                half_sent(&server.addr, b"GET /v2/health/live HTTP/1.1\r\nHost: weir\r\n\r\n");
+            let mut s = half_sent(
+                &server.addr,
+                b"GET /v2/health/live HTTP/1.1\r\nHost: weir\r\n\r\n",
+            );
             let mut buf = [0u8; 512];
             let n = s.read(&mut buf).expect("answered");
             assert_eq!(status_of(&String::from_utf8_lossy(&buf[..n])), 200);
@@ -144,24 +154,29 @@ fn connections_over_the_limit_are_refused_and_health_checks_pass_after() {
 fn inflight_byte_budget_refuses_with_503_then_recovers() {
     let server = Server::start(
         &[mlp_graph()],
-        &["--max-inflight-bytes", "2000", "--request-timeout-ms", "60000"],
+        &[
+            "--max-inflight-bytes",
+            "2000",
+            "--request-timeout-ms",
+            "60000",
+        ],
     );
-    // 1500 bytes declared and held by a stalled upload.
-    let holder = half_sent(&server.addr, format!("{}{{", infer_head(1500)).as_bytes());
     let mut good = mlp_request(64, "[64]", "FP32");
     good.resize(1000, b' ');
     let len = [("Content-Type", "application/json".to_string())];
     let deadline = Instant::now() + SOON;
-    loop {
+    let holder = loop {
+        // 1500 bytes declared and held by a stalled upload; it may itself be refused if a
+        // previous good request still held its bytes, so each try opens a fresh one.
+        let holder = half_sent(&server.addr, format!("{}{{", infer_head(1500)).as_bytes());
+        std::thread::sleep(Duration::from_millis(200));
         let (status, body) = http(&server.addr, "POST", INFER, &len, &good);
         if status == 503 {
             assert!(body.contains("budget of 2000 bytes"), "{body}");
-            break;
+            break holder;
         }
-        // The holder's headers may not have reached the handler yet.
         assert!(Instant::now() < deadline, "never refused: {status} {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    };
     drop(holder);
     let deadline = Instant::now() + SOON;
     loop {
@@ -181,9 +196,17 @@ fn inflight_byte_budget_refuses_with_503_then_recovers() {
 fn sigterm_with_a_half_sent_body_exits_after_the_drain_timeout() {
     let mut server = Server::start(
         &[mlp_graph()],
-        &["--drain-timeout-ms", "500", "--request-timeout-ms", "600000"],
+        &[
+            "--drain-timeout-ms",
+            "500",
+            "--request-timeout-ms",
+            "600000",
+        ],
     );
-    let mut stalled = half_sent(&server.addr, format!("{}0123456789", infer_head(1000)).as_bytes());
+    let mut stalled = half_sent(
+        &server.addr,
+        format!("{}0123456789", infer_head(1000)).as_bytes(),
+    );
     // Let the request reach its handler, so the drain has something in flight to wait for.
     std::thread::sleep(Duration::from_millis(300));
     server.sigterm();
@@ -260,4 +283,61 @@ fn token_file_readable_by_others_is_warned_about() {
         );
         assert!(!text.contains("s3cret"), "the log shows the token: {text}");
     }
+}
+
+/// Resident memory of process `pid`, in KiB, from `/proc/<pid>/status`.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("proc status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS line")
+}
+
+#[test]
+fn declared_but_unsent_bodies_reserve_budget_not_memory() {
+    // 20 uploads declaring 50 MiB each fit the default 1 GiB budget; the 21st does not.
+    let server = Server::start(&[mlp_graph()], &["--request-timeout-ms", "600000"]);
+    let before = rss_kib(server.child.id());
+    let declared = 50 << 20;
+    let holders: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            half_sent(
+                &server.addr,
+                format!("{}{{", infer_head(declared)).as_bytes(),
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + SOON;
+    loop {
+        let mut s = half_sent(
+            &server.addr,
+            format!("{}{{", infer_head(declared)).as_bytes(),
+        );
+        let mut buf = [0u8; 512];
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .expect("read timeout");
+        if let Ok(n) = s.read(&mut buf) {
+            let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if status_of(&answer) == 503 {
+                assert!(
+                    answer.to_ascii_lowercase().contains("retry-after"),
+                    "{answer}"
+                );
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the 21st upload was never refused"
+        );
+    }
+    let grown_kib = rss_kib(server.child.id()).saturating_sub(before);
+    assert!(
+        grown_kib < 64 << 10,
+        "RSS grew {grown_kib} KiB for 1 GiB declared and nothing sent"
+    );
+    drop(holders);
+    assert_eq!(server.post_good(&[]).0, 200);
 }

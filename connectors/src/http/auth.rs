@@ -144,10 +144,21 @@ mod tests {
     #[test]
     fn scheme_is_case_insensitive() {
         let t = AuthToken::new("s3cret").expect("token");
-        for v in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"] {
+        for v in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "bEaReR  s3cret",
+        ] {
             assert!(authorized(Some(&t), &headers(v)), "{v}");
         }
-        for v in ["Basic s3cret", "Bearers3cret", "Bearer", "s3cret", "Bearer s3cre"] {
+        for v in [
+            "Basic s3cret",
+            "Bearers3cret",
+            "Bearer",
+            "s3cret",
+            "Bearer s3cre",
+        ] {
             assert!(!authorized(Some(&t), &headers(v)), "{v}");
         }
         assert!(!authorized(Some(&t), &HeaderMap::new()));

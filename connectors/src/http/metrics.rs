@@ -147,11 +147,26 @@ pub fn render_graphs<'a>(
 /// Writes the HTTP listener's connection counters.
 pub fn render_connections(out: &mut String, accepted: u64, closed: u64, refused: u64) {
     for (name, help, value) in [
-        (HTTP_CONNECTIONS_ACCEPTED_TOTAL, "HTTP connections accepted and served.", accepted),
-        (HTTP_CONNECTIONS_CLOSED_TOTAL, "HTTP connections served and since closed.", closed),
-        (HTTP_CONNECTIONS_REFUSED_TOTAL, "HTTP connections refused at the connection limit.", refused),
+        (
+            HTTP_CONNECTIONS_ACCEPTED_TOTAL,
+            "HTTP connections accepted and served.",
+            accepted,
+        ),
+        (
+            HTTP_CONNECTIONS_CLOSED_TOTAL,
+            "HTTP connections served and since closed.",
+            closed,
+        ),
+        (
+            HTTP_CONNECTIONS_REFUSED_TOTAL,
+            "HTTP connections refused at the connection limit.",
+            refused,
+        ),
     ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
     }
 }
 
