@@ -394,7 +394,11 @@ async fn infer_inner(
     drop(bytes);
     // The parsed tensors are about the body's size: the permit is held until the answer.
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let response = run_request(served, request, remaining).await;
+    let response = match run_request(served, request, remaining).await {
+        // The client's deadline is the configured one, however much of it the upload used.
+        Err(ServeError::Deadline { .. }) => Err(ServeError::Deadline { ms: timeout_ms }),
+        other => other,
+    };
     drop(permit);
     response
 }
