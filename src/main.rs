@@ -335,11 +335,12 @@ struct ServeArgs {
     #[arg(long, default_value_t = 64 << 20, env = "WEIR_MAX_BODY_BYTES")]
     max_body_bytes: usize,
     /// Request body bytes held by all requests at once; past it new requests get 503 with
-    /// Retry-After.
+    /// Retry-After. At least --max-body-bytes.
     #[arg(long, default_value_t = 1 << 30, env = "WEIR_MAX_INFLIGHT_BYTES")]
     max_inflight_bytes: usize,
-    /// Longest a client may take to send a request's headers, in milliseconds; then its
-    /// connection is closed.
+    /// Longest a client may take to send a request's headers, in milliseconds, counted from when
+    /// the connection is ready for a request (so an idle kept-alive connection is closed after it
+    /// too); then its connection is closed.
     #[arg(long, default_value_t = 10_000, env = "WEIR_HEADER_TIMEOUT_MS",
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout_ms: u64,
@@ -793,6 +794,13 @@ fn serve(args: ServeArgs) -> Result<()> {
         (None, Some(t)) => Some(weir_connectors::http::AuthToken::new(t)?),
         (None, None) => None,
     };
+    if args.max_inflight_bytes < args.max_body_bytes {
+        bail!(
+            "--max-inflight-bytes ({}) is below --max-body-bytes ({}): bodies between the two would be refused forever",
+            args.max_inflight_bytes,
+            args.max_body_bytes
+        );
+    }
     let mut running = Vec::new();
     for path in &args.graphs {
         let graph = load(path)?;

@@ -157,6 +157,8 @@ fn inflight_byte_budget_refuses_with_503_then_recovers() {
         &[
             "--max-inflight-bytes",
             "2000",
+            "--max-body-bytes",
+            "1500",
             "--request-timeout-ms",
             "60000",
         ],
@@ -340,4 +342,16 @@ fn declared_but_unsent_bodies_reserve_budget_not_memory() {
     );
     drop(holders);
     assert_eq!(server.post_good(&[]).0, 200);
+}
+
+#[test]
+fn a_byte_budget_below_the_body_limit_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "unused.yaml", "--max-inflight-bytes", "10"])
+        .args(["--max-body-bytes", "100", "--http", "127.0.0.1:0"])
+        .output()
+        .expect("weir runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-inflight-bytes (10)"), "{err}");
 }

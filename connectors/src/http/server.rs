@@ -40,7 +40,8 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Body bytes held by all requests at once; past it new requests get 503 with `Retry-After`.
     pub max_inflight_bytes: usize,
-    /// Longest a client may take to send a request's headers before its connection is closed.
+    /// Longest a client may take to send a request's headers before its connection is closed,
+    /// counted from when the connection is ready for a request (idle kept-alive ones included).
     pub header_timeout: Duration,
     /// Connections open at once; past it a connection is answered 503 and closed.
     pub max_connections: u32,
