@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use weir_engine::diagnostic::{Diagnostic, Diagnostics};
+pub use weir_engine::paths::FileRules;
 pub use weir_engine::plan::Plan;
 pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
 pub use weir_engine::runtime::{ClusterOptions, GraphRuntime, RuntimeOptions};
@@ -55,13 +56,13 @@ pub struct LoadedGraph {
 /// Errors loading a graph.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The file could not be read.
-    #[error("reading {path}: {source}")]
+    /// The file could not be read (missing, not a regular file, over the size cap).
+    #[error("{source}")]
     Read {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        source: weir_engine::paths::FileError,
     },
     /// The spec is invalid; the diagnostics render with YAML snippets.
     #[error("{0}")]
@@ -73,9 +74,20 @@ pub enum LoadError {
 /// # Errors
 /// [`LoadError::Invalid`] with every problem found, located in the file.
 pub fn load_graph(path: &Path) -> Result<LoadedGraph, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-        path: path.display().to_string(),
-        source,
+    load_graph_under(path, &FileRules::default())
+}
+
+/// As [`load_graph`], with every file the graph names read within `files` (a path root, size
+/// caps). The graph file itself is the caller's and need not be under the root.
+///
+/// # Errors
+/// As [`load_graph`].
+pub fn load_graph_under(path: &Path, files: &FileRules) -> Result<LoadedGraph, LoadError> {
+    let text = weir_engine::paths::read_text(path, &FileRules::default()).map_err(|source| {
+        LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        }
     })?;
     let name = path.display().to_string();
     let source = weir_engine::diagnostic::SourceText {
@@ -87,7 +99,7 @@ pub fn load_graph(path: &Path) -> Result<LoadedGraph, LoadError> {
         weir_engine::spec::SpecError::Read { path, source } => LoadError::Read { path, source },
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    plan_spec(&spec, base)
+    plan_spec_under(&spec, base, files)
         .map_err(|mut d| {
             d.source = Some(source.clone());
             LoadError::Invalid(d)
@@ -103,7 +115,19 @@ pub fn load_graph(path: &Path) -> Result<LoadedGraph, LoadError> {
 /// # Errors
 /// Every problem found, as [`Diagnostics`].
 pub fn plan_spec(spec: &GraphSpec, base_dir: &Path) -> Result<LoadedGraph, Diagnostics> {
-    let valid = weir_engine::validate::validate(spec, base_dir)?;
+    plan_spec_under(spec, base_dir, &FileRules::default())
+}
+
+/// As [`plan_spec`], with every file the graph names read within `files`.
+///
+/// # Errors
+/// Every problem found, as [`Diagnostics`].
+pub fn plan_spec_under(
+    spec: &GraphSpec,
+    base_dir: &Path,
+    files: &FileRules,
+) -> Result<LoadedGraph, Diagnostics> {
+    let valid = weir_engine::validate::validate_under(spec, base_dir, files)?;
     let warnings = Diagnostics {
         items: valid.warnings.clone(),
         source: None,

@@ -11,7 +11,7 @@ use weir::bench::http::{default_models, http, http_table, HttpBenchConfig};
 use weir::bench::overhead::{overhead, overhead_table, Layout, OverheadConfig};
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 use weir::workload::Workload;
-use weir::{load_graph, start, LoadError, OrtRuntime, RuntimeOptions};
+use weir::{load_graph_under, start, LoadError, OrtRuntime, RuntimeOptions};
 
 /// weir serves ML service graphs: ONNX models and tensor ops compiled into timely dataflow.
 #[derive(Debug, Parser)]
@@ -198,6 +198,31 @@ fn parse_device(text: &str) -> Result<weir::Device, String> {
     }
 }
 
+/// Where the files a graph names may be, and how large.
+#[derive(Debug, Clone, Args)]
+struct FileArgs {
+    /// Every file a graph names (models, profiles, stream inputs and outputs) must resolve, symlinks
+    /// followed, to a path under this folder (default: no such root).
+    #[arg(long, env = "WEIR_PATH_ROOT")]
+    path_root: Option<PathBuf>,
+    /// Largest model file a graph may name, in bytes.
+    #[arg(long, default_value_t = weir::FileRules::default().max_model_bytes, env = "WEIR_MAX_MODEL_BYTES")]
+    max_model_bytes: u64,
+}
+
+impl FileArgs {
+    fn rules(&self) -> Result<weir::FileRules> {
+        let rules = match &self.path_root {
+            Some(root) => weir::FileRules::under(root).context("--path-root")?,
+            None => weir::FileRules::default(),
+        };
+        Ok(weir::FileRules {
+            max_model_bytes: self.max_model_bytes,
+            ..rules
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 struct ValidateArgs {
     /// Graph YAML files.
@@ -212,6 +237,8 @@ struct ValidateArgs {
     /// Print the plan as Graphviz DOT instead of text.
     #[arg(long)]
     dot: bool,
+    #[command(flatten)]
+    files: FileArgs,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +277,8 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    #[command(flatten)]
+    files: FileArgs,
 }
 
 /// timely's cluster options: the same command runs once per process, each with its own index.
@@ -361,6 +390,12 @@ struct ServeArgs {
     /// other local users (`ps`): prefer --auth-token-file or the WEIR_AUTH_TOKEN env var.
     #[arg(long, env = "WEIR_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
+    /// Longest JSON line a JSON-lines stream reads, in bytes; a longer line is skipped and answered
+    /// with an error document (default: --max-body-bytes).
+    #[arg(long, env = "WEIR_MAX_LINE_BYTES")]
+    max_line_bytes: Option<usize>,
+    #[command(flatten)]
+    files: FileArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -623,8 +658,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(path: &Path) -> Result<weir::LoadedGraph> {
-    load_graph(path).map_err(|e| match e {
+fn load(path: &Path, files: &FileArgs) -> Result<weir::LoadedGraph> {
+    load_graph_under(path, &files.rules()?).map_err(|e| match e {
         LoadError::Invalid(d) => anyhow!("{d}"),
         other => anyhow!(other),
     })
@@ -633,7 +668,7 @@ fn load(path: &Path) -> Result<weir::LoadedGraph> {
 fn validate(args: ValidateArgs) -> Result<()> {
     let mut failed = 0;
     for path in &args.graphs {
-        match load(path) {
+        match load(path, &args.files) {
             Ok(graph) => {
                 let warnings = graph.warnings.warnings().count();
                 if warnings > 0 {
@@ -678,7 +713,7 @@ fn validate(args: ValidateArgs) -> Result<()> {
 }
 
 fn run(args: RunArgs) -> Result<()> {
-    let graph = load(&args.graph)?;
+    let graph = load(&args.graph, &args.files)?;
     if graph.warnings.warnings().count() > 0 {
         eprintln!("{}", graph.warnings);
     }
@@ -803,7 +838,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut running = Vec::new();
     for path in &args.graphs {
-        let graph = load(path)?;
+        let graph = load(path, &args.files)?;
         if graph.warnings.warnings().count() > 0 {
             eprintln!("{}", graph.warnings);
         }
@@ -871,6 +906,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     };
     let stream_options = weir_connectors::stream::StreamOptions {
         request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+        max_line_bytes: args.max_line_bytes.unwrap_or(args.max_body_bytes),
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

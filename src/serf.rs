@@ -540,10 +540,11 @@ pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<NodeToProfile
 /// As [`crate::load_graph`].
 pub fn load_for_profiling(path: &Path) -> Result<crate::LoadedGraph, crate::LoadError> {
     use weir_engine::spec::{GraphSpec, NodeSpec, ParallelismSpec, SpecError};
-    let text = std::fs::read_to_string(path).map_err(|source| crate::LoadError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let text = weir_engine::paths::read_text(path, &weir_engine::paths::FileRules::default())
+        .map_err(|source| crate::LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
     let name = path.display().to_string();
     let mut spec = GraphSpec::from_yaml(&text, &name).map_err(|e| match e {
         SpecError::Invalid(d) => crate::LoadError::Invalid(d),

@@ -1,17 +1,129 @@
 //! One Open Inference Protocol request run through a graph: a leading batch dimension split into
 //! rows, every row awaited within a deadline, the reply stacked and written. Shared by every
 //! connector that speaks the protocol (HTTP, JSON lines, zenoh), so they answer alike.
+//!
+//! The row count is checked before anything is sized by it: a request of more rows than the
+//! graph's in-flight limit could never be admitted whole (each row is one graph request), and a
+//! batch of zero rows, or of rows of zero elements, asks for nothing; all three are refused naming
+//! the input's shape. Request parameters are shared by every row (one `Arc<str>`), and the
+//! parameter text a request makes the graph carry (its length times the rows) is held to the
+//! larger of the request's own size and one [`PARAMETERS_MAX_BYTES`].
 
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
+use tracing::debug;
 use weir_engine::request::RequestError;
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::tensor::{NamedTensor, Tensor, TensorData};
 
-use crate::http::protocol::{encode_infer_reply, InferRequest, ReplyTensor};
+use crate::echo::quote;
+use crate::http::protocol::{
+    encode_infer_reply, InferRequest, ProtocolError, ReplyTensor, PARAMETERS_MAX_BYTES,
+};
 use crate::http::ServeError;
+
+fn malformed(field: String, message: String) -> ServeError {
+    ServeError::Malformed(ProtocolError { field, message })
+}
+
+/// Checks a request's row count and per-row sizes: returns whether its inputs carry a batch
+/// dimension and how many rows it has. Afterwards every input's data is exactly `rows` rows of
+/// a non-zero element count each.
+fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, usize), ServeError> {
+    let plan = runtime.plan();
+    let mut batch: Option<(bool, usize)> = None;
+    for (i, input) in request.inputs.iter().enumerate() {
+        let name = quote(&input.name);
+        let shape_field = || format!("inputs[{i}] ({name}).shape");
+        let Some(g) = plan.inputs.iter().find(|g| g.name == input.name) else {
+            let known: Vec<&str> = plan.inputs.iter().map(|g| g.name.as_str()).collect();
+            return Err(malformed(
+                format!("inputs[{i}] ({name})"),
+                format!(
+                    "model `{}` has no input `{name}` (its inputs: {})",
+                    plan.name,
+                    known.join(", ")
+                ),
+            ));
+        };
+        // Parsed requests hold this already; it is what makes the row slicing below safe.
+        let count = input
+            .shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d));
+        if count != Some(input.data.len()) {
+            return Err(malformed(
+                format!("inputs[{i}] ({name}).data"),
+                format!("{} elements do not fill the shape", input.data.len()),
+            ));
+        }
+        let this = if input.shape.len() == g.ty.shape.len() + 1 {
+            let rows = input.shape[0];
+            let limit = runtime.max_in_flight();
+            if rows == 0 {
+                return Err(malformed(shape_field(), "a batch of 0 rows".into()));
+            }
+            if input.shape[1..].contains(&0) {
+                return Err(malformed(
+                    shape_field(),
+                    format!("rows of {:?} hold no elements", &input.shape[1..]),
+                ));
+            }
+            if rows > limit {
+                return Err(malformed(
+                    shape_field(),
+                    format!(
+                        "a batch of {rows} rows passes the graph's limit of {limit} requests in \
+                         flight (each row is one request)"
+                    ),
+                ));
+            }
+            (true, rows)
+        } else if input.shape.len() == g.ty.shape.len() {
+            (false, 1)
+        } else {
+            return Err(malformed(
+                shape_field(),
+                format!(
+                    "{} has rank {}; `{}` takes {} or, with a batch dimension first, rank {}",
+                    quote(&format!("{:?}", input.shape)),
+                    input.shape.len(),
+                    g.name,
+                    g.ty,
+                    g.ty.shape.len() + 1
+                ),
+            ));
+        };
+        match batch {
+            None => batch = Some(this),
+            Some(b) if b != this => {
+                return Err(malformed(
+                    shape_field(),
+                    "every input must have the same batch size".into(),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let (batched, rows) = batch.unwrap_or((false, 1));
+    if let Some(p) = &request.parameters {
+        let allowed = request.body_bytes.max(PARAMETERS_MAX_BYTES);
+        let carried = rows.checked_mul(p.len());
+        if carried.is_none_or(|c| c > allowed) {
+            return Err(malformed(
+                "parameters".into(),
+                format!(
+                    "{} bytes travel with each of {rows} rows, more than the {allowed} bytes one \
+                     request may make the graph carry",
+                    p.len()
+                ),
+            ));
+        }
+    }
+    Ok((batched, rows))
+}
 
 /// Splits `request` into per-row submissions to `runtime` (a leading batch dimension is
 /// optional), awaits every row within `timeout`, and writes the reply: its body and, when any
@@ -25,52 +137,9 @@ pub async fn run_infer(
     timeout: Duration,
 ) -> Result<(Vec<u8>, Option<usize>), ServeError> {
     let plan = runtime.plan();
-    let malformed = |field: String, message: String| {
-        ServeError::Malformed(crate::http::protocol::ProtocolError { field, message })
-    };
-    let mut batch: Option<(bool, usize)> = None;
-    for input in &request.inputs {
-        let Some(g) = plan.inputs.iter().find(|g| g.name == input.name) else {
-            let known: Vec<&str> = plan.inputs.iter().map(|g| g.name.as_str()).collect();
-            return Err(malformed(
-                format!("inputs ({})", input.name),
-                format!(
-                    "model `{}` has no input `{}` (its inputs: {})",
-                    plan.name,
-                    input.name,
-                    known.join(", ")
-                ),
-            ));
-        };
-        let this = if input.shape.len() == g.ty.shape.len() + 1 {
-            (true, input.shape[0])
-        } else if input.shape.len() == g.ty.shape.len() {
-            (false, 1)
-        } else {
-            return Err(malformed(
-                format!("inputs ({}).shape", input.name),
-                format!(
-                    "{:?} has rank {}; `{}` takes {} or, with a batch dimension first, rank {}",
-                    input.shape,
-                    input.shape.len(),
-                    g.name,
-                    g.ty,
-                    g.ty.shape.len() + 1
-                ),
-            ));
-        };
-        match batch {
-            None => batch = Some(this),
-            Some(b) if b != this => {
-                return Err(malformed(
-                    format!("inputs ({}).shape", input.name),
-                    "every input must have the same batch size".into(),
-                ))
-            }
-            _ => {}
-        }
-    }
-    let (batched, rows) = batch.unwrap_or((false, 1));
+    let (batched, rows) = check_rows(runtime, &request).inspect_err(|e| {
+        debug!(graph = %plan.name, error = %e, "Rejected an infer request.");
+    })?;
     let outputs: Vec<(String, bool)> = match &request.outputs {
         Some(outs) => outs.iter().map(|o| (o.name.clone(), o.binary)).collect(),
         None => plan
@@ -83,14 +152,15 @@ pub async fn run_infer(
         if !plan.outputs.iter().any(|p| &p.name == o) {
             return Err(ServeError::UnknownOutput {
                 graph: plan.name.clone(),
-                output: o.clone(),
+                output: quote(o).into_owned(),
             });
         }
     }
+    // `rows` is at most the in-flight limit (check_rows).
     let mut receivers = Vec::with_capacity(rows);
-    // Request parameters travel through the graph with every row (later stages read them).
-    let parameters = (!request.parameters.is_empty())
-        .then(|| Value::Object(request.parameters.clone()).to_string());
+    // Request parameters travel through the graph with every row (later stages read them); the
+    // rows share one copy.
+    let parameters = request.parameters.clone();
     let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, ServeError> {
         let (tx, rx) = oneshot::channel();
         runtime.submit_with_parameters(

@@ -5,12 +5,14 @@
 //! - [`stream`]: the same requests and replies as a stream, from JSON lines (a file or stdin/stdout)
 //!   or zenoh key expressions, so a graph runs as a stream processor without HTTP.
 //! - [`infer`]: running one protocol request through a graph, shared by both.
+//! - [`echo`]: client text quoted in errors, cut to a bound.
 //! - [`zenoh_peer`]: zenoh sessions as weir opens them (also used by remote executors).
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod echo;
 pub mod http;
 pub mod infer;
 pub mod stream;

@@ -133,7 +133,8 @@ impl TensorColumn {
                 })
             }
         };
-        if array.value_length() as usize != element_count(&shape) {
+        let size = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if usize::try_from(array.value_length()).ok() != size {
             return Err(BatchError::BadColumn {
                 column: name.to_string(),
                 problem: format!(

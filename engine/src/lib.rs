@@ -18,6 +18,7 @@ pub mod lineage;
 pub mod metrics;
 pub mod onnx;
 pub mod parallelism;
+pub mod paths;
 pub mod placement;
 pub mod plan;
 pub mod request;

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use prost::Message;
 
+use crate::paths::{read_capped, FileError, FileRules};
 use crate::tensor::{DType, Dim};
 
 #[derive(Clone, PartialEq, Message)]
@@ -130,14 +131,9 @@ pub struct ModelMetadata {
 /// Errors reading a model's metadata.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// File.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The file could not be read (missing, not a regular file, over the size cap).
+    #[error(transparent)]
+    Read(#[from] FileError),
     /// The file is not an ONNX model.
     #[error("{path} is not an ONNX model: {reason}")]
     Decode {
@@ -187,10 +183,15 @@ fn tensor_info(v: &ValueInfoProto) -> TensorInfo {
 /// # Errors
 /// When the file cannot be read or is not an ONNX `ModelProto` with a graph.
 pub fn read_metadata(path: &Path) -> Result<ModelMetadata, OnnxError> {
-    let bytes = std::fs::read(path).map_err(|source| OnnxError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    read_metadata_under(path, &FileRules::default())
+}
+
+/// Reads the signature of the model at `path`, a regular file within `rules`.
+///
+/// # Errors
+/// As [`read_metadata`], and when the file breaks `rules`.
+pub fn read_metadata_under(path: &Path, rules: &FileRules) -> Result<ModelMetadata, OnnxError> {
+    let bytes = read_capped(path, rules.max_model_bytes, rules)?;
     metadata_from_bytes(&bytes).map_err(|reason| OnnxError::Decode {
         path: path.display().to_string(),
         reason,

@@ -27,6 +27,7 @@ use weir_serf::profile::Profile;
 use weir_serf::table::Candidates;
 
 use crate::diagnostic::Diagnostic;
+use crate::paths::{read_text, FileError, FileRules};
 use crate::placement::ReplicaTarget;
 use crate::spec::{AutoSpec, ExecutorSpec, ModelSpec, ParallelismSpec};
 
@@ -71,6 +72,7 @@ pub(crate) fn check_parallelism(
     id: &str,
     m: &ModelSpec,
     base_dir: &Path,
+    files: &FileRules,
     replicas: Option<&[ReplicaTarget]>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<(ExecutorSpec, Option<AutoParallelism>)> {
@@ -148,21 +150,35 @@ pub(crate) fn check_parallelism(
             }
             let file = profile_path(base_dir, id);
             let rerun = format!("run `weir profile <graph> --node {id}` to measure it");
-            if !file.is_file() {
-                diags.push(
-                    Diagnostic::error(
-                        &path,
-                        loc,
-                        format!(
-                            "node `{id}`: `parallelism: auto` needs the node's SERF profile {}, which does not exist",
-                            file.display()
-                        ),
-                    )
-                    .with_help(rerun),
-                );
-                return None;
-            }
-            let profile = match Profile::load(&file) {
+            let text = match read_text(&file, files) {
+                Ok(text) => text,
+                Err(FileError::Missing { .. }) => {
+                    diags.push(
+                        Diagnostic::error(
+                            &path,
+                            loc,
+                            format!(
+                                "node `{id}`: `parallelism: auto` needs the node's SERF profile {}, which does not exist",
+                                file.display()
+                            ),
+                        )
+                        .with_help(rerun),
+                    );
+                    return None;
+                }
+                Err(e) => {
+                    diags.push(
+                        Diagnostic::error(
+                            &path,
+                            loc,
+                            format!("node `{id}`: cannot use the SERF profile: {e}"),
+                        )
+                        .with_help(rerun),
+                    );
+                    return None;
+                }
+            };
+            let profile = match Profile::from_json(&text) {
                 Ok(p) => p,
                 Err(e) => {
                     diags.push(

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use weir_kairos::profile::ModelProfile;
 
 use crate::diagnostic::{did_you_mean, Diagnostic};
+use crate::paths::{read_text, FileRules};
 use crate::placement::ReplicaTarget;
 use crate::spec::{ModelSpec, RoutingSpec, LOCAL_REPLICA};
 
@@ -75,6 +76,7 @@ pub fn check_routing(
     id: &str,
     m: &ModelSpec,
     base_dir: &Path,
+    files: &FileRules,
     replicas: Option<&[ReplicaTarget]>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Routing> {
@@ -165,8 +167,8 @@ pub fn check_routing(
     if let Some(p) = &k.profiles {
         let path = base_dir.join(&p.value);
         let field = node_field(id, "routing.kairos.profiles");
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        let parsed = read_text(&path, files)
+            .map_err(|e| e.to_string())
             .and_then(|text| ModelProfile::from_yaml(&text).map_err(|e| e.to_string()));
         match parsed {
             Err(e) => diags.push(

@@ -312,6 +312,12 @@ impl GraphRuntime {
         self.in_flight.load(Ordering::Relaxed)
     }
 
+    /// Requests admitted and not yet answered, at most (the `max_in_flight` option): no client
+    /// request of more rows than this can ever be admitted whole.
+    pub fn max_in_flight(&self) -> usize {
+        self.options.max_in_flight.max(1)
+    }
+
     /// A live view of admission's counters, for a component that must see the load where it
     /// enters the graph (SERF's control loop of a graph's only model node).
     pub fn admission(&self) -> AdmissionGauge {
@@ -421,13 +427,14 @@ impl GraphRuntime {
 
     /// As [`GraphRuntime::submit`], with the client's parameters (a JSON object's text) carried
     /// through the graph in the batch's `parameters` column and returned in the [`Response`].
+    /// The text is shared: the rows of one client request hold one copy until the ingress.
     ///
     /// # Errors
     /// As [`GraphRuntime::submit`].
     pub fn submit_with_parameters(
         &self,
         inputs: Vec<NamedTensor>,
-        parameters: Option<String>,
+        parameters: Option<Arc<str>>,
         responder: Responder,
     ) -> Result<u64, RequestError> {
         let request = self.admit(inputs, parameters)?;
@@ -480,7 +487,7 @@ impl GraphRuntime {
     fn admit(
         &self,
         inputs: Vec<NamedTensor>,
-        parameters: Option<String>,
+        parameters: Option<Arc<str>>,
     ) -> Result<AdmittedRequest, RequestError> {
         let inputs = self.check_inputs(inputs)?;
         let id = self.reserve(1)?;

@@ -1,10 +1,15 @@
 //! Streaming connectors a graph declares, checked and resolved from the spec's `streams:` section
 //! (paths against the graph's folder, key expressions and endpoints well-formed). What runs them
 //! is the connectors crate; the engine only says what they are.
+//!
+//! A JSON-lines input must be a regular file and an output must be writable in its `output_mode`
+//! (see [`crate::paths`]); both are checked here so that `weir validate` reports them, and again
+//! when the connector opens them.
 
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::Diagnostic;
+use crate::paths::{check_output, resolve_input, FileError, FileRules, OutputMode};
 use crate::spec::{GraphSpec, Spanned, StreamSpec};
 
 /// Where a JSON-lines stream reads or writes.
@@ -25,6 +30,8 @@ pub enum StreamConnector {
         input: StreamEnd,
         /// Replies to.
         output: StreamEnd,
+        /// What to do when the output file exists.
+        output_mode: OutputMode,
     },
     /// zenoh key expressions.
     Zenoh {
@@ -66,6 +73,7 @@ fn locator_ok(e: &str) -> bool {
 pub(crate) fn check_streams(
     spec: &GraphSpec,
     base_dir: &Path,
+    files: &FileRules,
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<StreamConnector> {
     let mut out = Vec::new();
@@ -80,10 +88,37 @@ pub(crate) fn check_streams(
                     ));
                     continue;
                 }
-                out.push(StreamConnector::Jsonl {
-                    input: end(&j.input, base_dir),
-                    output: end(&j.output, base_dir),
-                });
+                let (input, output) = (end(&j.input, base_dir), end(&j.output, base_dir));
+                let mode = j.output_mode.value;
+                let mut ok = true;
+                if let StreamEnd::File(p) = &input {
+                    if let Err(e) = resolve_input(p, files) {
+                        let field = format!("streams[{i}].jsonl.input");
+                        diags.push(Diagnostic::error(field, j.input.location, e.to_string()));
+                        ok = false;
+                    }
+                }
+                if let StreamEnd::File(p) = &output {
+                    if let Err(e) = check_output(p, mode, files) {
+                        let mut d = Diagnostic::error(
+                            format!("streams[{i}].jsonl.output"),
+                            j.output.location,
+                            e.to_string(),
+                        );
+                        if matches!(e, FileError::Exists { .. }) {
+                            d.help = Some("`output_mode: create` (the default) writes only a new file; `append` adds to an existing one, `overwrite` empties it".into());
+                        }
+                        diags.push(d);
+                        ok = false;
+                    }
+                }
+                if ok {
+                    out.push(StreamConnector::Jsonl {
+                        input,
+                        output,
+                        output_mode: mode,
+                    });
+                }
             }
             StreamSpec::Zenoh(z) => {
                 let mut ok = true;

@@ -22,8 +22,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{did_you_mean, Diagnostic, Diagnostics, Location};
-use crate::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
+use crate::onnx::{read_metadata_under, ElementType, ModelMetadata, OnnxError, TensorInfo};
 use crate::parallelism::{check_parallelism, AutoParallelism};
+use crate::paths::{FileError, FileRules};
 use crate::placement::{check_placement, Placement};
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::routing::{check_routing, Routing};
@@ -181,9 +182,22 @@ pub struct ValidGraph {
 /// # Errors
 /// Every error found, with warnings, as [`Diagnostics`] (attach the source text for snippets).
 pub fn validate(spec: &GraphSpec, base_dir: &Path) -> Result<ValidGraph, Diagnostics> {
+    validate_under(spec, base_dir, &FileRules::default())
+}
+
+/// As [`validate`], reading every file the graph names within `files` (a path root, size caps).
+///
+/// # Errors
+/// As [`validate`]; a file that breaks `files` is an error naming its field.
+pub fn validate_under(
+    spec: &GraphSpec,
+    base_dir: &Path,
+    files: &FileRules,
+) -> Result<ValidGraph, Diagnostics> {
     let mut v = Validator {
         spec,
         base_dir,
+        files,
         diags: Vec::new(),
         placement: Placement::default(),
     };
@@ -210,6 +224,7 @@ pub fn validate(spec: &GraphSpec, base_dir: &Path) -> Result<ValidGraph, Diagnos
 struct Validator<'a> {
     spec: &'a GraphSpec,
     base_dir: &'a Path,
+    files: &'a FileRules,
     diags: Vec<Diagnostic>,
     placement: Placement,
 }
@@ -272,7 +287,7 @@ impl<'a> Validator<'a> {
         let spec = self.spec;
         self.check_names();
         self.placement = check_placement(spec, &mut self.diags);
-        let streams = check_streams(spec, self.base_dir, &mut self.diags);
+        let streams = check_streams(spec, self.base_dir, self.files, &mut self.diags);
         let inputs = self.graph_inputs();
         let mut facts: Vec<NodeFacts> = spec
             .nodes
@@ -497,6 +512,7 @@ impl<'a> Validator<'a> {
                     &id,
                     m,
                     self.base_dir,
+                    self.files,
                     self.placement.replicas.get(&id).map(Vec::as_slice),
                     &mut self.diags,
                 );
@@ -504,6 +520,7 @@ impl<'a> Validator<'a> {
                     &id,
                     m,
                     self.base_dir,
+                    self.files,
                     self.placement.replicas.get(&id).map(Vec::as_slice),
                     &mut self.diags,
                 );
@@ -643,7 +660,7 @@ impl<'a> Validator<'a> {
             }
         }
         let path = self.base_dir.join(&p.parity_model.value);
-        let meta = match read_metadata(&path) {
+        let meta = match read_metadata_under(&path, self.files) {
             Ok(meta) => meta,
             Err(e) => {
                 self.error(
@@ -693,20 +710,20 @@ impl<'a> Validator<'a> {
 
     fn read_model(&mut self, id: &str, m: &ModelSpec) -> Option<(ModelMetadata, bool)> {
         let path = self.base_dir.join(&m.path.value);
-        if !path.is_file() {
-            self.error(
-                node_path(id, "path"),
-                m.path.location,
-                format!("node `{id}`: model file {} does not exist", path.display()),
-            )
-            .help = Some(
-                "relative paths are relative to the graph file's folder; run scripts/setup.sh to fetch the zoo models"
-                    .into(),
-            );
-            return None;
-        }
-        let meta = match read_metadata(&path) {
+        let meta = match read_metadata_under(&path, self.files) {
             Ok(meta) => meta,
+            Err(OnnxError::Read(FileError::Missing { .. })) => {
+                self.error(
+                    node_path(id, "path"),
+                    m.path.location,
+                    format!("node `{id}`: model file {} does not exist", path.display()),
+                )
+                .help = Some(
+                    "relative paths are relative to the graph file's folder; run scripts/setup.sh to fetch the zoo models"
+                        .into(),
+                );
+                return None;
+            }
             Err(e) => {
                 self.error(
                     node_path(id, "path"),

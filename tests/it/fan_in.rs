@@ -44,7 +44,7 @@ fn every_request_answered_once_with_its_own_join() {
         let item = workload.item(tag as usize);
         inputs.push(item.inputs[0].tensor.as_f32().expect("f32").to_vec());
         // Every third request carries parameters; they must come out of the join untouched.
-        let parameters = (tag % 3 == 0).then(|| format!("{{\"tag\":{tag}}}"));
+        let parameters = (tag % 3 == 0).then(|| format!("{{\"tag\":{tag}}}").into());
         running
             .runtime()
             .submit_with_parameters(item.inputs, parameters, replies.responder(tag, tx.clone()))

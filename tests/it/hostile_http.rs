@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::temp_dir;
+use crate::hostile_requests::rss_kib;
 use crate::serve::{http, mlp_graph, mlp_request, Server, INFER};
 
 /// Generous bound for anything the server is expected to do "soon".
@@ -287,21 +288,11 @@ fn token_file_readable_by_others_is_warned_about() {
     }
 }
 
-/// Resident memory of process `pid`, in KiB, from `/proc/<pid>/status`.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("proc status")
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS line")
-}
-
 #[test]
 fn declared_but_unsent_bodies_reserve_budget_not_memory() {
     // 20 uploads declaring 50 MiB each fit the default 1 GiB budget; the 21st does not.
     let server = Server::start(&[mlp_graph()], &["--request-timeout-ms", "600000"]);
-    let before = rss_kib(server.child.id());
+    let before = rss_kib(server.pid());
     let declared = 50 << 20;
     let holders: Vec<TcpStream> = (0..20)
         .map(|_| {
@@ -335,7 +326,7 @@ fn declared_but_unsent_bodies_reserve_budget_not_memory() {
             "the 21st upload was never refused"
         );
     }
-    let grown_kib = rss_kib(server.child.id()).saturating_sub(before);
+    let grown_kib = rss_kib(server.pid()).saturating_sub(before);
     assert!(
         grown_kib < 64 << 10,
         "RSS grew {grown_kib} KiB for 1 GiB declared and nothing sent"

@@ -11,6 +11,8 @@ mod golden;
 mod graphs;
 mod hams;
 mod hostile_http;
+mod hostile_requests;
+mod hostile_streams;
 mod invalid;
 mod kairos;
 mod parity;

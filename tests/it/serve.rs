@@ -83,13 +83,23 @@ impl Server {
         http(&self.addr, "GET", path, &[], b"")
     }
 
-    fn post(&self, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+    pub(crate) fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> (u16, String) {
         http(&self.addr, "POST", path, headers, body)
     }
 
     /// A well-formed request to the mlp graph.
     pub(crate) fn post_good(&self, headers: &[(&str, String)]) -> (u16, String) {
         self.post(INFER, headers, &mlp_request(64, "[64]", "FP32"))
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub(crate) fn sigterm(&self) {

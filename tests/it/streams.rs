@@ -23,7 +23,7 @@ impl Drop for Killed {
     }
 }
 
-fn graph_with_stream(stream: &str) -> String {
+pub(crate) fn graph_with_stream(stream: &str) -> String {
     format!(
         "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, batching: {{max_size: 8, max_delay_us: 200}}}}\noutputs:\n  - {{name: probs, from: m.probs}}\nstreams:\n  - {stream}\n",
         model("mlp_a.onnx").display()

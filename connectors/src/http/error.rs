@@ -1,5 +1,5 @@
 //! Every way an HTTP request can fail, and the one place each maps to a status code.
-//! The body is always `{"error": "..."}`.
+//! The body is always `{"error": "..."}`, its text cut to [`crate::echo::ERROR_MAX_BYTES`].
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -7,6 +7,7 @@ use weir_engine::request::RequestError;
 
 use super::metrics::Outcome;
 use super::protocol::ProtocolError;
+use crate::echo::cap_error;
 
 /// Why an HTTP request got no outputs.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +107,7 @@ impl ServeError {
 impl IntoResponse for ServeError {
     fn into_response(self) -> Response {
         let (status, outcome) = self.status();
-        let body = serde_json::json!({ "error": self.to_string() }).to_string();
+        let body = serde_json::json!({ "error": cap_error(self.to_string()) }).to_string();
         let mut response =
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         if outcome == Outcome::Overloaded {

@@ -1,48 +1,125 @@
 //! JSON lines: one request document per line in (a file, or stdin), one reply document per line
 //! out (a file, or stdout). Blank lines are skipped. The input ending (EOF) ends the connector once
 //! every request read is answered.
+//!
+//! Lines are read as raw bytes up to `\n`, never as text: a line that is not UTF-8 or not JSON is
+//! a bad request like any other and gets its error document, and the stream goes on. A line is
+//! held only up to [`StreamOptions::max_line_bytes`]; the rest of a longer one is discarded as it
+//! arrives, so a multi-gigabyte line without a newline costs one buffer, not its size. Every
+//! non-blank line read gets exactly one reply document, named `line-<n>` when it has no `id`.
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
+use weir_engine::paths::{open_input, open_output, FileRules, OutputMode};
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamEnd;
 
-use super::{answer_document, StreamError, StreamOptions, StreamReport};
+use super::{answer_document, error_document, StreamError, StreamOptions, StreamReport};
+
+/// Bytes read from the input at a time.
+const READ_BUFFER_BYTES: usize = 64 << 10;
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> StreamError {
     move |source| StreamError::Io { what, source }
 }
 
-/// Runs a JSON-lines connector from `input` to `output`.
+/// Where a JSON-lines connector reads and writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Ends<'a> {
+    /// Requests from.
+    pub input: &'a StreamEnd,
+    /// Replies to.
+    pub output: &'a StreamEnd,
+    /// What to do when the output file exists.
+    pub output_mode: OutputMode,
+}
+
+/// What one read of a line found.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// The input ended before any byte.
+    End,
+    /// A line is in the buffer (without its `\n`).
+    Read,
+    /// A line longer than the cap was skipped; the buffer is empty.
+    TooLong,
+}
+
+/// Reads one line into `line` (cleared first), keeping at most `cap` bytes; the bytes of a
+/// longer line are consumed and dropped up to its `\n`. A last line without `\n` counts.
+async fn read_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Line> {
+    line.clear();
+    let (mut any, mut over) = (false, false);
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(match (any, over) {
+                (false, _) => Line::End,
+                (true, true) => Line::TooLong,
+                (true, false) => Line::Read,
+            });
+        }
+        any = true;
+        let newline = chunk.iter().position(|&b| b == b'\n');
+        let body = newline.unwrap_or(chunk.len());
+        if !over {
+            if body > cap.saturating_sub(line.len()) {
+                over = true;
+                line.clear();
+                line.shrink_to(0);
+            } else {
+                line.extend_from_slice(&chunk[..body]);
+            }
+        }
+        reader.consume(newline.map_or(body, |i| i + 1));
+        if newline.is_some() {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(if over { Line::TooLong } else { Line::Read });
+        }
+    }
+}
+
+/// Runs a JSON-lines connector from `ends.input` to `ends.output`.
 ///
 /// # Errors
-/// When a file cannot be opened, read or written.
+/// When a file cannot be opened (not a regular file, an existing output under `create`), read or
+/// written.
 pub async fn run_jsonl(
     runtime: Arc<GraphRuntime>,
-    input: &StreamEnd,
-    output: &StreamEnd,
+    ends: Ends<'_>,
     options: StreamOptions,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<StreamReport, StreamError> {
-    let reader: Box<dyn tokio::io::AsyncBufRead + Unpin + Send> = match input {
-        StreamEnd::Stdio => Box::new(BufReader::new(tokio::io::stdin())),
-        StreamEnd::File(p) => Box::new(BufReader::new(
-            tokio::fs::File::open(p)
-                .await
-                .map_err(io(format!("opening {}", p.display())))?,
+    // The graph's paths were checked within the path root at validation; these opens check the
+    // files themselves again (regular, not a symlink, not clobbered).
+    let rules = FileRules::default();
+    let mut reader: Box<dyn AsyncBufRead + Unpin + Send> = match ends.input {
+        StreamEnd::Stdio => Box::new(BufReader::with_capacity(
+            READ_BUFFER_BYTES,
+            tokio::io::stdin(),
+        )),
+        StreamEnd::File(p) => Box::new(BufReader::with_capacity(
+            READ_BUFFER_BYTES,
+            tokio::fs::File::from_std(open_input(p, &rules)?),
         )),
     };
-    let (writer, output_name): (Box<dyn AsyncWrite + Unpin + Send>, String) = match output {
+    let (writer, output_name): (Box<dyn AsyncWrite + Unpin + Send>, String) = match ends.output {
         StreamEnd::Stdio => (Box::new(tokio::io::stdout()), "stdout".into()),
         StreamEnd::File(p) => (
-            Box::new(
-                tokio::fs::File::create(p)
-                    .await
-                    .map_err(io(format!("creating {}", p.display())))?,
-            ),
+            Box::new(tokio::fs::File::from_std(open_output(
+                p,
+                ends.output_mode,
+                &rules,
+            )?)),
             p.display().to_string(),
         ),
     };
@@ -70,30 +147,45 @@ pub async fn run_jsonl(
     let slots = Arc::new(Semaphore::new(options.max_in_flight.max(1)));
     let mut tasks = JoinSet::new();
     let mut report = StreamReport::default();
-    let mut lines = reader.lines();
+    let mut line = Vec::new();
     let mut number = 0u64;
     let read_result = loop {
-        let line = tokio::select! {
-            line = lines.next_line() => line,
+        let read = tokio::select! {
+            read = read_line(&mut reader, &mut line, options.max_line_bytes) => read,
             _ = shutdown.wait_for(|stop| *stop) => break Ok(()),
         };
-        let line = match line {
-            Ok(Some(l)) => l,
-            Ok(None) => break Ok(()),
+        let read = match read {
+            Ok(Line::End) => break Ok(()),
+            Ok(read) => read,
             Err(e) => break Err(io("reading requests".into())(e)),
         };
-        number += 1;
-        if line.trim().is_empty() {
+        number = number.saturating_add(1);
+        if read == Line::Read && line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         report.requests += 1;
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             break Ok(());
         };
-        let (runtime, tx) = (Arc::clone(&runtime), tx.clone());
+        let id = format!("line-{number}");
+        if read == Line::TooLong {
+            tracing::debug!(
+                line = number,
+                limit = options.max_line_bytes,
+                "Rejected an over-long stream line."
+            );
+            report.errors += 1;
+            let message = format!(
+                "line {number}: over the limit of {} bytes",
+                options.max_line_bytes
+            );
+            let _ = tx.send(error_document(&id, &message)).await;
+            drop(permit);
+            continue;
+        }
+        let (runtime, tx, document) = (Arc::clone(&runtime), tx.clone(), std::mem::take(&mut line));
         tasks.spawn(async move {
-            let (reply, failed) =
-                answer_document(&runtime, line.as_bytes(), format!("line-{number}"), options).await;
+            let (reply, failed) = answer_document(&runtime, &document, id, options).await;
             let _ = tx.send(reply).await;
             drop(permit);
             failed
@@ -111,4 +203,71 @@ pub async fn run_jsonl(
     read_result?;
     written?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    async fn lines(input: &[u8], cap: usize, chunk: usize) -> Vec<(Line, Vec<u8>)> {
+        let mut reader = BufReader::with_capacity(chunk.max(1), input);
+        let mut out = Vec::new();
+        let mut line = Vec::new();
+        loop {
+            match read_line(&mut reader, &mut line, cap).await.unwrap() {
+                Line::End => return out,
+                read => out.push((read, line.clone())),
+            }
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn a_long_line_is_skipped_and_the_next_is_read() {
+        let mut input = b"ok\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 10_000));
+        input.extend_from_slice(b"\n\xff\xfe\r\nlast");
+        let got = block_on(lines(&input, 100, 64));
+        assert_eq!(
+            got,
+            vec![
+                (Line::Read, b"ok".to_vec()),
+                (Line::TooLong, vec![]),
+                (Line::Read, b"\xff\xfe".to_vec()),
+                (Line::Read, b"last".to_vec()),
+            ]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn every_line_is_read_once_within_the_cap(
+            raw in proptest::collection::vec(proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..50), 1..20),
+            cap in 0usize..40,
+            chunk in 1usize..17,
+        ) {
+            let input = raw.iter().map(|l| l.as_slice()).collect::<Vec<_>>().join(&b'\n');
+            let got = block_on(lines(&input, cap, chunk));
+            // A trailing empty line without `\n` is EOF, not a line.
+            let want = if raw.last().is_some_and(Vec::is_empty) { raw.len() - 1 } else { raw.len() };
+            prop_assert_eq!(got.len(), want);
+            for ((read, bytes), sent) in got.iter().zip(&raw) {
+                prop_assert!(bytes.len() <= cap);
+                if sent.len() > cap {
+                    prop_assert_eq!(read, &Line::TooLong);
+                } else {
+                    let want = sent.strip_suffix(b"\r").unwrap_or(sent);
+                    prop_assert_eq!(read, &Line::Read);
+                    prop_assert_eq!(bytes.as_slice(), want);
+                }
+            }
+        }
+    }
 }

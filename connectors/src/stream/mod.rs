@@ -17,10 +17,12 @@ pub mod pubsub;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
+use tracing::debug;
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamConnector;
 
+use crate::echo::{cap_error, quote};
 use crate::http::protocol::parse_infer_request;
 use crate::infer::run_infer;
 
@@ -31,6 +33,9 @@ pub struct StreamOptions {
     pub request_timeout: Duration,
     /// Requests running at once per connector.
     pub max_in_flight: usize,
+    /// Longest JSON line read, in bytes (newline excluded); a longer line is skipped without
+    /// being buffered and answered with an error document.
+    pub max_line_bytes: usize,
 }
 
 impl Default for StreamOptions {
@@ -38,6 +43,7 @@ impl Default for StreamOptions {
         StreamOptions {
             request_timeout: Duration::from_secs(30),
             max_in_flight: 64,
+            max_line_bytes: 64 << 20,
         }
     }
 }
@@ -65,6 +71,9 @@ pub enum StreamError {
     /// zenoh failed.
     #[error("zenoh: {0}")]
     Zenoh(String),
+    /// A stream file may not be opened (not a regular file, an existing output, outside the root).
+    #[error(transparent)]
+    File(#[from] weir_engine::paths::FileError),
 }
 
 /// Runs `connector` for `runtime` until its input ends or `shutdown` flips to true.
@@ -78,8 +87,17 @@ pub async fn run_stream(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<StreamReport, StreamError> {
     match connector {
-        StreamConnector::Jsonl { input, output } => {
-            jsonl::run_jsonl(runtime, &input, &output, options, shutdown).await
+        StreamConnector::Jsonl {
+            input,
+            output,
+            output_mode,
+        } => {
+            let ends = jsonl::Ends {
+                input: &input,
+                output: &output,
+                output_mode,
+            };
+            jsonl::run_jsonl(runtime, ends, options, shutdown).await
         }
         StreamConnector::Zenoh {
             subscribe,
@@ -103,10 +121,12 @@ pub(crate) async fn answer_document(
     let mut request = match parse_infer_request(document, None) {
         Ok(r) => r,
         Err(e) => {
-            // Name the request if its id is readable, even when the rest is not.
-            let id = serde_json::from_slice::<Value>(document)
+            debug!(error = %e, "Rejected a stream request.");
+            // Name the request if its id is readable, even when the rest is not (every other
+            // key is skipped unparsed, so a hostile document builds no tree).
+            let id = serde_json::from_slice::<IdOnly>(document)
                 .ok()
-                .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
+                .and_then(|d| d.id)
                 .unwrap_or(fallback_id);
             return (error_document(&id, &e.to_string()), true);
         }
@@ -123,6 +143,18 @@ pub(crate) async fn answer_document(
     }
 }
 
+/// Just a document's `id`.
+#[derive(serde::Deserialize)]
+struct IdOnly {
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// The error document for request `id`: the id quoted short, the message capped (see
+/// [`crate::echo`]), so a hostile request never gets an unbounded document back.
 fn error_document(id: &str, message: &str) -> Vec<u8> {
-    json!({"id": id, "error": message}).to_string().into_bytes()
+    let message = cap_error(message.to_string());
+    json!({"id": quote(id), "error": message})
+        .to_string()
+        .into_bytes()
 }

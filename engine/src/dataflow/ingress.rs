@@ -33,7 +33,7 @@ pub struct AdmittedRequest {
     pub inputs: Vec<Tensor>,
     /// The client's parameters as JSON object text, carried to every node (see
     /// [`crate::batch::PARAMETERS`]).
-    pub parameters: Option<String>,
+    pub parameters: Option<Arc<str>>,
 }
 
 /// Builds the ingress source; hands its activator to `register`.

@@ -33,7 +33,7 @@ pub use model::{
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stateful::{ReplicationMode, ReplicationSpec, StateSpec};
-pub use stream::{JsonlStreamSpec, StreamSpec, ZenohStreamSpec};
+pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
@@ -239,13 +239,13 @@ impl fmt::Display for TensorRef<'_> {
 /// Errors reading a spec from a file or text.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    /// The file could not be read.
-    #[error("reading {path}: {source}")]
+    /// The file could not be read (missing, not a regular file, over the size cap).
+    #[error("{source}")]
     Read {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        source: crate::paths::FileError,
     },
     /// The text is not a valid graph spec, or validation rejected it.
     #[error("{0}")]
@@ -277,10 +277,12 @@ impl GraphSpec {
     /// # Errors
     /// [`SpecError::Read`] when the file cannot be read, [`SpecError::Invalid`] when it does not parse.
     pub fn from_file(path: &Path) -> Result<GraphSpec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = crate::paths::read_text(path, &crate::paths::FileRules::default()).map_err(
+            |source| SpecError::Read {
+                path: path.display().to_string(),
+                source,
+            },
+        )?;
         GraphSpec::from_yaml(&text, &path.display().to_string())
     }
 

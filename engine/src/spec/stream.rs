@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use super::Spanned;
+pub use crate::paths::OutputMode;
 
 /// One streaming connector, written as `- <kind>: {...}`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -24,6 +25,10 @@ pub struct JsonlStreamSpec {
     pub input: Spanned<String>,
     /// File to write replies to (relative to the graph file), or `-` for stdout.
     pub output: Spanned<String>,
+    /// What to do when `output` exists: `create` (the default) refuses, `append` adds to it,
+    /// `overwrite` empties it first.
+    #[serde(default)]
+    pub output_mode: Spanned<OutputMode>,
 }
 
 /// A zenoh stream.

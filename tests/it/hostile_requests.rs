@@ -1,0 +1,183 @@
+//! Hostile request bodies against a real `weir serve`: shape bombs (dimensions whose product is
+//! 0, wraps or overflows), zero-row batches, batches over the in-flight limit, a 20 MB nested
+//! `data`, 1 MB of parameters on 1,000 rows, 5 MB names. Each gets a 4xx naming the field, an
+//! error body under the cap, the server stays ready and answers a normal request, and its
+//! resident memory grows by no more than a small multiple of the hostile body. A JSON-lines
+//! stream fed a shape bomb answers it with an error document and the next line with a reply.
+
+use serde_json::Value;
+
+use crate::common::{temp_dir, weir_home};
+use crate::serve::{mlp_graph, Server, INFER};
+use crate::streams::graph_with_stream;
+
+/// Error bodies are capped at 4096 bytes of text; JSON quoting adds a little.
+const ERROR_BODY_MAX: usize = 4096 + 64;
+
+/// The graph's in-flight limit for these tests: rows beyond it are refused.
+const MAX_IN_FLIGHT: usize = 1000;
+
+/// Resident memory of process `pid`, in KiB, from `/proc/<pid>/status`.
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS line")
+}
+
+fn body(shape: &str, data: &str) -> String {
+    format!(r#"{{"inputs":[{{"name":"x","shape":{shape},"datatype":"FP32","data":{data}}}]}}"#)
+}
+
+fn values(n: usize) -> String {
+    format!("[{}]", vec!["0.25"; n].join(","))
+}
+
+/// Posts `hostile`, checks the 4xx, the field named and the error's size, then that the server
+/// still answers a good request; returns the RSS growth in KiB.
+fn refused(server: &Server, hostile: &[u8], field: &str) -> u64 {
+    let before = rss_kib(server.pid());
+    let (status, reply) = server.post(INFER, &[], hostile);
+    assert!((400..500).contains(&status), "{status}: {reply:.300}");
+    assert!(
+        reply.len() <= ERROR_BODY_MAX,
+        "error body of {} bytes",
+        reply.len()
+    );
+    let json: Value = serde_json::from_str(&reply).expect("error body is JSON");
+    let error = json["error"].as_str().expect("error text");
+    assert!(
+        error.starts_with(field),
+        "expected `{field}` in `{error:.300}`"
+    );
+    assert_eq!(server.get("/v2/health/ready").0, 200, "still ready");
+    let (status, good) = server.post_good(&[]);
+    assert_eq!(status, 200, "{good}");
+    let good: Value = serde_json::from_str(&good).expect("reply JSON");
+    assert_eq!(good["outputs"][0]["shape"], serde_json::json!([10]));
+    rss_kib(server.pid()).saturating_sub(before)
+}
+
+#[test]
+fn hostile_bodies_get_a_4xx_naming_the_field_and_the_server_stays_up() {
+    let max = MAX_IN_FLIGHT.to_string();
+    let server = Server::start(&[mlp_graph()], &["--max-in-flight", &max]);
+    let shape = "inputs[0] (x).shape";
+    for (shape_text, data) in [
+        ("[1099511627776,0]", "[]".to_string()),
+        ("[288230376151711745,64]", values(64)),
+        ("[4611686018427387904,0]", "[]".to_string()),
+        ("[18446744073709551615,64]", values(64)),
+        ("[0,64]", "[]".to_string()),
+        ("[2,0]", "[[],[]]".to_string()),
+        ("[1001,64]", values(1001 * 64)),
+    ] {
+        refused(&server, body(shape_text, &data).as_bytes(), shape);
+    }
+    // A batch of 0 rows whose row shape the data could carry, and zero-size rows.
+    let zero_rows = body("[0,64]", &format!("[{}]", " ".repeat(128)));
+    refused(&server, zero_rows.as_bytes(), shape);
+}
+
+#[test]
+fn oversized_text_and_nesting_stay_bounded() {
+    let max = MAX_IN_FLIGHT.to_string();
+    let server = Server::start(&[mlp_graph()], &["--max-in-flight", &max]);
+    let kib = |bytes: usize| (bytes / 1024) as u64;
+
+    // 20 MB of nested data against a 64-element shape: refused at element 65, no tree built.
+    let nested = format!("[{}]", vec!["[0,0,0,0]"; 2 << 20].join(","));
+    let hostile = body("[1,64]", &nested);
+    assert!(hostile.len() > 20 << 20);
+    let grown = refused(&server, hostile.as_bytes(), "inputs[0] (x).data");
+    assert!(grown < 4 * kib(hostile.len()), "RSS grew {grown} KiB");
+
+    // 1 MB of parameters on a 1,000-row batch: refused, never copied per row.
+    let params = format!(r#"{{"p":"{}"}}"#, "v".repeat(1 << 20));
+    let hostile = format!(
+        r#"{{"parameters":{params},"inputs":[{{"name":"x","shape":[1000,64],"datatype":"FP32","data":{}}}]}}"#,
+        values(64_000)
+    );
+    let grown = refused(&server, hostile.as_bytes(), "parameters");
+    assert!(grown < 4 * kib(hostile.len()), "RSS grew {grown} KiB");
+
+    // Parameters under their own cap that 1,000 rows would multiply past the request's size.
+    let params = format!(r#"{{"p":"{}"}}"#, "v".repeat(60 << 10));
+    let hostile = format!(
+        r#"{{"parameters":{params},"inputs":[{{"name":"x","shape":[1000,64],"datatype":"FP32","data":{}}}]}}"#,
+        values(64_000)
+    );
+    let grown = refused(&server, hostile.as_bytes(), "parameters");
+    assert!(grown < 4 * kib(hostile.len()), "RSS grew {grown} KiB");
+
+    // 5 MB names and datatypes are quoted short.
+    let long = "n".repeat(5 << 20);
+    let hostile = format!(
+        r#"{{"inputs":[{{"name":"{long}","shape":[64],"datatype":"FP32","data":{}}}]}}"#,
+        values(64)
+    );
+    let grown = refused(&server, hostile.as_bytes(), "inputs[0] (nnn");
+    assert!(grown < 4 * kib(hostile.len()), "RSS grew {grown} KiB");
+    let hostile = format!(
+        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"{long}","data":{}}}]}}"#,
+        values(64)
+    );
+    refused(&server, hostile.as_bytes(), "inputs[0] (x).datatype");
+
+    // Parameters of a few rows are still carried through and echoed.
+    let ok = format!(
+        r#"{{"parameters":{{"slo_ms":5}},"inputs":[{{"name":"x","shape":[3,64],"datatype":"FP32","data":{}}}]}}"#,
+        values(192)
+    );
+    let (status, reply) = server.post(INFER, &[], ok.as_bytes());
+    assert_eq!(status, 200, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).expect("reply JSON");
+    assert_eq!(reply["parameters"]["slo_ms"], 5);
+    assert_eq!(reply["outputs"][0]["shape"], serde_json::json!([3, 10]));
+}
+
+#[test]
+fn a_jsonl_stream_answers_a_shape_bomb_with_an_error_and_goes_on() {
+    weir_home();
+    let dir = temp_dir("hostile-jsonl");
+    let bomb = r#"{"id":"bomb","inputs":[{"name":"x","shape":[1099511627776,0],"datatype":"FP32","data":[]}]}"#;
+    let good = format!(
+        r#"{{"id":"good","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":{}}}]}}"#,
+        values(64)
+    );
+    std::fs::write(dir.0.join("in.jsonl"), format!("{bomb}\n{good}\n")).expect("write input");
+    let graph = dir.0.join("g.yaml");
+    std::fs::write(
+        &graph,
+        graph_with_stream("jsonl: {input: in.jsonl, output: out.jsonl}"),
+    )
+    .expect("write graph");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .arg(&graph)
+        .current_dir(crate::common::repo())
+        .output()
+        .expect("weir serve runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = std::fs::read_to_string(dir.0.join("out.jsonl")).expect("output written");
+    let replies: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(replies.len(), 2, "{text:.500}");
+    let by_id = |id: &str| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no reply for {id}"))
+    };
+    let error = by_id("bomb")["error"].as_str().expect("error document");
+    assert!(error.starts_with("inputs[0] (x).shape"), "{error}");
+    assert_eq!(
+        by_id("good")["outputs"][0]["shape"],
+        serde_json::json!([10])
+    );
+}
