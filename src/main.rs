@@ -356,16 +356,38 @@ struct ServeArgs {
     /// Requests admitted at once per graph; more get 503.
     #[arg(long, default_value_t = 1024, env = "WEIR_MAX_IN_FLIGHT")]
     max_in_flight: usize,
-    /// Per-request deadline in milliseconds; past it the client gets 504.
+    /// Per-request deadline in milliseconds, the body's upload included; an upload unfinished by
+    /// then gets 408, an answer not ready by then 504.
     #[arg(long, default_value_t = 30_000, env = "WEIR_REQUEST_TIMEOUT_MS")]
     request_timeout_ms: u64,
     /// Largest request body in bytes; larger gets 413.
     #[arg(long, default_value_t = 64 << 20, env = "WEIR_MAX_BODY_BYTES")]
     max_body_bytes: usize,
-    /// File holding a bearer token every endpoint but liveness requires.
+    /// Request body bytes held by all requests at once; past it new requests get 503 with
+    /// Retry-After. At least --max-body-bytes.
+    #[arg(long, default_value_t = 1 << 30, env = "WEIR_MAX_INFLIGHT_BYTES")]
+    max_inflight_bytes: usize,
+    /// Longest a client may take to send a request's headers, in milliseconds, counted from when
+    /// the connection is ready for a request (so an idle kept-alive connection is closed after it
+    /// too); then its connection is closed.
+    #[arg(long, default_value_t = 10_000, env = "WEIR_HEADER_TIMEOUT_MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// HTTP connections open at once; past it a connection gets 503 with Retry-After and is
+    /// closed. Keep it below the file-descriptor limit (`ulimit -n`).
+    #[arg(long, default_value_t = 1024, env = "WEIR_MAX_CONNECTIONS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// On SIGTERM, longest to wait in milliseconds for requests in flight before closing their
+    /// connections; requests already in a graph are still answered by its shutdown.
+    #[arg(long, default_value_t = 30_000, env = "WEIR_DRAIN_TIMEOUT_MS")]
+    drain_timeout_ms: u64,
+    /// File holding a bearer token every endpoint but liveness requires (keep it mode 0600; a
+    /// file readable by group or others is warned about).
     #[arg(long, conflicts_with = "auth_token")]
     auth_token_file: Option<PathBuf>,
-    /// Bearer token every endpoint but liveness requires (prefer the file or the env var).
+    /// Bearer token every endpoint but liveness requires. Command-line arguments are visible to
+    /// other local users (`ps`): prefer --auth-token-file or the WEIR_AUTH_TOKEN env var.
     #[arg(long, env = "WEIR_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
     /// Longest JSON line a JSON-lines stream reads, in bytes; a longer line is skipped and answered
@@ -803,17 +825,16 @@ fn bench_overhead(args: OverheadArgs) -> Result<()> {
 
 fn serve(args: ServeArgs) -> Result<()> {
     let token = match (&args.auth_token_file, &args.auth_token) {
-        (Some(path), _) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?
-                .trim()
-                .to_string(),
-        ),
-        (None, Some(t)) => Some(t.trim().to_string()),
+        (Some(path), _) => Some(weir_connectors::http::AuthToken::from_file(path)?),
+        (None, Some(t)) => Some(weir_connectors::http::AuthToken::new(t)?),
         (None, None) => None,
     };
-    if token.as_deref() == Some("") {
-        bail!("the auth token is empty");
+    if args.max_inflight_bytes < args.max_body_bytes {
+        bail!(
+            "--max-inflight-bytes ({}) is below --max-body-bytes ({}): bodies between the two would be refused forever",
+            args.max_inflight_bytes,
+            args.max_body_bytes
+        );
     }
     let mut running = Vec::new();
     for path in &args.graphs {
@@ -849,6 +870,10 @@ fn serve(args: ServeArgs) -> Result<()> {
     let config = weir_connectors::http::HttpConfig {
         request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
         max_body_bytes: args.max_body_bytes,
+        max_inflight_bytes: args.max_inflight_bytes,
+        header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
+        max_connections: args.max_connections,
+        drain_timeout: std::time::Duration::from_millis(args.drain_timeout_ms),
         auth_token: token,
     };
     let server = weir_connectors::http::HttpServer::new(

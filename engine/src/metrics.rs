@@ -78,3 +78,9 @@ pub const SERF_PREDICTED_UTILISATION: &str = "weir_serf_predicted_utilisation";
 /// configuration shown to hold at the load, `weir_serf::scheduler`, *Earned headroom*; a
 /// configuration other than the running one enters only up to `1 − utilisation_band` of it).
 pub const SERF_UTILISATION_CAP: &str = "weir_serf_utilisation_cap";
+/// Counter: HTTP connections accepted and served (open = accepted - closed).
+pub const HTTP_CONNECTIONS_ACCEPTED_TOTAL: &str = "weir_http_connections_accepted_total";
+/// Counter: HTTP connections served and since closed.
+pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "weir_http_connections_closed_total";
+/// Counter: HTTP connections refused at the connection limit.
+pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "weir_http_connections_refused_total";

@@ -17,7 +17,8 @@ const ERROR_BODY_MAX: usize = 4096 + 64;
 /// The graph's in-flight limit for these tests: rows beyond it are refused.
 const MAX_IN_FLIGHT: usize = 1000;
 
-fn rss_kib(pid: u32) -> u64 {
+/// Resident memory of process `pid`, in KiB, from `/proc/<pid>/status`.
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()

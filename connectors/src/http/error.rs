@@ -32,6 +32,24 @@ pub enum ServeError {
         /// The limit.
         limit: usize,
     },
+    /// The client stopped sending the body before its end, or did not finish it by the deadline.
+    #[error("body: the upload stalled or ended before its declared length")]
+    BodyIncomplete,
+    /// The upload was still unfinished when the request's deadline passed.
+    #[error("body: upload not finished within the request deadline of {ms} ms")]
+    BodyTimeout {
+        /// The deadline.
+        ms: u64,
+    },
+    /// The body's framing (chunked encoding) is malformed, or reading it failed.
+    #[error("body: malformed framing (chunked encoding) or read error")]
+    BodyMalformed,
+    /// Request bodies in flight across the server already hold the configured budget.
+    #[error("body: server-wide budget of {limit} bytes in flight is in use, retry later")]
+    BytesBudgetExhausted {
+        /// The budget.
+        limit: usize,
+    },
     /// Missing or wrong bearer token.
     #[error("missing or invalid bearer token")]
     Unauthorized,
@@ -59,6 +77,13 @@ impl ServeError {
             ServeError::UnknownModel(_) => (StatusCode::NOT_FOUND, Outcome::InvalidRequest),
             ServeError::BodyTooLarge { .. } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, Outcome::InvalidRequest)
+            }
+            ServeError::BodyIncomplete | ServeError::BodyTimeout { .. } => {
+                (StatusCode::REQUEST_TIMEOUT, Outcome::InvalidRequest)
+            }
+            ServeError::BodyMalformed => (StatusCode::BAD_REQUEST, Outcome::InvalidRequest),
+            ServeError::BytesBudgetExhausted { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Overloaded)
             }
             ServeError::Unauthorized => (StatusCode::UNAUTHORIZED, Outcome::InvalidRequest),
             ServeError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable),

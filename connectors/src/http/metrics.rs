@@ -8,7 +8,10 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use weir_engine::metrics::{REQUESTS_TOTAL, REQUEST_DURATION_SECONDS};
+use weir_engine::metrics::{
+    HTTP_CONNECTIONS_ACCEPTED_TOTAL, HTTP_CONNECTIONS_CLOSED_TOTAL, HTTP_CONNECTIONS_REFUSED_TOTAL,
+    REQUESTS_TOTAL, REQUEST_DURATION_SECONDS,
+};
 
 /// Appends Prometheus text lines for one part of the process.
 pub type MetricsSource = Box<dyn Fn(&mut String) + Send + Sync>;
@@ -138,6 +141,32 @@ pub fn render_graphs<'a>(
     let _ = writeln!(out, "# HELP weir_graph_in_flight Requests admitted and not yet answered.\n# TYPE weir_graph_in_flight gauge");
     for (graph, _, in_flight) in graphs {
         let _ = writeln!(out, "weir_graph_in_flight{{graph=\"{graph}\"}} {in_flight}");
+    }
+}
+
+/// Writes the HTTP listener's connection counters.
+pub fn render_connections(out: &mut String, accepted: u64, closed: u64, refused: u64) {
+    for (name, help, value) in [
+        (
+            HTTP_CONNECTIONS_ACCEPTED_TOTAL,
+            "HTTP connections accepted and served.",
+            accepted,
+        ),
+        (
+            HTTP_CONNECTIONS_CLOSED_TOTAL,
+            "HTTP connections served and since closed.",
+            closed,
+        ),
+        (
+            HTTP_CONNECTIONS_REFUSED_TOTAL,
+            "HTTP connections refused at the connection limit.",
+            refused,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
     }
 }
 

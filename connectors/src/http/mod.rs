@@ -6,13 +6,18 @@
 //! batch dimension (each row becomes one graph request, and the reply stacks the rows) or without
 //! it (one graph request). `protocol/` parses and writes bodies (JSON and the binary tensor
 //! extension), `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
-//! `server.rs` holds the routes, auth, deadlines and draining.
+//! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
+//! cap, drain), `body.rs` the body budget and reads, `auth.rs` the bearer token.
 
+mod auth;
+mod body;
 mod error;
+mod listener;
 pub mod metrics;
 pub mod protocol;
 mod server;
 
+pub use auth::{AuthToken, AuthTokenError};
 pub use error::ServeError;
 pub use metrics::MetricsSource;
 pub use server::{HttpConfig, HttpServer};

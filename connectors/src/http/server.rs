@@ -1,4 +1,8 @@
-//! The HTTP server: routes of the Open Inference Protocol, auth, readiness, deadlines, draining.
+//! The HTTP server: routes of the Open Inference Protocol, readiness, and each request's path
+//! from body to answer under one deadline.
+//!
+//! Connection handling (timeouts, cap, drain) is in `listener.rs`, body admission and reading in
+//! `body.rs`, token checks in `auth.rs`; this file wires them to the routes and the config.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -6,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,20 +22,34 @@ use tracing::{debug, info};
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::tensor::Dim;
 
+use super::auth::{authorized, AuthToken};
+use super::body::{read_body, ByteBudget, BytesPermit};
 use super::error::ServeError;
-use super::metrics::{render_graphs, GraphMetrics, MetricsSource, Outcome};
+use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
+use super::metrics::{render_connections, render_graphs, GraphMetrics, MetricsSource, Outcome};
 use super::protocol::{datatype_name, parse_infer_request, InferRequest, HEADER_LENGTH};
 use crate::infer::run_infer;
 
 /// How the server behaves.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// Longest a request waits for its answer before a 504.
+    /// Longest a request may take, its upload included: a body still unfinished at the deadline
+    /// gets 408, an answer not ready by it 504.
     pub request_timeout: Duration,
     /// Largest request body accepted (413 above it).
     pub max_body_bytes: usize,
+    /// Body bytes held by all requests at once; past it new requests get 503 with `Retry-After`.
+    pub max_inflight_bytes: usize,
+    /// Longest a client may take to send a request's headers before its connection is closed,
+    /// counted from when the connection is ready for a request (idle kept-alive ones included).
+    pub header_timeout: Duration,
+    /// Connections open at once; past it a connection is answered 503 and closed.
+    pub max_connections: u32,
+    /// After the shutdown signal, longest to wait for requests in flight before closing their
+    /// connections.
+    pub drain_timeout: Duration,
     /// When set, every endpoint but liveness needs `Authorization: Bearer <token>`.
-    pub auth_token: Option<String>,
+    pub auth_token: Option<AuthToken>,
 }
 
 impl Default for HttpConfig {
@@ -39,6 +57,10 @@ impl Default for HttpConfig {
         HttpConfig {
             request_timeout: Duration::from_secs(30),
             max_body_bytes: 64 << 20,
+            max_inflight_bytes: 1 << 30,
+            header_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            drain_timeout: Duration::from_secs(30),
             auth_token: None,
         }
     }
@@ -54,6 +76,8 @@ struct ServerState {
     config: HttpConfig,
     ready: AtomicBool,
     extra_metrics: Vec<MetricsSource>,
+    bytes_budget: Arc<ByteBudget>,
+    connections: Arc<ConnectionCounters>,
 }
 
 /// A server over running graphs; each graph is a v2 model named by the graph's name.
@@ -83,9 +107,11 @@ impl HttpServer {
         HttpServer {
             state: Arc::new(ServerState {
                 graphs,
-                config,
                 ready: AtomicBool::new(false),
                 extra_metrics,
+                bytes_budget: ByteBudget::new(config.max_inflight_bytes),
+                connections: Arc::default(),
+                config,
             }),
         }
     }
@@ -122,10 +148,11 @@ impl HttpServer {
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops accepting, lets in-flight
-    /// requests finish, and returns. Readiness is true while serving, false while draining.
+    /// requests finish for up to the drain timeout, closes what is left, and returns. Readiness
+    /// is true while serving, false while draining.
     ///
     /// # Errors
-    /// When the listener fails.
+    /// None today (failed accepts are retried); kept so callers need not change if one appears.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -135,36 +162,32 @@ impl HttpServer {
         state.ready.store(true, Ordering::Release);
         info!(addr = ?listener.local_addr().ok(), graphs = state.graphs.len(), "Serving.");
         let draining = Arc::clone(&state);
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move {
+        let limits = ConnectionLimits {
+            header_timeout: state.config.header_timeout,
+            max_connections: state.config.max_connections,
+            drain_timeout: state.config.drain_timeout,
+        };
+        serve_connections(
+            listener,
+            self.router(),
+            limits,
+            Arc::clone(&state.connections),
+            async move {
                 shutdown.await;
                 draining.ready.store(false, Ordering::Release);
                 info!("Draining: no new connections, finishing requests in flight.");
-            })
-            .await
+            },
+        )
+        .await;
+        Ok(())
     }
 }
 
 fn authorize(state: &ServerState, headers: &HeaderMap) -> Result<(), ServeError> {
-    let Some(token) = &state.config.auth_token else {
-        return Ok(());
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        // Compare every byte so timing does not tell how much of the token matched.
-        Some(g)
-            if g.len() == token.len()
-                && g.bytes()
-                    .zip(token.bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0 =>
-        {
-            Ok(())
-        }
-        _ => Err(ServeError::Unauthorized),
+    if authorized(state.config.auth_token.as_ref(), headers) {
+        Ok(())
+    } else {
+        Err(ServeError::Unauthorized)
     }
 }
 
@@ -274,6 +297,12 @@ async fn metrics(
             .iter()
             .map(|(n, g)| (n.as_str(), &g.metrics, g.runtime.in_flight())),
     );
+    render_connections(
+        &mut out,
+        s.connections.accepted.load(Ordering::Relaxed),
+        s.connections.closed.load(Ordering::Relaxed),
+        s.connections.refused.load(Ordering::Relaxed),
+    );
     for source in &s.extra_metrics {
         source(&mut out);
     }
@@ -324,12 +353,32 @@ async fn infer_inner(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ServeError> {
+    let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     authorize(s, headers)?;
     let served = graph(s, name)?;
-    let limit = s.config.max_body_bytes;
-    let bytes = to_bytes(body, limit)
-        .await
-        .map_err(|_| ServeError::BodyTooLarge { limit })?;
+    let declared = match headers.get(header::CONTENT_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| super::protocol::ProtocolError {
+                    field: "Content-Length".into(),
+                    message: "not a byte count".into(),
+                })?,
+        ),
+    };
+    let mut permit = BytesPermit::new(&s.bytes_budget);
+    let timeout_ms = s.config.request_timeout.as_millis() as u64;
+    let bytes = read_body(
+        body,
+        declared,
+        s.config.max_body_bytes,
+        &mut permit,
+        deadline,
+        timeout_ms,
+    )
+    .await?;
     let header_length = match headers.get(HEADER_LENGTH) {
         None => None,
         Some(v) => Some(
@@ -344,17 +393,24 @@ async fn infer_inner(
     };
     let request = parse_infer_request(&bytes, header_length)?;
     drop(bytes);
-    run_request(s, served, request).await
+    // The parsed tensors are about the body's size: the permit is held until the answer.
+    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let response = match run_request(served, request, remaining).await {
+        // The client's deadline is the configured one, however much of it the upload used.
+        Err(ServeError::Deadline { .. }) => Err(ServeError::Deadline { ms: timeout_ms }),
+        other => other,
+    };
+    drop(permit);
+    response
 }
 
 /// Runs a parsed request through the graph and writes the reply with its content headers.
 async fn run_request(
-    s: &ServerState,
     served: &ServedGraph,
     request: InferRequest,
+    timeout: Duration,
 ) -> Result<Response, ServeError> {
-    let (body, header_length) =
-        run_infer(&served.runtime, request, s.config.request_timeout).await?;
+    let (body, header_length) = run_infer(&served.runtime, request, timeout).await?;
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     match header_length {
