@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use axum::http::{header, HeaderMap};
 use tracing::warn;
+use weir_engine::paths::{read_capped, FileError, FileRules};
 
 /// A bearer token every endpoint but liveness requires.
 #[derive(Clone)]
@@ -36,6 +37,9 @@ pub enum AuthTokenError {
         /// Why.
         source: std::io::Error,
     },
+    /// The token file is not a regular file or is over the size cap.
+    #[error("the auth token file: {0}")]
+    File(#[from] FileError),
 }
 
 /// Largest token file read; a token is a few dozen bytes, anything far larger is a mistake.
@@ -57,21 +61,19 @@ impl AuthToken {
     /// The token held in `path`, warning when other local users may read the file.
     ///
     /// # Errors
-    /// When the file cannot be read, is larger than 64 KiB, or holds an empty token.
+    /// When the file cannot be read, is not a regular file, is larger than 64 KiB, or holds an
+    /// empty token.
     pub fn from_file(path: &Path) -> Result<AuthToken, AuthTokenError> {
         let read_err = |source| AuthTokenError::Read {
             path: path.to_path_buf(),
             source,
         };
         let meta = std::fs::metadata(path).map_err(read_err)?;
-        if meta.len() > MAX_TOKEN_FILE_BYTES {
-            return Err(read_err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("larger than {MAX_TOKEN_FILE_BYTES} bytes"),
-            )));
-        }
         warn_if_shared(path, &meta);
-        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        // Regular file only (a FIFO would block start-up), and never more than the cap read.
+        let bytes = read_capped(path, MAX_TOKEN_FILE_BYTES, &FileRules::default())?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         AuthToken::new(&text)
     }
 
