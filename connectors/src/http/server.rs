@@ -347,6 +347,26 @@ async fn infer(
     }
 }
 
+/// The byte count a header carries, if sent; anything but a decimal count is a 400 naming it.
+fn byte_count(
+    headers: &HeaderMap,
+    name: &str,
+    field: &str,
+) -> Result<Option<usize>, super::protocol::ProtocolError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| super::protocol::ProtocolError {
+                    field: field.into(),
+                    message: "not a byte count".into(),
+                })
+        })
+        .transpose()
+}
+
 async fn infer_inner(
     s: &ServerState,
     name: &str,
@@ -356,18 +376,7 @@ async fn infer_inner(
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     authorize(s, headers)?;
     let served = graph(s, name)?;
-    let declared = match headers.get(header::CONTENT_LENGTH) {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| super::protocol::ProtocolError {
-                    field: "Content-Length".into(),
-                    message: "not a byte count".into(),
-                })?,
-        ),
-    };
+    let declared = byte_count(headers, header::CONTENT_LENGTH.as_str(), "Content-Length")?;
     let mut permit = BytesPermit::new(&s.bytes_budget);
     let timeout_ms = s.config.request_timeout.as_millis() as u64;
     let bytes = read_body(
@@ -379,18 +388,7 @@ async fn infer_inner(
         timeout_ms,
     )
     .await?;
-    let header_length = match headers.get(HEADER_LENGTH) {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| super::protocol::ProtocolError {
-                    field: "Inference-Header-Content-Length".into(),
-                    message: "not a byte count".into(),
-                })?,
-        ),
-    };
+    let header_length = byte_count(headers, HEADER_LENGTH, "Inference-Header-Content-Length")?;
     let request = parse_infer_request(&bytes, header_length)?;
     drop(bytes);
     // The parsed tensors are about the body's size: the permit is held until the answer.
