@@ -33,8 +33,9 @@ pub struct StreamOptions {
     pub request_timeout: Duration,
     /// Requests running at once per connector.
     pub max_in_flight: usize,
-    /// Longest JSON line read, in bytes (newline excluded); a longer line is skipped without
-    /// being buffered and answered with an error document.
+    /// Longest request document, in bytes: a JSON line (newline excluded) or a zenoh sample. A
+    /// longer line is skipped without being buffered, a longer sample without being copied, and
+    /// either is answered with an error document.
     pub max_line_bytes: usize,
 }
 

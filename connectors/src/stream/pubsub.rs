@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tracing::warn;
 use weir_engine::runtime::GraphRuntime;
 
-use super::{answer_document, StreamError, StreamOptions, StreamReport};
+use super::{answer_document, error_document, StreamError, StreamOptions, StreamReport};
 use crate::zenoh_peer::peer_config;
 
 /// The key expressions of a zenoh stream.
@@ -69,10 +69,24 @@ pub async fn run_zenoh(
             break;
         };
         let (runtime, publisher) = (Arc::clone(&runtime), Arc::clone(&publisher));
-        let document = sample.payload().to_bytes().into_owned();
+        let id = format!("sample-{number}");
+        let size = sample.payload().len();
+        // A sample over the document cap is answered without being copied or parsed, as an
+        // over-long JSON line is.
+        let document =
+            (size <= options.max_line_bytes).then(|| sample.payload().to_bytes().into_owned());
+        drop(sample);
         tasks.spawn(async move {
-            let (reply, failed) =
-                answer_document(&runtime, &document, format!("sample-{number}"), options).await;
+            let (reply, failed) = match document {
+                Some(document) => answer_document(&runtime, &document, id, options).await,
+                None => {
+                    let message = format!(
+                        "sample {number}: {size} bytes, over the limit of {} bytes",
+                        options.max_line_bytes
+                    );
+                    (error_document(&id, &message), true)
+                }
+            };
             if let Err(e) = publisher.put(reply).await {
                 warn!(error = %e, "Could not publish a reply.");
             }
