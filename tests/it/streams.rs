@@ -142,6 +142,7 @@ fn zenoh_stream_answers_requests_published_on_a_key_expression() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("serve")
         .arg(&graph)
+        .args(["--max-line-bytes", "100000"])
         .current_dir(repo())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -188,22 +189,30 @@ fn zenoh_stream_answers_requests_published_on_a_key_expression() {
         put(request(&format!("z{i}"), &row(i)).to_string());
     }
     put("not a request".to_string());
+    // Over the document cap: answered with an error, never parsed.
+    put(format!("{{\"id\":\"{}\"}}", "x".repeat(200_000)));
     let mut got: HashMap<String, Value> = HashMap::new();
-    let mut errors = 0;
-    while got.len() + errors < n + 1 {
+    let mut errors = Vec::new();
+    while got.len() + errors.len() < n + 2 {
         let sample = replies
             .recv_timeout(Duration::from_secs(20))
             .expect("receive")
-            .unwrap_or_else(|| panic!("only {} replies", got.len() + errors));
+            .unwrap_or_else(|| panic!("only {} replies", got.len() + errors.len()));
         let v: Value = serde_json::from_slice(&sample.payload().to_bytes()).expect("JSON reply");
-        if v.get("error").is_some() {
-            errors += 1;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            errors.push(e.to_string());
             continue;
         }
         let id = v["id"].as_str().expect("id").to_string();
         assert!(got.insert(id.clone(), v).is_none(), "{id} answered twice");
     }
-    assert_eq!(errors, 1);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("over the limit of 100000 bytes")),
+        "{errors:?}"
+    );
     assert_eq!(got.len(), n);
     assert_matches_direct(&got["z7"], &row(7));
     let _ = session.close().wait();
