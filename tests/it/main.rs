@@ -10,6 +10,7 @@ mod fan_in;
 mod golden;
 mod graphs;
 mod hams;
+mod hostile_zenoh;
 mod invalid;
 mod kairos;
 mod parity;

@@ -1,0 +1,162 @@
+//! Hostile zenoh peers against real `weir executor` processes on loopback: a HAMS assignment
+//! whose state shape is not the model's is refused and the executor stays up, and a rogue
+//! queryable on an executor's model key never answers a graph's job.
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weir::hams::protocol::{Assign, Mode, RefusalReply, Role, StateTensor};
+use zenoh::Wait;
+
+use crate::common::{model, spawn_executor};
+use crate::distributed::{free_port, mlp_graph, run_items, Executor};
+
+/// A child process SIGKILLed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A test peer connecting to `connect` (and listening on loopback when `listen` is given).
+fn peer(connect: &str, listen: Option<&str>) -> zenoh::Session {
+    let mut config = zenoh::Config::default();
+    let endpoints =
+        |e: Option<&str>| format!("[{}]", e.map(|e| format!("\"{e}\"")).unwrap_or_default());
+    for (key, value) in [
+        ("mode", "\"peer\"".to_string()),
+        ("scouting/multicast/enabled", "false".to_string()),
+        ("connect/endpoints", endpoints(Some(connect))),
+        ("listen/endpoints", endpoints(listen)),
+    ] {
+        config.insert_json5(key, &value).expect("config");
+    }
+    zenoh::open(config).wait().expect("a test peer")
+}
+
+fn gru_assign(shape: Vec<usize>) -> Assign {
+    Assign {
+        graph: "hostile".into(),
+        node_id: 1,
+        epoch: 1,
+        role: Role::Primary { backup: None },
+        mode: Mode::None,
+        state: vec![StateTensor {
+            input: "h_in".into(),
+            output: "h_out".into(),
+            shape,
+        }],
+        inputs: vec!["x".into()],
+        outputs: vec!["y".into()],
+        checkpoint_every: 0,
+        rollback_to: None,
+    }
+}
+
+/// Sends `a` to the assign key and returns the reply: `Ok(body)` or `Err(refusal)`; retries
+/// while no reply comes (the peer's link may still be opening).
+fn assign(session: &zenoh::Session, key: &str, a: &Assign) -> Result<Vec<u8>, RefusalReply> {
+    let body = serde_json::to_vec(a).expect("json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let replies = session
+            .get(key)
+            .payload(body.clone())
+            .timeout(Duration::from_secs(3))
+            .wait()
+            .expect("query sent");
+        if let Ok(reply) = replies.recv() {
+            match reply.result() {
+                Ok(sample) => return Ok(sample.payload().to_bytes().to_vec()),
+                Err(e) => {
+                    if let Ok(r) = serde_json::from_slice::<RefusalReply>(&e.payload().to_bytes()) {
+                        return Err(r);
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no answer on {key}");
+}
+
+#[test]
+fn an_assignment_with_a_state_shape_not_the_models_is_refused_and_the_executor_stays_up() {
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let stateful = format!("track={}", model("gru_stream.onnx").display());
+    let mut member = Killed(spawn_executor(
+        Command::new(env!("CARGO_BIN_EXE_weir")).args([
+            "executor",
+            "--name",
+            "hz-shape",
+            "--listen",
+            &endpoint,
+            "--stateful",
+            &stateful,
+        ]),
+        "hz-shape",
+    ));
+    let session = peer(&endpoint, None);
+    let key = "weir/executor/hz-shape/hams/track/assign";
+    for shape in [vec![1usize << 40], vec![usize::MAX, 2], vec![1; 100_000]] {
+        let refusal = assign(&session, key, &gru_assign(shape)).expect_err("refused");
+        assert!(refusal.message.contains("h_in"), "{refusal:?}");
+        assert!(
+            refusal.message.len() < 300,
+            "bounded: {}",
+            refusal.message.len()
+        );
+        assert!(
+            member.0.try_wait().expect("wait").is_none(),
+            "the executor is up"
+        );
+    }
+    // The model's own layout is still taken.
+    assert!(assign(&session, key, &gru_assign(vec![1, 16])).is_ok());
+    assert!(member.0.try_wait().expect("wait").is_none());
+    session.close().wait().expect("closed");
+}
+
+#[test]
+fn a_rogue_queryable_on_the_model_key_never_answers_a_graphs_job() {
+    let executor = Executor::serving(
+        "hz-rogue",
+        &format!("tcp/127.0.0.1:{}", free_port()),
+        "mlp_a.onnx",
+    );
+    let rogue = peer(
+        executor.endpoint(),
+        Some(&format!("tcp/127.0.0.1:{}", free_port())),
+    );
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let _queryable = rogue
+        .declare_queryable("weir/executor/hz-rogue/model/m")
+        .callback(move |query| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            let _ = query
+                .reply(query.key_expr().clone(), b"rogue".to_vec())
+                .wait();
+        })
+        .wait()
+        .expect("rogue queryable");
+    let remote = mlp_graph("rogue", &[&executor], &["hz-rogue"]);
+    let local = mlp_graph("rogue-local", &[], &["local"]);
+    let n = 24;
+    let got = run_items(&remote.0, n);
+    let want = run_items(&local.0, n);
+    for i in 0..n as u64 {
+        for (a, b) in got[&i].iter().zip(&want[&i]) {
+            assert!((a - b).abs() <= 1e-5, "request {i}: {a} vs {b}");
+        }
+    }
+    assert!(
+        asked.load(Ordering::Relaxed) > 0,
+        "the rogue was reachable (its queryable was asked)"
+    );
+}
