@@ -127,6 +127,10 @@ struct ExecutorArgs {
     /// zenoh endpoint to connect to, e.g. a graph's `--zenoh-listen` (repeatable).
     #[arg(long)]
     connect: Vec<String>,
+    /// zenoh configuration file (JSON5): TLS, user/password, access control; see
+    /// examples/zenoh-secure. Without one (or listen endpoints in it), listens on loopback only.
+    #[arg(long, env = "WEIR_ZENOH_CONFIG")]
+    zenoh_config: Option<PathBuf>,
     /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
     #[arg(long = "model", value_parser = parse_model_arg)]
     models: Vec<(String, PathBuf)>,
@@ -321,6 +325,10 @@ struct ServeArgs {
     /// zenoh endpoint to connect to besides the executors' own (repeatable).
     #[arg(long)]
     zenoh_connect: Vec<String>,
+    /// zenoh configuration file (JSON5) for every zenoh session of the graphs (remote executors,
+    /// zenoh streams): TLS, user/password, access control; see examples/zenoh-secure.
+    #[arg(long, env = "WEIR_ZENOH_CONFIG")]
+    zenoh_config: Option<PathBuf>,
     /// Timely worker threads per graph.
     #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
     workers: usize,
@@ -767,6 +775,9 @@ fn bench_overhead(args: OverheadArgs) -> Result<()> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    if let Some(path) = &args.zenoh_config {
+        weir_connectors::zenoh_peer::use_config_file(path)?;
+    }
     let token = match (&args.auth_token_file, &args.auth_token) {
         (Some(path), _) => Some(
             std::fs::read_to_string(path)
@@ -1015,6 +1026,9 @@ fn plan(args: PlanArgs) -> Result<()> {
 }
 
 fn executor(args: ExecutorArgs) -> Result<()> {
+    if let Some(path) = &args.zenoh_config {
+        weir_connectors::zenoh_peer::use_config_file(path)?;
+    }
     let options = weir_executor::server::ExecutorOptions {
         name: args.name.clone(),
         key: args.key,

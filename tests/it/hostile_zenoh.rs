@@ -1,8 +1,12 @@
 //! Hostile zenoh peers against real `weir executor` processes on loopback: a HAMS assignment
-//! whose state shape is not the model's is refused and the executor stays up, and a rogue
-//! queryable on an executor's model key never answers a graph's job.
+//! whose state shape is not the model's is refused and the executor stays up, a rogue queryable
+//! on an executor's model key never answers a graph's job, and an executor that requires
+//! user/password authentication refuses an anonymous peer while a `weir serve` graph holding
+//! credentials is served.
 
-use std::process::{Child, Command};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,8 +14,9 @@ use std::time::{Duration, Instant};
 use weir::hams::protocol::{Assign, Mode, RefusalReply, Role, StateTensor};
 use zenoh::Wait;
 
-use crate::common::{model, spawn_executor};
+use crate::common::{model, repo, spawn_executor, temp_dir};
 use crate::distributed::{free_port, mlp_graph, run_items, Executor};
+use crate::serve::http;
 
 /// A child process SIGKILLed when dropped.
 struct Killed(Child);
@@ -159,4 +164,115 @@ fn a_rogue_queryable_on_the_model_key_never_answers_a_graphs_job() {
         asked.load(Ordering::Relaxed) > 0,
         "the rogue was reachable (its queryable was asked)"
     );
+}
+
+/// A zenoh configuration file authenticating as `user` with `password`, checking peers against
+/// `dictionary`.
+fn usrpwd_config(dir: &Path, user: &str, password: &str, dictionary: &Path) -> String {
+    let path = dir.join(format!("{user}.json5"));
+    let text = format!(
+        "{{ transport: {{ auth: {{ usrpwd: {{ user: \"{user}\", password: \"{password}\", dictionary_file: \"{}\" }} }} }} }}\n",
+        dictionary.display()
+    );
+    std::fs::write(&path, text).expect("write config");
+    path.display().to_string()
+}
+
+/// Starts `weir serve` on `graph` with `extra` arguments; returns the process and its address
+/// once ready.
+fn serve(graph: &Path, extra: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .arg(graph)
+        .args(["--http", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("WEIR_AUTH_TOKEN")
+        .env_remove("WEIR_ZENOH_CONFIG")
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("weir serve starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let child = Killed(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("reads the address line");
+    let addr = line
+        .trim()
+        .strip_prefix("weir serving http://")
+        .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http(&addr, "GET", "/v2/health/ready", &[], b"").0 != 200 {
+        assert!(Instant::now() < deadline, "server never became ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, addr)
+}
+
+#[test]
+fn an_executor_requiring_a_password_refuses_an_anonymous_peer_and_serves_a_graph_with_one() {
+    let dir = temp_dir("hz-auth");
+    let dictionary = dir.0.join("users.txt");
+    std::fs::write(&dictionary, "graph:graph-secret\nexec:exec-secret\n").expect("dictionary");
+    let exec_config = usrpwd_config(&dir.0, "exec", "exec-secret", &dictionary);
+    let graph_config = usrpwd_config(&dir.0, "graph", "graph-secret", &dictionary);
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let model_arg = format!("m={}", model("mlp_a.onnx").display());
+    let executor = Killed(spawn_executor(
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["executor", "--name", "hz-auth", "--listen", &endpoint])
+            .args(["--model", &model_arg, "--zenoh-config", &exec_config]),
+        "hz-auth",
+    ));
+
+    // Anonymous: neither the executor's liveliness nor its model answers.
+    let anonymous = peer(&endpoint, None);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        let tokens = anonymous
+            .liveliness()
+            .get("weir/executor/hz-auth/**")
+            .timeout(Duration::from_millis(500))
+            .wait()
+            .expect("liveliness query");
+        while let Ok(reply) = tokens.recv() {
+            assert!(reply.result().is_err(), "an anonymous peer saw a token");
+        }
+        let replies = anonymous
+            .get("weir/executor/hz-auth/model/m")
+            .payload(b"garbage".to_vec())
+            .timeout(Duration::from_millis(500))
+            .wait()
+            .expect("query");
+        while let Ok(reply) = replies.recv() {
+            assert!(
+                reply.replier_id().is_none(),
+                "the executor answered an anonymous peer"
+            );
+        }
+    }
+    anonymous.close().wait().expect("closed");
+
+    // With credentials, through a real `weir serve`.
+    let graph = dir.0.join("graph.yaml");
+    std::fs::write(
+        &graph,
+        format!(
+            "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: hz-auth, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      executor: {{timeout_ms: 5000}}\n      replicas: [hz-auth]\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+            model("mlp_a.onnx").display()
+        ),
+    )
+    .expect("graph");
+    let (_server, addr) = serve(&graph, &["--zenoh-config", &graph_config]);
+    let data = vec!["0.25"; 64].join(",");
+    let body = format!(
+        r#"{{"id":"r1","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{data}]}}]}}"#
+    );
+    let (status, answer) = http(&addr, "POST", "/v2/models/mlp/infer", &[], body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"probs\""), "{answer}");
+    drop(executor);
 }
