@@ -131,6 +131,10 @@ struct ExecutorArgs {
     /// examples/zenoh-secure. Without one (or listen endpoints in it), listens on loopback only.
     #[arg(long, env = "WEIR_ZENOH_CONFIG")]
     zenoh_config: Option<PathBuf>,
+    /// Key file shared by the graph and its executors: HAMS role assignments are signed with it
+    /// (HMAC-SHA256) and executors apply only assignments that verify.
+    #[arg(long, env = "WEIR_CONTROL_KEY_FILE")]
+    control_key_file: Option<PathBuf>,
     /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
     #[arg(long = "model", value_parser = parse_model_arg)]
     models: Vec<(String, PathBuf)>,
@@ -329,6 +333,10 @@ struct ServeArgs {
     /// zenoh streams): TLS, user/password, access control; see examples/zenoh-secure.
     #[arg(long, env = "WEIR_ZENOH_CONFIG")]
     zenoh_config: Option<PathBuf>,
+    /// Key file shared by the graph and its executors: HAMS role assignments are signed with it
+    /// (HMAC-SHA256) and executors apply only assignments that verify.
+    #[arg(long, env = "WEIR_CONTROL_KEY_FILE")]
+    control_key_file: Option<PathBuf>,
     /// Timely worker threads per graph.
     #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
     workers: usize,
@@ -778,6 +786,9 @@ fn serve(args: ServeArgs) -> Result<()> {
     if let Some(path) = &args.zenoh_config {
         weir_connectors::zenoh_peer::use_config_file(path)?;
     }
+    if let Some(path) = &args.control_key_file {
+        weir::hams::control_auth::use_key_file(path)?;
+    }
     let token = match (&args.auth_token_file, &args.auth_token) {
         (Some(path), _) => Some(
             std::fs::read_to_string(path)
@@ -1028,6 +1039,9 @@ fn plan(args: PlanArgs) -> Result<()> {
 fn executor(args: ExecutorArgs) -> Result<()> {
     if let Some(path) = &args.zenoh_config {
         weir_connectors::zenoh_peer::use_config_file(path)?;
+    }
+    if let Some(path) = &args.control_key_file {
+        weir::hams::control_auth::use_key_file(path)?;
     }
     let options = weir_executor::server::ExecutorOptions {
         name: args.name.clone(),

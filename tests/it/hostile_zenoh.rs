@@ -2,7 +2,8 @@
 //! whose state shape is not the model's is refused and the executor stays up, a rogue queryable
 //! on an executor's model key never answers a graph's job, and an executor that requires
 //! user/password authentication refuses an anonymous peer while a `weir serve` graph holding
-//! credentials is served.
+//! credentials is served, and under a control key forged HAMS assignments (unsigned, wrongly
+//! signed, tampered, replayed from another member) are refused while a signed one is taken.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -60,6 +61,7 @@ fn gru_assign(shape: Vec<usize>) -> Assign {
         outputs: vec!["y".into()],
         checkpoint_every: 0,
         rollback_to: None,
+        signature: None,
     }
 }
 
@@ -275,4 +277,74 @@ fn an_executor_requiring_a_password_refuses_an_anonymous_peer_and_serves_a_graph
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("\"probs\""), "{answer}");
     drop(executor);
+}
+
+#[test]
+fn forged_assignments_are_refused_under_a_control_key_and_a_signed_one_is_taken() {
+    let dir = temp_dir("hz-key");
+    let key_file = dir.0.join("control.key");
+    let secret = b"a-control-key-for-tests-0123456789";
+    std::fs::write(&key_file, secret).expect("key");
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let stateful = format!("track={}", model("gru_stream.onnx").display());
+    let mut member = Killed(spawn_executor(
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["executor", "--name", "hz-key", "--listen", &endpoint])
+            .args(["--stateful", &stateful])
+            .arg("--control-key-file")
+            .arg(&key_file),
+        "hz-key",
+    ));
+    let session = peer(&endpoint, None);
+    let key = "weir/executor/hz-key/hams/track/assign";
+    let sign = |k: &[u8], a: &Assign| {
+        let mut a = a.clone();
+        a.signature = Some(weir::hams::control_auth::sign(k, key, &a));
+        a
+    };
+    let mut fenced = gru_assign(vec![1, 16]);
+    fenced.epoch = u64::MAX;
+    let forged = [
+        gru_assign(vec![1, 16]),
+        fenced.clone(),
+        sign(b"not-the-executors-key-0123456789", &fenced),
+        sign(secret, &gru_assign(vec![1, 16])).clone_with_epoch(u64::MAX),
+        sign(secret, &gru_assign(vec![1, 16])).for_target("weir/executor/other/hams/track/assign"),
+    ];
+    for a in &forged {
+        let refusal = assign(&session, key, a).expect_err("refused");
+        assert!(refusal.message.contains("control key"), "{refusal:?}");
+        assert!(
+            member.0.try_wait().expect("wait").is_none(),
+            "the executor is up"
+        );
+    }
+    // The manager's assignment (signed with the shared key) is still taken at a low epoch.
+    assert!(assign(&session, key, &sign(secret, &gru_assign(vec![1, 16]))).is_ok());
+    session.close().wait().expect("closed");
+}
+
+/// Tampering helpers for forged assignments.
+trait Tamper {
+    fn clone_with_epoch(self, epoch: u64) -> Assign;
+    fn for_target(self, target: &str) -> Assign;
+}
+
+impl Tamper for Assign {
+    /// A signed assignment with its epoch changed afterwards.
+    fn clone_with_epoch(mut self, epoch: u64) -> Assign {
+        self.epoch = epoch;
+        self
+    }
+
+    /// Re-signed with the right key for another member (replayed here).
+    fn for_target(mut self, target: &str) -> Assign {
+        self.signature = None;
+        self.signature = Some(weir::hams::control_auth::sign(
+            b"a-control-key-for-tests-0123456789",
+            target,
+            &self,
+        ));
+        self
+    }
 }

@@ -163,6 +163,7 @@ mod tests {
             outputs: vec!["y".into()],
             checkpoint_every: 0,
             rollback_to: None,
+            signature: None,
         }
     }
 

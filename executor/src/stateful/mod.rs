@@ -310,10 +310,15 @@ impl StatefulMember {
                 .map_err(declare_err)?,
         );
         let tx = control_tx.clone();
+        let assign_key = member_key(prefix, model, "assign");
+        if weir_hams::control_auth::key().is_none() {
+            warn!(%model, "No control key (--control-key-file): HAMS role assignments are not authenticated; any peer that reaches this executor can assign roles.");
+        }
+        let own_key = assign_key.clone();
         queryables.push(
             session
-                .declare_queryable(member_key(prefix, model, "assign"))
-                .callback(move |query| on_assign(&tx, query))
+                .declare_queryable(assign_key)
+                .callback(move |query| on_assign(&tx, &own_key, query))
                 .wait()
                 .map_err(declare_err)?,
         );
@@ -441,12 +446,23 @@ fn on_run(tx: &Sender<RunCall>, query: Query) {
     }
 }
 
-fn on_assign(tx: &Sender<Control>, query: Query) {
+fn on_assign(tx: &Sender<Control>, own_key: &str, query: Query) {
     let parsed = query
         .payload()
         .map(|p| serde_json::from_slice::<Assign>(&p.to_bytes()));
     match parsed {
         Some(Ok(a)) => {
+            if let Some(secret) = weir_hams::control_auth::key() {
+                if !weir_hams::control_auth::verify(secret, own_key, &a) {
+                    warn!(key = %own_key, epoch = a.epoch, signed = a.signature.is_some(), "Assignment refused: no valid signature under the control key.");
+                    refuse(
+                        &query,
+                        Refusal::Unauthenticated,
+                        "the assignment is not signed with this executor's control key".into(),
+                    );
+                    return;
+                }
+            }
             let _ = tx.send(Control::Assign(a, query));
         }
         Some(Err(e)) => refuse(&query, Refusal::Invalid, format!("bad assignment: {e}")),
