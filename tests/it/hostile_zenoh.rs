@@ -2,7 +2,7 @@
 //! whose state shape is not the model's is refused and the executor stays up, a rogue queryable
 //! on an executor's model key never answers a graph's job, and an executor that requires
 //! user/password authentication refuses an anonymous peer while a `weir serve` graph holding
-//! credentials is served, and under a control key forged HAMS assignments (unsigned, wrongly
+//! credentials is served, a graph and an executor talk over mutual TLS, and under a control key forged HAMS assignments (unsigned, wrongly
 //! signed, tampered, replayed from another member) are refused while a signed one is taken.
 
 use std::io::{BufRead, BufReader};
@@ -347,4 +347,132 @@ impl Tamper for Assign {
         ));
         self
     }
+}
+
+/// Runs `openssl` with `args` in `dir`, asserting success.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA and a certificate for each of `names` (valid for 127.0.0.1), as README.md makes them.
+fn certificates(dir: &Path, names: &[&str]) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=weir-test-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    );
+    for name in names {
+        let (key, csr, pem, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(
+            dir.join(&ext),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .expect("ext");
+        let subject = format!("/CN={name}");
+        openssl(
+            dir,
+            &[
+                "req", "-newkey", "rsa:2048", "-nodes", "-subj", &subject, "-keyout", &key, "-out",
+                &csr,
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+                "-out",
+                &pem,
+            ],
+        );
+    }
+}
+
+fn mtls_config(dir: &Path, name: &str) -> String {
+    let path = dir.join(format!("{name}.json5"));
+    let file = |f: String| dir.join(f).display().to_string();
+    let text = format!(
+        "{{ transport: {{ link: {{ tls: {{ root_ca_certificate: \"{}\", listen_certificate: \"{}\", listen_private_key: \"{}\", connect_certificate: \"{}\", connect_private_key: \"{}\", enable_mtls: true }} }} }} }}\n",
+        file("ca.pem".into()),
+        file(format!("{name}.pem")),
+        file(format!("{name}.key")),
+        file(format!("{name}.pem")),
+        file(format!("{name}.key")),
+    );
+    std::fs::write(&path, text).expect("write config");
+    path.display().to_string()
+}
+
+#[test]
+fn a_graph_and_an_executor_answer_a_request_over_mutual_tls() {
+    let dir = temp_dir("hz-mtls");
+    certificates(&dir.0, &["e1", "graph"]);
+    let endpoint = format!("tls/127.0.0.1:{}", free_port());
+    let model_arg = format!("m={}", model("mlp_a.onnx").display());
+    let _executor = Killed(spawn_executor(
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["executor", "--name", "hz-mtls", "--listen", &endpoint])
+            .args([
+                "--model",
+                &model_arg,
+                "--zenoh-config",
+                &mtls_config(&dir.0, "e1"),
+            ]),
+        "hz-mtls",
+    ));
+    let graph = dir.0.join("graph.yaml");
+    std::fs::write(
+        &graph,
+        format!(
+            "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: hz-mtls, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      executor: {{timeout_ms: 5000}}\n      replicas: [hz-mtls]\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+            model("mlp_a.onnx").display()
+        ),
+    )
+    .expect("graph");
+    let (_server, addr) = serve(&graph, &["--zenoh-config", &mtls_config(&dir.0, "graph")]);
+    let data = vec!["0.25"; 64].join(",");
+    let body = format!(
+        r#"{{"id":"r1","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{data}]}}]}}"#
+    );
+    let (status, answer) = http(&addr, "POST", "/v2/models/mlp/infer", &[], body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"probs\""), "{answer}");
 }
