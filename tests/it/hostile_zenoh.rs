@@ -1,9 +1,10 @@
 //! Hostile zenoh peers against real `weir executor` processes on loopback: a HAMS assignment
-//! whose state shape is not the model's is refused and the executor stays up, a rogue queryable
-//! on an executor's model key never answers a graph's job, and an executor that requires
+//! whose state shape is not the model's is refused and the executor stays up; a rogue queryable
+//! on an executor's model key never answers a graph's job; an executor that requires
 //! user/password authentication refuses an anonymous peer while a `weir serve` graph holding
-//! credentials is served, a graph and an executor talk over mutual TLS, and under a control key forged HAMS assignments (unsigned, wrongly
-//! signed, tampered, replayed from another member) are refused while a signed one is taken.
+//! credentials is served; a graph and an executor talk over mutual TLS; and under a control key,
+//! forged HAMS assignments (unsigned, wrongly signed, tampered, replayed from another member)
+//! are refused while a signed one is taken.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
