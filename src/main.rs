@@ -127,6 +127,14 @@ struct ExecutorArgs {
     /// zenoh endpoint to connect to, e.g. a graph's `--zenoh-listen` (repeatable).
     #[arg(long)]
     connect: Vec<String>,
+    /// zenoh configuration file (JSON5): TLS, user/password, access control; see
+    /// examples/zenoh-secure. Without one (or listen endpoints in it), listens on loopback only.
+    #[arg(long, env = "WEIR_ZENOH_CONFIG")]
+    zenoh_config: Option<PathBuf>,
+    /// Key file shared by the graph and its executors: HAMS role assignments are signed with it
+    /// (HMAC-SHA256) and executors apply only assignments that verify.
+    #[arg(long, env = "WEIR_CONTROL_KEY_FILE")]
+    control_key_file: Option<PathBuf>,
     /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
     #[arg(long = "model", value_parser = parse_model_arg)]
     models: Vec<(String, PathBuf)>,
@@ -350,6 +358,14 @@ struct ServeArgs {
     /// zenoh endpoint to connect to besides the executors' own (repeatable).
     #[arg(long)]
     zenoh_connect: Vec<String>,
+    /// zenoh configuration file (JSON5) for every zenoh session of the graphs (remote executors,
+    /// zenoh streams): TLS, user/password, access control; see examples/zenoh-secure.
+    #[arg(long, env = "WEIR_ZENOH_CONFIG")]
+    zenoh_config: Option<PathBuf>,
+    /// Key file shared by the graph and its executors: HAMS role assignments are signed with it
+    /// (HMAC-SHA256) and executors apply only assignments that verify.
+    #[arg(long, env = "WEIR_CONTROL_KEY_FILE")]
+    control_key_file: Option<PathBuf>,
     /// Timely worker threads per graph.
     #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
     workers: usize,
@@ -824,6 +840,12 @@ fn bench_overhead(args: OverheadArgs) -> Result<()> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    if let Some(path) = &args.zenoh_config {
+        weir_connectors::zenoh_peer::use_config_file(path)?;
+    }
+    if let Some(path) = &args.control_key_file {
+        weir::hams::control_auth::use_key_file(path)?;
+    }
     let token = match (&args.auth_token_file, &args.auth_token) {
         (Some(path), _) => Some(weir_connectors::http::AuthToken::from_file(path)?),
         (None, Some(t)) => Some(weir_connectors::http::AuthToken::new(t)?),
@@ -1076,6 +1098,12 @@ fn plan(args: PlanArgs) -> Result<()> {
 }
 
 fn executor(args: ExecutorArgs) -> Result<()> {
+    if let Some(path) = &args.zenoh_config {
+        weir_connectors::zenoh_peer::use_config_file(path)?;
+    }
+    if let Some(path) = &args.control_key_file {
+        weir::hams::control_auth::use_key_file(path)?;
+    }
     let options = weir_executor::server::ExecutorOptions {
         name: args.name.clone(),
         key: args.key,

@@ -14,12 +14,19 @@
 //! Liveness follows the executor's liveliness token `<prefix>/alive`: it disappears when the
 //! executor's link drops (SIGKILL closes its sockets) and reappears when it restarts, which also
 //! clears the pool's set-aside state for it.
+//!
+//! Replies are hostile until checked. Beside `alive` the executor declares `<prefix>/zid/<zid>`
+//! naming its zenoh session; a reply from any other session (a rogue queryable on the same key)
+//! counts as no reply, and the replica is alive only while both tokens are seen (an access
+//! control list stops other sessions declaring them). A reply's columns must be the node's
+//! outputs with their element types, the per-row shape the model file declares where its
+//! dimensions are fixed, and one row per row sent: anything else is the job's error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::validate::RemoteExecutor;
 use weir_engine::wire::{decode_columns, encode_columns};
@@ -28,9 +35,11 @@ use weir_operators::RemoteReplicaSource;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
 use zenoh::sample::SampleKind;
+use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
 
 use crate::protocol::{ErrorKind, ErrorReply};
+use crate::reply_check::{bounded, check_columns, output_checks, OutputCheck};
 use weir_connectors::zenoh_peer::{open_peer, SessionError};
 
 /// Jobs a remote replica holds at once unless configured otherwise.
@@ -173,10 +182,36 @@ impl RemoteReplicaSource for ZenohReplicas {
 
 type Revival = Box<dyn Fn() + Send + Sync>;
 
-/// State shared with the liveliness callback.
+/// State shared with the liveliness callbacks.
 struct Liveness {
+    /// Both tokens seen (the replica takes work).
     alive: AtomicBool,
+    /// The `alive` token, and the session the `zid` token names.
+    seen: Mutex<(bool, Option<ZenohId>)>,
+    /// Replies from another session, dropped.
+    foreign_replies: std::sync::atomic::AtomicU64,
     revivals: Arc<Mutex<Vec<Revival>>>,
+}
+
+impl Liveness {
+    /// Applies one token change; returns `Some(true)` when the replica came alive, `Some(false)`
+    /// when it went away.
+    fn update(&self, change: impl FnOnce(&mut (bool, Option<ZenohId>))) -> Option<bool> {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut seen);
+        let now = seen.0 && seen.1.is_some();
+        let was = self.alive.swap(now, Ordering::AcqRel);
+        (was != now).then_some(now)
+    }
+
+    fn executor_zid(&self) -> Option<ZenohId> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+}
+
+/// The zenoh id a `<prefix>/zid/<zid>` token names.
+fn token_zid(key: &str) -> Option<ZenohId> {
+    key.rsplit('/').next()?.parse().ok()
 }
 
 /// One model node's replica on one remote executor.
@@ -186,12 +221,13 @@ pub struct RemoteReplica {
     session: Session,
     key: String,
     inputs: Vec<String>,
-    outputs: Vec<String>,
+    outputs: Vec<OutputCheck>,
     capacity: usize,
     timeout: Duration,
     liveness: Arc<Liveness>,
     completions: Completions,
     _liveliness: Subscriber<()>,
+    _zid: Subscriber<()>,
 }
 
 impl RemoteReplica {
@@ -209,52 +245,76 @@ impl RemoteReplica {
     ) -> Result<Arc<RemoteReplica>, ExecError> {
         let liveness = Arc::new(Liveness {
             alive: AtomicBool::new(false),
+            seen: Mutex::new((false, None)),
+            foreign_replies: std::sync::atomic::AtomicU64::new(0),
             revivals: Arc::new(Mutex::new(Vec::new())),
         });
+        let on_change = {
+            let watched = Arc::clone(&liveness);
+            let out_of_zenoh = completions.clone();
+            let (node, name) = (config.node.clone(), executor.name.clone());
+            move |changed: Option<bool>| match changed {
+                Some(true) => {
+                    info!(%node, executor = %name, "Executor alive.");
+                    let revivals = Arc::clone(&watched.revivals);
+                    out_of_zenoh.run(Box::new(move || {
+                        let revivals = revivals.lock().unwrap_or_else(|p| p.into_inner());
+                        for r in revivals.iter() {
+                            r();
+                        }
+                    }));
+                }
+                Some(false) => warn!(%node, executor = %name, "Executor gone (liveliness lost)."),
+                None => {}
+            }
+        };
+        let unavailable = |e: zenoh::Error| ExecError::Unavailable {
+            node: config.node.clone(),
+            message: format!("following executor `{}`: {e}", executor.name),
+        };
         let watched = Arc::clone(&liveness);
-        let out_of_zenoh = completions.clone();
-        let (node, name) = (config.node.clone(), executor.name.clone());
+        let report = on_change.clone();
         let subscriber = session
             .liveliness()
             .declare_subscriber(executor.alive_key())
             .history(true)
-            .callback(move |sample| match sample.kind() {
-                SampleKind::Put => {
-                    let was = watched.alive.swap(true, Ordering::AcqRel);
-                    if !was {
-                        info!(%node, executor = %name, "Executor alive.");
-                        let revivals = Arc::clone(&watched.revivals);
-                        out_of_zenoh.run(Box::new(move || {
-                            let revivals = revivals.lock().unwrap_or_else(|p| p.into_inner());
-                            for r in revivals.iter() {
-                                r();
-                            }
-                        }));
-                    }
-                }
-                SampleKind::Delete => {
-                    if watched.alive.swap(false, Ordering::AcqRel) {
-                        warn!(%node, executor = %name, "Executor gone (liveliness lost).");
-                    }
-                }
+            .callback(move |sample| {
+                let put = sample.kind() == SampleKind::Put;
+                report(watched.update(|seen| seen.0 = put));
             })
             .wait()
-            .map_err(|e| ExecError::Unavailable {
-                node: config.node.clone(),
-                message: format!("following executor `{}`: {e}", executor.name),
-            })?;
+            .map_err(unavailable)?;
+        let watched = Arc::clone(&liveness);
+        let zid_subscriber = session
+            .liveliness()
+            .declare_subscriber(format!("{}/zid/*", executor.key_prefix))
+            .history(true)
+            .callback(move |sample| {
+                let Some(zid) = token_zid(sample.key_expr().as_str()) else {
+                    return;
+                };
+                let put = sample.kind() == SampleKind::Put;
+                on_change(watched.update(|seen| match (put, seen.1) {
+                    (true, _) => seen.1 = Some(zid),
+                    (false, Some(known)) if known == zid => seen.1 = None,
+                    (false, _) => {}
+                }));
+            })
+            .wait()
+            .map_err(unavailable)?;
         Ok(Arc::new(RemoteReplica {
             name: executor.name.clone(),
             node: config.node.clone(),
             session: session.clone(),
             key: executor.model_key(&config.node),
             inputs: config.inputs.clone(),
-            outputs: config.outputs.iter().map(|(n, _)| n.clone()).collect(),
+            outputs: output_checks(config),
             capacity,
             timeout,
             liveness,
             completions: completions.clone(),
             _liveliness: subscriber,
+            _zid: zid_subscriber,
         }))
     }
 }
@@ -307,9 +367,11 @@ pub(crate) fn columns_in_order(
 /// the callback without one.
 struct QueryEnd {
     slot: AnswerSlot<Result<Vec<TensorColumn>, ReplicaError>>,
-    outputs: Vec<String>,
+    outputs: Vec<OutputCheck>,
+    rows: usize,
     node: String,
     replica: String,
+    liveness: Arc<Liveness>,
 }
 
 impl QueryEnd {
@@ -318,6 +380,19 @@ impl QueryEnd {
     }
 
     fn on_reply(&self, reply: Reply) {
+        let replier = reply.replier_id().map(|id| id.zid());
+        if replier.is_none() || replier != self.liveness.executor_zid() {
+            if replier.is_none() && reply.result().is_err() {
+                // zenoh's own end of the query (its timeout): no answer from the executor.
+                self.finish(Err(ReplicaError::Unavailable(format!(
+                    "no answer from executor `{}`",
+                    self.replica
+                ))));
+            } else {
+                self.foreign(replier);
+            }
+            return;
+        }
         let outcome = match reply.result() {
             Ok(sample) => self.decode(&sample.payload().to_bytes()),
             Err(err) => {
@@ -328,18 +403,32 @@ impl QueryEnd {
                     )),
                     Some(e) => Err(ReplicaError::Failed(ExecError::Inference {
                         node: self.node.clone(),
-                        message: format!("on executor `{}`: {}", self.replica, e.message),
+                        message: format!("on executor `{}`: {}", self.replica, bounded(&e.message)),
                     })),
-                    // Zenoh's own end of the query (its timeout): no answer from the executor.
-                    None => Err(ReplicaError::Unavailable(format!(
-                        "no answer from executor `{}` ({})",
-                        self.replica,
-                        String::from_utf8_lossy(&body)
-                    ))),
+                    None => Err(ReplicaError::Failed(ExecError::Inference {
+                        node: self.node.clone(),
+                        message: format!(
+                            "executor `{}` replied an error that is not one of weir's",
+                            self.replica
+                        ),
+                    })),
                 }
             }
         };
         self.finish(outcome);
+    }
+
+    /// A reply from a session that is not the executor's: dropped, as if it never came.
+    fn foreign(&self, replier: Option<ZenohId>) {
+        let before = self
+            .liveness
+            .foreign_replies
+            .fetch_add(1, Ordering::Relaxed);
+        if before == 0 {
+            warn!(node = %self.node, replica = %self.replica, replier = ?replier, "A reply from a session that is not the executor's was dropped (logged once per replica).");
+        } else {
+            debug!(node = %self.node, replica = %self.replica, replier = ?replier, dropped = before + 1, "A foreign reply was dropped.");
+        }
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Vec<TensorColumn>, ReplicaError> {
@@ -350,8 +439,11 @@ impl QueryEnd {
             })
         };
         let columns = decode_columns(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
-        columns_in_order(columns, &self.outputs)
-            .map_err(|name| bad(format!("without output `{name}`")))
+        let names: Vec<String> = self.outputs.iter().map(|o| o.name.clone()).collect();
+        let columns = columns_in_order(columns, &names)
+            .map_err(|name| bad(format!("without output `{name}`")))?;
+        check_columns(&columns, &self.outputs, self.rows).map_err(bad)?;
+        Ok(columns)
     }
 }
 
@@ -391,15 +483,19 @@ impl Replica for RemoteReplica {
         let end = Arc::new(QueryEnd {
             slot: AnswerSlot::new(done, self.completions.clone()),
             outputs: self.outputs.clone(),
+            rows: inputs.first().map_or(0, TensorColumn::len),
             node: self.node.clone(),
             replica: self.name.clone(),
+            liveness: Arc::clone(&self.liveness),
         });
         let on_reply = Arc::clone(&end);
         let sent = self
             .session
             .get(&self.key)
             .payload(body)
-            .target(QueryTarget::BestMatching)
+            // Every queryable on the key: the executor's reply is told apart by its session, so
+            // a rogue queryable on the same key can neither take the job nor answer it.
+            .target(QueryTarget::All)
             .consolidation(ConsolidationMode::None)
             .timeout(self.timeout)
             .callback(move |reply| on_reply.on_reply(reply))
@@ -416,5 +512,17 @@ impl Replica for RemoteReplica {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(callback);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zid_tokens_parse_and_garbage_does_not() {
+        let zid: ZenohId = "a1b2c3".parse().unwrap();
+        assert_eq!(token_zid("weir/executor/e1/zid/a1b2c3"), Some(zid));
+        assert_eq!(token_zid("weir/executor/e1/zid/not-hex"), None);
     }
 }

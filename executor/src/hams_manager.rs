@@ -475,7 +475,7 @@ impl State {
         role: Role,
         rollback_to: Option<Seq>,
     ) -> Result<AssignReply, String> {
-        let a = Assign {
+        let mut a = Assign {
             graph: self.graph.clone(),
             node_id: h.node_id,
             epoch,
@@ -486,11 +486,16 @@ impl State {
             outputs: h.outputs.clone(),
             checkpoint_every: h.spec.checkpoint_every,
             rollback_to,
+            signature: None,
         };
+        let key = member_key(prefix, &h.node, "assign");
+        if let Some(secret) = weir_hams::control_auth::key() {
+            a.signature = Some(weir_hams::control_auth::sign(secret, &key, &a));
+        }
         let body = serde_json::to_vec(&a).map_err(|e| e.to_string())?;
         let replies = self
             .session
-            .get(member_key(prefix, &h.node, "assign"))
+            .get(key)
             .payload(body)
             .target(QueryTarget::BestMatching)
             .timeout(ASSIGN_TIMEOUT)

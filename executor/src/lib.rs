@@ -25,5 +25,6 @@ pub mod client;
 pub mod emulation;
 pub mod hams_manager;
 pub mod protocol;
+mod reply_check;
 pub mod server;
 pub mod stateful;

@@ -115,6 +115,9 @@ pub struct ExecutorServer {
     stop: Arc<AtomicBool>,
     reporter: Option<JoinHandle<()>>,
     token: Option<LivelinessToken>,
+    /// `<prefix>/zid/<zid>`: which zenoh session is this executor (graphs take replies only
+    /// from it).
+    zid_token: Option<LivelinessToken>,
     queryables: Vec<Queryable<()>>,
     executors: Vec<(String, Arc<ModelExecutor>)>,
     members: Vec<crate::stateful::StatefulMember>,
@@ -244,6 +247,11 @@ impl ExecutorServer {
             })?;
             members.push(member);
         }
+        let zid_token = session
+            .liveliness()
+            .declare_token(format!("{prefix}/zid/{}", session.zid()))
+            .wait()
+            .map_err(zenoh_err)?;
         let token = session
             .liveliness()
             .declare_token(format!("{prefix}/alive"))
@@ -266,6 +274,7 @@ impl ExecutorServer {
             stop,
             reporter: Some(reporter),
             token: Some(token),
+            zid_token: Some(zid_token),
             queryables,
             executors,
             members,
@@ -295,6 +304,9 @@ impl ExecutorServer {
 
     fn stop_serving(&mut self) {
         if let Some(token) = self.token.take() {
+            let _ = token.undeclare().wait();
+        }
+        if let Some(token) = self.zid_token.take() {
             let _ = token.undeclare().wait();
         }
         self.stop.store(true, Ordering::Release);

@@ -19,6 +19,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod control_auth;
 pub mod durability;
 pub mod gate;
 pub mod journal;

@@ -90,6 +90,8 @@ pub enum Refusal {
     Inference,
     /// No such stateful model here.
     UnknownModel,
+    /// A control message without a valid signature under the member's control key.
+    Unauthenticated,
 }
 
 /// The body of a refused call.
@@ -228,6 +230,10 @@ pub struct Assign {
     /// is gone). Later versions, and the replies they made, are void.
     #[serde(default)]
     pub rollback_to: Option<Seq>,
+    /// HMAC-SHA256 (hex) of the other fields and the member's assign key, under the control key
+    /// shared by the graph and its executors (see [`crate::control_auth`]); `None` unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// Member → manager: the role is taken.

@@ -79,7 +79,7 @@ impl Drop for Executor {
     }
 }
 
-struct TempGraph(PathBuf);
+pub(crate) struct TempGraph(pub(crate) PathBuf);
 
 impl Drop for TempGraph {
     fn drop(&mut self) {
@@ -88,7 +88,7 @@ impl Drop for TempGraph {
 }
 
 /// Writes the MLP graph with its model node on `replicas` (executor names or `local`).
-fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph {
+pub(crate) fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph {
     let mut yaml =
         "name: mlp\ninputs:\n  - {name: x, dtype: f32, shape: [64]}\nexecutors:\n".to_string();
     for e in executors {
@@ -122,7 +122,7 @@ fn three_executors() -> Vec<Executor> {
 
 /// Runs `n` workload items through the graph at `path`; returns outputs by item index, after
 /// checking each was answered exactly once.
-fn run_items(path: &Path, n: usize) -> HashMap<u64, Vec<f32>> {
+pub(crate) fn run_items(path: &Path, n: usize) -> HashMap<u64, Vec<f32>> {
     let graph = load_graph(path).expect("valid graph");
     let workload = Workload::random(&graph.plan, 16, 11);
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");

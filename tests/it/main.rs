@@ -13,6 +13,7 @@ mod hams;
 mod hostile_http;
 mod hostile_requests;
 mod hostile_streams;
+mod hostile_zenoh;
 mod invalid;
 mod kairos;
 mod parity;

@@ -19,8 +19,8 @@ use zenoh::query::Query;
 use zenoh::Wait;
 
 use super::{
-    announce, ensure_model, lock, put, refuse, state_hash, tuple_frame, Context, Control, Inner,
-    Ship, REPLIES_KEPT,
+    announce, check_layout, ensure_model, lock, put, refuse, state_hash, tuple_frame, Context,
+    Control, Inner, Ship, REPLIES_KEPT,
 };
 
 pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
@@ -248,6 +248,11 @@ fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<StateVersion>)>) ->
 }
 
 fn take_role(ctx: &Context, a: Assign, query: &Query) {
+    if let Err(e) = check_layout(ctx, &a) {
+        warn!(executor = %ctx.executor, model = %ctx.model, reason = %e, "Assignment refused: its layout is not the model's.");
+        refuse(query, Refusal::Invalid, e);
+        return;
+    }
     if let Err(e) = ensure_model(ctx, &a) {
         refuse(query, Refusal::UnknownModel, e);
         return;

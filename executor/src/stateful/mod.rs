@@ -22,6 +22,7 @@
 //! thread, [`primary`] the run and shipper threads.
 
 mod control;
+mod layout;
 mod primary;
 
 use std::collections::BTreeMap;
@@ -33,7 +34,7 @@ use std::time::Duration;
 use crossbeam_channel::{unbounded, Sender};
 use tracing::{debug, warn};
 use weir_engine::batch::TensorColumn;
-use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata};
 use weir_engine::tensor::Dim;
 use weir_engine::wire::decode_columns;
 use weir_hams::durability::{ApplyQueue, DurableView};
@@ -223,6 +224,10 @@ struct Context {
     options: StatefulOptions,
     shared: Shared,
     runner: Mutex<Option<StatefulModel>>,
+    /// The model file's declared inputs and outputs: what every assignment is checked against.
+    meta: ModelMetadata,
+    /// The layout the loaded model was shaped by (set with `runner`).
+    layout: Mutex<Option<layout::Layout>>,
     journal: Journal,
     control: Sender<Control>,
 }
@@ -261,7 +266,7 @@ impl StatefulMember {
             model: model.to_string(),
             message,
         };
-        read_metadata(&path).map_err(|e| bad(e.to_string()))?;
+        let meta = read_metadata(&path).map_err(|e| bad(e.to_string()))?;
         let (control_tx, control_rx) = unbounded::<Control>();
         let (run_tx, run_rx) = unbounded::<RunCall>();
         let (ship_tx, ship_rx) = unbounded::<Ship>();
@@ -288,6 +293,8 @@ impl StatefulMember {
             options,
             shared,
             runner: Mutex::new(None),
+            meta,
+            layout: Mutex::new(None),
             journal: Journal::from_env(&format!("{executor}-{model}-{}", std::process::id())),
             control: control_tx.clone(),
         });
@@ -303,10 +310,15 @@ impl StatefulMember {
                 .map_err(declare_err)?,
         );
         let tx = control_tx.clone();
+        let assign_key = member_key(prefix, model, "assign");
+        if weir_hams::control_auth::key().is_none() {
+            warn!(%model, "No control key (--control-key-file): HAMS role assignments are not authenticated; any peer that reaches this executor can assign roles.");
+        }
+        let own_key = assign_key.clone();
         queryables.push(
             session
-                .declare_queryable(member_key(prefix, model, "assign"))
-                .callback(move |query| on_assign(&tx, query))
+                .declare_queryable(assign_key)
+                .callback(move |query| on_assign(&tx, &own_key, query))
                 .wait()
                 .map_err(declare_err)?,
         );
@@ -434,12 +446,23 @@ fn on_run(tx: &Sender<RunCall>, query: Query) {
     }
 }
 
-fn on_assign(tx: &Sender<Control>, query: Query) {
+fn on_assign(tx: &Sender<Control>, own_key: &str, query: Query) {
     let parsed = query
         .payload()
         .map(|p| serde_json::from_slice::<Assign>(&p.to_bytes()));
     match parsed {
         Some(Ok(a)) => {
+            if let Some(secret) = weir_hams::control_auth::key() {
+                if !weir_hams::control_auth::verify(secret, own_key, &a) {
+                    warn!(key = %own_key, epoch = a.epoch, signed = a.signature.is_some(), "Assignment refused: no valid signature under the control key.");
+                    refuse(
+                        &query,
+                        Refusal::Unauthenticated,
+                        "the assignment is not signed with this executor's control key".into(),
+                    );
+                    return;
+                }
+            }
             let _ = tx.send(Control::Assign(a, query));
         }
         Some(Err(e)) => refuse(&query, Refusal::Invalid, format!("bad assignment: {e}")),
@@ -451,13 +474,24 @@ fn on_assign(tx: &Sender<Control>, query: Query) {
     }
 }
 
-/// Loads the model for the layout `a` names, once.
+/// Checks `a`'s layout against the model file (see [`layout`]).
+fn check_layout(ctx: &Context, a: &Assign) -> Result<(), String> {
+    layout::check_assign(&ctx.meta, a)
+}
+
+/// Loads the model for the layout `a` names (already checked by [`check_layout`]), once; a later
+/// assignment must name the layout the model was loaded with.
 fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
+    let wanted = layout::Layout::of(a);
     let mut runner = ctx.runner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut loaded = ctx.layout.lock().unwrap_or_else(|p| p.into_inner());
     if runner.is_some() {
-        return Ok(());
+        return match loaded.as_ref() {
+            Some(l) if *l == wanted => Ok(()),
+            _ => Err("the assignment names another layout than the member's".to_string()),
+        };
     }
-    let meta = read_metadata(&ctx.path).map_err(|e| e.to_string())?;
+    let meta = &ctx.meta;
     let mut outputs = Vec::new();
     for name in &a.outputs {
         let info = meta
@@ -494,6 +528,7 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
     }
     drop(inner);
     *runner = Some(model);
+    *loaded = Some(wanted);
     Ok(())
 }
 

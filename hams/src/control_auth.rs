@@ -1,0 +1,174 @@
+//! Authentication of the manager's control messages: a role assignment decides who is primary
+//! and where state is streamed, and its epoch fences every older one, so a peer that could send
+//! one could take a node over for good (an assignment at the largest epoch fences the real
+//! manager out). With a shared key (`--control-key-file` on the graph and every executor) the
+//! manager signs each assignment with HMAC-SHA256 over a canonical encoding of every field and of
+//! the member it is for (its assign key), and a member applies only assignments whose signature
+//! verifies (compared in constant time). The key is one per process, installed once with
+//! [`use_key_file`], like the zenoh configuration.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::protocol::Assign;
+
+/// The largest key file read.
+pub const MAX_KEY_FILE_BYTES: u64 = 4096;
+
+/// The fewest key bytes accepted.
+pub const MIN_KEY_BYTES: usize = 16;
+
+static KEY: OnceLock<Vec<u8>> = OnceLock::new();
+
+/// Errors installing a key.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlKeyError {
+    /// The file could not be read.
+    #[error("reading {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The file's key is too short or too long.
+    #[error("{path}: a control key must hold {MIN_KEY_BYTES} to {MAX_KEY_FILE_BYTES} bytes")]
+    Size {
+        /// The file.
+        path: String,
+    },
+    /// A key was installed already.
+    #[error("a control key is already in use")]
+    AlreadySet,
+}
+
+/// Reads a key file (surrounding whitespace trimmed) and makes it this process's control key.
+///
+/// # Errors
+/// When the file cannot be read, its key is too short or too long, or a key is set already.
+pub fn use_key_file(path: &Path) -> Result<(), ControlKeyError> {
+    let shown = path.display().to_string();
+    let read_err = |e: std::io::Error| ControlKeyError::Read {
+        path: shown.clone(),
+        message: e.to_string(),
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(read_err)?
+        .take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    let key = bytes.trim_ascii();
+    if key.len() < MIN_KEY_BYTES || bytes.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(ControlKeyError::Size { path: shown });
+    }
+    KEY.set(key.to_vec())
+        .map_err(|_| ControlKeyError::AlreadySet)
+}
+
+/// This process's control key, if one is in use.
+pub fn key() -> Option<&'static [u8]> {
+    KEY.get().map(Vec::as_slice)
+}
+
+fn mac(key: &[u8], target: &str, a: &Assign) -> Hmac<Sha256> {
+    let unsigned = Assign {
+        signature: None,
+        ..a.clone()
+    };
+    // serde_json writes a struct's fields in declaration order and `Assign` holds no maps, so
+    // the JSON of the fields is canonical; the target comes first, length-prefixed.
+    let body = serde_json::to_vec(&unsigned).unwrap_or_default();
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(&(target.len() as u64).to_le_bytes());
+    mac.update(target.as_bytes());
+    mac.update(&body);
+    mac
+}
+
+/// The signature (hex) of `a` sent to the member whose assign key is `target`.
+pub fn sign(key: &[u8], target: &str, a: &Assign) -> String {
+    mac(key, target, a)
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() != 64 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Whether `a` carries a valid signature for `target` under `key` (constant-time comparison).
+pub fn verify(key: &[u8], target: &str, a: &Assign) -> bool {
+    let Some(signature) = a.signature.as_deref().and_then(unhex) else {
+        return false;
+    };
+    mac(key, target, a).verify_slice(&signature).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Mode, Role};
+
+    fn assign() -> Assign {
+        Assign {
+            graph: "g".into(),
+            node_id: 3,
+            epoch: 7,
+            role: Role::Primary {
+                backup: Some("weir/executor/b".into()),
+            },
+            mode: Mode::Nspb,
+            state: Vec::new(),
+            inputs: vec!["x".into()],
+            outputs: vec!["y".into()],
+            checkpoint_every: 0,
+            rollback_to: None,
+            signature: None,
+        }
+    }
+
+    const KEY: &[u8] = b"0123456789abcdef0123";
+    const TARGET: &str = "weir/executor/a/hams/n/assign";
+
+    #[test]
+    fn a_signed_assignment_verifies_and_any_change_breaks_it() {
+        let mut a = assign();
+        a.signature = Some(sign(KEY, TARGET, &a));
+        assert!(verify(KEY, TARGET, &a));
+        assert!(!verify(b"another key of enough bytes", TARGET, &a));
+        assert!(!verify(KEY, "weir/executor/b/hams/n/assign", &a));
+        let mut b = a.clone();
+        b.epoch = u64::MAX;
+        assert!(!verify(KEY, TARGET, &b));
+        let mut b = a.clone();
+        b.role = Role::Primary {
+            backup: Some("weir/executor/rogue".into()),
+        };
+        assert!(!verify(KEY, TARGET, &b));
+    }
+
+    #[test]
+    fn unsigned_or_malformed_signatures_fail() {
+        let mut a = assign();
+        assert!(!verify(KEY, TARGET, &a));
+        for bad in ["", "zz", &"0".repeat(64), &"é".repeat(32)] {
+            a.signature = Some(bad.to_string());
+            assert!(!verify(KEY, TARGET, &a), "{bad}");
+        }
+    }
+}
