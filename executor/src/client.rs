@@ -39,7 +39,8 @@ use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
 
 use crate::protocol::{ErrorKind, ErrorReply};
-use crate::reply_check::{bounded, check_columns, output_checks, OutputCheck};
+use crate::reply_check::{check_columns, output_checks, OutputCheck};
+use weir_connectors::echo::quote;
 use weir_connectors::zenoh_peer::{open_peer, SessionError};
 
 /// Jobs a remote replica holds at once unless configured otherwise.
@@ -403,7 +404,7 @@ impl QueryEnd {
                     )),
                     Some(e) => Err(ReplicaError::Failed(ExecError::Inference {
                         node: self.node.clone(),
-                        message: format!("on executor `{}`: {}", self.replica, bounded(&e.message)),
+                        message: format!("on executor `{}`: {}", self.replica, quote(&e.message)),
                     })),
                     None => Err(ReplicaError::Failed(ExecError::Inference {
                         node: self.node.clone(),

@@ -9,15 +9,6 @@ use weir_engine::onnx::read_metadata;
 use weir_engine::tensor::{DType, Dim};
 use weir_operators::model::ExecutorConfig;
 
-/// An executor's message cut to a length fit for an error document.
-pub(crate) fn bounded(message: &str) -> String {
-    const MAX: usize = 512;
-    match message.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &message[..at]),
-        None => message.to_string(),
-    }
-}
-
 /// What a reply's column must be: name, element type, per-row dimensions (`None` when unknown).
 #[derive(Debug, Clone)]
 pub(crate) struct OutputCheck {
@@ -126,11 +117,5 @@ mod tests {
         let ints = TensorColumn::from_data("y", vec![1], 2, TensorData::I64(vec![1, 2])).unwrap();
         let e = check_columns(&[ints], &check(None), 2).unwrap_err();
         assert!(e.contains("`y`") && e.contains("i64"), "{e}");
-    }
-
-    #[test]
-    fn executor_messages_are_bounded() {
-        assert_eq!(bounded(&"x".repeat(10_000)).chars().count(), 513);
-        assert_eq!(bounded("short"), "short");
     }
 }
