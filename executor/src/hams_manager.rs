@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use tracing::{debug, error, info, warn};
+use weir_connectors::echo::quote;
 use weir_engine::batch::TensorColumn;
 use weir_engine::request::original_id;
 use weir_engine::runtime::GraphRuntime;
@@ -79,6 +80,8 @@ impl ZenohStatefulTransport {
 struct RunEnd {
     slot: AnswerSlot<Result<Vec<TensorColumn>, RunFailure>>,
     outputs: Vec<String>,
+    /// Rows sent: the reply must carry one per row.
+    rows: usize,
 }
 
 impl RunEnd {
@@ -92,10 +95,12 @@ impl RunEnd {
             Err(err) => {
                 let body = err.payload().to_bytes();
                 match serde_json::from_slice::<RefusalReply>(&body) {
-                    Ok(r) if r.refusal == Refusal::Fenced => Err(RunFailure::Lost(r.message)),
-                    Ok(r) => Err(RunFailure::Failed(r.message)),
+                    Ok(r) if r.refusal == Refusal::Fenced => {
+                        Err(RunFailure::Lost(quote(&r.message).into_owned()))
+                    }
+                    Ok(r) => Err(RunFailure::Failed(quote(&r.message).into_owned())),
                     Err(_) => Err(RunFailure::Lost(
-                        String::from_utf8_lossy(&body).into_owned(),
+                        quote(&String::from_utf8_lossy(&body)).into_owned(),
                     )),
                 }
             }
@@ -108,8 +113,12 @@ impl RunEnd {
         let (_reply, body): (RunReply, &[u8]) =
             decode_frame(bytes).map_err(|e| bad(e.to_string()))?;
         let columns = decode_columns(body).map_err(|e| bad(e.to_string()))?;
-        columns_in_order(columns, &self.outputs)
-            .map_err(|name| bad(format!("without output `{name}`")))
+        let columns = columns_in_order(columns, &self.outputs)
+            .map_err(|name| bad(format!("without output `{name}`")))?;
+        match columns.iter().find(|c| c.len() != self.rows) {
+            Some(c) => Err(bad(format!("{} rows for the {} sent", c.len(), self.rows))),
+            None => Ok(columns),
+        }
     }
 }
 
@@ -140,6 +149,7 @@ impl StatefulTransport for ZenohStatefulTransport {
         let end = Arc::new(RunEnd {
             slot: AnswerSlot::new(done, self.completions.clone()),
             outputs: node.outputs.clone(),
+            rows: inputs.first().map_or(0, TensorColumn::len),
         });
         let on_reply = Arc::clone(&end);
         let sent = self
