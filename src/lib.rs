@@ -313,6 +313,7 @@ pub fn start_distributed(
             z.session(),
             &plan.name,
             remote_stateful,
+            z.member_sessions(),
             std::time::Duration::from_secs(15),
         )?)),
         _ => None,

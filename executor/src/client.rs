@@ -38,6 +38,7 @@ use zenoh::sample::SampleKind;
 use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
 
+use crate::hams_manager::MemberSessions;
 use crate::protocol::{ErrorKind, ErrorReply};
 use crate::reply_check::{check_columns, output_checks, OutputCheck};
 use weir_connectors::echo::quote;
@@ -88,6 +89,8 @@ pub struct ZenohReplicas {
     capacity: usize,
     /// Per-job timeout.
     timeout: Duration,
+    /// Stateful members' sessions, filled by the HAMS manager and read by its transport.
+    members: MemberSessions,
 }
 
 impl std::fmt::Debug for ZenohReplicas {
@@ -111,6 +114,7 @@ impl ZenohReplicas {
             wait_alive: Duration::from_secs(15),
             capacity: DEFAULT_REMOTE_CAPACITY,
             timeout: Duration::from_secs(5),
+            members: MemberSessions::default(),
         })
     }
 
@@ -130,6 +134,11 @@ impl ZenohReplicas {
     pub fn session(&self) -> &Session {
         &self.session
     }
+
+    /// The stateful members' sessions, for the HAMS manager to fill.
+    pub fn member_sessions(&self) -> MemberSessions {
+        self.members.clone()
+    }
 }
 
 impl RemoteReplicaSource for ZenohReplicas {
@@ -137,6 +146,7 @@ impl RemoteReplicaSource for ZenohReplicas {
         Some(Arc::new(crate::hams_manager::ZenohStatefulTransport::new(
             self.session.clone(),
             self.completions.clone(),
+            self.members.clone(),
         )))
     }
 

@@ -54,6 +54,7 @@ use weir_operators::stateful::{
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
 use zenoh::sample::SampleKind;
+use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
 
 use crate::client::{columns_in_order, AnswerSlot, Completions};
@@ -61,17 +62,42 @@ use crate::client::{columns_in_order, AnswerSlot, Completions};
 /// How long a role assignment may take.
 const ASSIGN_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The zenoh session of each stateful member (by executor key prefix), learnt from the reply to
+/// its latest role assignment; a batch's reply is taken only from its primary's session. Shared
+/// by the manager, which fills it, and the transport, which reads it.
+#[derive(Debug, Clone, Default)]
+pub struct MemberSessions(Arc<Mutex<HashMap<String, ZenohId>>>);
+
+impl MemberSessions {
+    fn set(&self, prefix: &str, zid: ZenohId) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(prefix.to_string(), zid);
+    }
+
+    fn get(&self, prefix: &str) -> Option<ZenohId> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(prefix)
+            .copied()
+    }
+}
+
 /// Runs stateful nodes' batches on their primaries over zenoh.
 pub struct ZenohStatefulTransport {
     session: Session,
     completions: Completions,
+    members: MemberSessions,
 }
 
 impl ZenohStatefulTransport {
-    pub(crate) fn new(session: Session, completions: Completions) -> Self {
+    pub(crate) fn new(session: Session, completions: Completions, members: MemberSessions) -> Self {
         ZenohStatefulTransport {
             session,
             completions,
+            members,
         }
     }
 }
@@ -82,6 +108,8 @@ struct RunEnd {
     outputs: Vec<String>,
     /// Rows sent: the reply must carry one per row.
     rows: usize,
+    /// The primary's session (from its assignment reply); replies from any other are dropped.
+    primary: Option<ZenohId>,
 }
 
 impl RunEnd {
@@ -90,6 +118,12 @@ impl RunEnd {
     }
 
     fn on_reply(&self, reply: Reply) {
+        let replier = reply.replier_id().map(|id| id.zid());
+        // zenoh's own end of the query (its timeout) names no replier: no answer, as below.
+        if replier.is_some() && replier != self.primary {
+            debug!(replier = ?replier, "A batch reply from a session that is not the primary's, dropped.");
+            return;
+        }
         let outcome = match reply.result() {
             Ok(sample) => self.decode(&sample.payload().to_bytes()),
             Err(err) => {
@@ -150,13 +184,14 @@ impl StatefulTransport for ZenohStatefulTransport {
             slot: AnswerSlot::new(done, self.completions.clone()),
             outputs: node.outputs.clone(),
             rows: inputs.first().map_or(0, TensorColumn::len),
+            primary: self.members.get(primary),
         });
         let on_reply = Arc::clone(&end);
         let sent = self
             .session
             .get(member_key(primary, &node.node, "run"))
             .payload(body)
-            .target(QueryTarget::BestMatching)
+            .target(QueryTarget::All)
             .consolidation(ConsolidationMode::None)
             .timeout(node.spec.detect)
             .callback(move |reply| on_reply.on_reply(reply))
@@ -247,6 +282,8 @@ struct State {
     nodes: Vec<Arc<StatefulNodeHandle>>,
     roles: Box<dyn RoleStore>,
     alive: Mutex<HashMap<String, bool>>,
+    /// Each member's session, as its assignment replies name it.
+    members: MemberSessions,
     runtime: OnceLock<Arc<GraphRuntime>>,
     recoveries: Mutex<Vec<Recovery>>,
     /// Where released replies are journaled (`WEIR_HAMS_JOURNAL`, or [`HamsManager::journal_to`]).
@@ -294,6 +331,7 @@ impl HamsManager {
         session: &Session,
         graph: &str,
         nodes: Vec<Arc<StatefulNodeHandle>>,
+        members: MemberSessions,
         wait_alive: Duration,
     ) -> Result<HamsManager, ManagerError> {
         let (tx, rx) = unbounded::<Event>();
@@ -303,6 +341,7 @@ impl HamsManager {
             nodes,
             roles: Box::new(InMemoryRoles::default()),
             alive: Mutex::new(HashMap::new()),
+            members,
             runtime: OnceLock::new(),
             recoveries: Mutex::new(Vec::new()),
             journal: Arc::new(Mutex::new(Journal::from_env(&format!(
@@ -513,8 +552,14 @@ impl State {
             .map_err(|e| e.to_string())?;
         match replies.recv() {
             Ok(reply) => match reply.result() {
-                Ok(sample) => serde_json::from_slice::<AssignReply>(&sample.payload().to_bytes())
-                    .map_err(|e| format!("bad assignment reply: {e}")),
+                Ok(sample) => {
+                    let taken = serde_json::from_slice::<AssignReply>(&sample.payload().to_bytes())
+                        .map_err(|e| format!("bad assignment reply: {e}"))?;
+                    if let Some(id) = reply.replier_id() {
+                        self.members.set(prefix, id.zid());
+                    }
+                    Ok(taken)
+                }
                 Err(err) => Err(String::from_utf8_lossy(&err.payload().to_bytes()).into_owned()),
             },
             Err(_) => Err(format!("`{prefix}` did not answer its role assignment")),
