@@ -951,3 +951,76 @@ fn a_stateless_executor_and_the_adjacent_stateful_primary_killed_together_lose_n
 fn model_path(file: &str) -> String {
     model(file).display().to_string()
 }
+
+#[test]
+fn a_rogue_queryable_on_a_primarys_run_key_never_answers_a_batch() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use zenoh::Wait;
+
+    let dir = temp_dir("hams-rogue");
+    let a = Member::start(
+        "hams-rogue-a",
+        &[],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let b = Member::start(
+        "hams-rogue-b",
+        &[&a.endpoint],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    // A peer on the primary's link answering every batch at once with garbage: taken as the
+    // answer, it would fail each request.
+    let rogue =
+        crate::hostile_zenoh::peer(&a.endpoint, Some(&format!("tcp/127.0.0.1:{}", free_port())));
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let _queryable = rogue
+        .declare_queryable("weir/executor/hams-rogue-a/hams/track/run")
+        .callback(move |query| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            let _ = query
+                .reply(query.key_expr().clone(), b"rogue".to_vec())
+                .wait();
+        })
+        .wait()
+        .expect("rogue queryable");
+    let names = [a.name.as_str(), b.name.as_str()];
+    let replicated = chain_graph(
+        &dir.0,
+        "track-rogue",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "nspb")],
+    );
+    let local = chain_graph(
+        &dir.0,
+        "track-rogue-local",
+        8,
+        &[],
+        &[gru("track", "x", &[], "none")],
+    );
+    let graph = start_graph(&replicated);
+    let got = sequential(&graph, 20, 8);
+    let reference = sequential(&start_graph(&local), 20, 8);
+    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+        assert_close(g, r, &format!("request {i}"));
+    }
+    assert!(
+        graph
+            .hams()
+            .expect("a HAMS manager")
+            .recoveries()
+            .is_empty(),
+        "no failover: the primary answered every batch"
+    );
+    graph.shutdown();
+    assert!(
+        asked.load(Ordering::Relaxed) > 0,
+        "the rogue was reachable (its queryable was asked)"
+    );
+}

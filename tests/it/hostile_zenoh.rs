@@ -31,7 +31,7 @@ impl Drop for Killed {
 }
 
 /// A test peer connecting to `connect` (and listening on loopback when `listen` is given).
-fn peer(connect: &str, listen: Option<&str>) -> zenoh::Session {
+pub(crate) fn peer(connect: &str, listen: Option<&str>) -> zenoh::Session {
     let mut config = zenoh::Config::default();
     let endpoints =
         |e: Option<&str>| format!("[{}]", e.map(|e| format!("\"{e}\"")).unwrap_or_default());
