@@ -18,6 +18,7 @@ use zenoh::Wait;
 
 use crate::common::{model, repo, spawn_executor, temp_dir};
 use crate::distributed::{free_port, mlp_graph, run_items, Executor};
+use crate::hams::{assert_close, chain_graph, gru, sequential, start_graph, Member};
 use crate::serve::http;
 
 /// A child process SIGKILLed when dropped.
@@ -476,4 +477,72 @@ fn a_graph_and_an_executor_answer_a_request_over_mutual_tls() {
     let (status, answer) = http(&addr, "POST", "/v2/models/mlp/infer", &[], body.as_bytes());
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("\"probs\""), "{answer}");
+}
+
+#[test]
+fn a_rogue_queryable_on_a_primarys_run_key_never_answers_a_batch() {
+    let dir = temp_dir("hams-rogue");
+    let a = Member::start(
+        "hams-rogue-a",
+        &[],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    let b = Member::start(
+        "hams-rogue-b",
+        &[&a.endpoint],
+        &[("track", "gru_stream.onnx")],
+        &[],
+        &dir.0,
+    );
+    // A peer on the primary's link answering every batch at once with garbage: taken as the
+    // answer, it would fail each request.
+    let rogue = peer(&a.endpoint, Some(&format!("tcp/127.0.0.1:{}", free_port())));
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let _queryable = rogue
+        .declare_queryable("weir/executor/hams-rogue-a/hams/track/run")
+        .callback(move |query| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            let _ = query
+                .reply(query.key_expr().clone(), b"rogue".to_vec())
+                .wait();
+        })
+        .wait()
+        .expect("rogue queryable");
+    let names = [a.name.as_str(), b.name.as_str()];
+    let replicated = chain_graph(
+        &dir.0,
+        "track-rogue",
+        8,
+        &[&a, &b],
+        &[gru("track", "x", &names, "nspb")],
+    );
+    let local = chain_graph(
+        &dir.0,
+        "track-rogue-local",
+        8,
+        &[],
+        &[gru("track", "x", &[], "none")],
+    );
+    let graph = start_graph(&replicated);
+    let got = sequential(&graph, 20, 8);
+    let reference = sequential(&start_graph(&local), 20, 8);
+    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+        assert_close(g, r, &format!("request {i}"));
+    }
+    assert!(
+        graph
+            .hams()
+            .expect("a HAMS manager")
+            .recoveries()
+            .is_empty(),
+        "no failover: the primary answered every batch"
+    );
+    graph.shutdown();
+    assert!(
+        asked.load(Ordering::Relaxed) > 0,
+        "the rogue was reachable (its queryable was asked)"
+    );
 }
