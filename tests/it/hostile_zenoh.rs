@@ -131,6 +131,26 @@ fn an_assignment_with_a_state_shape_not_the_models_is_refused_and_the_executor_s
     session.close().wait().expect("closed");
 }
 
+/// A queryable on `key` that answers every query at once with garbage, and how often it was asked.
+fn rogue_queryable(
+    session: &zenoh::Session,
+    key: &str,
+) -> (zenoh::query::Queryable<()>, Arc<AtomicUsize>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let queryable = session
+        .declare_queryable(key.to_string())
+        .callback(move |query| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            let _ = query
+                .reply(query.key_expr().clone(), b"rogue".to_vec())
+                .wait();
+        })
+        .wait()
+        .expect("rogue queryable");
+    (queryable, asked)
+}
+
 #[test]
 fn a_rogue_queryable_on_the_model_key_never_answers_a_graphs_job() {
     let executor = Executor::serving(
@@ -142,18 +162,7 @@ fn a_rogue_queryable_on_the_model_key_never_answers_a_graphs_job() {
         executor.endpoint(),
         Some(&format!("tcp/127.0.0.1:{}", free_port())),
     );
-    let asked = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&asked);
-    let _queryable = rogue
-        .declare_queryable("weir/executor/hz-rogue/model/m")
-        .callback(move |query| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            let _ = query
-                .reply(query.key_expr().clone(), b"rogue".to_vec())
-                .wait();
-        })
-        .wait()
-        .expect("rogue queryable");
+    let (_queryable, asked) = rogue_queryable(&rogue, "weir/executor/hz-rogue/model/m");
     let remote = mlp_graph("rogue", &[&executor], &["hz-rogue"]);
     let local = mlp_graph("rogue-local", &[], &["local"]);
     let n = 24;
@@ -499,18 +508,7 @@ fn a_rogue_queryable_on_a_primarys_run_key_never_answers_a_batch() {
     // A peer on the primary's link answering every batch at once with garbage: taken as the
     // answer, it would fail each request.
     let rogue = peer(&a.endpoint, Some(&format!("tcp/127.0.0.1:{}", free_port())));
-    let asked = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&asked);
-    let _queryable = rogue
-        .declare_queryable("weir/executor/hams-rogue-a/hams/track/run")
-        .callback(move |query| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            let _ = query
-                .reply(query.key_expr().clone(), b"rogue".to_vec())
-                .wait();
-        })
-        .wait()
-        .expect("rogue queryable");
+    let (_queryable, asked) = rogue_queryable(&rogue, "weir/executor/hams-rogue-a/hams/track/run");
     let names = [a.name.as_str(), b.name.as_str()];
     let replicated = chain_graph(
         &dir.0,
