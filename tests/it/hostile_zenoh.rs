@@ -6,9 +6,8 @@
 //! forged HAMS assignments (unsigned, wrongly signed, tampered, replayed from another member)
 //! are refused while a signed one is taken.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,10 +15,10 @@ use std::time::{Duration, Instant};
 use weir::hams::protocol::{Assign, Mode, RefusalReply, Role, StateTensor};
 use zenoh::Wait;
 
-use crate::common::{model, repo, spawn_executor, temp_dir};
+use crate::common::{model, spawn_executor, temp_dir};
 use crate::distributed::{free_port, mlp_graph, run_items, Executor};
 use crate::hams::{assert_close, chain_graph, gru, sequential, start_graph, Member};
-use crate::serve::http;
+use crate::serve::Server;
 
 /// A child process SIGKILLed when dropped.
 struct Killed(Child);
@@ -191,38 +190,24 @@ fn usrpwd_config(dir: &Path, user: &str, password: &str, dictionary: &Path) -> S
     path.display().to_string()
 }
 
-/// Starts `weir serve` on `graph` with `extra` arguments; returns the process and its address
-/// once ready.
-fn serve(graph: &Path, extra: &[&str]) -> (Killed, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .arg("serve")
-        .arg(graph)
-        .args(["--http", "127.0.0.1:0"])
-        .args(extra)
-        .env_remove("WEIR_AUTH_TOKEN")
-        .env_remove("WEIR_ZENOH_CONFIG")
-        .current_dir(repo())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("weir serve starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let child = Killed(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("reads the address line");
-    let addr = line
-        .trim()
-        .strip_prefix("weir serving http://")
-        .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http(&addr, "GET", "/v2/health/ready", &[], b"").0 != 200 {
-        assert!(Instant::now() < deadline, "server never became ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, addr)
+/// A one-node graph whose model runs on executor `name` at `endpoint`.
+fn remote_mlp_graph(name: &str, endpoint: &str) -> String {
+    format!(
+        "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: {name}, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      executor: {{timeout_ms: 5000}}\n      replicas: [{name}]\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+        model("mlp_a.onnx").display()
+    )
+}
+
+/// Serves `graph` with `extra` arguments and checks that one request is answered with outputs.
+fn assert_served(graph: String, extra: &[&str]) {
+    let server = Server::start(&[graph], extra);
+    let data = vec!["0.25"; 64].join(",");
+    let body = format!(
+        r#"{{"id":"r1","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{data}]}}]}}"#
+    );
+    let (status, answer) = server.post("/v2/models/mlp/infer", &[], body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"probs\""), "{answer}");
 }
 
 #[test]
@@ -270,23 +255,10 @@ fn an_executor_requiring_a_password_refuses_an_anonymous_peer_and_serves_a_graph
     anonymous.close().wait().expect("closed");
 
     // With credentials, through a real `weir serve`.
-    let graph = dir.0.join("graph.yaml");
-    std::fs::write(
-        &graph,
-        format!(
-            "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: hz-auth, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      executor: {{timeout_ms: 5000}}\n      replicas: [hz-auth]\noutputs:\n  - {{name: probs, from: m.probs}}\n",
-            model("mlp_a.onnx").display()
-        ),
-    )
-    .expect("graph");
-    let (_server, addr) = serve(&graph, &["--zenoh-config", &graph_config]);
-    let data = vec!["0.25"; 64].join(",");
-    let body = format!(
-        r#"{{"id":"r1","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{data}]}}]}}"#
+    assert_served(
+        remote_mlp_graph("hz-auth", &endpoint),
+        &["--zenoh-config", &graph_config],
     );
-    let (status, answer) = http(&addr, "POST", "/v2/models/mlp/infer", &[], body.as_bytes());
-    assert_eq!(status, 200, "{answer}");
-    assert!(answer.contains("\"probs\""), "{answer}");
     drop(executor);
 }
 
@@ -469,23 +441,10 @@ fn a_graph_and_an_executor_answer_a_request_over_mutual_tls() {
             ]),
         "hz-mtls",
     ));
-    let graph = dir.0.join("graph.yaml");
-    std::fs::write(
-        &graph,
-        format!(
-            "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: hz-mtls, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      executor: {{timeout_ms: 5000}}\n      replicas: [hz-mtls]\noutputs:\n  - {{name: probs, from: m.probs}}\n",
-            model("mlp_a.onnx").display()
-        ),
-    )
-    .expect("graph");
-    let (_server, addr) = serve(&graph, &["--zenoh-config", &mtls_config(&dir.0, "graph")]);
-    let data = vec!["0.25"; 64].join(",");
-    let body = format!(
-        r#"{{"id":"r1","inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{data}]}}]}}"#
+    assert_served(
+        remote_mlp_graph("hz-mtls", &endpoint),
+        &["--zenoh-config", &mtls_config(&dir.0, "graph")],
     );
-    let (status, answer) = http(&addr, "POST", "/v2/models/mlp/infer", &[], body.as_bytes());
-    assert_eq!(status, 200, "{answer}");
-    assert!(answer.contains("\"probs\""), "{answer}");
 }
 
 #[test]

@@ -49,7 +49,8 @@ impl Server {
         }
         cmd.args(["--http", "127.0.0.1:0"])
             .args(extra)
-            .env_remove("WEIR_AUTH_TOKEN");
+            .env_remove("WEIR_AUTH_TOKEN")
+            .env_remove("WEIR_ZENOH_CONFIG");
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(stderr)
