@@ -839,13 +839,29 @@ fn bench_overhead(args: OverheadArgs) -> Result<()> {
     Ok(())
 }
 
-fn serve(args: ServeArgs) -> Result<()> {
-    if let Some(path) = &args.zenoh_config {
+/// Installs this process's zenoh configuration file and HAMS control key, when given: both are
+/// one per process, read once before any session opens.
+fn install_zenoh_security(
+    zenoh_config: Option<&Path>,
+    control_key_file: Option<&Path>,
+) -> Result<()> {
+    if let Some(path) = zenoh_config {
         weir_connectors::zenoh_peer::use_config_file(path)?;
     }
-    if let Some(path) = &args.control_key_file {
-        weir::hams::control_auth::use_key_file(path)?;
+    if let Some(path) = control_key_file {
+        let max = weir::hams::control_auth::MAX_KEY_FILE_BYTES;
+        let text = weir_engine::paths::read_capped(path, max, &Default::default())?;
+        weir::hams::control_auth::use_key(&text)
+            .with_context(|| format!("the control key file {}", path.display()))?;
     }
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    install_zenoh_security(
+        args.zenoh_config.as_deref(),
+        args.control_key_file.as_deref(),
+    )?;
     let token = match (&args.auth_token_file, &args.auth_token) {
         (Some(path), _) => Some(weir_connectors::http::AuthToken::from_file(path)?),
         (None, Some(t)) => Some(weir_connectors::http::AuthToken::new(t)?),
@@ -1098,12 +1114,10 @@ fn plan(args: PlanArgs) -> Result<()> {
 }
 
 fn executor(args: ExecutorArgs) -> Result<()> {
-    if let Some(path) = &args.zenoh_config {
-        weir_connectors::zenoh_peer::use_config_file(path)?;
-    }
-    if let Some(path) = &args.control_key_file {
-        weir::hams::control_auth::use_key_file(path)?;
-    }
+    install_zenoh_security(
+        args.zenoh_config.as_deref(),
+        args.control_key_file.as_deref(),
+    )?;
     let options = weir_executor::server::ExecutorOptions {
         name: args.name.clone(),
         key: args.key,

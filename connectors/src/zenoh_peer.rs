@@ -14,9 +14,9 @@
 //! is never used implicitly). An endpoint on every interface (`0.0.0.0`, `[::]`) is taken when
 //! named, with a warning when the file switches on neither TLS nor authentication.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
+use weir_engine::paths::{read_capped, FileRules};
 
 use tracing::warn;
 use zenoh::{Config, Session, Wait};
@@ -48,17 +48,10 @@ fn json_list(items: &[String]) -> String {
 /// When the file cannot be read, is too large, or is not a zenoh configuration.
 pub fn read_config_file(path: &Path) -> Result<Config, SessionError> {
     let shown = path.display();
-    let file =
-        std::fs::File::open(path).map_err(|e| SessionError(format!("reading {shown}: {e}")))?;
-    let mut text = String::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| SessionError(format!("reading {shown}: {e}")))?;
-    if text.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(SessionError(format!(
-            "{shown} is larger than {MAX_CONFIG_BYTES} bytes"
-        )));
-    }
+    let bytes = read_capped(path, MAX_CONFIG_BYTES, &FileRules::default())
+        .map_err(|e| SessionError(e.to_string()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| SessionError(format!("{shown} is not UTF-8")))?;
     Config::from_json5(&text).map_err(|e| SessionError(format!("{shown}: {e}")))
 }
 

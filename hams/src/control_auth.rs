@@ -5,10 +5,9 @@
 //! manager signs each assignment with HMAC-SHA256 over a canonical encoding of every field and of
 //! the member it is for (its assign key), and a member applies only assignments whose signature
 //! verifies (compared in constant time). The key is one per process, installed once with
-//! [`use_key_file`], like the zenoh configuration.
+//! [`use_key`], like the zenoh configuration; reading it from its file (a regular file, a capped
+//! read) is the caller's.
 
-use std::io::Read;
-use std::path::Path;
 use std::sync::OnceLock;
 
 use hmac::{Hmac, Mac};
@@ -27,44 +26,23 @@ static KEY: OnceLock<Vec<u8>> = OnceLock::new();
 /// Errors installing a key.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlKeyError {
-    /// The file could not be read.
-    #[error("reading {path}: {message}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        message: String,
-    },
-    /// The file's key is too short or too long.
-    #[error("{path}: a control key must hold {MIN_KEY_BYTES} to {MAX_KEY_FILE_BYTES} bytes")]
-    Size {
-        /// The file.
-        path: String,
-    },
+    /// The key is too short or too long.
+    #[error("a control key must hold {MIN_KEY_BYTES} to {MAX_KEY_FILE_BYTES} bytes")]
+    Size,
     /// A key was installed already.
     #[error("a control key is already in use")]
     AlreadySet,
 }
 
-/// Reads a key file (surrounding whitespace trimmed) and makes it this process's control key.
+/// Makes `text` (a key file's contents, surrounding whitespace trimmed) this process's control
+/// key.
 ///
 /// # Errors
-/// When the file cannot be read, its key is too short or too long, or a key is set already.
-pub fn use_key_file(path: &Path) -> Result<(), ControlKeyError> {
-    let shown = path.display().to_string();
-    let read_err = |e: std::io::Error| ControlKeyError::Read {
-        path: shown.clone(),
-        message: e.to_string(),
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(read_err)?
-        .take(MAX_KEY_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    let key = bytes.trim_ascii();
-    if key.len() < MIN_KEY_BYTES || bytes.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(ControlKeyError::Size { path: shown });
+/// When the key is too short or the text too long, or a key is set already.
+pub fn use_key(text: &[u8]) -> Result<(), ControlKeyError> {
+    let key = text.trim_ascii();
+    if key.len() < MIN_KEY_BYTES || text.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(ControlKeyError::Size);
     }
     KEY.set(key.to_vec())
         .map_err(|_| ControlKeyError::AlreadySet)
