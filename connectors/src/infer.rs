@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tracing::debug;
 use weir_engine::request::RequestError;
 use weir_engine::runtime::GraphRuntime;
-use weir_engine::tensor::{NamedTensor, Tensor, TensorData};
+use weir_engine::tensor::{element_count, NamedTensor, Tensor, TensorData};
 
 use crate::echo::quote;
 use crate::http::protocol::{
@@ -49,10 +49,7 @@ fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, u
             ));
         };
         // Parsed requests hold this already; it is what makes the row slicing below safe.
-        let count = input
-            .shape
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d));
+        let count = element_count(&input.shape);
         if count != Some(input.data.len()) {
             return Err(malformed(
                 format!("inputs[{i}] ({name}).data"),

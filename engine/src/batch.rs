@@ -133,7 +133,7 @@ impl TensorColumn {
                 })
             }
         };
-        let size = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        let size = crate::tensor::element_count(&shape);
         if usize::try_from(array.value_length()).ok() != size {
             return Err(BatchError::BadColumn {
                 column: name.to_string(),

@@ -66,6 +66,12 @@ impl TensorData {
     }
 }
 
+/// The number of elements a tensor of `shape` holds, or `None` when the product overflows.
+/// Shapes from requests, peers and files are hostile: every such count goes through here.
+pub fn element_count(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
 /// One request's tensor: its shape (without a batch dimension) and its elements.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {

@@ -9,7 +9,7 @@
 //! assignment must name the same layout (the member's state is already shaped by it).
 
 use weir_engine::onnx::{ElementType, ModelMetadata, TensorInfo};
-use weir_engine::tensor::{DType, Dim};
+use weir_engine::tensor::{element_count, DType, Dim};
 use weir_hams::protocol::{Assign, StateTensor};
 
 /// The most bytes of state one member holds per version (all of a node's state tensors).
@@ -82,7 +82,7 @@ fn shape_text(shape: &[usize]) -> String {
 /// Bytes of f32 state the tensors hold, or `None` when the count overflows.
 pub(super) fn state_bytes(state: &[StateTensor]) -> Option<usize> {
     state.iter().try_fold(0usize, |total, s| {
-        let elements = s.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
+        let elements = element_count(&s.shape)?;
         total.checked_add(elements.checked_mul(4)?)
     })
 }

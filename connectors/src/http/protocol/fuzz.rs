@@ -150,10 +150,7 @@ fn assert_bounded(body: &[u8], parsed: &Result<InferRequest, ProtocolError>) {
     match parsed {
         Ok(r) => {
             for input in &r.inputs {
-                let product = input
-                    .shape
-                    .iter()
-                    .try_fold(1usize, |n, &d| n.checked_mul(d));
+                let product = weir_engine::tensor::element_count(&input.shape);
                 assert_eq!(product, Some(input.data.len()));
                 assert!(input.data.len() <= body.len());
                 assert!(input.shape.iter().all(|&d| d <= body.len()));
