@@ -201,8 +201,7 @@ impl ModelBuilder {
         self.spec.replication = Some(Box::new(s(super::ReplicationSpec {
             mode: s(mode),
             detect_ms,
-            pipeline: 4,
-            checkpoint_every: 150,
+            ..super::ReplicationSpec::unreplicated()
         })));
         self
     }

@@ -50,6 +50,27 @@ pub struct ModelSpec {
     pub parallelism: Option<Spanned<ParallelismSpec>>,
 }
 
+impl ModelSpec {
+    /// The state tensor names `state:` declares: (inputs, outputs), both empty for a stateless node.
+    pub fn state_tensors(&self) -> (Vec<&str>, Vec<&str>) {
+        match &self.state {
+            Some(s) => (
+                s.inputs.iter().map(|n| n.value.as_str()).collect(),
+                s.outputs.iter().map(|n| n.value.as_str()).collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// The replication settings that apply: `replication:` as written, or, without it, no backup
+    /// with the default timings.
+    pub fn replication_settings(&self) -> super::ReplicationSpec {
+        self.replication
+            .as_ref()
+            .map_or_else(super::ReplicationSpec::unreplicated, |r| r.value.clone())
+    }
+}
+
 /// How many requests a model node runs at once and with how many intra-op threads each (SERF).
 ///
 /// Written `parallelism: auto`, `parallelism: {auto: {max_utilisation: 0.6}}` or

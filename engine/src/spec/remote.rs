@@ -45,6 +45,13 @@ impl RemoteExecutorSpec {
             None => format!("weir/executor/{}", self.name.value),
         }
     }
+
+    /// The `cost_per_hour` label as a number, when it holds one.
+    pub fn cost_per_hour(&self) -> Option<f64> {
+        self.labels
+            .get("cost_per_hour")
+            .and_then(|c| c.parse().ok())
+    }
 }
 
 /// Where an executor runs its models.

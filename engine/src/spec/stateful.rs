@@ -15,7 +15,7 @@
 //!       detect_ms: 200             # a primary silent this long on a batch is declared failed
 //! ```
 //!
-//! Only the shape is read here; [`crate::stateful`] checks the meaning.
+//! Only the shape is read here; [`crate::validate`] checks the meaning.
 
 use serde::Deserialize;
 
@@ -50,6 +50,18 @@ pub struct ReplicationSpec {
     /// `checkpoint` mode: the state is copied to the backup every this many batches.
     #[serde(default = "default_checkpoint_every")]
     pub checkpoint_every: u64,
+}
+
+impl ReplicationSpec {
+    /// The settings of a stateful node written without `replication:`: no backup, default timings.
+    pub fn unreplicated() -> Self {
+        ReplicationSpec {
+            mode: Spanned::unlocated(ReplicationMode::None),
+            detect_ms: default_detect_ms(),
+            pipeline: default_pipeline(),
+            checkpoint_every: default_checkpoint_every(),
+        }
+    }
 }
 
 fn default_checkpoint_every() -> u64 {

@@ -8,44 +8,18 @@ pub mod operator;
 
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::{DType, TensorData};
-use weir_engine::validate::NodeKind;
+use weir_engine::validate::{NodeKind, TensorOp as PlannedOp};
 
-/// A tensor op, as planned.
+/// A tensor op as planned ([`PlannedOp`], which validation checked), with the code that computes it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TensorOp {
-    /// Per-channel `(x - mean) / std`.
-    Normalize {
-        /// Means.
-        mean: Vec<f32>,
-        /// Standard deviations.
-        std: Vec<f32>,
-    },
-    /// Index of the largest element.
-    Argmax,
-    /// The `k` largest elements and their indices.
-    TopK {
-        /// How many.
-        k: usize,
-    },
-    /// Concatenation along `axis`.
-    Concat {
-        /// Axis (0..rank).
-        axis: usize,
-    },
-}
+pub struct TensorOp(pub PlannedOp);
 
 impl TensorOp {
     /// The op for a planned node kind, or `None` for a model.
     pub fn from_kind(kind: &NodeKind) -> Option<TensorOp> {
         match kind {
             NodeKind::Model(_) => None,
-            NodeKind::Normalize { mean, std } => Some(TensorOp::Normalize {
-                mean: mean.clone(),
-                std: std.clone(),
-            }),
-            NodeKind::Argmax => Some(TensorOp::Argmax),
-            NodeKind::TopK { k } => Some(TensorOp::TopK { k: *k }),
-            NodeKind::Concat { axis } => Some(TensorOp::Concat { axis: *axis }),
+            NodeKind::Op(op) => Some(TensorOp(op.clone())),
         }
     }
 
@@ -61,8 +35,8 @@ impl TensorOp {
             c.f32_values()
                 .ok_or_else(|| format!("expected f32, got {}", c.dtype()))
         }
-        match self {
-            TensorOp::Normalize { mean, std } => {
+        match &self.0 {
+            PlannedOp::Normalize { mean, std } => {
                 let x = f32s(first)?;
                 let n = first.row_len();
                 let channels = mean.len().max(std.len());
@@ -84,7 +58,7 @@ impl TensorOp {
                     TensorData::F32(out),
                 )?])
             }
-            TensorOp::Argmax => {
+            PlannedOp::Argmax => {
                 let x = f32s(first)?;
                 let n = first.row_len();
                 let out = (0..rows)
@@ -92,7 +66,7 @@ impl TensorOp {
                     .collect();
                 Ok(vec![column("index", vec![1], rows, TensorData::I64(out))?])
             }
-            TensorOp::TopK { k } => {
+            PlannedOp::TopK { k } => {
                 let x = f32s(first)?;
                 let n = first.row_len();
                 if *k > n {
@@ -112,7 +86,7 @@ impl TensorOp {
                     column("indices", vec![*k], rows, TensorData::I64(indices))?,
                 ])
             }
-            TensorOp::Concat { axis } => concat(inputs, *axis),
+            PlannedOp::Concat { axis } => concat(inputs, *axis),
         }
     }
 }
@@ -204,7 +178,7 @@ mod tests {
             2,
             vec![0.1, 0.9, 0.5, 0.9, 0.0, 3.0, 2.0, 1.0, 0.0, -1.0],
         );
-        let out = TensorOp::TopK { k: 3 }.apply(&[&c]).unwrap();
+        let out = TensorOp(PlannedOp::TopK { k: 3 }).apply(&[&c]).unwrap();
         assert_eq!(out[1].i64_values().unwrap(), &[1, 3, 2, 0, 1, 2]);
         assert!(close(
             out[0].f32_values().unwrap(),
@@ -215,17 +189,17 @@ mod tests {
     #[test]
     fn argmax_per_row() {
         let c = f32_col(vec![3, 1, 1], 2, vec![1.0, 5.0, 2.0, 7.0, 0.0, 7.0]);
-        let out = TensorOp::Argmax.apply(&[&c]).unwrap();
+        let out = TensorOp(PlannedOp::Argmax).apply(&[&c]).unwrap();
         assert_eq!(out[0].i64_values().unwrap(), &[1, 0]);
     }
 
     #[test]
     fn normalize_per_channel() {
         let c = f32_col(vec![2, 2], 1, vec![1.0, 3.0, 10.0, 20.0]);
-        let op = TensorOp::Normalize {
+        let op = TensorOp(PlannedOp::Normalize {
             mean: vec![1.0, 10.0],
             std: vec![2.0, 10.0],
-        };
+        });
         let out = op.apply(&[&c]).unwrap();
         assert!(close(out[0].f32_values().unwrap(), &[0.0, 1.0, 0.0, 1.0]));
     }
@@ -234,7 +208,9 @@ mod tests {
     fn concat_along_last_and_first_axis() {
         let a = f32_col(vec![2, 1], 1, vec![1.0, 2.0]);
         let b = f32_col(vec![2, 2], 1, vec![3.0, 4.0, 5.0, 6.0]);
-        let out = TensorOp::Concat { axis: 1 }.apply(&[&a, &b]).unwrap();
+        let out = TensorOp(PlannedOp::Concat { axis: 1 })
+            .apply(&[&a, &b])
+            .unwrap();
         assert_eq!(out[0].shape(), &[2, 3]);
         assert!(close(
             out[0].f32_values().unwrap(),
@@ -242,7 +218,9 @@ mod tests {
         ));
         let c = f32_col(vec![1, 2], 2, vec![1.0, 2.0, 3.0, 4.0]);
         let d = f32_col(vec![1, 2], 2, vec![5.0, 6.0, 7.0, 8.0]);
-        let out = TensorOp::Concat { axis: 0 }.apply(&[&c, &d]).unwrap();
+        let out = TensorOp(PlannedOp::Concat { axis: 0 })
+            .apply(&[&c, &d])
+            .unwrap();
         assert_eq!(out[0].shape(), &[2, 2]);
         assert!(close(
             out[0].f32_values().unwrap(),
@@ -274,7 +252,7 @@ mod properties {
             let values: Vec<f32> = values.iter().map(|&v| f32::from(v) / 2.0).collect();
             let k = ((width as f64 * k_frac) as usize).clamp(1, width);
             let c = column(rows, width, &values);
-            let out = TensorOp::TopK { k }.apply(&[&c]).unwrap();
+            let out = TensorOp(PlannedOp::TopK { k }).apply(&[&c]).unwrap();
             let indices = out[1].i64_values().unwrap();
             for r in 0..rows {
                 let row = &values[r * width..(r + 1) * width];
@@ -295,7 +273,7 @@ mod properties {
             };
             let (a, av) = make(left, 1);
             let (b, bv) = make(right, 2);
-            let out = TensorOp::Concat { axis: 1 }.apply(&[&a, &b]).unwrap();
+            let out = TensorOp(PlannedOp::Concat { axis: 1 }).apply(&[&a, &b]).unwrap();
             prop_assert_eq!(out[0].shape(), &[outer, left + right][..]);
             let joined = out[0].f32_values().unwrap();
             for r in 0..rows {

@@ -1,80 +1,15 @@
-//! `ValidGraph → Plan`: the graph as it will run, with lineage ids and the stages each node becomes.
-//!
-//! Planning is pure and deterministic, so its text and DOT forms can be golden-tested and printed
-//! by `weir validate`. Today a node becomes one stage, preceded by a join when it reads from more
-//! than one producer; the mechanism issues (parity coding, routing, parallelism choice) expand nodes
-//! here, never in the compiler.
+//! A plan's text and DOT forms, as `weir validate` prints them: one line (or box) per node, with
+//! everything the plan decided for it.
 
 use std::fmt::Write;
 
-use crate::lineage::INGRESS;
-use crate::stream::StreamConnector;
-use crate::validate::{
-    GraphInput, GraphOutput, NodeKind, Producer, ReplicaTarget, ValidGraph, ValidNode,
-};
+use super::{lineage_id, NodeKind, Plan};
+use crate::placement::ReplicaTarget;
+use crate::routing::Routing;
+use crate::spec::ReplicationMode;
+use crate::validate::TensorOp;
 
-/// A node as it will run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlannedNode {
-    /// Its id in lineage entries (`1..`; `0` is the ingress).
-    pub lineage_id: u32,
-    /// The validated node.
-    pub node: ValidNode,
-    /// Lineage ids of the distinct producers it reads from.
-    pub producer_ids: Vec<u32>,
-}
-
-impl PlannedNode {
-    /// Whether a join by request id runs in front of this node.
-    pub fn needs_join(&self) -> bool {
-        self.producer_ids.len() > 1
-    }
-}
-
-/// The graph as it will run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// Graph name.
-    pub name: String,
-    /// Inputs, in the order request tensors are laid out.
-    pub inputs: Vec<GraphInput>,
-    /// Nodes in topological order.
-    pub nodes: Vec<PlannedNode>,
-    /// Outputs.
-    pub outputs: Vec<GraphOutput>,
-    /// Streaming connectors to run besides any HTTP server.
-    pub streams: Vec<StreamConnector>,
-}
-
-/// Lineage id of a producer.
-pub fn lineage_id(p: Producer) -> u32 {
-    match p {
-        Producer::Ingress => INGRESS,
-        Producer::Node(i) => i as u32 + 1,
-    }
-}
-
-/// Plans a validated graph.
-pub fn plan(valid: &ValidGraph) -> Plan {
-    let nodes = valid
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| PlannedNode {
-            lineage_id: i as u32 + 1,
-            node: n.clone(),
-            producer_ids: n.producers().into_iter().map(lineage_id).collect(),
-        })
-        .collect();
-    Plan {
-        name: valid.name.clone(),
-        inputs: valid.inputs.clone(),
-        nodes,
-        outputs: valid.outputs.clone(),
-        streams: valid.streams.clone(),
-    }
-}
-
+/// One node's kind and settings, on one line.
 fn kind_label(kind: &NodeKind) -> String {
     match kind {
         NodeKind::Model(m) => format!(
@@ -101,9 +36,9 @@ fn kind_label(kind: &NodeKind) -> String {
                 let names: Vec<&str> = m.replicas.iter().map(ReplicaTarget::name).collect();
                 format!(", replicas: {}", names.join(" "))
             } + &match &m.routing {
-                crate::routing::Routing::LeastOutstanding => String::new(),
-                crate::routing::Routing::RoundRobin => ", routing: round_robin".to_string(),
-                crate::routing::Routing::Kairos(k) => format!(
+                Routing::LeastOutstanding => String::new(),
+                Routing::RoundRobin => ", routing: round_robin".to_string(),
+                Routing::Kairos(k) => format!(
                     ", routing: kairos qos {} ms, latency {}",
                     k.qos_ms,
                     k.profile_path
@@ -128,8 +63,8 @@ fn kind_label(kind: &NodeKind) -> String {
                         .join(" "),
                     st.mode.name(),
                     match st.mode {
-                        crate::spec::ReplicationMode::None => String::new(),
-                        crate::spec::ReplicationMode::Checkpoint => format!(
+                        ReplicationMode::None => String::new(),
+                        ReplicationMode::Checkpoint => format!(
                             " (every {} batches, detect {} ms)",
                             st.checkpoint_every,
                             st.detect.as_millis()
@@ -164,22 +99,16 @@ fn kind_label(kind: &NodeKind) -> String {
                 None => String::new(),
             }
         ),
-        NodeKind::Normalize { mean, std } => format!("normalize mean={mean:?} std={std:?}"),
-        NodeKind::Argmax => "argmax".into(),
-        NodeKind::TopK { k } => format!("top_k k={k}"),
-        NodeKind::Concat { axis } => format!("concat axis={axis}"),
+        NodeKind::Op(TensorOp::Normalize { mean, std }) => {
+            format!("normalize mean={mean:?} std={std:?}")
+        }
+        NodeKind::Op(TensorOp::Argmax) => "argmax".into(),
+        NodeKind::Op(TensorOp::TopK { k }) => format!("top_k k={k}"),
+        NodeKind::Op(TensorOp::Concat { axis }) => format!("concat axis={axis}"),
     }
 }
 
 impl Plan {
-    fn producer_name(&self, id: u32) -> &str {
-        if id == INGRESS {
-            "ingress"
-        } else {
-            &self.nodes[id as usize - 1].node.id
-        }
-    }
-
     /// A human-readable description, one line per stage.
     pub fn describe(&self) -> String {
         let mut s = String::new();
@@ -245,17 +174,5 @@ impl Plan {
         }
         s.push_str("}\n");
         s
-    }
-
-    /// Lineage ids of the distinct producers of the graph outputs.
-    pub fn output_producer_ids(&self) -> Vec<u32> {
-        let mut ids: Vec<u32> = self
-            .outputs
-            .iter()
-            .map(|o| lineage_id(o.producer))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
     }
 }

@@ -1,0 +1,111 @@
+//! A node as planned: what it does, what it reads, what it writes. A tensor op is planned as
+//! validation checked it; a model node gathers what each feature resolves to.
+
+use std::path::Path;
+
+use super::{parallelism, parity, placement, routing, stateful};
+use crate::placement::{RemoteExecutor, ReplicaTarget};
+use crate::routing::Routing;
+use crate::spec::{BatchingSpec, ExecutorSpec};
+use crate::stateful::StatefulNode;
+use crate::tensor::TensorType;
+use crate::validate::{CheckedKind, CheckedModel, Port, TensorOp, TypedNode};
+use crate::{onnx::ModelMetadata, parallelism::AutoParallelism};
+
+use super::ParityPlan;
+
+/// A model node, as planned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelNode {
+    /// The model file, resolved against the graph's folder.
+    pub path: std::path::PathBuf,
+    /// Whether the model takes a dynamic batch dimension (else: one request per call).
+    pub batched: bool,
+    /// Dynamic batching settings.
+    pub batching: BatchingSpec,
+    /// Executor settings (under `parallelism:`, the configuration the node starts in).
+    pub executor: ExecutorSpec,
+    /// The model's signature.
+    pub metadata: ModelMetadata,
+    /// Where its replicas run (at least one).
+    pub replicas: Vec<ReplicaTarget>,
+    /// ParM parity coding around it, if configured.
+    pub parity: Option<ParityPlan>,
+    /// How its jobs are spread over its replicas.
+    pub routing: Routing,
+    /// SERF `parallelism: auto`: the profile the executor switches configurations by (`executor`
+    /// then holds the starting configuration). `None` for a fixed configuration.
+    pub auto_parallelism: Option<Box<AutoParallelism>>,
+    /// The state it carries between calls and how that state is replicated (HAMS); `None` for a
+    /// stateless model. State inputs and outputs are not among the node's ports or outputs.
+    pub state: Option<Box<StatefulNode>>,
+}
+
+/// What a node does.
+#[derive(Debug, Clone, PartialEq)]
+// A plan holds a handful of nodes: the size of the model variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum NodeKind {
+    /// Runs an ONNX model; ports follow the model's input order, outputs its output order.
+    Model(ModelNode),
+    /// A tensor op, computed inline by its operator.
+    Op(TensorOp),
+}
+
+/// A node, checked and resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidNode {
+    /// Id.
+    pub id: String,
+    /// What it does.
+    pub kind: NodeKind,
+    /// What it reads, in the order the kind defines.
+    pub inputs: Vec<Port>,
+    /// What it writes: local output name and type.
+    pub outputs: Vec<(String, TensorType)>,
+}
+
+impl ValidNode {
+    /// The batch column holding output `output` of this node.
+    pub fn column(&self, output: &str) -> String {
+        format!("{}.{output}", self.id)
+    }
+}
+
+/// Plans validated node `n`; `executors` are the graph's, as planned.
+pub(super) fn resolve(
+    n: &TypedNode<'_>,
+    base_dir: &Path,
+    executors: &[RemoteExecutor],
+) -> ValidNode {
+    let kind = match &n.kind {
+        CheckedKind::Model(m) => NodeKind::Model(model(m, base_dir, executors)),
+        CheckedKind::Op(op) => NodeKind::Op(op.clone()),
+    };
+    ValidNode {
+        id: n.id.clone(),
+        kind,
+        inputs: n.inputs.clone(),
+        outputs: n.outputs.clone(),
+    }
+}
+
+/// A model node: each feature's resolution, gathered.
+fn model(m: &CheckedModel<'_>, base_dir: &Path, executors: &[RemoteExecutor]) -> ModelNode {
+    let spec = m.spec;
+    let replicas = placement::replica_set(spec, executors);
+    let (executor, auto_parallelism) =
+        parallelism::executor_config(spec, base_dir, m.serf_profile.as_ref());
+    ModelNode {
+        path: base_dir.join(&spec.path.value),
+        batched: m.batched,
+        batching: spec.batching,
+        executor,
+        metadata: m.metadata.clone(),
+        parity: parity::parity_plan(spec, base_dir),
+        routing: routing::routing(spec, &replicas, base_dir, m.kairos_profile.as_ref()),
+        auto_parallelism: auto_parallelism.map(Box::new),
+        state: stateful::stateful_node(spec, &m.metadata).map(Box::new),
+        replicas,
+    }
+}

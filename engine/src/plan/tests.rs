@@ -1,0 +1,133 @@
+//! Each feature's resolution, on specs written in YAML (no model file is read).
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{parallelism, parity, placement, stateful, streams};
+use crate::onnx::{ElementType, ModelMetadata, TensorInfo};
+use crate::placement::ReplicaTarget;
+use crate::spec::{GraphSpec, ModelSpec, NodeSpec, ReplicationMode};
+use crate::stream::{StreamConnector, StreamEnd};
+use crate::tensor::{DType, Dim};
+
+fn graph(nodes: &str) -> GraphSpec {
+    let text = format!(
+        "name: g\ninputs: [{{name: x, dtype: f32, shape: [4]}}]\n\
+         executors: [{{name: gpu-a, endpoint: tcp/10.0.0.1:7447}}]\n\
+         nodes:\n{nodes}\noutputs: [{{name: y, from: m.y}}]\n"
+    );
+    GraphSpec::from_yaml(&text, "test.yaml").unwrap()
+}
+
+fn model(spec: &GraphSpec) -> &ModelSpec {
+    match &spec.nodes[0].value {
+        NodeSpec::Model(m) => m,
+        other => panic!("not a model: {other:?}"),
+    }
+}
+
+fn tensor(name: &str, dims: &[Dim]) -> TensorInfo {
+    TensorInfo {
+        name: name.into(),
+        element: ElementType::Supported(DType::F32),
+        dims: dims.to_vec(),
+    }
+}
+
+#[test]
+fn a_node_without_replicas_runs_in_process_and_a_list_keeps_its_order() {
+    let bare = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}");
+    let executors = placement::executors(&bare);
+    assert_eq!(
+        placement::replica_set(model(&bare), &executors),
+        [ReplicaTarget::Local]
+    );
+    let listed =
+        graph("  - model: {id: m, path: m.onnx, inputs: {x: x}, replicas: [gpu-a, local]}");
+    let executors = placement::executors(&listed);
+    let set = placement::replica_set(model(&listed), &executors);
+    assert_eq!(set.len(), 2);
+    let ReplicaTarget::Remote(e) = &set[0] else {
+        panic!("{set:?}")
+    };
+    assert_eq!(e.key_prefix, "weir/executor/gpu-a");
+    assert_eq!(e.endpoint.as_deref(), Some("tcp/10.0.0.1:7447"));
+    assert_eq!(set[1], ReplicaTarget::Local);
+}
+
+#[test]
+fn fixed_parallelism_is_the_executor_setting() {
+    let spec = graph(
+        "  - model: {id: m, path: m.onnx, inputs: {x: x}, parallelism: {concurrency: 3, threads: 2}}",
+    );
+    let (executor, auto) = parallelism::executor_config(model(&spec), Path::new("."), None);
+    assert_eq!((executor.instances, executor.intra_op_threads), (3, 2));
+    assert!(auto.is_none());
+    let plain = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}, executor: {instances: 2}}");
+    let (executor, _) = parallelism::executor_config(model(&plain), Path::new("."), None);
+    assert_eq!(executor, model(&plain).executor);
+}
+
+#[test]
+fn a_parity_model_resolves_against_the_graph_folder() {
+    let spec = graph(
+        "  - model: {id: m, path: m.onnx, inputs: {x: x}, resilience: {parity: {k: 3, parity_model: p.onnx}}}",
+    );
+    let plan = parity::parity_plan(model(&spec), Path::new("/graphs")).unwrap();
+    assert_eq!(
+        (plan.k, plan.path.as_path()),
+        (3, Path::new("/graphs/p.onnx"))
+    );
+    let bare = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}");
+    assert!(parity::parity_plan(model(&bare), Path::new("/graphs")).is_none());
+}
+
+#[test]
+fn state_takes_the_models_shapes_and_remus_keeps_one_batch_in_flight() {
+    let meta = ModelMetadata {
+        inputs: vec![
+            tensor("x", &[Dim::Dynamic, Dim::Fixed(4)]),
+            tensor("h_in", &[Dim::Fixed(1), Dim::Fixed(8)]),
+        ],
+        outputs: vec![
+            tensor("y", &[Dim::Dynamic, Dim::Fixed(4)]),
+            tensor("h_out", &[Dim::Fixed(1), Dim::Fixed(8)]),
+        ],
+    };
+    let remus = graph(
+        "  - model: {id: m, path: m.onnx, inputs: {x: x}, state: {inputs: [h_in], outputs: [h_out]}, \
+         replication: {mode: remus, pipeline: 6}}",
+    );
+    let node = stateful::stateful_node(model(&remus), &meta).unwrap();
+    assert_eq!(node.state.len(), 1);
+    assert_eq!(node.state[0].shape, [1, 8]);
+    assert_eq!((node.mode, node.pipeline), (ReplicationMode::Remus, 1));
+    let bare = graph(
+        "  - model: {id: m, path: m.onnx, inputs: {x: x}, state: {inputs: [h_in], outputs: [h_out]}}",
+    );
+    let node = stateful::stateful_node(model(&bare), &meta).unwrap();
+    assert_eq!(node.mode, ReplicationMode::None);
+    assert_eq!(node.detect, Duration::from_millis(250));
+    assert!(stateful::stateful_node(
+        model(&graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}")),
+        &meta
+    )
+    .is_none());
+}
+
+#[test]
+fn a_dash_is_stdio_and_a_file_is_relative_to_the_graph() {
+    let mut spec = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}");
+    spec.streams = GraphSpec::from_yaml(
+        "name: s\ninputs: []\nnodes: []\noutputs: []\nstreams: [{jsonl: {input: in.jsonl, output: \"-\"}}]\n",
+        "s.yaml",
+    )
+    .unwrap()
+    .streams;
+    let planned = streams::connectors(&spec, Path::new("/graphs"));
+    let [StreamConnector::Jsonl { input, output, .. }] = planned.as_slice() else {
+        panic!("{planned:?}")
+    };
+    assert_eq!(input, &StreamEnd::File("/graphs/in.jsonl".into()));
+    assert_eq!(output, &StreamEnd::Stdio);
+}

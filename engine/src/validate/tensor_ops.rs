@@ -1,0 +1,245 @@
+//! Tensor-op nodes (normalize, argmax, top-k, concat): their settings and their types.
+//!
+//! Rules: `normalize` has at least one `mean` and one `std` value, one or one per channel each,
+//! every `std` finite and non-zero, and an f32 input whose first dimension matches a per-channel
+//! count; `argmax` and `top_k` read f32, with `k` between 1 and the input's element count;
+//! `concat` joins at least two inputs of one dtype and rank that agree on every dimension but
+//! `axis` (negative counts from the end). An op has nothing left for the plan to decide, so
+//! validation yields it as a [`TensorOp`].
+
+use super::{node_path, CheckedKind, Port, TypedNode, Validator};
+use crate::diagnostic::Location;
+use crate::spec::NodeSpec;
+use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
+
+/// A tensor op, checked: what the operator computes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorOp {
+    /// Per-channel `(x - mean) / std`.
+    Normalize {
+        /// Means (one, or one per channel).
+        mean: Vec<f32>,
+        /// Standard deviations (one, or one per channel).
+        std: Vec<f32>,
+    },
+    /// Index of the largest element.
+    Argmax,
+    /// `k` largest elements and their indices.
+    TopK {
+        /// How many.
+        k: usize,
+    },
+    /// Concatenation along `axis` (normalised to 0..rank).
+    Concat {
+        /// Axis.
+        axis: usize,
+    },
+}
+
+impl<'a> Validator<'a, '_> {
+    /// An op node's settings, before its inputs are known. `at` is where the node is written.
+    pub(super) fn check_op_fields(&mut self, node: &NodeSpec, at: Location) {
+        let id = node.id().value.as_str();
+        match node {
+            NodeSpec::Normalize(n) => {
+                if n.mean.is_empty() || n.std.is_empty() {
+                    self.error(
+                        node_path(id, "mean"),
+                        n.mean.location,
+                        format!("node `{id}`: `mean` and `std` need at least one value each"),
+                    );
+                } else if n.mean.len() != n.std.len() && n.mean.len() != 1 && n.std.len() != 1 {
+                    self.error(
+                        node_path(id, "std"),
+                        n.std.location,
+                        format!(
+                            "node `{id}`: `mean` has {} values and `std` {}; give one value or one per channel for each",
+                            n.mean.len(),
+                            n.std.len()
+                        ),
+                    );
+                }
+                if n.std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
+                    self.error(
+                        node_path(id, "std"),
+                        n.std.location,
+                        format!("node `{id}`: every `std` value must be finite and non-zero"),
+                    );
+                }
+            }
+            NodeSpec::TopK(t) => {
+                if t.k.value == 0 {
+                    self.error(
+                        node_path(id, "k"),
+                        t.k.location,
+                        format!("node `{id}`: `k` must be at least 1"),
+                    );
+                }
+            }
+            NodeSpec::Concat(c) => {
+                if c.inputs.len() < 2 {
+                    self.error(
+                        node_path(id, "inputs"),
+                        at,
+                        format!(
+                            "node `{id}`: concat needs at least two inputs, got {}",
+                            c.inputs.len()
+                        ),
+                    );
+                }
+            }
+            NodeSpec::Argmax(_) | NodeSpec::Model(_) => {}
+        }
+    }
+
+    /// Types op node `node` from its resolved `ports` (written at `locs`).
+    pub(super) fn type_op(
+        &mut self,
+        node: &NodeSpec,
+        ports: Vec<Port>,
+        locs: &[Location],
+    ) -> Option<TypedNode<'a>> {
+        let id = node.id().value.as_str();
+        let (op, outputs) = self.type_op_outputs(node, &ports, locs)?;
+        Some(TypedNode {
+            id: id.to_string(),
+            kind: CheckedKind::Op(op),
+            inputs: ports,
+            outputs,
+        })
+    }
+
+    /// The op node `node` is and its outputs, from its resolved `ports` (written at `locs`).
+    fn type_op_outputs(
+        &mut self,
+        node: &NodeSpec,
+        ports: &[Port],
+        locs: &[Location],
+    ) -> Option<(TensorOp, Vec<(String, TensorType)>)> {
+        let id = node.id().value.as_str();
+        match node {
+            NodeSpec::Model(_) => None,
+            NodeSpec::Normalize(n) => {
+                let p = &ports[0];
+                if !self.f32_port(id, p, locs[0]) {
+                    return None;
+                }
+                let channels = n.mean.len().max(n.std.len());
+                if channels > 1
+                    && p.ty.shape.first() != Some(&Dim::Fixed(channels))
+                    && p.ty.shape.first() != Some(&Dim::Dynamic)
+                {
+                    self.error(node_path(id, "mean"), n.mean.location, format!("node `{id}`: {channels} per-channel values, but `{}` has shape {} (channels are the first dimension)", p.column, ShapeDisplay(&p.ty.shape)));
+                    return None;
+                }
+                let out = vec![("output".to_string(), p.ty.clone())];
+                let op = TensorOp::Normalize {
+                    mean: n.mean.value.clone(),
+                    std: n.std.value.clone(),
+                };
+                Some((op, out))
+            }
+            NodeSpec::Argmax(_) => {
+                if !self.f32_port(id, &ports[0], locs[0]) {
+                    return None;
+                }
+                let out = vec![("index".to_string(), TensorType::fixed(DType::I64, &[1]))];
+                Some((TensorOp::Argmax, out))
+            }
+            NodeSpec::TopK(t) => {
+                let p = &ports[0];
+                if !self.f32_port(id, p, locs[0]) {
+                    return None;
+                }
+                if let Some(n) = p.ty.element_count() {
+                    if t.k.value > n {
+                        self.error(
+                            node_path(id, "k"),
+                            t.k.location,
+                            format!(
+                                "node `{id}`: k = {} but `{}` has only {n} elements",
+                                t.k.value, p.column
+                            ),
+                        );
+                        return None;
+                    }
+                }
+                let out = vec![
+                    (
+                        "values".to_string(),
+                        TensorType::fixed(DType::F32, &[t.k.value]),
+                    ),
+                    (
+                        "indices".to_string(),
+                        TensorType::fixed(DType::I64, &[t.k.value]),
+                    ),
+                ];
+                Some((TensorOp::TopK { k: t.k.value }, out))
+            }
+            NodeSpec::Concat(c) => {
+                let first = &ports[0];
+                let rank = first.ty.shape.len() as i64;
+                let axis = if c.axis.value < 0 {
+                    rank + c.axis.value
+                } else {
+                    c.axis.value
+                };
+                if axis < 0 || axis >= rank.max(1) {
+                    self.error(
+                        node_path(id, "axis"),
+                        c.axis.location,
+                        format!(
+                            "node `{id}`: axis {} is out of range for rank {rank}",
+                            c.axis.value
+                        ),
+                    );
+                    return None;
+                }
+                let axis = axis as usize;
+                let mut shape = first.ty.shape.clone();
+                for (pos, p) in ports.iter().enumerate().skip(1) {
+                    let same_rank = p.ty.shape.len() == first.ty.shape.len();
+                    let others_match = same_rank
+                        && p.ty
+                            .shape
+                            .iter()
+                            .zip(&first.ty.shape)
+                            .enumerate()
+                            .all(|(i, (a, b))| i == axis || a.compatible(*b));
+                    if p.ty.dtype != first.ty.dtype || !others_match {
+                        self.error(node_path(id, &p.name), locs[pos], format!("node `{id}`: cannot concat `{}` ({}) with `{}` ({}) along axis {axis}: dtype, rank and every other dimension must match", p.column, p.ty, first.column, first.ty));
+                        return None;
+                    }
+                    shape[axis] = match (shape[axis], p.ty.shape[axis]) {
+                        (Dim::Fixed(a), Dim::Fixed(b)) => Dim::Fixed(a + b),
+                        _ => Dim::Dynamic,
+                    };
+                }
+                let out = vec![(
+                    "output".to_string(),
+                    TensorType {
+                        dtype: first.ty.dtype,
+                        shape,
+                    },
+                )];
+                Some((TensorOp::Concat { axis }, out))
+            }
+        }
+    }
+
+    /// Whether port `p` of node `id` carries f32 (else an error at `loc`).
+    fn f32_port(&mut self, id: &str, p: &Port, loc: Location) -> bool {
+        if p.ty.dtype != DType::F32 {
+            self.error(
+                node_path(id, &p.name),
+                loc,
+                format!(
+                    "node `{id}` needs an f32 tensor at `{}`, but `{}` is {}",
+                    p.name, p.column, p.ty
+                ),
+            );
+            return false;
+        }
+        true
+    }
+}

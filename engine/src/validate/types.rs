@@ -1,0 +1,230 @@
+//! Types and shapes: the graph inputs', and along every edge in topological order.
+//!
+//! A graph input has a fixed, positive per-request shape. Each node is typed once all its producers
+//! are: a model input takes the dtype and per-request shape the model's metadata gives (its first
+//! dimension is the batch), and every model input is bound while no binding names an input the
+//! model lacks; a tensor op's rules are in [`super::tensor_ops`]. A node whose producer could not be
+//! typed is skipped, so one error is reported once, where it happens, rather than again downstream.
+
+use super::references::RefEdge;
+use super::{node_path, CheckedKind, GraphInput, NodeFacts, Port, Producer, TypedNode, Validator};
+use crate::diagnostic::{did_you_mean, Location};
+use crate::onnx::{ElementType, TensorInfo};
+use crate::spec::{ModelSpec, NodeSpec};
+use crate::tensor::{Dim, ShapeDisplay, TensorType};
+
+/// Every dimension of `dims` as a size, or `None` when one is dynamic.
+pub(crate) fn fixed_shape(dims: &[Dim]) -> Option<Vec<usize>> {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => Some(*n),
+            Dim::Dynamic => None,
+        })
+        .collect()
+}
+
+impl<'a> Validator<'a, '_> {
+    /// The graph inputs whose shapes are usable.
+    pub(super) fn graph_inputs(&mut self) -> Vec<GraphInput> {
+        let mut out = Vec::new();
+        for input in &self.spec.inputs {
+            let mut dims = Vec::new();
+            let mut ok = true;
+            for &d in input.shape.value.iter() {
+                if d <= 0 {
+                    ok = false;
+                } else {
+                    dims.push(d as usize);
+                }
+            }
+            if !ok {
+                self.error(
+                    format!("inputs.{}.shape", input.name.value),
+                    input.shape.location,
+                    format!(
+                        "graph input `{}` has shape {:?}: every dimension must be a positive size",
+                        input.name.value, input.shape.value
+                    ),
+                );
+                continue;
+            }
+            out.push(GraphInput {
+                name: input.name.value.clone(),
+                ty: TensorType::fixed(input.dtype.value, &dims),
+            });
+        }
+        out
+    }
+
+    /// Types the spec's nodes in `order` along their resolved `edges`, recording each node's
+    /// outputs in `facts`. Returns the typed nodes and, per spec node, its index among them
+    /// (`usize::MAX` for a node left untyped).
+    pub(super) fn type_nodes(
+        &mut self,
+        order: &[usize],
+        edges: &[Vec<RefEdge>],
+        facts: &mut [NodeFacts<'a>],
+        inputs: &[GraphInput],
+    ) -> (Vec<TypedNode<'a>>, Vec<usize>) {
+        let spec = self.spec;
+        let mut index_of = vec![usize::MAX; spec.nodes.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            index_of[i] = pos;
+        }
+        let mut nodes = Vec::with_capacity(order.len());
+        for &i in order {
+            let node = &spec.nodes[i].value;
+            let mut ports = Vec::new();
+            let mut complete = true;
+            for RefEdge { field, target, .. } in &edges[i] {
+                let Some((producer, output)) = target else {
+                    complete = false;
+                    continue;
+                };
+                let (column, ty) = match producer {
+                    Producer::Ingress => match inputs.iter().find(|g| &g.name == output) {
+                        Some(g) => (g.name.clone(), Some(g.ty.clone())),
+                        None => (output.clone(), None),
+                    },
+                    Producer::Node(p) => {
+                        let ty = facts[*p].outputs.as_ref().and_then(|outs| {
+                            outs.iter()
+                                .find(|(n, _)| n == output)
+                                .map(|(_, t)| t.clone())
+                        });
+                        (format!("{}.{output}", spec.nodes[*p].id().value), ty)
+                    }
+                };
+                let Some(ty) = ty else {
+                    complete = false;
+                    continue;
+                };
+                let producer = match producer {
+                    Producer::Ingress => Producer::Ingress,
+                    Producer::Node(p) => Producer::Node(index_of[*p]),
+                };
+                ports.push(Port {
+                    name: field.clone(),
+                    column,
+                    ty,
+                    producer,
+                });
+            }
+            if !complete {
+                continue;
+            }
+            let located: Vec<Location> = edges[i].iter().map(|e| e.location).collect();
+            let typed = match node {
+                NodeSpec::Model(m) => self.type_model(m, &facts[i], ports, &located),
+                op => self.type_op(op, ports, &located),
+            };
+            if let Some(typed) = typed {
+                facts[i].outputs = Some(typed.outputs.clone());
+                nodes.push(typed);
+            }
+        }
+        (nodes, index_of)
+    }
+
+    /// Orders a model node's `ports` as the model's inputs and checks each against the model.
+    fn type_model(
+        &mut self,
+        m: &ModelSpec,
+        facts: &NodeFacts<'a>,
+        ports: Vec<Port>,
+        locs: &[Location],
+    ) -> Option<TypedNode<'a>> {
+        let id = m.id.value.as_str();
+        let checked = facts.model.clone()?;
+        let meta = &checked.metadata;
+        let mut ordered = Vec::new();
+        let mut ok = true;
+        let (state_inputs, _) = m.state_tensors();
+        for info in &meta.inputs {
+            if state_inputs.contains(&info.name.as_str()) {
+                continue;
+            }
+            let Some(pos) = ports
+                .iter()
+                .position(|p| p.name == format!("inputs.{}", info.name))
+            else {
+                self.error(node_path(id, "inputs"), m.id.location, format!("node `{id}`: model input `{}` is not bound; add `{}: <tensor>` under `inputs`", info.name, info.name));
+                ok = false;
+                continue;
+            };
+            let port = &ports[pos];
+            if !self.check_model_input(id, info, port, locs[pos]) {
+                ok = false;
+            }
+            ordered.push(Port {
+                name: info.name.clone(),
+                ..port.clone()
+            });
+        }
+        for (pos, p) in ports.iter().enumerate() {
+            let name = p.name.trim_start_matches("inputs.");
+            if !meta.inputs.iter().any(|i| i.name == name) {
+                let names = meta.inputs.iter().map(|i| i.name.as_str());
+                let help = did_you_mean(name, names)
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| {
+                        format!(
+                            "its inputs are: {}",
+                            meta.inputs
+                                .iter()
+                                .map(|i| i.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    });
+                self.error(
+                    node_path(id, &p.name),
+                    locs[pos],
+                    format!("node `{id}`: the model has no input `{name}`"),
+                )
+                .help = Some(help);
+                ok = false;
+            }
+        }
+        let outputs = facts.outputs.clone()?;
+        ok.then(|| TypedNode {
+            id: id.to_string(),
+            kind: CheckedKind::Model(Box::new(checked)),
+            inputs: ordered,
+            outputs,
+        })
+    }
+
+    /// Whether `port` fits model input `info` of node `id` (else an error at `loc`).
+    fn check_model_input(
+        &mut self,
+        id: &str,
+        info: &TensorInfo,
+        port: &Port,
+        loc: Location,
+    ) -> bool {
+        let ElementType::Supported(dtype) = info.element else {
+            return false;
+        };
+        let expected = TensorType {
+            dtype,
+            shape: info.dims.iter().skip(1).copied().collect(),
+        };
+        if dtype != port.ty.dtype {
+            self.error(
+                node_path(id, &port.name),
+                loc,
+                format!(
+                    "node `{id}`: model input `{}` takes {dtype}, but `{}` is {} (dtype mismatch)",
+                    info.name, port.column, port.ty.dtype
+                ),
+            );
+            return false;
+        }
+        if !port.ty.compatible(&expected) {
+            self.error(node_path(id, &port.name), loc, format!("node `{id}`: model input `{}` takes per-request shape {}, but `{}` has shape {} (shape mismatch)", info.name, ShapeDisplay(&expected.shape), port.column, ShapeDisplay(&port.ty.shape)));
+            return false;
+        }
+        true
+    }
+}
