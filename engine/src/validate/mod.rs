@@ -253,8 +253,8 @@ impl<'a> Validator<'a, '_> {
     fn run(&mut self) -> Option<ValidGraph<'a>> {
         let spec = self.spec;
         self.check_names();
-        self.replicas = placement::check_placement(spec, &mut self.diags);
-        streams::check_streams(spec, self.base_dir, self.files, &mut self.diags);
+        self.check_placement();
+        self.check_streams();
         let inputs = self.graph_inputs();
         let mut facts: Vec<NodeFacts<'a>> = spec
             .nodes

@@ -7,7 +7,7 @@
 //! checks them). The node's outputs are the model's, minus its state outputs, plus `reconstructed`
 //! under parity coding.
 
-use super::{node_path, parallelism, routing, stateful, CheckedModel, NodeFacts, Validator};
+use super::{node_path, CheckedModel, NodeFacts, Validator};
 use crate::onnx::{read_metadata_under, ElementType, ModelMetadata, OnnxError};
 use crate::paths::FileError;
 use crate::spec::ModelSpec;
@@ -18,25 +18,15 @@ impl<'a> Validator<'a, '_> {
     pub(super) fn check_model(&mut self, m: &'a ModelSpec) -> NodeFacts<'a> {
         let id = m.id.value.as_str();
         self.check_model_settings(id, m);
-        let replicas = self.replicas.of(id);
-        let kairos_profile =
-            routing::check_routing(id, m, self.base_dir, self.files, replicas, &mut self.diags);
-        let serf_profile = parallelism::check_parallelism(
-            id,
-            m,
-            self.base_dir,
-            self.files,
-            replicas,
-            &mut self.diags,
-        );
+        let kairos_profile = self.check_routing(id, m);
+        let serf_profile = self.check_parallelism(id, m);
         let Some((metadata, batched)) = self.read_model(id, m) else {
             return NodeFacts {
                 model: None,
                 outputs: None,
             };
         };
-        let replicas = self.replicas.of(id);
-        stateful::check_state(id, m, &metadata, replicas, &mut self.diags);
+        self.check_state(id, m, &metadata);
         let (_, state_outputs) = m.state_tensors();
         let mut outputs: Vec<(String, TensorType)> = metadata
             .outputs

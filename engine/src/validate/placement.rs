@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
-use super::is_locator;
+use super::{is_locator, Validator};
 use crate::diagnostic::{did_you_mean, Diagnostic, Location};
-use crate::spec::{GraphSpec, NodeSpec, RemoteExecutorSpec, LOCAL_REPLICA};
+use crate::spec::{NodeSpec, RemoteExecutorSpec, LOCAL_REPLICA};
 
 /// A replica a node lists, resolved to what it names.
 #[derive(Debug, Clone, Copy)]
@@ -59,134 +59,135 @@ fn valid_executor_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Checks `spec`'s executors and replica lists, pushing errors to `diags`.
-pub(super) fn check_placement<'a>(
-    spec: &'a GraphSpec,
-    diags: &mut Vec<Diagnostic>,
-) -> ReplicaLists<'a> {
-    let mut by_name: HashMap<&str, (&RemoteExecutorSpec, Location)> = HashMap::new();
-    for e in &spec.executors {
-        let name = &e.name;
-        let path = format!("executors.{}", name.value);
-        if !valid_executor_name(name) {
-            diags.push(Diagnostic::error(
-                format!("{path}.name"),
-                name.location,
-                format!("executor name `{}` must be letters, digits, `_` and `-`, and not `{LOCAL_REPLICA}` (that name means in-process)", name.value),
-            ));
-        }
-        if let Some((_, first)) = by_name.get(name.value.as_str()) {
-            diags.push(Diagnostic::error(
-                format!("{path}.name"),
-                name.location,
-                format!(
-                    "duplicate executor name `{}` (first declared at line {})",
-                    name.value, first.line
-                ),
-            ));
-            continue;
-        }
-        if let Some(ep) = &e.endpoint {
-            if !is_locator(ep) {
-                let mut d = Diagnostic::error(
-                    format!("{path}.endpoint"),
-                    ep.location,
-                    format!(
-                        "executor `{}`: endpoint `{}` is not a zenoh locator",
-                        name.value, ep.value
-                    ),
-                );
-                d.help = Some("write `<protocol>/<address>`, e.g. `tcp/127.0.0.1:7447`".into());
-                diags.push(d);
-            }
-        }
-        if e.threads == Some(0) {
-            diags.push(Diagnostic::error(
-                format!("{path}.threads"),
-                e.location,
-                format!("executor `{}`: `threads` must be at least 1", name.value),
-            ));
-        }
-        if let Some(cost) = e.labels.get("cost_per_hour") {
-            if !cost.parse::<f64>().is_ok_and(|c| c.is_finite() && c >= 0.0) {
+impl<'a> Validator<'a, '_> {
+    /// Checks the graph's executors and replica lists, and keeps each node's resolved list.
+    pub(super) fn check_placement(&mut self) {
+        let spec = self.spec;
+        let diags = &mut self.diags;
+        let mut by_name: HashMap<&str, (&RemoteExecutorSpec, Location)> = HashMap::new();
+        for e in &spec.executors {
+            let name = &e.name;
+            let path = format!("executors.{}", name.value);
+            if !valid_executor_name(name) {
                 diags.push(Diagnostic::error(
-                    format!("{path}.labels.cost_per_hour"),
+                    format!("{path}.name"),
+                    name.location,
+                    format!("executor name `{}` must be letters, digits, `_` and `-`, and not `{LOCAL_REPLICA}` (that name means in-process)", name.value),
+                ));
+            }
+            if let Some((_, first)) = by_name.get(name.value.as_str()) {
+                diags.push(Diagnostic::error(
+                    format!("{path}.name"),
+                    name.location,
+                    format!(
+                        "duplicate executor name `{}` (first declared at line {})",
+                        name.value, first.line
+                    ),
+                ));
+                continue;
+            }
+            if let Some(ep) = &e.endpoint {
+                if !is_locator(ep) {
+                    let mut d = Diagnostic::error(
+                        format!("{path}.endpoint"),
+                        ep.location,
+                        format!(
+                            "executor `{}`: endpoint `{}` is not a zenoh locator",
+                            name.value, ep.value
+                        ),
+                    );
+                    d.help = Some("write `<protocol>/<address>`, e.g. `tcp/127.0.0.1:7447`".into());
+                    diags.push(d);
+                }
+            }
+            if e.threads == Some(0) {
+                diags.push(Diagnostic::error(
+                    format!("{path}.threads"),
                     e.location,
-                    format!(
-                        "executor `{}`: `cost_per_hour` must be a non-negative number, got `{cost}`",
-                        name.value
-                    ),
+                    format!("executor `{}`: `threads` must be at least 1", name.value),
                 ));
             }
+            if let Some(cost) = e.labels.get("cost_per_hour") {
+                if !cost.parse::<f64>().is_ok_and(|c| c.is_finite() && c >= 0.0) {
+                    diags.push(Diagnostic::error(
+                        format!("{path}.labels.cost_per_hour"),
+                        e.location,
+                        format!(
+                            "executor `{}`: `cost_per_hour` must be a non-negative number, got `{cost}`",
+                            name.value
+                        ),
+                    ));
+                }
+            }
+            by_name.insert(name.value.as_str(), (&e.value, name.location));
         }
-        by_name.insert(name.value.as_str(), (&e.value, name.location));
-    }
-    let mut lists = ReplicaLists::default();
-    for node in &spec.nodes {
-        let NodeSpec::Model(m) = &node.value else {
-            continue;
-        };
-        let id = m.id.value.as_str();
-        let Some(list) = &m.replicas else {
-            lists.by_node.insert(id, vec![Replica::Local]);
-            continue;
-        };
-        let path = format!("nodes.{id}.replicas");
-        if list.value.is_empty() {
-            diags.push(Diagnostic::error(
-                path.clone(),
-                list.location,
-                format!("node `{id}`: `replicas` lists no replica"),
-            ));
-            continue;
-        }
-        let mut replicas: Vec<Replica<'a>> = Vec::new();
-        let mut ok = true;
-        for r in &list.value {
-            let replica = if r.value == LOCAL_REPLICA {
-                Some(Replica::Local)
-            } else {
-                by_name
-                    .get(r.value.as_str())
-                    .map(|(e, _)| Replica::Executor(e))
-            };
-            let Some(replica) = replica else {
-                let names = std::iter::once(LOCAL_REPLICA)
-                    .chain(spec.executors.iter().map(|e| e.name.value.as_str()));
-                let mut d = Diagnostic::error(
-                    path.clone(),
-                    r.location,
-                    format!(
-                        "node `{id}`: replica `{}` is not a declared executor",
-                        r.value
-                    ),
-                );
-                d.help = Some(match did_you_mean(&r.value, names) {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None => format!(
-                        "declare it under `executors:`, or use `{LOCAL_REPLICA}` for this process"
-                    ),
-                });
-                diags.push(d);
-                ok = false;
+        let mut lists = ReplicaLists::default();
+        for node in &spec.nodes {
+            let NodeSpec::Model(m) = &node.value else {
                 continue;
             };
-            if replicas.iter().any(|t| t.name() == replica.name()) {
+            let id = m.id.value.as_str();
+            let Some(list) = &m.replicas else {
+                lists.by_node.insert(id, vec![Replica::Local]);
+                continue;
+            };
+            let path = format!("nodes.{id}.replicas");
+            if list.value.is_empty() {
                 diags.push(Diagnostic::error(
                     path.clone(),
-                    r.location,
-                    format!("node `{id}`: replica `{}` is listed twice", r.value),
+                    list.location,
+                    format!("node `{id}`: `replicas` lists no replica"),
                 ));
-                ok = false;
                 continue;
             }
-            replicas.push(replica);
+            let mut replicas: Vec<Replica<'a>> = Vec::new();
+            let mut ok = true;
+            for r in &list.value {
+                let replica = if r.value == LOCAL_REPLICA {
+                    Some(Replica::Local)
+                } else {
+                    by_name
+                        .get(r.value.as_str())
+                        .map(|(e, _)| Replica::Executor(e))
+                };
+                let Some(replica) = replica else {
+                    let names = std::iter::once(LOCAL_REPLICA)
+                        .chain(spec.executors.iter().map(|e| e.name.value.as_str()));
+                    let mut d = Diagnostic::error(
+                        path.clone(),
+                        r.location,
+                        format!(
+                            "node `{id}`: replica `{}` is not a declared executor",
+                            r.value
+                        ),
+                    );
+                    d.help = Some(match did_you_mean(&r.value, names) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!(
+                            "declare it under `executors:`, or use `{LOCAL_REPLICA}` for this process"
+                        ),
+                    });
+                    diags.push(d);
+                    ok = false;
+                    continue;
+                };
+                if replicas.iter().any(|t| t.name() == replica.name()) {
+                    diags.push(Diagnostic::error(
+                        path.clone(),
+                        r.location,
+                        format!("node `{id}`: replica `{}` is listed twice", r.value),
+                    ));
+                    ok = false;
+                    continue;
+                }
+                replicas.push(replica);
+            }
+            if ok {
+                lists.by_node.insert(id, replicas);
+            }
         }
-        if ok {
-            lists.by_node.insert(id, replicas);
-        }
+        self.replicas = lists;
     }
-    lists
 }
 
 #[cfg(test)]

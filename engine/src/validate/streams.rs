@@ -8,12 +8,10 @@
 //! The files are checked here so that `weir validate` reports them, and again when the connector
 //! opens them.
 
-use std::path::Path;
-
-use super::is_locator;
+use super::{is_locator, Validator};
 use crate::diagnostic::Diagnostic;
-use crate::paths::{check_output, resolve_input, FileError, FileRules};
-use crate::spec::{GraphSpec, Spanned, StreamSpec};
+use crate::paths::{check_output, resolve_input, FileError};
+use crate::spec::{Spanned, StreamSpec};
 use crate::stream::{stream_end, StreamEnd};
 
 /// Whether `key` is a zenoh key expression a stream can use: chunks separated by `/`, no wildcard
@@ -28,58 +26,57 @@ fn key_ok(key: &str) -> bool {
             .any(|c| c.is_whitespace() || c == '?' || c == '#')
 }
 
-/// Checks `spec.streams`, pushing errors to `diags`.
-pub(super) fn check_streams(
-    spec: &GraphSpec,
-    base_dir: &Path,
-    files: &FileRules,
-    diags: &mut Vec<Diagnostic>,
-) {
-    for (i, s) in spec.streams.iter().enumerate() {
-        match &s.value {
-            StreamSpec::Jsonl(j) => {
-                if j.input.value.is_empty() || j.output.value.is_empty() {
-                    diags.push(Diagnostic::error(
-                        format!("streams[{i}].jsonl"),
-                        s.location,
-                        "a JSON-lines stream needs an `input` and an `output` (a file, or `-`)",
-                    ));
-                    continue;
-                }
-                if let StreamEnd::File(p) = stream_end(&j.input, base_dir) {
-                    if let Err(e) = resolve_input(&p, files) {
-                        let field = format!("streams[{i}].jsonl.input");
-                        diags.push(Diagnostic::error(field, j.input.location, e.to_string()));
+impl Validator<'_, '_> {
+    /// Checks the graph's streaming connectors.
+    pub(super) fn check_streams(&mut self) {
+        let (spec, base_dir, files) = (self.spec, self.base_dir, self.files);
+        let diags = &mut self.diags;
+        for (i, s) in spec.streams.iter().enumerate() {
+            match &s.value {
+                StreamSpec::Jsonl(j) => {
+                    if j.input.value.is_empty() || j.output.value.is_empty() {
+                        diags.push(Diagnostic::error(
+                            format!("streams[{i}].jsonl"),
+                            s.location,
+                            "a JSON-lines stream needs an `input` and an `output` (a file, or `-`)",
+                        ));
+                        continue;
                     }
-                }
-                if let StreamEnd::File(p) = stream_end(&j.output, base_dir) {
-                    if let Err(e) = check_output(&p, j.output_mode.value, files) {
-                        let mut d = Diagnostic::error(
-                            format!("streams[{i}].jsonl.output"),
-                            j.output.location,
-                            e.to_string(),
-                        );
-                        if matches!(e, FileError::Exists { .. }) {
-                            d.help = Some("`output_mode: create` (the default) writes only a new file; `append` adds to an existing one, `overwrite` empties it".into());
+                    if let StreamEnd::File(p) = stream_end(&j.input, base_dir) {
+                        if let Err(e) = resolve_input(&p, files) {
+                            let field = format!("streams[{i}].jsonl.input");
+                            diags.push(Diagnostic::error(field, j.input.location, e.to_string()));
                         }
-                        diags.push(d);
+                    }
+                    if let StreamEnd::File(p) = stream_end(&j.output, base_dir) {
+                        if let Err(e) = check_output(&p, j.output_mode.value, files) {
+                            let mut d = Diagnostic::error(
+                                format!("streams[{i}].jsonl.output"),
+                                j.output.location,
+                                e.to_string(),
+                            );
+                            if matches!(e, FileError::Exists { .. }) {
+                                d.help = Some("`output_mode: create` (the default) writes only a new file; `append` adds to an existing one, `overwrite` empties it".into());
+                            }
+                            diags.push(d);
+                        }
                     }
                 }
-            }
-            StreamSpec::Zenoh(z) => {
-                for (field, key) in [("subscribe", &z.subscribe), ("publish", &z.publish)] {
-                    if !key_ok(key) {
-                        let mut d = Diagnostic::error(
-                            format!("streams[{i}].zenoh.{field}"),
-                            key.location,
-                            format!("`{}` is not a zenoh key expression", key.value),
-                        );
-                        d.help = Some("chunks separated by `/`, e.g. `weir/in/mlp`".into());
-                        diags.push(d);
+                StreamSpec::Zenoh(z) => {
+                    for (field, key) in [("subscribe", &z.subscribe), ("publish", &z.publish)] {
+                        if !key_ok(key) {
+                            let mut d = Diagnostic::error(
+                                format!("streams[{i}].zenoh.{field}"),
+                                key.location,
+                                format!("`{}` is not a zenoh key expression", key.value),
+                            );
+                            d.help = Some("chunks separated by `/`, e.g. `weir/in/mlp`".into());
+                            diags.push(d);
+                        }
                     }
+                    check_locators(&z.listen, &format!("streams[{i}].zenoh.listen"), diags);
+                    check_locators(&z.connect, &format!("streams[{i}].zenoh.connect"), diags);
                 }
-                check_locators(&z.listen, &format!("streams[{i}].zenoh.listen"), diags);
-                check_locators(&z.connect, &format!("streams[{i}].zenoh.connect"), diags);
             }
         }
     }
