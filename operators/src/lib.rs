@@ -11,6 +11,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod capabilities;
+pub mod metrics;
 pub mod model;
 pub mod parity;
 pub mod stateful;

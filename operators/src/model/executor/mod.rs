@@ -14,7 +14,7 @@
 //! blocking on the queue; its first requests warm it). The threads' loops are in [`sessions`].
 //!
 //! [`stats`] keeps the load counters every consumer reads (SERF's controller, `weir run`,
-//! `/metrics`); [`call_log`] keeps single calls while someone profiles.
+//! `/metrics` through [`metrics`]); [`call_log`] keeps single calls while someone profiles.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,6 +35,7 @@ use weir_serf::config::Config;
 
 mod batching;
 pub mod call_log;
+pub mod metrics;
 mod sessions;
 pub mod stats;
 
