@@ -1,6 +1,9 @@
 //! weir's metrics vocabulary: every metric name, in one place, and the few shapes every family is
 //! written in (a counter, a gauge or a histogram of labelled series), through `prometheus-client`'s
-//! Prometheus text encoding (format 0.0.4, the one `/metrics` has always served).
+//! Prometheus text encoder (format 0.0.4, served as `text/plain; version=0.0.4`). Its OpenMetrics
+//! encoder (`encoding::text`) would name a counter's family without `_total` in `# TYPE` and end
+//! with `# EOF`, which a scraper reading the 0.0.4 format takes for untyped series; the 0.0.4
+//! encoder keeps every family's name, type and help as they are.
 //!
 //! Names follow Prometheus conventions: `weir_<subsystem>_<name>_<unit>`, counters end in
 //! `_total`, base units. Each family renders its own series where its values are produced (the

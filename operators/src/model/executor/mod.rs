@@ -4,14 +4,14 @@
 //! `instances` threads each own a `Session` with `intra_op_threads` threads. They share one bounded
 //! queue (a full queue refuses [`ModelExecutor::try_submit`], which holds work back in the dataflow:
 //! back-pressure, not an unbounded buffer). A thread takes a job and batches more behind it
-//! ([`batching`]); the rows run as one call and the outputs go back per job. A job's `done`
+//! (`batching.rs`); the rows run as one call and the outputs go back per job. A job's `done`
 //! callback runs on the executor thread; it must only hand the result over (channel + activator).
 //!
 //! A *switchable* executor ([`ModelExecutor::start_switchable`], [`ModelExecutor::start_auto`] for
 //! `parallelism: auto`) changes its concurrency × intra-op threads live, with every session made
 //! and warmed with [`SWITCHABLE_WARMUP_CALLS`] synthetic calls at start; [`super::parallelism`]
-//! describes how. A fixed executor takes exactly the path it always did (one session per thread,
-//! blocking on the queue; its first requests warm it). The threads' loops are in [`sessions`].
+//! describes how. A fixed executor keeps the plain path (one session per thread, blocking on the
+//! queue; its first requests warm it). The threads' loops are in `sessions.rs`.
 //!
 //! [`stats`] keeps the load counters every consumer reads (SERF's controller, `weir run`,
 //! `/metrics` through [`metrics`]); [`call_log`] keeps single calls while someone profiles.

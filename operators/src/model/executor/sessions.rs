@@ -83,7 +83,7 @@ pub(super) fn session_loop(
 }
 
 /// Calls each pre-created session of a switchable executor gets before it serves, so that the
-/// first jobs after a switch run on a warm session (see [`super::synthetic`]).
+/// first jobs after a switch run on a warm session (see [`crate::model::synthetic`]).
 pub const SWITCHABLE_WARMUP_CALLS: usize = 2;
 
 /// The random request a switchable executor warms its sessions with; `None` (logged) when the
