@@ -1,17 +1,39 @@
-//! ParM's encoders: how the k queries of a coding group become one parity query of the same
-//! shape. Shared by serving (the parity operator) and training (`weir parity train`), so a parity
-//! model is always served with the code it was trained on.
+//! The encoders: how the `k` rows at one position of a coding group become one parity row of the
+//! same length. Each is a fixed, cheap function, so that encoding never delays dispatch and the
+//! parity model, not the code, carries the learning.
 
 /// How k queries become one parity query of the same shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoder {
-    /// P = Σ_i X_i, feature-wise (paper §4.2).
+    /// P = Σ_i X_i, feature-wise (ParM, §4.2).
     Sum,
-    /// The k images downsampled and tiled into one (paper §5.2.3; k = 2: two H×(W/2) halves side
+    /// The k images downsampled and tiled into one (ParM, §5.2.3; k = 2: two H×(W/2) halves side
     /// by side; k = 4: four (H/2)×(W/2) quadrants, top-left, top-right, bottom-left,
     /// bottom-right). Rows must be square single-channel images with an even side, flattened
     /// row-major; downsampling averages pixel pairs (k = 2) or 2×2 blocks (k = 4).
     Concat,
+}
+
+/// Why an encoder cannot code a group.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodeError {
+    /// A coding group needs at least two members.
+    #[error("k must be at least 2, not {k}")]
+    GroupTooSmall {
+        /// The group size asked for.
+        k: usize,
+    },
+    /// The concatenation encoder tiles 2 or 4 square images with an even side.
+    #[error(
+        "the concat encoder needs k = 2 or 4 and a square image with an even side \
+         (k = {k}, {features} features)"
+    )]
+    NotTileable {
+        /// The group size asked for.
+        k: usize,
+        /// Values per row.
+        features: usize,
+    },
 }
 
 impl Encoder {
@@ -26,18 +48,15 @@ impl Encoder {
     /// Checks that this encoder can code groups of `k` rows of `features` values.
     ///
     /// # Errors
-    /// A message saying what does not fit.
-    pub fn check(self, k: usize, features: usize) -> Result<(), String> {
+    /// [`CodeError`] saying what does not fit.
+    pub fn check(self, k: usize, features: usize) -> Result<(), CodeError> {
         if k < 2 {
-            return Err(format!("k must be at least 2, not {k}"));
+            return Err(CodeError::GroupTooSmall { k });
         }
         if self == Self::Concat {
             let side = square_side(features);
             if !(k == 2 || k == 4) || side.is_none_or(|s| !s.is_multiple_of(2)) {
-                return Err(format!(
-                    "the concat encoder needs k = 2 or 4 and a square image with an even side \
-                     (k = {k}, {features} features)"
-                ));
+                return Err(CodeError::NotTileable { k, features });
             }
         }
         Ok(())
