@@ -26,11 +26,11 @@ shows there, with each set-up's own level in its run taken out.
 
 Then, when the runs differ in it, the first table again for two groups: the runs in which every
 fixed set-up held at moderate load, and those in which one collapsed (a moderate-phase mean more
-than 1.5× the best fixed set-up's: on the 2-vCPU VM the all-core `(1, 2)` is bistable at 144/s, and
-whether it holds is the host's, not SERF's). SERF's case differs between them: where a fixed set-up
+than 1.5× the best fixed set-up's: on a host where the all-core `(1, 2)` is bistable at the moderate
+load, whether it holds is the host's doing, not SERF's). SERF's case differs between them: where a fixed set-up
 collapses, avoiding it is a gain; where all hold, SERF can at best tie the best one.
 
-Usage: benchmarks/serf/pool_phases.py benchmarks/serf/phases_idle2.md benchmarks/serf/phases_pool.md
+Usage: pool_phases.py TABLE.md [TABLE.md ...]  (the files behind the pooled figure: benchmarks/serf/README.md)
 """
 
 import random

@@ -1,8 +1,8 @@
-"""Reads the point rows of `weir bench serf` tables (one file per run of `run_ort.sh`).
+"""Reads the point rows of `weir bench serf` tables (one file per run).
 
 Each point row of such a table is one configuration served at one load; `point_rows` gives it as
 a dict from the header's column names to the cells, `percent` the signed error a cell ends with.
-Used by `node_error_by_config.py` and `error_by_service_drift.py`.
+Used by `error_layers.py`.
 """
 import re
 
@@ -29,8 +29,3 @@ def percent(cell):
     found = PERCENT_AT_END.search(cell)
     return float(found.group(1)) if found else None
 
-
-def pair(cell):
-    """The two numbers of a "predicted / measured" cell (anything after a comma is dropped)."""
-    predicted, measured = cell.split(",")[0].split("/")
-    return float(predicted), float(measured)

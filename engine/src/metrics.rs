@@ -1,6 +1,33 @@
-//! Metric names, in one place (Prometheus conventions: `weir_<subsystem>_<name>_<unit>`, counters
-//! end in `_total`, base units). Operators record into their own counters under these names; the
-//! HTTP connector exports them.
+//! weir's metrics vocabulary: every metric name, in one place, and the few shapes every family is
+//! written in (a counter, a gauge or a histogram of labelled series), through `prometheus-client`'s
+//! Prometheus text encoder (format 0.0.4, served as `text/plain; version=0.0.4`). Its OpenMetrics
+//! encoder (`encoding::text`) would name a counter's family without `_total` in `# TYPE` and end
+//! with `# EOF`, which a scraper reading the 0.0.4 format takes for untyped series; the 0.0.4
+//! encoder keeps every family's name, type and help as they are.
+//!
+//! Names follow Prometheus conventions: `weir_<subsystem>_<name>_<unit>`, counters end in
+//! `_total`, base units. Each family renders its own series where its values are produced (the
+//! executors, replica pools, SERF, HAMS in `weir-operators`; requests and connections in the HTTP
+//! connector; admission here), as a [`Collector`]: the values already live in lock-free counters
+//! and snapshots those parts keep for themselves, so a collector reads them at scrape time instead
+//! of mirroring every update into a second set of metric objects. A registry holding the
+//! collectors is built once per metrics source and encoded on each scrape.
+
+use std::fmt;
+
+use prometheus_client::encoding::{
+    CounterValueEncoder, DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet,
+    EncodeMetric, GaugeValueEncoder, MetricEncoder, NoLabelSet,
+};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+pub use prometheus_client::collector::Collector;
+
+#[cfg(doc)]
+use crate::runtime::GraphRuntime;
 
 /// Requests answered, by graph and outcome.
 pub const REQUESTS_TOTAL: &str = "weir_requests_total";
@@ -84,3 +111,212 @@ pub const HTTP_CONNECTIONS_ACCEPTED_TOTAL: &str = "weir_http_connections_accepte
 pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "weir_http_connections_closed_total";
 /// Counter: HTTP connections refused at the connection limit.
 pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "weir_http_connections_refused_total";
+
+/// Per graph: requests admitted and not yet answered.
+pub const GRAPH_IN_FLIGHT: &str = "weir_graph_in_flight";
+/// Per stateful node: epoch of its primary (bumped by every promotion; HAMS).
+pub const HAMS_EPOCH: &str = "weir_hams_epoch";
+/// Per stateful node: highest state version applied on a backup (HAMS).
+pub const HAMS_DURABLE_VERSION: &str = "weir_hams_durable_version";
+/// Per stateful node: rows whose outputs are kept until their replies leave (HAMS).
+pub const HAMS_RECORDED_ROWS: &str = "weir_hams_recorded_rows";
+/// Per stateful node: batches sent and not yet durable (HAMS).
+pub const HAMS_UNDURABLE_BATCHES: &str = "weir_hams_undurable_batches";
+/// Per graph: replies the release gate holds until the states they depend on are durable (HAMS).
+pub const HAMS_HELD_REPLIES: &str = "weir_hams_held_replies";
+/// Per graph: answers of superseded request attempts dropped (HAMS).
+pub const HAMS_STALE_ANSWERS_TOTAL: &str = "weir_hams_stale_answers_total";
+
+/// A [`Collector`] made of a function writing families, for a family written on its own.
+pub struct FromFn<F>(pub F);
+
+impl<F> fmt::Debug for FromFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FromFn")
+    }
+}
+
+impl<F> Collector for FromFn<F>
+where
+    F: Fn(&mut DescriptorEncoder) -> fmt::Result + Send + Sync + 'static,
+{
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        (self.0)(&mut encoder)
+    }
+}
+
+/// A registry holding `collector` alone.
+pub fn registry_of(collector: impl Collector) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
+    registry
+}
+
+/// `registry`'s families in the Prometheus text format, appended to `out`.
+///
+/// # Errors
+/// When a collector fails to write.
+pub fn encode(out: &mut String, registry: &Registry) -> fmt::Result {
+    prometheus_client::encoding::prometheus_text::encode(out, registry)
+}
+
+/// `collector`'s families in the Prometheus text format.
+///
+/// # Errors
+/// When the collector fails to write.
+pub fn text(collector: impl Collector) -> Result<String, fmt::Error> {
+    let mut out = String::new();
+    encode(&mut out, &registry_of(collector))?;
+    Ok(out)
+}
+
+/// The labels of a node's series: its graph and node.
+pub fn node_labels<'a>(graph: &'a str, node: &'a str) -> [(&'static str, &'a str); 2] {
+    [("graph", graph), ("node", node)]
+}
+
+/// Writes counter family `name` (ending in `_total`, which the encoder writes back) with one
+/// sample per labelled series.
+///
+/// # Errors
+/// When writing fails.
+pub fn counter<L: EncodeLabelSet, V: EncodeCounterValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, V)>,
+) -> fmt::Result {
+    debug_assert!(name.ends_with("_total"), "counter {name} without _total");
+    let family = name.strip_suffix("_total").unwrap_or(name);
+    let mut metric = encoder.encode_descriptor(family, help, None, MetricType::Counter)?;
+    for (labels, value) in series {
+        ConstCounter::new(value).encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Writes gauge family `name` with one sample per labelled series.
+///
+/// # Errors
+/// When writing fails.
+pub fn gauge<L: EncodeLabelSet, V: EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, V)>,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in series {
+        ConstGauge::new(value).encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Writes histogram family `name` with one histogram per labelled series.
+///
+/// # Errors
+/// When writing fails.
+pub fn histogram<'a, L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, Buckets<'a>)>,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, buckets) in series {
+        buckets.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// A sample's value: a count (written as an integer) or a real quantity (seconds, rates).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// Events, rows, requests.
+    Count(u64),
+    /// Seconds, rates, ratios.
+    Real(f64),
+}
+
+impl From<u64> for Value {
+    fn from(n: u64) -> Self {
+        Value::Count(n)
+    }
+}
+
+impl From<usize> for Value {
+    fn from(n: usize) -> Self {
+        Value::Count(n as u64)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Self {
+        Value::Real(x)
+    }
+}
+
+impl EncodeCounterValue for Value {
+    fn encode(&self, encoder: &mut CounterValueEncoder) -> fmt::Result {
+        match *self {
+            Value::Count(n) => EncodeCounterValue::encode(&n, encoder),
+            Value::Real(x) => EncodeCounterValue::encode(&x, encoder),
+        }
+    }
+}
+
+impl EncodeGaugeValue for Value {
+    fn encode(&self, encoder: &mut GaugeValueEncoder) -> fmt::Result {
+        match *self {
+            Value::Count(n) => EncodeGaugeValue::encode(&n, encoder),
+            Value::Real(x) => EncodeGaugeValue::encode(&x, encoder),
+        }
+    }
+}
+
+/// A histogram read from counters kept elsewhere: observations per bucket (not cumulative), the
+/// last bucket open (`+Inf`), their sum and count.
+#[derive(Debug, Clone, Copy)]
+pub struct Buckets<'a> {
+    /// Upper bounds of all buckets but the last.
+    pub bounds: &'a [f64],
+    /// Observations per bucket: one more than `bounds`.
+    pub counts: &'a [u64],
+    /// Sum of the observations.
+    pub sum: f64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl EncodeMetric for Buckets<'_> {
+    fn encode(&self, mut encoder: MetricEncoder) -> fmt::Result {
+        let buckets: Vec<(f64, u64)> = self
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (self.bounds.get(i).copied().unwrap_or(f64::INFINITY), n))
+            .collect();
+        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Writes the admission gauge of every graph in `graphs` (name, requests admitted and not yet
+/// answered: [`GraphRuntime::in_flight`]).
+///
+/// # Errors
+/// When writing fails.
+pub fn in_flight<'a>(
+    encoder: &mut DescriptorEncoder,
+    graphs: impl IntoIterator<Item = (&'a str, usize)>,
+) -> fmt::Result {
+    gauge(
+        encoder,
+        GRAPH_IN_FLIGHT,
+        "Requests admitted and not yet answered.",
+        graphs.into_iter().map(|(graph, n)| ([("graph", graph)], n)),
+    )
+}

@@ -5,12 +5,15 @@
 //! at start-up) and builds each node's operator on every worker. One folder per operator family:
 //! [`model`] (ONNX Runtime executors, replica pools), [`parity`] (ParM coding around a model node),
 //! [`stateful`] (HAMS: stateful nodes' proxies and operator) and [`tensor`] (inline tensor ops).
+//! Each family that exports `/metrics` series writes them in its own `metrics` module;
+//! [`metrics::OperatorMetrics`] gathers them for one graph.
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod capabilities;
+pub mod metrics;
 pub mod model;
 pub mod parity;
 pub mod stateful;

@@ -30,7 +30,7 @@ use crate::error::{Result, TrainError};
 use crate::model::OnnxModel;
 use crate::schedule::{run_epochs, Progress, Schedule};
 
-pub use weir_operators::parity::Encoder;
+pub use weir_parm::Encoder;
 
 /// What [`train_parity`] trains, from what, and where it writes the parity model.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +129,7 @@ pub fn fit_parity(
     let train = &split.train;
     encoder
         .check(k, train.features())
-        .map_err(TrainError::Options)?;
+        .map_err(|e| TrainError::Options(e.to_string()))?;
     let mut rng = StdRng::seed_from_u64(schedule.seed);
     let parity = deployed.parity_copy(&mut rng)?;
     let targets = deployed.forward(&train.all_rows()?)?.to_vec2::<f32>()?;
@@ -182,7 +182,7 @@ pub fn degraded_accuracy(
 ) -> Result<f32> {
     encoder
         .check(k, data.features())
-        .map_err(TrainError::Options)?;
+        .map_err(|e| TrainError::Options(e.to_string()))?;
     let mut order: Vec<usize> = (0..data.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(seed));
     let groups: Vec<&[usize]> = order.chunks_exact(k).collect();

@@ -1,20 +1,48 @@
-//! Request metrics per served graph, and their Prometheus text rendering.
+//! `/metrics` of the HTTP server: its own request and connection metrics, then each graph's
+//! sources (the executors and the other operator families add theirs through [`MetricsSource`]s,
+//! so this module never reaches into them).
 //!
-//! Counters are atomics bumped once per request; the latency histogram has fixed buckets. Other
-//! parts of the process (the executors) add their own metrics through [`MetricsSource`]s, so this
-//! module never reaches into them.
+//! Request outcomes and latencies are produced here, so they live in `prometheus-client`'s own
+//! [`Counter`]s and [`Histogram`]s (fixed buckets), bumped once per request. One collector writes
+//! every served graph's series under a single family each (a `graph` label), with the admission
+//! gauge the engine keeps and the listener's connection counters, read at scrape time.
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tracing::warn;
 use weir_engine::metrics::{
-    HTTP_CONNECTIONS_ACCEPTED_TOTAL, HTTP_CONNECTIONS_CLOSED_TOTAL, HTTP_CONNECTIONS_REFUSED_TOTAL,
-    REQUESTS_TOTAL, REQUEST_DURATION_SECONDS,
+    counter, in_flight, registry_of, Collector, HTTP_CONNECTIONS_ACCEPTED_TOTAL,
+    HTTP_CONNECTIONS_CLOSED_TOTAL, HTTP_CONNECTIONS_REFUSED_TOTAL, REQUESTS_TOTAL,
+    REQUEST_DURATION_SECONDS,
 };
+use weir_engine::runtime::GraphRuntime;
+
+use super::listener::ConnectionCounters;
 
 /// Appends Prometheus text lines for one part of the process.
 pub type MetricsSource = Box<dyn Fn(&mut String) + Send + Sync>;
+
+/// A [`MetricsSource`] that encodes `collector`'s families on each scrape.
+pub fn source(collector: impl Collector) -> MetricsSource {
+    let registry = registry_of(collector);
+    Box::new(move |out| encode(out, &registry))
+}
+
+/// Appends `registry`'s families to `out`; a failure (a collector's own) is logged, and what was
+/// written before it stays.
+fn encode(out: &mut String, registry: &Registry) {
+    if let Err(e) = weir_engine::metrics::encode(out, registry) {
+        warn!(error = %e, "Metrics could not be encoded.");
+    }
+}
 
 /// How a request ended, as a bounded label set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,28 +90,29 @@ const BUCKETS_S: [f64; 14] = [
 ];
 
 /// Metrics of one served graph.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GraphMetrics {
-    outcomes: [AtomicU64; OUTCOMES.len()],
-    buckets: [AtomicU64; BUCKETS_S.len()],
-    count: AtomicU64,
-    sum_us: AtomicU64,
+    outcomes: [Counter; OUTCOMES.len()],
+    latency: Histogram,
+}
+
+impl Default for GraphMetrics {
+    fn default() -> Self {
+        GraphMetrics {
+            outcomes: Default::default(),
+            latency: Histogram::new(BUCKETS_S),
+        }
+    }
 }
 
 impl GraphMetrics {
     /// Records one request's outcome and, when answered with outputs, its latency.
     pub fn record(&self, outcome: Outcome, elapsed: Duration) {
         if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
-            self.outcomes[i].fetch_add(1, Ordering::Relaxed);
+            self.outcomes[i].inc();
         }
         if outcome == Outcome::Ok {
-            let s = elapsed.as_secs_f64();
-            if let Some(b) = BUCKETS_S.iter().position(|&le| s <= le) {
-                self.buckets[b].fetch_add(1, Ordering::Relaxed);
-            }
-            self.count.fetch_add(1, Ordering::Relaxed);
-            self.sum_us
-                .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+            self.latency.observe(elapsed.as_secs_f64());
         }
     }
 
@@ -92,60 +121,111 @@ impl GraphMetrics {
         OUTCOMES
             .iter()
             .position(|o| *o == outcome)
-            .map(|i| self.outcomes[i].load(Ordering::Relaxed))
+            .map(|i| self.outcomes[i].get())
             .unwrap_or(0)
     }
 }
 
-/// Writes the metrics of every graph, in Prometheus text format.
-pub fn render_graphs<'a>(
-    out: &mut String,
-    graphs: impl Iterator<Item = (&'a str, &'a GraphMetrics, usize)> + Clone,
-) {
-    let _ = writeln!(out, "# HELP {REQUESTS_TOTAL} Requests answered, by graph and outcome.\n# TYPE {REQUESTS_TOTAL} counter");
-    for (graph, m, _) in graphs.clone() {
-        for (i, o) in OUTCOMES.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{REQUESTS_TOTAL}{{graph=\"{graph}\",outcome=\"{}\"}} {}",
-                o.label(),
-                m.outcomes[i].load(Ordering::Relaxed)
-            );
-        }
+/// One served graph, as the server's collector reads it.
+#[derive(Debug)]
+pub(super) struct ServedMetrics {
+    /// The graph's name (the `graph` label).
+    pub name: String,
+    /// Its request metrics.
+    pub metrics: Arc<GraphMetrics>,
+    /// Its runtime, for the admission gauge.
+    pub runtime: Arc<GraphRuntime>,
+}
+
+/// The server's `/metrics`: its own families (one registry, built once), then the sources.
+pub(super) struct ServerMetrics {
+    registry: Registry,
+    sources: Vec<MetricsSource>,
+}
+
+impl ServerMetrics {
+    /// Metrics of `graphs` and `connections`, followed by `sources`.
+    pub(super) fn new(
+        graphs: Vec<ServedMetrics>,
+        connections: Arc<ConnectionCounters>,
+        sources: Vec<MetricsSource>,
+    ) -> Self {
+        let registry = registry_of(RequestMetrics {
+            graphs,
+            connections,
+        });
+        ServerMetrics { registry, sources }
     }
-    let _ = writeln!(out, "# HELP {REQUEST_DURATION_SECONDS} Time from receiving a request to answering it with outputs.\n# TYPE {REQUEST_DURATION_SECONDS} histogram");
-    for (graph, m, _) in graphs.clone() {
-        let mut cumulative = 0;
-        for (i, le) in BUCKETS_S.iter().enumerate() {
-            cumulative += m.buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "{REQUEST_DURATION_SECONDS}_bucket{{graph=\"{graph}\",le=\"{le}\"}} {cumulative}"
-            );
+
+    /// Every family, in Prometheus text format.
+    pub(super) fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry);
+        for source in &self.sources {
+            source(&mut out);
         }
-        let count = m.count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "{REQUEST_DURATION_SECONDS}_bucket{{graph=\"{graph}\",le=\"+Inf\"}} {count}"
-        );
-        let _ = writeln!(
-            out,
-            "{REQUEST_DURATION_SECONDS}_sum{{graph=\"{graph}\"}} {}",
-            m.sum_us.load(Ordering::Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(
-            out,
-            "{REQUEST_DURATION_SECONDS}_count{{graph=\"{graph}\"}} {count}"
-        );
-    }
-    let _ = writeln!(out, "# HELP weir_graph_in_flight Requests admitted and not yet answered.\n# TYPE weir_graph_in_flight gauge");
-    for (graph, _, in_flight) in graphs {
-        let _ = writeln!(out, "weir_graph_in_flight{{graph=\"{graph}\"}} {in_flight}");
+        out
     }
 }
 
-/// Writes the HTTP listener's connection counters.
-pub fn render_connections(out: &mut String, accepted: u64, closed: u64, refused: u64) {
+/// Requests, latencies and admission of every served graph, and the listener's connections.
+#[derive(Debug)]
+struct RequestMetrics {
+    graphs: Vec<ServedMetrics>,
+    connections: Arc<ConnectionCounters>,
+}
+
+impl Collector for RequestMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        encode_graphs(
+            &mut encoder,
+            self.graphs
+                .iter()
+                .map(|g| (g.name.as_str(), &*g.metrics, g.runtime.in_flight())),
+        )?;
+        let c = &self.connections;
+        encode_connections(
+            &mut encoder,
+            [&c.accepted, &c.closed, &c.refused].map(|n| n.load(Ordering::Relaxed)),
+        )
+    }
+}
+
+/// Writes the request metrics of every graph (name, metrics, requests in flight).
+fn encode_graphs<'a>(
+    encoder: &mut DescriptorEncoder,
+    graphs: impl Iterator<Item = (&'a str, &'a GraphMetrics, usize)> + Clone,
+) -> fmt::Result {
+    counter(
+        encoder,
+        REQUESTS_TOTAL,
+        "Requests answered, by graph and outcome.",
+        graphs.clone().flat_map(|(graph, m, _)| {
+            OUTCOMES
+                .iter()
+                .zip(&m.outcomes)
+                .map(move |(o, n)| ([("graph", graph), ("outcome", o.label())], n.get()))
+        }),
+    )?;
+    let mut latency = encoder.encode_descriptor(
+        REQUEST_DURATION_SECONDS,
+        "Time from receiving a request to answering it with outputs.",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (graph, m, _) in graphs.clone() {
+        m.latency
+            .encode(latency.encode_family(&[("graph", graph)])?)?;
+    }
+    in_flight(encoder, graphs.map(|(graph, _, n)| (graph, n)))
+}
+
+/// Writes the HTTP listener's connection counters: accepted, closed, refused.
+fn encode_connections(
+    encoder: &mut DescriptorEncoder,
+    [accepted, closed, refused]: [u64; 3],
+) -> fmt::Result {
+    const NO_LABELS: [(&str, &str); 0] = [];
     for (name, help, value) in [
         (
             HTTP_CONNECTIONS_ACCEPTED_TOTAL,
@@ -163,16 +243,31 @@ pub fn render_connections(out: &mut String, accepted: u64, closed: u64, refused:
             refused,
         ),
     ] {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-        );
+        counter(encoder, name, help, [(NO_LABELS, value)])?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One graph's request metrics and fixed connection counts, as the server writes them.
+    #[derive(Debug)]
+    struct Fixed(GraphMetrics, usize, [u64; 3]);
+
+    impl Collector for Fixed {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+            encode_graphs(&mut encoder, [("g", &self.0, self.1)].into_iter())?;
+            encode_connections(&mut encoder, self.2)
+        }
+    }
+
+    fn rendered(fixed: Fixed) -> String {
+        let mut s = String::new();
+        source(fixed)(&mut s);
+        s
+    }
 
     #[test]
     fn histogram_is_cumulative_and_counts_only_answers() {
@@ -180,8 +275,7 @@ mod tests {
         m.record(Outcome::Ok, Duration::from_micros(700));
         m.record(Outcome::Ok, Duration::from_millis(30));
         m.record(Outcome::InvalidRequest, Duration::ZERO);
-        let mut s = String::new();
-        render_graphs(&mut s, [("g", &m, 3usize)].into_iter());
+        let s = rendered(Fixed(m, 3, [0; 3]));
         assert!(
             s.contains("weir_requests_total{graph=\"g\",outcome=\"ok\"} 2"),
             "{s}"
@@ -203,5 +297,34 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("weir_graph_in_flight{graph=\"g\"} 3"), "{s}");
+    }
+
+    #[test]
+    fn every_family_keeps_its_name_type_and_help() {
+        let s = rendered(Fixed(GraphMetrics::default(), 0, [5, 4, 1]));
+        for (name, kind) in [
+            ("weir_requests_total", "counter"),
+            ("weir_request_duration_seconds", "histogram"),
+            ("weir_graph_in_flight", "gauge"),
+            ("weir_http_connections_accepted_total", "counter"),
+        ] {
+            assert!(s.contains(&format!("# TYPE {name} {kind}\n")), "{s}");
+        }
+        assert!(
+            s.contains("# HELP weir_http_connections_refused_total HTTP connections refused at the connection limit.\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("\nweir_http_connections_accepted_total 5\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("weir_request_duration_seconds_bucket{graph=\"g\",le=\"+Inf\"} 0"),
+            "{s}"
+        );
+        assert!(
+            s.contains("weir_requests_total{graph=\"g\",outcome=\"deadline_exceeded\"} 0"),
+            "{s}"
+        );
     }
 }

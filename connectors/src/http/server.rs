@@ -26,7 +26,7 @@ use super::auth::{authorized, AuthToken};
 use super::body::{read_body, ByteBudget, BytesPermit};
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
-use super::metrics::{render_connections, render_graphs, GraphMetrics, MetricsSource, Outcome};
+use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
 use super::protocol::{datatype_name, parse_infer_request, InferRequest, HEADER_LENGTH};
 use crate::infer::run_infer;
 
@@ -68,14 +68,14 @@ impl Default for HttpConfig {
 
 struct ServedGraph {
     runtime: Arc<GraphRuntime>,
-    metrics: GraphMetrics,
+    metrics: Arc<GraphMetrics>,
 }
 
 struct ServerState {
     graphs: BTreeMap<String, ServedGraph>,
     config: HttpConfig,
     ready: AtomicBool,
-    extra_metrics: Vec<MetricsSource>,
+    metrics: ServerMetrics,
     bytes_budget: Arc<ByteBudget>,
     connections: Arc<ConnectionCounters>,
 }
@@ -92,25 +92,34 @@ impl HttpServer {
         config: HttpConfig,
         extra_metrics: Vec<MetricsSource>,
     ) -> HttpServer {
-        let graphs = graphs
+        let graphs: BTreeMap<String, ServedGraph> = graphs
             .into_iter()
             .map(|rt| {
                 (
                     rt.plan().name.clone(),
                     ServedGraph {
                         runtime: rt,
-                        metrics: GraphMetrics::default(),
+                        metrics: Arc::default(),
                     },
                 )
+            })
+            .collect();
+        let connections = Arc::<ConnectionCounters>::default();
+        let served = graphs
+            .iter()
+            .map(|(name, g)| ServedMetrics {
+                name: name.clone(),
+                metrics: Arc::clone(&g.metrics),
+                runtime: Arc::clone(&g.runtime),
             })
             .collect();
         HttpServer {
             state: Arc::new(ServerState {
                 graphs,
                 ready: AtomicBool::new(false),
-                extra_metrics,
+                metrics: ServerMetrics::new(served, Arc::clone(&connections), extra_metrics),
                 bytes_budget: ByteBudget::new(config.max_inflight_bytes),
-                connections: Arc::default(),
+                connections,
                 config,
             }),
         }
@@ -290,22 +299,7 @@ async fn metrics(
     headers: HeaderMap,
 ) -> Result<Response, ServeError> {
     authorize(&s, &headers)?;
-    let mut out = String::new();
-    render_graphs(
-        &mut out,
-        s.graphs
-            .iter()
-            .map(|(n, g)| (n.as_str(), &g.metrics, g.runtime.in_flight())),
-    );
-    render_connections(
-        &mut out,
-        s.connections.accepted.load(Ordering::Relaxed),
-        s.connections.closed.load(Ordering::Relaxed),
-        s.connections.refused.load(Ordering::Relaxed),
-    );
-    for source in &s.extra_metrics {
-        source(&mut out);
-    }
+    let out = s.metrics.render();
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

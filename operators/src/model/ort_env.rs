@@ -5,7 +5,7 @@
 //! run time, so nothing is downloaded at build time. The library is found, in order, at
 //! `$WEIR_ORT_DYLIB`, `$ORT_DYLIB_PATH`, `$WEIR_HOME/onnxruntime/`, and `.weir/onnxruntime/` in the
 //! current folder, the executable's folder or any of their parents. This is the only place a
-//! `Session` is created (see STYLE.md §7).
+//! `Session` is created, so every session gets the same options.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -56,6 +56,8 @@ use weir_serf::scheduler::{
 };
 use weir_serf::table::Candidates;
 
+pub mod metrics;
+
 /// Service-time samples kept between two control ticks; more are dropped (and counted).
 pub const SAMPLE_BUFFER: usize = 4096;
 

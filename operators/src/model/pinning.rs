@@ -9,10 +9,10 @@
 //! `K[i·t + 1] … K[i·t + t − 1]`. For the configurations SERF considers (`c·t ≤ F`) no two threads
 //! share a core; beyond that they wrap.
 //!
-//! What it does not fix (measured 2026-11-25, `benchmarks/SERF.md`, *serf phases*): on the 2-vCPU
-//! VM, 2-thread calls switch between ≈ 3 and ≈ 6 ms for tens of seconds at a time with ONNX Runtime
-//! alone, pinned or not (slow rounds of 300: pinned 29 / 3 / 79, unpinned 69 / 121 / 20); the host
-//! decides that, and the benchmarks run unpinned.
+//! What it does not fix: on a machine whose two cores a 2-thread call fills, such calls switch
+//! between ≈ 3 and ≈ 6 ms for tens of seconds at a time with ONNX Runtime alone, pinned or not
+//! (slow rounds of 300: pinned 29 / 3 / 79, unpinned 69 / 121 / 20; `benchmarks/serf/README.md`,
+//! *serf phases*); the host decides that, and the benchmarks run unpinned.
 //!
 //! Off by default: two pinned nodes in one process would share the same cores while others idle,
 //! so a graph with several heavy nodes gives each its own `pin_cores_from`.

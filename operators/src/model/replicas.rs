@@ -35,6 +35,8 @@ use super::routing::{concat_jobs, split_rows, KairosQueue, RoutingError};
 use super::ExecError;
 use weir_engine::routing::Routing;
 
+pub mod metrics;
+
 /// Unavailable answers in a row after which a replica is set aside.
 pub const FAILURES_BEFORE_DOWN: u32 = 2;
 /// How long a set-aside replica is skipped (unless it is the only one alive).

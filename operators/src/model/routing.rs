@@ -1,4 +1,4 @@
-//! Kairos routing for a replica pool (Li et al., HPDC '23, §5.1; notes/kairos.md §2.5–2.7): the
+//! Kairos routing for a replica pool (Kairos, HPDC '23, §5.1): the
 //! node's queue and one distribution round, with no threads, timely or transport in it.
 //!
 //! [`KairosQueue`] keeps the jobs waiting for a replica in FIFO order and, per replica, whether it
@@ -10,7 +10,7 @@
 //! until the next round: that is Kairos waiting for a fast instance rather than giving a job to a
 //! slow one that would miss QoS. The pool ([`super::replicas`]) runs a round on every arrival,
 //! every completion, every refused offer (the operator retries a refused job every 200 µs, which
-//! doubles as the fine tick of notes §8.4) and every replica revival; it keeps failover and
+//! doubles as a fine-grained tick) and every replica revival; it keeps failover and
 //! answered-once.
 //!
 //! Batching in the queue (unless `batch_queued_jobs: false`, which gives the paper's one query per
@@ -23,7 +23,7 @@
 //! replica failed. Each replica still holds one call at a time; its predicted finish and the
 //! learned latency are those of the batch's rows.
 //!
-//! Latency (decision, notes §2.7): with `profiles:` in the YAML the profile's tables are used as
+//! Latency (where the paper leaves room): with `profiles:` in the YAML the profile's tables are used as
 //! given and η comes from them (the artifact's behaviour: deterministic, profiled beforehand).
 //! Without, each instance type's batch → latency is learned from the node's own completed jobs
 //! ([`weir_kairos::predictor::OnlineLatency`]: per-bucket mean, a least-squares line in between),

@@ -10,9 +10,9 @@
 //! A call runs all rows of a batch as one ONNX call (the model's first dimension is dynamic) or
 //! one call per row in order (first dimension fixed to 1), feeding each row's next state to the
 //! following row. With `order`, the rows run in that order instead of arrival order: the
-//! executor's non-determinism option uses it to change the interleaving of requests (S1) and, for
-//! a model that sums over the batch (online learning's gradient), the floating-point reduction
-//! order (S2); outputs are put back in arrival order.
+//! executor's non-determinism option uses it to change the interleaving of requests (racing
+//! inputs) and, for a model that sums over the batch (online learning's gradient), the
+//! floating-point reduction order (a GPU's); outputs are put back in arrival order.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -351,7 +351,7 @@ pub fn row_hashes(columns: &[TensorColumn], rows: usize) -> Vec<u64> {
 /// What a person would notice of each row's first output: its label (the argmax of an f32
 /// output, the value of an i64 one) and a hash of the values rounded to 8 bits (round(v × 255)
 /// each). The journal uses them to tell flipped labels and visible changes from last-bit
-/// differences when a replay recomputes released rows (notes/hams.md X7).
+/// differences when a replay recomputes released rows.
 pub fn row_summaries(columns: &[TensorColumn], rows: usize) -> (Vec<u32>, Vec<u64>) {
     let Some(c) = columns.first() else {
         return (vec![0; rows], vec![0; rows]);

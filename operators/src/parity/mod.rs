@@ -1,10 +1,12 @@
-//! ParM: parity-coded resilience around a model node (SOSP'19; notes/parm.md).
+//! ParM: parity-coded resilience around a model node, as in "Parity Models: Erasure-Coded
+//! Resilience for Prediction Serving Systems" (SOSP '19); the codec itself is the pure `weir-parm`
+//! crate, shared with training.
 //!
 //! [`ParityService`] wraps the node's inference service (one executor or a replica pool). Every job
 //! is dispatched at once, unchanged (encoding never delays dispatch), and joins the open *coding
 //! group*: the `k` jobs dispatched consecutively. When a group is full its parity job — the
-//! feature-wise sum of the group's rows, position by position (row i of the parity job is the sum
-//! of row i of every member that has one) — goes to the parity model's service.
+//! members' rows coded position by position (row i of the parity job codes row i of every member
+//! that has one) — goes to the parity model's service.
 //!
 //! Answers: a real prediction is returned the moment it arrives. When the parity output and `k − 1`
 //! of the group's predictions are in and one is missing, the missing one is reconstructed at once as
@@ -14,10 +16,10 @@
 //! wait for their real predictions. Each job's answer sits behind a take-once slot, so it is
 //! answered exactly once whichever path is first.
 //!
-//! Decision (paper vs note): the paper's coding group is k *batches*; weir's unit of dispatch is the
-//! operator's job (up to `batching.max_size` rows), so a group is k jobs, and jobs of different
-//! sizes are coded position by position (a shorter job simply contributes nothing to the later
-//! parity rows), which keeps the decoder a plain subtraction.
+//! Where weir departs from the paper: the paper codes k *batches* together; weir's unit of
+//! dispatch is the operator's job (up to `batching.max_size` rows), so a group is k jobs, and jobs
+//! of different sizes are coded position by position (a shorter job simply contributes nothing to
+//! the later parity rows), which keeps the decoder a plain subtraction.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,9 +30,7 @@ use tracing::debug;
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
 
-pub mod encoder;
-
-pub use encoder::Encoder;
+pub use weir_parm::Encoder;
 
 use crate::model::executor::{AnswerOnce, Job};
 use crate::model::{ExecError, InferenceService};
@@ -372,7 +372,7 @@ impl Inner {
 
 /// The parity job's inputs from the k members' input columns: per column and row position i, the
 /// members' rows i coded by `encoder` (a member without row i counts as zeros, so members may
-/// differ in rows). `None` when a column is not f32.
+/// differ in rows; `weir_parm::encode_rows`). `None` when a column is not f32.
 pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
     let rows = members
         .iter()
@@ -381,20 +381,11 @@ pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec
     let first = members.first()?;
     let mut out = Vec::with_capacity(first.len());
     for (c, col) in first.iter().enumerate() {
-        let width = col.row_len();
-        let zeros = vec![0f32; width];
         let values: Vec<&[f32]> = members
             .iter()
             .map(|m| f32s(m.get(c)?))
             .collect::<Option<_>>()?;
-        let mut parity = vec![0f32; rows * width];
-        for (i, out_row) in parity.chunks_mut(width.max(1)).enumerate() {
-            let group: Vec<&[f32]> = values
-                .iter()
-                .map(|v| v.get(i * width..(i + 1) * width).unwrap_or(&zeros))
-                .collect();
-            encoder.encode_into(&group, out_row);
-        }
+        let parity = weir_parm::encode_rows(encoder, &values, rows, col.row_len());
         out.push(
             TensorColumn::from_data(
                 "parity",
@@ -408,8 +399,9 @@ pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec
     Some(out)
 }
 
-/// The subtraction decoder: the missing member's first `rows` output rows as the parity output
-/// minus every other member's outputs, position by position. `None` when a column is not f32.
+/// The subtraction decoder on columns: the missing member's first `rows` output rows as the parity
+/// output minus every other member's outputs, position by position (`weir_parm::decode_subtract`).
+/// `None` when a column is not f32.
 pub fn decode_subtract(
     parity: &[TensorColumn],
     others: &[&[TensorColumn]],
@@ -417,12 +409,11 @@ pub fn decode_subtract(
 ) -> Option<Vec<TensorColumn>> {
     let mut out = Vec::with_capacity(parity.len());
     for (c, p) in parity.iter().enumerate() {
-        let mut values: Vec<f32> = f32s(p)?.get(..rows * p.row_len())?.to_vec();
-        for o in others {
-            for (v, x) in values.iter_mut().zip(f32s(o.get(c)?)?) {
-                *v -= x;
-            }
-        }
+        let others: Vec<&[f32]> = others
+            .iter()
+            .map(|o| f32s(o.get(c)?))
+            .collect::<Option<_>>()?;
+        let values = weir_parm::decode_subtract(f32s(p)?, &others, rows * p.row_len())?;
         out.push(
             TensorColumn::from_data("decoded", p.shape().to_vec(), rows, TensorData::F32(values))
                 .ok()?,

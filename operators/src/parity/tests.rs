@@ -1,5 +1,5 @@
-//! ParM coding semantics against a linear model (F(x) = 2x, F_P = F), for which reconstruction is
-//! exact (notes/parm.md §7 req. 4), with stragglers scripted by holding jobs.
+//! ParM coding semantics against a linear model (F(x) = 2x, F_P = F), for which reconstruction must
+//! be exact, with stragglers scripted by holding jobs.
 
 use std::sync::atomic::AtomicBool;
 
@@ -128,7 +128,8 @@ fn two_missing_wait_for_their_real_predictions() {
         "no reconstruction from k − 2 outputs"
     );
     // Releasing the first straggler leaves one missing: that one may now be reconstructed
-    // (rule 1), and its own real prediction is then dropped. Either way each is answered once.
+    // (one missing, the parity output in), and its own real prediction is then dropped. Either way
+    // each is answered once.
     deployed.release();
     let got = answers.lock().unwrap();
     let mut tags: Vec<usize> = got.iter().map(|a| a.0).collect();
@@ -229,7 +230,7 @@ fn the_sum_encoder_adds_feature_wise_and_keeps_one_querys_shape() {
 #[test]
 fn the_concat_encoder_tiles_each_row_position() {
     // k = 2 with 2×2 single-channel images: each image is halved in width (pixel pairs
-    // averaged) and the halves are placed side by side (see encoder.rs).
+    // averaged) and the halves are placed side by side (`weir_parm::Encoder::Concat`).
     let col =
         |v: &[f32]| TensorColumn::from_data("x", vec![4], 1, TensorData::F32(v.to_vec())).unwrap();
     let (a, b) = (

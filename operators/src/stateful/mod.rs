@@ -12,6 +12,7 @@
 //! zenoh transport to executor processes is `weir-executor`'s.
 
 pub mod local;
+pub mod metrics;
 pub mod operator;
 pub mod proxy;
 

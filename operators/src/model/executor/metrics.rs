@@ -1,0 +1,100 @@
+//! `/metrics` of a graph's executors, one series per model node: queue, calls, rows, errors, busy
+//! time, jobs answered and their time at the node (counters), and the batch-size and
+//! call-duration histograms, read from each executor's [`LoadSnapshot`] at scrape time.
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+use weir_engine::metrics::{self as m, counter, histogram, node_labels, Buckets, Value};
+
+use super::{LoadSnapshot, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
+
+/// A counter's name, help text, and how to read it from a snapshot.
+type CounterSpec = (&'static str, &'static str, fn(&LoadSnapshot) -> Value);
+
+const COUNTERS: [CounterSpec; 8] = [
+    (
+        m::EXECUTOR_ENQUEUED_TOTAL,
+        "Batches queued for an executor.",
+        |s| s.enqueued.into(),
+    ),
+    (
+        m::EXECUTOR_DEQUEUED_TOTAL,
+        "Batches taken by a session.",
+        |s| s.dequeued.into(),
+    ),
+    (m::EXECUTOR_RUNS_TOTAL, "Inference calls.", |s| {
+        s.runs.into()
+    }),
+    (m::EXECUTOR_ROWS_TOTAL, "Requests inferred.", |s| {
+        s.rows.into()
+    }),
+    (
+        m::EXECUTOR_ERRORS_TOTAL,
+        "Inference calls that failed.",
+        |s| s.errors.into(),
+    ),
+    (
+        m::EXECUTOR_BUSY_SECONDS_TOTAL,
+        "Time inside ONNX Runtime, summed over sessions.",
+        |s| s.busy.as_secs_f64().into(),
+    ),
+    (
+        m::EXECUTOR_JOBS_ANSWERED_TOTAL,
+        "Jobs answered by an inference call.",
+        |s| s.jobs_answered.into(),
+    ),
+    (
+        m::EXECUTOR_JOB_SECONDS_TOTAL,
+        "Time from queued to answered (queue wait plus call), summed over jobs.",
+        |s| s.sojourn.as_secs_f64().into(),
+    ),
+];
+
+/// Writes the executor families of graph `graph` from `stats` (node, snapshot).
+///
+/// # Errors
+/// When writing fails.
+pub fn encode(
+    encoder: &mut DescriptorEncoder,
+    graph: &str,
+    stats: &[(String, LoadSnapshot)],
+) -> fmt::Result {
+    for (name, help, value) in COUNTERS {
+        counter(
+            encoder,
+            name,
+            help,
+            stats.iter().map(|(n, s)| (node_labels(graph, n), value(s))),
+        )?;
+    }
+    let sizes = BATCH_BUCKET_BOUNDS.map(|b| b as f64);
+    histogram(
+        encoder,
+        m::NODE_BATCH_SIZE,
+        "Rows per inference call.",
+        stats.iter().map(|(n, s)| {
+            let buckets = Buckets {
+                bounds: &sizes,
+                counts: &s.batch_sizes,
+                sum: s.rows as f64,
+                count: s.runs,
+            };
+            (node_labels(graph, n), buckets)
+        }),
+    )?;
+    histogram(
+        encoder,
+        m::EXECUTOR_INFERENCE_SECONDS,
+        "Duration of each inference call.",
+        stats.iter().map(|(n, s)| {
+            let buckets = Buckets {
+                bounds: &CALL_SECONDS_BOUNDS,
+                counts: &s.call_seconds,
+                sum: s.busy.as_secs_f64(),
+                count: s.runs,
+            };
+            (node_labels(graph, n), buckets)
+        }),
+    )
+}

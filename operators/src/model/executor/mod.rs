@@ -1,0 +1,406 @@
+//! The ONNX Runtime executor of one model node: sessions on their own threads, a bounded job queue,
+//! dynamic batching and load statistics.
+//!
+//! `instances` threads each own a `Session` with `intra_op_threads` threads. They share one bounded
+//! queue (a full queue refuses [`ModelExecutor::try_submit`], which holds work back in the dataflow:
+//! back-pressure, not an unbounded buffer). A thread takes a job and batches more behind it
+//! (`batching.rs`); the rows run as one call and the outputs go back per job. A job's `done`
+//! callback runs on the executor thread; it must only hand the result over (channel + activator).
+//!
+//! A *switchable* executor ([`ModelExecutor::start_switchable`], [`ModelExecutor::start_auto`] for
+//! `parallelism: auto`) changes its concurrency × intra-op threads live, with every session made
+//! and warmed with [`SWITCHABLE_WARMUP_CALLS`] synthetic calls at start; [`super::parallelism`]
+//! describes how. A fixed executor keeps the plain path (one session per thread, blocking on the
+//! queue; its first requests warm it). The threads' loops are in `sessions.rs`.
+//!
+//! [`stats`] keeps the load counters every consumer reads (SERF's controller, `weir run`,
+//! `/metrics` through [`metrics`]); [`call_log`] keeps single calls while someone profiles.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Sender, TrySendError};
+use tracing::warn;
+use weir_engine::batch::TensorColumn;
+use weir_engine::tensor::DType;
+
+use super::ort_env::OrtRuntime;
+use super::parallelism::{
+    AutoOptions, Controller, ParallelismError, ParallelismSnapshot, Switchboard,
+};
+use super::ExecError;
+use weir_serf::config::Config;
+
+mod batching;
+pub mod call_log;
+pub mod metrics;
+mod sessions;
+pub mod stats;
+
+pub use call_log::{CallRecord, RecordedCalls};
+pub use sessions::SWITCHABLE_WARMUP_CALLS;
+pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
+
+use sessions::{
+    core_pins, pin_or_warn, session_loop, spawn_session_thread, switchable_loop, warm_up,
+    warmup_inputs,
+};
+
+/// What an executor serves and how.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// Node id (for errors and logs).
+    pub node: String,
+    /// The model file.
+    pub path: std::path::PathBuf,
+    /// Whether the model takes a dynamic batch dimension.
+    pub batched: bool,
+    /// Most rows per call (1 for per-request models).
+    pub max_batch: usize,
+    /// Longest the first job of a batch waits for more.
+    pub max_delay: Duration,
+    /// Sessions (threads) running at once.
+    pub instances: usize,
+    /// Intra-op threads per session.
+    pub intra_op_threads: usize,
+    /// Jobs the queue holds.
+    pub queue_capacity: usize,
+    /// Whether ORT threads spin while idle.
+    pub spinning: bool,
+    /// Pin session threads and intra-op workers to cores from this index of the process's CPUs
+    /// on (`None`: the OS places them); see [`super::pinning`].
+    pub pin_cores_from: Option<usize>,
+    /// Model input names, in the order jobs carry their columns.
+    pub inputs: Vec<String>,
+    /// Model outputs to return: name and element type, in order.
+    pub outputs: Vec<(String, DType)>,
+    /// How long a remote replica may take per job before it is re-dispatched (remote only).
+    pub timeout: Option<Duration>,
+    /// Device the sessions run on.
+    pub device: weir_engine::spec::Device,
+}
+
+/// Called once with a job's outputs (one column per configured output) or its error.
+pub type JobDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, ExecError>) + Send>;
+
+/// A job's answer behind a take-once slot: whichever path answers first wins, later ones find it
+/// empty. How replica failover and parity reconstruction answer a job exactly once.
+pub struct AnswerOnce(std::sync::Mutex<Option<JobDone>>);
+
+impl AnswerOnce {
+    /// A slot holding `done`.
+    pub fn new(done: JobDone) -> Self {
+        AnswerOnce(std::sync::Mutex::new(Some(done)))
+    }
+
+    /// Takes the answer out without calling it (to hand a refused job back whole).
+    pub fn take(&self) -> Option<JobDone> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Answers unless already answered; returns whether this call answered.
+    pub fn answer(&self, outcome: Result<Vec<TensorColumn>, ExecError>) -> bool {
+        match self.take() {
+            Some(done) => {
+                done(outcome);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the answer was given (or taken).
+    pub fn is_answered(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+}
+
+/// Rows to infer.
+pub struct Job {
+    /// One column per model input, in [`ExecutorConfig::inputs`] order, all with the same rows.
+    pub inputs: Vec<TensorColumn>,
+    /// When it was queued (the batching delay counts from here).
+    pub enqueued_at: Instant,
+    /// Receives the outcome.
+    pub done: JobDone,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("inputs", &self.inputs.len())
+            .field("rows", &self.rows())
+            .finish()
+    }
+}
+
+impl Job {
+    fn rows(&self) -> usize {
+        self.inputs.first().map(TensorColumn::len).unwrap_or(0)
+    }
+}
+
+/// A running executor. Dropping it lets queued jobs finish, then stops its threads.
+pub struct ModelExecutor {
+    config: Arc<ExecutorConfig>,
+    queue: Option<Sender<Job>>,
+    stats: Arc<LoadStats>,
+    threads: Vec<JoinHandle<()>>,
+    /// The configuration threads follow, for a switchable executor.
+    board: Option<Arc<Switchboard>>,
+    /// SERF's control loop, under `parallelism: auto`.
+    controller: Option<Controller>,
+}
+
+impl std::fmt::Debug for ModelExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelExecutor")
+            .field("node", &self.config.node)
+            .finish()
+    }
+}
+
+impl ModelExecutor {
+    /// Creates the sessions (so a bad model fails here, not later) and starts their threads.
+    ///
+    /// # Errors
+    /// When the runtime is missing or a session cannot be created.
+    pub fn start(runtime: &OrtRuntime, config: ExecutorConfig) -> Result<ModelExecutor, ExecError> {
+        let config = Arc::new(config);
+        let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
+        let stats = Arc::new(LoadStats::default());
+        let pins = core_pins(&config)?;
+        let threads_per_call = config.intra_op_threads.max(1);
+        let mut sessions = Vec::with_capacity(config.instances.max(1));
+        for i in 0..config.instances.max(1) {
+            let workers = pins.as_ref().and_then(|p| p.workers(i, threads_per_call));
+            sessions.push(runtime.session_on(
+                &config.node,
+                &config.path,
+                threads_per_call,
+                config.spinning,
+                config.device,
+                workers.as_deref(),
+            )?);
+        }
+        let mut threads = Vec::with_capacity(sessions.len());
+        for (i, session) in sessions.into_iter().enumerate() {
+            let node = config.node.clone();
+            let (config, stats, rx) = (Arc::clone(&config), Arc::clone(&stats), rx.clone());
+            let cpu = pins.as_ref().map(|p| p.caller(i, threads_per_call));
+            let handle = spawn_session_thread(node, i, move || {
+                if let Some(cpu) = cpu {
+                    pin_or_warn(&config.node, cpu);
+                }
+                session_loop(session, &config, &stats, &rx);
+            })?;
+            threads.push(handle);
+        }
+        Ok(ModelExecutor {
+            config,
+            queue: Some(tx),
+            stats,
+            threads,
+            board: None,
+            controller: None,
+        })
+    }
+
+    /// Starts an executor that can switch live among `configs` (concurrency × intra-op threads),
+    /// running `initial` first; `config.instances`/`intra_op_threads` are ignored. Every session
+    /// any configuration needs is created here (see [`super::parallelism`]), so switching with
+    /// [`ModelExecutor::set_parallelism`] never loads the model again.
+    ///
+    /// # Errors
+    /// When `initial` is not among `configs`, the runtime is missing, or a session cannot be
+    /// created.
+    pub fn start_switchable(
+        runtime: &OrtRuntime,
+        config: ExecutorConfig,
+        configs: &[Config],
+        initial: Config,
+    ) -> Result<ModelExecutor, ExecError> {
+        let (board, wakes) =
+            Switchboard::new(&config.node, configs, initial).map_err(|e| ExecError::Session {
+                node: config.node.clone(),
+                path: config.path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let config = Arc::new(config);
+        let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
+        let stats = Arc::new(LoadStats::default());
+        let warmup = warmup_inputs(&config);
+        let pins = core_pins(&config)?;
+        let mut per_thread = Vec::with_capacity(board.thread_count());
+        for i in 0..board.thread_count() {
+            let mut sessions = Vec::new();
+            for t in board.thread_counts_of(i) {
+                let workers = pins.as_ref().and_then(|p| p.workers(i, t));
+                let mut session = runtime.session_on(
+                    &config.node,
+                    &config.path,
+                    t,
+                    config.spinning,
+                    config.device,
+                    workers.as_deref(),
+                )?;
+                if let Some(inputs) = &warmup {
+                    warm_up(&config.node, &mut session, inputs, t);
+                }
+                sessions.push((t, session));
+            }
+            per_thread.push(sessions);
+        }
+        let mut threads = Vec::with_capacity(per_thread.len());
+        for ((i, sessions), wake) in per_thread.into_iter().enumerate().zip(wakes) {
+            let node = config.node.clone();
+            let (config, stats, rx, board) = (
+                Arc::clone(&config),
+                Arc::clone(&stats),
+                rx.clone(),
+                Arc::clone(&board),
+            );
+            let pins = pins.clone();
+            let handle = spawn_session_thread(node, i, move || {
+                let channels = (&rx, &wake);
+                switchable_loop(
+                    i,
+                    sessions,
+                    &config,
+                    &stats,
+                    channels,
+                    &board,
+                    pins.as_ref(),
+                )
+            })?;
+            threads.push(handle);
+        }
+        Ok(ModelExecutor {
+            config,
+            queue: Some(tx),
+            stats,
+            threads,
+            board: Some(board),
+            controller: None,
+        })
+    }
+
+    /// Starts a switchable executor over `auto`'s candidates with SERF's control loop choosing
+    /// the configuration from the arrival rate (`parallelism: auto`).
+    ///
+    /// # Errors
+    /// As [`ModelExecutor::start_switchable`], or when the scheduler rejects its options.
+    pub fn start_auto(
+        runtime: &OrtRuntime,
+        config: ExecutorConfig,
+        auto: AutoOptions,
+    ) -> Result<ModelExecutor, ExecError> {
+        let configs: Vec<Config> = auto.candidates.configs().collect();
+        let mut executor =
+            ModelExecutor::start_switchable(runtime, config, &configs, auto.initial)?;
+        if let Some(board) = &executor.board {
+            let controller =
+                Controller::start(Arc::clone(board), Arc::clone(&executor.stats), auto).map_err(
+                    |e| ExecError::Session {
+                        node: executor.config.node.clone(),
+                        path: executor.config.path.display().to_string(),
+                        message: format!("SERF scheduler: {e}"),
+                    },
+                )?;
+            executor.controller = Some(controller);
+        }
+        Ok(executor)
+    }
+
+    /// Switches to `concurrency` requests at once with `threads` intra-op threads each: batches
+    /// taken from now on use it, batches running keep their session. Returns whether it changed.
+    ///
+    /// # Errors
+    /// [`ParallelismError::Fixed`] for an executor started with one configuration,
+    /// [`ParallelismError::Unknown`] for a configuration not prepared at start.
+    pub fn set_parallelism(
+        &self,
+        concurrency: usize,
+        threads: usize,
+    ) -> Result<bool, ParallelismError> {
+        match &self.board {
+            Some(board) => board.set(concurrency, threads),
+            None => Err(ParallelismError::Fixed {
+                node: self.config.node.clone(),
+            }),
+        }
+    }
+
+    /// Makes a switchable executor's control loop read arrivals and waiting requests at the graph's
+    /// admission ([`super::parallelism`]); false for a fixed executor or when already attached.
+    pub fn read_load_at(&self, admission: weir_engine::runtime::AdmissionGauge) -> bool {
+        self.board
+            .as_ref()
+            .is_some_and(|b| b.read_load_at(admission))
+    }
+
+    /// The parallelism gauges of a switchable executor (`None` for a fixed one).
+    pub fn parallelism(&self) -> Option<ParallelismSnapshot> {
+        self.board.as_ref().map(|b| b.snapshot())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.config
+    }
+
+    /// Queues `job`, or hands it back when the queue is full (or the executor is stopping).
+    pub fn try_submit(&self, job: Job) -> Result<(), Job> {
+        let Some(queue) = &self.queue else {
+            return Err(job);
+        };
+        let rows = job.rows() as u64;
+        match queue.try_send(job) {
+            Ok(()) => {
+                self.stats.enqueued.fetch_add(1, Ordering::Relaxed);
+                if let Some(board) = &self.board {
+                    board.record_arrivals(rows);
+                }
+                Ok(())
+            }
+            Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => Err(job),
+        }
+    }
+
+    /// The load counters now.
+    pub fn stats(&self) -> LoadSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The live counters (to record call durations: [`LoadStats::record_calls`]).
+    pub fn load_stats(&self) -> &LoadStats {
+        &self.stats
+    }
+}
+
+impl Drop for ModelExecutor {
+    fn drop(&mut self) {
+        self.controller = None;
+        self.queue = None;
+        if let Some(board) = &self.board {
+            board.stop();
+        }
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // The last owner may be a job's completion running on one of these very threads
+            // (a wrapper service captured in the callback): that thread ends by itself once the
+            // queue is gone; joining it from itself would deadlock.
+            if t.thread().id() == me {
+                continue;
+            }
+            if t.join().is_err() {
+                warn!(node = %self.config.node, "An executor thread panicked.");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

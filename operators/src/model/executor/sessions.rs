@@ -1,0 +1,217 @@
+//! The session threads of an executor: a fixed executor's threads each block on the shared queue
+//! with their one session; a switchable executor's threads take jobs only while their index is
+//! below the concurrency in force, and run each batch on the session made for the intra-op threads
+//! in force when the batch was taken ([`super::super::parallelism`]). Each thread may be pinned to
+//! a core ([`super::super::pinning`]); a batch's call is timed and counted, then its jobs answered.
+
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use ort::session::Session;
+use tracing::{debug, warn};
+
+use super::batching::{gather_batch, run_batched, run_per_row};
+use super::{ExecutorConfig, Job, LoadStats};
+use crate::model::parallelism::Switchboard;
+use crate::model::pinning::{pin_current_thread, CorePins};
+use crate::model::synthetic::SyntheticInputs;
+use crate::model::ExecError;
+
+/// The node's [`CorePins`] when `pin_cores_from` is set.
+pub(super) fn core_pins(config: &ExecutorConfig) -> Result<Option<CorePins>, ExecError> {
+    config
+        .pin_cores_from
+        .map(CorePins::from_first)
+        .transpose()
+        .map_err(|e| ExecError::Session {
+            node: config.node.clone(),
+            path: config.path.display().to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Pins the calling session thread to `cpu`; a failure leaves it where the OS put it, logged.
+pub(super) fn pin_or_warn(node: &str, cpu: usize) {
+    if let Err(e) = pin_current_thread(cpu) {
+        warn!(node = %node, error = %e, "Session thread not pinned.");
+    }
+}
+
+/// Starts session thread `i` of node `node`, named `ort-<node>-<i>`.
+pub(super) fn spawn_session_thread(
+    node: String,
+    i: usize,
+    run: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, ExecError> {
+    std::thread::Builder::new()
+        .name(format!("ort-{node}-{i}"))
+        .spawn(run)
+        .map_err(|e| ExecError::Session {
+            node,
+            path: String::new(),
+            message: format!("spawning a session thread: {e}"),
+        })
+}
+
+pub(super) fn session_loop(
+    mut session: Session,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    rx: &Receiver<Job>,
+) {
+    let mut carried: Option<Job> = None;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        let first = match carried.take() {
+            Some(j) => j,
+            None => match rx.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        let idle_before = idle_gap(idle_since, rows);
+        idle_since = Some(run_jobs(
+            &mut session,
+            config,
+            stats,
+            (jobs, rows),
+            idle_before,
+        ));
+    }
+}
+
+/// Calls each pre-created session of a switchable executor gets before it serves, so that the
+/// first jobs after a switch run on a warm session (see [`crate::model::synthetic`]).
+pub const SWITCHABLE_WARMUP_CALLS: usize = 2;
+
+/// The random request a switchable executor warms its sessions with; `None` (logged) when the
+/// model's inputs have no synthetic form, in which case sessions start cold.
+pub(super) fn warmup_inputs(config: &ExecutorConfig) -> Option<SyntheticInputs> {
+    match SyntheticInputs::random(&config.path, 0) {
+        Ok(inputs) => Some(inputs),
+        Err(e) => {
+            warn!(node = %config.node, error = %e, "Sessions start cold: no warm-up request for this model.");
+            None
+        }
+    }
+}
+
+/// Runs [`SWITCHABLE_WARMUP_CALLS`] calls on `session`. A failing call is logged, not an error:
+/// warming is an optimisation, and real requests get their own errors.
+pub(super) fn warm_up(node: &str, session: &mut Session, inputs: &SyntheticInputs, threads: usize) {
+    for _ in 0..SWITCHABLE_WARMUP_CALLS {
+        if let Err(e) = inputs.timed_call(session) {
+            warn!(node, threads, error = %e, "Warm-up call failed; the session starts cold.");
+            return;
+        }
+    }
+}
+
+/// The loop of thread `i` of a switchable executor (see [`super::parallelism`]): takes jobs only
+/// while `i < c`, runs each batch on its session for the `t` in force when the batch was taken.
+/// With `pins`, the thread moves to the core [`CorePins::caller`] gives for the `t` of each call.
+pub(super) fn switchable_loop(
+    i: usize,
+    mut sessions: Vec<(usize, Session)>,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    (rx, wake): (&Receiver<Job>, &Receiver<()>),
+    board: &Switchboard,
+    pins: Option<&CorePins>,
+) {
+    let mut carried: Option<Job> = None;
+    let mut on_cpu: Option<usize> = None;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        // A job carried over from the last gather was already taken: it runs whatever happened
+        // since, so going inactive never strands it.
+        let first = match carried.take() {
+            Some(j) => j,
+            None => {
+                if !board.wait_active(i) {
+                    return;
+                }
+                crossbeam_channel::select! {
+                    recv(rx) -> job => match job {
+                        Ok(j) => j,
+                        Err(_) => return,
+                    },
+                    // Told to look at the configuration again (this thread may be inactive now).
+                    recv(wake) -> _ => continue,
+                }
+            }
+        };
+        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        let threads = board.current().threads;
+        let pos = sessions
+            .iter()
+            .position(|(t, _)| *t == threads)
+            .unwrap_or(0);
+        let Some((session_threads, session)) = sessions.get_mut(pos) else {
+            // No session at all cannot happen (start creates at least one per thread); answer
+            // rather than lose the jobs.
+            for job in jobs {
+                (job.done)(Err(ExecError::Inference {
+                    node: config.node.clone(),
+                    message: "no session for the current parallelism".into(),
+                }));
+            }
+            continue;
+        };
+        if let Some(cpu) = pins.map(|p| p.caller(i, *session_threads)) {
+            if on_cpu != Some(cpu) {
+                pin_or_warn(&config.node, cpu);
+                on_cpu = Some(cpu);
+            }
+        }
+        let idle_before = idle_gap(idle_since, rows);
+        let call = board.begin_call(*session_threads, idle_before);
+        idle_since = Some(run_jobs(session, config, stats, (jobs, rows), idle_before));
+        board.end_call(call, rows, !config.batched);
+    }
+}
+
+/// How long a session thread whose last call ended at `idle_since` has been idle before a call of
+/// `rows` rows starting now: `None` for its first call, and for several rows (of rows run one after
+/// the other, only the first started after the gap).
+pub(super) fn idle_gap(idle_since: Option<Instant>, rows: usize) -> Option<Duration> {
+    idle_since
+        .filter(|_| rows == 1)
+        .map(|t| Instant::now().saturating_duration_since(t))
+}
+
+/// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row on a session thread
+/// idle for `idle_before` ([`idle_gap`]), and answers each; returns when the call ended.
+fn run_jobs(
+    session: &mut Session,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    (jobs, rows): (Vec<Job>, usize),
+    idle_before: Option<Duration>,
+) -> Instant {
+    let started = Instant::now();
+    let result = if config.batched {
+        run_batched(session, config, &jobs, rows)
+    } else {
+        run_per_row(session, config, &jobs)
+    };
+    let ended = Instant::now();
+    stats.record_run(rows, ended - started, idle_before, result.is_ok());
+    stats.record_answers(&jobs, ended);
+    match result {
+        Ok(per_job) => {
+            for (job, outputs) in jobs.into_iter().zip(per_job) {
+                (job.done)(Ok(outputs));
+            }
+        }
+        Err(e) => {
+            debug!(node = %config.node, error = %e, "Inference failed.");
+            for job in jobs {
+                (job.done)(Err(e.clone()));
+            }
+        }
+    }
+    ended
+}

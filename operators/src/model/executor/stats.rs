@@ -1,0 +1,170 @@
+//! An executor's load counters: lock-free atomics bumped on the serving path (queue, calls, rows,
+//! errors, busy time, each job's time at the node, batch-size and call-duration buckets), read as
+//! a [`LoadSnapshot`] by the SERF controller, `weir run`'s summary and `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::call_log::{CallLog, RecordedCalls};
+use super::Job;
+
+/// Counters of one executor; every field only grows.
+#[derive(Debug, Default)]
+pub struct LoadStats {
+    pub(super) enqueued: AtomicU64,
+    pub(super) dequeued: AtomicU64,
+    runs: AtomicU64,
+    rows: AtomicU64,
+    errors: AtomicU64,
+    busy_ns: AtomicU64,
+    /// Jobs answered by a call (ok or failed) and their time from queued to answered, summed.
+    jobs_answered: AtomicU64,
+    sojourn_ns: AtomicU64,
+    /// Runs by batch size: 1, 2, 3–4, 5–8, ..., 129+.
+    batch_sizes: [AtomicU64; BATCH_BUCKETS],
+    /// Calls by duration, bucketed by [`CALL_SECONDS_BOUNDS`] (the last is open).
+    call_seconds: [AtomicU64; CALL_BUCKETS],
+    /// Each call's duration, while someone records them.
+    call_log: CallLog,
+}
+
+const CALL_BUCKETS: usize = 13;
+
+/// Upper bounds of the call-duration buckets, in seconds (the last bucket is open).
+pub const CALL_SECONDS_BOUNDS: [f64; CALL_BUCKETS - 1] = [
+    0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+];
+
+const BATCH_BUCKETS: usize = 9;
+
+/// Upper bounds of the batch-size buckets (the last is open).
+pub const BATCH_BUCKET_BOUNDS: [usize; BATCH_BUCKETS - 1] = [1, 2, 4, 8, 16, 32, 64, 128];
+
+/// A copy of an executor's counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadSnapshot {
+    /// Jobs queued.
+    pub enqueued: u64,
+    /// Jobs taken by a session.
+    pub dequeued: u64,
+    /// Inference calls.
+    pub runs: u64,
+    /// Rows inferred.
+    pub rows: u64,
+    /// Calls that failed.
+    pub errors: u64,
+    /// Time inside ONNX Runtime, summed over sessions.
+    pub busy: Duration,
+    /// Jobs answered by a call (ok or failed).
+    pub jobs_answered: u64,
+    /// Time from queued to answered (waiting in the node's queue plus the call), summed over the
+    /// answered jobs: the sojourn a queueing model of the node predicts.
+    pub sojourn: Duration,
+    /// Calls per batch-size bucket (see [`BATCH_BUCKET_BOUNDS`]).
+    pub batch_sizes: [u64; BATCH_BUCKETS],
+    /// Calls per duration bucket (see [`CALL_SECONDS_BOUNDS`]).
+    pub call_seconds: [u64; CALL_BUCKETS],
+}
+
+impl LoadSnapshot {
+    /// Jobs waiting in the queue.
+    pub fn queue_depth(&self) -> u64 {
+        self.enqueued.saturating_sub(self.dequeued)
+    }
+
+    /// Mean rows per call.
+    pub fn mean_batch_size(&self) -> f64 {
+        if self.runs == 0 {
+            0.0
+        } else {
+            self.rows as f64 / self.runs as f64
+        }
+    }
+}
+
+impl LoadStats {
+    /// Counts `jobs`, answered now, with their time since they were queued.
+    pub(super) fn record_answers(&self, jobs: &[Job], now: Instant) {
+        self.call_log.record_arrivals(jobs);
+        let sojourn: Duration = jobs
+            .iter()
+            .map(|j| now.saturating_duration_since(j.enqueued_at))
+            .sum();
+        self.jobs_answered
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        self.sojourn_ns
+            .fetch_add(sojourn.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn record_run(
+        &self,
+        rows: usize,
+        elapsed: Duration,
+        idle_before: Option<Duration>,
+        ok: bool,
+    ) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.rows.fetch_add(rows as u64, Ordering::Relaxed);
+        self.busy_ns
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let bucket = BATCH_BUCKET_BOUNDS
+            .iter()
+            .position(|&b| rows <= b)
+            .unwrap_or(BATCH_BUCKETS - 1);
+        self.batch_sizes[bucket].fetch_add(1, Ordering::Relaxed);
+        let secs = elapsed.as_secs_f64();
+        let bucket = CALL_SECONDS_BOUNDS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(CALL_BUCKETS - 1);
+        self.call_seconds[bucket].fetch_add(1, Ordering::Relaxed);
+        self.call_log.record_call(elapsed, idle_before);
+    }
+
+    /// Starts keeping every call, in the order they end, and the arrival of every job answered
+    /// (forgetting any kept before).
+    pub fn record_calls(&self) {
+        self.call_log.start();
+    }
+
+    /// Stops keeping calls and returns those kept since [`LoadStats::record_calls`], with the
+    /// arrivals sorted.
+    pub fn take_calls(&self) -> RecordedCalls {
+        self.call_log.take()
+    }
+
+    /// Jobs waiting in the queue now (queued, not yet taken by a session).
+    pub fn queue_depth(&self) -> u64 {
+        self.enqueued
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.dequeued.load(Ordering::Relaxed))
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> LoadSnapshot {
+        let load = |buckets: &[AtomicU64], out: &mut [u64]| {
+            for (o, b) in out.iter_mut().zip(buckets) {
+                *o = b.load(Ordering::Relaxed);
+            }
+        };
+        let mut batch_sizes = [0; BATCH_BUCKETS];
+        load(&self.batch_sizes, &mut batch_sizes);
+        let mut call_seconds = [0; CALL_BUCKETS];
+        load(&self.call_seconds, &mut call_seconds);
+        LoadSnapshot {
+            enqueued: self.enqueued.load(Ordering::Relaxed),
+            dequeued: self.dequeued.load(Ordering::Relaxed),
+            runs: self.runs.load(Ordering::Relaxed),
+            rows: self.rows.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
+            jobs_answered: self.jobs_answered.load(Ordering::Relaxed),
+            sojourn: Duration::from_nanos(self.sojourn_ns.load(Ordering::Relaxed)),
+            batch_sizes,
+            call_seconds,
+        }
+    }
+}

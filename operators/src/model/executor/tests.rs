@@ -1,0 +1,372 @@
+//! Live switching on real ONNX Runtime (`constant_batch1.onnx`: y = 2x + 1, one row per call),
+//! from `scripts/setup.sh`'s `.weir/`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use weir_engine::tensor::TensorData;
+
+use super::sessions::idle_gap;
+use super::*;
+
+fn model() -> std::path::PathBuf {
+    crate::model::test_model("constant_batch1.onnx")
+}
+
+fn config(queue_capacity: usize) -> ExecutorConfig {
+    ExecutorConfig {
+        node: "double".into(),
+        path: model(),
+        batched: false,
+        max_batch: 1,
+        max_delay: Duration::ZERO,
+        instances: 1,
+        intra_op_threads: 1,
+        queue_capacity,
+        spinning: false,
+        pin_cores_from: None,
+        inputs: vec!["x".into()],
+        outputs: vec![("y".into(), DType::F32)],
+        timeout: None,
+        device: weir_engine::spec::Device::Cpu,
+    }
+}
+
+fn configs() -> Vec<Config> {
+    vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]
+}
+
+type Answers = Arc<Mutex<HashMap<u64, Vec<Result<Vec<f32>, String>>>>>;
+
+fn job(id: u64, answers: &Answers) -> Job {
+    let x = [id as f32, 1.0, -2.0, 0.5];
+    let col = TensorColumn::from_data("x", vec![4], 1, TensorData::F32(x.to_vec())).unwrap();
+    let answers = Arc::clone(answers);
+    Job {
+        inputs: vec![col],
+        enqueued_at: Instant::now(),
+        done: Box::new(move |r| {
+            let r = r
+                .map(|c| c[0].f32_values().unwrap().to_vec())
+                .map_err(|e| e.to_string());
+            answers.lock().unwrap().entry(id).or_default().push(r);
+        }),
+    }
+}
+
+/// Submits `job` until the queue takes it (the test's back-pressure).
+fn submit(executor: &ModelExecutor, mut job: Job) {
+    loop {
+        match executor.try_submit(job) {
+            Ok(()) => return,
+            Err(j) => {
+                job = j;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+}
+
+fn wait_for(answers: &Answers, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while answers.lock().unwrap().len() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn assert_each_answered_once_right(answers: &Answers, n: u64) {
+    let answers = answers.lock().unwrap();
+    assert_eq!(answers.len() as u64, n, "jobs answered");
+    for id in 0..n {
+        let got = answers
+            .get(&id)
+            .unwrap_or_else(|| panic!("job {id} unanswered"));
+        assert_eq!(got.len(), 1, "job {id} answered {} times", got.len());
+        let y = got[0].as_ref().unwrap_or_else(|e| panic!("job {id}: {e}"));
+        assert_eq!(y, &[2.0 * id as f32 + 1.0, 3.0, -3.0, 2.0], "job {id}");
+    }
+}
+
+#[test]
+fn switching_while_submitting_answers_every_job_once() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor = Arc::new(
+        ModelExecutor::start_switchable(&runtime, config(16), &configs(), Config::new(1, 2))
+            .unwrap(),
+    );
+    let answers: Answers = Arc::default();
+    let (producers, per_producer) = (4u64, 150u64);
+    let handles: Vec<_> = (0..producers)
+        .map(|p| {
+            let (executor, answers) = (Arc::clone(&executor), Arc::clone(&answers));
+            std::thread::spawn(move || {
+                for k in 0..per_producer {
+                    submit(&executor, job(p * per_producer + k, &answers));
+                    if k % 4 == 0 {
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
+                }
+            })
+        })
+        .collect();
+    // Switch through every configuration, repeatedly, until the producers are done (and at
+    // least 40 times).
+    let cycle = [
+        Config::new(2, 1),
+        Config::new(1, 1),
+        Config::new(1, 2),
+        Config::new(2, 1),
+        Config::new(1, 2),
+    ];
+    let mut switches = 0;
+    let mut k = 0;
+    while k < 40 || handles.iter().any(|h| !h.is_finished()) {
+        let c = cycle[k % cycle.len()];
+        if executor.set_parallelism(c.concurrency, c.threads).unwrap() {
+            switches += 1;
+        }
+        k += 1;
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    wait_for(&answers, (producers * per_producer) as usize);
+    assert_each_answered_once_right(&answers, producers * per_producer);
+    let p = executor.parallelism().unwrap();
+    assert_eq!(p.switches, switches);
+    assert_eq!(executor.stats().rows, producers * per_producer);
+    assert!(matches!(
+        executor.set_parallelism(2, 2),
+        Err(ParallelismError::Unknown { .. })
+    ));
+    // Nothing more arrives after the executor is dropped, and nothing is answered twice.
+    drop(executor);
+    assert_each_answered_once_right(&answers, producers * per_producer);
+}
+
+#[test]
+fn shrinking_concurrency_strands_no_queued_job() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor =
+        ModelExecutor::start_switchable(&runtime, config(256), &configs(), Config::new(2, 1))
+            .unwrap();
+    let answers: Answers = Arc::default();
+    let n = 200;
+    // Fill the queue, then drop to one request at once while it drains: thread 1 parks, thread
+    // 0 takes everything that was queued.
+    for id in 0..n {
+        submit(&executor, job(id, &answers));
+    }
+    assert!(executor.set_parallelism(1, 1).unwrap());
+    wait_for(&answers, n as usize);
+    assert_each_answered_once_right(&answers, n);
+    // Up again and down to the 2-thread session: still answered, with the right outputs.
+    assert!(executor.set_parallelism(2, 1).unwrap());
+    assert!(executor.set_parallelism(1, 2).unwrap());
+    for id in n..2 * n {
+        submit(&executor, job(id, &answers));
+    }
+    wait_for(&answers, 2 * n as usize);
+    assert_each_answered_once_right(&answers, 2 * n);
+    // Dropping with jobs queued answers them all before the threads stop.
+    for id in 2 * n..3 * n {
+        submit(&executor, job(id, &answers));
+    }
+    drop(executor);
+    assert_each_answered_once_right(&answers, 3 * n);
+}
+
+#[test]
+fn switchable_sessions_are_warmed_at_start_without_counting_as_served_calls() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor =
+        ModelExecutor::start_switchable(&runtime, config(4), &configs(), Config::new(1, 1))
+            .unwrap();
+    // The warm-up calls ran on the sessions directly: the load counters (and SERF's service
+    // samples) only ever see jobs.
+    let stats = executor.stats();
+    assert_eq!((stats.runs, stats.rows, stats.busy), (0, 0, Duration::ZERO));
+    assert_eq!(executor.parallelism().map(|p| p.switches), Some(0));
+    let answers: Answers = Arc::default();
+    submit(&executor, job(0, &answers));
+    wait_for(&answers, 1);
+    assert_each_answered_once_right(&answers, 1);
+    assert_eq!(executor.stats().runs, 1);
+}
+
+#[test]
+fn the_time_at_the_node_counts_from_queued_to_answered() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor =
+        ModelExecutor::start_switchable(&runtime, config(4), &configs(), Config::new(1, 1))
+            .unwrap();
+    let answers: Answers = Arc::default();
+    // Three jobs that were queued 50 ms before they reached the executor (as if they had waited).
+    let waited = Duration::from_millis(50);
+    for id in 0..3 {
+        let queued_earlier = Job {
+            enqueued_at: Instant::now() - waited,
+            ..job(id, &answers)
+        };
+        submit(&executor, queued_earlier);
+    }
+    wait_for(&answers, 3);
+    assert_each_answered_once_right(&answers, 3);
+    let stats = executor.stats();
+    assert_eq!(stats.jobs_answered, 3);
+    assert!(stats.sojourn >= 3 * waited, "{:?}", stats.sojourn);
+    // The calls are part of each job's time at the node.
+    assert!(stats.sojourn >= 3 * waited + stats.busy, "{stats:?}");
+}
+
+/// The CPUs session thread `name` of this process may run on (`Cpus_allowed_list`).
+#[cfg(target_os = "linux")]
+fn allowed_cpus_of_thread(name: &str) -> Option<String> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|task| {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        (comm.trim() == name).then_some(())?;
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn pinned_session_threads_run_on_their_cores_and_answer_every_job_once() {
+    use crate::model::pinning::CorePins;
+    let runtime = OrtRuntime::get().unwrap();
+    let pins = CorePins::from_first(0).unwrap();
+    let pinned = |node: &str| ExecutorConfig {
+        node: node.into(),
+        pin_cores_from: Some(0),
+        ..config(64)
+    };
+    // Fixed (2, 1): thread i on the process's i-th CPU.
+    let fixed = ModelExecutor::start(
+        &runtime,
+        ExecutorConfig {
+            instances: 2,
+            ..pinned("pinfix")
+        },
+    )
+    .unwrap();
+    let answers: Answers = Arc::default();
+    for id in 0..50 {
+        submit(&fixed, job(id, &answers));
+    }
+    wait_for(&answers, 50);
+    assert_each_answered_once_right(&answers, 50);
+    for i in 0..2 {
+        assert_eq!(
+            allowed_cpus_of_thread(&format!("ort-pinfix-{i}")),
+            Some(pins.caller(i, 1).to_string()),
+            "thread {i}"
+        );
+    }
+    drop(fixed);
+    // Switchable: thread 0 stays on its core whatever t is; jobs across switches all answered.
+    let switchable =
+        ModelExecutor::start_switchable(&runtime, pinned("pinsw"), &configs(), Config::new(1, 2))
+            .unwrap();
+    let answers: Answers = Arc::default();
+    for id in 0..300 {
+        submit(&switchable, job(id, &answers));
+        if id % 50 == 49 {
+            let c = configs()[(id as usize / 50) % 3];
+            switchable
+                .set_parallelism(c.concurrency, c.threads)
+                .unwrap();
+        }
+    }
+    wait_for(&answers, 300);
+    assert_each_answered_once_right(&answers, 300);
+    assert_eq!(
+        allowed_cpus_of_thread("ort-pinsw-0"),
+        Some(pins.caller(0, 2).to_string())
+    );
+}
+
+#[test]
+fn a_first_core_beyond_the_process_cpus_fails_at_start_saying_so() {
+    let runtime = OrtRuntime::get().unwrap();
+    let err = ModelExecutor::start(
+        &runtime,
+        ExecutorConfig {
+            pin_cores_from: Some(100_000),
+            ..config(4)
+        },
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(err.to_string().contains("pin_cores_from 100000"), "{err}");
+}
+
+#[test]
+fn only_a_one_row_call_after_an_earlier_one_has_an_idle_gap() {
+    let before = Instant::now();
+    assert!(idle_gap(Some(before), 1).is_some());
+    assert_eq!(idle_gap(None, 1), None, "the thread's first call");
+    assert_eq!(
+        idle_gap(Some(before), 2),
+        None,
+        "of rows run one after the other only the first started after the gap"
+    );
+}
+
+#[test]
+fn call_durations_are_kept_only_between_record_and_take() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor = ModelExecutor::start(&runtime, config(16)).unwrap();
+    let answers: Answers = Arc::default();
+    submit(&executor, job(0, &answers));
+    wait_for(&answers, 1);
+    executor.load_stats().record_calls();
+    for id in 1..11 {
+        submit(&executor, job(id, &answers));
+    }
+    wait_for(&answers, 11);
+    let RecordedCalls { calls, arrivals } = executor.load_stats().take_calls();
+    assert_eq!(calls.len(), 10, "one record per call while recording");
+    assert_eq!(arrivals.len(), 10, "one arrival per job answered");
+    assert!(arrivals.windows(2).all(|w| w[0] <= w[1]), "{arrivals:?}");
+    assert!(
+        calls.iter().all(|c| c.duration > Duration::ZERO),
+        "{calls:?}"
+    );
+    assert!(
+        calls.windows(2).all(|w| w[0].ended_at <= w[1].ended_at),
+        "kept in the order the calls ended: {calls:?}"
+    );
+    assert!(
+        calls.iter().all(|c| c.idle_before.is_some()),
+        "the one session thread had served before each call, so each knows its idle gap: {calls:?}"
+    );
+    let runs = executor.stats().runs;
+    for id in 11..14 {
+        submit(&executor, job(id, &answers));
+    }
+    wait_for(&answers, 14);
+    assert_eq!(executor.stats().runs, runs + 3);
+    assert_eq!(
+        executor.load_stats().take_calls(),
+        RecordedCalls::default(),
+        "not recording any more"
+    );
+    assert_each_answered_once_right(&answers, 14);
+}
+
+#[test]
+fn fixed_executor_refuses_to_switch() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor = ModelExecutor::start(&runtime, config(4)).unwrap();
+    assert!(executor.parallelism().is_none());
+    assert!(matches!(
+        executor.set_parallelism(1, 1),
+        Err(ParallelismError::Fixed { .. })
+    ));
+}
