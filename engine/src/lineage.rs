@@ -2,9 +2,9 @@
 //!
 //! Each hop appends, for every predecessor the row came from, an entry `(pred_node, pred_seq, node,
 //! seq)`: "this row left `pred_node` in its batch `pred_seq` and was processed by `node` in its batch
-//! `seq`" (HAMS, Algorithm 1; see `../shared/notes/hams.md` §2). The ingress writes the first entry,
-//! with `pred_node` = [`CLIENT`] and `pred_seq` = the request id. Node ids are the plan's lineage ids
-//! (`0` is the ingress); `seq` numbers are unique per node within a process.
+//! `seq`" (HAMS, Algorithm 1). The ingress writes the first entry, with `pred_node` = [`CLIENT`]
+//! and `pred_seq` = the request id. Node ids are the plan's lineage ids (`0` is the ingress); `seq`
+//! numbers are unique per node within a process.
 //!
 //! The column is an Arrow `List<Struct<pred_node: u32, pred_seq: u64, node: u32, seq: u64>>`. This
 //! module builds it column-wise (offsets plus four child vectors), so a hop costs one pass over the

@@ -1,5 +1,5 @@
 //! Durability: what every stateful node has made durable (applied on its backup), and the backup's
-//! apply rule (HAMS Algorithm 2, with the note's fixes).
+//! apply rule (HAMS, Algorithm 2, read as below).
 //!
 //! - [`DurableView`] keeps, per node, the highest announced durable version and the newest epoch
 //!   heard from. Announcements only ever raise it (`max`, since the network may reorder them), and
@@ -82,8 +82,8 @@ pub enum Offer {
 pub struct ApplyQueue<T> {
     epoch: Epoch,
     applied: Seq,
-    /// The last whole-state transfer applied: a second copy of it is a duplicate (R11), and
-    /// applying it after later versions would take the state back.
+    /// The last whole-state transfer applied: a second copy of it is a duplicate (a version
+    /// applies at most once), and applying it after later versions would take the state back.
     last_full: Option<(Epoch, Seq)>,
     pending: BTreeMap<Seq, (StateHeader, T)>,
 }
@@ -182,7 +182,7 @@ impl<T> ApplyQueue<T> {
     }
 
     /// Starts over at `epoch` with version `applied` (promotion, demotion): pending tuples are
-    /// dropped (note §2.9, gap 4: no one was told about them).
+    /// dropped, since none was announced durable and so no released reply depends on them.
     pub fn reset(&mut self, epoch: Epoch, applied: Seq) {
         self.epoch = epoch;
         self.applied = applied;

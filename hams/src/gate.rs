@@ -1,4 +1,4 @@
-//! The frontend's release rule (HAMS §IV-D, note §2.5): a reply leaves the graph only when every
+//! The frontend's release rule (HAMS, §IV-D): a reply leaves the graph only when every
 //! state version it depends on is durable, so a reply once released is never contradicted by a
 //! failover. Replies that depend on nothing replicated pass straight through.
 //!

@@ -1,23 +1,25 @@
-//! The consistency journal and its checker (note §5.1: "a consistency checker that reads every
-//! proxy's log of (model, epoch, out_seq, hash(value)) as produced, consumed, applied and
-//! released").
+//! The consistency journal and its checker: every role logs, per stateful node, epoch and version,
+//! the values it produced, consumed, applied and released (by hash), and [`check`] reads every log
+//! and reports what breaks the protocol's guarantees.
 //!
 //! Every role appends JSON lines to its own file (`WEIR_HAMS_JOURNAL=<dir>`: one file per process
-//! and role); [`check`] reads them all and reports every violation of:
+//! and role); [`check`] reads them all and reports every violation of the rules below, each
+//! violation message starting with the rule's short name in brackets here:
 //! - **exactly once**: no request id released twice;
-//! - **R2, no conflicting outputs**: for every node and version, every applied (durable) state
+//! - **no conflicting outputs** (`R2`): for every node and version, every applied (durable) state
 //!   tuple carries the same row hashes, and every released reply's value at each stateful node it
 //!   passed equals the value that node's *durable* version produced for it;
-//! - **R3, apply after dependencies**: when a backup applied a version, each of its dependencies
+//! - **apply after dependencies** (`R3`): when a backup applied a version, each of its dependencies
 //!   was durable at that moment (the backup journals its durable view next to the apply);
 //! - **release rule**: every dependency of a released reply was applied on some backup;
-//! - **R5, the shipped state is the state made**: a backup applied, for a version and epoch, the
+//! - **the shipped state is the state made** (`R5`): a backup applied, for a version and epoch, the
 //!   very state (by hash) the primary made with that batch — the copy taken while the next batch
 //!   computes is never torn;
-//! - **R11, at most once**: no backup applied the same version of the same epoch twice.
+//! - **at most once** (`R11`): no backup applied the same version of the same epoch twice.
 //!
-//! It also counts (R6) how many batches were answered before their state reached the backup:
-//! all of them under NSPB with a slow state link, none under Remus.
+//! It also counts how many batches were answered before their state reached the backup (the
+//! latency NSPB saves over stop-and-buffer): all of them under NSPB with a slow state link, none
+//! under Remus.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -189,11 +191,11 @@ pub struct Report {
     pub reexecuted: usize,
     /// Of those, versions whose re-execution produced different outputs (non-determinism seen).
     pub diverged: usize,
-    /// X7: what re-executions did to replies already released (see [`Divergence`]).
+    /// What re-executions did to replies already released (see [`Divergence`]).
     pub divergence: Divergence,
-    /// Applied states compared with the state their primary made (R5).
+    /// Applied states compared with the state their primary made (`R5`).
     pub states_compared: usize,
-    /// Batches whose reply and whose state's arrival at the backup were both timed (R6).
+    /// Batches whose reply and whose state's arrival at the backup were both timed.
     pub timed: usize,
     /// Of those, batches answered before their state reached the backup (no stop-and-buffer).
     pub replied_before_backup_received: usize,
@@ -201,7 +203,7 @@ pub struct Report {
     pub violations: Vec<String>,
 }
 
-/// X7 (notes/hams.md §5.2): released rows whose version a node ran again (a checkpoint replay,
+/// Released rows whose version a node ran again (a checkpoint replay,
 /// or a rollback) and how the last run of that version differs from what the client got. Under
 /// NSPB released rows come from durable versions, which are never run again, so all stay zero
 /// however much the re-executions diverge; under checkpoint-and-replay they count the outputs

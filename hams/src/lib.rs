@@ -1,19 +1,20 @@
-//! HAMS (high availability for stateful model nodes, `../shared/notes/hams.md`) as pure protocol
-//! logic, shared by the executor processes that hold a node's primary and backup and by the graph
-//! process that runs the frontend and the manager.
+//! High availability for stateful model nodes, after "HAMS: High Availability for Distributed
+//! Machine Learning Service Graphs" (HAMS, §IV), as pure protocol logic shared by the executor
+//! processes that hold a node's primary and backup and by the graph process that runs the frontend
+//! and the manager.
 //!
 //! - [`protocol`]: the messages (run, state tuple, applied, durable, assign) and their framing.
 //! - [`durability`]: the durable view of every stateful node and Algorithm 2's apply queue.
 //! - [`gate`]: the frontend's release rule (a reply waits until every state it depends on is durable).
-//! - [`rollback`]: the transitive rollback set after a primary fails (note §2.9, gap 1).
+//! - [`rollback`]: the rollback set after a primary fails: a node that consumed a rolled-back
+//!   version is rolled back too, transitively.
 //! - [`journal`]: the consistency journal every role writes and the checker tests run on it.
 //!
-//! Decisions where the paper is silent or wrong follow the note and are written where they apply;
-//! the main ones: Algorithm 2 line 8 waits *while* `durable[m] < seq`; durability is monotone
-//! per node across epochs; a promoted backup drops its unapplied states and re-announces its
-//! applied sequence; a primary without a live backup runs *solo* (its own states count as durable
-//! once their dependencies are); every message carries the sender's epoch and stale ones are
-//! dropped.
+//! Decisions where the paper is silent or wrong are written where they apply; the main ones:
+//! Algorithm 2 line 8 waits *while* `durable[m] < seq`; durability is monotone per node across
+//! epochs; a promoted backup drops its unapplied states and re-announces its applied sequence; a
+//! primary without a live backup runs *solo* (its own states count as durable once their
+//! dependencies are); every message carries the sender's epoch and stale ones are dropped.
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]

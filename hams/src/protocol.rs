@@ -225,9 +225,9 @@ pub struct Assign {
     #[serde(default)]
     pub checkpoint_every: u64,
     /// With a primary role for the member that already is primary: go back to the retained
-    /// state at this version, or at the member's own durable version when that is later (R7,
-    /// the primary buffer rule: a node whose speculative input is rolled back and whose backup
-    /// is gone). Later versions, and the replies they made, are void.
+    /// state at this version, or at the member's own durable version when that is later (the
+    /// primary buffer rule, for a node whose speculative input is rolled back and whose backup is
+    /// gone). Later versions, and the replies they made, are void.
     #[serde(default)]
     pub rollback_to: Option<Seq>,
     /// HMAC-SHA256 (hex) of the other fields and the member's assign key, under the control key

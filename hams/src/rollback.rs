@@ -1,10 +1,10 @@
-//! The rollback set after a stateful primary fails (note §2.8 b and §2.9 gap 1, R8, R13).
+//! The rollback set after a stateful primary fails (HAMS, §IV).
 //!
 //! The failed node's backup is promoted; its applied version is the *cut*: versions above it were
 //! speculative and are gone. Every other stateful node that was sent a batch depending on a
 //! version above a cut has consumed speculative output, so it is rolled back too, by promoting its
-//! own backup (whose applied version becomes its cut; preferred over rolling the primary back,
-//! R8). That can make further nodes affected, so the set is a fixpoint. The paper's criterion
+//! own backup (whose applied version becomes its cut) rather than by rolling its primary back.
+//! That can make further nodes affected, so the set is a fixpoint. The paper's criterion
 //! ("lineage shows a larger sequence from M_f") misses a node affected only through another
 //! rolled-back node; the fixpoint does not.
 

@@ -3,7 +3,7 @@
 //! ```yaml
 //! routing: least_outstanding   # default: the live replica with the fewest jobs outstanding
 //! routing: round_robin         # each job to the next live replica in turn (the plain baseline)
-//! routing:                     # Kairos (HPDC '23, notes/kairos.md §2): min-cost matching of
+//! routing:                     # Kairos query distribution (Kairos, §5.1): min-cost matching of
 //!   kairos:                    # queued jobs to idle replicas of different instance types
 //!     qos_ms: 50               # p99 latency target of the node, in milliseconds
 //!     profiles: rm2.yaml       # optional: batch → latency per instance type; learned online if absent

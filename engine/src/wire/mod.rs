@@ -6,12 +6,12 @@
 //! field metadata, exactly as inside a [`Batch`], so decoding restores them without a side channel.
 //!
 //! Every payload is decoded as hostile input (it comes from a zenoh peer or another timely
-//! process): [`frame`] checks every declared length against the bytes received before arrow
-//! reads any, so no length in a payload reaches an allocation unchecked, and [`schema`] admits
+//! process): `frame` checks every declared length against the bytes received before arrow
+//! reads any, so no length in a payload reaches an allocation unchecked, and `schema` admits
 //! only the Arrow types weir writes, since arrow's schema conversion panics on some well-formed
 //! but unsupported flatbuffers (an `Int` of width 0, a type tag without its table, a list without
 //! a child). Arrow's record-batch decoding validates what it builds against those checked
-//! lengths; should any panic remain reachable in it, [`decode_guarded`] catches it as the last
+//! lengths; should any panic remain reachable in it, `decode_guarded` catches it as the last
 //! line of defence, because a panic in a zenoh callback or a timely worker would take the whole
 //! process down.
 
