@@ -1,4 +1,4 @@
-//! Kairos benchmark on the simulator (notes/kairos.md §6.2 E2–E5): allowable throughput under QoS
+//! Kairos benchmark on the simulator (the paper's §7 experiments): allowable throughput under QoS
 //! (p99 ≤ target) for the paper's five models at $2.5/h on g4dn/c5n/r5n/t3.
 //!
 //! For each model it measures Kairos on its one-shot pick, the best homogeneous pool (4 × g4dn,
@@ -203,11 +203,11 @@ fn table(rows: &[Row], queries: usize, secs: f64) -> String {
         t,
         "# Kairos on the simulator: allowable throughput under QoS\n\n\
          Budget ${PAPER_BUDGET_PER_HOUR}/h; instance types (g4dn.xlarge, c5n.2xlarge, r5n.large, t3.xlarge) at \
-         $0.526/0.432/0.149/0.1664 per hour; latency tables from the paper's artifact (notes/kairos.md appendix B); \
+         $0.526/0.432/0.149/0.1664 per hour; latency tables from the paper's artifact (`boringlee24/hpdc23-kairos`); \
          {queries} queries per run, production-trace batch sizes, Poisson arrivals, seed {SEED}; allowable \
          throughput = highest arrival rate with ≥ 99 % of queries within QoS (doubling + 12 bisection steps). \
-         Mean latencies, no noise. Simulated time: the numbers do not depend on this machine. Run time {secs:.0} s.\n\n\
-         Command: `cargo run -p weir-kairos --release --example simulate` (or `benchmarks/kairos/run.sh`).\n"
+         Mean latencies, no noise. Simulated time: the numbers do not depend on the machine. Run time {secs:.0} s.\n\n\
+         Command: `cargo run -p weir-kairos --release --example simulate`.\n"
     );
     let _ = writeln!(
         t,
@@ -316,7 +316,7 @@ fn table(rows: &[Row], queries: usize, secs: f64) -> String {
 
 /// Search cost at $5/h (4996 pools), with ORCL throughput as the (cheap) evaluator: Kairos+
 /// against random search, simulated annealing, a genetic algorithm and a Bayesian-optimisation-like
-/// search, all with the same sub-configuration pruning (paper Figs. 10–11, notes R15).
+/// search, all with the same sub-configuration pruning (paper Figs. 10–11).
 fn search_cost(queries: usize) -> String {
     /// Evaluations the GA and BO runs may spend (the GP's cost grows with the cube of them).
     const CAP: usize = 200;
@@ -387,7 +387,7 @@ fn search_cost(queries: usize) -> String {
     t
 }
 
-/// Controller overheads on this machine (paper §6: ≤ 0.05 ms for 20 × 20, < 1 ms for hundreds of
+/// Controller overheads on the machine running the benchmark (paper §6: ≤ 0.05 ms for 20 × 20, < 1 ms for hundreds of
 /// queries; §5.2: ranking ~1000 configurations in < 2 s). Median of repeated wall-clock timings.
 fn overheads() -> String {
     use weir_kairos::distribution::{Distributor, DistributorConfig, InstanceState, QueuedQuery};
@@ -445,7 +445,7 @@ fn overheads() -> String {
         std::hint::black_box(planner::rank(&p, &tp, 5.0));
     });
     format!(
-        "\n## Controller overheads (wall clock, this machine, median)\n\n\
+        "\n## Controller overheads (wall clock on the machine that ran this, median)\n\n\
          | operation | time | paper |\n|---|---|---|\n\
          | one distribution round, 20 queries × 20 instances (cost matrix + Kuhn–Munkres) | {a:.3} ms | ≤ 0.05 ms incl. network |\n\
          | one round, 200 queries × 20 instances (window widened to all 200) | {b:.3} ms | < 1 ms |\n\

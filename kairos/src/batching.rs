@@ -1,5 +1,5 @@
 //! Batching in the central queue: how many queued queries a distribution round hands one idle
-//! instance at once (weir's extension of paper §5.1; notes/kairos.md §2.4–2.6).
+//! instance at once (weir's extension of Kairos's query distribution, paper §5.1).
 //!
 //! The paper's instances serve one query at a time, and a query already is a batch (a
 //! recommendation request of 1–1000 items), so its distributor never merges queries. In weir a

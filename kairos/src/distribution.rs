@@ -1,4 +1,4 @@
-//! One round of Kairos's query distribution (paper §5.1, Eqs. 1–8; notes §2.4–2.6).
+//! One round of Kairos's query distribution (paper §5.1, Eqs. 1–8).
 //!
 //! Given the FIFO queue, every instance's state and the clock, [`Distributor::assign`] builds the
 //! cost matrix `c_ij = η_j · t_ij` for the first `min(|queue|, 2N)` queries × all `N` instances,
@@ -6,27 +6,29 @@
 //! batch on `j`'s type, penalises pairs that would miss QoS (`t_ij + w_i > γ·T_QoS`, γ = 0.98),
 //! solves the rectangular min-cost assignment, and returns only the pairs whose instance is idle
 //! now. Queries matched to busy instances stay queued for the next round; that is how Kairos
-//! "waits for the GPU that frees up soon" (artifact behaviour, notes §2.5).
+//! "waits for the GPU that frees up soon" (as the authors' artifact does).
 //!
 //! Solver: `pathfinding`'s Kuhn–Munkres (Hungarian, O(n³)) on integer costs (0.1 µs units), chosen
 //! over the `lsap` crate because pathfinding is actively maintained; rectangular problems are
-//! solved with the smaller side as rows. Decisions (notes §8):
+//! solved with the smaller side as rows. Decisions where the paper leaves room:
 //! - η = `round(L_base(max)/L_j(max), 2)` ([`crate::profile::ModelProfile::eta`]).
 //! - Penalty, with `Π = (pairs + 1) · (largest plain cost) + 1`, so that any matching with
 //!   fewer (tier-weighted) violations costs less than any with more, whatever the feasible costs
-//!   (requirement R8; the artifact's absolute 500/1000 ms constants do not guarantee this once a
-//!   matching's feasible costs add up past 1000 ms, as they can under RM2's 350 ms target):
+//!   (so no matching trades a QoS violation for cheaper feasible pairs; the artifact's absolute
+//!   500/1000 ms constants do not guarantee this once a matching's feasible costs add up past
+//!   1000 ms, as they can under RM2's 350 ms target):
 //!   - [`Penalty::Flat`] (default): a pair inside the γ band costs `Π`, one beyond QoS `2Π`,
 //!     whatever its time: the artifact's rule (equal cost for all violators, band cheaper)
 //!     made scale-free. Measured on the simulator it beats the alternative below by up to 5 %
 //!     (WND (1,0,13,0): 1470 vs 1398 QPS), because a violator carrying its time is steered to
 //!     the idle instance with the smallest η·t, which is the slow CPU that then really violates.
 //!   - [`Penalty::Lexicographic`]: adds `tier · Π` to the plain cost, keeping the order among
-//!     violators (the note's §8.2 suggestion).
+//!     violators.
 //!   - [`Penalty::Replace`]: the artifact's constants verbatim (500 ms in the band, 1000 ms beyond).
 //! - Queries that have already missed QoS (`w_i ≥ T_QoS`) keep their plain cost and are still
-//!   served, never dropped (artifact).
-//! - The caller re-runs a round on every arrival, completion and a fine tick (notes §8.4).
+//!   served, never dropped (as in the artifact).
+//! - The caller re-runs a round on every arrival, completion and a fine tick (`T_QoS / 100`), so
+//!   an instance that frees up is matched without waiting for the next arrival.
 
 use pathfinding::prelude::{kuhn_munkres_min, Matrix};
 
@@ -436,7 +438,7 @@ mod tests {
     }
 
     #[test]
-    fn r9_solver_matches_brute_force_square_tall_wide() {
+    fn solver_matches_brute_force_square_tall_wide() {
         let mut rng = StdRng::seed_from_u64(9);
         for _ in 0..300 {
             let (r, c) = (rng.random_range(1..=7), rng.random_range(1..=7));
@@ -462,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn r8_cost_is_eta_weighted_time_to_finish() {
+    fn cost_is_eta_weighted_time_to_finish() {
         let p = PaperModel::Rm2.profile();
         let d = Distributor::new(&p);
         let q = [QueuedQuery {
@@ -488,7 +490,7 @@ mod tests {
     }
 
     #[test]
-    fn r8_violating_pairs_never_chosen_when_a_feasible_matching_exists() {
+    fn violating_pairs_never_chosen_when_a_feasible_matching_exists() {
         // DIEN (QoS 35 ms): a batch-1000 query only fits on g4dn (18.6 ms); on r5n it takes 83.6 ms.
         // The plain η-cost prefers r5n (0.22·83.6 = 18.4 < 18.6); the penalty must flip that.
         let p = PaperModel::Dien.profile();
@@ -560,7 +562,7 @@ mod tests {
     }
 
     #[test]
-    fn r8_late_queries_keep_plain_cost_and_are_served() {
+    fn late_queries_keep_plain_cost_and_are_served() {
         let p = PaperModel::Dien.profile();
         let d = Distributor::new(&p);
         let late = QueuedQuery {
@@ -577,7 +579,7 @@ mod tests {
     }
 
     #[test]
-    fn r8_hold_violating_keeps_the_query_queued() {
+    fn hold_violating_keeps_the_query_queued() {
         // DIEN batch 1000 on an idle r5n (83.6 ms > 35 ms) while the g4dn is busy for 30 ms:
         // the matching must pair it with the r5n or the g4dn (30 + 18.6 > 34.3: both violate).
         let p = PaperModel::Dien.profile();
@@ -623,7 +625,7 @@ mod tests {
     }
 
     #[test]
-    fn r10_only_idle_instances_get_work_and_window_is_2n() {
+    fn only_idle_instances_get_work_and_window_is_2n() {
         let p = PaperModel::Rm2.profile();
         let d = Distributor::new(&p);
         // g4dn busy for 1 more ms; r5n idle. Two big queries: the better home of one is the GPU.

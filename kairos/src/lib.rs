@@ -1,4 +1,5 @@
-//! Kairos: heterogeneous executor pools under a budget (Li et al., HPDC '23; `notes/kairos.md`).
+//! Heterogeneous executor pools under a budget, after "KAIROS: Building Cost-Efficient Machine
+//! Learning Inference Systems with Heterogeneous Cloud Resources" (Kairos; Li et al., HPDC '23).
 //!
 //! Three pieces, each usable on its own:
 //! - [`distribution`]: one round of the min-cost query distribution (paper §5.1). A pure function

@@ -1,4 +1,4 @@
-//! Latency learned online (paper §5.1; notes §2.7, R12): a per-type least-squares line
+//! Latency learned online (paper §5.1): a per-type least-squares line
 //! `latency = a + b·batch` from the first observations, replaced per batch bucket by the bucket's
 //! mean once that bucket has been observed. Until a type has two distinct batch sizes, it falls
 //! back to a prior (the profile tables, or nothing).
@@ -117,7 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn r12_latency_is_linear_in_batch_on_artifact_tables() {
+    fn latency_is_linear_in_batch_on_artifact_tables() {
         for m in PaperModel::ALL {
             for t in m.profile().types {
                 let (b, l): (Vec<f64>, Vec<f64>) = t
@@ -133,13 +133,14 @@ mod tests {
     }
 
     #[test]
-    fn r12_linear_fit_then_lookup_table() {
+    fn linear_fit_then_lookup_table() {
         let rm2 = PaperModel::Rm2.profile();
         let mut o = OnlineLatency::new(4, None);
         assert_eq!(o.predict_ms(0, 100), None);
         o.observe(0, 100, rm2.latency_ms(0, 100));
         o.observe(0, 900, rm2.latency_ms(0, 900));
-        // Line through the two points; notes §2.7 fit for RM2 g4dn is 3.70 + 0.2575·b.
+        // Line through the two points; the least-squares fit of RM2's whole g4dn table is
+        // 3.70 + 0.2575·b.
         let (a, b) = o.linear_fit(0).unwrap();
         assert!(
             (b - 0.2575).abs() < 0.005 && (a - 3.7).abs() < 2.0,

@@ -1,10 +1,10 @@
 //! Query workloads: batch-size distributions, Poisson arrivals and the monitoring window.
 //!
 //! - [`BatchDist::Trace`] replays the artifact's generator of Meta's production batch sizes
-//!   (notes §4.2: a log-normal body plus uniform small/medium/large bands, rounded up to tens;
+//!   (a log-normal body plus uniform small/medium/large bands, rounded up to tens;
 //!   mean ≈ 244, median 180, p99 ≈ 920).
-//! - [`BatchDist::Gaussian`] is the paper's load-change distribution. Its parameters are lost
-//!   (notes §8.9); decision: N(300, 100²) truncated to [1, 1000] by redrawing, rounded up to tens,
+//! - [`BatchDist::Gaussian`] is the paper's load-change distribution. The paper does not give its
+//!   parameters; decision: N(300, 100²) truncated to [1, 1000] by redrawing, rounded up to tens,
 //!   a heavier mix than the trace so that re-planning visibly changes the profile.
 //! - [`QueryStream`] draws arrivals at unit rate once and rescales them to any rate, so every rate
 //!   of a throughput search sees the same queries (common random numbers, fewer search wiggles).
@@ -171,7 +171,7 @@ mod tests {
         let mut s = BatchDist::Trace.sample_many(50_000, 1);
         let mean = s.iter().map(|&b| f64::from(b)).sum::<f64>() / s.len() as f64;
         s.sort_unstable();
-        // notes §4.2: mean 244, median 180, p99 920; shares (100,200] 64.7 %.
+        // The artifact's generator: mean 244, median 180, p99 920; shares (100,200] 64.7 %.
         assert!((mean - 244.0).abs() < 5.0, "mean {mean}");
         assert_eq!(s[s.len() / 2], 180);
         let p99 = s[s.len() * 99 / 100];

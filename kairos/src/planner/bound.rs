@@ -1,5 +1,5 @@
 //! Which configurations exist within a budget, and the closed-form throughput upper bound of
-//! each (paper §5.2, Eqs. 9–15 rebuilt in notes §3.3–3.5 and checked against the artifact).
+//! each (paper §5.2, Eqs. 9–15, rebuilt and checked against the authors' artifact).
 
 use super::Counts;
 use crate::profile::throughput::{AuxProfile, ThroughputProfile};
@@ -7,7 +7,7 @@ use crate::profile::throughput::{AuxProfile, ThroughputProfile};
 /// Tolerance on the budget check (float sums of prices).
 pub(crate) const BUDGET_SLACK: f64 = 1e-9;
 
-/// Every non-empty configuration with `Σ n_t·c_t ≤ budget` (R1), in lexicographic order.
+/// Every non-empty configuration with `Σ n_t·c_t ≤ budget`, in lexicographic order.
 pub fn enumerate(prices: &[f64], budget_per_hour: f64) -> Vec<Counts> {
     fn go(prices: &[f64], left: f64, cur: &mut Counts, out: &mut Vec<Counts>) {
         let Some((&price, rest)) = prices.split_first() else {
@@ -36,7 +36,7 @@ pub fn enumerate(prices: &[f64], budget_per_hour: f64) -> Vec<Counts> {
     out
 }
 
-/// The throughput upper bound of a configuration (Eqs. 9–15, notes §3.3–3.5), or `None` without a
+/// The throughput upper bound of a configuration (Eqs. 9–15), or `None` without a
 /// base instance.
 ///
 /// With no auxiliary instance it is `n_b·Q_b`. Otherwise, over the auxiliary types present,

@@ -1,4 +1,4 @@
-//! Two more baselines for the search-cost comparison (paper Figs. 10–11, requirement R15): a
+//! Two more baselines for the search-cost comparison (paper Figs. 10–11): a
 //! genetic algorithm and a Bayesian-optimisation-like search (Ribbon's approach: a Gaussian-process
 //! surrogate with an upper-confidence-bound acquisition). Both share Kairos+'s evaluator interface
 //! and its sub-configuration pruning (a configuration component-wise `≤` an evaluated one is never

@@ -1,4 +1,4 @@
-//! The budget-constrained pool planner (paper §5.2; notes §3): enumerate every configuration
+//! The budget-constrained pool planner (paper §5.2): enumerate every configuration
 //! (instances per type) within the hourly budget, bound each one's allowable throughput in closed
 //! form (Eqs. 9–15), rank by the bound, and pick one without any online evaluation by the
 //! similarity rule; or, with [`kairos_plus`], search online in bound order with pruning.
@@ -16,10 +16,11 @@
 //! [`plan_report`] is the whole of `weir plan --budget --qos-ms --profiles`: profile text in,
 //! YAML fragment plus a human-readable ranking out.
 //!
-//! Decisions: configurations without a base instance are excluded (their bound is undefined,
-//! artifact); the budget is checked with `≤` (1e-9 slack for float sums); bound ties are broken by
+//! Decisions: configurations without a base instance are excluded (their bound is undefined, and
+//! the authors' artifact excludes them too); the budget is checked with `≤` (1e-9 slack for float sums); bound ties are broken by
 //! the count vector in lexicographic order; the similarity pick breaks SSE ties by higher bound;
-//! Kairos+ prunes configurations whose bound is `≤` the best measured throughput (notes §3.8, an interpretation).
+//! Kairos+ prunes configurations whose bound is `≤` the best measured throughput (our reading of
+//! Algorithm 1, which does not say whether a tie is pruned).
 
 mod bound;
 mod evolve;
@@ -90,7 +91,7 @@ pub enum PickRule {
     Centroid,
 }
 
-/// The similarity-based pick (paper §5.2, notes §3.7): index into the ranking and the rule used.
+/// The similarity-based pick (paper §5.2): index into the ranking and the rule used.
 /// `None` for an empty ranking.
 pub fn similarity_pick(ranked: &[Candidate], base: usize) -> Option<(usize, PickRule)> {
     let first = ranked.first()?;
@@ -159,7 +160,7 @@ pub fn executors_yaml(profile: &ModelProfile, counts: &[u32]) -> String {
     s
 }
 
-/// The optimal homogeneous pool (R2): as many base instances as the budget buys, and the factor
+/// The optimal homogeneous pool, the paper's baseline: as many base instances as the budget buys, and the factor
 /// `budget / cost` by which the paper scales its throughput to the full budget.
 pub fn homogeneous(profile: &ModelProfile, budget_per_hour: f64) -> (Counts, f64) {
     let price = profile.types[profile.base].instance.cost_per_hour;

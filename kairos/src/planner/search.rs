@@ -1,6 +1,6 @@
 //! Online configuration search: Kairos+ (Algorithm 1: bound order, bound and sub-configuration
 //! pruning) and two baselines with the same sub-configuration pruning and no bound: random search
-//! and simulated annealing (paper Figs. 2 and 11; notes R15).
+//! and simulated annealing (paper Figs. 2 and 11), to compare how many evaluations each needs.
 
 use super::Candidate;
 
@@ -24,7 +24,7 @@ pub struct SearchOutcome {
     pub evaluated: Vec<(usize, f64)>,
 }
 
-/// Kairos+ (Algorithm 1, notes §3.8): evaluate configurations online in upper-bound order; after
+/// Kairos+ (Algorithm 1): evaluate configurations online in upper-bound order; after
 /// each evaluation drop every configuration whose bound is `≤` the best measured throughput and
 /// every sub-configuration (component-wise `≤`) of the evaluated one. Stops when none remain.
 /// `ranked` must be sorted by bound, highest first (as [`super::rank`] returns it). `None` if empty.
@@ -58,7 +58,7 @@ pub fn kairos_plus(
     out
 }
 
-/// The random-search baseline of the paper's search comparison (Fig. 11, requirement R15):
+/// The random-search baseline of the paper's search comparison (Fig. 11):
 /// configurations in a seeded random order, with the same sub-configuration pruning as Kairos+
 /// but no bound. Stops after `max_evaluations` or when none remain; returns every evaluation as
 /// (ranking index, QPS) in order. Count evaluations until a target with
@@ -88,7 +88,7 @@ pub fn random_search(
     out
 }
 
-/// The simulated-annealing baseline (paper Fig. 2 explores with it; notes R15): from a seeded
+/// The simulated-annealing baseline (paper Fig. 2 explores with it): from a seeded
 /// random start, move to a random neighbour (one instance of one type more or fewer, staying
 /// within the ranking, i.e. within budget with a base instance), accepting a worse one with
 /// probability `exp(Δ / (T · current))`, `T` starting at 0.2 and cooling by 0.95 per evaluation.

@@ -13,7 +13,7 @@ fn ub(m: PaperModel, c: [u32; 4]) -> f64 {
 }
 
 #[test]
-fn r1_enumeration_counts() {
+fn enumeration_counts() {
     let at = |b: f64| {
         let all = enumerate(&prices(), b);
         let based = all.iter().filter(|c| c[0] >= 1).count();
@@ -30,14 +30,14 @@ fn r1_enumeration_counts() {
 }
 
 #[test]
-fn r2_homogeneous_pool_and_scale() {
+fn homogeneous_pool_and_scale() {
     let (c, s) = homogeneous(&PaperModel::Rm2.profile(), 2.5);
     assert_eq!(c, vec![4, 0, 0, 0]);
     assert!((s - 2.5 / 2.104).abs() < 1e-12 && (s - 1.188).abs() < 1e-3);
 }
 
 #[test]
-fn r3_golden_upper_bounds() {
+fn golden_upper_bounds() {
     let cases = [
         (PaperModel::Rm2, [1, 0, 13, 0], 144.21),
         (PaperModel::Rm2, [2, 0, 9, 0], 119.50),
@@ -59,13 +59,13 @@ fn r3_golden_upper_bounds() {
 }
 
 #[test]
-fn r7_rm2_upper_bound() {
-    // The brief's headline golden value: RM2 (1,0,13,0) → 144.21 (notes appendix C).
+fn rm2_upper_bound() {
+    // Golden value: RM2 (1,0,13,0) → 144.21.
     assert!((ub(PaperModel::Rm2, [1, 0, 13, 0]) - 144.21).abs() < 0.005);
 }
 
 #[test]
-fn r4_bound_continuous_at_case_boundary_and_monotone_in_base() {
+fn bound_continuous_at_case_boundary_and_monotone_in_base() {
     // Continuity: both branches agree where Θ = n_b·Q_b^L. Solve for the real n_a that hits it.
     let tp = PaperModel::Rm2.throughput_profile();
     let a = tp.aux[2].as_ref().unwrap();
@@ -95,8 +95,8 @@ fn r4_bound_continuous_at_case_boundary_and_monotone_in_base() {
     }
 }
 
-/// Appendix C: the UB top-10 per model at $2.5/h, as (config, UB).
-fn appendix_c(m: PaperModel) -> Vec<([u32; 4], f64)> {
+/// Golden values: the UB top-10 per model at $2.5/h, as (config, UB).
+fn golden_top10(m: PaperModel) -> Vec<([u32; 4], f64)> {
     match m {
         PaperModel::Ncf => vec![
             ([1, 0, 13, 0], 7180.62),
@@ -162,11 +162,11 @@ fn appendix_c(m: PaperModel) -> Vec<([u32; 4], f64)> {
 }
 
 #[test]
-fn r3_top10_rankings_match_appendix_c() {
+fn top10_rankings_match_the_golden_values() {
     for m in PaperModel::ALL {
         let ranked = rank(&m.profile(), &m.throughput_profile(), PAPER_BUDGET_PER_HOUR);
         assert_eq!(ranked.len(), 331);
-        for (i, (c, u)) in appendix_c(m).into_iter().enumerate() {
+        for (i, (c, u)) in golden_top10(m).into_iter().enumerate() {
             assert_eq!(ranked[i].counts, c.to_vec(), "{m:?} rank {}", i + 1);
             assert!(
                 (ranked[i].upper_bound - u).abs() < 0.01,
@@ -178,7 +178,7 @@ fn r3_top10_rankings_match_appendix_c() {
 }
 
 #[test]
-fn r5_picks_per_model_at_2_5_per_hour() {
+fn picks_per_model_at_2_5_per_hour() {
     let want = [
         (PaperModel::Ncf, [1, 0, 13, 0], PickRule::TopOne),
         (PaperModel::Rm2, [1, 0, 13, 0], PickRule::TopOne),
@@ -197,7 +197,7 @@ fn r5_picks_per_model_at_2_5_per_hour() {
 }
 
 #[test]
-fn r6_ranking_is_fast_enough_to_be_free() {
+fn ranking_is_fast_enough_to_be_free() {
     // Counted, not timed: ~1000 configurations are ranked by closed-form bounds only.
     let r = rank(
         &PaperModel::Rm2.profile(),
@@ -221,7 +221,7 @@ fn monotone_eval(ranked: &[Candidate]) -> impl Fn(&[u32]) -> f64 + '_ {
 }
 
 #[test]
-fn r14_kairos_plus_finds_optimum_and_never_evaluates_pruned() {
+fn kairos_plus_finds_optimum_and_never_evaluates_pruned() {
     for (m, budget) in PaperModel::ALL.iter().flat_map(|&m| [(m, 2.5), (m, 5.0)]) {
         let ranked = rank(&m.profile(), &m.throughput_profile(), budget);
         let eval = monotone_eval(&ranked);
@@ -268,7 +268,7 @@ fn r14_kairos_plus_finds_optimum_and_never_evaluates_pruned() {
 }
 
 #[test]
-fn r15_random_search_shares_pruning_and_needs_more_evaluations() {
+fn random_search_shares_pruning_and_needs_more_evaluations() {
     let m = PaperModel::Dien;
     let ranked = rank(&m.profile(), &m.throughput_profile(), 2.5);
     let eval = monotone_eval(&ranked);
@@ -317,7 +317,7 @@ fn r15_random_search_shares_pruning_and_needs_more_evaluations() {
 }
 
 #[test]
-fn r16_replan_on_distribution_change_needs_no_evaluation() {
+fn replan_on_distribution_change_needs_no_evaluation() {
     use crate::profile::throughput::ThroughputProfile;
     use crate::workload::BatchWindow;
     let profile = PaperModel::Rm2.profile();
@@ -406,7 +406,7 @@ fn assert_pruned_like_kairos_plus(ranked: &[Candidate], evaluated: &[(usize, f64
 }
 
 #[test]
-fn r15_genetic_and_bayesian_searches_share_pruning_and_reach_the_optimum() {
+fn genetic_and_bayesian_searches_share_pruning_and_reach_the_optimum() {
     let m = PaperModel::Dien;
     let ranked = rank(&m.profile(), &m.throughput_profile(), 2.5);
     let eval = monotone_eval(&ranked);

@@ -4,7 +4,7 @@
 //! A [`ModelProfile`] holds, for one model, a batch-size → latency table per instance type, each
 //! type's price per hour, the p99 QoS target and which type is the *base* (the type that meets QoS
 //! for every batch size, paper §4). The paper's five models on its four AWS types are built in
-//! ([`paper`], from the artifact's tables, notes/kairos.md appendix B). Users bring their own
+//! ([`paper`], from the tables of the authors' artifact). Users bring their own
 //! profiles as YAML ([`ModelProfile::from_yaml`]):
 //!
 //! ```yaml
@@ -22,7 +22,7 @@
 //! ```
 //!
 //! Latency between profiled points is interpolated linearly after rounding the batch up to a
-//! multiple of 10 (the artifact's bucket, notes §2.5); beyond the last point it is extrapolated
+//! multiple of 10 (the artifact's bucket); beyond the last point it is extrapolated
 //! from the last two. The throughput-bound inputs derived from a profile live in [`throughput`].
 
 pub mod paper;
@@ -34,7 +34,7 @@ use serde::Deserialize;
 
 use crate::KairosError;
 
-/// Latencies are looked up for the batch rounded up to a multiple of this (artifact, notes §2.5).
+/// Latencies are looked up for the batch rounded up to a multiple of this (as the artifact does).
 pub const BATCH_BUCKET: u32 = 10;
 
 /// The default largest batch size of a query (paper §5.1: 1000 "because of QoS constraints").
@@ -131,7 +131,7 @@ pub struct ModelProfile {
     pub model: String,
     /// p99 latency target in ms.
     pub qos_ms: f64,
-    /// Largest batch a query may have; also the "largest query" behind η (notes §8.5).
+    /// Largest batch a query may have; also the "largest query" η is computed at.
     pub max_batch: u32,
     /// Index into `types` of the base type (meets QoS at `max_batch`).
     pub base: usize,
@@ -302,7 +302,7 @@ impl ModelProfile {
 
     /// Heterogeneity coefficients η per type (Definition 1): `round(L_base(max) / L_t(max), 2)`.
     ///
-    /// Decision (notes §8.1): the ratio is base over type, as the artifact computes it, so a slower
+    /// Decision: the ratio is base over type, as the artifact computes it, so a slower
     /// type gets η < 1 and its busy time counts for less than the base type's.
     pub fn eta(&self) -> Vec<f64> {
         let lb = self.latency_ms(self.base, self.max_batch);
@@ -347,8 +347,8 @@ mod tests {
     }
 
     #[test]
-    fn r8_eta_matches_note_table() {
-        // notes §2.3: η per model for (c5n, r5n, t3); base g4dn is 1.
+    fn eta_matches_the_artifacts_ratios() {
+        // η per model for (c5n, r5n, t3) from the artifact's tables; base g4dn is 1.
         let expect = [
             (PaperModel::Ncf, [0.38, 0.36, 0.19]),
             (PaperModel::Rm2, [0.67, 0.65, 0.29]),

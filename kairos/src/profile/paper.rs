@@ -1,10 +1,11 @@
 //! The paper's five models on its four AWS instance types, as built-in profiles.
 //!
 //! Latency tables: mean end-to-end latency (inference + data load, ms) at 12 batch sizes, computed
-//! from the authors' artifact `boringlee24/hpdc23-kairos` (`data.tar.gz`, MIT licence; notes/kairos.md
-//! appendix B). Prices: paper Table 4. QoS: paper Table 3. Throughput-bound inputs: the artifact's
-//! `allocator_profile.json` (notes appendix A), kept verbatim because re-deriving them from the
-//! 12-point tables differs by 1–11 % (notes R7) and the golden upper bounds use these.
+//! from the authors' artifact `boringlee24/hpdc23-kairos` (`data.tar.gz`, MIT licence). Prices:
+//! paper Table 4. QoS: paper Table 3. Throughput-bound inputs: the artifact's
+//! `allocator_profile.json`, kept verbatim because re-deriving them from the 12-point tables
+//! ([`super::throughput::ThroughputProfile::derive`]) differs by 1–11 % and the golden upper bounds
+//! use these.
 
 use std::collections::BTreeMap;
 
@@ -85,7 +86,7 @@ impl PaperModel {
         }
     }
 
-    /// Latency rows (g4dn, c5n, r5n, t3) at [`BATCHES`] (notes appendix B).
+    /// Latency rows (g4dn, c5n, r5n, t3) at [`BATCHES`].
     // DIEN's 6.28 ms is a measurement that happens to look like τ.
     #[allow(clippy::approx_constant)]
     fn rows(self) -> [[f64; 12]; 4] {
@@ -191,7 +192,7 @@ impl PaperModel {
         }
     }
 
-    /// The artifact's throughput-bound inputs (`allocator_profile.json`, notes appendix A).
+    /// The artifact's throughput-bound inputs (`allocator_profile.json`).
     pub fn throughput_profile(self) -> ThroughputProfile {
         // (qps, p, k, r, [(threshold, qps)]) for c5n, r5n, t3.
         type Aux = (f64, u32, f64, &'static [(u32, f64)]);

@@ -1,9 +1,10 @@
-//! The inputs of the throughput upper bound (paper §5.2, notes §3.5): the base type's standalone
+//! The inputs of the throughput upper bound (paper §5.2): the base type's standalone
 //! throughput and, per auxiliary type, its QoS batch limit `k`, the share `p` of queries below it,
 //! the base's busy-time share `r` on those queries, and its throughput on queries below a limit.
 //!
 //! They come either verbatim from the artifact ([`super::paper::PaperModel::throughput_profile`]) or
-//! derived from latency tables and a batch sample ([`ThroughputProfile::derive`], requirement R7),
+//! derived from latency tables and a batch sample ([`ThroughputProfile::derive`], so a user's own
+//! profile gets a bound too),
 //! such as the monitoring window of the last 10 000 queries ([`crate::workload::BatchWindow`]).
 
 use std::collections::BTreeMap;
@@ -37,7 +38,7 @@ pub struct ThroughputProfile {
 }
 
 impl ThroughputProfile {
-    /// Derives the bound inputs from latency tables and a sample of batch sizes (R7):
+    /// Derives the bound inputs from latency tables and a sample of batch sizes:
     /// `Q_b = 1000/E[L_base]`, `k` = the first bucket whose latency exceeds QoS, `p = P(b < k)`,
     /// `r = Σ_{b<k} L_base / Σ L_base`, `Q_a^(k) = 1000/E[L_a | b < k]` for every type's `k`.
     /// A type that meets QoS up to `max_batch` gets `k = max_batch + 10` and `p = 1`.
@@ -119,11 +120,11 @@ mod tests {
     use crate::workload::BatchDist;
 
     #[test]
-    fn r7_derived_profile_close_to_artifact() {
+    fn derived_profile_close_to_artifact() {
         let sample = BatchDist::Trace.sample_many(20_000, 7);
         let rm2 = ThroughputProfile::derive(&PaperModel::Rm2.profile(), &sample).unwrap();
         let art = PaperModel::Rm2.throughput_profile();
-        // Q_b within 2 %, k for c5n/r5n/t3 exact (notes R7: matches for RM2), p and r within 0.02.
+        // Q_b within 2 %, k for c5n/r5n/t3 exact, p and r within 0.02.
         assert!(
             (rm2.base_qps / art.base_qps - 1.0).abs() < 0.02,
             "{}",
@@ -146,7 +147,7 @@ mod tests {
             assert!((qd / qa - 1.0).abs() < 0.03, "type {t} qps {qd} vs {qa}");
         }
         // DIEN: the c5n limit within one bucket of 460 (the 12-point table interpolates where the
-        // artifact had every bucket) and Q_b within 2 % (note: 104.70 vs 105.56).
+        // artifact had every bucket) and Q_b within 2 % (104.70 derived vs 105.56).
         let dien = ThroughputProfile::derive(&PaperModel::Dien.profile(), &sample).unwrap();
         assert!(dien.aux[1].as_ref().unwrap().vio_batch.abs_diff(460) <= 10);
         assert!(
@@ -157,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn r7_derive_rejects_empty_sample_and_handles_all_fast_types() {
+    fn derive_rejects_empty_sample_and_handles_all_fast_types() {
         assert!(ThroughputProfile::derive(&PaperModel::Rm2.profile(), &[]).is_err());
         // With a huge QoS, every type meets it: p = 1 and k beyond max_batch.
         let p = PaperModel::Rm2.profile().with_qos_ms(10_000.0);

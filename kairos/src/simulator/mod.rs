@@ -1,9 +1,10 @@
-//! A seeded discrete-event simulator of a heterogeneous pool serving one model (notes §6.2).
+//! A seeded discrete-event simulator of a heterogeneous pool serving one model, to measure the
+//! paper's allowable throughput (§7) of a pool and a policy without the pool.
 //!
 //! Instances serve one query at a time; a query's service time is its type's latency-table value
 //! for its batch (optionally with multiplicative Gaussian noise, [`SimOptions::service_cv`]), and
 //! its latency is queue wait plus service. Events are arrivals, completions and, while Kairos holds
-//! queued work with an instance idle, a tick of `T_QoS / 100` (notes §8.4). A [`policy`] decides
+//! queued work with an instance idle, a tick of `T_QoS / 100`. A [`policy`] decides
 //! dispatch. No wall clock is read: runs are deterministic for a given stream and seed.
 //!
 //! Measurements:
@@ -30,7 +31,7 @@ use policy::PoolView;
 /// Simulation settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimOptions {
-    /// Kairos's re-solve tick as a fraction of the QoS target (notes: 1/100).
+    /// Kairos's re-solve tick as a fraction of the QoS target (default 1/100).
     pub tick_fraction: f64,
     /// Coefficient of variation of actual service time around the table mean (0: exact tables).
     pub service_cv: f64,

@@ -1,4 +1,4 @@
-//! Query-distribution policies the simulator compares (paper §7; notes §4.5), each as a
+//! Query-distribution policies the simulator compares (paper §7), each as a
 //! `Dispatcher`: it is told about arrivals and asked, at every event, which queued queries go to
 //! which idle instances now.
 //!

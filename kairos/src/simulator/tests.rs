@@ -15,7 +15,7 @@ fn ty(name: &str, cost: f64, pts: Vec<(u32, f64)>) -> TypeProfile {
 }
 
 #[test]
-fn r13_fig5_kairos_serves_all_four_where_fcfs_misses_one() {
+fn fig5_kairos_serves_all_four_where_fcfs_misses_one() {
     // One GPU (2 ms small, 4 ms large) and one CPU (3 ms small, 20 ms large); QoS 10 ms.
     // Queries: large, small, large, small, arriving together. FCFS sends the second large query
     // to the CPU as soon as it frees (20 ms: a violation); Kairos holds it for the GPU, which frees
@@ -52,8 +52,8 @@ fn runs_are_deterministic_and_noise_is_seeded() {
 }
 
 #[test]
-fn r4_oracle_close_to_and_simulated_below_the_bound() {
-    // notes appendix C / E3: RM2 (1,0,13,0): UB 144.21, ORCL-sequence ≈ 142.9, Kairos ≈ 134.
+fn oracle_close_to_and_simulated_below_the_bound() {
+    // RM2 (1,0,13,0): UB 144.21, ORCL-sequence ≈ 142.9, Kairos ≈ 134.
     let p = PaperModel::Rm2.profile();
     let c = [1, 0, 13, 0];
     let ub = upper_bound(&PaperModel::Rm2.throughput_profile(), &c).unwrap();
@@ -75,8 +75,8 @@ fn r4_oracle_close_to_and_simulated_below_the_bound() {
 }
 
 #[test]
-fn r2_homogeneous_rm2_matches_reference() {
-    // notes appendix C: 4 × g4dn under FCFS ≈ 48.8 QPS (Q_b = 15.04 each, so at most 60.2).
+fn homogeneous_rm2_matches_reference() {
+    // 4 × g4dn under FCFS ≈ 48.8 QPS (Q_b = 15.04 each, so at most 60.2).
     let p = PaperModel::Rm2.profile();
     let s = QueryStream::new(BatchDist::Trace, 800, 4);
     let q = allowable_throughput(
@@ -133,7 +133,7 @@ fn drs_and_clockwork_respect_their_rules() {
 }
 
 #[test]
-fn r12_kairos_learning_latency_online_stays_close_to_table_driven() {
+fn kairos_learning_latency_online_stays_close_to_table_driven() {
     // DIEN (2,0,9,0): starting with no latency knowledge costs little throughput (paper §5.1:
     // results include the overhead of learning latencies online).
     let p = PaperModel::Dien.profile();
