@@ -1,4 +1,4 @@
-//! Degraded-mode accuracy of ParM parity models on the 8×8 digits (issue 5, benchmark 1).
+//! Degraded-mode accuracy of ParM parity models on the 8×8 digits.
 //!
 //! Trains the deployed MLP and LeNet-style CNN (`weir train`), then for each and for k = 2, 3, 4
 //! a parity model with the addition encoder (and the concatenation encoder for k = 2, 4) through
@@ -25,8 +25,8 @@ use weir_training::{
 
 /// Epochs of the deployed classifiers.
 const CLASSIFIER_EPOCHS: usize = 60;
-/// Parity-model epochs: the paper's repository trains MNIST parity models for 500; the CNN (about
-/// 8 ms a step here) gets 300 so that the whole run stays within about five minutes on two cores.
+/// Parity-model epochs: the paper's repository trains MNIST parity models for 500; the CNN, whose
+/// steps cost most of the run, gets 300 so that the whole benchmark stays within minutes.
 fn parity_epochs(arch: &Architecture) -> usize {
     match arch {
         Architecture::Mlp { .. } => 500,
@@ -273,7 +273,7 @@ fn readme(rows: &[Row], table: &str, log: &str, ort_check: &str, total: f64) -> 
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
         "# ParM degraded-mode accuracy on the 8×8 digits\n\n\
-Issue 5, benchmark 1. Written by `cargo run -p weir-training --release --example parity_accuracy`\n\
+Written by `cargo run -p weir-training --release --example parity_accuracy`\n\
 (after `scripts/setup.sh`); {cores} cores ({cpu}); the whole run took {total:.0} s.\n\n\
 Data: scikit-learn's digits (1,797 images, 8×8, 10 classes), a seeded 80/20 split (1,438 train,\n\
 359 held out). Deployed models (`weir train`): an MLP 64-128-64-10 and a LeNet-style CNN (two 3×3\n\
@@ -284,12 +284,12 @@ L2 1e-5, minibatch 64 groups (k = 2) or 32 (k = 3, 4), consecutive k-tuples of t
 training rows. The concat encoder tiles downsampled images (k = 2: two 8×4 halves; k = 4: four\n\
 4×4 quadrants) and is trained with the same MSE (the paper used cross-entropy to multi-hot labels).\n\n\
 A_a: deployed held-out accuracy. A_d: accuracy of the reconstructions F_P(P) − Σ_(i≠j) F(X_i) over\n\
-all k·⌊359/k⌋ held-out slots of a random partition into k-tuples (note §7 req. 21). A_o(0.1) =\n\
+all k·⌊359/k⌋ held-out slots of a random partition into k-tuples. A_o(0.1) =\n\
 0.9·A_a + 0.1·A_d.\n\n{table}\n\
 {log}\n\
 ![A_d vs k](degraded_accuracy.png)\n\n\
 ## Against the paper\n\n\
-The paper gives no per-dataset numbers for MNIST in its text (note §0): it states that A_d at k = 2\n\
+The paper gives no per-dataset numbers for MNIST in its text: it states that A_d at k = 2\n\
 is within 6.5% of A_a on the Fig. 5 tasks, a Fashion-MNIST gap of 1.7–9.8% across MLP, LeNet-5 and\n\
 ResNet-18, and A_d falling as k grows (CIFAR-10 A_o drops ≤ 0.4 / 1.9 / 4.1% at f < 10% for\n\
 k = 2 / 3 / 4). Measured here (addition encoder):\n\n{comparison}\n\

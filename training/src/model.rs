@@ -24,7 +24,7 @@ use crate::error::{Result, TrainError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Init {
     /// The paper's parity-model scheme (§5.1): N(0, 0.01²). The paper's "N(0, 0.01)" does not say
-    /// variance or standard deviation (note §9.5); 0.01 is taken as the standard deviation, as
+    /// variance or standard deviation; 0.01 is taken as the standard deviation, as
     /// PyTorch's `normal_(0, 0.01)` means.
     Paper,
     /// Xavier-uniform, U(±√(6 / (fan_in + fan_out))): what the deployed classifiers start from
@@ -195,7 +195,7 @@ impl OnnxModel {
     /// output keeps the name and shape of the deployed output), the same initializer names and
     /// shapes, and fresh weights drawn by [`Self::reinitialize`] with [`Init::Paper`].
     ///
-    /// Decision (note §7 req. 18 and paper §4.3 vs "same architecture"): the parity model's target
+    /// Decision (paper §4.3 asks for the deployed model's architecture): the parity model's target
     /// Σ F(X_i) is a sum of k outputs, which a Softmax (outputs summing to 1) cannot produce, so
     /// the parity graph is the deployed graph minus its final Softmax, and nothing else.
     pub fn parity_copy(&self, rng: &mut impl Rng) -> Result<Self> {

@@ -1,5 +1,6 @@
-//! `weir parity train`: ParM parity models (paper §4.3–4.4, note §2.4) and the degraded-mode
-//! accuracy of the subtraction decoder (note §7 req. 21).
+//! `weir parity train`: parity models after "Parity Models: Erasure-Coded Resilience for Prediction
+//! Serving Systems" (ParM, §4.3–4.4), and the degraded-mode accuracy of the subtraction decoder:
+//! how often a reconstructed prediction is right.
 //!
 //! A parity model F_P has the deployed model's architecture (see [`OnnxModel::parity_copy`] for
 //! the one difference, the dropped final Softmax) and is trained so that F_P(P) ≈ Σ_i F(X_i) for a
@@ -53,7 +54,7 @@ impl ParityOptions {
     /// A parity model for `deployed` with group size `k` and the addition encoder, trained on
     /// `digits.csv.gz` (20% test split, seed 0) with the paper's Adam lr 1e-3 and L2 1e-5, the
     /// repository's minibatch (64 groups for k = 2, 32 otherwise) and MNIST epochs (500), seed 0.
-    /// On two cores that is about 7 s for the digits MLP and 2 min for the LeNet-style CNN.
+    /// The digits MLP trains in seconds, the LeNet-style CNN in minutes.
     pub fn new(
         deployed: impl Into<PathBuf>,
         k: usize,
@@ -86,7 +87,7 @@ pub struct ParityReport {
     pub final_loss: f32,
     /// A_a: the deployed model's held-out accuracy.
     pub deployed_accuracy: f32,
-    /// A_d: held-out accuracy of the reconstructions (note §7 req. 21).
+    /// A_d: held-out accuracy of the reconstructions.
     pub degraded_accuracy: f32,
 }
 
@@ -169,7 +170,7 @@ pub fn fit_parity(
     Ok((parity, report))
 }
 
-/// A_d (note §7 req. 21): partitions `data` at random (seeded) into ⌊N/k⌋ k-tuples; for each
+/// A_d: partitions `data` at random (seeded) into ⌊N/k⌋ k-tuples; for each
 /// tuple and each j reconstructs F(X_j) as F_P(P) − Σ_{i≠j} F(X_i) and scores its argmax against
 /// the true label; returns the fraction right over all k·⌊N/k⌋ reconstructions.
 pub fn degraded_accuracy(
@@ -282,7 +283,8 @@ mod tests {
     }
 
     /// A linear (affine) deployed model F(x) = Wx + b and the parity model F_P(x) = Wx + k·b
-    /// decode exactly (note §7 req. 4), so A_d equals the deployed accuracy.
+    /// decode exactly (the subtraction undoes the sum of linear outputs), so A_d equals the
+    /// deployed accuracy.
     #[test]
     fn affine_model_decodes_exactly() {
         let data = synthetic(120, 64, 10, 0.3, 3);
