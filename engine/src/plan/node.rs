@@ -1,24 +1,23 @@
 //! A node as planned: what it does, what it reads, what it writes. A tensor op is planned as
 //! validation checked it; a model node gathers what each feature resolves to.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::{parallelism, parity, placement, routing, stateful};
+use super::{parallelism, parity, placement, routing, stateful, ParityPlan};
+use crate::onnx::ModelMetadata;
+use crate::parallelism::AutoParallelism;
 use crate::placement::{RemoteExecutor, ReplicaTarget};
 use crate::routing::Routing;
 use crate::spec::{BatchingSpec, ExecutorSpec};
 use crate::stateful::StatefulNode;
 use crate::tensor::TensorType;
 use crate::validate::{CheckedKind, CheckedModel, Port, TensorOp, TypedNode};
-use crate::{onnx::ModelMetadata, parallelism::AutoParallelism};
-
-use super::ParityPlan;
 
 /// A model node, as planned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelNode {
     /// The model file, resolved against the graph's folder.
-    pub path: std::path::PathBuf,
+    pub path: PathBuf,
     /// Whether the model takes a dynamic batch dimension (else: one request per call).
     pub batched: bool,
     /// Dynamic batching settings.
