@@ -575,6 +575,38 @@ pub fn profile_path(graph: &Path, node: &str) -> PathBuf {
     weir_engine::parallelism::profile_path(graph.parent().unwrap_or(Path::new(".")), node)
 }
 
+/// The cores this process may plan for: the machine's, counted before any reservation of cores
+/// for a model node (`weir_operators::model::pinning::reserve_for_node`), else what the OS grants.
+pub fn available_cores() -> usize {
+    weir_operators::model::pinning::cpus_before_reservation().unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
+
+/// Where profiles are measured, from a `--bare-sessions` flag.
+pub fn measured_in(bare_sessions: bool) -> MeasuredIn {
+    if bare_sessions {
+        MeasuredIn::Sessions
+    } else {
+        MeasuredIn::Graph
+    }
+}
+
+/// A non-negative, finite number of seconds, as the profiling flags take them (`--round-gap`,
+/// `--spread-profile`).
+///
+/// # Errors
+/// When `text` is not a number, or is negative or not finite.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|e| format!("`{text}` is not a number of seconds: {e}"))?;
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("`{text}`: seconds must be finite and not negative"))
+}
+
 /// A text report of `profile`: `μ_1..μ_c` and SCVs per configuration, the profiling cost against
 /// the exhaustive plan ([`EXHAUSTIVE_PLAN`]), and the best configuration per load level.
 ///

@@ -15,9 +15,9 @@ use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_engine::tensor::DType;
 use weir_operators::model::OrtRuntime;
 
-use crate::loadgen::{latency_histogram, run_load, Arrival, LoadSpec};
-use crate::workload::Workload;
-use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+use weir::loadgen::{latency_histogram, run_load, Arrival, LoadSpec};
+use weir::workload::Workload;
+use weir::{plan_spec, start, RunningGraph, RuntimeOptions};
 
 /// A thread layout: sessions running at once × intra-op threads each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! time (Linux `/proc/stat`). Benchmarks print them beside their timings, so that a slow set-up can
 //! be told apart: slower calls, a busier machine, or a hypervisor that took the cores.
 
-use crate::RunningGraph;
+use weir::RunningGraph;
 
 /// What a measurement ran under: the executors' ONNX Runtime calls and the whole machine's CPU time,
 /// so that a set-up that was slow because its calls were slow, or because the VM's host took the

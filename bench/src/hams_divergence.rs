@@ -18,15 +18,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::hams::journal::{check, read_dir, Divergence};
 use anyhow::{anyhow, Context, Result};
 use rand::{Rng, SeedableRng};
+use weir::hams::journal::{check, read_dir, Divergence};
 
-use super::hams::{
+use crate::hams::{
     closed_loop_of, median, start_graph, stateful_node, Deployment, HamsBenchConfig, MemberExtras,
 };
-use crate::workload::read_labelled_rows;
-use crate::{NamedTensor, Tensor};
+use weir::workload::read_labelled_rows;
+use weir::{NamedTensor, Tensor};
 
 /// Rows of the digits file that train the model; the rest are the test set.
 const TRAIN_ROWS: usize = 177;

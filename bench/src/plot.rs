@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
-use super::http::HttpRow;
+use crate::http::HttpRow;
 
 /// Tick values for a logarithmic axis from `bottom` to `top`: every `m·10^k` (m = 1..9) inside,
 /// or only m = 1, 2, 5 where that gives more than twelve. plotters labels a log axis at powers of
@@ -159,7 +159,7 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
 ///
 /// # Errors
 /// When the image cannot be drawn or written (no usable font, say).
-pub fn plot_parm(rows: &[super::parm::ParmRow], path: &Path) -> Result<()> {
+pub fn plot_parm(rows: &[crate::parm::ParmRow], path: &Path) -> Result<()> {
     let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let top = rows.iter().flat_map(|r| r.latency_ms).fold(1.0, f64::max) * 1.5;
