@@ -3,7 +3,7 @@
 //! Runtime, for JSON and binary bodies, at client concurrency 1, 4 and 16.
 //!
 //! Layouts follow the load: at concurrency 1 everything (bare ORT, the graph) runs 1 session × 2
-//! intra-op threads, the least-latency layout here; above it, 2 sessions × 1 thread, the
+//! intra-op threads, the least-latency layout on 2 cores; above it, 2 sessions × 1 thread, the
 //! most-throughput layout. Bare ORT's throughput reference is its saturated throughput at that
 //! layout; its latency reference is back-to-back calls at concurrency 1.
 

@@ -1,6 +1,6 @@
 //! The overhead experiment: what weir's dataflow path costs over calling ONNX Runtime directly, for one model:
-//! saturated throughput with the thread layout that maximises it here (2 sessions × 1 intra-op
-//! thread on 2 cores), and latency at concurrency 1 with the layout that minimises it (1 session × 2
+//! saturated throughput with the thread layout that maximises it on 2 cores (2 sessions × 1
+//! intra-op thread), and latency at concurrency 1 with the layout that minimises it (1 session × 2
 //! threads). Bare ORT and weir use the same library, model, inputs and session settings, and take
 //! turns (chunks for throughput, single calls for latency) so both see the same noisy machine.
 
@@ -61,7 +61,7 @@ pub struct OverheadRow {
     /// Median over call pairs of weir's latency minus bare ORT's, µs.
     pub added_p50_us: f64,
     /// Median over call pairs of "bare ORT behind one thread hop" minus bare ORT, µs: what handing
-    /// a request to another thread and back costs on this machine, without any of weir.
+    /// a request to another thread and back costs, without any of weir.
     pub hop_added_us: f64,
     /// Mean latency at concurrency 1, bare ORT, ms.
     pub bare_mean_ms: f64,

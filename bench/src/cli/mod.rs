@@ -1,6 +1,6 @@
-//! The `weir-bench` command line: one subcommand per experiment, each with the flags, defaults and
-//! output paths `weir bench <experiment>` has always taken (`weir bench` hands its arguments to
-//! this binary). Each experiment's flags and the code that turns them into its configuration live
+//! The `weir-bench` command line: one subcommand per experiment, with the flags, defaults and
+//! output paths `weir bench <experiment>` takes too (`weir bench` hands its arguments to this
+//! binary). Each experiment's flags and the code that turns them into its configuration live
 //! in a module of their own; what they share (the report's first lines, saving a plot, the
 //! `--model NAME=PATH` lists) is here.
 

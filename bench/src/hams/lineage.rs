@@ -4,8 +4,8 @@ use std::time::Instant;
 
 use super::load::median;
 
-/// R16 / X10: the cost of HAMS's lineage per batch of `rows` rows against the path length: one
-/// hop appended (Algorithm 1) plus the dependency scan a stateful node makes before sending a
+/// The cost of HAMS's lineage per batch of `rows` rows against the path length: one
+/// hop appended (HAMS, Algorithm 1) plus the dependency scan a stateful node makes before sending a
 /// batch (per replicated node on the path, the highest version). Returns (hops, µs per batch),
 /// medians over `iterations`.
 pub fn lineage_cost(rows: usize, hops: &[usize], iterations: usize) -> Vec<(usize, f64)> {

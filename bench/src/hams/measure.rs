@@ -190,7 +190,7 @@ pub fn failover(config: &HamsBenchConfig) -> Result<Vec<(&'static str, Vec<Trial
     Ok(out)
 }
 
-/// X2: the online learner's (fixed 1 MiB state) p50 overhead over no replication per batch size,
+/// The online learner's (fixed 1 MiB state) p50 overhead over no replication per batch size,
 /// clients = 2 × batch so batches fill; returns (batch, mode, overhead %) and the rows measured.
 ///
 /// # Errors

@@ -38,7 +38,7 @@ pub(crate) use load::{closed_loop_of, median, start_graph};
 pub use measure::{batch_sweep, failover, overhead, OverheadRow, Trial};
 pub use table::{sweep_table, tables};
 
-/// What `weir bench hams` runs.
+/// What `weir-bench hams` runs.
 #[derive(Debug, Clone)]
 pub struct HamsBenchConfig {
     /// The models folder (`.weir/models`).

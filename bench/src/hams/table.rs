@@ -63,7 +63,7 @@ pub fn tables(
 pub fn sweep_table(rows: &[(usize, &'static str, f64)], config: &HamsBenchConfig) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "batch sweep (X2): online learner, 1 MiB state, {} ms emulated compute per batch, clients = 2 × batch, p50 overhead over no backup, median of {} runs\n", config.compute_ms, config.repeats);
+    let _ = writeln!(s, "batch sweep: online learner, 1 MiB state, {} ms emulated compute per batch, clients = 2 × batch, p50 overhead over no backup, median of {} runs\n", config.compute_ms, config.repeats);
     let _ = writeln!(
         s,
         "| rows per batch | nspb | remus | checkpoint |\n|---|---|---|---|"

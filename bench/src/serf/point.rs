@@ -174,7 +174,8 @@ fn relative_error(predicted: f64, measured: f64) -> f64 {
     (predicted - measured) / measured
 }
 
-/// Best-configuration identification at one load (X6).
+/// Best-configuration identification at one load: whether the model picks the configuration that
+/// measures best (SERF, Fig. 12).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BestAtLoad {
     /// Load level `k`.

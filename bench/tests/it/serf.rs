@@ -19,7 +19,8 @@ fn the_serf_bench_splits_each_point_at_the_model_node() {
         point_seconds: 1.0,
         loads: 1,
         // Low enough that every configuration is stable even where a small profile reads
-        // `(2, 1)` many times faster than `(1, 1)` (at 0.2 a CI run once lost `(1, 1)`'s point).
+        // `(2, 1)` many times faster than `(1, 1)` (at 0.2 such a profile can leave `(1, 1)`
+        // unstable, without a point).
         headroom: 0.05,
         profile: ProfileOptions {
             cores: 2,
