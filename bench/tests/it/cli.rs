@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::common::{repo, weir_home};
+use crate::common::{model, repo};
 
 fn bench() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir-bench"));
@@ -12,7 +12,6 @@ fn bench() -> Command {
 
 /// Runs `weir-bench args...`, asserts it succeeded, returns its stdout.
 fn bench_ok(args: &[&str]) -> String {
-    weir_home();
     let out = bench().args(args).output().expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -28,11 +27,13 @@ fn bench_ok(args: &[&str]) -> String {
 /// refused with the flag named.
 #[test]
 fn bench_serf_plans_the_node_for_the_cores_given() {
-    let dir = crate::common::temp_dir("serf-cores");
-    let table = dir.0.join("serf.md");
+    // Left behind when the test fails, for a look at the table.
+    let dir = std::env::temp_dir().join(format!("weir-bench-it-serf-cores-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let table = dir.join("serf.md");
     let table_arg = table.to_string_lossy().to_string();
-    let plot_arg = dir.0.join("serf.png").to_string_lossy().to_string();
-    let model = weir_home().join("models/mlp_a.onnx");
+    let plot_arg = dir.join("serf.png").to_string_lossy().to_string();
+    let model = model("mlp_a.onnx");
     let model_arg = model.to_string_lossy().to_string();
     // With a CPU to spare, the node's one core is reserved for it: pinned from the second CPU,
     // the rest of the process kept on the others.
@@ -85,6 +86,7 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
         assert!(!text.contains(other), "{other} beyond one core:\n{text}");
     }
     assert!(stdout.contains(&table_arg), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
 
     let out = bench()
         .args(["serf", "--cores", "0"])
