@@ -83,7 +83,7 @@ pub(super) struct ExecutorArgs {
     emulate_latency: Option<weir_executor::emulation::LatencyProfile>,
 }
 
-pub(super) fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
+fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
     let (name, path) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}` is not NAME=PATH"))?;
@@ -93,7 +93,7 @@ pub(super) fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
     Ok((name.to_string(), PathBuf::from(path)))
 }
 
-pub(super) fn parse_device(text: &str) -> Result<weir::Device, String> {
+fn parse_device(text: &str) -> Result<weir::Device, String> {
     match text {
         "cpu" => Ok(weir::Device::Cpu),
         "cuda" => Ok(weir::Device::Cuda),

@@ -56,7 +56,7 @@ pub(super) struct ParityTrainArgs {
     seed: u64,
 }
 
-pub(super) fn print_progress(p: &weir_training::Progress, what: &str) {
+fn print_progress(p: &weir_training::Progress, what: &str) {
     eprintln!(
         "epoch {:>4}/{}  loss {:.5}  {what} {:.4}",
         p.epoch, p.epochs, p.loss, p.accuracy
