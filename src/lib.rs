@@ -18,7 +18,6 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod bench;
 pub mod loadgen;
 pub mod serf;
 pub mod workload;

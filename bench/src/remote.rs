@@ -9,17 +9,17 @@
 //! the kill: when the graph sees its liveliness token go (detection), and when the first of its
 //! in-flight jobs is re-dispatched to a live replica. Every request must still be answered.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::overhead::{first_input_output, median};
-use crate::loadgen::{run_load, Arrival, LoadReport, LoadSpec};
-use crate::workload::Workload;
-use crate::{load_graph, start, RunningGraph, RuntimeOptions};
+use crate::overhead::{first_input_output, median};
+use crate::process::{executor_command, free_endpoint, spawn_ready};
+use weir::loadgen::{run_load, Arrival, LoadReport, LoadSpec};
+use weir::workload::Workload;
+use weir::{load_graph, start, RunningGraph, RuntimeOptions};
 
 /// The experiment's settings.
 #[derive(Debug, Clone)]
@@ -78,10 +78,8 @@ impl ExecutorProcess {
         model: &Path,
         instances: usize,
     ) -> Result<Self> {
-        let exe = std::env::current_exe().context("locating the weir binary")?;
         let child = spawn_ready(
-            Command::new(exe)
-                .args(["executor", "--name", name, "--listen", endpoint])
+            executor_command(name, endpoint)?
                 .arg("--model")
                 .arg(format!("model={}", model.display()))
                 .args(["--instances", &instances.to_string()]),
@@ -104,30 +102,6 @@ impl Drop for ExecutorProcess {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// Spawns a `weir executor` command and waits for its ready line.
-pub(crate) fn spawn_ready(cmd: &mut Command, name: &str) -> Result<Child> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting weir executor")?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        use std::io::BufRead;
-        std::io::BufReader::new(out).read_line(&mut line)?;
-    }
-    if !line.starts_with("weir executor") {
-        let _ = child.kill();
-        bail!("executor {name} did not start: `{}`", line.trim());
-    }
-    Ok(child)
-}
-
-pub(crate) fn free_endpoint() -> Result<String> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    Ok(format!("tcp/127.0.0.1:{port}"))
 }
 
 /// Writes a one-node graph on `replicas` (`local` or executor names at `endpoints`).

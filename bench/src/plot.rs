@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
-use super::http::HttpRow;
+use crate::http::HttpRow;
 
 /// Tick values for a logarithmic axis from `bottom` to `top`: every `m·10^k` (m = 1..9) inside,
 /// or only m = 1, 2, 5 where that gives more than twelve. plotters labels a log axis at powers of
@@ -159,7 +159,7 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
 ///
 /// # Errors
 /// When the image cannot be drawn or written (no usable font, say).
-pub fn plot_parm(rows: &[super::parm::ParmRow], path: &Path) -> Result<()> {
+pub fn plot_parm(rows: &[crate::parm::ParmRow], path: &Path) -> Result<()> {
     let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let top = rows.iter().flat_map(|r| r.latency_ms).fold(1.0, f64::max) * 1.5;
@@ -245,7 +245,7 @@ pub fn plot_coding_cost(costs: &[(usize, f64, f64)], path: &Path) -> Result<()> 
 }
 
 /// HAMS's normal-case p50 overhead over no replication against the batch size (log₂ axis), one
-/// line per protocol (notes/hams.md X2). `rows` are (batch, protocol, overhead %).
+/// line per protocol. `rows` are (batch, protocol, overhead %).
 ///
 /// # Errors
 /// When the image cannot be drawn or written.
@@ -285,7 +285,7 @@ pub fn plot_hams_batch_sweep(rows: &[(usize, &str, f64)], title: &str, path: &Pa
     Ok(())
 }
 
-/// X7: released rows a checkpoint replay contradicts against the checkpoint interval. `points`
+/// Released rows a checkpoint replay contradicts against the checkpoint interval. `points`
 /// are (interval, median rows differing bitwise, at 8 bits, by label).
 ///
 /// # Errors
@@ -320,7 +320,7 @@ pub fn plot_hams_divergence(points: &[(u64, f64, f64, f64)], path: &Path) -> Res
     )
 }
 
-/// HAMS lineage cost per batch (µs) against the number of hops on the request path (R16).
+/// HAMS lineage cost per batch (µs) against the number of hops on the request path.
 ///
 /// # Errors
 /// When the image cannot be drawn or written.

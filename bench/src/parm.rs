@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
-use super::remote::{free_endpoint, one_node_graph, start_graph, ExecutorProcess};
-use crate::loadgen::{run_load, Arrival, LoadSpec};
+use crate::process::free_endpoint;
+use crate::remote::{one_node_graph, start_graph, ExecutorProcess};
+use weir::loadgen::{run_load, Arrival, LoadSpec};
 
 /// The experiment's settings.
 #[derive(Debug, Clone)]

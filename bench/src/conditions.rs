@@ -3,11 +3,11 @@
 //! time (Linux `/proc/stat`). Benchmarks print them beside their timings, so that a slow set-up can
 //! be told apart: slower calls, a busier machine, or a hypervisor that took the cores.
 
-use crate::RunningGraph;
+use weir::RunningGraph;
 
 /// What a measurement ran under: the executors' ONNX Runtime calls and the whole machine's CPU time,
-/// so that a set-up that was slow because its calls were slow, or because the VM's host took the
-/// cores (steal), can be told from one that decided badly.
+/// so that a set-up that was slow because its calls were slow, or because a virtual machine's host
+/// took the cores (steal), can be told from one that decided badly.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Conditions {
     /// ONNX Runtime calls made.

@@ -1,6 +1,6 @@
 //! The overhead experiment: what weir's dataflow path costs over calling ONNX Runtime directly, for one model:
-//! saturated throughput with the thread layout that maximises it here (2 sessions × 1 intra-op
-//! thread on 2 cores), and latency at concurrency 1 with the layout that minimises it (1 session × 2
+//! saturated throughput with the thread layout that maximises it on 2 cores (2 sessions × 1
+//! intra-op thread), and latency at concurrency 1 with the layout that minimises it (1 session × 2
 //! threads). Bare ORT and weir use the same library, model, inputs and session settings, and take
 //! turns (chunks for throughput, single calls for latency) so both see the same noisy machine.
 
@@ -15,9 +15,9 @@ use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_engine::tensor::DType;
 use weir_operators::model::OrtRuntime;
 
-use crate::loadgen::{latency_histogram, run_load, Arrival, LoadSpec};
-use crate::workload::Workload;
-use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+use weir::loadgen::{latency_histogram, run_load, Arrival, LoadSpec};
+use weir::workload::Workload;
+use weir::{plan_spec, start, RunningGraph, RuntimeOptions};
 
 /// A thread layout: sessions running at once × intra-op threads each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct OverheadRow {
     /// Median over call pairs of weir's latency minus bare ORT's, µs.
     pub added_p50_us: f64,
     /// Median over call pairs of "bare ORT behind one thread hop" minus bare ORT, µs: what handing
-    /// a request to another thread and back costs on this machine, without any of weir.
+    /// a request to another thread and back costs, without any of weir.
     pub hop_added_us: f64,
     /// Mean latency at concurrency 1, bare ORT, ms.
     pub bare_mean_ms: f64,

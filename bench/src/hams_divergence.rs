@@ -1,5 +1,4 @@
-//! `weir bench hams --divergence`: consistency under non-determinism (notes/hams.md §5.2, X7;
-//! the paper's Figs. 2 and 3).
+//! `weir-bench hams --divergence`: consistency under non-determinism (HAMS, Figs. 2 and 3).
 //!
 //! An online-learned classifier (`online_logreg.onnx`: a softmax regression whose weights are
 //! its state) serves the digits: even requests train it (the first 177 rows of the digits test
@@ -18,15 +17,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::hams::journal::{check, read_dir, Divergence};
 use anyhow::{anyhow, Context, Result};
 use rand::{Rng, SeedableRng};
+use weir::hams::journal::{check, read_dir, Divergence};
 
-use super::hams::{
+use crate::hams::{
     closed_loop_of, median, start_graph, stateful_node, Deployment, HamsBenchConfig, MemberExtras,
 };
-use crate::workload::read_labelled_rows;
-use crate::{NamedTensor, Tensor};
+use weir::workload::read_labelled_rows;
+use weir::{NamedTensor, Tensor};
 
 /// Rows of the digits file that train the model; the rest are the test set.
 const TRAIN_ROWS: usize = 177;
@@ -42,7 +41,8 @@ pub struct DivergenceTrial {
     pub diverged: usize,
     /// What reruns did to released rows.
     pub divergence: Divergence,
-    /// Conflicting releases the checker found (R2).
+    /// Conflicting releases the checker found: a reply that carries other outputs than the durable
+    /// version it passed (the journal checker's `R2` violations).
     pub conflicts: usize,
     /// Every request answered once, none failed.
     pub answered_once: bool,
@@ -259,7 +259,7 @@ pub fn divergence(config: &HamsBenchConfig, intervals: &[u64]) -> Result<Vec<Div
 pub fn divergence_table(rows: &[DivergenceRow], config: &HamsBenchConfig) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "X7: online softmax regression on the digits (177 training rows, 182 test rows, alternating), rows in a seeded order per (node, version, epoch), batches ≤ {} rows, {} clients; the primary SIGKILLed at a random request; {} trials per row; medians (totals over the trials)\n", config.batch, config.concurrency, config.trials);
+    let _ = writeln!(s, "online softmax regression on the digits (177 training rows, 182 test rows, alternating), rows in a seeded order per (node, version, epoch), batches ≤ {} rows, {} clients; the primary SIGKILLed at a random request; {} trials per row; medians (totals over the trials)\n", config.batch, config.concurrency, config.trials);
     let _ = writeln!(s, "| mode | checkpoint every | replayed batches | versions run again | of them with other outputs | released rows run again | differ bitwise | differ at 8 bits | labels flipped | conflicting releases (R2) | answered once |\n|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let med = |f: &dyn Fn(&DivergenceTrial) -> usize| {

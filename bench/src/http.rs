@@ -3,7 +3,7 @@
 //! Runtime, for JSON and binary bodies, at client concurrency 1, 4 and 16.
 //!
 //! Layouts follow the load: at concurrency 1 everything (bare ORT, the graph) runs 1 session × 2
-//! intra-op threads, the least-latency layout here; above it, 2 sessions × 1 thread, the
+//! intra-op threads, the least-latency layout on 2 cores; above it, 2 sessions × 1 thread, the
 //! most-throughput layout. Bare ORT's throughput reference is its saturated throughput at that
 //! layout; its latency reference is back-to-back calls at concurrency 1.
 
@@ -16,11 +16,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_operators::model::OrtRuntime;
 
-use super::overhead::{
+use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
     Layout,
 };
-use crate::loadgen::{run_load, Arrival, LoadSpec};
+use weir::loadgen::{run_load, Arrival, LoadSpec};
 
 /// Settings of the HTTP experiment.
 #[derive(Debug, Clone)]
@@ -175,7 +175,7 @@ struct LocalServer {
 }
 
 impl LocalServer {
-    fn start(graph: &crate::RunningGraph) -> Result<LocalServer> {
+    fn start(graph: &weir::RunningGraph) -> Result<LocalServer> {
         let server = HttpServer::new(
             vec![graph.runtime_handle()],
             HttpConfig::default(),
@@ -370,7 +370,7 @@ pub fn http_table(rows: &[HttpRow]) -> String {
 
 /// Default model set: the zoo's squeezenet and resnet50 under `$WEIR_HOME` or `.weir`.
 pub fn default_models() -> Vec<(String, PathBuf)> {
-    let zoo = super::weir_home().join("zoo");
+    let zoo = crate::weir_home().join("zoo");
     vec![
         ("squeezenet".to_string(), zoo.join("squeezenet.onnx")),
         ("resnet50".to_string(), zoo.join("resnet50.onnx")),
