@@ -26,9 +26,10 @@
 //! are all they use. The binary is `weir-bench <experiment> [flags]`; `weir bench <experiment>`
 //! still works and runs it with the same arguments, so both spell the same experiment the same
 //! way. The workspace lists this crate in `default-members` and the root package sets
-//! `default-run = "weir"`: `cargo build --release` builds both binaries side by side (the
-//! experiments that start executors run the `weir` beside them), and `cargo run --release -- ...`
-//! still runs `weir`. The canonical command is `cargo run --release -p weir-bench -- <experiment>`.
+//! `default-run = "weir"`: `cargo build --release` builds both binaries side by side (which
+//! `weir bench` needs), and `cargo run --release -- ...` still runs `weir`. The experiments that
+//! start executors run them from this binary (a hidden `executor` subcommand running `weir
+//! executor`'s code), so `cargo run -p weir-bench` alone is enough for every experiment. The canonical command is `cargo run --release -p weir-bench -- <experiment>`.
 
 pub mod cli;
 pub mod conditions;

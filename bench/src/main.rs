@@ -4,15 +4,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    weir::cli::init_logging();
     match weir_bench::cli::Cli::parse().run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,42 +1,23 @@
-//! The `weir executor` processes the experiments start (remote, ParM, Kairos, HAMS): where the
-//! `weir` binary is, a free loopback endpoint for each, and waiting for an executor's ready line.
+//! The `weir executor` processes the experiments start (remote, ParM, Kairos, HAMS): a free
+//! loopback endpoint for each, and waiting for an executor's ready line.
 //!
-//! The executors are real `weir` processes, not threads of this one, because what the experiments
-//! measure is the zenoh hop and what a SIGKILL or SIGSTOP of a whole host does. The binary is the
-//! one beside this executable: `cargo build` puts `weir` and `weir-bench` in the same folder, so
-//! both come from the same build.
+//! The executors are real processes, not threads of this one, because what the experiments
+//! measure is the zenoh hop and what a SIGKILL or SIGSTOP of a whole host does. They run this
+//! binary's hidden `executor` subcommand, which is `weir executor`'s own code
+//! ([`weir::cli::run_executor`]): the experiment needs no `weir` binary built beside it.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-/// The `weir` binary beside this executable.
-///
-/// # Errors
-/// When this executable's path is unknown, or no `weir` sits beside it.
-pub fn weir_binary() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("locating this executable")?;
-    let weir = exe.with_file_name("weir");
-    if !weir.is_file() {
-        bail!(
-            "{} is missing: this experiment starts `weir executor` processes from the weir binary \
-             beside {}; build it with `cargo build --release -p weir` (`cargo build --release` \
-             builds both)",
-            weir.display(),
-            exe.display()
-        );
-    }
-    Ok(weir)
-}
-
 /// `weir executor --name NAME --listen ENDPOINT`, to which the caller adds its models and options.
 ///
 /// # Errors
-/// As [`weir_binary`].
+/// When this executable's path is unknown.
 pub fn executor_command(name: &str, endpoint: &str) -> Result<Command> {
-    let mut cmd = Command::new(weir_binary()?);
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let mut cmd = Command::new(exe);
     cmd.args(["executor", "--name", name, "--listen", endpoint]);
     Ok(cmd)
 }

@@ -21,7 +21,7 @@ pub(super) struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    pub(super) fn options(&self) -> Result<Option<weir::ClusterOptions>> {
+    pub(super) fn options(&self) -> Result<Option<crate::ClusterOptions>> {
         if self.processes <= 1 && self.hostfile.is_none() {
             return Ok(None);
         }
@@ -51,7 +51,7 @@ impl ClusterArgs {
                 addresses.len()
             );
         }
-        Ok(Some(weir::ClusterOptions {
+        Ok(Some(crate::ClusterOptions {
             process: self.process,
             addresses,
         }))

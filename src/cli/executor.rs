@@ -8,8 +8,9 @@ use clap::Args;
 
 use super::process::{install_zenoh_security, shutdown_signal};
 
+/// The flags of `weir executor`.
 #[derive(Debug, Args)]
-pub(super) struct ExecutorArgs {
+pub struct ExecutorArgs {
     /// Name graphs list in their `executors:` section; the key prefix is `weir/executor/<name>`.
     #[arg(long, default_value = "executor")]
     name: String,
@@ -56,7 +57,7 @@ pub(super) struct ExecutorArgs {
     reorder_messages: bool,
     /// Device to run on: cpu or cuda.
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
-    device: weir::Device,
+    device: crate::Device,
     /// Intra-op threads per session.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -93,15 +94,19 @@ fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
     Ok((name.to_string(), PathBuf::from(path)))
 }
 
-fn parse_device(text: &str) -> Result<weir::Device, String> {
+fn parse_device(text: &str) -> Result<crate::Device, String> {
     match text {
-        "cpu" => Ok(weir::Device::Cpu),
-        "cuda" => Ok(weir::Device::Cuda),
+        "cpu" => Ok(crate::Device::Cpu),
+        "cuda" => Ok(crate::Device::Cuda),
         other => Err(format!("unknown device `{other}` (cpu or cuda)")),
     }
 }
 
-pub(super) fn run(args: ExecutorArgs) -> Result<()> {
+/// Serves the models asked for until SIGTERM or Ctrl-C.
+///
+/// # Errors
+/// When zenoh, a model or the security files cannot be set up.
+pub fn run(args: ExecutorArgs) -> Result<()> {
     install_zenoh_security(
         args.zenoh_config.as_deref(),
         args.control_key_file.as_deref(),

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::{load_graph_under, LoadError};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use weir::{load_graph_under, LoadError};
 
 /// Where the files a graph names may be, and how large.
 #[derive(Debug, Clone, Args)]
@@ -15,17 +15,17 @@ pub(super) struct FileArgs {
     #[arg(long, env = "WEIR_PATH_ROOT")]
     path_root: Option<PathBuf>,
     /// Largest model file a graph may name, in bytes.
-    #[arg(long, default_value_t = weir::FileRules::default().max_model_bytes, env = "WEIR_MAX_MODEL_BYTES")]
+    #[arg(long, default_value_t = crate::FileRules::default().max_model_bytes, env = "WEIR_MAX_MODEL_BYTES")]
     max_model_bytes: u64,
 }
 
 impl FileArgs {
-    pub(super) fn rules(&self) -> Result<weir::FileRules> {
+    pub(super) fn rules(&self) -> Result<crate::FileRules> {
         let rules = match &self.path_root {
-            Some(root) => weir::FileRules::under(root).context("--path-root")?,
-            None => weir::FileRules::default(),
+            Some(root) => crate::FileRules::under(root).context("--path-root")?,
+            None => crate::FileRules::default(),
         };
-        Ok(weir::FileRules {
+        Ok(crate::FileRules {
             max_model_bytes: self.max_model_bytes,
             ..rules
         })
@@ -34,7 +34,7 @@ impl FileArgs {
 
 /// Loads, validates and plans the graph at `path` under `files`' rules, its diagnostics as the
 /// error's text.
-pub(super) fn load(path: &Path, files: &FileArgs) -> Result<weir::LoadedGraph> {
+pub(super) fn load(path: &Path, files: &FileArgs) -> Result<crate::LoadedGraph> {
     load_graph_under(path, &files.rules()?).map_err(load_error)
 }
 

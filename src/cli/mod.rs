@@ -2,6 +2,10 @@
 //! them; the flags several commands share (graph files, the timely cluster) and what the
 //! long-running ones share (zenoh security, stopping on a signal) have modules of their own.
 //! `weir bench` only hands its arguments to the `weir-bench` binary.
+//!
+//! It is part of the library so that `weir-bench` starts the executors its experiments need from
+//! its own binary ([`ExecutorArgs`], [`run_executor`]): the same code as `weir executor`, without
+//! requiring a `weir` binary built beside it.
 
 mod bench;
 mod cluster;
@@ -15,8 +19,35 @@ mod serve;
 mod train;
 mod validate;
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+pub use executor::{run as run_executor, ExecutorArgs};
+
+/// Logs to stderr, filtered by `WEIR_LOG` (default `warn`).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The `weir` binary: parses the command line, runs the command, prints an error chain on failure.
+pub fn main() -> ExitCode {
+    init_logging();
+    match Cli::parse().run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// weir serves ML service graphs: ONNX models and tensor ops compiled into timely dataflow.
 #[derive(Debug, Parser)]

@@ -15,9 +15,9 @@ pub(super) fn install_zenoh_security(
         weir_connectors::zenoh_peer::use_config_file(path)?;
     }
     if let Some(path) = control_key_file {
-        let max = weir::hams::control_auth::MAX_KEY_FILE_BYTES;
+        let max = crate::hams::control_auth::MAX_KEY_FILE_BYTES;
         let text = weir_engine::paths::read_capped(path, max, &Default::default())?;
-        weir::hams::control_auth::use_key(&text)
+        crate::hams::control_auth::use_key(&text)
             .with_context(|| format!("the control key file {}", path.display()))?;
     }
     Ok(())

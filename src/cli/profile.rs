@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
-use clap::Args;
-use weir::serf::{
+use crate::serf::{
     available_cores, describe, load_for_profiling, measured_in, parse_seconds, profile_node,
     profile_path, select_nodes, ProfileOptions,
 };
+use anyhow::Result;
+use clap::Args;
 
 use super::files::load_error;
 

@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
+use crate::loadgen::{run_load, Arrival, LoadSpec};
+use crate::workload::Workload;
+use crate::{OrtRuntime, RuntimeOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use weir::loadgen::{run_load, Arrival, LoadSpec};
-use weir::workload::Workload;
-use weir::{OrtRuntime, RuntimeOptions};
 
 use super::cluster::ClusterArgs;
 use super::files::{load, FileArgs};
@@ -73,11 +73,11 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         max_in_flight: args.max_in_flight,
         ..RuntimeOptions::default()
     };
-    let distributed = weir::DistributedOptions {
+    let distributed = crate::DistributedOptions {
         cluster: args.cluster.options()?,
         ..Default::default()
     };
-    let running = weir::start_distributed(graph.plan, options, &distributed)
+    let running = crate::start_distributed(graph.plan, options, &distributed)
         .with_context(|| format!("starting graph `{name}`"))?;
     if let Ok(rt) = OrtRuntime::get() {
         eprintln!("ONNX Runtime: {}", rt.library().display());

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::RuntimeOptions;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use weir::RuntimeOptions;
 
 use super::cluster::ClusterArgs;
 use super::files::{load, FileArgs};
@@ -111,7 +111,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         let name = graph.plan.name.clone();
         if running
             .iter()
-            .any(|r: &weir::RunningGraph| r.runtime().plan().name == name)
+            .any(|r: &crate::RunningGraph| r.runtime().plan().name == name)
         {
             bail!(
                 "{}: a graph named `{name}` is already served",
@@ -123,13 +123,13 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
             max_in_flight: args.max_in_flight,
             ..RuntimeOptions::default()
         };
-        let distributed = weir::DistributedOptions {
+        let distributed = crate::DistributedOptions {
             listen: args.zenoh_listen.clone(),
             connect: args.zenoh_connect.clone(),
             cluster: args.cluster.options()?,
         };
         running.push(
-            weir::start_distributed(graph.plan, options, &distributed)
+            crate::start_distributed(graph.plan, options, &distributed)
                 .with_context(|| format!("starting graph `{name}` from {}", path.display()))?,
         );
     }
@@ -145,15 +145,15 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     let server = weir_connectors::http::HttpServer::new(
         running
             .iter()
-            .map(weir::RunningGraph::runtime_handle)
+            .map(crate::RunningGraph::runtime_handle)
             .collect(),
         config,
         running
             .iter()
-            .map(weir::RunningGraph::executor_metrics)
+            .map(crate::RunningGraph::executor_metrics)
             .collect(),
     );
-    let streams: Vec<(Arc<weir::GraphRuntime>, weir::StreamConnector)> = running
+    let streams: Vec<(Arc<crate::GraphRuntime>, crate::StreamConnector)> = running
         .iter()
         .flat_map(|r| {
             let runtime = r.runtime_handle();
@@ -251,10 +251,10 @@ type StreamOutcome = (
     Result<weir_connectors::stream::StreamReport, weir_connectors::stream::StreamError>,
 );
 
-fn stream_kind(c: &weir::StreamConnector) -> &'static str {
+fn stream_kind(c: &crate::StreamConnector) -> &'static str {
     match c {
-        weir::StreamConnector::Jsonl { .. } => "JSON-lines",
-        weir::StreamConnector::Zenoh { .. } => "zenoh",
+        crate::StreamConnector::Jsonl { .. } => "JSON-lines",
+        crate::StreamConnector::Zenoh { .. } => "zenoh",
     }
 }
 

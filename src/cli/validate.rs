@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
+use crate::{start, RuntimeOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use weir::{start, RuntimeOptions};
 
 use super::files::{load, FileArgs};
 

@@ -52,6 +52,9 @@ enum Experiment {
     /// backup on three service graphs, and stateful failover time (detection, protocol,
     /// handover) over repeated SIGKILLs of a primary.
     Hams(hams::HamsBenchArgs),
+    /// `weir executor`, run from this binary: the executors the experiments start.
+    #[command(hide = true)]
+    Executor(weir::cli::ExecutorArgs),
 }
 
 impl Cli {
@@ -69,6 +72,7 @@ impl Cli {
             Experiment::Serf(a) => serf::run(a),
             Experiment::KairosLive(a) => kairos_live::run(a),
             Experiment::Hams(a) => hams::run(a),
+            Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }
 }
