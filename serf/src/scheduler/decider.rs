@@ -9,16 +9,16 @@
 //!   backlog guard barred are left out, unless that leaves none.
 //! - **Hysteresis.** Another configuration is adopted only after it has been the choice for
 //!   `hold_periods` consecutive updates (2) and, evaluated online, only if it is predicted at least
-//!   `min_gain` (2 %) faster than the current one; a configuration beyond its cap is left without the
-//!   gain test (the model is least trustworthy there), and when both are beyond their caps (the
+//!   `min_gain` (2 %) faster than the current one; a configuration beyond its cap is left without
+//!   the gain test (the model is least trustworthy there), and when both are beyond their caps (the
 //!   choice is then by capacity) the choice needs `min_capacity_gain` (5 %) more capacity instead:
 //!   capacities measured from tens of calls move by a few % from one re-evaluation to the next, and
 //!   two configurations of nearly equal capacity would trade places on noise. When the current
 //!   configuration is unstable at the load (`λ ≥ c·μ_c`) the switch is immediate, since its queue
 //!   grows without bound.
 //! - **Unconfirmed choices.** A choice that only new measured rates made — at a scheduled
-//!   re-evaluation, the load in the same band, the old rates choosing the current configuration — is
-//!   adopted only once the next scheduled re-evaluation still makes it, unless the current
+//!   re-evaluation, the load in the same band, the old rates choosing the current configuration —
+//!   is adopted only once the next scheduled re-evaluation still makes it, unless the current
 //!   configuration is beyond its cap (a move for capacity never waits). The hold counts updates and
 //!   the rates change only at re-evaluations, so the hold filters the noise of `λ̂` but not that of
 //!   the rates: one fast estimate of a rate could move the node to a configuration the next
@@ -343,9 +343,9 @@ impl Decider {
     /// beyond the utilisation cap) that gains less than `min_capacity_gain`. Why: there the model's latency
     /// is not trusted and capacity decides, and capacities measured from tens of calls move by a few % from
     /// one re-evaluation to the next; without a dead band, two configurations of nearly equal measured
-    /// capacity traded places on noise (S4 run 3 of 2026-11-22 17:04 moved to `(1, 2)` on 1 % more
-    /// capacity and queued). `rates` are the rates compared (the decider's, or a surge's judged ones). The
-    /// caller lets an unstable current configuration go anyway.
+    /// capacity trade places on noise (a move on 1 % more capacity can queue). `rates` are the rates
+    /// compared (the decider's, or a surge's judged ones). The caller lets an unstable current
+    /// configuration go anyway.
     fn capacity_gain_too_small(&self, rates: &Candidates, target: Config, lambda: f64) -> bool {
         if !(self.beyond_max_utilisation(self.current, lambda)
             && self.beyond_max_utilisation(target, lambda))
@@ -391,7 +391,7 @@ impl Decider {
         Some(target)
     }
 
-    /// Decides at once on a surge of arrivals between two updates ([`Scheduler::poll`]): the target at `lambda`,
+    /// Decides at once on a surge of arrivals between two updates ([`Scheduler::poll`](super::Scheduler::poll)): the target at `lambda`,
     /// but only when the current configuration is beyond the utilisation cap there (or unstable) and the
     /// target has more capacity; a surge only ever moves towards capacity. Without an unstable current
     /// configuration the evidence rule and the capacity dead band still apply.

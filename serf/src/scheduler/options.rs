@@ -1,6 +1,6 @@
 //! The scheduler's tunables and their defaults. Each field states what it means and its default;
-//! the reasoning behind a rule is in the file that applies it (listed in [`crate::scheduler`]'s docs).
-//! The defaults are what weir serves with; the YAML sets only one cap per node
+//! the reasoning behind a rule is in the file that applies it (listed in [`crate::scheduler`]'s
+//! docs). The defaults are what weir serves with; the YAML sets only one cap per node
 //! (`parallelism: {auto: {max_utilisation: U}}`, which also sets `unproven_utilisation: None`).
 
 use crate::baseline::Predictor;

@@ -2,35 +2,35 @@
 //! keeps growing overrides the model.
 //!
 //! The caller reads the waiting count several times a period ([`Scheduler::record_queue`]). When in
-//! `periods` (2) periods in a row the queue never emptied and ended longer than it began, the current
-//! configuration is not keeping up whatever the model says: it is barred within one load band of the
-//! planned load for `barred_for` (60 s; neither chosen nor explored), and the switch is immediate to
-//! the configuration with the most capacity among those predicted to keep up
+//! `periods` (2) periods in a row the queue never emptied and ended longer than it began, the
+//! current configuration is not keeping up whatever the model says: it is barred within one load
+//! band of the planned load for `barred_for` (60 s; neither chosen nor explored), and the switch is
+//! immediate to the configuration with the most capacity among those predicted to keep up
 //! ([`SwitchReason::Backlog`]). A true overload, where none is predicted to keep up, moves nothing.
 //!
 //! Why: a configuration can be bistable under moderate load — keeping up while no queue forms; once
 //! one does, its threads run back to back, every other thread of the process preempts one of them
-//! mid-call, calls take twice as long, and the queue only grows. The measured service times see that
-//! late (blended over seconds, re-evaluated every few updates, a choice on new rates waiting for
-//! confirmation). A queue that grows for two whole periods is direct evidence, independent of the
-//! model: at the utilisations the caps allow, a stable queue empties many times a second.
+//! mid-call, calls take twice as long, and the queue only grows. The measured service times see
+//! that late (blended over seconds, re-evaluated every few updates, a choice on new rates waiting
+//! for confirmation). A queue that grows for two whole periods is direct evidence, independent of
+//! the model: at the utilisations the caps allow, a stable queue empties many times a second.
 //!
-//! What the waiting count is, is the caller's: reading only the executor's queue misses a backlog in
-//! front of it (a starved dataflow holding requests before they reach the executor, whose arrival
-//! count is then blind too), so weir feeds a graph's only model node its arrivals and waiting
-//! requests from the graph's admission; other nodes read their executor's.
+//! What the waiting count is, is the caller's: reading only the executor's queue misses a backlog
+//! in front of it (a starved dataflow holding requests before they reach the executor, whose
+//! arrival count is then blind too), so weir feeds a graph's only model node its arrivals and
+//! waiting requests from the graph's admission; other nodes read their executor's.
 //!
-//! - **Probation** (`probation_periods`, 3). For the updates after a switch made on the model's word
-//!   (a predicted gain, an exploration, or its conclusion) one period of growth is enough: a
-//!   configuration the model has just picked has not yet shown it keeps up, while one that has served
-//!   for a while keeps the two-period rule against a noisy period. During probation a period whose
-//!   mean waiting count exceeds `probation_waiting_margin` (2) times the model's `λ·W`, plus one
-//!   request, backs it out too: a queue that keeps emptying never grows for the guard, yet can wait
-//!   twice as long as the model predicted.
+//! - **Probation** (`probation_periods`, 3). For the updates after a switch made on the model's
+//!   word (a predicted gain, an exploration, or its conclusion) one period of growth is enough: a
+//!   configuration the model has just picked has not yet shown it keeps up, while one that has
+//!   served for a while keeps the two-period rule against a noisy period. During probation a period
+//!   whose mean waiting count exceeds `probation_waiting_margin` (2) times the model's `λ·W`, plus
+//!   one request, backs it out too: a queue that keeps emptying never grows for the guard, yet can
+//!   wait twice as long as the model predicted.
 //! - The waiting check skips a period that began with the queue already beyond its bound: that is a
 //!   backlog the previous configuration left, and working it off is not slowness (the growth rule
-//!   still applies); otherwise a move away from a collapsing configuration is backed out, and barred,
-//!   on the queue it inherited.
+//!   still applies); otherwise a move away from a collapsing configuration is backed out, and
+//!   barred, on the queue it inherited.
 //!
 //! [`SwitchReason::Backlog`]: crate::scheduler::SwitchReason::Backlog
 
@@ -179,8 +179,8 @@ impl Scheduler {
             .map(|e| planned_lambda * e.waiting);
         // A period that began with a queue already beyond the bound holds a backlog from before
         // the switch; working it off is not waiting the configuration causes (the growth rule still
-        // judges it). In S4 batch I run 3 an exploration of `(2, 1)` was backed out and barred on
-        // the backlog a collapsing `(1, 2)` left it, and SERF spent the phase in `(1, 1)`.
+        // judges it). Otherwise a move away from a collapsing configuration is backed out, and the
+        // configuration it moved to barred, on the backlog it inherited.
         predicted.is_some_and(|q| {
             let bound = margin * q + 1.0;
             q.is_finite() && mean > bound && readings.first.is_some_and(|f| (f as f64) <= bound)

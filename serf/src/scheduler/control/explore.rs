@@ -1,37 +1,40 @@
 //! Exploration and trials ([`ExploreOptions`], on by default, bounded): how configurations the
 //! offline profile may misjudge get measured at the load.
 //!
-//! - **Exploration.** A configuration whose tuples were never measured near the planned load (or not
-//!   for `stale_after`, 300 s) is known only from the offline profile, and a profile that ranks it
-//!   badly would never be corrected. So, only while service times are fed, with no switch pending and
-//!   the last `steady_periods` (3) estimates agreeing within `steady_tolerance`, the scheduler runs the
-//!   best-predicted such configuration until all its tuples are measured (at most `max_periods`
-//!   updates, 3), then re-evaluates with what it measured and decides at once
+//! - **Exploration.** A configuration whose tuples were never measured near the planned load (or
+//!   not for `stale_after`, 300 s) is known only from the offline profile, and a profile that ranks
+//!   it badly would never be corrected. So, only while service times are fed, with no switch
+//!   pending and the last `steady_periods` (3) estimates agreeing within `steady_tolerance`, the
+//!   scheduler runs the best-predicted such configuration until all its tuples are measured (at
+//!   most `max_periods` updates, 3), then re-evaluates with what it measured and decides at once
 //!   ([`SwitchReason::Explore`], [`SwitchReason::Explored`]). Bounds: only configurations predicted
 //!   within the cap they could earn at the planned load (and `ExploreOptions::max_utilisation`), at
-//!   most one exploration per `interval` (20 s), each configuration at most once per `stale_after` in
-//!   each load band — a trial at moderate load says nothing of low load, where the same configuration
-//!   may pay ([`OnlineProfile::is_fresh_near`](crate::online::OnlineProfile::is_fresh_near)); an
+//!   most one exploration per `interval` (20 s), each configuration at most once per `stale_after`
+//!   in each load band — a trial at moderate load says nothing of low load, where the same
+//!   configuration may pay
+//!   ([`OnlineProfile::is_fresh_near`](crate::online::OnlineProfile::is_fresh_near)); an
 //!   exploration whose configuration turns out overloaded ends at once.
 //! - **Retry** (`retry_after`, 60 s). A configuration the offline profile predicts faster than the
 //!   running one at the planned load — so that not running it means the measurements contradict the
-//!   profile — is tried again after `retry_after` rather than `stale_after`, doubling with each trial
-//!   in a row that did not keep it, up to `stale_after`: a two-thread call can be slow for tens of
-//!   seconds and fast after, so a trial that caught it slow says little about a minute later. A
-//!   configuration the profile ranks below the running one keeps `stale_after`, so retries are spent
-//!   only where the profile sees a gain.
-//! - **Over the cap.** While the running configuration is beyond its cap and none is within its own,
-//!   the decider keeps the one with the most capacity, judging an unmeasured one with the running
-//!   one's slowdown — the profile's order. Then a configuration never measured near the planned load
-//!   with at least the running one's capacity, less the cap's dead band, is explored whatever its
-//!   predicted utilisation: the running one is where the model is least trustworthy, and a near tie of
-//!   capacities in a profile of a few dozen calls says nothing of which one keeps up.
+//!   profile — is tried again after `retry_after` rather than `stale_after`, doubling with each
+//!   trial in a row that did not keep it, up to `stale_after`: a two-thread call can be slow for
+//!   tens of seconds and fast after, so a trial that caught it slow says little about a minute
+//!   later. A configuration the profile ranks below the running one keeps `stale_after`, so retries
+//!   are spent only where the profile sees a gain.
+//! - **Over the cap.** While the running configuration is beyond its cap and none is within its
+//!   own, the decider keeps the one with the most capacity, judging an unmeasured one with the
+//!   running one's slowdown — the profile's order. Then a configuration never measured near the
+//!   planned load with at least the running one's capacity, less the cap's dead band, is explored
+//!   whatever its predicted utilisation: the running one is where the model is least trustworthy,
+//!   and a near tie of capacities in a profile of a few dozen calls says nothing of which one keeps
+//!   up.
 //! - **Trials.** A [`SwitchReason::Better`] move to a configuration with no measurement near the
 //!   planned load rests on the offline profile alone; it runs as an exploration does: decided again
-//!   ([`SwitchReason::Explored`]) at the first update at which its tuples are measured near this load
-//!   (at most `max_periods` updates), instead of standing until the next scheduled re-evaluation.
-//!   Calls under serving can run a third slower than profiled, and such a move left standing for a
-//!   re-evaluation interval queues meanwhile. An exploration's end is judged near the load too.
+//!   ([`SwitchReason::Explored`]) at the first update at which its tuples are measured near this
+//!   load (at most `max_periods` updates), instead of standing until the next scheduled
+//!   re-evaluation. Calls under serving can run a third slower than profiled, and such a move left
+//!   standing for a re-evaluation interval queues meanwhile. An exploration's end is judged near
+//!   the load too.
 //!
 //! [`SwitchReason::Better`]: crate::scheduler::SwitchReason::Better
 //! [`SwitchReason::Explore`]: crate::scheduler::SwitchReason::Explore

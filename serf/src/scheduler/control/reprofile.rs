@@ -1,18 +1,19 @@
-//! Online re-profiling in the loop ([`OnlineOptions`](crate::online::OnlineOptions), on by default):
-//! the rates the decider decides on follow the calls the node serves.
+//! Online re-profiling in the loop ([`OnlineOptions`](crate::online::OnlineOptions), on by
+//! default): the rates the decider decides on follow the calls the node serves.
 //!
 //! The caller hands over each served call's service time ([`Scheduler::record_service`]); they are
-//! blended into the profile by [`OnlineProfile`](crate::online::OnlineProfile), except those of calls
-//! that began within `settle_after_switch` (0.25 s) of a switch, which time the switch's own transient
-//! ([`crate::online`], *Settling after a switch*). Every `reevaluate_periods` (5) updates the decider's
-//! rates are replaced by the blended ones — not at every update: the blended rates move slowly, and a
-//! decision that re-ranked on every sample would chase noise. With load bands the rates are those
-//! measured near the current `λ̂` (*Rates by load*, [`super::tagging`]), and a re-evaluation also comes
-//! at once when `λ̂` moves by more than one band, and at the first update. The hysteresis then applies
-//! to the new ranking as to any other, with one more rule for a choice only the new rates made
-//! (*Unconfirmed choices*, [`Decider::reevaluate`](crate::scheduler::Decider::reevaluate)). A
-//! re-evaluation that changes the ranking at the planned load is reported
-//! ([`Scheduler::take_reprofiles`]) for the caller to log, with every configuration's standing.
+//! blended into the profile by [`OnlineProfile`](crate::online::OnlineProfile), except those of
+//! calls that began within `settle_after_switch` (0.25 s) of a switch, which time the switch's own
+//! transient ([`crate::online`], *Settling after a switch*). Every `reevaluate_periods` (5) updates
+//! the decider's rates are replaced by the blended ones — not at every update: the blended rates
+//! move slowly, and a decision that re-ranked on every sample would chase noise. With load bands
+//! the rates are those measured near the current `λ̂` (*Rates by load*, [`super::tagging`]), and a
+//! re-evaluation also comes at once when `λ̂` moves by more than one band, and at the first update.
+//! The hysteresis then applies to the new ranking as to any other, with one more rule for a choice
+//! only the new rates made (*Unconfirmed choices*,
+//! [`Decider::reevaluate`](crate::scheduler::Decider::reevaluate)). A re-evaluation that changes
+//! the ranking at the planned load is reported ([`Scheduler::take_reprofiles`]) for the caller to
+//! log, with every configuration's standing.
 
 use super::Scheduler;
 use crate::config::Config;
@@ -22,7 +23,7 @@ use std::time::Duration;
 impl Scheduler {
     /// Hands the blended rates for arrival rate `lambda` to the decider and reports a ranking change;
     /// `periodic`: the scheduled re-evaluation every `reevaluate_periods`, with the load in the same band
-    /// as at the last one ([`Decider::reevaluate`]).
+    /// as at the last one ([`Decider::reevaluate`](crate::scheduler::Decider::reevaluate)).
     pub(super) fn reevaluate(
         &mut self,
         now: Duration,

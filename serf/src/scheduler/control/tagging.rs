@@ -1,16 +1,17 @@
 //! Rates by load ([`LoadBands`](crate::online::LoadBands), on by default): each service time is
-//! tagged with the arrival rate of the period it was served in, so that the decider gets, per tuple,
-//! the rate measured near the current load where there is one.
+//! tagged with the arrival rate of the period it was served in, so that the decider gets, per
+//! tuple, the rate measured near the current load where there is one.
 //!
 //! Service times are held until the period's update, whose arrival count gives that rate (the
 //! estimate itself lags a step by its window). A configuration without measurements at this load is
-//! then judged with the slowdown the current one shows here ([`Evidence`](crate::scheduler::Evidence)).
-//! A period whose arrival count differs from the previous period's rate by more than `change_sigmas`
-//! Poisson deviations holds a step of load, and one rate for it would be a mix of the two loads, at
-//! which no call was served: calls served at low load in the period of a step up would land in a
-//! band next to the higher load's and count as evidence there. So that period's service times are
-//! split at the step's most likely moment ([`split_at_step`]) and tagged with the rate on their side
-//! of it (none after it when less than a fifth of the period is left).
+//! then judged with the slowdown the current one shows here
+//! ([`Evidence`](crate::scheduler::Evidence)). A period whose arrival count differs from the
+//! previous period's rate by more than `change_sigmas` Poisson deviations holds a step of load, and
+//! one rate for it would be a mix of the two loads, at which no call was served: calls served at
+//! low load in the period of a step up would land in a band next to the higher load's and count as
+//! evidence there. So that period's service times are split at the step's most likely moment
+//! ([`split_at_step`]) and tagged with the rate on their side of it (none after it when less than a
+//! fifth of the period is left).
 
 use super::surge::SURGE_MIN_FRACTION;
 use super::Scheduler;

@@ -10,30 +10,31 @@
 //!
 //! - **Utilisation cap** (`unproven_utilisation`, 0.5). The cap of a configuration known only from
 //!   the profile, measured only at other loads, or measured slow here. Why not higher: a
-//!   configuration that gives one request every core can be bistable at ρ ≈ 0.6 — fast while no queue
-//!   forms, then, once one does, preempted mid-call by every other thread of the process, its calls
-//!   twice as long and its queue only growing — and a configuration fast when it keeps up but without
-//!   margin loses more to a collapse than it gains.
-//! - **Earned headroom** (`max_utilisation`, 0.6; `holding_slowdown`, 1.3). A configuration whose calls
-//!   measured near the planned load (the [`Evidence`] of the last re-evaluation) took at most 1.3 ×
-//!   their profiled time has shown it holds there, and has 0.6. The two kinds of behaviour differ in
-//!   exactly that measurement: where such a configuration holds its calls stay close to the profile,
-//!   and it can be the best configuration at ρ 0.5–0.6, which a uniform 0.5 cap would keep the node out
-//!   of; where it collapses its calls take about twice the profile's time. A configuration may be
-//!   explored up to the cap it could earn: a trial is how it shows it holds. The YAML's
-//!   `max_utilisation: U` sets one cap for every configuration (`unproven_utilisation: None`).
-//! - **Slow states** ([`crate::slow_state`]). Calls measured holding earn the higher cap only if the
-//!   configuration would also stay stable at the slowest level its calls ran at lately (any load, the
-//!   last 300 s, in 2 s spans): planned load below `c / slowest` of its full tuple. Otherwise it has
-//!   the unproven cap, for the choice and for a trial ([`Decider::earnable_cap`]). Why: the holding
-//!   test reads the level a configuration runs at *now*, and a two-thread call can sit at one of two
-//!   levels (for shufflenet about 3 or 6 ms) for tens of seconds at a time; a configuration measured
-//!   fast can still collapse at the next slow spell. A configuration with no slow level — its full
-//!   tuple not served (20 calls in a span) lately — has not shown one either and has the unproven cap
-//!   too: a trial of a second or two cannot show a level that lasts tens of seconds, so none is made
-//!   above that cap; the level is learnt where the configuration runs within it (at low load) and
-//!   stands for 300 s. The span being filled counts as a level once it has 20 calls, so the running
-//!   configuration has one within a fraction of a second.
+//!   configuration that gives one request every core can be bistable at ρ ≈ 0.6 — fast while no
+//!   queue forms, then, once one does, preempted mid-call by every other thread of the process, its
+//!   calls twice as long and its queue only growing — and a configuration fast when it keeps up but
+//!   without margin loses more to a collapse than it gains.
+//! - **Earned headroom** (`max_utilisation`, 0.6; `holding_slowdown`, 1.3). A configuration whose
+//!   calls measured near the planned load (the [`Evidence`] of the last re-evaluation) took at most
+//!   1.3 × their profiled time has shown it holds there, and has 0.6. Holding and collapsing differ
+//!   in exactly that measurement: where such a configuration holds its calls stay close to the
+//!   profile, and it can be the best configuration at ρ 0.5–0.6, which a uniform 0.5 cap would keep
+//!   the node out of; where it collapses its calls take about twice the profile's time. A
+//!   configuration may be explored up to the cap it could earn: a trial is how it shows it holds.
+//!   The YAML's `max_utilisation: U` sets one cap for every configuration (`unproven_utilisation:
+//!   None`).
+//! - **Slow states** ([`crate::slow_state`]). Calls measured holding earn the higher cap only if
+//!   the configuration would also stay stable at the slowest level its calls ran at lately (any
+//!   load, the last 300 s, in 2 s spans): planned load below `c / slowest` of its full tuple.
+//!   Otherwise it has the unproven cap, for the choice and for a trial ([`Decider::earnable_cap`]).
+//!   Why: the holding test reads the level a configuration runs at *now*, and a two-thread call can
+//!   sit at one of two levels (for shufflenet about 3 or 6 ms) for tens of seconds at a time; a
+//!   configuration measured fast can still collapse at the next slow spell. A configuration with no
+//!   slow level — its full tuple not served (20 calls in a span) lately — has not shown one either
+//!   and has the unproven cap too: a trial of a second or two cannot show a level that lasts tens
+//!   of seconds, so none is made above that cap; the level is learnt where the configuration runs
+//!   within it (at low load) and stands for 300 s. The span being filled counts as a level once it
+//!   has 20 calls, so the running configuration has one within a fraction of a second.
 //! - **Dead band** (`utilisation_band`, 5 %). The current configuration keeps its cap; another one
 //!   enters only up to `cap · (1 − utilisation_band)`. Without it the planned load's Poisson wobble
 //!   (a few % over the 5 s window) moves a configuration near its cap across it every few seconds.

@@ -1,4 +1,5 @@
-//! DOC
+//! The backlog guard: a queue that keeps growing bars the configuration the model prefers, a
+//! configuration just picked is backed out sooner, and a busy but emptying queue moves nothing.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! DOC
+//! The utilisation caps: the choice within them, the earned headroom of a configuration shown to
+//! hold, its slow states, and the dead band.
 
 use super::*;
 
@@ -53,10 +54,10 @@ fn online_choice_stays_below_the_utilisation_cap() {
 
 #[test]
 fn the_default_cap_keeps_the_all_core_configuration_for_low_load() {
-    // Near batch H's rates: (1, 2) 3.5 ms a call (286/s), (2, 1) 6.2 ms with two running
-    // (322/s). Planned at 150/s, (1, 2) is 53 % busy and predicted faster (5.4 against
-    // ≈ 6 ms): the former cap of 0.6 kept it when it was running (the end of a low phase),
-    // the default moves to (2, 1); at the low phase's 52/s (1, 2) is the choice either way.
+    // (1, 2) 3.5 ms a call (286/s), (2, 1) 6.2 ms with two running (322/s). Planned at 150/s,
+    // (1, 2) is 53 % busy and predicted faster (5.4 against ≈ 6 ms): one cap of 0.6 keeps it when
+    // it is running (the end of a low phase), the default (0.5, not shown to hold) moves to
+    // (2, 1); at a low phase's 52/s (1, 2) is the choice either way.
     let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
     let d = Decider::new(cands.clone(), a, SchedulerOptions::default()).unwrap();
@@ -68,7 +69,7 @@ fn the_default_cap_keeps_the_all_core_configuration_for_low_load() {
 
 #[test]
 fn a_configuration_shown_to_hold_at_the_load_earns_the_higher_cap() {
-    // Batch H's rates again: planned at 150/s, (1, 2) is 52.5 % busy and predicted faster.
+    // The same rates: planned at 150/s, (1, 2) is 52.5 % busy and predicted faster.
     let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
     // Both measured at this load, (1, 2)'s calls `slowdown` times its profiled time (the rates
@@ -129,7 +130,7 @@ fn the_all_core_configuration_stays_at_moderate_load_while_its_calls_hold() {
 
 #[test]
 fn the_cap_has_a_dead_band_so_a_wobbling_load_does_not_flap_across_it() {
-    // Run 1 of 2026-11-25 04:15: (1, 2) ≈ 265/s, (2, 1) ≈ 277/s, planned load 157–167/s.
+    // (1, 2) ≈ 265/s, (2, 1) ≈ 277/s, and a planned load wobbling between 157 and 164/s.
     let cands = Candidates::two_core_from_times(0.0071, 0.00722, 1.0 / 265.0);
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
     let flaps = |opts: SchedulerOptions| {
@@ -156,9 +157,9 @@ fn the_cap_has_a_dead_band_so_a_wobbling_load_does_not_flap_across_it() {
 
 #[test]
 fn a_configuration_whose_slowest_level_cannot_carry_the_load_earns_no_headroom() {
-    // Batch H's rates: at 150/s (1, 2) is 52.5 % busy, measured holding (× 1.1), so it has the
-    // 0.6 cap and is the choice — unless it has lately run at a level it could not carry 150/s
-    // at (1 / 7 ms = 143/s, the two-thread slow state of the 2-vCPU VM).
+    // At 150/s (1, 2) is 52.5 % busy, measured holding (× 1.1), so it has the 0.6 cap and is the
+    // choice — unless it has lately run at a level it could not carry 150/s at (1 / 7 ms = 143/s,
+    // a two-thread slow state).
     let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
     let evidence = |slow_capacity: Option<f64>| Evidence {
@@ -204,10 +205,9 @@ fn a_configuration_whose_slowest_level_cannot_carry_the_load_earns_no_headroom()
 
 #[test]
 fn a_configuration_never_seen_at_its_slowest_is_not_tried_beyond_the_unproven_cap() {
-    // Batch H's rates, truthful: at 150/s (2, 1) is 47 % busy and (1, 2), predicted faster, 53 %.
-    // At a run's start (1, 2) has never run, so nothing shows how slow it can get: it is neither
-    // chosen nor tried there (batch Y's trials at 199/s, ρ 0.56–0.60 on the profile, collapsed
-    // in run 4 and cost its first phase 1.28 × fixed `(2, 1)`).
+    // The same rates, served as profiled: at 150/s (2, 1) is 47 % busy and (1, 2), predicted
+    // faster, 53 %. At a run's start (1, 2) has never run, so nothing shows how slow it can get:
+    // it is neither chosen nor tried there (such a trial can collapse and leave a queue).
     let cands = Candidates::two_core_from_times(0.0051, 0.0062, 0.0035);
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
     let run = |slow_states: Option<SlowStateOptions>| {
@@ -238,8 +238,8 @@ fn a_configuration_never_seen_at_its_slowest_is_not_tried_beyond_the_unproven_ca
 
 #[test]
 fn a_slow_state_seen_at_low_load_keeps_the_all_core_configuration_out_at_moderate_load() {
-    // X1's profile (`phases_capacity3.md`): (1, 2) 2.64 ms, (2, 1) 4.27 / 5.72 ms. Served at
-    // 72/s, (1, 2) runs as profiled but for four seconds at 6 ms (the two-thread slow state).
+    // Profiled: (1, 2) 2.64 ms, (2, 1) 4.27 / 5.72 ms. Served at 72/s, (1, 2) runs as profiled
+    // but for four seconds at 6 ms (a two-thread slow state).
     // At 200/s it is 55 % busy on its rates, within the 0.6 cap of a configuration measured
     // holding, and measured there as fast as profiled it would be kept. But its slow level
     // carries 167/s: at 200/s that is a collapse waiting for the next slow spell.

@@ -1,4 +1,6 @@
-//! DOC
+//! The decision and its hysteresis: hold periods, immediate moves off an unstable configuration,
+//! one decision per period, unconfirmed choices, the standings, and a replay of a dynamic load
+//! against every fixed configuration in the simulator.
 
 use super::*;
 use crate::simulator::{Completed, Semantics, Station};

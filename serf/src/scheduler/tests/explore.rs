@@ -1,4 +1,5 @@
-//! DOC
+//! Exploration and trials: a move on the profile's word decided again once measured, trials per
+//! load band, retries where the measurements contradict the profile, and trials over the cap.
 
 use super::*;
 
@@ -36,7 +37,7 @@ fn a_move_on_the_profiles_word_is_a_trial_decided_again_once_measured() {
 
 #[test]
 fn a_trial_at_moderate_load_does_not_stop_exploration_at_low_load() {
-    // The live S4 run 4 of 2026-11-25, in miniature: the profile has (1, 2) as slow as one thread
+    // A run of moderate then low load in miniature: the profile has (1, 2) as slow as one thread
     // (5 ms); under moderate load it really is slower (6 ms), at low load it takes 3 ms. SERF starts
     // in (2, 1), explores (1, 2) under moderate load and goes back; at low load only another trial
     // finds (1, 2)'s 3 ms, and the trial at moderate load, seconds earlier, must not count.
@@ -138,9 +139,9 @@ fn exploration_corrects_a_pessimistic_profile_once_and_then_stays() {
 
 #[test]
 fn beyond_the_cap_a_rival_with_as_much_profiled_capacity_is_explored() {
-    // Run 4 of `phases_capacity2.md`: the run's profile gave (1, 2) and (2, 1) the same capacity
-    // within 0.4 %, both beyond the cap at the moderate load; served, (1, 2) ran 17 % slower than
-    // profiled and (2, 1) faster, which only running (2, 1) can show.
+    // The profile gives (1, 2) and (2, 1) the same capacity within 0.4 %, both beyond the cap at
+    // the moderate load; served, (1, 2) runs 17 % slower than profiled and (2, 1) faster, which
+    // only running (2, 1) can show.
     let one = Config::new(1, 1);
     let a = Config::new(1, 2);
     let b = Config::new(2, 1);

@@ -1,7 +1,8 @@
 //! The scheduler's tests, by rule: the decision and its hysteresis, the utilisation caps, surges,
 //! online re-profiling and rates by load, exploration and trials, and the backlog guard. This file
-//! holds the candidates and the drivers they share: [`serve`] feeds arrivals and service times drawn
-//! from a "true" set of rates, [`ticked`] hands Poisson arrivals over the way weir's control loop does.
+//! holds the candidates and the drivers they share: [`serve`] feeds arrivals and service times
+//! drawn from a "true" set of rates, [`ticked`] hands Poisson arrivals over the way weir's control
+//! loop does.
 
 mod backlog;
 mod caps;
@@ -25,12 +26,13 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
 }
 
-/// Note §2.9's 2-core illustration: (1,1) 0.2 s, (1,2) 0.12 s, (2,1) 0.20/0.22 s.
+/// A 2-core illustration: (1,1) 0.2 s, (1,2) 0.12 s, (2,1) 0.20/0.22 s; the model's crossover from
+/// (1,2) to (2,1) is near 6.5/s.
 fn two_core() -> Candidates {
     Candidates::two_core_from_times(0.20, 0.22, 0.12)
 }
 
-/// Squeezenet-like rates on 2 cores (the S4 runs' profile): (1,1) 133/s, (1,2) 161/s, (2,1) 256/s.
+/// Squeezenet-like rates on 2 cores, as profiled: (1,1) 133/s, (1,2) 161/s, (2,1) 256/s.
 fn squeezenet_like() -> Candidates {
     Candidates::two_core_from_times(0.0075, 0.0078, 0.0062)
 }
@@ -113,10 +115,8 @@ fn serve_queued(
     switches
 }
 
-/// The defaults with the utilisation cap at 0.6, its default until the tenth session: the
-/// scenarios built around it (loads and rates of the live runs of that time) test other rules.
 /// One cap of 0.6 for every configuration, shown to hold or not (the YAML's
-/// `max_utilisation: 0.6`).
+/// `max_utilisation: 0.6`): the scenarios built on it test other rules than *Earned headroom*.
 fn cap_at_six_tenths() -> SchedulerOptions {
     SchedulerOptions {
         max_utilisation: 0.6,

@@ -1,4 +1,6 @@
-//! DOC
+//! Online re-profiling and rates by load: calls in a switch's settling time left out, re-rankings
+//! and their hysteresis, the evidence rule, and service times tagged with the load on their side of
+//! a step.
 
 use super::*;
 
@@ -144,10 +146,10 @@ fn an_unmeasured_configuration_is_judged_with_the_measured_slowdown_and_explored
 
 #[test]
 fn a_rate_measured_at_another_load_does_not_move_the_choice_under_moderate_load() {
-    // Squeezenet on the 2-vCPU VM (run 1 of 2026-11-22 14:24): profiled alone, (1, 2) takes 4.4 ms and
-    // (2, 1) 7.5/7.8 ms. Under 140/s every call is slower because the process's other threads compete
-    // for the cores: (2, 1) 7.8/9.6 ms, and (1, 2) 6.8 ms (it then barely keeps up). At low load the
-    // profile holds.
+    // Squeezenet on two cores: profiled alone, (1, 2) takes 4.4 ms and (2, 1) 7.5/7.8 ms. Under
+    // 140/s every call is slower because the process's other threads compete for the cores:
+    // (2, 1) 7.8/9.6 ms, and (1, 2) 6.8 ms (it then barely keeps up). At low load the profile
+    // holds.
     let profiled = Candidates::two_core_from_times(0.0075, 0.0078, 0.0044);
     let moderate = Candidates::two_core_from_times(0.0078, 0.0096, 0.0068);
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
@@ -161,7 +163,7 @@ fn a_rate_measured_at_another_load_does_not_move_the_choice_under_moderate_load(
         switches.extend(serve(&mut s, &moderate, 140.0, 60.0, 30.0, &mut rng));
         switches
     };
-    // Load-blind (the old behaviour): once (2, 1)'s measured rate puts it beyond the 0.6 cap, the
+    // Load-blind (no load bands): once (2, 1)'s measured rate puts it beyond the 0.6 cap, the
     // offline (1, 2) has the most capacity and is taken under moderate load.
     let blind = run(SchedulerOptions {
         online: Some(OnlineOptions {
@@ -197,7 +199,7 @@ fn a_rate_measured_at_another_load_does_not_move_the_choice_under_moderate_load(
 
 #[test]
 fn service_times_of_the_period_with_a_load_step_are_tagged_with_the_load_on_their_side_of_it() {
-    // The live S4 run 2 of 2026-11-25 in miniature: (1, 2) serves low load (40/s); the load steps
+    // A step of load in miniature: (1, 2) serves low load (40/s); the load steps
     // up to 200/s 0.2 s into a period, so that period's rate is a mix (168/s, in the band below
     // 200/s's) at which no call was served.
     let truth = Candidates::two_core_from_times(0.005, 0.0052, 0.003);

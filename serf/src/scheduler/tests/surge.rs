@@ -1,4 +1,5 @@
-//! DOC
+//! Surges: a step up acted on before the next update, none raised by a steady load or a step down,
+//! and a surge judged with the rates measured at its load.
 
 use super::*;
 
@@ -70,12 +71,11 @@ fn a_steady_load_raises_no_surge_and_a_step_down_waits_for_the_update() {
 
 #[test]
 fn a_surge_is_judged_with_the_rates_measured_at_its_load() {
-    // Live S4 run 5 of 2026-11-25 (sixth session), in miniature: the profile, then the calls each
-    // configuration made at moderate and at low load. At low load (2, 1)'s calls are slow (7.9 ms),
-    // so with the low band's rates no configuration keeps (1, 2)'s surge within the cap, the one with
-    // the most capacity is (1, 2) itself, and the step back to moderate load raised no surge: the first
-    // move came with the re-evaluation 2 s later (6 s live, where that phase's mean was 1.32 × fixed
-    // (2, 1)'s). Judged with the rates measured at the surge's load, (2, 1) is taken at once.
+    // The profile, then the calls each configuration makes at moderate and at low load. At low
+    // load (2, 1)'s calls are slow (7.9 ms), so with the low band's rates no configuration keeps
+    // (1, 2)'s surge within the cap, the one with the most capacity is (1, 2) itself, and the step
+    // back to moderate load would raise no surge: the first move would come with the re-evaluation
+    // 2 s later. Judged with the rates measured at the surge's load, (2, 1) is taken at once.
     let profiled = Candidates::two_core_from_times(0.005708, 0.005414, 0.003314);
     let moderate = Candidates::two_core_from_times(0.0052, 0.0055, 0.00505);
     let low = Candidates::two_core_from_times(0.0065, 0.0079, 0.0036);
