@@ -16,8 +16,8 @@
 //! - **Estimator** ([`crate::estimator`]). Arrivals are counted in buckets one period long; `λ̂` is
 //!   the count in the last complete buckets covering the window (5 s), divided by their length —
 //!   fewer buckets right after start, or after a change of load beyond `change_sigmas` (3.5): with
-//!   the whole window, a step up from low to moderate load took the window's length to be seen, and
-//!   the configuration chosen for low load queued meanwhile.
+//!   the whole window, a step up from low to moderate load would take the window's length to be
+//!   seen, and the configuration chosen for low load would queue meanwhile.
 //! - **Planning load** (`load_margin_sigmas`, 1). Decisions are made for `λ̂ + 1σ`, σ = `√n/span`
 //!   the Poisson standard error of the window's count `n`, not for `λ̂`: under-estimating load
 //!   costs a growing queue, over-estimating it a modestly slower configuration. With a 5 s window
