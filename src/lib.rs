@@ -18,7 +18,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod bench;
+pub mod cli;
 pub mod loadgen;
 pub mod serf;
 pub mod workload;

@@ -8,8 +8,9 @@
 //!
 //! The open-loop dispatcher asks the kernel for a 1 ns timer slack (Linux) before it sleeps to each
 //! arrival, so that its sleeps do not overrun by the default 50 µs. It still sends late when the
-//! served model's threads hold every core (on 2 cores, 0.1 ms at low load and up to 0.57 ms at the
-//! top loads of `weir bench serf`, `benchmarks/SERF.md`); how late is in the report
+//! served model's threads hold every core (on 2 cores, a tenth of a millisecond at low load and
+//! about half a millisecond at the top loads of `weir-bench serf`, `benchmarks/serf/README.md`);
+//! how late is in the report
 //! ([`LoadReport::mean_send_lateness`]), and the latency counts it, as it counts any delay after
 //! the scheduled arrival.
 

@@ -1,22 +1,23 @@
 //! SERF profiling on ONNX Runtime: measures the service rates `μ_1..μ_c` of every parallelism
 //! configuration of one model node with real sessions, and writes them as a `weir_serf` profile
-//! (`weir profile`, paper §IV-B, note §2.11, requirements P1–P3).
+//! (`weir profile`, SERF §IV-B): every configuration with `c·t` at most the cores planned for,
+//! measured with the node's own spinning and pinning, saved beside the graph.
 //!
-//! A tuple `(i, t)` is measured with `i` sessions of `t` intra-op threads each (spinning as the node's
-//! `executor.spinning`, recorded in the profile), one
-//! request stream per session on its own thread, all fed the same random input of the model's
-//! shape. Every stream warms up first, then all start together behind a barrier and run back to
-//! back; a stream that has its share of measured requests keeps running (unmeasured) until every
-//! stream has its share, so each measured request really ran with `i` requests at once. The
-//! times go to [`weir_serf::profile::build_profile`], which computes `μ_i` and the SCV and re-measures
+//! A tuple `(i, t)` is measured with `i` sessions of `t` intra-op threads each (spinning as the
+//! node's `executor.spinning`, recorded in the profile), one request stream per session on its own
+//! thread, all fed the same random input of the model's shape. Every stream warms up first, then
+//! all start together behind a barrier and run back to back; a stream that has its share of
+//! measured requests keeps running (unmeasured) until every stream has its share, so each measured
+//! request really ran with `i` requests at once. The times go to
+//! [`weir_serf::profile::build_profile`], which computes `μ_i` and the SCV and re-measures
 //! non-homogeneous tuples.
 //!
 //! Decision: the service time is the time of one `Session::run` call, measured around the call.
 //! By default ([`MeasuredIn::Graph`], [`in_graph`]) the calls are the node's own, inside a running
 //! one-node graph fed through the serving path, and the path's time per request outside the call is
 //! measured too ([`Profile::path_s`]); [`MeasuredIn::Sessions`] measures bare sessions back to back
-//! as described above, the paper's way, which on this machine under-predicts what the serving
-//! process sees (see [`in_graph`] for the figures).
+//! as described above, the paper's way, which under-predicts what the serving process sees on a
+//! machine whose cores the node fills (see [`in_graph`] for why).
 //!
 //! After the tuples, both ways measure the service of requests that start alone after the node was
 //! idle for each of [`IDLE_PAUSES`], per thread count ([`Profile::after_idle`], `weir_serf::idle`):
@@ -25,7 +26,7 @@
 //! The model, the configuration table and the scheduler are `weir_serf`'s; nothing here decides.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -33,20 +34,22 @@ use std::time::{Duration, Instant};
 use ort::session::Session;
 use tracing::warn;
 use weir_engine::spec::Device;
-use weir_engine::validate::NodeKind;
 use weir_operators::model::pinning::{pin_current_thread, CorePins, PinError};
 use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
 use weir_serf::config::Config;
 use weir_serf::idle::{AfterIdle, IdlePoint};
 use weir_serf::profile::{
-    build_profile, profiling_cost, BuildError, BuildOptions, MeasuredIn, Profile, ProfileError,
+    build_profile, BuildError, BuildOptions, MeasuredIn, Profile, ProfileError,
 };
-use weir_serf::table::{Candidates, ConfigTable, TableError, TableOptions};
+use weir_serf::table::TableError;
 
-use crate::Plan;
-
+mod graph;
 pub mod in_graph;
+mod report;
+
+pub use graph::{load_for_profiling, model_nodes, profile_path, select_nodes, NodeToProfile};
+pub use report::describe;
 
 /// Load levels and requests per experiment of the exhaustive plan SERF's cost is compared with
 /// (Table II: 10 levels, 5000 requests).
@@ -339,7 +342,7 @@ pub fn profile_node(
 }
 
 /// The idle pauses before the requests that measure service after idle gaps (`weir_serf::idle`):
-/// from a gap shorter than a call to one longer than the threads' spinning and the VM's halt.
+/// from a gap shorter than a call to one longer than the threads' spinning and a virtual CPU's halt.
 pub const IDLE_PAUSES: [Duration; 3] = [
     Duration::from_millis(2),
     Duration::from_millis(10),
@@ -483,252 +486,34 @@ impl<'a> BareSessions<'a> {
     }
 }
 
-/// A model node to profile.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeToProfile {
-    /// Node id.
-    pub id: String,
-    /// The model file.
-    pub path: PathBuf,
-    /// Whether its executor's intra-op threads spin (`executor.spinning`); the profile is measured
-    /// the same way.
-    pub spinning: bool,
-    /// Its executor's `pin_cores_from`; the profile pins the same way.
-    pub pin_cores_from: Option<usize>,
-}
-
-/// The model nodes of `plan`, in plan order.
-pub fn model_nodes(plan: &Plan) -> Vec<NodeToProfile> {
-    plan.nodes
-        .iter()
-        .filter_map(|n| match &n.node.kind {
-            NodeKind::Model(m) => Some(NodeToProfile {
-                id: n.node.id.clone(),
-                path: m.path.clone(),
-                spinning: m.executor.spinning,
-                pin_cores_from: m.executor.pin_cores_from,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The model nodes to profile: every one, or the one named `only`.
-///
-/// # Errors
-/// [`SerfError::NoSuchNode`] when `only` names no model node.
-pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<NodeToProfile>, SerfError> {
-    let all = model_nodes(plan);
-    match only {
-        None => Ok(all),
-        Some(id) => {
-            let picked: Vec<_> = all.into_iter().filter(|n| n.id == id).collect();
-            if picked.is_empty() {
-                Err(SerfError::NoSuchNode(id.to_string()))
-            } else {
-                Ok(picked)
-            }
-        }
-    }
-}
-
-/// Reads, validates and plans the graph at `path` for `weir profile`: as [`crate::load_graph`], except
-/// that `parallelism: auto` is read as the default executor setting, since the profile it needs is
-/// what profiling writes.
-///
-/// # Errors
-/// As [`crate::load_graph`].
-pub fn load_for_profiling(path: &Path) -> Result<crate::LoadedGraph, crate::LoadError> {
-    use weir_engine::spec::{GraphSpec, NodeSpec, ParallelismSpec, SpecError};
-    let text = weir_engine::paths::read_text(path, &weir_engine::paths::FileRules::default())
-        .map_err(|source| crate::LoadError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-    let name = path.display().to_string();
-    let mut spec = GraphSpec::from_yaml(&text, &name).map_err(|e| match e {
-        SpecError::Invalid(d) => crate::LoadError::Invalid(d),
-        SpecError::Read { path, source } => crate::LoadError::Read { path, source },
-    })?;
-    for node in &mut spec.nodes {
-        if let NodeSpec::Model(m) = &mut node.value {
-            if matches!(
-                m.parallelism.as_ref().map(|p| p.value),
-                Some(ParallelismSpec::Auto(_))
-            ) {
-                m.parallelism = None;
-            }
-        }
-    }
-    let source = weir_engine::diagnostic::SourceText {
-        name,
-        text: std::sync::Arc::from(text.as_str()),
-    };
-    crate::plan_spec(&spec, path.parent().unwrap_or(Path::new("."))).map_err(|mut d| {
-        d.source = Some(source);
-        crate::LoadError::Invalid(d)
+/// The cores this process may plan for: the machine's, counted before any reservation of cores
+/// for a model node (`weir_operators::model::pinning::reserve_for_node`), else what the OS grants.
+pub fn available_cores() -> usize {
+    weir_operators::model::pinning::cpus_before_reservation().unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     })
 }
 
-/// Where the profile of node `node` of the graph file `graph` lives: `<graph dir>/<node>.serf.json`.
-pub fn profile_path(graph: &Path, node: &str) -> PathBuf {
-    weir_engine::parallelism::profile_path(graph.parent().unwrap_or(Path::new(".")), node)
+/// Where profiles are measured, from a `--bare-sessions` flag.
+pub fn measured_in(bare_sessions: bool) -> MeasuredIn {
+    if bare_sessions {
+        MeasuredIn::Sessions
+    } else {
+        MeasuredIn::Graph
+    }
 }
 
-/// A text report of `profile`: `μ_1..μ_c` and SCVs per configuration, the profiling cost against
-/// the exhaustive plan ([`EXHAUSTIVE_PLAN`]), and the best configuration per load level.
+/// A non-negative, finite number of seconds, as the profiling flags take them (`--round-gap`,
+/// `--spread-profile`).
 ///
 /// # Errors
-/// [`SerfError::Table`] when the profile has no configuration.
-pub fn describe(profile: &Profile) -> Result<String, SerfError> {
-    let mut s = format!(
-        "{} on {} cores\n",
-        profile.label.as_deref().unwrap_or("profile"),
-        profile.cores
-    );
-    match (profile.measured_in, profile.path_s) {
-        (Some(MeasuredIn::Graph), Some(p)) => s.push_str(&format!(
-            "measured in a running one-node graph; the path outside the call takes {:.3} ms a request (added to every predicted latency)\n",
-            p * 1e3
-        )),
-        (Some(MeasuredIn::Sessions), _) => {
-            s.push_str("measured on bare sessions back to back (the paper's way)\n")
-        }
-        _ => {}
-    }
-    s.push_str("| config | μ_1..μ_c (requests/s) | mean service ms (i = 1..c) | SCV (i = 1..c) |\n|---|---|---|---|\n");
-    let join = |v: Vec<String>| v.join(", ");
-    for (config, mu) in profile.candidates() {
-        let scv = profile
-            .series
-            .iter()
-            .find(|x| x.inter_node == config.inter_node && x.threads == config.threads)
-            .map(|x| {
-                x.tuples[..config.concurrency]
-                    .iter()
-                    .map(|t| format!("{:.3}", t.scv))
-                    .collect()
-            })
-            .unwrap_or_default();
-        s.push_str(&format!(
-            "| {config} | {} | {} | {} |\n",
-            join(mu.iter().map(|m| format!("{m:.1}")).collect()),
-            join(mu.iter().map(|m| format!("{:.3}", 1e3 / m)).collect()),
-            join(scv)
-        ));
-    }
-    for a in &profile.after_idle {
-        let alone = profile
-            .mu(Config::new(1, a.threads))
-            .and_then(|mu| mu.first().map(|m| format!("{:.3}", 1e3 / m)))
-            .unwrap_or_else(|| "–".into());
-        let after: Vec<String> = a
-            .points
-            .iter()
-            .map(|p| {
-                format!(
-                    "{:.3} after {:.0} ms{}",
-                    p.mean_service_s * 1e3,
-                    p.gap_s * 1e3,
-                    p.mean_path_s
-                        .map_or_else(String::new, |x| format!(" (path {:.3})", x * 1e3))
-                )
-            })
-            .collect();
-        s.push_str(&format!(
-            "t={} alone after an idle gap (ms): {alone} at no gap; {}\n",
-            a.threads,
-            after.join(", ")
-        ));
-    }
-    if profile.path_s.is_some() {
-        s.push_str(&format!(
-            "path outside the call for Poisson arrivals (ms): {}\n",
-            [10.0, 100.0, 1000.0]
-                .iter()
-                .map(|l| format!("{:.3} at {l:.0}/s", profile.path_after(*l) * 1e3))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    let flagged = profile.non_homogeneous();
-    if !flagged.is_empty() {
-        let list: Vec<String> = flagged.iter().map(ToString::to_string).collect();
-        s.push_str(&format!(
-            "non-homogeneous (SCV > 0.1): {}\n",
-            list.join("; ")
-        ));
-    }
-    let (levels, per) = EXHAUSTIVE_PLAN;
-    let cost = profiling_cost(profile, levels, per);
-    s.push_str(&format!(
-        "profiling cost: {} experiments, {} requests, {:.3} s of service — exhaustive: {} experiments × {per} requests, {:.1} s — {:.0}× cheaper{}\n",
-        cost.serf_experiments,
-        cost.serf_requests,
-        cost.serf_seconds,
-        cost.exhaustive_experiments,
-        cost.exhaustive_seconds,
-        cost.ratio,
-        cost.serf_wall_s.map_or(String::new(), |w| format!(
-            "; against the measured wall time ({w:.2} s, warm-up and session creation included): {:.0}×",
-            cost.exhaustive_seconds / w.max(1e-9)
-        )),
-    ));
-    let table = ConfigTable::build(&Candidates::from_profile(profile), TableOptions::default())?;
-    s.push_str(&format!(
-        "best configuration per load (largest capacity {:.1}/s with {}):\n| λ (requests/s) | best | predicted mean latency ms |\n|---|---|---|\n",
-        table.capacity, table.max_capacity
-    ));
-    for row in &table.rows {
-        s.push_str(&format!(
-            "| {:.1} | {} | {:.3} |\n",
-            row.lambda,
-            row.best,
-            profile.predicted_latency(row.latency_s, row.lambda) * 1e3
-        ));
-    }
-    Ok(s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn profile_path_sits_next_to_the_graph() {
-        assert_eq!(
-            profile_path(Path::new("graphs/quickstart.yaml"), "squeezenet"),
-            PathBuf::from("graphs/squeezenet.serf.json")
-        );
-        assert_eq!(
-            profile_path(Path::new("g.yaml"), "m"),
-            PathBuf::from("m.serf.json")
-        );
-    }
-
-    #[test]
-    fn describe_lists_every_configuration_and_the_table() {
-        // The 2-core squeezenet-like rates of note §2.9.
-        let mut p = Profile::from_rates(2, &[(1, vec![315.0, 300.0]), (2, vec![580.0])]).unwrap();
-        p.label = Some("squeezenet".into());
-        p.measured_in = Some(MeasuredIn::Graph);
-        p.path_s = Some(0.0005);
-        let text = describe(&p).unwrap();
-        assert!(
-            text.contains("the path outside the call takes 0.500 ms a request"),
-            "{text}"
-        );
-        assert!(text.contains("| c=1 t=1 | 315.0 |"), "{text}");
-        assert!(text.contains("| c=2 t=1 | 315.0, 300.0 |"), "{text}");
-        assert!(text.contains("| c=1 t=2 | 580.0 | 1.724 |"), "{text}");
-        // 3 experiments of 10 requests; exhaustive 3 × 10 levels.
-        assert!(text.contains("3 experiments, 30 requests"), "{text}");
-        assert!(text.contains("30 experiments × 5000 requests"), "{text}");
-        // Ten table rows; the lowest load picks (1, 2).
-        assert!(text.matches("| c=1 t=2 | ").count() >= 2, "{text}");
-        assert!(
-            text.contains("largest capacity 600.0/s with c=2 t=1"),
-            "{text}"
-        );
-    }
+/// When `text` is not a number, or is negative or not finite.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|e| format!("`{text}` is not a number of seconds: {e}"))?;
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("`{text}`: seconds must be finite and not negative"))
 }

@@ -1,8 +1,8 @@
-//! Model-vs-simulator benchmark (note §2.10, §5.2 X1/X6/X9): SERF's predicted mean latency against a
+//! Model-vs-simulator benchmark: SERF's predicted mean latency against a
 //! discrete-event simulation of M/D_interf/c, over synthetic service-rate profiles × all configurations ×
 //! 10 load levels, with the paper's Fig. 9 baselines and best-configuration identification (Fig. 12).
 //!
-//! Run: `cargo run -p weir-serf --release --example model_vs_sim` (or `benchmarks/serf/run.sh`). Writes
+//! Run: `cargo run -p weir-serf --release --example model_vs_sim`. Writes
 //! `benchmarks/serf/model_vs_sim.md` and `benchmarks/serf/model_vs_sim.png`.
 
 use plotters::prelude::*;
@@ -36,12 +36,13 @@ struct Case {
     sim: Option<LatencyStats>,
     /// Simulated with the "start" semantics (what the model's PASTA step assumes).
     sim_start: Option<LatencyStats>,
-    /// Simulated with "dyn" semantics and non-deterministic work (SCV 0.1, P3's homogeneity limit).
+    /// Simulated with "dyn" semantics and non-deterministic work (SCV 0.1, the profile's homogeneity limit).
     sim_scv: Option<LatencyStats>,
 }
 
 /// An 8-core machine: 100 ms per request alone on one thread, near-linear intra-op speed-up to 3 threads
-/// then memory-bound, and the note's interference shapes (§2.10).
+/// then memory-bound, and three interference shapes: none, mild (3 % slower per extra request) and
+/// severe (50 % slower per request beyond two).
 fn synthetic(interference: fn(usize) -> f64) -> Result<Profile, Box<dyn Error>> {
     let speedup = |t: usize| {
         if t <= 3 {
@@ -65,7 +66,7 @@ fn synthetic(interference: fn(usize) -> f64) -> Result<Profile, Box<dyn Error>> 
 
 fn profiles() -> Result<Vec<(&'static str, Profile)>, Box<dyn Error>> {
     Ok(vec![
-        // Shaped like ONNX Runtime measurements on this 2-core machine (DESIGN.md): squeezenet 315/s per
+        // Shaped like ONNX Runtime measurements on a 2-core machine: squeezenet 315/s per
         // request alone at 1 thread, 630/s total at 2×1, 1.7 ms at 2 threads; resnet50 30/s alone, 59/s
         // total at 2×1, 52/s at 2 threads.
         (

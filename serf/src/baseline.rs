@@ -1,9 +1,9 @@
-//! The naive predictors the paper compares SERF against in Fig. 9 (§IV-C2, requirement M9): plain M/M/c
+//! The naive predictors the paper compares SERF against in Fig. 9 (§IV-C2): plain M/M/c
 //! (Erlang C), M/D/c (Cosmetatos' correction of Erlang C) and M/M_interf/c (the exponential chain alone,
 //! Eq. 7 + Eq. 12). Each ignores one of SERF's two ingredients: interference or deterministic service.
 //!
 //! The interference-blind ones need one rate out of the profile; [`RateChoice`] says which (the paper does
-//! not: the note's M9 uses `μ_1`, the rate a request gets alone). SERF itself is [`crate::model::predict`].
+//! not; the comparison here uses `μ_1`, the rate a request gets alone). SERF itself is [`crate::model::predict`].
 
 use crate::model::{check_inputs, cosmetatos_f, predict, utilisation, Chain, Estimate, ModelError};
 use serde::{Deserialize, Serialize};
@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn m3_serf_reduces_to_cosmetatos_mdc_without_interference() {
+    fn serf_reduces_to_cosmetatos_mdc_without_interference() {
         for c in [1usize, 2, 4, 8, 16] {
             for rho in [0.1, 0.5, 0.9, 0.99] {
                 let mu = 2.0;
@@ -173,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn m9_baselines_misjudge_interference() {
+    fn baselines_misjudge_interference() {
         for c in [4usize, 8] {
             let mu = severe(c);
             let cap = c as f64 * mu[c - 1];

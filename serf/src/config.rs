@@ -1,6 +1,6 @@
 //! The parallelism configuration space of one serving unit: what a configuration is, which ones exist for a
-//! core count (paper §IV-C3, note §1.2 and requirement M10), and how a cluster's load splits over serving
-//! units (paper §IV-C3 last paragraph, requirement M11).
+//! core count (paper §IV-C3: `c·t ≤ cores`), and how a cluster's load splits over serving units (paper
+//! §IV-C3, last paragraph).
 //!
 //! A configuration is the paper's triple (max service parallelism `C_service`, inter-node parallelism
 //! `C_inter`, intra-node parallelism `C_intra`). In weir, `C_service` is the executor's admission limit (how
@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 /// One parallelism configuration `(c, C_inter, t)` of a serving unit.
 ///
 /// The derived order (concurrency, then inter-node degree, then threads) is the table's tie-break order
-/// (requirement M12: prefer smaller `c`, then smaller `t`).
+/// (on a tie of predicted latency, prefer smaller `c`, then smaller `t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Max service parallelism `c`: at most this many requests run at once; the rest wait in a FIFO queue.
     pub concurrency: usize,
-    /// Inter-node parallelism `C_inter`: machines one request is partitioned over (1 in weir today).
+    /// Inter-node parallelism `C_inter`: machines one request is partitioned over (1 in weir).
     #[serde(default = "one")]
     pub inter_node: usize,
     /// Intra-node parallelism `t`: intra-op threads (cores) each running request uses.
@@ -72,7 +72,7 @@ impl std::fmt::Display for Config {
 }
 
 /// Every configuration `(c, C_inter, t)` with `c·t ≤ cores`, `c, t ≥ 1` and `C_inter` from `inter_set`
-/// (requirement M10), sorted by [`Config`]'s order and without duplicates.
+/// (paper §IV-C3), sorted by [`Config`]'s order and without duplicates.
 ///
 /// For 8 cores this gives 20 configurations per inter-node degree (the paper's 20/40/80); for 2 cores it gives
 /// `(1,1)`, `(1,2)`, `(2,1)`. An empty `inter_set` or zero cores gives an empty list.
@@ -95,7 +95,7 @@ pub fn enumerate(cores: usize, inter_set: &[usize]) -> Vec<Config> {
 }
 
 /// Arrival rate seen by one serving unit when a cluster of `machines` machines is cut into
-/// `machines / inter_node` units and receives `cluster_rate` requests per second (requirement M11):
+/// `machines / inter_node` units and receives `cluster_rate` requests per second (paper §IV-C3):
 /// `λ = λ_all · C_inter / N`.
 ///
 /// The paper assumes an even random split (a random split of a Poisson stream is Poisson). When `inter_node`
@@ -114,7 +114,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn m10_configuration_space_counts() {
+    fn configuration_space_counts() {
         assert_eq!(enumerate(8, &[1]).len(), 20);
         assert_eq!(enumerate(8, &[1, 2]).len(), 40);
         assert_eq!(enumerate(8, &[1, 2, 3, 4]).len(), 80);
@@ -130,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn m11_cluster_split_rate() {
+    fn cluster_split_rate() {
         // 20 machines, units of 4 machines: 5 units, each gets a fifth of the load.
         assert_eq!(unit_arrival_rate(10.0, 4, 20), Some(2.0));
         assert_eq!(unit_arrival_rate(10.0, 1, 1), Some(10.0));

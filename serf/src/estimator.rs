@@ -1,5 +1,5 @@
 //! The arrival-rate estimator of SERF's scheduler (paper §IV-C1: "SERF continuously monitors the incoming
-//! workload and periodically updates its observed load"; note §2.12; requirement S3).
+//! workload and periodically updates its observed load").
 //!
 //! Arrivals are counted in buckets one update period long; the estimate at time `now` is the count in the
 //! complete buckets covering the window, divided by their length (fewer buckets right after start), with
@@ -26,7 +26,7 @@ pub struct EstimatorError {
     pub period: Duration,
 }
 
-/// Counts arrivals in period-long buckets and estimates the arrival rate over a sliding window (S3).
+/// Counts arrivals in period-long buckets and estimates the arrival rate over a sliding window.
 #[derive(Debug, Clone)]
 pub struct RateEstimator {
     period_ns: u128,
@@ -169,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn s3_estimator_sliding_window() {
+    fn estimator_sliding_window() {
         let mut e = RateEstimator::new(secs(5.0), secs(1.0), secs(0.0)).unwrap();
         assert_eq!(e.estimate(secs(0.5)), None);
         // 50/s, evenly spaced, for 10 s.

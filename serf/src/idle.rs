@@ -3,11 +3,10 @@
 //!
 //! **Why.** The paper profiles each tuple with requests back to back, so its `μ_1` is the speed of a
 //! request that starts on warm threads right after another. At low load most requests arrive to an
-//! idle node; on the machines weir runs on they take longer, the longer the node was idle: intra-op
-//! threads stop spinning and sleep, idle cores are halted by the hypervisor, caches lose the weights.
-//! On this project's 2-core VM, squeezenet alone on one ONNX Runtime session takes 7.2 ms back to
-//! back and 8.3 ms after 30–100 ms idle (`benchmarks/SERF.md`, *serf on ONNX Runtime*), and the
-//! back-to-back profile under-predicted every low-load point of `(1, 2)` by 13–30 %.
+//! idle node, and they take longer, the longer the node was idle: intra-op threads stop spinning
+//! and sleep, idle cores are halted (by the hypervisor, on a virtual machine), caches lose the
+//! weights. A back-to-back profile therefore under-predicts every low-load point, by more the more
+//! threads a configuration gives one request.
 //!
 //! **What is measured** ([`IdlePoint`], the profile's `after_idle`): for each thread count `t`, the
 //! mean service time of a request that starts alone after the node has been idle for a gap `g`, at a
@@ -17,11 +16,10 @@
 //! **Who takes it (decision, the paper has no such term).** Every request that starts on a slot
 //! the moment it arrives, on the slot free longest (weir's executor: session threads wait on one
 //! shared queue), takes `S₀(g)` for that slot's idle time `g`. With one slot these are the
-//! requests that find the node empty; with `c ≥ 2` also those that find some slots busy — on the
-//! 2-core VM the MLP's `(2, 1)` served its calls in 1.5–2.3 ms against a back-to-back `1/μ_1` of
-//! 1.2 ms, the profile's after-gap times (`benchmarks/SERF.md`, *Where the error sits*), which a
-//! term for empty-node arrivals alone could not follow. Requests that wait start back to back on
-//! a slot that just finished (no gap).
+//! requests that find the node empty; with `c ≥ 2` also those that find some slots busy: a
+//! two-slot configuration's calls run at the profile's after-gap times rather than back to back,
+//! which a term for empty-node arrivals alone cannot follow. Requests that wait start back to back
+//! on a slot that just finished (no gap).
 //!
 //! **The model.** Write `r = S₀(g)/S₀(0)` for the work of an idle start relative to back to back
 //! (so the curve follows rates measured later in proportion: a machine that slows down slows down
@@ -50,8 +48,7 @@
 //!
 //! [`crate::simulator`] runs the exact process (per slot, each idle start takes `S₀` of its own
 //! slot's gap); the tests hold the model to it, where the plain model is off by most of the
-//! penalty at low load. (Sessions before this one gave the term only to arrivals that find the
-//! whole node empty, with a busy-period stretch and Welch's waiting scaled by `(μ_1/(c·μ_c))²`.)
+//! penalty at low load.
 //!
 //! The online re-profiling ([`crate::online`]) needs no such term where it has rates measured near
 //! the load: they already contain that load's slower first calls. Its load-blind rates, used

@@ -1,8 +1,8 @@
 //! SERF: queueing-model-driven choice of inter-/intra-request parallelism per model node.
 //!
 //! Implements the paper "SERF: Efficient Scheduling for Fast Deep Neural Network Serving via Judicious
-//! Parallelism" (Yan, Ruwase, He, Smirni; `../shared/papers/001_313fc55731948098.txt` §IV) as pure logic,
-//! following the engineering note `notes/serf.md` (which fixes the paper's Eq. 12/13 erratum):
+//! Parallelism" (Yan, Ruwase, He, Smirni; §IV) as pure logic, with the paper's Eq. 12/13 erratum fixed
+//! ([`model`] says how):
 //!
 //! - [`config`]: the configuration space `(c, C_inter, t)` with `c·t ≤ cores`;
 //! - [`model`]: the M/D_interf/c latency model (Eqs. 2–13, corrected);

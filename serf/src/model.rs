@@ -2,13 +2,13 @@
 //! the state-dependent birth–death chain M/M_interf/c plus Cosmetatos' M/D/c correction of the waiting time.
 //!
 //! Inputs are the arrival rate `λ` and the profiled per-request service rates `μ_1..μ_c`, where `μ_i` is the
-//! mean service rate of one request while `i` requests run at once (note §2.3). The chain has birth rate `λ`
+//! mean service rate of one request while `i` requests run at once (the paper's interference profile). The chain has birth rate `λ`
 //! in every state and death rate `n·μ_n` in state `n ≤ c`, `c·μ_c` above (Eq. 2).
 //!
 //! **Erratum (decision).** The paper prints Eq. 12 and Eq. 13 without the factor `p_0` in the closed form of
 //! the `Σ_{n≥c} p_n / μ_c` term. Its own first line of Eq. 12 and the M/D/1 case (`c = 1`, `μ = 1`, `λ = 0.5`
-//! must give `S = 1`, the printed form gives 1.5) show it is a typo; this module implements the corrected form
-//! (note §2.6), and `m4_md1_exact_guards_erratum` fails on the printed one.
+//! must give `S = 1`, the printed form gives 1.5) show it is a typo; this module implements the corrected form,
+//! and `md1_exact_guards_erratum` fails on the printed one.
 //!
 //! **Numerics.** `p_n` is computed iteratively as `q_n = q_{n-1}·ρ_n/n` (no factorials), with a running
 //! rescale so that no intermediate overflows; `c` up to 64 and `ρ` up to 0.999 give finite results. The
@@ -63,7 +63,7 @@ pub struct Estimate {
     pub latency: f64,
 }
 
-/// The full SERF prediction for one configuration at one load (requirement M1).
+/// The full SERF prediction for one configuration at one load.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Prediction {
     /// Arrival rate `λ` the prediction is for (requests per second).
@@ -313,7 +313,7 @@ mod tests {
     }
 
     #[test]
-    fn m1_interface_and_stability_boundary() {
+    fn interface_and_stability_boundary() {
         let mu = [1.0, 0.75, 0.5];
         let p = predict(1.0, &mu).unwrap();
         assert_eq!(p.p.len(), 3);
@@ -356,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn m2_normalisation_and_large_c() {
+    fn normalisation_and_large_c() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         for c in [1usize, 2, 3, 8, 16, 32, 64] {
             for rho in [0.01, 0.3, 0.9, 0.99, 0.999] {
@@ -388,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn m3_erlang_c_reduction() {
+    fn erlang_c_reduction() {
         for c in 1..=16 {
             for k in 1..=10 {
                 let rho = if k == 10 { 0.99 } else { k as f64 / 10.0 };
@@ -407,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn m4_md1_exact_guards_erratum() {
+    fn md1_exact_guards_erratum() {
         let p = predict(0.5, &[1.0]).unwrap();
         assert!(close(p.service, 1.0, 1e-12));
         assert!(close(p.waiting, 0.5, 1e-12));
@@ -424,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn m5_cosmetatos_constants() {
+    fn cosmetatos_constants() {
         let want = [
             (1, 0.0),
             (2, 0.0544268),
@@ -442,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn m6_golden_vectors() {
+    fn golden_vectors() {
         let a = predict(1.0, &[1.0, 1.0]).unwrap();
         assert!(close(a.p[0], 1.0 / 3.0, 1e-12));
         assert!(close(a.waiting_mm, 1.0 / 3.0, 1e-12));
@@ -455,7 +455,7 @@ mod tests {
         assert!(close(b.service, 1.25, 1e-12));
         assert!(close(b.waiting, 0.047329, 1e-6));
         assert!(close(b.latency, 1.297329, 1e-6));
-        // The 2-core illustration of note §2.9: A = (c=1, t=2), B = (c=2, t=1).
+        // A 2-core illustration: A = (c=1, t=2), B = (c=2, t=1).
         let a_mu = [1.0 / 0.12];
         let b_mu = [1.0 / 0.20, 1.0 / 0.22];
         for (lambda, wa, wb) in [
@@ -476,7 +476,7 @@ mod tests {
     }
 
     #[test]
-    fn m7_bounds_and_monotonicity() {
+    fn bounds_and_monotonicity() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for _ in 0..300 {
             let c = rng.random_range(1..=16usize);
@@ -511,7 +511,8 @@ mod tests {
             };
             assert!(gap(1e-11) <= gap(1e-5) + 1e-12 * hi);
         }
-        // On the note's mild and severe profiles the limit is reached to 1e-6 at 1 − ρ = 1e-9.
+        // On a mild (3 % per extra request) and a severe interference profile the limit is reached
+        // to 1e-6 at 1 − ρ = 1e-9.
         for c in [2usize, 4, 8, 16] {
             let mild: Vec<f64> = (1..=c)
                 .map(|i| 1.0 / (1.0 + 0.03 * (i as f64 - 1.0)))

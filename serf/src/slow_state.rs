@@ -2,9 +2,9 @@
 //! configuration not only "does it keep up as its calls run now" but "would it keep up in the
 //! slowest state it has shown" (weir's, not the paper's; [`crate::scheduler`], *Slow states*).
 //!
-//! Why: on the 2-vCPU VM a two-thread ONNX Runtime call runs at one of two levels, ≈ 3 or ≈ 6 ms
-//! for shufflenet, for tens of seconds at a time (`benchmarks/serf/ort_thread_states.py`), and the
-//! serving process's own queue pushes it into the slow one. The blended estimates of
+//! Why: on a machine whose cores the configuration fills, a two-thread ONNX Runtime call can run at
+//! one of two levels (for shufflenet about 3 or 6 ms) for tens of seconds at a time, and the serving
+//! process's own queue pushes it into the slow one. The blended estimates of
 //! [`crate::online`] follow the level the configuration is in *now*; a configuration measured in
 //! its fast level at a load its slow level cannot carry looks safe until it collapses. So each
 //! tuple's calls are averaged over consecutive spans (`span`, 2 s, aligned on the clock; a span with
@@ -13,9 +13,8 @@
 //! against one slow call or a switch's transient (already left out, `settle_after_switch`) and short
 //! against the tens of seconds a slow state lasts. The span being filled counts as soon as it has
 //! `min_calls` calls (a tenth of a second at 200 requests/s): a tuple that has just started to run
-//! has a level at once rather than a span or two later, and a slow spell counts while it lasts. (Until
-//! the twenty-fourth session only closed spans counted, and a span closed at the tuple's next call,
-//! so the last span of a stint waited for the tuple to be served again.)
+//! has a level at once rather than a span or two later, and a slow spell counts while it lasts (were
+//! only closed spans to count, the last span of a stint would wait for the tuple's next call).
 //!
 //! The times are the calls' own, idle starts included: a lone tuple's calls after long idle gaps
 //! are slower than back to back ([`crate::idle`]), so at very low load a level reads somewhat slow.

@@ -1,8 +1,7 @@
 //! Choosing a configuration from predictions: online evaluation of every configuration at one load, and the
-//! paper's configuration reference table, the best configuration per load level (paper §IV-A, §IV-D; note
-//! §2.12; requirement M12).
+//! paper's configuration reference table, the best configuration per load level (paper §IV-A, §IV-D).
 //!
-//! Decisions made where the paper is silent (note §2.12, "\[gap\]"):
+//! Decisions made where the paper is silent:
 //! - Load levels are `λ_k = (k/L)·headroom·max_capacity` for `k = 1..L`, with `L = 10`, `headroom = 0.95` and
 //!   `max_capacity` the largest `c·μ_c` among the configurations.
 //! - Configurations with `ρ ≥ 1` at a level are excluded; ties in predicted latency go to the configuration
@@ -264,7 +263,7 @@ pub struct ConfigTable {
 }
 
 impl ConfigTable {
-    /// Builds the table for `candidates` (requirement M12).
+    /// Builds the table for `candidates`.
     ///
     /// # Errors
     /// [`TableError::NoCandidates`] or [`TableError::BadOptions`].
@@ -336,7 +335,7 @@ impl Candidates {
 mod tests {
     use super::*;
 
-    /// The 2-core illustration of note §2.9 plus (1,1).
+    /// A 2-core illustration, (1,2) against (2,1), plus (1,1).
     fn two_core() -> Profile {
         Profile::from_rates(
             2,
@@ -378,7 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn m12_table_best_rows_and_byte_identical_rebuild() {
+    fn table_best_rows_and_byte_identical_rebuild() {
         let p = two_core();
         let cands = Candidates::from_profile(&p);
         assert_eq!(cands.as_slice().len(), 3);
@@ -394,7 +393,7 @@ mod tests {
                 }
             }
         }
-        // Crossover A = (1,2) → B = (2,1) at λ ≈ 6.5/s (note §2.9).
+        // Crossover A = (1,2) → B = (2,1) at λ ≈ 6.5/s.
         for r in &t.rows {
             let want = if r.lambda < 6.5 {
                 Config::new(1, 2)
@@ -419,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn m12_ties_prefer_smaller_c_then_t_and_unstable_excluded() {
+    fn ties_prefer_smaller_c_then_t_and_unstable_excluded() {
         // Identical rates everywhere: (1,1) and (1,2) tie at every load; the smaller t wins.
         let c = Candidates::new(vec![
             (Config::new(1, 2), vec![1.0]),
@@ -452,7 +451,7 @@ mod tests {
     }
 
     #[test]
-    fn m11_unit_above_capacity_is_excluded() {
+    fn unit_above_capacity_is_excluded() {
         // A unit is unstable when its rate reaches c·μ_c: that configuration drops out of the choice.
         let c = Candidates::new(vec![
             (Config::new(1, 2), vec![10.0]),

@@ -3,13 +3,14 @@
 //! load generator through admission, the dataflow and the answer path, and the service times are
 //! the executor's own call durations ([`weir_operators::model::LoadStats::record_calls`]).
 //!
-//! Why (decision, against the paper's bare-session profile): on this 2-core machine the same calls
-//! take 10–40 % longer inside the serving process than back to back on bare sessions, because
-//! weir's own threads (timely worker, load generator, answer path) share the cores with the
-//! intra-op threads; a bare profile under-predicted every measured latency for that reason
-//! (`benchmarks/SERF.md`, *serf on ONNX Runtime*: scaling the model to the in-graph call time
-//! removed two thirds of the error). Measuring where the node serves keeps the paper's method — `μ_i`
-//! from about ten requests with `i` running at once — and changes only where the clock is read.
+//! Why (decision, against the paper's bare-session profile, SERF §IV-B): on a machine whose cores
+//! the node's threads fill, the same calls take 10–40 % longer inside the serving process than back
+//! to back on bare sessions, because weir's own threads (timely worker, load generator, answer
+//! path) share the cores with the intra-op threads, and a bare profile under-predicts every
+//! measured latency for that reason (`benchmarks/serf/README.md`: scaling the model to the
+//! in-graph call time removes most of the error). Measuring where the node serves keeps the
+//! paper's method — `μ_i` from about ten requests with `i` running at once — and changes only
+//! where the clock is read.
 //!
 //! Every tuple runs closed-loop with `i + 1` clients, so that a request always waits behind the `i`
 //! in service and every measured call really ran with `i` at once; the first `samples` calls are
@@ -17,7 +18,7 @@
 //! runs with `i` clients instead: no request waits, so the answer path and the next request's way
 //! in run in the gap a call leaves on its own slot rather than beside the other slots' calls —
 //! on a machine whose cores the tuple fills, the waiting client's path work is what slows one slot
-//! (`benchmarks/SERF.md`, *Layers of the error*), at the price of calls that ran with slightly
+//! (`benchmarks/serf/README.md`), at the price of calls that ran with slightly
 //! fewer than `i` at once. The *path time* — what a request spends outside
 //! the call — is measured once on the `(1, 1)` graph with a single client: mean answer latency
 //! minus mean call time.

@@ -1,4 +1,5 @@
-//! The `weir` binary: validation errors on stderr with locations, and a run's summary.
+//! The `weir` binary: validation errors on stderr with locations, a run's summary, and `weir bench`
+//! handing over to `weir-bench`.
 
 use std::process::Command;
 
@@ -79,99 +80,11 @@ fn run_open_loop_answers_every_request() {
     );
 }
 
-/// `weir bench serf --cores 1` plans the node for one core whatever the machine has: the profile
-/// and the load runs cover `(1, 1)` alone, and the report's machine line says so. `--cores 0` is
-/// refused with the flag named.
+/// `weir profile --round-gap` takes a number of seconds that is not negative, and names the flag
+/// when it is.
 #[test]
-fn bench_serf_plans_the_node_for_the_cores_given() {
-    let dir = crate::common::temp_dir("serf-cores");
-    let table = dir.0.join("serf.md");
-    let table_arg = table.to_string_lossy().to_string();
-    let plot_arg = dir.0.join("serf.png").to_string_lossy().to_string();
-    let model = weir_home().join("models/mlp_a.onnx");
-    let model_arg = model.to_string_lossy().to_string();
-    // With a CPU to spare, the node's one core is reserved for it: pinned from the second CPU,
-    // the rest of the process kept on the others.
-    let spare = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    let pinned: &[&str] = if spare {
-        &["--pin-cores-from", "1"]
-    } else {
-        &[]
-    };
-    let stdout = weir_ok(
-        &[
-            &["bench", "serf", "--model", &model_arg, "--cores", "1"][..],
-            pinned,
-            &[
-                "--loads",
-                "1",
-                "--requests",
-                "30",
-                "--min-requests",
-                "30",
-                "--samples",
-                "2",
-                "--rounds",
-                "1",
-                "--spread-profile",
-                "1",
-                "--table",
-                &table_arg,
-                "--plot",
-                &plot_arg,
-            ][..],
-        ]
-        .concat(),
-    );
-    let text = std::fs::read_to_string(&table).expect("the table is written");
-    assert!(text.contains("the model node planned for 1 "), "{text}");
-    assert_eq!(
-        text.contains(
-            "the node's cores reserved for it, the process's other threads kept off them"
-        ),
-        spare,
-        "{text}"
-    );
-    assert!(
-        text.contains("The second profile, a profile with its rounds spread over 1 s"),
-        "{text}"
-    );
-    assert!(text.contains("| c=1 t=1 |"), "{text}");
-    for other in ["| c=1 t=2 |", "| c=2 t=1 |"] {
-        assert!(!text.contains(other), "{other} beyond one core:\n{text}");
-    }
-    assert!(stdout.contains(&table_arg), "{stdout}");
-
-    let out = weir()
-        .args(["bench", "serf", "--cores", "0"])
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--cores"), "{stderr}");
-
-    for (flags, names) in [
-        (
-            &["--spread-profile=-1"][..],
-            "seconds must be finite and not negative",
-        ),
-        (&["--spread-profile", "soon"][..], "not a number of seconds"),
-        (&["--reprofile", "--spread-profile", "5"][..], "--reprofile"),
-        (&["--share-node-cores"][..], "--cores"),
-        (
-            &["--profile-without-queue", "--spread-profile", "5"][..],
-            "--profile-without-queue",
-        ),
-    ] {
-        let out = weir()
-            .args(["bench", "serf"])
-            .args(flags)
-            .output()
-            .expect("runs");
-        assert!(!out.status.success(), "{flags:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(names), "{flags:?}: {stderr}");
-    }
+fn profile_refuses_a_negative_round_gap() {
+    weir_home();
     let out = weir()
         .args(["profile", "graphs/quickstart.yaml", "--round-gap=-2"])
         .output()
@@ -182,4 +95,33 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
         stderr.contains("--round-gap") && stderr.contains("not negative"),
         "{stderr}"
     );
+}
+
+/// `weir bench` hands its arguments to the `weir-bench` binary beside `weir`, which answers as
+/// itself (here refusing `--cores 0` with the flag named, as `weir-bench serf --cores 0` does);
+/// where no `weir-bench` was built beside it, `weir bench` says how to build it.
+#[test]
+fn weir_bench_runs_the_weir_bench_binary_beside_it() {
+    let out = weir()
+        .args(["bench", "serf", "--cores", "0"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let bench = std::path::Path::new(env!("CARGO_BIN_EXE_weir")).with_file_name("weir-bench");
+    if bench.is_file() {
+        assert!(stderr.contains("--cores"), "{stderr}");
+        assert_eq!(out.status.code(), Some(2), "clap's usage error, forwarded");
+        let direct = Command::new(&bench)
+            .args(["serf", "--cores", "0"])
+            .output()
+            .expect("runs");
+        assert_eq!(direct.status.code(), out.status.code());
+        assert_eq!(String::from_utf8_lossy(&direct.stderr), stderr);
+    } else {
+        assert!(
+            stderr.contains("cargo build --release -p weir-bench"),
+            "{stderr}"
+        );
+    }
 }

@@ -1,9 +1,9 @@
-//! Profiling cost of SERF's plan against exhaustive profiling (paper Table II, requirement P2).
+//! Profiling cost of SERF's plan against exhaustive profiling (paper Table II).
 
 use super::Profile;
 use serde::Serialize;
 
-/// Profiling cost of SERF's plan against exhaustive profiling (Table II, requirement P2).
+/// Profiling cost of SERF's plan against exhaustive profiling (Table II).
 ///
 /// Both sides are costed the way Table II is: requests × mean service time, run back to back. SERF runs one
 /// experiment per tuple and round (plus re-measurements) with the samples actually taken ([`Profile::effort`]
@@ -75,7 +75,7 @@ mod tests {
     use crate::profile::{build_profile, plan, BuildOptions};
 
     #[test]
-    fn p2_profiling_cost_vs_exhaustive() {
+    fn profiling_cost_vs_exhaustive() {
         // Table II accounting on 8 cores (20 configurations, the CIFAR-10 setting).
         let p = build_profile(8, &[1], BuildOptions::default(), |t, n| {
             // 4 ms alone on one thread, 10% slower per extra request, 1.7× per extra thread.

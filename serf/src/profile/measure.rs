@@ -1,12 +1,12 @@
 //! What to measure for a profile and how: the list of tuples for a core count, the summary of measured
-//! service times, and [`build_profile`], which drives the caller's measuring closure (requirements P1, P3).
+//! service times, and [`build_profile`], which drives the caller's measuring closure (paper §IV-B).
 
 use super::{MeasurementEffort, Profile, ProfileError, Series, TupleStats};
 use crate::config::{enumerate, Config};
 
 /// The tuples to measure for a machine with `cores` cores and the given inter-node degrees: every
 /// configuration of [`enumerate`], read as a tuple `(i, C_inter, t)` (their number equals the number of
-/// configurations, note §2.11).
+/// configurations, paper §IV-B).
 pub fn plan(cores: usize, inter_set: &[usize]) -> Vec<Config> {
     enumerate(cores, inter_set)
 }
@@ -59,21 +59,20 @@ pub fn summarise(
 pub struct BuildOptions {
     /// Requests measured per tuple (the paper: 10).
     pub samples: usize,
-    /// Requests for a second measurement of a tuple whose SCV exceeds [`HOMOGENEOUS_SCV`](super::HOMOGENEOUS_SCV) (P3); 0 = none.
+    /// Requests for a second measurement of a tuple whose SCV exceeds [`HOMOGENEOUS_SCV`](super::HOMOGENEOUS_SCV); 0 = none.
     pub retry_samples: usize,
     /// Rounds over all tuples (1, the paper's plan): with more, each tuple's `samples` are split across the
     /// rounds, every round measures every tuple in turn, and each tuple keeps its median round (by mean
-    /// service time; the faster middle one for an even count). Why: on a shared VM a second of
-    /// disturbance during a back-to-back profile slowed every tuple of one run by 8–70 % (a 2-thread tuple
-    /// most), and SERF then ruled out the best configuration for the whole run (`benchmarks/SERF.md`,
-    /// *serf phases*); interleaved rounds put each tuple in several moments, and the median drops the
-    /// disturbed one.
+    /// service time; the faster middle one for an even count). Why: on a shared machine a second of
+    /// disturbance during a back-to-back profile can slow every tuple measured in it, and a profile that
+    /// ranks the best configuration last keeps SERF out of it; interleaved rounds put each tuple in
+    /// several moments, and the median drops the disturbed one.
     pub rounds: usize,
     /// Idle time between two rounds (zero: back to back). Spreads the rounds over minutes on a host
     /// whose speed moves at that scale, so that the median round is a typical moment rather than
     /// whichever one the profile happened to catch; the service-time cost is unchanged, the wall
-    /// time grows by `(rounds − 1) · round_gap`. Measured on the 2-vCPU VM (five runs over two
-    /// minutes) it predicted better in three and worse in two: an option, not the default.
+    /// time grows by `(rounds − 1) · round_gap`. It has not been shown to predict better than back to
+    /// back rounds: an option, not the default.
     pub round_gap: std::time::Duration,
 }
 
@@ -113,7 +112,7 @@ pub enum BuildError<E: std::error::Error + 'static> {
 }
 
 /// Measures every tuple of [`plan`]`(cores, inter_set)` through `measure` and assembles the profile
-/// (requirement P1, P3).
+/// (paper §IV-B).
 ///
 /// `measure(tuple, samples)` must run `tuple.concurrency` request streams concurrently, each request with
 /// `tuple.threads` intra-op threads, warm up (e.g. 2 requests per stream, not returned), and return the service
@@ -206,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn p1_build_profile_measures_every_tuple_once() {
+    fn build_profile_measures_every_tuple_once() {
         let mut calls = Vec::new();
         let p = build_profile(8, &[1], BuildOptions::default(), |tuple, samples| {
             calls.push((tuple, samples));
@@ -248,7 +247,7 @@ mod tests {
     }
 
     #[test]
-    fn p1_summarise_mean_and_scv() {
+    fn summarise_mean_and_scv() {
         let s = summarise(2, &[1.0, 3.0]).unwrap();
         assert_eq!(
             (s.mean_service_s, s.scv, s.samples, s.concurrency),
@@ -261,7 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn p3_non_homogeneous_tuples_are_remeasured_and_flagged() {
+    fn non_homogeneous_tuples_are_remeasured_and_flagged() {
         let mut calls = 0;
         let p = build_profile(
             2,

@@ -1,0 +1,48 @@
+//! `weir-bench http`: `weir serve` over HTTP against the in-process path and bare ONNX Runtime.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use weir::OrtRuntime;
+
+use crate::http::{http, http_table, HttpBenchConfig};
+
+#[derive(Debug, Args)]
+pub(super) struct HttpArgs {
+    /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
+    #[arg(long = "model")]
+    models: Vec<String>,
+    /// Client concurrencies.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    concurrency: Vec<usize>,
+    /// Requests per measurement (resnet50 gets a fifth).
+    #[arg(long, default_value_t = 300)]
+    requests: usize,
+    /// Repetitions; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Where to save a PNG plot of the sweep.
+    #[arg(long, default_value = "benchmarks/http/http.png")]
+    plot: PathBuf,
+}
+
+pub(super) fn run(args: HttpArgs) -> Result<()> {
+    let config = HttpBenchConfig {
+        models: super::parse_models(&args.models)?,
+        concurrency: args.concurrency,
+        requests: args.requests,
+        repeats: args.repeats.max(1),
+    };
+    let rows = http(&config)?;
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!(
+        "machine: {} cores; {} requests per measurement (resnet50: a fifth), median of {} repeats\n",
+        super::machine_cores(),
+        config.requests,
+        config.repeats
+    );
+    print!("{}", http_table(&rows));
+    super::write_plot(&args.plot, |p| crate::plot::plot_http(&rows, p));
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! The `weir-bench` command line: one subcommand per experiment, with the flags, defaults and
+//! output paths `weir bench <experiment>` takes too (`weir bench` hands its arguments to this
+//! binary). Each experiment's flags and the code that turns them into its configuration live
+//! in a module of their own; what they share (the report's first lines, saving a plot, the
+//! `--model NAME=PATH` lists) is here.
+
+mod hams;
+mod http;
+mod kairos_live;
+mod overhead;
+mod parm;
+mod remote;
+mod serf;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+use clap::{Parser, Subcommand};
+use weir::OrtRuntime;
+
+/// Run a benchmark experiment (see benchmarks/README.md).
+#[derive(Debug, Parser)]
+#[command(name = "weir-bench", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    experiment: Experiment,
+}
+
+#[derive(Debug, Subcommand)]
+enum Experiment {
+    /// weir's in-process path against bare ONNX Runtime: saturated throughput and latency at
+    /// concurrency 1, same library, model and thread settings, in one process.
+    Overhead(overhead::OverheadArgs),
+    /// `weir serve` over HTTP (JSON and binary) against the in-process path and bare ONNX Runtime,
+    /// at client concurrency 1, 4 and 16.
+    Http(http::HttpArgs),
+    /// A model node on a `weir executor` process over zenoh against in-process, and the time from
+    /// an executor's SIGKILL to the re-dispatch of its work.
+    Remote(remote::RemoteArgs),
+    /// ParM: tail latency when one replica's host hiccups (SIGSTOP/SIGCONT), against no parity and
+    /// against spending the parity instance on one more replica session.
+    Parm(parm::ParmArgs),
+    /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
+    Serf(serf::SerfBenchArgs),
+    /// Kairos routing on executors of emulated instance types (`--emulate-latency`), queries of
+    /// production-trace sizes: the planned heterogeneous pool and the homogeneous ones within the
+    /// budget under every policy (Kairos, least outstanding, round robin); the largest Poisson
+    /// rate whose median p99 over trials meets the target, and goodput at a fixed rate.
+    #[command(name = "kairos-live")]
+    KairosLive(kairos_live::KairosLiveArgs),
+    /// HAMS: normal-case latency and throughput of NSPB and Remus-like replication against no
+    /// backup on three service graphs, and stateful failover time (detection, protocol,
+    /// handover) over repeated SIGKILLs of a primary.
+    Hams(hams::HamsBenchArgs),
+    /// `weir executor`, run from this binary: the executors the experiments start.
+    #[command(hide = true)]
+    Executor(weir::cli::ExecutorArgs),
+}
+
+impl Cli {
+    /// Runs the experiment asked for.
+    ///
+    /// # Errors
+    /// When the experiment cannot run (a model missing, an executor that does not start), or its
+    /// measurements break a property the experiment checks (a request lost or answered twice).
+    pub fn run(self) -> Result<()> {
+        match self.experiment {
+            Experiment::Overhead(a) => overhead::run(a),
+            Experiment::Http(a) => http::run(a),
+            Experiment::Remote(a) => remote::run(a),
+            Experiment::Parm(a) => parm::run(a),
+            Experiment::Serf(a) => serf::run(a),
+            Experiment::KairosLive(a) => kairos_live::run(a),
+            Experiment::Hams(a) => hams::run(a),
+            Experiment::Executor(a) => weir::cli::run_executor(a),
+        }
+    }
+}
+
+/// Draws a benchmark's plot at `path` with `draw` and says where it went, or why not. A plot that
+/// cannot be drawn never loses the measurements printed and saved before it: a host without the
+/// font library makes plotters' font loading panic, which is caught here. A failed drawing leaves
+/// no file behind: the bitmap backend writes its blank canvas when dropped during the panic, and a
+/// white PNG beside a table reads as a plot of nothing.
+fn write_plot(path: &Path, draw: impl FnOnce(&Path) -> Result<()>) {
+    let why = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| draw(path))) {
+        Ok(Ok(())) => {
+            println!("plot: {}", path.display());
+            return;
+        }
+        Ok(Err(e)) => format!("{e:#}"),
+        Err(_) => "drawing panicked (is the font library, fontconfig, installed?)".to_string(),
+    };
+    // Nothing to remove is the usual case when drawing failed before the canvas existed.
+    let _ = std::fs::remove_file(path);
+    eprintln!("no plot written ({}): {why}", path.display());
+}
+
+/// The cores this process may run on, as the reports quote them (0 when unknown).
+fn machine_cores() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
+}
+
+/// The ONNX Runtime build and the core count, the first lines of every benchmark's output.
+fn print_machine() -> Result<()> {
+    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
+    println!("machine: {} cores", machine_cores());
+    Ok(())
+}
+
+/// The 1-minute load average (Linux), to show how busy the shared machine was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The `--model NAME=PATH` list, or the zoo's squeezenet and resnet50 when none is given.
+fn parse_models(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
+    if given.is_empty() {
+        return Ok(crate::http::default_models());
+    }
+    given
+        .iter()
+        .map(|m| {
+            m.split_once('=')
+                .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
+                .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
+        })
+        .collect()
+}

@@ -1,0 +1,50 @@
+//! `weir-bench remote`: a model node on a `weir executor` process against in-process, and failover.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::remote::{failover, remote_overhead, remote_table, RemoteBenchConfig};
+
+#[derive(Debug, Args)]
+pub(super) struct RemoteArgs {
+    /// The model (default: the zoo's squeezenet).
+    #[arg(long, default_value = ".weir/zoo/squeezenet.onnx")]
+    model: PathBuf,
+    /// Sessions per executor.
+    #[arg(long, default_value_t = 2)]
+    instances: usize,
+    /// Closed-loop client counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    concurrency: Vec<usize>,
+    /// Requests per measurement.
+    #[arg(long, default_value_t = 400)]
+    requests: usize,
+    /// Repeats per side; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// SIGKILLs in the failover part.
+    #[arg(long, default_value_t = 5)]
+    kills: usize,
+}
+
+/// Fails when a request failed during the kills: failover must lose nothing.
+pub(super) fn run(args: RemoteArgs) -> Result<()> {
+    let config = RemoteBenchConfig {
+        model: args.model,
+        instances: args.instances.max(1),
+        concurrency: args.concurrency,
+        requests: args.requests,
+        repeats: args.repeats.max(1),
+        kills: args.kills,
+    };
+    let rows = remote_overhead(&config)?;
+    let failover = failover(&config)?;
+    super::print_machine()?;
+    print!("{}", remote_table(&rows, &failover, &config));
+    if failover.errors > 0 {
+        bail!("{} requests failed during failover", failover.errors);
+    }
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! The HTTP experiment: `weir serve`'s path (an in-process server on loopback, spoken to by a
+//! keep-alive HTTP/1.1 client) against the in-process path of the same graph and against bare ONNX
+//! Runtime, for JSON and binary bodies, at client concurrency 1, 4 and 16.
+//!
+//! Layouts follow the load: at concurrency 1 everything (bare ORT, the graph) runs 1 session × 2
+//! intra-op threads, the least-latency layout on 2 cores; above it, 2 sessions × 1 thread, the
+//! most-throughput layout. Bare ORT's throughput reference is its saturated throughput at that
+//! layout; its latency reference is back-to-back calls at concurrency 1.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use weir_connectors::http::{HttpConfig, HttpServer};
+use weir_operators::model::OrtRuntime;
+
+use crate::overhead::{
+    bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
+    Layout,
+};
+use weir::loadgen::{run_load, Arrival, LoadSpec};
+
+/// Settings of the HTTP experiment.
+#[derive(Debug, Clone)]
+pub struct HttpBenchConfig {
+    /// Models: display name and file.
+    pub models: Vec<(String, PathBuf)>,
+    /// Client concurrencies.
+    pub concurrency: Vec<usize>,
+    /// Requests per measurement (per model: scaled by `scale` below for slow models).
+    pub requests: usize,
+    /// Repetitions; medians reported.
+    pub repeats: usize,
+}
+
+/// One row: a model, a concurrency, and every path's throughput and latency.
+#[derive(Debug, Clone)]
+pub struct HttpRow {
+    /// Model.
+    pub model: String,
+    /// Client concurrency.
+    pub concurrency: usize,
+    /// Layout used.
+    pub layout: Layout,
+    /// Bare ORT: requests/s (saturated at this layout) and p50 ms (concurrency 1).
+    pub bare: (f64, f64),
+    /// In-process weir: requests/s, p50 ms, p99 ms.
+    pub in_process: (f64, f64, f64),
+    /// HTTP JSON: requests/s, p50 ms, p99 ms.
+    pub json: (f64, f64, f64),
+    /// HTTP binary: requests/s, p50 ms, p99 ms.
+    pub binary: (f64, f64, f64),
+}
+
+/// A keep-alive HTTP/1.1 connection that posts prepared bodies.
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: &str) -> Result<Client> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            writer: stream.try_clone()?,
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// Posts `body` (with `head` already holding the request line and headers); returns the status.
+    fn post(&mut self, head: &[u8], body: &[u8]) -> Result<u16> {
+        self.writer.write_all(head)?;
+        self.writer.write_all(body)?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status: u16 = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("bad status line `{line}`"))?;
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse()?;
+                }
+            }
+        }
+        let mut body = vec![0u8; length];
+        self.reader.read_exact(&mut body)?;
+        Ok(status)
+    }
+}
+
+/// A prepared request: head and body.
+struct Prepared {
+    head: Vec<u8>,
+    body: Vec<u8>,
+}
+
+fn prepare(addr: &str, model: &str, data: &[f32], binary: bool) -> Prepared {
+    let path = format!("/v2/models/{model}/infer");
+    let (body, extra) = if binary {
+        let header = r#"{"inputs":[{"name":"x","shape":[1,3,224,224],"datatype":"FP32","parameters":{"binary_data_size":BYTES}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#.replace("BYTES", &(data.len() * 4).to_string());
+        let mut body = header.clone().into_bytes();
+        data.iter()
+            .for_each(|x| body.extend_from_slice(&x.to_le_bytes()));
+        (
+            body,
+            format!("Inference-Header-Content-Length: {}\r\n", header.len()),
+        )
+    } else {
+        let values: Vec<String> = data.iter().map(|x| x.to_string()).collect();
+        (format!(r#"{{"inputs":[{{"name":"x","shape":[1,3,224,224],"datatype":"FP32","data":[{}]}}]}}"#, values.join(",")).into_bytes(), String::new())
+    };
+    let head = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n", body.len()).into_bytes();
+    Prepared { head, body }
+}
+
+/// Closed loop over HTTP: `concurrency` connections, `requests` in all. Returns (req/s, p50, p99).
+fn http_load(
+    addr: &str,
+    prepared: &Prepared,
+    concurrency: usize,
+    requests: usize,
+) -> Result<(f64, f64, f64)> {
+    let per = requests.div_ceil(concurrency);
+    let started = Instant::now();
+    let latencies: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..concurrency)
+            .map(|_| {
+                s.spawn(move || -> Result<Vec<Duration>> {
+                    let mut client = Client::connect(addr)?;
+                    let mut out = Vec::with_capacity(per);
+                    for _ in 0..per {
+                        let t = Instant::now();
+                        let status = client.post(&prepared.head, &prepared.body)?;
+                        if status != 200 {
+                            bail!("HTTP {status}");
+                        }
+                        out.push(t.elapsed());
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow!("client thread panicked"))?)
+            .collect::<Result<Vec<_>>>()
+            .map(|v| v.concat())
+    })?;
+    let elapsed = started.elapsed();
+    Ok((
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        quantile_ms(&latencies, 0.5)?,
+        quantile_ms(&latencies, 0.99)?,
+    ))
+}
+
+/// An in-process HTTP server over a running graph, stopped on drop.
+struct LocalServer {
+    addr: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LocalServer {
+    fn start(graph: &weir::RunningGraph) -> Result<LocalServer> {
+        let server = HttpServer::new(
+            vec![graph.runtime_handle()],
+            HttpConfig::default(),
+            Vec::new(),
+        );
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let addr = listener.local_addr()?.to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = rt.block_on(server.serve(listener, async {
+                let _ = stopped.await;
+            }));
+        });
+        Ok(LocalServer {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn layout_for(concurrency: usize) -> Layout {
+    if concurrency <= 1 {
+        Layout {
+            instances: 1,
+            threads: 2,
+        }
+    } else {
+        Layout {
+            instances: 2,
+            threads: 1,
+        }
+    }
+}
+
+/// Runs the HTTP experiment.
+///
+/// # Errors
+/// When a model, the runtime or a run fails.
+pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
+    let runtime = OrtRuntime::get()?;
+    let mut rows = Vec::new();
+    for (name, path) in &config.models {
+        let (input, output) =
+            model_input(path).with_context(|| format!("reading {}", path.display()))?;
+        // Heavier models get fewer requests per measurement, so each takes a few seconds.
+        let scale = if name.contains("resnet") { 5 } else { 1 };
+        for &c in &config.concurrency {
+            let layout = layout_for(c);
+            let requests = (config.requests / scale).max(c * 2);
+            let (graph, workload) = weir_graph(path, &input, &output, layout)?;
+            let data = first_input(&workload);
+            let server = LocalServer::start(&graph)?;
+            let json = prepare(&server.addr, "overhead", &data, false);
+            let binary = prepare(&server.addr, "overhead", &data, true);
+            let mut bare_sessions = sessions(&runtime, path, layout)?;
+            // Warm every path once.
+            bare_chunk(&mut bare_sessions, &input, &data, 4)?;
+            http_load(&server.addr, &binary, 1, 4)?;
+            http_load(&server.addr, &json, 1, 2)?;
+            let load = LoadSpec {
+                requests,
+                warmup: 0,
+                arrival: Arrival::Closed { concurrency: c },
+                seed: 1,
+                label_output: None,
+                progress: false,
+            };
+            run_load(
+                graph.runtime(),
+                &workload,
+                &LoadSpec {
+                    requests: 4,
+                    ..load.clone()
+                },
+            );
+            let mut samples: [Vec<(f64, f64, f64)>; 4] = Default::default();
+            for r in 0..config.repeats {
+                eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
+                let bare = if c <= 1 {
+                    let session = bare_sessions
+                        .first_mut()
+                        .ok_or_else(|| anyhow!("no session"))?;
+                    let lat = (0..requests)
+                        .map(|_| bare_call(session, &input, &data))
+                        .collect::<Result<Vec<_>>>()?;
+                    let total: f64 = lat.iter().map(Duration::as_secs_f64).sum();
+                    (
+                        lat.len() as f64 / total,
+                        quantile_ms(&lat, 0.5)?,
+                        quantile_ms(&lat, 0.99)?,
+                    )
+                } else {
+                    let elapsed = bare_chunk(&mut bare_sessions, &input, &data, requests)?;
+                    (
+                        (requests.div_ceil(layout.instances) * layout.instances) as f64
+                            / elapsed.as_secs_f64(),
+                        0.0,
+                        0.0,
+                    )
+                };
+                samples[0].push(bare);
+                let report = run_load(graph.runtime(), &workload, &load);
+                if report.error_count() > 0 {
+                    bail!("in-process run had errors: {:?}", report.errors);
+                }
+                samples[1].push((
+                    report.throughput(),
+                    report.latency_ms(0.5),
+                    report.latency_ms(0.99),
+                ));
+                samples[2].push(http_load(&server.addr, &json, c, requests)?);
+                samples[3].push(http_load(&server.addr, &binary, c, requests)?);
+            }
+            drop(server);
+            graph.shutdown();
+            let med = |v: &[(f64, f64, f64)]| {
+                (
+                    median(v.iter().map(|x| x.0).collect()),
+                    median(v.iter().map(|x| x.1).collect()),
+                    median(v.iter().map(|x| x.2).collect()),
+                )
+            };
+            let bare = med(&samples[0]);
+            rows.push(HttpRow {
+                model: name.clone(),
+                concurrency: c,
+                layout,
+                bare: (bare.0, bare.1),
+                in_process: med(&samples[1]),
+                json: med(&samples[2]),
+                binary: med(&samples[3]),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The HTTP table as Markdown.
+pub fn http_table(rows: &[HttpRow]) -> String {
+    let mut s = String::from(
+        "| model | clients | layout | bare ORT req/s | in-process req/s | HTTP JSON req/s | HTTP binary req/s | binary / bare | binary / in-process | bare p50 ms | in-process p50 ms | JSON p50 ms | binary p50 ms | binary p50 − bare p50 ms | binary p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let bare_p50 = if r.concurrency <= 1 {
+            format!("{:.3}", r.bare.1)
+        } else {
+            "–".into()
+        };
+        let delta = if r.concurrency <= 1 {
+            format!("{:+.3}", r.binary.1 - r.bare.1)
+        } else {
+            "–".into()
+        };
+        s.push_str(&format!(
+            "| {} | {} | {}×{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {} | {:.3} |\n",
+            r.model,
+            r.concurrency,
+            r.layout.instances,
+            r.layout.threads,
+            r.bare.0,
+            r.in_process.0,
+            r.json.0,
+            r.binary.0,
+            r.binary.0 / r.bare.0.max(1e-9),
+            r.binary.0 / r.in_process.0.max(1e-9),
+            bare_p50,
+            r.in_process.1,
+            r.json.1,
+            r.binary.1,
+            delta,
+            r.binary.2
+        ));
+    }
+    s
+}
+
+/// Default model set: the zoo's squeezenet and resnet50 under `$WEIR_HOME` or `.weir`.
+pub fn default_models() -> Vec<(String, PathBuf)> {
+    let zoo = crate::weir_home().join("zoo");
+    vec![
+        ("squeezenet".to_string(), zoo.join("squeezenet.onnx")),
+        ("resnet50".to_string(), zoo.join("resnet50.onnx")),
+    ]
+}

@@ -1,0 +1,53 @@
+//! weir's experiment harnesses: each benchmark runs weir's own code (the `weir` library, and
+//! `weir executor` processes where the experiment needs other hosts) against a reference measured
+//! in the same process and the same run, and writes a table and a plot.
+//!
+//! - [`overhead`]: the in-process path against bare ONNX Runtime.
+//! - [`http`]: `weir serve` over HTTP (JSON and binary bodies) against the in-process path and bare
+//!   ONNX Runtime, across client concurrency.
+//! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
+//!   the time from an executor's SIGKILL to its work moving.
+//! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
+//! - [`serf`]: SERF's M/D_interf/c predictions against measured mean latency on ONNX Runtime,
+//!   per fixed configuration and load.
+//! - [`serf_phases`]: SERF's live parallelism switch against every fixed configuration under
+//!   moderate → low → moderate load.
+//! - [`kairos_live`]: Kairos routing against round robin, least outstanding and the best
+//!   homogeneous pool at one budget, on executors of emulated instance types.
+//! - [`hams`]: HAMS's normal-case cost (NSPB, Remus-like, checkpoints, none) and stateful
+//!   failover time.
+//! - [`hams_divergence`]: released outputs a checkpoint replay contradicts under
+//!   non-determinism, per checkpoint interval, against NSPB.
+//! - [`conditions`]: what the machine and the executors did while a benchmark measured.
+//! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
+//!
+//! Why a crate of its own: the harnesses are the lab, not the product. Apart from `weir`, the
+//! server does not carry their code or their plotting dependency, and the library's public items
+//! are all they use. The binary is `weir-bench <experiment> [flags]`; `weir bench <experiment>`
+//! still works and runs it with the same arguments, so both spell the same experiment the same
+//! way. The workspace lists this crate in `default-members` and the root package sets
+//! `default-run = "weir"`: `cargo build --release` builds both binaries side by side (which
+//! `weir bench` needs), and `cargo run --release -- ...` still runs `weir`. The experiments that
+//! start executors run them from this binary (a hidden `executor` subcommand running `weir
+//! executor`'s code), so `cargo run -p weir-bench` alone is enough for every experiment. The canonical command is `cargo run --release -p weir-bench -- <experiment>`.
+
+pub mod cli;
+pub mod conditions;
+pub mod hams;
+pub mod hams_divergence;
+pub mod http;
+pub mod kairos_live;
+pub mod overhead;
+pub mod parm;
+pub mod plot;
+pub mod process;
+pub mod remote;
+pub mod serf;
+pub mod serf_phases;
+
+/// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.
+pub fn weir_home() -> std::path::PathBuf {
+    std::env::var_os("WEIR_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(".weir"))
+}

@@ -1,0 +1,400 @@
+//! PNG plots of benchmark sweeps (plotters, bitmap backend; fonts come from the system's
+//! fontconfig, loaded at run time).
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::coord::CoordTranslate;
+use plotters::prelude::*;
+
+use crate::http::HttpRow;
+
+/// Tick values for a logarithmic axis from `bottom` to `top`: every `m·10^k` (m = 1..9) inside,
+/// or only m = 1, 2, 5 where that gives more than twelve. plotters labels a log axis at powers of
+/// ten only, so a range within one decade (latencies of 4–12 ms) would show no number at all.
+pub(super) fn log_ticks(bottom: f64, top: f64) -> Vec<f64> {
+    if !(bottom.is_finite() && top.is_finite() && bottom > 0.0 && top > bottom) {
+        return Vec::new();
+    }
+    let within = |mantissas: &[f64]| -> Vec<f64> {
+        let first = bottom.log10().floor() as i32;
+        let last = top.log10().ceil() as i32;
+        (first..=last)
+            .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| *v >= bottom && *v <= top)
+            .collect()
+    };
+    let all = within(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    if all.len() > 12 {
+        within(&[1.0, 2.0, 5.0])
+    } else {
+        all
+    }
+}
+
+/// Draws `points` as a line with a dot on each point, labelled `label` in the legend.
+fn draw_line_with_points<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    label: String,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let style = ShapeStyle::from(color).stroke_width(2);
+    chart
+        .draw_series(LineSeries::new(points.clone(), style))
+        .map_err(|e| anyhow!("{e}"))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    chart
+        .draw_series(
+            points
+                .into_iter()
+                .map(|p| Circle::new(p, 4, style.filled())),
+        )
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Draws the series labels in a box at the upper left.
+pub(crate) fn draw_legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Throughput (top) and p50 latency (bottom) against client concurrency, one column per model,
+/// one line per path (bare ORT, in-process, HTTP JSON, HTTP binary). Concurrency is on a log₂ axis.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
+    let mut models: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
+    models.dedup();
+    let root =
+        BitMapBackend::new(path, (560 * models.len().max(1) as u32, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((2, models.len().max(1)));
+    type Pick = fn(&HttpRow) -> Option<f64>;
+    let throughput: [(&str, RGBColor, Pick); 4] = [
+        ("bare ORT", BLACK, |r| Some(r.bare.0)),
+        ("in-process", BLUE, |r| Some(r.in_process.0)),
+        ("HTTP JSON", RED, |r| Some(r.json.0)),
+        ("HTTP binary", GREEN, |r| Some(r.binary.0)),
+    ];
+    let latency: [(&str, RGBColor, Pick); 4] = [
+        ("bare ORT", BLACK, |r| {
+            (r.concurrency <= 1).then_some(r.bare.1)
+        }),
+        ("in-process", BLUE, |r| Some(r.in_process.1)),
+        ("HTTP JSON", RED, |r| Some(r.json.1)),
+        ("HTTP binary", GREEN, |r| Some(r.binary.1)),
+    ];
+    for (m, model) in models.iter().enumerate() {
+        let mine: Vec<&HttpRow> = rows.iter().filter(|r| r.model == *model).collect();
+        for (p, (title, lines)) in [
+            ("throughput, requests/s", &throughput),
+            ("p50 latency, ms", &latency),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let area = &panels[p * models.len() + m];
+            let points = |pick: Pick| -> Vec<(f64, f64)> {
+                mine.iter()
+                    .filter_map(|r| pick(r).map(|v| ((r.concurrency as f64).log2(), v)))
+                    .collect()
+            };
+            let top = lines
+                .iter()
+                .flat_map(|(_, _, pick)| points(*pick))
+                .map(|(_, y)| y)
+                .fold(0.0, f64::max)
+                * 1.15;
+            let right = mine
+                .iter()
+                .map(|r| (r.concurrency as f64).log2())
+                .fold(0.0, f64::max)
+                .max(1.0)
+                .ceil();
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{model}: {title}"), ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(56)
+                .build_cartesian_2d(-0.2..right + 0.2, 0.0..top.max(1.0))
+                .map_err(|e| anyhow!("{e}"))?;
+            chart
+                .configure_mesh()
+                .x_desc("clients")
+                .x_labels(right as usize + 1)
+                .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
+                .light_line_style(WHITE)
+                .draw()
+                .map_err(|e| anyhow!("{e}"))?;
+            for (name, color, pick) in lines.iter() {
+                draw_line_with_points(&mut chart, points(*pick), *color, name.to_string())?;
+            }
+            draw_legend(&mut chart)?;
+        }
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// ParM tail latency: latency (ms, log scale) at p50, p99, p99.9 and max, one line per set-up
+/// (baseline, equal resources, ParM).
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_parm(rows: &[crate::parm::ParmRow], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = rows.iter().flat_map(|r| r.latency_ms).fold(1.0, f64::max) * 1.5;
+    let bottom = rows
+        .iter()
+        .flat_map(|r| r.latency_ms)
+        .fold(f64::INFINITY, f64::min)
+        .max(0.1)
+        / 1.5;
+    let labels = ["p50", "p99", "p99.9", "max"];
+    let mut chart = ChartBuilder::on(&root)
+        .caption("ParM: latency with a hiccuping replica", ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.2f64..3.2f64, (bottom..top).log_scale())
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_labels(4)
+        .x_label_formatter(&|x| {
+            labels
+                .get(x.round().max(0.0) as usize)
+                .copied()
+                .unwrap_or("")
+                .to_string()
+        })
+        .y_desc("latency, ms (log)")
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let colors = [BLACK, BLUE, RED, GREEN];
+    for (r, color) in rows.iter().zip(colors.iter().cycle()) {
+        let points: Vec<(f64, f64)> = r
+            .latency_ms
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as f64, v.max(bottom)))
+            .collect();
+        draw_line_with_points(&mut chart, points, *color, r.setup.clone())?;
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// ParM's encoder (per group) and decoder (per reconstruction) cost against k, in µs.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_coding_cost(costs: &[(usize, f64, f64)], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = costs.iter().map(|c| c.1.max(c.2)).fold(1.0, f64::max) * 1.2;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("ParM coding cost", ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(1.8f64..4.2f64, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("k (queries per coding group)")
+        .y_desc("µs")
+        .x_labels(3)
+        .x_label_formatter(&|x| format!("{}", x.round() as u64))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    type Pick = fn(&(usize, f64, f64)) -> f64;
+    let series: [(&str, RGBColor, Pick); 2] = [
+        ("encode, per group", BLUE, |c| c.1),
+        ("decode, per reconstruction", RED, |c| c.2),
+    ];
+    for (name, color, pick) in series {
+        let points: Vec<(f64, f64)> = costs.iter().map(|c| (c.0 as f64, pick(c))).collect();
+        draw_line_with_points(&mut chart, points, color, name.to_string())?;
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// HAMS's normal-case p50 overhead over no replication against the batch size (log₂ axis), one
+/// line per protocol. `rows` are (batch, protocol, overhead %).
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_hams_batch_sweep(rows: &[(usize, &str, f64)], title: &str, path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = rows.iter().map(|r| r.2).fold(10.0, f64::max) * 1.15;
+    let bottom = rows.iter().map(|r| r.2).fold(0.0, f64::min).min(0.0) * 1.15;
+    let max_batch = rows.iter().map(|r| r.0).max().unwrap_or(1).max(2) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(-0.3f64..max_batch.log2() + 0.3, bottom..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("rows per batch (log2)")
+        .y_desc("p50 overhead vs no backup (%)")
+        .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (name, color) in [("nspb", BLUE), ("remus", RED), ("checkpoint", GREEN)] {
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.1 == name)
+            .map(|r| ((r.0 as f64).log2(), r.2))
+            .collect();
+        if !points.is_empty() {
+            draw_line_with_points(&mut chart, points, color, name.to_string())?;
+        }
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Released rows a checkpoint replay contradicts against the checkpoint interval. `points`
+/// are (interval, median rows differing bitwise, at 8 bits, by label).
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_hams_divergence(points: &[(u64, f64, f64, f64)], path: &Path) -> Result<()> {
+    let x = |p: &(u64, f64, f64, f64)| p.0 as f64;
+    let series = vec![
+        (
+            "differ bitwise",
+            BLUE,
+            points.iter().map(|p| (x(p), p.1)).collect(),
+        ),
+        (
+            "differ at 8 bits",
+            RED,
+            points.iter().map(|p| (x(p), p.2)).collect(),
+        ),
+        (
+            "label flipped",
+            GREEN,
+            points.iter().map(|p| (x(p), p.3)).collect(),
+        ),
+    ];
+    line_plot(
+        path,
+        "Checkpoint replay: released outputs contradicted",
+        (
+            "checkpoint every N batches",
+            "released rows per failover (median)",
+        ),
+        series,
+    )
+}
+
+/// HAMS lineage cost per batch (µs) against the number of hops on the request path.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_lineage_cost(points: &[(usize, f64, f64)], path: &Path) -> Result<()> {
+    let line = points.iter().map(|p| (p.0 as f64, p.1)).collect();
+    line_plot(
+        path,
+        "HAMS lineage per batch of 64 rows",
+        ("hops on the request's path", "µs per batch"),
+        vec![("append one hop + dependency scan", BLUE, line)],
+    )
+}
+
+/// One line of a [`line_plot`]: its legend, colour and points.
+type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+
+/// A 640 × 420 chart of lines with points, both axes from zero, legend at the top left.
+fn line_plot(
+    path: &Path,
+    caption: &str,
+    (x_desc, y_desc): (&str, &str),
+    series: Vec<Series<'_>>,
+) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let all = || series.iter().flat_map(|s| s.2.iter());
+    let top = all().map(|p| p.1).fold(1.0, f64::max) * 1.2;
+    let right = all().map(|p| p.0).fold(1.0, f64::max) * 1.05 + 1.0;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0f64..right, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (name, color, line) in series {
+        draw_line_with_points(&mut chart, line, color, name.to_string())?;
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_ticks;
+
+    #[test]
+    fn a_log_axis_within_one_decade_still_gets_numbers() {
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+        };
+        let ticks = log_ticks(3.5, 12.5);
+        assert!(
+            close(&ticks, &[4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]),
+            "{ticks:?}"
+        );
+        // Over several decades only 1, 2 and 5 of each.
+        let ticks = log_ticks(0.9, 1100.0);
+        assert!(
+            close(
+                &ticks,
+                &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+            ),
+            "{ticks:?}"
+        );
+        assert!(log_ticks(0.0, 5.0).is_empty());
+        assert!(log_ticks(5.0, 5.0).is_empty());
+    }
+}

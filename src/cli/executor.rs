@@ -1,0 +1,157 @@
+//! `weir executor`: serve ONNX models to graphs on other processes or hosts over zenoh, until
+//! SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::process::{install_zenoh_security, shutdown_signal};
+
+/// The flags of `weir executor`.
+#[derive(Debug, Args)]
+pub struct ExecutorArgs {
+    /// Name graphs list in their `executors:` section; the key prefix is `weir/executor/<name>`.
+    #[arg(long, default_value = "executor")]
+    name: String,
+    /// Key-expression prefix, instead of `weir/executor/<name>`.
+    #[arg(long)]
+    key: Option<String>,
+    /// zenoh endpoint to listen on, e.g. `tcp/127.0.0.1:7447` (repeatable).
+    #[arg(long)]
+    listen: Vec<String>,
+    /// zenoh endpoint to connect to, e.g. a graph's `--zenoh-listen` (repeatable).
+    #[arg(long)]
+    connect: Vec<String>,
+    /// zenoh configuration file (JSON5): TLS, user/password, access control; see
+    /// examples/zenoh-secure. Without one (or listen endpoints in it), listens on loopback only.
+    #[arg(long, env = "WEIR_ZENOH_CONFIG")]
+    zenoh_config: Option<PathBuf>,
+    /// Key file shared by the graph and its executors: HAMS role assignments are signed with it
+    /// (HMAC-SHA256) and executors apply only assignments that verify.
+    #[arg(long, env = "WEIR_CONTROL_KEY_FILE")]
+    control_key_file: Option<PathBuf>,
+    /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
+    #[arg(long = "model", value_parser = parse_model_arg)]
+    models: Vec<(String, PathBuf)>,
+    /// A stateful model to serve (HAMS), as NAME=PATH: primary or backup of the graph's node
+    /// NAME as the graph assigns it; its state tensors come with the assignment (repeatable).
+    #[arg(long = "stateful", value_parser = parse_model_arg)]
+    stateful: Vec<(String, PathBuf)>,
+    /// Run each batch's rows of stateful models in a seeded order chosen per (node, version,
+    /// epoch), journaled: the non-determinism of a GPU's reduction order or of racing inputs.
+    #[arg(long)]
+    perturb: bool,
+    /// Delay every state tuple sent to a backup by this many milliseconds (a slow state link).
+    #[arg(long, default_value_t = 0)]
+    state_delay_ms: u64,
+    /// Emulated extra compute per batch of a stateful model, in milliseconds (a sleep after the
+    /// real inference: a GPU model's batch time without using this machine's cores).
+    #[arg(long, default_value_t = 0.0)]
+    compute_ms: f64,
+    /// Chaos for tests: send every HAMS protocol message twice (receivers must act on each once).
+    #[arg(long)]
+    duplicate_messages: bool,
+    /// Chaos for tests: swap every other pair of state tuples on the way to the backup.
+    #[arg(long)]
+    reorder_messages: bool,
+    /// Device to run on: cpu or cuda.
+    #[arg(long, default_value = "cpu", value_parser = parse_device)]
+    device: crate::Device,
+    /// Intra-op threads per session.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Sessions per model (requests run at once).
+    #[arg(long, default_value_t = 1)]
+    instances: usize,
+    /// Most rows per call, for models with a dynamic batch dimension.
+    #[arg(long, default_value_t = 8)]
+    max_batch: usize,
+    /// Longest a request waits for others to join its batch, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    max_delay_us: u64,
+    /// Jobs each model's queue holds.
+    #[arg(long, default_value_t = 64)]
+    queue_capacity: usize,
+    /// Emulate an instance F times slower (F ≥ 1): after each real inference, sleep (F − 1) × its
+    /// measured time before replying (Kairos experiments; the price goes in the graph's labels).
+    #[arg(long)]
+    slowdown: Option<f64>,
+    /// Emulate an instance type whose call of n rows takes BASE_MS + PER_ROW_MS × n milliseconds
+    /// (e.g. `26.2,0.05` GPU-like, `3.4,0.33` CPU-like): each call is held until then, or for its
+    /// real time if longer. Every job is then its own call (`--max-batch` does not apply).
+    #[arg(long, value_name = "BASE_MS,PER_ROW_MS", conflicts_with = "slowdown")]
+    emulate_latency: Option<weir_executor::emulation::LatencyProfile>,
+}
+
+fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=PATH"))?;
+    if name.is_empty() || path.is_empty() {
+        return Err(format!("`{text}` is not NAME=PATH"));
+    }
+    Ok((name.to_string(), PathBuf::from(path)))
+}
+
+fn parse_device(text: &str) -> Result<crate::Device, String> {
+    match text {
+        "cpu" => Ok(crate::Device::Cpu),
+        "cuda" => Ok(crate::Device::Cuda),
+        other => Err(format!("unknown device `{other}` (cpu or cuda)")),
+    }
+}
+
+/// Serves the models asked for until SIGTERM or Ctrl-C.
+///
+/// # Errors
+/// When zenoh, a model or the security files cannot be set up.
+pub fn run(args: ExecutorArgs) -> Result<()> {
+    install_zenoh_security(
+        args.zenoh_config.as_deref(),
+        args.control_key_file.as_deref(),
+    )?;
+    let options = weir_executor::server::ExecutorOptions {
+        name: args.name.clone(),
+        key: args.key,
+        listen: args.listen,
+        connect: args.connect,
+        models: args.models,
+        device: args.device,
+        threads: args.threads,
+        instances: args.instances,
+        max_batch: args.max_batch,
+        max_delay: std::time::Duration::from_micros(args.max_delay_us),
+        queue_capacity: args.queue_capacity,
+        emulation: weir_executor::emulation::Emulation::from_options(
+            args.slowdown,
+            args.emulate_latency,
+        )?,
+        stateful: args.stateful,
+        stateful_options: weir_executor::stateful::StatefulOptions {
+            threads: args.threads,
+            perturb: args.perturb,
+            state_delay: std::time::Duration::from_millis(args.state_delay_ms),
+            compute: std::time::Duration::from_secs_f64(args.compute_ms.max(0.0) / 1e3),
+            duplicate_messages: args.duplicate_messages,
+            reorder_messages: args.reorder_messages,
+        },
+    };
+    let server = weir_executor::server::ExecutorServer::start(&options)
+        .with_context(|| format!("starting executor `{}`", args.name))?;
+    println!(
+        "weir executor {} serving {} under {}",
+        args.name,
+        server.models().join(","),
+        server.key_prefix()
+    );
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(shutdown_signal());
+    eprintln!("weir executor {}: stopping", args.name);
+    server.shutdown();
+    Ok(())
+}

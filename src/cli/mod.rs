@@ -1,0 +1,100 @@
+//! The `weir` command line: one module per command, each holding its flags and what it does with
+//! them; the flags several commands share (graph files, the timely cluster) and what the
+//! long-running ones share (zenoh security, stopping on a signal) have modules of their own.
+//! `weir bench` only hands its arguments to the `weir-bench` binary.
+//!
+//! It is part of the library so that `weir-bench` starts the executors its experiments need from
+//! its own binary ([`ExecutorArgs`], [`run_executor`]): the same code as `weir executor`, without
+//! requiring a `weir` binary built beside it.
+
+mod bench;
+mod cluster;
+mod executor;
+mod files;
+mod plan;
+mod process;
+mod profile;
+mod run;
+mod serve;
+mod train;
+mod validate;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+pub use executor::{run as run_executor, ExecutorArgs};
+
+/// Logs to stderr, filtered by `WEIR_LOG` (default `warn`).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The `weir` binary: parses the command line, runs the command, prints an error chain on failure.
+pub fn main() -> ExitCode {
+    init_logging();
+    match Cli::parse().run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// weir serves ML service graphs: ONNX models and tensor ops compiled into timely dataflow.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse, validate and plan a graph, printing every problem with its YAML location.
+    Validate(validate::ValidateArgs),
+    /// Serve a graph in-process over a generated workload and print throughput, latency and accuracy.
+    Run(run::RunArgs),
+    /// Serve graphs over HTTP with the Open Inference Protocol (KServe v2), until SIGTERM or Ctrl-C.
+    Serve(serve::ServeArgs),
+    /// Serve ONNX models to graphs on other processes or hosts over zenoh, until SIGTERM or Ctrl-C.
+    Executor(executor::ExecutorArgs),
+    /// Train a digits classifier (MLP or LeNet-style CNN) with candle and write it as ONNX.
+    Train(train::TrainArgs),
+    /// ParM parity models.
+    #[command(subcommand)]
+    Parity(train::ParityCommand),
+    /// Kairos: pick a heterogeneous executor pool within a budget from latency profiles.
+    Plan(plan::PlanArgs),
+    /// Run a benchmark experiment (see benchmarks/README.md).
+    #[command(disable_help_flag = true)]
+    Bench(bench::BenchArgs),
+    /// SERF: measure every (concurrency × intra-op threads) configuration of the graph's model
+    /// nodes on ONNX Runtime and save `<graph dir>/<node>.serf.json`.
+    Profile(profile::ProfileArgs),
+}
+
+impl Cli {
+    /// Runs the command asked for.
+    pub fn run(self) -> Result<()> {
+        match self.command {
+            Command::Validate(a) => validate::run(a),
+            Command::Run(a) => run::run(a),
+            Command::Serve(a) => serve::run(a),
+            Command::Executor(a) => executor::run(a),
+            Command::Train(a) => train::train(a),
+            Command::Parity(train::ParityCommand::Train(a)) => train::parity_train(a),
+            Command::Plan(a) => plan::run(a),
+            Command::Bench(a) => bench::run(a),
+            Command::Profile(a) => profile::run(a),
+        }
+    }
+}

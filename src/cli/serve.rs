@@ -1,0 +1,270 @@
+//! `weir serve`: graphs over HTTP (the Open Inference Protocol) and their streaming connectors,
+//! until SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::RuntimeOptions;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::cluster::ClusterArgs;
+use super::files::{load, FileArgs};
+use super::process::{install_zenoh_security, shutdown_signal};
+
+#[derive(Debug, Args)]
+pub(super) struct ServeArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Graph YAML files; each is a model named by its graph's `name`.
+    #[arg(required = true)]
+    graphs: Vec<PathBuf>,
+    /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
+    /// 127.0.0.1:8000, unless the graphs declare `streams:` (then no HTTP unless asked for).
+    #[arg(long, env = "WEIR_HTTP")]
+    http: Option<String>,
+    /// zenoh endpoint the graphs listen on, for executors started with `--connect` (repeatable).
+    #[arg(long)]
+    zenoh_listen: Vec<String>,
+    /// zenoh endpoint to connect to besides the executors' own (repeatable).
+    #[arg(long)]
+    zenoh_connect: Vec<String>,
+    /// zenoh configuration file (JSON5) for every zenoh session of the graphs (remote executors,
+    /// zenoh streams): TLS, user/password, access control; see examples/zenoh-secure.
+    #[arg(long, env = "WEIR_ZENOH_CONFIG")]
+    zenoh_config: Option<PathBuf>,
+    /// Key file shared by the graph and its executors: HAMS role assignments are signed with it
+    /// (HMAC-SHA256) and executors apply only assignments that verify.
+    #[arg(long, env = "WEIR_CONTROL_KEY_FILE")]
+    control_key_file: Option<PathBuf>,
+    /// Timely worker threads per graph.
+    #[arg(long, default_value_t = 1, env = "WEIR_WORKERS")]
+    workers: usize,
+    /// Requests admitted at once per graph; more get 503.
+    #[arg(long, default_value_t = 1024, env = "WEIR_MAX_IN_FLIGHT")]
+    max_in_flight: usize,
+    /// Per-request deadline in milliseconds, the body's upload included; an upload unfinished by
+    /// then gets 408, an answer not ready by then 504.
+    #[arg(long, default_value_t = 30_000, env = "WEIR_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: u64,
+    /// Largest request body in bytes; larger gets 413.
+    #[arg(long, default_value_t = 64 << 20, env = "WEIR_MAX_BODY_BYTES")]
+    max_body_bytes: usize,
+    /// Request body bytes held by all requests at once; past it new requests get 503 with
+    /// Retry-After. At least --max-body-bytes.
+    #[arg(long, default_value_t = 1 << 30, env = "WEIR_MAX_INFLIGHT_BYTES")]
+    max_inflight_bytes: usize,
+    /// Longest a client may take to send a request's headers, in milliseconds, counted from when
+    /// the connection is ready for a request (so an idle kept-alive connection is closed after it
+    /// too); then its connection is closed.
+    #[arg(long, default_value_t = 10_000, env = "WEIR_HEADER_TIMEOUT_MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// HTTP connections open at once; past it a connection gets 503 with Retry-After and is
+    /// closed. Keep it below the file-descriptor limit (`ulimit -n`).
+    #[arg(long, default_value_t = 1024, env = "WEIR_MAX_CONNECTIONS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// On SIGTERM, longest to wait in milliseconds for requests in flight before closing their
+    /// connections; requests already in a graph are still answered by its shutdown.
+    #[arg(long, default_value_t = 30_000, env = "WEIR_DRAIN_TIMEOUT_MS")]
+    drain_timeout_ms: u64,
+    /// File holding a bearer token every endpoint but liveness requires (keep it mode 0600; a
+    /// file readable by group or others is warned about).
+    #[arg(long, conflicts_with = "auth_token")]
+    auth_token_file: Option<PathBuf>,
+    /// Bearer token every endpoint but liveness requires. Command-line arguments are visible to
+    /// other local users (`ps`): prefer --auth-token-file or the WEIR_AUTH_TOKEN env var.
+    #[arg(long, env = "WEIR_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+    /// Longest JSON line a JSON-lines stream reads, in bytes; a longer line is skipped and answered
+    /// with an error document (default: --max-body-bytes).
+    #[arg(long, env = "WEIR_MAX_LINE_BYTES")]
+    max_line_bytes: Option<usize>,
+    #[command(flatten)]
+    files: FileArgs,
+}
+
+pub(super) fn run(args: ServeArgs) -> Result<()> {
+    install_zenoh_security(
+        args.zenoh_config.as_deref(),
+        args.control_key_file.as_deref(),
+    )?;
+    let token = match (&args.auth_token_file, &args.auth_token) {
+        (Some(path), _) => Some(weir_connectors::http::AuthToken::from_file(path)?),
+        (None, Some(t)) => Some(weir_connectors::http::AuthToken::new(t)?),
+        (None, None) => None,
+    };
+    if args.max_inflight_bytes < args.max_body_bytes {
+        bail!(
+            "--max-inflight-bytes ({}) is below --max-body-bytes ({}): bodies between the two would be refused forever",
+            args.max_inflight_bytes,
+            args.max_body_bytes
+        );
+    }
+    let mut running = Vec::new();
+    for path in &args.graphs {
+        let graph = load(path, &args.files)?;
+        if graph.warnings.warnings().count() > 0 {
+            eprintln!("{}", graph.warnings);
+        }
+        let name = graph.plan.name.clone();
+        if running
+            .iter()
+            .any(|r: &crate::RunningGraph| r.runtime().plan().name == name)
+        {
+            bail!(
+                "{}: a graph named `{name}` is already served",
+                path.display()
+            );
+        }
+        let options = RuntimeOptions {
+            workers: args.workers,
+            max_in_flight: args.max_in_flight,
+            ..RuntimeOptions::default()
+        };
+        let distributed = crate::DistributedOptions {
+            listen: args.zenoh_listen.clone(),
+            connect: args.zenoh_connect.clone(),
+            cluster: args.cluster.options()?,
+        };
+        running.push(
+            crate::start_distributed(graph.plan, options, &distributed)
+                .with_context(|| format!("starting graph `{name}` from {}", path.display()))?,
+        );
+    }
+    let config = weir_connectors::http::HttpConfig {
+        request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+        max_body_bytes: args.max_body_bytes,
+        max_inflight_bytes: args.max_inflight_bytes,
+        header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
+        max_connections: args.max_connections,
+        drain_timeout: std::time::Duration::from_millis(args.drain_timeout_ms),
+        auth_token: token,
+    };
+    let server = weir_connectors::http::HttpServer::new(
+        running
+            .iter()
+            .map(crate::RunningGraph::runtime_handle)
+            .collect(),
+        config,
+        running
+            .iter()
+            .map(crate::RunningGraph::executor_metrics)
+            .collect(),
+    );
+    let streams: Vec<(Arc<crate::GraphRuntime>, crate::StreamConnector)> = running
+        .iter()
+        .flat_map(|r| {
+            let runtime = r.runtime_handle();
+            r.runtime()
+                .plan()
+                .streams
+                .clone()
+                .into_iter()
+                .map(move |c| (Arc::clone(&runtime), c))
+        })
+        .collect();
+    let http = match (&args.http, streams.is_empty()) {
+        (Some(addr), _) => Some(addr.clone()),
+        (None, true) => Some("127.0.0.1:8000".to_string()),
+        (None, false) => None,
+    };
+    let stream_options = weir_connectors::stream::StreamOptions {
+        request_timeout: std::time::Duration::from_millis(args.request_timeout_ms),
+        max_line_bytes: args.max_line_bytes.unwrap_or(args.max_body_bytes),
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        for (runtime, connector) in streams {
+            let what = format!(
+                "{} stream of `{}`",
+                stream_kind(&connector),
+                runtime.plan().name
+            );
+            let stop = stop_rx.clone();
+            tasks.spawn(async move {
+                let report =
+                    weir_connectors::stream::run_stream(runtime, connector, stream_options, stop)
+                        .await;
+                (what, report)
+            });
+        }
+        match &http {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding {addr}"))?;
+                let addr = listener.local_addr()?;
+                println!("weir serving http://{addr}");
+                use std::io::Write;
+                std::io::stdout().flush()?;
+                let stop = stop_tx.clone();
+                server
+                    .serve(listener, async move {
+                        shutdown_signal().await;
+                        let _ = stop.send(true);
+                    })
+                    .await?;
+            }
+            None => {
+                eprintln!("weir streaming ({} connector(s))", tasks.len());
+                let all_done = async {
+                    let mut finished = Vec::new();
+                    while let Some(r) = tasks.join_next().await {
+                        finished.push(r);
+                    }
+                    finished
+                };
+                tokio::select! {
+                    finished = all_done => {
+                        report_streams(finished);
+                        return anyhow::Ok(());
+                    }
+                    _ = shutdown_signal() => {}
+                }
+            }
+        }
+        let _ = stop_tx.send(true);
+        let mut finished = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            finished.push(r);
+        }
+        report_streams(finished);
+        anyhow::Ok(())
+    })?;
+    for graph in running {
+        graph.shutdown();
+    }
+    eprintln!("weir stopped");
+    Ok(())
+}
+
+type StreamOutcome = (
+    String,
+    Result<weir_connectors::stream::StreamReport, weir_connectors::stream::StreamError>,
+);
+
+fn stream_kind(c: &crate::StreamConnector) -> &'static str {
+    match c {
+        crate::StreamConnector::Jsonl { .. } => "JSON-lines",
+        crate::StreamConnector::Zenoh { .. } => "zenoh",
+    }
+}
+
+/// Prints what each streaming connector did, on stderr (stdout may be a stream).
+fn report_streams(finished: Vec<Result<StreamOutcome, tokio::task::JoinError>>) {
+    for outcome in finished {
+        match outcome {
+            Ok((what, Ok(r))) => eprintln!("{what}: {} requests, {} errors", r.requests, r.errors),
+            Ok((what, Err(e))) => eprintln!("{what} stopped: {e}"),
+            Err(e) => eprintln!("a stream connector panicked: {e}"),
+        }
+    }
+}
