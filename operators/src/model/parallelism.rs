@@ -1,7 +1,7 @@
-//! Live parallelism of one model node's executor (SERF, paper §IV-A/§IV-D, note `notes/serf.md`
-//! §2.12, requirements S1–S3): the switchboard the executor's threads read their configuration
-//! from, and the control loop that feeds arrivals to `weir_serf`'s scheduler and applies its
-//! switches.
+//! Live parallelism of one model node's executor ("SERF: Efficient Scheduling for Fast DNN Serving
+//! via Judicious Parallelism", §IV-A and §IV-D): the switchboard the executor's threads read their
+//! configuration from, and the control loop that feeds arrivals to `weir_serf`'s scheduler and
+//! applies its switches.
 //!
 //! **Switching** ([`Switchboard`]). A switchable executor starts `c_max` threads (the largest
 //! concurrency among its configurations). Thread `i` owns one session per thread count `t` it can
@@ -20,12 +20,11 @@
 //! [`weir_serf::scheduler::Scheduler`] with the current time, polls it, and applies a decided switch,
 //! logging it at INFO with node, from, to, `λ̂` and the reason. What it costs on the request path is
 //! one relaxed atomic add per submitted job. The waiting requests the backlog guard watches are read
-//! each tick too: the executor's queue, or — for a graph's only model node, attached with
-//! [`Switchboard::read_load_at`] — the larger of that and every request admitted to the graph and
-//! not answered beyond the `c` the sessions hold, and then the arrivals are admission's count as
-//! well. A dataflow starved of CPU holds requests before they reach the executor, where neither its
-//! queue nor its arrival count sees them (S4 run 6, `benchmarks/SERF.md`); admission sees them at
-//! once.
+//! each tick too: the executor's queue, or — for a graph's only model node, started with the
+//! graph's admission counters ([`AutoOptions::admission`]) — the larger of that and every request
+//! admitted to the graph and not answered beyond the `c` the sessions hold, and then the arrivals
+//! are admission's count as well. A dataflow starved of CPU holds requests before they reach the
+//! executor, where neither its queue nor its arrival count sees them; admission sees them at once.
 //!
 //! **Online re-profiling** ([`weir_serf::online`]). Each executor thread brackets its calls with
 //! [`Switchboard::begin_call`] / [`Switchboard::end_call`]: a short lock keeps the number of calls
@@ -41,7 +40,7 @@
 //! time is not one request's service time.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -89,6 +88,9 @@ pub struct AutoOptions {
     pub initial: Config,
     /// The scheduler's estimator window, period and hysteresis.
     pub scheduler: SchedulerOptions,
+    /// The graph's admission counters, when the node takes every request admitted: the control
+    /// loop then reads its load there (module docs).
+    pub admission: Option<AdmissionGauge>,
 }
 
 /// The service rate of one tuple (`running` requests at once, `threads` intra-op threads each) as the
@@ -212,6 +214,7 @@ struct ProfileGauges {
     explorations: u64,
     backlog_switches: u64,
     samples_settling: u64,
+    reads_admission: bool,
     service_rates: Vec<ServiceRate>,
     service_by_load: Vec<LoadServiceRate>,
     standings: Vec<Standing>,
@@ -242,8 +245,6 @@ pub(crate) struct Switchboard {
     samples: Mutex<Vec<ServedCall>>,
     samples_dropped: AtomicU64,
     gauges: Mutex<ProfileGauges>,
-    /// The graph's admission, when the node reads its load there (module docs).
-    admission: OnceLock<AdmissionGauge>,
     /// Requests waiting in front of the node's sessions at the last tick.
     waiting: AtomicU64,
 }
@@ -292,7 +293,6 @@ impl Switchboard {
                 samples: Mutex::new(Vec::new()),
                 samples_dropped: AtomicU64::new(0),
                 gauges: Mutex::new(ProfileGauges::default()),
-                admission: OnceLock::new(),
                 waiting: AtomicU64::new(0),
             }),
             rxs,
@@ -386,12 +386,6 @@ impl Switchboard {
         self.arrivals.swap(0, Ordering::Relaxed)
     }
 
-    /// Makes the control loop read arrivals and waiting requests at the graph's admission from
-    /// now on; false when it already does.
-    pub(crate) fn read_load_at(&self, admission: AdmissionGauge) -> bool {
-        self.admission.set(admission).is_ok()
-    }
-
     fn set_rate(&self, rate: f64) {
         self.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
     }
@@ -459,9 +453,13 @@ impl Switchboard {
         std::mem::take(&mut *self.samples.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    fn gauges(&self) -> std::sync::MutexGuard<'_, ProfileGauges> {
+        self.gauges.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn publish(&self, scheduler: &Scheduler) {
         let c = scheduler.counters();
-        let mut g = self.gauges.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.gauges();
         g.profile_updates = c.reevaluations;
         g.ranking_changes = c.ranking_changes;
         g.explorations = c.explorations;
@@ -486,7 +484,7 @@ impl Switchboard {
 
     /// The gauges now.
     pub(crate) fn snapshot(&self) -> ParallelismSnapshot {
-        let g = self.gauges.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.gauges();
         ParallelismSnapshot {
             concurrency: self.concurrency.load(Ordering::Relaxed),
             threads: self.threads.load(Ordering::Relaxed),
@@ -498,7 +496,7 @@ impl Switchboard {
             backlog_switches: g.backlog_switches,
             samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
             samples_settling: g.samples_settling,
-            reads_admission: self.admission.get().is_some(),
+            reads_admission: g.reads_admission,
             waiting: self.waiting.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
             service_by_load: g.service_by_load.clone(),
@@ -532,9 +530,18 @@ impl Controller {
         let tick = (options.scheduler.period / 10).max(Duration::from_millis(10));
         let (stop, stopped) = bounded::<()>(0);
         let node = board.node.clone();
+        let admission = options.admission;
+        board.gauges().reads_admission = admission.is_some();
         let handle = std::thread::Builder::new()
             .name(format!("serf-{node}"))
-            .spawn(move || control_loop((&board, &stats), scheduler, tick, origin, &stopped))
+            .spawn(move || {
+                let load = Load {
+                    board: &board,
+                    stats: &stats,
+                    admission: admission.as_ref(),
+                };
+                control_loop(load, scheduler, tick, origin, &stopped)
+            })
             .map_err(|e| SchedulerError::BadOptions(format!("spawning the control thread: {e}")))?;
         Ok(Controller {
             stop: Some(stop),
@@ -575,8 +582,20 @@ impl ExecutorLoad {
     }
 }
 
+/// Where the control loop reads a node's load: its switchboard (arrivals, service times), its
+/// executor's counters (queue), and the graph's admission when the node takes every request.
+struct Load<'a> {
+    board: &'a Switchboard,
+    stats: &'a LoadStats,
+    admission: Option<&'a AdmissionGauge>,
+}
+
 fn control_loop(
-    (board, stats): (&Switchboard, &LoadStats),
+    Load {
+        board,
+        stats,
+        admission,
+    }: Load<'_>,
     mut scheduler: Scheduler,
     tick: Duration,
     origin: Instant,
@@ -593,7 +612,7 @@ fn control_loop(
             arrivals: board.take_arrivals(),
             queued: stats.queue_depth(),
         };
-        let load = match board.admission.get() {
+        let load = match admission {
             Some(gauge) => {
                 let admitted = gauge.admitted();
                 let seen = at_executor.with_admission(

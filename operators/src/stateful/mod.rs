@@ -17,7 +17,7 @@ pub mod proxy;
 
 pub use local::LocalStatefulTransport;
 pub use operator::StatefulOperator;
-pub use proxy::{Begin, ProxyStatus, StatefulNodeHandle, Suspicion, SuspicionSink};
+pub use proxy::{Begin, ManagerLinks, ProxyStatus, StatefulNodeHandle, Suspicion, SuspicionSink};
 
 use weir_engine::batch::TensorColumn;
 use weir_hams::protocol::RunHeader;
