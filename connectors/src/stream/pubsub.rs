@@ -13,7 +13,9 @@ use tokio::task::JoinSet;
 use tracing::warn;
 use weir_engine::runtime::GraphRuntime;
 
-use super::{answer_document, error_document, StreamError, StreamOptions, StreamReport};
+use super::{
+    answer_document, error_document, DocumentError, StreamError, StreamOptions, StreamReport,
+};
 use crate::zenoh_peer::peer_config;
 
 /// The key expressions of a zenoh stream.
@@ -80,11 +82,12 @@ pub async fn run_zenoh(
             let (reply, failed) = match document {
                 Some(document) => answer_document(&runtime, &document, id, options).await,
                 None => {
-                    let message = format!(
-                        "sample {number}: {size} bytes, over the limit of {} bytes",
-                        options.max_line_bytes
-                    );
-                    (error_document(&id, &message), true)
+                    let error = DocumentError::SampleTooLarge {
+                        number,
+                        size,
+                        limit: options.max_line_bytes,
+                    };
+                    (error_document(&id, &error), true)
                 }
             };
             if let Err(e) = publisher.put(reply).await {
