@@ -2,8 +2,8 @@
 //! document is published on the `publish` key expression. Runs until shutdown.
 //!
 //! Replies are published with blocking congestion control: zenoh's default for puts drops a sample
-//! when a link's queue is full, which under load lost replies silently (an integration test on the
-//! 2-core CI machine got 45 of 51); blocking holds the reply's task until the link drains, and
+//! when a link's queue is full, which under load loses replies silently on a machine whose cores
+//! the graph keeps busy; blocking holds the reply's task until the link drains, and
 //! `max_in_flight` bounds how many wait.
 
 use std::sync::Arc;
