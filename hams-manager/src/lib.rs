@@ -21,18 +21,18 @@
 //! journals it). [`Coordinator::start`] then takes the running graph, assigns the first roles and
 //! starts the manager's thread.
 //!
-//! - [`roles`]: each node's primary, backup and epoch, where they are kept, and the assignments
-//!   that tell the members;
-//! - [`detection`]: what gives a failure away, and the one queue every event goes through;
-//! - [`recovery`]: the failover of a primary, step by step.
+//! - `roles.rs`: each node's primary, backup and epoch ([`Roles`]), where they are kept
+//!   ([`RoleStore`]), and the assignments that tell the members;
+//! - `detection.rs`: what gives a failure away, and the one queue every event goes through;
+//! - `recovery.rs`: the failover of a primary, step by step ([`Recovery`]).
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod detection;
-pub mod recovery;
-pub mod roles;
+mod detection;
+mod recovery;
+mod roles;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

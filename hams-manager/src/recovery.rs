@@ -17,7 +17,7 @@
 //! 5. off the critical path: each rolled-back node's old primary (alive and well) becomes its new
 //!    backup by a whole-state transfer (HAMS §IV-E: full states, not updates, are replicated, so
 //!    an old primary can be overwritten). F runs solo until a member of F comes (back) alive,
-//!    which is made its backup ([`crate::detection`]). F's old primary is never reused while it
+//!    which is made its backup (`detection.rs`). F's old primary is never reused while it
 //!    holds its liveliness: a stalled process (SIGSTOP) would only block the recovery.
 //!
 //! Under checkpoints the promoted backup holds the last checkpoint and F's proxy replays every

@@ -22,7 +22,7 @@
 //! outputs with their element types, the per-row shape the model file declares where its
 //! dimensions are fixed, and one row per row sent: anything else is the job's error.
 //!
-//! Stateful nodes' batches (HAMS) go over the same session through [`hams`]'s transport.
+//! Stateful nodes' batches (HAMS) go over the same session through [`ZenohStatefulTransport`].
 
 mod hams;
 

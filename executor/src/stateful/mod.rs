@@ -24,8 +24,8 @@
 //! new primary. Every call and message carries an epoch; stale ones are refused or dropped
 //! (fencing).
 //!
-//! This module starts a member and holds what its threads share; [`control`] is the control
-//! thread, [`primary`] the run and shipper threads.
+//! This module starts a member and holds what its threads share; `control.rs` is the control
+//! thread, `primary.rs` the run and shipper threads.
 
 mod control;
 mod layout;
