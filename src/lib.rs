@@ -26,10 +26,12 @@ pub mod workload;
 use std::path::Path;
 use std::sync::Arc;
 
+use weir_engine::dataflow::egress::{replicated_nodes, ReplyTable, RequestLog};
 pub use weir_engine::diagnostic::{Diagnostic, Diagnostics};
 pub use weir_engine::paths::FileRules;
 pub use weir_engine::plan::Plan;
 pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
+use weir_engine::runtime::{AdmissionGauge, RuntimeParts};
 pub use weir_engine::runtime::{ClusterOptions, GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{
     BatchingSpec, Device, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder, RemoteExecutorSpec,
@@ -38,10 +40,11 @@ pub use weir_engine::stream::{StreamConnector, StreamEnd};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};
 pub use weir_engine::{lineage, validate};
 use weir_executor::client::ZenohReplicas;
-use weir_executor::hams_manager::HamsManager;
 pub use weir_hams as hams;
+use weir_hams_manager::{Coordinator, HamsManager};
 pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
-use weir_operators::OperatorFactory;
+use weir_operators::stateful::ManagerLinks;
+use weir_operators::{OperatorFactory, SharedHandles};
 
 /// A graph read, validated and planned, with the warnings validation raised.
 #[derive(Debug, Clone)]
@@ -151,7 +154,7 @@ pub enum StartError {
     Zenoh(#[from] weir_connectors::zenoh_peer::SessionError),
     /// Stateful nodes' roles could not be assigned.
     #[error(transparent)]
-    Hams(#[from] weir_executor::hams_manager::ManagerError),
+    Hams(#[from] weir_hams_manager::ManagerError),
 }
 
 /// A graph running in this process, with its executors.
@@ -269,7 +272,22 @@ fn executor_endpoints(plan: &Plan) -> (bool, Vec<String>) {
     (remote, endpoints)
 }
 
+/// Whether `plan` has a stateful node on executors (one the HAMS manager drives).
+fn has_managed_nodes(plan: &Plan) -> bool {
+    plan.nodes.iter().any(|n| match &n.node.kind {
+        validate::NodeKind::Model(m) => m.state.is_some() && weir_operators::on_executors(m),
+        _ => false,
+    })
+}
+
 /// As [`start`], reaching the remote executors the plan names over zenoh with `distributed`.
+///
+/// The shared handles are made before anything that uses them, and handed down through
+/// constructors: the zenoh session; the request log, admission's counters and, when stateful
+/// nodes run on executors, the HAMS manager's [`Coordinator`]; then the executors, replica pools
+/// and stateful proxies (the factory); the reply table around the request log, with the
+/// coordinator's release hook; the runtime around the table and the counters; and last the
+/// manager, which takes the running graph and assigns the first roles.
 ///
 /// # Errors
 /// As [`start`], or when zenoh cannot start or a remote executor does not come alive.
@@ -288,44 +306,54 @@ pub fn start_distributed(
     } else {
         None
     };
-    let factory = Arc::new(OperatorFactory::start_with_remotes(
+    let requests = Arc::new(RequestLog::default());
+    let admission = AdmissionGauge::default();
+    let coordinator =
+        (zenoh.is_some() && has_managed_nodes(&plan)).then(|| Coordinator::new(&plan.name));
+    let links = coordinator.as_ref().map(|c| ManagerLinks {
+        requests: Arc::clone(&requests),
+        suspicions: c.suspicions(),
+    });
+    let factory = Arc::new(OperatorFactory::start_with(
         &plan,
-        zenoh
-            .as_deref()
-            .map(|z| z as &dyn weir_operators::RemoteReplicaSource),
+        SharedHandles {
+            remotes: zenoh
+                .as_deref()
+                .map(|z| z as &dyn weir_operators::RemoteReplicaSource),
+            // In a cluster, requests admitted here may be served by another process's executor.
+            admission: distributed.cluster.is_none().then_some(&admission),
+            manager: links.as_ref(),
+        },
     )?);
-    let remote_stateful: Vec<_> = factory
+    let managed: Vec<_> = factory
         .stateful_nodes()
         .into_iter()
-        .filter(|h| {
-            h.members
-                .iter()
-                .any(|m| matches!(m, validate::ReplicaTarget::Remote(_)))
-        })
+        .filter(|h| h.is_managed())
         .collect();
-    let hams = match (&zenoh, remote_stateful.is_empty()) {
-        (Some(z), false) => Some(Arc::new(HamsManager::start(
-            z.session(),
-            &plan.name,
-            remote_stateful,
-            z.member_sessions(),
-            std::time::Duration::from_secs(15),
-        )?)),
-        _ => None,
-    };
+    let replies = Arc::new(ReplyTable::new(
+        requests,
+        replicated_nodes(&plan),
+        coordinator
+            .as_ref()
+            .map(|c| c.release_hook(managed.clone())),
+    ));
     let runtime = Arc::new(GraphRuntime::start_in(
         plan,
         factory.clone(),
         options,
         distributed.cluster.clone(),
+        RuntimeParts { replies, admission },
     )?);
-    if let Some(h) = &hams {
-        h.attach(Arc::clone(&runtime));
-    }
-    if distributed.cluster.is_none() {
-        // In a cluster, requests admitted here may be served by another process's executor.
-        factory.read_load_at_admission(runtime.plan(), &runtime.admission());
-    }
+    let hams = match (coordinator, &zenoh) {
+        (Some(c), Some(z)) => Some(Arc::new(c.start(
+            z.session(),
+            managed,
+            z.member_sessions(),
+            Arc::clone(&runtime),
+            std::time::Duration::from_secs(15),
+        )?)),
+        _ => None,
+    };
     Ok(RunningGraph {
         runtime,
         factory,

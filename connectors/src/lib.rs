@@ -1,10 +1,11 @@
 //! weir's ingress and egress connectors. Each turns its protocol's requests into
 //! `weir_engine::runtime::GraphRuntime::submit` calls and writes the replies back.
 //!
-//! - [`http`]: the Open Inference Protocol (KServe v2) over HTTP, with Prometheus metrics.
+//! - [`oip`]: the Open Inference Protocol (KServe v2) apart from any transport: requests and
+//!   replies, one request's path through a graph, and the protocol's errors.
+//! - [`http`]: the protocol over HTTP, with Prometheus metrics.
 //! - [`stream`]: the same requests and replies as a stream, from JSON lines (a file or stdin/stdout)
 //!   or zenoh key expressions, so a graph runs as a stream processor without HTTP.
-//! - [`infer`]: running one protocol request through a graph, shared by both.
 //! - [`echo`]: client text quoted in errors, cut to a bound.
 //! - [`zenoh_peer`]: zenoh sessions as weir opens them (also used by remote executors).
 
@@ -14,6 +15,6 @@
 
 pub mod echo;
 pub mod http;
-pub mod infer;
+pub mod oip;
 pub mod stream;
 pub mod zenoh_peer;

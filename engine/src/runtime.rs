@@ -6,6 +6,10 @@
 //! applies the in-flight limit, registers the responder and hands the request to a worker's ingress
 //! round-robin. [`GraphRuntime::shutdown`] stops admission, lets every admitted request finish, and
 //! joins the workers: nothing admitted is ever dropped.
+//!
+//! The handles the runtime shares with parts built before it ([`RuntimeParts`]: the reply table
+//! with its request log, and admission's counters) are made by the caller first and passed in, so
+//! a stateful node's proxy or a SERF control loop holds them from its own constructor.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -17,7 +21,7 @@ use timely::{Config, WorkerConfig};
 use tracing::{error, info};
 
 use crate::compile::{compile, NodeFactory};
-use crate::dataflow::egress::ReplyTable;
+use crate::dataflow::egress::{replicated_nodes, ReplyTable};
 use crate::dataflow::exchange::PROCESS_SHIFT;
 use crate::dataflow::ingress::{ingress, AdmittedRequest};
 use crate::plan::Plan;
@@ -75,7 +79,8 @@ struct Worker {
 /// Admission's counters of one runtime, readable from any thread: how many requests the graph
 /// admitted so far and how many of them are not answered yet. Unlike an executor's own counters
 /// they see a request the moment it enters, even while the dataflow has not yet moved it on.
-#[derive(Debug, Clone)]
+/// Made before the runtime ([`RuntimeParts`]); the runtime counts into it.
+#[derive(Debug, Clone, Default)]
 pub struct AdmissionGauge {
     admitted: Arc<AtomicU64>,
     in_flight: Arc<AtomicUsize>,
@@ -93,6 +98,31 @@ impl AdmissionGauge {
     }
 }
 
+/// The handles a runtime shares with what is built before it, made first by the caller.
+#[derive(Debug, Clone)]
+pub struct RuntimeParts {
+    /// Pending requests and how to answer them; with replicated stateful nodes, the request log
+    /// and the release gate too.
+    pub replies: Arc<ReplyTable>,
+    /// Admission's counters.
+    pub admission: AdmissionGauge,
+}
+
+impl RuntimeParts {
+    /// Parts for `plan` with nothing shared yet: a reply table gating on the plan's replicated
+    /// stateful nodes, without a release hook, and fresh counters.
+    pub fn for_plan(plan: &Plan) -> RuntimeParts {
+        RuntimeParts {
+            replies: Arc::new(ReplyTable::new(
+                Arc::default(),
+                replicated_nodes(plan),
+                None,
+            )),
+            admission: AdmissionGauge::default(),
+        }
+    }
+}
+
 /// A graph running in this process.
 pub struct GraphRuntime {
     plan: Arc<Plan>,
@@ -102,8 +132,7 @@ pub struct GraphRuntime {
     replies: Arc<ReplyTable>,
     next_id: AtomicU64,
     next_worker: AtomicUsize,
-    in_flight: Arc<AtomicUsize>,
-    admitted: Arc<AtomicU64>,
+    admission: AdmissionGauge,
     closed: AtomicBool,
     /// Keep each pending request's inputs (replicated stateful nodes may need it run again).
     log_requests: bool,
@@ -129,11 +158,13 @@ impl GraphRuntime {
         factory: Arc<dyn NodeFactory>,
         options: RuntimeOptions,
     ) -> Result<GraphRuntime, RuntimeError> {
-        GraphRuntime::start_in(plan, factory, options, None)
+        let parts = RuntimeParts::for_plan(&plan);
+        GraphRuntime::start_in(plan, factory, options, None, parts)
     }
 
-    /// As [`GraphRuntime::start`], as one process of a timely cluster when `cluster` is given
-    /// (this blocks until every process of the cluster has connected).
+    /// As [`GraphRuntime::start`], around the handles in `parts`, as one process of a timely
+    /// cluster when `cluster` is given (this blocks until every process of the cluster has
+    /// connected).
     ///
     /// # Errors
     /// As [`GraphRuntime::start`], or when the cluster cannot form.
@@ -142,6 +173,7 @@ impl GraphRuntime {
         factory: Arc<dyn NodeFactory>,
         options: RuntimeOptions,
         cluster: Option<ClusterOptions>,
+        parts: RuntimeParts,
     ) -> Result<GraphRuntime, RuntimeError> {
         let workers = options.workers.max(1);
         let process = cluster.as_ref().map_or(0, |c| c.process);
@@ -156,22 +188,8 @@ impl GraphRuntime {
         }
         let first_worker = process * workers;
         let plan = Arc::new(plan);
-        let replies = Arc::new(ReplyTable::default());
-        let replicated: Vec<u32> = plan
-            .nodes
-            .iter()
-            .filter(|n| match &n.node.kind {
-                crate::validate::NodeKind::Model(m) => {
-                    m.state.as_ref().is_some_and(|s| s.replicated())
-                }
-                _ => false,
-            })
-            .map(|n| n.lineage_id)
-            .collect();
-        let log_requests = !replicated.is_empty();
-        if log_requests {
-            replies.set_replicated(replicated);
-        }
+        let RuntimeParts { replies, admission } = parts;
+        let log_requests = replies.keeps_requests();
         let mut senders = Vec::with_capacity(workers);
         let mut receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -294,8 +312,7 @@ impl GraphRuntime {
             replies,
             next_id: AtomicU64::new(((process as u64) << PROCESS_SHIFT) | 1),
             next_worker: AtomicUsize::new(0),
-            in_flight: Arc::new(AtomicUsize::new(0)),
-            admitted: Arc::new(AtomicU64::new(0)),
+            admission,
             closed: AtomicBool::new(false),
             log_requests,
             options,
@@ -309,7 +326,7 @@ impl GraphRuntime {
 
     /// Requests admitted and not yet answered.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.admission.in_flight()
     }
 
     /// Requests admitted and not yet answered, at most (the `max_in_flight` option): no client
@@ -321,10 +338,7 @@ impl GraphRuntime {
     /// A live view of admission's counters, for a component that must see the load where it
     /// enters the graph (SERF's control loop of a graph's only model node).
     pub fn admission(&self) -> AdmissionGauge {
-        AdmissionGauge {
-            admitted: Arc::clone(&self.admitted),
-            in_flight: Arc::clone(&self.in_flight),
-        }
+        self.admission.clone()
     }
 
     /// Requests answered so far.
@@ -507,21 +521,24 @@ impl GraphRuntime {
             });
         }
         let limit = self.options.max_in_flight.max(1);
-        let before = self.in_flight.fetch_add(n, Ordering::AcqRel);
+        let in_flight = &self.admission.in_flight;
+        let before = in_flight.fetch_add(n, Ordering::AcqRel);
         if before + n > limit {
-            self.in_flight.fetch_sub(n, Ordering::AcqRel);
+            in_flight.fetch_sub(n, Ordering::AcqRel);
             return Err(RequestError::Overloaded {
                 in_flight: before,
                 limit,
             });
         }
-        self.admitted.fetch_add(n as u64, Ordering::Relaxed);
+        self.admission
+            .admitted
+            .fetch_add(n as u64, Ordering::Relaxed);
         Ok(self.next_id.fetch_add(n as u64, Ordering::Relaxed))
     }
 
     /// Files `responder` as the answer to `request`, releasing its in-flight slot when called.
     fn register(&self, request: &AdmittedRequest, responder: Responder) {
-        let in_flight = Arc::clone(&self.in_flight);
+        let in_flight = Arc::clone(&self.admission.in_flight);
         let responder: Responder = Box::new(move |outcome| {
             in_flight.fetch_sub(1, Ordering::AcqRel);
             responder(outcome);

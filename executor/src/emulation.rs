@@ -1,13 +1,14 @@
-//! Emulated instance types (Kairos experiments, notes/kairos.md §7): how long a `weir executor`
-//! holds a call it has just run for real, so one machine can stand in for a pool of different
-//! machines.
+//! Emulated instance types: how long a `weir executor` holds a call it has just run for real, so
+//! one machine can stand in for a pool of different machines, as the heterogeneous pools of
+//! cloud instances in "Kairos: Cost-Efficient ML Inference with Heterogeneous Cloud Resources"
+//! (§7) are.
 //!
 //! - [`Emulation::Slowdown`] (`--slowdown F`): a machine F times slower at everything. The call is
 //!   held until F × its real time has passed. Every batch size is slowed alike, so no type is
 //!   better than another at any particular batch size.
 //! - [`Emulation::Latency`] (`--emulate-latency BASE_MS,PER_ROW_MS`): a machine whose call of `n`
 //!   rows takes `BASE_MS + PER_ROW_MS × n` milliseconds, the linear batch-size → latency profile the
-//!   paper measured (Pearson > 0.99, notes §2.7). A GPU-like type has a large fixed cost and a small
+//!   paper measured (Pearson > 0.99, Kairos §5.1). A GPU-like type has a large fixed cost and a small
 //!   per-row cost; a CPU-like type the opposite, so large queries are cheaper on one and small ones
 //!   on the other: the batch-size affinity Kairos's cost model exploits. The call is held until
 //!   that time has passed since it could start, or for its real time if that is longer.
@@ -167,7 +168,7 @@ impl Emulation {
     }
 }
 
-/// A slowdown factor must be a number ≥ 1 (1 is this machine's own speed).
+/// A slowdown factor must be a number ≥ 1 (1 is the speed of the machine the executor runs on).
 fn check_slowdown(f: f64) -> Result<(), EmulationError> {
     if f.is_finite() && f >= 1.0 {
         Ok(())

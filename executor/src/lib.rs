@@ -14,8 +14,9 @@
 //! executor that dies (its token disappears when its link drops) or stops answering (timeouts).
 //!
 //! Stateful models (HAMS) are served by [`stateful::StatefulMember`]s (`--stateful NAME=PATH`):
-//! primary or backup of a stateful node as the graph's manager ([`hams_manager`]) assigns, under
-//! `<prefix>/hams/<model>/…`.
+//! primary or backup of a stateful node as the graph's manager (the `weir-hams-manager` crate)
+//! assigns, under `<prefix>/hams/<model>/…`. The graph side of their batches is
+//! [`client::ZenohStatefulTransport`].
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
@@ -23,7 +24,6 @@
 
 pub mod client;
 pub mod emulation;
-pub mod hams_manager;
 pub mod protocol;
 mod reply_check;
 pub mod server;

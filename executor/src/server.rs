@@ -7,7 +7,7 @@
 //! another replica). The liveliness token is declared last, once every model is loaded and served,
 //! so a graph never sees a replica that cannot answer yet.
 //!
-//! Emulated heterogeneity (Kairos experiments, notes/kairos.md §7; [`crate::emulation`]): the
+//! Emulated heterogeneity (Kairos's pools of instance types; [`crate::emulation`]): the
 //! session thread that ran a job sleeps before replying until the emulated type's time for the job
 //! has passed (F × its real time with `--slowdown F`; `BASE + PER_ROW × rows` with
 //! `--emulate-latency`), so the process behaves like another instance type, with real ONNX Runtime

@@ -2,7 +2,9 @@
 //!
 //! [`OperatorFactory`] implements the engine's [`NodeFactory`]: it owns the process-wide resources
 //! (one ONNX Runtime executor per model node, started before any worker runs so a bad model fails
-//! at start-up) and builds each node's operator on every worker. One folder per operator family:
+//! at start-up) and builds each node's operator on every worker. What the graph process made
+//! before it ([`SharedHandles`]: the remote executors' client, admission's counters, the HAMS
+//! manager's links) reaches each executor and proxy through its constructor. One folder per operator family:
 //! [`model`] (ONNX Runtime executors, replica pools), [`parity`] (ParM coding around a model node),
 //! [`stateful`] (HAMS: stateful nodes' proxies and operator) and [`tensor`] (inline tensor ops).
 //! Each family that exports `/metrics` series writes them in its own `metrics` module;
@@ -29,13 +31,15 @@ use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
 use weir_engine::plan::{Plan, PlannedNode};
 use weir_engine::runtime::AdmissionGauge;
-use weir_engine::validate::{NodeKind, RemoteExecutor, ReplicaTarget};
+use weir_engine::validate::{ModelNode, NodeKind, RemoteExecutor, ReplicaTarget};
 
 use model::{
     ExecError, ExecutorConfig, InferenceService, LoadSnapshot, LocalReplica, ModelExecutor,
     ModelOperator, OrtRuntime, Replica, ReplicaPool,
 };
-use stateful::{LocalStatefulTransport, StatefulNodeHandle, StatefulOperator, StatefulTransport};
+use stateful::{
+    LocalStatefulTransport, ManagerLinks, StatefulNodeHandle, StatefulOperator, StatefulTransport,
+};
 use tensor::operator::TensorOperator;
 use tensor::TensorOp;
 
@@ -56,6 +60,49 @@ pub trait RemoteReplicaSource: Send + Sync {
     /// source has one.
     fn stateful_transport(&self) -> Option<Arc<dyn stateful::StatefulTransport>> {
         None
+    }
+}
+
+/// What the graph process made before the factory, handed to the nodes that use it.
+#[derive(Clone, Copy, Default)]
+pub struct SharedHandles<'a> {
+    /// Replicas on remote executors and the stateful transport to them (none: every replica
+    /// runs in this process).
+    pub remotes: Option<&'a dyn RemoteReplicaSource>,
+    /// The graph's admission counters, for the SERF control loop of a `parallelism: auto` node
+    /// that takes every admitted request (see [`takes_every_request`]). None in a cluster, where
+    /// requests admitted here may be served by another process's executor.
+    pub admission: Option<&'a AdmissionGauge>,
+    /// The HAMS manager's links, for the stateful nodes on executors.
+    pub manager: Option<&'a ManagerLinks>,
+}
+
+impl std::fmt::Debug for SharedHandles<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedHandles")
+            .field("remotes", &self.remotes.is_some())
+            .field("admission", &self.admission)
+            .field("manager", &self.manager)
+            .finish()
+    }
+}
+
+/// Whether model node `id` takes every request admitted to `plan`, so that the load at admission
+/// is all its own: the plan's only model node, served by one in-process executor without
+/// replicas, parity or state.
+pub fn takes_every_request(plan: &Plan, id: &str) -> bool {
+    let mut models = plan.nodes.iter().filter_map(|n| match &n.node.kind {
+        NodeKind::Model(m) => Some((n, m)),
+        _ => None,
+    });
+    match (models.next(), models.next()) {
+        (Some((n, m)), None) => {
+            n.node.id == id
+                && m.replicas == [ReplicaTarget::Local]
+                && m.parity.is_none()
+                && m.state.is_none()
+        }
+        _ => false,
     }
 }
 
@@ -99,7 +146,7 @@ fn scheduler_options(
     }
 }
 
-fn executor_config(n: &PlannedNode, m: &weir_engine::validate::ModelNode) -> ExecutorConfig {
+fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
     ExecutorConfig {
         node: n.node.id.clone(),
         path: m.path.clone(),
@@ -131,21 +178,22 @@ impl OperatorFactory {
     ///
     /// # Errors
     /// When ONNX Runtime is missing, a model's session cannot be created, or a node names a
-    /// remote replica (use [`OperatorFactory::start_with_remotes`]).
+    /// remote replica (use [`OperatorFactory::start_with`]).
     pub fn start(plan: &Plan) -> Result<OperatorFactory, ExecError> {
-        OperatorFactory::start_with_remotes(plan, None)
+        OperatorFactory::start_with(plan, SharedHandles::default())
     }
 
     /// Starts every model node's replicas: in-process executors here, remote ones through
-    /// `remotes`.
+    /// `shared.remotes`; each node gets the handles of `shared` it uses.
     ///
     /// # Errors
     /// When ONNX Runtime is missing, a session cannot be created, or a remote replica cannot be
     /// reached.
-    pub fn start_with_remotes(
+    pub fn start_with(
         plan: &Plan,
-        remotes: Option<&dyn RemoteReplicaSource>,
+        shared: SharedHandles<'_>,
     ) -> Result<OperatorFactory, ExecError> {
+        let remotes = shared.remotes;
         let mut factory = OperatorFactory {
             executors: HashMap::new(),
             pools: HashMap::new(),
@@ -167,7 +215,7 @@ impl OperatorFactory {
                 continue;
             };
             if let Some(spec) = &m.state {
-                let node = start_stateful(plan, n, m, spec, runtime.as_ref(), remotes)?;
+                let node = start_stateful(plan, n, m, spec, runtime.as_ref(), shared)?;
                 factory.stateful.insert(n.node.id.clone(), node);
                 continue;
             }
@@ -188,6 +236,10 @@ impl OperatorFactory {
                                     ),
                                     initial: auto.initial,
                                     scheduler: scheduler_options(auto),
+                                    admission: shared
+                                        .admission
+                                        .filter(|_| takes_every_request(plan, &n.node.id))
+                                        .cloned(),
                                 },
                             )?,
                             None => ModelExecutor::start(runtime, config.clone())?,
@@ -293,26 +345,6 @@ impl OperatorFactory {
         v
     }
 
-    /// Lets a `parallelism: auto` node read its load where requests enter the graph: its arrivals
-    /// from `admission`'s count and, as waiting, every admitted request beyond those its sessions
-    /// hold (so a backlog the dataflow holds in front of the executor counts). Only when that load is
-    /// all the node's: the plan has one model node, served by one in-process executor without
-    /// replicas, parity or state; returns whether it was attached.
-    pub fn read_load_at_admission(&self, plan: &Plan, admission: &AdmissionGauge) -> bool {
-        let model_nodes = plan
-            .nodes
-            .iter()
-            .filter(|n| matches!(n.node.kind, NodeKind::Model(_)))
-            .count();
-        let plain = self.pools.is_empty() && self.parity.is_empty() && self.stateful.is_empty();
-        match (model_nodes, plain, self.executors.values().next()) {
-            (1, true, Some(executor)) if self.executors.len() == 1 => {
-                executor.read_load_at(admission.clone())
-            }
-            _ => false,
-        }
-    }
-
     /// The in-process executor of model node `node`, if it has one.
     pub fn executor(&self, node: &str) -> Option<&ModelExecutor> {
         self.executors.get(node).map(|e| &**e)
@@ -387,25 +419,25 @@ impl NodeFactory for OperatorFactory {
     }
 }
 
-/// Starts a stateful node: its proxy, and the transport its batches run over (a thread of this
-/// process for an unreplicated local node, the remote source's HAMS transport otherwise).
+/// Whether a stateful node runs on executors (the graph's HAMS manager drives it).
+pub fn on_executors(m: &ModelNode) -> bool {
+    m.replicas
+        .iter()
+        .any(|r| matches!(r, ReplicaTarget::Remote(_)))
+}
+
+/// Starts a stateful node: its proxy (with the manager's links when it runs on executors), and
+/// the transport its batches run over (a thread of this process for an unreplicated local node,
+/// the remote source's HAMS transport otherwise).
 fn start_stateful(
     plan: &Plan,
     n: &PlannedNode,
-    m: &weir_engine::validate::ModelNode,
+    m: &ModelNode,
     spec: &weir_engine::stateful::StatefulNode,
     runtime: Option<&OrtRuntime>,
-    remotes: Option<&dyn RemoteReplicaSource>,
+    shared: SharedHandles<'_>,
 ) -> Result<(Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>), ExecError> {
-    let replicated: Vec<u32> = plan
-        .nodes
-        .iter()
-        .filter(|p| match &p.node.kind {
-            NodeKind::Model(pm) => pm.state.as_ref().is_some_and(|s| s.replicated()),
-            _ => false,
-        })
-        .map(|p| p.lineage_id)
-        .collect();
+    let replicated = weir_engine::dataflow::egress::replicated_nodes(plan);
     let inputs: Vec<String> = n.node.inputs.iter().map(|p| p.name.clone()).collect();
     let outputs: Vec<(String, weir_engine::tensor::DType)> = m
         .metadata
@@ -426,6 +458,7 @@ fn start_stateful(
         outputs.iter().map(|(o, _)| o.clone()).collect(),
         if m.batched { m.batching.max_size } else { 1 }.max(1),
         replicated,
+        shared.manager.filter(|_| on_executors(m)).cloned(),
     ));
     let local = m.replicas.first() == Some(&ReplicaTarget::Local);
     let transport: Arc<dyn StatefulTransport> = if local {
@@ -444,7 +477,8 @@ fn start_stateful(
         handle.assign_primary(1, LOCAL_PRIMARY.to_string());
         Arc::new(LocalStatefulTransport::start(&n.node.id, model))
     } else {
-        remotes
+        shared
+            .remotes
             .and_then(RemoteReplicaSource::stateful_transport)
             .ok_or_else(|| ExecError::Unavailable {
                 node: n.node.id.clone(),

@@ -1,31 +1,26 @@
-//! Every way an HTTP request can fail, and the one place each maps to a status code.
-//! The body is always `{"error": "..."}`, its text cut to [`crate::echo::ERROR_MAX_BYTES`].
+//! Every way an HTTP request can fail, and the one place each maps to a status code: the
+//! protocol's own errors ([`OipError`], shared with the streams) and the transport's (body,
+//! token, readiness, unknown model). The body is always `{"error": "..."}`, its text cut to
+//! [`crate::echo::ERROR_MAX_BYTES`].
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use weir_engine::request::RequestError;
 
 use super::metrics::Outcome;
-use super::protocol::ProtocolError;
 use crate::echo::cap_error;
+use crate::oip::{OipError, ProtocolError};
 
 /// Why an HTTP request got no outputs.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The body or a field is malformed.
+    /// The protocol's own failure: a malformed body or field, an unknown output, the graph's
+    /// refusal or error, the deadline.
     #[error(transparent)]
-    Malformed(#[from] ProtocolError),
+    Protocol(#[from] OipError),
     /// The request names a model this server does not serve.
     #[error("unknown model `{0}`")]
     UnknownModel(String),
-    /// The request names an output the graph does not have.
-    #[error("outputs: graph `{graph}` has no output `{output}`")]
-    UnknownOutput {
-        /// Graph.
-        graph: String,
-        /// Output asked for.
-        output: String,
-    },
     /// The body is larger than the configured limit.
     #[error("body over the limit of {limit} bytes")]
     BodyTooLarge {
@@ -56,24 +51,19 @@ pub enum ServeError {
     /// The server is not (or no longer) ready.
     #[error("not ready")]
     NotReady,
-    /// The graph refused or failed the request.
-    #[error(transparent)]
-    Request(#[from] RequestError),
-    /// The request's deadline passed before its answer.
-    #[error("deadline of {ms} ms exceeded")]
-    Deadline {
-        /// The deadline.
-        ms: u64,
-    },
+}
+
+impl From<ProtocolError> for ServeError {
+    fn from(e: ProtocolError) -> Self {
+        ServeError::Protocol(OipError::Malformed(e))
+    }
 }
 
 impl ServeError {
     /// The status code and the metrics outcome.
     pub fn status(&self) -> (StatusCode, Outcome) {
         match self {
-            ServeError::Malformed(_) | ServeError::UnknownOutput { .. } => {
-                (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
-            }
+            ServeError::Protocol(e) => protocol_status(e),
             ServeError::UnknownModel(_) => (StatusCode::NOT_FOUND, Outcome::InvalidRequest),
             ServeError::BodyTooLarge { .. } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, Outcome::InvalidRequest)
@@ -87,20 +77,29 @@ impl ServeError {
             }
             ServeError::Unauthorized => (StatusCode::UNAUTHORIZED, Outcome::InvalidRequest),
             ServeError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable),
-            ServeError::Request(RequestError::Invalid { .. }) => {
-                (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
-            }
-            ServeError::Request(RequestError::Overloaded { .. }) => {
-                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Overloaded)
-            }
-            ServeError::Request(RequestError::ShuttingDown { .. }) => {
-                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable)
-            }
-            ServeError::Request(RequestError::Node { .. }) => {
-                (StatusCode::INTERNAL_SERVER_ERROR, Outcome::NodeFailed)
-            }
-            ServeError::Deadline { .. } => (StatusCode::GATEWAY_TIMEOUT, Outcome::DeadlineExceeded),
         }
+    }
+}
+
+/// The status code and the metrics outcome of a protocol error.
+fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
+    match e {
+        OipError::Malformed(_) | OipError::UnknownOutput { .. } => {
+            (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
+        }
+        OipError::Request(RequestError::Invalid { .. }) => {
+            (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
+        }
+        OipError::Request(RequestError::Overloaded { .. }) => {
+            (StatusCode::SERVICE_UNAVAILABLE, Outcome::Overloaded)
+        }
+        OipError::Request(RequestError::ShuttingDown { .. }) => {
+            (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable)
+        }
+        OipError::Request(RequestError::Node { .. }) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, Outcome::NodeFailed)
+        }
+        OipError::Deadline { .. } => (StatusCode::GATEWAY_TIMEOUT, Outcome::DeadlineExceeded),
     }
 }
 

@@ -4,8 +4,8 @@
 //! Each running graph is a v2 model named by the graph's `name`; its inputs and outputs are the
 //! model's tensors, shown with a leading batch dimension of -1. A request may send tensors with that
 //! batch dimension (each row becomes one graph request, and the reply stacks the rows) or without
-//! it (one graph request). `protocol/` parses and writes bodies (JSON and the binary tensor
-//! extension), `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
+//! it (one graph request). Bodies are parsed, run and written by [`crate::oip`], which the
+//! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
 //! cap, drain), `body.rs` the body budget and reads, `auth.rs` the bearer token.
 
@@ -14,7 +14,6 @@ mod body;
 mod error;
 mod listener;
 pub mod metrics;
-pub mod protocol;
 mod server;
 
 pub use auth::{AuthToken, AuthTokenError};

@@ -27,8 +27,10 @@ use super::body::{read_body, ByteBudget, BytesPermit};
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
-use super::protocol::{datatype_name, parse_infer_request, InferRequest, HEADER_LENGTH};
-use crate::infer::run_infer;
+use crate::oip::{
+    datatype_name, parse_infer_request, run_infer, InferRequest, OipError, ProtocolError,
+    HEADER_LENGTH,
+};
 
 /// How the server behaves.
 #[derive(Debug, Clone)]
@@ -346,14 +348,14 @@ fn byte_count(
     headers: &HeaderMap,
     name: &str,
     field: &str,
-) -> Result<Option<usize>, super::protocol::ProtocolError> {
+) -> Result<Option<usize>, ProtocolError> {
     headers
         .get(name)
         .map(|v| {
             v.to_str()
                 .ok()
                 .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| super::protocol::ProtocolError {
+                .ok_or_else(|| ProtocolError {
                     field: field.into(),
                     message: "not a byte count".into(),
                 })
@@ -389,7 +391,9 @@ async fn infer_inner(
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
     let response = match run_request(served, request, remaining).await {
         // The client's deadline is the configured one, however much of it the upload used.
-        Err(ServeError::Deadline { .. }) => Err(ServeError::Deadline { ms: timeout_ms }),
+        Err(ServeError::Protocol(OipError::Deadline { .. })) => {
+            Err(OipError::Deadline { ms: timeout_ms }.into())
+        }
         other => other,
     };
     drop(permit);

@@ -17,7 +17,9 @@ use weir_engine::paths::{open_input, open_output, FileRules, OutputMode};
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamEnd;
 
-use super::{answer_document, error_document, StreamError, StreamOptions, StreamReport};
+use super::{
+    answer_document, error_document, DocumentError, StreamError, StreamOptions, StreamReport,
+};
 
 /// Bytes read from the input at a time.
 const READ_BUFFER_BYTES: usize = 64 << 10;
@@ -178,11 +180,11 @@ pub async fn run_jsonl(
                 "Rejected an over-long stream line."
             );
             report.errors += 1;
-            let message = format!(
-                "line {number}: over the limit of {} bytes",
-                options.max_line_bytes
-            );
-            let _ = tx.send(error_document(&id, &message)).await;
+            let error = DocumentError::LineTooLong {
+                line: number,
+                limit: options.max_line_bytes,
+            };
+            let _ = tx.send(error_document(&id, &error)).await;
             drop(permit);
             continue;
         }

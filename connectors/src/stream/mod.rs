@@ -4,9 +4,11 @@
 //! order requests complete. Each request and reply is an Open Inference Protocol (KServe v2) JSON
 //! document, the same as the HTTP body, so the same tools write and read them.
 //!
-//! A request without an `id` gets one (`line-<n>` or `sample-<n>`), so every reply names its
-//! request. A request that cannot be parsed or fails in the graph gets an error document
-//! `{"id": ..., "error": ...}` instead — never silence — and the stream goes on. At most
+//! Requests are parsed, run and answered by [`crate::oip`], as over HTTP. A request without an
+//! `id` gets one (`line-<n>` or `sample-<n>`), so every reply names its request. A request that is
+//! over the document cap, cannot be parsed or fails in the graph gets an error document
+//! `{"id": ..., "error": ...}` instead ([`DocumentError`]) — never silence — and the stream goes
+//! on. At most
 //! [`StreamOptions::max_in_flight`] requests run at once; reading waits beyond that
 //! (back-pressure). On shutdown, reading stops and every request already read is answered before
 //! the connector returns.
@@ -23,8 +25,7 @@ use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamConnector;
 
 use crate::echo::{cap_error, quote};
-use crate::http::protocol::parse_infer_request;
-use crate::infer::run_infer;
+use crate::oip::{parse_infer_request, run_infer, OipError};
 
 /// How streaming connectors behave.
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +76,33 @@ pub enum StreamError {
     /// A stream file may not be opened (not a regular file, an existing output, outside the root).
     #[error(transparent)]
     File(#[from] weir_engine::paths::FileError),
+}
+
+/// Why a request read from a stream was answered with an error document.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// The protocol's own failure: a malformed document or field, an unknown output, the graph's
+    /// refusal or error, the deadline.
+    #[error(transparent)]
+    Protocol(#[from] OipError),
+    /// A JSON line over the document cap ([`StreamOptions::max_line_bytes`]).
+    #[error("line {line}: over the limit of {limit} bytes")]
+    LineTooLong {
+        /// The line's number.
+        line: u64,
+        /// The cap.
+        limit: usize,
+    },
+    /// A zenoh sample over the document cap ([`StreamOptions::max_line_bytes`]).
+    #[error("sample {number}: {size} bytes, over the limit of {limit} bytes")]
+    SampleTooLarge {
+        /// The sample's number.
+        number: u64,
+        /// Its size in bytes.
+        size: usize,
+        /// The cap.
+        limit: usize,
+    },
 }
 
 /// Runs `connector` for `runtime` until its input ends or `shutdown` flips to true.
@@ -129,7 +157,7 @@ pub(crate) async fn answer_document(
                 .ok()
                 .and_then(|d| d.id)
                 .unwrap_or(fallback_id);
-            return (error_document(&id, &e.to_string()), true);
+            return (error_document(&id, &OipError::from(e).into()), true);
         }
     };
     let id = request.id.get_or_insert(fallback_id).clone();
@@ -140,7 +168,7 @@ pub(crate) async fn answer_document(
     }
     match run_infer(runtime, request, options.request_timeout).await {
         Ok((body, _)) => (body, false),
-        Err(e) => (error_document(&id, &e.to_string()), true),
+        Err(e) => (error_document(&id, &e.into()), true),
     }
 }
 
@@ -153,8 +181,8 @@ struct IdOnly {
 
 /// The error document for request `id`: the id quoted short, the message capped (see
 /// [`crate::echo`]), so a hostile request never gets an unbounded document back.
-fn error_document(id: &str, message: &str) -> Vec<u8> {
-    let message = cap_error(message.to_string());
+fn error_document(id: &str, error: &DocumentError) -> Vec<u8> {
+    let message = cap_error(error.to_string());
     json!({"id": quote(id), "error": message})
         .to_string()
         .into_bytes()

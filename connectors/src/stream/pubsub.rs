@@ -2,8 +2,8 @@
 //! document is published on the `publish` key expression. Runs until shutdown.
 //!
 //! Replies are published with blocking congestion control: zenoh's default for puts drops a sample
-//! when a link's queue is full, which under load lost replies silently (an integration test on the
-//! 2-core CI machine got 45 of 51); blocking holds the reply's task until the link drains, and
+//! when a link's queue is full, which under load loses replies silently on a machine whose cores
+//! the graph keeps busy; blocking holds the reply's task until the link drains, and
 //! `max_in_flight` bounds how many wait.
 
 use std::sync::Arc;
@@ -13,7 +13,9 @@ use tokio::task::JoinSet;
 use tracing::warn;
 use weir_engine::runtime::GraphRuntime;
 
-use super::{answer_document, error_document, StreamError, StreamOptions, StreamReport};
+use super::{
+    answer_document, error_document, DocumentError, StreamError, StreamOptions, StreamReport,
+};
 use crate::zenoh_peer::peer_config;
 
 /// The key expressions of a zenoh stream.
@@ -80,11 +82,12 @@ pub async fn run_zenoh(
             let (reply, failed) = match document {
                 Some(document) => answer_document(&runtime, &document, id, options).await,
                 None => {
-                    let message = format!(
-                        "sample {number}: {size} bytes, over the limit of {} bytes",
-                        options.max_line_bytes
-                    );
-                    (error_document(&id, &message), true)
+                    let error = DocumentError::SampleTooLarge {
+                        number,
+                        size,
+                        limit: options.max_line_bytes,
+                    };
+                    (error_document(&id, &error), true)
                 }
             };
             if let Err(e) = publisher.put(reply).await {

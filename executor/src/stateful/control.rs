@@ -185,8 +185,10 @@ fn drain(ctx: &Context) {
     }
 }
 
-/// R7: the primary goes back to the version it retained at `to` (or at its own durable floor,
-/// when that is later); everything it made after is void. Returns the version it is at now.
+/// The primary goes back to the version it retained at `to` (or at its own durable floor, when
+/// that is later); everything it made after is void. This is the correlated failure of "HAMS:
+/// High Availability for Distributed Machine Learning Service Graphs" §IV-C (Fig. 6): its input
+/// was rolled back and its backup is gone too. Returns the version it is at now.
 fn roll_back(inner: &mut Inner, a: &Assign, to: Seq) -> Result<Seq, String> {
     let target = to.max(inner.floor());
     let Some((_, state)) = inner.retained.get(&target).cloned() else {
@@ -321,7 +323,8 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
         }
         Role::Backup { .. } => {
             // A demoted primary's versions were speculative: the new primary's whole state
-            // overwrites them (R8). A fresh backup starts from version 0 like its primary.
+            // overwrites them (HAMS §IV-E: full states are replicated, so an old primary becomes
+            // a backup by overwriting). A fresh backup starts from version 0 like its primary.
             inner.apply.reset(a.epoch, 0);
             inner.replies.clear();
             inner.retained.clear();

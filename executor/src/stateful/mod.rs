@@ -1,5 +1,6 @@
-//! A stateful model on an executor process (HAMS's proxy, note §1.3): the member of a stateful
-//! node's replica pair, primary or backup as the graph's manager assigns it.
+//! A stateful model on an executor process, with what the paper calls its proxy's state manager
+//! ("HAMS: High Availability for Distributed Machine Learning Service Graphs", §III-A): the member
+//! of a stateful node's replica pair, primary or backup as the graph's manager assigns it.
 //!
 //! Three threads, so nothing waits on zenoh's callback threads:
 //! - the **run** thread (primary) runs batches strictly in sequence order from the current state
@@ -11,15 +12,20 @@
 //!
 //! Modes: under NSPB the run thread answers a batch as soon as it is computed (speculative
 //! output), ships its state while the next batch computes, and moves on to the new version (the
-//! update stage) once fewer than [`MAX_UNACKED`] versions wait for the backup (the primary keeps
-//! every unacknowledged version: note §2.6's buffer rule, bounded). Under Remus it answers only
-//! after the backup applied the version. A primary without a backup runs *solo* (note §2.9 gap 5):
-//! its own versions count as durable once their dependencies are, and it announces them itself.
-//! A promoted backup drops unapplied tuples (gap 4) and re-announces its applied version (gap 8).
-//! Every call and message carries an epoch; stale ones are refused or dropped (fencing).
+//! update stage) once fewer than [`MAX_UNACKED`] versions wait for the backup (HAMS §III-B,
+//! §IV-C). The primary keeps every version its backup has not applied, so that it can roll back
+//! when its input is rolled back and its backup is gone too (HAMS §IV-C); [`MAX_UNACKED`] bounds
+//! them. Under Remus it answers only after the backup applied the version. A primary without a
+//! backup runs *solo*: its own versions count as durable once their dependencies are, and it
+//! announces them itself (the paper leaves open how a node goes on without a backup; waiting
+//! for one would stall every reply that depends on the node). A promoted backup drops the tuples
+//! it received and did not apply (no later node was told of them) and announces its applied
+//! version again, so a downstream backup waiting for it from the old backup hears it from the
+//! new primary. Every call and message carries an epoch; stale ones are refused or dropped
+//! (fencing).
 //!
-//! This module starts a member and holds what its threads share; [`control`] is the control
-//! thread, [`primary`] the run and shipper threads.
+//! This module starts a member and holds what its threads share; `control.rs` is the control
+//! thread, `primary.rs` the run and shipper threads.
 
 mod control;
 mod layout;
@@ -67,13 +73,14 @@ pub struct StatefulOptions {
     /// Delay before each state tuple is sent (a slow state link).
     pub state_delay: Duration,
     /// Emulated extra compute per batch (a sleep after the real ONNX Runtime call, before the
-    /// reply): the regime of the paper's GPU models, whose batches take tens to hundreds of ms,
-    /// without spending this machine's two cores on it (notes/hams.md §5.2's method).
+    /// reply): the regime of the paper's GPU models (HAMS §VI-A), whose batches take tens to
+    /// hundreds of ms, without spending the machine's cores on it.
     pub compute: Duration,
-    /// Chaos for tests (R11): send every protocol message (state tuple, acknowledgement,
-    /// durability announcement) twice; receivers must act on each once.
+    /// Chaos for tests: send every protocol message (state tuple, acknowledgement, durability
+    /// announcement) twice; receivers must act on each once.
     pub duplicate_messages: bool,
-    /// Chaos for tests (R11): swap every other pair of state tuples on the way to the backup.
+    /// Chaos for tests: swap every other pair of state tuples on the way to the backup; the
+    /// backup must apply them in order all the same.
     pub reorder_messages: bool,
 }
 
@@ -102,7 +109,7 @@ struct Inner {
     acked: Seq,
     shipped: Seq,
     replies: BTreeMap<Seq, Vec<u8>>,
-    /// Primary: the primary buffer (note §2.6, R7). The state at the durable floor (the version
+    /// Primary: the primary buffer (HAMS §IV-C). The state at the durable floor (the version
     /// its backup applied, or its solo rule made durable) and every version made since, with its
     /// state tuple's header (its dependencies). From it the primary rolls back when its backup is
     /// gone and its input is rolled back, goes solo without losing track of undurable versions,

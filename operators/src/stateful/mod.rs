@@ -1,12 +1,13 @@
-//! Stateful model nodes (HAMS) on the graph side: the proxy of each stateful node (HAMS's request
-//! manager), the timely operator that feeds it, and the transport it runs batches over.
+//! Stateful model nodes on the graph side: the proxy of each stateful node (what "HAMS: High
+//! Availability for Distributed Machine Learning Service Graphs" calls its proxy's request
+//! manager, §III-A), the timely operator that feeds it, and the transport it runs batches over.
 //!
 //! A stateful node's batches form one sequence of state versions: batch `n` turns version `n - 1`
 //! into version `n`, run by the node's current primary. The [`proxy::StatefulNodeHandle`] numbers
 //! batches, records each row's output until its reply leaves the graph (so a retried request that
 //! already passed the node is answered from the record, never run twice), keeps the dependencies
 //! of every batch not yet durable (for the rollback set), and is paused, rolled back and resumed
-//! by the manager during a failover. The [`operator`] drops stale rows (superseded attempts),
+//! by the manager (`weir-hams-manager`) during a failover. The [`operator`] drops stale rows (superseded attempts),
 //! replays recorded outputs, cuts the rest into batches and pipelines them to the primary.
 //! [`local::LocalStatefulTransport`] runs an unreplicated stateful node in this process; the
 //! zenoh transport to executor processes is `weir-executor`'s.
@@ -18,7 +19,7 @@ pub mod proxy;
 
 pub use local::LocalStatefulTransport;
 pub use operator::StatefulOperator;
-pub use proxy::{Begin, ProxyStatus, StatefulNodeHandle, Suspicion, SuspicionSink};
+pub use proxy::{Begin, ManagerLinks, ProxyStatus, StatefulNodeHandle, Suspicion, SuspicionSink};
 
 use weir_engine::batch::TensorColumn;
 use weir_hams::protocol::RunHeader;

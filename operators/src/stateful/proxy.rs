@@ -3,16 +3,20 @@
 //!
 //! Shared by the node's timely operator (which sends and records) and the HAMS manager (which
 //! pauses, rolls back and resumes it); everything sits behind one mutex, so a rollback and the
-//! operator's "is this row live, then send it" never interleave (note §2.9 gap 2: a row killed by
-//! a rollback is never sent afterwards).
+//! operator's "is this row live, then send it" never interleave: a row of an attempt a rollback
+//! made stale is never sent afterwards, so no speculative input outlives the rollback ("HAMS:
+//! High Availability for Distributed Machine Learning Service Graphs", §IV-E).
+//!
+//! A node on executors is built with its [`ManagerLinks`]: the request log it reads liveness
+//! from, and the manager's queue it reports suspicions to. Both exist before the proxy.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use timely::scheduling::SyncActivator;
 use tracing::info;
 use weir_engine::batch::{Batch, TensorColumn};
-use weir_engine::dataflow::egress::ReplyTable;
+use weir_engine::dataflow::egress::RequestLog;
 use weir_engine::placement::ReplicaTarget;
 use weir_engine::request::original_id;
 use weir_engine::stateful::StatefulNode;
@@ -31,7 +35,25 @@ pub enum Begin {
 }
 
 /// Where a proxy's suspicions go (the manager's queue).
-pub type SuspicionSink = Box<dyn Fn(Suspicion) + Send + Sync>;
+pub type SuspicionSink = Arc<dyn Fn(Suspicion) + Send + Sync>;
+
+/// What a stateful node on executors shares with the graph's HAMS manager, given to its proxy
+/// at construction.
+#[derive(Clone)]
+pub struct ManagerLinks {
+    /// The graph's request log: rows of a request's superseded attempts are stale.
+    pub requests: Arc<RequestLog>,
+    /// The manager's queue, where the operator reports a primary it could not reach.
+    pub suspicions: SuspicionSink,
+}
+
+impl std::fmt::Debug for ManagerLinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerLinks")
+            .field("requests", &self.requests)
+            .finish()
+    }
+}
 
 /// The operator reports a primary it could not reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,8 +111,8 @@ pub struct StatefulNodeHandle {
     pub replicated: Vec<NodeId>,
     state: Mutex<ProxyState>,
     activator: Mutex<Option<SyncActivator>>,
-    suspects: Mutex<Option<SuspicionSink>>,
-    replies: OnceLock<Arc<ReplyTable>>,
+    /// The manager's links (none: the node runs in this process, unmanaged).
+    links: Option<ManagerLinks>,
 }
 
 impl std::fmt::Debug for StatefulNodeHandle {
@@ -121,7 +143,8 @@ pub struct ProxyStatus {
 }
 
 impl StatefulNodeHandle {
-    /// A proxy for node `node`, paused until the manager names a primary.
+    /// A proxy for node `node`, paused until the manager names a primary; `links` for a node
+    /// on executors, which the graph's manager drives.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         node: String,
@@ -132,6 +155,7 @@ impl StatefulNodeHandle {
         outputs: Vec<String>,
         max_batch: usize,
         replicated: Vec<NodeId>,
+        links: Option<ManagerLinks>,
     ) -> Self {
         StatefulNodeHandle {
             node,
@@ -154,8 +178,7 @@ impl StatefulNodeHandle {
                 sent: BTreeMap::new(),
             }),
             activator: Mutex::new(None),
-            suspects: Mutex::new(None),
-            replies: OnceLock::new(),
+            links,
         }
     }
 
@@ -184,19 +207,15 @@ impl StatefulNodeHandle {
         *self.activator.lock().unwrap_or_else(|p| p.into_inner()) = Some(activator);
     }
 
-    /// The manager registers where suspicions go.
-    pub fn set_suspects(&self, sink: SuspicionSink) {
-        *self.suspects.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    /// Whether the graph's HAMS manager drives this node (it runs on executors).
+    pub fn is_managed(&self) -> bool {
+        self.links.is_some()
     }
 
-    /// The runtime's reply table, for telling live rows from stale ones.
-    pub fn set_replies(&self, replies: Arc<ReplyTable>) {
-        let _ = self.replies.set(replies);
-    }
-
-    /// Whether a row of request attempt `id` is live (stale rows are dropped).
+    /// Whether a row of request attempt `id` is live (stale rows are dropped). Every row of an
+    /// unmanaged node is: nothing rolls it back.
     pub fn is_live(&self, id: u64) -> bool {
-        self.replies.get().is_none_or(|r| r.is_live(id))
+        self.links.as_ref().is_none_or(|l| l.requests.is_live(id))
     }
 
     /// Names the primary at `epoch` and resumes sending.
@@ -383,13 +402,8 @@ impl StatefulNodeHandle {
 
     /// The operator could not reach the primary of `epoch`.
     pub fn suspect(&self, epoch: Epoch, why: String) {
-        if let Some(tx) = self
-            .suspects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            tx(Suspicion {
+        if let Some(links) = &self.links {
+            (links.suspicions)(Suspicion {
                 node: self.node_id,
                 epoch,
                 why,

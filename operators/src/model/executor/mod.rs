@@ -333,14 +333,6 @@ impl ModelExecutor {
         }
     }
 
-    /// Makes a switchable executor's control loop read arrivals and waiting requests at the graph's
-    /// admission ([`super::parallelism`]); false for a fixed executor or when already attached.
-    pub fn read_load_at(&self, admission: weir_engine::runtime::AdmissionGauge) -> bool {
-        self.board
-            .as_ref()
-            .is_some_and(|b| b.read_load_at(admission))
-    }
-
     /// The parallelism gauges of a switchable executor (`None` for a fixed one).
     pub fn parallelism(&self) -> Option<ParallelismSnapshot> {
         self.board.as_ref().map(|b| b.snapshot())

@@ -9,6 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::echo::{ERROR_MAX_BYTES, QUOTE_MAX_CHARS};
+use weir_engine::tensor::TensorData;
 
 fn field_of(body: &str) -> String {
     parse_infer_request(body.as_bytes(), None)

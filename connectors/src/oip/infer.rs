@@ -1,6 +1,6 @@
 //! One Open Inference Protocol request run through a graph: a leading batch dimension split into
 //! rows, every row awaited within a deadline, the reply stacked and written. Shared by every
-//! connector that speaks the protocol (HTTP, JSON lines, zenoh), so they answer alike.
+//! transport that speaks the protocol (HTTP, JSON lines, zenoh), so they answer alike.
 //!
 //! The row count is checked before anything is sized by it: a request of more rows than the
 //! graph's in-flight limit could never be admitted whole (each row is one graph request), and a
@@ -18,20 +18,18 @@ use weir_engine::request::RequestError;
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::tensor::{element_count, NamedTensor, Tensor, TensorData};
 
+use super::error::{perr, OipError};
+use super::{encode_infer_reply, InferRequest, ReplyTensor, PARAMETERS_MAX_BYTES};
 use crate::echo::quote;
-use crate::http::protocol::{
-    encode_infer_reply, InferRequest, ProtocolError, ReplyTensor, PARAMETERS_MAX_BYTES,
-};
-use crate::http::ServeError;
 
-fn malformed(field: String, message: String) -> ServeError {
-    ServeError::Malformed(ProtocolError { field, message })
+fn malformed(field: String, message: String) -> OipError {
+    OipError::Malformed(perr(field, message))
 }
 
 /// Checks a request's row count and per-row sizes: returns whether its inputs carry a batch
 /// dimension and how many rows it has. Afterwards every input's data is exactly `rows` rows of
 /// a non-zero element count each.
-fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, usize), ServeError> {
+fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, usize), OipError> {
     let plan = runtime.plan();
     let mut batch: Option<(bool, usize)> = None;
     for (i, input) in request.inputs.iter().enumerate() {
@@ -127,12 +125,12 @@ fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, u
 /// output is binary, the JSON header's length.
 ///
 /// # Errors
-/// A [`ServeError`] naming what was wrong with the request, or the graph's own error.
+/// An [`OipError`] naming what was wrong with the request, or the graph's own error.
 pub async fn run_infer(
     runtime: &GraphRuntime,
     request: InferRequest,
     timeout: Duration,
-) -> Result<(Vec<u8>, Option<usize>), ServeError> {
+) -> Result<(Vec<u8>, Option<usize>), OipError> {
     let plan = runtime.plan();
     let (batched, rows) = check_rows(runtime, &request).inspect_err(|e| {
         debug!(graph = %plan.name, error = %e, "Rejected an infer request.");
@@ -147,7 +145,7 @@ pub async fn run_infer(
     };
     for (o, _) in &outputs {
         if !plan.outputs.iter().any(|p| &p.name == o) {
-            return Err(ServeError::UnknownOutput {
+            return Err(OipError::UnknownOutput {
                 graph: plan.name.clone(),
                 output: quote(o).into_owned(),
             });
@@ -158,7 +156,7 @@ pub async fn run_infer(
     // Request parameters travel through the graph with every row (later stages read them); the
     // rows share one copy.
     let parameters = request.parameters.clone();
-    let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, ServeError> {
+    let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, OipError> {
         let (tx, rx) = oneshot::channel();
         runtime.submit_with_parameters(
             inputs,
@@ -223,7 +221,7 @@ pub async fn run_infer(
         answers
     })
     .await
-    .map_err(|_| ServeError::Deadline {
+    .map_err(|_| OipError::Deadline {
         ms: timeout.as_millis() as u64,
     })?;
     let responses = answers.into_iter().collect::<Result<Vec<_>, _>>()?;

@@ -1,7 +1,7 @@
-//! Live parallelism of one model node's executor (SERF, paper §IV-A/§IV-D, note `notes/serf.md`
-//! §2.12, requirements S1–S3): the switchboard the executor's threads read their configuration
-//! from, and the control loop that feeds arrivals to `weir_serf`'s scheduler and applies its
-//! switches.
+//! Live parallelism of one model node's executor ("SERF: Efficient Scheduling for Fast DNN Serving
+//! via Judicious Parallelism", §IV-A and §IV-D): the switchboard the executor's threads read their
+//! configuration from, and the control loop that feeds arrivals to `weir_serf`'s scheduler and
+//! applies its switches.
 //!
 //! **Switching** ([`Switchboard`]). A switchable executor starts `c_max` threads (the largest
 //! concurrency among its configurations). Thread `i` owns one session per thread count `t` it can
@@ -20,12 +20,11 @@
 //! [`weir_serf::scheduler::Scheduler`] with the current time, polls it, and applies a decided switch,
 //! logging it at INFO with node, from, to, `λ̂` and the reason. What it costs on the request path is
 //! one relaxed atomic add per submitted job. The waiting requests the backlog guard watches are read
-//! each tick too: the executor's queue, or — for a graph's only model node, attached with
-//! [`Switchboard::read_load_at`] — the larger of that and every request admitted to the graph and
-//! not answered beyond the `c` the sessions hold, and then the arrivals are admission's count as
-//! well. A dataflow starved of CPU holds requests before they reach the executor, where neither its
-//! queue nor its arrival count sees them (S4 run 6, `benchmarks/SERF.md`); admission sees them at
-//! once.
+//! each tick too: the executor's queue, or — for a graph's only model node, started with the
+//! graph's admission counters ([`AutoOptions::admission`]) — the larger of that and every request
+//! admitted to the graph and not answered beyond the `c` the sessions hold, and then the arrivals
+//! are admission's count as well. A dataflow starved of CPU holds requests before they reach the
+//! executor, where neither its queue nor its arrival count sees them; admission sees them at once.
 //!
 //! **Online re-profiling** ([`weir_serf::online`]). Each executor thread brackets its calls with
 //! [`Switchboard::begin_call`] / [`Switchboard::end_call`]: a short lock keeps the number of calls
@@ -39,24 +38,25 @@
 //! changes the ranking is logged at INFO; counters and the measured rates are in the snapshot.
 //! Batched calls of more than one row are not samples: the model has no batching, and a batch's
 //! time is not one request's service time.
+//!
+//! This file holds the switchboard and the gauges; `control.rs` the control loop.
+
+mod control;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::model::executor::LoadStats;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
-use tracing::{debug, info, warn};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use weir_engine::runtime::AdmissionGauge;
 use weir_serf::config::Config;
 use weir_serf::online::BandEstimate;
-use weir_serf::scheduler::{
-    Reprofile, Scheduler, SchedulerError, SchedulerOptions, ServedCall, Standing,
-};
+use weir_serf::scheduler::{Scheduler, SchedulerOptions, ServedCall, Standing};
 use weir_serf::table::Candidates;
 
 pub mod metrics;
+
+pub(crate) use control::Controller;
 
 /// Service-time samples kept between two control ticks; more are dropped (and counted).
 pub const SAMPLE_BUFFER: usize = 4096;
@@ -91,6 +91,9 @@ pub struct AutoOptions {
     pub initial: Config,
     /// The scheduler's estimator window, period and hysteresis.
     pub scheduler: SchedulerOptions,
+    /// The graph's admission counters, when the node takes every request admitted: the control
+    /// loop then reads its load there (module docs).
+    pub admission: Option<AdmissionGauge>,
 }
 
 /// The service rate of one tuple (`running` requests at once, `threads` intra-op threads each) as the
@@ -214,6 +217,7 @@ struct ProfileGauges {
     explorations: u64,
     backlog_switches: u64,
     samples_settling: u64,
+    reads_admission: bool,
     service_rates: Vec<ServiceRate>,
     service_by_load: Vec<LoadServiceRate>,
     standings: Vec<Standing>,
@@ -244,8 +248,6 @@ pub(crate) struct Switchboard {
     samples: Mutex<Vec<ServedCall>>,
     samples_dropped: AtomicU64,
     gauges: Mutex<ProfileGauges>,
-    /// The graph's admission, when the node reads its load there (module docs).
-    admission: OnceLock<AdmissionGauge>,
     /// Requests waiting in front of the node's sessions at the last tick.
     waiting: AtomicU64,
 }
@@ -294,7 +296,6 @@ impl Switchboard {
                 samples: Mutex::new(Vec::new()),
                 samples_dropped: AtomicU64::new(0),
                 gauges: Mutex::new(ProfileGauges::default()),
-                admission: OnceLock::new(),
                 waiting: AtomicU64::new(0),
             }),
             rxs,
@@ -388,12 +389,6 @@ impl Switchboard {
         self.arrivals.swap(0, Ordering::Relaxed)
     }
 
-    /// Makes the control loop read arrivals and waiting requests at the graph's admission from
-    /// now on; false when it already does.
-    pub(crate) fn read_load_at(&self, admission: AdmissionGauge) -> bool {
-        self.admission.set(admission).is_ok()
-    }
-
     fn set_rate(&self, rate: f64) {
         self.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
     }
@@ -461,9 +456,13 @@ impl Switchboard {
         std::mem::take(&mut *self.samples.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    fn gauges(&self) -> std::sync::MutexGuard<'_, ProfileGauges> {
+        self.gauges.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn publish(&self, scheduler: &Scheduler) {
         let c = scheduler.counters();
-        let mut g = self.gauges.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.gauges();
         g.profile_updates = c.reevaluations;
         g.ranking_changes = c.ranking_changes;
         g.explorations = c.explorations;
@@ -488,7 +487,7 @@ impl Switchboard {
 
     /// The gauges now.
     pub(crate) fn snapshot(&self) -> ParallelismSnapshot {
-        let g = self.gauges.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.gauges();
         ParallelismSnapshot {
             concurrency: self.concurrency.load(Ordering::Relaxed),
             threads: self.threads.load(Ordering::Relaxed),
@@ -500,7 +499,7 @@ impl Switchboard {
             backlog_switches: g.backlog_switches,
             samples_dropped: self.samples_dropped.load(Ordering::Relaxed),
             samples_settling: g.samples_settling,
-            reads_admission: self.admission.get().is_some(),
+            reads_admission: g.reads_admission,
             waiting: self.waiting.load(Ordering::Relaxed),
             service_rates: g.service_rates.clone(),
             service_by_load: g.service_by_load.clone(),
@@ -509,295 +508,5 @@ impl Switchboard {
     }
 }
 
-/// The SERF control loop of one `auto` node: a thread that stops when this is dropped.
-#[derive(Debug)]
-pub(crate) struct Controller {
-    stop: Option<Sender<()>>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Controller {
-    /// Starts the loop over `board` with `options`; `stats` are the executor's counters (its queue
-    /// length feeds the scheduler's backlog guard).
-    pub(crate) fn start(
-        board: Arc<Switchboard>,
-        stats: Arc<LoadStats>,
-        options: AutoOptions,
-    ) -> Result<Controller, SchedulerError> {
-        let origin = Instant::now();
-        let scheduler = Scheduler::new(
-            options.candidates,
-            options.initial,
-            options.scheduler,
-            Duration::ZERO,
-        )?;
-        let tick = (options.scheduler.period / 10).max(Duration::from_millis(10));
-        let (stop, stopped) = bounded::<()>(0);
-        let node = board.node.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("serf-{node}"))
-            .spawn(move || control_loop((&board, &stats), scheduler, tick, origin, &stopped))
-            .map_err(|e| SchedulerError::BadOptions(format!("spawning the control thread: {e}")))?;
-        Ok(Controller {
-            stop: Some(stop),
-            handle: Some(handle),
-        })
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.stop = None;
-        if let Some(h) = self.handle.take() {
-            if h.thread().id() != std::thread::current().id() && h.join().is_err() {
-                warn!("A SERF control thread panicked.");
-            }
-        }
-    }
-}
-
-/// One control tick's reading of a node's load: rows that arrived since the last tick and requests
-/// waiting in front of the sessions now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ExecutorLoad {
-    arrivals: u64,
-    queued: u64,
-}
-
-impl ExecutorLoad {
-    /// The reading for a node that reads its load at the graph's admission: the requests admitted
-    /// since the last tick (`None` on the first tick with the gauge: the executor's own count), and
-    /// as waiting whichever is larger, the executor's queue or every request in the graph beyond the
-    /// `running` the sessions can hold — requests held up in the dataflow before the node count too.
-    fn with_admission(self, admitted: Option<u64>, in_flight: u64, running: u64) -> ExecutorLoad {
-        ExecutorLoad {
-            arrivals: admitted.unwrap_or(self.arrivals),
-            queued: self.queued.max(in_flight.saturating_sub(running)),
-        }
-    }
-}
-
-fn control_loop(
-    (board, stats): (&Switchboard, &LoadStats),
-    mut scheduler: Scheduler,
-    tick: Duration,
-    origin: Instant,
-    stopped: &Receiver<()>,
-) {
-    let mut admitted_before: Option<u64> = None;
-    loop {
-        match stopped.recv_timeout(tick) {
-            Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-        }
-        let now = origin.elapsed();
-        let at_executor = ExecutorLoad {
-            arrivals: board.take_arrivals(),
-            queued: stats.queue_depth(),
-        };
-        let load = match board.admission.get() {
-            Some(gauge) => {
-                let admitted = gauge.admitted();
-                let seen = at_executor.with_admission(
-                    admitted_before.map(|before| admitted.saturating_sub(before)),
-                    gauge.in_flight() as u64,
-                    board.current().concurrency as u64,
-                );
-                admitted_before = Some(admitted);
-                seen
-            }
-            None => at_executor,
-        };
-        board.waiting.store(load.queued, Ordering::Relaxed);
-        scheduler.record_arrivals(now, load.arrivals);
-        for s in board.take_samples() {
-            scheduler.record_service(now, s);
-        }
-        scheduler.record_queue(load.queued);
-        let before = scheduler.last_estimate();
-        let switch = scheduler.poll(now);
-        if let Some(est) = scheduler.last_estimate() {
-            board.set_rate(est.rate);
-            if before != Some(est) {
-                debug!(node = %board.node, lambda = est.rate, arrivals = est.arrivals, current = %scheduler.current(), "SERF update.");
-                board.publish(&scheduler);
-            }
-        }
-        for r in scheduler.take_reprofiles() {
-            log_reprofile(&board.node, &r);
-        }
-        let Some(sw) = switch else { continue };
-        match board.set(sw.to.concurrency, sw.to.threads) {
-            Ok(_) => info!(
-                node = %board.node,
-                from = %sw.from,
-                to = %sw.to,
-                lambda = sw.lambda,
-                planned_lambda = sw.planned_lambda,
-                reason = ?sw.reason,
-                standings = %standings_line(&scheduler.decider().standings([sw.to, sw.from], sw.planned_lambda)),
-                "Parallelism switched."
-            ),
-            Err(e) => warn!(node = %board.node, error = %e, "Parallelism switch refused."),
-        }
-    }
-}
-
-fn log_reprofile(node: &str, r: &Reprofile) {
-    let list = |v: &[Config]| {
-        v.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" < ")
-    };
-    let evidenced = r
-        .evidenced
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    info!(
-        node = %node,
-        lambda = r.lambda,
-        planned_lambda = r.planned_lambda,
-        before = %list(&r.before),
-        after = %list(&r.after),
-        measured_tuples = r.measured_tuples,
-        evidenced = %evidenced,
-        unconfirmed = ?r.unconfirmed,
-        standings = %standings_line(&r.standings),
-        "SERF re-profile changed the ranking."
-    );
-}
-
-/// Standings as one log field: what each configuration was judged at, `; `-separated.
-fn standings_line(standings: &[Standing]) -> String {
-    standings
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sessions_per_thread_cover_every_configuration() {
-        let configs = [Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)];
-        let (board, wakes) = Switchboard::new("n", &configs, Config::new(1, 2)).unwrap();
-        assert_eq!(board.thread_count(), 2);
-        assert_eq!(wakes.len(), 2);
-        assert_eq!(board.thread_counts_of(0), vec![1, 2]);
-        assert_eq!(board.thread_counts_of(1), vec![1]);
-        assert!(matches!(
-            board.set(2, 2),
-            Err(ParallelismError::Unknown { .. })
-        ));
-        assert_eq!(board.set(2, 1), Ok(true));
-        assert_eq!(board.set(2, 1), Ok(false));
-        // Thread 1 was told to look again when it went active? No: wake-ups go to threads ≥ c.
-        assert!(wakes[1].try_recv().is_err());
-        assert_eq!(board.set(1, 1), Ok(true));
-        assert!(wakes[1].try_recv().is_ok());
-        let s = board.snapshot();
-        assert_eq!((s.concurrency, s.threads, s.switches), (1, 1, 2));
-        assert!(board.wait_active(0));
-        board.stop();
-        assert!(!board.wait_active(1));
-        assert!(Switchboard::new("n", &configs, Config::new(3, 1)).is_err());
-    }
-
-    #[test]
-    fn at_admission_a_backlog_held_before_the_executor_counts_as_waiting() {
-        let at_executor = ExecutorLoad {
-            arrivals: 135,
-            queued: 0,
-        };
-        // Starved dataflow: the executor saw 135 rows and an empty queue; the graph admitted 245
-        // and holds 40 requests, 2 of which the sessions can run.
-        assert_eq!(
-            at_executor.with_admission(Some(245), 40, 2),
-            ExecutorLoad {
-                arrivals: 245,
-                queued: 38
-            }
-        );
-        // First tick with the gauge: the executor's own arrival count; the queue wins when larger.
-        let queued = ExecutorLoad {
-            arrivals: 7,
-            queued: 12,
-        };
-        assert_eq!(
-            queued.with_admission(None, 5, 2),
-            ExecutorLoad {
-                arrivals: 7,
-                queued: 12
-            }
-        );
-        // Fewer in flight than the sessions hold: nothing waits.
-        assert_eq!(at_executor.with_admission(Some(3), 1, 2).queued, 0);
-    }
-
-    #[test]
-    fn calls_count_for_the_tuple_of_their_mean_concurrency() {
-        let configs = [Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)];
-        let (board, _wakes) = Switchboard::new("n", &configs, Config::new(2, 1)).unwrap();
-        // Two calls overlapping for their whole length (the first ends last): the second counts
-        // for two at once. No wall-clock assertion: only which tuple, not how long.
-        let a = board.begin_call(1, None);
-        let b = board.begin_call(1, None);
-        std::thread::sleep(Duration::from_millis(2));
-        board.end_call(b, 1, false);
-        board.end_call(a, 1, false);
-        // A lone call counts for one, with how long its thread had been idle.
-        let c = board.begin_call(2, Some(Duration::from_millis(30)));
-        board.end_call(c, 1, false);
-        // A batch of two rows is no sample; two rows run one after the other are one (the executor
-        // gives a call of several rows no gap: only its first row started after it).
-        let d = board.begin_call(2, None);
-        board.end_call(d, 2, false);
-        let e = board.begin_call(2, None);
-        board.end_call(e, 2, true);
-        let samples = board.take_samples();
-        let tuples: Vec<Config> = samples.iter().map(|s| s.tuple).collect();
-        assert_eq!(tuples[0], Config::new(2, 1));
-        assert_eq!(tuples[2], Config::new(1, 2));
-        assert_eq!(tuples[3], Config::new(1, 2));
-        assert_eq!(tuples.len(), 4);
-        let gaps: Vec<Option<Duration>> = samples.iter().map(|s| s.idle_before).collect();
-        assert_eq!(gaps, [None, None, Some(Duration::from_millis(30)), None]);
-        assert!(board.take_samples().is_empty());
-        assert_eq!(board.meter().running, 0);
-    }
-
-    #[test]
-    fn calls_know_how_long_after_a_switch_they_began() {
-        let configs = [Config::new(1, 2), Config::new(2, 1)];
-        let (board, _wakes) = Switchboard::new("n", &configs, Config::new(2, 1)).unwrap();
-        // Before any switch: unknown, so never left out as settling.
-        let first = board.begin_call(1, None);
-        board.end_call(first, 1, false);
-        // A call running when the switch comes ran across it.
-        let across = board.begin_call(1, None);
-        assert!(board.set(1, 2).unwrap());
-        board.end_call(across, 1, false);
-        // One taken after it knows how long after (at least the pause, whatever the machine).
-        std::thread::sleep(Duration::from_millis(3));
-        let after = board.begin_call(2, None);
-        board.end_call(after, 1, false);
-        // Setting the configuration in force is no switch.
-        assert!(!board.set(1, 2).unwrap());
-        let later = board.begin_call(2, None);
-        board.end_call(later, 1, false);
-        let since: Vec<Option<Duration>> = board
-            .take_samples()
-            .iter()
-            .map(|s| s.since_switch)
-            .collect();
-        assert_eq!(since[..2], [None, Some(Duration::ZERO)]);
-        assert!(since[2].is_some_and(|d| d >= Duration::from_millis(3)));
-        assert!(since[3] >= since[2]);
-    }
-}
+mod tests;

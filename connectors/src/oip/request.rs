@@ -1,5 +1,5 @@
-//! The Open Inference Protocol (KServe v2) infer messages: JSON bodies and the binary tensor
-//! data extension, parsed into weir tensors and written back. Pure functions, no I/O.
+//! Infer requests: a JSON body, or a JSON header followed by the inputs' raw tensors (the binary
+//! tensor data extension), parsed into weir tensors. Pure functions, no I/O.
 //!
 //! Every body is hostile: sizes it states are checked against the bytes it carries before they
 //! size anything (`data.rs`), `data` and `parameters` are never built into `serde_json::Value`
@@ -10,9 +10,6 @@
 //! hold `binary_data_size`, in input order. A reply uses binary for an output when the request
 //! asked for it (`outputs[i].parameters.binary_data` or `parameters.binary_data_output`).
 
-mod data;
-mod reply;
-
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -20,8 +17,9 @@ use serde_json::value::RawValue;
 use serde_json::Number;
 use weir_engine::tensor::{DType, TensorData};
 
+use super::data;
+use super::error::{perr, ProtocolError};
 use crate::echo::quote;
-pub use reply::{encode_infer_reply, ReplyTensor};
 
 /// Header naming the length of the JSON part of a binary body.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -33,23 +31,6 @@ pub const HEADER_LENGTH: &str = "inference-header-content-length";
 /// row: this caps that at `rows × PARAMETERS_MAX_BYTES`, where rows are in turn capped by the
 /// graph's in-flight limit. 64 KiB is hundreds of times what such values take.
 pub const PARAMETERS_MAX_BYTES: usize = 64 * 1024;
-
-/// A malformed request: the field and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct ProtocolError {
-    /// The request field (`inputs[0].shape`), or `body`.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-fn perr(field: impl Into<String>, message: impl Into<String>) -> ProtocolError {
-    ProtocolError {
-        field: field.into(),
-        message: message.into(),
-    }
-}
 
 /// The request as sent, borrowing from the body: `data` and every `parameters` object stay raw
 /// text (no `serde_json::Value` tree), read only for the few keys weir uses.
@@ -349,6 +330,7 @@ mod tests {
     use weir_engine::tensor::Tensor;
 
     use super::*;
+    use crate::oip::{encode_infer_reply, ReplyTensor};
 
     #[test]
     fn json_request_with_nested_data() {
@@ -427,6 +409,7 @@ mod properties {
     use weir_engine::tensor::Tensor;
 
     use super::*;
+    use crate::oip::{encode_infer_reply, ReplyTensor};
 
     proptest! {
         /// What a reply writes as binary, a request reads back bit for bit (same wire format both ways).
@@ -462,6 +445,3 @@ mod properties {
         }
     }
 }
-
-#[cfg(test)]
-mod fuzz;

@@ -21,6 +21,10 @@
 //! control list stops other sessions declaring them). A reply's columns must be the node's
 //! outputs with their element types, the per-row shape the model file declares where its
 //! dimensions are fixed, and one row per row sent: anything else is the job's error.
+//!
+//! Stateful nodes' batches (HAMS) go over the same session through [`ZenohStatefulTransport`].
+
+mod hams;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,11 +42,12 @@ use zenoh::sample::SampleKind;
 use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
 
-use crate::hams_manager::MemberSessions;
 use crate::protocol::{ErrorKind, ErrorReply};
 use crate::reply_check::{check_columns, output_checks, OutputCheck};
 use weir_connectors::echo::quote;
 use weir_connectors::zenoh_peer::{open_peer, SessionError};
+
+pub use hams::{MemberSessions, ZenohStatefulTransport};
 
 /// Jobs a remote replica holds at once unless configured otherwise.
 pub const DEFAULT_REMOTE_CAPACITY: usize = 16;
@@ -143,7 +148,7 @@ impl ZenohReplicas {
 
 impl RemoteReplicaSource for ZenohReplicas {
     fn stateful_transport(&self) -> Option<Arc<dyn weir_operators::stateful::StatefulTransport>> {
-        Some(Arc::new(crate::hams_manager::ZenohStatefulTransport::new(
+        Some(Arc::new(ZenohStatefulTransport::new(
             self.session.clone(),
             self.completions.clone(),
             self.members.clone(),

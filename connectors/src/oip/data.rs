@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::Number;
 use weir_engine::tensor::{DType, TensorData};
 
-use super::{perr, ProtocolError};
+use super::error::{perr, ProtocolError};
 use crate::echo::quote;
 
 /// Bytes per element in the binary extension.

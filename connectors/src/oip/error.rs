@@ -1,0 +1,47 @@
+//! Why a protocol request got no reply, whatever transport carried it. Each transport shows
+//! these its own way (HTTP maps them to status codes in `http/error.rs`; the streams write an
+//! error document), with the same text.
+
+use weir_engine::request::RequestError;
+
+/// A malformed request: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ProtocolError {
+    /// The request field (`inputs[0].shape`), or `body`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+pub(super) fn perr(field: impl Into<String>, message: impl Into<String>) -> ProtocolError {
+    ProtocolError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Why running a parsed request through a graph gave no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum OipError {
+    /// The request or one of its fields is malformed.
+    #[error(transparent)]
+    Malformed(#[from] ProtocolError),
+    /// The request names an output the graph does not have.
+    #[error("outputs: graph `{graph}` has no output `{output}`")]
+    UnknownOutput {
+        /// Graph.
+        graph: String,
+        /// Output asked for, quoted short.
+        output: String,
+    },
+    /// The graph refused or failed the request.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The request's deadline passed before its answer.
+    #[error("deadline of {ms} ms exceeded")]
+    Deadline {
+        /// The deadline.
+        ms: u64,
+    },
+}

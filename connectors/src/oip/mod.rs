@@ -1,0 +1,29 @@
+//! The Open Inference Protocol (KServe v2) infer messages and the path of one request through a
+//! graph, apart from any transport: HTTP ([`crate::http`]) and the streams ([`crate::stream`],
+//! JSON lines and zenoh pub/sub) parse, run and answer requests through this module, so they
+//! answer alike.
+//!
+//! - `request.rs`: requests, JSON and the binary tensor data extension, parsed into weir tensors;
+//! - `data.rs`: one input's shape and data, every size checked before it sizes anything;
+//! - `reply.rs`: replies written back, JSON or binary per output;
+//! - `infer.rs`: one request run through a graph (the batch dimension split into rows, every row
+//!   awaited within a deadline, the reply stacked);
+//! - `error.rs`: the protocol's errors ([`ProtocolError`] for a malformed field, [`OipError`] for
+//!   every way a request gets no reply), which each transport shows its own way.
+
+mod data;
+mod error;
+mod infer;
+mod reply;
+mod request;
+
+pub use error::{OipError, ProtocolError};
+pub use infer::run_infer;
+pub use reply::{encode_infer_reply, ReplyTensor};
+pub use request::{
+    datatype_name, parse_infer_request, InferRequest, InputTensor, RequestedOutput, HEADER_LENGTH,
+    PARAMETERS_MAX_BYTES,
+};
+
+#[cfg(test)]
+mod fuzz;
