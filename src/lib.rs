@@ -190,14 +190,18 @@ impl RunningGraph {
         self.factory.executor(node).map(|e| e.load_stats())
     }
 
-    /// `/metrics` lines for this graph's executors: queue, calls, rows, errors, busy time and
-    /// batch sizes per model node.
+    /// `/metrics` lines for this graph's operators alone (see [`operator_metrics`]).
     pub fn executor_metrics(&self) -> weir_connectors::http::MetricsSource {
-        weir_connectors::http::metrics::source(weir_operators::metrics::OperatorMetrics::new(
-            self.runtime.plan().name.clone(),
-            Arc::clone(&self.factory),
-            Arc::clone(self.runtime.replies()),
-        ))
+        operator_metrics(std::slice::from_ref(self))
+    }
+
+    /// This graph's operators, for [`operator_metrics`].
+    fn operators(&self) -> weir_operators::metrics::GraphOperators {
+        weir_operators::metrics::GraphOperators {
+            graph: self.runtime.plan().name.clone(),
+            factory: Arc::clone(&self.factory),
+            replies: Arc::clone(self.runtime.replies()),
+        }
     }
 
     /// SERF parallelism gauges of every `parallelism: auto` node, sorted by node.
@@ -229,6 +233,15 @@ impl RunningGraph {
     pub fn shutdown(self) {
         self.runtime.shutdown();
     }
+}
+
+/// `/metrics` lines for the operators of every graph in `graphs`: executors (queue, calls, rows,
+/// errors, busy time, batch sizes), replica pools, SERF parallelism and HAMS, per model node. Each
+/// family is written once, with every graph's series under it.
+pub fn operator_metrics(graphs: &[RunningGraph]) -> weir_connectors::http::MetricsSource {
+    weir_connectors::http::metrics::source(weir_operators::metrics::OperatorMetrics::new(
+        graphs.iter().map(RunningGraph::operators).collect(),
+    ))
 }
 
 /// Starts executors for every model node, then the dataflow.

@@ -170,6 +170,22 @@ pub fn text(collector: impl Collector) -> Result<String, fmt::Error> {
     Ok(out)
 }
 
+/// Every graph's per-node items as `(graph, node, item)`. A family is written once for the whole
+/// process, with every graph's series under it: the text format allows one `# HELP`/`# TYPE`
+/// block per family, so serving several graphs must not write one block per graph.
+pub fn per_node<'a, T>(
+    graphs: &'a [(&'a str, Vec<(String, T)>)],
+) -> Vec<(&'a str, &'a str, &'a T)> {
+    graphs
+        .iter()
+        .flat_map(|(graph, nodes)| {
+            nodes
+                .iter()
+                .map(move |(node, item)| (*graph, node.as_str(), item))
+        })
+        .collect()
+}
+
 /// The labels of a node's series: its graph and node.
 pub fn node_labels<'a>(graph: &'a str, node: &'a str) -> [(&'static str, &'a str); 2] {
     [("graph", graph), ("node", node)]

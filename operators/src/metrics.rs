@@ -1,8 +1,10 @@
-//! A graph's operator metrics as one [`Collector`]: each family writes its own series from the
-//! counters it keeps ([`model::executor::metrics`], [`model::replicas::metrics`],
-//! [`model::parallelism::metrics`], [`stateful::metrics`]), read from the [`OperatorFactory`] at
-//! scrape time, in that order. ParM's counters ([`crate::parity::ParityStats`]) are reported by
-//! `weir run`, not exported.
+//! The operator metrics of every graph a process runs, as one [`Collector`]: each family writes
+//! its own series from the counters it keeps ([`model::executor::metrics`],
+//! [`model::replicas::metrics`], [`model::parallelism::metrics`], [`stateful::metrics`]), read
+//! from each graph's [`OperatorFactory`] at scrape time, in that order. Every family is written
+//! once with the series of all graphs under it (labelled by `graph`): the Prometheus text format
+//! allows one `# HELP`/`# TYPE` block per family. ParM's counters
+//! ([`crate::parity::ParityStats`]) are reported by `weir run`, not exported.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,31 +15,49 @@ use weir_engine::metrics::Collector;
 
 use crate::{model, stateful, OperatorFactory};
 
-/// The operator families of one running graph.
+/// One running graph's operators: its name, its factory and its reply table (HAMS's release gate).
+#[derive(Debug)]
+pub struct GraphOperators {
+    /// The graph's name (the `graph` label).
+    pub graph: String,
+    /// Its operators.
+    pub factory: Arc<OperatorFactory>,
+    /// Its reply table.
+    pub replies: Arc<ReplyTable>,
+}
+
+/// The operator families of every running graph of the process.
 #[derive(Debug)]
 pub struct OperatorMetrics {
-    graph: String,
-    factory: Arc<OperatorFactory>,
-    replies: Arc<ReplyTable>,
+    graphs: Vec<GraphOperators>,
 }
 
 impl OperatorMetrics {
-    /// The metrics of graph `graph`'s operators in `factory`, with its HAMS release gate `replies`.
-    pub fn new(graph: String, factory: Arc<OperatorFactory>, replies: Arc<ReplyTable>) -> Self {
-        OperatorMetrics {
-            graph,
-            factory,
-            replies,
-        }
+    /// The metrics of `graphs`' operators.
+    pub fn new(graphs: Vec<GraphOperators>) -> Self {
+        OperatorMetrics { graphs }
+    }
+
+    /// Each graph's name with what `read` takes from its factory.
+    fn per_graph<T>(&self, read: impl Fn(&OperatorFactory) -> T) -> Vec<(&str, T)> {
+        self.graphs
+            .iter()
+            .map(|g| (g.graph.as_str(), read(&g.factory)))
+            .collect()
     }
 }
 
 impl Collector for OperatorMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-        let (graph, f) = (self.graph.as_str(), &self.factory);
-        model::executor::metrics::encode(&mut encoder, graph, &f.executor_stats())?;
-        model::replicas::metrics::encode(&mut encoder, graph, &f.replica_pools())?;
-        model::parallelism::metrics::encode(&mut encoder, graph, &f.parallelism_stats())?;
-        stateful::metrics::encode(&mut encoder, graph, &f.stateful_nodes(), &self.replies)
+        let e = &mut encoder;
+        model::executor::metrics::encode(e, &self.per_graph(|f| f.executor_stats()))?;
+        model::replicas::metrics::encode(e, &self.per_graph(|f| f.replica_pools()))?;
+        model::parallelism::metrics::encode(e, &self.per_graph(|f| f.parallelism_stats()))?;
+        let state: Vec<_> = self
+            .graphs
+            .iter()
+            .map(|g| (g.graph.as_str(), g.factory.stateful_nodes(), &*g.replies))
+            .collect();
+        stateful::metrics::encode(e, &state)
     }
 }

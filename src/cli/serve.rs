@@ -148,10 +148,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
             .map(crate::RunningGraph::runtime_handle)
             .collect(),
         config,
-        running
-            .iter()
-            .map(crate::RunningGraph::executor_metrics)
-            .collect(),
+        vec![crate::operator_metrics(&running)],
     );
     let streams: Vec<(Arc<crate::GraphRuntime>, crate::StreamConnector)> = running
         .iter()

@@ -326,6 +326,29 @@ fn five_hundred_concurrent_requests_are_all_answered_correctly() {
     );
 }
 
+/// Two graphs in one process: every metric family is written once (one `# TYPE` line, as the
+/// text format requires), with both graphs' series under it.
+#[test]
+fn metrics_of_several_graphs_write_each_family_once() {
+    let second = mlp_graph().replacen("name: mlp", "name: mlp2", 1);
+    let server = Server::start(&[mlp_graph(), second], &[]);
+    let (status, metrics) = server.get("/metrics");
+    assert_eq!(status, 200, "{metrics}");
+    let mut types = std::collections::HashMap::new();
+    for line in metrics.lines().filter(|l| l.starts_with("# TYPE ")) {
+        *types.entry(line).or_insert(0) += 1;
+    }
+    assert!(
+        types.contains_key("# TYPE weir_executor_runs_total counter"),
+        "{metrics}"
+    );
+    assert!(types.values().all(|&n| n == 1), "{types:?}");
+    for graph in ["mlp", "mlp2"] {
+        let series = format!("weir_executor_runs_total{{graph=\"{graph}\",node=\"m\"}}");
+        assert!(metrics.contains(&series), "{series}: {metrics}");
+    }
+}
+
 #[test]
 fn sigterm_drains_requests_in_flight_then_exits() {
     let mut server = Server::start(&[squeezenet_graph()], &[]);

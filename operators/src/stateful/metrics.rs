@@ -37,23 +37,29 @@ const PER_NODE: [NodeGauge; 4] = [
     ),
 ];
 
-/// Writes the HAMS families of graph `graph` from its stateful `nodes` and its `replies`; nothing
-/// without stateful nodes.
+/// One graph's HAMS parts: its name, its stateful nodes and its reply table (the release gate).
+pub type GraphState<'a> = (&'a str, Vec<Arc<StatefulNodeHandle>>, &'a ReplyTable);
+
+/// Writes the HAMS families of every graph in `graphs`; graphs without stateful nodes write no
+/// series, and nothing is written when no graph has one.
 ///
 /// # Errors
 /// When writing fails.
-pub fn encode(
-    encoder: &mut DescriptorEncoder,
-    graph: &str,
-    nodes: &[Arc<StatefulNodeHandle>],
-    replies: &ReplyTable,
-) -> fmt::Result {
-    if nodes.is_empty() {
+pub fn encode(encoder: &mut DescriptorEncoder, graphs: &[GraphState<'_>]) -> fmt::Result {
+    let graphs: Vec<_> = graphs
+        .iter()
+        .filter(|(_, nodes, _)| !nodes.is_empty())
+        .collect();
+    if graphs.is_empty() {
         return Ok(());
     }
-    let statuses: Vec<_> = nodes
+    let statuses: Vec<_> = graphs
         .iter()
-        .map(|h| (h.node.as_str(), h.status()))
+        .flat_map(|(graph, nodes, _)| {
+            nodes
+                .iter()
+                .map(move |h| (*graph, h.node.as_str(), h.status()))
+        })
         .collect();
     for (name, help, value) in PER_NODE {
         gauge(
@@ -62,20 +68,23 @@ pub fn encode(
             help,
             statuses
                 .iter()
-                .map(|(node, s)| (node_labels(graph, node), value(s))),
+                .map(|(graph, node, s)| (node_labels(graph, node), value(s))),
         )?;
     }
-    let per_graph = [("graph", graph)];
     gauge(
         encoder,
         m::HAMS_HELD_REPLIES,
         "Replies waiting for the states they depend on to be durable.",
-        [(per_graph, replies.held())],
+        graphs
+            .iter()
+            .map(|(graph, _, replies)| ([("graph", *graph)], replies.held())),
     )?;
     counter(
         encoder,
         m::HAMS_STALE_ANSWERS_TOTAL,
         "Answers of superseded request attempts dropped.",
-        [(per_graph, replies.stale())],
+        graphs
+            .iter()
+            .map(|(graph, _, replies)| ([("graph", *graph)], replies.stale())),
     )
 }

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
-use weir_engine::metrics::{self as m, counter, histogram, node_labels, Buckets, Value};
+use weir_engine::metrics::{self as m, counter, histogram, node_labels, per_node, Buckets, Value};
 
 use super::{LoadSnapshot, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 
@@ -51,21 +51,21 @@ const COUNTERS: [CounterSpec; 8] = [
     ),
 ];
 
-/// Writes the executor families of graph `graph` from `stats` (node, snapshot).
+/// Writes the executor families of every graph in `graphs` (graph, its (node, snapshot) list).
 ///
 /// # Errors
 /// When writing fails.
 pub fn encode(
     encoder: &mut DescriptorEncoder,
-    graph: &str,
-    stats: &[(String, LoadSnapshot)],
+    graphs: &[(&str, Vec<(String, LoadSnapshot)>)],
 ) -> fmt::Result {
+    let stats = per_node(graphs);
     for (name, help, value) in COUNTERS {
         counter(
             encoder,
             name,
             help,
-            stats.iter().map(|(n, s)| (node_labels(graph, n), value(s))),
+            stats.iter().map(|(g, n, s)| (node_labels(g, n), value(s))),
         )?;
     }
     let sizes = BATCH_BUCKET_BOUNDS.map(|b| b as f64);
@@ -73,28 +73,28 @@ pub fn encode(
         encoder,
         m::NODE_BATCH_SIZE,
         "Rows per inference call.",
-        stats.iter().map(|(n, s)| {
+        stats.iter().map(|(g, n, s)| {
             let buckets = Buckets {
                 bounds: &sizes,
                 counts: &s.batch_sizes,
                 sum: s.rows as f64,
                 count: s.runs,
             };
-            (node_labels(graph, n), buckets)
+            (node_labels(g, n), buckets)
         }),
     )?;
     histogram(
         encoder,
         m::EXECUTOR_INFERENCE_SECONDS,
         "Duration of each inference call.",
-        stats.iter().map(|(n, s)| {
+        stats.iter().map(|(g, n, s)| {
             let buckets = Buckets {
                 bounds: &CALL_SECONDS_BOUNDS,
                 counts: &s.call_seconds,
                 sum: s.busy.as_secs_f64(),
                 count: s.runs,
             };
-            (node_labels(graph, n), buckets)
+            (node_labels(g, n), buckets)
         }),
     )
 }

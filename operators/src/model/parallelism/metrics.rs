@@ -6,7 +6,7 @@
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
-use weir_engine::metrics::{self as m, counter, gauge, node_labels, Value};
+use weir_engine::metrics::{self as m, counter, gauge, node_labels, per_node, Value};
 use weir_serf::scheduler::Standing;
 
 use super::{ParallelismSnapshot, ServiceRate};
@@ -116,23 +116,23 @@ const PER_CONFIG: [ConfigSeries; 3] = [
     ),
 ];
 
-/// Writes the SERF families of graph `graph` from `nodes` (node, snapshot); nothing without
-/// `parallelism: auto` nodes.
+/// Writes the SERF families of every graph in `graphs` (graph, its (node, snapshot) list); nothing
+/// without `parallelism: auto` nodes.
 ///
 /// # Errors
 /// When writing fails.
 pub fn encode(
     encoder: &mut DescriptorEncoder,
-    graph: &str,
-    nodes: &[(String, ParallelismSnapshot)],
+    graphs: &[(&str, Vec<(String, ParallelismSnapshot)>)],
 ) -> fmt::Result {
+    let nodes = per_node(graphs);
     if nodes.is_empty() {
         return Ok(());
     }
     for (name, kind, help, value) in PER_NODE {
         let series = nodes
             .iter()
-            .map(|(node, p)| (node_labels(graph, node), value(p)));
+            .map(|(graph, node, p)| (node_labels(graph, node), value(p)));
         match kind {
             Kind::Counter => counter(encoder, name, help, series)?,
             Kind::Gauge => gauge(encoder, name, help, series)?,
@@ -140,7 +140,7 @@ pub fn encode(
     }
     // Per tuple (running requests × intra-op threads).
     let rates = || {
-        nodes.iter().flat_map(|(node, p)| {
+        nodes.iter().flat_map(|(graph, node, p)| {
             p.service_rates.iter().map(move |r: &ServiceRate| {
                 let labels = (
                     node_labels(graph, node),
@@ -168,7 +168,7 @@ pub fn encode(
             encoder,
             name,
             help,
-            nodes.iter().flat_map(|(node, p)| {
+            nodes.iter().flat_map(|(graph, node, p)| {
                 p.standings.iter().filter_map(move |s| {
                     let labels = (
                         node_labels(graph, node),

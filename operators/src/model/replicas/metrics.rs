@@ -4,35 +4,36 @@
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
-use weir_engine::metrics::{self as m, counter, gauge, node_labels, Value};
+use weir_engine::metrics::{self as m, counter, gauge, node_labels, per_node, Value};
 
 use super::{PoolStats, ReplicaPool};
 
 /// One replica as [`ReplicaPool::replica_states`] reports it: name, alive, outstanding, dispatched.
 type ReplicaState = (String, bool, usize, u64);
 
-/// Writes the replica families of graph `graph` from `pools` (node, pool); nothing without pools.
+/// Writes the replica families of every graph in `graphs` (graph, its (node, pool) list); nothing
+/// without pools.
 ///
 /// # Errors
 /// When writing fails.
 pub fn encode(
     encoder: &mut DescriptorEncoder,
-    graph: &str,
-    pools: &[(String, ReplicaPool)],
+    graphs: &[(&str, Vec<(String, ReplicaPool)>)],
 ) -> fmt::Result {
+    let pools = per_node(graphs);
     if pools.is_empty() {
         return Ok(());
     }
-    let replicas: Vec<(&str, ReplicaState)> = pools
+    let replicas: Vec<(&str, &str, ReplicaState)> = pools
         .iter()
-        .flat_map(|(node, pool)| {
+        .flat_map(|&(graph, node, pool)| {
             pool.replica_states()
                 .into_iter()
-                .map(move |r| (node.as_str(), r))
+                .map(move |r| (graph, node, r))
         })
         .collect();
     let per_replica = |value: fn(&ReplicaState) -> Value| {
-        replicas.iter().map(move |(node, r)| {
+        replicas.iter().map(move |(graph, node, r)| {
             (
                 (node_labels(graph, node), [("replica", r.0.as_str())]),
                 value(r),
@@ -82,7 +83,7 @@ pub fn encode(
             help,
             pools
                 .iter()
-                .map(|(node, pool)| (node_labels(graph, node), value(&pool.stats()))),
+                .map(|(graph, node, pool)| (node_labels(graph, node), value(&pool.stats()))),
         )?;
     }
     Ok(())
@@ -133,11 +134,8 @@ mod tests {
             };
             assert!(pool.try_submit(job).is_ok());
         }
-        let pools = vec![("m".to_string(), pool)];
-        let out = text(FromFn(move |e: &mut DescriptorEncoder| {
-            encode(e, "g", &pools)
-        }))
-        .unwrap();
+        let graphs = vec![("g", vec![("m".to_string(), pool)])];
+        let out = text(FromFn(move |e: &mut DescriptorEncoder| encode(e, &graphs))).unwrap();
         assert!(
             out.contains("weir_replica_alive{graph=\"g\",node=\"m\",replica=\"a\"} 1"),
             "{out}"
