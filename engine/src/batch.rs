@@ -488,19 +488,9 @@ fn parse_shape(s: Option<&String>) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lineage::{LineageBuilder, LineageEntry, CLIENT, INGRESS};
+    use crate::lineage;
 
     fn sample() -> Batch {
-        let mut lb = LineageBuilder::default();
-        for id in [5u64, 6] {
-            lb.push_entry(LineageEntry {
-                pred_node: CLIENT,
-                pred_seq: id,
-                node: INGRESS,
-                seq: 0,
-            });
-            lb.finish_row();
-        }
         let col = TensorColumn::from_data(
             "x",
             vec![2, 2],
@@ -510,7 +500,7 @@ mod tests {
         .unwrap();
         Batch::new(
             UInt64Array::from(vec![5, 6]),
-            lb.finish(),
+            lineage::from_clients(&[5, 6], 0),
             vec![(Arc::from("x"), col)],
         )
         .unwrap()

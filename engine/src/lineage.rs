@@ -119,6 +119,22 @@ impl LineageBuilder {
     }
 }
 
+/// The lineage the ingress writes for requests `ids`: one row each, holding the single entry
+/// `(CLIENT, id, INGRESS, seq)`, `seq` being the number of the ingress batch that admits them.
+pub fn from_clients(ids: &[u64], seq: u64) -> ListArray {
+    let mut lineage = LineageBuilder::with_capacity(ids.len(), 1);
+    for &id in ids {
+        lineage.push_entry(LineageEntry {
+            pred_node: CLIENT,
+            pred_seq: id,
+            node: INGRESS,
+            seq,
+        });
+        lineage.finish_row();
+    }
+    lineage.finish()
+}
+
 /// Read access to one lineage column.
 #[derive(Debug, Clone, Copy)]
 pub struct LineageView<'a> {
