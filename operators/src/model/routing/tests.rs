@@ -13,8 +13,8 @@ use weir_engine::tensor::TensorData;
 use weir_kairos::profile::{InstanceType, LatencyTable, ModelProfile, TypeProfile};
 
 use super::*;
-use crate::model::replicas::tests::{assert_answered_once, job, Answers, Scripted};
-use crate::model::replicas::{InferenceService, Replica, ReplicaPool};
+use crate::model::replicas::tests::{assert_answered_once, job, replicas, Answers, Scripted};
+use crate::model::replicas::{InferenceService, ReplicaPool};
 
 /// Two types, latencies in ms at batch 10 and 100 (every 1-row job is in the batch-10 bucket).
 /// `slow` is 4× slower on small jobs but only 3× on the largest, so η_slow = 1/3 and a small job
@@ -56,12 +56,8 @@ fn pool(replicas: &[&Arc<Scripted>], routing: &Routing) -> ReplicaPool {
 }
 
 /// A pool whose jobs may hold up to `max_rows` rows, so Kairos may batch queued 1-row jobs.
-fn batching_pool(replicas: &[&Arc<Scripted>], routing: &Routing, max_rows: usize) -> ReplicaPool {
-    let replicas: Vec<Arc<dyn Replica>> = replicas
-        .iter()
-        .map(|r| Arc::clone(r) as Arc<dyn Replica>)
-        .collect();
-    ReplicaPool::with_routing("m", replicas, max_rows, routing).unwrap()
+fn batching_pool(scripted: &[&Arc<Scripted>], routing: &Routing, max_rows: usize) -> ReplicaPool {
+    ReplicaPool::with_routing("m", replicas(scripted), max_rows, routing).unwrap()
 }
 
 /// Rows of each call replica `r` holds.
@@ -79,9 +75,7 @@ fn held(r: &Scripted) -> usize {
 }
 
 fn holding(name: &str) -> Arc<Scripted> {
-    let r = Scripted::new(name, 16);
-    r.hold.store(true, Ordering::SeqCst);
-    r
+    Scripted::holding(name, 16)
 }
 
 #[test]
