@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array, ListArray, PrimitiveArray,
-    RecordBatch, StringArray, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Int64Array, ListArray,
+    PrimitiveArray, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 
@@ -182,19 +182,20 @@ impl TensorColumn {
 
     /// Every row's `f32` elements back to back (no copy), if this is an `f32` column.
     pub fn f32_values(&self) -> Option<&[f32]> {
-        self.array
-            .values()
-            .as_any()
-            .downcast_ref::<PrimitiveArray<Float32Type>>()
-            .map(|a| a.values().as_ref())
+        self.values::<Float32Type>()
     }
 
     /// Every row's `i64` elements back to back (no copy), if this is an `i64` column.
     pub fn i64_values(&self) -> Option<&[i64]> {
+        self.values::<Int64Type>()
+    }
+
+    /// Every row's elements back to back (no copy), if the column holds `T`.
+    fn values<T: ArrowPrimitiveType>(&self) -> Option<&[T::Native]> {
         self.array
             .values()
             .as_any()
-            .downcast_ref::<PrimitiveArray<Int64Type>>()
+            .downcast_ref::<PrimitiveArray<T>>()
             .map(|a| a.values().as_ref())
     }
 
