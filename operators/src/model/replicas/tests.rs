@@ -113,14 +113,21 @@ pub(crate) fn assert_answered_once(answers: &Answers, n: i64) {
     assert_eq!(ids, (0..n).collect::<Vec<_>>());
 }
 
-#[test]
-fn least_outstanding_spreads_held_jobs_evenly() {
+/// A least-outstanding pool over holding replicas `a` and `b` (room for 10 each), after jobs
+/// `0..n` were taken.
+fn two_holding_with_jobs(n: i64) -> (Arc<Scripted>, Arc<Scripted>, ReplicaPool, Answers) {
     let (a, b) = (Scripted::holding("a", 10), Scripted::holding("b", 10));
     let p = pool(&[&a, &b]);
     let answers = Answers::default();
-    for i in 0..6 {
-        assert!(p.try_submit(job(i, &answers)).is_ok());
+    for i in 0..n {
+        assert!(p.try_submit(job(i, &answers)).is_ok(), "job {i}");
     }
+    (a, b, p, answers)
+}
+
+#[test]
+fn least_outstanding_spreads_held_jobs_evenly() {
+    let (a, b, _p, answers) = two_holding_with_jobs(6);
     assert_eq!(a.held.lock().unwrap().len(), 3);
     assert_eq!(b.held.lock().unwrap().len(), 3);
     a.release_held();
@@ -144,12 +151,7 @@ fn full_replicas_push_back() {
 
 #[test]
 fn jobs_of_a_dead_replica_are_redispatched_and_answered_once() {
-    let (a, b) = (Scripted::holding("a", 10), Scripted::holding("b", 10));
-    let p = pool(&[&a, &b]);
-    let answers = Answers::default();
-    for i in 0..8 {
-        p.try_submit(job(i, &answers)).unwrap();
-    }
+    let (a, b, p, answers) = two_holding_with_jobs(8);
     // `a` dies with its jobs in flight: they move to `b`.
     a.alive.store(false, Ordering::SeqCst);
     a.fail_held();
