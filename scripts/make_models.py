@@ -54,6 +54,15 @@ SEED_DIGITS_SPLIT = 0
 SEED_DIGITS_TRAIN = 3001
 
 
+def onnx_model(nodes, graph_name, inputs, outputs, inits):
+    """A model of one graph at this script's opset and IR version."""
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="weir make_models.py")
+    model.ir_version = IR_VERSION
+    return model
+
+
 def save(model, path):
     """Check and write a model atomically; print one line."""
     onnx.checker.check_model(model, full_check=True)
@@ -185,11 +194,7 @@ def mlp_model(w1, b1, w2, b2, graph_name):
         helper.make_node("Gemm", ["a1", "fc2.weight", "fc2.bias"], ["logits"], name="fc2", transB=1),
         helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1),
     ]
-    graph = helper.make_graph(nodes, graph_name, [x], [y], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="weir make_models.py")
-    model.ir_version = IR_VERSION
-    return model
+    return onnx_model(nodes, graph_name, [x], [y], inits)
 
 
 def init_mlp(rng):
@@ -336,10 +341,7 @@ def constant_batch1(out_dir):
         helper.make_node("Mul", ["x", "two"], ["x2"], name="mul"),
         helper.make_node("Add", ["x2", "one"], ["y"], name="add"),
     ]
-    graph = helper.make_graph(nodes, "constant_batch1", [x], [y], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="weir make_models.py")
-    model.ir_version = IR_VERSION
+    model = onnx_model(nodes, "constant_batch1", [x], [y], inits)
     save(model, os.path.join(out_dir, "constant_batch1.onnx"))
 
 
@@ -354,11 +356,7 @@ def affine_model(w, b, graph_name):
         numpy_helper.from_array(b.astype(np.float32), "fc.bias"),
     ]
     nodes = [helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["y"], name="fc", transB=1)]
-    graph = helper.make_graph(nodes, graph_name, [x], [y], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="weir make_models.py")
-    model.ir_version = IR_VERSION
-    return model
+    return onnx_model(nodes, graph_name, [x], [y], inits)
 
 
 def affine_models(out_dir):
@@ -393,10 +391,7 @@ def mlp_l3(out_dir, widths=(1024, 2048, 2048, 10), name="mlp_l3", seed=SEED_MLP_
         if not last:
             nodes.append(helper.make_node("Tanh", [out], [f"a{i}"], name=f"tanh{i}"))
             prev = f"a{i}"
-    graph = helper.make_graph(nodes, name, [x], [y], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="weir make_models.py")
-    model.ir_version = IR_VERSION
+    model = onnx_model(nodes, name, [x], [y], inits)
     save(model, os.path.join(out_dir, f"{name}.onnx"))
 
 
@@ -426,10 +421,7 @@ def gru_stream(out_dir, features=8, hidden=16, classes=4, name="gru_stream", see
         helper.make_node("MatMul", ["hs", "head.W"], ["logits"], name="head"),
         helper.make_node("Add", ["logits", "head.b"], ["y"], name="head_bias"),
     ]
-    graph = helper.make_graph(nodes, name, [x, h_in], [y, h_out], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="weir make_models.py")
-    model.ir_version = IR_VERSION
+    model = onnx_model(nodes, name, [x, h_in], [y, h_out], inits)
     save(model, os.path.join(out_dir, name + ".onnx"))
 
 
@@ -451,11 +443,7 @@ def online_logreg(path, features, classes, graph_name, lr=0.05):
         helper.make_node("Mul", ["grad", "lr"], ["step"], name="step"),
         helper.make_node("Sub", ["w_in", "step"], ["w_out"], name="update"),
     ]
-    graph = helper.make_graph(nodes, graph_name, [x, label, train, w_in], [probs, w_out],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="weir make_models.py")
-    model.ir_version = IR_VERSION
+    model = onnx_model(nodes, graph_name, [x, label, train, w_in], [probs, w_out], inits)
     save(model, path)
 
 

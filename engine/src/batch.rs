@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array, ListArray, PrimitiveArray,
-    RecordBatch, StringArray, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Int64Array, ListArray,
+    PrimitiveArray, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 
@@ -182,19 +182,20 @@ impl TensorColumn {
 
     /// Every row's `f32` elements back to back (no copy), if this is an `f32` column.
     pub fn f32_values(&self) -> Option<&[f32]> {
-        self.array
-            .values()
-            .as_any()
-            .downcast_ref::<PrimitiveArray<Float32Type>>()
-            .map(|a| a.values().as_ref())
+        self.values::<Float32Type>()
     }
 
     /// Every row's `i64` elements back to back (no copy), if this is an `i64` column.
     pub fn i64_values(&self) -> Option<&[i64]> {
+        self.values::<Int64Type>()
+    }
+
+    /// Every row's elements back to back (no copy), if the column holds `T`.
+    fn values<T: ArrowPrimitiveType>(&self) -> Option<&[T::Native]> {
         self.array
             .values()
             .as_any()
-            .downcast_ref::<PrimitiveArray<Int64Type>>()
+            .downcast_ref::<PrimitiveArray<T>>()
             .map(|a| a.values().as_ref())
     }
 
@@ -488,19 +489,9 @@ fn parse_shape(s: Option<&String>) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lineage::{LineageBuilder, LineageEntry, CLIENT, INGRESS};
+    use crate::lineage;
 
     fn sample() -> Batch {
-        let mut lb = LineageBuilder::default();
-        for id in [5u64, 6] {
-            lb.push_entry(LineageEntry {
-                pred_node: CLIENT,
-                pred_seq: id,
-                node: INGRESS,
-                seq: 0,
-            });
-            lb.finish_row();
-        }
         let col = TensorColumn::from_data(
             "x",
             vec![2, 2],
@@ -510,7 +501,7 @@ mod tests {
         .unwrap();
         Batch::new(
             UInt64Array::from(vec![5, 6]),
-            lb.finish(),
+            lineage::from_clients(&[5, 6], 0),
             vec![(Arc::from("x"), col)],
         )
         .unwrap()

@@ -12,7 +12,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, ListArray, StructArray, UInt32Array, UInt64Array};
+use arrow_array::types::{UInt32Type, UInt64Type};
+use arrow_array::{
+    Array, ArrayRef, ArrowPrimitiveType, ListArray, PrimitiveArray, StructArray, UInt32Array,
+    UInt64Array,
+};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields};
 
@@ -119,6 +123,22 @@ impl LineageBuilder {
     }
 }
 
+/// The lineage the ingress writes for requests `ids`: one row each, holding the single entry
+/// `(CLIENT, id, INGRESS, seq)`, `seq` being the number of the ingress batch that admits them.
+pub fn from_clients(ids: &[u64], seq: u64) -> ListArray {
+    let mut lineage = LineageBuilder::with_capacity(ids.len(), 1);
+    for &id in ids {
+        lineage.push_entry(LineageEntry {
+            pred_node: CLIENT,
+            pred_seq: id,
+            node: INGRESS,
+            seq,
+        });
+        lineage.finish_row();
+    }
+    lineage.finish()
+}
+
 /// Read access to one lineage column.
 #[derive(Debug, Clone, Copy)]
 pub struct LineageView<'a> {
@@ -141,26 +161,12 @@ impl<'a> LineageView<'a> {
             .as_any()
             .downcast_ref::<StructArray>()
             .expect("lineage column holds structs");
-        let col_u32 = |i: usize| -> &'a [u32] {
-            let a: &'a dyn Array = entries.column(i).as_ref();
-            a.as_any()
-                .downcast_ref::<UInt32Array>()
-                .expect("lineage node field is u32")
-                .values()
-        };
-        let col_u64 = |i: usize| -> &'a [u64] {
-            let a: &'a dyn Array = entries.column(i).as_ref();
-            a.as_any()
-                .downcast_ref::<UInt64Array>()
-                .expect("lineage seq field is u64")
-                .values()
-        };
         LineageView {
             list,
-            pred_node: col_u32(0),
-            pred_seq: col_u64(1),
-            node: col_u32(2),
-            seq: col_u64(3),
+            pred_node: field::<UInt32Type>(entries, 0, "lineage node field is u32"),
+            pred_seq: field::<UInt64Type>(entries, 1, "lineage seq field is u64"),
+            node: field::<UInt32Type>(entries, 2, "lineage node field is u32"),
+            seq: field::<UInt64Type>(entries, 3, "lineage seq field is u64"),
         }
     }
 
@@ -184,6 +190,20 @@ impl<'a> LineageView<'a> {
             .last()
             .map(|e| e.seq)
     }
+}
+
+/// Field `i` of the lineage entries, whose type the lineage column fixes (`expected` says which).
+fn field<'a, T: ArrowPrimitiveType>(
+    entries: &'a StructArray,
+    i: usize,
+    expected: &str,
+) -> &'a [T::Native] {
+    entries
+        .column(i)
+        .as_any()
+        .downcast_ref::<PrimitiveArray<T>>()
+        .expect(expected)
+        .values()
 }
 
 /// Appends a hop at `node` (batch `seq`) to every row, one entry per predecessor in `preds`.

@@ -194,6 +194,18 @@ impl<T> ApplyQueue<T> {
 mod tests {
     use super::*;
 
+    fn durable(node: NodeId, epoch: Epoch, seq: Seq) -> Durable {
+        Durable { node, epoch, seq }
+    }
+
+    /// A full-state transfer at `(epoch, seq)`.
+    fn full_transfer(epoch: Epoch, seq: Seq) -> StateHeader {
+        StateHeader {
+            full: true,
+            ..tuple(epoch, seq, vec![])
+        }
+    }
+
     fn tuple(epoch: Epoch, seq: Seq, deps: Vec<Dep>) -> StateHeader {
         StateHeader {
             epoch,
@@ -210,33 +222,11 @@ mod tests {
     fn durability_is_monotone_and_fences_old_epochs() {
         let mut v = DurableView::default();
         assert!(v.is_durable(1, 0));
-        assert!(v.announce(Durable {
-            node: 1,
-            epoch: 1,
-            seq: 5
-        }));
-        assert!(
-            !v.announce(Durable {
-                node: 1,
-                epoch: 1,
-                seq: 3
-            }),
-            "reordered: no step back"
-        );
+        assert!(v.announce(durable(1, 1, 5)));
+        assert!(!v.announce(durable(1, 1, 3)), "reordered: no step back");
         assert!(v.is_durable(1, 5) && !v.is_durable(1, 6));
-        assert!(v.announce(Durable {
-            node: 1,
-            epoch: 2,
-            seq: 7
-        }));
-        assert!(
-            !v.announce(Durable {
-                node: 1,
-                epoch: 1,
-                seq: 9
-            }),
-            "stale epoch ignored"
-        );
+        assert!(v.announce(durable(1, 2, 7)));
+        assert!(!v.announce(durable(1, 1, 9)), "stale epoch ignored");
         assert_eq!(v.durable(1), 7);
         assert_eq!(v.missing(&[(1, 8), (2, 0), (3, 1)]), vec![(1, 8), (3, 1)]);
     }
@@ -250,11 +240,7 @@ mod tests {
         assert_eq!(q.offer(tuple(1, 1, vec![(9, 4)]), "s1"), Offer::Queued);
         assert!(q.next_ready(&v).is_none(), "waits while durable[9] < 4");
         assert_eq!(q.blocked_on(&v), Some((1, vec![(9, 4)])));
-        v.announce(Durable {
-            node: 9,
-            epoch: 1,
-            seq: 4,
-        });
+        v.announce(durable(9, 1, 4));
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s1"));
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s2"));
         assert_eq!(q.applied(), 2);
@@ -267,15 +253,13 @@ mod tests {
         let mut q = ApplyQueue::new(1, 0);
         let v = DurableView::default();
         q.offer(tuple(1, 3, vec![(9, 100)]), "s3");
-        let mut full = tuple(2, 5, vec![]);
-        full.full = true;
+        let full = full_transfer(2, 5);
         assert_eq!(q.offer(full, "whole"), Offer::Queued);
         assert_eq!(q.epoch(), 2, "a newer primary voids the older one's tuples");
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("whole"));
         assert_eq!(q.applied(), 5);
         assert!(q.is_empty());
-        let mut again = tuple(2, 5, vec![]);
-        again.full = true;
+        let again = full_transfer(2, 5);
         assert_eq!(
             q.offer(again, "copy"),
             Offer::Duplicate,
@@ -283,8 +267,7 @@ mod tests {
         );
         q.offer(tuple(2, 6, vec![]), "s6");
         assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s6"));
-        let mut late = tuple(2, 5, vec![]);
-        late.full = true;
+        let late = full_transfer(2, 5);
         assert_eq!(
             q.offer(late, "late"),
             Offer::Duplicate,

@@ -398,6 +398,17 @@ mod tests {
     use super::*;
     use crate::profile::paper::PaperModel;
 
+    fn query(batch: u32, arrival_ms: f64) -> QueuedQuery {
+        QueuedQuery { batch, arrival_ms }
+    }
+
+    fn instance(type_idx: usize, busy_until_ms: f64) -> InstanceState {
+        InstanceState {
+            type_idx,
+            busy_until_ms,
+        }
+    }
+
     fn total(cost: &[i64], cols: usize, pairs: &[(usize, usize)]) -> i64 {
         pairs.iter().map(|&(i, j)| cost[i * cols + j]).sum()
     }
@@ -467,19 +478,10 @@ mod tests {
     fn cost_is_eta_weighted_time_to_finish() {
         let p = PaperModel::Rm2.profile();
         let d = Distributor::new(&p);
-        let q = [QueuedQuery {
-            batch: 100,
-            arrival_ms: 0.0,
-        }];
+        let q = [query(100, 0.0)];
         let inst = [
-            InstanceState {
-                type_idx: 0,
-                busy_until_ms: 0.0,
-            },
-            InstanceState {
-                type_idx: 2,
-                busy_until_ms: 30.0,
-            }, // busy 20 ms more at now = 10
+            instance(0, 0.0),
+            instance(2, 30.0), // busy 20 ms more at now = 10
         ];
         let c = d.cost_matrix(&p, &q, &inst, 10.0);
         assert_eq!(c[0], (29.21 * COST_UNITS_PER_MS).round() as i64);
@@ -494,20 +496,8 @@ mod tests {
         // DIEN (QoS 35 ms): a batch-1000 query only fits on g4dn (18.6 ms); on r5n it takes 83.6 ms.
         // The plain η-cost prefers r5n (0.22·83.6 = 18.4 < 18.6); the penalty must flip that.
         let p = PaperModel::Dien.profile();
-        let big = QueuedQuery {
-            batch: 1000,
-            arrival_ms: 0.0,
-        };
-        let inst = [
-            InstanceState {
-                type_idx: 0,
-                busy_until_ms: 0.0,
-            },
-            InstanceState {
-                type_idx: 2,
-                busy_until_ms: 0.0,
-            },
-        ];
+        let big = query(1000, 0.0);
+        let inst = [instance(0, 0.0), instance(2, 0.0)];
         for penalty in [Penalty::Flat, Penalty::Lexicographic, Penalty::ARTIFACT] {
             let d = Distributor::with_config(
                 &p,
@@ -536,17 +526,9 @@ mod tests {
             );
             let m = rng.random_range(1..=5);
             let qs: Vec<_> = (0..m)
-                .map(|_| QueuedQuery {
-                    batch: rng.random_range(1..=100) * 10,
-                    arrival_ms: -rng.random_range(0.0..30.0),
-                })
+                .map(|_| query(rng.random_range(1..=100) * 10, -rng.random_range(0.0..30.0)))
                 .collect();
-            let inst: Vec<_> = (0..4)
-                .map(|j| InstanceState {
-                    type_idx: j,
-                    busy_until_ms: 0.0,
-                })
-                .collect();
+            let inst: Vec<_> = (0..4).map(|j| instance(j, 0.0)).collect();
             let viol: Vec<i64> = qs
                 .iter()
                 .flat_map(|q| (0..4).map(move |j| (q, j)))
@@ -565,14 +547,8 @@ mod tests {
     fn late_queries_keep_plain_cost_and_are_served() {
         let p = PaperModel::Dien.profile();
         let d = Distributor::new(&p);
-        let late = QueuedQuery {
-            batch: 1000,
-            arrival_ms: -100.0,
-        }; // waited 100 ms > 35 ms
-        let inst = [InstanceState {
-            type_idx: 2,
-            busy_until_ms: 0.0,
-        }];
+        let late = query(1000, -100.0); // waited 100 ms > 35 ms
+        let inst = [instance(2, 0.0)];
         let c = d.cost_matrix(&p, &[late], &inst, 0.0);
         assert_eq!(c[0], (0.22 * 83.58 * COST_UNITS_PER_MS).round() as i64);
         assert_eq!(d.assign(&[late], &inst, 0.0), vec![(0, 0)]);
@@ -583,20 +559,8 @@ mod tests {
         // DIEN batch 1000 on an idle r5n (83.6 ms > 35 ms) while the g4dn is busy for 30 ms:
         // the matching must pair it with the r5n or the g4dn (30 + 18.6 > 34.3: both violate).
         let p = PaperModel::Dien.profile();
-        let q = [QueuedQuery {
-            batch: 1000,
-            arrival_ms: 0.0,
-        }];
-        let inst = [
-            InstanceState {
-                type_idx: 0,
-                busy_until_ms: 30.0,
-            },
-            InstanceState {
-                type_idx: 2,
-                busy_until_ms: 0.0,
-            },
-        ];
+        let q = [query(1000, 0.0)];
+        let inst = [instance(0, 30.0), instance(2, 0.0)];
         let art = Distributor::new(&p);
         let hold = Distributor::with_config(
             &p,
@@ -629,47 +593,17 @@ mod tests {
         let p = PaperModel::Rm2.profile();
         let d = Distributor::new(&p);
         // g4dn busy for 1 more ms; r5n idle. Two big queries: the better home of one is the GPU.
-        let inst = [
-            InstanceState {
-                type_idx: 0,
-                busy_until_ms: 1.0,
-            },
-            InstanceState {
-                type_idx: 2,
-                busy_until_ms: 0.0,
-            },
-        ];
-        let qs = [
-            QueuedQuery {
-                batch: 900,
-                arrival_ms: 0.0,
-            },
-            QueuedQuery {
-                batch: 100,
-                arrival_ms: 0.0,
-            },
-        ];
+        let inst = [instance(0, 1.0), instance(2, 0.0)];
+        let qs = [query(900, 0.0), query(100, 0.0)];
         let got = d.assign(&qs, &inst, 0.0);
         // batch 900 waits for the GPU (r5n would take 363 ms > 0.98·350); batch 100 goes to r5n.
         assert_eq!(got, vec![(1, 1)]);
         // No idle instance: nothing dispatched.
-        let busy = [InstanceState {
-            type_idx: 0,
-            busy_until_ms: 5.0,
-        }];
+        let busy = [instance(0, 5.0)];
         assert!(d.assign(&qs, &busy, 0.0).is_empty());
         // Window: with 1 instance only the first 2 queries are considered (FIFO kept).
-        let one = [InstanceState {
-            type_idx: 0,
-            busy_until_ms: 0.0,
-        }];
-        let many: Vec<_> = [500, 400, 10]
-            .iter()
-            .map(|&b| QueuedQuery {
-                batch: b,
-                arrival_ms: 0.0,
-            })
-            .collect();
+        let one = [instance(0, 0.0)];
+        let many: Vec<_> = [500, 400, 10].iter().map(|&b| query(b, 0.0)).collect();
         assert_eq!(d.assign(&many, &one, 0.0), vec![(1, 0)]); // the cheapest of the first two, not batch 10
     }
 }

@@ -314,35 +314,21 @@ impl OperatorFactory {
 
     /// Parity-coded nodes (ParM) by node id, sorted.
     pub fn parity_services(&self) -> Vec<(String, parity::ParityService)> {
-        let mut v: Vec<_> = self
-            .parity
-            .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        by_node(self.parity.iter().map(|(k, p)| (k.clone(), p.clone())))
     }
 
     /// Replica pools by node id (nodes with several or remote replicas), sorted.
     pub fn replica_pools(&self) -> Vec<(String, ReplicaPool)> {
-        let mut v: Vec<_> = self
-            .pools
-            .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        by_node(self.pools.iter().map(|(k, p)| (k.clone(), p.clone())))
     }
 
     /// Parallelism gauges of every switchable (`parallelism: auto`) executor, by node id, sorted.
     pub fn parallelism_stats(&self) -> Vec<(String, model::ParallelismSnapshot)> {
-        let mut v: Vec<_> = self
-            .executors
-            .iter()
-            .filter_map(|(k, e)| e.parallelism().map(|p| (k.clone(), p)))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        by_node(
+            self.executors
+                .iter()
+                .filter_map(|(k, e)| e.parallelism().map(|p| (k.clone(), p))),
+        )
     }
 
     /// The in-process executor of model node `node`, if it has one.
@@ -352,14 +338,15 @@ impl OperatorFactory {
 
     /// Load counters of every model node's executor, by node id.
     pub fn executor_stats(&self) -> Vec<(String, LoadSnapshot)> {
-        let mut v: Vec<_> = self
-            .executors
-            .iter()
-            .map(|(k, e)| (k.clone(), e.stats()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        by_node(self.executors.iter().map(|(k, e)| (k.clone(), e.stats())))
     }
+}
+
+/// `(node id, item)` pairs sorted by node id.
+fn by_node<T>(items: impl Iterator<Item = (String, T)>) -> Vec<(String, T)> {
+    let mut v: Vec<_> = items.collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
 }
 
 impl NodeFactory for OperatorFactory {

@@ -64,33 +64,30 @@ impl Predictor {
             Predictor::Serf => predict(lambda, mu).map(|p| p.estimate()),
             Predictor::MMc { rate } => {
                 let m = pick(rate);
-                let waiting = erlang_c_waiting(lambda, m, mu.len())?;
-                Ok(Estimate {
-                    waiting,
-                    service: 1.0 / m,
-                    latency: waiting + 1.0 / m,
-                })
+                Ok(queued(erlang_c_waiting(lambda, m, mu.len())?, 1.0 / m))
             }
             Predictor::MDc { rate } => {
                 let m = pick(rate);
-                let waiting = cosmetatos_mdc_waiting(lambda, m, mu.len())?;
-                Ok(Estimate {
-                    waiting,
-                    service: 1.0 / m,
-                    latency: waiting + 1.0 / m,
-                })
+                Ok(queued(
+                    cosmetatos_mdc_waiting(lambda, m, mu.len())?,
+                    1.0 / m,
+                ))
             }
             Predictor::MMInterf => {
                 let chain = Chain::solve(lambda, mu)?;
                 let waiting = chain.waiting_mm();
-                let service = chain.service(mu);
-                Ok(Estimate {
-                    waiting,
-                    service,
-                    latency: waiting + service,
-                })
+                Ok(queued(waiting, chain.service(mu)))
             }
         }
+    }
+}
+
+/// The estimate of a queue whose requests wait `waiting` and then take `service`.
+fn queued(waiting: f64, service: f64) -> Estimate {
+    Estimate {
+        waiting,
+        service,
+        latency: waiting + service,
     }
 }
 

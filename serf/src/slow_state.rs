@@ -159,6 +159,12 @@ mod tests {
         }
     }
 
+    /// `tuple`'s slowest level at `at` seconds is `level` seconds.
+    fn assert_slowest(states: &SlowStates, tuple: Config, at: f64, level: f64) {
+        let slowest = states.slowest(tuple, secs(at)).expect("a level");
+        assert!((slowest - level).abs() < 1e-9, "{slowest} at {at} s");
+    }
+
     #[test]
     fn the_slowest_span_is_the_level_and_it_is_forgotten_after_remember_for() {
         let one = Config::new(1, 2);
@@ -166,14 +172,12 @@ mod tests {
         serve(&mut states, one, 0.0, 10.0, 70.0, 3.0);
         serve(&mut states, one, 10.0, 14.0, 70.0, 6.0);
         serve(&mut states, one, 14.0, 30.0, 70.0, 3.0);
-        let slowest = states.slowest(one, secs(30.0)).expect("levels");
-        assert!((slowest - 6e-3).abs() < 1e-9, "{slowest}");
+        assert_slowest(&states, one, 30.0, 6e-3);
         let capacity = states.capacity(one, secs(30.0)).expect("a level");
         assert!((capacity - 1.0 / 6e-3).abs() < 1e-6, "{capacity}");
         // Three hundred seconds after the slow spans closed, only fast ones are left.
         serve(&mut states, one, 300.0, 316.0, 70.0, 3.0);
-        let later = states.slowest(one, secs(316.0)).expect("levels");
-        assert!((later - 3e-3).abs() < 1e-9, "{later}");
+        assert_slowest(&states, one, 316.0, 3e-3);
     }
 
     #[test]
@@ -185,13 +189,11 @@ mod tests {
         assert_eq!(states.slowest(one, secs(0.1)), None);
         // The twentieth makes one, before the span closes.
         serve(&mut states, one, 0.095, 0.1, 200.0, 3.0);
-        let level = states.slowest(one, secs(0.1)).expect("a level");
-        assert!((level - 3e-3).abs() < 1e-9, "{level}");
+        assert_slowest(&states, one, 0.1, 3e-3);
         // A slow spell counts while it lasts: the open span's mean is the slowest so far.
         serve(&mut states, one, 0.1, 2.0, 200.0, 3.0);
         serve(&mut states, one, 2.0, 2.5, 200.0, 6.0);
-        let slow = states.slowest(one, secs(2.5)).expect("a level");
-        assert!((slow - 6e-3).abs() < 1e-9, "{slow}");
+        assert_slowest(&states, one, 2.5, 6e-3);
     }
 
     #[test]
@@ -202,8 +204,7 @@ mod tests {
         // A handful of very slow calls (a burst of outside load) in an otherwise quiet span.
         serve(&mut states, one, 0.0, 2.0, 5.0, 20.0);
         serve(&mut states, one, 2.0, 8.0, 70.0, 3.0);
-        let slowest = states.slowest(one, secs(8.0)).expect("levels");
-        assert!((slowest - 3e-3).abs() < 1e-9, "{slowest}");
+        assert_slowest(&states, one, 8.0, 3e-3);
         assert_eq!(states.slowest(two, secs(8.0)), None);
         // The full tuple of `(2, 1)` is two running at once: its level gives twice the rate.
         serve(&mut states, two, 0.0, 8.0, 70.0, 5.0);

@@ -20,7 +20,7 @@ use crate::request::RequestError;
 
 use super::BatchStream;
 use crate::batch::{Batch, TensorColumn};
-use crate::lineage::{LineageBuilder, LineageEntry, CLIENT, INGRESS};
+use crate::lineage;
 use crate::tensor::{DType, Tensor, TensorData};
 use crate::validate::GraphInput;
 
@@ -101,17 +101,8 @@ fn build_batch(
     epoch: u64,
 ) -> Result<Batch, crate::batch::BatchError> {
     let rows = pending.len();
-    let mut lineage = LineageBuilder::with_capacity(rows, 1);
     let ids: Vec<u64> = pending.iter().map(|r| r.id).collect();
-    for &id in &ids {
-        lineage.push_entry(LineageEntry {
-            pred_node: CLIENT,
-            pred_seq: id,
-            node: INGRESS,
-            seq: epoch,
-        });
-        lineage.finish_row();
-    }
+    let lineage = lineage::from_clients(&ids, epoch);
     let mut columns = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.iter().enumerate() {
         let shape: Vec<usize> = input
@@ -130,7 +121,7 @@ fn build_batch(
         ));
     }
     let parameters: StringArray = pending.iter().map(|r| r.parameters.as_deref()).collect();
-    Batch::new(UInt64Array::from(ids), lineage.finish(), columns)?.with_parameters(parameters)
+    Batch::new(UInt64Array::from(ids), lineage, columns)?.with_parameters(parameters)
 }
 
 /// Input `i` of every pending request, back to back. A lone request's tensor is moved, not copied

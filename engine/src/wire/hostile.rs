@@ -9,25 +9,17 @@ use arrow_array::{Array, StringArray, UInt64Array};
 use proptest::prelude::*;
 
 use super::*;
-use crate::lineage::{LineageBuilder, LineageEntry, CLIENT, INGRESS};
+use crate::lineage;
 use crate::tensor::TensorData;
 
 fn batch(rows: usize, width: usize, parameters: &str) -> Batch {
-    let mut lb = LineageBuilder::default();
-    for id in 0..rows as u64 {
-        lb.push_entry(LineageEntry {
-            pred_node: CLIENT,
-            pred_seq: id,
-            node: INGRESS,
-            seq: 0,
-        });
-        lb.finish_row();
-    }
     let values = (0..rows * width).map(|v| v as f32).collect();
     let col = TensorColumn::from_data("x", vec![width], rows, TensorData::F32(values)).unwrap();
-    let ids = UInt64Array::from((0..rows as u64).collect::<Vec<_>>());
+    let id_list: Vec<u64> = (0..rows as u64).collect();
+    let lineage = lineage::from_clients(&id_list, 0);
+    let ids = UInt64Array::from(id_list);
     let params = StringArray::from(vec![Some(parameters); rows]);
-    Batch::new(ids, lb.finish(), vec![(Arc::from("x"), col)])
+    Batch::new(ids, lineage, vec![(Arc::from("x"), col)])
         .unwrap()
         .with_parameters(params)
         .unwrap()

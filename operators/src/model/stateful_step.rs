@@ -24,6 +24,7 @@ use weir_engine::spec::Device;
 use weir_engine::tensor::{DType, TensorData};
 use weir_hams::protocol::StateTensor;
 
+use super::ort_env::output_tensor;
 use super::{ExecError, OrtRuntime};
 
 /// A loaded stateful model.
@@ -194,20 +195,7 @@ impl StatefulModel {
         let outputs = self.session.run(feed).map_err(&wrap)?;
         let mut row_outputs = Vec::with_capacity(self.outputs.len());
         for (name, dtype) in &self.outputs {
-            let value = outputs.get(name).ok_or_else(|| ExecError::Inference {
-                node: self.node.clone(),
-                message: format!("the model returned no output `{name}`"),
-            })?;
-            let (shape, data) = match dtype {
-                DType::F32 => {
-                    let (shape, v) = value.try_extract_tensor::<f32>().map_err(&wrap)?;
-                    (shape.to_vec(), TensorData::F32(v.to_vec()))
-                }
-                DType::I64 => {
-                    let (shape, v) = value.try_extract_tensor::<i64>().map_err(&wrap)?;
-                    (shape.to_vec(), TensorData::I64(v.to_vec()))
-                }
-            };
+            let (shape, data) = output_tensor(&outputs, name, *dtype, &self.node)?;
             if shape.first().copied() != Some(rows.len() as i64) {
                 return Err(ExecError::Inference {
                     node: self.node.clone(),

@@ -206,26 +206,32 @@ mod tests {
 
     #[test]
     fn concat_along_last_and_first_axis() {
-        let a = f32_col(vec![2, 1], 1, vec![1.0, 2.0]);
-        let b = f32_col(vec![2, 2], 1, vec![3.0, 4.0, 5.0, 6.0]);
-        let out = TensorOp(PlannedOp::Concat { axis: 1 })
-            .apply(&[&a, &b])
-            .unwrap();
-        assert_eq!(out[0].shape(), &[2, 3]);
-        assert!(close(
-            out[0].f32_values().unwrap(),
-            &[1.0, 3.0, 4.0, 2.0, 5.0, 6.0]
-        ));
-        let c = f32_col(vec![1, 2], 2, vec![1.0, 2.0, 3.0, 4.0]);
-        let d = f32_col(vec![1, 2], 2, vec![5.0, 6.0, 7.0, 8.0]);
-        let out = TensorOp(PlannedOp::Concat { axis: 0 })
-            .apply(&[&c, &d])
-            .unwrap();
-        assert_eq!(out[0].shape(), &[2, 2]);
-        assert!(close(
-            out[0].f32_values().unwrap(),
-            &[1.0, 2.0, 5.0, 6.0, 3.0, 4.0, 7.0, 8.0]
-        ));
+        let cases = [
+            (
+                1,
+                f32_col(vec![2, 1], 1, vec![1.0, 2.0]),
+                f32_col(vec![2, 2], 1, vec![3.0, 4.0, 5.0, 6.0]),
+                [2, 3],
+                vec![1.0, 3.0, 4.0, 2.0, 5.0, 6.0],
+            ),
+            (
+                0,
+                f32_col(vec![1, 2], 2, vec![1.0, 2.0, 3.0, 4.0]),
+                f32_col(vec![1, 2], 2, vec![5.0, 6.0, 7.0, 8.0]),
+                [2, 2],
+                vec![1.0, 2.0, 5.0, 6.0, 3.0, 4.0, 7.0, 8.0],
+            ),
+        ];
+        for (axis, a, b, shape, expected) in cases {
+            let out = TensorOp(PlannedOp::Concat { axis })
+                .apply(&[&a, &b])
+                .unwrap();
+            assert_eq!(out[0].shape(), &shape, "axis {axis}");
+            assert!(
+                close(out[0].f32_values().unwrap(), &expected),
+                "axis {axis}"
+            );
+        }
     }
 }
 

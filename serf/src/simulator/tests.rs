@@ -15,30 +15,28 @@ fn mild(c: usize) -> Vec<f64> {
         .collect()
 }
 
+/// Two requests of one unit of work on μ = [1, 0.5], at 0 and at `second_at`, served to the end.
+fn two_unit_requests(semantics: Semantics, second_at: f64) -> Vec<Completed> {
+    let mut s = Station::new(&[1.0, 0.5], semantics).unwrap();
+    let mut out = Vec::new();
+    s.arrive(0.0, 1.0, &mut out);
+    s.arrive(second_at, 1.0, &mut out);
+    s.drain(&mut out);
+    out
+}
+
 #[test]
 fn station_semantics_by_hand() {
     // Two requests on μ = [1, 0.5] (dynamic): both start at 0 and run at 0.5 → both finish at 2.
-    let mut s = Station::new(&[1.0, 0.5], Semantics::Dynamic).unwrap();
-    let mut out = Vec::new();
-    s.arrive(0.0, 1.0, &mut out);
-    s.arrive(0.0, 1.0, &mut out);
-    s.drain(&mut out);
+    let out = two_unit_requests(Semantics::Dynamic, 0.0);
     assert_eq!(out.len(), 2);
     assert!(out.iter().all(|c| (c.finish - 2.0).abs() < 1e-12));
     // Second arrives at 0.5: first did 0.5 alone, then both at 0.5/s: first ends at 1.5; second has
     // 0.5 done, 0.5 left alone at 1/s → ends at 2.0.
-    let mut s = Station::new(&[1.0, 0.5], Semantics::Dynamic).unwrap();
-    let mut out = Vec::new();
-    s.arrive(0.0, 1.0, &mut out);
-    s.arrive(0.5, 1.0, &mut out);
-    s.drain(&mut out);
+    let out = two_unit_requests(Semantics::Dynamic, 0.5);
     assert!((out[0].finish - 1.5).abs() < 1e-12 && (out[1].finish - 2.0).abs() < 1e-12);
     // Frozen at start: the first keeps 1 s, the second takes 1/μ_2 = 2 s.
-    let mut s = Station::new(&[1.0, 0.5], Semantics::FrozenAtStart).unwrap();
-    let mut out = Vec::new();
-    s.arrive(0.0, 1.0, &mut out);
-    s.arrive(0.5, 1.0, &mut out);
-    s.drain(&mut out);
+    let out = two_unit_requests(Semantics::FrozenAtStart, 0.5);
     assert!((out[0].finish - 1.0).abs() < 1e-12 && (out[1].finish - 2.5).abs() < 1e-12);
     // c = 1 queues: second waits until 1.0.
     let mut s = Station::new(&[1.0], Semantics::Dynamic).unwrap();

@@ -15,6 +15,7 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::{DType, TensorData};
 
 use super::{ExecutorConfig, Job, LoadStats};
+use crate::model::ort_env::output_tensor;
 use crate::model::ExecError;
 
 /// Counts `first` as dequeued and, for a batched model, takes more jobs until `max_batch` rows or
@@ -128,20 +129,7 @@ fn infer(
     let outputs = session.run(inputs).map_err(wrap)?;
     let mut result = Vec::with_capacity(config.outputs.len());
     for (name, dtype) in &config.outputs {
-        let value = outputs.get(name).ok_or_else(|| ExecError::Inference {
-            node: config.node.clone(),
-            message: format!("the model returned no output `{name}`"),
-        })?;
-        let (shape, data) = match dtype {
-            DType::F32 => {
-                let (shape, v) = value.try_extract_tensor::<f32>().map_err(wrap)?;
-                (shape.to_vec(), TensorData::F32(v.to_vec()))
-            }
-            DType::I64 => {
-                let (shape, v) = value.try_extract_tensor::<i64>().map_err(wrap)?;
-                (shape.to_vec(), TensorData::I64(v.to_vec()))
-            }
-        };
+        let (shape, data) = output_tensor(&outputs, name, *dtype, &config.node)?;
         if shape.first().copied() != Some(rows as i64) {
             return Err(ExecError::Inference {
                 node: config.node.clone(),

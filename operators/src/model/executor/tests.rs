@@ -32,6 +32,12 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
     }
 }
 
+/// A switchable executor over [`configs`] with a queue of `queue_capacity`, starting at `initial`.
+fn switchable(queue_capacity: usize, initial: Config) -> ModelExecutor {
+    let runtime = OrtRuntime::get().unwrap();
+    ModelExecutor::start_switchable(&runtime, config(queue_capacity), &configs(), initial).unwrap()
+}
+
 fn configs() -> Vec<Config> {
     vec![Config::new(1, 1), Config::new(1, 2), Config::new(2, 1)]
 }
@@ -89,11 +95,7 @@ fn assert_each_answered_once_right(answers: &Answers, n: u64) {
 
 #[test]
 fn switching_while_submitting_answers_every_job_once() {
-    let runtime = OrtRuntime::get().unwrap();
-    let executor = Arc::new(
-        ModelExecutor::start_switchable(&runtime, config(16), &configs(), Config::new(1, 2))
-            .unwrap(),
-    );
+    let executor = Arc::new(switchable(16, Config::new(1, 2)));
     let answers: Answers = Arc::default();
     let (producers, per_producer) = (4u64, 150u64);
     let handles: Vec<_> = (0..producers)
@@ -147,10 +149,7 @@ fn switching_while_submitting_answers_every_job_once() {
 
 #[test]
 fn shrinking_concurrency_strands_no_queued_job() {
-    let runtime = OrtRuntime::get().unwrap();
-    let executor =
-        ModelExecutor::start_switchable(&runtime, config(256), &configs(), Config::new(2, 1))
-            .unwrap();
+    let executor = switchable(256, Config::new(2, 1));
     let answers: Answers = Arc::default();
     let n = 200;
     // Fill the queue, then drop to one request at once while it drains: thread 1 parks, thread
@@ -179,10 +178,7 @@ fn shrinking_concurrency_strands_no_queued_job() {
 
 #[test]
 fn switchable_sessions_are_warmed_at_start_without_counting_as_served_calls() {
-    let runtime = OrtRuntime::get().unwrap();
-    let executor =
-        ModelExecutor::start_switchable(&runtime, config(4), &configs(), Config::new(1, 1))
-            .unwrap();
+    let executor = switchable(4, Config::new(1, 1));
     // The warm-up calls ran on the sessions directly: the load counters (and SERF's service
     // samples) only ever see jobs.
     let stats = executor.stats();
@@ -197,10 +193,7 @@ fn switchable_sessions_are_warmed_at_start_without_counting_as_served_calls() {
 
 #[test]
 fn the_time_at_the_node_counts_from_queued_to_answered() {
-    let runtime = OrtRuntime::get().unwrap();
-    let executor =
-        ModelExecutor::start_switchable(&runtime, config(4), &configs(), Config::new(1, 1))
-            .unwrap();
+    let executor = switchable(4, Config::new(1, 1));
     let answers: Answers = Arc::default();
     // Three jobs that were queued 50 ms before they reached the executor (as if they had waited).
     let waited = Duration::from_millis(50);

@@ -13,8 +13,8 @@ use weir_engine::tensor::TensorData;
 use weir_kairos::profile::{InstanceType, LatencyTable, ModelProfile, TypeProfile};
 
 use super::*;
-use crate::model::replicas::tests::{assert_answered_once, job, Answers, Scripted};
-use crate::model::replicas::{InferenceService, Replica, ReplicaPool};
+use crate::model::replicas::tests::{assert_answered_once, job, replicas, Answers, Scripted};
+use crate::model::replicas::{InferenceService, ReplicaPool};
 
 /// Two types, latencies in ms at batch 10 and 100 (every 1-row job is in the batch-10 bucket).
 /// `slow` is 4× slower on small jobs but only 3× on the largest, so η_slow = 1/3 and a small job
@@ -56,12 +56,8 @@ fn pool(replicas: &[&Arc<Scripted>], routing: &Routing) -> ReplicaPool {
 }
 
 /// A pool whose jobs may hold up to `max_rows` rows, so Kairos may batch queued 1-row jobs.
-fn batching_pool(replicas: &[&Arc<Scripted>], routing: &Routing, max_rows: usize) -> ReplicaPool {
-    let replicas: Vec<Arc<dyn Replica>> = replicas
-        .iter()
-        .map(|r| Arc::clone(r) as Arc<dyn Replica>)
-        .collect();
-    ReplicaPool::with_routing("m", replicas, max_rows, routing).unwrap()
+fn batching_pool(scripted: &[&Arc<Scripted>], routing: &Routing, max_rows: usize) -> ReplicaPool {
+    ReplicaPool::with_routing("m", replicas(scripted), max_rows, routing).unwrap()
 }
 
 /// Rows of each call replica `r` holds.
@@ -79,9 +75,20 @@ fn held(r: &Scripted) -> usize {
 }
 
 fn holding(name: &str) -> Arc<Scripted> {
-    let r = Scripted::new(name, 16);
-    r.hold.store(true, Ordering::SeqCst);
-    r
+    Scripted::holding(name, 16)
+}
+
+/// A Kairos pool at `qos_ms` over a holding `fast` and a holding `slow` replica (in that order),
+/// after jobs 0 and 1 were submitted.
+fn fast_and_slow_with_two_jobs(
+    qos_ms: f64,
+) -> (Arc<Scripted>, Arc<Scripted>, ReplicaPool, Answers) {
+    let (fast, slow) = (holding("fast"), holding("slow"));
+    let p = pool(&[&fast, &slow], &kairos(qos_ms, &["fast", "slow"], true));
+    let answers = Answers::default();
+    p.try_submit(job(0, &answers)).unwrap();
+    p.try_submit(job(1, &answers)).unwrap();
+    (fast, slow, p, answers)
 }
 
 #[test]
@@ -99,11 +106,7 @@ fn kairos_prefers_the_fast_type_when_both_are_idle() {
 #[test]
 fn kairos_uses_the_slow_type_only_when_it_still_meets_qos() {
     // QoS 3.5 s: slow takes 4 s (a violation) while fast, busy for ≤ 1 s more, finishes in ≤ 2 s.
-    let (fast, slow) = (holding("fast"), holding("slow"));
-    let p = pool(&[&fast, &slow], &kairos(3_500.0, &["fast", "slow"], true));
-    let answers = Answers::default();
-    p.try_submit(job(0, &answers)).unwrap();
-    p.try_submit(job(1, &answers)).unwrap();
+    let (fast, slow, p, answers) = fast_and_slow_with_two_jobs(3_500.0);
     assert_eq!((held(&fast), held(&slow)), (1, 0), "job 1 waits for fast");
     fast.release_held();
     assert_eq!((held(&fast), held(&slow)), (1, 0), "job 1 went to fast");
@@ -112,11 +115,7 @@ fn kairos_uses_the_slow_type_only_when_it_still_meets_qos() {
     assert_eq!(p.replica_states()[1].3, 0, "slow never used");
 
     // QoS 10 s: slow meets it, so the second job goes to slow at once instead of waiting.
-    let (fast, slow) = (holding("fast"), holding("slow"));
-    let p = pool(&[&fast, &slow], &kairos(10_000.0, &["fast", "slow"], true));
-    let answers = Answers::default();
-    p.try_submit(job(0, &answers)).unwrap();
-    p.try_submit(job(1, &answers)).unwrap();
+    let (fast, slow, _p, answers) = fast_and_slow_with_two_jobs(10_000.0);
     assert_eq!((held(&fast), held(&slow)), (1, 1));
     fast.release_held();
     slow.release_held();
@@ -150,11 +149,7 @@ fn kairos_gives_each_replica_one_job_at_a_time_and_pushes_back_when_full() {
 
 #[test]
 fn kairos_redispatches_the_job_of_a_dead_replica() {
-    let (fast, slow) = (holding("fast"), holding("slow"));
-    let p = pool(&[&fast, &slow], &kairos(10_000.0, &["fast", "slow"], true));
-    let answers = Answers::default();
-    p.try_submit(job(0, &answers)).unwrap();
-    p.try_submit(job(1, &answers)).unwrap();
+    let (fast, slow, p, answers) = fast_and_slow_with_two_jobs(10_000.0);
     assert_eq!((held(&fast), held(&slow)), (1, 1));
     // fast dies with job 0 in flight: it goes back to the head of the queue, then to slow
     // once slow is free (slow is the only one alive).

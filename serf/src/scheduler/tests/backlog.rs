@@ -85,6 +85,18 @@ fn a_queue_that_keeps_growing_bars_the_configuration_the_model_prefers() {
     assert_eq!(switches.len(), 2, "{switches:?}");
 }
 
+/// Seconds after `at` of the second of `switches`, which must back out of the configuration just
+/// picked: `from → to` for the backlog.
+fn backed_out_after(switches: &[Switch], (from, to): (Config, Config), at: f64) -> f64 {
+    let back = switches.get(1).copied().expect("never backed out");
+    assert_eq!(
+        (back.from, back.to, back.reason),
+        (from, to, SwitchReason::Backlog),
+        "{switches:?}"
+    );
+    back.at.as_secs_f64() - at
+}
+
 #[test]
 fn a_configuration_the_model_just_picked_is_backed_out_after_one_period_of_growth() {
     let (a, b) = (Config::new(1, 2), Config::new(2, 1));
@@ -102,13 +114,7 @@ fn a_configuration_the_model_just_picked_is_backed_out_after_one_period_of_growt
     for (probation, periods) in [(3, 1.0), (0, 2.0)] {
         let switches = run(probation, at + 0.05);
         assert_eq!(switches.first().copied(), Some(picked), "{switches:?}");
-        let back = switches.get(1).copied().expect("never backed out");
-        assert_eq!(
-            (back.from, back.to, back.reason),
-            (a, b, SwitchReason::Backlog),
-            "{switches:?}"
-        );
-        let after = back.at.as_secs_f64() - at;
+        let after = backed_out_after(&switches, (a, b), at);
         assert!(
             after >= periods - 0.01 && after < periods + 0.1,
             "probation {probation}: backed out {after:.2} s after the switch"
@@ -149,13 +155,7 @@ fn a_configuration_the_model_just_picked_is_backed_out_when_it_queues_beyond_the
     let picked = picked_on_the_models_word(BacklogGuard::default());
     let at = picked.at.as_secs_f64();
     let checked = run(2.0, at + 0.05);
-    let back = checked.get(1).copied().expect("never backed out");
-    assert_eq!(
-        (back.from, back.to, back.reason),
-        (a, b, SwitchReason::Backlog),
-        "{checked:?}"
-    );
-    let after = back.at.as_secs_f64() - at;
+    let after = backed_out_after(&checked, (a, b), at);
     assert!(after > 0.99 && after < 1.1, "{after:.2} s after the switch");
     // With the check off, an emptying queue never moves it; past the probation neither.
     let off = run(0.0, at + 0.05);

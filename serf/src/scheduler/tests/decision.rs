@@ -51,13 +51,8 @@ fn the_scheduler_decides_once_per_period() {
         ..Default::default()
     };
     let mut s = Scheduler::new(two_core(), a, exact, secs(0.0)).unwrap();
-    let mut switches = Vec::new();
     // 8/s evenly for 10 s.
-    for k in 0..80 {
-        let t = secs(k as f64 / 8.0 + 0.01);
-        s.record_arrival(t);
-        switches.extend(s.poll(t));
-    }
+    let switches = eight_a_second(&mut s, 80);
     // Updates at 1 s (estimate 8) and 2 s (estimate 8): switch decided at the second.
     assert_eq!(switches.len(), 1);
     assert_eq!(switches[0].to, Config::new(2, 1));
@@ -72,12 +67,7 @@ fn the_scheduler_decides_once_per_period() {
     assert_eq!(s.current(), Config::new(2, 1));
     // With the default 1σ margin the first update plans for 8 + √8 > A's capacity: immediate switch.
     let mut s = Scheduler::new(two_core(), a, SchedulerOptions::default(), secs(0.0)).unwrap();
-    let mut switches = Vec::new();
-    for k in 0..16 {
-        let t = secs(k as f64 / 8.0 + 0.01);
-        s.record_arrival(t);
-        switches.extend(s.poll(t));
-    }
+    let switches = eight_a_second(&mut s, 16);
     assert_eq!(switches.len(), 1);
     assert_eq!(switches[0].reason, SwitchReason::Overload);
     assert!((switches[0].planned_lambda - (8.0 + 8f64.sqrt())).abs() < 1e-12);
@@ -259,4 +249,15 @@ fn a_dynamic_load_tracks_the_best_fixed_configuration() {
         let m = mean_latency(d, 0.0, f64::INFINITY);
         assert!(serf_all <= m, "SERF {serf_all} vs fixed {cfg} {m}");
     }
+}
+
+/// `n` arrivals at 8/s evenly (from 0.01 s), polling after each; the switches made.
+fn eight_a_second(s: &mut Scheduler, n: u32) -> Vec<Switch> {
+    let mut switches = Vec::new();
+    for k in 0..n {
+        let t = secs(f64::from(k) / 8.0 + 0.01);
+        s.record_arrival(t);
+        switches.extend(s.poll(t));
+    }
+    switches
 }

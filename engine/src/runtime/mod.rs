@@ -2,9 +2,9 @@
 //!
 //! [`GraphRuntime::start`] launches `workers` timely worker threads, each compiling the plan into
 //! its own dataflow. [`GraphRuntime::submit`] checks a request's tensors against the graph inputs
-//! (a bad request is refused here with the field that is wrong, and never enters the dataflow),
-//! applies the in-flight limit, registers the responder and hands the request to a worker's ingress
-//! round-robin. [`GraphRuntime::shutdown`] stops admission, lets every admitted request finish, and
+//! (`input_checks`: a bad request is refused here with the field that is wrong, and never enters
+//! the dataflow), applies the in-flight limit, registers the responder and hands the request to a
+//! worker's ingress round-robin. [`GraphRuntime::shutdown`] stops admission, lets every admitted request finish, and
 //! joins the workers: nothing admitted is ever dropped.
 //!
 //! The handles the runtime shares with parts built before it ([`RuntimeParts`]: the reply table
@@ -26,7 +26,9 @@ use crate::dataflow::exchange::PROCESS_SHIFT;
 use crate::dataflow::ingress::{ingress, AdmittedRequest};
 use crate::plan::Plan;
 use crate::request::{RequestError, Responder, Response};
-use crate::tensor::{Dim, NamedTensor, ShapeDisplay, Tensor};
+use crate::tensor::NamedTensor;
+
+mod input_checks;
 
 /// How the runtime runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,80 +353,6 @@ impl GraphRuntime {
         self.replies.duplicates()
     }
 
-    /// Checks `inputs` against the graph inputs and returns them in the graph's order.
-    fn check_inputs(&self, mut inputs: Vec<NamedTensor>) -> Result<Vec<Tensor>, RequestError> {
-        let invalid = |field: String, message: String| RequestError::Invalid { field, message };
-        for t in &inputs {
-            if !self.plan.inputs.iter().any(|g| g.name == t.name) {
-                let known: Vec<&str> = self.plan.inputs.iter().map(|g| g.name.as_str()).collect();
-                return Err(invalid(
-                    format!("inputs.{}", t.name),
-                    format!(
-                        "graph `{}` has no input `{}` (its inputs: {})",
-                        self.plan.name,
-                        t.name,
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
-        let mut ordered = Vec::with_capacity(self.plan.inputs.len());
-        for g in &self.plan.inputs {
-            let pos = inputs
-                .iter()
-                .position(|t| t.name == g.name)
-                .ok_or_else(|| {
-                    invalid(
-                        format!("inputs.{}", g.name),
-                        format!("missing input `{}` ({})", g.name, g.ty),
-                    )
-                })?;
-            let t = inputs.swap_remove(pos);
-            if inputs.iter().any(|o| o.name == g.name) {
-                return Err(invalid(
-                    format!("inputs.{}", g.name),
-                    "given more than once".into(),
-                ));
-            }
-            let tensor = t.tensor;
-            if tensor.dtype() != g.ty.dtype {
-                return Err(invalid(
-                    format!("inputs.{}.datatype", g.name),
-                    format!("expected {}, got {}", g.ty.dtype, tensor.dtype()),
-                ));
-            }
-            let shape_ok = tensor.shape.len() == g.ty.shape.len()
-                && tensor
-                    .shape
-                    .iter()
-                    .zip(&g.ty.shape)
-                    .all(|(&a, b)| Dim::Fixed(a).compatible(*b));
-            if !shape_ok {
-                return Err(invalid(
-                    format!("inputs.{}.shape", g.name),
-                    format!(
-                        "expected {}, got {:?}",
-                        ShapeDisplay(&g.ty.shape),
-                        tensor.shape
-                    ),
-                ));
-            }
-            let expected: usize = tensor.shape.iter().product();
-            if tensor.data.len() != expected {
-                return Err(invalid(
-                    format!("inputs.{}.data", g.name),
-                    format!(
-                        "shape {:?} needs {expected} elements, got {}",
-                        tensor.shape,
-                        tensor.data.len()
-                    ),
-                ));
-            }
-            ordered.push(tensor);
-        }
-        Ok(ordered)
-    }
-
     /// Submits a request; `responder` is called exactly once with its outcome, unless this returns
     /// an error (then the request was refused and `responder` is dropped uncalled).
     ///
@@ -476,7 +404,7 @@ impl GraphRuntime {
         let mut checked = Vec::with_capacity(n);
         let mut responders = Vec::with_capacity(n);
         for (inputs, responder) in rows {
-            checked.push(self.check_inputs(inputs)?);
+            checked.push(input_checks::check_inputs(&self.plan, inputs)?);
             responders.push(responder);
         }
         let first = self.reserve(n)?;
@@ -503,7 +431,7 @@ impl GraphRuntime {
         inputs: Vec<NamedTensor>,
         parameters: Option<Arc<str>>,
     ) -> Result<AdmittedRequest, RequestError> {
-        let inputs = self.check_inputs(inputs)?;
+        let inputs = input_checks::check_inputs(&self.plan, inputs)?;
         let id = self.reserve(1)?;
         Ok(AdmittedRequest {
             id,

@@ -1,137 +1,22 @@
-//! A model node's replicas and the dispatcher over them: least outstanding among the live ones
-//! (or round robin, or Kairos), with failover.
-//!
-//! A [`Replica`] is one place a node's model runs: an executor in this process
-//! ([`LocalReplica`]) or a remote executor process (the `weir-executor` crate's zenoh client). The
-//! [`ReplicaPool`] gives each job to the live replica with the fewest jobs outstanding (ties go
-//! round-robin), up to each replica's capacity; when every live replica is full it refuses the job,
-//! which holds it back in the dataflow (back-pressure). With `routing: round_robin` it takes the
-//! next live replica with room in turn instead. With `routing: kairos` jobs wait in the pool's own
-//! bounded queue ([`super::routing::KairosQueue`]) and each round (on arrival, completion, a
-//! refused offer, a revival) matches them to *idle* replicas by Kairos's min-cost assignment; each
-//! replica holds one job at a time; a full queue refuses the job (back-pressure).
-//!
-//! Failover: a replica answers each dispatch exactly once, with outputs, a model error (answered to
-//! the client: another replica would fail the same way), or *unavailable* (it died, timed out, or
-//! shed the job). An unavailable job is re-dispatched to another live replica. A replica with
-//! [`FAILURES_BEFORE_DOWN`] unavailable answers in a row is set aside for [`DOWN_COOLDOWN`]; it is
-//! still used when nothing else is alive, and its liveliness coming back (a restart) clears it. A
-//! job fails only when no replica is alive, or after [`MAX_ATTEMPTS`] dispatches.
-//!
-//! Answered once: a job's `done` sits behind a take-once slot. The first outcome answers it; a
-//! late answer from a replica that was given up on (a timed-out one that answers after all) finds
-//! the slot empty and is counted in [`PoolStats::late_answers`], never delivered.
+//! The replica pool: picks a live replica per job (least outstanding, round robin, or a Kairos
+//! round over its own queue), dispatches, and re-dispatches what comes back unavailable (see the
+//! parent module for the rules).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tracing::{info, warn};
 use weir_engine::batch::TensorColumn;
-
-use super::executor::{AnswerOnce, Job, ModelExecutor};
-use super::routing::{concat_jobs, split_rows, KairosQueue, RoutingError};
-use super::ExecError;
 use weir_engine::routing::Routing;
 
-pub mod metrics;
-
-/// Unavailable answers in a row after which a replica is set aside.
-pub const FAILURES_BEFORE_DOWN: u32 = 2;
-/// How long a set-aside replica is skipped (unless it is the only one alive).
-pub const DOWN_COOLDOWN: Duration = Duration::from_millis(500);
-/// Most dispatches of one job before it fails.
-pub const MAX_ATTEMPTS: u32 = 8;
-
-/// Where a model node's jobs go: one executor, or a pool of replicas.
-pub trait InferenceService: Send + Sync {
-    /// Queues `job`, or hands it back when there is no room now (the caller retries later).
-    fn try_submit(&self, job: Job) -> Result<(), Job>;
-    /// Most rows one job may hold.
-    fn rows_per_job(&self) -> usize;
-}
-
-impl InferenceService for ModelExecutor {
-    fn try_submit(&self, job: Job) -> Result<(), Job> {
-        ModelExecutor::try_submit(self, job)
-    }
-
-    fn rows_per_job(&self) -> usize {
-        if self.config().batched {
-            self.config().max_batch.max(1)
-        } else {
-            1
-        }
-    }
-}
-
-/// Why a replica did not produce outputs for a dispatch.
-#[derive(Debug, Clone)]
-pub enum ReplicaError {
-    /// The replica is gone, timed out or shed the job: try another.
-    Unavailable(String),
-    /// The model failed on these rows: the job's answer.
-    Failed(ExecError),
-}
-
-/// Receives one dispatch's outcome, exactly once.
-pub type ReplicaDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, ReplicaError>) + Send>;
-
-/// One place a node's model runs.
-pub trait Replica: Send + Sync {
-    /// Its name (`local` or the executor's name).
-    fn name(&self) -> &str;
-    /// Whether it is believed alive now.
-    fn is_alive(&self) -> bool;
-    /// Most jobs it should hold at once.
-    fn capacity(&self) -> usize;
-    /// Sends `inputs` (columns in the model's input order); `done` is called exactly once.
-    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone);
-    /// Registers a callback run when the replica comes back alive (after a restart, say).
-    fn on_revival(&self, _callback: Box<dyn Fn() + Send + Sync>) {}
-}
-
-/// The in-process executor as a replica.
-pub struct LocalReplica {
-    executor: Arc<ModelExecutor>,
-}
-
-impl LocalReplica {
-    /// Wraps `executor`.
-    pub fn new(executor: Arc<ModelExecutor>) -> Self {
-        LocalReplica { executor }
-    }
-}
-
-impl Replica for LocalReplica {
-    fn name(&self) -> &str {
-        weir_engine::spec::LOCAL_REPLICA
-    }
-
-    fn is_alive(&self) -> bool {
-        true
-    }
-
-    fn capacity(&self) -> usize {
-        self.executor.config().queue_capacity.max(1) + self.executor.config().instances.max(1)
-    }
-
-    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone) {
-        let job = Job {
-            inputs,
-            enqueued_at,
-            done: Box::new(move |r| done(r.map_err(ReplicaError::Failed))),
-        };
-        if let Err(job) = self.executor.try_submit(job) {
-            // The queue is shared with nothing else, so this only happens while stopping.
-            (job.done)(Err(ExecError::Unavailable {
-                node: self.executor.config().node.clone(),
-                message: "the local executor's queue refused the job".into(),
-            }));
-        }
-    }
-}
+use super::super::executor::{AnswerOnce, Job};
+use super::super::routing::{concat_jobs, split_rows, KairosQueue, RoutingError};
+use super::super::ExecError;
+use super::{
+    InferenceService, Replica, ReplicaError, DOWN_COOLDOWN, FAILURES_BEFORE_DOWN, MAX_ATTEMPTS,
+};
 
 /// Dispatch counters of a pool; every field only grows.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -168,6 +53,18 @@ struct PoolJob {
     enqueued_at: Instant,
     done: AnswerOnce,
     attempts: AtomicU32,
+}
+
+impl PoolJob {
+    /// `job`, not yet dispatched, answered at most once.
+    fn new(job: Job) -> Arc<Self> {
+        Arc::new(PoolJob {
+            inputs: job.inputs,
+            enqueued_at: job.enqueued_at,
+            done: AnswerOnce::new(job.done),
+            attempts: AtomicU32::new(0),
+        })
+    }
 }
 
 /// How a pool picks replicas.
@@ -338,13 +235,7 @@ impl InferenceService for ReplicaPool {
                 Err(job)
             }
             Pick::Slot(slot) => {
-                let pjob = Arc::new(PoolJob {
-                    inputs: job.inputs,
-                    enqueued_at: job.enqueued_at,
-                    done: AnswerOnce::new(job.done),
-                    attempts: AtomicU32::new(0),
-                });
-                PoolInner::dispatch(inner, slot, pjob);
+                PoolInner::dispatch(inner, slot, PoolJob::new(job));
                 Ok(())
             }
             Pick::NoneAlive => {
@@ -576,13 +467,7 @@ impl PoolInner {
             if q.has_room() {
                 let rows = job.inputs.first().map_or(1, TensorColumn::len);
                 let enqueued_at = job.enqueued_at;
-                let pjob = Arc::new(PoolJob {
-                    inputs: job.inputs,
-                    enqueued_at,
-                    done: AnswerOnce::new(job.done),
-                    attempts: AtomicU32::new(0),
-                });
-                q.push(pjob, rows, enqueued_at);
+                q.push(PoolJob::new(job), rows, enqueued_at);
                 None
             } else {
                 Some(job)
@@ -657,229 +542,5 @@ impl PoolInner {
                 None => return,
             }
         }
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicBool;
-    use weir_engine::tensor::TensorData;
-
-    /// A replica whose behaviour the test scripts: answer (echo), be unavailable, or hold jobs.
-    pub(crate) struct Scripted {
-        pub(crate) name: String,
-        pub(crate) alive: AtomicBool,
-        pub(crate) fail: AtomicBool,
-        pub(crate) hold: AtomicBool,
-        pub(crate) held: Mutex<Vec<(Vec<TensorColumn>, ReplicaDone)>>,
-        pub(crate) capacity: usize,
-        pub(crate) revive: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
-    }
-
-    impl Scripted {
-        pub(crate) fn new(name: &str, capacity: usize) -> Arc<Self> {
-            Arc::new(Scripted {
-                name: name.into(),
-                alive: AtomicBool::new(true),
-                fail: AtomicBool::new(false),
-                hold: AtomicBool::new(false),
-                held: Mutex::new(Vec::new()),
-                capacity,
-                revive: Mutex::new(None),
-            })
-        }
-
-        pub(crate) fn release_held(&self) {
-            let held: Vec<_> = self.held.lock().unwrap().drain(..).collect();
-            for (inputs, done) in held {
-                done(Ok(inputs));
-            }
-        }
-
-        pub(crate) fn fail_held(&self) {
-            let held: Vec<_> = self.held.lock().unwrap().drain(..).collect();
-            for (_, done) in held {
-                done(Err(ReplicaError::Unavailable("died".into())));
-            }
-        }
-    }
-
-    impl Replica for Scripted {
-        fn name(&self) -> &str {
-            &self.name
-        }
-        fn is_alive(&self) -> bool {
-            self.alive.load(Ordering::SeqCst)
-        }
-        fn capacity(&self) -> usize {
-            self.capacity
-        }
-        fn dispatch(&self, inputs: Vec<TensorColumn>, _at: Instant, done: ReplicaDone) {
-            if self.fail.load(Ordering::SeqCst) {
-                done(Err(ReplicaError::Unavailable("scripted failure".into())));
-            } else if self.hold.load(Ordering::SeqCst) {
-                self.held.lock().unwrap().push((inputs, done));
-            } else {
-                done(Ok(inputs));
-            }
-        }
-        fn on_revival(&self, callback: Box<dyn Fn() + Send + Sync>) {
-            *self.revive.lock().unwrap() = Some(callback);
-        }
-    }
-
-    pub(crate) type Answers = Arc<Mutex<Vec<(i64, Result<i64, String>)>>>;
-
-    pub(crate) fn job(id: i64, answers: &Answers) -> Job {
-        let col = TensorColumn::from_data("x", vec![1], 1, TensorData::I64(vec![id])).unwrap();
-        let answers = Arc::clone(answers);
-        Job {
-            inputs: vec![col],
-            enqueued_at: Instant::now(),
-            done: Box::new(move |r| {
-                let r = r
-                    .map(|c| c[0].i64_values().unwrap()[0])
-                    .map_err(|e| e.to_string());
-                answers.lock().unwrap().push((id, r));
-            }),
-        }
-    }
-
-    fn pool(replicas: &[&Arc<Scripted>]) -> ReplicaPool {
-        let replicas = replicas
-            .iter()
-            .map(|r| Arc::clone(r) as Arc<dyn Replica>)
-            .collect();
-        ReplicaPool::new("m", replicas, 1)
-    }
-
-    pub(crate) fn assert_answered_once(answers: &Answers, n: i64) {
-        let mut ids: Vec<i64> = answers.lock().unwrap().iter().map(|a| a.0).collect();
-        ids.sort_unstable();
-        assert_eq!(ids, (0..n).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn least_outstanding_spreads_held_jobs_evenly() {
-        let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
-        a.hold.store(true, Ordering::SeqCst);
-        b.hold.store(true, Ordering::SeqCst);
-        let p = pool(&[&a, &b]);
-        let answers = Answers::default();
-        for i in 0..6 {
-            assert!(p.try_submit(job(i, &answers)).is_ok());
-        }
-        assert_eq!(a.held.lock().unwrap().len(), 3);
-        assert_eq!(b.held.lock().unwrap().len(), 3);
-        a.release_held();
-        b.release_held();
-        assert_answered_once(&answers, 6);
-    }
-
-    #[test]
-    fn full_replicas_push_back() {
-        let a = Scripted::new("a", 2);
-        a.hold.store(true, Ordering::SeqCst);
-        let p = pool(&[&a]);
-        let answers = Answers::default();
-        assert!(p.try_submit(job(0, &answers)).is_ok());
-        assert!(p.try_submit(job(1, &answers)).is_ok());
-        let refused = p.try_submit(job(2, &answers)).unwrap_err();
-        a.release_held();
-        assert!(p.try_submit(refused).is_ok());
-        a.release_held();
-        assert_answered_once(&answers, 3);
-    }
-
-    #[test]
-    fn jobs_of_a_dead_replica_are_redispatched_and_answered_once() {
-        let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
-        a.hold.store(true, Ordering::SeqCst);
-        b.hold.store(true, Ordering::SeqCst);
-        let p = pool(&[&a, &b]);
-        let answers = Answers::default();
-        for i in 0..8 {
-            p.try_submit(job(i, &answers)).unwrap();
-        }
-        // `a` dies with its jobs in flight: they move to `b`.
-        a.alive.store(false, Ordering::SeqCst);
-        a.fail_held();
-        assert_eq!(b.held.lock().unwrap().len(), 8);
-        b.release_held();
-        assert_answered_once(&answers, 8);
-        assert!(answers.lock().unwrap().iter().all(|(id, r)| r == &Ok(*id)));
-        let stats = p.stats();
-        assert_eq!(stats.redispatched, 4);
-        assert_eq!(stats.failed, 0);
-    }
-
-    #[test]
-    fn no_live_replica_fails_with_a_clear_error() {
-        let a = Scripted::new("a", 10);
-        a.alive.store(false, Ordering::SeqCst);
-        let p = pool(&[&a]);
-        let answers = Answers::default();
-        p.try_submit(job(0, &answers)).unwrap();
-        let got = answers.lock().unwrap();
-        let err = got[0].1.as_ref().unwrap_err();
-        assert!(err.contains("no replica is alive"), "{err}");
-    }
-
-    #[test]
-    fn a_failing_replica_is_set_aside_then_revived() {
-        let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
-        a.fail.store(true, Ordering::SeqCst);
-        let p = pool(&[&a, &b]);
-        let answers = Answers::default();
-        for i in 0..10 {
-            p.try_submit(job(i, &answers)).unwrap();
-        }
-        assert_answered_once(&answers, 10);
-        // After FAILURES_BEFORE_DOWN failures `a` is skipped: it saw few dispatches.
-        let states = p.replica_states();
-        assert!(
-            states[0].3 <= u64::from(FAILURES_BEFORE_DOWN) + 1,
-            "{states:?}"
-        );
-        // Revival clears the set-aside state; `a` takes work again.
-        a.fail.store(false, Ordering::SeqCst);
-        (a.revive.lock().unwrap().as_ref().unwrap())();
-        let before = p.replica_states()[0].3;
-        for i in 10..20 {
-            p.try_submit(job(i, &answers)).unwrap();
-        }
-        assert!(p.replica_states()[0].3 > before);
-    }
-
-    #[test]
-    fn model_errors_are_answered_not_retried() {
-        struct Broken;
-        impl Replica for Broken {
-            fn name(&self) -> &str {
-                "broken"
-            }
-            fn is_alive(&self) -> bool {
-                true
-            }
-            fn capacity(&self) -> usize {
-                4
-            }
-            fn dispatch(&self, _: Vec<TensorColumn>, _: Instant, done: ReplicaDone) {
-                done(Err(ReplicaError::Failed(ExecError::Inference {
-                    node: "m".into(),
-                    message: "bad rows".into(),
-                })));
-            }
-        }
-        let p = ReplicaPool::new("m", vec![Arc::new(Broken)], 1);
-        let answers = Answers::default();
-        p.try_submit(job(0, &answers)).unwrap();
-        assert!(answers.lock().unwrap()[0]
-            .1
-            .as_ref()
-            .unwrap_err()
-            .contains("bad rows"));
-        assert_eq!(p.stats().dispatched, 1);
     }
 }

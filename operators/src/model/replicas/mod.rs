@@ -1,0 +1,137 @@
+//! A model node's replicas and the dispatcher over them: least outstanding among the live ones
+//! (or round robin, or Kairos), with failover.
+//!
+//! A [`Replica`] is one place a node's model runs: an executor in this process
+//! ([`LocalReplica`]) or a remote executor process (the `weir-executor` crate's zenoh client). The
+//! [`ReplicaPool`] gives each job to the live replica with the fewest jobs outstanding (ties go
+//! round-robin), up to each replica's capacity; when every live replica is full it refuses the job,
+//! which holds it back in the dataflow (back-pressure). With `routing: round_robin` it takes the
+//! next live replica with room in turn instead. With `routing: kairos` jobs wait in the pool's own
+//! bounded queue ([`super::routing::KairosQueue`]) and each round (on arrival, completion, a
+//! refused offer, a revival) matches them to *idle* replicas by Kairos's min-cost assignment; each
+//! replica holds one job at a time; a full queue refuses the job (back-pressure).
+//!
+//! Failover: a replica answers each dispatch exactly once, with outputs, a model error (answered to
+//! the client: another replica would fail the same way), or *unavailable* (it died, timed out, or
+//! shed the job). An unavailable job is re-dispatched to another live replica. A replica with
+//! [`FAILURES_BEFORE_DOWN`] unavailable answers in a row is set aside for [`DOWN_COOLDOWN`]; it is
+//! still used when nothing else is alive, and its liveliness coming back (a restart) clears it. A
+//! job fails only when no replica is alive, or after [`MAX_ATTEMPTS`] dispatches.
+//!
+//! Answered once: a job's `done` sits behind a take-once slot. The first outcome answers it; a
+//! late answer from a replica that was given up on (a timed-out one that answers after all) finds
+//! the slot empty and is counted in [`PoolStats::late_answers`], never delivered.
+//!
+//! This module holds the contracts ([`InferenceService`], [`Replica`]) and the in-process replica;
+//! `pool` the pool's picking, dispatch and failover; `metrics` its `/metrics` families.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weir_engine::batch::TensorColumn;
+
+use super::executor::{Job, ModelExecutor};
+use super::ExecError;
+
+pub mod metrics;
+mod pool;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use pool::{PoolStats, ReplicaPool};
+
+/// Unavailable answers in a row after which a replica is set aside.
+pub const FAILURES_BEFORE_DOWN: u32 = 2;
+/// How long a set-aside replica is skipped (unless it is the only one alive).
+pub const DOWN_COOLDOWN: Duration = Duration::from_millis(500);
+/// Most dispatches of one job before it fails.
+pub const MAX_ATTEMPTS: u32 = 8;
+
+/// Where a model node's jobs go: one executor, or a pool of replicas.
+pub trait InferenceService: Send + Sync {
+    /// Queues `job`, or hands it back when there is no room now (the caller retries later).
+    fn try_submit(&self, job: Job) -> Result<(), Job>;
+    /// Most rows one job may hold.
+    fn rows_per_job(&self) -> usize;
+}
+
+impl InferenceService for ModelExecutor {
+    fn try_submit(&self, job: Job) -> Result<(), Job> {
+        ModelExecutor::try_submit(self, job)
+    }
+
+    fn rows_per_job(&self) -> usize {
+        if self.config().batched {
+            self.config().max_batch.max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// Why a replica did not produce outputs for a dispatch.
+#[derive(Debug, Clone)]
+pub enum ReplicaError {
+    /// The replica is gone, timed out or shed the job: try another.
+    Unavailable(String),
+    /// The model failed on these rows: the job's answer.
+    Failed(ExecError),
+}
+
+/// Receives one dispatch's outcome, exactly once.
+pub type ReplicaDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, ReplicaError>) + Send>;
+
+/// One place a node's model runs.
+pub trait Replica: Send + Sync {
+    /// Its name (`local` or the executor's name).
+    fn name(&self) -> &str;
+    /// Whether it is believed alive now.
+    fn is_alive(&self) -> bool;
+    /// Most jobs it should hold at once.
+    fn capacity(&self) -> usize;
+    /// Sends `inputs` (columns in the model's input order); `done` is called exactly once.
+    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone);
+    /// Registers a callback run when the replica comes back alive (after a restart, say).
+    fn on_revival(&self, _callback: Box<dyn Fn() + Send + Sync>) {}
+}
+
+/// The in-process executor as a replica.
+pub struct LocalReplica {
+    executor: Arc<ModelExecutor>,
+}
+
+impl LocalReplica {
+    /// Wraps `executor`.
+    pub fn new(executor: Arc<ModelExecutor>) -> Self {
+        LocalReplica { executor }
+    }
+}
+
+impl Replica for LocalReplica {
+    fn name(&self) -> &str {
+        weir_engine::spec::LOCAL_REPLICA
+    }
+
+    fn is_alive(&self) -> bool {
+        true
+    }
+
+    fn capacity(&self) -> usize {
+        self.executor.config().queue_capacity.max(1) + self.executor.config().instances.max(1)
+    }
+
+    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone) {
+        let job = Job {
+            inputs,
+            enqueued_at,
+            done: Box::new(move |r| done(r.map_err(ReplicaError::Failed))),
+        };
+        if let Err(job) = self.executor.try_submit(job) {
+            // The queue is shared with nothing else, so this only happens while stopping.
+            (job.done)(Err(ExecError::Unavailable {
+                node: self.executor.config().node.clone(),
+                message: "the local executor's queue refused the job".into(),
+            }));
+        }
+    }
+}
