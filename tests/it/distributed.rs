@@ -169,13 +169,7 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     let (tx, rx) = channel();
     let total = 600u64;
     let submit = |i: u64| {
-        running
-            .runtime()
-            .submit(
-                workload.item(i as usize).inputs,
-                replies.responder(i, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&running, i, workload.item(i as usize).inputs, &tx);
     };
     // The kill must provably land on calls in flight. Killing whichever replica shows a call
     // outstanding is not enough (its answer may already be on the wire, and the pool then sends
@@ -252,13 +246,7 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     let before = pool.replica_states()[victim].3;
     let (tx, rx) = channel();
     for i in 0..120u64 {
-        running
-            .runtime()
-            .submit(
-                workload.item(i as usize).inputs,
-                replies.responder(total + i, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&running, total + i, workload.item(i as usize).inputs, &tx);
     }
     drop(tx);
     for (tag, r) in rx.iter() {

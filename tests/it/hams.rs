@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use weir::hams::journal::{check, read_dir, Divergence, Report};
 use weir::{load_graph, start, RunningGraph, RuntimeOptions, Tensor};
 
-use crate::common::{channel, model, repo, signal, temp_dir, try_spawn_executor, Replies, TempDir};
+use crate::common::{
+    assert_close, channel, model, named, repo, signal, temp_dir, try_spawn_executor, Replies,
+    TempDir,
+};
 use crate::distributed::free_port;
 
 /// A `weir executor` serving stateful models, SIGKILLed when dropped.
@@ -162,13 +165,6 @@ pub(crate) fn start_graph(path: &Path) -> RunningGraph {
     start(graph.plan, RuntimeOptions::default()).expect("graph starts")
 }
 
-fn named(tensor: Tensor) -> weir::NamedTensor {
-    weir::NamedTensor {
-        name: "x".into(),
-        tensor,
-    }
-}
-
 fn input(i: usize, features: usize) -> Vec<f32> {
     (0..features)
         .map(|k| ((i * features + k) as f32 * 0.173).sin())
@@ -181,7 +177,10 @@ pub(crate) fn sequential(graph: &RunningGraph, n: usize, features: usize) -> Vec
     (0..n)
         .map(|i| {
             let x = Tensor::f32(vec![features], input(i, features));
-            let r = graph.runtime().infer(vec![named(x)]).expect("answered");
+            let r = graph
+                .runtime()
+                .infer(vec![named("x", x)])
+                .expect("answered");
             r.output("y").and_then(|t| t.as_f32()).expect("y").to_vec()
         })
         .collect()
@@ -206,10 +205,7 @@ fn load(
     while received < n && Instant::now() < deadline {
         while sent < n && sent - received < concurrency {
             let x = Tensor::f32(vec![features], input(sent, features));
-            graph
-                .runtime()
-                .submit(vec![named(x)], replies.responder(sent as u64, tx.clone()))
-                .expect("admitted");
+            replies.submit(graph, sent as u64, vec![named("x", x)], &tx);
             during(sent);
             sent += 1;
         }
@@ -235,13 +231,6 @@ fn load(
 fn journal(dir: &TempDir) -> Report {
     let events = read_dir(&dir.0).expect("journal readable");
     check(&events)
-}
-
-pub(crate) fn assert_close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths");
-    for (x, y) in a.iter().zip(b) {
-        assert!((x - y).abs() <= 1e-5, "{what}: {x} vs {y}");
-    }
 }
 
 pub(crate) fn gru<'a>(
@@ -280,26 +269,57 @@ fn tracker_in_mode(
     primary_args: &[&str],
     backup_args: &[&str],
 ) -> (Member, Member, RunningGraph) {
-    let model = [("track", "gru_stream.onnx")];
-    let a = Member::start(&format!("hams-{tag}-a"), &[], &model, primary_args, &dir.0);
-    let b = Member::start(
-        &format!("hams-{tag}-b"),
-        &[&a.endpoint],
-        &model,
-        backup_args,
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        &format!("track-{tag}"),
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, mode)],
-    );
+    let (a, b) = pair(&dir.0, tag, &TRACK, primary_args, backup_args);
+    let path = track_graph(&dir.0, &format!("track-{tag}"), &[&a, &b], mode);
     let graph = start_graph(&path);
     graph.hams().expect("a HAMS manager").journal_to(&dir.0);
     (a, b, graph)
+}
+
+/// The `track` node's model.
+pub(crate) const TRACK: [(&str, &str); 1] = [("track", "gru_stream.onnx")];
+
+/// Members `hams-<tag>-a` (started with `primary_args`) and `hams-<tag>-b` (connecting to it,
+/// started with `backup_args`), both serving `models` and journaling into `journal`.
+pub(crate) fn pair(
+    journal: &Path,
+    tag: &str,
+    models: &[(&str, &str)],
+    primary_args: &[&str],
+    backup_args: &[&str],
+) -> (Member, Member) {
+    let a = Member::start(&format!("hams-{tag}-a"), &[], models, primary_args, journal);
+    let b = Member::start(
+        &format!("hams-{tag}-b"),
+        &[&a.endpoint],
+        models,
+        backup_args,
+        journal,
+    );
+    (a, b)
+}
+
+/// Writes graph `name`: one `track` GRU reading `x` of 8 values, replicated on `members`
+/// (primary, backup) under `mode`, or unreplicated and in-process when `members` is empty.
+pub(crate) fn track_graph(dir: &Path, name: &str, members: &[&Member], mode: &str) -> PathBuf {
+    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    let mode = if members.is_empty() { "none" } else { mode };
+    chain_graph(dir, name, 8, members, &[gru("track", "x", &names, mode)])
+}
+
+/// `n` requests one at a time on `graph` are answered like those on an unreplicated in-process
+/// `track` node (graph `local`, written into `dir`).
+pub(crate) fn assert_answers_like_unreplicated(
+    dir: &Path,
+    graph: &RunningGraph,
+    local: &str,
+    n: usize,
+) {
+    let got = sequential(graph, n, 8);
+    let reference = sequential(&start_graph(&track_graph(dir, local, &[], "")), n, 8);
+    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+        assert_close(g, r, 1e-5, &format!("request {i}"));
+    }
 }
 
 /// The chain a → b, each node replicated on two members (`a1` primary of a, started with
@@ -362,42 +382,8 @@ fn assert_once_and_consistent(dir: &TempDir, n: usize, run: &LoadResult) {
 #[test]
 fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent() {
     let dir = temp_dir("hams-equal");
-    let a = Member::start(
-        "hams-eq-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-eq-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let replicated = chain_graph(
-        &dir.0,
-        "track-nspb",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let local = chain_graph(
-        &dir.0,
-        "track-local",
-        8,
-        &[],
-        &[gru("track", "x", &[], "none")],
-    );
-    let graph = start_graph(&replicated);
-    graph.hams().expect("a HAMS manager").journal_to(&dir.0);
-    let got = sequential(&graph, 30, 8);
-    let reference = sequential(&start_graph(&local), 30, 8);
-    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-        assert_close(g, r, &format!("request {i}"));
-    }
+    let (_a, _b, graph) = tracker(&dir, "eq", &[], &[]);
+    assert_answers_like_unreplicated(&dir.0, &graph, "track-local", 30);
     graph.shutdown();
     let report = journal(&dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
@@ -455,13 +441,12 @@ fn a_reply_waits_while_its_state_is_not_durable() {
     let (_a, _b, graph) = tracker(&dir, "h", &["--state-delay-ms", "3000"], &[]);
     let (tx, rx) = channel();
     let replies = Replies::default();
-    graph
-        .runtime()
-        .submit(
-            vec![named(Tensor::f32(vec![8], input(0, 8)))],
-            replies.responder(0, tx),
-        )
-        .expect("admitted");
+    replies.submit(
+        &graph,
+        0,
+        vec![named("x", Tensor::f32(vec![8], input(0, 8)))],
+        &tx,
+    );
     let held_seen = wait_for(Duration::from_secs(2), || {
         graph.runtime().replies().held() == 1
     });
@@ -643,30 +628,7 @@ fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
     // R14: after a failover the node runs solo; the killed executor restarts and is made the new
     // primary's backup (whole-state transfer); killing the new primary is then survived too.
     let dir = temp_dir("hams-reprotect");
-    let mut a = Member::start(
-        "hams-r-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let mut b = Member::start(
-        "hams-r-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-reprotect",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let graph = start_graph(&path);
-    graph.hams().expect("manager").journal_to(&dir.0);
+    let (mut a, mut b, graph) = tracker(&dir, "r", &[], &[]);
     let manager = graph.hams().expect("manager");
     let (a_name, a_endpoint, b_endpoint) = (a.name.clone(), a.endpoint.clone(), b.endpoint.clone());
     let (first, _, errors) = load(&graph, 60, 8, 4, |i| {
@@ -742,14 +704,7 @@ fn an_online_learning_node_learns_from_training_rows_across_a_failover() {
     // shows no conflicting outputs under the perturbed (non-deterministic) gradient sums.
     let dir = temp_dir("hams-online");
     let model_file = [("learner", "online_logreg.onnx")];
-    let mut a = Member::start("hams-o-a", &[], &model_file, &["--perturb"], &dir.0);
-    let b = Member::start(
-        "hams-o-b",
-        &[&a.endpoint],
-        &model_file,
-        &["--perturb"],
-        &dir.0,
-    );
+    let (mut a, b) = pair(&dir.0, "o", &model_file, &["--perturb"], &["--perturb"]);
     let yaml = format!(
         "name: online\ninputs:\n  - {{name: pixels, dtype: f32, shape: [64]}}\n  - {{name: label, dtype: f32, shape: [10]}}\n  - {{name: train, dtype: f32, shape: [1]}}\nexecutors:\n  - {{name: {}, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\nnodes:\n  - normalize: {{id: scaled, input: pixels, mean: [0.0], std: [16.0]}}\n  - model:\n      id: learner\n      path: {}\n      inputs: {{x: scaled.output, label: label, train: train}}\n      batching: {{max_size: 8}}\n      state: {{inputs: [w_in], outputs: [w_out]}}\n      replicas: [{}, {}]\n      replication: {{mode: nspb, detect_ms: 300}}\n  - argmax: {{id: class, input: learner.probs}}\noutputs:\n  - {{name: class, from: class.index}}\n",
         a.name, a.endpoint, b.name, b.endpoint, model("online_logreg.onnx").display(), a.name, b.name
@@ -777,13 +732,7 @@ fn an_online_learning_node_learns_from_training_rows_across_a_failover() {
     let replies = Replies::default();
     let (tx, rx) = channel();
     for (i, (x, label)) in train_rows.iter().enumerate() {
-        graph
-            .runtime()
-            .submit(
-                digit_request(x, *label, true),
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&graph, i as u64, digit_request(x, *label, true), &tx);
         if i == train_rows.len() / 2 {
             a.sigkill();
         }
@@ -822,18 +771,12 @@ fn digit_request(x: &[f32], label: usize, train: bool) -> Vec<weir::NamedTensor>
     let mut onehot = vec![0.0; 10];
     onehot[label] = 1.0;
     vec![
-        weir::NamedTensor {
-            name: "pixels".into(),
-            tensor: Tensor::f32(vec![64], x.to_vec()),
-        },
-        weir::NamedTensor {
-            name: "label".into(),
-            tensor: Tensor::f32(vec![10], onehot),
-        },
-        weir::NamedTensor {
-            name: "train".into(),
-            tensor: Tensor::f32(vec![1], vec![if train { 1.0 } else { 0.0 }]),
-        },
+        named("pixels", Tensor::f32(vec![64], x.to_vec())),
+        named("label", Tensor::f32(vec![10], onehot)),
+        named(
+            "train",
+            Tensor::f32(vec![1], vec![if train { 1.0 } else { 0.0 }]),
+        ),
     ]
 }
 
@@ -918,9 +861,7 @@ fn a_stateless_executor_and_the_adjacent_stateful_primary_killed_together_lose_n
     let p2_endpoint = format!("tcp/127.0.0.1:{}", free_port());
     let p1 = crate::distributed::Executor::serving("hams-p1", &p1_endpoint, "affine.onnx");
     let p2 = crate::distributed::Executor::serving("hams-p2", &p2_endpoint, "affine.onnx");
-    let model = [("track", "gru_stream.onnx")];
-    let mut a = Member::start("hams-sl-a", &[], &model, &["--perturb"], &dir.0);
-    let b = Member::start("hams-sl-b", &[&a.endpoint], &model, &["--perturb"], &dir.0);
+    let (mut a, b) = pair(&dir.0, "sl", &TRACK, &["--perturb"], &["--perturb"]);
     let yaml = format!(
         "name: stateless-and-stateful\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: hams-p1, endpoint: \"{}\"}}\n  - {{name: hams-p2, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 4}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [hams-p1, hams-p2]\n  - model:\n      id: track\n      path: {}\n      inputs: {{x: m.y}}\n      batching: {{max_size: 4}}\n      state: {{inputs: [h_in], outputs: [h_out]}}\n      replicas: [{}, {}]\n      replication: {{mode: nspb, detect_ms: 300}}\noutputs:\n  - {{name: y, from: track.y}}\n",
         p1_endpoint,

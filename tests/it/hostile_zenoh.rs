@@ -17,7 +17,7 @@ use zenoh::Wait;
 
 use crate::common::{model, spawn_executor, temp_dir};
 use crate::distributed::{free_port, mlp_graph, run_items, Executor};
-use crate::hams::{assert_close, chain_graph, gru, sequential, start_graph, Member};
+use crate::hams::{assert_answers_like_unreplicated, pair, start_graph, track_graph, TRACK};
 use crate::serve::Server;
 
 /// A child process SIGKILLed when dropped.
@@ -450,45 +450,13 @@ fn a_graph_and_an_executor_answer_a_request_over_mutual_tls() {
 #[test]
 fn a_rogue_queryable_on_a_primarys_run_key_never_answers_a_batch() {
     let dir = temp_dir("hams-rogue");
-    let a = Member::start(
-        "hams-rogue-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-rogue-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
+    let (a, b) = pair(&dir.0, "rogue", &TRACK, &[], &[]);
     // A peer on the primary's link answering every batch at once with garbage: taken as the
     // answer, it would fail each request.
     let rogue = peer(&a.endpoint, Some(&format!("tcp/127.0.0.1:{}", free_port())));
     let (_queryable, asked) = rogue_queryable(&rogue, "weir/executor/hams-rogue-a/hams/track/run");
-    let names = [a.name.as_str(), b.name.as_str()];
-    let replicated = chain_graph(
-        &dir.0,
-        "track-rogue",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let local = chain_graph(
-        &dir.0,
-        "track-rogue-local",
-        8,
-        &[],
-        &[gru("track", "x", &[], "none")],
-    );
-    let graph = start_graph(&replicated);
-    let got = sequential(&graph, 20, 8);
-    let reference = sequential(&start_graph(&local), 20, 8);
-    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-        assert_close(g, r, &format!("request {i}"));
-    }
+    let graph = start_graph(&track_graph(&dir.0, "track-rogue", &[&a, &b], "nspb"));
+    assert_answers_like_unreplicated(&dir.0, &graph, "track-rogue-local", 20);
     assert!(
         graph
             .hams()

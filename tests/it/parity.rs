@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{assert_close, channel, direct_ort, model, signal, Replies};
+use crate::common::{assert_close, channel, direct_ort, model, named, signal, Replies};
 use crate::distributed::{free_port, Executor};
 
 #[test]
@@ -38,16 +38,8 @@ fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {
         })
         .collect();
     for (i, x) in rows.iter().enumerate() {
-        running
-            .runtime()
-            .submit(
-                vec![weir::NamedTensor {
-                    name: "x".into(),
-                    tensor: Tensor::f32(vec![16], x.clone()),
-                }],
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        let row = vec![named("x", Tensor::f32(vec![16], x.clone()))];
+        replies.submit(&running, i as u64, row, &tx);
     }
     let mut reconstructed = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -146,16 +138,8 @@ fn digits_on_three_executors_with_one_stalled_are_all_answered_and_mostly_right(
         if i == n / 3 {
             signal(executors[1].pid(), "-STOP"); // stalls mid-run, jobs in flight
         }
-        running
-            .runtime()
-            .submit(
-                vec![weir::NamedTensor {
-                    name: "pixels".into(),
-                    tensor: Tensor::f32(vec![64], x.clone()),
-                }],
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        let row = vec![named("pixels", Tensor::f32(vec![64], x.clone()))];
+        replies.submit(&running, i as u64, row, &tx);
     }
     let (mut correct, mut reconstructed, mut correct_reconstructed) = (0, 0, 0);
     let deadline = Instant::now() + Duration::from_secs(60);
