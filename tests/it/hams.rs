@@ -1,7 +1,9 @@
 //! HAMS with real processes: stateful nodes whose primary and backup are `weir executor`
 //! processes on loopback, killed with SIGKILL or paused with SIGSTOP, checked by request id and by
-//! the consistency journal every role writes (`weir::hams::journal::check`: exactly once, no
-//! conflicting outputs (R2), apply after dependencies (R3), the release rule).
+//! the consistency journal every role writes (`weir::hams::journal::check`: exactly once; no two
+//! released or durably consumed outputs of one version differ; a backup applies a state only
+//! after the states it depends on are durable; the release rule). The rules are those of "HAMS:
+//! High Availability for Distributed Machine Learning Service Graphs" (§IV-C–§IV-E).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -375,7 +377,8 @@ fn assert_once_and_consistent(dir: &TempDir, n: usize, run: &LoadResult) {
     let report = journal(dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     assert_eq!(report.released, n);
-    // X7 (ii): no released row was ever run again, so none can be contradicted.
+    // Under non-determinism no released row was ever run again, so none can be contradicted (HAMS,
+    // §II-C).
     assert_eq!(report.divergence, Divergence::default(), "{report:?}");
 }
 
@@ -394,15 +397,15 @@ fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent()
     );
     assert!(
         report.states_compared >= 30,
-        "R5: each applied state was compared with the one its primary made: {report:?}"
+        "each applied state was compared with the one its primary made (HAMS, §IV-B): {report:?}"
     );
 }
 
 #[test]
 fn sigkill_of_a_primary_under_load_answers_every_request_once_without_conflicts() {
-    // R1, R2, R11: with perturbed rows, every protocol message sent twice and state tuples
-    // reordered (a duplicating, reordering network), the primary's SIGKILL loses nothing,
-    // answers nothing twice, applies nothing twice.
+    // Exactly once, no conflicting outputs, duplicates suppressed: with perturbed rows, every
+    // protocol message sent twice and state tuples reordered (a duplicating, reordering network),
+    // the primary's SIGKILL loses nothing, answers nothing twice, applies nothing twice.
     let dir = temp_dir("hams-kill");
     let chaos = ["--perturb", "--duplicate-messages", "--reorder-messages"];
     let (mut a, _b, graph) = tracker(&dir, "k", &chaos, &chaos);
@@ -435,8 +438,9 @@ fn chain<'a>(replicas_a: &'a [&'a str], replicas_b: &'a [&'a str]) -> [NodeSpec<
 
 #[test]
 fn a_reply_waits_while_its_state_is_not_durable() {
-    // R4: the backup's state link is 3 s slow, so nothing is durable for 3 s; the reply is held
-    // by the release gate (not lost, not released early), then released once.
+    // A reply leaves only once the states on its lineage are durable (HAMS, §IV-D): the backup's
+    // state link is 3 s slow, so nothing is durable for 3 s; the reply is held by the release gate
+    // (not lost, not released early), then released once.
     let dir = temp_dir("hams-hold");
     let (_a, _b, graph) = tracker(&dir, "h", &["--state-delay-ms", "3000"], &[]);
     let (tx, rx) = channel();
@@ -462,7 +466,7 @@ fn a_reply_waits_while_its_state_is_not_durable() {
     assert_eq!(graph.runtime().replies().held(), 0);
     assert_eq!(replies.counts().get(&0), Some(&1));
     graph.shutdown();
-    // R6: the primary answered before its state reached the backup (no stop-and-buffer).
+    // The primary answered before its state reached the backup: no stop-and-buffer (HAMS, §IV-C).
     let report = journal(&dir);
     assert!(report.timed >= 1, "{report:?}");
     assert_eq!(
@@ -473,8 +477,8 @@ fn a_reply_waits_while_its_state_is_not_durable() {
 
 #[test]
 fn remus_answers_only_after_the_backup_has_the_state() {
-    // The stop-and-buffer baseline, for contrast with R6: with a 100 ms state link, every batch
-    // is answered after its state reached the backup.
+    // The stop-and-buffer baseline, for contrast with NSPB's early release (HAMS, §IV-C): with a
+    // 100 ms state link, every batch is answered after its state reached the backup.
     let dir = temp_dir("hams-remus");
     let (_a, _b, graph) = tracker_in_mode(&dir, "rm", "remus", &["--state-delay-ms", "100"], &[]);
     assert_eq!(sequential(&graph, 5, 8).len(), 5);
@@ -525,8 +529,9 @@ fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_speculation() {
-    // R8, R13: a's state link is slow, so b runs on a's speculative outputs; killing a's primary
-    // rolls a back to its backup's version and must roll b back too (by promoting b's backup).
+    // A node that consumed a rolled-back version is rolled back too, by promoting its backup (HAMS,
+    // §IV-E): a's state link is slow, so b runs on a's speculative outputs; killing a's primary
+    // rolls a back to its backup's version and must roll b back too.
     let dir = temp_dir("hams-chain");
     let slow = ["--state-delay-ms", "150", "--perturb"];
     let ([mut a1, _a2, b1, b2], graph) = chain_pairs(&dir, "c", &slow, &["--perturb"]);
@@ -559,9 +564,9 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
 
 #[test]
 fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_too() {
-    // R7, R10 (c), the note's Fig. 6 case: a's state link is slow, so b runs on a's speculative
-    // outputs; a's primary and b's *backup* die at once. b has no backup to promote, so b's
-    // primary goes back to the state it retained at its durable version (the primary buffer
+    // The correlated failure of HAMS's Fig. 6 (§IV-C): a's state link is slow, so b runs on a's
+    // speculative outputs; a's primary and b's *backup* die at once. b has no backup to promote, so
+    // b's primary goes back to the state it retained at its durable version (the primary buffer
     // rule) and runs on solo; nothing released contradicts what runs after.
     let dir = temp_dir("hams-fig6");
     let slow = ["--state-delay-ms", "150", "--perturb"];
@@ -587,9 +592,9 @@ fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_
 
 #[test]
 fn a_primary_whose_backup_dies_goes_on_solo_and_its_replies_are_still_released() {
-    // R14's other half: the backup dies under load while versions wait for its acknowledgement
-    // (a 50 ms state link). The primary goes solo; the versions it had shipped to the dead
-    // backup become durable by the solo rule, so every held reply is released, once.
+    // Solo mode when the backup dies: it dies under load while versions wait for its
+    // acknowledgement (a 50 ms state link). The primary goes solo; the versions it had shipped to
+    // the dead backup become durable by the solo rule, so every held reply is released, once.
     let dir = temp_dir("hams-solo");
     let (_a, mut b, graph) = tracker(&dir, "s", &["--state-delay-ms", "50"], &[]);
     let run = load_killing_at_100(&graph, &mut [&mut b]);
@@ -601,8 +606,8 @@ fn a_primary_whose_backup_dies_goes_on_solo_and_its_replies_are_still_released()
 
 #[test]
 fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
-    // R12: SIGSTOP the primary past the detection timeout; its backup is promoted; SIGCONT the
-    // old primary: whatever it still sends carries a stale epoch and is dropped.
+    // Stale-epoch fencing: SIGSTOP the primary past the detection timeout; its backup is promoted;
+    // SIGCONT the old primary: whatever it still sends carries a stale epoch and is dropped.
     let dir = temp_dir("hams-stop");
     let (a, _b, graph) = tracker(&dir, "s", &["--perturb"], &["--perturb"]);
     let pid = a.pid();
@@ -625,8 +630,9 @@ fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
 
 #[test]
 fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
-    // R14: after a failover the node runs solo; the killed executor restarts and is made the new
-    // primary's backup (whole-state transfer); killing the new primary is then survived too.
+    // Re-protection: after a failover the node runs solo; the killed executor restarts and is made
+    // the new primary's backup by whole-state overwrite (HAMS, §IV-E); killing the new primary is
+    // then survived too.
     let dir = temp_dir("hams-reprotect");
     let (mut a, mut b, graph) = tracker(&dir, "r", &[], &[]);
     let manager = graph.hams().expect("manager");
@@ -671,7 +677,7 @@ fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
     let status = graph.stateful_nodes()[0].status();
     assert_eq!(
         status.recorded, 0,
-        "R15: every record freed once its reply left"
+        "every saved output freed once its reply left (HAMS, §IV-D)"
     );
     assert_eq!(graph.runtime().replies().held(), 0);
     drop(a);
@@ -782,8 +788,8 @@ fn digit_request(x: &[f32], label: usize, train: bool) -> Vec<weir::NamedTensor>
 
 #[test]
 fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
-    // R10 (b): the primaries of a and of b (its consumer) die at once; both backups take over,
-    // every request is answered once and the journal shows no conflict.
+    // Correlated failures (HAMS, §IV-E): the primaries of a and of b (its consumer) die at once;
+    // both backups take over, every request is answered once and the journal shows no conflict.
     let dir = temp_dir("hams-correlated");
     let ([mut a1, a2, mut b1, b2], graph) = chain_pairs(&dir, "x", &[], &[]);
     let run = load_killing_at_100(&graph, &mut [&mut a1, &mut b1]);
@@ -804,9 +810,9 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
 fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
     // The checkpoint-and-replay baseline: replies leave at once, the backup holds the state of
     // every 10th batch, and after the primary's SIGKILL the promoted backup replays every batch
-    // since that checkpoint; every request is still answered once. Under the non-determinism
-    // option the replay recomputes versions whose outputs were already released differently
-    // (X7): the journal shows re-executed versions with other outputs, which NSPB never releases.
+    // since that checkpoint; every request is still answered once. Under the non-determinism option
+    // the replay recomputes versions whose outputs were already released differently (HAMS, §II-C):
+    // the journal shows re-executed versions with other outputs, which NSPB never releases.
     let dir = temp_dir("hams-checkpoint");
     let perturb = ["--perturb"];
     let (mut a, _b, graph) = tracker_in_mode(
@@ -844,7 +850,7 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
             report.reexecuted > 0 && report.diverged > 0,
             "the replay recomputed released versions with other outputs: {report:?}"
         );
-        // X7: replies already released are contradicted by the replayed state's outputs.
+        // Replies already released are contradicted by the replayed state's outputs.
         let d = report.divergence;
         assert!(d.rows > 0, "released rows were run again: {report:?}");
         assert!(d.differ > 0 && d.differ <= d.rows, "{report:?}");
@@ -853,9 +859,10 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
 
 #[test]
 fn a_stateless_executor_and_the_adjacent_stateful_primary_killed_together_lose_nothing() {
-    // R9 and R10 (a): the stateless perception node runs on two executors (the replica pool is
-    // its hot standby) in front of a replicated stateful tracker; one perception executor and the
-    // tracker's primary are SIGKILLed at the same moment.
+    // A stateless node's failure and the adjacent stateful primary's, together (HAMS, §IV-E): the
+    // stateless perception node runs on two executors (the replica pool is its hot standby) in
+    // front of a replicated stateful tracker; one perception executor and the tracker's primary are
+    // SIGKILLed at the same moment.
     let dir = temp_dir("hams-stateless");
     let p1_endpoint = format!("tcp/127.0.0.1:{}", free_port());
     let p2_endpoint = format!("tcp/127.0.0.1:{}", free_port());

@@ -1,9 +1,11 @@
-//! `weir profile`'s measuring on real ONNX Runtime (SERF, requirements P1–P3): the small MLP is
-//! profiled with a few samples per tuple, in a running graph (the default, with the path time) and
-//! on bare sessions, the saved profile reads back equal and covers every configuration with
-//! positive finite rates; a profile's prediction at a low load agrees loosely
-//! with the mean latency weir measures; a graph with `parallelism: auto` serves every request while
-//! its scheduler switches, and `/metrics` shows the parallelism gauges.
+//! `weir profile`'s measuring on real ONNX Runtime: one experiment per parallelism tuple, each
+//! giving a service rate and its variability ("SERF: Efficient Scheduling for Fast Deep Neural
+//! Network Serving via Judicious Parallelism", §IV-B). The small MLP is profiled with a few samples
+//! per tuple, in a running graph (the default, with the path time) and on bare sessions, the saved
+//! profile reads back equal and covers every configuration with positive finite rates; a profile's
+//! prediction at a low load agrees loosely with the mean latency weir measures; a graph with
+//! `parallelism: auto` serves every request while its scheduler switches, and `/metrics` shows the
+//! parallelism gauges.
 
 use std::path::Path;
 use std::time::Instant;
@@ -234,9 +236,10 @@ fn profile_prediction_and_a_served_run_at_low_load() {
 }
 
 /// `parallelism: auto` end to end: a profile fixture next to the graph (synthetic rates, so the
-/// decision does not depend on this machine) makes `(1, 2)` best at low load with a capacity of
-/// 5 requests/s; 60 requests/s for a few seconds overloads it, and the scheduler moves to `(2, 1)`
-/// while requests keep flowing. Every request is answered, and the metrics show the gauges.
+/// decision does not depend on the speed of the machine running the test) makes `(1, 2)` best at
+/// low load with a capacity of 5 requests/s; 60 requests/s for a few seconds overloads it, and the
+/// scheduler moves to `(2, 1)` while requests keep flowing. Every request is answered, and the
+/// metrics show the gauges.
 #[test]
 fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     let dir = std::env::temp_dir().join(format!(
@@ -344,9 +347,9 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
             );
         }
     }
-    // The scheduler estimated the load (60/s); what it chose from there depends on this machine's
-    // measured speed of the model (the switching rules are the scheduler's unit tests), but it is one
-    // of the candidates.
+    // The scheduler estimated the load (60/s); what it chose from there depends on the model's
+    // measured speed on the machine running the test (the switching rules are the scheduler's unit
+    // tests), but it is one of the candidates.
     assert!(after.arrival_rate > 5.0, "{after:?}");
     // The graph's only model node reads its load where requests enter.
     assert!(after.reads_admission, "{after:?}");
