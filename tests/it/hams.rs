@@ -17,7 +17,7 @@ use crate::common::{
     assert_close, channel, model, named, repo, signal, temp_dir, try_spawn_executor, Replies,
     TempDir,
 };
-use crate::distributed::free_port;
+use crate::distributed::loopback;
 
 /// A `weir executor` serving stateful models, SIGKILLed when dropped.
 pub(crate) struct Member {
@@ -40,7 +40,7 @@ impl Member {
         // parallel): then another port.
         let mut why = String::new();
         for _ in 0..3 {
-            let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+            let endpoint = loopback();
             match Member::try_start_on(name, &endpoint, peers, models, extra, journal) {
                 Ok(m) => return m,
                 Err(e) => why = e,
@@ -864,8 +864,8 @@ fn a_stateless_executor_and_the_adjacent_stateful_primary_killed_together_lose_n
     // front of a replicated stateful tracker; one perception executor and the tracker's primary are
     // SIGKILLed at the same moment.
     let dir = temp_dir("hams-stateless");
-    let p1_endpoint = format!("tcp/127.0.0.1:{}", free_port());
-    let p2_endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let p1_endpoint = loopback();
+    let p2_endpoint = loopback();
     let p1 = crate::distributed::Executor::serving("hams-p1", &p1_endpoint, "affine.onnx");
     let p2 = crate::distributed::Executor::serving("hams-p2", &p2_endpoint, "affine.onnx");
     let (mut a, b) = pair(&dir.0, "sl", &TRACK, &["--perturb"], &["--perturb"]);
