@@ -25,7 +25,7 @@ Written to --out:
                           w_in[64,10] -> probs[N,10] = softmax(x w_in),
                           w_out = w_in - 0.05 * x^T ((probs - label) * train)
   online_wide.onnx        the same with 512 features and 512 classes (a 1 MiB state)
-  mlp_l3.onnx             SERF's cache-contending MLP (note serf.md §5.2): x[N,1024] -> Gemm 2048
+  mlp_l3.onnx             SERF's cache-contending MLP (SERF, §III-C): x[N,1024] -> Gemm 2048
                           -> Tanh -> Gemm 2048 -> Tanh -> Gemm 10 -> y[N,10], 24 MiB of f32
                           weights: one session's copy fits the 32 MiB L3 of the machines here,
                           two sessions' copies (two requests at once, c = 2) do not
@@ -286,8 +286,10 @@ def parity_mlp_model(w1, b1, w2, b2, graph_name):
 
 
 def train_digits_parity(deployed, X, y, train_idx, test_idx, out_dir, k=2):
-    """ParM parity model for digits_mlp (notes/parm.md §7 req. 18-19): Adam lr 1e-3, L2 1e-5,
-    minibatch 64 groups, MSE against the summed deployed outputs; numpy, seeded."""
+    """ParM parity model for digits_mlp: the deployed model's architecture without its softmax,
+    fed the sum of k random training rows and trained against the sum of the deployed model's
+    outputs for them ("Parity Models: Erasure-Coded Resilience for Prediction Serving Systems",
+    §4.4, §5.1): Adam lr 1e-3, L2 1e-5, minibatch 64 groups, MSE; numpy, seeded."""
     rng = np.random.default_rng(SEED_DIGITS_PARITY)
     params = list(init_mlp(rng))
     m = [np.zeros_like(p) for p in params]
@@ -374,7 +376,9 @@ SEED_MLP_L3 = 6001
 def mlp_l3(out_dir, widths=(1024, 2048, 2048, 10), name="mlp_l3", seed=SEED_MLP_L3):
     """A GEMV chain whose weights, not its activations, set its working set. ONNX Runtime gives
     every session its own copy of the weights, so c concurrent sessions hold c copies: the
-    interference the note's L3-boundary model is after comes from there."""
+    interference among concurrent requests that SERF describes ("SERF: Efficient Scheduling for
+    Fast Deep Neural Network Serving via Judicious Parallelism", §III-C) comes from there, once
+    the copies outgrow the last-level cache."""
     rng = np.random.default_rng(seed)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", widths[0]])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", widths[-1]])

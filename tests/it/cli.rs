@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use rstest::rstest;
+
 use crate::common::{repo, weir_home};
 
 fn weir() -> Command {
@@ -24,15 +26,17 @@ fn weir_ok(args: &[&str]) -> String {
     stdout
 }
 
+/// Runs `weir args...`, asserts it failed, returns its stderr.
+fn weir_fails(args: &[&str]) -> String {
+    weir_home();
+    let out = weir().args(args).output().expect("runs");
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
 #[test]
 fn validate_reports_errors_with_location_and_fails() {
-    weir_home();
-    let out = weir()
-        .args(["validate", "tests/invalid/unknown_node.yaml"])
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = weir_fails(&["validate", "tests/invalid/unknown_node.yaml"]);
     assert!(
         stderr.contains("tests/invalid/unknown_node.yaml:"),
         "{stderr}"
@@ -40,9 +44,11 @@ fn validate_reports_errors_with_location_and_fails() {
     assert!(stderr.contains("did you mean"), "{stderr}");
 }
 
-#[test]
-fn run_prints_a_summary_with_accuracy() {
-    let stdout = weir_ok(&[
+/// `weir run` answers every request of the digits graph and its summary says so: closed loop
+/// from the test set (with the accuracy), and open loop at a rate.
+#[rstest]
+#[case::prints_a_summary_with_accuracy(
+    &[
         "run",
         "graphs/digits.yaml",
         "--dataset",
@@ -52,18 +58,11 @@ fn run_prints_a_summary_with_accuracy() {
         "--no-progress",
         "--concurrency",
         "4",
-    ]);
-    assert!(
-        stdout.contains("200 requests, 200 ok, 0 errors"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("latency ms: p50"), "{stdout}");
-    assert!(stdout.contains("accuracy: 0.9"), "{stdout}");
-}
-
-#[test]
-fn run_open_loop_answers_every_request() {
-    let stdout = weir_ok(&[
+    ],
+    &["200 requests, 200 ok, 0 errors", "latency ms: p50", "accuracy: 0.9"],
+)]
+#[case::open_loop_answers_every_request(
+    &[
         "run",
         "graphs/digits.yaml",
         "--rate",
@@ -73,24 +72,21 @@ fn run_open_loop_answers_every_request() {
         "--no-progress",
         "--workers",
         "2",
-    ]);
-    assert!(
-        stdout.contains("100 requests, 100 ok, 0 errors"),
-        "{stdout}"
-    );
+    ],
+    &["100 requests, 100 ok, 0 errors"],
+)]
+fn run_summary(#[case] args: &[&str], #[case] lines: &[&str]) {
+    let stdout = weir_ok(args);
+    for line in lines {
+        assert!(stdout.contains(line), "{stdout}");
+    }
 }
 
 /// `weir profile --round-gap` takes a number of seconds that is not negative, and names the flag
 /// when it is.
 #[test]
 fn profile_refuses_a_negative_round_gap() {
-    weir_home();
-    let out = weir()
-        .args(["profile", "graphs/quickstart.yaml", "--round-gap=-2"])
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = weir_fails(&["profile", "graphs/quickstart.yaml", "--round-gap=-2"]);
     assert!(
         stderr.contains("--round-gap") && stderr.contains("not negative"),
         "{stderr}"

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{unbounded, Receiver};
 use ort::value::TensorRef;
-use weir::{OrtRuntime, RequestError, Response};
+use weir::{NamedTensor, OrtRuntime, RequestError, Response, RunningGraph, RuntimeOptions, Tensor};
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -50,6 +50,22 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
     }
 }
 
+/// Graph input or output `name` holding `tensor`.
+pub fn named(name: &str, tensor: Tensor) -> NamedTensor {
+    NamedTensor {
+        name: name.into(),
+        tensor,
+    }
+}
+
+/// The default runtime options with two dataflow workers.
+pub fn two_workers() -> RuntimeOptions {
+    RuntimeOptions {
+        workers: 2,
+        ..RuntimeOptions::default()
+    }
+}
+
 /// Replies gathered by request id; counts how many times each id was answered.
 #[derive(Clone, Default)]
 pub struct Replies {
@@ -66,6 +82,20 @@ impl Replies {
             *seen.lock().expect("lock").entry(tag).or_default() += 1;
             let _ = tx.send((tag, r));
         })
+    }
+
+    /// Submits `inputs` to `graph` as request tag `tag`, its answer recorded and sent on `tx`.
+    pub fn submit(
+        &self,
+        graph: &RunningGraph,
+        tag: u64,
+        inputs: Vec<NamedTensor>,
+        tx: &crossbeam_channel::Sender<Reply>,
+    ) {
+        graph
+            .runtime()
+            .submit(inputs, self.responder(tag, tx.clone()))
+            .expect("admitted");
     }
 
     pub fn counts(&self) -> HashMap<u64, usize> {
@@ -105,7 +135,7 @@ pub fn temp_dir(tag: &str) -> TempDir {
 /// Submits workload items `0..n` to `running` and returns each reply's f32 output `output` by
 /// item index (panicking on a failed request), with the answer counts.
 pub fn collect_outputs(
-    running: &weir::RunningGraph,
+    running: &RunningGraph,
     workload: &weir::workload::Workload,
     n: usize,
     output: &str,
@@ -113,13 +143,7 @@ pub fn collect_outputs(
     let replies = Replies::default();
     let (tx, rx) = channel();
     for i in 0..n {
-        running
-            .runtime()
-            .submit(
-                workload.item(i).inputs,
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(running, i as u64, workload.item(i).inputs, &tx);
     }
     drop(tx);
     let mut out = HashMap::new();

@@ -22,6 +22,11 @@ pub(crate) fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A zenoh TCP endpoint on a free loopback port.
+pub(crate) fn loopback() -> String {
+    format!("tcp/127.0.0.1:{}", free_port())
+}
+
 /// A `weir executor` process, SIGKILLed when dropped (so a failing test leaves nothing behind).
 pub(crate) struct Executor {
     child: Child,
@@ -36,20 +41,26 @@ impl Executor {
 
     /// An executor serving the test model `file` as model `m`, listening on `endpoint`.
     pub(crate) fn serving(name: &str, endpoint: &str, file: &str) -> Executor {
-        Executor::spawn(name, "--listen", endpoint, file)
+        Executor::serving_with(name, endpoint, file, &[])
+    }
+
+    /// [`Executor::serving`] with more `weir executor` arguments.
+    pub(crate) fn serving_with(name: &str, endpoint: &str, file: &str, extra: &[&str]) -> Executor {
+        Executor::spawn(name, "--listen", endpoint, file, extra)
     }
 
     /// An executor that connects to `endpoint` (a graph listening there) instead of listening.
     fn connecting(name: &str, endpoint: &str) -> Executor {
-        Executor::spawn(name, "--connect", endpoint, "mlp_a.onnx")
+        Executor::spawn(name, "--connect", endpoint, "mlp_a.onnx", &[])
     }
 
-    fn spawn(name: &str, mode: &str, endpoint: &str, file: &str) -> Executor {
+    fn spawn(name: &str, mode: &str, endpoint: &str, file: &str, extra: &[&str]) -> Executor {
         let model_arg = format!("m={}", model(file).display());
         let child = spawn_executor(
             Command::new(env!("CARGO_BIN_EXE_weir"))
                 .args(["executor", "--name", name, mode, endpoint])
-                .args(["--model", &model_arg, "--max-batch", "8"]),
+                .args(["--model", &model_arg, "--max-batch", "8"])
+                .args(extra),
             name,
         );
         Executor {
@@ -61,6 +72,10 @@ impl Executor {
 
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
     pub(crate) fn endpoint(&self) -> &str {
@@ -116,7 +131,7 @@ pub(crate) fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -
 
 fn three_executors() -> Vec<Executor> {
     (0..3)
-        .map(|i| Executor::start(&format!("e{i}"), &format!("tcp/127.0.0.1:{}", free_port())))
+        .map(|i| Executor::start(&format!("e{i}"), &loopback()))
         .collect()
 }
 
@@ -169,13 +184,7 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     let (tx, rx) = channel();
     let total = 600u64;
     let submit = |i: u64| {
-        running
-            .runtime()
-            .submit(
-                workload.item(i as usize).inputs,
-                replies.responder(i, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&running, i, workload.item(i as usize).inputs, &tx);
     };
     // The kill must provably land on calls in flight. Killing whichever replica shows a call
     // outstanding is not enough (its answer may already be on the wire, and the pool then sends
@@ -252,13 +261,7 @@ fn sigkill_of_an_executor_under_load_loses_nothing_and_a_restart_takes_load_agai
     let before = pool.replica_states()[victim].3;
     let (tx, rx) = channel();
     for i in 0..120u64 {
-        running
-            .runtime()
-            .submit(
-                workload.item(i as usize).inputs,
-                replies.responder(total + i, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&running, total + i, workload.item(i as usize).inputs, &tx);
     }
     drop(tx);
     for (tag, r) in rx.iter() {
@@ -358,16 +361,21 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
             x.join(",")
         )
     };
-    // Requests enter at process 0 only: rows spread over both processes' workers.
-    for i in 0..40 {
+    // Request `i` entering at `member`, answered with 200: the reply's body.
+    let infer_at = |member: &ClusterMember, i: usize| {
         let (status, reply) = http(
-            &members[0].addr,
+            &member.addr,
             "POST",
             "/v2/models/mlp/infer",
             &[],
             body(i).as_bytes(),
         );
         assert_eq!(status, 200, "{reply}");
+        reply
+    };
+    // Requests enter at process 0 only: rows spread over both processes' workers.
+    for i in 0..40 {
+        let reply = infer_at(&members[0], i);
         assert!(reply.contains(&format!("\"id\":\"q{i}\"")), "{reply}");
     }
     let rows_at = |m: &ClusterMember| {
@@ -383,14 +391,7 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
     );
     // And requests entering at process 1 are answered there, correctly.
     for i in 40..60 {
-        let (status, reply) = http(
-            &members[1].addr,
-            "POST",
-            "/v2/models/mlp/infer",
-            &[],
-            body(i).as_bytes(),
-        );
-        assert_eq!(status, 200, "{reply}");
+        let reply = infer_at(&members[1], i);
         let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
         assert_eq!(v["id"], format!("q{i}"));
         let got: Vec<f32> = v["outputs"][0]["data"]
@@ -410,7 +411,7 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
 #[test]
 fn an_executor_can_connect_to_a_listening_graph() {
     // The executor starts first and dials the graph's endpoint until the graph listens there.
-    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let endpoint = loopback();
     let _executor = Executor::connecting("dialer", &endpoint);
     let yaml = format!(
         "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: dialer}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, replicas: [dialer]}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",

@@ -4,11 +4,10 @@ use std::path::Path;
 
 use weir::workload::Workload;
 use weir::{
-    plan_spec, start, DType, ExecutorSpec, GraphSpec, ModelBuilder, NamedTensor, RuntimeOptions,
-    Tensor,
+    plan_spec, start, DType, ExecutorSpec, GraphSpec, ModelBuilder, RuntimeOptions, Tensor,
 };
 
-use crate::common::{assert_close, direct_ort, model};
+use crate::common::{assert_close, direct_ort, model, named, two_workers};
 
 #[test]
 fn squeezenet_with_random_weights_matches_direct_ort() {
@@ -27,14 +26,7 @@ fn squeezenet_with_random_weights_matches_direct_ort() {
         .build();
     let graph = plan_spec(&spec, Path::new(".")).expect("valid graph");
     let workload = Workload::random(&graph.plan, 6, 42);
-    let running = start(
-        graph.plan,
-        RuntimeOptions {
-            workers: 2,
-            ..RuntimeOptions::default()
-        },
-    )
-    .expect("starts");
+    let running = start(graph.plan, two_workers()).expect("starts");
     let mut distinct = Vec::new();
     for i in 0..6 {
         let item = workload.item(i);
@@ -140,14 +132,8 @@ fn named_tensor_order_does_not_matter() {
     let reply = running
         .runtime()
         .infer(vec![
-            NamedTensor {
-                name: "b".into(),
-                tensor: Tensor::f32(vec![64], b.clone()),
-            },
-            NamedTensor {
-                name: "a".into(),
-                tensor: Tensor::f32(vec![64], a.clone()),
-            },
+            named("b", Tensor::f32(vec![64], b.clone())),
+            named("a", Tensor::f32(vec![64], a.clone())),
         ])
         .expect("answered");
     assert_close(

@@ -6,7 +6,7 @@ use weir::lineage::CLIENT;
 use weir::workload::Workload;
 use weir::{plan_spec, start, DType, GraphSpec, ModelBuilder, RuntimeOptions, Tensor};
 
-use crate::common::{assert_close, channel, direct_ort, model, Replies};
+use crate::common::{assert_close, channel, direct_ort, model, two_workers, Replies};
 
 fn fan_graph() -> GraphSpec {
     GraphSpec::builder("fan")
@@ -28,14 +28,7 @@ fn fan_graph() -> GraphSpec {
 fn every_request_answered_once_with_its_own_join() {
     let graph = plan_spec(&fan_graph(), Path::new(".")).expect("valid");
     let workload = Workload::random(&graph.plan, 50, 11);
-    let running = start(
-        graph.plan,
-        RuntimeOptions {
-            workers: 2,
-            ..RuntimeOptions::default()
-        },
-    )
-    .expect("starts");
+    let running = start(graph.plan, two_workers()).expect("starts");
     let replies = Replies::default();
     let (tx, rx) = channel();
     let n = 300u64;
@@ -103,13 +96,7 @@ fn shutdown_answers_everything_admitted() {
     let replies = Replies::default();
     let (tx, rx) = channel();
     for tag in 0..200 {
-        running
-            .runtime()
-            .submit(
-                workload.item(tag as usize).inputs,
-                replies.responder(tag, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&running, tag, workload.item(tag as usize).inputs, &tx);
     }
     drop(tx);
     running.runtime().shutdown();

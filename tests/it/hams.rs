@@ -1,7 +1,9 @@
 //! HAMS with real processes: stateful nodes whose primary and backup are `weir executor`
 //! processes on loopback, killed with SIGKILL or paused with SIGSTOP, checked by request id and by
-//! the consistency journal every role writes (`weir::hams::journal::check`: exactly once, no
-//! conflicting outputs (R2), apply after dependencies (R3), the release rule).
+//! the consistency journal every role writes (`weir::hams::journal::check`: exactly once; no two
+//! released or durably consumed outputs of one version differ; a backup applies a state only
+//! after the states it depends on are durable; the release rule). The rules are those of "HAMS:
+//! High Availability for Distributed Machine Learning Service Graphs" (§IV-C–§IV-E).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,8 +13,11 @@ use std::time::{Duration, Instant};
 use weir::hams::journal::{check, read_dir, Divergence, Report};
 use weir::{load_graph, start, RunningGraph, RuntimeOptions, Tensor};
 
-use crate::common::{channel, model, repo, signal, temp_dir, try_spawn_executor, Replies, TempDir};
-use crate::distributed::free_port;
+use crate::common::{
+    assert_close, channel, model, named, repo, signal, temp_dir, try_spawn_executor, Replies,
+    TempDir,
+};
+use crate::distributed::loopback;
 
 /// A `weir executor` serving stateful models, SIGKILLed when dropped.
 pub(crate) struct Member {
@@ -35,7 +40,7 @@ impl Member {
         // parallel): then another port.
         let mut why = String::new();
         for _ in 0..3 {
-            let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+            let endpoint = loopback();
             match Member::try_start_on(name, &endpoint, peers, models, extra, journal) {
                 Ok(m) => return m,
                 Err(e) => why = e,
@@ -162,13 +167,6 @@ pub(crate) fn start_graph(path: &Path) -> RunningGraph {
     start(graph.plan, RuntimeOptions::default()).expect("graph starts")
 }
 
-fn named(tensor: Tensor) -> weir::NamedTensor {
-    weir::NamedTensor {
-        name: "x".into(),
-        tensor,
-    }
-}
-
 fn input(i: usize, features: usize) -> Vec<f32> {
     (0..features)
         .map(|k| ((i * features + k) as f32 * 0.173).sin())
@@ -181,7 +179,10 @@ pub(crate) fn sequential(graph: &RunningGraph, n: usize, features: usize) -> Vec
     (0..n)
         .map(|i| {
             let x = Tensor::f32(vec![features], input(i, features));
-            let r = graph.runtime().infer(vec![named(x)]).expect("answered");
+            let r = graph
+                .runtime()
+                .infer(vec![named("x", x)])
+                .expect("answered");
             r.output("y").and_then(|t| t.as_f32()).expect("y").to_vec()
         })
         .collect()
@@ -206,10 +207,7 @@ fn load(
     while received < n && Instant::now() < deadline {
         while sent < n && sent - received < concurrency {
             let x = Tensor::f32(vec![features], input(sent, features));
-            graph
-                .runtime()
-                .submit(vec![named(x)], replies.responder(sent as u64, tx.clone()))
-                .expect("admitted");
+            replies.submit(graph, sent as u64, vec![named("x", x)], &tx);
             during(sent);
             sent += 1;
         }
@@ -235,13 +233,6 @@ fn load(
 fn journal(dir: &TempDir) -> Report {
     let events = read_dir(&dir.0).expect("journal readable");
     check(&events)
-}
-
-pub(crate) fn assert_close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths");
-    for (x, y) in a.iter().zip(b) {
-        assert!((x - y).abs() <= 1e-5, "{what}: {x} vs {y}");
-    }
 }
 
 pub(crate) fn gru<'a>(
@@ -280,26 +271,57 @@ fn tracker_in_mode(
     primary_args: &[&str],
     backup_args: &[&str],
 ) -> (Member, Member, RunningGraph) {
-    let model = [("track", "gru_stream.onnx")];
-    let a = Member::start(&format!("hams-{tag}-a"), &[], &model, primary_args, &dir.0);
-    let b = Member::start(
-        &format!("hams-{tag}-b"),
-        &[&a.endpoint],
-        &model,
-        backup_args,
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        &format!("track-{tag}"),
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, mode)],
-    );
+    let (a, b) = pair(&dir.0, tag, &TRACK, primary_args, backup_args);
+    let path = track_graph(&dir.0, &format!("track-{tag}"), &[&a, &b], mode);
     let graph = start_graph(&path);
     graph.hams().expect("a HAMS manager").journal_to(&dir.0);
     (a, b, graph)
+}
+
+/// The `track` node's model.
+pub(crate) const TRACK: [(&str, &str); 1] = [("track", "gru_stream.onnx")];
+
+/// Members `hams-<tag>-a` (started with `primary_args`) and `hams-<tag>-b` (connecting to it,
+/// started with `backup_args`), both serving `models` and journaling into `journal`.
+pub(crate) fn pair(
+    journal: &Path,
+    tag: &str,
+    models: &[(&str, &str)],
+    primary_args: &[&str],
+    backup_args: &[&str],
+) -> (Member, Member) {
+    let a = Member::start(&format!("hams-{tag}-a"), &[], models, primary_args, journal);
+    let b = Member::start(
+        &format!("hams-{tag}-b"),
+        &[&a.endpoint],
+        models,
+        backup_args,
+        journal,
+    );
+    (a, b)
+}
+
+/// Writes graph `name`: one `track` GRU reading `x` of 8 values, replicated on `members`
+/// (primary, backup) under `mode`, or unreplicated and in-process when `members` is empty.
+pub(crate) fn track_graph(dir: &Path, name: &str, members: &[&Member], mode: &str) -> PathBuf {
+    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    let mode = if members.is_empty() { "none" } else { mode };
+    chain_graph(dir, name, 8, members, &[gru("track", "x", &names, mode)])
+}
+
+/// `n` requests one at a time on `graph` are answered like those on an unreplicated in-process
+/// `track` node (graph `local`, written into `dir`).
+pub(crate) fn assert_answers_like_unreplicated(
+    dir: &Path,
+    graph: &RunningGraph,
+    local: &str,
+    n: usize,
+) {
+    let got = sequential(graph, n, 8);
+    let reference = sequential(&start_graph(&track_graph(dir, local, &[], "")), n, 8);
+    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+        assert_close(g, r, 1e-5, &format!("request {i}"));
+    }
 }
 
 /// The chain a → b, each node replicated on two members (`a1` primary of a, started with
@@ -355,49 +377,16 @@ fn assert_once_and_consistent(dir: &TempDir, n: usize, run: &LoadResult) {
     let report = journal(dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     assert_eq!(report.released, n);
-    // X7 (ii): no released row was ever run again, so none can be contradicted.
+    // Under non-determinism no released row was ever run again, so none can be contradicted (HAMS,
+    // §II-C).
     assert_eq!(report.divergence, Divergence::default(), "{report:?}");
 }
 
 #[test]
 fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent() {
     let dir = temp_dir("hams-equal");
-    let a = Member::start(
-        "hams-eq-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-eq-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let replicated = chain_graph(
-        &dir.0,
-        "track-nspb",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let local = chain_graph(
-        &dir.0,
-        "track-local",
-        8,
-        &[],
-        &[gru("track", "x", &[], "none")],
-    );
-    let graph = start_graph(&replicated);
-    graph.hams().expect("a HAMS manager").journal_to(&dir.0);
-    let got = sequential(&graph, 30, 8);
-    let reference = sequential(&start_graph(&local), 30, 8);
-    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-        assert_close(g, r, &format!("request {i}"));
-    }
+    let (_a, _b, graph) = tracker(&dir, "eq", &[], &[]);
+    assert_answers_like_unreplicated(&dir.0, &graph, "track-local", 30);
     graph.shutdown();
     let report = journal(&dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
@@ -408,15 +397,15 @@ fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent()
     );
     assert!(
         report.states_compared >= 30,
-        "R5: each applied state was compared with the one its primary made: {report:?}"
+        "each applied state was compared with the one its primary made (HAMS, §IV-B): {report:?}"
     );
 }
 
 #[test]
 fn sigkill_of_a_primary_under_load_answers_every_request_once_without_conflicts() {
-    // R1, R2, R11: with perturbed rows, every protocol message sent twice and state tuples
-    // reordered (a duplicating, reordering network), the primary's SIGKILL loses nothing,
-    // answers nothing twice, applies nothing twice.
+    // Exactly once, no conflicting outputs, duplicates suppressed: with perturbed rows, every
+    // protocol message sent twice and state tuples reordered (a duplicating, reordering network),
+    // the primary's SIGKILL loses nothing, answers nothing twice, applies nothing twice.
     let dir = temp_dir("hams-kill");
     let chaos = ["--perturb", "--duplicate-messages", "--reorder-messages"];
     let (mut a, _b, graph) = tracker(&dir, "k", &chaos, &chaos);
@@ -449,19 +438,19 @@ fn chain<'a>(replicas_a: &'a [&'a str], replicas_b: &'a [&'a str]) -> [NodeSpec<
 
 #[test]
 fn a_reply_waits_while_its_state_is_not_durable() {
-    // R4: the backup's state link is 3 s slow, so nothing is durable for 3 s; the reply is held
-    // by the release gate (not lost, not released early), then released once.
+    // A reply leaves only once the states on its lineage are durable (HAMS, §IV-D): the backup's
+    // state link is 3 s slow, so nothing is durable for 3 s; the reply is held by the release gate
+    // (not lost, not released early), then released once.
     let dir = temp_dir("hams-hold");
     let (_a, _b, graph) = tracker(&dir, "h", &["--state-delay-ms", "3000"], &[]);
     let (tx, rx) = channel();
     let replies = Replies::default();
-    graph
-        .runtime()
-        .submit(
-            vec![named(Tensor::f32(vec![8], input(0, 8)))],
-            replies.responder(0, tx),
-        )
-        .expect("admitted");
+    replies.submit(
+        &graph,
+        0,
+        vec![named("x", Tensor::f32(vec![8], input(0, 8)))],
+        &tx,
+    );
     let held_seen = wait_for(Duration::from_secs(2), || {
         graph.runtime().replies().held() == 1
     });
@@ -477,7 +466,7 @@ fn a_reply_waits_while_its_state_is_not_durable() {
     assert_eq!(graph.runtime().replies().held(), 0);
     assert_eq!(replies.counts().get(&0), Some(&1));
     graph.shutdown();
-    // R6: the primary answered before its state reached the backup (no stop-and-buffer).
+    // The primary answered before its state reached the backup: no stop-and-buffer (HAMS, §IV-C).
     let report = journal(&dir);
     assert!(report.timed >= 1, "{report:?}");
     assert_eq!(
@@ -488,8 +477,8 @@ fn a_reply_waits_while_its_state_is_not_durable() {
 
 #[test]
 fn remus_answers_only_after_the_backup_has_the_state() {
-    // The stop-and-buffer baseline, for contrast with R6: with a 100 ms state link, every batch
-    // is answered after its state reached the backup.
+    // The stop-and-buffer baseline, for contrast with NSPB's early release (HAMS, §IV-C): with a
+    // 100 ms state link, every batch is answered after its state reached the backup.
     let dir = temp_dir("hams-remus");
     let (_a, _b, graph) = tracker_in_mode(&dir, "rm", "remus", &["--state-delay-ms", "100"], &[]);
     assert_eq!(sequential(&graph, 5, 8).len(), 5);
@@ -540,8 +529,9 @@ fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_speculation() {
-    // R8, R13: a's state link is slow, so b runs on a's speculative outputs; killing a's primary
-    // rolls a back to its backup's version and must roll b back too (by promoting b's backup).
+    // A node that consumed a rolled-back version is rolled back too, by promoting its backup (HAMS,
+    // §IV-E): a's state link is slow, so b runs on a's speculative outputs; killing a's primary
+    // rolls a back to its backup's version and must roll b back too.
     let dir = temp_dir("hams-chain");
     let slow = ["--state-delay-ms", "150", "--perturb"];
     let ([mut a1, _a2, b1, b2], graph) = chain_pairs(&dir, "c", &slow, &["--perturb"]);
@@ -574,9 +564,9 @@ fn a_failed_upstream_primary_rolls_back_a_downstream_node_that_consumed_its_spec
 
 #[test]
 fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_too() {
-    // R7, R10 (c), the note's Fig. 6 case: a's state link is slow, so b runs on a's speculative
-    // outputs; a's primary and b's *backup* die at once. b has no backup to promote, so b's
-    // primary goes back to the state it retained at its durable version (the primary buffer
+    // The correlated failure of HAMS's Fig. 6 (§IV-C): a's state link is slow, so b runs on a's
+    // speculative outputs; a's primary and b's *backup* die at once. b has no backup to promote, so
+    // b's primary goes back to the state it retained at its durable version (the primary buffer
     // rule) and runs on solo; nothing released contradicts what runs after.
     let dir = temp_dir("hams-fig6");
     let slow = ["--state-delay-ms", "150", "--perturb"];
@@ -602,9 +592,9 @@ fn the_downstream_primary_rolls_back_to_its_retained_state_when_its_backup_died_
 
 #[test]
 fn a_primary_whose_backup_dies_goes_on_solo_and_its_replies_are_still_released() {
-    // R14's other half: the backup dies under load while versions wait for its acknowledgement
-    // (a 50 ms state link). The primary goes solo; the versions it had shipped to the dead
-    // backup become durable by the solo rule, so every held reply is released, once.
+    // Solo mode when the backup dies: it dies under load while versions wait for its
+    // acknowledgement (a 50 ms state link). The primary goes solo; the versions it had shipped to
+    // the dead backup become durable by the solo rule, so every held reply is released, once.
     let dir = temp_dir("hams-solo");
     let (_a, mut b, graph) = tracker(&dir, "s", &["--state-delay-ms", "50"], &[]);
     let run = load_killing_at_100(&graph, &mut [&mut b]);
@@ -616,8 +606,8 @@ fn a_primary_whose_backup_dies_goes_on_solo_and_its_replies_are_still_released()
 
 #[test]
 fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
-    // R12: SIGSTOP the primary past the detection timeout; its backup is promoted; SIGCONT the
-    // old primary: whatever it still sends carries a stale epoch and is dropped.
+    // Stale-epoch fencing: SIGSTOP the primary past the detection timeout; its backup is promoted;
+    // SIGCONT the old primary: whatever it still sends carries a stale epoch and is dropped.
     let dir = temp_dir("hams-stop");
     let (a, _b, graph) = tracker(&dir, "s", &["--perturb"], &["--perturb"]);
     let pid = a.pid();
@@ -640,33 +630,11 @@ fn a_paused_primary_is_replaced_and_fenced_when_it_resumes() {
 
 #[test]
 fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
-    // R14: after a failover the node runs solo; the killed executor restarts and is made the new
-    // primary's backup (whole-state transfer); killing the new primary is then survived too.
+    // Re-protection: after a failover the node runs solo; the killed executor restarts and is made
+    // the new primary's backup by whole-state overwrite (HAMS, §IV-E); killing the new primary is
+    // then survived too.
     let dir = temp_dir("hams-reprotect");
-    let mut a = Member::start(
-        "hams-r-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let mut b = Member::start(
-        "hams-r-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let names = [a.name.as_str(), b.name.as_str()];
-    let path = chain_graph(
-        &dir.0,
-        "track-reprotect",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let graph = start_graph(&path);
-    graph.hams().expect("manager").journal_to(&dir.0);
+    let (mut a, mut b, graph) = tracker(&dir, "r", &[], &[]);
     let manager = graph.hams().expect("manager");
     let (a_name, a_endpoint, b_endpoint) = (a.name.clone(), a.endpoint.clone(), b.endpoint.clone());
     let (first, _, errors) = load(&graph, 60, 8, 4, |i| {
@@ -709,7 +677,7 @@ fn a_restarted_member_becomes_the_backup_and_a_second_failure_is_survived() {
     let status = graph.stateful_nodes()[0].status();
     assert_eq!(
         status.recorded, 0,
-        "R15: every record freed once its reply left"
+        "every saved output freed once its reply left (HAMS, §IV-D)"
     );
     assert_eq!(graph.runtime().replies().held(), 0);
     drop(a);
@@ -742,14 +710,7 @@ fn an_online_learning_node_learns_from_training_rows_across_a_failover() {
     // shows no conflicting outputs under the perturbed (non-deterministic) gradient sums.
     let dir = temp_dir("hams-online");
     let model_file = [("learner", "online_logreg.onnx")];
-    let mut a = Member::start("hams-o-a", &[], &model_file, &["--perturb"], &dir.0);
-    let b = Member::start(
-        "hams-o-b",
-        &[&a.endpoint],
-        &model_file,
-        &["--perturb"],
-        &dir.0,
-    );
+    let (mut a, b) = pair(&dir.0, "o", &model_file, &["--perturb"], &["--perturb"]);
     let yaml = format!(
         "name: online\ninputs:\n  - {{name: pixels, dtype: f32, shape: [64]}}\n  - {{name: label, dtype: f32, shape: [10]}}\n  - {{name: train, dtype: f32, shape: [1]}}\nexecutors:\n  - {{name: {}, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\nnodes:\n  - normalize: {{id: scaled, input: pixels, mean: [0.0], std: [16.0]}}\n  - model:\n      id: learner\n      path: {}\n      inputs: {{x: scaled.output, label: label, train: train}}\n      batching: {{max_size: 8}}\n      state: {{inputs: [w_in], outputs: [w_out]}}\n      replicas: [{}, {}]\n      replication: {{mode: nspb, detect_ms: 300}}\n  - argmax: {{id: class, input: learner.probs}}\noutputs:\n  - {{name: class, from: class.index}}\n",
         a.name, a.endpoint, b.name, b.endpoint, model("online_logreg.onnx").display(), a.name, b.name
@@ -777,13 +738,7 @@ fn an_online_learning_node_learns_from_training_rows_across_a_failover() {
     let replies = Replies::default();
     let (tx, rx) = channel();
     for (i, (x, label)) in train_rows.iter().enumerate() {
-        graph
-            .runtime()
-            .submit(
-                digit_request(x, *label, true),
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        replies.submit(&graph, i as u64, digit_request(x, *label, true), &tx);
         if i == train_rows.len() / 2 {
             a.sigkill();
         }
@@ -822,25 +777,19 @@ fn digit_request(x: &[f32], label: usize, train: bool) -> Vec<weir::NamedTensor>
     let mut onehot = vec![0.0; 10];
     onehot[label] = 1.0;
     vec![
-        weir::NamedTensor {
-            name: "pixels".into(),
-            tensor: Tensor::f32(vec![64], x.to_vec()),
-        },
-        weir::NamedTensor {
-            name: "label".into(),
-            tensor: Tensor::f32(vec![10], onehot),
-        },
-        weir::NamedTensor {
-            name: "train".into(),
-            tensor: Tensor::f32(vec![1], vec![if train { 1.0 } else { 0.0 }]),
-        },
+        named("pixels", Tensor::f32(vec![64], x.to_vec())),
+        named("label", Tensor::f32(vec![10], onehot)),
+        named(
+            "train",
+            Tensor::f32(vec![1], vec![if train { 1.0 } else { 0.0 }]),
+        ),
     ]
 }
 
 #[test]
 fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
-    // R10 (b): the primaries of a and of b (its consumer) die at once; both backups take over,
-    // every request is answered once and the journal shows no conflict.
+    // Correlated failures (HAMS, §IV-E): the primaries of a and of b (its consumer) die at once;
+    // both backups take over, every request is answered once and the journal shows no conflict.
     let dir = temp_dir("hams-correlated");
     let ([mut a1, a2, mut b1, b2], graph) = chain_pairs(&dir, "x", &[], &[]);
     let run = load_killing_at_100(&graph, &mut [&mut a1, &mut b1]);
@@ -861,9 +810,9 @@ fn two_adjacent_stateful_primaries_killed_together_are_both_replaced() {
 fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
     // The checkpoint-and-replay baseline: replies leave at once, the backup holds the state of
     // every 10th batch, and after the primary's SIGKILL the promoted backup replays every batch
-    // since that checkpoint; every request is still answered once. Under the non-determinism
-    // option the replay recomputes versions whose outputs were already released differently
-    // (X7): the journal shows re-executed versions with other outputs, which NSPB never releases.
+    // since that checkpoint; every request is still answered once. Under the non-determinism option
+    // the replay recomputes versions whose outputs were already released differently (HAMS, §II-C):
+    // the journal shows re-executed versions with other outputs, which NSPB never releases.
     let dir = temp_dir("hams-checkpoint");
     let perturb = ["--perturb"];
     let (mut a, _b, graph) = tracker_in_mode(
@@ -901,7 +850,7 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
             report.reexecuted > 0 && report.diverged > 0,
             "the replay recomputed released versions with other outputs: {report:?}"
         );
-        // X7: replies already released are contradicted by the replayed state's outputs.
+        // Replies already released are contradicted by the replayed state's outputs.
         let d = report.divergence;
         assert!(d.rows > 0, "released rows were run again: {report:?}");
         assert!(d.differ > 0 && d.differ <= d.rows, "{report:?}");
@@ -910,17 +859,16 @@ fn a_checkpointed_node_replays_from_its_last_checkpoint_after_a_failover() {
 
 #[test]
 fn a_stateless_executor_and_the_adjacent_stateful_primary_killed_together_lose_nothing() {
-    // R9 and R10 (a): the stateless perception node runs on two executors (the replica pool is
-    // its hot standby) in front of a replicated stateful tracker; one perception executor and the
-    // tracker's primary are SIGKILLed at the same moment.
+    // A stateless node's failure and the adjacent stateful primary's, together (HAMS, §IV-E): the
+    // stateless perception node runs on two executors (the replica pool is its hot standby) in
+    // front of a replicated stateful tracker; one perception executor and the tracker's primary are
+    // SIGKILLed at the same moment.
     let dir = temp_dir("hams-stateless");
-    let p1_endpoint = format!("tcp/127.0.0.1:{}", free_port());
-    let p2_endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let p1_endpoint = loopback();
+    let p2_endpoint = loopback();
     let p1 = crate::distributed::Executor::serving("hams-p1", &p1_endpoint, "affine.onnx");
     let p2 = crate::distributed::Executor::serving("hams-p2", &p2_endpoint, "affine.onnx");
-    let model = [("track", "gru_stream.onnx")];
-    let mut a = Member::start("hams-sl-a", &[], &model, &["--perturb"], &dir.0);
-    let b = Member::start("hams-sl-b", &[&a.endpoint], &model, &["--perturb"], &dir.0);
+    let (mut a, b) = pair(&dir.0, "sl", &TRACK, &["--perturb"], &["--perturb"]);
     let yaml = format!(
         "name: stateless-and-stateful\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: hams-p1, endpoint: \"{}\"}}\n  - {{name: hams-p2, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\n  - {{name: {}, endpoint: \"{}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 4}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [hams-p1, hams-p2]\n  - model:\n      id: track\n      path: {}\n      inputs: {{x: m.y}}\n      batching: {{max_size: 4}}\n      state: {{inputs: [h_in], outputs: [h_out]}}\n      replicas: [{}, {}]\n      replication: {{mode: nspb, detect_ms: 300}}\noutputs:\n  - {{name: y, from: track.y}}\n",
         p1_endpoint,

@@ -7,6 +7,8 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use rstest::rstest;
+
 use crate::common::temp_dir;
 use crate::hostile_requests::rss_kib;
 use crate::serve::{http, mlp_graph, mlp_request, Server, INFER};
@@ -49,16 +51,21 @@ fn infer_head(content_length: usize) -> String {
 
 /// Polls `path` until it answers `want`, panicking after [`SOON`].
 fn wait_for(server: &Server, path: &str, want: u16) {
+    poll(&format!("{path} never answered {want}"), want, || {
+        server.get(path)
+    });
+}
+
+/// Asks (`ask` gives a status and a body) until the status is `want`, panicking with `what` and
+/// the last answer after [`SOON`].
+fn poll(what: &str, want: u16, mut ask: impl FnMut() -> (u16, String)) {
     let deadline = Instant::now() + SOON;
     loop {
-        let (status, body) = server.get(path);
+        let (status, body) = ask();
         if status == want {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{path} never answered {want} (last {status} {body})"
-        );
+        assert!(Instant::now() < deadline, "{what} (last {status} {body})");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -85,29 +92,33 @@ fn slowloris_connections_are_closed_while_others_are_served() {
     assert_eq!(server.get("/v2/health/ready").0, 200);
 }
 
-#[test]
-fn stalled_upload_gets_408_naming_the_body() {
-    let server = Server::start(&[mlp_graph()], &["--request-timeout-ms", "1000"]);
-    let mut s = half_sent(
-        &server.addr,
-        format!("{}0123456789", infer_head(1000)).as_bytes(),
-    );
-    let response = read_until_closed(&mut s).expect("the stalled upload is answered");
-    assert_eq!(status_of(&response), 408, "{response}");
-    assert!(response.contains("body: upload not finished"), "{response}");
-    assert_eq!(server.post_good(&[]).0, 200);
-}
-
-#[test]
-fn malformed_chunked_body_is_400() {
-    let server = Server::start(&[mlp_graph()], &[]);
-    let mut s = half_sent(
-        &server.addr,
-        format!("POST {INFER} HTTP/1.1\r\nHost: weir\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n").as_bytes(),
-    );
+/// A request the server cannot finish reading, sent on its own connection, is answered with
+/// `status` and a body naming the `cause` before the connection closes; a good request after it
+/// is served.
+#[rstest]
+#[case::stalled_upload_gets_408_naming_the_body(
+    &["--request-timeout-ms", "1000"],
+    format!("{}0123456789", infer_head(1000)),
+    408,
+    "body: upload not finished"
+)]
+#[case::malformed_chunked_body_is_400(
+    &[],
+    format!("POST {INFER} HTTP/1.1\r\nHost: weir\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"),
+    400,
+    "chunked"
+)]
+fn an_unreadable_request_is_answered_and_the_server_goes_on(
+    #[case] extra: &[&str],
+    #[case] request: String,
+    #[case] status: u16,
+    #[case] cause: &str,
+) {
+    let server = Server::start(&[mlp_graph()], extra);
+    let mut s = half_sent(&server.addr, request.as_bytes());
     let response = read_until_closed(&mut s).expect("answered");
-    assert_eq!(status_of(&response), 400, "{response}");
-    assert!(response.contains("chunked"), "{response}");
+    assert_eq!(status_of(&response), status, "{response}");
+    assert!(response.contains(cause), "{response}");
     assert_eq!(server.post_good(&[]).0, 200);
 }
 
@@ -186,18 +197,9 @@ fn inflight_byte_budget_refuses_with_503_then_recovers() {
         assert!(Instant::now() < deadline, "never refused: {status} {body}");
     };
     drop(holder);
-    let deadline = Instant::now() + SOON;
-    loop {
-        let (status, body) = http(&server.addr, "POST", INFER, &len, &good);
-        if status == 200 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "budget never released: {status} {body}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll("budget never released", 200, || {
+        http(&server.addr, "POST", INFER, &len, &good)
+    });
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::{model, repo, temp_dir, weir_home};
+use crate::hostile_requests::rss_kib;
 
 /// A child process SIGKILLed when dropped.
 struct Killed(Child);
@@ -69,21 +70,18 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts `out` is a failed run (`what` says what failing to fail means) and returns its stderr.
+fn refused(out: &Output, what: &str) -> String {
+    assert!(!out.status.success(), "{what}");
+    stderr(out)
+}
+
 fn replies(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("output written")
         .lines()
         .map(|l| serde_json::from_str(l).expect("each reply line is JSON"))
         .collect()
-}
-
-fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 #[test]
@@ -161,14 +159,14 @@ fn a_huge_line_from_stdin_is_not_buffered() {
         assert!(Instant::now() < deadline, "no reply to the first line");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let before = vm_rss_kib(pid);
+    let before = rss_kib(pid);
     let line_bytes: u64 = 256 << 20;
     let chunk = vec![b'x'; 1 << 20];
     for _ in 0..(line_bytes >> 20) {
         stdin.write_all(&chunk).expect("the server reads on");
     }
     stdin.flush().expect("flush");
-    let during = vm_rss_kib(pid);
+    let during = rss_kib(pid);
     let grown = during.saturating_sub(before) * 1024;
     assert!(
         grown < line_bytes / 4,
@@ -208,11 +206,7 @@ fn an_existing_output_is_kept_unless_the_graph_says_otherwise() {
     std::fs::write(&g, graph(&mlp_node(), streams)).expect("write graph");
     for command in ["validate", "serve"] {
         let out = weir(&[command, g.to_str().expect("utf-8")]);
-        assert!(
-            !out.status.success(),
-            "{command} accepted an existing output"
-        );
-        let text = stderr(&out);
+        let text = refused(&out, &format!("{command} accepted an existing output"));
         assert!(text.contains("out.jsonl already exists"), "{text}");
         assert!(text.contains("output_mode: overwrite"), "{text}");
         assert!(text.contains("streams[0].jsonl.output"), "{text}");
@@ -233,12 +227,8 @@ fn an_existing_output_is_kept_unless_the_graph_says_otherwise() {
         "streams:\n  - jsonl: {input: in.jsonl, output: link.jsonl, output_mode: overwrite}\n";
     std::fs::write(&g, graph(&mlp_node(), streams)).expect("write graph");
     let out = weir(&["validate", g.to_str().expect("utf-8")]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("is a symbolic link"),
-        "{}",
-        stderr(&out)
-    );
+    let text = refused(&out, "a symbolic link output validated");
+    assert!(text.contains("is a symbolic link"), "{text}");
     assert!(std::fs::read_to_string(&out_file)
         .expect("read")
         .starts_with("keep\n"));
@@ -262,8 +252,7 @@ fn dev_zero_as_a_model_or_parity_model_is_refused() {
     ] {
         std::fs::write(&g, graph(&node, "")).expect("write graph");
         let out = weir(&["validate", g.to_str().expect("utf-8")]);
-        assert!(!out.status.success(), "{node} validated");
-        let text = stderr(&out);
+        let text = refused(&out, &format!("{node} validated"));
         assert!(text.contains("/dev/zero is not a regular file"), "{text}");
         assert!(text.contains(field), "{text}");
     }
@@ -278,12 +267,8 @@ fn paths_outside_the_path_root_are_refused() {
     let g = g.to_str().expect("utf-8");
     let root = dir.0.to_str().expect("utf-8");
     let out = weir(&["validate", "--path-root", root, g]);
-    assert!(!out.status.success(), "a model outside the root validated");
-    assert!(
-        stderr(&out).contains("is outside the path root"),
-        "{}",
-        stderr(&out)
-    );
+    let text = refused(&out, "a model outside the root validated");
+    assert!(text.contains("is outside the path root"), "{text}");
     let models = model("mlp_a.onnx");
     let models = models.parent().expect("models folder");
     let out = weir(&[
@@ -308,11 +293,7 @@ fn paths_outside_the_path_root_are_refused() {
         .env("WEIR_PATH_ROOT", dir.0.join("inner"))
         .output()
         .expect("weir validate runs");
-    assert!(
-        !out.status.success(),
-        "an output outside the root validated"
-    );
-    let text = stderr(&out);
+    let text = refused(&out, "an output outside the root validated");
     assert!(text.contains("streams[0].jsonl.output"), "{text}");
     assert!(text.contains("is outside the path root"), "{text}");
     assert!(!dir.0.join("out.jsonl").exists());

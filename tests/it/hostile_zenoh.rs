@@ -16,8 +16,8 @@ use weir::hams::protocol::{Assign, Mode, RefusalReply, Role, StateTensor};
 use zenoh::Wait;
 
 use crate::common::{model, spawn_executor, temp_dir};
-use crate::distributed::{free_port, mlp_graph, run_items, Executor};
-use crate::hams::{assert_close, chain_graph, gru, sequential, start_graph, Member};
+use crate::distributed::{free_port, loopback, mlp_graph, run_items, Executor};
+use crate::hams::{assert_answers_like_unreplicated, pair, start_graph, track_graph, TRACK};
 use crate::serve::Server;
 
 /// A child process SIGKILLed when dropped.
@@ -95,7 +95,7 @@ fn assign(session: &zenoh::Session, key: &str, a: &Assign) -> Result<Vec<u8>, Re
 
 #[test]
 fn an_assignment_with_a_state_shape_not_the_models_is_refused_and_the_executor_stays_up() {
-    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let endpoint = loopback();
     let stateful = format!("track={}", model("gru_stream.onnx").display());
     let mut member = Killed(spawn_executor(
         Command::new(env!("CARGO_BIN_EXE_weir")).args([
@@ -152,15 +152,8 @@ fn rogue_queryable(
 
 #[test]
 fn a_rogue_queryable_on_the_model_key_never_answers_a_graphs_job() {
-    let executor = Executor::serving(
-        "hz-rogue",
-        &format!("tcp/127.0.0.1:{}", free_port()),
-        "mlp_a.onnx",
-    );
-    let rogue = peer(
-        executor.endpoint(),
-        Some(&format!("tcp/127.0.0.1:{}", free_port())),
-    );
+    let executor = Executor::serving("hz-rogue", &loopback(), "mlp_a.onnx");
+    let rogue = peer(executor.endpoint(), Some(&loopback()));
     let (_queryable, asked) = rogue_queryable(&rogue, "weir/executor/hz-rogue/model/m");
     let remote = mlp_graph("rogue", &[&executor], &["hz-rogue"]);
     let local = mlp_graph("rogue-local", &[], &["local"]);
@@ -217,7 +210,7 @@ fn an_executor_requiring_a_password_refuses_an_anonymous_peer_and_serves_a_graph
     std::fs::write(&dictionary, "graph:graph-secret\nexec:exec-secret\n").expect("dictionary");
     let exec_config = usrpwd_config(&dir.0, "exec", "exec-secret", &dictionary);
     let graph_config = usrpwd_config(&dir.0, "graph", "graph-secret", &dictionary);
-    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let endpoint = loopback();
     let model_arg = format!("m={}", model("mlp_a.onnx").display());
     let executor = Killed(spawn_executor(
         Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -268,7 +261,7 @@ fn forged_assignments_are_refused_under_a_control_key_and_a_signed_one_is_taken(
     let key_file = dir.0.join("control.key");
     let secret = b"a-control-key-for-tests-0123456789";
     std::fs::write(&key_file, secret).expect("key");
-    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let endpoint = loopback();
     let stateful = format!("track={}", model("gru_stream.onnx").display());
     let mut member = Killed(spawn_executor(
         Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -450,45 +443,13 @@ fn a_graph_and_an_executor_answer_a_request_over_mutual_tls() {
 #[test]
 fn a_rogue_queryable_on_a_primarys_run_key_never_answers_a_batch() {
     let dir = temp_dir("hams-rogue");
-    let a = Member::start(
-        "hams-rogue-a",
-        &[],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
-    let b = Member::start(
-        "hams-rogue-b",
-        &[&a.endpoint],
-        &[("track", "gru_stream.onnx")],
-        &[],
-        &dir.0,
-    );
+    let (a, b) = pair(&dir.0, "rogue", &TRACK, &[], &[]);
     // A peer on the primary's link answering every batch at once with garbage: taken as the
     // answer, it would fail each request.
-    let rogue = peer(&a.endpoint, Some(&format!("tcp/127.0.0.1:{}", free_port())));
+    let rogue = peer(&a.endpoint, Some(&loopback()));
     let (_queryable, asked) = rogue_queryable(&rogue, "weir/executor/hams-rogue-a/hams/track/run");
-    let names = [a.name.as_str(), b.name.as_str()];
-    let replicated = chain_graph(
-        &dir.0,
-        "track-rogue",
-        8,
-        &[&a, &b],
-        &[gru("track", "x", &names, "nspb")],
-    );
-    let local = chain_graph(
-        &dir.0,
-        "track-rogue-local",
-        8,
-        &[],
-        &[gru("track", "x", &[], "none")],
-    );
-    let graph = start_graph(&replicated);
-    let got = sequential(&graph, 20, 8);
-    let reference = sequential(&start_graph(&local), 20, 8);
-    for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-        assert_close(g, r, &format!("request {i}"));
-    }
+    let graph = start_graph(&track_graph(&dir.0, "track-rogue", &[&a, &b], "nspb"));
+    assert_answers_like_unreplicated(&dir.0, &graph, "track-rogue-local", 20);
     assert!(
         graph
             .hams()

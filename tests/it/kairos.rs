@@ -4,48 +4,33 @@
 //! learned online and with a given profile, and with `round_robin`. No wall-clock assertions.
 
 use std::collections::HashMap;
-use std::process::{Child, Command};
 
 use weir::workload::Workload;
 use weir::{load_graph, start, RuntimeOptions};
 
-use crate::common::{collect_outputs, model, repo, spawn_executor, temp_dir};
-use crate::distributed::free_port;
+use crate::common::{collect_outputs, model, repo, temp_dir};
+use crate::distributed::{loopback, Executor};
 
-/// A `weir executor --slowdown F` process, SIGKILLed when dropped (also when a test fails).
+/// A `weir executor --slowdown F` process (SIGKILLed when dropped) and its instance type.
 struct Emulated {
-    child: Child,
-    name: String,
-    endpoint: String,
+    executor: Executor,
     instance_type: &'static str,
     cost_per_hour: f64,
 }
 
 impl Emulated {
     fn start(name: &str, slowdown: f64, instance_type: &'static str, cost_per_hour: f64) -> Self {
-        let endpoint = format!("tcp/127.0.0.1:{}", free_port());
-        let model_arg = format!("m={}", model("mlp_a.onnx").display());
-        let child = spawn_executor(
-            Command::new(env!("CARGO_BIN_EXE_weir"))
-                .args(["executor", "--name", name, "--listen", &endpoint])
-                .args(["--model", &model_arg, "--max-batch", "8"])
-                .args(["--slowdown", &slowdown.to_string()]),
-            name,
-        );
+        let slowdown = slowdown.to_string();
         Emulated {
-            child,
-            name: name.to_string(),
-            endpoint,
+            executor: Executor::serving_with(
+                name,
+                &loopback(),
+                "mlp_a.onnx",
+                &["--slowdown", &slowdown],
+            ),
             instance_type,
             cost_per_hour,
         }
-    }
-}
-
-impl Drop for Emulated {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -57,7 +42,7 @@ fn graph_yaml(executors: &[Emulated], routing: Option<&str>) -> String {
         for e in executors {
             yaml.push_str(&format!(
                 "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: {}, cost_per_hour: \"{}\"}}}}\n",
-                e.name, e.endpoint, e.instance_type, e.cost_per_hour
+                e.executor.name(), e.executor.endpoint(), e.instance_type, e.cost_per_hour
             ));
         }
     }
@@ -66,7 +51,7 @@ fn graph_yaml(executors: &[Emulated], routing: Option<&str>) -> String {
     } else {
         executors
             .iter()
-            .map(|e| e.name.as_str())
+            .map(|e| e.executor.name())
             .collect::<Vec<_>>()
             .join(", ")
     };

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{assert_close, channel, direct_ort, model, signal, Replies};
-use crate::distributed::{free_port, Executor};
+use crate::common::{assert_close, channel, direct_ort, model, named, signal, Replies};
+use crate::distributed::{loopback, Executor};
 
 #[test]
 fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {
-    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let endpoint = loopback();
     let executor = Executor::serving("slow", &endpoint, "affine.onnx");
     let yaml = format!(
         "name: affine\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: slow, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      replicas: [local, slow]\n      executor: {{timeout_ms: 60000}}\n      resilience: {{parity: {{k: 2, parity_model: {}}}}}\noutputs:\n  - {{name: y, from: m.y}}\n  - {{name: reconstructed, from: m.reconstructed}}\n",
@@ -38,16 +38,8 @@ fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {
         })
         .collect();
     for (i, x) in rows.iter().enumerate() {
-        running
-            .runtime()
-            .submit(
-                vec![weir::NamedTensor {
-                    name: "x".into(),
-                    tensor: Tensor::f32(vec![16], x.clone()),
-                }],
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        let row = vec![named("x", Tensor::f32(vec![16], x.clone()))];
+        replies.submit(&running, i as u64, row, &tx);
     }
     let mut reconstructed = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -104,7 +96,7 @@ fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {
 fn digits_on_three_executors_with_one_stalled_are_all_answered_and_mostly_right() {
     let executors: Vec<Executor> = (0..3)
         .map(|i| {
-            let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+            let endpoint = loopback();
             Executor::serving(&format!("d{i}"), &endpoint, "digits_mlp.onnx")
         })
         .collect();
@@ -146,16 +138,8 @@ fn digits_on_three_executors_with_one_stalled_are_all_answered_and_mostly_right(
         if i == n / 3 {
             signal(executors[1].pid(), "-STOP"); // stalls mid-run, jobs in flight
         }
-        running
-            .runtime()
-            .submit(
-                vec![weir::NamedTensor {
-                    name: "pixels".into(),
-                    tensor: Tensor::f32(vec![64], x.clone()),
-                }],
-                replies.responder(i as u64, tx.clone()),
-            )
-            .expect("admitted");
+        let row = vec![named("pixels", Tensor::f32(vec![64], x.clone()))];
+        replies.submit(&running, i as u64, row, &tx);
     }
     let (mut correct, mut reconstructed, mut correct_reconstructed) = (0, 0, 0);
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -7,14 +7,7 @@ use weir::{
     RuntimeOptions, Tensor, TensorData,
 };
 
-use crate::common::model;
-
-fn named(name: &str, tensor: Tensor) -> NamedTensor {
-    NamedTensor {
-        name: name.into(),
-        tensor,
-    }
-}
+use crate::common::{model, named};
 
 fn field_of(e: RequestError) -> String {
     match e {

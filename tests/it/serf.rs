@@ -1,12 +1,13 @@
-//! `weir profile`'s measuring on real ONNX Runtime (SERF, requirements P1–P3): the small MLP is
-//! profiled with a few samples per tuple, in a running graph (the default, with the path time) and
-//! on bare sessions, the saved profile reads back equal and covers every configuration with
-//! positive finite rates; a profile's prediction at a low load agrees loosely
-//! with the mean latency weir measures; a graph with `parallelism: auto` serves every request while
-//! its scheduler switches, and `/metrics` shows the parallelism gauges.
+//! `weir profile`'s measuring on real ONNX Runtime: one experiment per parallelism tuple, each
+//! giving a service rate and its variability ("SERF: Efficient Scheduling for Fast Deep Neural
+//! Network Serving via Judicious Parallelism", §IV-B). The small MLP is profiled with a few samples
+//! per tuple, in a running graph (the default, with the path time) and on bare sessions, the saved
+//! profile reads back equal and covers every configuration with positive finite rates; a profile's
+//! prediction at a low load agrees loosely with the mean latency weir measures; a graph with
+//! `parallelism: auto` serves every request while its scheduler switches, and `/metrics` shows the
+//! parallelism gauges.
 
-use std::path::Path;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
 
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 use weir::serf::{profile_node, profile_path, select_nodes, ProfileOptions};
@@ -17,25 +18,27 @@ use weir_serf::config::Config;
 use weir_serf::model::predict;
 use weir_serf::profile::{plan, MeasuredIn, Profile};
 
-use crate::common::model;
+use crate::common::{model, temp_dir};
 
-#[test]
-fn profile_mlp_saves_every_configuration() {
-    let dir = std::env::temp_dir().join(format!(
-        "weir-it-serf-{}-{:?}",
-        std::process::id(),
-        Instant::now()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let graph_path = dir.join("mlp.yaml");
+/// Writes graph `name` into `dir`: the small MLP as node `m` (with the node fields `fields`, each
+/// line indented six spaces) reading `x`, answering `probs`.
+fn mlp_graph(dir: &Path, name: &str, fields: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.yaml"));
     std::fs::write(
-        &graph_path,
+        &path,
         format!(
-            "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
+            "name: {name}\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n{fields}outputs:\n  - {{name: probs, from: m.probs}}\n",
             model("mlp_a.onnx").display()
         ),
     )
-    .unwrap();
+    .expect("graph written");
+    path
+}
+
+#[test]
+fn profile_mlp_saves_every_configuration() {
+    let dir = temp_dir("serf");
+    let graph_path = mlp_graph(&dir.0, "mlp", "");
     let graph = load_graph(&graph_path).unwrap();
     let nodes = select_nodes(&graph.plan, Some("m")).unwrap();
     assert_eq!(nodes.len(), 1);
@@ -53,7 +56,7 @@ fn profile_mlp_saves_every_configuration() {
     };
     let profile = profile_node("m", &nodes[0].path, &options).unwrap();
     let out = profile_path(&graph_path, "m");
-    assert_eq!(out, dir.join("m.serf.json"));
+    assert_eq!(out, dir.0.join("m.serf.json"));
     profile.save(&out).unwrap();
     assert_eq!(Profile::load(&out).unwrap(), profile);
     assert_eq!(profile.label.as_deref(), Some("m"));
@@ -137,8 +140,6 @@ fn profile_mlp_saves_every_configuration() {
         .flat_map(|s| &s.tuples)
         .all(|t| t.samples >= options.samples.div_ceil(options.rounds.max(1))));
     assert_after_idle_measured(&unqueued);
-
-    std::fs::remove_dir_all(Path::new(&dir)).unwrap();
 }
 
 /// The profile holds service after every idle pause for both thread counts, with positive times
@@ -234,26 +235,14 @@ fn profile_prediction_and_a_served_run_at_low_load() {
 }
 
 /// `parallelism: auto` end to end: a profile fixture next to the graph (synthetic rates, so the
-/// decision does not depend on this machine) makes `(1, 2)` best at low load with a capacity of
-/// 5 requests/s; 60 requests/s for a few seconds overloads it, and the scheduler moves to `(2, 1)`
-/// while requests keep flowing. Every request is answered, and the metrics show the gauges.
+/// decision does not depend on the speed of the machine running the test) makes `(1, 2)` best at
+/// low load with a capacity of 5 requests/s; 60 requests/s for a few seconds overloads it, and the
+/// scheduler moves to `(2, 1)` while requests keep flowing. Every request is answered, and the
+/// metrics show the gauges.
 #[test]
 fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
-    let dir = std::env::temp_dir().join(format!(
-        "weir-it-serf-auto-{}-{:?}",
-        std::process::id(),
-        Instant::now()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let graph_path = dir.join("auto.yaml");
-    std::fs::write(
-        &graph_path,
-        format!(
-            "name: auto\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      parallelism: auto\noutputs:\n  - {{name: probs, from: m.probs}}\n",
-            model("mlp_a.onnx").display()
-        ),
-    )
-    .unwrap();
+    let dir = temp_dir("serf-auto");
+    let graph_path = mlp_graph(&dir.0, "auto", "      parallelism: auto\n");
     // Without the profile: a validation error naming the file and `weir profile`.
     let Err(weir::LoadError::Invalid(d)) = load_graph(&graph_path) else {
         panic!("`parallelism: auto` without a profile validated");
@@ -344,9 +333,9 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
             );
         }
     }
-    // The scheduler estimated the load (60/s); what it chose from there depends on this machine's
-    // measured speed of the model (the switching rules are the scheduler's unit tests), but it is one
-    // of the candidates.
+    // The scheduler estimated the load (60/s); what it chose from there depends on the model's
+    // measured speed on the machine running the test (the switching rules are the scheduler's unit
+    // tests), but it is one of the candidates.
     assert!(after.arrival_rate > 5.0, "{after:?}");
     // The graph's only model node reads its load where requests enter.
     assert!(after.reads_admission, "{after:?}");
@@ -362,7 +351,7 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     );
 
     // Beside a second model node, admission's count is not all this node's load: it reads its own.
-    let pair_path = dir.join("pair.yaml");
+    let pair_path = dir.0.join("pair.yaml");
     std::fs::write(
         &pair_path,
         format!(
@@ -381,7 +370,6 @@ fn parallelism_auto_serves_every_request_and_exports_its_gauges() {
     pair.shutdown();
     assert_eq!(stats.len(), 1);
     assert!(!stats[0].1.reads_admission, "{:?}", stats[0].1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The benchmarks' cache-contending MLP (`scripts/make_models.py`, `mlp_l3`) keeps the property

@@ -6,6 +6,8 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rstest::rstest;
+
 use crate::common::{model, repo, signal, temp_dir, weir_home, TempDir};
 
 pub(crate) const INFER: &str = "/v2/models/mlp/infer";
@@ -446,18 +448,113 @@ fn bearer_token_guards_every_endpoint_but_liveness() {
     assert_eq!(server.post_good(&wrong).0, 401);
 }
 
-/// Sends one bad request to a fresh mlp server: it must get `status` with a JSON error naming
-/// `needle`, and the server must stay ready and keep answering good requests.
-fn refuses(
-    path: &str,
-    headers: &[(&str, String)],
-    body: &[u8],
-    status: u16,
-    needle: &str,
-    extra: &[&str],
+/// The header of a binary request announcing 256 bytes of `x`.
+const BINARY_HEADER: &[u8] = br#"{"inputs":[{"name":"x","shape":[64],"datatype":"FP32","parameters":{"binary_data_size":256}}]}"#;
+
+/// A JSON request whose `x` holds 64 ones of `datatype`, with `tail` after the inputs.
+fn ones(datatype: &str, tail: &str) -> Vec<u8> {
+    format!(
+        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"{datatype}","data":[{}]}}]{tail}}}"#,
+        vec!["1"; 64].join(",")
+    )
+    .into_bytes()
+}
+
+/// One bad request to a fresh mlp server (started with `extra`) gets `status` with a JSON error
+/// naming `needle`, and the server stays ready and keeps answering good requests.
+#[rstest]
+#[case::bad_json_is_400(INFER, vec![], b"{\"inputs\": [".to_vec(), 400, "invalid JSON", &[])]
+#[case::unknown_model_is_404(
+    "/v2/models/nope/infer",
+    vec![],
+    mlp_request(64, "[64]", "FP32"),
+    404,
+    "unknown model `nope`",
+    &[]
+)]
+#[case::unknown_input_is_400(
+    INFER,
+    vec![],
+    br#"{"inputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1]}]}"#.to_vec(),
+    400,
+    "has no input `y`",
+    &[]
+)]
+#[case::missing_input_is_400(
+    INFER,
+    vec![],
+    br#"{"inputs":[]}"#.to_vec(),
+    400,
+    "missing input `x`",
+    &[]
+)]
+#[case::wrong_datatype_is_400(INFER, vec![], ones("INT64", ""), 400, "expected f32, got i64", &[])]
+#[case::unserved_datatype_is_400(
+    INFER,
+    vec![],
+    br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]}"#.to_vec(),
+    400,
+    "datatype FP16 is not served",
+    &[]
+)]
+#[case::wrong_shape_is_400(
+    INFER,
+    vec![],
+    mlp_request(63, "[63]", "FP32"),
+    400,
+    "inputs.x.shape: expected [64], got [63]",
+    &[]
+)]
+#[case::data_not_matching_shape_is_400(
+    INFER,
+    vec![],
+    mlp_request(10, "[64]", "FP32"),
+    400,
+    "shape [64] needs 64 elements, got 10",
+    &[]
+)]
+#[case::negative_dimension_is_400(
+    INFER,
+    vec![],
+    mlp_request(64, "[-64]", "FP32"),
+    400,
+    "dimension -64 is negative",
+    &[]
+)]
+#[case::body_over_the_limit_is_413(
+    INFER,
+    vec![],
+    mlp_request(400, "[400]", "FP32"),
+    413,
+    "body over the limit of 1000 bytes",
+    &["--max-body-bytes", "1000"]
+)]
+#[case::unknown_output_is_400(
+    INFER,
+    vec![],
+    ones("FP32", r#","outputs":[{"name":"logits"}]"#),
+    400,
+    "has no output `logits`",
+    &[]
+)]
+#[case::binary_sizes_that_do_not_add_up_are_400(
+    INFER,
+    vec![("Inference-Header-Content-Length", BINARY_HEADER.len().to_string())],
+    [BINARY_HEADER, &[0u8; 100]].concat(),
+    400,
+    "only 100 binary bytes remain",
+    &[]
+)]
+fn a_bad_request_is_refused_and_serving_continues(
+    #[case] path: &str,
+    #[case] headers: Vec<(&str, String)>,
+    #[case] body: Vec<u8>,
+    #[case] status: u16,
+    #[case] needle: &str,
+    #[case] extra: &[&str],
 ) {
     let server = Server::start(&[mlp_graph()], extra);
-    let (got, text) = server.post(path, headers, body);
+    let (got, text) = server.post(path, &headers, &body);
     assert_eq!(got, status, "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
@@ -474,160 +571,11 @@ fn refuses(
 }
 
 #[test]
-fn bad_json_is_400() {
-    refuses(INFER, &[], b"{\"inputs\": [", 400, "invalid JSON", &[]);
-}
-
-#[test]
-fn unknown_model_is_404() {
-    refuses(
-        "/v2/models/nope/infer",
-        &[],
-        &mlp_request(64, "[64]", "FP32"),
-        404,
-        "unknown model `nope`",
-        &[],
-    );
-}
-
-#[test]
-fn unknown_input_is_400() {
-    refuses(
-        INFER,
-        &[],
-        br#"{"inputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1]}]}"#,
-        400,
-        "has no input `y`",
-        &[],
-    );
-}
-
-#[test]
-fn missing_input_is_400() {
-    refuses(
-        INFER,
-        &[],
-        br#"{"inputs":[]}"#,
-        400,
-        "missing input `x`",
-        &[],
-    );
-}
-
-#[test]
-fn wrong_datatype_is_400() {
-    let body = format!(
-        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"INT64","data":[{}]}}]}}"#,
-        vec!["1"; 64].join(",")
-    );
-    refuses(
-        INFER,
-        &[],
-        body.as_bytes(),
-        400,
-        "expected f32, got i64",
-        &[],
-    );
-}
-
-#[test]
-fn unserved_datatype_is_400() {
-    refuses(
-        INFER,
-        &[],
-        br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]}"#,
-        400,
-        "datatype FP16 is not served",
-        &[],
-    );
-}
-
-#[test]
-fn wrong_shape_is_400() {
-    refuses(
-        INFER,
-        &[],
-        &mlp_request(63, "[63]", "FP32"),
-        400,
-        "inputs.x.shape: expected [64], got [63]",
-        &[],
-    );
-}
-
-#[test]
-fn data_not_matching_shape_is_400() {
-    refuses(
-        INFER,
-        &[],
-        &mlp_request(10, "[64]", "FP32"),
-        400,
-        "shape [64] needs 64 elements, got 10",
-        &[],
-    );
-}
-
-#[test]
-fn negative_dimension_is_400() {
-    refuses(
-        INFER,
-        &[],
-        &mlp_request(64, "[-64]", "FP32"),
-        400,
-        "dimension -64 is negative",
-        &[],
-    );
-}
-
-#[test]
-fn body_over_the_limit_is_413() {
-    refuses(
-        INFER,
-        &[],
-        &mlp_request(400, "[400]", "FP32"),
-        413,
-        "body over the limit of 1000 bytes",
-        &["--max-body-bytes", "1000"],
-    );
-}
-
-#[test]
-fn unknown_output_is_400() {
-    let body = format!(
-        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"FP32","data":[{}]}}],"outputs":[{{"name":"logits"}}]}}"#,
-        vec!["1"; 64].join(",")
-    );
-    refuses(
-        INFER,
-        &[],
-        body.as_bytes(),
-        400,
-        "has no output `logits`",
-        &[],
-    );
-}
-
-#[test]
-fn binary_sizes_that_do_not_add_up_are_400() {
-    let header = br#"{"inputs":[{"name":"x","shape":[64],"datatype":"FP32","parameters":{"binary_data_size":256}}]}"#;
-    let mut body = header.to_vec();
-    body.extend_from_slice(&[0u8; 100]);
-    let headers = [("Inference-Header-Content-Length", header.len().to_string())];
-    refuses(
-        INFER,
-        &headers,
-        &body,
-        400,
-        "only 100 binary bytes remain",
-        &[],
-    );
-}
-
-#[test]
 fn overload_is_503_not_a_hang() {
     // The one admitted request is held by a frozen (SIGSTOPped) executor, so every later request
     // meets a full in-flight limit however slowly the machine parses them: deterministic overflow.
-    use crate::distributed::{free_port, Executor};
-    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    use crate::distributed::{loopback, Executor};
+    let endpoint = loopback();
     let executor = Executor::serving("held", &endpoint, "mlp_a.onnx");
     let graph = format!(
         "name: mlp\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nexecutors:\n  - {{name: held, endpoint: \"{endpoint}\"}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}, replicas: [held], executor: {{timeout_ms: 60000}}}}\noutputs:\n  - {{name: probs, from: m.probs}}\n",
