@@ -3,6 +3,7 @@
 //! over runs with their intervals, and SERF's online re-profiling.
 
 use weir_operators::model::ParallelismSnapshot;
+use weir_serf::config::Config;
 
 use super::pooled::{
     ratio_interval, ratio_over_all_runs, Compared, BOOTSTRAP_DRAWS, INTERVAL_SEED,
@@ -129,11 +130,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         if let Some(serf) = run.setups.first() {
             s.push_str(&format!(
                 "\nSERF's configurations: {}\n",
-                serf.configs
-                    .iter()
-                    .map(|(t, c)| format!("{c} at {t:.1} s"))
-                    .collect::<Vec<_>>()
-                    .join(" → ")
+                serf.config_timeline(at_seconds)
             ));
             if let Some(p) = &serf.serf {
                 s.push_str(&online_summary(p));
@@ -147,12 +144,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             s.push_str(&format!(
                 "\n{whose} ({}) configurations: {}\n",
                 other.setup,
-                other
-                    .configs
-                    .iter()
-                    .map(|(t, c)| format!("{c} at {t:.1} s"))
-                    .collect::<Vec<_>>()
-                    .join(" → ")
+                other.config_timeline(at_seconds)
             ));
         }
     }
@@ -290,6 +282,11 @@ pub(super) fn online_summary(p: &ParallelismSnapshot) -> String {
         ));
     }
     s
+}
+
+/// A configuration and when it began, as the report's configuration lists write it.
+fn at_seconds(t: f64, c: Config) -> String {
+    format!("{c} at {t:.1} s")
 }
 
 /// Load bands with fewer samples than this are left out of the report (the scheduler's own threshold).
