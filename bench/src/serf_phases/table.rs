@@ -180,26 +180,20 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             }
         ));
     }
-    let control = runs
-        .iter()
-        .flat_map(|r| r.setups.iter())
-        .find_map(|x| match x.setup {
-            Setup::SerfThreads(threads) => Some(threads),
-            _ => None,
-        });
+    let control = find_setup(runs, |s| match s {
+        Setup::SerfThreads(threads) => Some(threads),
+        _ => None,
+    });
     if let Some(threads) = control {
         s.push_str(&format!(
             "\n### the control: SERF auto with t={threads} only / the best fixed configuration with t={threads}\n\nWhat the `auto` machinery costs apart from SERF's choices: where the control ran the fixed configuration's own configuration throughout (its configurations per run above), a ratio above 1 is the machinery's cost plus the drift between the two set-ups. Pooled over all runs as above.\n\n| scope | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval |\n|---|---|---|---|---|\n"
         ));
         push_pooled_rows(&mut s, runs, Compared::Control(threads), &scopes);
     }
-    let capped = runs
-        .iter()
-        .flat_map(|r| r.setups.iter())
-        .find_map(|x| match x.setup {
-            Setup::SerfCapped(permille) => Some(permille),
-            _ => None,
-        });
+    let capped = find_setup(runs, |s| match s {
+        Setup::SerfCapped(permille) => Some(permille),
+        _ => None,
+    });
     if let Some(permille) = capped {
         let cap = f64::from(permille) / 1000.0;
         s.push_str(&format!(
@@ -208,6 +202,13 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         push_pooled_rows(&mut s, runs, Compared::Capped(permille), &scopes);
     }
     s
+}
+
+/// What `pick` reads from the first set-up of any run it accepts.
+fn find_setup<T>(runs: &[PhasesRun], pick: impl Fn(Setup) -> Option<T>) -> Option<T> {
+    runs.iter()
+        .flat_map(|r| r.setups.iter())
+        .find_map(|x| pick(x.setup))
 }
 
 /// One row per scope of `compared`'s pooled table: whole-phase cells, and settled ones for the
