@@ -109,6 +109,12 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", 100.0 * x)
 }
 
+/// The mean, p90, p95 and max of `errs` as four cells of a Markdown row.
+fn error_cells(errs: Vec<f64>) -> String {
+    let (mean, p90, p95, max) = error_summary(errs);
+    format!("{} | {} | {} | {}", pct(mean), pct(p90), pct(p95), pct(max))
+}
+
 fn rel_err(predictor: Predictor, case: &Case) -> Option<f64> {
     rel_err_to(predictor, case, case.sim.as_ref())
 }
@@ -255,16 +261,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             picks_total.1 + picks.1,
             picks_total.2 + picks.2,
         );
-        let (mean, p90, p95, max) = error_summary(errs.clone());
         writeln!(
             md,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
+            "| {name} | {} | {} | {} | {} / {} / {} |",
             profile.candidates().len(),
             errs.len(),
-            pct(mean),
-            pct(p90),
-            pct(p95),
-            pct(max),
+            error_cells(errs),
             picks.0,
             picks.1,
             picks.2
@@ -294,15 +296,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             .filter_map(|c| rel_err_to(Predictor::Serf, c, pick(c)))
             .map(f64::abs)
             .collect();
-        let (mean, p90, p95, max) = error_summary(errs.clone());
         writeln!(
             md,
-            "| {label} | | {} | {} | {} | {} | {} | |",
+            "| {label} | | {} | {} | |",
             errs.len(),
-            pct(mean),
-            pct(p90),
-            pct(p95),
-            pct(max)
+            error_cells(errs)
         )?;
     }
     writeln!(
@@ -334,15 +332,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             .filter_map(|c| rel_err(predictor, c))
             .map(f64::abs)
             .collect();
-        let (mean, p90, p95, max) = error_summary(errs);
-        writeln!(
-            md,
-            "| {label} | {} | {} | {} | {} |",
-            pct(mean),
-            pct(p90),
-            pct(p95),
-            pct(max)
-        )?;
+        writeln!(md, "| {label} | {} |", error_cells(errs))?;
     }
     writeln!(md)?;
 
