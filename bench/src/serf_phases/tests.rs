@@ -422,18 +422,14 @@ fn ratios_compare_serf_with_the_best_fixed_per_phase() {
         skipped: vec![],
         left_out: vec![],
     };
-    assert_eq!(
-        r.ratio_to_best(Some(0), false),
-        (10.0 / 8.0, Config::new(2, 1))
-    );
-    assert_eq!(
-        r.ratio_to_best(Some(1), false),
-        (10.0 / 9.0, Config::new(1, 1))
-    );
-    assert_eq!(
-        r.ratio_to_best(None, false),
-        (10.0 / 14.5, Config::new(1, 1))
-    );
+    let (c11, c21) = (Config::new(1, 1), Config::new(2, 1));
+    for (scope, best) in [
+        (Some(0), (10.0 / 8.0, c21)),
+        (Some(1), (10.0 / 9.0, c11)),
+        (None, (10.0 / 14.5, c11)),
+    ] {
+        assert_eq!(r.ratio_to_best(scope, false), best, "{scope:?}");
+    }
 
     // A configuration that shed load in a phase is no candidate there (nor over the whole run),
     // however fast the requests it did answer; elsewhere it still is.
@@ -441,14 +437,9 @@ fn ratios_compare_serf_with_the_best_fixed_per_phase() {
     shed.setups[2].failed = vec![0.5, 1.5];
     assert_eq!(shed.failed(2, Some(0), false), 2);
     assert_eq!(shed.failed(2, Some(1), false), 0);
-    assert_eq!(
-        shed.ratio_to_best(Some(0), false),
-        (10.0 / 20.0, Config::new(1, 1))
-    );
-    assert_eq!(
-        shed.ratio_to_best(None, false),
-        (10.0 / 14.5, Config::new(1, 1))
-    );
+    for (scope, best) in [(Some(0), (10.0 / 20.0, c11)), (None, (10.0 / 14.5, c11))] {
+        assert_eq!(shed.ratio_to_best(scope, false), best, "{scope:?}");
+    }
     shed.setups[1].failed = vec![1.0];
     assert!(shed.ratio_to_best(Some(0), false).0.is_nan());
     assert_eq!(
