@@ -84,6 +84,12 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The file name of the model at `path`, as a report's first line names it (`?` when it has
+/// none that is text).
+pub(crate) fn model_file_name(path: &Path) -> &str {
+    path.file_name().and_then(|f| f.to_str()).unwrap_or("?")
+}
+
 /// The first input and first output of the model at `path`, as its file declares them.
 pub(crate) fn first_input_output(path: &Path) -> Result<(TensorInfo, TensorInfo)> {
     let mut meta = read_metadata(path)?;

@@ -177,11 +177,7 @@ pub fn parm_table(
     let base = rows.first().ok_or_else(|| anyhow!("no rows"))?;
     let mut s = format!(
         "model {}, {} requests per set-up at {} req/s (Poisson); the remote replica frozen {} ms every {} ms\n\n",
-        config
-            .model
-            .file_name()
-            .and_then(|f| f.to_str())
-            .unwrap_or("?"),
+        crate::overhead::model_file_name(&config.model),
         config.requests,
         config.rate,
         config.freeze_ms,

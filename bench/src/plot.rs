@@ -9,6 +9,17 @@ use plotters::prelude::*;
 
 use crate::http::HttpRow;
 
+/// The colours of the figures with one line per configuration or set-up, in the order they are
+/// handed out.
+pub(crate) const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
 /// Tick values for a logarithmic axis from `bottom` to `top`: every `m·10^k` (m = 1..9) inside,
 /// or only m = 1, 2, 5 where that gives more than twelve. plotters labels a log axis at powers of
 /// ten only, so a range within one decade (latencies of 4–12 ms) would show no number at all.

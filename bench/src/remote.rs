@@ -302,11 +302,7 @@ pub fn remote_table(
 ) -> String {
     let mut s = format!(
         "model {} ({} session(s) × 1 thread), {} requests per measurement, median of {} repeats\n\n",
-        config
-            .model
-            .file_name()
-            .and_then(|f| f.to_str())
-            .unwrap_or("?"),
+        crate::overhead::model_file_name(&config.model),
         config.instances,
         config.requests,
         config.repeats

@@ -109,8 +109,27 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", 100.0 * x)
 }
 
-fn rel_err(predictor: Predictor, case: &Case) -> Option<f64> {
-    rel_err_to(predictor, case, case.sim.as_ref())
+/// The mean, p90, p95 and max of `errs` as four cells of a Markdown row.
+fn error_cells(errs: Vec<f64>) -> String {
+    let (mean, p90, p95, max) = error_summary(errs);
+    format!("{} | {} | {} | {}", pct(mean), pct(p90), pct(p95), pct(max))
+}
+
+/// Which of a case's simulations an error is taken against.
+type Simulated = fn(&Case) -> Option<&LatencyStats>;
+
+/// |relative error| of `predictor` against the simulation `sim` reads, for every case that has
+/// both.
+fn abs_errors<'a>(
+    cases: impl IntoIterator<Item = &'a Case>,
+    predictor: Predictor,
+    sim: Simulated,
+) -> Vec<f64> {
+    cases
+        .into_iter()
+        .filter_map(|c| rel_err_to(predictor, c, sim(c)))
+        .map(f64::abs)
+        .collect()
 }
 
 fn rel_err_to(predictor: Predictor, case: &Case, sim: Option<&LatencyStats>) -> Option<f64> {
@@ -201,11 +220,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut pick_rows = String::new();
     for (p, (name, profile)) in profiles.iter().enumerate() {
         let mine: Vec<&Case> = cases.iter().filter(|c| c.profile == p).collect();
-        let errs: Vec<f64> = mine
-            .iter()
-            .filter_map(|c| rel_err(Predictor::Serf, c))
-            .map(f64::abs)
-            .collect();
+        let errs = abs_errors(mine.iter().copied(), Predictor::Serf, |c| c.sim.as_ref());
         all_errs.extend(errs.iter().copied());
         let mut picks = (0, 0, 0);
         for level in 1..=LEVELS {
@@ -255,16 +270,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             picks_total.1 + picks.1,
             picks_total.2 + picks.2,
         );
-        let (mean, p90, p95, max) = error_summary(errs.clone());
         writeln!(
             md,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
+            "| {name} | {} | {} | {} | {} / {} / {} |",
             profile.candidates().len(),
             errs.len(),
-            pct(mean),
-            pct(p90),
-            pct(p95),
-            pct(max),
+            error_cells(errs),
             picks.0,
             picks.1,
             picks.2
@@ -283,26 +294,17 @@ fn main() -> Result<(), Box<dyn Error>> {
         picks_total.1,
         picks_total.2
     )?;
-    type Variant = fn(&Case) -> Option<&LatencyStats>;
-    let variants: [(&str, Variant); 2] = [
+    let variants: [(&str, Simulated); 2] = [
         ("all, vs \"start\" semantics", |c| c.sim_start.as_ref()),
         ("all, vs \"dyn\" with work SCV 0.1", |c| c.sim_scv.as_ref()),
     ];
     for (label, pick) in variants {
-        let errs: Vec<f64> = cases
-            .iter()
-            .filter_map(|c| rel_err_to(Predictor::Serf, c, pick(c)))
-            .map(f64::abs)
-            .collect();
-        let (mean, p90, p95, max) = error_summary(errs.clone());
+        let errs = abs_errors(&cases, Predictor::Serf, pick);
         writeln!(
             md,
-            "| {label} | | {} | {} | {} | {} | {} | |",
+            "| {label} | | {} | {} | |",
             errs.len(),
-            pct(mean),
-            pct(p90),
-            pct(p95),
-            pct(max)
+            error_cells(errs)
         )?;
     }
     writeln!(
@@ -329,20 +331,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             },
         ),
     ] {
-        let errs: Vec<f64> = cases
-            .iter()
-            .filter_map(|c| rel_err(predictor, c))
-            .map(f64::abs)
-            .collect();
-        let (mean, p90, p95, max) = error_summary(errs);
-        writeln!(
-            md,
-            "| {label} | {} | {} | {} | {} |",
-            pct(mean),
-            pct(p90),
-            pct(p95),
-            pct(max)
-        )?;
+        let errs = abs_errors(&cases, predictor, |c| c.sim.as_ref());
+        writeln!(md, "| {label} | {} |", error_cells(errs))?;
     }
     writeln!(md)?;
 

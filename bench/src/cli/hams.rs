@@ -78,7 +78,7 @@ pub(super) fn run(args: HamsBenchArgs) -> Result<()> {
             .map(|s| Service::parse(s))
             .collect::<Result<_>>()?,
     };
-    super::print_machine()?;
+    super::print_machine(None)?;
     if args.lineage {
         lineage(&args);
         return Ok(());

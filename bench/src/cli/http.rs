@@ -4,15 +4,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use weir::OrtRuntime;
 
 use crate::http::{http, http_table, HttpBenchConfig};
 
 #[derive(Debug, Args)]
 pub(super) struct HttpArgs {
-    /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
-    #[arg(long = "model")]
-    models: Vec<String>,
+    #[command(flatten)]
+    models: super::ModelsArg,
     /// Client concurrencies.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     concurrency: Vec<usize>,
@@ -29,19 +27,16 @@ pub(super) struct HttpArgs {
 
 pub(super) fn run(args: HttpArgs) -> Result<()> {
     let config = HttpBenchConfig {
-        models: super::parse_models(&args.models)?,
+        models: args.models.parse()?,
         concurrency: args.concurrency,
         requests: args.requests,
         repeats: args.repeats.max(1),
     };
     let rows = http(&config)?;
-    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
-    println!(
-        "machine: {} cores; {} requests per measurement (resnet50: a fifth), median of {} repeats\n",
-        super::machine_cores(),
-        config.requests,
-        config.repeats
-    );
+    super::print_machine(Some(format!(
+        "{} requests per measurement (resnet50: a fifth), median of {} repeats",
+        config.requests, config.repeats
+    )))?;
     print!("{}", http_table(&rows));
     super::write_plot(&args.plot, |p| crate::plot::plot_http(&rows, p));
     Ok(())

@@ -15,7 +15,7 @@ mod serf;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use weir::OrtRuntime;
 
 /// Run a benchmark experiment (see benchmarks/README.md).
@@ -101,10 +101,15 @@ fn machine_cores() -> usize {
     std::thread::available_parallelism().map_or(0, |n| n.get())
 }
 
-/// The ONNX Runtime build and the core count, the first lines of every benchmark's output.
-fn print_machine() -> Result<()> {
+/// The ONNX Runtime build and the core count, the first lines of every benchmark's output;
+/// `setting` (how much was measured, and how), when given, follows the core count, and a blank
+/// line follows it.
+fn print_machine(setting: Option<String>) -> Result<()> {
     println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
-    println!("machine: {} cores", machine_cores());
+    match setting {
+        Some(setting) => println!("machine: {} cores; {setting}\n", machine_cores()),
+        None => println!("machine: {} cores", machine_cores()),
+    }
     Ok(())
 }
 
@@ -116,17 +121,27 @@ fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The `--model NAME=PATH` list, or the zoo's squeezenet and resnet50 when none is given.
-fn parse_models(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
-    if given.is_empty() {
-        return Ok(crate::http::default_models());
+/// The models an experiment that compares several measures: `--model NAME=PATH`, repeated.
+#[derive(Debug, Args)]
+struct ModelsArg {
+    /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
+    #[arg(long = "model")]
+    models: Vec<String>,
+}
+
+impl ModelsArg {
+    /// The `--model NAME=PATH` list, or the zoo's squeezenet and resnet50 when none is given.
+    fn parse(&self) -> Result<Vec<(String, PathBuf)>> {
+        if self.models.is_empty() {
+            return Ok(crate::http::default_models());
+        }
+        self.models
+            .iter()
+            .map(|m| {
+                m.split_once('=')
+                    .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
+                    .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
+            })
+            .collect()
     }
-    given
-        .iter()
-        .map(|m| {
-            m.split_once('=')
-                .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-                .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
-        })
-        .collect()
 }

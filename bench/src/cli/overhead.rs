@@ -2,15 +2,13 @@
 
 use anyhow::Result;
 use clap::Args;
-use weir::OrtRuntime;
 
 use crate::overhead::{overhead, overhead_table, Layout, OverheadConfig};
 
 #[derive(Debug, Args)]
 pub(super) struct OverheadArgs {
-    /// Models, as NAME=PATH (default: the zoo's squeezenet and resnet50 under .weir/zoo).
-    #[arg(long = "model")]
-    models: Vec<String>,
+    #[command(flatten)]
+    models: super::ModelsArg,
     /// Requests per throughput chunk (bare and weir take turns, chunk by chunk).
     #[arg(long, default_value_t = 400)]
     requests: usize,
@@ -26,7 +24,7 @@ pub(super) struct OverheadArgs {
 /// two-thread session (one request at a time, as fast as it goes).
 pub(super) fn run(args: OverheadArgs) -> Result<()> {
     let config = OverheadConfig {
-        models: super::parse_models(&args.models)?,
+        models: args.models.parse()?,
         requests: args.requests,
         latency_requests: args.latency_requests,
         repeats: args.repeats.max(1),
@@ -40,15 +38,13 @@ pub(super) fn run(args: OverheadArgs) -> Result<()> {
         },
     };
     let rows = overhead(&config)?;
-    println!("ONNX Runtime: {}", OrtRuntime::get()?.build_info());
-    println!(
-        "machine: {} cores; {} requests per throughput run, {} per latency run, median of {} chunks; {} alternating latency pairs\n",
-        super::machine_cores(),
+    super::print_machine(Some(format!(
+        "{} requests per throughput run, {} per latency run, median of {} chunks; {} alternating latency pairs",
         config.requests,
         config.latency_requests,
         config.repeats,
         config.latency_requests * config.repeats
-    );
+    )))?;
     print!("{}", overhead_table(&rows, &config));
     Ok(())
 }

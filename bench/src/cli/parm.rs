@@ -44,7 +44,7 @@ pub(super) fn run(args: ParmArgs) -> Result<()> {
         period_ms: args.period_ms.max(args.freeze_ms + 1),
     };
     let rows = parm(&config)?;
-    super::print_machine()?;
+    super::print_machine(None)?;
     let costs = coding_costs(&config)?;
     print!("{}", parm_table(&rows, &costs, &config)?);
     super::write_plot(&args.plot, |p| plot_parm(&rows, p));

@@ -41,7 +41,7 @@ pub(super) fn run(args: RemoteArgs) -> Result<()> {
     };
     let rows = remote_overhead(&config)?;
     let failover = failover(&config)?;
-    super::print_machine()?;
+    super::print_machine(None)?;
     print!("{}", remote_table(&rows, &failover, &config));
     if failover.errors > 0 {
         bail!("{} requests failed during failover", failover.errors);

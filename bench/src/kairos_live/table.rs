@@ -1,6 +1,6 @@
 //! The experiment's report: the Markdown table with its comparisons, and every trial as text.
 
-use super::results::{RunInfo, SetupResult};
+use super::results::{RunInfo, SetupResult, Trial};
 use super::setup::Policy;
 use super::{KairosLiveConfig, MAX_QUERY_ROWS, PROFILE_ROWS};
 use crate::overhead::median;
@@ -194,34 +194,23 @@ pub fn kairos_live_table(
 pub fn kairos_live_points(results: &[SetupResult]) -> String {
     let mut s = String::from("set-up\trate\ttrial\tp50_ms\tp99_ms\terrors\tgoodput\tcpu_cores\n");
     for r in results {
-        let goodput = r.goodput.iter().map(|t| ("goodput", t));
         for p in &r.points {
             for (k, t) in p.trials.iter().enumerate() {
-                s.push_str(&format!(
-                    "{}\t{}\t{}\t{:.2}\t{:.2}\t{}\t{:.1}\t{:.3}\n",
-                    r.setup.label(),
-                    p.rate,
-                    k,
-                    t.p50_ms,
-                    t.p99_ms,
-                    t.errors,
-                    t.goodput,
-                    t.cpu_cores
-                ));
+                s.push_str(&trial_line(&r.setup.label(), &p.rate, k, t));
             }
         }
-        for (k, (what, t)) in goodput.enumerate() {
-            s.push_str(&format!(
-                "{}\t{what}\t{}\t{:.2}\t{:.2}\t{}\t{:.1}\t{:.3}\n",
-                r.setup.label(),
-                k,
-                t.p50_ms,
-                t.p99_ms,
-                t.errors,
-                t.goodput,
-                t.cpu_cores
-            ));
+        for (k, t) in r.goodput.iter().enumerate() {
+            s.push_str(&trial_line(&r.setup.label(), &"goodput", k, t));
         }
     }
     s
+}
+
+/// One line of [`kairos_live_points`]: the set-up, the rate (or what the run was), the trial's
+/// number and its measurements.
+fn trial_line(setup: &str, rate: &dyn std::fmt::Display, k: usize, t: &Trial) -> String {
+    format!(
+        "{setup}\t{rate}\t{k}\t{:.2}\t{:.2}\t{}\t{:.1}\t{:.3}\n",
+        t.p50_ms, t.p99_ms, t.errors, t.goodput, t.cpu_cores
+    )
 }

@@ -67,3 +67,38 @@ fn the_nominal_profile_is_the_types_linear_latencies() {
         .yaml(140.0, KairosLatency::Learned)
         .contains("profiles"));
 }
+
+#[test]
+fn every_trial_is_one_tab_separated_line() {
+    let trial = |p99_ms: f64| Trial {
+        p50_ms: 10.0,
+        p99_ms,
+        errors: 1,
+        goodput: 79.96,
+        cpu_cores: 1.5,
+    };
+    let result = SetupResult {
+        setup: Setup {
+            pool_label: "2×gpu".into(),
+            pool: vec![2, 0],
+            policy: Policy::RoundRobin,
+        },
+        cost_per_hour: 1.0,
+        points: vec![RatePoint {
+            rate: 57.6,
+            trials: vec![trial(20.0), trial(30.5)],
+        }],
+        max_rate: 0.0,
+        max_rate_per_trial: vec![],
+        goodput: vec![trial(40.0)],
+        type_share: vec![1.0, 0.0],
+        jobs_per_query: 1.0,
+    };
+    assert_eq!(
+        kairos_live_points(&[result]),
+        "set-up\trate\ttrial\tp50_ms\tp99_ms\terrors\tgoodput\tcpu_cores\n\
+         2×gpu · round robin\t57.6\t0\t10.00\t20.00\t1\t80.0\t1.500\n\
+         2×gpu · round robin\t57.6\t1\t10.00\t30.50\t1\t80.0\t1.500\n\
+         2×gpu · round robin\tgoodput\t0\t10.00\t40.00\t1\t80.0\t1.500\n"
+    );
+}

@@ -7,15 +7,7 @@ use plotters::prelude::*;
 use weir_serf::config::Config;
 
 use super::{SerfModelResult, SerfPoint};
-
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-];
+use crate::plot::PALETTE;
 
 /// Predicted (line) and measured (dots) mean latency against load, one colour per configuration,
 /// one panel per model.
@@ -56,7 +48,7 @@ pub fn plot_serf(results: &[SerfModelResult], path: &Path) -> Result<()> {
         let mut configs: Vec<Config> = r.points.iter().map(|p| p.config).collect();
         configs.dedup();
         for (i, config) in configs.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+            let color = PALETTE[i % PALETTE.len()];
             let mine: Vec<&SerfPoint> = r.points.iter().filter(|p| p.config == *config).collect();
             chart
                 .draw_series(LineSeries::new(

@@ -6,14 +6,10 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
 use super::runs::PhasesRun;
+use crate::plot::PALETTE;
 
-const COLORS: [RGBColor; 5] = [
-    RGBColor(214, 39, 40),
-    RGBColor(31, 119, 180),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-];
+/// The palette's first five colours with the first two swapped: SERF, first, in red.
+const COLORS: [RGBColor; 5] = [PALETTE[1], PALETTE[0], PALETTE[2], PALETTE[3], PALETTE[4]];
 
 /// Mean latency per time bin against send time, one line per set-up (SERF thick), phase
 /// boundaries as vertical lines.

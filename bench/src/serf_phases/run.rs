@@ -258,11 +258,7 @@ fn run_once(config: &PhasesConfig, run: usize, plan: &Plan) -> Result<PhasesRun>
             } else {
                 format!(
                     ", configurations {}",
-                    r.configs
-                        .iter()
-                        .map(|(t, c)| format!("{c}@{t:.1}s"))
-                        .collect::<Vec<_>>()
-                        .join(" → ")
+                    r.config_timeline(|t, c| format!("{c}@{t:.1}s"))
                 )
             }
         );

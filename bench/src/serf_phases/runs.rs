@@ -64,6 +64,16 @@ impl SetupRun {
         }
     }
 
+    /// The configurations in the order they ran, each written by `each(seconds from the start,
+    /// configuration)`, joined by arrows.
+    pub fn config_timeline(&self, each: impl Fn(f64, Config) -> String) -> String {
+        self.configs
+            .iter()
+            .map(|&(t, c)| each(t, c))
+            .collect::<Vec<_>>()
+            .join(" → ")
+    }
+
     /// Mean latency (ms) of requests sent in `[from, to)` seconds.
     pub fn mean_between(&self, from: f64, to: f64) -> f64 {
         mean_of(self.latencies_between(from, to))

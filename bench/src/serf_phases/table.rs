@@ -3,6 +3,7 @@
 //! over runs with their intervals, and SERF's online re-profiling.
 
 use weir_operators::model::ParallelismSnapshot;
+use weir_serf::config::Config;
 
 use super::pooled::{
     ratio_interval, ratio_over_all_runs, Compared, BOOTSTRAP_DRAWS, INTERVAL_SEED,
@@ -129,11 +130,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         if let Some(serf) = run.setups.first() {
             s.push_str(&format!(
                 "\nSERF's configurations: {}\n",
-                serf.configs
-                    .iter()
-                    .map(|(t, c)| format!("{c} at {t:.1} s"))
-                    .collect::<Vec<_>>()
-                    .join(" → ")
+                serf.config_timeline(at_seconds)
             ));
             if let Some(p) = &serf.serf {
                 s.push_str(&online_summary(p));
@@ -147,12 +144,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             s.push_str(&format!(
                 "\n{whose} ({}) configurations: {}\n",
                 other.setup,
-                other
-                    .configs
-                    .iter()
-                    .map(|(t, c)| format!("{c} at {t:.1} s"))
-                    .collect::<Vec<_>>()
-                    .join(" → ")
+                other.config_timeline(at_seconds)
             ));
         }
     }
@@ -188,26 +180,20 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
             }
         ));
     }
-    let control = runs
-        .iter()
-        .flat_map(|r| r.setups.iter())
-        .find_map(|x| match x.setup {
-            Setup::SerfThreads(threads) => Some(threads),
-            _ => None,
-        });
+    let control = find_setup(runs, |s| match s {
+        Setup::SerfThreads(threads) => Some(threads),
+        _ => None,
+    });
     if let Some(threads) = control {
         s.push_str(&format!(
             "\n### the control: SERF auto with t={threads} only / the best fixed configuration with t={threads}\n\nWhat the `auto` machinery costs apart from SERF's choices: where the control ran the fixed configuration's own configuration throughout (its configurations per run above), a ratio above 1 is the machinery's cost plus the drift between the two set-ups. Pooled over all runs as above.\n\n| scope | over all runs, whole phase | 95 % interval | over all runs, settled | 95 % interval |\n|---|---|---|---|---|\n"
         ));
         push_pooled_rows(&mut s, runs, Compared::Control(threads), &scopes);
     }
-    let capped = runs
-        .iter()
-        .flat_map(|r| r.setups.iter())
-        .find_map(|x| match x.setup {
-            Setup::SerfCapped(permille) => Some(permille),
-            _ => None,
-        });
+    let capped = find_setup(runs, |s| match s {
+        Setup::SerfCapped(permille) => Some(permille),
+        _ => None,
+    });
     if let Some(permille) = capped {
         let cap = f64::from(permille) / 1000.0;
         s.push_str(&format!(
@@ -216,6 +202,13 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         push_pooled_rows(&mut s, runs, Compared::Capped(permille), &scopes);
     }
     s
+}
+
+/// What `pick` reads from the first set-up of any run it accepts.
+fn find_setup<T>(runs: &[PhasesRun], pick: impl Fn(Setup) -> Option<T>) -> Option<T> {
+    runs.iter()
+        .flat_map(|r| r.setups.iter())
+        .find_map(|x| pick(x.setup))
 }
 
 /// One row per scope of `compared`'s pooled table: whole-phase cells, and settled ones for the
@@ -290,6 +283,11 @@ pub(super) fn online_summary(p: &ParallelismSnapshot) -> String {
         ));
     }
     s
+}
+
+/// A configuration and when it began, as the report's configuration lists write it.
+fn at_seconds(t: f64, c: Config) -> String {
+    format!("{c} at {t:.1} s")
 }
 
 /// Load bands with fewer samples than this are left out of the report (the scheduler's own threshold).

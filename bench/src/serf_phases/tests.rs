@@ -160,50 +160,90 @@ fn plan_config(rates: Option<(f64, f64)>, fixed: Vec<Config>) -> PhasesConfig {
     }
 }
 
+/// The profile the plan tests share: capacities c·μ_c (1, 1) 100/s, (1, 2) 160/s, (2, 1)
+/// 2 × 90 = 180/s.
+fn two_core_profile() -> Profile {
+    Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap()
+}
+
+/// An auto set-up beside SERF, `extra` (compared as `compared`): `config` plans SERF, `extra`
+/// and fixed (1, 2) and (2, 1). In one phase where SERF takes 10 ms, `extra` 8 ms, fixed (1, 2)
+/// 9 ms and fixed (2, 1) 10 ms, `extra` is never SERF's "best fixed", is itself compared with
+/// `with` (ratio `ratio`), and the table lists both set-ups' configurations and holds
+/// `heading` and `row`.
+fn an_auto_set_up_beside_serf_is_judged_apart(
+    config: &PhasesConfig,
+    extra: Setup,
+    compared: Compared,
+    (with, ratio): (Config, f64),
+    [heading, row, listed]: [&str; 3],
+) {
+    let (c12, c21) = (Config::new(1, 2), Config::new(2, 1));
+    let plan = Plan::from_profile(config, &two_core_profile()).unwrap();
+    assert_eq!(
+        plan.setups,
+        vec![Setup::Serf, extra, Setup::Fixed(c12), Setup::Fixed(c21)]
+    );
+
+    let mut run = one_phase_run(4, 10.0, 9.0, 10.0);
+    run.setups[0].configs = vec![(0.0, c21), (3.0, c12)];
+    run.setups.insert(
+        1,
+        SetupRun {
+            configs: vec![(0.0, c12)],
+            ..served(extra, 4, 8.0)
+        },
+    );
+    // The extra set-up is never SERF's "best fixed" ...
+    assert_eq!(run.ratio_to_best(Some(0), false), (10.0 / 9.0, c12));
+    let runs = [run];
+    let (serf, best) = ratio_over_all_runs(&runs, Compared::Serf, Some(0), false).unwrap();
+    assert_eq!(best, c12);
+    assert!((serf - 10.0 / 9.0).abs() < 1e-12);
+    // ... and is itself compared with `with`.
+    let (got, got_with) = ratio_over_all_runs(&runs, compared, Some(0), false).unwrap();
+    assert_eq!(got_with, with);
+    assert!((got - ratio).abs() < 1e-12);
+    let table = phases_table(&runs);
+    for part in [
+        heading,
+        row,
+        "SERF's configurations: c=2 t=1 at 0.0 s → c=1 t=2 at 3.0 s",
+        listed,
+    ] {
+        assert!(table.contains(part), "{part} in {table}");
+    }
+}
+
 /// `--also-max-utilisation`: a second SERF set-up with that cap runs in the same plan, is never
 /// anyone's "best fixed", is compared with every fixed configuration, and gets its own table.
 #[test]
 fn a_second_cap_runs_beside_serf_and_is_compared_with_every_fixed_configuration() {
-    let profile = Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap();
-    let (c12, c21) = (Config::new(1, 2), Config::new(2, 1));
     let config = PhasesConfig {
         also_cap: Some(0.6),
-        ..plan_config(Some((150.0, 40.0)), vec![c12, c21])
+        ..plan_config(
+            Some((150.0, 40.0)),
+            vec![Config::new(1, 2), Config::new(2, 1)],
+        )
     };
-    let plan = Plan::from_profile(&config, &profile).unwrap();
-    assert_eq!(
-        plan.setups,
-        vec![
-            Setup::Serf,
-            Setup::SerfCapped(600),
-            Setup::Fixed(c12),
-            Setup::Fixed(c21)
-        ]
-    );
     assert_eq!(Setup::SerfCapped(600).to_string(), "SERF auto, cap 0.600");
-
-    // SERF 10 ms, the 0.6 cap 8 ms, fixed (1, 2) 9 ms, fixed (2, 1) 10 ms.
-    let mut run = one_phase_run(4, 10.0, 9.0, 10.0);
-    run.setups.insert(1, served(Setup::SerfCapped(600), 4, 8.0));
-    assert_eq!(run.ratio_to_best(Some(0), false), (10.0 / 9.0, c12));
-    let runs = [run];
-    let (capped, with) = ratio_over_all_runs(&runs, Compared::Capped(600), Some(0), false).unwrap();
-    assert_eq!(with, c12);
-    assert!((capped - 8.0 / 9.0).abs() < 1e-12);
-    let table = phases_table(&runs);
-    assert!(
-        table.contains("SERF auto with utilisation cap 0.600 / the best fixed"),
-        "{table}"
-    );
-    assert!(
-        table.contains("| 1 moderate | 0.889 (c=1 t=2) |"),
-        "{table}"
+    // The 0.6 cap's 8 ms against (1, 2)'s 9 ms.
+    an_auto_set_up_beside_serf_is_judged_apart(
+        &config,
+        Setup::SerfCapped(600),
+        Compared::Capped(600),
+        (Config::new(1, 2), 8.0 / 9.0),
+        [
+            "SERF auto with utilisation cap 0.600 / the best fixed",
+            "| 1 moderate | 0.889 (c=1 t=2) |",
+            "Also (SERF auto, cap 0.600) configurations: c=1 t=2 at 0.0 s",
+        ],
     );
 }
 
 #[test]
 fn the_control_runs_auto_over_one_thread_count_and_is_compared_only_with_its_own() {
-    let profile = Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap();
+    let profile = two_core_profile();
     let cut = with_threads_only(&profile, 1).unwrap();
     let configs: Vec<Config> = cut.candidates().into_iter().map(|(c, _)| c).collect();
     assert_eq!(configs, vec![Config::new(1, 1), Config::new(2, 1)]);
@@ -214,58 +254,36 @@ fn the_control_runs_auto_over_one_thread_count_and_is_compared_only_with_its_own
         "{err}"
     );
 
-    let c21 = Config::new(2, 1);
     let config = PhasesConfig {
         control_threads: Some(1),
-        ..plan_config(Some((150.0, 40.0)), vec![Config::new(1, 2), c21])
+        ..plan_config(
+            Some((150.0, 40.0)),
+            vec![Config::new(1, 2), Config::new(2, 1)],
+        )
     };
-    let plan = Plan::from_profile(&config, &profile).unwrap();
-    assert_eq!(
-        plan.setups,
-        vec![
-            Setup::Serf,
-            Setup::SerfThreads(1),
-            Setup::Fixed(Config::new(1, 2)),
-            Setup::Fixed(c21)
-        ]
+    // The control's 8 ms against (2, 1)'s 10 ms: (2, 1) is the only fixed configuration of one
+    // thread.
+    an_auto_set_up_beside_serf_is_judged_apart(
+        &config,
+        Setup::SerfThreads(1),
+        Compared::Control(1),
+        (Config::new(2, 1), 0.8),
+        [
+            "the control: SERF auto with t=1 only",
+            "| 1 moderate | 0.800 (c=2 t=1) |",
+            "The control's (SERF auto, t=1 only) configurations: c=1 t=2 at 0.0 s",
+        ],
     );
     let config = PhasesConfig {
         control_threads: Some(4),
         ..config
     };
     assert!(Plan::from_profile(&config, &profile).is_err());
-
-    // SERF 10 ms, the control 8 ms, fixed (1, 2) 9 ms, fixed (2, 1) 10 ms.
-    let mut run = one_phase_run(4, 10.0, 9.0, 10.0);
-    run.setups.insert(1, served(Setup::SerfThreads(1), 4, 8.0));
-    // The control is never SERF's "best fixed" ...
-    assert_eq!(
-        run.ratio_to_best(Some(0), false),
-        (10.0 / 9.0, Config::new(1, 2))
-    );
-    let runs = [run];
-    let (serf, best) = ratio_over_all_runs(&runs, Compared::Serf, Some(0), false).unwrap();
-    assert_eq!(best, Config::new(1, 2));
-    assert!((serf - 10.0 / 9.0).abs() < 1e-12);
-    // ... and is itself compared with (2, 1), the only fixed configuration of one thread.
-    let (control, with) = ratio_over_all_runs(&runs, Compared::Control(1), Some(0), false).unwrap();
-    assert_eq!(with, c21);
-    assert!((control - 0.8).abs() < 1e-12);
-    let table = phases_table(&runs);
-    assert!(
-        table.contains("the control: SERF auto with t=1 only"),
-        "{table}"
-    );
-    assert!(
-        table.contains("| 1 moderate | 0.800 (c=2 t=1) |"),
-        "{table}"
-    );
 }
 
 #[test]
 fn the_plan_takes_given_rates_and_runs_only_the_fixed_set_ups_asked_for() {
-    // Capacities c·μ_c: (1,1) 100/s, (1,2) 160/s, (2,1) 2 × 90 = 180/s.
-    let profile = Profile::from_rates(2, &[(1, vec![100.0, 90.0]), (2, vec![160.0])]).unwrap();
+    let profile = two_core_profile();
     let by_fraction = Plan::from_profile(&plan_config(None, vec![]), &profile).unwrap();
     assert!((by_fraction.moderate - 99.0).abs() < 1e-9);
     assert!((by_fraction.low - 36.0).abs() < 1e-9);
@@ -404,18 +422,14 @@ fn ratios_compare_serf_with_the_best_fixed_per_phase() {
         skipped: vec![],
         left_out: vec![],
     };
-    assert_eq!(
-        r.ratio_to_best(Some(0), false),
-        (10.0 / 8.0, Config::new(2, 1))
-    );
-    assert_eq!(
-        r.ratio_to_best(Some(1), false),
-        (10.0 / 9.0, Config::new(1, 1))
-    );
-    assert_eq!(
-        r.ratio_to_best(None, false),
-        (10.0 / 14.5, Config::new(1, 1))
-    );
+    let (c11, c21) = (Config::new(1, 1), Config::new(2, 1));
+    for (scope, best) in [
+        (Some(0), (10.0 / 8.0, c21)),
+        (Some(1), (10.0 / 9.0, c11)),
+        (None, (10.0 / 14.5, c11)),
+    ] {
+        assert_eq!(r.ratio_to_best(scope, false), best, "{scope:?}");
+    }
 
     // A configuration that shed load in a phase is no candidate there (nor over the whole run),
     // however fast the requests it did answer; elsewhere it still is.
@@ -423,14 +437,9 @@ fn ratios_compare_serf_with_the_best_fixed_per_phase() {
     shed.setups[2].failed = vec![0.5, 1.5];
     assert_eq!(shed.failed(2, Some(0), false), 2);
     assert_eq!(shed.failed(2, Some(1), false), 0);
-    assert_eq!(
-        shed.ratio_to_best(Some(0), false),
-        (10.0 / 20.0, Config::new(1, 1))
-    );
-    assert_eq!(
-        shed.ratio_to_best(None, false),
-        (10.0 / 14.5, Config::new(1, 1))
-    );
+    for (scope, best) in [(Some(0), (10.0 / 20.0, c11)), (None, (10.0 / 14.5, c11))] {
+        assert_eq!(shed.ratio_to_best(scope, false), best, "{scope:?}");
+    }
     shed.setups[1].failed = vec![1.0];
     assert!(shed.ratio_to_best(Some(0), false).0.is_nan());
     assert_eq!(
