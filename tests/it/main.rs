@@ -10,6 +10,7 @@ mod fan_in;
 mod golden;
 mod graphs;
 mod hams;
+mod hams_recovery;
 mod hostile_http;
 mod hostile_requests;
 mod hostile_streams;
