@@ -2,29 +2,144 @@
 //!
 //! Inside the dataflow a tensor lives in an Arrow column (see [`crate::batch`]); this module is the
 //! owned, per-request form that connectors build from a request body and read back from a reply.
+//! The element types are the Open Inference Protocol's (KServe v2) datatypes, each also an ONNX
+//! tensor element type: BOOL, UINT8–64, INT8–64, FP16, FP32, FP64, BF16 and BYTES (ONNX `string`).
 
 use std::fmt;
 
+use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
-/// Element type of a tensor. weir moves `f32` and `i64` tensors; ONNX models with other element types
-/// are rejected by validation with the type they use.
+/// Element type of a tensor: one per Open Inference Protocol datatype.
+///
+/// YAML writes the short names (`f32`, `i64`, `u8`, `bool`, `bytes`, ...); the protocol's own names
+/// (`FP32`, `INT64`, `UINT8`, `BOOL`, `BYTES`, ...) and ONNX's `string` are accepted too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
-    /// 32-bit IEEE float (ONNX `FLOAT`, KServe `FP32`).
-    F32,
-    /// 64-bit signed integer (ONNX `INT64`, KServe `INT64`).
+    /// Boolean (ONNX `BOOL`, KServe `BOOL`), one byte per element.
+    #[serde(alias = "BOOL")]
+    Bool,
+    /// Unsigned 8-bit integer (`UINT8`).
+    #[serde(alias = "UINT8")]
+    U8,
+    /// Unsigned 16-bit integer (`UINT16`).
+    #[serde(alias = "UINT16")]
+    U16,
+    /// Unsigned 32-bit integer (`UINT32`).
+    #[serde(alias = "UINT32")]
+    U32,
+    /// Unsigned 64-bit integer (`UINT64`).
+    #[serde(alias = "UINT64")]
+    U64,
+    /// Signed 8-bit integer (`INT8`).
+    #[serde(alias = "INT8")]
+    I8,
+    /// Signed 16-bit integer (`INT16`).
+    #[serde(alias = "INT16")]
+    I16,
+    /// Signed 32-bit integer (`INT32`).
+    #[serde(alias = "INT32")]
+    I32,
+    /// Signed 64-bit integer (ONNX `INT64`, KServe `INT64`).
+    #[serde(alias = "INT64")]
     I64,
+    /// 16-bit IEEE float (`FP16`).
+    #[serde(alias = "FP16")]
+    F16,
+    /// 32-bit IEEE float (ONNX `FLOAT`, KServe `FP32`).
+    #[serde(alias = "FP32")]
+    F32,
+    /// 64-bit IEEE float (ONNX `DOUBLE`, KServe `FP64`).
+    #[serde(alias = "FP64")]
+    F64,
+    /// bfloat16 (`BF16`).
+    #[serde(alias = "BF16")]
+    Bf16,
+    /// Byte strings (ONNX `string`, KServe `BYTES`): each element is a variable-length byte string.
+    #[serde(alias = "BYTES", alias = "string")]
+    Bytes,
 }
 
 impl DType {
+    /// Every element type, in the protocol's order.
+    pub const ALL: [DType; 14] = [
+        DType::Bool,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::F32,
+        DType::F64,
+        DType::Bf16,
+        DType::Bytes,
+    ];
+
     /// The name used in YAML and error messages.
     pub fn name(self) -> &'static str {
         match self {
-            DType::F32 => "f32",
+            DType::Bool => "bool",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
             DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::Bf16 => "bf16",
+            DType::Bytes => "bytes",
         }
+    }
+
+    /// The Open Inference Protocol's name (`FP32`, `INT64`, `BYTES`, ...).
+    pub fn oip_name(self) -> &'static str {
+        match self {
+            DType::Bool => "BOOL",
+            DType::U8 => "UINT8",
+            DType::U16 => "UINT16",
+            DType::U32 => "UINT32",
+            DType::U64 => "UINT64",
+            DType::I8 => "INT8",
+            DType::I16 => "INT16",
+            DType::I32 => "INT32",
+            DType::I64 => "INT64",
+            DType::F16 => "FP16",
+            DType::F32 => "FP32",
+            DType::F64 => "FP64",
+            DType::Bf16 => "BF16",
+            DType::Bytes => "BYTES",
+        }
+    }
+
+    /// The type an Open Inference Protocol name stands for.
+    pub fn from_oip_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.oip_name() == name)
+    }
+
+    /// Bytes per element in the protocol's binary form and in memory; `None` for BYTES, whose
+    /// elements have their own lengths.
+    pub fn byte_width(self) -> Option<usize> {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => Some(1),
+            DType::U16 | DType::I16 | DType::F16 | DType::Bf16 => Some(2),
+            DType::U32 | DType::I32 | DType::F32 => Some(4),
+            DType::U64 | DType::I64 | DType::F64 => Some(8),
+            DType::Bytes => None,
+        }
+    }
+
+    /// Whether elements are IEEE or bfloat16 floats.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::F32 | DType::F64 | DType::Bf16)
     }
 }
 
@@ -34,35 +149,222 @@ impl fmt::Display for DType {
     }
 }
 
-/// The elements of one tensor, row-major.
+/// Applies `$body` to the element vector of any [`TensorData`] (bound to `$v`), whatever its type.
+#[macro_export]
+macro_rules! with_elements {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::tensor::TensorData::Bool($v) => $body,
+            $crate::tensor::TensorData::U8($v) => $body,
+            $crate::tensor::TensorData::U16($v) => $body,
+            $crate::tensor::TensorData::U32($v) => $body,
+            $crate::tensor::TensorData::U64($v) => $body,
+            $crate::tensor::TensorData::I8($v) => $body,
+            $crate::tensor::TensorData::I16($v) => $body,
+            $crate::tensor::TensorData::I32($v) => $body,
+            $crate::tensor::TensorData::I64($v) => $body,
+            $crate::tensor::TensorData::F16($v) => $body,
+            $crate::tensor::TensorData::F32($v) => $body,
+            $crate::tensor::TensorData::F64($v) => $body,
+            $crate::tensor::TensorData::Bf16($v) => $body,
+            $crate::tensor::TensorData::Bytes($v) => $body,
+        }
+    };
+}
+
+/// The elements of one tensor (or of several, back to back), row-major.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TensorData {
-    /// `f32` elements.
-    F32(Vec<f32>),
+    /// `bool` elements.
+    Bool(Vec<bool>),
+    /// `u8` elements.
+    U8(Vec<u8>),
+    /// `u16` elements.
+    U16(Vec<u16>),
+    /// `u32` elements.
+    U32(Vec<u32>),
+    /// `u64` elements.
+    U64(Vec<u64>),
+    /// `i8` elements.
+    I8(Vec<i8>),
+    /// `i16` elements.
+    I16(Vec<i16>),
+    /// `i32` elements.
+    I32(Vec<i32>),
     /// `i64` elements.
     I64(Vec<i64>),
+    /// IEEE half-precision elements.
+    F16(Vec<f16>),
+    /// `f32` elements.
+    F32(Vec<f32>),
+    /// `f64` elements.
+    F64(Vec<f64>),
+    /// bfloat16 elements.
+    Bf16(Vec<bf16>),
+    /// Byte-string elements.
+    Bytes(Vec<Vec<u8>>),
 }
 
 impl TensorData {
     /// The element type.
     pub fn dtype(&self) -> DType {
         match self {
-            TensorData::F32(_) => DType::F32,
+            TensorData::Bool(_) => DType::Bool,
+            TensorData::U8(_) => DType::U8,
+            TensorData::U16(_) => DType::U16,
+            TensorData::U32(_) => DType::U32,
+            TensorData::U64(_) => DType::U64,
+            TensorData::I8(_) => DType::I8,
+            TensorData::I16(_) => DType::I16,
+            TensorData::I32(_) => DType::I32,
             TensorData::I64(_) => DType::I64,
+            TensorData::F16(_) => DType::F16,
+            TensorData::F32(_) => DType::F32,
+            TensorData::F64(_) => DType::F64,
+            TensorData::Bf16(_) => DType::Bf16,
+            TensorData::Bytes(_) => DType::Bytes,
+        }
+    }
+
+    /// No elements of type `dtype`.
+    pub fn empty(dtype: DType) -> Self {
+        TensorData::zeros(dtype, 0)
+    }
+
+    /// `n` zero elements of type `dtype` (false, 0, +0.0, or empty byte strings).
+    pub fn zeros(dtype: DType, n: usize) -> Self {
+        match dtype {
+            DType::Bool => TensorData::Bool(vec![false; n]),
+            DType::U8 => TensorData::U8(vec![0; n]),
+            DType::U16 => TensorData::U16(vec![0; n]),
+            DType::U32 => TensorData::U32(vec![0; n]),
+            DType::U64 => TensorData::U64(vec![0; n]),
+            DType::I8 => TensorData::I8(vec![0; n]),
+            DType::I16 => TensorData::I16(vec![0; n]),
+            DType::I32 => TensorData::I32(vec![0; n]),
+            DType::I64 => TensorData::I64(vec![0; n]),
+            DType::F16 => TensorData::F16(vec![f16::ZERO; n]),
+            DType::F32 => TensorData::F32(vec![0.0; n]),
+            DType::F64 => TensorData::F64(vec![0.0; n]),
+            DType::Bf16 => TensorData::Bf16(vec![bf16::ZERO; n]),
+            DType::Bytes => TensorData::Bytes(vec![Vec::new(); n]),
         }
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        match self {
-            TensorData::F32(v) => v.len(),
-            TensorData::I64(v) => v.len(),
-        }
+        with_elements!(self, v => v.len())
     }
 
     /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Appends `other`'s elements.
+    ///
+    /// # Errors
+    /// [`TypeMismatch`] when the element types differ (nothing is appended).
+    pub fn extend(&mut self, other: TensorData) -> Result<(), TypeMismatch> {
+        macro_rules! arms {
+            ($($variant:ident),*) => {
+                match (self, other) {
+                    $((TensorData::$variant(a), TensorData::$variant(b)) => {
+                        a.extend(b);
+                        Ok(())
+                    })*
+                    (a, b) => Err(TypeMismatch {
+                        expected: a.dtype(),
+                        found: b.dtype(),
+                    }),
+                }
+            };
+        }
+        arms!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
+    }
+
+    /// Elements `range` as a new value.
+    ///
+    /// # Panics
+    /// When `range` is out of bounds (callers slice within a shape they checked).
+    pub fn slice(&self, range: std::ops::Range<usize>) -> TensorData {
+        macro_rules! arms {
+            ($($variant:ident),*) => {
+                match self {
+                    $(TensorData::$variant(v) => TensorData::$variant(v[range].to_vec()),)*
+                }
+            };
+        }
+        arms!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
+    }
+
+    /// Each element as an `f64`, for numeric types (BYTES gives `None`). Used by reports and
+    /// comparisons that do not care about the element type; 64-bit integers beyond 2^53 round.
+    pub fn to_f64_lossy(&self) -> Option<Vec<f64>> {
+        Some(match self {
+            TensorData::Bool(v) => v.iter().map(|&b| f64::from(u8::from(b))).collect(),
+            TensorData::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::U16(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::U32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::U64(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::I8(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::I16(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::F16(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::F64(v) => v.clone(),
+            TensorData::Bf16(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::Bytes(_) => return None,
+        })
+    }
+}
+
+/// Two tensors whose element types had to agree did not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("element type {found} where {expected} was expected")]
+pub struct TypeMismatch {
+    /// The type required.
+    pub expected: DType,
+    /// The type given.
+    pub found: DType,
+}
+
+/// A fixed-width element type: its Rust type, and how it wraps into and out of [`TensorData`].
+pub trait Element: Copy + PartialEq + fmt::Debug + Send + Sync + 'static {
+    /// The element type this Rust type stands for.
+    const DTYPE: DType;
+    /// Wraps a vector of elements.
+    fn wrap(values: Vec<Self>) -> TensorData;
+    /// The elements, when `data` holds this type.
+    fn unwrap(data: &TensorData) -> Option<&[Self]>;
+}
+
+macro_rules! impl_element {
+    ($($rust:ty => $variant:ident),* $(,)?) => {
+        $(impl Element for $rust {
+            const DTYPE: DType = DType::$variant;
+            fn wrap(values: Vec<Self>) -> TensorData {
+                TensorData::$variant(values)
+            }
+            fn unwrap(data: &TensorData) -> Option<&[Self]> {
+                match data {
+                    TensorData::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        })*
+    };
+}
+
+impl_element!(
+    bool => Bool, u8 => U8, u16 => U16, u32 => U32, u64 => U64, i8 => I8, i16 => I16,
+    i32 => I32, i64 => I64, f16 => F16, f32 => F32, f64 => F64, bf16 => Bf16,
+);
+
+impl<T: Element> From<Vec<T>> for TensorData {
+    fn from(values: Vec<T>) -> Self {
+        T::wrap(values)
     }
 }
 
@@ -75,26 +377,36 @@ pub fn element_count(shape: &[usize]) -> Option<usize> {
 /// One request's tensor: its shape (without a batch dimension) and its elements.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
-    /// Dimensions, outermost first. The element count is their product.
+    /// Dimensions, outermost first. The element count is their product (1 for a scalar, `[]`).
     pub shape: Vec<usize>,
     /// Row-major elements.
     pub data: TensorData,
 }
 
 impl Tensor {
-    /// An `f32` tensor.
-    pub fn f32(shape: Vec<usize>, data: Vec<f32>) -> Self {
+    /// A tensor of `shape` holding `data`.
+    pub fn new(shape: Vec<usize>, data: impl Into<TensorData>) -> Self {
         Tensor {
             shape,
-            data: TensorData::F32(data),
+            data: data.into(),
         }
+    }
+
+    /// An `f32` tensor.
+    pub fn f32(shape: Vec<usize>, data: Vec<f32>) -> Self {
+        Tensor::new(shape, data)
     }
 
     /// An `i64` tensor.
     pub fn i64(shape: Vec<usize>, data: Vec<i64>) -> Self {
+        Tensor::new(shape, data)
+    }
+
+    /// A byte-string tensor.
+    pub fn bytes(shape: Vec<usize>, data: Vec<Vec<u8>>) -> Self {
         Tensor {
             shape,
-            data: TensorData::I64(data),
+            data: TensorData::Bytes(data),
         }
     }
 
@@ -103,20 +415,19 @@ impl Tensor {
         self.data.dtype()
     }
 
+    /// The elements as `T`, if this tensor holds `T`.
+    pub fn values<T: Element>(&self) -> Option<&[T]> {
+        T::unwrap(&self.data)
+    }
+
     /// The `f32` elements, if this is an `f32` tensor.
     pub fn as_f32(&self) -> Option<&[f32]> {
-        match &self.data {
-            TensorData::F32(v) => Some(v),
-            TensorData::I64(_) => None,
-        }
+        self.values()
     }
 
     /// The `i64` elements, if this is an `i64` tensor.
     pub fn as_i64(&self) -> Option<&[i64]> {
-        match &self.data {
-            TensorData::I64(v) => Some(v),
-            TensorData::F32(_) => None,
-        }
+        self.values()
     }
 }
 

@@ -105,50 +105,49 @@ fn build_batch(
     let lineage = lineage::from_clients(&ids, epoch);
     let mut columns = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.iter().enumerate() {
-        let shape: Vec<usize> = input
-            .ty
-            .shape
-            .iter()
-            .map(|d| match d {
-                crate::tensor::Dim::Fixed(n) => *n,
-                crate::tensor::Dim::Dynamic => 0,
-            })
-            .collect();
-        let data = column_data(input.ty.dtype, pending, i);
-        columns.push((
-            names[i].clone(),
-            TensorColumn::from_data(&input.name, shape, rows, data)?,
-        ));
+        let uniform = pending
+            .windows(2)
+            .all(|w| w[0].inputs[i].shape == w[1].inputs[i].shape);
+        let shapes: Vec<Vec<usize>> = if uniform {
+            pending
+                .first()
+                .map(|r| r.inputs[i].shape.clone())
+                .into_iter()
+                .collect()
+        } else {
+            pending.iter().map(|r| r.inputs[i].shape.clone()).collect()
+        };
+        let data = column_data(input.ty.dtype, pending, i)?;
+        let column = if uniform {
+            let shape = shapes.into_iter().next().unwrap_or_default();
+            TensorColumn::from_data(&input.name, shape, rows, data)?
+        } else {
+            TensorColumn::from_ragged(&input.name, shapes, data)?
+        };
+        columns.push((names[i].clone(), column));
     }
     let parameters: StringArray = pending.iter().map(|r| r.parameters.as_deref()).collect();
     Batch::new(UInt64Array::from(ids), lineage, columns)?.with_parameters(parameters)
 }
 
-/// Input `i` of every pending request, back to back. A lone request's tensor is moved, not copied
-/// (the common case at low load, where a copy would be the ingress's largest cost).
-fn column_data(dtype: DType, pending: &mut [AdmittedRequest], i: usize) -> TensorData {
-    if let [only] = pending {
-        let empty = match dtype {
-            DType::F32 => TensorData::F32(Vec::new()),
-            DType::I64 => TensorData::I64(Vec::new()),
-        };
-        return std::mem::replace(&mut only.inputs[i].data, empty);
+/// Input `i` of every pending request, back to back, moved out of the requests (a lone
+/// request's tensor becomes the column without a copy: the common case at low load, where a copy
+/// would be the ingress's largest cost).
+fn column_data(
+    dtype: DType,
+    pending: &mut [AdmittedRequest],
+    i: usize,
+) -> Result<TensorData, crate::batch::BatchError> {
+    let mut taken = pending
+        .iter_mut()
+        .map(|r| std::mem::replace(&mut r.inputs[i].data, TensorData::empty(dtype)));
+    let mut data = taken.next().unwrap_or_else(|| TensorData::empty(dtype));
+    for more in taken {
+        data.extend(more)
+            .map_err(|e| crate::batch::BatchError::BadColumn {
+                column: i.to_string(),
+                problem: e.to_string(),
+            })?;
     }
-    let total: usize = pending.iter().map(|r| r.inputs[i].data.len()).sum();
-    match dtype {
-        DType::F32 => {
-            let mut v = Vec::with_capacity(total);
-            for r in pending.iter() {
-                v.extend_from_slice(r.inputs[i].as_f32().unwrap_or(&[]));
-            }
-            TensorData::F32(v)
-        }
-        DType::I64 => {
-            let mut v = Vec::with_capacity(total);
-            for r in pending.iter() {
-                v.extend_from_slice(r.inputs[i].as_i64().unwrap_or(&[]));
-            }
-            TensorData::I64(v)
-        }
-    }
+    Ok(data)
 }

@@ -11,7 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow_array::{Array, FixedSizeListArray, StringArray, UInt64Array};
+use crate::tensor::Tensor;
+use arrow_array::{Array, ArrayRef, StringArray, UInt64Array};
 use arrow_select::interleave::interleave;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -147,31 +148,21 @@ fn merge_rows(
                 };
                 indices.push((s, row));
             }
-            let arrays: Vec<&dyn Array> = sources
+            let cols: Vec<&TensorColumn> = sources
                 .iter()
                 .map(|&b| {
                     batches[b]
                         .1
                         .tensor(name)
-                        .map(|c| c.array() as &dyn Array)
                         .ok_or_else(|| BatchError::BadColumn {
                             column: name.to_string(),
                             problem: "missing from a batch of the same input".into(),
                         })
                 })
                 .collect::<Result<_, _>>()?;
-            let merged = interleave(&arrays, &indices)?;
-            let merged = merged
-                .as_any()
-                .downcast_ref::<FixedSizeListArray>()
-                .ok_or_else(|| BatchError::BadColumn {
-                    column: name.to_string(),
-                    problem: "interleave changed the column type".into(),
-                })?
-                .clone();
             columns.push((
                 Arc::clone(name),
-                TensorColumn::from_array(name, first_col.shape().to_vec(), merged)?,
+                join_column(name, first_col, &cols, &indices)?,
             ));
         }
     }
@@ -292,4 +283,26 @@ mod tests {
             assert_eq!(entries, 3, "lineage of request {id}");
         }
     }
+}
+
+/// Rows `indices` (source, row) of `cols` as one column: Arrow's interleave when the sources share
+/// a layout (one uniform shape, or all ragged of one rank), row by row otherwise.
+fn join_column(
+    name: &str,
+    first: &TensorColumn,
+    cols: &[&TensorColumn],
+    indices: &[(usize, usize)],
+) -> Result<TensorColumn, BatchError> {
+    let same_layout = cols
+        .iter()
+        .all(|c| c.uniform_shape() == first.uniform_shape() && c.rank() == first.rank());
+    if same_layout {
+        let arrays: Vec<ArrayRef> = cols.iter().map(|c| c.to_arrow()).collect();
+        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        let merged = interleave(&refs, indices)?;
+        return TensorColumn::from_arrow(&first.field(name), &merged);
+    }
+    let rows: Vec<Tensor> = indices.iter().map(|&(s, row)| cols[s].row(row)).collect();
+    let refs: Vec<&Tensor> = rows.iter().collect();
+    TensorColumn::from_rows(name, first.dtype(), &refs)
 }

@@ -61,11 +61,7 @@ fn caught_a_panic(bytes: &[u8]) -> bool {
 /// Decoded columns' memory, for the bound on what a payload may build.
 fn decoded_size(bytes: &[u8]) -> Option<usize> {
     let cols = decode_columns(bytes).ok()?;
-    Some(
-        cols.iter()
-            .map(|(_, c)| c.array().get_array_memory_size())
-            .sum(),
-    )
+    Some(cols.iter().map(|(_, c)| c.memory_size()).sum())
 }
 
 #[test]

@@ -169,7 +169,7 @@ pub fn encode_columns<'a>(
     let mut rows = 0;
     for (name, col) in columns {
         fields.push(col.field(name));
-        arrays.push(Arc::new(col.array().clone()));
+        arrays.push(col.to_arrow());
         rows = col.len();
     }
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
@@ -250,7 +250,7 @@ mod tests {
         let back = decode_columns(&bytes).unwrap();
         assert_eq!(back.len(), 2);
         assert_eq!(back[0].0, "x");
-        assert_eq!(back[0].1.shape(), &[2, 3]);
+        assert_eq!(back[0].1.uniform_shape(), Some(&[2, 3][..]));
         assert_eq!(
             back[0].1.f32_values().unwrap(),
             (6..18).map(|v| v as f32).collect::<Vec<_>>().as_slice()

@@ -1,10 +1,9 @@
 //! The unit of data in a weir dataflow: a batch of requests as Arrow columns.
 //!
 //! A [`Batch`] holds one row per request: the `request_id` column, the `lineage` column (see
-//! [`crate::lineage`]) and one column per tensor. A tensor column is an Arrow
-//! `FixedSizeList<Float32 | Int64>` whose list size is the tensor's element count; its per-request
-//! shape rides in the field metadata under [`SHAPE_METADATA_KEY`] (`"3,224,224"`). Column names are
-//! the graph's tensor names: a graph input's name, or `node.tensor` for a node's output.
+//! [`crate::lineage`]), the `parameters` column and one [`TensorColumn`] per tensor (its layouts
+//! are [`column`]'s, its element storage [`storage`]'s). Column names are the graph's tensor
+//! names: a graph input's name, or `node.tensor` for a node's output.
 //!
 //! The typed form keeps the two fixed columns apart so operators never look them up by name;
 //! [`Batch::to_record_batch`] gives the plain `RecordBatch` (for Arrow IPC on the wire) and
@@ -12,15 +11,16 @@
 
 use std::sync::Arc;
 
-use arrow_array::types::{Float32Type, Int64Type};
-use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Int64Array, ListArray,
-    PrimitiveArray, RecordBatch, StringArray, UInt64Array,
-};
+use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 
 use crate::lineage::lineage_data_type;
-use crate::tensor::{DType, Tensor, TensorData};
+
+mod column;
+mod storage;
+
+pub use column::{TensorColumn, DTYPE_METADATA_KEY, SHAPE_METADATA_KEY};
+pub use storage::NativeElement;
 
 /// Name of the request id column.
 pub const REQUEST_ID: &str = "request_id";
@@ -30,8 +30,6 @@ pub const LINEAGE: &str = "lineage";
 /// (null when none were sent). The engine carries it untouched through every hop; stages that act
 /// on per-request requirements (a latency SLO, a minimum accuracy) read it.
 pub const PARAMETERS: &str = "parameters";
-/// Field metadata key holding a tensor column's per-request shape, as comma-separated sizes.
-pub const SHAPE_METADATA_KEY: &str = "weir.shape";
 
 /// Errors building or reading batches.
 #[derive(Debug, thiserror::Error)]
@@ -59,200 +57,6 @@ pub enum BatchError {
         /// Per-row shape.
         shape: Vec<usize>,
     },
-}
-
-/// One tensor column: every row holds a tensor of the same dtype and shape.
-#[derive(Debug, Clone)]
-pub struct TensorColumn {
-    dtype: DType,
-    shape: Vec<usize>,
-    array: FixedSizeListArray,
-}
-
-fn element_count(shape: &[usize]) -> usize {
-    shape.iter().product()
-}
-
-fn item_field(dtype: DType) -> Arc<Field> {
-    let dt = match dtype {
-        DType::F32 => DataType::Float32,
-        DType::I64 => DataType::Int64,
-    };
-    Arc::new(Field::new("item", dt, false))
-}
-
-impl TensorColumn {
-    /// A column of `rows` tensors of `shape` from row-major `data` holding all rows back to back.
-    ///
-    /// # Errors
-    /// [`BatchError::Length`] when `data` does not hold exactly `rows` tensors of `shape`.
-    pub fn from_data(
-        name: &str,
-        shape: Vec<usize>,
-        rows: usize,
-        data: TensorData,
-    ) -> Result<Self, BatchError> {
-        let size = element_count(&shape);
-        if data.len() != size * rows {
-            return Err(BatchError::Length {
-                column: name.to_string(),
-                elements: data.len(),
-                rows,
-                shape,
-            });
-        }
-        let dtype = data.dtype();
-        let values: ArrayRef = match data {
-            TensorData::F32(v) => Arc::new(Float32Array::from(v)),
-            TensorData::I64(v) => Arc::new(Int64Array::from(v)),
-        };
-        let array = FixedSizeListArray::try_new(item_field(dtype), size as i32, values, None)?;
-        Ok(TensorColumn {
-            dtype,
-            shape,
-            array,
-        })
-    }
-
-    /// A column from an existing Arrow array and the per-row shape.
-    ///
-    /// # Errors
-    /// When the array's element type is not one weir moves or its list size does not match `shape`.
-    pub fn from_array(
-        name: &str,
-        shape: Vec<usize>,
-        array: FixedSizeListArray,
-    ) -> Result<Self, BatchError> {
-        let dtype = match array.value_type() {
-            DataType::Float32 => DType::F32,
-            DataType::Int64 => DType::I64,
-            other => {
-                return Err(BatchError::BadColumn {
-                    column: name.to_string(),
-                    problem: format!("element type {other} is not f32 or i64"),
-                })
-            }
-        };
-        let size = crate::tensor::element_count(&shape);
-        if usize::try_from(array.value_length()).ok() != size {
-            return Err(BatchError::BadColumn {
-                column: name.to_string(),
-                problem: format!(
-                    "list size {} does not match shape {shape:?}",
-                    array.value_length()
-                ),
-            });
-        }
-        Ok(TensorColumn {
-            dtype,
-            shape,
-            array,
-        })
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// Per-row shape.
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    /// Elements per row.
-    pub fn row_len(&self) -> usize {
-        self.array.value_length() as usize
-    }
-
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.array.len()
-    }
-
-    /// Whether the column has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.array.is_empty()
-    }
-
-    /// The Arrow array.
-    pub fn array(&self) -> &FixedSizeListArray {
-        &self.array
-    }
-
-    /// Every row's `f32` elements back to back (no copy), if this is an `f32` column.
-    pub fn f32_values(&self) -> Option<&[f32]> {
-        self.values::<Float32Type>()
-    }
-
-    /// Every row's `i64` elements back to back (no copy), if this is an `i64` column.
-    pub fn i64_values(&self) -> Option<&[i64]> {
-        self.values::<Int64Type>()
-    }
-
-    /// Every row's elements back to back (no copy), if the column holds `T`.
-    fn values<T: ArrowPrimitiveType>(&self) -> Option<&[T::Native]> {
-        self.array
-            .values()
-            .as_any()
-            .downcast_ref::<PrimitiveArray<T>>()
-            .map(|a| a.values().as_ref())
-    }
-
-    /// Row `row` as an owned tensor.
-    pub fn row(&self, row: usize) -> Tensor {
-        let n = self.row_len();
-        let range = row * n..(row + 1) * n;
-        let data = match self.dtype {
-            DType::F32 => TensorData::F32(self.f32_values().unwrap_or(&[])[range].to_vec()),
-            DType::I64 => TensorData::I64(self.i64_values().unwrap_or(&[])[range].to_vec()),
-        };
-        Tensor {
-            shape: self.shape.clone(),
-            data,
-        }
-    }
-
-    /// Rows `offset..offset + len` (no copy).
-    pub fn slice(&self, offset: usize, len: usize) -> Self {
-        TensorColumn {
-            dtype: self.dtype,
-            shape: self.shape.clone(),
-            array: self.array.slice(offset, len),
-        }
-    }
-
-    /// Reads a column written as [`TensorColumn::field`] describes: a fixed-size list with the
-    /// per-row shape in the field's metadata.
-    ///
-    /// # Errors
-    /// When the shape metadata is missing or the array is not a fixed-size list of f32 or i64.
-    pub fn from_arrow(field: &Field, column: &ArrayRef) -> Result<Self, BatchError> {
-        let bad = |problem: &str| BatchError::BadColumn {
-            column: field.name().to_string(),
-            problem: problem.to_string(),
-        };
-        let shape = parse_shape(field.metadata().get(SHAPE_METADATA_KEY))
-            .ok_or_else(|| bad("no valid weir.shape metadata"))?;
-        let array = column
-            .as_any()
-            .downcast_ref::<FixedSizeListArray>()
-            .ok_or_else(|| bad("not a fixed-size list"))?
-            .clone();
-        TensorColumn::from_array(field.name(), shape, array)
-    }
-
-    /// The Arrow field for this column under `name`, with the shape in its metadata.
-    pub fn field(&self, name: &str) -> Field {
-        let shape = self
-            .shape
-            .iter()
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        Field::new(name, self.array.data_type().clone(), false)
-            .with_metadata([(SHAPE_METADATA_KEY.to_string(), shape)].into())
-    }
 }
 
 /// A batch of requests flowing between operators.
@@ -427,7 +231,7 @@ impl Batch {
         ];
         for (name, col) in &self.tensors {
             fields.push(col.field(name));
-            columns.push(Arc::new(col.array.clone()));
+            columns.push(col.to_arrow());
         }
         Ok(RecordBatch::try_new(
             Arc::new(Schema::new(fields)),
@@ -478,18 +282,12 @@ impl Batch {
     }
 }
 
-fn parse_shape(s: Option<&String>) -> Option<Vec<usize>> {
-    let s = s?;
-    if s.is_empty() {
-        return Some(Vec::new());
-    }
-    s.split(',').map(|d| d.trim().parse().ok()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lineage;
+    use crate::tensor::{DType, Tensor, TensorData};
+    use half::{bf16, f16};
 
     fn sample() -> Batch {
         let col = TensorColumn::from_data(
@@ -531,7 +329,7 @@ mod tests {
         let back = Batch::try_from_record_batch(&rb).unwrap();
         assert_eq!(back.row_parameters(0), Some("{\"slo_ms\":5}"));
         assert_eq!(back.row_parameters(1), None);
-        assert_eq!(back.tensor("x").unwrap().shape(), &[2, 2]);
+        assert_eq!(back.tensor("x").unwrap().uniform_shape(), Some(&[2, 2][..]));
         assert_eq!(back.request_ids(), b.request_ids());
     }
 
@@ -539,5 +337,128 @@ mod tests {
     fn wrong_element_count_is_an_error() {
         let err = TensorColumn::from_data("x", vec![3], 2, TensorData::F32(vec![0.0; 5]));
         assert!(matches!(err, Err(BatchError::Length { elements: 5, .. })));
+    }
+
+    /// One sample tensor of every element type, with values that tell the types apart.
+    fn every_dtype(shape: Vec<usize>) -> Vec<Tensor> {
+        let n = crate::tensor::element_count(&shape).unwrap();
+        DType::ALL
+            .into_iter()
+            .map(|dtype| {
+                let data = match dtype {
+                    DType::Bool => TensorData::Bool((0..n).map(|i| i % 3 == 0).collect()),
+                    DType::U8 => TensorData::U8((0..n).map(|i| 250 + i as u8 % 5).collect()),
+                    DType::U16 => TensorData::U16((0..n).map(|i| 65_000 + i as u16).collect()),
+                    DType::U32 => TensorData::U32((0..n).map(|i| u32::MAX - i as u32).collect()),
+                    DType::U64 => TensorData::U64((0..n).map(|i| u64::MAX - i as u64).collect()),
+                    DType::I8 => TensorData::I8((0..n).map(|i| -128 + i as i8).collect()),
+                    DType::I16 => TensorData::I16((0..n).map(|i| -30_000 - i as i16).collect()),
+                    DType::I32 => TensorData::I32((0..n).map(|i| i32::MIN + i as i32).collect()),
+                    DType::I64 => TensorData::I64((0..n).map(|i| i64::MIN + i as i64).collect()),
+                    DType::F16 => {
+                        TensorData::F16((0..n).map(|i| f16::from_f32(i as f32 / 3.0)).collect())
+                    }
+                    DType::F32 => TensorData::F32((0..n).map(|i| i as f32 / 7.0).collect()),
+                    DType::F64 => TensorData::F64((0..n).map(|i| i as f64 / 11.0).collect()),
+                    DType::Bf16 => {
+                        TensorData::Bf16((0..n).map(|i| bf16::from_f32(-(i as f32))).collect())
+                    }
+                    DType::Bytes => TensorData::Bytes((0..n).map(|i| vec![b'a'; i]).collect()),
+                };
+                Tensor {
+                    shape: shape.clone(),
+                    data,
+                }
+            })
+            .collect()
+    }
+
+    /// Every element type survives a batch's trip through Arrow (as the wire and the timely
+    /// exchange carry it), in the uniform layout and the ragged one.
+    #[test]
+    fn every_dtype_round_trips_uniform_and_ragged() {
+        let short = every_dtype(vec![2, 1]);
+        let long = every_dtype(vec![2, 3]);
+        for (a, b) in short.iter().zip(&long) {
+            let uniform = TensorColumn::from_rows("t", a.dtype(), &[a, a]).unwrap();
+            let ragged = TensorColumn::from_rows("t", a.dtype(), &[a, b, a]).unwrap();
+            assert_eq!(uniform.uniform_shape(), Some(&[2, 1][..]), "{}", a.dtype());
+            assert_eq!(ragged.uniform_shape(), None, "{}", a.dtype());
+            let batch = Batch::new(
+                UInt64Array::from(vec![1, 2, 3]),
+                lineage::from_clients(&[1, 2, 3], 0),
+                vec![(Arc::from("t"), ragged)],
+            )
+            .unwrap();
+            let back = Batch::try_from_record_batch(&batch.to_record_batch().unwrap()).unwrap();
+            let col = back.tensor("t").unwrap();
+            assert_eq!(col.dtype(), a.dtype());
+            assert_eq!(&col.row(0), a);
+            assert_eq!(&col.row(1), b);
+            assert_eq!(&col.slice(1, 2).row(0), b, "{}", a.dtype());
+            let rb = RecordBatch::try_new(
+                Arc::new(Schema::new(vec![uniform.field("t")])),
+                vec![uniform.to_arrow()],
+            )
+            .unwrap();
+            let back = TensorColumn::from_arrow(rb.schema().field(0), rb.column(0)).unwrap();
+            assert_eq!(&back.row(1), a, "{}", a.dtype());
+        }
+    }
+
+    /// Joining columns keeps the zero-copy uniform layout when shapes agree and becomes ragged
+    /// when they do not; scalars (rank 0) are one element per row.
+    #[test]
+    fn concat_picks_the_layout_and_scalars_are_one_element() {
+        let x = Tensor::f32(vec![2], vec![1.0, 2.0]);
+        let y = Tensor::f32(vec![3], vec![3.0, 4.0, 5.0]);
+        let a = TensorColumn::from_rows("t", DType::F32, &[&x]).unwrap();
+        let b = TensorColumn::from_rows("t", DType::F32, &[&x, &x]).unwrap();
+        let c = TensorColumn::from_rows("t", DType::F32, &[&y]).unwrap();
+        let same = TensorColumn::concat("t", &[&a, &b]).unwrap();
+        assert_eq!(same.uniform_shape(), Some(&[2][..]));
+        assert_eq!(same.f32_values().unwrap(), &[1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+        let mixed = TensorColumn::concat("t", &[&a, &c, &b]).unwrap();
+        assert_eq!(mixed.uniform_shape(), None);
+        assert_eq!(mixed.row(1), y);
+        assert_eq!(mixed.row_range(2), 5..7);
+        assert_eq!(mixed.f32_values().unwrap().len(), 9);
+        let s = Tensor::i64(vec![], vec![16_000]);
+        let scalars = TensorColumn::from_rows("sr", DType::I64, &[&s, &s]).unwrap();
+        assert_eq!(scalars.uniform_shape(), Some(&[][..]));
+        assert_eq!(scalars.i64_values().unwrap(), &[16_000, 16_000]);
+        assert_eq!(scalars.row(1), s);
+    }
+
+    /// A ragged column from another process is checked row by row: a shape that does not match
+    /// its row's element count is refused, not trusted.
+    #[test]
+    fn a_ragged_column_whose_shapes_lie_is_refused() {
+        let x = Tensor::f32(vec![2], vec![1.0, 2.0]);
+        let y = Tensor::f32(vec![3], vec![3.0, 4.0, 5.0]);
+        let good = TensorColumn::from_rows("t", DType::F32, &[&x, &y]).unwrap();
+        let liar =
+            TensorColumn::from_ragged("t", vec![vec![3], vec![2]], TensorData::F32(vec![0.0; 5]))
+                .unwrap();
+        // Swap the shape child of one for the other's: same types, lying sizes.
+        let good_arrow = good.to_arrow();
+        let liar_arrow = liar.to_arrow();
+        let good_struct = good_arrow
+            .as_any()
+            .downcast_ref::<arrow_array::StructArray>()
+            .unwrap();
+        let liar_struct = liar_arrow
+            .as_any()
+            .downcast_ref::<arrow_array::StructArray>()
+            .unwrap();
+        let forged = arrow_array::StructArray::new(
+            good_struct.fields().clone(),
+            vec![good_struct.column(0).clone(), liar_struct.column(1).clone()],
+            None,
+        );
+        let err = TensorColumn::from_arrow(&good.field("t"), &(Arc::new(forged) as ArrayRef))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row 0"), "{err}");
     }
 }
