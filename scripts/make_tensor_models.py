@@ -61,9 +61,9 @@ PyPI wheels) against these signatures, then runs each once on sample data:
       Outputs output FP32 [batch,1], stateN FP32 [AddstateN_dim_0,batch,AddstateN_dim_2]
   magika_standard_v3_3.onnx  (magika 1.0.3, magika/models/standard_v3_3/model.onnx; content-type
                    classifier over raw bytes, opset 15 + ai.onnx.ml 2, IR 8)
-      Input   bytes INT32 [unk__214,2048]  (per row: features built from the file's beginning,
-              middle and end bytes, values 0..255, 256 = padding)
-      Output  target_label FP32 [unk__215,214]  (scores over magika's 214 content types)
+      Input   bytes INT32 [unk__214,2048]  (per row: a file's first 1024 then last 1024 bytes,
+              values 0..255, 256 = padding, as the wheel's config.min.json says)
+      Output  target_label FP32 [unk__215,214]  (softmax scores over magika's 214 content types)
   ch_PP-OCRv4_det_infer.onnx  (rapidocr-onnxruntime 1.4.4, rapidocr_onnxruntime/models/; PP-OCRv4
                    text detector, opset 12, IR 8; height and width free, multiples of 32 in use)
       Input   x FP32 [p2o.DynamicDimension.0,3,p2o.DynamicDimension.1,p2o.DynamicDimension.2]
