@@ -25,10 +25,7 @@ use crate::echo::quote;
 
 /// Bytes per element in the binary extension.
 pub(super) fn width(dtype: DType) -> usize {
-    match dtype {
-        DType::F32 => 4,
-        DType::I64 => 8,
-    }
+    dtype.byte_width().unwrap_or(1)
 }
 
 /// A shape as the client wrote it, for messages: `[64, 3]`, cut short when long.
@@ -230,6 +227,12 @@ pub(super) fn json_data(
     let data = match dtype {
         DType::F32 => flatten::<f32>(raw, expected).map(TensorData::F32),
         DType::I64 => flatten::<i64>(raw, expected).map(TensorData::I64),
+        other => {
+            return Err(perr(
+                field,
+                format!("{} is not accepted yet", other.oip_name()),
+            ))
+        }
     };
     data.map_err(|e| perr(field, quote(&e.to_string())))
 }
@@ -266,5 +269,11 @@ pub(super) fn binary_data(
                 .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                 .collect(),
         ),
+        other => {
+            return Err(perr(
+                field,
+                format!("{} is not accepted yet", other.oip_name()),
+            ))
+        }
     })
 }

@@ -196,10 +196,7 @@ pub async fn run_infer(
                 .map(|i| {
                     let shape = i.shape[1..].to_vec();
                     let n: usize = shape.iter().product();
-                    let data = match &i.data {
-                        TensorData::F32(v) => TensorData::F32(v[row * n..(row + 1) * n].to_vec()),
-                        TensorData::I64(v) => TensorData::I64(v[row * n..(row + 1) * n].to_vec()),
-                    };
+                    let data = i.data.slice(row * n..(row + 1) * n);
                     NamedTensor {
                         name: i.name.clone(),
                         tensor: Tensor { shape, data },
@@ -233,20 +230,11 @@ pub async fn run_infer(
         if batched {
             shape.insert(0, rows);
         }
-        let data = match first.data {
-            TensorData::F32(_) => TensorData::F32(
-                parts
-                    .iter()
-                    .flat_map(|t| t.as_f32().unwrap_or(&[]).iter().copied())
-                    .collect(),
-            ),
-            TensorData::I64(_) => TensorData::I64(
-                parts
-                    .iter()
-                    .flat_map(|t| t.as_i64().unwrap_or(&[]).iter().copied())
-                    .collect(),
-            ),
-        };
+        let mut data = TensorData::empty(first.dtype());
+        for t in &parts {
+            // Every part comes from the same graph output: one dtype.
+            let _ = data.extend(t.data.clone());
+        }
         reply.push(ReplyTensor {
             name,
             tensor: Tensor { shape, data },

@@ -56,14 +56,7 @@ pub fn encode_infer_reply(
             let mut parameters = BTreeMap::new();
             let data = if o.binary {
                 let start = binary.len();
-                match &o.tensor.data {
-                    TensorData::F32(v) => v
-                        .iter()
-                        .for_each(|x| binary.extend_from_slice(&x.to_le_bytes())),
-                    TensorData::I64(v) => v
-                        .iter()
-                        .for_each(|x| binary.extend_from_slice(&x.to_le_bytes())),
-                }
+                o.tensor.data.write_le(&mut binary);
                 parameters.insert("binary_data_size", Value::from(binary.len() - start));
                 None
             } else {
@@ -78,6 +71,14 @@ pub fn encode_infer_reply(
                             .collect(),
                     ),
                     TensorData::I64(v) => Value::Array(v.iter().map(|&x| Value::from(x)).collect()),
+                    other => Value::Array(
+                        other
+                            .to_f64_lossy()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(Value::from)
+                            .collect(),
+                    ),
                 })
             };
             RawReplyOutput {

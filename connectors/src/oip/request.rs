@@ -138,23 +138,12 @@ pub struct InferRequest {
 
 /// The KServe datatype name of a weir dtype.
 pub fn datatype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "FP32",
-        DType::I64 => "INT64",
-    }
+    dtype.oip_name()
 }
 
 fn parse_datatype(name: &str, field: &str) -> Result<DType, ProtocolError> {
-    match name {
-        "FP32" => Ok(DType::F32),
-        "INT64" => Ok(DType::I64),
-        "BOOL" | "UINT8" | "UINT16" | "UINT32" | "UINT64" | "INT8" | "INT16" | "INT32" | "FP16"
-        | "FP64" | "BF16" | "BYTES" => Err(perr(
-            field,
-            format!("datatype {name} is not served; weir tensors are FP32 or INT64"),
-        )),
-        other => Err(perr(field, format!("unknown datatype `{}`", quote(other)))),
-    }
+    DType::from_oip_name(name)
+        .ok_or_else(|| perr(field, format!("unknown datatype `{}`", quote(name))))
 }
 
 /// The request `parameters`: an object's text, kept raw and capped at [`PARAMETERS_MAX_BYTES`].
