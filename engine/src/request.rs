@@ -99,6 +99,15 @@ pub enum RequestError {
         /// The limit.
         limit: usize,
     },
+    /// A per-sequence stateful node holds as many sequences as it may: a new one cannot start
+    /// until one ends or times out.
+    #[error("node `{node}`: parameters.sequence_start: all {limit} sequence slots are in use; end a sequence (`sequence_end: true`) or wait for an idle one to time out")]
+    SequencesFull {
+        /// The node.
+        node: String,
+        /// Its `max_sequences`.
+        limit: usize,
+    },
     /// The graph no longer accepts requests.
     #[error("graph `{graph}` is shutting down")]
     ShuttingDown {
@@ -120,7 +129,9 @@ impl RequestError {
     pub fn class(&self) -> ErrorClass {
         match self {
             RequestError::Invalid { .. } => ErrorClass::InvalidRequest,
-            RequestError::Overloaded { .. } => ErrorClass::Overloaded,
+            RequestError::Overloaded { .. } | RequestError::SequencesFull { .. } => {
+                ErrorClass::Overloaded
+            }
             RequestError::ShuttingDown { .. } => ErrorClass::Unavailable,
             RequestError::Node { .. } => ErrorClass::NodeFailed,
         }

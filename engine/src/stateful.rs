@@ -9,12 +9,17 @@ use std::time::Duration;
 use crate::spec::ReplicationMode;
 
 pub use weir_hams::protocol::StateTensor;
+pub use weir_hams::sequences::SequenceLayout;
 
 /// A stateful model node's state and its protection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatefulNode {
-    /// The state tensors, in `state:` order.
+    /// The state tensors, in `state:` order: the node's whole state, or under `per_sequence` one
+    /// sequence's (1 on the batch axis).
     pub state: Vec<StateTensor>,
+    /// `per_sequence`: one state per client sequence, kept as this says; `None`: one state for
+    /// the node.
+    pub sequences: Option<SequenceLayout>,
     /// Replication protocol.
     pub mode: ReplicationMode,
     /// A primary silent this long on a batch is declared failed.

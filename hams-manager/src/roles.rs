@@ -121,6 +121,7 @@ impl State {
             outputs: h.outputs.clone(),
             checkpoint_every: h.spec.checkpoint_every,
             rollback_to,
+            sequences: h.spec.sequences.clone(),
             signature: None,
         };
         let key = member_key(prefix, &h.node, "assign");

@@ -116,6 +116,7 @@ mod tests {
             outputs: vec!["y".into()],
             checkpoint_every: 0,
             rollback_to: None,
+            sequences: None,
             signature: None,
         }
     }

@@ -9,6 +9,8 @@
 //! - [`rollback`]: the rollback set after a primary fails: a node that consumed a rolled-back
 //!   version is rolled back too, transitively.
 //! - [`journal`]: the consistency journal every role writes and the checker tests run on it.
+//! - [`sequences`]: per-sequence state (one state per client sequence, in one table per version)
+//!   on the wire: the rows' sequence controls and the refusals.
 //!
 //! Decisions where the paper is silent or wrong are written where they apply; the main ones:
 //! Algorithm 2 line 8 waits *while* `durable[m] < seq`; durability is monotone per node across
@@ -26,6 +28,7 @@ pub mod gate;
 pub mod journal;
 pub mod protocol;
 pub mod rollback;
+pub mod sequences;
 
 /// A stateful node's identity in lineage entries (the plan's lineage id).
 pub type NodeId = u32;

@@ -9,6 +9,7 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+use crate::sequences::{RowRefusal, SequenceControls, SequenceLayout};
 use crate::{Epoch, NodeId, Seq};
 
 /// Errors decoding a frame.
@@ -67,15 +68,22 @@ pub struct RunHeader {
     pub deps: Vec<Dep>,
     /// The rows' request ids (journal only).
     pub request_ids: Vec<u64>,
+    /// A per-sequence node's batch: which sequence each row steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<SequenceControls>,
 }
 
-/// Primary → graph: the batch's outputs (payload: output columns, Arrow IPC).
+/// Primary → graph: the batch's outputs (payload: output columns, Arrow IPC, one row per row
+/// sent; a refused row's outputs are zeros).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReply {
     /// Epoch of the primary that ran it.
     pub epoch: Epoch,
     /// The batch.
     pub seq: Seq,
+    /// A per-sequence node's rows that were not run, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RowRefusal>,
 }
 
 /// Why a member refused a call.
@@ -103,9 +111,10 @@ pub struct RefusalReply {
     pub message: String,
 }
 
-/// Primary → backup: the state a batch made and the batch's reply (payload: the state tensors,
-/// little-endian f32 in the node's `state:` order, `state_bytes` long, then the reply frame the
-/// graph got). The backup keeps recent replies so that, once promoted, it answers a resent batch
+/// Primary → backup: the state a batch made and the batch's reply (payload: the state,
+/// `state_bytes` long, then the reply frame the graph got). A node's state is its state tensors,
+/// little-endian f32 in the node's `state:` order; a per-sequence node's is its table of
+/// sequences, whole when `full`, otherwise only what the batch changed (the executor's encoding). The backup keeps recent replies so that, once promoted, it answers a resent batch
 /// it already holds instead of running it again (HAMS's saved outputs). `full` marks a
 /// whole-state transfer to a new backup, applied once its dependencies are durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +239,10 @@ pub struct Assign {
     /// gone). Later versions, and the replies they made, are void.
     #[serde(default)]
     pub rollback_to: Option<Seq>,
+    /// A per-sequence node: how it keeps its sequences (the state tensors' shapes are then one
+    /// sequence's). `None`: one state for the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<SequenceLayout>,
     /// HMAC-SHA256 (hex) of the other fields and the member's assign key, under the control key
     /// shared by the graph and its executors (see [`crate::control_auth`]); `None` unsigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +316,7 @@ mod tests {
             seq: 7,
             deps: vec![(2, 5)],
             request_ids: vec![1, 2],
+            sequences: None,
         };
         let bytes = encode_frame(&h, b"payload");
         let (back, payload): (RunHeader, &[u8]) = decode_frame(&bytes).unwrap();

@@ -451,7 +451,7 @@ fn start_stateful(
     let transport: Arc<dyn StatefulTransport> = if local {
         let runtime = runtime.ok_or_else(|| ExecError::RuntimeMissing("no runtime".into()))?;
         let slots = spec.state.clone();
-        let model = model::stateful_step::StatefulModel::load(
+        let mut model = model::stateful_step::StatefulModel::load(
             runtime,
             &n.node.id,
             &m.path,
@@ -461,6 +461,11 @@ fn start_stateful(
             outputs,
             slots,
         )?;
+        if let Some(layout) = &spec.sequences {
+            let one_per_call =
+                model::stateful_step::fixed_batch_axis(&m.metadata, &spec.state, layout.batch_axis);
+            model = model.per_sequence(layout.clone(), one_per_call);
+        }
         handle.assign_primary(1, LOCAL_PRIMARY.to_string());
         Arc::new(LocalStatefulTransport::start(&n.node.id, model))
     } else {

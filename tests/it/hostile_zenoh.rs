@@ -62,6 +62,7 @@ fn gru_assign(shape: Vec<usize>) -> Assign {
         outputs: vec!["y".into()],
         checkpoint_every: 0,
         rollback_to: None,
+        sequences: None,
         signature: None,
     }
 }

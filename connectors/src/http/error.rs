@@ -93,6 +93,9 @@ fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
         OipError::Request(RequestError::Overloaded { .. }) => {
             (StatusCode::SERVICE_UNAVAILABLE, Outcome::Overloaded)
         }
+        OipError::Request(RequestError::SequencesFull { .. }) => {
+            (StatusCode::TOO_MANY_REQUESTS, Outcome::Overloaded)
+        }
         OipError::Request(RequestError::ShuttingDown { .. }) => {
             (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable)
         }

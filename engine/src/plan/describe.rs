@@ -50,7 +50,7 @@ fn kind_label(kind: &NodeKind) -> String {
             } + &match &m.state {
                 None => String::new(),
                 Some(st) => format!(
-                    ", state {} → {}, replication {}{}",
+                    ", state {} → {}{}, replication {}{}",
                     st.state
                         .iter()
                         .map(|p| p.output.as_str())
@@ -61,6 +61,10 @@ fn kind_label(kind: &NodeKind) -> String {
                         .map(|p| p.input.as_str())
                         .collect::<Vec<_>>()
                         .join(" "),
+                    st.sequences.as_ref().map_or(String::new(), |q| format!(
+                        " per sequence (axis {}, ≤ {}, idle {} ms)",
+                        q.batch_axis, q.max_sequences, q.idle_timeout_ms
+                    )),
                     st.mode.name(),
                     match st.mode {
                         ReplicationMode::None => String::new(),

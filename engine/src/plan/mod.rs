@@ -23,6 +23,7 @@ mod streams;
 
 pub use node::{ModelNode, NodeKind, ValidNode};
 pub use parity::ParityPlan;
+pub(crate) use stateful::one_sequence_shape;
 
 use crate::lineage::INGRESS;
 use crate::stream::StreamConnector;

@@ -2,38 +2,64 @@
 //! Distributed Machine Learning Service Graphs" (HAMS, §IV).
 //!
 //! Each `state:` pair becomes one state tensor with the fixed shape the model gives it (the whole
-//! state, not a per-row tensor). Its replicas, in list order, are the primary and the backup. Under
+//! state, not a per-row tensor); under `per_sequence` the shape is one sequence's, the model's
+//! with 1 on the batch axis, and the initial values are laid out per state tensor. Its replicas, in list order, are the primary and the backup. Under
 //! `remus` at most one batch is in flight, since the primary answers a batch only once its backup
 //! applied the state that batch made; under the other modes `pipeline` batches may be.
 
 use std::time::Duration;
 
 use crate::onnx::ModelMetadata;
-use crate::spec::{ModelSpec, ReplicationMode};
-use crate::stateful::{StateTensor, StatefulNode};
+use crate::spec::{InitialState, ModelSpec, ReplicationMode};
+use crate::stateful::{SequenceLayout, StateTensor, StatefulNode};
+use crate::tensor::Dim;
 use crate::validate::fixed_shape;
 
 /// Model node `m`'s state and its replication, or `None` for a stateless node. Validation proved
-/// every state pair names tensors of `meta` with one fixed shape.
+/// every state pair names tensors of `meta` with one fixed shape (under `per_sequence`, fixed
+/// but for the batch axis).
 pub(super) fn stateful_node(m: &ModelSpec, meta: &ModelMetadata) -> Option<StatefulNode> {
     let state = m.state.as_ref()?;
-    let tensors = state
+    let axis = state.per_sequence.as_ref().map(|p| p.batch_axis.value);
+    let tensors: Vec<StateTensor> = state
         .inputs
         .iter()
         .zip(&state.outputs)
         .filter_map(|(i, o)| {
             let input = meta.inputs.iter().find(|t| t.name == i.value)?;
+            let shape = match axis {
+                None => fixed_shape(&input.dims)?,
+                Some(axis) => one_sequence_shape(&input.dims, axis)?,
+            };
             Some(StateTensor {
                 input: i.value.clone(),
                 output: o.value.clone(),
-                shape: fixed_shape(&input.dims)?,
+                shape,
             })
         })
         .collect();
+    let sequences = state.per_sequence.as_ref().map(|p| SequenceLayout {
+        batch_axis: p.batch_axis.value,
+        initial: match &p.initial.value {
+            InitialState::Zeros => Vec::new(),
+            InitialState::Values(values) => tensors
+                .iter()
+                .map(|t| {
+                    values
+                        .get(&t.input)
+                        .cloned()
+                        .unwrap_or_else(|| vec![0.0; t.len()])
+                })
+                .collect(),
+        },
+        idle_timeout_ms: p.idle_timeout_ms.value,
+        max_sequences: p.max_sequences.value,
+    });
     let settings = m.replication_settings();
     let mode = settings.mode.value;
     Some(StatefulNode {
         state: tensors,
+        sequences,
         mode,
         detect: Duration::from_millis(settings.detect_ms),
         pipeline: if mode == ReplicationMode::Remus {
@@ -43,4 +69,17 @@ pub(super) fn stateful_node(m: &ModelSpec, meta: &ModelMetadata) -> Option<State
         },
         checkpoint_every: settings.checkpoint_every,
     })
+}
+
+/// One sequence's shape of a state tensor of dimensions `dims`: 1 on `axis`, the fixed size
+/// elsewhere (`None` when another dimension is not fixed).
+pub(crate) fn one_sequence_shape(dims: &[Dim], axis: usize) -> Option<Vec<usize>> {
+    dims.iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            _ if i == axis => Some(1),
+            Dim::Fixed(n) => Some(*n),
+            _ => None,
+        })
+        .collect()
 }

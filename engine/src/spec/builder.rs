@@ -192,7 +192,28 @@ impl ModelBuilder {
         self.spec.state = Some(Box::new(s(super::StateSpec {
             inputs: inputs.iter().map(|n| s(n.to_string())).collect(),
             outputs: outputs.iter().map(|n| s(n.to_string())).collect(),
+            per_sequence: None,
         })));
+        self
+    }
+
+    /// Keeps the node's state per client sequence (call after [`Self::state`]): sequences stack
+    /// along `batch_axis` of the state tensors, start at zeros, time out after `idle_timeout_ms`,
+    /// at most `max_sequences` at once.
+    pub fn per_sequence(
+        mut self,
+        batch_axis: usize,
+        idle_timeout_ms: u64,
+        max_sequences: usize,
+    ) -> Self {
+        if let Some(state) = self.spec.state.as_mut() {
+            state.value.per_sequence = Some(s(super::PerSequenceSpec {
+                batch_axis: s(batch_axis),
+                initial: s(super::InitialState::Zeros),
+                idle_timeout_ms: s(idle_timeout_ms),
+                max_sequences: s(max_sequences),
+            }));
+        }
         self
     }
 

@@ -32,7 +32,7 @@ pub use model::{
 };
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
-pub use stateful::{ReplicationMode, ReplicationSpec, StateSpec};
+pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 

@@ -15,7 +15,25 @@
 //!       detect_ms: 200             # a primary silent this long on a batch is declared failed
 //! ```
 //!
+//! With `per_sequence:` the node keeps one state per client sequence instead of one for the node
+//! (Triton's sequence batcher with implicit state): each request names its sequence in its
+//! parameters (`{"sequence_id": 7, "sequence_start": true}`, `sequence_end` on its last request),
+//! and the rows of several sequences in one call are stacked along the state's batch axis:
+//!
+//! ```yaml
+//!     state:
+//!       inputs: [state]
+//!       outputs: [stateN]
+//!       per_sequence:
+//!         batch_axis: 1            # state [2, batch, 128]: sequences stack on axis 1
+//!         initial: zeros           # or {values: {state: [...]}}, one sequence's values
+//!         idle_timeout_ms: 60000   # a sequence not stepped this long is dropped
+//!         max_sequences: 1024      # a start past this many live sequences is refused (429)
+//! ```
+//!
 //! Only the shape is read here; [`crate::validate`] checks the meaning.
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
@@ -29,6 +47,51 @@ pub struct StateSpec {
     pub inputs: Vec<Spanned<String>>,
     /// Model outputs holding the state after a call, one per entry of `inputs`, same type.
     pub outputs: Vec<Spanned<String>>,
+    /// Keep one state per client sequence (named by each request's `parameters.sequence_id`)
+    /// instead of one for the node.
+    #[serde(default)]
+    pub per_sequence: Option<Spanned<PerSequenceSpec>>,
+}
+
+/// How a per-sequence node keeps its sequences.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerSequenceSpec {
+    /// The axis of the state tensors along which the model stacks the rows of one call (the
+    /// model's dimension there is dynamic or 1); one sequence's state has 1 there.
+    pub batch_axis: Spanned<usize>,
+    /// A sequence's state at `sequence_start`: `zeros` (default) or `{values: {<state input>:
+    /// [...]}}`, one sequence's values per state input (row-major, the state's shape with 1 on
+    /// the batch axis); state inputs left out start at zeros.
+    #[serde(default)]
+    pub initial: Spanned<InitialState>,
+    /// A sequence not stepped for this long is dropped (checked when a batch comes), in
+    /// milliseconds; a later request naming it without `sequence_start` is refused.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: Spanned<u64>,
+    /// The most sequences held at once; a `sequence_start` of a new sequence past it is refused
+    /// with 429 (Too Many Requests) until one ends or times out.
+    #[serde(default = "default_max_sequences")]
+    pub max_sequences: Spanned<usize>,
+}
+
+fn default_idle_timeout_ms() -> Spanned<u64> {
+    Spanned::unlocated(60_000)
+}
+
+fn default_max_sequences() -> Spanned<usize> {
+    Spanned::unlocated(1024)
+}
+
+/// A sequence's state when it starts.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitialState {
+    /// Every element zero.
+    #[default]
+    Zeros,
+    /// Per state input, one sequence's values (row-major); state inputs left out are zeros.
+    Values(BTreeMap<String, Vec<f32>>),
 }
 
 /// How a stateful node's state is protected.

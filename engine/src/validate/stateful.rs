@@ -4,7 +4,8 @@
 //! Rules:
 //! - `state.inputs` and `state.outputs` have the same length (≥ 1); entry `i` of each names a model
 //!   input and a model output of the same element type and the same fixed shape (the whole state,
-//!   not a per-row tensor: a state has no batch dimension of its own), f32;
+//!   not a per-row tensor: a state has no batch dimension of its own), f32; under
+//!   `state.per_sequence` the state has a batch axis instead (`sequences.rs`);
 //! - a state input is not bound under `inputs:` (the previous call feeds it);
 //! - `replication` needs `state`; its `detect_ms`, `pipeline` and `checkpoint_every` are ≥ 1;
 //!   `nspb`, `remus` and `checkpoint` need exactly two replicas, both declared executors
@@ -57,6 +58,7 @@ impl Validator<'_, '_> {
             );
             return;
         }
+        let mut pairs = Vec::new();
         for (i, o) in state.inputs.iter().zip(&state.outputs) {
             let Some(input) = state_tensor(id, &meta.inputs, i, "input", diags) else {
                 continue;
@@ -66,6 +68,10 @@ impl Validator<'_, '_> {
             };
             if m.inputs.contains_key(&i.value) {
                 err(diags, "inputs", i.location, format!("node `{id}`: `{}` is a state input, fed by the previous call's `{}`; it cannot also be bound under `inputs`", i.value, o.value));
+            }
+            if state.per_sequence.is_some() {
+                pairs.push((input, output));
+                continue;
             }
             let (Some(in_shape), Some(out_shape)) =
                 (fixed_shape(&input.dims), fixed_shape(&output.dims))
@@ -83,6 +89,9 @@ impl Validator<'_, '_> {
                     if a == b && in_shape == out_shape => {}
                 _ => err(diags, "state.outputs", o.location, format!("node `{id}`: state output `{}` must have the type and shape of state input `{}` ({:?} {:?} vs {:?} {:?})", o.value, i.value, output.element, out_shape, input.element, in_shape)),
             }
+        }
+        if let Some(per) = &state.per_sequence {
+            super::sequences::check_per_sequence(id, m, per, &pairs, meta, diags);
         }
         let settings = m.replication_settings();
         let mode = settings.mode.value;

@@ -5,7 +5,8 @@
 //! it in [`MemberSessions`] and the transport requires it of every reply, so a rogue queryable on
 //! the same key can neither take a batch nor answer it (the query reaches every queryable on the
 //! key, and only the primary's reply counts). A reply must carry the node's outputs with one row
-//! per row sent; a refusal for a stale epoch, or no answer within the node's `detect_ms`, makes
+//! per row sent (a per-sequence node's reply also names the rows its primary refused, each
+//! within the batch); a refusal for a stale epoch, or no answer within the node's `detect_ms`, makes
 //! the batch lost (failover decides its fate); any other refusal is the rows' error.
 
 use std::collections::HashMap;
@@ -18,7 +19,9 @@ use weir_engine::wire::{decode_columns, encode_columns};
 use weir_hams::protocol::{
     decode_frame, encode_frame, member_key, Refusal, RefusalReply, RunHeader, RunReply,
 };
-use weir_operators::stateful::{RunDone, RunFailure, StatefulNodeHandle, StatefulTransport};
+use weir_operators::stateful::{
+    RunDone, RunFailure, RunOutput, StatefulNodeHandle, StatefulTransport,
+};
 use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
 use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
@@ -69,7 +72,7 @@ impl ZenohStatefulTransport {
 
 /// The take-once end of one batch's query.
 struct RunEnd {
-    slot: AnswerSlot<Result<Vec<TensorColumn>, RunFailure>>,
+    slot: AnswerSlot<Result<RunOutput, RunFailure>>,
     outputs: Vec<String>,
     /// Rows sent: the reply must carry one per row.
     rows: usize,
@@ -78,7 +81,7 @@ struct RunEnd {
 }
 
 impl RunEnd {
-    fn finish(&self, outcome: Result<Vec<TensorColumn>, RunFailure>) {
+    fn finish(&self, outcome: Result<RunOutput, RunFailure>) {
         self.slot.finish(outcome);
     }
 
@@ -107,16 +110,25 @@ impl RunEnd {
         self.finish(outcome);
     }
 
-    fn decode(&self, bytes: &[u8]) -> Result<Vec<TensorColumn>, RunFailure> {
+    fn decode(&self, bytes: &[u8]) -> Result<RunOutput, RunFailure> {
         let bad = |m: String| RunFailure::Failed(format!("the primary replied {m}"));
-        let (_reply, body): (RunReply, &[u8]) =
+        let (reply, body): (RunReply, &[u8]) =
             decode_frame(bytes).map_err(|e| bad(e.to_string()))?;
+        if let Some(r) = reply.refused.iter().find(|r| r.row as usize >= self.rows) {
+            return Err(bad(format!(
+                "a refusal of row {} of the {} sent",
+                r.row, self.rows
+            )));
+        }
         let columns = decode_columns(body).map_err(|e| bad(e.to_string()))?;
         let columns = columns_in_order(columns, &self.outputs)
             .map_err(|name| bad(format!("without output `{name}`")))?;
         match columns.iter().find(|c| c.len() != self.rows) {
             Some(c) => Err(bad(format!("{} rows for the {} sent", c.len(), self.rows))),
-            None => Ok(columns),
+            None => Ok(RunOutput {
+                columns,
+                refused: reply.refused,
+            }),
         }
     }
 }

@@ -13,7 +13,7 @@ use weir_hams::protocol::{
     StateHeader,
 };
 use weir_hams::{NodeId, Seq};
-use weir_operators::model::stateful_step::StateVersion;
+use weir_operators::stateful::state::{NodeState, StateUpdate};
 use zenoh::pubsub::Subscriber;
 use zenoh::query::Query;
 use zenoh::Wait;
@@ -45,7 +45,7 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                         .map_err(|e| warn!(error = %e, "No durability subscription."))
                         .ok();
                 }
-                take_role(ctx, a, &query);
+                take_role(ctx, *a, &query);
                 // A primary gone solo may hold versions whose dependencies are durable already.
                 drain(ctx);
             }
@@ -54,7 +54,22 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                 if inner.is_primary() {
                     continue;
                 }
-                let state = split_state(&inner, state);
+                let Some(a) = &inner.assign else {
+                    debug!("A state tuple before any role; dropped.");
+                    continue;
+                };
+                let state = match StateUpdate::decode(
+                    &state,
+                    h.full,
+                    &a.state,
+                    a.sequences.as_ref(),
+                ) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(error = %e, "A state tuple that does not fit the node's layout; dropped.");
+                        continue;
+                    }
+                };
                 if !reply.is_empty() && h.epoch >= inner.epoch() {
                     // Kept for a promoted future: a resent batch is answered, not run again.
                     inner.replies.insert(h.seq, reply);
@@ -103,26 +118,6 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
     }
 }
 
-/// A state tuple arrives as one flat vector; cut it into the node's state tensors.
-fn split_state(inner: &Inner, state: Arc<StateVersion>) -> Arc<StateVersion> {
-    let Some(a) = &inner.assign else {
-        return state;
-    };
-    let flat = state.first().cloned().unwrap_or_default();
-    let mut out = Vec::with_capacity(a.state.len());
-    let mut offset = 0;
-    for s in &a.state {
-        let n: usize = s.shape.iter().product();
-        out.push(
-            flat.get(offset..offset + n)
-                .map(<[f32]>::to_vec)
-                .unwrap_or_default(),
-        );
-        offset += n;
-    }
-    Arc::new(out)
-}
-
 /// Applies every tuple whose turn has come (backup) or marks own versions durable (solo).
 fn drain(ctx: &Context) {
     loop {
@@ -138,12 +133,13 @@ fn drain(ctx: &Context) {
             Role::Backup { primary } => Some(primary.clone()),
             Role::Primary { .. } => None,
         };
-        let state_hash = match &payload {
+        let applied = payload.map(|update| update.apply(&inner.current));
+        let state_hash = match &applied {
             Some(state) if ctx.journal.enabled() => state_hash(state),
             _ => 0,
         };
         let received_at_us = inner.received_at.remove(&h.seq).unwrap_or(0);
-        match payload {
+        match applied {
             Some(state) => {
                 inner.current = state;
                 inner.version = h.seq;
@@ -238,7 +234,7 @@ fn change_backup(inner: &mut Inner, a: &Assign, solo: bool) {
 
 /// Per upstream node, the latest version any retained version above the floor depends on: what
 /// a whole-state transfer of the latest version must wait for.
-fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<StateVersion>)>) -> Vec<Dep> {
+fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<NodeState>)>) -> Vec<Dep> {
     let mut latest: BTreeMap<NodeId, Seq> = BTreeMap::new();
     for (h, _) in retained.values().skip(1) {
         for &(n, s) in &h.deps {
@@ -311,7 +307,7 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
                         full: true,
                         state_bytes: 0,
                     },
-                    state: Arc::clone(state),
+                    state: StateUpdate::Replace(Arc::clone(state)),
                     reply: Vec::new(),
                 });
             }
@@ -328,6 +324,12 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
             inner.apply.reset(a.epoch, 0);
             inner.replies.clear();
             inner.retained.clear();
+            if a.sequences.is_some() {
+                // Deltas apply onto the version before them: until the new primary's table
+                // arrives, the base is the initial one (a primary still at version 0 sends
+                // deltas from it), never this member's own speculative table.
+                inner.current = Arc::new(NodeState::initial(&a.state, a.sequences.as_ref()));
+            }
             role_name = "backup";
         }
     }

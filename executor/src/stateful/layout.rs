@@ -5,20 +5,26 @@
 //! shape the model does not declare (or one whose element count overflows) must be refused here,
 //! by reading the model's own metadata: a state tensor must be a model input and output of type
 //! f32 whose dimensions are all fixed and equal to the assigned shape, and its size must fit
-//! [`MAX_STATE_BYTES`] by checked arithmetic. Once a member has loaded its model, every later
-//! assignment must name the same layout (the member's state is already shaped by it).
+//! [`MAX_STATE_BYTES`] by checked arithmetic. A per-sequence node's state tensors are one
+//! sequence's: 1 on the batch axis, which the model leaves dynamic (or 1), the other dimensions
+//! the model's; its state output may leave any dimension dynamic (each call checks the shape it
+//! returns); `max_sequences` of them must fit [`MAX_SEQUENCE_STATE_BYTES`] and the initial values
+//! one sequence's elements. Once a member has loaded its model, every later assignment must
+//! name the same layout (the member's state is already shaped by it).
 
 use weir_engine::onnx::{ElementType, ModelMetadata, TensorInfo};
 use weir_engine::tensor::{element_count, DType, Dim};
 use weir_hams::protocol::{Assign, StateTensor};
+use weir_hams::sequences::{SequenceLayout, MAX_SEQUENCE_STATE_BYTES};
 
 /// The most bytes of state one member holds per version (all of a node's state tensors).
 pub const MAX_STATE_BYTES: usize = 1 << 30;
 
 /// What an assignment names that shapes the member: compared between assignments.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Layout {
     pub state: Vec<StateTensor>,
+    pub sequences: Option<SequenceLayout>,
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
 }
@@ -27,6 +33,7 @@ impl Layout {
     pub(super) fn of(a: &Assign) -> Layout {
         Layout {
             state: a.state.clone(),
+            sequences: a.sequences.clone(),
             inputs: a.inputs.clone(),
             outputs: a.outputs.clone(),
         }
@@ -92,6 +99,9 @@ pub(super) fn state_bytes(state: &[StateTensor]) -> Option<usize> {
 /// # Errors
 /// The reason, for the refusal, when `a` names something the model does not declare.
 pub(super) fn check_assign(meta: &ModelMetadata, a: &Assign) -> Result<(), String> {
+    if let Some(layout) = &a.sequences {
+        return check_sequences(meta, a, layout);
+    }
     for s in &a.state {
         state_side(&meta.inputs, "input", &s.input, &s.shape)?;
         state_side(&meta.outputs, "output", &s.output, &s.shape)?;
@@ -105,6 +115,11 @@ pub(super) fn check_assign(meta: &ModelMetadata, a: &Assign) -> Result<(), Strin
         }
         None => return Err("the state's size overflows".to_string()),
     }
+    check_io(meta, a)
+}
+
+/// The run inputs and outputs `a` names are the model's, and no run input is a state input.
+fn check_io(meta: &ModelMetadata, a: &Assign) -> Result<(), String> {
     for name in &a.inputs {
         if !meta.inputs.iter().any(|t| &t.name == name) {
             return Err(format!("run input `{name}` is not a model input"));
@@ -119,6 +134,80 @@ pub(super) fn check_assign(meta: &ModelMetadata, a: &Assign) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// One dimension of a per-sequence state tensor: the model's `d` against the assigned `want`
+/// (1 on the batch axis); `None` when they do not fit.
+fn sequence_dim(d: &Dim, want: usize, on_axis: bool, output: bool) -> Option<()> {
+    match d {
+        Dim::Fixed(n) if *n == want => Some(()),
+        Dim::Dynamic if on_axis || output => Some(()),
+        _ => None,
+    }
+}
+
+/// [`check_assign`] for a per-sequence node kept as `layout`.
+fn check_sequences(
+    meta: &ModelMetadata,
+    a: &Assign,
+    layout: &SequenceLayout,
+) -> Result<(), String> {
+    let axis = layout.batch_axis;
+    for s in &a.state {
+        if s.shape.get(axis) != Some(&1) {
+            return Err(format!(
+                "state `{}`: a sequence's shape {} has no 1 on batch axis {axis}",
+                s.input,
+                shape_text(&s.shape)
+            ));
+        }
+        for (side, tensors, name, output) in [
+            ("input", &meta.inputs, &s.input, false),
+            ("output", &meta.outputs, &s.output, true),
+        ] {
+            let info = tensors
+                .iter()
+                .find(|t| &t.name == name)
+                .ok_or_else(|| format!("state {side} `{name}` is not a model {side}"))?;
+            if info.element != ElementType::Supported(DType::F32) {
+                return Err(format!("state {side} `{name}` is not an f32 tensor"));
+            }
+            let fits = info.dims.len() == s.shape.len()
+                && info
+                    .dims
+                    .iter()
+                    .zip(&s.shape)
+                    .enumerate()
+                    .all(|(k, (d, &w))| sequence_dim(d, w, k == axis, output).is_some());
+            if !fits {
+                return Err(format!(
+                    "state {side} `{name}` does not take one sequence's shape {} on batch axis {axis}",
+                    shape_text(&s.shape)
+                ));
+            }
+        }
+    }
+    let total = state_bytes(&a.state).and_then(|n| n.checked_mul(layout.max_sequences));
+    match total {
+        Some(n) if n <= MAX_SEQUENCE_STATE_BYTES => {}
+        _ => {
+            return Err(format!(
+                "{} sequences of this state would take more than {MAX_SEQUENCE_STATE_BYTES} bytes",
+                layout.max_sequences
+            ))
+        }
+    }
+    if !layout.initial.is_empty()
+        && (layout.initial.len() != a.state.len()
+            || layout
+                .initial
+                .iter()
+                .zip(&a.state)
+                .any(|(v, s)| v.len() != s.len()))
+    {
+        return Err("the initial values do not match the state tensors".to_string());
+    }
+    check_io(meta, a)
 }
 
 #[cfg(test)]
@@ -163,6 +252,7 @@ mod tests {
             outputs: vec!["y".into()],
             checkpoint_every: 0,
             rollback_to: None,
+            sequences: None,
             signature: None,
         }
     }

@@ -24,6 +24,11 @@
 //! new primary. Every call and message carries an epoch; stale ones are refused or dropped
 //! (fencing).
 //!
+//! A per-sequence node's state is a table of sequences (`weir_operators::stateful::sequences`):
+//! each batch still makes one version, its rows naming their sequences in the run header, and
+//! the primary ships only the batch's delta (a new backup gets the whole table), which the backup
+//! applies onto the version before it, strictly in order as Algorithm 2 already requires.
+//!
 //! This module starts a member and holds what its threads share; `control.rs` is the control
 //! thread, `primary.rs` the run and shipper threads.
 
@@ -46,12 +51,13 @@ use weir_engine::wire::decode_columns;
 use weir_hams::durability::{ApplyQueue, DurableView};
 use weir_hams::journal::Journal;
 use weir_hams::protocol::{
-    decode_frame, durable_key, encode_frame, f32_bytes, f32_values, member_key, Applied, Assign,
-    Durable, Refusal, RefusalReply, Role, RunHeader, StateHeader,
+    decode_frame, durable_key, encode_frame, member_key, Applied, Assign, Durable, Refusal,
+    RefusalReply, Role, RunHeader, StateHeader,
 };
 use weir_hams::{Epoch, Seq};
-use weir_operators::model::stateful_step::{StateVersion, StatefulModel};
+use weir_operators::model::stateful_step::{fixed_batch_axis, StatefulModel};
 use weir_operators::model::OrtRuntime;
+use weir_operators::stateful::state::{NodeState, StateUpdate};
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
@@ -101,10 +107,10 @@ struct Inner {
     assign: Option<Assign>,
     /// Primary: last version produced; backup: last applied.
     version: Seq,
-    current: Arc<StateVersion>,
+    current: Arc<NodeState>,
     view: DurableView,
-    /// Backup: received tuples (payload = state); solo primary: own versions (payload `None`).
-    apply: ApplyQueue<Option<Arc<StateVersion>>>,
+    /// Backup: received tuples (payload = the update); solo primary: own versions (`None`).
+    apply: ApplyQueue<Option<StateUpdate>>,
     /// Primary: the highest version the backup applied, and the versions shipped since.
     acked: Seq,
     shipped: Seq,
@@ -115,7 +121,7 @@ struct Inner {
     /// gone and its input is rolled back, goes solo without losing track of undurable versions,
     /// and hands a new backup its latest version. At most [`MAX_UNACKED`] versions above the
     /// floor with a backup; without one, as many as wait for upstream durability.
-    retained: BTreeMap<Seq, (StateHeader, Arc<StateVersion>)>,
+    retained: BTreeMap<Seq, (StateHeader, Arc<NodeState>)>,
     /// Backup: when each pending state tuple arrived (journal only).
     received_at: BTreeMap<Seq, u64>,
 }
@@ -148,7 +154,7 @@ impl Inner {
 
     /// Puts the version `tuple` made (`state`) into the primary buffer, if this member is still
     /// the primary of the tuple's epoch; returns whether it is.
-    fn retain_made(&mut self, tuple: &StateHeader, state: &Arc<StateVersion>) -> bool {
+    fn retain_made(&mut self, tuple: &StateHeader, state: &Arc<NodeState>) -> bool {
         let current = self.epoch() == tuple.epoch && self.is_primary();
         if current {
             self.retained
@@ -180,9 +186,10 @@ impl Inner {
 }
 
 enum Control {
-    Assign(Assign, Query),
-    /// A state tuple: header, state (flat), the batch's reply frame, when it arrived (µs).
-    State(StateHeader, Arc<StateVersion>, Vec<u8>, u64),
+    Assign(Box<Assign>, Query),
+    /// A state tuple: header, state bytes (decoded by the assignment's layout), the batch's
+    /// reply frame, when it arrived (µs).
+    State(StateHeader, Vec<u8>, Vec<u8>, u64),
     Applied(Applied),
     Durable(Durable),
     /// The solo primary produced a version (it becomes durable once its dependencies are).
@@ -193,7 +200,7 @@ enum Control {
 struct Ship {
     key: String,
     header: StateHeader,
-    state: Arc<StateVersion>,
+    state: StateUpdate,
     reply: Vec<u8>,
 }
 
@@ -281,7 +288,7 @@ impl StatefulMember {
             Mutex::new(Inner {
                 assign: None,
                 version: 0,
-                current: Arc::new(Vec::new()),
+                current: Arc::new(NodeState::Whole(Vec::new())),
                 view: DurableView::default(),
                 apply: ApplyQueue::new(0, 0),
                 acked: 0,
@@ -336,21 +343,16 @@ impl StatefulMember {
                 .callback(move |sample| {
                     let bytes = sample.payload().to_bytes();
                     match decode_frame::<StateHeader>(&bytes) {
-                        Ok((h, payload)) => {
-                            let (state, reply) = payload.split_at(h.state_bytes.min(payload.len()));
-                            match f32_values(state) {
-                                Some(flat) => {
-                                    let reply = reply.to_vec();
-                                    let _ = tx.send(Control::State(
-                                        h,
-                                        Arc::new(vec![flat]),
-                                        reply,
-                                        weir_hams::journal::now_us(),
-                                    ));
-                                }
-                                None => warn!("A state tuple's payload is not f32 data; dropped."),
-                            }
+                        Ok((h, payload)) if h.state_bytes <= payload.len() => {
+                            let (state, reply) = payload.split_at(h.state_bytes);
+                            let _ = tx.send(Control::State(
+                                h,
+                                state.to_vec(),
+                                reply.to_vec(),
+                                weir_hams::journal::now_us(),
+                            ));
                         }
+                        Ok(_) => warn!("A state tuple shorter than its header says; dropped."),
                         Err(e) => warn!(error = %e, "An undecodable state tuple; dropped."),
                     }
                 })
@@ -470,7 +472,7 @@ fn on_assign(tx: &Sender<Control>, own_key: &str, query: Query) {
                     return;
                 }
             }
-            let _ = tx.send(Control::Assign(a, query));
+            let _ = tx.send(Control::Assign(Box::new(a), query));
         }
         Some(Err(e)) => refuse(&query, Refusal::Invalid, format!("bad assignment: {e}")),
         None => refuse(
@@ -518,7 +520,7 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
         .all(|i| i.dims.first() == Some(&Dim::Dynamic));
     let runtime = OrtRuntime::get().map_err(|e| e.to_string())?;
     let slots = a.state.clone();
-    let model = StatefulModel::load(
+    let mut model = StatefulModel::load(
         &runtime,
         &ctx.model,
         &ctx.path,
@@ -529,8 +531,12 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
         slots,
     )
     .map_err(|e| e.to_string())?;
+    if let Some(layout) = &a.sequences {
+        let one_per_call = fixed_batch_axis(meta, &a.state, layout.batch_axis);
+        model = model.per_sequence(layout.clone(), one_per_call);
+    }
     let mut inner = lock(&ctx.shared);
-    if inner.current.is_empty() {
+    if inner.version == 0 {
         inner.current = Arc::new(model.initial_state());
     }
     drop(inner);
@@ -564,19 +570,14 @@ fn announce(ctx: &Context, graph: &str, d: Durable) {
     );
 }
 
-fn state_payload(state: &StateVersion) -> Vec<u8> {
-    let flat: Vec<f32> = state.iter().flatten().copied().collect();
-    f32_bytes(&flat)
-}
-
-/// The journal's hash of a state version (its wire bytes).
-fn state_hash(state: &StateVersion) -> u64 {
-    weir_hams::protocol::value_hash(&state_payload(state))
+/// The journal's hash of a state version (its whole wire bytes).
+fn state_hash(state: &NodeState) -> u64 {
+    state.hash()
 }
 
 /// A state tuple's wire form: header (with the state's length), state, reply.
-fn tuple_frame(mut header: StateHeader, state: &StateVersion, reply: &[u8]) -> Vec<u8> {
-    let mut payload = state_payload(state);
+fn tuple_frame(mut header: StateHeader, state: &StateUpdate, reply: &[u8]) -> Vec<u8> {
+    let mut payload = state.encode();
     header.state_bytes = payload.len();
     payload.extend_from_slice(reply);
     encode_frame(&header, &payload)

@@ -16,7 +16,8 @@ use weir_hams::protocol::{
     encode_frame, member_key, Assign, Mode, Refusal, RunHeader, RunReply, StateHeader,
 };
 use weir_hams::Seq;
-use weir_operators::model::stateful_step::{row_hashes, row_summaries, seeded_order, StateVersion};
+use weir_operators::model::stateful_step::{row_hashes, row_summaries, seeded_order};
+use weir_operators::stateful::state::{NodeState, StateUpdate};
 use zenoh::query::Query;
 use zenoh::Wait;
 
@@ -115,6 +116,12 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         }
     }
     let rows = columns.first().map_or(0, TensorColumn::len);
+    if let Some(controls) = &header.sequences {
+        if let Err(e) = controls.check(rows) {
+            refuse(&query, Refusal::Invalid, e);
+            return;
+        }
+    }
     let choice = ctx.options.perturb.then(|| {
         weir_hams::protocol::value_hash(
             format!("{}/{}/{}", assign.node_id, header.seq, header.epoch).as_bytes(),
@@ -124,7 +131,12 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     let result = {
         let mut runner = ctx.runner.lock().unwrap_or_else(|p| p.into_inner());
         match runner.as_mut() {
-            Some(m) => m.run(&columns, &state, order.as_deref()),
+            Some(m) => m.step(
+                &columns,
+                &state,
+                header.sequences.as_ref(),
+                order.as_deref(),
+            ),
             None => {
                 refuse(&query, Refusal::UnknownModel, "model not loaded".into());
                 return;
@@ -134,7 +146,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
     if !ctx.options.compute.is_zero() {
         std::thread::sleep(ctx.options.compute);
     }
-    let (outputs, next) = match result {
+    let step = match result {
         Ok(r) => r,
         Err(e) => {
             // The rows failed; the version still advances (unchanged state) so the sequence
@@ -146,19 +158,25 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
             }
             let backup = inner.backup_prefix();
             drop(inner);
+            let unchanged = match state.as_ref() {
+                NodeState::Sequences(_) => StateUpdate::Delta(Arc::default()),
+                NodeState::Whole(_) => StateUpdate::Replace(Arc::clone(&state)),
+            };
             hand_over(
                 ctx,
                 ships,
                 &assign,
                 backup.as_deref(),
                 tuple,
-                state,
+                (state, unchanged),
                 Vec::new(),
             );
             refuse(&query, Refusal::Inference, e.to_string());
             return;
         }
     };
+    let outputs = step.outputs;
+    let next = step.next;
     let hashes = row_hashes(&outputs, rows);
     let (row_labels, row_coarse) = if ctx.journal.enabled() {
         row_summaries(&outputs, rows)
@@ -194,6 +212,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
             &RunReply {
                 epoch: header.epoch,
                 seq: header.seq,
+                refused: step.refused,
             },
             &b,
         ),
@@ -202,7 +221,6 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
             return;
         }
     };
-    let next = Arc::new(next);
     let tuple = state_tuple(&header, header.request_ids.clone(), hashes);
     // Retained and routed under one lock: a role change (going solo, re-protection, rollback)
     // sees this version either in the primary buffer or not at all, never half-handed over.
@@ -224,7 +242,7 @@ fn run_one(ctx: &Context, call: RunCall, ships: &Sender<Ship>) {
         &assign,
         backup.as_deref(),
         tuple,
-        Arc::clone(&next),
+        (Arc::clone(&next), step.update),
         body.clone(),
     );
     // The update stage: wait until the backup is close enough behind (NSPB) or has applied this
@@ -288,23 +306,25 @@ fn state_tuple(header: &RunHeader, request_ids: Vec<u64>, row_hashes: Vec<u64>) 
     }
 }
 
-/// Where a version goes after its batch ran: to the backup (NSPB, Remus; under checkpoints only
-/// every `checkpoint_every` versions, whole), or to the solo rule when there is no backup.
+/// Where a version goes after its batch ran (`made`: the version, and the update a backup makes
+/// it from the version before): to the backup (NSPB, Remus; under checkpoints only every
+/// `checkpoint_every` versions, whole), or to the solo rule when there is no backup.
 fn hand_over(
     ctx: &Context,
     ships: &Sender<Ship>,
     assign: &Assign,
     backup: Option<&str>,
     mut tuple: StateHeader,
-    state: Arc<StateVersion>,
+    made: (Arc<NodeState>, StateUpdate),
     reply: Vec<u8>,
 ) {
-    let ship = |tuple: StateHeader, reply: Vec<u8>| {
+    let (state, update) = made;
+    let ship = |tuple: StateHeader, state: StateUpdate, reply: Vec<u8>| {
         if let Some(b) = backup {
             let _ = ships.send(Ship {
                 key: member_key(b, &ctx.model, "state"),
                 header: tuple,
-                state: Arc::clone(&state),
+                state,
                 reply,
             });
         }
@@ -315,10 +335,10 @@ fn hand_over(
             if tuple.seq.is_multiple_of(assign.checkpoint_every.max(1)) {
                 tuple.full = true;
                 tuple.deps.clear();
-                ship(tuple, Vec::new());
+                ship(tuple, StateUpdate::Replace(state), Vec::new());
             }
         }
-        (Mode::Nspb | Mode::Remus, Some(_)) => ship(tuple, reply),
+        (Mode::Nspb | Mode::Remus, Some(_)) => ship(tuple, update, reply),
         (Mode::Nspb | Mode::Remus, None) => {
             let _ = ctx.control.send(Control::SoloProduced(tuple));
         }

@@ -18,6 +18,7 @@ pub mod parallelism;
 pub mod pinning;
 pub mod replicas;
 pub mod routing;
+mod sequence_step;
 pub mod stateful_step;
 pub mod synthetic;
 

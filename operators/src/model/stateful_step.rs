@@ -13,9 +13,14 @@
 //! executor's non-determinism option uses it to change the interleaving of requests (racing
 //! inputs) and, for a model that sums over the batch (online learning's gradient), the
 //! floating-point reduction order (a GPU's); outputs are put back in arrival order.
+//!
+//! A per-sequence node's state is a table of sequences instead; [`StatefulModel::step`] runs
+//! either kind, handing per-sequence batches to `sequence_step.rs`.
 
 use std::borrow::Cow;
 use std::path::Path;
+
+use std::sync::Arc;
 
 use ort::session::{Session, SessionInputValue};
 use ort::value::TensorRef;
@@ -23,18 +28,38 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::spec::Device;
 use weir_engine::tensor::{DType, TensorData};
 use weir_hams::protocol::StateTensor;
+use weir_hams::sequences::{RowRefusal, SequenceControls, SequenceLayout};
 
 use super::ort_values::{input_value, output_tensor, CallInput};
 use super::{ExecError, OrtRuntime};
+use crate::stateful::state::{NodeState, StateUpdate};
 
 /// A loaded stateful model.
 pub struct StatefulModel {
-    node: String,
+    pub(super) node: String,
     session: Session,
     batched: bool,
     inputs: Vec<String>,
-    outputs: Vec<(String, DType)>,
-    state: Vec<StateTensor>,
+    pub(super) outputs: Vec<(String, DType)>,
+    pub(super) state: Vec<StateTensor>,
+    /// Per-sequence state: how the sequences are kept.
+    pub(super) sequences: Option<SequenceLayout>,
+    /// Per-sequence state whose model fixes the batch axis to 1: one sequence per call.
+    pub(super) one_sequence_per_call: bool,
+}
+
+/// What one batch made: the row outputs (one row per row sent, in arrival order; zeros for a
+/// refused row), the rows refused, the next version, and what a backup needs to make it.
+#[derive(Debug)]
+pub struct Step {
+    /// Row outputs, in the node's output order.
+    pub outputs: Vec<TensorColumn>,
+    /// Rows of a per-sequence batch not run.
+    pub refused: Vec<RowRefusal>,
+    /// The next version.
+    pub next: Arc<NodeState>,
+    /// The next version as a backup receives it.
+    pub update: StateUpdate,
 }
 
 impl std::fmt::Debug for StatefulModel {
@@ -76,12 +101,59 @@ impl StatefulModel {
             inputs,
             outputs,
             state,
+            sequences: None,
+            one_sequence_per_call: false,
         })
     }
 
-    /// The initial state: zeros.
-    pub fn initial_state(&self) -> StateVersion {
-        self.state.iter().map(|s| vec![0.0; s.len()]).collect()
+    /// Keeps one state per sequence as `layout` says (the state tensors given to
+    /// [`Self::load`] are then one sequence's); `one_per_call` when the model fixes the state's
+    /// batch axis to 1.
+    pub fn per_sequence(mut self, layout: SequenceLayout, one_per_call: bool) -> Self {
+        self.sequences = Some(layout);
+        self.one_sequence_per_call = one_per_call;
+        self
+    }
+
+    /// The state before any batch: zeros, or no sequences.
+    pub fn initial_state(&self) -> NodeState {
+        NodeState::initial(&self.state, self.sequences.as_ref())
+    }
+
+    /// Runs batch `inputs` from version `state`: a whole state with the rows in `order` (see
+    /// [`Self::run`]), or a per-sequence batch whose rows name their sequences in `controls`.
+    ///
+    /// # Errors
+    /// When the inputs do not fit the model, a per-sequence batch has no controls for its rows, or
+    /// ONNX Runtime fails.
+    pub fn step(
+        &mut self,
+        inputs: &[TensorColumn],
+        state: &NodeState,
+        controls: Option<&SequenceControls>,
+        order: Option<&[usize]>,
+    ) -> Result<Step, ExecError> {
+        match (state, controls) {
+            (NodeState::Whole(whole), None) => {
+                let (outputs, next) = self.run(inputs, whole, order)?;
+                let next = Arc::new(NodeState::Whole(next));
+                Ok(Step {
+                    outputs,
+                    refused: Vec::new(),
+                    update: StateUpdate::Replace(Arc::clone(&next)),
+                    next,
+                })
+            }
+            (NodeState::Sequences(table), Some(controls)) => {
+                self.run_sequences(inputs, table, controls)
+            }
+            (NodeState::Whole(_), Some(_)) => Err(self.err(
+                "the batch names sequences, but the node keeps one state (no `per_sequence`)",
+            )),
+            (NodeState::Sequences(_), None) => {
+                Err(self.err("the node keeps state per sequence, but the batch names none"))
+            }
+        }
     }
 
     /// The row outputs' names and types.
@@ -94,7 +166,7 @@ impl StatefulModel {
         &self.inputs
     }
 
-    fn err(&self, message: impl Into<String>) -> ExecError {
+    pub(super) fn err(&self, message: impl Into<String>) -> ExecError {
         ExecError::Inference {
             node: self.node.clone(),
             message: message.into(),
@@ -138,8 +210,10 @@ impl StatefulModel {
         let mut current: StateVersion = state.clone();
         let mut per_output: Vec<Vec<(usize, TensorData)>> = vec![Vec::new(); self.outputs.len()];
         let mut row_shapes: Vec<Vec<usize>> = vec![Vec::new(); self.outputs.len()];
+        let shapes: Vec<Vec<usize>> = self.state.iter().map(|s| s.shape.clone()).collect();
         for chunk in &chunks {
-            let (outs, next) = self.call(inputs, &current, chunk)?;
+            let feed: Vec<&[f32]> = current.iter().map(Vec::as_slice).collect();
+            let (outs, next) = self.call(inputs, &shapes, &feed, chunk)?;
             current = next;
             for (i, (shape, data)) in outs.into_iter().enumerate() {
                 row_shapes[i] = shape;
@@ -158,11 +232,13 @@ impl StatefulModel {
         Ok((columns, current))
     }
 
-    /// One ONNX call over `rows` (in that order).
-    fn call(
+    /// One ONNX call over `rows` (in that order), the state tensors fed `state` in `shapes`; the
+    /// state outputs must come back in the same shapes.
+    pub(super) fn call(
         &mut self,
         inputs: &[TensorColumn],
-        state: &StateVersion,
+        shapes: &[Vec<usize>],
+        state: &[&[f32]],
         rows: &[usize],
     ) -> Result<CallOutputs, ExecError> {
         let node = self.node.clone();
@@ -185,11 +261,10 @@ impl StatefulModel {
                 .map_err(|message| self.err(format!("input `{name}`: {message}")))?;
             feed.push((name.as_str().into(), value));
         }
-        for (slot, values) in self.state.iter().zip(state) {
-            let value: SessionInputValue<'_> =
-                TensorRef::from_array_view((slot.shape.clone(), values.as_slice()))
-                    .map_err(&wrap)?
-                    .into();
+        for ((slot, shape), values) in self.state.iter().zip(shapes).zip(state) {
+            let value: SessionInputValue<'_> = TensorRef::from_array_view((shape.clone(), *values))
+                .map_err(&wrap)?
+                .into();
             feed.push((slot.input.as_str().into(), value));
         }
         let outputs = self.session.run(feed).map_err(&wrap)?;
@@ -211,22 +286,28 @@ impl StatefulModel {
             ));
         }
         let mut next = Vec::with_capacity(self.state.len());
-        for slot in &self.state {
+        for (slot, shape) in self.state.iter().zip(shapes) {
+            let expected: usize = shape.iter().product();
             let value = outputs
                 .get(&slot.output)
                 .ok_or_else(|| ExecError::Inference {
                     node: self.node.clone(),
                     message: format!("the model returned no state output `{}`", slot.output),
                 })?;
-            let (_, v) = value.try_extract_tensor::<f32>().map_err(&wrap)?;
-            if v.len() != slot.len() {
+            let (got, v) = value.try_extract_tensor::<f32>().map_err(&wrap)?;
+            let same_dims = got.len() == shape.len()
+                && got
+                    .iter()
+                    .zip(shape)
+                    .all(|(&g, &w)| usize::try_from(g) == Ok(w));
+            if v.len() != expected || !same_dims {
                 return Err(ExecError::Inference {
                     node: self.node.clone(),
                     message: format!(
-                        "state output `{}` has {} elements, expected {}",
+                        "state output `{}` has shape {:?} ({} elements), expected {shape:?}",
                         slot.output,
+                        &got[..],
                         v.len(),
-                        slot.len()
                     ),
                 });
             }
@@ -234,6 +315,19 @@ impl StatefulModel {
         }
         Ok((row_outputs, next))
     }
+}
+
+/// Whether model `meta` fixes the batch axis `axis` of any of a per-sequence node's state
+/// tensors `state` to 1, so that a call takes one sequence.
+pub fn fixed_batch_axis(
+    meta: &weir_engine::onnx::ModelMetadata,
+    state: &[StateTensor],
+    axis: usize,
+) -> bool {
+    meta.inputs.iter().any(|t| {
+        state.iter().any(|s| s.input == t.name)
+            && t.dims.get(axis) == Some(&weir_engine::tensor::Dim::Fixed(1))
+    })
 }
 
 /// Rows `rows` of `col`, in that order, as one call's input.
@@ -356,6 +450,13 @@ pub fn seeded_order(rows: usize, seed: u64) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    fn zeros(m: &StatefulModel) -> StateVersion {
+        match m.initial_state() {
+            NodeState::Whole(s) => s,
+            NodeState::Sequences(_) => panic!("a whole state"),
+        }
+    }
+
     fn gru() -> StatefulModel {
         let runtime = OrtRuntime::get().expect("run scripts/setup.sh first");
         StatefulModel::load(
@@ -385,7 +486,7 @@ mod tests {
     #[test]
     fn state_carries_from_call_to_call_as_in_one_long_call() {
         let mut m = gru();
-        let s0 = m.initial_state();
+        let s0 = zeros(&m);
         let all = column(6, 0.5);
         let (whole, s_whole) = m.run(std::slice::from_ref(&all), &s0, None).unwrap();
         let (a, s1) = m.run(&[all.slice(0, 4)], &s0, None).unwrap();
@@ -403,7 +504,7 @@ mod tests {
     #[test]
     fn a_row_order_changes_the_interleaving_and_outputs_come_back_in_arrival_order() {
         let mut m = gru();
-        let s0 = m.initial_state();
+        let s0 = zeros(&m);
         let x = column(5, 0.1);
         let order = seeded_order(5, 42);
         assert_ne!(order, vec![0, 1, 2, 3, 4]);

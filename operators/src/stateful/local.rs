@@ -9,12 +9,13 @@ use crossbeam_channel::{unbounded, Sender};
 use tracing::warn;
 use weir_engine::batch::TensorColumn;
 use weir_hams::protocol::RunHeader;
+use weir_hams::sequences::SequenceControls;
 
 use super::proxy::StatefulNodeHandle;
-use super::{RunDone, RunFailure, StatefulTransport};
+use super::{RunDone, RunFailure, RunOutput, StatefulTransport};
 use crate::model::stateful_step::StatefulModel;
 
-type Work = (Vec<TensorColumn>, RunDone);
+type Work = (Vec<TensorColumn>, Option<SequenceControls>, RunDone);
 
 /// Runs one stateful node's batches on a thread of this process.
 pub struct LocalStatefulTransport {
@@ -29,18 +30,21 @@ impl std::fmt::Debug for LocalStatefulTransport {
 }
 
 impl LocalStatefulTransport {
-    /// Starts the thread that owns `model`, from its initial (zero) state.
+    /// Starts the thread that owns `model`, from its initial state (zeros, or no sequences).
     pub fn start(node: &str, mut model: StatefulModel) -> LocalStatefulTransport {
         let (tx, rx) = unbounded::<Work>();
         let spawned = std::thread::Builder::new()
             .name(format!("stateful-{node}"))
             .spawn(move || {
-                let mut state = model.initial_state();
-                while let Ok((inputs, done)) = rx.recv() {
-                    match model.run(&inputs, &state, None) {
-                        Ok((outputs, next)) => {
-                            state = next;
-                            done(Ok(outputs));
+                let mut state = std::sync::Arc::new(model.initial_state());
+                while let Ok((inputs, controls, done)) = rx.recv() {
+                    match model.step(&inputs, &state, controls.as_ref(), None) {
+                        Ok(step) => {
+                            state = step.next;
+                            done(Ok(RunOutput {
+                                columns: step.outputs,
+                                refused: step.refused,
+                            }));
                         }
                         Err(e) => done(Err(RunFailure::Failed(e.to_string()))),
                     }
@@ -65,14 +69,16 @@ impl StatefulTransport for LocalStatefulTransport {
         &self,
         _node: &StatefulNodeHandle,
         _primary: &str,
-        _header: RunHeader,
+        header: RunHeader,
         inputs: Vec<TensorColumn>,
         done: RunDone,
     ) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match tx {
             Some(tx) => {
-                if let Err(crossbeam_channel::SendError((_, done))) = tx.send((inputs, done)) {
+                if let Err(crossbeam_channel::SendError((_, _, done))) =
+                    tx.send((inputs, header.sequences, done))
+                {
                     done(Err(RunFailure::Failed("the stateful node stopped".into())));
                 }
             }

@@ -10,12 +10,17 @@
 //! by the manager (`weir-hams-manager`) during a failover. The [`operator`] drops stale rows (superseded attempts),
 //! replays recorded outputs, cuts the rest into batches and pipelines them to the primary.
 //! [`local::LocalStatefulTransport`] runs an unreplicated stateful node in this process; the
-//! zenoh transport to executor processes is `weir-executor`'s.
+//! zenoh transport to executor processes is `weir-executor`'s. A node may keep one state per
+//! client sequence instead of one ([`sequences`]; the operator's side is [`sequence_rows`]); its
+//! holder keeps either kind as a [`state::NodeState`].
 
 pub mod local;
 pub mod metrics;
 pub mod operator;
 pub mod proxy;
+pub mod sequence_rows;
+pub mod sequences;
+pub mod state;
 
 pub use local::LocalStatefulTransport;
 pub use operator::StatefulOperator;
@@ -23,6 +28,7 @@ pub use proxy::{Begin, ManagerLinks, ProxyStatus, StatefulNodeHandle, Suspicion,
 
 use weir_engine::batch::TensorColumn;
 use weir_hams::protocol::RunHeader;
+use weir_hams::sequences::RowRefusal;
 
 /// Why a batch got no outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +40,18 @@ pub enum RunFailure {
     Failed(String),
 }
 
-/// Called once with a batch's row outputs (in the node's output order) or its failure.
-pub type RunDone = Box<dyn FnOnce(Result<Vec<TensorColumn>, RunFailure>) + Send>;
+/// A batch's answer: its row outputs (in the node's output order, one row per row sent) and,
+/// for a per-sequence node, the rows the state holder refused (their outputs are zeros).
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// Row outputs.
+    pub columns: Vec<TensorColumn>,
+    /// Rows not run, and why.
+    pub refused: Vec<RowRefusal>,
+}
+
+/// Called once with a batch's answer or its failure.
+pub type RunDone = Box<dyn FnOnce(Result<RunOutput, RunFailure>) + Send>;
 
 /// Runs a stateful node's batches on its primary.
 pub trait StatefulTransport: Send + Sync {

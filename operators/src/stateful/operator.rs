@@ -11,8 +11,12 @@
 //! at most `pipeline` batches at once, a batch that is not full only while none is out (under
 //! load batches fill up; at low load a lone row goes at once). The worker never waits on the
 //! primary.
+//!
+//! A per-sequence node's batch also carries each row's sequence controls (`sequence_rows.rs`):
+//! rows that name no usable sequence are answered at (4) and never sent, and rows the state holder
+//! refused come back at (1) as the rows' errors instead of outputs.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,10 +33,12 @@ use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::{append_hop, LineageView};
 use weir_engine::request::{original_id, RequestError, RowError};
 use weir_hams::protocol::{Dep, RunHeader};
+use weir_hams::sequences::{SequenceControls, SequenceRefusal};
 use weir_hams::{Epoch, Seq};
 
 use super::proxy::{Begin, StatefulNodeHandle};
-use super::{RunFailure, StatefulTransport};
+use super::sequence_rows::{clock_ms, controls_of, refusal_error};
+use super::{RunFailure, RunOutput, StatefulTransport};
 use crate::model::stateful_step::row_hashes;
 
 /// Column names and identity of one stateful node's operator.
@@ -54,6 +60,8 @@ struct InFlight {
     segments: Vec<(RowsAndErrors, Batch)>,
     inputs: Vec<TensorColumn>,
     deps: Vec<Dep>,
+    /// A per-sequence node's row controls (sent again with the batch).
+    controls: Option<SequenceControls>,
     epoch: Epoch,
     /// When its last send went unanswered (the primary was suspected).
     lost: Option<Instant>,
@@ -84,12 +92,13 @@ impl InFlight {
             seq,
             deps: self.deps.clone(),
             request_ids: originals(&self.request_ids()),
+            sequences: self.controls.clone(),
         };
         transport.run(handle, primary, header, self.inputs.clone(), done);
     }
 }
 
-type Completion = (Seq, Epoch, Result<Vec<TensorColumn>, RunFailure>);
+type Completion = (Seq, Epoch, Result<RunOutput, RunFailure>);
 
 impl StatefulOperator {
     /// Builds the operator on `input` (which must reach one worker only), running batches over
@@ -118,6 +127,7 @@ impl StatefulOperator {
         builder.build_reschedule(move |_caps| {
             let mut in_flight: BTreeMap<Seq, InFlight> = BTreeMap::new();
             let mut queue: VecDeque<(RowsAndErrors, Batch)> = VecDeque::new();
+            let mut clock = 0u64;
             move |_frontiers| {
                 let mut ok_out = ok.activate();
                 let mut err_out = err.activate();
@@ -129,21 +139,28 @@ impl StatefulOperator {
                         continue; // an older send of a batch resent since
                     }
                     match outcome {
-                        Ok(columns) => {
+                        Ok(RunOutput { columns, refused }) => {
                             let Some(f) = in_flight.remove(&seq) else {
                                 continue;
                             };
+                            let refused: HashMap<usize, SequenceRefusal> = refused
+                                .iter()
+                                .map(|r| (r.row as usize, r.reason))
+                                .collect();
                             let mut offset = 0;
                             let mut outputs = Vec::with_capacity(f.segments.len());
                             for (cap, part) in &f.segments {
                                 let n = part.num_rows();
                                 let sliced: Vec<TensorColumn> =
                                     columns.iter().map(|c| c.slice(offset, n)).collect();
+                                let (out, errors) = op.output_rows(part, seq, sliced, |r| {
+                                    refused.get(&(offset + r)).copied()
+                                });
                                 offset += n;
-                                outputs.push((cap, part, op.output_batch(part, seq, sliced)));
+                                outputs.push((cap, part, out, errors));
                             }
                             let mut records = Vec::new();
-                            for (_, _, out) in &outputs {
+                            for (_, _, out, _) in &outputs {
                                 if let Ok(batch) = out {
                                     let hashes = row_hashes(
                                         &op.output_columns_of(batch),
@@ -157,12 +174,17 @@ impl StatefulOperator {
                             if !handle.record_batch(seq, epoch, records) {
                                 continue; // rolled back meanwhile
                             }
-                            for (cap, part, out) in outputs {
+                            for (cap, part, out, errors) in outputs {
                                 match out {
+                                    Ok(batch) if batch.num_rows() == 0 => {}
                                     Ok(batch) => ok_out.session(&cap.rows).give(batch),
                                     Err(message) => {
                                         fail_rows(&mut err_out, cap, part, &handle.node, message)
                                     }
+                                }
+                                let mut s = err_out.session(&cap.errors);
+                                for e in errors {
+                                    s.give(e);
                                 }
                             }
                         }
@@ -237,6 +259,7 @@ impl StatefulOperator {
                                 seq,
                                 deps: Vec::new(),
                                 request_ids,
+                                sequences: None,
                             };
                             transport.run(handle, primary, header, inputs, Box::new(|_| {}));
                         }
@@ -294,6 +317,19 @@ impl StatefulOperator {
                         rows += part.num_rows();
                         segments.push((cap, part));
                     }
+                    let mut controls = None;
+                    if handle.spec.sequences.is_some() {
+                        clock = clock_ms(clock);
+                        let (kept, c, refused) = controls_of(segments, clock);
+                        for (cap, e) in refused {
+                            err_out.session(&cap.errors).give(e);
+                        }
+                        if kept.is_empty() {
+                            continue;
+                        }
+                        segments = kept;
+                        controls = Some(c);
+                    }
                     let ids: Vec<u64> = segments
                         .iter()
                         .flat_map(|(_, p)| p.request_ids().iter().copied())
@@ -329,6 +365,7 @@ impl StatefulOperator {
                                 seq,
                                 deps: deps.clone(),
                                 request_ids: originals(&ids),
+                                sequences: controls.clone(),
                             };
                             let done = completion(&tx, &sync, seq, epoch);
                             handle.log_inputs(seq, &header.request_ids, &inputs);
@@ -339,6 +376,7 @@ impl StatefulOperator {
                                     segments,
                                     inputs,
                                     deps,
+                                    controls,
                                     epoch,
                                     lost: None,
                                 },
@@ -403,6 +441,34 @@ impl StatefulOperator {
         let lineage = append_hop(part.lineage(), &self.producer_ids, self.handle.node_id, seq);
         let tensors = self.output_columns.iter().cloned().zip(columns).collect();
         part.derive(lineage, tensors).map_err(|e| e.to_string())
+    }
+
+    /// The output batch of `part` (its rows' outputs `columns`, made at version `seq`) without
+    /// the rows `refused` names (by row of `part`), and an error for each of those.
+    fn output_rows(
+        &self,
+        part: &Batch,
+        seq: Seq,
+        columns: Vec<TensorColumn>,
+        refused: impl Fn(usize) -> Option<SequenceRefusal>,
+    ) -> (Result<Batch, String>, Vec<RowError>) {
+        let mut keep = Vec::with_capacity(part.num_rows());
+        let mut errors = Vec::new();
+        for (r, &id) in part.request_ids().iter().enumerate() {
+            match refused(r) {
+                Some(reason) => errors.push(RowError {
+                    request_id: id,
+                    error: Arc::new(refusal_error(&self.handle.node, reason)),
+                }),
+                None => keep.push(r as u32),
+            }
+        }
+        let out = self.output_batch(part, seq, columns);
+        if errors.is_empty() {
+            return (out, errors);
+        }
+        let kept = out.and_then(|b| b.take(&keep).map_err(|e| e.to_string()));
+        (kept, errors)
     }
 
     fn output_columns_of(&self, batch: &Batch) -> Vec<TensorColumn> {
