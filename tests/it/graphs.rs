@@ -33,9 +33,23 @@ fn every_graph_file_validates_and_serves() {
         let running = start(graph.plan, RuntimeOptions::default())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for i in 0..2 {
-            let reply = running
+            // Parameters name a sequence, as a per-sequence stateful node needs; others carry
+            // them through.
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let parameters = format!(r#"{{"sequence_id":{},"sequence_start":true}}"#, i + 1);
+            running
                 .runtime()
-                .infer(workload.item(i).inputs)
+                .submit_with_parameters(
+                    workload.item(i).inputs,
+                    Some(parameters.into()),
+                    Box::new(move |r| {
+                        let _ = tx.send(r);
+                    }),
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let reply = rx
+                .recv()
+                .expect("answered")
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert_eq!(reply.outputs.len(), outputs, "{}", path.display());
         }

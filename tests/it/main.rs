@@ -19,6 +19,7 @@ mod invalid;
 mod kairos;
 mod parity;
 mod requests;
+mod sequences;
 mod serf;
 mod serve;
 mod streams;

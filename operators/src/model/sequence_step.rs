@@ -41,6 +41,14 @@ impl StatefulModel {
             )));
         }
         let plan = table.plan(&layout, controls);
+        tracing::debug!(
+            node = %self.node,
+            rows,
+            calls = plan.waves.len(),
+            refused = plan.refused.len(),
+            expired = plan.expired.len(),
+            "Per-sequence batch."
+        );
         let mut next = table.clone();
         let mut touched: BTreeSet<String> = BTreeSet::new();
         for id in &plan.expired {
@@ -184,4 +192,143 @@ impl StatefulModel {
 struct WaveOutputs {
     rows: Vec<Vec<Tensor>>,
     states: Vec<Vec<Vec<f32>>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_engine::tensor::DType;
+    use weir_hams::protocol::StateTensor;
+    use weir_hams::sequences::{RowControl, RowRefusal, SequenceRefusal};
+
+    use super::*;
+    use crate::model::OrtRuntime;
+
+    fn model() -> StatefulModel {
+        let runtime = OrtRuntime::get().expect("run scripts/setup.sh first");
+        let layout = SequenceLayout {
+            batch_axis: 1,
+            initial: Vec::new(),
+            idle_timeout_ms: 1_000,
+            max_sequences: 2,
+        };
+        StatefulModel::load(
+            &runtime,
+            "rnn",
+            &crate::model::test_model("seq_state.onnx"),
+            1,
+            true,
+            vec!["x".into()],
+            vec![("y".into(), DType::F32)],
+            vec![StateTensor {
+                input: "state".into(),
+                output: "state_out".into(),
+                shape: vec![2, 1, 8],
+            }],
+        )
+        .expect("seq_state.onnx loads")
+        .per_sequence(layout, false)
+    }
+
+    fn x(values: &[f32]) -> TensorColumn {
+        let data: Vec<f32> = values
+            .iter()
+            .flat_map(|v| (0..4).map(move |k| (v + k as f32 * 0.1).sin()))
+            .collect();
+        TensorColumn::from_data("x", vec![4], values.len(), TensorData::F32(data)).unwrap()
+    }
+
+    fn ctl(now_ms: u64, rows: &[(&str, bool, bool)]) -> SequenceControls {
+        SequenceControls {
+            now_ms,
+            rows: rows
+                .iter()
+                .map(|&(id, start, end)| RowControl {
+                    id: id.into(),
+                    start,
+                    end,
+                })
+                .collect(),
+        }
+    }
+
+    fn row(c: &TensorColumn, r: usize) -> Vec<f32> {
+        c.f32_values().unwrap()[r * 8..(r + 1) * 8].to_vec()
+    }
+
+    /// Runs `steps` one batch of one row at a time for one sequence, from the start.
+    fn alone(m: &mut StatefulModel, steps: &[f32]) -> Vec<Vec<f32>> {
+        let mut state = Arc::new(m.initial_state());
+        let mut out = Vec::new();
+        for (t, v) in steps.iter().enumerate() {
+            let step = m
+                .step(
+                    &[x(&[*v])],
+                    &state,
+                    Some(&ctl(t as u64, &[("s", t == 0, false)])),
+                    None,
+                )
+                .unwrap();
+            out.push(row(&step.outputs[0], 0));
+            state = step.next;
+        }
+        out
+    }
+
+    #[test]
+    fn sequences_sharing_calls_answer_as_each_alone_and_the_table_follows() {
+        let mut m = model();
+        let s0 = Arc::new(m.initial_state());
+        // Batch 1: a and b start together (one call).
+        let b1 = m
+            .step(
+                &[x(&[1.0, 2.0])],
+                &s0,
+                Some(&ctl(0, &[("a", true, false), ("b", true, false)])),
+                None,
+            )
+            .unwrap();
+        // Batch 2: a twice (two calls), b ends, c is refused (a and b hold both slots).
+        let b2 = m
+            .step(
+                &[x(&[3.0, 4.0, 5.0, 6.0])],
+                &b1.next,
+                Some(&ctl(
+                    10,
+                    &[
+                        ("a", false, false),
+                        ("c", true, false),
+                        ("a", false, false),
+                        ("b", false, true),
+                    ],
+                )),
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            b2.refused,
+            vec![RowRefusal {
+                row: 1,
+                reason: SequenceRefusal::Full { limit: 2 }
+            }]
+        );
+        assert_eq!(
+            row(&b2.outputs[0], 1),
+            vec![0.0; 8],
+            "a refused row is zeros"
+        );
+        let a = alone(&mut m, &[1.0, 3.0, 5.0]);
+        let b = alone(&mut m, &[2.0, 6.0]);
+        assert_eq!(row(&b1.outputs[0], 0), a[0]);
+        assert_eq!(row(&b1.outputs[0], 1), b[0]);
+        assert_eq!(row(&b2.outputs[0], 0), a[1]);
+        assert_eq!(row(&b2.outputs[0], 2), a[2]);
+        assert_eq!(row(&b2.outputs[0], 3), b[1]);
+        let NodeState::Sequences(table) = b2.next.as_ref() else {
+            panic!("a table");
+        };
+        assert!(table.get("a").is_some() && table.get("b").is_none() && table.len() == 1);
+        // The delta makes the next table from the one before.
+        let after = b2.update.apply(&b1.next);
+        assert_eq!(after, b2.next);
+    }
 }

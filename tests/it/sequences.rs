@@ -1,0 +1,309 @@
+//! Per-sequence state (Triton's sequence batcher with implicit state): a stateful node keeping one
+//! state per client sequence, each request naming its sequence in `parameters`. Sequences
+//! interleave through `weir serve` and each one's outputs equal running it alone in ONNX Runtime;
+//! the bound on live sequences answers 429, `sequence_end` and the idle timeout free slots, and
+//! under NSPB a SIGKILLed primary in the middle of sequences changes no sequence's outputs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ort::value::TensorRef;
+use weir::{NamedTensor, OrtRuntime, Tensor};
+
+use crate::common::{assert_close, channel, model, named, signal, temp_dir, Replies};
+use crate::hams::{journal, start_graph, Member};
+use crate::serve::Server;
+
+const INFER: &str = "/v2/models/seq/infer";
+
+/// The `seq` graph: `seq_state.onnx` per sequence (state [2, batch, 8], batch on axis 1), with
+/// `max_sequences` and `idle_timeout_ms`, on `replicas` under `replication` (in-process when
+/// empty).
+fn seq_graph(
+    max_sequences: usize,
+    idle_timeout_ms: u64,
+    executors: &[&Member],
+    replication: &str,
+) -> String {
+    let mut yaml = "name: seq\ninputs:\n  - {name: x, dtype: f32, shape: [4]}\n".to_string();
+    if !executors.is_empty() {
+        yaml.push_str("executors:\n");
+        for m in executors {
+            yaml.push_str(&format!(
+                "  - {{name: {}, endpoint: \"{}\"}}\n",
+                m.name, m.endpoint
+            ));
+        }
+    }
+    yaml.push_str(&format!(
+        "nodes:\n  - model:\n      id: rnn\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 64}}\n      state:\n        inputs: [state]\n        outputs: [state_out]\n        per_sequence: {{batch_axis: 1, idle_timeout_ms: {idle_timeout_ms}, max_sequences: {max_sequences}}}\n",
+        model("seq_state.onnx").display()
+    ));
+    if !executors.is_empty() {
+        let names: Vec<&str> = executors.iter().map(|m| m.name.as_str()).collect();
+        yaml.push_str(&format!(
+            "      replicas: [{}]\n      replication: {replication}\n",
+            names.join(", ")
+        ));
+    }
+    yaml.push_str("outputs:\n  - {name: y, from: rnn.y}\n");
+    yaml
+}
+
+/// Step `t` of sequence `s`'s input.
+fn step_input(s: usize, t: usize) -> Vec<f32> {
+    (0..4)
+        .map(|k| ((s * 131 + t * 17 + k) as f32 * 0.37).sin())
+        .collect()
+}
+
+/// Sequence `s` of `steps` steps run alone in ONNX Runtime, one call per step from a zero
+/// state: each step's `y`.
+fn reference(s: usize, steps: usize) -> Vec<Vec<f32>> {
+    let rt = OrtRuntime::get().expect("ONNX Runtime loads");
+    let mut session = rt
+        .session("reference", &model("seq_state.onnx"), 1, false)
+        .expect("session");
+    let mut state = vec![0.0f32; 16];
+    let mut ys = Vec::with_capacity(steps);
+    for t in 0..steps {
+        let x = step_input(s, t);
+        let outputs = session
+            .run(vec![
+                (
+                    "x",
+                    TensorRef::from_array_view((vec![1usize, 4], x.as_slice())).expect("x"),
+                ),
+                (
+                    "state",
+                    TensorRef::from_array_view((vec![2usize, 1, 8], state.as_slice()))
+                        .expect("state"),
+                ),
+            ])
+            .expect("run");
+        let (_, y) = outputs["y"].try_extract_tensor::<f32>().expect("y");
+        let (_, next) = outputs["state_out"]
+            .try_extract_tensor::<f32>()
+            .expect("state_out");
+        ys.push(y.to_vec());
+        state = next.to_vec();
+    }
+    ys
+}
+
+/// The parameters of step `t` of `steps` of sequence `s` (its id is `s + 1`).
+fn params(s: usize, t: usize, steps: usize) -> String {
+    let mut p = format!(r#""sequence_id":{}"#, s + 1);
+    if t == 0 {
+        p.push_str(r#","sequence_start":true"#);
+    }
+    if t + 1 == steps {
+        p.push_str(r#","sequence_end":true"#);
+    }
+    format!("{{{p}}}")
+}
+
+/// An infer request body with `parameters` (JSON object text) and id `id`.
+fn body(id: &str, parameters: &str, x: &[f32]) -> Vec<u8> {
+    let data: Vec<String> = x.iter().map(|v| format!("{v:?}")).collect();
+    format!(
+        r#"{{"id":"{id}","parameters":{parameters},"inputs":[{{"name":"x","datatype":"FP32","shape":[1,4],"data":[{}]}}]}}"#,
+        data.join(",")
+    )
+    .into_bytes()
+}
+
+/// The `y` of a 200 reply, checked to carry request id `id`.
+fn y_of(text: &str, id: &str) -> Vec<f32> {
+    let json: serde_json::Value = serde_json::from_str(text).expect("JSON reply");
+    assert_eq!(json["id"], id, "the reply answers its request: {text}");
+    json["outputs"][0]["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|v| v.as_f64().expect("number") as f32)
+        .collect()
+}
+
+#[test]
+fn fifty_interleaved_sequences_through_serve_each_match_running_alone() {
+    let (sequences, steps) = (50, 6);
+    let server = Arc::new(Server::start(&[seq_graph(64, 60_000, &[], "")], &[]));
+    let clients: Vec<_> = (0..sequences)
+        .map(|s| {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || {
+                (0..steps)
+                    .map(|t| {
+                        let id = format!("s{s}-t{t}");
+                        let req = body(&id, &params(s, t, steps), &step_input(s, t));
+                        let (status, text) = server.post(INFER, &[], &req);
+                        assert_eq!(status, 200, "{id}: {text}");
+                        y_of(&text, &id)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for (s, client) in clients.into_iter().enumerate() {
+        let got = client.join().expect("client thread");
+        for (t, (g, want)) in got.iter().zip(reference(s, steps)).enumerate() {
+            assert_close(g, &want, 1e-5, &format!("sequence {s} step {t}"));
+        }
+    }
+    // Every sequence ended: all 64 slots are free again.
+    for s in 100..164 {
+        let (status, text) = server.post(
+            INFER,
+            &[],
+            &body("again", &params(s, 0, 2), &step_input(s, 0)),
+        );
+        assert_eq!(status, 200, "{text}");
+    }
+}
+
+#[test]
+fn the_sequence_bound_answers_429_and_an_end_or_the_idle_timeout_frees_a_slot() {
+    let server = Server::start(&[seq_graph(2, 400, &[], "")], &[]);
+    let post = |params: &str| server.post(INFER, &[], &body("r", params, &step_input(0, 0)));
+    assert_eq!(post(r#"{"sequence_id":1,"sequence_start":true}"#).0, 200);
+    assert_eq!(
+        post(r#"{"sequence_id":"two","sequence_start":true}"#).0,
+        200
+    );
+    let (status, text) = post(r#"{"sequence_id":3,"sequence_start":true}"#);
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        text.contains("sequence_start") && text.contains("2 sequence slots"),
+        "{text}"
+    );
+    // An end frees its slot (after its own step).
+    assert_eq!(post(r#"{"sequence_id":1,"sequence_end":true}"#).0, 200);
+    assert_eq!(post(r#"{"sequence_id":3,"sequence_start":true}"#).0, 200);
+    // Ended, unknown or unnamed sequences are the client's error, naming the field.
+    for (params, field) in [
+        (r#"{"sequence_id":1}"#, "parameters.sequence_id"),
+        (r#"{"sequence_id":99}"#, "parameters.sequence_id"),
+        (r#"{"other":1}"#, "parameters.sequence_id"),
+        (r#"{"sequence_id":{"a":1}}"#, "parameters.sequence_id"),
+        (
+            r#"{"sequence_id":3,"sequence_end":"yes"}"#,
+            "parameters.sequence_end",
+        ),
+    ] {
+        let (status, text) = post(params);
+        assert_eq!(status, 400, "{params}: {text}");
+        assert!(text.contains(field), "{params}: {text}");
+    }
+    let (status, text) = server.post(
+        INFER,
+        &[],
+        br#"{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}"#,
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("parameters.sequence_id"), "{text}");
+    // Idle past the timeout: both held sequences are dropped when the next request comes.
+    std::thread::sleep(Duration::from_millis(600));
+    let (status, text) = post(r#"{"sequence_id":3}"#);
+    assert_eq!(status, 400, "timed out: {text}");
+    assert_eq!(post(r#"{"sequence_id":4,"sequence_start":true}"#).0, 200);
+    assert_eq!(post(r#"{"sequence_id":5,"sequence_start":true}"#).0, 200);
+}
+
+/// Step requests of `sequences` sequences of `steps` steps, each sequence one request at a time
+/// (its next step sent once the last is answered), all sequences interleaved; `during(n)` runs
+/// after the `n`-th request is submitted. Returns each sequence's outputs and the answer counts.
+fn run_sequences(
+    graph: &weir::RunningGraph,
+    sequences: usize,
+    steps: usize,
+    mut during: impl FnMut(usize),
+) -> (Vec<Vec<Vec<f32>>>, HashMap<u64, usize>) {
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    let submit = |s: usize, t: usize| {
+        let tag = (s * steps + t) as u64;
+        let x: NamedTensor = named("x", Tensor::f32(vec![4], step_input(s, t)));
+        graph
+            .runtime()
+            .submit_with_parameters(
+                vec![x],
+                Some(Arc::from(params(s, t, steps))),
+                replies.responder(tag, tx.clone()),
+            )
+            .expect("admitted");
+    };
+    let mut outputs = vec![Vec::with_capacity(steps); sequences];
+    let mut sent = 0;
+    for s in 0..sequences {
+        submit(s, 0);
+        sent += 1;
+        during(sent);
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut done = 0;
+    while done < sequences * steps && Instant::now() < deadline {
+        let Ok((tag, r)) = rx.recv_timeout(Duration::from_secs(1)) else {
+            continue;
+        };
+        done += 1;
+        let (s, t) = (tag as usize / steps, tag as usize % steps);
+        let reply = r.unwrap_or_else(|e| panic!("sequence {s} step {t}: {e}"));
+        outputs[s].push(
+            reply
+                .output("y")
+                .and_then(Tensor::as_f32)
+                .expect("y")
+                .to_vec(),
+        );
+        if t + 1 < steps {
+            submit(s, t + 1);
+            sent += 1;
+            during(sent);
+        }
+    }
+    assert_eq!(done, sequences * steps, "every step answered in time");
+    // Anything answered twice would arrive now.
+    std::thread::sleep(Duration::from_millis(300));
+    while rx.try_recv().is_ok() {}
+    (outputs, replies.counts())
+}
+
+#[test]
+fn a_sigkilled_nspb_primary_in_the_middle_of_sequences_changes_no_sequence_outputs() {
+    let (sequences, steps) = (20, 10);
+    let dir = temp_dir("seq-kill");
+    let models = [("rnn", "seq_state.onnx")];
+    let mut a = Member::start("seq-kill-a", &[], &models, &[], &dir.0);
+    let b = Member::start("seq-kill-b", &[&a.endpoint], &models, &[], &dir.0);
+    let path = dir.0.join("seq.yaml");
+    std::fs::write(
+        &path,
+        seq_graph(64, 60_000, &[&a, &b], "{mode: nspb, detect_ms: 300}"),
+    )
+    .expect("graph written");
+    let graph = start_graph(&path);
+    graph.hams().expect("a HAMS manager").journal_to(&dir.0);
+    let pid = a.pid();
+    let (outputs, counts) = run_sequences(&graph, sequences, steps, |n| {
+        if n == sequences * steps / 2 {
+            signal(pid, "-KILL");
+        }
+    });
+    a.sigkill();
+    let recoveries = graph.hams().expect("manager").recoveries();
+    assert_eq!(recoveries.len(), 1, "one failover: {recoveries:?}");
+    graph.shutdown();
+    for (s, got) in outputs.iter().enumerate() {
+        for (t, (g, want)) in got.iter().zip(reference(s, steps)).enumerate() {
+            assert_close(g, &want, 1e-5, &format!("sequence {s} step {t}"));
+        }
+    }
+    assert_eq!(counts.len(), sequences * steps, "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "answered once each");
+    let report = journal(&dir);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(report.released, sequences * steps);
+    drop(b);
+}
