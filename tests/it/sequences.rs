@@ -275,8 +275,10 @@ fn a_sigkilled_nspb_primary_in_the_middle_of_sequences_changes_no_sequence_outpu
     let (sequences, steps) = (20, 10);
     let dir = temp_dir("seq-kill");
     let models = [("rnn", "seq_state.onnx")];
-    let mut a = Member::start("seq-kill-a", &[], &models, &[], &dir.0);
-    let b = Member::start("seq-kill-b", &[&a.endpoint], &models, &[], &dir.0);
+    // A duplicating, reordering network: each batch's delta must still apply once, in order.
+    let chaos = ["--duplicate-messages", "--reorder-messages"];
+    let mut a = Member::start("seq-kill-a", &[], &models, &chaos, &dir.0);
+    let b = Member::start("seq-kill-b", &[&a.endpoint], &models, &chaos, &dir.0);
     let path = dir.0.join("seq.yaml");
     std::fs::write(
         &path,
@@ -305,5 +307,9 @@ fn a_sigkilled_nspb_primary_in_the_middle_of_sequences_changes_no_sequence_outpu
     let report = journal(&dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     assert_eq!(report.released, sequences * steps);
+    assert!(
+        report.states_compared > 0,
+        "the backup's tables were compared with its primary's: {report:?}"
+    );
     drop(b);
 }
