@@ -122,6 +122,7 @@ impl State {
             checkpoint_every: h.spec.checkpoint_every,
             rollback_to,
             sequences: h.spec.sequences.clone(),
+            constants: h.spec.constants.clone(),
             signature: None,
         };
         let key = member_key(prefix, &h.node, "assign");

@@ -117,6 +117,7 @@ mod tests {
             checkpoint_every: 0,
             rollback_to: None,
             sequences: None,
+            constants: Vec::new(),
             signature: None,
         }
     }

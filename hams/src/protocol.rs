@@ -211,6 +211,16 @@ impl StateTensor {
     }
 }
 
+/// A model input fed the same value on every call (`constants:` on the node), like a sample
+/// rate; its element type and shape are the model's (one element).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConstantInput {
+    /// The model input.
+    pub name: String,
+    /// Its value, converted to the input's element type.
+    pub value: f64,
+}
+
 /// Manager → member: take `role` at `epoch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Assign {
@@ -239,6 +249,9 @@ pub struct Assign {
     /// gone). Later versions, and the replies they made, are void.
     #[serde(default)]
     pub rollback_to: Option<Seq>,
+    /// Model inputs fed the same value on every call (not in `inputs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constants: Vec<ConstantInput>,
     /// A per-sequence node: how it keeps its sequences (the state tensors' shapes are then one
     /// sequence's). `None`: one state for the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -461,6 +461,12 @@ fn start_stateful(
             outputs,
             slots,
         )?;
+        let constants = weir_engine::stateful::constant_tensors(&m.metadata, &spec.constants)
+            .map_err(|message| ExecError::Inference {
+                node: n.node.id.clone(),
+                message,
+            })?;
+        model = model.with_constants(constants);
         if let Some(layout) = &spec.sequences {
             let one_per_call =
                 model::stateful_step::fixed_batch_axis(&m.metadata, &spec.state, layout.batch_axis);

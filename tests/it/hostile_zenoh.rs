@@ -63,6 +63,7 @@ fn gru_assign(shape: Vec<usize>) -> Assign {
         checkpoint_every: 0,
         rollback_to: None,
         sequences: None,
+        constants: Vec::new(),
         signature: None,
     }
 }

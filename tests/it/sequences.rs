@@ -61,31 +61,77 @@ fn step_input(s: usize, t: usize) -> Vec<f32> {
 /// Sequence `s` of `steps` steps run alone in ONNX Runtime, one call per step from a zero
 /// state: each step's `y`.
 fn reference(s: usize, steps: usize) -> Vec<Vec<f32>> {
+    let inputs: Vec<Vec<f32>> = (0..steps).map(|t| step_input(s, t)).collect();
+    alone(&SEQ_STATE, &inputs)
+}
+
+/// A recurrent model as the references run it: file, row input, state input and output (the
+/// state's shape for one row), row output, and a scalar `sr` input when it takes one.
+struct Recurrent {
+    file: &'static str,
+    input: &'static str,
+    state: (&'static str, &'static str, [usize; 3]),
+    output: &'static str,
+    sample_rate: Option<i64>,
+}
+
+const SEQ_STATE: Recurrent = Recurrent {
+    file: "seq_state.onnx",
+    input: "x",
+    state: ("state", "state_out", [2, 1, 8]),
+    output: "y",
+    sample_rate: None,
+};
+
+const SILERO: Recurrent = Recurrent {
+    file: "pretrained/silero_vad.onnx",
+    input: "input",
+    state: ("state", "stateN", [2, 1, 128]),
+    output: "output",
+    sample_rate: Some(16_000),
+};
+
+/// `m` run alone in ONNX Runtime on `inputs` (one row per call) from a zero state: each call's
+/// output.
+fn alone(m: &Recurrent, inputs: &[Vec<f32>]) -> Vec<Vec<f32>> {
     let rt = OrtRuntime::get().expect("ONNX Runtime loads");
     let mut session = rt
-        .session("reference", &model("seq_state.onnx"), 1, false)
+        .session("reference", &model(m.file), 1, false)
         .expect("session");
-    let mut state = vec![0.0f32; 16];
-    let mut ys = Vec::with_capacity(steps);
-    for t in 0..steps {
-        let x = step_input(s, t);
-        let outputs = session
-            .run(vec![
-                (
-                    "x",
-                    TensorRef::from_array_view((vec![1usize, 4], x.as_slice())).expect("x"),
-                ),
-                (
-                    "state",
-                    TensorRef::from_array_view((vec![2usize, 1, 8], state.as_slice()))
-                        .expect("state"),
-                ),
-            ])
-            .expect("run");
-        let (_, y) = outputs["y"].try_extract_tensor::<f32>().expect("y");
-        let (_, next) = outputs["state_out"]
+    let (state_in, state_out, shape) = m.state;
+    let mut state = vec![0.0f32; shape.iter().product()];
+    let sr = [m.sample_rate.unwrap_or(0)];
+    let mut ys = Vec::with_capacity(inputs.len());
+    for x in inputs {
+        let mut feed = vec![
+            (
+                m.input,
+                TensorRef::from_array_view((vec![1usize, x.len()], x.as_slice()))
+                    .expect("input")
+                    .into_dyn(),
+            ),
+            (
+                state_in,
+                TensorRef::from_array_view((shape.to_vec(), state.as_slice()))
+                    .expect("state")
+                    .into_dyn(),
+            ),
+        ];
+        if m.sample_rate.is_some() {
+            feed.push((
+                "sr",
+                TensorRef::from_array_view((Vec::<usize>::new(), &sr[..]))
+                    .expect("sr")
+                    .into_dyn(),
+            ));
+        }
+        let outputs = session.run(feed).expect("run");
+        let (_, y) = outputs[m.output]
             .try_extract_tensor::<f32>()
-            .expect("state_out");
+            .expect("output");
+        let (_, next) = outputs[state_out]
+            .try_extract_tensor::<f32>()
+            .expect("state output");
         ys.push(y.to_vec());
         state = next.to_vec();
     }
@@ -104,11 +150,17 @@ fn params(s: usize, t: usize, steps: usize) -> String {
     format!("{{{p}}}")
 }
 
-/// An infer request body with `parameters` (JSON object text) and id `id`.
+/// An infer request body with `parameters` (JSON object text) and id `id`: one row of `x`.
 fn body(id: &str, parameters: &str, x: &[f32]) -> Vec<u8> {
+    body_of("x", id, parameters, x)
+}
+
+/// [`body`] for graph input `input`.
+fn body_of(input: &str, id: &str, parameters: &str, x: &[f32]) -> Vec<u8> {
     let data: Vec<String> = x.iter().map(|v| format!("{v:?}")).collect();
     format!(
-        r#"{{"id":"{id}","parameters":{parameters},"inputs":[{{"name":"x","datatype":"FP32","shape":[1,4],"data":[{}]}}]}}"#,
+        r#"{{"id":"{id}","parameters":{parameters},"inputs":[{{"name":"{input}","datatype":"FP32","shape":[1,{}],"data":[{}]}}]}}"#,
+        x.len(),
         data.join(",")
     )
     .into_bytes()
@@ -160,6 +212,59 @@ fn fifty_interleaved_sequences_through_serve_each_match_running_alone() {
             &body("again", &params(s, 0, 2), &step_input(s, 0)),
         );
         assert_eq!(status, 200, "{text}");
+    }
+}
+
+/// Chunk `t` of audio stream `s`: 512 samples at 16 kHz, a tone whose loudness and pitch
+/// change from chunk to chunk over a little noise.
+fn audio_chunk(s: usize, t: usize) -> Vec<f32> {
+    let pitch = 180.0 + 40.0 * s as f32;
+    let loud = if (s + t).is_multiple_of(3) { 0.02 } else { 0.4 };
+    (0..512)
+        .map(|i| {
+            let n = (t * 512 + i) as f32;
+            let noise = ((n * 12.9898 + s as f32 * 78.233).sin() * 43_758.547).fract() - 0.5;
+            loud * (std::f32::consts::TAU * pitch * n / 16_000.0).sin() + 0.01 * noise
+        })
+        .collect()
+}
+
+#[test]
+fn interleaved_audio_streams_through_silero_vad_match_each_stream_alone() {
+    // graphs/silero_vad.yaml: real weights, a scalar `sr` constant, state [2, batch, 128].
+    let graph = std::fs::read_to_string(crate::common::repo().join("graphs/silero_vad.yaml"))
+        .expect("graphs/silero_vad.yaml")
+        .replace(
+            "../.weir/",
+            &format!("{}/", crate::common::weir_home().display()),
+        );
+    let (streams, chunks) = (8, 5);
+    let server = Arc::new(Server::start(&[graph], &[]));
+    let clients: Vec<_> = (0..streams)
+        .map(|s| {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || {
+                (0..chunks)
+                    .map(|t| {
+                        let id = format!("a{s}-c{t}");
+                        let req = body_of("audio", &id, &params(s, t, chunks), &audio_chunk(s, t));
+                        let (status, text) = server.post("/v2/models/silero_vad/infer", &[], &req);
+                        assert_eq!(status, 200, "{id}: {text}");
+                        y_of(&text, &id)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for (s, client) in clients.into_iter().enumerate() {
+        let got = client.join().expect("client thread");
+        let inputs: Vec<Vec<f32>> = (0..chunks).map(|t| audio_chunk(s, t)).collect();
+        for (t, (g, want)) in got.iter().zip(alone(&SILERO, &inputs)).enumerate() {
+            // Silence-like audio scores near 0.0005: compare relative to the value, tightly
+            // enough that another stream's state would show.
+            let tol = want.iter().fold(0.0f32, |m, v| m.max(v.abs())) * 1e-5;
+            assert_close(g, &want, tol, &format!("stream {s} chunk {t}"));
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::onnx::ModelMetadata;
 use crate::spec::{InitialState, ModelSpec, ReplicationMode};
-use crate::stateful::{SequenceLayout, StateTensor, StatefulNode};
+use crate::stateful::{ConstantInput, SequenceLayout, StateTensor, StatefulNode};
 use crate::tensor::Dim;
 use crate::validate::fixed_shape;
 
@@ -57,9 +57,18 @@ pub(super) fn stateful_node(m: &ModelSpec, meta: &ModelMetadata) -> Option<State
     });
     let settings = m.replication_settings();
     let mode = settings.mode.value;
+    let constants = m
+        .constants
+        .iter()
+        .map(|(name, v)| ConstantInput {
+            name: name.clone(),
+            value: v.value,
+        })
+        .collect();
     Some(StatefulNode {
         state: tensors,
         sequences,
+        constants,
         mode,
         detect: Duration::from_millis(settings.detect_ms),
         pipeline: if mode == ReplicationMode::Remus {

@@ -153,6 +153,7 @@ impl ModelBuilder {
                 parallelism: None,
                 state: None,
                 replication: None,
+                constants: BTreeMap::new(),
             },
         }
     }

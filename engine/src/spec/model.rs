@@ -48,6 +48,12 @@ pub struct ModelSpec {
     /// `executor.instances` / `executor.intra_op_threads`, which must then stay unset (1).
     #[serde(default)]
     pub parallelism: Option<Spanned<ParallelismSpec>>,
+    /// Model inputs fed the same value on every call, by name: a model's per-call setting such
+    /// as a streaming model's sample rate (`constants: {sr: 16000}`). Each names a model input of
+    /// one element (a scalar, or every dimension 1), not bound under `inputs`, and holds a number
+    /// of its type. Fed by stateful nodes (whose calls carry no per-request scalar).
+    #[serde(default)]
+    pub constants: BTreeMap<String, Spanned<f64>>,
 }
 
 impl ModelSpec {

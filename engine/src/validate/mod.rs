@@ -12,7 +12,8 @@
 //!    streaming connectors (`streams.rs`), the inputs' shapes;
 //! 3. each node's own fields: a model file exists and is ONNX with a batch dimension first, batching
 //!    and executor sizes ≥ 1 (`model.rs`), routing (`routing.rs`), parallelism (`parallelism.rs`),
-//!    state and its replication (`stateful.rs`, per-sequence state `sequences.rs`), parity coding (`parity.rs`); a tensor op's settings
+//!    state and its replication (`stateful.rs`, per-sequence state `sequences.rs`), constant
+//!    inputs (`constants.rs`), parity coding (`parity.rs`); a tensor op's settings
 //!    (`tensor_ops.rs`);
 //! 4. references (`references.rs`): every tensor a node or output reads names a graph input, or a
 //!    node and one of its outputs (`unknown node`, `no output`), with a did-you-mean; no cycles
@@ -26,6 +27,7 @@
 //! weir treats a model's first dimension as the batch dimension: fixed to 1 means one request per
 //! call, dynamic means batched calls; the per-request shape is the rest.
 
+mod constants;
 mod model;
 mod names;
 mod parallelism;

@@ -110,8 +110,12 @@ impl<'a> Validator<'a, '_> {
         let mut ok = true;
         let (state_inputs, state_outputs) = m.state_tensors();
         for t in meta.inputs.iter().chain(&meta.outputs) {
-            if state_inputs.contains(&t.name.as_str()) || state_outputs.contains(&t.name.as_str()) {
-                // A state tensor has no batch dimension; `check_state` checks it.
+            if state_inputs.contains(&t.name.as_str())
+                || state_outputs.contains(&t.name.as_str())
+                || m.constants.contains_key(&t.name)
+            {
+                // A state tensor or a constant input has no batch dimension; `check_state` and
+                // `check_constants` check them.
                 continue;
             }
             let this = match (t.element, t.dims.first()) {

@@ -6,7 +6,8 @@
 //! - every state input has the batch axis (`batch_axis` < its rank), dynamic or 1 there, every
 //!   other dimension fixed; its state output has the same rank, each dimension the input's or
 //!   dynamic (checked again on every call), and both are f32;
-//! - the node's row inputs take a dynamic batch dimension (rows of several sequences share a call);
+//! - the node's row inputs (neither state nor constants) take a dynamic batch dimension (rows of
+//!   several sequences share a call);
 //! - `idle_timeout_ms` and `max_sequences` are at least 1, and `max_sequences` sequences fit
 //!   [`MAX_SEQUENCE_STATE_BYTES`] by checked arithmetic;
 //! - `initial.values` names state inputs, each with one sequence's element count of finite values;
@@ -55,7 +56,7 @@ pub(super) fn check_per_sequence(
     }
     let (state_inputs, _) = m.state_tensors();
     for t in &meta.inputs {
-        if state_inputs.contains(&t.name.as_str()) {
+        if state_inputs.contains(&t.name.as_str()) || m.constants.contains_key(&t.name) {
             continue;
         }
         if t.dims.first() != Some(&Dim::Dynamic) {

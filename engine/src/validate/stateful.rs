@@ -29,6 +29,7 @@ impl Validator<'_, '_> {
     pub(super) fn check_state(&mut self, id: &str, m: &ModelSpec, meta: &ModelMetadata) {
         let replicas = self.replicas.of(id);
         let diags = &mut self.diags;
+        super::constants::check_constants(id, m, meta, diags);
         let Some(state) = &m.state else {
             if let Some(r) = &m.replication {
                 diags.push(

@@ -141,7 +141,7 @@ impl<'a> Validator<'a, '_> {
         let mut ok = true;
         let (state_inputs, _) = m.state_tensors();
         for info in &meta.inputs {
-            if state_inputs.contains(&info.name.as_str()) {
+            if state_inputs.contains(&info.name.as_str()) || m.constants.contains_key(&info.name) {
                 continue;
             }
             let Some(pos) = ports

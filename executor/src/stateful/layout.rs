@@ -118,8 +118,13 @@ pub(super) fn check_assign(meta: &ModelMetadata, a: &Assign) -> Result<(), Strin
     check_io(meta, a)
 }
 
-/// The run inputs and outputs `a` names are the model's, and no run input is a state input.
+/// The run inputs and outputs `a` names are the model's, no run input is a state input or a
+/// constant, and every constant fits its model input.
 fn check_io(meta: &ModelMetadata, a: &Assign) -> Result<(), String> {
+    weir_engine::stateful::constant_tensors(meta, &a.constants)?;
+    if let Some(c) = a.constants.iter().find(|c| a.inputs.contains(&c.name)) {
+        return Err(format!("run input `{}` is a constant", c.name));
+    }
     for name in &a.inputs {
         if !meta.inputs.iter().any(|t| &t.name == name) {
             return Err(format!("run input `{name}` is not a model input"));
@@ -253,6 +258,7 @@ mod tests {
             checkpoint_every: 0,
             rollback_to: None,
             sequences: None,
+            constants: Vec::new(),
             signature: None,
         }
     }

@@ -531,6 +531,7 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
         slots,
     )
     .map_err(|e| e.to_string())?;
+    model = model.with_constants(weir_engine::stateful::constant_tensors(meta, &a.constants)?);
     if let Some(layout) = &a.sequences {
         let one_per_call = fixed_batch_axis(meta, &a.state, layout.batch_axis);
         model = model.per_sequence(layout.clone(), one_per_call);

@@ -26,7 +26,7 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::TensorRef;
 use weir_engine::batch::TensorColumn;
 use weir_engine::spec::Device;
-use weir_engine::tensor::{DType, TensorData};
+use weir_engine::tensor::{DType, NamedTensor, TensorData};
 use weir_hams::protocol::StateTensor;
 use weir_hams::sequences::{RowRefusal, SequenceControls, SequenceLayout};
 
@@ -46,6 +46,8 @@ pub struct StatefulModel {
     pub(super) sequences: Option<SequenceLayout>,
     /// Per-sequence state whose model fixes the batch axis to 1: one sequence per call.
     pub(super) one_sequence_per_call: bool,
+    /// Model inputs fed the same tensor on every call (`constants:`).
+    constants: Vec<NamedTensor>,
 }
 
 /// What one batch made: the row outputs (one row per row sent, in arrival order; zeros for a
@@ -103,7 +105,14 @@ impl StatefulModel {
             state,
             sequences: None,
             one_sequence_per_call: false,
+            constants: Vec::new(),
         })
+    }
+
+    /// Feeds `constants` (model inputs, each in its own shape and type) to every call.
+    pub fn with_constants(mut self, constants: Vec<NamedTensor>) -> Self {
+        self.constants = constants;
+        self
     }
 
     /// Keeps one state per sequence as `layout` says (the state tensors given to
@@ -260,6 +269,16 @@ impl StatefulModel {
             let value = input_value(data, shape)
                 .map_err(|message| self.err(format!("input `{name}`: {message}")))?;
             feed.push((name.as_str().into(), value));
+        }
+        let constants: Vec<CallInput<'_>> = self
+            .constants
+            .iter()
+            .map(|c| CallInput::Owned(c.tensor.data.clone()))
+            .collect();
+        for (c, data) in self.constants.iter().zip(&constants) {
+            let value = input_value(data, c.tensor.shape.clone())
+                .map_err(|message| self.err(format!("constant `{}`: {message}", c.name)))?;
+            feed.push((c.name.as_str().into(), value));
         }
         for ((slot, shape), values) in self.state.iter().zip(shapes).zip(state) {
             let value: SessionInputValue<'_> = TensorRef::from_array_view((shape.clone(), *values))
