@@ -128,15 +128,7 @@ pub(crate) fn chain_graph(
 ) -> PathBuf {
     let mut yaml =
         format!("name: {name}\ninputs:\n  - {{name: x, dtype: f32, shape: [{features}]}}\n");
-    if !members.is_empty() {
-        yaml.push_str("executors:\n");
-        for m in members {
-            yaml.push_str(&format!(
-                "  - {{name: {}, endpoint: \"{}\"}}\n",
-                m.name, m.endpoint
-            ));
-        }
-    }
+    yaml.push_str(&executors_section(members));
     yaml.push_str("nodes:\n");
     for n in nodes {
         yaml.push_str(&format!(
@@ -160,6 +152,21 @@ pub(crate) fn chain_graph(
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, yaml).expect("graph written");
     path
+}
+
+/// A graph's `executors:` section declaring `members` (empty without members).
+pub(crate) fn executors_section(members: &[&Member]) -> String {
+    let mut yaml = String::new();
+    if !members.is_empty() {
+        yaml.push_str("executors:\n");
+        for m in members {
+            yaml.push_str(&format!(
+                "  - {{name: {}, endpoint: \"{}\"}}\n",
+                m.name, m.endpoint
+            ));
+        }
+    }
+    yaml
 }
 
 pub(crate) fn start_graph(path: &Path) -> RunningGraph {

@@ -12,7 +12,7 @@ use ort::value::TensorRef;
 use weir::{NamedTensor, OrtRuntime, Tensor};
 
 use crate::common::{assert_close, channel, model, named, signal, temp_dir, Replies};
-use crate::hams::{journal, start_graph, Member};
+use crate::hams::{executors_section, journal, start_graph, Member};
 use crate::serve::Server;
 
 const INFER: &str = "/v2/models/seq/infer";
@@ -27,15 +27,7 @@ fn seq_graph(
     replication: &str,
 ) -> String {
     let mut yaml = "name: seq\ninputs:\n  - {name: x, dtype: f32, shape: [4]}\n".to_string();
-    if !executors.is_empty() {
-        yaml.push_str("executors:\n");
-        for m in executors {
-            yaml.push_str(&format!(
-                "  - {{name: {}, endpoint: \"{}\"}}\n",
-                m.name, m.endpoint
-            ));
-        }
-    }
+    yaml.push_str(&executors_section(executors));
     yaml.push_str(&format!(
         "nodes:\n  - model:\n      id: rnn\n      path: {}\n      inputs: {{x: x}}\n      batching: {{max_size: 64}}\n      state:\n        inputs: [state]\n        outputs: [state_out]\n        per_sequence: {{batch_axis: 1, idle_timeout_ms: {idle_timeout_ms}, max_sequences: {max_sequences}}}\n",
         model("seq_state.onnx").display()
@@ -178,19 +170,25 @@ fn y_of(text: &str, id: &str) -> Vec<f32> {
         .collect()
 }
 
-#[test]
-fn fifty_interleaved_sequences_through_serve_each_match_running_alone() {
-    let (sequences, steps) = (50, 6);
-    let server = Arc::new(Server::start(&[seq_graph(64, 60_000, &[], "")], &[]));
-    let clients: Vec<_> = (0..sequences)
+/// `streams` sequences of `steps` steps posted to `path` of `server` on graph input `input`, one
+/// client thread per sequence (each step sent once the last is answered), step `t` of sequence
+/// `s` holding `data(s, t)`: each sequence's outputs, every reply checked to answer its request.
+fn post_sequences(
+    server: &Arc<Server>,
+    path: &'static str,
+    input: &'static str,
+    (streams, steps): (usize, usize),
+    data: fn(usize, usize) -> Vec<f32>,
+) -> Vec<Vec<Vec<f32>>> {
+    let clients: Vec<_> = (0..streams)
         .map(|s| {
-            let server = Arc::clone(&server);
+            let server = Arc::clone(server);
             std::thread::spawn(move || {
                 (0..steps)
                     .map(|t| {
                         let id = format!("s{s}-t{t}");
-                        let req = body(&id, &params(s, t, steps), &step_input(s, t));
-                        let (status, text) = server.post(INFER, &[], &req);
+                        let req = body_of(input, &id, &params(s, t, steps), &data(s, t));
+                        let (status, text) = server.post(path, &[], &req);
                         assert_eq!(status, 200, "{id}: {text}");
                         y_of(&text, &id)
                     })
@@ -198,8 +196,18 @@ fn fifty_interleaved_sequences_through_serve_each_match_running_alone() {
             })
         })
         .collect();
-    for (s, client) in clients.into_iter().enumerate() {
-        let got = client.join().expect("client thread");
+    clients
+        .into_iter()
+        .map(|c| c.join().expect("client thread"))
+        .collect()
+}
+
+#[test]
+fn fifty_interleaved_sequences_through_serve_each_match_running_alone() {
+    let (sequences, steps) = (50, 6);
+    let server = Arc::new(Server::start(&[seq_graph(64, 60_000, &[], "")], &[]));
+    let outputs = post_sequences(&server, INFER, "x", (sequences, steps), step_input);
+    for (s, got) in outputs.iter().enumerate() {
         for (t, (g, want)) in got.iter().zip(reference(s, steps)).enumerate() {
             assert_close(g, &want, 1e-5, &format!("sequence {s} step {t}"));
         }
@@ -240,24 +248,14 @@ fn interleaved_audio_streams_through_silero_vad_match_each_stream_alone() {
         );
     let (streams, chunks) = (8, 5);
     let server = Arc::new(Server::start(&[graph], &[]));
-    let clients: Vec<_> = (0..streams)
-        .map(|s| {
-            let server = Arc::clone(&server);
-            std::thread::spawn(move || {
-                (0..chunks)
-                    .map(|t| {
-                        let id = format!("a{s}-c{t}");
-                        let req = body_of("audio", &id, &params(s, t, chunks), &audio_chunk(s, t));
-                        let (status, text) = server.post("/v2/models/silero_vad/infer", &[], &req);
-                        assert_eq!(status, 200, "{id}: {text}");
-                        y_of(&text, &id)
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    for (s, client) in clients.into_iter().enumerate() {
-        let got = client.join().expect("client thread");
+    let outputs = post_sequences(
+        &server,
+        "/v2/models/silero_vad/infer",
+        "audio",
+        (streams, chunks),
+        audio_chunk,
+    );
+    for (s, got) in outputs.iter().enumerate() {
         let inputs: Vec<Vec<f32>> = (0..chunks).map(|t| audio_chunk(s, t)).collect();
         for (t, (g, want)) in got.iter().zip(alone(&SILERO, &inputs)).enumerate() {
             // Silence-like audio scores near 0.0005: compare relative to the value, tightly
