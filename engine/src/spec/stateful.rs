@@ -53,7 +53,10 @@ pub struct StateSpec {
     pub per_sequence: Option<Spanned<PerSequenceSpec>>,
 }
 
-/// How a per-sequence node keeps its sequences.
+/// How a per-sequence node keeps its sequences. The rows of up to `batching.max_size` requests
+/// (of different sequences, or later steps of one) make a batch; each sequence's requests run in
+/// the order they reach the node, so a client sends a sequence's next request once the last is
+/// answered (as Triton's clients do), and sends one row per request.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerSequenceSpec {

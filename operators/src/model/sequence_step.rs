@@ -204,13 +204,18 @@ mod tests {
     use crate::model::OrtRuntime;
 
     fn model() -> StatefulModel {
-        let runtime = OrtRuntime::get().expect("run scripts/setup.sh first");
         let layout = SequenceLayout {
             batch_axis: 1,
             initial: Vec::new(),
             idle_timeout_ms: 1_000,
             max_sequences: 2,
         };
+        whole_model().per_sequence(layout, false)
+    }
+
+    /// `seq_state.onnx` with one state [2, 1, 8] for the node.
+    fn whole_model() -> StatefulModel {
+        let runtime = OrtRuntime::get().expect("run scripts/setup.sh first");
         StatefulModel::load(
             &runtime,
             "rnn",
@@ -226,7 +231,6 @@ mod tests {
             }],
         )
         .expect("seq_state.onnx loads")
-        .per_sequence(layout, false)
     }
 
     fn x(values: &[f32]) -> TensorColumn {
@@ -330,5 +334,29 @@ mod tests {
         // The delta makes the next table from the one before.
         let after = b2.update.apply(&b1.next);
         assert_eq!(after, b2.next);
+    }
+
+    #[test]
+    fn a_started_sequence_begins_at_the_declared_initial_state() {
+        let initial: Vec<f32> = (0..16).map(|i| (i as f32 * 0.3).cos()).collect();
+        let layout = SequenceLayout {
+            batch_axis: 1,
+            initial: vec![initial.clone()],
+            idle_timeout_ms: 1_000,
+            max_sequences: 4,
+        };
+        let mut per_sequence = whole_model().per_sequence(layout, false);
+        let s0 = Arc::new(per_sequence.initial_state());
+        let got = per_sequence
+            .step(
+                &[x(&[0.7])],
+                &s0,
+                Some(&ctl(0, &[("a", true, false)])),
+                None,
+            )
+            .unwrap();
+        let mut whole = whole_model();
+        let (want, _) = whole.run(&[x(&[0.7])], &vec![initial], None).unwrap();
+        assert_eq!(row(&got.outputs[0], 0), row(&want[0], 0));
     }
 }
