@@ -352,7 +352,7 @@ mod tests {
         let cases: [(&[u8], &str); 5] = [
             (b"{not json", "body"),
             (
-                br#"{"inputs":[{"name":"x","shape":[2],"datatype":"FP16","data":[1,2]}]}"#,
+                br#"{"inputs":[{"name":"x","shape":[2],"datatype":"FP8","data":[1,2]}]}"#,
                 "inputs[0] (x).datatype",
             ),
             (
