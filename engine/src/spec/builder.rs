@@ -154,6 +154,7 @@ impl ModelBuilder {
                 id: s(id.to_string()),
                 path: s(path.into()),
                 inputs: BTreeMap::new(),
+                batch: s(true),
                 batching: BatchingSpec::default(),
                 executor: ExecutorSpec::default(),
                 replicas: None,
@@ -179,7 +180,25 @@ impl ModelBuilder {
         self.spec.batching = BatchingSpec {
             max_size,
             max_delay_us,
+            pad: self.spec.batching.pad.take(),
         };
+        self
+    }
+
+    /// Pads requests along the model's dimension named `dim` with `value`, so that requests of
+    /// different lengths join one call (see [`super::PadSpec`]).
+    pub fn pad(mut self, dim: &str, value: f64) -> Self {
+        self.spec.batching.pad = Some(s(super::PadSpec {
+            dim: s(dim.to_string()),
+            value: s(value),
+        }));
+        self
+    }
+
+    /// Declares that the model has no batch dimension (`batch: false`): each request is one call
+    /// with its tensors as they are.
+    pub fn unbatched(mut self) -> Self {
+        self.spec.batch = s(false);
         self
     }
 

@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
 pub use model::{
-    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, ParallelismSpec,
+    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, PadSpec, ParallelismSpec,
     ParityEncoder, ParitySpec, ResilienceSpec,
 };
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};

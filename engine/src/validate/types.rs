@@ -2,7 +2,7 @@
 //!
 //! A graph input's dimensions are positive sizes, `-1` or symbolic names (sizes chosen per
 //! request). Each node is typed once all its producers are: a model input takes the dtype and per-request shape the model's metadata gives (its first
-//! dimension is the batch), and every model input is bound while no binding names an input the
+//! dimension is the batch, unless the node says `batch: false`), and every model input is bound while no binding names an input the
 //! model lacks; a tensor op's rules are in [`super::tensor_ops`]. A node whose producer could not be
 //! typed is skipped, so one error is reported once, where it happens, rather than again downstream.
 
@@ -180,7 +180,8 @@ impl<'a> Validator<'a, '_> {
                 continue;
             };
             let port = &ports[pos];
-            if !self.check_model_input(id, info, port, locs[pos]) {
+            let batch_dim = checked.call.has_batch_dim();
+            if !self.check_model_input(id, (info, batch_dim), port, locs[pos]) {
                 ok = false;
             }
             ordered.push(Port {
@@ -222,11 +223,12 @@ impl<'a> Validator<'a, '_> {
         })
     }
 
-    /// Whether `port` fits model input `info` of node `id` (else an error at `loc`).
+    /// Whether `port` fits model input `info` of node `id` (else an error at `loc`); a request's
+    /// tensor is the input without its batch dimension when `batch_dim`, the whole input otherwise.
     fn check_model_input(
         &mut self,
         id: &str,
-        info: &TensorInfo,
+        (info, batch_dim): (&TensorInfo, bool),
         port: &Port,
         loc: Location,
     ) -> bool {
@@ -235,7 +237,7 @@ impl<'a> Validator<'a, '_> {
         };
         let expected = TensorType {
             dtype,
-            shape: info.dims.iter().skip(1).copied().collect(),
+            shape: info.request_dims(batch_dim).to_vec(),
         };
         if dtype != port.ty.dtype {
             self.error(
