@@ -82,18 +82,18 @@ fn call_key(config: &ExecutorConfig, job: &Job) -> Option<Vec<Vec<usize>>> {
 
 /// Runs `jobs` (`rows` rows in all, gathered by [`gather_batch`]) on `session`: as one call when
 /// the model is batched and they share a call, padded when their shapes differ; row by row
-/// otherwise. Returns each job's output columns.
+/// otherwise. Returns each job's output columns, and how many calls were made.
 pub(super) fn run(
     session: &mut Session,
     config: &ExecutorConfig,
     jobs: &[Job],
     rows: usize,
-) -> Result<Vec<Vec<TensorColumn>>, ExecError> {
+) -> (Result<Vec<Vec<TensorColumn>>, ExecError>, usize) {
     let Some(first) = jobs.first() else {
-        return Ok(Vec::new());
+        return (Ok(Vec::new()), 0);
     };
     if !config.call.batched() || call_key(config, first).is_none() {
-        return run_per_row(session, config, jobs);
+        return (run_per_row(session, config, jobs), rows);
     }
     let same_shapes = jobs.iter().all(|j| {
         j.inputs
@@ -101,10 +101,11 @@ pub(super) fn run(
             .zip(&first.inputs)
             .all(|(a, b)| a.uniform_shape().is_some() && a.uniform_shape() == b.uniform_shape())
     });
-    match &config.pad {
+    let outputs = match &config.pad {
         Some(padding) if !same_shapes => run_padded(session, config, padding, jobs, rows),
         _ => run_batched(session, config, jobs, rows),
-    }
+    };
+    (outputs, 1)
 }
 
 /// Input `input` of `jobs` for one call: rows `rows` of the one job's column (borrowed), or every
