@@ -28,8 +28,7 @@ use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
 use crate::oip::{
-    datatype_name, parse_infer_request, run_infer, InferRequest, OipError, ProtocolError,
-    HEADER_LENGTH,
+    parse_infer_request, run_infer, InferRequest, OipError, ProtocolError, HEADER_LENGTH,
 };
 
 /// How the server behaves.
@@ -251,7 +250,7 @@ fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> 
         Dim::Fixed(n) => *n as i64,
         Dim::Dynamic => -1,
     }));
-    json!({"name": name, "datatype": datatype_name(dtype), "shape": dims})
+    json!({"name": name, "datatype": dtype.oip_name(), "shape": dims})
 }
 
 async fn model_metadata(
