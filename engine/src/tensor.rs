@@ -298,6 +298,44 @@ impl TensorData {
         arms!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
     }
 
+    /// Appends the elements in the Open Inference Protocol's binary form: little-endian fixed
+    /// widths (BOOL one byte), and each BYTES element as a 4-byte little-endian length and its
+    /// bytes.
+    ///
+    /// # Panics
+    /// When a BYTES element is 4 GiB or longer, which no request or reply weir accepts can hold.
+    pub fn write_le(&self, out: &mut Vec<u8>) {
+        macro_rules! le {
+            ($v:expr) => {
+                for x in $v {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            };
+        }
+        match self {
+            TensorData::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
+            TensorData::U8(v) => out.extend_from_slice(v),
+            TensorData::U16(v) => le!(v),
+            TensorData::U32(v) => le!(v),
+            TensorData::U64(v) => le!(v),
+            TensorData::I8(v) => le!(v),
+            TensorData::I16(v) => le!(v),
+            TensorData::I32(v) => le!(v),
+            TensorData::I64(v) => le!(v),
+            TensorData::F16(v) => le!(v),
+            TensorData::F32(v) => le!(v),
+            TensorData::F64(v) => le!(v),
+            TensorData::Bf16(v) => le!(v),
+            TensorData::Bytes(v) => {
+                for b in v {
+                    let len = u32::try_from(b.len()).expect("a BYTES element under 4 GiB");
+                    out.extend_from_slice(&len.to_le_bytes());
+                    out.extend_from_slice(b);
+                }
+            }
+        }
+    }
+
     /// Each element as an `f64`, for numeric types (BYTES gives `None`). Used by reports and
     /// comparisons that do not care about the element type; 64-bit integers beyond 2^53 round.
     pub fn to_f64_lossy(&self) -> Option<Vec<f64>> {

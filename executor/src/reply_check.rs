@@ -58,13 +58,21 @@ pub(crate) fn check_columns(
             ));
         }
         if let Some(dims) = &check.row_dims {
-            let fits = dims.len() == column.shape().len()
-                && dims.iter().zip(column.shape()).all(|(d, &n)| match d {
-                    Dim::Fixed(f) => *f == n,
-                    Dim::Dynamic => true,
-                });
-            if !fits {
-                let shown: Vec<usize> = column.shape().iter().take(8).copied().collect();
+            let fits_row = |shape: &[usize]| {
+                dims.len() == shape.len()
+                    && dims.iter().zip(shape).all(|(d, &n)| match d {
+                        Dim::Fixed(f) => *f == n,
+                        Dim::Dynamic => true,
+                    })
+            };
+            let misfit = match column.uniform_shape() {
+                Some(shape) => (!fits_row(shape)).then(|| shape.to_vec()),
+                None => (0..column.len())
+                    .map(|r| column.row_shape(r))
+                    .find(|s| !fits_row(s)),
+            };
+            if let Some(shape) = misfit {
+                let shown: Vec<usize> = shape.iter().take(8).copied().collect();
                 return Err(format!(
                     "output `{name}` with rows of shape {shown:?} (the model's are {dims:?})"
                 ));

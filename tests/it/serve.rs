@@ -489,12 +489,12 @@ fn ones(datatype: &str, tail: &str) -> Vec<u8> {
     &[]
 )]
 #[case::wrong_datatype_is_400(INFER, vec![], ones("INT64", ""), 400, "expected f32, got i64", &[])]
-#[case::unserved_datatype_is_400(
+#[case::unknown_datatype_is_400(
     INFER,
     vec![],
-    br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]}"#.to_vec(),
+    br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP8","data":[1]}]}"#.to_vec(),
     400,
-    "datatype FP16 is not served",
+    "unknown datatype `FP8`",
     &[]
 )]
 #[case::wrong_shape_is_400(

@@ -184,6 +184,28 @@ fn merge_rows(
     Batch::new(ids, lineage.finish(), columns)?.with_parameters(parameters)
 }
 
+/// Rows `indices` (source, row) of `cols` as one column: Arrow's interleave when the sources share
+/// a layout (one uniform shape, or all ragged of one rank), row by row otherwise.
+fn join_column(
+    name: &str,
+    first: &TensorColumn,
+    cols: &[&TensorColumn],
+    indices: &[(usize, usize)],
+) -> Result<TensorColumn, BatchError> {
+    let same_layout = cols
+        .iter()
+        .all(|c| c.uniform_shape() == first.uniform_shape() && c.rank() == first.rank());
+    if same_layout {
+        let arrays: Vec<ArrayRef> = cols.iter().map(|c| c.to_arrow()).collect();
+        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        let merged = interleave(&refs, indices)?;
+        return TensorColumn::from_arrow(&first.field(name), &merged);
+    }
+    let rows: Vec<Tensor> = indices.iter().map(|&(s, row)| cols[s].row(row)).collect();
+    let refs: Vec<&Tensor> = rows.iter().collect();
+    TensorColumn::from_rows(name, first.dtype(), &refs)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -283,26 +305,4 @@ mod tests {
             assert_eq!(entries, 3, "lineage of request {id}");
         }
     }
-}
-
-/// Rows `indices` (source, row) of `cols` as one column: Arrow's interleave when the sources share
-/// a layout (one uniform shape, or all ragged of one rank), row by row otherwise.
-fn join_column(
-    name: &str,
-    first: &TensorColumn,
-    cols: &[&TensorColumn],
-    indices: &[(usize, usize)],
-) -> Result<TensorColumn, BatchError> {
-    let same_layout = cols
-        .iter()
-        .all(|c| c.uniform_shape() == first.uniform_shape() && c.rank() == first.rank());
-    if same_layout {
-        let arrays: Vec<ArrayRef> = cols.iter().map(|c| c.to_arrow()).collect();
-        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-        let merged = interleave(&refs, indices)?;
-        return TensorColumn::from_arrow(&first.field(name), &merged);
-    }
-    let rows: Vec<Tensor> = indices.iter().map(|&(s, row)| cols[s].row(row)).collect();
-    let refs: Vec<&Tensor> = rows.iter().collect();
-    TensorColumn::from_rows(name, first.dtype(), &refs)
 }

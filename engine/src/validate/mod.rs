@@ -85,8 +85,10 @@ pub struct Port {
 pub struct GraphInput {
     /// Name (also its batch column).
     pub name: String,
-    /// Type, every dimension fixed.
+    /// Type; a `-1` or named dimension is [`crate::tensor::Dim::Dynamic`].
     pub ty: TensorType,
+    /// Per dimension, the symbolic name it was declared with (`seq`), if any.
+    pub symbols: Vec<Option<String>>,
 }
 
 /// A graph output after validation.

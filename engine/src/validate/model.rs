@@ -1,7 +1,7 @@
 //! A model node's own fields: its ONNX file, its batching and executor sizes, and the order in which
 //! the per-feature rules (routing, parallelism, state, parity) run on it.
 //!
-//! The file must exist, be ONNX, and move only f32 and i64 tensors whose first dimension is the
+//! The file must exist, be ONNX, and move only tensors of Open Inference Protocol datatypes whose first dimension is the
 //! batch dimension: fixed to 1 (one request per call) or dynamic (batched calls), the same for every
 //! input. State tensors are exempt, since a state has no batch dimension ([`super::stateful`]
 //! checks them). The node's outputs are the model's, minus its state outputs, plus `reconstructed`
@@ -121,7 +121,7 @@ impl<'a> Validator<'a, '_> {
                     continue;
                 }
                 (ElementType::Unsupported(code), _) => {
-                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has ONNX element type {code}; weir moves f32 and i64 tensors", t.name));
+                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has ONNX element type {code} (complex, 8-bit or 4-bit floats), which the Open Inference Protocol has no datatype for", t.name));
                     ok = false;
                     continue;
                 }

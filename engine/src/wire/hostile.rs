@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, StringArray, UInt64Array};
+use arrow_array::{StringArray, UInt64Array};
 use proptest::prelude::*;
 
 use super::*;

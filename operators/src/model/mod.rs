@@ -13,6 +13,7 @@
 pub mod executor;
 pub mod operator;
 pub mod ort_env;
+pub(crate) mod ort_values;
 pub mod parallelism;
 pub mod pinning;
 pub mod replicas;

@@ -13,10 +13,9 @@ use std::sync::OnceLock;
 use ort::environment::Environment;
 use ort::logging::LogLevel;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
-use ort::session::{Session, SessionOutputs};
+use ort::session::Session;
 use tracing::info;
 use weir_engine::spec::Device;
-use weir_engine::tensor::{DType, TensorData};
 
 use super::ExecError;
 
@@ -156,35 +155,4 @@ impl OrtRuntime {
             };
         builder.commit_from_file(path).map_err(wrap)
     }
-}
-
-/// Output `name` of a call on node `node`, read as `dtype`: its whole shape (rows first) and its
-/// elements.
-///
-/// # Errors
-/// [`ExecError::Inference`] when the model returned no such output, or one of another type.
-pub(crate) fn output_tensor(
-    outputs: &SessionOutputs<'_>,
-    name: &str,
-    dtype: DType,
-    node: &str,
-) -> Result<(Vec<i64>, TensorData), ExecError> {
-    let value = outputs.get(name).ok_or_else(|| ExecError::Inference {
-        node: node.to_string(),
-        message: format!("the model returned no output `{name}`"),
-    })?;
-    let wrap = |e: ort::Error| ExecError::Inference {
-        node: node.to_string(),
-        message: e.to_string(),
-    };
-    Ok(match dtype {
-        DType::F32 => {
-            let (shape, v) = value.try_extract_tensor::<f32>().map_err(wrap)?;
-            (shape.to_vec(), TensorData::F32(v.to_vec()))
-        }
-        DType::I64 => {
-            let (shape, v) = value.try_extract_tensor::<i64>().map_err(wrap)?;
-            (shape.to_vec(), TensorData::I64(v.to_vec()))
-        }
-    })
 }

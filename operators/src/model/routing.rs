@@ -37,7 +37,6 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use weir_engine::batch::TensorColumn;
-use weir_engine::tensor::{DType, TensorData};
 
 use weir_engine::routing::KairosRouting;
 use weir_kairos::distribution::{
@@ -386,29 +385,11 @@ pub(crate) fn concat_jobs(jobs: &[&[TensorColumn]]) -> Result<Vec<TensorColumn>,
     (0..first.len())
         .map(|c| {
             let cols: Vec<&TensorColumn> = jobs.iter().filter_map(|j| j.get(c)).collect();
-            let head = cols[0];
-            if cols.len() != jobs.len()
-                || cols
-                    .iter()
-                    .any(|x| x.dtype() != head.dtype() || x.shape() != head.shape())
-            {
+            if cols.len() != jobs.len() {
                 return Err(format!("input {c} differs between the batched jobs"));
             }
-            let rows = cols.iter().map(|x| x.len()).sum();
-            let data = match head.dtype() {
-                DType::F32 => TensorData::F32(
-                    cols.iter()
-                        .flat_map(|x| x.f32_values().unwrap_or(&[]).iter().copied())
-                        .collect(),
-                ),
-                DType::I64 => TensorData::I64(
-                    cols.iter()
-                        .flat_map(|x| x.i64_values().unwrap_or(&[]).iter().copied())
-                        .collect(),
-                ),
-            };
-            TensorColumn::from_data("batched input", head.shape().to_vec(), rows, data)
-                .map_err(|e| e.to_string())
+            TensorColumn::concat("batched input", &cols)
+                .map_err(|e| format!("input {c} differs between the batched jobs: {e}"))
         })
         .collect()
 }

@@ -24,7 +24,7 @@ use weir_engine::spec::Device;
 use weir_engine::tensor::{DType, TensorData};
 use weir_hams::protocol::StateTensor;
 
-use super::ort_env::output_tensor;
+use super::ort_values::{input_value, output_tensor, CallInput};
 use super::{ExecError, OrtRuntime};
 
 /// A loaded stateful model.
@@ -170,19 +170,19 @@ impl StatefulModel {
             node: node.clone(),
             message: e.to_string(),
         };
-        let gathered: Vec<Gathered> = inputs.iter().map(|c| gather(c, rows)).collect();
+        let gathered: Vec<CallInput<'_>> = inputs.iter().map(|c| gather(c, rows)).collect();
         let mut feed: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::new();
         for ((name, col), data) in self.inputs.iter().zip(inputs).zip(&gathered) {
+            let row_shape = rows.first().map(|&r| col.row_shape(r)).unwrap_or_default();
+            if rows.iter().any(|&r| col.row_shape(r) != row_shape) {
+                return Err(self.err(format!(
+                    "input `{name}`: rows of one call have different shapes"
+                )));
+            }
             let mut shape = vec![rows.len()];
-            shape.extend_from_slice(col.shape());
-            let value: SessionInputValue<'_> = match data {
-                Gathered::F32(v) => TensorRef::from_array_view((shape, v.as_slice()))
-                    .map_err(&wrap)?
-                    .into(),
-                Gathered::I64(v) => TensorRef::from_array_view((shape, v.as_slice()))
-                    .map_err(&wrap)?
-                    .into(),
-            };
+            shape.extend_from_slice(&row_shape);
+            let value = input_value(data, shape)
+                .map_err(|message| self.err(format!("input `{name}`: {message}")))?;
             feed.push((name.as_str().into(), value));
         }
         for (slot, values) in self.state.iter().zip(state) {
@@ -236,76 +236,42 @@ impl StatefulModel {
     }
 }
 
-enum Gathered {
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-}
-
-fn gather(col: &TensorColumn, rows: &[usize]) -> Gathered {
-    let n = col.row_len();
-    match col.dtype() {
-        DType::F32 => {
-            let v = col.f32_values().unwrap_or(&[]);
-            Gathered::F32(
-                rows.iter()
-                    .flat_map(|&r| v[r * n..(r + 1) * n].iter().copied())
-                    .collect(),
-            )
-        }
-        DType::I64 => {
-            let v = col.i64_values().unwrap_or(&[]);
-            Gathered::I64(
-                rows.iter()
-                    .flat_map(|&r| v[r * n..(r + 1) * n].iter().copied())
-                    .collect(),
-            )
+/// Rows `rows` of `col`, in that order, as one call's input.
+fn gather<'a>(col: &TensorColumn, rows: &[usize]) -> CallInput<'a> {
+    let mut data = TensorData::empty(col.dtype());
+    for &r in rows {
+        if let Some(d) = col.data_range(col.row_range(r)) {
+            // Same column, same dtype: extending cannot fail.
+            let _ = data.extend(d);
         }
     }
+    CallInput::Owned(data)
 }
 
-/// Puts chunked outputs (rows in `order`) back in arrival order.
+/// Puts chunked outputs (rows in `order`, `row_len` elements each) back in arrival order.
 fn unpermute(
     chunks: &[(usize, TensorData)],
     order: &[usize],
     row_len: usize,
     dtype: DType,
 ) -> TensorData {
-    match dtype {
-        DType::F32 => TensorData::F32(scatter(
-            chunks.iter().map(|(n, d)| match d {
-                TensorData::F32(v) => (*n, v.as_slice()),
-                TensorData::I64(_) => (*n, &[][..]),
-            }),
-            order,
-            row_len,
-        )),
-        DType::I64 => TensorData::I64(scatter(
-            chunks.iter().map(|(n, d)| match d {
-                TensorData::I64(v) => (*n, v.as_slice()),
-                TensorData::F32(_) => (*n, &[][..]),
-            }),
-            order,
-            row_len,
-        )),
+    let mut called = TensorData::empty(dtype);
+    for (_, d) in chunks {
+        let _ = called.extend(d.clone());
     }
-}
-
-/// Row `k` of the concatenated chunks goes to row `order[k]` of the result.
-fn scatter<'a, T: Copy + Default + 'a>(
-    chunks: impl Iterator<Item = (usize, &'a [T])>,
-    order: &[usize],
-    row_len: usize,
-) -> Vec<T> {
-    let mut out = vec![T::default(); order.len() * row_len];
-    let mut i = 0;
-    for (n, values) in chunks {
-        for k in 0..n {
-            let dst = order[i + k];
-            if let Some(src) = values.get(k * row_len..(k + 1) * row_len) {
-                out[dst * row_len..(dst + 1) * row_len].copy_from_slice(src);
-            }
+    // Row `k` of the call order is row `order[k]` of the arrival order.
+    let mut source = vec![0usize; order.len()];
+    for (k, &r) in order.iter().enumerate() {
+        if let Some(s) = source.get_mut(r) {
+            *s = k;
         }
-        i += n;
+    }
+    let mut out = TensorData::empty(dtype);
+    for k in source {
+        let range = k * row_len..(k + 1) * row_len;
+        if range.end <= called.len() {
+            let _ = out.extend(called.slice(range));
+        }
     }
     out
 }
@@ -317,18 +283,8 @@ pub fn row_hashes(columns: &[TensorColumn], rows: usize) -> Vec<u64> {
         .map(|r| {
             let mut bytes = Vec::new();
             for c in columns {
-                let n = c.row_len();
-                match c.dtype() {
-                    DType::F32 => {
-                        for v in &c.f32_values().unwrap_or(&[])[r * n..(r + 1) * n] {
-                            bytes.extend_from_slice(&v.to_le_bytes());
-                        }
-                    }
-                    DType::I64 => {
-                        for v in &c.i64_values().unwrap_or(&[])[r * n..(r + 1) * n] {
-                            bytes.extend_from_slice(&v.to_le_bytes());
-                        }
-                    }
+                if let Some(d) = c.data_range(c.row_range(r)) {
+                    d.write_le(&mut bytes);
                 }
             }
             weir_hams::protocol::value_hash(&bytes)
@@ -344,19 +300,17 @@ pub fn row_summaries(columns: &[TensorColumn], rows: usize) -> (Vec<u32>, Vec<u6
     let Some(c) = columns.first() else {
         return (vec![0; rows], vec![0; rows]);
     };
-    let n = c.row_len();
     (0..rows)
-        .map(|r| match c.dtype() {
-            DType::F32 => {
-                let row = c
-                    .f32_values()
-                    .unwrap_or(&[])
-                    .get(r * n..(r + 1) * n)
-                    .unwrap_or(&[]);
-                let label = row
+        .map(|r| {
+            let row = c
+                .data_range(c.row_range(r))
+                .unwrap_or_else(|| TensorData::empty(c.dtype()));
+            let values = row.to_f64_lossy().unwrap_or_default();
+            if c.dtype().is_float() {
+                let label = values
                     .iter()
                     .enumerate()
-                    .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| {
+                    .fold((0usize, f64::NEG_INFINITY), |best, (i, &v)| {
                         if v > best.1 {
                             (i, v)
                         } else {
@@ -364,20 +318,15 @@ pub fn row_summaries(columns: &[TensorColumn], rows: usize) -> (Vec<u32>, Vec<u6
                         }
                     })
                     .0;
-                let mut bytes = Vec::with_capacity(row.len() * 4);
-                for v in row {
+                let mut bytes = Vec::with_capacity(values.len() * 4);
+                for v in &values {
                     bytes.extend_from_slice(&((v * 255.0).round() as i32).to_le_bytes());
                 }
                 (label as u32, weir_hams::protocol::value_hash(&bytes))
-            }
-            DType::I64 => {
-                let row = c
-                    .i64_values()
-                    .unwrap_or(&[])
-                    .get(r * n..(r + 1) * n)
-                    .unwrap_or(&[]);
-                let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
-                let label = row.first().copied().unwrap_or(0) as u32;
+            } else {
+                let mut bytes = Vec::new();
+                row.write_le(&mut bytes);
+                let label = values.first().copied().unwrap_or(0.0) as u32;
                 (label, weir_hams::protocol::value_hash(&bytes))
             }
         })

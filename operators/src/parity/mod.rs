@@ -372,7 +372,7 @@ impl Inner {
 
 /// The parity job's inputs from the k members' input columns: per column and row position i, the
 /// members' rows i coded by `encoder` (a member without row i counts as zeros, so members may
-/// differ in rows; `weir_parm::encode_rows`). `None` when a column is not f32.
+/// differ in rows; `weir_parm::encode_rows`). `None` when a column is not f32 or its rows differ in shape.
 pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
     let rows = members
         .iter()
@@ -385,23 +385,16 @@ pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec
             .iter()
             .map(|m| f32s(m.get(c)?))
             .collect::<Option<_>>()?;
-        let parity = weir_parm::encode_rows(encoder, &values, rows, col.row_len());
-        out.push(
-            TensorColumn::from_data(
-                "parity",
-                col.shape().to_vec(),
-                rows,
-                TensorData::F32(parity),
-            )
-            .ok()?,
-        );
+        let shape = col.uniform_shape()?.to_vec();
+        let parity = weir_parm::encode_rows(encoder, &values, rows, col.row_len()?);
+        out.push(TensorColumn::from_data("parity", shape, rows, TensorData::F32(parity)).ok()?);
     }
     Some(out)
 }
 
 /// The subtraction decoder on columns: the missing member's first `rows` output rows as the parity
 /// output minus every other member's outputs, position by position (`weir_parm::decode_subtract`).
-/// `None` when a column is not f32.
+/// `None` when a column is not f32 or its rows differ in shape.
 pub fn decode_subtract(
     parity: &[TensorColumn],
     others: &[&[TensorColumn]],
@@ -413,10 +406,15 @@ pub fn decode_subtract(
             .iter()
             .map(|o| f32s(o.get(c)?))
             .collect::<Option<_>>()?;
-        let values = weir_parm::decode_subtract(f32s(p)?, &others, rows * p.row_len())?;
+        let values = weir_parm::decode_subtract(f32s(p)?, &others, rows * p.row_len()?)?;
         out.push(
-            TensorColumn::from_data("decoded", p.shape().to_vec(), rows, TensorData::F32(values))
-                .ok()?,
+            TensorColumn::from_data(
+                "decoded",
+                p.uniform_shape()?.to_vec(),
+                rows,
+                TensorData::F32(values),
+            )
+            .ok()?,
         );
     }
     Some(out)

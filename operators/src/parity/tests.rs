@@ -18,7 +18,13 @@ fn doubled(job: &Job) -> Vec<TensorColumn> {
         .iter()
         .map(|c| {
             let v: Vec<f32> = c.f32_values().unwrap().iter().map(|x| 2.0 * x).collect();
-            TensorColumn::from_data("y", c.shape().to_vec(), c.len(), TensorData::F32(v)).unwrap()
+            TensorColumn::from_data(
+                "y",
+                c.uniform_shape().unwrap().to_vec(),
+                c.len(),
+                TensorData::F32(v),
+            )
+            .unwrap()
         })
         .collect()
 }
@@ -222,7 +228,7 @@ fn the_sum_encoder_adds_feature_wise_and_keeps_one_querys_shape() {
         vec![col(2, &[100.0, 200.0, 300.0, 400.0])],
     );
     let p = encode_group(Encoder::Sum, &[&a, &b, &c]).unwrap();
-    assert_eq!(p[0].shape(), &[2]);
+    assert_eq!(p[0].uniform_shape(), Some(&[2][..]));
     assert_eq!(p[0].len(), 2);
     assert_eq!(p[0].f32_values().unwrap(), &[111.0, 222.0, 303.0, 404.0]);
 }

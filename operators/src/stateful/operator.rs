@@ -28,7 +28,6 @@ use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::{append_hop, LineageView};
 use weir_engine::request::{original_id, RequestError, RowError};
-use weir_engine::tensor::{DType, TensorData};
 use weir_hams::protocol::{Dep, RunHeader};
 use weir_hams::{Epoch, Seq};
 
@@ -438,20 +437,7 @@ fn concat_rows(name: &str, cols: &[&TensorColumn]) -> Option<TensorColumn> {
     if cols.len() == 1 {
         return Some((*first).clone());
     }
-    let rows: usize = cols.iter().map(|c| c.len()).sum();
-    let data = match first.dtype() {
-        DType::F32 => TensorData::F32(
-            cols.iter()
-                .flat_map(|c| c.f32_values().unwrap_or(&[]).iter().copied())
-                .collect(),
-        ),
-        DType::I64 => TensorData::I64(
-            cols.iter()
-                .flat_map(|c| c.i64_values().unwrap_or(&[]).iter().copied())
-                .collect(),
-        ),
-    };
-    TensorColumn::from_data(name, first.shape().to_vec(), rows, data).ok()
+    TensorColumn::concat(name, cols).ok()
 }
 
 fn fail_rows(

@@ -7,7 +7,7 @@
 pub mod operator;
 
 use weir_engine::batch::TensorColumn;
-use weir_engine::tensor::{DType, TensorData};
+use weir_engine::tensor::TensorData;
 use weir_engine::validate::{NodeKind, TensorOp as PlannedOp};
 
 /// A tensor op as planned ([`PlannedOp`], which validation checked), with the code that computes it.
@@ -35,10 +35,10 @@ impl TensorOp {
             c.f32_values()
                 .ok_or_else(|| format!("expected f32, got {}", c.dtype()))
         }
+        let n = first.row_len().ok_or_else(|| shapes_differ(first))?;
         match &self.0 {
             PlannedOp::Normalize { mean, std } => {
                 let x = f32s(first)?;
-                let n = first.row_len();
                 let channels = mean.len().max(std.len());
                 let per_channel = if channels > 1 { n / channels } else { n.max(1) };
                 let pick = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
@@ -53,14 +53,13 @@ impl TensorOp {
                     .collect();
                 Ok(vec![column(
                     "output",
-                    first.shape().to_vec(),
+                    first.row_shape(0),
                     rows,
                     TensorData::F32(out),
                 )?])
             }
             PlannedOp::Argmax => {
                 let x = f32s(first)?;
-                let n = first.row_len();
                 let out = (0..rows)
                     .map(|r| top_indices(&x[r * n..(r + 1) * n], 1)[0] as i64)
                     .collect();
@@ -68,7 +67,6 @@ impl TensorOp {
             }
             PlannedOp::TopK { k } => {
                 let x = f32s(first)?;
-                let n = first.row_len();
                 if *k > n {
                     return Err(format!("k = {k} but the tensor has {n} elements"));
                 }
@@ -112,45 +110,37 @@ fn top_indices(row: &[f32], k: usize) -> Vec<usize> {
     idx
 }
 
+/// The refusal of a column whose rows have shapes of their own: tensor ops work on one shape per
+/// column.
+fn shapes_differ(c: &TensorColumn) -> String {
+    format!(
+        "rows of one batch have different {} shapes; this op needs one shape per batch",
+        c.dtype()
+    )
+}
+
 fn concat(inputs: &[&TensorColumn], axis: usize) -> Result<Vec<TensorColumn>, String> {
     let first = inputs[0];
     let rows = first.len();
-    let outer: usize = first.shape()[..axis].iter().product();
-    let inner: Vec<usize> = inputs
+    let shapes: Vec<&[usize]> = inputs
         .iter()
-        .map(|c| c.shape()[axis..].iter().product())
-        .collect();
-    let mut shape = first.shape().to_vec();
-    shape[axis] = inputs.iter().map(|c| c.shape()[axis]).sum();
-    fn gather<T: Copy>(cols: &[&[T]], lens: &[usize], rows: usize, outer: usize) -> Vec<T> {
-        let row_lens: Vec<usize> = lens.iter().map(|l| l * outer).collect();
-        let mut out = Vec::with_capacity(rows * row_lens.iter().sum::<usize>());
-        for r in 0..rows {
-            for o in 0..outer {
-                for (c, &l) in cols.iter().zip(lens) {
-                    let start = r * l * outer + o * l;
-                    out.extend_from_slice(&c[start..start + l]);
-                }
+        .map(|c| c.uniform_shape().ok_or_else(|| shapes_differ(c)))
+        .collect::<Result<_, _>>()?;
+    let outer: usize = shapes[0][..axis].iter().product();
+    let inner: Vec<usize> = shapes.iter().map(|s| s[axis..].iter().product()).collect();
+    let mut shape = shapes[0].to_vec();
+    shape[axis] = shapes.iter().map(|s| s[axis]).sum();
+    let parts: Vec<TensorData> = inputs.iter().map(|c| c.data()).collect();
+    let mut data = TensorData::empty(first.dtype());
+    for r in 0..rows {
+        for o in 0..outer {
+            for (part, &l) in parts.iter().zip(&inner) {
+                let start = r * l * outer + o * l;
+                data.extend(part.slice(start..start + l))
+                    .map_err(|e| e.to_string())?;
             }
         }
-        out
     }
-    let data = match first.dtype() {
-        DType::F32 => {
-            let cols: Vec<&[f32]> = inputs
-                .iter()
-                .map(|c| c.f32_values().ok_or("mixed dtypes"))
-                .collect::<Result<_, _>>()?;
-            TensorData::F32(gather(&cols, &inner, rows, outer))
-        }
-        DType::I64 => {
-            let cols: Vec<&[i64]> = inputs
-                .iter()
-                .map(|c| c.i64_values().ok_or("mixed dtypes"))
-                .collect::<Result<_, _>>()?;
-            TensorData::I64(gather(&cols, &inner, rows, outer))
-        }
-    };
     Ok(vec![column("output", shape, rows, data)?])
 }
 
@@ -226,7 +216,7 @@ mod tests {
             let out = TensorOp(PlannedOp::Concat { axis })
                 .apply(&[&a, &b])
                 .unwrap();
-            assert_eq!(out[0].shape(), &shape, "axis {axis}");
+            assert_eq!(out[0].uniform_shape(), Some(&shape[..]), "axis {axis}");
             assert!(
                 close(out[0].f32_values().unwrap(), &expected),
                 "axis {axis}"
@@ -280,7 +270,7 @@ mod properties {
             let (a, av) = make(left, 1);
             let (b, bv) = make(right, 2);
             let out = TensorOp(PlannedOp::Concat { axis: 1 }).apply(&[&a, &b]).unwrap();
-            prop_assert_eq!(out[0].shape(), &[outer, left + right][..]);
+            prop_assert_eq!(out[0].uniform_shape(), Some(&[outer, left + right][..]));
             let joined = out[0].f32_values().unwrap();
             for r in 0..rows {
                 for o in 0..outer {

@@ -10,12 +10,11 @@ use std::sync::atomic::Ordering;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use ort::session::{Session, SessionInputValue};
-use ort::value::TensorRef;
 use weir_engine::batch::TensorColumn;
-use weir_engine::tensor::{DType, TensorData};
+use weir_engine::tensor::TensorData;
 
 use super::{ExecutorConfig, Job, LoadStats};
-use crate::model::ort_env::output_tensor;
+use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
 
 /// Counts `first` as dequeued and, for a batched model, takes more jobs until `max_batch` rows or
@@ -35,8 +34,9 @@ pub(super) fn gather_batch(
     stats.dequeued.fetch_add(1, Ordering::Relaxed);
     let mut rows = first.rows();
     let deadline = first.enqueued_at + config.max_delay;
+    let batched = config.batched && uniform(&first);
     let mut jobs = vec![first];
-    while config.batched && rows < max_batch {
+    while batched && rows < max_batch {
         let next = if config.max_delay.is_zero() {
             rx.try_recv().map_err(|_| RecvTimeoutError::Timeout)
         } else {
@@ -45,7 +45,7 @@ pub(super) fn gather_batch(
         match next {
             Ok(j) => {
                 stats.dequeued.fetch_add(1, Ordering::Relaxed);
-                if rows + j.rows() > max_batch {
+                if rows + j.rows() > max_batch || !joinable(&jobs[0], &j) {
                     *carried = Some(j);
                     break;
                 }
@@ -62,39 +62,44 @@ pub(super) fn gather_batch(
     (jobs, rows)
 }
 
-/// Input data for one call: borrowed when one job covers it, gathered otherwise.
-enum Gathered<'a> {
-    F32(Cow<'a, [f32]>),
-    I64(Cow<'a, [i64]>),
+/// Whether every input of `job` has one shape for all its rows (a ragged job runs row by row).
+pub(super) fn uniform(job: &Job) -> bool {
+    job.inputs.iter().all(|c| c.uniform_shape().is_some())
 }
 
-/// Input `input` of `jobs` for one call: `rows` of the one job's column, or every job's column.
-fn gather(jobs: &[Job], input: usize, rows: Range<usize>) -> Gathered<'_> {
-    match jobs[0].inputs[input].dtype() {
-        DType::F32 => Gathered::F32(gather_as(jobs, input, rows, TensorColumn::f32_values)),
-        DType::I64 => Gathered::I64(gather_as(jobs, input, rows, TensorColumn::i64_values)),
-    }
+/// Whether `next` may join a call opened by `first`: one call holds one shape per input, so only
+/// jobs whose inputs have the same per-row shapes run together.
+fn joinable(first: &Job, next: &Job) -> bool {
+    uniform(next)
+        && first
+            .inputs
+            .iter()
+            .zip(&next.inputs)
+            .all(|(a, b)| a.uniform_shape() == b.uniform_shape())
 }
 
-/// [`gather`] for one element type, read from each column by `values`: borrowed when one job
-/// covers the call, concatenated otherwise.
-fn gather_as<T: Copy>(
-    jobs: &[Job],
-    input: usize,
-    rows: Range<usize>,
-    values: fn(&TensorColumn) -> Option<&[T]>,
-) -> Cow<'_, [T]> {
+/// Input `input` of `jobs` for one call: rows `rows` of the one job's column (borrowed), or every
+/// job's column gathered.
+fn gather(jobs: &[Job], input: usize, rows: Range<usize>) -> CallInput<'_> {
     match jobs {
         [only] => {
             let column = &only.inputs[input];
-            let n = column.row_len();
-            Cow::Borrowed(&values(column).unwrap_or(&[])[rows.start * n..rows.end * n])
+            let start = column.row_range(rows.start).start;
+            let end = if rows.is_empty() {
+                start
+            } else {
+                column.row_range(rows.end - 1).end
+            };
+            CallInput::Column(column, start..end)
         }
-        _ => Cow::Owned(
-            jobs.iter()
-                .flat_map(|j| values(&j.inputs[input]).unwrap_or(&[]).iter().copied())
-                .collect(),
-        ),
+        _ => {
+            let mut data = TensorData::empty(jobs[0].inputs[input].dtype());
+            for j in jobs {
+                // Same dtype by the node's input type; a mismatch would be a bug upstream.
+                let _ = data.extend(j.inputs[input].data());
+            }
+            CallInput::Owned(data)
+        }
     }
 }
 
@@ -103,30 +108,25 @@ fn gather_as<T: Copy>(
 fn infer(
     session: &mut Session,
     config: &ExecutorConfig,
-    data: &[Gathered<'_>],
+    data: &[CallInput<'_>],
     shapes: &[Vec<usize>],
     rows: usize,
 ) -> Result<Vec<(Vec<usize>, TensorData)>, ExecError> {
-    let wrap = |e: ort::Error| ExecError::Inference {
-        node: config.node.clone(),
-        message: e.to_string(),
-    };
     let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(data.len());
     for ((name, d), shape) in config.inputs.iter().zip(data).zip(shapes) {
         let mut full = Vec::with_capacity(shape.len() + 1);
         full.push(rows);
         full.extend_from_slice(shape);
-        let value: SessionInputValue<'_> = match d {
-            Gathered::F32(v) => TensorRef::from_array_view((full, v.as_ref()))
-                .map_err(wrap)?
-                .into(),
-            Gathered::I64(v) => TensorRef::from_array_view((full, v.as_ref()))
-                .map_err(wrap)?
-                .into(),
-        };
+        let value = input_value(d, full).map_err(|message| ExecError::Inference {
+            node: config.node.clone(),
+            message: format!("input `{name}`: {message}"),
+        })?;
         inputs.push((name.as_str().into(), value));
     }
-    let outputs = session.run(inputs).map_err(wrap)?;
+    let outputs = session.run(inputs).map_err(|e| ExecError::Inference {
+        node: config.node.clone(),
+        message: e.to_string(),
+    })?;
     let mut result = Vec::with_capacity(config.outputs.len());
     for (name, dtype) in &config.outputs {
         let (shape, data) = output_tensor(&outputs, name, *dtype, &config.node)?;
@@ -150,8 +150,12 @@ pub(super) fn run_batched(
     jobs: &[Job],
     rows: usize,
 ) -> Result<Vec<Vec<TensorColumn>>, ExecError> {
-    let shapes: Vec<Vec<usize>> = jobs[0].inputs.iter().map(|c| c.shape().to_vec()).collect();
-    let data: Vec<Gathered<'_>> = (0..config.inputs.len())
+    let shapes: Vec<Vec<usize>> = jobs[0]
+        .inputs
+        .iter()
+        .map(|c| c.uniform_shape().unwrap_or_default().to_vec())
+        .collect();
+    let data: Vec<CallInput<'_>> = (0..config.inputs.len())
         .map(|i| gather(jobs, i, 0..jobs[0].rows()))
         .collect();
     let outputs = infer(session, config, &data, &shapes, rows)?;
@@ -170,6 +174,8 @@ pub(super) fn run_batched(
     Ok(per_job)
 }
 
+/// Runs each row of each job as its own call, with the row's own shapes (a model whose batch
+/// dimension is fixed to 1, or a job whose rows have shapes of their own).
 pub(super) fn run_per_row(
     session: &mut Session,
     config: &ExecutorConfig,
@@ -177,44 +183,44 @@ pub(super) fn run_per_row(
 ) -> Result<Vec<Vec<TensorColumn>>, ExecError> {
     let mut per_job = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let shapes: Vec<Vec<usize>> = job.inputs.iter().map(|c| c.shape().to_vec()).collect();
-        let mut acc: Vec<Option<(Vec<usize>, TensorData)>> = vec![None; config.outputs.len()];
+        let mut shapes: Vec<Vec<Vec<usize>>> = vec![Vec::new(); config.outputs.len()];
+        let mut acc: Vec<TensorData> = config
+            .outputs
+            .iter()
+            .map(|(_, dtype)| TensorData::empty(*dtype))
+            .collect();
         for row in 0..job.rows() {
             let single = std::slice::from_ref(job);
-            let data: Vec<Gathered<'_>> = (0..config.inputs.len())
+            let row_shapes: Vec<Vec<usize>> = job.inputs.iter().map(|c| c.row_shape(row)).collect();
+            let data: Vec<CallInput<'_>> = (0..config.inputs.len())
                 .map(|i| gather(single, i, row..row + 1))
                 .collect();
-            for (slot, (shape, data)) in acc
-                .iter_mut()
-                .zip(infer(session, config, &data, &shapes, 1)?)
-            {
-                match slot {
-                    None => *slot = Some((shape, data)),
-                    Some((_, TensorData::F32(all))) => {
-                        if let TensorData::F32(v) = data {
-                            all.extend(v);
-                        }
-                    }
-                    Some((_, TensorData::I64(all))) => {
-                        if let TensorData::I64(v) = data {
-                            all.extend(v);
-                        }
-                    }
-                }
+            let outputs = infer(session, config, &data, &row_shapes, 1)?;
+            for (k, (shape, data)) in outputs.into_iter().enumerate() {
+                acc[k].extend(data).map_err(|e| ExecError::Inference {
+                    node: config.node.clone(),
+                    message: format!("output `{}`: {e}", config.outputs[k].0),
+                })?;
+                shapes[k].push(shape);
             }
         }
         let columns = acc
             .into_iter()
+            .zip(shapes)
             .zip(&config.outputs)
-            .map(|(slot, (name, dtype))| {
-                let (shape, data) = slot.unwrap_or((
-                    Vec::new(),
-                    match dtype {
-                        DType::F32 => TensorData::F32(Vec::new()),
-                        DType::I64 => TensorData::I64(Vec::new()),
-                    },
-                ));
-                to_column(config, name, shape, job.rows(), data)
+            .map(|((data, shapes), (name, _))| {
+                let uniform = shapes.windows(2).all(|w| w[0] == w[1]);
+                if uniform {
+                    let shape = shapes.first().cloned().unwrap_or_default();
+                    to_column(config, name, shape, job.rows(), data)
+                } else {
+                    TensorColumn::from_ragged(name, shapes, data).map_err(|e| {
+                        ExecError::Inference {
+                            node: config.node.clone(),
+                            message: e.to_string(),
+                        }
+                    })
+                }
             })
             .collect::<Result<Vec<_>, _>>()?;
         per_job.push(columns);

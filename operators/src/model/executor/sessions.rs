@@ -192,7 +192,7 @@ fn run_jobs(
     idle_before: Option<Duration>,
 ) -> Instant {
     let started = Instant::now();
-    let result = if config.batched {
+    let result = if config.batched && jobs.first().is_some_and(super::batching::uniform) {
         run_batched(session, config, &jobs, rows)
     } else {
         run_per_row(session, config, &jobs)
