@@ -29,6 +29,9 @@
 //!   4-byte little-endian length followed by that many bytes, every length checked against the
 //!   bytes that remain before anything is copied.
 //! - **Fixed-width types** are little-endian in binary, `DType::byte_width` bytes each.
+//!
+//! Writing binary is the engine's [`TensorData::write_le`] (the same form the engine uses
+//! elsewhere); this file reads it back and says which elements it cannot write.
 
 use std::fmt;
 
@@ -88,11 +91,14 @@ pub(super) trait OipElement: Sized {
     /// Takes one element off the front of `rest`, or says why the bytes there are not one.
     fn take_binary(rest: &mut &[u8]) -> Result<Self, String>;
 
-    /// Appends the element's binary form.
-    fn put_binary(&self, out: &mut Vec<u8>) -> Result<(), EncodeFault>;
-
-    /// Whether the element has a JSON form (every type but BYTES always has).
+    /// Why the element has no JSON form, if it has none (every type but BYTES always has one).
     fn json_fault(&self) -> Option<EncodeFault> {
+        None
+    }
+
+    /// Why the element has no binary form, if it has none (every type but BYTES always has one;
+    /// the form itself is [`TensorData::write_le`]'s).
+    fn binary_fault(&self) -> Option<EncodeFault> {
         None
     }
 
@@ -199,11 +205,6 @@ impl OipElement for bool {
         }
     }
 
-    fn put_binary(&self, out: &mut Vec<u8>) -> Result<(), EncodeFault> {
-        out.push(u8::from(*self));
-        Ok(())
-    }
-
     fn write_json<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bool(*self)
     }
@@ -240,11 +241,6 @@ macro_rules! integers {
 
             fn take_binary(rest: &mut &[u8]) -> Result<Self, String> {
                 take_le(rest).map(<$t>::from_le_bytes)
-            }
-
-            fn put_binary(&self, out: &mut Vec<u8>) -> Result<(), EncodeFault> {
-                out.extend_from_slice(&self.to_le_bytes());
-                Ok(())
             }
 
             fn write_json<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -342,11 +338,6 @@ macro_rules! floats {
                 take_le(rest).map(<$t>::from_le_bytes)
             }
 
-            fn put_binary(&self, out: &mut Vec<u8>) -> Result<(), EncodeFault> {
-                out.extend_from_slice(&self.to_le_bytes());
-                Ok(())
-            }
-
             fn write_json<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 write_double(f64::from(*self), s)
             }
@@ -397,17 +388,16 @@ impl OipElement for Vec<u8> {
         Ok(bytes.to_vec())
     }
 
-    fn put_binary(&self, out: &mut Vec<u8>) -> Result<(), EncodeFault> {
-        let len = u32::try_from(self.len()).map_err(|_| EncodeFault::TooLong(self.len()))?;
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(self);
-        Ok(())
-    }
-
     fn json_fault(&self) -> Option<EncodeFault> {
         std::str::from_utf8(self)
             .err()
             .map(|_| EncodeFault::NotUtf8)
+    }
+
+    fn binary_fault(&self) -> Option<EncodeFault> {
+        u32::try_from(self.len())
+            .is_err()
+            .then_some(EncodeFault::TooLong(self.len()))
     }
 
     fn write_json<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

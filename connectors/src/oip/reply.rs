@@ -114,20 +114,15 @@ impl<T: OipElement> Serialize for JsonElement<'_, T> {
     }
 }
 
-/// The index and fault of the first element of `values` without a JSON form.
-fn json_fault<T: OipElement>(values: &[T]) -> Option<(usize, EncodeFault)> {
+/// The index and fault of the first element of `values` that `fault` finds one in.
+fn first_fault<T: OipElement>(
+    values: &[T],
+    fault: impl Fn(&T) -> Option<EncodeFault>,
+) -> Option<(usize, EncodeFault)> {
     values
         .iter()
         .enumerate()
-        .find_map(|(i, v)| v.json_fault().map(|f| (i, f)))
-}
-
-/// Appends the binary form of `values` to `out`.
-fn put_binary<T: OipElement>(values: &[T], out: &mut Vec<u8>) -> Result<(), (usize, EncodeFault)> {
-    values
-        .iter()
-        .enumerate()
-        .try_for_each(|(i, v)| v.put_binary(out).map_err(|f| (i, f)))
+        .find_map(|(i, v)| fault(v).map(|f| (i, f)))
 }
 
 /// Writes a reply body; returns it and, when any output is binary, the JSON header's length.
@@ -146,16 +141,20 @@ pub fn encode_infer_reply(
     for o in outputs {
         let data = &o.tensor.data;
         let mut parameters = BTreeMap::new();
+        let fault = if o.binary {
+            with_elements!(data, v => first_fault(v, OipElement::binary_fault))
+        } else {
+            with_elements!(data, v => first_fault(v, OipElement::json_fault))
+        };
+        if let Some((i, f)) = fault {
+            return Err(ReplyError::new(&o.name, i, f));
+        }
         let json = if o.binary {
             let start = binary.len();
-            with_elements!(data, v => put_binary(v, &mut binary))
-                .map_err(|(i, f)| ReplyError::new(&o.name, i, f))?;
+            data.write_le(&mut binary);
             parameters.insert("binary_data_size", Value::from(binary.len() - start));
             None
         } else {
-            if let Some((i, f)) = with_elements!(data, v => json_fault(v)) {
-                return Err(ReplyError::new(&o.name, i, f));
-            }
             Some(JsonData(data))
         };
         raw_outputs.push(RawReplyOutput {
