@@ -483,7 +483,7 @@ fn a_scalar_graph_input_in_json_binary_and_as_a_batch() {
         "--outputs",
         "index",
     ];
-    let scalar = json!({"inputs": [{"name": "s", "datatype": "FP32", "shape": [], "data": 2.5}]});
+    let scalar = json!({"inputs": [{"name": "s", "datatype": "FP32", "shape": [], "data": [2.5]}]});
     let (code, out, err) = python("dtype_client.py", &args, &scalar);
     assert_eq!(code, 0, "scalar in binary: {err}");
     let reply: Value = serde_json::from_str(&out).expect("the client writes JSON");
@@ -529,7 +529,7 @@ fn a_scalar_input_in_json_and_binary() {
         "--outputs",
         "y,total",
     ];
-    let (code, out, err) = python("dtype_client.py", &args, &with_scalar(json!(2.5)));
+    let (code, out, err) = python("dtype_client.py", &args, &with_scalar(json!([2.5])));
     assert_eq!(code, 0, "scalar in binary: {err}");
     let reply: Value = serde_json::from_str(&out).expect("the client writes JSON");
     assert_same_outputs(&reply, &want, "scalar in binary");

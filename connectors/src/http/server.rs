@@ -425,3 +425,21 @@ async fn run_request(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use weir_engine::tensor::DType;
+
+    use super::*;
+
+    #[test]
+    fn metadata_shows_the_batch_and_per_request_dimensions_as_minus_one() {
+        let meta = tensor_meta("x", DType::F16, &[Dim::Fixed(3), Dim::Dynamic]);
+        assert_eq!(
+            meta,
+            json!({"name": "x", "datatype": "FP16", "shape": [-1, 3, -1]})
+        );
+        let scalar = tensor_meta("sr", DType::I64, &[]);
+        assert_eq!(scalar["shape"], json!([-1]));
+    }
+}
