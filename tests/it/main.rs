@@ -5,6 +5,7 @@ mod builder;
 mod cli;
 mod common;
 mod distributed;
+mod dtypes;
 mod equality;
 mod fan_in;
 mod golden;
