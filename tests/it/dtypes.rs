@@ -493,7 +493,6 @@ fn a_scalar_graph_input_in_json_binary_and_as_a_batch() {
 /// A model without a batch dimension whose second input is a scalar (`s: []`), asked with the
 /// scalar as a bare JSON number, as a one-element array, and as binary data (`tritonclient`).
 #[test]
-#[ignore = "needs models without a batch dimension (`batch: false`), which the engine does not take yet"]
 fn a_scalar_input_in_json_and_binary() {
     weir_home();
     let onnx = model("unbatched_scale.onnx");
