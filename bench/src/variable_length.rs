@@ -250,18 +250,19 @@ pub fn variable_length(config: &VariableLengthConfig) -> Result<Vec<VariableLeng
 /// The results as a Markdown table.
 pub fn variable_length_table(rows: &[VariableLengthRow]) -> String {
     let mut out = String::from(
-        "| load | batching | req/s | p50 ms | p99 ms | requests per call | ms per call |\n|---|---|---|---|---|---|---|\n",
+        "| load | batching | req/s | p50 ms | p99 ms | requests per call | ms per call | ORT µs per request |\n|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.3} | {:.3} | {:.2} | {:.3} |\n",
+            "| {} | {} | {:.0} | {:.3} | {:.3} | {:.2} | {:.3} | {:.1} |\n",
             r.load,
             r.batching.name(),
             r.throughput,
             r.p50_ms,
             r.p99_ms,
             r.rows_per_call,
-            r.ms_per_call
+            r.ms_per_call,
+            r.ms_per_call * 1e3 / r.rows_per_call
         ));
     }
     out

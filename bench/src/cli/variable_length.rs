@@ -20,13 +20,13 @@ pub(super) struct VariableLengthArgs {
     #[arg(long, default_value_t = 128)]
     max_len: usize,
     /// Requests per measurement (a tenth more warm up first).
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 4000)]
     requests: usize,
     /// Closed-loop client counts.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
     clients: Vec<usize>,
     /// Poisson arrival rates, requests per second.
-    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    #[arg(long, value_delimiter = ',', default_value = "5000,20000")]
     rates: Vec<f64>,
     /// Most requests per call when batching.
     #[arg(long, default_value_t = 8)]
