@@ -10,13 +10,13 @@
 //! scalar input works in JSON and binary.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 use crate::common::{model, repo, temp_dir, weir_home};
+use crate::reference::python;
 use crate::serve::Server;
 
 /// One datatype: its model file's stem, its YAML name, its protocol name, and `z`'s type.
@@ -176,30 +176,6 @@ impl Kind {
 
 fn request(datatype: &str, shape: &[usize], data: Value) -> Value {
     json!({"inputs": [{"name": "x", "datatype": datatype, "shape": shape, "data": data}]})
-}
-
-/// Runs `tests/python/<script>` in the set-up's venv with `stdin`; returns exit code and output.
-fn python(script: &str, args: &[&str], stdin: &Value) -> (i32, String, String) {
-    let mut child = Command::new(weir_home().join("venv/bin/python"))
-        .arg(repo().join("tests/python").join(script))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.to_string().as_bytes())
-        .expect("request written");
-    let out = child.wait_with_output().expect("python finishes");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// ONNX Runtime's answer to `request` on `onnx`, or why it gave none (it refuses the model).

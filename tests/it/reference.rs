@@ -77,6 +77,30 @@ pub fn elements_from_json(dtype: DType, data: &[Value]) -> TensorData {
     }
 }
 
+/// Runs `tests/python/<script>` in the set-up's venv with `stdin`; returns exit code and output.
+pub fn python(script: &str, args: &[&str], stdin: &Value) -> (i32, String, String) {
+    let mut child = Command::new(weir_home().join("venv/bin/python"))
+        .arg(repo().join("tests/python").join(script))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the venv's python runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.to_string().as_bytes())
+        .expect("request written");
+    let out = child.wait_with_output().expect("python finishes");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs `model` on `inputs` in ONNX Runtime (Python, CPU) and returns every output by name.
 ///
 /// # Panics
@@ -93,27 +117,10 @@ pub fn ort_reference(model: &Path, inputs: &[(&str, &Tensor)]) -> Vec<(String, T
             }))
             .collect::<Vec<_>>(),
     });
-    let mut child = Command::new(weir_home().join("venv/bin/python"))
-        .arg(repo().join("tests/python/ort_reference.py"))
-        .arg(model)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the venv's python runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(request.to_string().as_bytes())
-        .expect("request written");
-    let out = child.wait_with_output().expect("reference finishes");
-    assert!(
-        out.status.success(),
-        "ort_reference.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reply: Value = serde_json::from_slice(&out.stdout).expect("reply is JSON");
+    let model = model.display().to_string();
+    let (code, stdout, stderr) = python("ort_reference.py", &[&model], &request);
+    assert_eq!(code, 0, "ort_reference.py failed: {stderr}");
+    let reply: Value = serde_json::from_str(&stdout).expect("reply is JSON");
     reply["outputs"]
         .as_array()
         .expect("outputs")
