@@ -3,11 +3,12 @@
 //! Runtime's own answer (`tests/python/ort_reference.py`): the PP-OCRv4 text detector at two image
 //! sizes (free height and width), and Magika on the bytes of real files (an INT32 input).
 
-use serde_json::{json, Value};
-use weir::{DType, Tensor, TensorData};
+use weir::{Tensor, TensorData};
 
 use crate::common::{model, repo, weir_home};
-use crate::reference::{elements_from_json, json_elements, ort_reference};
+use crate::reference::{
+    batch_of_one, first_of_batch, ort_reference, outputs_from_json, request_json,
+};
 use crate::serve::Server;
 
 /// `graphs/<name>.yaml` with its model paths made absolute (the server reads a copy elsewhere).
@@ -19,45 +20,14 @@ fn graph(name: &str) -> String {
 
 /// Posts one JSON inference request to graph `graph`; returns each output as a tensor by name.
 fn infer(server: &Server, graph: &str, inputs: &[(&str, &Tensor)]) -> Vec<(String, Tensor)> {
-    let body = json!({
-        "inputs": inputs
-            .iter()
-            .map(|(name, t)| json!({
-                "name": name,
-                "datatype": t.dtype().oip_name(),
-                "shape": t.shape,
-                "data": json_elements(&t.data),
-            }))
-            .collect::<Vec<_>>(),
-    });
     let path = format!("/v2/models/{graph}/infer");
     let (status, reply) = server.post(
         &path,
         &[("Content-Type", "application/json".into())],
-        body.to_string().as_bytes(),
+        request_json(inputs).to_string().as_bytes(),
     );
     assert_eq!(status, 200, "{reply}");
-    let reply: Value = serde_json::from_str(&reply).expect("a JSON reply");
-    reply["outputs"]
-        .as_array()
-        .expect("outputs")
-        .iter()
-        .map(|o| {
-            let dtype = DType::from_oip_name(o["datatype"].as_str().expect("datatype"))
-                .expect("a datatype");
-            let shape = o["shape"]
-                .as_array()
-                .expect("shape")
-                .iter()
-                .map(|d| d.as_u64().expect("a size") as usize)
-                .collect();
-            let data = elements_from_json(dtype, o["data"].as_array().expect("data"));
-            (
-                o["name"].as_str().expect("name").to_string(),
-                Tensor { shape, data },
-            )
-        })
-        .collect()
+    outputs_from_json(&serde_json::from_str(&reply).expect("a JSON reply"))
 }
 
 fn output<'a>(outputs: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
@@ -93,14 +63,6 @@ fn page(height: usize, width: usize) -> Tensor {
     Tensor::f32(vec![3, height, width], data)
 }
 
-/// Tensor `t` with a batch dimension of one in front.
-fn batch_of_one(t: &Tensor) -> Tensor {
-    Tensor {
-        shape: [vec![1], t.shape.clone()].concat(),
-        data: t.data.clone(),
-    }
-}
-
 #[test]
 fn the_text_detector_answers_two_image_sizes_as_onnxruntime() {
     let server = Server::start(&[graph("ocr_detect")], &[]);
@@ -111,10 +73,7 @@ fn the_text_detector_answers_two_image_sizes_as_onnxruntime() {
         let want = ort_reference(&onnx, &[("x", &batch_of_one(&image))]);
         let probability = output(&got, "text_probability");
         assert_eq!(probability.shape, vec![1, height, width]);
-        let want = Tensor {
-            shape: want[0].1.shape[1..].to_vec(),
-            data: want[0].1.data.clone(),
-        };
+        let want = first_of_batch(&want[0].1);
         assert_close(probability, &want, 1e-4, &format!("{height}×{width}"));
     }
 }
@@ -160,10 +119,7 @@ fn magika_labels_real_files_as_onnxruntime() {
         let got = infer(&server, "magika", &[("bytes", &features)]);
         let want = ort_reference(&onnx, &[("bytes", &batch_of_one(&features))]);
         let scores = output(&got, "scores");
-        let want = Tensor {
-            shape: want[0].1.shape[1..].to_vec(),
-            data: want[0].1.data.clone(),
-        };
+        let want = first_of_batch(&want[0].1);
         assert_close(scores, &want, 1e-5, file);
         let label = output(&got, "label").as_i64().expect("an i64 label")[0];
         let best = f32s(&want)

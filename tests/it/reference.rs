@@ -101,12 +101,25 @@ pub fn python(script: &str, args: &[&str], stdin: &Value) -> (i32, String, Strin
     )
 }
 
-/// Runs `model` on `inputs` in ONNX Runtime (Python, CPU) and returns every output by name.
-///
-/// # Panics
-/// When the reference script fails (its message is shown).
-pub fn ort_reference(model: &Path, inputs: &[(&str, &Tensor)]) -> Vec<(String, Tensor)> {
-    let request = json!({
+/// `t` with a batch dimension of one in front (a request as a batched model takes it).
+pub fn batch_of_one(t: &Tensor) -> Tensor {
+    Tensor {
+        shape: [vec![1], t.shape.clone()].concat(),
+        data: t.data.clone(),
+    }
+}
+
+/// `t` without its first (batch) dimension of one (a batched model's answer to one request).
+pub fn first_of_batch(t: &Tensor) -> Tensor {
+    Tensor {
+        shape: t.shape.get(1..).unwrap_or_default().to_vec(),
+        data: t.data.clone(),
+    }
+}
+
+/// An Open Inference Protocol JSON request body carrying `inputs` (their full shapes).
+pub fn request_json(inputs: &[(&str, &Tensor)]) -> Value {
+    json!({
         "inputs": inputs
             .iter()
             .map(|(name, t)| json!({
@@ -116,11 +129,14 @@ pub fn ort_reference(model: &Path, inputs: &[(&str, &Tensor)]) -> Vec<(String, T
                 "data": json_elements(&t.data),
             }))
             .collect::<Vec<_>>(),
-    });
-    let model = model.display().to_string();
-    let (code, stdout, stderr) = python("ort_reference.py", &[&model], &request);
-    assert_eq!(code, 0, "ort_reference.py failed: {stderr}");
-    let reply: Value = serde_json::from_str(&stdout).expect("reply is JSON");
+    })
+}
+
+/// The `outputs` of an Open Inference Protocol JSON reply, as tensors by name.
+///
+/// # Panics
+/// When the reply is not one (the reference and weir write exact values of known types).
+pub fn outputs_from_json(reply: &Value) -> Vec<(String, Tensor)> {
     reply["outputs"]
         .as_array()
         .expect("outputs")
@@ -141,4 +157,16 @@ pub fn ort_reference(model: &Path, inputs: &[(&str, &Tensor)]) -> Vec<(String, T
             )
         })
         .collect()
+}
+
+/// Runs `model` on `inputs` in ONNX Runtime (Python, CPU) and returns every output by name.
+///
+/// # Panics
+/// When the reference script fails (its message is shown).
+pub fn ort_reference(model: &Path, inputs: &[(&str, &Tensor)]) -> Vec<(String, Tensor)> {
+    let model = model.display().to_string();
+    let (code, stdout, stderr) = python("ort_reference.py", &[&model], &request_json(inputs));
+    assert_eq!(code, 0, "ort_reference.py failed: {stderr}");
+    let reply: Value = serde_json::from_str(&stdout).expect("reply is JSON");
+    outputs_from_json(&reply)
 }

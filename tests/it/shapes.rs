@@ -9,7 +9,7 @@ use weir::{plan_spec, start, GraphSpec, LoadSnapshot, Response, RunningGraph, Ru
 use weir::{NamedTensor, Tensor};
 
 use crate::common::{channel, model, named, repo, weir_home, Replies};
-use crate::reference::ort_reference;
+use crate::reference::{batch_of_one, first_of_batch, ort_reference};
 
 /// `seq_pool.onnx` behind `input_ids`/`attention_mask` on `seq`, batching up to 8 requests
 /// within a long delay (so requests sent together meet), padded along `seq` when `pad`.
@@ -68,14 +68,6 @@ fn answer_all(running: &RunningGraph, requests: &[Vec<NamedTensor>]) -> Vec<Resp
         .collect()
 }
 
-/// `t` with a batch dimension of one in front.
-fn batch_of_one(t: &Tensor) -> Tensor {
-    Tensor {
-        shape: [vec![1], t.shape.clone()].concat(),
-        data: t.data.clone(),
-    }
-}
-
 /// Each answer's `pooled` and `tokens` equal ONNX Runtime's for its request alone, bit for bit.
 fn assert_each_as_alone(requests: &[Vec<NamedTensor>], answers: &[Response]) {
     for (i, (request, response)) in requests.iter().zip(answers).enumerate() {
@@ -89,8 +81,7 @@ fn assert_each_as_alone(requests: &[Vec<NamedTensor>], answers: &[Response]) {
         );
         for (name, reference) in want {
             let got = response.output(&name).expect("output");
-            assert_eq!(got.shape, reference.shape[1..], "{name} of request {i}");
-            assert_eq!(got.data, reference.data, "{name} of request {i}");
+            assert_eq!(got, &first_of_batch(&reference), "{name} of request {i}");
         }
     }
 }
