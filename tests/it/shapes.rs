@@ -95,31 +95,41 @@ fn stats(running: &RunningGraph) -> LoadSnapshot {
         .1
 }
 
-#[test]
-fn padded_requests_of_different_lengths_share_one_call_and_match_each_alone() {
-    let running = seq_pool(true);
-    let requests = vec![tokens(3, 1), tokens(7, 2), tokens(5, 3)];
-    let answers = answer_all(&running, &requests);
-    assert_each_as_alone(&requests, &answers);
-    let s = stats(&running);
-    assert_eq!((s.runs, s.rows), (1, 3), "one padded call of three rows");
+/// Requests sent together, the executor's (calls, rows) expected after them, and what that shows.
+type Round<'a> = (Vec<Vec<NamedTensor>>, (u64, u64), &'a str);
+
+/// Sends each round of requests at once to `running`; after each, the executor's calls and
+/// rows so far must be `want`. Every answer must equal ONNX Runtime's for its request alone.
+fn rounds(running: RunningGraph, rounds: Vec<Round<'_>>) {
+    for (requests, want, what) in rounds {
+        let answers = answer_all(&running, &requests);
+        assert_each_as_alone(&requests, &answers);
+        let s = stats(&running);
+        assert_eq!((s.runs, s.rows), want, "{what}");
+    }
     running.shutdown();
 }
 
 #[test]
+fn padded_requests_of_different_lengths_share_one_call_and_match_each_alone() {
+    let requests = vec![tokens(3, 1), tokens(7, 2), tokens(5, 3)];
+    rounds(
+        seq_pool(true),
+        vec![(requests, (1, 3), "one padded call of three rows")],
+    );
+}
+
+#[test]
 fn unpadded_requests_share_a_call_only_when_their_lengths_agree() {
-    let running = seq_pool(false);
     let same = vec![tokens(4, 1), tokens(4, 2)];
-    let answers = answer_all(&running, &same);
-    assert_each_as_alone(&same, &answers);
-    let s = stats(&running);
-    assert_eq!((s.runs, s.rows), (1, 2), "one call for one length");
     let different = vec![tokens(2, 3), tokens(6, 4)];
-    let answers = answer_all(&running, &different);
-    assert_each_as_alone(&different, &answers);
-    let s = stats(&running);
-    assert_eq!((s.runs, s.rows), (3, 4), "two lengths, two more calls");
-    running.shutdown();
+    rounds(
+        seq_pool(false),
+        vec![
+            (same, (1, 2), "one call for one length"),
+            (different, (3, 4), "two lengths, two more calls"),
+        ],
+    );
 }
 
 /// `graphs/unbatched.yaml`: a 3 × 4 tensor and a scalar, passed to the model as they are.
