@@ -7,6 +7,14 @@
 //! another replica). The liveliness token is declared last, once every model is loaded and served,
 //! so a graph never sees a replica that cannot answer yet.
 //!
+//! Each model is called as the graph's validation reads the same file: batched when every input's
+//! first dimension is dynamic, one request per call when it is 1, and without a batch dimension
+//! when an input cannot have one (a scalar, a first dimension fixed to more than 1) or the model
+//! is named with `--unbatched`. A graph node with `batch: false` says so in its queries
+//! ([`UNBATCHED_PARAMETER`]); a query that disagrees with how the executor calls the model is
+//! refused with the flag that would fix it, never run with shapes the graph did not mean. Padded
+//! batching is the graph's own executor's: jobs whose rows differ in shape run row by row here.
+//!
 //! Emulated heterogeneity (Kairos's pools of instance types; [`crate::emulation`]): the
 //! session thread that ran a job sleeps before replying until the emulated type's time for the job
 //! has passed (F × its real time with `--slowdown F`; `BASE + PER_ROW × rows` with
