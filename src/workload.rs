@@ -217,6 +217,11 @@ impl Workload {
         Ok(Workload { items })
     }
 
+    /// A pool of `items`, in order; `None` when there are none.
+    pub fn from_items(items: Vec<WorkItem>) -> Option<Workload> {
+        (!items.is_empty()).then_some(Workload { items })
+    }
+
     /// Request `i` (cycling through the pool).
     pub fn item(&self, i: usize) -> WorkItem {
         self.items[i % self.items.len()].clone()

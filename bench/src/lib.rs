@@ -18,6 +18,8 @@
 //!   failover time.
 //! - [`hams_divergence`]: released outputs a checkpoint replay contradicts under
 //!   non-determinism, per checkpoint interval, against NSPB.
+//! - [`variable_length`]: requests of drawn sequence lengths, padded batching against no
+//!   batching and batching of one length only.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -44,6 +46,7 @@ pub mod process;
 pub mod remote;
 pub mod serf;
 pub mod serf_phases;
+pub mod variable_length;
 
 /// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.
 pub fn weir_home() -> std::path::PathBuf {

@@ -242,11 +242,11 @@ pub fn coding_cost(config: &ParmBenchConfig) -> Result<(f64, f64)> {
     let input = meta.inputs.first().ok_or_else(|| anyhow!("no input"))?;
     let output = meta.outputs.first().ok_or_else(|| anyhow!("no output"))?;
     let members: Vec<Vec<TensorColumn>> = (0..config.k)
-        .map(|i| Ok(vec![column(input.request_shape(), i as f32)?]))
+        .map(|i| Ok(vec![column(input.synthetic_shape(true), i as f32)?]))
         .collect::<Result<_>>()?;
     let refs: Vec<&[TensorColumn]> = members.iter().map(|m| &m[..]).collect();
     let outputs: Vec<Vec<TensorColumn>> = (0..config.k)
-        .map(|i| Ok(vec![column(output.request_shape(), i as f32)?]))
+        .map(|i| Ok(vec![column(output.synthetic_shape(true), i as f32)?]))
         .collect::<Result<_>>()?;
     let others: Vec<&[TensorColumn]> = outputs[1..].iter().map(|m| &m[..]).collect();
     let iterations = 300;

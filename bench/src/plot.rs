@@ -382,6 +382,77 @@ fn line_plot(
     Ok(())
 }
 
+/// The variable-length experiment: throughput (left) and p99 latency (middle) against closed-loop
+/// clients, and p99 latency at each Poisson rate (right), one line per batching set-up.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_variable_length(
+    rows: &[crate::variable_length::VariableLengthRow],
+    path: &Path,
+) -> Result<()> {
+    use crate::variable_length::{Batching, Load};
+    let root = BitMapBackend::new(path, (1500, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((1, 3));
+    type Pick = fn(&crate::variable_length::VariableLengthRow) -> f64;
+    let figures: [(&str, &str, bool, Pick); 3] = [
+        ("throughput, requests/s", "clients", true, |r| r.throughput),
+        ("p99 latency, ms", "clients", true, |r| r.p99_ms),
+        (
+            "p99 latency at a Poisson rate, ms",
+            "requests/s offered",
+            false,
+            |r| r.p99_ms,
+        ),
+    ];
+    for (area, (title, x_desc, closed, pick)) in panels.iter().zip(figures) {
+        let x_of = |load: Load| match (load, closed) {
+            (Load::Clients(c), true) => Some(c as f64),
+            (Load::Rate(r), false) => Some(r),
+            _ => None,
+        };
+        let series: Vec<(Batching, Vec<(f64, f64)>)> = Batching::ALL
+            .into_iter()
+            .map(|b| {
+                let points = rows
+                    .iter()
+                    .filter(|r| r.batching == b)
+                    .filter_map(|r| x_of(r.load).map(|x| (x, pick(r))))
+                    .collect();
+                (b, points)
+            })
+            .collect();
+        let all = series.iter().flat_map(|(_, p)| p.iter().copied());
+        let (left, right, top) = all.fold((f64::MAX, 0.0f64, 0.0f64), |(l, r, t), (x, y)| {
+            (l.min(x), r.max(x), t.max(y))
+        });
+        if right <= 0.0 {
+            continue;
+        }
+        let pad = ((right - left) * 0.08).max(0.5);
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d((left - pad)..(right + pad), 0.0..(top * 1.15).max(1e-3))
+            .map_err(|e| anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(|e| anyhow!("{e}"))?;
+        for (i, (b, points)) in series.into_iter().enumerate() {
+            draw_line_with_points(&mut chart, points, PALETTE[i], b.name().to_string())?;
+        }
+        draw_legend(&mut chart)?;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::log_ticks;

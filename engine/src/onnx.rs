@@ -5,6 +5,10 @@
 //! file is a protobuf `ModelProto`; the few messages below declare only the fields weir reads, so
 //! prost skips the weights without allocating them. Field numbers are those of `onnx/onnx.proto`.
 //!
+//! Each dimension keeps its ONNX `dim_param` name beside its size: a name is how a model says two
+//! dimensions have one size in a call (`input_ids: [batch, seq]`, `tokens: [batch, seq, 4]`), which
+//! is what padded batching pads the inputs along and slices the outputs back by.
+//!
 //! A graph's real inputs are `graph.input` minus initializers minus node outputs: IR-3 models (the
 //! zoo's) also list their weights there. This is the rule ONNX Runtime applies too.
 
@@ -100,17 +104,40 @@ pub struct TensorInfo {
     pub name: String,
     /// Element type.
     pub element: ElementType,
-    /// Full shape including the batch dimension.
+    /// Full shape, the batch dimension included when the model has one.
     pub dims: Vec<Dim>,
+    /// Per dimension of `dims`, the ONNX `dim_param` naming it (`seq`, `batch_size`), if any.
+    /// Dimensions sharing a name have one size in a call, which is what padded batching pads
+    /// and slices along.
+    pub names: Vec<Option<String>>,
 }
 
 impl TensorInfo {
-    /// The shape of one request's tensor: the dimensions after the batch dimension, a dynamic one
-    /// read as 1 (what a graph input feeding it declares, or a synthetic request uses).
-    pub fn request_shape(&self) -> Vec<usize> {
-        self.dims
+    /// The dimensions of one request's tensor: those after the batch dimension when `batch_dim`,
+    /// all of them otherwise (a model without a batch dimension takes a request's tensors as
+    /// they are). Dynamic dimensions stay dynamic.
+    pub fn request_dims(&self, batch_dim: bool) -> &[Dim] {
+        let skip = usize::from(batch_dim).min(self.dims.len());
+        &self.dims[skip..]
+    }
+
+    /// The positions in [`TensorInfo::request_dims`] of the dimensions named `name`.
+    pub fn axes_named(&self, name: &str, batch_dim: bool) -> Vec<usize> {
+        let skip = usize::from(batch_dim);
+        self.names
             .iter()
-            .skip(1)
+            .enumerate()
+            .skip(skip)
+            .filter(|(_, n)| n.as_deref() == Some(name))
+            .map(|(i, _)| i - skip)
+            .collect()
+    }
+
+    /// A concrete shape for a synthetic request (profiling, warm-up): the request's dimensions
+    /// with every dynamic one taken as 1.
+    pub fn synthetic_shape(&self, batch_dim: bool) -> Vec<usize> {
+        self.request_dims(batch_dim)
+            .iter()
             .map(|d| match d {
                 Dim::Fixed(n) => *n,
                 Dim::Dynamic => 1,
@@ -167,28 +194,37 @@ fn element_type(code: i32) -> ElementType {
 }
 
 fn tensor_info(v: &ValueInfoProto) -> TensorInfo {
-    let (element, dims) = match v.r#type.as_ref().and_then(|t| t.tensor_type.as_ref()) {
+    let (element, shape) = match v.r#type.as_ref().and_then(|t| t.tensor_type.as_ref()) {
         Some(t) => (
             element_type(t.elem_type),
             t.shape
                 .as_ref()
-                .map(|s| {
-                    s.dim
-                        .iter()
-                        .map(|d| match d.dim_value {
-                            Some(n) if n > 0 => Dim::Fixed(n as usize),
-                            _ => Dim::Dynamic,
-                        })
-                        .collect()
-                })
+                .map(|s| s.dim.as_slice())
                 .unwrap_or_default(),
         ),
-        None => (ElementType::NotATensor, Vec::new()),
+        None => (ElementType::NotATensor, &[][..]),
     };
+    let dims = shape
+        .iter()
+        .map(|d| match d.dim_value {
+            Some(n) if n > 0 => Dim::Fixed(n as usize),
+            _ => Dim::Dynamic,
+        })
+        .collect();
+    // A name only on a dimension without a size; an empty name is no name.
+    let names = shape
+        .iter()
+        .map(|d| {
+            d.dim_param
+                .clone()
+                .filter(|p| !p.is_empty() && !matches!(d.dim_value, Some(n) if n > 0))
+        })
+        .collect();
     TensorInfo {
         name: v.name.clone(),
         element,
         dims,
+        names,
     }
 }
 
@@ -237,13 +273,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_request_shape_drops_the_batch_dimension_and_reads_a_dynamic_one_as_1() {
+    fn request_dims_keep_dynamic_ones_and_name_their_axes() {
         let info = TensorInfo {
             name: "x".into(),
             element: ElementType::Supported(DType::F32),
             dims: vec![Dim::Dynamic, Dim::Fixed(3), Dim::Dynamic, Dim::Fixed(7)],
+            names: vec![Some("N".into()), None, Some("seq".into()), None],
         };
-        assert_eq!(info.request_shape(), vec![3, 1, 7]);
+        assert_eq!(
+            info.request_dims(true),
+            &[Dim::Fixed(3), Dim::Dynamic, Dim::Fixed(7)]
+        );
+        assert_eq!(info.request_dims(false).len(), 4);
+        assert_eq!(info.axes_named("seq", true), vec![1]);
+        assert_eq!(info.axes_named("seq", false), vec![2]);
+        assert_eq!(info.axes_named("N", true), Vec::<usize>::new());
+        assert_eq!(info.synthetic_shape(true), vec![3, 1, 7]);
+        let scalar = TensorInfo {
+            dims: Vec::new(),
+            names: Vec::new(),
+            ..info
+        };
+        assert!(scalar.request_dims(true).is_empty());
     }
 
     fn value(name: &str, elem: i32, dims: &[Option<i64>]) -> ValueInfoProto {
@@ -285,6 +336,7 @@ mod tests {
         let meta = metadata_from_bytes(&model.encode_to_vec()).unwrap();
         assert_eq!(meta.inputs.len(), 1);
         assert_eq!(meta.inputs[0].dims, vec![Dim::Dynamic, Dim::Fixed(64)]);
+        assert_eq!(meta.inputs[0].names, vec![Some("N".into()), None]);
         assert_eq!(meta.outputs[0].element, ElementType::Supported(DType::I64));
     }
 

@@ -17,8 +17,8 @@ pub(crate) struct OutputCheck {
     row_dims: Option<Vec<Dim>>,
 }
 
-/// The node's outputs, with per-row dimensions from the model file where it can be read (a
-/// batched model's dimensions after the batch one).
+/// The node's outputs, with per-row dimensions from the model file where it can be read (the
+/// dimensions after the batch one, or all of them for a model called without one).
 pub(crate) fn output_checks(config: &ExecutorConfig) -> Vec<OutputCheck> {
     let meta = read_metadata(&config.path).ok();
     config
@@ -29,9 +29,9 @@ pub(crate) fn output_checks(config: &ExecutorConfig) -> Vec<OutputCheck> {
             dtype: *dtype,
             row_dims: meta
                 .as_ref()
-                .filter(|_| config.batched)
                 .and_then(|m| m.outputs.iter().find(|o| &o.name == name))
-                .and_then(|o| o.dims.get(1..).map(<[Dim]>::to_vec)),
+                .filter(|o| !o.dims.is_empty() || !config.call.has_batch_dim())
+                .map(|o| o.request_dims(config.call.has_batch_dim()).to_vec()),
         })
         .collect()
 }

@@ -7,6 +7,14 @@
 //! another replica). The liveliness token is declared last, once every model is loaded and served,
 //! so a graph never sees a replica that cannot answer yet.
 //!
+//! Each model is called as the graph's validation reads the same file: batched when every input's
+//! first dimension is dynamic, one request per call when it is 1, and without a batch dimension
+//! when an input cannot have one (a scalar, a first dimension fixed to more than 1) or the model
+//! is named with `--unbatched`. A graph node with `batch: false` says so in its queries
+//! ([`UNBATCHED_PARAMETER`]); a query that disagrees with how the executor calls the model is
+//! refused with the flag that would fix it, never run with shapes the graph did not mean. Padded
+//! batching is the graph's own executor's: jobs whose rows differ in shape run row by row here.
+//!
 //! Emulated heterogeneity (Kairos's pools of instance types; [`crate::emulation`]): the
 //! session thread that ran a job sleeps before replying until the emulated type's time for the job
 //! has passed (F × its real time with `--slowdown F`; `BASE + PER_ROW × rows` with
@@ -27,9 +35,10 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
-use weir_engine::onnx::{read_metadata, ElementType};
+use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata};
 use weir_engine::spec::Device;
 use weir_engine::tensor::Dim;
+use weir_engine::validate::CallShape;
 use weir_engine::wire::{decode_columns, encode_columns};
 use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime};
 use zenoh::liveliness::LivelinessToken;
@@ -70,6 +79,11 @@ pub struct ExecutorOptions {
     pub queue_capacity: usize,
     /// Emulated instance type: how long each call is held after its real inference.
     pub emulation: Emulation,
+    /// Models (by name) served without a batch dimension whatever their first dimension: each
+    /// job's rows are calls with the tensors as they are (a graph node with `batch: false`).
+    /// A model whose inputs cannot have a batch dimension (a scalar, a first dimension fixed to
+    /// more than 1) is served so without being named here.
+    pub unbatched: Vec<String>,
     /// Stateful models (HAMS): name → ONNX file, served as primary or backup as assigned.
     pub stateful: Vec<(String, PathBuf)>,
     /// How stateful models run (non-determinism option, state-link delay).
@@ -169,17 +183,14 @@ impl ExecutorServer {
                 message,
             };
             let meta = read_metadata(path).map_err(|e| bad(e.to_string()))?;
-            let batched = meta
-                .inputs
-                .iter()
-                .all(|i| i.dims.first() == Some(&Dim::Dynamic));
+            let call = call_shape(&meta, options.unbatched.contains(name));
             let outputs = meta
                 .outputs
                 .iter()
                 .map(|o| match o.element {
                     ElementType::Supported(d) => Ok((o.name.clone(), d)),
                     _ => Err(bad(format!(
-                        "output `{}` is not an f32 or i64 tensor",
+                        "output `{}` is not a tensor of an Open Inference Protocol datatype",
                         o.name
                     ))),
                 })
@@ -187,7 +198,7 @@ impl ExecutorServer {
             let config = ExecutorConfig {
                 node: name.clone(),
                 path: path.clone(),
-                batched,
+                call,
                 max_batch,
                 max_delay: options.max_delay,
                 instances: options.instances.max(1),
@@ -197,6 +208,7 @@ impl ExecutorServer {
                 pin_cores_from: None,
                 inputs: meta.inputs.iter().map(|i| i.name.clone()).collect(),
                 outputs,
+                pad: None,
                 timeout: None,
                 device: options.device,
             };
@@ -357,9 +369,54 @@ fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) {
     FREE_SINCE.with(|f| f.set(Some(Instant::now())));
 }
 
+/// How the executor calls a model it serves: without a batch dimension when named among the
+/// `--unbatched` models or when an input cannot have one (a scalar, or a first dimension fixed to
+/// more than 1), batched when every input's first dimension is dynamic, one request per call
+/// otherwise. The graph's validation reads the same file the same way, but for `batch: false`,
+/// which a query states ([`UNBATCHED_PARAMETER`]).
+fn call_shape(meta: &ModelMetadata, unbatched: bool) -> CallShape {
+    let firsts: Vec<Option<&Dim>> = meta.inputs.iter().map(|i| i.dims.first()).collect();
+    if unbatched
+        || firsts
+            .iter()
+            .any(|d| !matches!(d, Some(Dim::Dynamic | Dim::Fixed(1))))
+    {
+        CallShape::Unbatched
+    } else if firsts.iter().all(|d| d == &Some(&Dim::Dynamic)) {
+        CallShape::Batched
+    } else {
+        CallShape::PerRequest
+    }
+}
+
+/// The selector parameter a graph adds to the queries of a node with `batch: false` (its value
+/// `false`), so that an executor calling the model with a batch dimension refuses the job rather
+/// than run it with the wrong shapes.
+pub const UNBATCHED_PARAMETER: &str = "batch";
+
+/// Why a query's `batch` parameter does not fit how `config` calls its model, if it does not.
+fn batch_mismatch(config: &ExecutorConfig, query: &Query) -> Option<String> {
+    let unbatched = query.parameters().get(UNBATCHED_PARAMETER) == Some("false");
+    match (unbatched, config.call == CallShape::Unbatched) {
+        (true, false) => Some(format!(
+            "the graph calls model `{0}` without a batch dimension (`batch: false`), but this executor reads its first dimension as one; start it with `--unbatched {0}`",
+            config.node
+        )),
+        (false, true) => Some(format!(
+            "this executor calls model `{0}` without a batch dimension, but the graph's node has one; give the node `batch: false`, or start the executor without `--unbatched {0}`",
+            config.node
+        )),
+        _ => None,
+    }
+}
+
 /// Decodes a query and queues it; the executor thread replies.
 fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
     let config = executor.config();
+    if let Some(message) = batch_mismatch(config, &query) {
+        reply_error(&query, ErrorKind::Invalid, message);
+        return;
+    }
     let Some(payload) = query.payload() else {
         reply_error(
             &query,

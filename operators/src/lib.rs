@@ -147,10 +147,20 @@ fn scheduler_options(
 }
 
 fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
+    let inputs: Vec<String> = n.node.inputs.iter().map(|p| p.name.clone()).collect();
+    let outputs: Vec<(String, weir_engine::tensor::DType)> = m
+        .metadata
+        .outputs
+        .iter()
+        .filter_map(|o| match o.element {
+            ElementType::Supported(d) => Some((o.name.clone(), d)),
+            _ => None,
+        })
+        .collect();
     ExecutorConfig {
         node: n.node.id.clone(),
         path: m.path.clone(),
-        batched: m.batched,
+        call: m.call,
         max_batch: m.batching.max_size,
         max_delay: Duration::from_micros(m.batching.max_delay_us),
         instances: m.executor.instances,
@@ -158,16 +168,12 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         queue_capacity: m.executor.queue_capacity,
         spinning: m.executor.spinning,
         pin_cores_from: m.executor.pin_cores_from,
-        inputs: n.node.inputs.iter().map(|p| p.name.clone()).collect(),
-        outputs: m
-            .metadata
-            .outputs
-            .iter()
-            .filter_map(|o| match o.element {
-                ElementType::Supported(d) => Some((o.name.clone(), d)),
-                _ => None,
-            })
-            .collect(),
+        pad: m
+            .pad
+            .as_ref()
+            .map(|plan| model::Padding::resolve(plan, &inputs, &outputs)),
+        inputs,
+        outputs,
         timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
         device: weir_engine::spec::Device::Cpu,
     }
@@ -265,7 +271,7 @@ impl OperatorFactory {
             let service: Arc<dyn InferenceService> = match (local, replicas.len()) {
                 (Some(executor), 1) => executor,
                 _ => {
-                    let rows = if config.batched {
+                    let rows = if config.call.batched() {
                         config.max_batch.max(1)
                     } else {
                         1
@@ -443,7 +449,7 @@ fn start_stateful(
         m.replicas.clone(),
         inputs.clone(),
         outputs.iter().map(|(o, _)| o.clone()).collect(),
-        if m.batched { m.batching.max_size } else { 1 }.max(1),
+        if m.batched() { m.batching.max_size } else { 1 }.max(1),
         replicated,
         shared.manager.filter(|_| on_executors(m)).cloned(),
     ));
@@ -456,7 +462,7 @@ fn start_stateful(
             &n.node.id,
             &m.path,
             m.executor.intra_op_threads,
-            m.batched,
+            m.batched(),
             inputs,
             outputs,
             slots,

@@ -34,6 +34,11 @@ pub struct ExecutorArgs {
     /// A model to serve, as NAME=PATH; graphs reach it under their model node's id (repeatable).
     #[arg(long = "model", value_parser = parse_model_arg)]
     models: Vec<(String, PathBuf)>,
+    /// A model (by NAME) served without a batch dimension, for a graph node with `batch: false`
+    /// whose model's first dimension is dynamic or 1 (repeatable). Models whose first dimension
+    /// cannot be a batch dimension are served so without it.
+    #[arg(long = "unbatched", value_name = "NAME")]
+    unbatched: Vec<String>,
     /// A stateful model to serve (HAMS), as NAME=PATH: primary or backup of the graph's node
     /// NAME as the graph assigns it; its state tensors come with the assignment (repeatable).
     #[arg(long = "stateful", value_parser = parse_model_arg)]
@@ -127,6 +132,7 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
             args.slowdown,
             args.emulate_latency,
         )?,
+        unbatched: args.unbatched,
         stateful: args.stateful,
         stateful_options: weir_executor::stateful::StatefulOptions {
             threads: args.threads,

@@ -77,7 +77,11 @@ pub fn one_node_graph(
                 input.name
             )));
         };
-        let shape: Vec<i64> = input.request_shape().iter().map(|&n| n as i64).collect();
+        let shape: Vec<i64> = input
+            .synthetic_shape(true)
+            .iter()
+            .map(|&n| n as i64)
+            .collect();
         let name = format!("x{k}");
         spec = spec.input(&name, dtype, &shape);
         model = model.input(&input.name, &name);

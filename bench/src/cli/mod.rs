@@ -11,6 +11,7 @@ mod overhead;
 mod parm;
 mod remote;
 mod serf;
+mod variable_length;
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +53,10 @@ enum Experiment {
     /// backup on three service graphs, and stateful failover time (detection, protocol,
     /// handover) over repeated SIGKILLs of a primary.
     Hams(hams::HamsBenchArgs),
+    /// Requests of drawn sequence lengths: padded batching against no batching and against
+    /// batching only requests of one length, throughput and p99.
+    #[command(name = "variable-length")]
+    VariableLength(variable_length::VariableLengthArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -72,6 +77,7 @@ impl Cli {
             Experiment::Serf(a) => serf::run(a),
             Experiment::KairosLive(a) => kairos_live::run(a),
             Experiment::Hams(a) => hams::run(a),
+            Experiment::VariableLength(a) => variable_length::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }

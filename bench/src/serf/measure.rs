@@ -34,7 +34,11 @@ pub(crate) fn request_signature(
     let ElementType::Supported(dtype) = input.element else {
         return Err(anyhow!("{}: input is not f32 or i64", path.display()));
     };
-    let shape: Vec<i64> = input.request_shape().iter().map(|&n| n as i64).collect();
+    let shape: Vec<i64> = input
+        .synthetic_shape(true)
+        .iter()
+        .map(|&n| n as i64)
+        .collect();
     Ok((input, dtype, shape, output))
 }
 

@@ -9,7 +9,7 @@ use weir_engine::request::RequestError;
 
 use super::metrics::Outcome;
 use crate::echo::cap_error;
-use crate::oip::{OipError, ProtocolError};
+use crate::oip::{OipError, ProtocolError, ReplyError};
 
 /// Why an HTTP request got no outputs.
 #[derive(Debug, thiserror::Error)]
@@ -84,8 +84,14 @@ impl ServeError {
 /// The status code and the metrics outcome of a protocol error.
 fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
     match e {
-        OipError::Malformed(_) | OipError::UnknownOutput { .. } => {
+        OipError::Malformed(_)
+        | OipError::UnknownOutput { .. }
+        | OipError::RowsDisagree { .. }
+        | OipError::Reply(ReplyError::NotUtf8 { .. }) => {
             (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)
+        }
+        OipError::Reply(ReplyError::TooLong { .. }) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, Outcome::NodeFailed)
         }
         OipError::Request(RequestError::Invalid { .. }) => {
             (StatusCode::BAD_REQUEST, Outcome::InvalidRequest)

@@ -2,9 +2,11 @@
 //! speak it, so their clients (`tritonclient[http]` among them) work unchanged.
 //!
 //! Each running graph is a v2 model named by the graph's `name`; its inputs and outputs are the
-//! model's tensors, shown with a leading batch dimension of -1. A request may send tensors with that
+//! model's tensors, each with its protocol datatype and shown with a leading batch dimension of -1
+//! (and -1 for every dimension only known per request). A request may send tensors with that
 //! batch dimension (each row becomes one graph request, and the reply stacks the rows) or without
-//! it (one graph request). Bodies are parsed, run and written by [`crate::oip`], which the
+//! it (one graph request); the rank tells which, so a scalar input is sent as `[]` or, batched,
+//! as `[n]`. Bodies are parsed, run and written by [`crate::oip`], which the
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
 //! cap, drain), `body.rs` the body budget and reads, `auth.rs` the bearer token.

@@ -28,8 +28,7 @@ use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
 use crate::oip::{
-    datatype_name, parse_infer_request, run_infer, InferRequest, OipError, ProtocolError,
-    HEADER_LENGTH,
+    parse_infer_request, run_infer, InferRequest, OipError, ProtocolError, HEADER_LENGTH,
 };
 
 /// How the server behaves.
@@ -251,7 +250,7 @@ fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> 
         Dim::Fixed(n) => *n as i64,
         Dim::Dynamic => -1,
     }));
-    json!({"name": name, "datatype": datatype_name(dtype), "shape": dims})
+    json!({"name": name, "datatype": dtype.oip_name(), "shape": dims})
 }
 
 async fn model_metadata(
@@ -425,4 +424,22 @@ async fn run_request(
         }
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_engine::tensor::DType;
+
+    use super::*;
+
+    #[test]
+    fn metadata_shows_the_batch_and_per_request_dimensions_as_minus_one() {
+        let meta = tensor_meta("x", DType::F16, &[Dim::Fixed(3), Dim::Dynamic]);
+        assert_eq!(
+            meta,
+            json!({"name": "x", "datatype": "FP16", "shape": [-1, 3, -1]})
+        );
+        let scalar = tensor_meta("sr", DType::I64, &[]);
+        assert_eq!(scalar["shape"], json!([-1]));
+    }
 }

@@ -1,13 +1,19 @@
 //! One input's shape and tensor data, decoded with every size checked before it is allocated.
+//! What each datatype's elements may be, and how they are written, is `element.rs`; this file
+//! walks the encodings and holds the sizes.
 //!
 //! The bounds all come from the request itself, never from a fixed number. The element count
 //! is the product of the dimensions computed with `checked_mul` (an overflow is the shape's
-//! fault), and it sizes nothing by itself: binary data must be exactly `count × width` bytes of
-//! `binary_data_size`, which must lie in the body; JSON data preallocates at most one element
-//! per byte of its text (every element takes at least one) and stops at the shape's count. A
-//! shape whose product is 0 bounds nothing, so each of its dimensions must be at most the body's
-//! length: no encoding of zero elements needs a dimension larger than the request, and whatever
-//! later splits rows along such a dimension would allocate by it (`[2^40, 0]`).
+//! fault), and it sizes nothing by itself. Binary data lies within its `binary_data_size`, which
+//! must lie in the body: a fixed-width type's must be exactly `count × width` bytes; a BYTES
+//! element's 4-byte length is checked against the bytes left before the element is copied, and
+//! the elements must end exactly at the size and number exactly the count. Either way at most one
+//! element is reserved per `MIN_BINARY_BYTES` of the data. JSON data preallocates at most one
+//! element per byte of its text (every element takes at least one) and stops at the shape's
+//! count. A shape whose product is 0 bounds nothing, so each of its dimensions must be at most
+//! the body's length: no encoding of zero elements needs a dimension larger than the request, and
+//! whatever later splits rows along such a dimension would allocate by it (`[2^40, 0]`). A shape
+//! of no dimensions (`[]`) is a scalar: one element, written as a bare value or in an array.
 //!
 //! JSON data is parsed by a streaming visitor that flattens nested arrays straight into the typed
 //! `Vec`, stopping as soon as the count passes the shape's, so a nested body never becomes a
@@ -20,13 +26,9 @@ use serde_json::value::RawValue;
 use serde_json::Number;
 use weir_engine::tensor::{DType, TensorData};
 
+use super::element::{for_dtype, OipElement, Scalar};
 use super::error::{perr, ProtocolError};
 use crate::echo::quote;
-
-/// Bytes per element in the binary extension.
-pub(super) fn width(dtype: DType) -> usize {
-    dtype.byte_width().unwrap_or(1)
-}
 
 /// A shape as the client wrote it, for messages: `[64, 3]`, cut short when long.
 pub(super) fn shown(shape: &[Number]) -> String {
@@ -79,71 +81,37 @@ pub(super) fn checked_shape(
     Ok((dims, count))
 }
 
-/// One element type's conversions from JSON numbers, as the protocol reads them.
-trait Element: Sized {
-    fn from_f64(v: f64) -> Option<Self>;
-    fn from_i64(v: i64) -> Option<Self>;
-    fn from_u64(v: u64) -> Option<Self>;
-    const WANTED: &'static str;
-}
-
-impl Element for f32 {
-    fn from_f64(v: f64) -> Option<Self> {
-        Some(v as f32)
-    }
-    fn from_i64(v: i64) -> Option<Self> {
-        Some(v as f32)
-    }
-    fn from_u64(v: u64) -> Option<Self> {
-        Some(v as f32)
-    }
-    const WANTED: &'static str = "a number";
-}
-
-impl Element for i64 {
-    fn from_f64(_: f64) -> Option<Self> {
-        None
-    }
-    fn from_i64(v: i64) -> Option<Self> {
-        Some(v)
-    }
-    fn from_u64(v: u64) -> Option<Self> {
-        i64::try_from(v).ok()
-    }
-    const WANTED: &'static str = "an integer";
-}
-
-/// Flattens a number or nested arrays of numbers into `out`, refusing element `cap + 1`.
+/// Flattens a scalar or nested arrays of scalars into `out`, refusing element `cap + 1`.
 struct Flatten<'a, T> {
     out: &'a mut Vec<T>,
     cap: usize,
 }
 
-impl<T: Element> Flatten<'_, T> {
-    fn push<E: serde::de::Error>(self, v: Option<T>, shown: impl fmt::Display) -> Result<(), E> {
+impl<T: OipElement> Flatten<'_, T> {
+    fn push<E: serde::de::Error>(self, v: Scalar<'_>) -> Result<(), E> {
         let i = self.out.len();
-        let v =
-            v.ok_or_else(|| E::custom(format!("element {i} is `{shown}`, not {}", T::WANTED)))?;
+        let element =
+            T::from_json(v).map_err(|why| E::custom(format!("element {i} is `{v}`: {why}")))?;
         if i >= self.cap {
             return Err(E::custom(format!(
                 "more than the shape's {} elements",
                 self.cap
             )));
         }
-        self.out.push(v);
+        self.out.push(element);
         Ok(())
     }
 
-    fn not_a_number<E: serde::de::Error>(self, what: &str) -> Result<(), E> {
+    fn not_a_scalar<E: serde::de::Error>(self, what: &str) -> Result<(), E> {
         Err(E::custom(format!(
-            "element {} is {what}, not {}",
+            "element {} is {what}, not a {} value",
             self.out.len(),
-            T::WANTED
+            T::DTYPE.oip_name()
         )))
     }
 }
 
-impl<'de, T: Element> DeserializeSeed<'de> for Flatten<'_, T> {
+impl<'de, T: OipElement> DeserializeSeed<'de> for Flatten<'_, T> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -151,11 +119,11 @@ impl<'de, T: Element> DeserializeSeed<'de> for Flatten<'_, T> {
     }
 }
 
-impl<'de, T: Element> Visitor<'de> for Flatten<'_, T> {
+impl<'de, T: OipElement> Visitor<'de> for Flatten<'_, T> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a number or an array of numbers")
+        write!(f, "a {} value or an array of them", T::DTYPE.oip_name())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
@@ -171,35 +139,35 @@ impl<'de, T: Element> Visitor<'de> for Flatten<'_, T> {
     }
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
-        self.push(T::from_f64(v), v)
+        self.push(Scalar::F64(v))
     }
 
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
-        self.push(T::from_i64(v), v)
+        self.push(Scalar::I64(v))
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
-        self.push(T::from_u64(v), v)
+        self.push(Scalar::U64(v))
     }
 
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
-        self.not_a_number("a string")
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.push(Scalar::Str(v))
     }
 
     fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<(), E> {
-        self.push(None, v)
+        self.push(Scalar::Bool(v))
     }
 
     fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
-        self.not_a_number("null")
+        self.not_a_scalar("null")
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        self.not_a_number("an object")
+        self.not_a_scalar("an object")
     }
 }
 
-fn flatten<T: Element>(raw: &RawValue, expected: usize) -> Result<Vec<T>, serde_json::Error> {
+fn flatten<T: OipElement>(raw: &RawValue, expected: usize) -> Result<Vec<T>, serde_json::Error> {
     // Every element takes at least a byte of the text: never reserve past that.
     let mut out = Vec::with_capacity(expected.min(raw.get().len()));
     let mut de = serde_json::Deserializer::from_str(raw.get());
@@ -212,68 +180,54 @@ fn flatten<T: Element>(raw: &RawValue, expected: usize) -> Result<Vec<T>, serde_
     Ok(out)
 }
 
-/// The elements of a JSON `data` value (a number, or arrays nested to any depth serde_json
+/// The elements of a JSON `data` value (a scalar, or arrays nested to any depth serde_json
 /// allows), at most `expected` of them.
 ///
 /// # Errors
-/// A [`ProtocolError`] on `field` naming the first element that is not a number of `dtype`, or
-/// saying the data holds more elements than the shape.
+/// A [`ProtocolError`] on `field` naming the first element that is not a value of `dtype` (with
+/// its index and text), or saying the data holds more elements than the shape.
 pub(super) fn json_data(
     raw: &RawValue,
     dtype: DType,
     expected: usize,
     field: &str,
 ) -> Result<TensorData, ProtocolError> {
-    let data = match dtype {
-        DType::F32 => flatten::<f32>(raw, expected).map(TensorData::F32),
-        DType::I64 => flatten::<i64>(raw, expected).map(TensorData::I64),
-        other => {
-            return Err(perr(
-                field,
-                format!("{} is not accepted yet", other.oip_name()),
-            ))
-        }
-    };
-    data.map_err(|e| perr(field, quote(&e.to_string())))
+    for_dtype!(dtype, T => flatten::<T>(raw, expected).map(T::wrap))
+        .map_err(|e| perr(field, quote(&e.to_string())))
 }
 
-/// The elements of `bytes` of binary data (little-endian, `dtype`'s width each).
+/// The `expected` elements of `bytes` of binary data, which must hold exactly those.
 ///
 /// # Errors
-/// When `bytes` is not a whole number of elements.
+/// A [`ProtocolError`] on `field` when the bytes are not exactly `expected` elements of `dtype`:
+/// too few or too many bytes, a BYTES length past the bytes left, a BOOL byte other than 0 or 1.
 pub(super) fn binary_data(
     bytes: &[u8],
     dtype: DType,
+    expected: usize,
     field: &str,
 ) -> Result<TensorData, ProtocolError> {
-    let width = width(dtype);
-    if !bytes.len().is_multiple_of(width) {
-        return Err(perr(
-            field,
-            format!(
-                "{} bytes of binary data is not a whole number of {width}-byte elements",
-                bytes.len()
-            ),
+    for_dtype!(dtype, T => binary::<T>(bytes, expected).map(T::wrap)).map_err(|m| perr(field, m))
+}
+
+fn binary<T: OipElement>(mut rest: &[u8], expected: usize) -> Result<Vec<T>, String> {
+    // Every element takes at least `MIN_BINARY_BYTES` of the data: never reserve past that.
+    let mut out = Vec::with_capacity(expected.min(rest.len() / T::MIN_BINARY_BYTES));
+    while !rest.is_empty() {
+        if out.len() == expected {
+            return Err(format!(
+                "{} bytes remain after the shape's {expected} elements",
+                rest.len()
+            ));
+        }
+        let i = out.len();
+        out.push(T::take_binary(&mut rest).map_err(|why| format!("element {i}: {why}"))?);
+    }
+    if out.len() != expected {
+        return Err(format!(
+            "{} elements, but the shape needs {expected}",
+            out.len()
         ));
     }
-    Ok(match dtype {
-        DType::F32 => TensorData::F32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        DType::I64 => TensorData::I64(
-            bytes
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        ),
-        other => {
-            return Err(perr(
-                field,
-                format!("{} is not accepted yet", other.oip_name()),
-            ))
-        }
-    })
+    Ok(out)
 }

@@ -4,6 +4,8 @@
 
 use weir_engine::request::RequestError;
 
+use super::reply::ReplyError;
+
 /// A malformed request: the field and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -38,6 +40,18 @@ pub enum OipError {
     /// The graph refused or failed the request.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The rows of a batched request gave one output tensors that do not stack (their shapes or
+    /// element types differ).
+    #[error("outputs: the rows of this request gave `{output}` tensors that do not stack ({detail}); send the rows as separate requests")]
+    RowsDisagree {
+        /// Output, quoted short.
+        output: String,
+        /// How they differ.
+        detail: String,
+    },
+    /// An output cannot be written in the encoding the request asked for.
+    #[error(transparent)]
+    Reply(#[from] ReplyError),
     /// The request's deadline passed before its answer.
     #[error("deadline of {ms} ms exceeded")]
     Deadline {

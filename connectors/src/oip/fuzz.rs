@@ -78,7 +78,7 @@ fn nested_data_stops_at_the_shapes_count() {
     assert!(parse_infer_request(body.as_bytes(), None)
         .unwrap_err()
         .message
-        .contains("element 1 is `2.5`, not an integer"));
+        .contains("element 1 is `2.5`: not an integer literal"));
 }
 
 #[test]
@@ -146,6 +146,144 @@ fn parameters_are_raw_text_under_a_cap() {
     assert_eq!(field_of(body), "inputs[0] (x).parameters");
 }
 
+/// A request of one input `x` with binary data `data`, shape `shape` and `binary_data_size`
+/// `size`; parsed, it must fail on `field` with a message holding `says`.
+fn refuse_binary(datatype: &str, shape: &str, size: usize, data: &[u8], field: &str, says: &str) {
+    let header = format!(
+        r#"{{"inputs":[{{"name":"x","shape":{shape},"datatype":"{datatype}","parameters":{{"binary_data_size":{size}}}}}]}}"#
+    );
+    let mut body = header.clone().into_bytes();
+    body.extend_from_slice(data);
+    let err = parse_infer_request(&body, Some(header.len())).unwrap_err();
+    assert_eq!(err.field, field, "{datatype} {shape}: {err}");
+    assert!(err.message.contains(says), "{datatype} {shape}: {err}");
+}
+
+#[test]
+fn hostile_binary_bytes_are_refused_before_allocating() {
+    let size_field = "inputs[0] (x).parameters.binary_data_size";
+    // A length prefix past the end, and the largest one a prefix can state.
+    refuse_binary(
+        "BYTES",
+        "[1]",
+        6,
+        b"\x05\0\0\0ab",
+        size_field,
+        "length 5 passes the 2 bytes left",
+    );
+    refuse_binary(
+        "BYTES",
+        "[1]",
+        5,
+        b"\xff\xff\xff\xffa",
+        size_field,
+        "length 4294967295",
+    );
+    // A prefix cut short.
+    refuse_binary(
+        "BYTES",
+        "[2]",
+        6,
+        b"\0\0\0\0\x01\0",
+        size_field,
+        "too few for a 4-byte length",
+    );
+    // Fewer or more elements than the shape's, though every prefix holds.
+    refuse_binary(
+        "BYTES",
+        "[3]",
+        8,
+        &[0; 8],
+        size_field,
+        "2 elements, but the shape needs 3",
+    );
+    refuse_binary(
+        "BYTES",
+        "[1]",
+        8,
+        &[0; 8],
+        size_field,
+        "4 bytes remain after the shape's 1 elements",
+    );
+    // Fixed widths: the size must be the shape's count times the width.
+    refuse_binary(
+        "FP16",
+        "[3]",
+        4,
+        &[0; 4],
+        size_field,
+        "needs 3 elements of 2 bytes",
+    );
+    refuse_binary("BOOL", "[2]", 2, &[1, 7], size_field, "byte 7 is neither 0");
+    // A size past the body.
+    refuse_binary(
+        "UINT8",
+        "[4]",
+        4,
+        &[0; 3],
+        size_field,
+        "only 3 binary bytes remain",
+    );
+}
+
+#[test]
+fn json_values_outside_their_datatype_name_the_element() {
+    let cases = [
+        (
+            "UINT8",
+            "[1, 256]",
+            "element 1 is `256`: outside UINT8's range 0..=255",
+        ),
+        (
+            "INT8",
+            "[-129]",
+            "element 0 is `-129`: outside INT8's range -128..=127",
+        ),
+        ("UINT16", "[-1]", "outside UINT16's range"),
+        ("INT32", "[2147483648]", "outside INT32's range"),
+        (
+            "UINT32",
+            "[1, 2.5]",
+            "element 1 is `2.5`: not an integer literal",
+        ),
+        (
+            "INT64",
+            "[1e3]",
+            "element 0 is `1000`: not an integer literal",
+        ),
+        (
+            "UINT64",
+            "[18446744073709551616]",
+            "element 0 is `18446744073709552000`",
+        ),
+        (
+            "FP16",
+            "[65504, 65520]",
+            "element 1 is `65520`: beyond FP16's largest finite value",
+        ),
+        ("BF16", "[-1e39]", "beyond BF16's largest finite value"),
+        ("FP32", "[3.5e38]", "beyond FP32's largest finite value"),
+        ("FP32", "[\"Inf\"]", "a string other than"),
+        ("FP64", "[1e400]", "number out of range"),
+        ("BOOL", "[true, 1]", "element 1 is `1`: not true or false"),
+        ("BYTES", "[\"a\", 1]", "element 1 is `1`: not a string"),
+        ("INT16", "[null]", "element 0 is null, not a INT16 value"),
+    ];
+    for (datatype, data, says) in cases {
+        let body = format!(
+            r#"{{"inputs":[{{"name":"x","shape":[{n}],"datatype":"{datatype}","data":{data}}}]}}"#,
+            n = data.matches(',').count() + 1
+        );
+        let err = parse_infer_request(body.as_bytes(), None).unwrap_err();
+        assert_eq!(err.field, "inputs[0] (x).data", "{datatype} {data}");
+        assert!(
+            err.message.contains(says),
+            "{datatype} {data}: {}",
+            err.message
+        );
+    }
+}
+
 /// Checks what a parse produced against the body it came from.
 fn assert_bounded(body: &[u8], parsed: &Result<InferRequest, ProtocolError>) {
     match parsed {
@@ -190,8 +328,21 @@ fn data() -> impl Strategy<Value = String> {
         any::<f32>()
             .prop_filter("finite", |v| v.is_finite())
             .prop_map(|v| v.to_string()),
-        prop::sample::select(vec!["true", "null", "\"a\"", "{}", "1e400", "-0"])
-            .prop_map(str::to_string),
+        prop::sample::select(vec![
+            "true",
+            "null",
+            "\"a\"",
+            "\"NaN\"",
+            "{}",
+            "1e400",
+            "-0",
+            "65520",
+            "256",
+            "-1",
+            "18446744073709551615",
+            "-9223372036854775808",
+        ])
+        .prop_map(str::to_string),
     ];
     leaf.prop_recursive(4, 64, 8, |inner| {
         proptest::collection::vec(inner, 0..8).prop_map(|v| format!("[{}]", v.join(",")))
@@ -201,7 +352,10 @@ fn data() -> impl Strategy<Value = String> {
 fn input() -> impl Strategy<Value = (String, usize)> {
     (
         proptest::collection::vec(dim(), 0..4),
-        prop::sample::select(vec!["FP32", "INT64", "FP16", "BYTES", ""]),
+        prop::sample::select(vec![
+            "BOOL", "UINT8", "UINT64", "INT8", "INT32", "INT64", "FP16", "FP32", "FP64", "BF16",
+            "BYTES", "FP8", "",
+        ]),
         prop_oneof![
             data().prop_map(|d| (format!(r#","data":{d}"#), 0)),
             (0usize..80).prop_map(|n| (format!(r#","parameters":{{"binary_data_size":{n}}}"#), n)),

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tracing::debug;
 use weir_engine::request::RequestError;
 use weir_engine::runtime::GraphRuntime;
-use weir_engine::tensor::{element_count, NamedTensor, Tensor, TensorData};
+use weir_engine::tensor::{element_count, NamedTensor, Tensor};
 
 use super::error::{perr, OipError};
 use super::{encode_infer_reply, InferRequest, ReplyTensor, PARAMETERS_MAX_BYTES};
@@ -195,11 +195,14 @@ pub async fn run_infer(
                 .iter()
                 .map(|i| {
                     let shape = i.shape[1..].to_vec();
+                    // Within the element count check_rows matched to the data.
                     let n: usize = shape.iter().product();
-                    let data = i.data.slice(row * n..(row + 1) * n);
                     NamedTensor {
                         name: i.name.clone(),
-                        tensor: Tensor { shape, data },
+                        tensor: Tensor {
+                            shape,
+                            data: i.data.slice(row * n..(row + 1) * n),
+                        },
                     }
                 })
                 .collect();
@@ -221,36 +224,66 @@ pub async fn run_infer(
     .map_err(|_| OipError::Deadline {
         ms: timeout.as_millis() as u64,
     })?;
-    let responses = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let mut reply = Vec::with_capacity(outputs.len());
-    for (name, binary) in outputs {
-        let parts: Vec<&Tensor> = responses.iter().filter_map(|r| r.output(&name)).collect();
-        let Some(first) = parts.first() else { continue };
-        let mut shape = first.shape.clone();
-        if batched {
-            shape.insert(0, rows);
-        }
-        let mut data = TensorData::empty(first.dtype());
-        for t in &parts {
-            // Every part comes from the same graph output: one dtype.
-            let _ = data.extend(t.data.clone());
-        }
-        reply.push(ReplyTensor {
-            name,
-            tensor: Tensor { shape, data },
-            binary,
-        });
-    }
+    let mut responses = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
     // Echo the parameters as they came out of the graph, not as they went in.
     let echoed = responses
         .first()
         .and_then(|r| r.parameters.as_deref())
         .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p).ok())
         .unwrap_or_default();
+    let mut reply = Vec::with_capacity(outputs.len());
+    for (name, binary) in outputs {
+        // Output names are distinct (the parser refuses a name asked twice): move, not copy.
+        let parts = responses.iter_mut().filter_map(|r| {
+            let at = r.outputs.iter().position(|o| o.name == name)?;
+            Some(r.outputs.swap_remove(at).tensor)
+        });
+        let Some(mut tensor) = stack(parts, &name)? else {
+            continue;
+        };
+        if batched {
+            tensor.shape.insert(0, rows);
+        }
+        reply.push(ReplyTensor {
+            name,
+            tensor,
+            binary,
+        });
+    }
     Ok(encode_infer_reply(
         &plan.name,
         request.id.as_deref(),
         echoed,
         &reply,
-    ))
+    )?)
+}
+
+/// The rows' tensors of one output, stacked in order into the first; `None` when there are none.
+///
+/// # Errors
+/// [`OipError::RowsDisagree`] when two rows' tensors differ in shape or element type (a model
+/// whose output shape depends on its input's values): they do not stack into one tensor.
+fn stack(mut parts: impl Iterator<Item = Tensor>, name: &str) -> Result<Option<Tensor>, OipError> {
+    let Some(mut stacked) = parts.next() else {
+        return Ok(None);
+    };
+    for (row, part) in parts.enumerate() {
+        let disagree = |detail: String| OipError::RowsDisagree {
+            output: quote(name).into_owned(),
+            detail,
+        };
+        if part.shape != stacked.shape {
+            return Err(disagree(format!(
+                "row 0 gave shape {:?}, row {} shape {:?}",
+                stacked.shape,
+                row + 1,
+                part.shape
+            )));
+        }
+        stacked
+            .data
+            .extend(part.data)
+            .map_err(|e| disagree(format!("row {}: {e}", row + 1)))?;
+    }
+    Ok(Some(stacked))
 }

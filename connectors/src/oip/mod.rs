@@ -5,6 +5,7 @@
 //!
 //! - `request.rs`: requests, JSON and the binary tensor data extension, parsed into weir tensors;
 //! - `data.rs`: one input's shape and data, every size checked before it sizes anything;
+//! - `element.rs`: what an element of each datatype may be in JSON and binary, both ways;
 //! - `reply.rs`: replies written back, JSON or binary per output;
 //! - `infer.rs`: one request run through a graph (the batch dimension split into rows, every row
 //!   awaited within a deadline, the reply stacked);
@@ -12,6 +13,7 @@
 //!   every way a request gets no reply), which each transport shows its own way.
 
 mod data;
+mod element;
 mod error;
 mod infer;
 mod reply;
@@ -19,11 +21,13 @@ mod request;
 
 pub use error::{OipError, ProtocolError};
 pub use infer::run_infer;
-pub use reply::{encode_infer_reply, ReplyTensor};
+pub use reply::{encode_infer_reply, ReplyError, ReplyTensor};
 pub use request::{
-    datatype_name, parse_infer_request, InferRequest, InputTensor, RequestedOutput, HEADER_LENGTH,
+    parse_infer_request, InferRequest, InputTensor, RequestedOutput, HEADER_LENGTH,
     PARAMETERS_MAX_BYTES,
 };
 
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod roundtrip;

@@ -1,13 +1,20 @@
 //! Open Inference Protocol replies: the graph's outputs written as a JSON body, with the
 //! outputs the request asked for as binary appended after it (the binary tensor extension).
+//!
+//! Element data is serialized straight from the typed vectors (no `serde_json::Value` per
+//! element), each datatype as `element.rs` says. Writing can fail for BYTES only: an element that
+//! is not UTF-8 has no JSON form, and one over 4 GiB no binary length; the reply then is a
+//! [`ReplyError`] naming the output and the element, never a lossy text.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 use weir_engine::tensor::{Tensor, TensorData};
+use weir_engine::with_elements;
 
-use super::datatype_name;
+use super::element::{EncodeFault, OipElement};
 
 /// One output of a reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +27,46 @@ pub struct ReplyTensor {
     pub binary: bool,
 }
 
+/// An output the reply cannot carry in the encoding asked for.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    /// A BYTES element that is not UTF-8, asked for as JSON.
+    #[error(
+        "outputs: element {element} of `{output}` is not UTF-8 text, which JSON cannot carry; \
+         ask for this output as binary data (`\"parameters\": {{\"binary_data\": true}}`)"
+    )]
+    NotUtf8 {
+        /// The output.
+        output: String,
+        /// Index of the first such element.
+        element: usize,
+    },
+    /// A BYTES element longer than the binary extension's 4-byte length can state.
+    #[error("outputs: element {element} of `{output}` holds {len} bytes, more than a 4-byte length states")]
+    TooLong {
+        /// The output.
+        output: String,
+        /// Index of the element.
+        element: usize,
+        /// Its length.
+        len: usize,
+    },
+}
+
+impl ReplyError {
+    fn new(output: &str, element: usize, fault: EncodeFault) -> ReplyError {
+        let output = output.to_string();
+        match fault {
+            EncodeFault::NotUtf8 => ReplyError::NotUtf8 { output, element },
+            EncodeFault::TooLong(len) => ReplyError::TooLong {
+                output,
+                element,
+                len,
+            },
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct RawReply<'a> {
     model_name: &'a str,
@@ -28,68 +75,96 @@ struct RawReply<'a> {
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Map::is_empty")]
     parameters: Map<String, Value>,
-    outputs: Vec<RawReplyOutput>,
+    outputs: Vec<RawReplyOutput<'a>>,
 }
 
 #[derive(Serialize)]
-struct RawReplyOutput {
-    name: String,
+struct RawReplyOutput<'a> {
+    name: &'a str,
     datatype: &'static str,
-    shape: Vec<usize>,
+    shape: &'a [usize],
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     parameters: BTreeMap<&'static str, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<Value>,
+    data: Option<JsonData<'a>>,
+}
+
+/// A tensor's elements as a flat JSON array; every element was checked to have a JSON form.
+struct JsonData<'a>(&'a TensorData);
+
+impl Serialize for JsonData<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        with_elements!(self.0, v => json_array(v, s))
+    }
+}
+
+fn json_array<T: OipElement, S: Serializer>(values: &[T], s: S) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(values.len()))?;
+    for v in values {
+        seq.serialize_element(&JsonElement(v))?;
+    }
+    seq.end()
+}
+
+struct JsonElement<'a, T>(&'a T);
+
+impl<T: OipElement> Serialize for JsonElement<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.write_json(s)
+    }
+}
+
+/// The index and fault of the first element of `values` that `fault` finds one in.
+fn first_fault<T: OipElement>(
+    values: &[T],
+    fault: impl Fn(&T) -> Option<EncodeFault>,
+) -> Option<(usize, EncodeFault)> {
+    values
+        .iter()
+        .enumerate()
+        .find_map(|(i, v)| fault(v).map(|f| (i, f)))
 }
 
 /// Writes a reply body; returns it and, when any output is binary, the JSON header's length.
+///
+/// # Errors
+/// A [`ReplyError`] when an output asked for as JSON holds BYTES that are not UTF-8, or one
+/// asked for as binary holds an element over 4 GiB.
 pub fn encode_infer_reply(
     model: &str,
     id: Option<&str>,
     parameters: Map<String, Value>,
     outputs: &[ReplyTensor],
-) -> (Vec<u8>, Option<usize>) {
+) -> Result<(Vec<u8>, Option<usize>), ReplyError> {
     let mut binary = Vec::new();
-    let raw_outputs = outputs
-        .iter()
-        .map(|o| {
-            let mut parameters = BTreeMap::new();
-            let data = if o.binary {
-                let start = binary.len();
-                o.tensor.data.write_le(&mut binary);
-                parameters.insert("binary_data_size", Value::from(binary.len() - start));
-                None
-            } else {
-                Some(match &o.tensor.data {
-                    TensorData::F32(v) => Value::Array(
-                        v.iter()
-                            .map(|&x| {
-                                serde_json::Number::from_f64(f64::from(x))
-                                    .map(Value::Number)
-                                    .unwrap_or(Value::Null)
-                            })
-                            .collect(),
-                    ),
-                    TensorData::I64(v) => Value::Array(v.iter().map(|&x| Value::from(x)).collect()),
-                    other => Value::Array(
-                        other
-                            .to_f64_lossy()
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(Value::from)
-                            .collect(),
-                    ),
-                })
-            };
-            RawReplyOutput {
-                name: o.name.clone(),
-                datatype: datatype_name(o.tensor.dtype()),
-                shape: o.tensor.shape.clone(),
-                parameters,
-                data,
-            }
-        })
-        .collect();
+    let mut raw_outputs = Vec::with_capacity(outputs.len());
+    for o in outputs {
+        let data = &o.tensor.data;
+        let mut parameters = BTreeMap::new();
+        let fault = if o.binary {
+            with_elements!(data, v => first_fault(v, OipElement::binary_fault))
+        } else {
+            with_elements!(data, v => first_fault(v, OipElement::json_fault))
+        };
+        if let Some((i, f)) = fault {
+            return Err(ReplyError::new(&o.name, i, f));
+        }
+        let json = if o.binary {
+            let start = binary.len();
+            data.write_le(&mut binary);
+            parameters.insert("binary_data_size", Value::from(binary.len() - start));
+            None
+        } else {
+            Some(JsonData(data))
+        };
+        raw_outputs.push(RawReplyOutput {
+            name: &o.name,
+            datatype: o.tensor.dtype().oip_name(),
+            shape: &o.tensor.shape,
+            parameters,
+            data: json,
+        });
+    }
     let reply = RawReply {
         model_name: model,
         model_version: "1",
@@ -97,13 +172,15 @@ pub fn encode_infer_reply(
         parameters,
         outputs: raw_outputs,
     };
+    // Every element was checked to have a JSON form, and maps have string keys: writing to a
+    // `Vec` cannot fail.
     let mut body = serde_json::to_vec(&reply)
         .unwrap_or_else(|e| format!("{{\"error\":\"encoding the reply: {e}\"}}").into_bytes());
-    if binary.is_empty() {
-        (body, None)
-    } else {
+    if outputs.iter().any(|o| o.binary) {
         let header = body.len();
         body.extend_from_slice(&binary);
-        (body, Some(header))
+        Ok((body, Some(header)))
+    } else {
+        Ok((body, None))
     }
 }

@@ -4,7 +4,9 @@
 //! order requests complete. Each request and reply is an Open Inference Protocol (KServe v2) JSON
 //! document, the same as the HTTP body, so the same tools write and read them.
 //!
-//! Requests are parsed, run and answered by [`crate::oip`], as over HTTP. A request without an
+//! Requests are parsed, run and answered by [`crate::oip`], as over HTTP, every datatype
+//! included; replies are JSON only, so an output of BYTES that are not UTF-8 is answered with an
+//! error document naming it. A request without an
 //! `id` gets one (`line-<n>` or `sample-<n>`), so every reply names its request. A request that is
 //! over the document cap, cannot be parsed or fails in the graph gets an error document
 //! `{"id": ..., "error": ...}` instead ([`DocumentError`]) — never silence — and the stream goes

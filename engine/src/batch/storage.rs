@@ -16,6 +16,7 @@ use arrow_array::types::{
     UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BinaryArray, PrimitiveArray};
+use arrow_buffer::ScalarBuffer;
 use arrow_schema::DataType;
 use half::{bf16, f16};
 
@@ -85,8 +86,9 @@ pub(crate) const MAX_BINARY_BYTES: usize = i32::MAX as usize;
 /// `data` as an Arrow values array of `storage_type(data.dtype())`; `None` when a BYTES column
 /// would hold more than [`MAX_BINARY_BYTES`].
 pub(crate) fn values_array(data: TensorData) -> Option<ArrayRef> {
+    // The vector becomes the array's buffer as it is: no copy on the fixed-shape path.
     fn prim<T: NativeElement>(v: Vec<T>) -> ArrayRef {
-        Arc::new(PrimitiveArray::<T::Arrow>::from_iter_values(v))
+        Arc::new(PrimitiveArray::<T::Arrow>::new(ScalarBuffer::from(v), None))
     }
     Some(match data {
         TensorData::Bool(v) => prim(v.into_iter().map(u8::from).collect::<Vec<u8>>()),

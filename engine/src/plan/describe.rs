@@ -7,7 +7,7 @@ use super::{lineage_id, NodeKind, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
 use crate::spec::ReplicationMode;
-use crate::validate::TensorOp;
+use crate::validate::{CallShape, TensorOp};
 
 /// One node's kind and settings, on one line.
 fn kind_label(kind: &NodeKind) -> String {
@@ -15,13 +15,17 @@ fn kind_label(kind: &NodeKind) -> String {
         NodeKind::Model(m) => format!(
             "model {} ({}, {} instance(s) × {} thread(s){}{}{}{})",
             m.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
-            if m.batched {
-                format!(
-                    "batched ≤ {} within {} µs",
-                    m.batching.max_size, m.batching.max_delay_us
-                )
-            } else {
-                "per request".to_string()
+            match (m.call, &m.pad) {
+                (CallShape::Batched, pad) => format!(
+                    "batched ≤ {} within {} µs{}",
+                    m.batching.max_size,
+                    m.batching.max_delay_us,
+                    pad.as_ref()
+                        .map(|p| format!(", padded along `{}` with {}", p.dim, p.value))
+                        .unwrap_or_default()
+                ),
+                (CallShape::PerRequest, _) => "per request".to_string(),
+                (CallShape::Unbatched, _) => "per request, no batch dimension".to_string(),
             },
             m.executor.instances,
             m.executor.intra_op_threads,

@@ -3,7 +3,7 @@
 //! Validation proves a spec can run; planning decides how, and cannot fail. It resolves each model
 //! node's replica set into local and remote executors (`placement.rs`), its parity coding into a
 //! parity model and coding group (`parity.rs`), its SERF parallelism into the executor
-//! configuration it starts in (`parallelism.rs`), its routing over the replicas (`routing.rs`) and,
+//! configuration it starts in (`parallelism.rs`), its padded batching into axes (`padding.rs`), its routing over the replicas (`routing.rs`) and,
 //! for a HAMS stateful node, its state layout and replication (`stateful.rs`); it resolves the
 //! graph's streaming connectors (`streams.rs`) and numbers the nodes for lineage. Every mechanism
 //! is decided here, never in the compiler, which only wires what the plan says.
@@ -14,6 +14,7 @@
 
 mod describe;
 mod node;
+mod padding;
 mod parallelism;
 mod parity;
 mod placement;
@@ -22,6 +23,7 @@ mod stateful;
 mod streams;
 
 pub use node::{ModelNode, NodeKind, ValidNode};
+pub use padding::PadPlan;
 pub use parity::ParityPlan;
 pub(crate) use stateful::one_sequence_shape;
 

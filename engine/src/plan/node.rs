@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{parallelism, parity, placement, routing, stateful, ParityPlan};
+use super::{padding, parallelism, parity, placement, routing, stateful, PadPlan, ParityPlan};
 use crate::onnx::ModelMetadata;
 use crate::parallelism::AutoParallelism;
 use crate::placement::{RemoteExecutor, ReplicaTarget};
@@ -11,17 +11,19 @@ use crate::routing::Routing;
 use crate::spec::{BatchingSpec, ExecutorSpec};
 use crate::stateful::StatefulNode;
 use crate::tensor::TensorType;
-use crate::validate::{CheckedKind, CheckedModel, Port, TensorOp, TypedNode};
+use crate::validate::{CallShape, CheckedKind, CheckedModel, Port, TensorOp, TypedNode};
 
 /// A model node, as planned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelNode {
     /// The model file, resolved against the graph's folder.
     pub path: PathBuf,
-    /// Whether the model takes a dynamic batch dimension (else: one request per call).
-    pub batched: bool,
+    /// How the model is called: batched, one request per call, or without a batch dimension.
+    pub call: CallShape,
     /// Dynamic batching settings.
     pub batching: BatchingSpec,
+    /// Padded batching (`batching.pad`), its dimension resolved to axes.
+    pub pad: Option<PadPlan>,
     /// Executor settings (under `parallelism:`, the configuration the node starts in).
     pub executor: ExecutorSpec,
     /// The model's signature.
@@ -38,6 +40,13 @@ pub struct ModelNode {
     /// The state it carries between calls and how that state is replicated (HAMS); `None` for a
     /// stateless model. State inputs and outputs are not among the node's ports or outputs.
     pub state: Option<Box<StatefulNode>>,
+}
+
+impl ModelNode {
+    /// Whether calls may hold several requests (a dynamic batch dimension).
+    pub fn batched(&self) -> bool {
+        self.call.batched()
+    }
 }
 
 /// What a node does.
@@ -97,8 +106,9 @@ fn model(m: &CheckedModel<'_>, base_dir: &Path, executors: &[RemoteExecutor]) ->
         parallelism::executor_config(spec, base_dir, m.serf_profile.as_ref());
     ModelNode {
         path: base_dir.join(&spec.path.value),
-        batched: m.batched,
-        batching: spec.batching,
+        call: m.call,
+        batching: spec.batching.clone(),
+        pad: padding::pad_plan(spec, &m.metadata, m.call),
         executor,
         metadata: m.metadata.clone(),
         parity: parity::parity_plan(spec, base_dir),

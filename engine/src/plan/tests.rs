@@ -31,6 +31,7 @@ fn tensor(name: &str, dims: &[Dim]) -> TensorInfo {
         name: name.into(),
         element: ElementType::Supported(DType::F32),
         dims: dims.to_vec(),
+        names: vec![None; dims.len()],
     }
 }
 

@@ -1,5 +1,6 @@
 //! Admission's check of a request's tensors against the graph inputs: every name is a graph input,
-//! each input is given once, with its dtype, a shape its declared one accepts, and as many
+//! each input is given once, with its dtype, a shape its declared one accepts (any size where it
+//! declares `-1`; one size per symbolic name across all inputs of the request), and as many
 //! elements as that shape holds. A wrong request is refused here, naming the field that is wrong,
 //! so nothing malformed reaches the dataflow.
 
@@ -31,6 +32,8 @@ pub(super) fn check_inputs(
         }
     }
     let mut ordered = Vec::with_capacity(plan.inputs.len());
+    // Symbolic dimension name -> (size in this request, the input that fixed it).
+    let mut symbols: Vec<(&str, usize, &str)> = Vec::new();
     for g in &plan.inputs {
         let pos = inputs
             .iter()
@@ -81,6 +84,23 @@ pub(super) fn check_inputs(
                     tensor.data.len()
                 ),
             ));
+        }
+        for (symbol, &size) in g.symbols.iter().zip(&tensor.shape) {
+            let Some(symbol) = symbol.as_deref() else {
+                continue;
+            };
+            match symbols.iter().find(|(s, _, _)| *s == symbol) {
+                Some(&(_, agreed, first)) if agreed != size => {
+                    return Err(invalid(
+                        format!("inputs.{}.shape", g.name),
+                        format!(
+                            "dimension `{symbol}` is {size} here but {agreed} in `{first}`; inputs sharing `{symbol}` must agree"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => symbols.push((symbol, size, g.name.as_str())),
+            }
         }
         ordered.push(tensor);
     }

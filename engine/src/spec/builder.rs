@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{
-    ArgmaxSpec, BatchingSpec, ConcatSpec, ExecutorSpec, GraphSpec, InputSpec, ModelSpec, NodeSpec,
-    NormalizeSpec, OutputSpec, RemoteExecutorSpec, Spanned, TopKSpec,
+    ArgmaxSpec, BatchingSpec, ConcatSpec, DimSpec, ExecutorSpec, GraphSpec, InputSpec, ModelSpec,
+    NodeSpec, NormalizeSpec, OutputSpec, RemoteExecutorSpec, Spanned, TopKSpec,
 };
 use crate::tensor::DType;
 
@@ -60,12 +60,21 @@ impl GraphBuilder {
         self
     }
 
-    /// Adds a graph input with a per-request shape.
-    pub fn input(mut self, name: &str, dtype: DType, shape: &[i64]) -> Self {
+    /// Adds a graph input with a per-request shape (`-1` for a free dimension).
+    pub fn input(self, name: &str, dtype: DType, shape: &[i64]) -> Self {
+        self.input_dims(
+            name,
+            dtype,
+            shape.iter().map(|&d| DimSpec::Size(d)).collect(),
+        )
+    }
+
+    /// Adds a graph input whose dimensions may be named (`DimSpec::from("seq")`) or free (`-1`).
+    pub fn input_dims(mut self, name: &str, dtype: DType, shape: Vec<DimSpec>) -> Self {
         self.spec.inputs.push(s(InputSpec {
             name: s(name.to_string()),
             dtype: s(dtype),
-            shape: s(shape.to_vec()),
+            shape: s(shape),
         }));
         self
     }
@@ -145,6 +154,7 @@ impl ModelBuilder {
                 id: s(id.to_string()),
                 path: s(path.into()),
                 inputs: BTreeMap::new(),
+                batch: s(true),
                 batching: BatchingSpec::default(),
                 executor: ExecutorSpec::default(),
                 replicas: None,
@@ -171,7 +181,25 @@ impl ModelBuilder {
         self.spec.batching = BatchingSpec {
             max_size,
             max_delay_us,
+            pad: self.spec.batching.pad.take(),
         };
+        self
+    }
+
+    /// Pads requests along the model's dimension named `dim` with `value`, so that requests of
+    /// different lengths join one call (see [`super::PadSpec`]).
+    pub fn pad(mut self, dim: &str, value: f64) -> Self {
+        self.spec.batching.pad = Some(s(super::PadSpec {
+            dim: s(dim.to_string()),
+            value: s(value),
+        }));
+        self
+    }
+
+    /// Declares that the model has no batch dimension (`batch: false`): each request is one call
+    /// with its tensors as they are.
+    pub fn unbatched(mut self) -> Self {
+        self.spec.batch = s(false);
         self
     }
 

@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
 pub use model::{
-    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, ParallelismSpec,
+    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, PadSpec, ParallelismSpec,
     ParityEncoder, ParitySpec, ResilienceSpec,
 };
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
@@ -126,8 +126,65 @@ pub struct InputSpec {
     pub name: Spanned<String>,
     /// Element type.
     pub dtype: Spanned<DType>,
-    /// Per-request shape, without a batch dimension (`[3, 224, 224]` for one RGB image).
-    pub shape: Spanned<Vec<i64>>,
+    /// Per-request shape, without a batch dimension (`[3, 224, 224]` for one RGB image). A
+    /// dimension is a size, `-1` (any size, per request), or a name (`seq`): every dimension of
+    /// the graph's inputs with that name has the same size within one request, e.g.
+    /// `input_ids: [seq]` and `attention_mask: [seq]`. `[]` is a scalar.
+    pub shape: Spanned<Vec<DimSpec>>,
+}
+
+/// One dimension of a graph input as written: a size (`-1` for any), or a symbolic name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DimSpec {
+    /// A size; `-1` means any size, chosen per request.
+    Size(i64),
+    /// A size chosen per request, equal for every dimension with this name.
+    Named(String),
+}
+
+impl From<i64> for DimSpec {
+    fn from(size: i64) -> Self {
+        DimSpec::Size(size)
+    }
+}
+
+impl From<&str> for DimSpec {
+    fn from(name: &str) -> Self {
+        DimSpec::Named(name.to_string())
+    }
+}
+
+impl fmt::Display for DimSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DimSpec::Size(n) => write!(f, "{n}"),
+            DimSpec::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DimSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct DimVisitor;
+        impl serde::de::Visitor<'_> for DimVisitor {
+            type Value = DimSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a dimension: a size, -1, or a name such as `seq`")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<DimSpec, E> {
+                Ok(DimSpec::Size(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<DimSpec, E> {
+                i64::try_from(v)
+                    .map(DimSpec::Size)
+                    .map_err(|_| E::custom(format!("dimension {v} is too large")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DimSpec, E> {
+                Ok(DimSpec::Named(v.to_string()))
+            }
+        }
+        d.deserialize_any(DimVisitor)
+    }
 }
 
 /// A graph output: a node tensor returned to the client under `name`.

@@ -17,6 +17,12 @@ pub struct ModelSpec {
     pub path: Spanned<PathBuf>,
     /// Model input name → tensor reference feeding it. Every model input must be bound.
     pub inputs: BTreeMap<String, Spanned<String>>,
+    /// Whether the model's first dimension is a batch dimension (default `true`). `batch: false`
+    /// is Triton's `max_batch_size: 0`: each request is one call with its tensors exactly as they
+    /// are (no batch dimension added, rank-0 tensors allowed), and the node's outputs are the
+    /// model's outputs with their full shapes.
+    #[serde(default = "batch_default")]
+    pub batch: Spanned<bool>,
     /// Dynamic batching. Only used by models whose first dimension is dynamic; a model whose first
     /// dimension is fixed to 1 runs one request per call.
     #[serde(default)]
@@ -54,6 +60,10 @@ pub struct ModelSpec {
     /// of its type. Fed by stateful nodes (whose calls carry no per-request scalar).
     #[serde(default)]
     pub constants: BTreeMap<String, Spanned<f64>>,
+}
+
+fn batch_default() -> Spanned<bool> {
+    Spanned::unlocated(true)
 }
 
 impl ModelSpec {
@@ -222,7 +232,7 @@ pub enum ParityEncoder {
 }
 
 /// Dynamic batching: gather up to `max_size` requests, waiting at most `max_delay_us` for more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchingSpec {
     /// Most requests in one inference call (≥ 1; 1 turns batching off).
@@ -231,6 +241,26 @@ pub struct BatchingSpec {
     /// Longest a request waits for others to join its batch, in microseconds.
     #[serde(default)]
     pub max_delay_us: u64,
+    /// Padded batching: requests whose inputs differ only along the dimension this names join one
+    /// call, each padded to the longest; without it only requests of one shape join.
+    #[serde(default)]
+    pub pad: Option<Spanned<PadSpec>>,
+}
+
+/// Padding along one named dimension of a model's inputs (`pad: {dim: seq, value: 0}`).
+///
+/// Every input axis whose ONNX `dim_param` is `dim` is padded with `value` (cast to the input's
+/// element type; BYTES inputs pad with empty strings) to the longest request of the call; every
+/// output axis with the same name is sliced back to each request's own length, and outputs
+/// without it are returned whole.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PadSpec {
+    /// The ONNX dimension name (`dim_param`) to pad along.
+    pub dim: Spanned<String>,
+    /// The padding value (default 0).
+    #[serde(default)]
+    pub value: Spanned<f64>,
 }
 
 fn default_max_size() -> usize {
@@ -242,6 +272,7 @@ impl Default for BatchingSpec {
         BatchingSpec {
             max_size: default_max_size(),
             max_delay_us: 0,
+            pad: None,
         }
     }
 }

@@ -10,10 +10,11 @@
 //!    inputs and nodes (`duplicate id`);
 //! 2. the graph-wide sections: remote executors and each node's replica list (`placement.rs`),
 //!    streaming connectors (`streams.rs`), the inputs' shapes;
-//! 3. each node's own fields: a model file exists and is ONNX with a batch dimension first, batching
-//!    and executor sizes ≥ 1 (`model.rs`), routing (`routing.rs`), parallelism (`parallelism.rs`),
-//!    state and its replication (`stateful.rs`, per-sequence state `sequences.rs`), constant
-//!    inputs (`constants.rs`), parity coding (`parity.rs`); a tensor op's settings
+//! 3. each node's own fields: a model file exists and is ONNX with a batch dimension first (or
+//!    `batch: false`), batching and executor sizes ≥ 1 (`model.rs`), padded batching
+//!    (`padding.rs`), routing (`routing.rs`), parallelism (`parallelism.rs`), state and its
+//!    replication (`stateful.rs`, per-sequence state `sequences.rs`), constant inputs
+//!    (`constants.rs`), parity coding (`parity.rs`); a tensor op's settings
 //!    (`tensor_ops.rs`);
 //! 4. references (`references.rs`): every tensor a node or output reads names a graph input, or a
 //!    node and one of its outputs (`unknown node`, `no output`), with a did-you-mean; no cycles
@@ -25,11 +26,13 @@
 //!    (`unreachable`); nodes that feed no output are warnings.
 //!
 //! weir treats a model's first dimension as the batch dimension: fixed to 1 means one request per
-//! call, dynamic means batched calls; the per-request shape is the rest.
+//! call, dynamic means batched calls; the per-request shape is the rest. A node with `batch: false`
+//! has none: each request is one call with its tensors as they are ([`CallShape`]).
 
 mod constants;
 mod model;
 mod names;
+mod padding;
 mod parallelism;
 mod parity;
 mod placement;
@@ -54,6 +57,7 @@ use crate::paths::FileRules;
 use crate::spec::{GraphSpec, ModelSpec, NodeSpec, Spanned};
 use crate::tensor::TensorType;
 
+pub use model::CallShape;
 pub use parity::RECONSTRUCTED_OUTPUT;
 pub use tensor_ops::TensorOp;
 pub(crate) use types::fixed_shape;
@@ -88,8 +92,10 @@ pub struct Port {
 pub struct GraphInput {
     /// Name (also its batch column).
     pub name: String,
-    /// Type, every dimension fixed.
+    /// Type; a `-1` or named dimension is [`crate::tensor::Dim::Dynamic`].
     pub ty: TensorType,
+    /// Per dimension, the symbolic name it was declared with (`seq`), if any.
+    pub symbols: Vec<Option<String>>,
 }
 
 /// A graph output after validation.
@@ -113,8 +119,8 @@ pub struct CheckedModel<'a> {
     pub spec: &'a ModelSpec,
     /// The model's signature.
     pub metadata: ModelMetadata,
-    /// Whether the model takes a dynamic batch dimension (else: one request per call).
-    pub batched: bool,
+    /// How the model is called (batched, one request per call, or without a batch dimension).
+    pub call: CallShape,
     /// Under `parallelism: auto`: the node's SERF profile and its configuration with the most
     /// capacity.
     pub serf_profile: Option<(Profile, Config)>,

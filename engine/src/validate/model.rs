@@ -1,17 +1,46 @@
 //! A model node's own fields: its ONNX file, its batching and executor sizes, and the order in which
 //! the per-feature rules (routing, parallelism, state, parity) run on it.
 //!
-//! The file must exist, be ONNX, and move only tensors of Open Inference Protocol datatypes whose first dimension is the
-//! batch dimension: fixed to 1 (one request per call) or dynamic (batched calls), the same for every
-//! input. State tensors are exempt, since a state has no batch dimension ([`super::stateful`]
-//! checks them). The node's outputs are the model's, minus its state outputs, plus `reconstructed`
-//! under parity coding.
+//! The file must exist, be ONNX, and move only tensors of Open Inference Protocol datatypes. How
+//! the model is called ([`CallShape`]) comes from its first dimension, which is the batch
+//! dimension: fixed to 1 (one request per call) or dynamic (batched calls), the same for every
+//! input. A scalar or a first dimension fixed to another size cannot be a batch dimension; the
+//! node must then say `batch: false` (Triton's `max_batch_size: 0`), and each request is one call
+//! with its tensors as they are. The flag is never inferred: a model whose first dimension happens
+//! to be 3 would otherwise change meaning silently. State tensors are exempt, since a state has
+//! no batch dimension ([`super::stateful`] checks them). The node's outputs are the model's (per
+//! request: without the batch dimension when it has one), minus its state outputs, plus
+//! `reconstructed` under parity coding.
 
 use super::{node_path, CheckedModel, NodeFacts, Validator};
-use crate::onnx::{read_metadata_under, ElementType, ModelMetadata, OnnxError};
+use crate::onnx::{read_metadata_under, ElementType, ModelMetadata, OnnxError, TensorInfo};
 use crate::paths::FileError;
 use crate::spec::ModelSpec;
 use crate::tensor::{DType, Dim, TensorType};
+
+/// How a model node calls its model: read from the model's first dimension and the node's
+/// `batch:` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallShape {
+    /// A dynamic first dimension: calls of up to `batching.max_size` requests, one row each.
+    Batched,
+    /// A first dimension fixed to 1: one request per call, with a batch dimension of 1.
+    PerRequest,
+    /// `batch: false`: one request per call, its tensors exactly as they are.
+    Unbatched,
+}
+
+impl CallShape {
+    /// Whether the model's tensors have a batch dimension first (a request's do not).
+    pub fn has_batch_dim(self) -> bool {
+        self != CallShape::Unbatched
+    }
+
+    /// Whether calls may hold several requests.
+    pub fn batched(self) -> bool {
+        self == CallShape::Batched
+    }
+}
 
 impl<'a> Validator<'a, '_> {
     /// Every rule on model node `m`'s own fields; the facts hold its file's signature when it read.
@@ -20,12 +49,14 @@ impl<'a> Validator<'a, '_> {
         self.check_model_settings(id, m);
         let kairos_profile = self.check_routing(id, m);
         let serf_profile = self.check_parallelism(id, m);
-        let Some((metadata, batched)) = self.read_model(id, m) else {
+        self.check_unbatched(id, m);
+        let Some((metadata, call)) = self.read_model(id, m) else {
             return NodeFacts {
                 model: None,
                 outputs: None,
             };
         };
+        self.check_padding(id, m, &metadata, call);
         self.check_state(id, m, &metadata);
         let (_, state_outputs) = m.state_tensors();
         let mut outputs: Vec<(String, TensorType)> = metadata
@@ -37,7 +68,7 @@ impl<'a> Validator<'a, '_> {
                     o.name.clone(),
                     TensorType {
                         dtype,
-                        shape: o.dims.iter().skip(1).copied().collect(),
+                        shape: o.request_dims(call.has_batch_dim()).to_vec(),
                     },
                 )),
                 _ => None,
@@ -53,7 +84,7 @@ impl<'a> Validator<'a, '_> {
             model: Some(CheckedModel {
                 spec: m,
                 metadata,
-                batched,
+                call,
                 serf_profile,
                 kairos_profile,
             }),
@@ -80,8 +111,8 @@ impl<'a> Validator<'a, '_> {
         }
     }
 
-    /// Reads the model's signature and whether it takes batches.
-    fn read_model(&mut self, id: &str, m: &ModelSpec) -> Option<(ModelMetadata, bool)> {
+    /// Reads the model's signature and how it is called.
+    fn read_model(&mut self, id: &str, m: &ModelSpec) -> Option<(ModelMetadata, CallShape)> {
         let path = self.base_dir.join(&m.path.value);
         let meta = match read_metadata_under(&path, self.files) {
             Ok(meta) => meta,
@@ -110,6 +141,10 @@ impl<'a> Validator<'a, '_> {
         let mut ok = true;
         let (state_inputs, state_outputs) = m.state_tensors();
         for t in meta.inputs.iter().chain(&meta.outputs) {
+            if !self.check_element(id, m, t) {
+                ok = false;
+                continue;
+            }
             if state_inputs.contains(&t.name.as_str())
                 || state_outputs.contains(&t.name.as_str())
                 || m.constants.contains_key(&t.name)
@@ -118,26 +153,22 @@ impl<'a> Validator<'a, '_> {
                 // `check_constants` check them.
                 continue;
             }
-            let this = match (t.element, t.dims.first()) {
-                (ElementType::NotATensor, _) => {
-                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` is not a tensor; weir serves tensor models", t.name));
+            if !m.batch.value {
+                // Tensors as they are: any first dimension, scalars too.
+                continue;
+            }
+            let this = match t.dims.first() {
+                None => {
+                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` is a scalar; weir reads the first dimension as the batch dimension", t.name))
+                        .help = Some(UNBATCHED_HELP.into());
                     ok = false;
                     continue;
                 }
-                (ElementType::Unsupported(code), _) => {
-                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has ONNX element type {code} (complex, 8-bit or 4-bit floats), which the Open Inference Protocol has no datatype for", t.name));
-                    ok = false;
-                    continue;
-                }
-                (_, None) => {
-                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` is a scalar; weir needs a batch dimension first", t.name));
-                    ok = false;
-                    continue;
-                }
-                (_, Some(Dim::Fixed(1))) => false,
-                (_, Some(Dim::Dynamic)) => true,
-                (_, Some(Dim::Fixed(n))) => {
-                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has its first dimension fixed to {n}; weir reads the first dimension as the batch dimension, which must be 1 or dynamic", t.name));
+                Some(Dim::Fixed(1)) => false,
+                Some(Dim::Dynamic) => true,
+                Some(Dim::Fixed(n)) => {
+                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has its first dimension fixed to {n}; weir reads the first dimension as the batch dimension, which must be 1 or dynamic", t.name))
+                        .help = Some(UNBATCHED_HELP.into());
                     ok = false;
                     continue;
                 }
@@ -155,6 +186,46 @@ impl<'a> Validator<'a, '_> {
                 }
             }
         }
-        ok.then(|| (meta, batched.unwrap_or(false)))
+        let call = match (m.batch.value, batched) {
+            (false, _) => CallShape::Unbatched,
+            (true, Some(true)) => CallShape::Batched,
+            (true, _) => CallShape::PerRequest,
+        };
+        ok.then_some((meta, call))
+    }
+
+    /// Whether tensor `t` of node `id`'s model has an element type weir moves (else an error).
+    fn check_element(&mut self, id: &str, m: &ModelSpec, t: &TensorInfo) -> bool {
+        let problem = match t.element {
+            ElementType::Supported(_) => return true,
+            ElementType::NotATensor => format!(
+                "model tensor `{}` is not a tensor; weir serves tensor models",
+                t.name
+            ),
+            ElementType::Unsupported(code) => format!("model tensor `{}` has ONNX element type {code} (complex, 8-bit or 4-bit floats), which the Open Inference Protocol has no datatype for", t.name),
+        };
+        self.error(
+            node_path(id, "path"),
+            m.path.location,
+            format!("node `{id}`: {problem}"),
+        );
+        false
+    }
+
+    /// `batching` under `batch: false`: a model without a batch dimension runs one request per
+    /// call, so joining requests (`max_size` above 1, `pad`) cannot apply.
+    fn check_unbatched(&mut self, id: &str, m: &ModelSpec) {
+        if m.batch.value || (m.batching.max_size <= 1 && m.batching.pad.is_none()) {
+            return;
+        }
+        self.error(
+            node_path(id, "batching"),
+            m.batch.location,
+            format!("node `{id}`: `batch: false` runs each request as its own call, so `batching` (max_size {}{}) cannot join requests", m.batching.max_size, if m.batching.pad.is_some() { ", pad" } else { "" }),
+        )
+        .help = Some("remove `batching`, or `batch: false` if the model's first dimension is a batch dimension".into());
     }
 }
+
+/// The help line of a model refused for its first dimension.
+const UNBATCHED_HELP: &str = "if the model takes one request's tensors as they are (it has no batch dimension), add `batch: false` to the node";

@@ -100,6 +100,7 @@ mod tests {
                 name: "x".into(),
                 element: ElementType::Supported(DType::F32),
                 dims: vec![Dim::Dynamic, Dim::Fixed(features)],
+                names: vec![None, None],
             }],
             outputs: Vec::new(),
         }

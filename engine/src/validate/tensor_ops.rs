@@ -4,8 +4,11 @@
 //! every `std` finite and non-zero, and an f32 input whose first dimension matches a per-channel
 //! count; `argmax` and `top_k` read f32, with `k` between 1 and the input's element count;
 //! `concat` joins at least two inputs of one dtype and rank that agree on every dimension but
-//! `axis` (negative counts from the end). An op has nothing left for the plan to decide, so
-//! validation yields it as a [`TensorOp`].
+//! `axis` (negative counts from the end). Every op computes each row on its own shape, so free
+//! dimensions are accepted; what only a row's sizes settle (`k` against its element count, its
+//! channels, the dimensions concat needs equal) is checked per row at run time, and a row that
+//! does not fit fails its batch with a message naming the row. An op has nothing left for the plan
+//! to decide, so validation yields it as a [`TensorOp`].
 
 use super::{node_path, CheckedKind, Port, TypedNode, Validator};
 use crate::diagnostic::Location;

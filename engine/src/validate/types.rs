@@ -1,8 +1,8 @@
 //! Types and shapes: the graph inputs', and along every edge in topological order.
 //!
-//! A graph input has a fixed, positive per-request shape. Each node is typed once all its producers
-//! are: a model input takes the dtype and per-request shape the model's metadata gives (its first
-//! dimension is the batch), and every model input is bound while no binding names an input the
+//! A graph input's dimensions are positive sizes, `-1` or symbolic names (sizes chosen per
+//! request). Each node is typed once all its producers are: a model input takes the dtype and per-request shape the model's metadata gives (its first
+//! dimension is the batch, unless the node says `batch: false`), and every model input is bound while no binding names an input the
 //! model lacks; a tensor op's rules are in [`super::tensor_ops`]. A node whose producer could not be
 //! typed is skipped, so one error is reported once, where it happens, rather than again downstream.
 
@@ -10,8 +10,17 @@ use super::references::RefEdge;
 use super::{node_path, CheckedKind, GraphInput, NodeFacts, Port, Producer, TypedNode, Validator};
 use crate::diagnostic::{did_you_mean, Location};
 use crate::onnx::{ElementType, TensorInfo};
-use crate::spec::{ModelSpec, NodeSpec};
+use crate::spec::{DimSpec, ModelSpec, NodeSpec};
 use crate::tensor::{Dim, ShapeDisplay, TensorType};
+
+/// Whether `name` may name a symbolic dimension: a letter or `_`, then letters, digits or `_`.
+fn is_symbol(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
 
 /// Every dimension of `dims` as a size, or `None` when one is dynamic.
 pub(crate) fn fixed_shape(dims: &[Dim]) -> Option<Vec<usize>> {
@@ -24,33 +33,51 @@ pub(crate) fn fixed_shape(dims: &[Dim]) -> Option<Vec<usize>> {
 }
 
 impl<'a> Validator<'a, '_> {
-    /// The graph inputs whose shapes are usable.
+    /// The graph inputs whose shapes are usable: every dimension a positive size, `-1`, or a
+    /// name (a symbolic dimension, the same size wherever it appears within one request).
     pub(super) fn graph_inputs(&mut self) -> Vec<GraphInput> {
         let mut out = Vec::new();
         for input in &self.spec.inputs {
             let mut dims = Vec::new();
+            let mut symbols = Vec::new();
             let mut ok = true;
-            for &d in input.shape.value.iter() {
-                if d <= 0 {
-                    ok = false;
-                } else {
-                    dims.push(d as usize);
+            for d in input.shape.value.iter() {
+                match d {
+                    DimSpec::Size(n) if *n > 0 => {
+                        dims.push(Dim::Fixed(*n as usize));
+                        symbols.push(None);
+                    }
+                    DimSpec::Size(-1) => {
+                        dims.push(Dim::Dynamic);
+                        symbols.push(None);
+                    }
+                    DimSpec::Named(name) if is_symbol(name) => {
+                        dims.push(Dim::Dynamic);
+                        symbols.push(Some(name.clone()));
+                    }
+                    _ => ok = false,
                 }
             }
             if !ok {
+                let shown: Vec<String> = input.shape.value.iter().map(|d| d.to_string()).collect();
                 self.error(
                     format!("inputs.{}.shape", input.name.value),
                     input.shape.location,
                     format!(
-                        "graph input `{}` has shape {:?}: every dimension must be a positive size",
-                        input.name.value, input.shape.value
+                        "graph input `{}` has shape [{}]: every dimension must be a positive size, -1 (any size) or a name such as `seq`",
+                        input.name.value,
+                        shown.join(", ")
                     ),
                 );
                 continue;
             }
             out.push(GraphInput {
                 name: input.name.value.clone(),
-                ty: TensorType::fixed(input.dtype.value, &dims),
+                ty: TensorType {
+                    dtype: input.dtype.value,
+                    shape: dims,
+                },
+                symbols,
             });
         }
         out
@@ -153,7 +180,8 @@ impl<'a> Validator<'a, '_> {
                 continue;
             };
             let port = &ports[pos];
-            if !self.check_model_input(id, info, port, locs[pos]) {
+            let batch_dim = checked.call.has_batch_dim();
+            if !self.check_model_input(id, (info, batch_dim), port, locs[pos]) {
                 ok = false;
             }
             ordered.push(Port {
@@ -195,11 +223,12 @@ impl<'a> Validator<'a, '_> {
         })
     }
 
-    /// Whether `port` fits model input `info` of node `id` (else an error at `loc`).
+    /// Whether `port` fits model input `info` of node `id` (else an error at `loc`); a request's
+    /// tensor is the input without its batch dimension when `batch_dim`, the whole input otherwise.
     fn check_model_input(
         &mut self,
         id: &str,
-        info: &TensorInfo,
+        (info, batch_dim): (&TensorInfo, bool),
         port: &Port,
         loc: Location,
     ) -> bool {
@@ -208,7 +237,7 @@ impl<'a> Validator<'a, '_> {
         };
         let expected = TensorType {
             dtype,
-            shape: info.dims.iter().skip(1).copied().collect(),
+            shape: info.request_dims(batch_dim).to_vec(),
         };
         if dtype != port.ty.dtype {
             self.error(

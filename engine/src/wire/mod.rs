@@ -258,6 +258,23 @@ mod tests {
         assert_eq!(back[1].1.i64_values().unwrap(), &[8, 9]);
     }
 
+    /// A uniform and a ragged column of every element type cross the wire unchanged.
+    #[test]
+    fn every_element_type_round_trips_uniform_and_ragged() {
+        for dtype in crate::tensor::DType::ALL {
+            let data = TensorData::zeros(dtype, 10);
+            let uniform = TensorColumn::from_data("u", vec![5], 2, data.clone()).unwrap();
+            let ragged =
+                TensorColumn::from_ragged("r", vec![vec![2, 2], vec![3, 2]], data).unwrap();
+            let bytes = encode_columns([("u", &uniform), ("r", &ragged)]).unwrap();
+            let back = decode_columns(&bytes).unwrap_or_else(|e| panic!("{dtype}: {e}"));
+            assert_eq!(back[0].1.dtype(), dtype);
+            assert_eq!(back[0].1.data(), uniform.data(), "{dtype}");
+            assert_eq!(back[1].1.row_shape(1), vec![3, 2], "{dtype}");
+            assert_eq!(back[1].1.data(), ragged.data(), "{dtype}");
+        }
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         assert!(decode_columns(b"not arrow").is_err());

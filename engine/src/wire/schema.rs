@@ -4,8 +4,8 @@
 //! verify but describe what it does not handle: an `Int` of bit width 0 or 127, a type tag with
 //! no type table, a list without its child, the `NONE` type. A weir payload only ever holds the
 //! types [`crate::batch::Batch`] and [`crate::batch::TensorColumn`] write — unsigned and signed
-//! 32/64-bit integers, single-precision floats, UTF-8 strings, lists, fixed-size lists and structs,
-//! none dictionary-encoded — so anything else is refused here with the field it was found in,
+//! 8/16/32/64-bit integers, half-, single- and double-precision floats, UTF-8 strings, binary
+//! (BYTES elements), lists, fixed-size lists and structs, none dictionary-encoded — so anything else is refused here with the field it was found in,
 //! and the conversion never meets a type it would panic on.
 
 use arrow_ipc::{Field, Precision, Schema, Type};
@@ -49,13 +49,19 @@ fn children_wanted(field: &Field<'_>, max_values: u64) -> Result<Option<usize>, 
     let present = match field.type_type() {
         Type::Int => field
             .type_as_int()
-            .filter(|i| matches!(i.bitWidth(), 32 | 64))
+            .filter(|i| matches!(i.bitWidth(), 8 | 16 | 32 | 64))
             .map(|_| Some(0)),
         Type::FloatingPoint => field
             .type_as_floating_point()
-            .filter(|f| f.precision() == Precision::SINGLE)
+            .filter(|f| {
+                matches!(
+                    f.precision(),
+                    Precision::HALF | Precision::SINGLE | Precision::DOUBLE
+                )
+            })
             .map(|_| Some(0)),
         Type::Utf8 => field.type_as_utf_8().map(|_| Some(0)),
+        Type::Binary => field.type_as_binary().map(|_| Some(0)),
         Type::List => field.type_as_list().map(|_| Some(1)),
         Type::FixedSizeList => field
             .type_as_fixed_size_list()

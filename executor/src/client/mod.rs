@@ -22,6 +22,10 @@
 //! outputs with their element types, the per-row shape the model file declares where its
 //! dimensions are fixed, and one row per row sent: anything else is the job's error.
 //!
+//! A node with `batch: false` sends its queries with the selector parameter `batch=false`: the
+//! executor refuses them unless it too calls the model without a batch dimension, rather than
+//! run a request's tensors with a batch dimension added.
+//!
 //! Stateful nodes' batches (HAMS) go over the same session through [`ZenohStatefulTransport`].
 
 mod hams;
@@ -32,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
-use weir_engine::validate::RemoteExecutor;
+use weir_engine::validate::{CallShape, RemoteExecutor};
 use weir_engine::wire::{decode_columns, encode_columns};
 use weir_operators::model::{ExecError, ExecutorConfig, Replica, ReplicaDone, ReplicaError};
 use weir_operators::RemoteReplicaSource;
@@ -322,7 +326,15 @@ impl RemoteReplica {
             name: executor.name.clone(),
             node: config.node.clone(),
             session: session.clone(),
-            key: executor.model_key(&config.node),
+            key: match config.call {
+                // The executor checks it calls the model the same way (`server::UNBATCHED_PARAMETER`).
+                CallShape::Unbatched => format!(
+                    "{}?{}=false",
+                    executor.model_key(&config.node),
+                    crate::server::UNBATCHED_PARAMETER
+                ),
+                _ => executor.model_key(&config.node),
+            },
             inputs: config.inputs.clone(),
             outputs: output_checks(config),
             capacity,

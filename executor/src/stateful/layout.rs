@@ -224,6 +224,7 @@ mod tests {
         TensorInfo {
             name: name.into(),
             element: ElementType::Supported(element),
+            names: vec![None; dims.len()],
             dims,
         }
     }

@@ -36,7 +36,7 @@ pub(crate) fn test_model(name: &str) -> std::path::PathBuf {
 }
 
 pub use executor::{
-    CallRecord, ExecutorConfig, Job, LoadSnapshot, LoadStats, ModelExecutor, RecordedCalls,
+    CallRecord, ExecutorConfig, Job, LoadSnapshot, LoadStats, ModelExecutor, Padding, RecordedCalls,
 };
 pub use operator::ModelOperator;
 pub use ort_env::OrtRuntime;

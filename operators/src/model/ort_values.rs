@@ -19,6 +19,7 @@ use weir_engine::tensor::{DType, Element, TensorData};
 use super::ExecError;
 
 /// One input of a call: elements borrowed from a column, or gathered into an owned buffer.
+#[derive(Debug, Clone)]
 pub(crate) enum CallInput<'a> {
     /// Elements `range` (as [`TensorColumn::row_range`] counts them) of a column.
     Column(&'a TensorColumn, Range<usize>),

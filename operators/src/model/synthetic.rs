@@ -4,20 +4,23 @@
 //! Two users, one recipe: SERF's profiler (`weir profile`) measures service times with them, and a
 //! switchable executor ([`super::executor::ModelExecutor::start_switchable`]) warms every session it
 //! pre-creates with them, so that the first requests after a switch to another thread count do not
-//! pay ONNX Runtime's first-call costs (arena growth, memory planning) on a cold session. `f32`
-//! inputs are uniform in `[0, 1)`, `i64` inputs are 0 or 1 (valid for index and mask inputs of any
-//! size).
+//! pay ONNX Runtime's first-call costs (arena growth, memory planning) on a cold session. Every
+//! datatype has a form: floats are uniform in `[0, 1)`, integers are 0 or 1 (valid for index and
+//! mask inputs of any size), booleans are fair coins, and BYTES elements are one lower-case ASCII
+//! letter (ONNX strings are text).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use half::{bf16, f16};
 use ort::session::{Session, SessionInputValue};
-use ort::value::TensorRef;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir_engine::onnx::{read_metadata, ElementType, OnnxError};
-use weir_engine::tensor::{DType, Dim};
+use weir_engine::tensor::{DType, TensorData};
+
+use super::ort_values::{input_value, CallInput};
 
 /// Why synthetic inputs could not be made for a model.
 #[derive(Debug, thiserror::Error)]
@@ -25,8 +28,8 @@ pub enum SyntheticError {
     /// The model's signature could not be read.
     #[error(transparent)]
     Metadata(#[from] OnnxError),
-    /// An input of a type weir has no random data for.
-    #[error("{path}: input `{input}` is not f32 or i64")]
+    /// An input that is not a tensor of an Open Inference Protocol datatype.
+    #[error("{path}: input `{input}` is not a tensor of an Open Inference Protocol datatype")]
     Input {
         /// The model.
         path: PathBuf,
@@ -36,16 +39,42 @@ pub enum SyntheticError {
 }
 
 #[derive(Debug, Clone)]
-enum InputData {
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-}
-
-#[derive(Debug, Clone)]
 struct SyntheticInput {
     name: String,
     shape: Vec<usize>,
-    data: InputData,
+    data: CallInput<'static>,
+}
+
+/// `n` random elements of `dtype` (see the module docs for each type's range).
+fn random_data(dtype: DType, n: usize, rng: &mut StdRng) -> TensorData {
+    macro_rules! bits {
+        ($t:ty) => {
+            (0..n)
+                .map(|_| rng.random_range(0..2) as $t)
+                .collect::<Vec<$t>>()
+                .into()
+        };
+    }
+    match dtype {
+        DType::Bool => TensorData::Bool((0..n).map(|_| rng.random()).collect()),
+        DType::U8 => bits!(u8),
+        DType::U16 => bits!(u16),
+        DType::U32 => bits!(u32),
+        DType::U64 => bits!(u64),
+        DType::I8 => bits!(i8),
+        DType::I16 => bits!(i16),
+        DType::I32 => bits!(i32),
+        DType::I64 => bits!(i64),
+        DType::F16 => TensorData::F16((0..n).map(|_| f16::from_f32(rng.random())).collect()),
+        DType::F32 => TensorData::F32((0..n).map(|_| rng.random()).collect()),
+        DType::F64 => TensorData::F64((0..n).map(|_| rng.random()).collect()),
+        DType::Bf16 => TensorData::Bf16((0..n).map(|_| bf16::from_f32(rng.random())).collect()),
+        DType::Bytes => TensorData::Bytes(
+            (0..n)
+                .map(|_| vec![b'a' + rng.random_range(0..26u8)])
+                .collect(),
+        ),
+    }
 }
 
 /// One request's worth of random inputs for a model, in the model's input order.
@@ -63,33 +92,19 @@ impl SyntheticInputs {
         meta.inputs
             .iter()
             .map(|info| {
-                let shape: Vec<usize> = info
-                    .dims
-                    .iter()
-                    .map(|d| match d {
-                        Dim::Fixed(n) => *n,
-                        Dim::Dynamic => 1,
-                    })
-                    .collect();
+                // The whole shape (a batch of 1 where the model has a batch dimension).
+                let shape = info.synthetic_shape(false);
                 let n = shape.iter().product();
-                let data = match info.element {
-                    ElementType::Supported(DType::F32) => {
-                        InputData::F32((0..n).map(|_| rng.random::<f32>()).collect())
-                    }
-                    ElementType::Supported(DType::I64) => {
-                        InputData::I64((0..n).map(|_| rng.random_range(0..2)).collect())
-                    }
-                    _ => {
-                        return Err(SyntheticError::Input {
-                            path: path.to_path_buf(),
-                            input: info.name.clone(),
-                        })
-                    }
+                let ElementType::Supported(dtype) = info.element else {
+                    return Err(SyntheticError::Input {
+                        path: path.to_path_buf(),
+                        input: info.name.clone(),
+                    });
                 };
                 Ok(SyntheticInput {
                     name: info.name.clone(),
                     shape,
-                    data,
+                    data: CallInput::Owned(random_data(dtype, n, &mut rng)),
                 })
             })
             .collect::<Result<_, _>>()
@@ -106,11 +121,7 @@ impl SyntheticInputs {
         let mut values: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
             Vec::with_capacity(self.0.len());
         for input in &self.0 {
-            let shape = input.shape.clone();
-            let value: SessionInputValue<'_> = match &input.data {
-                InputData::F32(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
-                InputData::I64(v) => TensorRef::from_array_view((shape, v.as_slice()))?.into(),
-            };
+            let value = input_value(&input.data, input.shape.clone()).map_err(ort::Error::new)?;
             values.push((input.name.as_str().into(), value));
         }
         drop(session.run(values)?);
@@ -132,8 +143,8 @@ mod tests {
         assert!(inputs.0.iter().all(|i| i.shape.first() == Some(&1)));
         let again = SyntheticInputs::random(&path, 3).unwrap();
         let first = |x: &SyntheticInputs| match &x.0[0].data {
-            InputData::F32(v) => v.clone(),
-            InputData::I64(v) => v.iter().map(|&i| i as f32).collect(),
+            CallInput::Owned(d) => d.to_f64_lossy().unwrap(),
+            CallInput::Column(..) => unreachable!("synthetic inputs are owned"),
         };
         assert_eq!(first(&inputs), first(&again));
         assert_ne!(
@@ -143,6 +154,28 @@ mod tests {
         let runtime = OrtRuntime::get().unwrap();
         let mut session = runtime.session("mlp", &path, 1, false).unwrap();
         assert!(inputs.timed_call(&mut session).unwrap() > Duration::ZERO);
+    }
+
+    /// A model per datatype (`dtypes/<t>.onnx`, BYTES as ONNX strings) runs on its random request.
+    #[test]
+    fn every_datatype_has_a_random_request_that_runs() {
+        let runtime = OrtRuntime::get().unwrap();
+        for dtype in DType::ALL {
+            let path = model(&format!("dtypes/{}.onnx", file_stem(dtype)));
+            let inputs = SyntheticInputs::random(&path, 1).unwrap();
+            let mut session = runtime.session("dtype", &path, 1, false).unwrap();
+            inputs
+                .timed_call(&mut session)
+                .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        }
+    }
+
+    /// The set-up's file name for `dtype`'s model.
+    fn file_stem(dtype: DType) -> &'static str {
+        match dtype {
+            DType::Bytes => "string",
+            other => other.name(),
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Tensor-op nodes: normalize, argmax, top-k and concat, computed column-wise on the worker.
 //!
 //! These are cheap (microseconds per batch), so they run inline in their operator rather than on an
-//! executor. The pure functions here take and return whole columns; [`operator`] is the timely glue.
+//! executor. The pure functions here take and return whole columns, computing each row on its own
+//! shape (rows of a free dimension may differ); [`operator`] is the timely glue.
 //! Semantics are those documented on the spec types in `weir_engine::spec`.
 
 pub mod operator;
@@ -24,10 +25,13 @@ impl TensorOp {
     }
 
     /// Applies the op to `inputs` (in the node's port order); returns the output columns in the
-    /// node's output order.
+    /// node's output order. Each row is computed on its own shape, so columns whose rows have
+    /// shapes of their own (free dimensions) work as uniform ones do.
     ///
     /// # Errors
-    /// A message when the data does not fit the op (validation prevents this for typed graphs).
+    /// A message when the data does not fit the op: validation prevents this for fixed shapes;
+    /// along free dimensions it is found here (a row with fewer than `k` elements, a row whose
+    /// channels are not the op's, rows that cannot be concatenated).
     pub fn apply(&self, inputs: &[&TensorColumn]) -> Result<Vec<TensorColumn>, String> {
         let first = *inputs.first().ok_or("no input")?;
         let rows = first.len();
@@ -35,45 +39,51 @@ impl TensorOp {
             c.f32_values()
                 .ok_or_else(|| format!("expected f32, got {}", c.dtype()))
         }
-        let n = first.row_len().ok_or_else(|| shapes_differ(first))?;
         match &self.0 {
             PlannedOp::Normalize { mean, std } => {
                 let x = f32s(first)?;
                 let channels = mean.len().max(std.len());
-                let per_channel = if channels > 1 { n / channels } else { n.max(1) };
                 let pick = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
-                let out: Vec<f32> = x
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| {
-                        let c =
-                            ((i % n.max(1)) / per_channel.max(1)).min(channels.saturating_sub(1));
+                let mut out = Vec::with_capacity(x.len());
+                for r in 0..rows {
+                    let row = &x[first.row_range(r)];
+                    let n = row.len();
+                    if channels > 1 && first.row_shape(r).first() != Some(&channels) {
+                        return Err(format!(
+                            "row {r} has shape {:?}, but the op has {channels} channels (the first dimension)",
+                            first.row_shape(r)
+                        ));
+                    }
+                    let per_channel = if channels > 1 { n / channels } else { n.max(1) };
+                    out.extend(row.iter().enumerate().map(|(i, &v)| {
+                        let c = (i / per_channel.max(1)).min(channels.saturating_sub(1));
                         (v - pick(mean, c)) / pick(std, c)
-                    })
-                    .collect();
-                Ok(vec![column(
-                    "output",
-                    first.row_shape(0),
-                    rows,
-                    TensorData::F32(out),
-                )?])
+                    }));
+                }
+                Ok(vec![shaped_like(first, "output", TensorData::F32(out))?])
             }
             PlannedOp::Argmax => {
                 let x = f32s(first)?;
                 let out = (0..rows)
-                    .map(|r| top_indices(&x[r * n..(r + 1) * n], 1)[0] as i64)
-                    .collect();
+                    .map(|r| {
+                        let row = &x[first.row_range(r)];
+                        top_indices(row, 1)
+                            .first()
+                            .map(|&i| i as i64)
+                            .ok_or_else(|| format!("row {r} has no elements"))
+                    })
+                    .collect::<Result<_, _>>()?;
                 Ok(vec![column("index", vec![1], rows, TensorData::I64(out))?])
             }
             PlannedOp::TopK { k } => {
                 let x = f32s(first)?;
-                if *k > n {
-                    return Err(format!("k = {k} but the tensor has {n} elements"));
-                }
                 let mut values = Vec::with_capacity(rows * k);
                 let mut indices = Vec::with_capacity(rows * k);
                 for r in 0..rows {
-                    let row = &x[r * n..(r + 1) * n];
+                    let row = &x[first.row_range(r)];
+                    if *k > row.len() {
+                        return Err(format!("k = {k} but row {r} has {} elements", row.len()));
+                    }
                     for i in top_indices(row, *k) {
                         values.push(row[i]);
                         indices.push(i as i64);
@@ -98,6 +108,17 @@ fn column(
     TensorColumn::from_data(name, shape, rows, data).map_err(|e| e.to_string())
 }
 
+/// A column of `data` whose rows have the shapes of `like`'s rows.
+fn shaped_like(like: &TensorColumn, name: &str, data: TensorData) -> Result<TensorColumn, String> {
+    match like.uniform_shape() {
+        Some(shape) => column(name, shape.to_vec(), like.len(), data),
+        None => {
+            let shapes = (0..like.len()).map(|r| like.row_shape(r)).collect();
+            TensorColumn::from_ragged(name, shapes, data).map_err(|e| e.to_string())
+        }
+    }
+}
+
 /// Indices of the `k` largest values, largest first; ties go to the lower index.
 fn top_indices(row: &[f32], k: usize) -> Vec<usize> {
     let order = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
@@ -110,38 +131,49 @@ fn top_indices(row: &[f32], k: usize) -> Vec<usize> {
     idx
 }
 
-/// The refusal of a column whose rows have shapes of their own: tensor ops work on one shape per
-/// column.
-fn shapes_differ(c: &TensorColumn) -> String {
-    format!(
-        "rows of one batch have different {} shapes; this op needs one shape per batch",
-        c.dtype()
-    )
-}
-
+/// Row by row: each row's inputs joined along `axis`, every other dimension agreeing.
 fn concat(inputs: &[&TensorColumn], axis: usize) -> Result<Vec<TensorColumn>, String> {
     let first = inputs[0];
-    let rows = first.len();
-    let shapes: Vec<&[usize]> = inputs
-        .iter()
-        .map(|c| c.uniform_shape().ok_or_else(|| shapes_differ(c)))
-        .collect::<Result<_, _>>()?;
-    let outer: usize = shapes[0][..axis].iter().product();
-    let inner: Vec<usize> = shapes.iter().map(|s| s[axis..].iter().product()).collect();
-    let mut shape = shapes[0].to_vec();
-    shape[axis] = shapes.iter().map(|s| s[axis]).sum();
-    let parts: Vec<TensorData> = inputs.iter().map(|c| c.data()).collect();
-    let mut data = TensorData::empty(first.dtype());
-    for r in 0..rows {
+    let mut rows = Vec::with_capacity(first.len());
+    for r in 0..first.len() {
+        let shapes: Vec<Vec<usize>> = inputs.iter().map(|c| c.row_shape(r)).collect();
+        let fits = shapes.iter().all(|s| {
+            s.len() == shapes[0].len()
+                && axis < s.len()
+                && s.iter()
+                    .zip(&shapes[0])
+                    .enumerate()
+                    .all(|(i, (a, b))| i == axis || a == b)
+        });
+        if !fits {
+            return Err(format!(
+                "row {r}: cannot concat shapes {shapes:?} along axis {axis}"
+            ));
+        }
+        let outer: usize = shapes[0][..axis].iter().product();
+        let inner: Vec<usize> = shapes.iter().map(|s| s[axis..].iter().product()).collect();
+        let parts: Vec<TensorData> = inputs
+            .iter()
+            .map(|c| {
+                c.data_range(c.row_range(r))
+                    .ok_or_else(|| format!("row {r} without its elements"))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut data = TensorData::empty(first.dtype());
         for o in 0..outer {
             for (part, &l) in parts.iter().zip(&inner) {
-                let start = r * l * outer + o * l;
-                data.extend(part.slice(start..start + l))
+                data.extend(part.slice(o * l..(o + 1) * l))
                     .map_err(|e| e.to_string())?;
             }
         }
+        let mut shape = shapes[0].clone();
+        shape[axis] = shapes.iter().map(|s| s[axis]).sum();
+        rows.push(weir_engine::tensor::Tensor { shape, data });
     }
-    Ok(vec![column("output", shape, rows, data)?])
+    let refs: Vec<&weir_engine::tensor::Tensor> = rows.iter().collect();
+    let output =
+        TensorColumn::from_rows("output", first.dtype(), &refs).map_err(|e| e.to_string())?;
+    Ok(vec![output])
 }
 
 /// Compares two `f32` slices for the tests' tolerance checks.
@@ -181,6 +213,38 @@ mod tests {
         let c = f32_col(vec![3, 1, 1], 2, vec![1.0, 5.0, 2.0, 7.0, 0.0, 7.0]);
         let out = TensorOp(PlannedOp::Argmax).apply(&[&c]).unwrap();
         assert_eq!(out[0].i64_values().unwrap(), &[1, 0]);
+    }
+
+    #[test]
+    fn rows_of_their_own_lengths_are_computed_each_on_its_own() {
+        let x = TensorColumn::from_ragged(
+            "x",
+            vec![vec![2], vec![4]],
+            TensorData::F32(vec![1.0, 0.5, 0.0, 3.0, 9.0, -1.0]),
+        )
+        .unwrap();
+        let argmax = TensorOp(PlannedOp::Argmax).apply(&[&x]).unwrap();
+        assert_eq!(argmax[0].i64_values().unwrap(), &[0, 2]);
+        let top = TensorOp(PlannedOp::TopK { k: 2 }).apply(&[&x]).unwrap();
+        assert_eq!(top[1].i64_values().unwrap(), &[0, 1, 2, 1]);
+        let e = TensorOp(PlannedOp::TopK { k: 3 }).apply(&[&x]).unwrap_err();
+        assert!(e.contains("row 0 has 2 elements"), "{e}");
+        let joined = TensorOp(PlannedOp::Concat { axis: 0 })
+            .apply(&[&x, &x])
+            .unwrap();
+        assert_eq!(joined[0].row_shape(0), vec![4]);
+        assert_eq!(joined[0].row_shape(1), vec![8]);
+        let normal = TensorOp(PlannedOp::Normalize {
+            mean: vec![1.0],
+            std: vec![2.0],
+        })
+        .apply(&[&x])
+        .unwrap();
+        assert_eq!(normal[0].row_shape(1), vec![4]);
+        assert!(close(
+            normal[0].f32_values().unwrap(),
+            &[0.0, -0.25, -0.5, 1.0, 4.0, -1.0]
+        ));
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Dynamic batching and the call itself: a session thread takes one job and, for a model with a
 //! dynamic batch dimension, more until `max_batch` rows or the first job's `max_delay`; the rows
-//! run as one call (inputs borrowed when one job covers them, concatenated otherwise) and the
-//! outputs are sliced back per job without a copy. A model whose batch dimension is fixed to 1
-//! runs one call per row.
+//! run as one call and the outputs go back per job. Jobs join a call when their rows have one
+//! shape per input (inputs borrowed when one job covers them, concatenated otherwise, and the
+//! outputs sliced back per job without a copy), or, under padded batching, when they differ only
+//! along the padded axes (`padding.rs`). A model whose batch dimension is fixed to 1, a job whose
+//! rows have shapes of their own, and a model without a batch dimension run one call per row; the
+//! last with each row's tensors exactly as they are.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -13,6 +16,7 @@ use ort::session::{Session, SessionInputValue};
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
 
+use super::padding::{column_of, Padding};
 use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
@@ -26,7 +30,7 @@ pub(super) fn gather_batch(
     rx: &Receiver<Job>,
     carried: &mut Option<Job>,
 ) -> (Vec<Job>, usize) {
-    let max_batch = if config.batched {
+    let max_batch = if config.call.batched() {
         config.max_batch.max(1)
     } else {
         1
@@ -34,7 +38,8 @@ pub(super) fn gather_batch(
     stats.dequeued.fetch_add(1, Ordering::Relaxed);
     let mut rows = first.rows();
     let deadline = first.enqueued_at + config.max_delay;
-    let batched = config.batched && uniform(&first);
+    let key = call_key(config, &first);
+    let batched = config.call.batched() && key.is_some();
     let mut jobs = vec![first];
     while batched && rows < max_batch {
         let next = if config.max_delay.is_zero() {
@@ -45,7 +50,7 @@ pub(super) fn gather_batch(
         match next {
             Ok(j) => {
                 stats.dequeued.fetch_add(1, Ordering::Relaxed);
-                if rows + j.rows() > max_batch || !joinable(&jobs[0], &j) {
+                if rows + j.rows() > max_batch || call_key(config, &j) != key {
                     *carried = Some(j);
                     break;
                 }
@@ -62,20 +67,45 @@ pub(super) fn gather_batch(
     (jobs, rows)
 }
 
-/// Whether every input of `job` has one shape for all its rows (a ragged job runs row by row).
-pub(super) fn uniform(job: &Job) -> bool {
-    job.inputs.iter().all(|c| c.uniform_shape().is_some())
-}
-
-/// Whether `next` may join a call opened by `first`: one call holds one shape per input, so only
-/// jobs whose inputs have the same per-row shapes run together.
-fn joinable(first: &Job, next: &Job) -> bool {
-    uniform(next)
-        && first
+/// What jobs must share to run in one call: per input, the rows' shape (with the padded axes left
+/// out under padding). `None` for a job whose rows cannot share a call (it runs row by row).
+fn call_key(config: &ExecutorConfig, job: &Job) -> Option<Vec<Vec<usize>>> {
+    match &config.pad {
+        Some(padding) => padding.call_key(job),
+        None => job
             .inputs
             .iter()
-            .zip(&next.inputs)
-            .all(|(a, b)| a.uniform_shape() == b.uniform_shape())
+            .map(|c| c.uniform_shape().map(<[usize]>::to_vec))
+            .collect(),
+    }
+}
+
+/// Runs `jobs` (`rows` rows in all, gathered by [`gather_batch`]) on `session`: as one call when
+/// the model is batched and they share a call, padded when their shapes differ; row by row
+/// otherwise. Returns each job's output columns, and how many calls were made.
+pub(super) fn run(
+    session: &mut Session,
+    config: &ExecutorConfig,
+    jobs: &[Job],
+    rows: usize,
+) -> (Result<Vec<Vec<TensorColumn>>, ExecError>, usize) {
+    let Some(first) = jobs.first() else {
+        return (Ok(Vec::new()), 0);
+    };
+    if !config.call.batched() || call_key(config, first).is_none() {
+        return (run_per_row(session, config, jobs), rows);
+    }
+    let same_shapes = jobs.iter().all(|j| {
+        j.inputs
+            .iter()
+            .zip(&first.inputs)
+            .all(|(a, b)| a.uniform_shape().is_some() && a.uniform_shape() == b.uniform_shape())
+    });
+    let outputs = match &config.pad {
+        Some(padding) if !same_shapes => run_padded(session, config, padding, jobs, rows),
+        _ => run_batched(session, config, jobs, rows),
+    };
+    (outputs, 1)
 }
 
 /// Input `input` of `jobs` for one call: rows `rows` of the one job's column (borrowed), or every
@@ -103,19 +133,20 @@ fn gather(jobs: &[Job], input: usize, rows: Range<usize>) -> CallInput<'_> {
     }
 }
 
-/// Runs one call over `rows` rows whose inputs are `data`; returns each output's per-row shape and
-/// elements.
+/// Runs one call whose inputs are `data` of per-row `shapes`: `Some(rows)` rows behind a batch
+/// dimension, or (`None`) tensors as they are. Returns each output's per-row shape (its whole
+/// shape without a batch dimension) and elements.
 fn infer(
     session: &mut Session,
     config: &ExecutorConfig,
     data: &[CallInput<'_>],
     shapes: &[Vec<usize>],
-    rows: usize,
+    batch: Option<usize>,
 ) -> Result<Vec<(Vec<usize>, TensorData)>, ExecError> {
     let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(data.len());
     for ((name, d), shape) in config.inputs.iter().zip(data).zip(shapes) {
         let mut full = Vec::with_capacity(shape.len() + 1);
-        full.push(rows);
+        full.extend(batch);
         full.extend_from_slice(shape);
         let value = input_value(d, full).map_err(|message| ExecError::Inference {
             node: config.node.clone(),
@@ -130,21 +161,26 @@ fn infer(
     let mut result = Vec::with_capacity(config.outputs.len());
     for (name, dtype) in &config.outputs {
         let (shape, data) = output_tensor(&outputs, name, *dtype, &config.node)?;
-        if shape.first().copied() != Some(rows as i64) {
-            return Err(ExecError::Inference {
-                node: config.node.clone(),
-                message: format!("output `{name}` has shape {shape:?} for a batch of {rows}"),
-            });
-        }
+        let skip = match batch {
+            Some(rows) if shape.first().copied() != Some(rows as i64) => {
+                return Err(ExecError::Inference {
+                    node: config.node.clone(),
+                    message: format!("output `{name}` has shape {shape:?} for a batch of {rows}"),
+                });
+            }
+            Some(_) => 1,
+            None => 0,
+        };
         result.push((
-            shape[1..].iter().map(|&d| d.max(0) as usize).collect(),
+            shape[skip..].iter().map(|&d| d.max(0) as usize).collect(),
             data,
         ));
     }
     Ok(result)
 }
 
-pub(super) fn run_batched(
+/// Jobs whose rows all have one shape per input: one call, outputs sliced back per job.
+fn run_batched(
     session: &mut Session,
     config: &ExecutorConfig,
     jobs: &[Job],
@@ -158,7 +194,7 @@ pub(super) fn run_batched(
     let data: Vec<CallInput<'_>> = (0..config.inputs.len())
         .map(|i| gather(jobs, i, 0..jobs[0].rows()))
         .collect();
-    let outputs = infer(session, config, &data, &shapes, rows)?;
+    let outputs = infer(session, config, &data, &shapes, Some(rows))?;
     let columns = outputs
         .into_iter()
         .zip(&config.outputs)
@@ -174,9 +210,42 @@ pub(super) fn run_batched(
     Ok(per_job)
 }
 
+/// Jobs whose rows differ only along the padded axes: one call on inputs padded to the longest
+/// row, each output cut back to every row's own length.
+fn run_padded(
+    session: &mut Session,
+    config: &ExecutorConfig,
+    padding: &Padding,
+    jobs: &[Job],
+    rows: usize,
+) -> Result<Vec<Vec<TensorColumn>>, ExecError> {
+    let failed = |message: String| ExecError::Inference {
+        node: config.node.clone(),
+        message,
+    };
+    let call = padding.pad_inputs(jobs).map_err(&failed)?;
+    let lengths = call.lengths;
+    let (shapes, data): (Vec<Vec<usize>>, Vec<CallInput<'_>>) = call
+        .inputs
+        .into_iter()
+        .map(|(shape, data)| (shape, CallInput::Owned(data)))
+        .unzip();
+    let outputs = infer(session, config, &data, &shapes, Some(rows))?;
+    let mut per_job: Vec<Vec<TensorColumn>> = jobs.iter().map(|_| Vec::new()).collect();
+    for (k, ((shape, data), (name, _))) in outputs.iter().zip(&config.outputs).enumerate() {
+        let columns = padding
+            .cut_output((name, k), (shape, data), jobs, &lengths)
+            .map_err(&failed)?;
+        for (job, column) in per_job.iter_mut().zip(columns) {
+            job.push(column);
+        }
+    }
+    Ok(per_job)
+}
+
 /// Runs each row of each job as its own call, with the row's own shapes (a model whose batch
-/// dimension is fixed to 1, or a job whose rows have shapes of their own).
-pub(super) fn run_per_row(
+/// dimension is fixed to 1 or absent, or a job whose rows have shapes of their own).
+fn run_per_row(
     session: &mut Session,
     config: &ExecutorConfig,
     jobs: &[Job],
@@ -195,7 +264,8 @@ pub(super) fn run_per_row(
             let data: Vec<CallInput<'_>> = (0..config.inputs.len())
                 .map(|i| gather(single, i, row..row + 1))
                 .collect();
-            let outputs = infer(session, config, &data, &row_shapes, 1)?;
+            let batch = config.call.has_batch_dim().then_some(1);
+            let outputs = infer(session, config, &data, &row_shapes, batch)?;
             for (k, (shape, data)) in outputs.into_iter().enumerate() {
                 acc[k].extend(data).map_err(|e| ExecError::Inference {
                     node: config.node.clone(),
@@ -209,18 +279,10 @@ pub(super) fn run_per_row(
             .zip(shapes)
             .zip(&config.outputs)
             .map(|((data, shapes), (name, _))| {
-                let uniform = shapes.windows(2).all(|w| w[0] == w[1]);
-                if uniform {
-                    let shape = shapes.first().cloned().unwrap_or_default();
-                    to_column(config, name, shape, job.rows(), data)
-                } else {
-                    TensorColumn::from_ragged(name, shapes, data).map_err(|e| {
-                        ExecError::Inference {
-                            node: config.node.clone(),
-                            message: e.to_string(),
-                        }
-                    })
-                }
+                column_of(name, shapes, data).map_err(|message| ExecError::Inference {
+                    node: config.node.clone(),
+                    message,
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         per_job.push(columns);

@@ -4,7 +4,8 @@
 //! `instances` threads each own a `Session` with `intra_op_threads` threads. They share one bounded
 //! queue (a full queue refuses [`ModelExecutor::try_submit`], which holds work back in the dataflow:
 //! back-pressure, not an unbounded buffer). A thread takes a job and batches more behind it
-//! (`batching.rs`); the rows run as one call and the outputs go back per job. A job's `done`
+//! (`batching.rs`, padding rows of different lengths under padded batching: `padding.rs`); the
+//! rows run as one call and the outputs go back per job. A job's `done`
 //! callback runs on the executor thread; it must only hand the result over (channel + activator).
 //!
 //! A *switchable* executor ([`ModelExecutor::start_switchable`], [`ModelExecutor::start_auto`] for
@@ -25,6 +26,7 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 use tracing::warn;
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::DType;
+use weir_engine::validate::CallShape;
 
 use super::ort_env::OrtRuntime;
 use super::parallelism::{
@@ -36,10 +38,12 @@ use weir_serf::config::Config;
 mod batching;
 pub mod call_log;
 pub mod metrics;
+pub mod padding;
 mod sessions;
 pub mod stats;
 
 pub use call_log::{CallRecord, RecordedCalls};
+pub use padding::Padding;
 pub use sessions::SWITCHABLE_WARMUP_CALLS;
 pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 
@@ -55,8 +59,8 @@ pub struct ExecutorConfig {
     pub node: String,
     /// The model file.
     pub path: std::path::PathBuf,
-    /// Whether the model takes a dynamic batch dimension.
-    pub batched: bool,
+    /// How the model is called: batched, one request per call, or without a batch dimension.
+    pub call: CallShape,
     /// Most rows per call (1 for per-request models).
     pub max_batch: usize,
     /// Longest the first job of a batch waits for more.
@@ -76,6 +80,9 @@ pub struct ExecutorConfig {
     pub inputs: Vec<String>,
     /// Model outputs to return: name and element type, in order.
     pub outputs: Vec<(String, DType)>,
+    /// Padded batching: rows differing along these axes share a call (`None`: only rows of one
+    /// shape do).
+    pub pad: Option<Padding>,
     /// How long a remote replica may take per job before it is re-dispatched (remote only).
     pub timeout: Option<Duration>,
     /// Device the sessions run on.

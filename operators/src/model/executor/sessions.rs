@@ -11,7 +11,7 @@ use crossbeam_channel::Receiver;
 use ort::session::Session;
 use tracing::{debug, warn};
 
-use super::batching::{gather_batch, run_batched, run_per_row};
+use super::batching::{gather_batch, run};
 use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::parallelism::Switchboard;
 use crate::model::pinning::{pin_current_thread, CorePins};
@@ -169,7 +169,7 @@ pub(super) fn switchable_loop(
         let idle_before = idle_gap(idle_since, rows);
         let call = board.begin_call(*session_threads, idle_before);
         idle_since = Some(run_jobs(session, config, stats, (jobs, rows), idle_before));
-        board.end_call(call, rows, !config.batched);
+        board.end_call(call, rows, !config.call.batched());
     }
 }
 
@@ -183,7 +183,8 @@ pub(super) fn idle_gap(idle_since: Option<Instant>, rows: usize) -> Option<Durat
 }
 
 /// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row on a session thread
-/// idle for `idle_before` ([`idle_gap`]), and answers each; returns when the call ended.
+/// idle for `idle_before` ([`idle_gap`]), counts the calls, and answers each job; returns when the
+/// last call ended.
 fn run_jobs(
     session: &mut Session,
     config: &ExecutorConfig,
@@ -192,13 +193,17 @@ fn run_jobs(
     idle_before: Option<Duration>,
 ) -> Instant {
     let started = Instant::now();
-    let result = if config.batched && jobs.first().is_some_and(super::batching::uniform) {
-        run_batched(session, config, &jobs, rows)
-    } else {
-        run_per_row(session, config, &jobs)
-    };
+    let (result, calls) = run(session, config, &jobs, rows);
     let ended = Instant::now();
-    stats.record_run(rows, ended - started, idle_before, result.is_ok());
+    if calls > 1 {
+        // Row by row: each call counted, one row each, the time shared evenly.
+        let each = (ended - started) / u32::try_from(calls).unwrap_or(u32::MAX);
+        for k in 0..calls {
+            stats.record_run(1, each, idle_before.filter(|_| k == 0), result.is_ok());
+        }
+    } else {
+        stats.record_run(rows, ended - started, idle_before, result.is_ok());
+    }
     stats.record_answers(&jobs, ended);
     match result {
         Ok(per_job) => {

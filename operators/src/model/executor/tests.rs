@@ -17,7 +17,7 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
     ExecutorConfig {
         node: "double".into(),
         path: model(),
-        batched: false,
+        call: weir_engine::validate::CallShape::PerRequest,
         max_batch: 1,
         max_delay: Duration::ZERO,
         instances: 1,
@@ -27,6 +27,7 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
         pin_cores_from: None,
         inputs: vec!["x".into()],
         outputs: vec![("y".into(), DType::F32)],
+        pad: None,
         timeout: None,
         device: weir_engine::spec::Device::Cpu,
     }

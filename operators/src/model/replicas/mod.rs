@@ -61,7 +61,7 @@ impl InferenceService for ModelExecutor {
     }
 
     fn rows_per_job(&self) -> usize {
-        if self.config().batched {
+        if self.config().call.batched() {
             self.config().max_batch.max(1)
         } else {
             1

@@ -371,7 +371,7 @@ fn kairos_does_not_batch_past_the_qos_target() {
 }
 
 #[test]
-fn jobs_of_different_shapes_are_never_batched_silently() {
+fn jobs_of_different_shapes_join_as_rows_of_their_own_shapes() {
     let a = TensorColumn::from_data("x", vec![2], 1, TensorData::F32(vec![1.0, 2.0])).unwrap();
     let b = TensorColumn::from_data("x", vec![2], 2, TensorData::F32(vec![3.0; 4])).unwrap();
     let c = TensorColumn::from_data("x", vec![3], 1, TensorData::F32(vec![0.0; 3])).unwrap();
@@ -383,7 +383,12 @@ fn jobs_of_different_shapes_are_never_batched_silently() {
     );
     let parts = split_rows(&joined, &[1, 2]).unwrap();
     assert_eq!(parts[1][0].f32_values().unwrap(), &[3.0; 4]);
-    assert!(concat_jobs(&[std::slice::from_ref(&a), std::slice::from_ref(&c)]).is_err());
+    // Rows of other shapes join as a ragged column: the executor runs them one shape at a time.
+    let mixed = concat_jobs(&[std::slice::from_ref(&a), std::slice::from_ref(&c)]).unwrap();
+    assert_eq!(mixed[0].uniform_shape(), None);
+    assert_eq!(mixed[0].row_shape(1), vec![3]);
+    let i = TensorColumn::from_data("x", vec![2], 1, TensorData::I64(vec![1, 2])).unwrap();
+    assert!(concat_jobs(&[std::slice::from_ref(&a), std::slice::from_ref(&i)]).is_err());
     assert!(split_rows(&joined, &[1, 1]).is_err());
 }
 

@@ -1,0 +1,54 @@
+//! Padded batching of a model node, resolved: the named dimension's axes in each input and output.
+//!
+//! `batching.pad.dim` names a dimension as the model does (an ONNX `dim_param`); each tensor may
+//! have it at its own position, or not at all. The plan turns the name into positions once, per
+//! input and per output, in a request's shape (after the batch dimension), so the executor pads
+//! and slices by index and never looks at names.
+
+use crate::onnx::{ElementType, ModelMetadata};
+use crate::spec::ModelSpec;
+use crate::validate::CallShape;
+
+/// Padding along one named dimension, as the executor applies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PadPlan {
+    /// The dimension's name, for plans and errors.
+    pub dim: String,
+    /// The value padded positions hold (cast to each input's element type).
+    pub value: f64,
+    /// Per model input (by name), its axes with that name in a request's shape; empty for an
+    /// input without it (which must then be the same in every request of a call).
+    pub inputs: Vec<(String, Vec<usize>)>,
+    /// Per model output (by name), its axes with that name: they are sliced back to each
+    /// request's own length. Outputs without it are returned whole.
+    pub outputs: Vec<(String, Vec<usize>)>,
+}
+
+impl PadPlan {
+    /// The axes of tensor `name` among `of` (empty when it has none or is not listed).
+    pub fn axes<'a>(of: &'a [(String, Vec<usize>)], name: &str) -> &'a [usize] {
+        of.iter()
+            .find(|(n, _)| n == name)
+            .map_or(&[][..], |(_, axes)| axes.as_slice())
+    }
+}
+
+/// Model node `m`'s padding over its model `meta`, if it pads (validation checked the name).
+pub(super) fn pad_plan(m: &ModelSpec, meta: &ModelMetadata, call: CallShape) -> Option<PadPlan> {
+    let pad = m.batching.pad.as_ref()?;
+    let dim = pad.dim.value.as_str();
+    let batch_dim = call.has_batch_dim();
+    let axes = |infos: &[crate::onnx::TensorInfo]| {
+        infos
+            .iter()
+            .filter(|t| matches!(t.element, ElementType::Supported(_)))
+            .map(|t| (t.name.clone(), t.axes_named(dim, batch_dim)))
+            .collect()
+    };
+    Some(PadPlan {
+        dim: dim.to_string(),
+        value: pad.value.value.value,
+        inputs: axes(&meta.inputs),
+        outputs: axes(&meta.outputs),
+    })
+}
