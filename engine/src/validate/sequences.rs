@@ -6,8 +6,8 @@
 //! - every state input has the batch axis (`batch_axis` < its rank), dynamic or 1 there, every
 //!   other dimension fixed; its state output has the same rank, each dimension the input's or
 //!   dynamic (checked again on every call), and both are f32;
-//! - the node's row inputs (neither state nor constants) take a dynamic batch dimension (rows of
-//!   several sequences share a call);
+//! - the node has a batch dimension (not `batch: false`) and its row inputs (neither state nor
+//!   constants) take it dynamic (rows of several sequences share a call);
 //! - `idle_timeout_ms` and `max_sequences` are at least 1, and `max_sequences` sequences fit
 //!   [`MAX_SEQUENCE_STATE_BYTES`] by checked arithmetic;
 //! - `initial.values` names state inputs, each with one sequence's element count of finite values;
@@ -55,6 +55,13 @@ pub(super) fn check_per_sequence(
         }
     }
     let (state_inputs, _) = m.state_tensors();
+    if !m.batch.value {
+        diags.push(Diagnostic::error(
+            node_path(id, "batch"),
+            m.batch.location,
+            format!("node `{id}`: per-sequence state stacks the rows of several sequences in one call; it needs the model's batch dimension (`batch: true`)"),
+        ));
+    }
     for t in &meta.inputs {
         if state_inputs.contains(&t.name.as_str()) || m.constants.contains_key(&t.name) {
             continue;
