@@ -489,6 +489,18 @@ fn ones(datatype: &str, tail: &str) -> Vec<u8> {
     &[]
 )]
 #[case::wrong_datatype_is_400(INFER, vec![], ones("INT64", ""), 400, "expected f32, got i64", &[])]
+#[case::sequence_of_two_rows_is_400(
+    INFER,
+    vec![],
+    format!(
+        r#"{{"inputs":[{{"name":"x","shape":[2,64],"datatype":"FP32","data":[{}]}}],"parameters":{{"sequence_id":7}}}}"#,
+        vec!["1"; 128].join(",")
+    )
+    .into_bytes(),
+    400,
+    "a request of a sequence carries one row, not 2",
+    &[]
+)]
 #[case::unknown_datatype_is_400(
     INFER,
     vec![],

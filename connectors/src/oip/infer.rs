@@ -29,6 +29,13 @@ fn malformed(field: String, message: String) -> OipError {
 /// Checks a request's row count and per-row sizes: returns whether its inputs carry a batch
 /// dimension and how many rows it has. Afterwards every input's data is exactly `rows` rows of
 /// a non-zero element count each.
+/// Whether the request's parameters (JSON object text) name a sequence.
+fn names_a_sequence(parameters: Option<&str>) -> bool {
+    parameters
+        .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p).ok())
+        .is_some_and(|m| m.contains_key("sequence_id"))
+}
+
 fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, usize), OipError> {
     let plan = runtime.plan();
     let mut batch: Option<(bool, usize)> = None;
@@ -103,6 +110,14 @@ fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, u
         }
     }
     let (batched, rows) = batch.unwrap_or((false, 1));
+    if rows > 1 && names_a_sequence(request.parameters.as_deref()) {
+        // Sequence parameters apply to every row, so rows 2.. would restart or continue the same
+        // sequence out of order; Triton refuses sequence requests of more than one row too.
+        return Err(malformed(
+            "parameters.sequence_id".into(),
+            format!("a request of a sequence carries one row, not {rows}"),
+        ));
+    }
     if let Some(p) = &request.parameters {
         let allowed = request.body_bytes.max(PARAMETERS_MAX_BYTES);
         let carried = rows.checked_mul(p.len());
