@@ -12,8 +12,10 @@
 //! when an input cannot have one (a scalar, a first dimension fixed to more than 1) or the model
 //! is named with `--unbatched`. A graph node with `batch: false` says so in its queries
 //! ([`UNBATCHED_PARAMETER`]); a query that disagrees with how the executor calls the model is
-//! refused with the flag that would fix it, never run with shapes the graph did not mean. Padded
-//! batching is the graph's own executor's: jobs whose rows differ in shape run row by row here.
+//! refused with the flag that would fix it, never run with shapes the graph did not mean. A model
+//! named with `--pad NAME=DIM:VALUE` joins requests that differ along the ONNX dimension `DIM` into
+//! one call, padded as a graph node's `batching.pad` does; without it, jobs whose rows differ in
+//! shape run row by row here.
 //!
 //! Emulated heterogeneity (Kairos's pools of instance types; [`crate::emulation`]): the
 //! session thread that ran a job sleeps before replying until the emulated type's time for the job
@@ -36,11 +38,12 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata};
+use weir_engine::plan::PadPlan;
 use weir_engine::spec::Device;
 use weir_engine::tensor::Dim;
 use weir_engine::validate::CallShape;
 use weir_engine::wire::{decode_columns, encode_columns};
-use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime};
+use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime, Padding};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
@@ -84,6 +87,9 @@ pub struct ExecutorOptions {
     /// A model whose inputs cannot have a batch dimension (a scalar, a first dimension fixed to
     /// more than 1) is served so without being named here.
     pub unbatched: Vec<String>,
+    /// Models (by name) whose calls join requests of different lengths padded along an ONNX
+    /// dimension: (model, dimension name, pad value), as a graph node's `batching.pad`.
+    pub pad: Vec<(String, String, f64)>,
     /// Stateful models (HAMS): name → ONNX file, served as primary or backup as assigned.
     pub stateful: Vec<(String, PathBuf)>,
     /// How stateful models run (non-determinism option, state-link delay).
@@ -195,6 +201,23 @@ impl ExecutorServer {
                     ))),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let inputs: Vec<String> = meta.inputs.iter().map(|i| i.name.clone()).collect();
+            let pad = match options.pad.iter().find(|(model, _, _)| model == name) {
+                None => None,
+                Some((_, dim, _)) if !call.has_batch_dim() => {
+                    return Err(bad(format!(
+                        "--pad {name}={dim}: padding joins requests into one call, and this model is called without a batch dimension"
+                    )));
+                }
+                Some((_, dim, value)) => {
+                    let plan = PadPlan::for_model(dim, *value, &meta).ok_or_else(|| {
+                        bad(format!(
+                            "--pad {name}={dim}: no input of the model has a dimension named `{dim}`"
+                        ))
+                    })?;
+                    Some(Padding::resolve(&plan, &inputs, &outputs))
+                }
+            };
             let config = ExecutorConfig {
                 node: name.clone(),
                 path: path.clone(),
@@ -206,9 +229,9 @@ impl ExecutorServer {
                 queue_capacity: options.queue_capacity.max(1),
                 spinning: false,
                 pin_cores_from: None,
-                inputs: meta.inputs.iter().map(|i| i.name.clone()).collect(),
+                inputs,
                 outputs,
-                pad: None,
+                pad,
                 timeout: None,
                 device: options.device,
             };

@@ -39,6 +39,11 @@ pub struct ExecutorArgs {
     /// cannot be a batch dimension are served so without it.
     #[arg(long = "unbatched", value_name = "NAME")]
     unbatched: Vec<String>,
+    /// Padded batching for model NAME, as a graph's `batching.pad`: requests whose inputs differ
+    /// only along the ONNX dimension DIM join one call, padded with VALUE, and each reply is cut
+    /// back to its own length (repeatable), e.g. `--pad encoder=seq:0`.
+    #[arg(long = "pad", value_name = "NAME=DIM:VALUE", value_parser = parse_pad_arg)]
+    pad: Vec<(String, String, f64)>,
     /// A stateful model to serve (HAMS), as NAME=PATH: primary or backup of the graph's node
     /// NAME as the graph assigns it; its state tensors come with the assignment (repeatable).
     #[arg(long = "stateful", value_parser = parse_model_arg)]
@@ -99,6 +104,17 @@ fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
     Ok((name.to_string(), PathBuf::from(path)))
 }
 
+fn parse_pad_arg(text: &str) -> Result<(String, String, f64), String> {
+    let bad = || format!("`{text}` is not NAME=DIM:VALUE");
+    let (name, rest) = text.split_once('=').ok_or_else(bad)?;
+    let (dim, value) = rest.split_once(':').ok_or_else(bad)?;
+    let value: f64 = value.parse().map_err(|_| bad())?;
+    if name.is_empty() || dim.is_empty() || !value.is_finite() {
+        return Err(bad());
+    }
+    Ok((name.to_string(), dim.to_string(), value))
+}
+
 fn parse_device(text: &str) -> Result<crate::Device, String> {
     match text {
         "cpu" => Ok(crate::Device::Cpu),
@@ -133,6 +149,7 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
             args.emulate_latency,
         )?,
         unbatched: args.unbatched,
+        pad: args.pad,
         stateful: args.stateful,
         stateful_options: weir_executor::stateful::StatefulOptions {
             threads: args.threads,

@@ -1,5 +1,6 @@
 //! Every datatype through model nodes on a remote `weir executor` (Arrow IPC over zenoh on
-//! loopback), and a model without a batch dimension there: the answers are ONNX Runtime's own.
+//! loopback), a model without a batch dimension there, and padded batching there: the answers are
+//! ONNX Runtime's own.
 
 use std::path::Path;
 
@@ -169,4 +170,87 @@ fn an_unbatched_node_needs_an_executor_that_calls_the_model_unbatched() {
             (_, other) => panic!("unbatched executor {unbatched}: {other:?}"),
         }
     }
+}
+
+/// Padded batching on a remote executor (`--pad m=seq:0`): requests of different lengths, sent
+/// as the graph's jobs, are each answered as ONNX Runtime answers them alone; a dimension the
+/// model does not have stops the executor at start, naming it.
+#[test]
+fn a_remote_executor_pads_requests_of_different_lengths() {
+    let onnx = model("seq_pool.onnx");
+    let endpoint = loopback();
+    let _executor = Executor::serving_with(
+        "e",
+        &endpoint,
+        "seq_pool.onnx",
+        &["--pad", "m=seq:0", "--max-delay-us", "20000"],
+    );
+    let yaml = format!(
+        "name: pooled\ninputs:\n  - {{name: ids, dtype: i64, shape: [seq]}}\n  - {{name: mask, dtype: i64, shape: [seq]}}\nexecutors:\n  - {{name: e, endpoint: \"{endpoint}\"}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{input_ids: ids, attention_mask: mask}}, batching: {{max_size: 8}}, replicas: [e]}}\noutputs:\n  - {{name: pooled, from: m.pooled}}\n",
+        onnx.display()
+    );
+    let spec = GraphSpec::from_yaml(&yaml, "pooled.yaml").expect("parses");
+    let planned = plan_spec(&spec, Path::new(".")).expect("valid");
+    let running = start(planned.plan, RuntimeOptions::default()).expect("starts");
+    let replies = crate::common::Replies::default();
+    let (tx, rx) = crate::common::channel();
+    let request = |len: usize| {
+        let ids = Tensor::i64(
+            vec![len],
+            (0..len as i64).map(|i| (i * 3 + 1) % 50).collect(),
+        );
+        let mask = Tensor::i64(vec![len], vec![1; len]);
+        (ids, mask)
+    };
+    let lengths: Vec<usize> = (0..12).map(|i| 2 + (i * 5) % 11).collect();
+    for (tag, &len) in lengths.iter().enumerate() {
+        let (ids, mask) = request(len);
+        replies.submit(
+            &running,
+            tag as u64,
+            vec![named("ids", ids), named("mask", mask)],
+            &tx,
+        );
+    }
+    drop(tx);
+    let answers: Vec<_> = rx.iter().collect();
+    assert_eq!(answers.len(), lengths.len());
+    assert!(
+        replies.counts().values().all(|&n| n == 1),
+        "answered once each"
+    );
+    for (tag, reply) in answers {
+        let (ids, mask) = request(lengths[tag as usize]);
+        let want = ort_reference(
+            &onnx,
+            &[
+                ("input_ids", &crate::reference::batch_of_one(&ids)),
+                ("attention_mask", &crate::reference::batch_of_one(&mask)),
+            ],
+        );
+        let pooled = want.iter().find(|(n, _)| n == "pooled").expect("pooled");
+        let reply = reply.expect("answered");
+        assert_eq!(
+            reply.output("pooled"),
+            Some(&first_of_batch(&pooled.1)),
+            "request {tag}"
+        );
+    }
+    running.shutdown();
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["executor", "--name", "bad", "--listen", &loopback()])
+        .args([
+            "--model",
+            &format!("m={}", onnx.display()),
+            "--pad",
+            "m=length:0",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("no input of the model has a dimension named `length`"),
+        "{said}"
+    );
 }

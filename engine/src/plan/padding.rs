@@ -33,22 +33,33 @@ impl PadPlan {
     }
 }
 
-/// Model node `m`'s padding over its model `meta`, if it pads (validation checked the name).
+impl PadPlan {
+    /// Padding along `dim` (an ONNX `dim_param` of `meta`) with `value`, for a model called with
+    /// a batch dimension; `None` when no input of `meta` has a dimension of that name.
+    pub fn for_model(dim: &str, value: f64, meta: &ModelMetadata) -> Option<PadPlan> {
+        let axes = |infos: &[crate::onnx::TensorInfo]| -> Vec<(String, Vec<usize>)> {
+            infos
+                .iter()
+                .filter(|t| matches!(t.element, ElementType::Supported(_)))
+                .map(|t| (t.name.clone(), t.axes_named(dim, true)))
+                .collect()
+        };
+        let inputs = axes(&meta.inputs);
+        inputs.iter().any(|(_, a)| !a.is_empty()).then(|| PadPlan {
+            dim: dim.to_string(),
+            value,
+            inputs,
+            outputs: axes(&meta.outputs),
+        })
+    }
+}
+
+/// Model node `m`'s padding over its model `meta`, if it pads (validation checked the name, and
+/// that a padded node is called with a batch dimension).
 pub(super) fn pad_plan(m: &ModelSpec, meta: &ModelMetadata, call: CallShape) -> Option<PadPlan> {
     let pad = m.batching.pad.as_ref()?;
-    let dim = pad.dim.value.as_str();
-    let batch_dim = call.has_batch_dim();
-    let axes = |infos: &[crate::onnx::TensorInfo]| {
-        infos
-            .iter()
-            .filter(|t| matches!(t.element, ElementType::Supported(_)))
-            .map(|t| (t.name.clone(), t.axes_named(dim, batch_dim)))
-            .collect()
-    };
-    Some(PadPlan {
-        dim: dim.to_string(),
-        value: pad.value.value.value,
-        inputs: axes(&meta.inputs),
-        outputs: axes(&meta.outputs),
-    })
+    if !call.has_batch_dim() {
+        return None;
+    }
+    PadPlan::for_model(pad.dim.value.as_str(), pad.value.value.value, meta)
 }
