@@ -122,7 +122,7 @@ impl Plan {
         let mut s = String::new();
         let _ = writeln!(s, "graph `{}`", self.name);
         for i in &self.inputs {
-            let _ = writeln!(s, "  input  {}: {}", i.name, i.ty);
+            let _ = writeln!(s, "  input  {}: {}", i.name, i.declared());
         }
         for n in &self.nodes {
             let from: Vec<&str> = n

@@ -98,6 +98,24 @@ pub struct GraphInput {
     pub symbols: Vec<Option<String>>,
 }
 
+impl GraphInput {
+    /// The type as declared, symbolic names shown: `i64[seq]`, `f32[3, ?, ?]`.
+    pub fn declared(&self) -> String {
+        let dims: Vec<String> = self
+            .ty
+            .shape
+            .iter()
+            .zip(&self.symbols)
+            .map(|(d, symbol)| match (d, symbol) {
+                (_, Some(name)) => name.clone(),
+                (crate::tensor::Dim::Fixed(n), None) => n.to_string(),
+                (crate::tensor::Dim::Dynamic, None) => "?".to_string(),
+            })
+            .collect();
+        format!("{}[{}]", self.ty.dtype, dims.join(", "))
+    }
+}
+
 /// A graph output after validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphOutput {
