@@ -298,6 +298,21 @@ impl TensorData {
         arms!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
     }
 
+    /// Bytes of memory the elements hold: their width each, and for BYTES each element's own
+    /// vector besides its bytes (so a request of many short strings is charged what it costs,
+    /// several times its text).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            TensorData::Bytes(v) => v.iter().fold(
+                v.len().saturating_mul(std::mem::size_of::<Vec<u8>>()),
+                |n, b| n.saturating_add(b.len()),
+            ),
+            other => other
+                .len()
+                .saturating_mul(other.dtype().byte_width().unwrap_or(1)),
+        }
+    }
+
     /// Appends the elements in the Open Inference Protocol's binary form: little-endian fixed
     /// widths (BOOL one byte), and each BYTES element as a 4-byte little-endian length and its
     /// bytes.

@@ -353,3 +353,38 @@ fn a_byte_budget_below_the_body_limit_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--max-inflight-bytes (10)"), "{err}");
 }
+
+/// A body of many empty BYTES strings parses into far more memory than its text (a vector per
+/// element): the in-flight byte budget charges the parsed size, so such a request is refused
+/// with 503 where the same bytes of numbers are served.
+#[test]
+fn bytes_tensors_are_charged_their_parsed_size() {
+    let graph = format!(
+        "name: text\ninputs:\n  - {{name: x, dtype: bytes, shape: [-1]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}}}\noutputs:\n  - {{name: y, from: m.y}}\n",
+        crate::common::model("dtypes/string.onnx").display()
+    );
+    let server = Server::start(
+        &[graph],
+        &[
+            "--max-inflight-bytes",
+            "1000000",
+            "--max-body-bytes",
+            "500000",
+        ],
+    );
+    let len = [("Content-Type", "application/json".to_string())];
+    let n = 60_000;
+    let body = format!(
+        r#"{{"inputs":[{{"name":"x","shape":[1,{n}],"datatype":"BYTES","data":[{}]}}]}}"#,
+        vec![r#""""#; n].join(",")
+    );
+    assert!(body.len() < 200_000, "the text is small: {}", body.len());
+    let path = "/v2/models/text/infer";
+    let (status, said) = http(&server.addr, "POST", path, &len, body.as_bytes());
+    assert_eq!(status, 503, "{said}");
+    assert!(said.contains("budget of 1000000 bytes"), "{said}");
+    let small =
+        r#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"BYTES","data":["a","b","c","d"]}]}"#;
+    let (status, said) = http(&server.addr, "POST", path, &len, small.as_bytes());
+    assert_eq!(status, 200, "{said}");
+}

@@ -386,7 +386,13 @@ async fn infer_inner(
     let header_length = byte_count(headers, HEADER_LENGTH, "Inference-Header-Content-Length")?;
     let request = parse_infer_request(&bytes, header_length)?;
     drop(bytes);
-    // The parsed tensors are about the body's size: the permit is held until the answer.
+    // The permit is held until the answer, for the larger of the body and its parsed tensors:
+    // numeric tensors are about the body's size, BYTES elements several times their text.
+    let parsed = request
+        .inputs
+        .iter()
+        .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()));
+    permit.hold(parsed)?;
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
     let response = match run_request(served, request, remaining).await {
         // The client's deadline is the configured one, however much of it the upload used.

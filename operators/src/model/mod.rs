@@ -80,3 +80,15 @@ pub enum ExecError {
         message: String,
     },
 }
+
+impl ExecError {
+    /// What went wrong, without the node: for a request error that names the node itself.
+    pub fn detail(&self) -> String {
+        match self {
+            ExecError::RuntimeMissing(m) => format!("ONNX Runtime unavailable: {m}"),
+            ExecError::Session { path, message, .. } => format!("cannot load {path}: {message}"),
+            ExecError::Unavailable { message, .. } => format!("unavailable: {message}"),
+            ExecError::Inference { message, .. } => format!("inference failed: {message}"),
+        }
+    }
+}

@@ -94,7 +94,7 @@ impl ModelOperator {
                         Err(e) => {
                             let error = Arc::new(RequestError::Node {
                                 node: op.node.clone(),
-                                message: e.to_string(),
+                                message: e.detail(),
                             });
                             let mut s = err_out.session(&f.caps.errors);
                             for &id in f.batch.request_ids() {
