@@ -15,6 +15,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod capabilities;
+pub mod image;
 pub mod metrics;
 pub mod model;
 pub mod parity;

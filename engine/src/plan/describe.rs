@@ -113,6 +113,16 @@ fn kind_label(kind: &NodeKind) -> String {
         NodeKind::Op(TensorOp::Argmax) => "argmax".into(),
         NodeKind::Op(TensorOp::TopK { k }) => format!("top_k k={k}"),
         NodeKind::Op(TensorOp::Concat { axis }) => format!("concat axis={axis}"),
+        NodeKind::Op(TensorOp::DecodeImage { max_pixels }) => {
+            format!("decode_image max_pixels={max_pixels}")
+        }
+        NodeKind::Op(TensorOp::Resize {
+            height,
+            width,
+            interpolation,
+        }) => format!("resize {height}x{width} {interpolation:?}"),
+        NodeKind::Op(TensorOp::Cast { to }) => format!("cast to={to}"),
+        NodeKind::Op(TensorOp::Transpose { perm }) => format!("transpose perm={perm:?}"),
     }
 }
 

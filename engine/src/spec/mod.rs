@@ -11,6 +11,7 @@
 //! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`.
 
 mod builder;
+mod image_op;
 mod model;
 mod remote;
 mod routing;
@@ -26,6 +27,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer};
 
 pub use builder::{GraphBuilder, ModelBuilder};
+pub use image_op::{
+    CastSpec, DecodeImageSpec, Interpolation, ResizeSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
+};
 pub use model::{
     AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, PadSpec, ParallelismSpec,
     ParityEncoder, ParitySpec, ResilienceSpec,
@@ -213,6 +217,14 @@ pub enum NodeSpec {
     TopK(TopKSpec),
     /// Two or more tensors joined along an axis.
     Concat(ConcatSpec),
+    /// One JPEG or PNG per request decoded to `u8 [height, width, 3]`.
+    DecodeImage(DecodeImageSpec),
+    /// An HWC image resized to a fixed height and width.
+    Resize(ResizeSpec),
+    /// Every element converted to another dtype.
+    Cast(CastSpec),
+    /// Dimensions permuted.
+    Transpose(TransposeSpec),
 }
 
 impl NodeSpec {
@@ -224,6 +236,10 @@ impl NodeSpec {
             NodeSpec::Argmax(s) => &s.id,
             NodeSpec::TopK(s) => &s.id,
             NodeSpec::Concat(s) => &s.id,
+            NodeSpec::DecodeImage(s) => &s.id,
+            NodeSpec::Resize(s) => &s.id,
+            NodeSpec::Cast(s) => &s.id,
+            NodeSpec::Transpose(s) => &s.id,
         }
     }
 
@@ -235,6 +251,10 @@ impl NodeSpec {
             NodeSpec::Argmax(_) => "argmax",
             NodeSpec::TopK(_) => "top_k",
             NodeSpec::Concat(_) => "concat",
+            NodeSpec::DecodeImage(_) => "decode_image",
+            NodeSpec::Resize(_) => "resize",
+            NodeSpec::Cast(_) => "cast",
+            NodeSpec::Transpose(_) => "transpose",
         }
     }
 
@@ -249,6 +269,10 @@ impl NodeSpec {
             NodeSpec::Normalize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Argmax(s) => vec![("input".into(), &s.input)],
             NodeSpec::TopK(s) => vec![("input".into(), &s.input)],
+            NodeSpec::DecodeImage(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Resize(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Cast(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Transpose(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

@@ -15,7 +15,7 @@
 //!    (`padding.rs`), routing (`routing.rs`), parallelism (`parallelism.rs`), state and its
 //!    replication (`stateful.rs`, per-sequence state `sequences.rs`), constant inputs
 //!    (`constants.rs`), parity coding (`parity.rs`); a tensor op's settings
-//!    (`tensor_ops.rs`);
+//!    (`tensor_ops.rs`, image pre-processing in `image_ops.rs`);
 //! 4. references (`references.rs`): every tensor a node or output reads names a graph input, or a
 //!    node and one of its outputs (`unknown node`, `no output`), with a did-you-mean; no cycles
 //!    (`cycle`), reported with the loop;
@@ -30,6 +30,7 @@
 //! has none: each request is one call with its tensors as they are ([`CallShape`]).
 
 mod constants;
+mod image_ops;
 mod model;
 mod names;
 mod padding;

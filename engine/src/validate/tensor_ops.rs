@@ -12,7 +12,7 @@
 
 use super::{node_path, CheckedKind, Port, TypedNode, Validator};
 use crate::diagnostic::Location;
-use crate::spec::NodeSpec;
+use crate::spec::{Interpolation, NodeSpec};
 use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
 
 /// A tensor op, checked: what the operator computes.
@@ -36,6 +36,30 @@ pub enum TensorOp {
     Concat {
         /// Axis.
         axis: usize,
+    },
+    /// One JPEG or PNG per row decoded to `u8 [height, width, 3]`.
+    DecodeImage {
+        /// The most pixels a header may declare.
+        max_pixels: u64,
+    },
+    /// An HWC image resized.
+    Resize {
+        /// Output height.
+        height: usize,
+        /// Output width.
+        width: usize,
+        /// How pixels are computed.
+        interpolation: Interpolation,
+    },
+    /// Elements converted to `to`.
+    Cast {
+        /// Output dtype (never bytes).
+        to: DType,
+    },
+    /// Dimensions permuted: output `i` is input `perm[i]`.
+    Transpose {
+        /// A permutation of `0..rank`.
+        perm: Vec<usize>,
     },
 }
 
@@ -91,6 +115,10 @@ impl<'a> Validator<'a, '_> {
                     );
                 }
             }
+            NodeSpec::DecodeImage(_)
+            | NodeSpec::Resize(_)
+            | NodeSpec::Cast(_)
+            | NodeSpec::Transpose(_) => self.check_image_fields(node),
             NodeSpec::Argmax(_) | NodeSpec::Model(_) => {}
         }
     }
@@ -122,6 +150,10 @@ impl<'a> Validator<'a, '_> {
         let id = node.id().value.as_str();
         match node {
             NodeSpec::Model(_) => None,
+            NodeSpec::DecodeImage(_)
+            | NodeSpec::Resize(_)
+            | NodeSpec::Cast(_)
+            | NodeSpec::Transpose(_) => self.type_image_op(node, ports, locs),
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {

@@ -8,6 +8,8 @@
 pub mod operator;
 
 use weir_engine::batch::TensorColumn;
+
+use crate::image;
 use weir_engine::tensor::TensorData;
 use weir_engine::validate::{NodeKind, TensorOp as PlannedOp};
 
@@ -95,6 +97,14 @@ impl TensorOp {
                 ])
             }
             PlannedOp::Concat { axis } => concat(inputs, *axis),
+            PlannedOp::DecodeImage { max_pixels } => Ok(vec![image::decode(first, *max_pixels)?]),
+            PlannedOp::Resize {
+                height,
+                width,
+                interpolation,
+            } => Ok(vec![image::resize(first, *height, *width, *interpolation)?]),
+            PlannedOp::Cast { to } => Ok(vec![image::cast(first, *to)?]),
+            PlannedOp::Transpose { perm } => Ok(vec![image::transpose(first, perm)?]),
         }
     }
 }

@@ -1,0 +1,331 @@
+//! Image pre-processing ops: decode, resize, cast, transpose, computed column-wise on the worker.
+//!
+//! Each function takes a whole column and computes every row on its own shape, so a column whose
+//! rows are images of different sizes (what `decode_image` yields) works as a uniform one does.
+//! Decoding reads the header first and refuses an image declaring more than `max_pixels` before a
+//! pixel buffer is allocated; every size product is checked. Semantics are those documented on the
+//! spec types in `weir_engine::spec`. Resizing follows the half-pixel convention of ONNX
+//! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped), so a model trained on
+//! such input sees the same values.
+
+use std::io::Cursor;
+
+use half::{bf16, f16};
+use image::ImageFormat;
+use weir_engine::batch::TensorColumn;
+use weir_engine::spec::Interpolation;
+use weir_engine::tensor::{element_count, DType, Tensor, TensorData};
+
+/// Row by row: the one encoded image each row holds, decoded to `u8 [height, width, 3]` RGB.
+///
+/// # Errors
+/// A message naming the row when it does not hold exactly one element, is not a JPEG or PNG,
+/// declares more than `max_pixels` pixels, or is corrupt.
+pub fn decode(input: &TensorColumn, max_pixels: u64) -> Result<TensorColumn, String> {
+    let mut rows = Vec::with_capacity(input.len());
+    for r in 0..input.len() {
+        let row = input.row(r);
+        let bytes = match &row.data {
+            TensorData::Bytes(v) if v.len() == 1 => &v[0],
+            _ => {
+                return Err(format!(
+                    "row {r}: expected one encoded image, got {} elements of {}",
+                    row.data.len(),
+                    row.dtype()
+                ))
+            }
+        };
+        rows.push(decode_one(bytes, max_pixels).map_err(|e| format!("row {r}: {e}"))?);
+    }
+    let refs: Vec<&Tensor> = rows.iter().collect();
+    TensorColumn::from_rows("output", DType::U8, &refs).map_err(|e| e.to_string())
+}
+
+/// One JPEG or PNG decoded to RGB, its declared size checked before decoding.
+fn decode_one(bytes: &[u8], max_pixels: u64) -> Result<Tensor, String> {
+    let format = image::guess_format(bytes).map_err(|_| "not a JPEG or PNG image".to_string())?;
+    if !matches!(format, ImageFormat::Jpeg | ImageFormat::Png) {
+        return Err(format!(
+            "{format:?} images are not accepted; send JPEG or PNG"
+        ));
+    }
+    let reader = image::io::Reader::with_format(Cursor::new(bytes), format);
+    let (width, height) = reader
+        .into_dimensions()
+        .map_err(|e| format!("unreadable {format:?} header: {e}"))?;
+    let pixels = u64::from(width) * u64::from(height);
+    if pixels > max_pixels {
+        return Err(format!(
+            "image declares {width}x{height} = {pixels} pixels, more than max_pixels = {max_pixels}"
+        ));
+    }
+    let mut reader = image::io::Reader::with_format(Cursor::new(bytes), format);
+    let mut limits = image::io::Limits::default();
+    limits.max_image_width = Some(width);
+    limits.max_image_height = Some(height);
+    limits.max_alloc = pixels.checked_mul(16);
+    reader.limits(limits);
+    let decoded = reader
+        .decode()
+        .map_err(|e| format!("corrupt {format:?} image: {e}"))?;
+    let rgb = decoded.into_rgb8();
+    let shape = vec![rgb.height() as usize, rgb.width() as usize, 3];
+    Ok(Tensor::new(shape, rgb.into_raw()))
+}
+
+/// Row by row: each `[h, w, c]` image (u8 or f32) resized to `[height, width, c]`.
+///
+/// # Errors
+/// A message when a row is not rank 3 or the dtype is neither u8 nor f32.
+pub fn resize(
+    input: &TensorColumn,
+    height: usize,
+    width: usize,
+    interpolation: Interpolation,
+) -> Result<TensorColumn, String> {
+    let mut rows = Vec::with_capacity(input.len());
+    for r in 0..input.len() {
+        let row = input.row(r);
+        let [h, w, c] = row.shape[..] else {
+            return Err(format!(
+                "row {r}: shape {:?} is not [height, width, channels]",
+                row.shape
+            ));
+        };
+        if h == 0 || w == 0 {
+            return Err(format!(
+                "row {r}: an empty image ({h}x{w}) cannot be resized"
+            ));
+        }
+        let shape = vec![height, width, c];
+        element_count(&shape).ok_or_else(|| format!("row {r}: output size overflows"))?;
+        let data = match &row.data {
+            TensorData::U8(v) => {
+                let out = resample(v, [h, w, c], [height, width], interpolation, |x| {
+                    f32::from(x)
+                });
+                TensorData::U8(
+                    out.into_iter()
+                        .map(|x| x.round().clamp(0.0, 255.0) as u8)
+                        .collect(),
+                )
+            }
+            TensorData::F32(v) => TensorData::F32(resample(
+                v,
+                [h, w, c],
+                [height, width],
+                interpolation,
+                |x| x,
+            )),
+            other => return Err(format!("resize reads u8 or f32, got {}", other.dtype())),
+        };
+        rows.push(Tensor { shape, data });
+    }
+    let refs: Vec<&Tensor> = rows.iter().collect();
+    TensorColumn::from_rows("output", input.dtype(), &refs).map_err(|e| e.to_string())
+}
+
+/// The source coordinate of output index `o` along an axis of `inn` → `out` samples (half-pixel).
+fn source(o: usize, inn: usize, out: usize) -> f32 {
+    (o as f32 + 0.5) * inn as f32 / out as f32 - 0.5
+}
+
+/// One HWC image resampled to `out` height and width, as f32.
+fn resample<T: Copy>(
+    v: &[T],
+    [h, w, c]: [usize; 3],
+    [oh, ow]: [usize; 2],
+    interpolation: Interpolation,
+    to_f32: impl Fn(T) -> f32,
+) -> Vec<f32> {
+    let at = |y: usize, x: usize, k: usize| to_f32(v[(y * w + x) * c + k]);
+    let mut out = Vec::with_capacity(oh * ow * c);
+    for oy in 0..oh {
+        let sy = source(oy, h, oh);
+        for ox in 0..ow {
+            let sx = source(ox, w, ow);
+            for k in 0..c {
+                out.push(match interpolation {
+                    Interpolation::Nearest => {
+                        // The input pixel whose area [i, i + 1) holds the output pixel's centre.
+                        let y = ((oy * h * 2 + h) / (oh * 2)).min(h - 1);
+                        let x = ((ox * w * 2 + w) / (ow * 2)).min(w - 1);
+                        at(y, x, k)
+                    }
+                    Interpolation::Bilinear => {
+                        let (y0, y1, fy) = neighbours(sy, h);
+                        let (x0, x1, fx) = neighbours(sx, w);
+                        let top = at(y0, x0, k) * (1.0 - fx) + at(y0, x1, k) * fx;
+                        let bottom = at(y1, x0, k) * (1.0 - fx) + at(y1, x1, k) * fx;
+                        top * (1.0 - fy) + bottom * fy
+                    }
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The two samples around coordinate `s` on an axis of `n` (clamped) and the weight of the second.
+fn neighbours(s: f32, n: usize) -> (usize, usize, f32) {
+    let s = s.clamp(0.0, (n - 1) as f32);
+    let lo = s.floor() as usize;
+    let hi = (lo + 1).min(n - 1);
+    (lo, hi, s - lo as f32)
+}
+
+/// Every element converted to `to` (numbers as Rust's `as`; to bool, non-zero is true).
+///
+/// # Errors
+/// A message when the column holds bytes or `to` is bytes.
+pub fn cast(input: &TensorColumn, to: DType) -> Result<TensorColumn, String> {
+    let data = input.data();
+    let data = if data.dtype() == to {
+        data
+    } else {
+        cast_data(&data, to)?
+    };
+    let rows = (0..input.len()).map(|r| input.row_shape(r)).collect();
+    ragged_or_uniform(input, rows, data)
+}
+
+fn cast_data(data: &TensorData, to: DType) -> Result<TensorData, String> {
+    macro_rules! convert {
+        ($v:expr) => {
+            match to {
+                DType::Bool => TensorData::Bool($v.map(|x| x != 0.0).collect()),
+                DType::U8 => TensorData::U8($v.map(|x| x as u8).collect()),
+                DType::U16 => TensorData::U16($v.map(|x| x as u16).collect()),
+                DType::U32 => TensorData::U32($v.map(|x| x as u32).collect()),
+                DType::U64 => TensorData::U64($v.map(|x| x as u64).collect()),
+                DType::I8 => TensorData::I8($v.map(|x| x as i8).collect()),
+                DType::I16 => TensorData::I16($v.map(|x| x as i16).collect()),
+                DType::I32 => TensorData::I32($v.map(|x| x as i32).collect()),
+                DType::I64 => TensorData::I64($v.map(|x| x as i64).collect()),
+                DType::F16 => TensorData::F16($v.map(f16::from_f64).collect()),
+                DType::F32 => TensorData::F32($v.map(|x| x as f32).collect()),
+                DType::F64 => TensorData::F64($v.collect()),
+                DType::Bf16 => TensorData::Bf16($v.map(bf16::from_f64).collect()),
+                DType::Bytes => return Err("cannot cast to bytes".into()),
+            }
+        };
+    }
+    // Integers wider than f64's mantissa go through i64/u64 directly so they stay exact.
+    Ok(match (data, to) {
+        (TensorData::I64(v), _) if !to.is_float() && to != DType::Bool => {
+            convert_int(v.iter().map(|&x| i128::from(x)), to)
+        }
+        (TensorData::U64(v), _) if !to.is_float() && to != DType::Bool => {
+            convert_int(v.iter().map(|&x| i128::from(x)), to)
+        }
+        _ => {
+            let values = data
+                .to_f64_lossy()
+                .ok_or_else(|| format!("cannot cast {} to {to}", data.dtype()))?;
+            convert!(values.into_iter())
+        }
+    })
+}
+
+/// Wide integers to an integer dtype, saturating as `as` does for floats.
+fn convert_int(v: impl Iterator<Item = i128>, to: DType) -> TensorData {
+    macro_rules! sat {
+        ($t:ty, $variant:ident) => {
+            TensorData::$variant(
+                v.map(|x| x.clamp(i128::from(<$t>::MIN), i128::from(<$t>::MAX)) as $t)
+                    .collect(),
+            )
+        };
+    }
+    match to {
+        DType::U8 => sat!(u8, U8),
+        DType::U16 => sat!(u16, U16),
+        DType::U32 => sat!(u32, U32),
+        DType::U64 => sat!(u64, U64),
+        DType::I8 => sat!(i8, I8),
+        DType::I16 => sat!(i16, I16),
+        DType::I32 => sat!(i32, I32),
+        _ => sat!(i64, I64),
+    }
+}
+
+/// Row by row: dimensions permuted, output dimension `i` being input dimension `perm[i]`.
+///
+/// # Errors
+/// A message when a row's rank is not `perm.len()`.
+pub fn transpose(input: &TensorColumn, perm: &[usize]) -> Result<TensorColumn, String> {
+    let mut shapes = Vec::with_capacity(input.len());
+    let mut data = TensorData::empty(input.dtype());
+    for r in 0..input.len() {
+        let shape = input.row_shape(r);
+        if shape.len() != perm.len() || perm.iter().any(|&a| a >= shape.len()) {
+            return Err(format!(
+                "row {r}: shape {shape:?} does not fit perm {perm:?}"
+            ));
+        }
+        let src = input
+            .data_range(input.row_range(r))
+            .ok_or_else(|| format!("row {r} without its elements"))?;
+        let out_shape: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+        let mut strides = vec![1usize; shape.len()];
+        for i in (0..shape.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * shape[i + 1];
+        }
+        let out_strides: Vec<usize> = perm.iter().map(|&a| strides[a]).collect();
+        let n = src.len();
+        let mut index = vec![0usize; out_shape.len()];
+        let mut order = Vec::with_capacity(n);
+        for _ in 0..n {
+            order.push(
+                index
+                    .iter()
+                    .zip(&out_strides)
+                    .map(|(i, s)| i * s)
+                    .sum::<usize>(),
+            );
+            for d in (0..index.len()).rev() {
+                index[d] += 1;
+                if index[d] < out_shape[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        data.extend(gather(&src, &order))
+            .map_err(|e| e.to_string())?;
+        shapes.push(out_shape);
+    }
+    ragged_or_uniform(input, shapes, data)
+}
+
+/// The elements of `src` at `order`, in that order.
+fn gather(src: &TensorData, order: &[usize]) -> TensorData {
+    macro_rules! pick {
+        ($($variant:ident),*) => {
+            match src {
+                $(TensorData::$variant(v) => {
+                    TensorData::$variant(order.iter().map(|&i| v[i].clone()).collect())
+                })*
+            }
+        };
+    }
+    pick!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
+}
+
+/// A column `output` of `data`, uniform when `input` is, with rows of `shapes` otherwise.
+fn ragged_or_uniform(
+    input: &TensorColumn,
+    shapes: Vec<Vec<usize>>,
+    data: TensorData,
+) -> Result<TensorColumn, String> {
+    let column = match (input.uniform_shape(), shapes.first()) {
+        (Some(_), Some(first)) => {
+            TensorColumn::from_data("output", first.clone(), input.len(), data)
+        }
+        _ => TensorColumn::from_ragged("output", shapes, data),
+    };
+    column.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

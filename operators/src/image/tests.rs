@@ -1,0 +1,208 @@
+//! The image ops against references: the image crate's own decode of the same bytes, resizing
+//! computed here from its definition, casts and transposes written out by hand.
+
+use image::{ImageOutputFormat, RgbImage};
+
+use super::*;
+
+/// A small picture with every pixel different, so a misplaced pixel shows.
+fn picture(w: u32, h: u32) -> RgbImage {
+    RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([(x * 40) as u8, (y * 30) as u8, (x + y * w) as u8])
+    })
+}
+
+fn encoded(img: &RgbImage, format: ImageOutputFormat) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, format).unwrap();
+    out.into_inner()
+}
+
+fn bytes_column(images: Vec<Vec<u8>>) -> TensorColumn {
+    let rows = images.len();
+    TensorColumn::from_data("x", vec![1], rows, TensorData::Bytes(images)).unwrap()
+}
+
+#[test]
+fn png_decodes_to_its_pixels_and_jpeg_as_the_image_crate_decodes_it() {
+    let png_img = picture(5, 3);
+    let jpeg_img = picture(8, 6);
+    let png = encoded(&png_img, ImageOutputFormat::Png);
+    let jpeg = encoded(&jpeg_img, ImageOutputFormat::Jpeg(90));
+    let out = decode(&bytes_column(vec![png, jpeg.clone()]), 1 << 20).unwrap();
+    assert_eq!(out.row_shape(0), vec![3, 5, 3]);
+    assert_eq!(out.row_shape(1), vec![6, 8, 3]);
+    assert_eq!(
+        out.row(0).values::<u8>().unwrap(),
+        png_img.as_raw().as_slice()
+    );
+    let reference = image::load_from_memory(&jpeg).unwrap().into_rgb8();
+    assert_eq!(
+        out.row(1).values::<u8>().unwrap(),
+        reference.as_raw().as_slice()
+    );
+}
+
+#[test]
+fn corrupt_and_foreign_bytes_are_refused() {
+    let mut jpeg = encoded(&picture(16, 16), ImageOutputFormat::Jpeg(90));
+    jpeg.truncate(jpeg.len() / 2);
+    let e = decode(&bytes_column(vec![jpeg]), 1 << 20).unwrap_err();
+    assert!(e.contains("row 0") && e.contains("Jpeg"), "{e}");
+    let e = decode(&bytes_column(vec![b"hello".to_vec()]), 1 << 20).unwrap_err();
+    assert!(e.contains("not a JPEG or PNG"), "{e}");
+}
+
+/// CRC-32 (ISO 3309, as PNG chunks use), bit by bit.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn a_png_declaring_too_many_pixels_is_refused_before_decoding() {
+    let mut png = encoded(&picture(2, 2), ImageOutputFormat::Png);
+    // IHDR: length at 8, type at 12, width at 16, height at 20, CRC over type + data at 29.
+    png[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    png[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+    let crc = crc32(&png[12..29]);
+    png[29..33].copy_from_slice(&crc.to_be_bytes());
+    let e = decode(&bytes_column(vec![png]), 16_777_216).unwrap_err();
+    assert!(
+        e.contains("100000x100000") && e.contains("max_pixels"),
+        "{e}"
+    );
+}
+
+fn image_column(shape: [usize; 3], data: TensorData) -> TensorColumn {
+    TensorColumn::from_data("x", shape.to_vec(), 1, data).unwrap()
+}
+
+#[test]
+fn nearest_picks_the_pixel_holding_each_centre() {
+    // 4 wide → 2 wide: centres at 1 and 3 fall in pixels 1 and 3; 2 high → 3 high: centres at
+    // 1/3, 1, 5/3 fall in rows 0, 1, 1.
+    let v: Vec<u8> = (0..8).collect();
+    let out = resize(
+        &image_column([2, 4, 1], TensorData::U8(v)),
+        3,
+        2,
+        Interpolation::Nearest,
+    )
+    .unwrap();
+    assert_eq!(out.uniform_shape(), Some(&[3, 2, 1][..]));
+    assert_eq!(out.values::<u8>().unwrap(), &[1, 3, 5, 7, 5, 7]);
+}
+
+#[test]
+fn bilinear_follows_the_half_pixel_formula() {
+    let (h, w, oh, ow) = (3usize, 4usize, 5usize, 2usize);
+    let v: Vec<f32> = (0..h * w * 2).map(|i| (i * i % 17) as f32).collect();
+    let out = resize(
+        &image_column([h, w, 2], TensorData::F32(v.clone())),
+        oh,
+        ow,
+        Interpolation::Bilinear,
+    )
+    .unwrap();
+    let got = out.f32_values().unwrap();
+    let clamp = |s: f32, n: usize| s.max(0.0).min((n - 1) as f32);
+    for oy in 0..oh {
+        for ox in 0..ow {
+            for k in 0..2 {
+                let sy = clamp((oy as f32 + 0.5) * h as f32 / oh as f32 - 0.5, h);
+                let sx = clamp((ox as f32 + 0.5) * w as f32 / ow as f32 - 0.5, w);
+                let (y0, x0) = (sy.floor() as usize, sx.floor() as usize);
+                let (y1, x1) = ((y0 + 1).min(h - 1), (x0 + 1).min(w - 1));
+                let p = |y: usize, x: usize| v[(y * w + x) * 2 + k];
+                let (fy, fx) = (sy - y0 as f32, sx - x0 as f32);
+                let want = p(y0, x0) * (1.0 - fy) * (1.0 - fx)
+                    + p(y0, x1) * (1.0 - fy) * fx
+                    + p(y1, x0) * fy * (1.0 - fx)
+                    + p(y1, x1) * fy * fx;
+                let g = got[(oy * ow + ox) * 2 + k];
+                assert!((g - want).abs() < 1e-4, "({oy}, {ox}, {k}): {g} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn resize_keeps_each_row_of_its_own_size_apart() {
+    let rows = [
+        Tensor::new(vec![1, 1, 3], vec![10u8, 20, 30]),
+        Tensor::new(vec![2, 2, 3], (0..12u8).collect::<Vec<_>>()),
+    ];
+    let refs: Vec<&Tensor> = rows.iter().collect();
+    let col = TensorColumn::from_rows("x", DType::U8, &refs).unwrap();
+    let out = resize(&col, 2, 2, Interpolation::Bilinear).unwrap();
+    assert_eq!(out.uniform_shape(), Some(&[2, 2, 3][..]));
+    let v = out.values::<u8>().unwrap();
+    assert_eq!(&v[..12], &[10, 20, 30, 10, 20, 30, 10, 20, 30, 10, 20, 30]);
+    assert_eq!(&v[12..], &(0..12u8).collect::<Vec<_>>()[..]);
+}
+
+#[test]
+fn cast_converts_as_rust_does() {
+    let col = TensorColumn::from_data(
+        "x",
+        vec![4],
+        1,
+        TensorData::F32(vec![-1.5, 0.0, 2.7, 300.0]),
+    )
+    .unwrap();
+    assert_eq!(
+        cast(&col, DType::U8).unwrap().values::<u8>().unwrap(),
+        &[0, 0, 2, 255]
+    );
+    assert_eq!(
+        cast(&col, DType::I64).unwrap().i64_values().unwrap(),
+        &[-1, 0, 2, 300]
+    );
+    let flags = cast(&col, DType::Bool).unwrap().data();
+    assert_eq!(flags, TensorData::Bool(vec![true, false, true, true]));
+    let big =
+        TensorColumn::from_data("x", vec![2], 1, TensorData::I64(vec![i64::MAX, -3])).unwrap();
+    assert_eq!(
+        cast(&big, DType::U64).unwrap().values::<u64>().unwrap(),
+        &[i64::MAX as u64, 0]
+    );
+    let bytes = cast(
+        &TensorColumn::from_data("x", vec![2], 1, TensorData::U8(vec![7, 255])).unwrap(),
+        DType::F32,
+    )
+    .unwrap();
+    assert_eq!(bytes.f32_values().unwrap(), &[7.0, 255.0]);
+    let e = cast(&bytes_column(vec![vec![1]]), DType::F32).unwrap_err();
+    assert!(e.contains("cannot cast"), "{e}");
+}
+
+#[test]
+fn transpose_hwc_to_chw() {
+    // [h=2, w=3, c=2]: element (y, x, k) = 100y + 10x + k.
+    let mut v = Vec::new();
+    for y in 0..2 {
+        for x in 0..3 {
+            for k in 0..2 {
+                v.push(100 * y + 10 * x + k);
+            }
+        }
+    }
+    let col = TensorColumn::from_data("x", vec![2, 3, 2], 1, TensorData::I32(v)).unwrap();
+    let out = transpose(&col, &[2, 0, 1]).unwrap();
+    assert_eq!(out.uniform_shape(), Some(&[2, 2, 3][..]));
+    assert_eq!(
+        out.values::<i32>().unwrap(),
+        &[0, 10, 20, 100, 110, 120, 1, 11, 21, 101, 111, 121]
+    );
+}
