@@ -17,6 +17,7 @@ mod hostile_http;
 mod hostile_requests;
 mod hostile_streams;
 mod hostile_zenoh;
+mod image_ops;
 mod invalid;
 mod kairos;
 mod parity;

@@ -1,0 +1,62 @@
+//! Image pre-processing served end to end: JPEG and PNG bytes in, decoded, resized, cast and
+//! transposed in the dataflow, classified by squeezenet, and a corrupt image refused without
+//! stopping the graph.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use image::{ImageOutputFormat, RgbImage};
+use weir::{plan_spec, start, GraphSpec, RuntimeOptions, Tensor};
+
+use crate::common::{model, named};
+
+fn encoded(w: u32, h: u32, format: ImageOutputFormat) -> Vec<u8> {
+    let img = RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, 128])
+    });
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, format).expect("encodes");
+    out.into_inner()
+}
+
+#[test]
+fn jpeg_and_png_requests_reach_squeezenet_through_the_image_nodes() {
+    let yaml = format!(
+        "name: images
+inputs:
+  - {{name: picture, dtype: bytes, shape: [1]}}
+nodes:
+  - decode_image: {{id: decoded, input: picture}}
+  - resize: {{id: resized, input: decoded, height: 224, width: 224, interpolation: bilinear}}
+  - cast: {{id: floats, input: resized, to: f32}}
+  - transpose: {{id: chw, input: floats, perm: [2, 0, 1]}}
+  - model: {{id: squeezenet, path: {}, inputs: {{data_0: chw}}}}
+outputs:
+  - {{name: scores, from: squeezenet}}
+",
+        model("squeezenet_random.onnx").display()
+    );
+    let spec = GraphSpec::from_yaml(&yaml, "images.yaml").expect("parses");
+    let graph = plan_spec(&spec, Path::new(".")).expect("valid");
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    let rt = running.runtime();
+    let picture = |bytes: Vec<u8>| vec![named("picture", Tensor::bytes(vec![1], vec![bytes]))];
+    for bytes in [
+        encoded(320, 240, ImageOutputFormat::Jpeg(85)),
+        encoded(100, 150, ImageOutputFormat::Png),
+    ] {
+        let response = rt.infer(picture(bytes)).expect("answered");
+        let scores = response.output("scores").expect("scores");
+        assert_eq!(scores.shape.iter().product::<usize>(), 1000);
+    }
+    let mut corrupt = encoded(64, 64, ImageOutputFormat::Jpeg(85));
+    corrupt.truncate(corrupt.len() / 3);
+    let err = rt.infer(picture(corrupt)).expect_err("refused");
+    assert!(err.to_string().contains("decoded"), "{err}");
+    let again = rt.infer(picture(encoded(50, 50, ImageOutputFormat::Png)));
+    assert!(
+        again.is_ok(),
+        "the graph keeps serving after a corrupt image"
+    );
+    running.shutdown();
+}
