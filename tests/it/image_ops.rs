@@ -1,12 +1,15 @@
 //! Image pre-processing served end to end: JPEG and PNG bytes in, decoded, resized, cast and
-//! transposed in the dataflow, classified by squeezenet, and a corrupt image refused without
-//! stopping the graph.
+//! transposed in the dataflow, classified by squeezenet, and a corrupt image refused as an invalid
+//! request naming its input, without stopping the graph.
 
 use std::io::Cursor;
 use std::path::Path;
+use std::sync::mpsc;
 
 use image::{ImageOutputFormat, RgbImage};
-use weir::{plan_spec, start, GraphSpec, RuntimeOptions, Tensor};
+use weir::{
+    plan_spec, start, ErrorClass, GraphSpec, RequestError, Responder, RuntimeOptions, Tensor,
+};
 
 use crate::common::{model, named};
 
@@ -52,11 +55,46 @@ outputs:
     let mut corrupt = encoded(64, 64, ImageOutputFormat::Jpeg(85));
     corrupt.truncate(corrupt.len() / 3);
     let err = rt.infer(picture(corrupt)).expect_err("refused");
-    assert!(err.to_string().contains("decoded"), "{err}");
+    assert_eq!(err.class(), ErrorClass::InvalidRequest, "{err}");
+    assert!(err.to_string().contains("node `decoded`"), "{err}");
+    match err {
+        RequestError::Invalid { field, .. } => assert_eq!(field, "inputs.picture"),
+        other => panic!("expected an invalid request, got {other:?}"),
+    }
     let again = rt.infer(picture(encoded(50, 50, ImageOutputFormat::Png)));
     assert!(
         again.is_ok(),
         "the graph keeps serving after a corrupt image"
+    );
+
+    // One batch holding a corrupt image between two good ones: only the corrupt one fails.
+    let (tx, rx) = mpsc::channel();
+    let bad = encoded(64, 64, ImageOutputFormat::Jpeg(85))[..40].to_vec();
+    let rows = [
+        encoded(30, 20, ImageOutputFormat::Png),
+        bad,
+        encoded(20, 30, ImageOutputFormat::Jpeg(90)),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, bytes)| {
+        let tx = tx.clone();
+        let responder: Responder = Box::new(move |outcome| {
+            let _ = tx.send((i, outcome.map(|_| ()).map_err(|e| e.class())));
+        });
+        (picture(bytes), responder)
+    })
+    .collect();
+    rt.submit_group(rows).expect("admitted");
+    let mut outcomes: Vec<_> = (0..3).map(|_| rx.recv().expect("answered")).collect();
+    outcomes.sort_by_key(|(i, _)| *i);
+    assert_eq!(
+        outcomes,
+        vec![
+            (0, Ok(())),
+            (1, Err(ErrorClass::InvalidRequest)),
+            (2, Ok(()))
+        ]
     );
     running.shutdown();
 }

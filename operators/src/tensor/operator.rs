@@ -1,4 +1,5 @@
-//! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker.
+//! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker. A batch
+//! that fails is retried row by row, so a request whose data does not fit fails alone.
 
 use std::sync::Arc;
 
@@ -10,6 +11,8 @@ use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::append_hop;
 use weir_engine::request::{RequestError, RowError};
+
+use weir_engine::validate::TensorOp as PlannedOp;
 
 use super::TensorOp;
 
@@ -53,18 +56,33 @@ impl TensorOperator {
                         batches_seen += 1;
                         match op.process(&batch, seq) {
                             Ok(out) => ok_out.session(&cap).give(out),
-                            Err(message) => {
-                                let error = Arc::new(RequestError::Node {
-                                    node: op.node.clone(),
-                                    message,
-                                });
-                                let mut s = err_out.session(&cap);
-                                for &id in batch.request_ids() {
-                                    s.give(RowError {
-                                        request_id: id,
-                                        error: Arc::clone(&error),
-                                    });
+                            // Rows are computed on their own, so one that does not fit fails
+                            // alone: the batch is retried row by row.
+                            Err(_) if batch.num_rows() > 1 => {
+                                for r in 0..batch.num_rows() {
+                                    let one = batch.slice(r, 1);
+                                    match op.process(&one, seq) {
+                                        Ok(out) => ok_out.session(&cap).give(out),
+                                        Err(message) => {
+                                            let error = op.error(message);
+                                            let mut s = err_out.session(&cap);
+                                            s.give_iterator(one.request_ids().iter().map(|&id| {
+                                                RowError {
+                                                    request_id: id,
+                                                    error: Arc::clone(&error),
+                                                }
+                                            }));
+                                        }
+                                    }
                                 }
+                            }
+                            Err(message) => {
+                                let error = op.error(message);
+                                let mut s = err_out.session(&cap);
+                                s.give_iterator(batch.request_ids().iter().map(|&id| RowError {
+                                    request_id: id,
+                                    error: Arc::clone(&error),
+                                }));
                             }
                         }
                     }
@@ -72,6 +90,20 @@ impl TensorOperator {
             }
         });
         (ok_stream, err_stream)
+    }
+
+    /// The request error for `message`: a node failure, except where only the request's own
+    /// bytes can be at fault (an image that is corrupt, too large or not JPEG or PNG), which is
+    /// the client's to fix and so an invalid request naming the input.
+    fn error(&self, message: String) -> Arc<RequestError> {
+        let node = self.node.clone();
+        Arc::new(match (&self.op.0, self.input_columns.first()) {
+            (PlannedOp::DecodeImage { .. }, Some(column)) => RequestError::Invalid {
+                field: format!("inputs.{column}"),
+                message: format!("node `{node}`: {message}"),
+            },
+            _ => RequestError::Node { node, message },
+        })
     }
 
     fn process(&self, batch: &Batch, seq: u64) -> Result<Batch, String> {
