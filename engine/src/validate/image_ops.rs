@@ -75,15 +75,8 @@ impl Validator<'_, '_> {
     ) -> Option<(TensorOp, Vec<(String, TensorType)>)> {
         let id = node.id().value.as_str();
         let p = &ports[0];
-        let refuse = |v: &mut Self, need: &str| {
-            v.error(
-                node_path(id, &p.name),
-                locs[0],
-                format!(
-                    "node `{id}` needs {need} at `{}`, but `{}` is {}",
-                    p.name, p.column, p.ty
-                ),
-            );
+        let refuse = |v: &mut Self, needs: &str| {
+            v.wrong_port(id, p, locs[0], needs);
             None
         };
         let (op, ty) = match node {

@@ -265,16 +265,21 @@ impl<'a> Validator<'a, '_> {
     /// Whether port `p` of node `id` carries f32 (else an error at `loc`).
     fn f32_port(&mut self, id: &str, p: &Port, loc: Location) -> bool {
         if p.ty.dtype != DType::F32 {
-            self.error(
-                node_path(id, &p.name),
-                loc,
-                format!(
-                    "node `{id}` needs an f32 tensor at `{}`, but `{}` is {}",
-                    p.name, p.column, p.ty
-                ),
-            );
+            self.wrong_port(id, p, loc, "an f32 tensor");
             return false;
         }
         true
+    }
+
+    /// Reports, at `loc`, that port `p` of node `id` does not carry what it `needs`.
+    pub(super) fn wrong_port(&mut self, id: &str, p: &Port, loc: Location, needs: &str) {
+        self.error(
+            node_path(id, &p.name),
+            loc,
+            format!(
+                "node `{id}` needs {needs} at `{}`, but `{}` is {}",
+                p.name, p.column, p.ty
+            ),
+        );
     }
 }

@@ -63,27 +63,15 @@ impl TensorOperator {
                                     let one = batch.slice(r, 1);
                                     match op.process(&one, seq) {
                                         Ok(out) => ok_out.session(&cap).give(out),
-                                        Err(message) => {
-                                            let error = op.error(message);
-                                            let mut s = err_out.session(&cap);
-                                            s.give_iterator(one.request_ids().iter().map(|&id| {
-                                                RowError {
-                                                    request_id: id,
-                                                    error: Arc::clone(&error),
-                                                }
-                                            }));
-                                        }
+                                        Err(message) => err_out
+                                            .session(&cap)
+                                            .give_iterator(op.error_rows(&one, message)),
                                     }
                                 }
                             }
-                            Err(message) => {
-                                let error = op.error(message);
-                                let mut s = err_out.session(&cap);
-                                s.give_iterator(batch.request_ids().iter().map(|&id| RowError {
-                                    request_id: id,
-                                    error: Arc::clone(&error),
-                                }));
-                            }
+                            Err(message) => err_out
+                                .session(&cap)
+                                .give_iterator(op.error_rows(&batch, message)),
                         }
                     }
                 });
@@ -92,17 +80,25 @@ impl TensorOperator {
         (ok_stream, err_stream)
     }
 
-    /// The request error for `message`: a node failure, except where only the request's own
+    /// One error row per request of `batch` for `message`: a node failure, except where only the request's own
     /// bytes can be at fault (an image that is corrupt, too large or not JPEG or PNG), which is
     /// the client's to fix and so an invalid request naming the input.
-    fn error(&self, message: String) -> Arc<RequestError> {
+    fn error_rows<'b>(
+        &self,
+        batch: &'b Batch,
+        message: String,
+    ) -> impl Iterator<Item = RowError> + 'b {
         let node = self.node.clone();
-        Arc::new(match (&self.op.0, self.input_columns.first()) {
+        let error = Arc::new(match (&self.op.0, self.input_columns.first()) {
             (PlannedOp::DecodeImage { .. }, Some(column)) => RequestError::Invalid {
                 field: format!("inputs.{column}"),
                 message: format!("node `{node}`: {message}"),
             },
             _ => RequestError::Node { node, message },
+        });
+        batch.request_ids().iter().map(move |&id| RowError {
+            request_id: id,
+            error: Arc::clone(&error),
         })
     }
 
