@@ -95,6 +95,7 @@ impl TensorOp {
                 ])
             }
             PlannedOp::Concat { axis } => concat(inputs, *axis),
+            PlannedOp::Text(op) => crate::text::apply(op, first),
         }
     }
 }
@@ -109,7 +110,11 @@ fn column(
 }
 
 /// A column of `data` whose rows have the shapes of `like`'s rows.
-fn shaped_like(like: &TensorColumn, name: &str, data: TensorData) -> Result<TensorColumn, String> {
+pub(crate) fn shaped_like(
+    like: &TensorColumn,
+    name: &str,
+    data: TensorData,
+) -> Result<TensorColumn, String> {
     match like.uniform_shape() {
         Some(shape) => column(name, shape.to_vec(), like.len(), data),
         None => {
