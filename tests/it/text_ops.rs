@@ -225,3 +225,113 @@ outputs:\n  - {{name: names, from: lookup}}\n"
         }
     }
 }
+
+/// A small WordLevel `tokenizer.json` with BERT's `[CLS] … [SEP]` template, as the Hugging Face
+/// library writes one.
+const TOKENIZER_JSON: &str = r#"{
+  "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+  "normalizer": {"type": "Lowercase"},
+  "pre_tokenizer": {"type": "Whitespace"},
+  "post_processor": {
+    "type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+               {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+    "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+    "special_tokens": {
+      "[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]},
+      "[SEP]": {"id": "[SEP]", "ids": [2], "tokens": ["[SEP]"]}
+    }
+  },
+  "decoder": null,
+  "model": {"type": "WordLevel", "unk_token": "[UNK]",
+            "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3, "weir": 4, "world": 5, "!": 6}}
+}"#;
+
+fn tokenize_graph(dir: &Path, max_length: usize) -> Result<weir::LoadedGraph, LoadError> {
+    std::fs::write(dir.join("tokenizer.json"), TOKENIZER_JSON).expect("tokenizer");
+    load(
+        dir,
+        &format!(
+            "name: tokens\n\
+inputs:\n  - {{name: text, dtype: bytes, shape: []}}\n\
+nodes:\n  - tokenize: {{id: tok, input: text, tokenizer: tokenizer.json, max_length: {max_length}}}\n\
+outputs:\n  - {{name: ids, from: tok.input_ids}}\n  - {{name: mask, from: tok.attention_mask}}\n"
+        ),
+    )
+}
+
+#[test]
+fn texts_become_token_ids_of_their_own_length() {
+    let dir = temp_dir("tokenize");
+    let graph = tokenize_graph(&dir.0, 6).expect("valid");
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    let text = |s: &[u8]| vec![named("text", Tensor::bytes(vec![], vec![s.to_vec()]))];
+    let cases: [(&[u8], Vec<i64>); 3] = [
+        (b"Hello weir world!", vec![1, 3, 4, 5, 6, 2]),
+        (b"hello", vec![1, 3, 2]),
+        (b"unknown words", vec![1, 0, 0, 2]),
+    ];
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (tag, (t, _)) in cases.iter().enumerate() {
+        replies.submit(&running, tag as u64, text(t), &tx);
+    }
+    // Seven tokens with the template, over max_length 6; and bytes that are not UTF-8.
+    replies.submit(&running, 10, text(b"hello hello hello hello hello"), &tx);
+    replies.submit(&running, 11, text(&[0xff, 0xfe]), &tx);
+    drop(tx);
+    for (tag, reply) in rx.iter() {
+        match tag {
+            10 | 11 => {
+                let Err(RequestError::Node { node, message }) = reply else {
+                    panic!("request {tag}: expected a node error, got {reply:?}");
+                };
+                assert_eq!(node, "tok");
+                let why = if tag == 10 {
+                    "7 tokens, over max_length 6"
+                } else {
+                    "not UTF-8"
+                };
+                assert!(message.contains(why), "{message}");
+            }
+            _ => {
+                let reply = reply.unwrap_or_else(|e| panic!("request {tag}: {e}"));
+                let want = &cases[tag as usize].1;
+                let ids = reply.output("ids").expect("ids");
+                assert_eq!(ids.shape, vec![want.len()]);
+                assert_eq!(ids.as_i64(), Some(&want[..]), "request {tag}");
+                let mask = reply.output("mask").and_then(Tensor::as_i64).expect("mask");
+                assert_eq!(mask, vec![1; want.len()]);
+            }
+        }
+    }
+    assert_eq!(replies.counts().len(), 5);
+    running.shutdown();
+}
+
+#[test]
+fn a_file_that_is_not_a_tokenizer_is_refused_naming_the_field() {
+    let dir = temp_dir("tokenize-bad");
+    tokenize_graph(&dir.0, 8).expect("valid");
+    std::fs::write(
+        dir.0.join("tokenizer.json"),
+        r#"{"model": {"type": "Nope"}}"#,
+    )
+    .expect("json");
+    let yaml = "name: tokens\n\
+inputs:\n  - {name: text, dtype: bytes, shape: []}\n\
+nodes:\n  - tokenize: {id: tok, input: text, tokenizer: tokenizer.json, max_length: 8}\n\
+outputs:\n  - {name: ids, from: tok.input_ids}\n";
+    match load(&dir.0, yaml) {
+        Err(LoadError::Invalid(d)) => {
+            let text = d.to_string();
+            assert!(text.contains("nodes.tok.tokenizer"), "{text}");
+            assert!(
+                text.contains("is not a Hugging Face tokenizer.json"),
+                "{text}"
+            );
+        }
+        Ok(_) => panic!("validated"),
+        Err(e) => panic!("{e}"),
+    }
+}

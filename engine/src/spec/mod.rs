@@ -36,7 +36,7 @@ pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
-pub use text_op::{LabelsSpec, SoftmaxSpec};
+pub use text_op::{LabelsSpec, SoftmaxSpec, TokenizeSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
 use crate::tensor::DType;
@@ -219,6 +219,8 @@ pub enum NodeSpec {
     Softmax(SoftmaxSpec),
     /// Class indices replaced by names from a file.
     Labels(LabelsSpec),
+    /// A text split into token ids.
+    Tokenize(TokenizeSpec),
 }
 
 impl NodeSpec {
@@ -232,6 +234,7 @@ impl NodeSpec {
             NodeSpec::Concat(s) => &s.id,
             NodeSpec::Softmax(s) => &s.id,
             NodeSpec::Labels(s) => &s.id,
+            NodeSpec::Tokenize(s) => &s.id,
         }
     }
 
@@ -245,6 +248,7 @@ impl NodeSpec {
             NodeSpec::Concat(_) => "concat",
             NodeSpec::Softmax(_) => "softmax",
             NodeSpec::Labels(_) => "labels",
+            NodeSpec::Tokenize(_) => "tokenize",
         }
     }
 
@@ -261,6 +265,7 @@ impl NodeSpec {
             NodeSpec::TopK(s) => vec![("input".into(), &s.input)],
             NodeSpec::Softmax(s) => vec![("input".into(), &s.input)],
             NodeSpec::Labels(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Tokenize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

@@ -1,9 +1,10 @@
-//! Post-processing nodes that turn a model's raw output into what a client reads: `softmax`
+//! Text and post-processing nodes: `tokenize` (a text into token ids for a model), `softmax`
 //! (scores into probabilities) and `labels` (class indices into names).
 //!
-//! Both run inline on the dataflow worker like the tensor ops. `labels` reads its file once, at
-//! validation, so a graph that names a missing or empty label file never starts, and a running
-//! graph never touches the file system. Outputs are named `output` (softmax) and `labels`.
+//! All run inline on the dataflow worker like the tensor ops. `labels` and `tokenize` read their
+//! file once, at validation, so a graph that names a missing, empty or malformed file never
+//! starts, and a running graph never touches the file system. Outputs are named `output`
+//! (softmax), `labels`, and `input_ids` and `attention_mask` (tokenize).
 
 use std::path::PathBuf;
 
@@ -32,4 +33,20 @@ pub struct LabelsSpec {
     pub input: Spanned<String>,
     /// A UTF-8 text file, one label per line, relative to the graph file's folder.
     pub labels: Spanned<PathBuf>,
+}
+
+/// A text (one BYTES element per request, UTF-8) split into token ids by a Hugging Face
+/// `tokenizer.json`, special tokens included: `input_ids` and `attention_mask`, `i64 [-1]`, one
+/// length per request. A text of more than `max_length` tokens is refused, not truncated.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizeSpec {
+    /// Node id.
+    pub id: Spanned<String>,
+    /// The BYTES text, one element per request.
+    pub input: Spanned<String>,
+    /// A Hugging Face `tokenizer.json`, relative to the graph file's folder.
+    pub tokenizer: Spanned<PathBuf>,
+    /// Most tokens per text (≥ 1, ≤ 65,536), special tokens counted.
+    pub max_length: Spanned<usize>,
 }

@@ -291,6 +291,7 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
         NodeSpec::Model(_) => meta.map(|m| m.outputs.iter().map(|o| o.name.clone()).collect()),
         NodeSpec::Normalize(_) | NodeSpec::Concat(_) | NodeSpec::Softmax(_) => fixed(&["output"]),
         NodeSpec::Labels(_) => fixed(&["labels"]),
+        NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),
         NodeSpec::Argmax(_) => fixed(&["index"]),
         NodeSpec::TopK(_) => fixed(&["values", "indices"]),
     }

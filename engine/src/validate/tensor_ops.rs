@@ -97,7 +97,8 @@ impl<'a> Validator<'a, '_> {
             NodeSpec::Argmax(_)
             | NodeSpec::Model(_)
             | NodeSpec::Softmax(_)
-            | NodeSpec::Labels(_) => {}
+            | NodeSpec::Labels(_)
+            | NodeSpec::Tokenize(_) => {}
         }
     }
 
@@ -128,7 +129,9 @@ impl<'a> Validator<'a, '_> {
         let id = node.id().value.as_str();
         match node {
             NodeSpec::Model(_) => None,
-            NodeSpec::Softmax(_) | NodeSpec::Labels(_) => self.type_text_op(node, ports, locs),
+            NodeSpec::Softmax(_) | NodeSpec::Labels(_) | NodeSpec::Tokenize(_) => {
+                self.type_text_op(node, ports, locs)
+            }
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {

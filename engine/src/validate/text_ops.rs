@@ -1,6 +1,9 @@
-//! Post-processing nodes (softmax, labels): their settings and their types.
+//! Text and post-processing nodes (tokenize, softmax, labels): their settings and their types.
 //!
-//! Rules: `softmax` reads an f32 tensor of rank ≥ 1 and keeps its type (the last axis is the one
+//! Rules: `tokenize` reads a BYTES tensor of one element per request and gives `input_ids` and
+//! `attention_mask`, i64 of one free dimension; its `tokenizer` file is read and parsed here as a
+//! Hugging Face `tokenizer.json` (at most [`crate::paths::MAX_TEXT_BYTES`]), and `max_length` is
+//! between 1 and [`MAX_TOKENS`]. `softmax` reads an f32 tensor of rank ≥ 1 and keeps its type (the last axis is the one
 //! normalised, so a free last dimension is fine: each row is computed on its own length).
 //! `labels` reads an i64 tensor and gives a BYTES tensor of the same shape; its `labels` file is
 //! read here, through [`crate::paths`] (regular file, under the root, at most
@@ -9,21 +12,57 @@
 //! operator holds the names in memory. Whether an index is in range depends on the data, so it is
 //! checked per request at run time.
 
+use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use tokenizers::Tokenizer;
 
 use super::tensor_ops::TensorOp;
 use super::{node_path, Port, Validator};
 use crate::diagnostic::Location;
-use crate::paths::read_capped;
-use crate::spec::{LabelsSpec, NodeSpec};
-use crate::tensor::{DType, TensorType};
+use crate::paths::{read_capped, MAX_TEXT_BYTES};
+use crate::spec::{LabelsSpec, NodeSpec, TokenizeSpec};
+use crate::tensor::{DType, Dim, TensorType};
 
 /// Largest label file read: ample for any class list (ImageNet-21k's names are about 1 MB).
 pub const MAX_LABELS_BYTES: u64 = 16 << 20;
 
-/// A post-processing op, checked: what the operator computes.
+/// Largest `max_length` a `tokenize` node may set (the longest context of common text models, with
+/// room to spare).
+pub const MAX_TOKENS: usize = 1 << 16;
+
+/// A parsed `tokenizer.json`, with the path it came from (what plans print and compare).
+#[derive(Clone)]
+pub struct TokenizerFile {
+    /// The file, as resolved against the graph's folder.
+    pub path: PathBuf,
+    /// The tokenizer it holds.
+    pub tokenizer: Arc<Tokenizer>,
+}
+
+impl fmt::Debug for TokenizerFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TokenizerFile({})", self.path.display())
+    }
+}
+
+impl PartialEq for TokenizerFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+/// A text or post-processing op, checked: what the operator computes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TextOp {
+    /// A text into token ids (special tokens added), refused past `max_length` tokens.
+    Tokenize {
+        /// The tokenizer.
+        tokenizer: TokenizerFile,
+        /// Most tokens per text.
+        max_length: usize,
+    },
     /// Softmax along the last axis.
     Softmax,
     /// Index → name lookup.
@@ -85,7 +124,74 @@ impl Validator<'_, '_> {
                 )];
                 Some((TensorOp::Text(TextOp::Labels { names }), out))
             }
+            NodeSpec::Tokenize(t) => {
+                if p.ty.dtype != DType::Bytes || p.ty.element_count() != Some(1) {
+                    self.error(
+                        node_path(id, "input"),
+                        locs[0],
+                        format!(
+                            "node `{id}` tokenizes one BYTES text per request, but `{}` is {}",
+                            p.column, p.ty
+                        ),
+                    );
+                    return None;
+                }
+                if t.max_length.value == 0 || t.max_length.value > MAX_TOKENS {
+                    self.error(
+                        node_path(id, "max_length"),
+                        t.max_length.location,
+                        format!(
+                            "node `{id}`: `max_length` is {}, but must be between 1 and {MAX_TOKENS}",
+                            t.max_length.value
+                        ),
+                    );
+                    return None;
+                }
+                let tokenizer = self.read_tokenizer(id, t)?;
+                let ids = TensorType {
+                    dtype: DType::I64,
+                    shape: vec![Dim::Dynamic],
+                };
+                let out = vec![
+                    ("input_ids".to_string(), ids.clone()),
+                    ("attention_mask".to_string(), ids),
+                ];
+                let op = TextOp::Tokenize {
+                    tokenizer,
+                    max_length: t.max_length.value,
+                };
+                Some((TensorOp::Text(op), out))
+            }
             _ => None,
+        }
+    }
+
+    /// The `tokenizer.json` of node `id`, parsed.
+    fn read_tokenizer(&mut self, id: &str, t: &TokenizeSpec) -> Option<TokenizerFile> {
+        let path = self.base_dir.join(&t.tokenizer.value);
+        let parsed = read_capped(&path, MAX_TEXT_BYTES, self.files)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                Tokenizer::from_bytes(bytes).map_err(|e| {
+                    format!(
+                        "{} is not a Hugging Face tokenizer.json: {e}",
+                        path.display()
+                    )
+                })
+            });
+        match parsed {
+            Ok(tokenizer) => Some(TokenizerFile {
+                path,
+                tokenizer: Arc::new(tokenizer),
+            }),
+            Err(why) => {
+                self.error(
+                    node_path(id, "tokenizer"),
+                    t.tokenizer.location,
+                    format!("node `{id}`: `tokenizer`: {why}"),
+                );
+                None
+            }
         }
     }
 

@@ -1,5 +1,6 @@
-//! Post-processing ops: `softmax` (scores into probabilities) and `labels` (class indices into
-//! names), computed column-wise on the worker like the tensor ops, through the same operator.
+//! Text and post-processing ops: `tokenize` (a text into token ids, in [`tokenize`]), `softmax`
+//! (scores into probabilities) and `labels` (class indices into names), computed column-wise on
+//! the worker like the tensor ops, through the same operator.
 //!
 //! Softmax is the numerically stable form (Goodfellow, Bengio and Courville, *Deep Learning*,
 //! §4.1): the row's maximum is subtracted before `exp`, so large scores never overflow and the
@@ -7,6 +8,8 @@
 //! free last dimension works. A label lookup copies names the validator read from the file; an
 //! index outside them is an error naming the row and the index, which the operator turns into a
 //! failure of that request alone.
+
+pub mod tokenize;
 
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
@@ -20,6 +23,10 @@ use crate::tensor::shaped_like;
 /// A message naming the row: the input is not of the op's dtype, or an index has no label.
 pub fn apply(op: &TextOp, input: &TensorColumn) -> Result<Vec<TensorColumn>, String> {
     match op {
+        TextOp::Tokenize {
+            tokenizer,
+            max_length,
+        } => tokenize::tokenize(tokenizer, *max_length, input),
         TextOp::Softmax => {
             let x = input
                 .f32_values()
