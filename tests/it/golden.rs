@@ -10,7 +10,13 @@ fn plans_match_golden_files() {
     weir_home();
     let bless = std::env::var_os("WEIR_BLESS").is_some();
     let mut mismatches = Vec::new();
-    for name in ["quickstart", "ensemble", "digits", "digits_parity", "digits_named"] {
+    for name in [
+        "quickstart",
+        "ensemble",
+        "digits",
+        "digits_parity",
+        "digits_named",
+    ] {
         let plan = load_graph(&repo().join(format!("graphs/{name}.yaml")))
             .expect("valid")
             .plan;

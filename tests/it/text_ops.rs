@@ -5,7 +5,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use weir::{load_graph, start, LoadError, RequestError, RuntimeOptions, Tensor, TensorData};
+use weir::{
+    load_graph, plan_spec, start, DType, GraphSpec, LoadError, RequestError, RuntimeOptions,
+    Tensor, TensorData,
+};
 
 use crate::common::{channel, model, named, temp_dir, weir_home, Replies};
 use crate::reference::ort_reference;
@@ -156,14 +159,13 @@ outputs:\n  - {{name: class, from: class}}\n  - {{name: name, from: name}}\n  - 
 fn an_index_without_a_label_fails_only_its_request() {
     let dir = temp_dir("labels-range");
     std::fs::write(dir.0.join("abc.txt"), "a\nb\r\nc").expect("labels");
-    let graph = load(
-        &dir.0,
-        "name: lookup\n\
-inputs:\n  - {name: i, dtype: i64, shape: [2]}\n\
-nodes:\n  - labels: {id: lookup, input: i, labels: abc.txt}\n\
-outputs:\n  - {name: names, from: lookup}\n",
-    )
-    .expect("valid");
+    // Written with the Rust builder: the same node as `labels: {..., labels: abc.txt}`.
+    let spec = GraphSpec::builder("lookup")
+        .input("i", DType::I64, &[2])
+        .labels("lookup", "i", "abc.txt")
+        .output("names", "lookup")
+        .build();
+    let graph = plan_spec(&spec, &dir.0).expect("valid");
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
     let replies = Replies::default();
     let (tx, rx) = channel();
