@@ -285,10 +285,12 @@ fn texts_become_token_ids_of_their_own_length() {
     for (tag, reply) in rx.iter() {
         match tag {
             10 | 11 => {
-                let Err(RequestError::Node { node, message }) = reply else {
-                    panic!("request {tag}: expected a node error, got {reply:?}");
+                // The client's text is at fault: an invalid request (a 4xx) naming the input.
+                let Err(RequestError::Invalid { field, message }) = reply else {
+                    panic!("request {tag}: expected an invalid request, got {reply:?}");
                 };
-                assert_eq!(node, "tok");
+                assert_eq!(field, "inputs.text");
+                assert!(message.contains("node `tok`"), "{message}");
                 let why = if tag == 10 {
                     "7 tokens, over max_length 6"
                 } else {

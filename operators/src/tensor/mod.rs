@@ -24,6 +24,12 @@ impl TensorOp {
         }
     }
 
+    /// Whether a refusal is the request's fault (a text the tokenizer will not take), so the
+    /// client hears an invalid request rather than a node failure.
+    pub fn blames_request(&self) -> bool {
+        matches!(&self.0, PlannedOp::Text(op) if crate::text::blames_request(op))
+    }
+
     /// Applies the op to `inputs` (in the node's port order); returns the output columns in the
     /// node's output order. Each row is computed on its own shape, so columns whose rows have
     /// shapes of their own (free dimensions) work as uniform ones do.

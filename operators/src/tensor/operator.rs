@@ -74,10 +74,7 @@ impl TensorOperator {
                             match result {
                                 Ok(out) => ok_out.session(&cap).give(out),
                                 Err(message) => {
-                                    let error = Arc::new(RequestError::Node {
-                                        node: op.node.clone(),
-                                        message,
-                                    });
+                                    let error = Arc::new(op.error(message));
                                     let mut s = err_out.session(&cap);
                                     for &id in rows.request_ids() {
                                         s.give(RowError {
@@ -93,6 +90,27 @@ impl TensorOperator {
             }
         });
         (ok_stream, err_stream)
+    }
+
+    /// What a request whose rows the op refused with `message` is told: the client's fault (an
+    /// invalid request naming the input) when the op says its input comes from the client as
+    /// written, the node's otherwise.
+    fn error(&self, message: String) -> RequestError {
+        match self.input_columns.first() {
+            Some(column) if self.op.blames_request() => RequestError::Invalid {
+                // A graph input's column is its name; a node's is `node.tensor`.
+                field: if column.contains('.') {
+                    column.clone()
+                } else {
+                    format!("inputs.{column}")
+                },
+                message: format!("node `{}`: {message}", self.node),
+            },
+            _ => RequestError::Node {
+                node: self.node.clone(),
+                message,
+            },
+        }
     }
 
     fn process(&self, batch: &Batch, seq: u64) -> Result<Batch, String> {

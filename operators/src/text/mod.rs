@@ -62,6 +62,12 @@ pub fn apply(op: &TextOp, input: &TensorColumn) -> Result<Vec<TensorColumn>, Str
     }
 }
 
+/// Whether `op` refuses only what the client wrote: a text over `max_length` tokens, or not
+/// UTF-8. A label lookup fails on a model's index, which is the graph's fault, not the client's.
+pub fn blames_request(op: &TextOp) -> bool {
+    matches!(op, TextOp::Tokenize { .. })
+}
+
 /// Softmax of each consecutive run of `axis` values of `x`, appended to `out`.
 fn softmax_rows(x: &[f32], axis: usize, out: &mut Vec<f32>) {
     if axis == 0 {
