@@ -8,7 +8,7 @@
 //!
 //! Node kinds are externally tagged (`- model: {...}`) so every field keeps its YAML location
 //! (serde-saphyr loses spans inside internally tagged enums). Nothing here checks meaning; that is
-//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`.
+//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`, `text_op.rs`.
 
 mod builder;
 mod model;
@@ -17,6 +17,7 @@ mod routing;
 mod stateful;
 mod stream;
 mod tensor_op;
+mod text_op;
 
 use std::fmt;
 use std::ops::Deref;
@@ -35,6 +36,7 @@ pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
+pub use text_op::{LabelsSpec, SoftmaxSpec, TokenizeSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
 use crate::tensor::DType;
@@ -213,6 +215,12 @@ pub enum NodeSpec {
     TopK(TopKSpec),
     /// Two or more tensors joined along an axis.
     Concat(ConcatSpec),
+    /// Probabilities along the last axis.
+    Softmax(SoftmaxSpec),
+    /// Class indices replaced by names from a file.
+    Labels(LabelsSpec),
+    /// A text split into token ids.
+    Tokenize(TokenizeSpec),
 }
 
 impl NodeSpec {
@@ -224,6 +232,9 @@ impl NodeSpec {
             NodeSpec::Argmax(s) => &s.id,
             NodeSpec::TopK(s) => &s.id,
             NodeSpec::Concat(s) => &s.id,
+            NodeSpec::Softmax(s) => &s.id,
+            NodeSpec::Labels(s) => &s.id,
+            NodeSpec::Tokenize(s) => &s.id,
         }
     }
 
@@ -235,6 +246,9 @@ impl NodeSpec {
             NodeSpec::Argmax(_) => "argmax",
             NodeSpec::TopK(_) => "top_k",
             NodeSpec::Concat(_) => "concat",
+            NodeSpec::Softmax(_) => "softmax",
+            NodeSpec::Labels(_) => "labels",
+            NodeSpec::Tokenize(_) => "tokenize",
         }
     }
 
@@ -249,6 +263,9 @@ impl NodeSpec {
             NodeSpec::Normalize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Argmax(s) => vec![("input".into(), &s.input)],
             NodeSpec::TopK(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Softmax(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Labels(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Tokenize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

@@ -289,7 +289,9 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
     let fixed = |names: &[&str]| Some(names.iter().map(|s| s.to_string()).collect());
     match node {
         NodeSpec::Model(_) => meta.map(|m| m.outputs.iter().map(|o| o.name.clone()).collect()),
-        NodeSpec::Normalize(_) | NodeSpec::Concat(_) => fixed(&["output"]),
+        NodeSpec::Normalize(_) | NodeSpec::Concat(_) | NodeSpec::Softmax(_) => fixed(&["output"]),
+        NodeSpec::Labels(_) => fixed(&["labels"]),
+        NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),
         NodeSpec::Argmax(_) => fixed(&["index"]),
         NodeSpec::TopK(_) => fixed(&["values", "indices"]),
     }

@@ -10,6 +10,7 @@
 //! does not fit fails its batch with a message naming the row. An op has nothing left for the plan
 //! to decide, so validation yields it as a [`TensorOp`].
 
+use super::text_ops::TextOp;
 use super::{node_path, CheckedKind, Port, TypedNode, Validator};
 use crate::diagnostic::Location;
 use crate::spec::NodeSpec;
@@ -37,6 +38,8 @@ pub enum TensorOp {
         /// Axis.
         axis: usize,
     },
+    /// A post-processing op (softmax, labels).
+    Text(TextOp),
 }
 
 impl<'a> Validator<'a, '_> {
@@ -91,7 +94,11 @@ impl<'a> Validator<'a, '_> {
                     );
                 }
             }
-            NodeSpec::Argmax(_) | NodeSpec::Model(_) => {}
+            NodeSpec::Argmax(_)
+            | NodeSpec::Model(_)
+            | NodeSpec::Softmax(_)
+            | NodeSpec::Labels(_)
+            | NodeSpec::Tokenize(_) => {}
         }
     }
 
@@ -122,6 +129,9 @@ impl<'a> Validator<'a, '_> {
         let id = node.id().value.as_str();
         match node {
             NodeSpec::Model(_) => None,
+            NodeSpec::Softmax(_) | NodeSpec::Labels(_) | NodeSpec::Tokenize(_) => {
+                self.type_text_op(node, ports, locs)
+            }
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {
@@ -231,7 +241,7 @@ impl<'a> Validator<'a, '_> {
     }
 
     /// Whether port `p` of node `id` carries f32 (else an error at `loc`).
-    fn f32_port(&mut self, id: &str, p: &Port, loc: Location) -> bool {
+    pub(super) fn f32_port(&mut self, id: &str, p: &Port, loc: Location) -> bool {
         if p.ty.dtype != DType::F32 {
             self.error(
                 node_path(id, &p.name),

@@ -24,6 +24,12 @@ impl TensorOp {
         }
     }
 
+    /// Whether a refusal is the request's fault (a text the tokenizer will not take), so the
+    /// client hears an invalid request rather than a node failure.
+    pub fn blames_request(&self) -> bool {
+        matches!(&self.0, PlannedOp::Text(op) if crate::text::blames_request(op))
+    }
+
     /// Applies the op to `inputs` (in the node's port order); returns the output columns in the
     /// node's output order. Each row is computed on its own shape, so columns whose rows have
     /// shapes of their own (free dimensions) work as uniform ones do.
@@ -95,6 +101,7 @@ impl TensorOp {
                 ])
             }
             PlannedOp::Concat { axis } => concat(inputs, *axis),
+            PlannedOp::Text(op) => crate::text::apply(op, first),
         }
     }
 }
@@ -109,7 +116,11 @@ fn column(
 }
 
 /// A column of `data` whose rows have the shapes of `like`'s rows.
-fn shaped_like(like: &TensorColumn, name: &str, data: TensorData) -> Result<TensorColumn, String> {
+pub(crate) fn shaped_like(
+    like: &TensorColumn,
+    name: &str,
+    data: TensorData,
+) -> Result<TensorColumn, String> {
     match like.uniform_shape() {
         Some(shape) => column(name, shape.to_vec(), like.len(), data),
         None => {

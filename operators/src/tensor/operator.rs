@@ -1,4 +1,5 @@
-//! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker.
+//! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker. A batch
+//! the op refuses is retried one row at a time, so a bad request fails alone.
 
 use std::sync::Arc;
 
@@ -51,19 +52,36 @@ impl TensorOperator {
                     for batch in data.drain(..) {
                         let seq = batches_seen * peers + worker;
                         batches_seen += 1;
-                        match op.process(&batch, seq) {
-                            Ok(out) => ok_out.session(&cap).give(out),
-                            Err(message) => {
-                                let error = Arc::new(RequestError::Node {
-                                    node: op.node.clone(),
-                                    message,
-                                });
-                                let mut s = err_out.session(&cap);
-                                for &id in batch.request_ids() {
-                                    s.give(RowError {
-                                        request_id: id,
-                                        error: Arc::clone(&error),
-                                    });
+                        let ok_rows = op.process(&batch, seq);
+                        // A failing batch is retried row by row: only the requests whose own
+                        // data does not fit fail (an index without a label, a row too short).
+                        let results = match ok_rows {
+                            Ok(out) => vec![(batch, Ok(out))],
+                            Err(_) if batch.num_rows() > 1 => (0..batch.num_rows())
+                                .map(|r| {
+                                    // Each row sent on is a batch of its own, with its own
+                                    // sequence number in the lineage.
+                                    let seq = batches_seen * peers + worker;
+                                    batches_seen += 1;
+                                    let row = batch.slice(r, 1);
+                                    let out = op.process(&row, seq);
+                                    (row, out)
+                                })
+                                .collect(),
+                            Err(message) => vec![(batch, Err(message))],
+                        };
+                        for (rows, result) in results {
+                            match result {
+                                Ok(out) => ok_out.session(&cap).give(out),
+                                Err(message) => {
+                                    let error = Arc::new(op.error(message));
+                                    let mut s = err_out.session(&cap);
+                                    for &id in rows.request_ids() {
+                                        s.give(RowError {
+                                            request_id: id,
+                                            error: Arc::clone(&error),
+                                        });
+                                    }
                                 }
                             }
                         }
@@ -72,6 +90,27 @@ impl TensorOperator {
             }
         });
         (ok_stream, err_stream)
+    }
+
+    /// What a request whose rows the op refused with `message` is told: the client's fault (an
+    /// invalid request naming the input) when the op says its input comes from the client as
+    /// written, the node's otherwise.
+    fn error(&self, message: String) -> RequestError {
+        match self.input_columns.first() {
+            Some(column) if self.op.blames_request() => RequestError::Invalid {
+                // A graph input's column is its name; a node's is `node.tensor`.
+                field: if column.contains('.') {
+                    column.clone()
+                } else {
+                    format!("inputs.{column}")
+                },
+                message: format!("node `{}`: {message}", self.node),
+            },
+            _ => RequestError::Node {
+                node: self.node.clone(),
+                message,
+            },
+        }
     }
 
     fn process(&self, batch: &Batch, seq: u64) -> Result<Batch, String> {
