@@ -6,7 +6,8 @@
 //! before it ([`SharedHandles`]: the remote executors' client, admission's counters, the HAMS
 //! manager's links) reaches each executor and proxy through its constructor. One folder per operator family:
 //! [`model`] (ONNX Runtime executors, replica pools), [`parity`] (ParM coding around a model node),
-//! [`stateful`] (HAMS: stateful nodes' proxies and operator) and [`tensor`] (inline tensor ops).
+//! [`stateful`] (HAMS: stateful nodes' proxies and operator), [`tensor`] (inline tensor ops) and
+//! [`text`] (post-processing: softmax, labels; run by the tensor operator).
 //! Each family that exports `/metrics` series writes them in its own `metrics` module;
 //! [`metrics::OperatorMetrics`] gathers them for one graph.
 
@@ -21,6 +22,7 @@ pub mod model;
 pub mod parity;
 pub mod stateful;
 pub mod tensor;
+pub mod text;
 
 use std::collections::HashMap;
 use std::sync::Arc;

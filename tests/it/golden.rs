@@ -19,6 +19,7 @@ fn plans_match_golden_files() {
         "unbatched",
         "sequence",
         "magika",
+        "digits_named",
     ] {
         let plan = load_graph(&repo().join(format!("graphs/{name}.yaml")))
             .expect("valid")

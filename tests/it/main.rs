@@ -30,3 +30,4 @@ mod serf;
 mod serve;
 mod shapes;
 mod streams;
+mod text_ops;

@@ -7,7 +7,7 @@ use super::{lineage_id, NodeKind, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
 use crate::spec::ReplicationMode;
-use crate::validate::{CallShape, TensorOp};
+use crate::validate::{CallShape, TensorOp, TextOp};
 
 /// One node's kind and settings, on one line.
 fn kind_label(kind: &NodeKind) -> String {
@@ -123,6 +123,21 @@ fn kind_label(kind: &NodeKind) -> String {
         }) => format!("resize {height}x{width} {interpolation:?}"),
         NodeKind::Op(TensorOp::Cast { to }) => format!("cast to={to}"),
         NodeKind::Op(TensorOp::Transpose { perm }) => format!("transpose perm={perm:?}"),
+        NodeKind::Op(TensorOp::Text(TextOp::Softmax)) => "softmax axis=-1".into(),
+        NodeKind::Op(TensorOp::Text(TextOp::Tokenize {
+            tokenizer,
+            max_length,
+        })) => format!(
+            "tokenize {} max_length={max_length}",
+            tokenizer
+                .path
+                .file_name()
+                .and_then(|s| s.to_str())
+                .unwrap_or("?")
+        ),
+        NodeKind::Op(TensorOp::Text(TextOp::Labels { names })) => {
+            format!("labels ({} names)", names.len())
+        }
     }
 }
 

@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{
-    ArgmaxSpec, BatchingSpec, ConcatSpec, DimSpec, ExecutorSpec, GraphSpec, InputSpec, ModelSpec,
-    NodeSpec, NormalizeSpec, OutputSpec, RemoteExecutorSpec, Spanned, TopKSpec,
+    ArgmaxSpec, BatchingSpec, ConcatSpec, DimSpec, ExecutorSpec, GraphSpec, InputSpec, LabelsSpec,
+    ModelSpec, NodeSpec, NormalizeSpec, OutputSpec, RemoteExecutorSpec, SoftmaxSpec, Spanned,
+    TokenizeSpec, TopKSpec,
 };
 use crate::tensor::DType;
 
@@ -121,6 +122,42 @@ impl GraphBuilder {
             id: s(id.to_string()),
             inputs: inputs.iter().map(|r| s(r.to_string())).collect(),
             axis: s(axis),
+        })));
+        self
+    }
+
+    /// Adds a `softmax` node (along the last axis).
+    pub fn softmax(mut self, id: &str, input: &str) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Softmax(SoftmaxSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+        })));
+        self
+    }
+
+    /// Adds a `labels` node naming `input`'s indices from the file at `labels` (one per line).
+    pub fn labels(mut self, id: &str, input: &str, labels: impl Into<PathBuf>) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Labels(LabelsSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            labels: s(labels.into()),
+        })));
+        self
+    }
+
+    /// Adds a `tokenize` node with the Hugging Face `tokenizer.json` at `tokenizer`.
+    pub fn tokenize(
+        mut self,
+        id: &str,
+        input: &str,
+        tokenizer: impl Into<PathBuf>,
+        max_length: usize,
+    ) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Tokenize(TokenizeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            tokenizer: s(tokenizer.into()),
+            max_length: s(max_length),
         })));
         self
     }

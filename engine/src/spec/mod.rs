@@ -8,7 +8,7 @@
 //!
 //! Node kinds are externally tagged (`- model: {...}`) so every field keeps its YAML location
 //! (serde-saphyr loses spans inside internally tagged enums). Nothing here checks meaning; that is
-//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`.
+//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`, `text_op.rs`.
 
 mod builder;
 mod image_op;
@@ -18,6 +18,7 @@ mod routing;
 mod stateful;
 mod stream;
 mod tensor_op;
+mod text_op;
 
 use std::fmt;
 use std::ops::Deref;
@@ -39,6 +40,7 @@ pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
+pub use text_op::{LabelsSpec, SoftmaxSpec, TokenizeSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
 use crate::tensor::DType;
@@ -225,6 +227,12 @@ pub enum NodeSpec {
     Cast(CastSpec),
     /// Dimensions permuted.
     Transpose(TransposeSpec),
+    /// Probabilities along the last axis.
+    Softmax(SoftmaxSpec),
+    /// Class indices replaced by names from a file.
+    Labels(LabelsSpec),
+    /// A text split into token ids.
+    Tokenize(TokenizeSpec),
 }
 
 impl NodeSpec {
@@ -240,6 +248,9 @@ impl NodeSpec {
             NodeSpec::Resize(s) => &s.id,
             NodeSpec::Cast(s) => &s.id,
             NodeSpec::Transpose(s) => &s.id,
+            NodeSpec::Softmax(s) => &s.id,
+            NodeSpec::Labels(s) => &s.id,
+            NodeSpec::Tokenize(s) => &s.id,
         }
     }
 
@@ -255,6 +266,9 @@ impl NodeSpec {
             NodeSpec::Resize(_) => "resize",
             NodeSpec::Cast(_) => "cast",
             NodeSpec::Transpose(_) => "transpose",
+            NodeSpec::Softmax(_) => "softmax",
+            NodeSpec::Labels(_) => "labels",
+            NodeSpec::Tokenize(_) => "tokenize",
         }
     }
 
@@ -273,6 +287,9 @@ impl NodeSpec {
             NodeSpec::Resize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Cast(s) => vec![("input".into(), &s.input)],
             NodeSpec::Transpose(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Softmax(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Labels(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Tokenize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

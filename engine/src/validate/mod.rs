@@ -15,7 +15,8 @@
 //!    (`padding.rs`), routing (`routing.rs`), parallelism (`parallelism.rs`), state and its
 //!    replication (`stateful.rs`, per-sequence state `sequences.rs`), constant inputs
 //!    (`constants.rs`), parity coding (`parity.rs`); a tensor op's settings
-//!    (`tensor_ops.rs`, image pre-processing in `image_ops.rs`);
+//!    (`tensor_ops.rs`), a text op's (`text_ops.rs`, which reads label and tokenizer files), an
+//!    image op's (`image_ops.rs`);
 //! 4. references (`references.rs`): every tensor a node or output reads names a graph input, or a
 //!    node and one of its outputs (`unknown node`, `no output`), with a did-you-mean; no cycles
 //!    (`cycle`), reported with the loop;
@@ -43,6 +44,7 @@ mod sequences;
 mod stateful;
 mod streams;
 mod tensor_ops;
+mod text_ops;
 mod types;
 
 use std::collections::{BTreeSet, HashMap};
@@ -61,6 +63,7 @@ use crate::tensor::TensorType;
 pub use model::CallShape;
 pub use parity::RECONSTRUCTED_OUTPUT;
 pub use tensor_ops::TensorOp;
+pub use text_ops::{TextOp, TokenizerFile, MAX_LABELS_BYTES, MAX_TOKENS};
 pub(crate) use types::fixed_shape;
 // The planned node types, also named here: the operators and the CLI match on them by this path.
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};

@@ -291,10 +291,13 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
         NodeSpec::Model(_) => meta.map(|m| m.outputs.iter().map(|o| o.name.clone()).collect()),
         NodeSpec::Normalize(_)
         | NodeSpec::Concat(_)
+        | NodeSpec::Softmax(_)
         | NodeSpec::DecodeImage(_)
         | NodeSpec::Resize(_)
         | NodeSpec::Cast(_)
         | NodeSpec::Transpose(_) => fixed(&["output"]),
+        NodeSpec::Labels(_) => fixed(&["labels"]),
+        NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),
         NodeSpec::Argmax(_) => fixed(&["index"]),
         NodeSpec::TopK(_) => fixed(&["values", "indices"]),
     }

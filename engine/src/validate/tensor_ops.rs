@@ -10,6 +10,7 @@
 //! does not fit fails its batch with a message naming the row. An op has nothing left for the plan
 //! to decide, so validation yields it as a [`TensorOp`].
 
+use super::text_ops::TextOp;
 use super::{node_path, CheckedKind, Port, TypedNode, Validator};
 use crate::diagnostic::Location;
 use crate::spec::{Interpolation, NodeSpec};
@@ -61,6 +62,8 @@ pub enum TensorOp {
         /// A permutation of `0..rank`.
         perm: Vec<usize>,
     },
+    /// A post-processing op (softmax, labels).
+    Text(TextOp),
 }
 
 impl<'a> Validator<'a, '_> {
@@ -119,7 +122,11 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Resize(_)
             | NodeSpec::Cast(_)
             | NodeSpec::Transpose(_) => self.check_image_fields(node),
-            NodeSpec::Argmax(_) | NodeSpec::Model(_) => {}
+            NodeSpec::Argmax(_)
+            | NodeSpec::Model(_)
+            | NodeSpec::Softmax(_)
+            | NodeSpec::Labels(_)
+            | NodeSpec::Tokenize(_) => {}
         }
     }
 
@@ -154,6 +161,9 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Resize(_)
             | NodeSpec::Cast(_)
             | NodeSpec::Transpose(_) => self.type_image_op(node, ports, locs),
+            NodeSpec::Softmax(_) | NodeSpec::Labels(_) | NodeSpec::Tokenize(_) => {
+                self.type_text_op(node, ports, locs)
+            }
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {
@@ -263,7 +273,7 @@ impl<'a> Validator<'a, '_> {
     }
 
     /// Whether port `p` of node `id` carries f32 (else an error at `loc`).
-    fn f32_port(&mut self, id: &str, p: &Port, loc: Location) -> bool {
+    pub(super) fn f32_port(&mut self, id: &str, p: &Port, loc: Location) -> bool {
         if p.ty.dtype != DType::F32 {
             self.wrong_port(id, p, loc, "an f32 tensor");
             return false;

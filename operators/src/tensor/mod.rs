@@ -26,6 +26,18 @@ impl TensorOp {
         }
     }
 
+    /// Whether a refusal is the request's fault (a text the tokenizer will not take, an image
+    /// that cannot be decoded), so the
+    /// client hears an invalid request rather than a node failure.
+    pub fn blames_request(&self) -> bool {
+        match &self.0 {
+            PlannedOp::Text(op) => crate::text::blames_request(op),
+            // Decoding reads only the client's bytes: a corrupt, oversized or foreign image.
+            PlannedOp::DecodeImage { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Applies the op to `inputs` (in the node's port order); returns the output columns in the
     /// node's output order. Each row is computed on its own shape, so columns whose rows have
     /// shapes of their own (free dimensions) work as uniform ones do.
@@ -105,6 +117,7 @@ impl TensorOp {
             } => Ok(vec![image::resize(first, *height, *width, *interpolation)?]),
             PlannedOp::Cast { to } => Ok(vec![image::cast(first, *to)?]),
             PlannedOp::Transpose { perm } => Ok(vec![image::transpose(first, perm)?]),
+            PlannedOp::Text(op) => crate::text::apply(op, first),
         }
     }
 }
@@ -119,7 +132,11 @@ fn column(
 }
 
 /// A column of `data` whose rows have the shapes of `like`'s rows.
-fn shaped_like(like: &TensorColumn, name: &str, data: TensorData) -> Result<TensorColumn, String> {
+pub(crate) fn shaped_like(
+    like: &TensorColumn,
+    name: &str,
+    data: TensorData,
+) -> Result<TensorColumn, String> {
     match like.uniform_shape() {
         Some(shape) => column(name, shape.to_vec(), like.len(), data),
         None => {

@@ -1,5 +1,5 @@
 //! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker. A batch
-//! that fails is retried row by row, so a request whose data does not fit fails alone.
+//! the op refuses is retried one row at a time, so a bad request fails alone.
 
 use std::sync::Arc;
 
@@ -11,8 +11,6 @@ use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::append_hop;
 use weir_engine::request::{RequestError, RowError};
-
-use weir_engine::validate::TensorOp as PlannedOp;
 
 use super::TensorOp;
 
@@ -54,24 +52,38 @@ impl TensorOperator {
                     for batch in data.drain(..) {
                         let seq = batches_seen * peers + worker;
                         batches_seen += 1;
-                        match op.process(&batch, seq) {
-                            Ok(out) => ok_out.session(&cap).give(out),
-                            // Rows are computed on their own, so one that does not fit fails
-                            // alone: the batch is retried row by row.
-                            Err(_) if batch.num_rows() > 1 => {
-                                for r in 0..batch.num_rows() {
-                                    let one = batch.slice(r, 1);
-                                    match op.process(&one, seq) {
-                                        Ok(out) => ok_out.session(&cap).give(out),
-                                        Err(message) => err_out
-                                            .session(&cap)
-                                            .give_iterator(op.error_rows(&one, message)),
+                        let ok_rows = op.process(&batch, seq);
+                        // A failing batch is retried row by row: only the requests whose own
+                        // data does not fit fail (an index without a label, a row too short).
+                        let results = match ok_rows {
+                            Ok(out) => vec![(batch, Ok(out))],
+                            Err(_) if batch.num_rows() > 1 => (0..batch.num_rows())
+                                .map(|r| {
+                                    // Each row sent on is a batch of its own, with its own
+                                    // sequence number in the lineage.
+                                    let seq = batches_seen * peers + worker;
+                                    batches_seen += 1;
+                                    let row = batch.slice(r, 1);
+                                    let out = op.process(&row, seq);
+                                    (row, out)
+                                })
+                                .collect(),
+                            Err(message) => vec![(batch, Err(message))],
+                        };
+                        for (rows, result) in results {
+                            match result {
+                                Ok(out) => ok_out.session(&cap).give(out),
+                                Err(message) => {
+                                    let error = Arc::new(op.error(message));
+                                    let mut s = err_out.session(&cap);
+                                    for &id in rows.request_ids() {
+                                        s.give(RowError {
+                                            request_id: id,
+                                            error: Arc::clone(&error),
+                                        });
                                     }
                                 }
                             }
-                            Err(message) => err_out
-                                .session(&cap)
-                                .give_iterator(op.error_rows(&batch, message)),
                         }
                     }
                 });
@@ -80,26 +92,25 @@ impl TensorOperator {
         (ok_stream, err_stream)
     }
 
-    /// One error row per request of `batch` for `message`: a node failure, except where only the request's own
-    /// bytes can be at fault (an image that is corrupt, too large or not JPEG or PNG), which is
-    /// the client's to fix and so an invalid request naming the input.
-    fn error_rows<'b>(
-        &self,
-        batch: &'b Batch,
-        message: String,
-    ) -> impl Iterator<Item = RowError> + 'b {
-        let node = self.node.clone();
-        let error = Arc::new(match (&self.op.0, self.input_columns.first()) {
-            (PlannedOp::DecodeImage { .. }, Some(column)) => RequestError::Invalid {
-                field: format!("inputs.{column}"),
-                message: format!("node `{node}`: {message}"),
+    /// What a request whose rows the op refused with `message` is told: the client's fault (an
+    /// invalid request naming the input) when the op says its input comes from the client as
+    /// written, the node's otherwise.
+    fn error(&self, message: String) -> RequestError {
+        match self.input_columns.first() {
+            Some(column) if self.op.blames_request() => RequestError::Invalid {
+                // A graph input's column is its name; a node's is `node.tensor`.
+                field: if column.contains('.') {
+                    column.clone()
+                } else {
+                    format!("inputs.{column}")
+                },
+                message: format!("node `{}`: {message}", self.node),
             },
-            _ => RequestError::Node { node, message },
-        });
-        batch.request_ids().iter().map(move |&id| RowError {
-            request_id: id,
-            error: Arc::clone(&error),
-        })
+            _ => RequestError::Node {
+                node: self.node.clone(),
+                message,
+            },
+        }
     }
 
     fn process(&self, batch: &Batch, seq: u64) -> Result<Batch, String> {
