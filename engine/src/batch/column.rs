@@ -129,16 +129,26 @@ impl TensorColumn {
                     problem: e.to_string(),
                 })?;
         }
-        let uniform = rows.windows(2).all(|w| w[0].shape == w[1].shape);
-        match rows.first() {
-            Some(first) if uniform => {
-                TensorColumn::from_data(name, first.shape.clone(), rows.len(), data)
-            }
-            None => TensorColumn::from_data(name, Vec::new(), 0, data),
-            Some(_) => {
-                let shapes = rows.iter().map(|t| t.shape.clone()).collect();
-                TensorColumn::from_ragged(name, shapes, data)
-            }
+        let shapes = rows.iter().map(|t| t.shape.clone()).collect();
+        TensorColumn::from_shapes(name, shapes, data)
+    }
+
+    /// A column whose row `i` has shape `shapes[i]`, `data` holding every row's elements back to
+    /// back: uniform (the zero-copy layout) when the shapes agree, ragged otherwise.
+    ///
+    /// # Errors
+    /// As [`TensorColumn::from_data`] and [`TensorColumn::from_ragged`].
+    pub fn from_shapes(
+        name: &str,
+        mut shapes: Vec<Vec<usize>>,
+        data: TensorData,
+    ) -> Result<Self, BatchError> {
+        if shapes.windows(2).all(|w| w[0] == w[1]) {
+            let rows = shapes.len();
+            let shape = shapes.pop().unwrap_or_default();
+            TensorColumn::from_data(name, shape, rows, data)
+        } else {
+            TensorColumn::from_ragged(name, shapes, data)
         }
     }
 

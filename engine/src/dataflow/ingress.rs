@@ -100,30 +100,13 @@ fn build_batch(
     pending: &mut [AdmittedRequest],
     epoch: u64,
 ) -> Result<Batch, crate::batch::BatchError> {
-    let rows = pending.len();
     let ids: Vec<u64> = pending.iter().map(|r| r.id).collect();
     let lineage = lineage::from_clients(&ids, epoch);
     let mut columns = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.iter().enumerate() {
-        let uniform = pending
-            .windows(2)
-            .all(|w| w[0].inputs[i].shape == w[1].inputs[i].shape);
-        let shapes: Vec<Vec<usize>> = if uniform {
-            pending
-                .first()
-                .map(|r| r.inputs[i].shape.clone())
-                .into_iter()
-                .collect()
-        } else {
-            pending.iter().map(|r| r.inputs[i].shape.clone()).collect()
-        };
+        let shapes = pending.iter().map(|r| r.inputs[i].shape.clone()).collect();
         let data = column_data(input.ty.dtype, pending, i)?;
-        let column = if uniform {
-            let shape = shapes.into_iter().next().unwrap_or_default();
-            TensorColumn::from_data(&input.name, shape, rows, data)?
-        } else {
-            TensorColumn::from_ragged(&input.name, shapes, data)?
-        };
+        let column = TensorColumn::from_shapes(&input.name, shapes, data)?;
         columns.push((names[i].clone(), column));
     }
     let parameters: StringArray = pending.iter().map(|r| r.parameters.as_deref()).collect();

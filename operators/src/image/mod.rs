@@ -16,6 +16,8 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::spec::Interpolation;
 use weir_engine::tensor::{element_count, DType, Tensor, TensorData};
 
+use crate::tensor::shaped_like;
+
 /// Row by row: the one encoded image each row holds, decoded to `u8 [height, width, 3]` RGB.
 ///
 /// # Errors
@@ -185,8 +187,7 @@ pub fn cast(input: &TensorColumn, to: DType) -> Result<TensorColumn, String> {
     } else {
         cast_data(&data, to)?
     };
-    let rows = (0..input.len()).map(|r| input.row_shape(r)).collect();
-    ragged_or_uniform(input, rows, data)
+    shaped_like(input, "output", data)
 }
 
 fn cast_data(data: &TensorData, to: DType) -> Result<TensorData, String> {
@@ -295,7 +296,7 @@ pub fn transpose(input: &TensorColumn, perm: &[usize]) -> Result<TensorColumn, S
             .map_err(|e| e.to_string())?;
         shapes.push(out_shape);
     }
-    ragged_or_uniform(input, shapes, data)
+    TensorColumn::from_shapes("output", shapes, data).map_err(|e| e.to_string())
 }
 
 /// The elements of `src` at `order`, in that order.
@@ -310,21 +311,6 @@ fn gather(src: &TensorData, order: &[usize]) -> TensorData {
         };
     }
     pick!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
-}
-
-/// A column `output` of `data`, uniform when `input` is, with rows of `shapes` otherwise.
-fn ragged_or_uniform(
-    input: &TensorColumn,
-    shapes: Vec<Vec<usize>>,
-    data: TensorData,
-) -> Result<TensorColumn, String> {
-    let column = match (input.uniform_shape(), shapes.first()) {
-        (Some(_), Some(first)) => {
-            TensorColumn::from_data("output", first.clone(), input.len(), data)
-        }
-        _ => TensorColumn::from_ragged("output", shapes, data),
-    };
-    column.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

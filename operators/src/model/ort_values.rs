@@ -36,9 +36,7 @@ fn borrowed<'a, T: NativeElement + ort::value::PrimitiveTensorElementType + std:
         .storage_values::<T>()
         .and_then(|v| v.get(range))
         .ok_or_else(|| format!("{} column without its elements", column.dtype()))?;
-    Ok(TensorRef::from_array_view((shape, values))
-        .map_err(|e| e.to_string())?
-        .into())
+    view(values, shape)
 }
 
 fn view<'a, T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Clone + 'static>(

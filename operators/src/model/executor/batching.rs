@@ -16,7 +16,7 @@ use ort::session::{Session, SessionInputValue};
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
 
-use super::padding::{column_of, Padding};
+use super::padding::Padding;
 use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
@@ -279,9 +279,9 @@ fn run_per_row(
             .zip(shapes)
             .zip(&config.outputs)
             .map(|((data, shapes), (name, _))| {
-                column_of(name, shapes, data).map_err(|message| ExecError::Inference {
+                TensorColumn::from_shapes(name, shapes, data).map_err(|e| ExecError::Inference {
                     node: config.node.clone(),
-                    message,
+                    message: e.to_string(),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;

@@ -191,7 +191,9 @@ impl Padding {
                 shapes.push(own);
                 row += 1;
             }
-            columns.push(column_of(name, shapes, elements)?);
+            columns.push(
+                TensorColumn::from_shapes(name, shapes, elements).map_err(|e| e.to_string())?,
+            );
         }
         Ok(columns)
     }
@@ -202,21 +204,6 @@ fn row_elements(column: &TensorColumn, row: usize) -> Result<TensorData, String>
     column
         .data_range(column.row_range(row))
         .ok_or_else(|| "a row without its elements".to_string())
-}
-
-/// One column of rows of `shapes` (uniform when they agree, ragged otherwise).
-pub(super) fn column_of(
-    name: &str,
-    shapes: Vec<Vec<usize>>,
-    data: TensorData,
-) -> Result<TensorColumn, String> {
-    let uniform = shapes.windows(2).all(|w| w[0] == w[1]);
-    match shapes.first() {
-        Some(first) if uniform => TensorColumn::from_data(name, first.clone(), shapes.len(), data),
-        None => TensorColumn::from_data(name, Vec::new(), 0, data),
-        Some(_) => TensorColumn::from_ragged(name, shapes, data),
-    }
-    .map_err(|e| e.to_string())
 }
 
 /// A tensor of shape `from` seen through a window of shape `to` (the same rank): the elements both
