@@ -3,8 +3,9 @@
 //! The compiler knows the graph's structure, not what nodes do: it asks a [`NodeFactory`] (the
 //! `weir-operators` crate) to build each node's operator, and places the structural operators of
 //! [`crate::dataflow`] itself: the ingress, a join in front of every fan-in node and of the egress
-//! when outputs come from several nodes, and the egress. Every node stream is cloned for each
-//! reader (timely streams fan out by themselves). Errors of every node flow to the egress.
+//! when outputs come from several nodes, the split behind a fan-out node and every gather, and the
+//! egress. Every node stream is cloned for each reader (timely streams fan out by themselves).
+//! Errors of every node flow to the egress.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,10 +15,11 @@ use timely::dataflow::Scope;
 
 use crate::dataflow::egress::{egress, ReplyTable};
 use crate::dataflow::exchange::{origin_worker, route_errors, route_rows, spread_worker};
+use crate::dataflow::fanout::{gather_parts, split_parts, GatherNode};
 use crate::dataflow::join::join_by_request;
 use crate::dataflow::{BatchStream, ErrorStream};
 use crate::lineage::INGRESS;
-use crate::plan::{Plan, PlannedNode};
+use crate::plan::{NodeKind, Plan, PlannedNode};
 
 /// Errors building a node's operator (the environment, never the spec).
 #[derive(Debug, thiserror::Error)]
@@ -79,15 +81,42 @@ pub fn compile<'s>(
             None
         }
     };
+    // Per fan-out node, the parents its split sends to the gathers that close it.
+    let mut parents: HashMap<u32, BatchStream<'s>> = HashMap::new();
     for node in &plan.nodes {
-        let input =
-            upstream(&streams, &node.producer_ids, &node.node.id).ok_or_else(|| CompileError {
-                node: node.node.id.clone(),
-                message: "a producer has no stream (plan out of topological order)".into(),
-            })?;
-        let (out, err) = factory.build(node, input)?;
-        streams.insert(node.lineage_id, out);
+        let missing = |what: &str| CompileError {
+            node: node.node.id.clone(),
+            message: format!("{what} has no stream (plan out of topological order)"),
+        };
+        let input = upstream(&streams, &node.producer_ids, &node.node.id)
+            .ok_or_else(|| missing("a producer"))?;
+        let (out, err) = match &node.node.kind {
+            NodeKind::Gather(g) => {
+                let fanout_parents = parents
+                    .get(&g.fanout)
+                    .cloned()
+                    .ok_or_else(|| missing("its fan-out"))?;
+                let gather = GatherNode {
+                    node: node.node.id.clone(),
+                    lineage_id: node.lineage_id,
+                    producer_ids: node.producer_ids.clone(),
+                    plan: g.clone(),
+                };
+                gather_parts(scope, gather, fanout_parents, input)
+            }
+            _ => factory.build(node, input)?,
+        };
         errors.push(err);
+        let out = if node.fans_out() {
+            let (parts, node_parents, split_errors) =
+                split_parts(out, &node.node.id, node.lineage_id);
+            parents.insert(node.lineage_id, node_parents);
+            errors.push(split_errors);
+            parts
+        } else {
+            out
+        };
+        streams.insert(node.lineage_id, out);
     }
     let final_stream =
         upstream(&streams, &plan.output_producer_ids(), "egress").ok_or_else(|| CompileError {

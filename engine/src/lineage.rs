@@ -6,6 +6,13 @@
 //! and `pred_seq` = the request id. Node ids are the plan's lineage ids (`0` is the ingress); `seq`
 //! numbers are unique per node within a process.
 //!
+//! A fan-out node (`crop_boxes`) splits one request's row into parts: each part is a row of its own,
+//! still under the request's id, whose lineage gains a *part entry* `(PART, index << 32 | count,
+//! node, seq)` pointing back at the fan-out node and the batch its parent left in. A row is named by
+//! its [`RowKey`]: the request id and the `(node, index)` of every part entry, so joins inside a
+//! fan-out keep a request's parts apart and a `gather` knows each part's place and how many to wait
+//! for.
+//!
 //! The column is an Arrow `List<Struct<pred_node: u32, pred_seq: u64, node: u32, seq: u64>>`. This
 //! module builds it column-wise (offsets plus four child vectors), so a hop costs one pass over the
 //! entries, not one allocation per row.
@@ -26,6 +33,36 @@ pub const CLIENT: u32 = u32::MAX;
 /// Lineage id of the ingress, the first hop of every request.
 pub const INGRESS: u32 = 0;
 
+/// `pred_node` of a part entry: the row is part `pred_seq >> 32` of `pred_seq & 0xFFFF_FFFF` parts
+/// that fan-out node `node` made of its request in batch `seq`.
+pub const PART: u32 = u32::MAX - 1;
+
+/// The identity of a row: its request and, inside fan-outs, which part of it (outermost first).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowKey {
+    /// The request id.
+    pub request: u64,
+    /// Per enclosing fan-out, outermost first: its node and this row's part index.
+    pub parts: Vec<(u32, u32)>,
+}
+
+impl RowKey {
+    /// The key of the row this part was split from, and this part's index, if `self` is a part
+    /// of fan-out node `node` (its innermost part entry).
+    pub fn parent_at(&self, node: u32) -> Option<(RowKey, u32)> {
+        let (&(last, index), outer) = self.parts.split_last()?;
+        (last == node).then(|| {
+            (
+                RowKey {
+                    request: self.request,
+                    parts: outer.to_vec(),
+                },
+                index,
+            )
+        })
+    }
+}
+
 /// One hop of a request through the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LineageEntry {
@@ -37,6 +74,28 @@ pub struct LineageEntry {
     pub node: u32,
     /// The batch sequence number at `node`.
     pub seq: u64,
+}
+
+impl LineageEntry {
+    /// The entry marking a row as part `index` of the `count` parts fan-out node `node` made of
+    /// its request in batch `seq`.
+    pub fn part(node: u32, seq: u64, index: u32, count: u32) -> Self {
+        LineageEntry {
+            pred_node: PART,
+            pred_seq: (u64::from(index) << 32) | u64::from(count),
+            node,
+            seq,
+        }
+    }
+
+    /// `(node, index, count)` when this is a part entry.
+    pub fn as_part(&self) -> Option<(u32, u32, u32)> {
+        (self.pred_node == PART).then_some((
+            self.node,
+            (self.pred_seq >> 32) as u32,
+            self.pred_seq as u32,
+        ))
+    }
 }
 
 fn entry_fields() -> Fields {
@@ -183,6 +242,17 @@ impl<'a> LineageView<'a> {
         })
     }
 
+    /// The key of row `row` of request `request`: its part entries, in order.
+    pub fn row_key(&self, row: usize, request: u64) -> RowKey {
+        RowKey {
+            request,
+            parts: self
+                .row(row)
+                .filter_map(|e| e.as_part().map(|(node, index, _)| (node, index)))
+                .collect(),
+        }
+    }
+
     /// The `seq` of the newest entry of `row` processed by `node`, if the row passed through it.
     pub fn last_seq_at(&self, row: usize, node: u32) -> Option<u64> {
         self.row(row)
@@ -270,6 +340,29 @@ mod tests {
         assert_eq!(row.len(), 5);
         assert_eq!(row[3], entry(1, 3, 3, 9));
         assert_eq!(row[4], entry(2, 5, 3, 9));
+    }
+
+    #[test]
+    fn part_entries_name_the_row_and_its_parent() {
+        let mut b = LineageBuilder::default();
+        b.push_entry(entry(CLIENT, 9, INGRESS, 0));
+        b.push_entry(LineageEntry::part(3, 4, 2, 5));
+        b.push_entry(entry(3, 4, 5, 6));
+        b.push_entry(LineageEntry::part(5, 6, 0, 1));
+        b.finish_row();
+        let list = b.finish();
+        let v = LineageView::new(&list);
+        let key = v.row_key(0, 9);
+        assert_eq!(key.parts, vec![(3, 2), (5, 0)]);
+        let (parent, index) = key.parent_at(5).unwrap();
+        assert_eq!((parent.parts.clone(), index), (vec![(3, 2)], 0));
+        assert_eq!(
+            key.parent_at(3),
+            None,
+            "only the innermost fan-out closes first"
+        );
+        assert_eq!(parent.parent_at(3).unwrap().0.parts, vec![]);
+        assert_eq!(LineageEntry::part(3, 4, 2, 5).as_part(), Some((3, 2, 5)));
     }
 
     #[test]

@@ -82,7 +82,7 @@ impl Executor {
         &self.endpoint
     }
 
-    fn sigkill(&mut self) {
+    pub(crate) fn sigkill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

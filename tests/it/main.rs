@@ -8,6 +8,7 @@ mod distributed;
 mod dtypes;
 mod equality;
 mod fan_in;
+mod fanout;
 mod golden;
 mod graph_inputs;
 mod graphs;

@@ -1,5 +1,8 @@
 //! The join: merges rows of several producers by request id, for fan-in nodes and the egress.
 //!
+//! Inside a fan-out a request has several rows, one per part: rows are matched by their
+//! [`RowKey`] (the request id and its part entries), so part 2 of a request meets part 2.
+//!
 //! A request's rows from every producer carry the same epoch (every operator emits at the time of
 //! its input), so the join keeps per-epoch state: the batches seen and, per request, which producer's
 //! row it has. A request whose rows are all in is emitted at once, as one row holding every
@@ -24,16 +27,16 @@ use tracing::{debug, error};
 
 use super::BatchStream;
 use crate::batch::{Batch, BatchError, TensorColumn};
-use crate::lineage::{LineageBuilder, LineageView};
+use crate::lineage::{LineageBuilder, LineageView, RowKey};
 
 /// Per-epoch join state.
 struct Epoch {
     cap: Capability<u64>,
     /// Batches received at this epoch, with the input they came on.
     batches: Vec<(usize, Batch)>,
-    /// Request id → per input, (index into `batches`, row).
-    partial: HashMap<u64, Vec<Option<(usize, usize)>>>,
-    /// Requests complete and not yet emitted.
+    /// Row key → per input, (index into `batches`, row).
+    partial: HashMap<RowKey, Vec<Option<(usize, usize)>>>,
+    /// Rows complete and not yet emitted.
     complete: Vec<(u64, Vec<(usize, usize)>)>,
 }
 
@@ -66,11 +69,14 @@ pub fn join_by_request<'s>(
                     });
                     for batch in data.drain(..) {
                         let b = epoch.batches.len();
+                        let lineage = LineageView::new(batch.lineage());
                         for (row, &id) in batch.request_ids().iter().enumerate() {
-                            let parts = epoch.partial.entry(id).or_insert_with(|| vec![None; n]);
+                            let key = lineage.row_key(row, id);
+                            let parts =
+                                epoch.partial.entry(key.clone()).or_insert_with(|| vec![None; n]);
                             parts[input] = Some((b, row));
                             if parts.iter().all(Option::is_some) {
-                                let parts = epoch.partial.remove(&id).unwrap_or_default();
+                                let parts = epoch.partial.remove(&key).unwrap_or_default();
                                 epoch.complete.push((id, parts.into_iter().flatten().collect()));
                             }
                         }

@@ -1,10 +1,11 @@
 //! The structural operators every compiled graph has, whatever its node kinds: the ingress that
-//! turns requests into batches, the join that merges branches by request id, and the egress that
+//! turns requests into batches, the join that merges branches by request id, the split and gather of a fan-out, the egress that
 //! answers each request once, and the exchange that routes rows between the processes of a
 //! cluster. Node-kind operators live in the `weir-operators` crate.
 
 pub mod egress;
 pub mod exchange;
+pub mod fanout;
 pub mod ingress;
 pub mod join;
 

@@ -9,8 +9,8 @@ use crate::routing::Routing;
 use crate::spec::ReplicationMode;
 use crate::validate::{CallShape, TensorOp, TextOp};
 
-/// One node's kind and settings, on one line.
-fn kind_label(kind: &NodeKind) -> String {
+/// One node's kind and settings, on one line (`plan` names a gather's fan-out).
+fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
     match kind {
         NodeKind::Model(m) => format!(
             "model {} ({}, {} instance(s) × {} thread(s){}{}{}{})",
@@ -138,6 +138,21 @@ fn kind_label(kind: &NodeKind) -> String {
         NodeKind::Op(TensorOp::Text(TextOp::Labels { names })) => {
             format!("labels ({} names)", names.len())
         }
+        NodeKind::Op(TensorOp::CropBoxes(c)) => format!(
+            "crop_boxes {}x{} {:?}, {:?} boxes, score ≥ {}{}, ≤ {} parts per request (fans out)",
+            c.height,
+            c.width,
+            c.interpolation,
+            c.coordinates,
+            c.min_score,
+            c.iou_threshold
+                .map_or(String::new(), |t| format!(", nms iou > {t}")),
+            c.max_boxes
+        ),
+        NodeKind::Gather(g) => format!(
+            "gather the parts of `{}` into one row per request",
+            plan.producer_name(g.fanout)
+        ),
     }
 }
 
@@ -164,7 +179,7 @@ impl Plan {
                 s,
                 "  node   {} [{}] ← {}{join}",
                 n.node.id,
-                kind_label(&n.node.kind),
+                kind_label(self, &n.node.kind),
                 from.join(", ")
             );
             for (name, ty) in &n.node.outputs {
@@ -191,7 +206,7 @@ impl Plan {
                 "  \"{}\" [shape=box, label=\"{}\\n{}\"];",
                 n.node.id,
                 n.node.id,
-                kind_label(&n.node.kind).replace('"', "'")
+                kind_label(self, &n.node.kind).replace('"', "'")
             );
             for &p in &n.producer_ids {
                 let _ = writeln!(s, "  \"{}\" -> \"{}\";", self.producer_name(p), n.node.id);

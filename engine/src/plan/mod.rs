@@ -22,7 +22,7 @@ mod routing;
 mod stateful;
 mod streams;
 
-pub use node::{ModelNode, NodeKind, ValidNode};
+pub use node::{GatherColumn, GatherPlan, ModelNode, NodeKind, ValidNode};
 pub use padding::PadPlan;
 pub use parity::ParityPlan;
 pub(crate) use stateful::one_sequence_shape;
@@ -46,6 +46,11 @@ impl PlannedNode {
     /// Whether a join by request id runs in front of this node.
     pub fn needs_join(&self) -> bool {
         self.producer_ids.len() > 1
+    }
+
+    /// Whether the node fans out: each request's output rows are split into one row per part.
+    pub fn fans_out(&self) -> bool {
+        matches!(&self.node.kind, NodeKind::Op(op) if op.fans_out())
     }
 }
 

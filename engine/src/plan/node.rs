@@ -58,6 +58,31 @@ pub enum NodeKind {
     Model(ModelNode),
     /// A tensor op, computed inline by its operator.
     Op(TensorOp),
+    /// A gather, joining each request's parts of one fan-out back into one row.
+    Gather(GatherPlan),
+}
+
+/// What a gather joins and writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatherPlan {
+    /// Lineage id of the fan-out (`crop_boxes`) node whose parts it joins.
+    pub fanout: u32,
+    /// Per stacked output, in output order: the part column read, the column written, the
+    /// part's type (what an empty stack is shaped by).
+    pub columns: Vec<GatherColumn>,
+    /// The column the part count is written to (`i64 []`).
+    pub count_column: String,
+}
+
+/// One output of a gather.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatherColumn {
+    /// The per-part column read.
+    pub input: String,
+    /// The column written: every part's tensor stacked along a new first axis.
+    pub output: String,
+    /// The type of one part's tensor.
+    pub part: TensorType,
 }
 
 /// A node, checked and resolved.
@@ -89,12 +114,32 @@ pub(super) fn resolve(
     let kind = match &n.kind {
         CheckedKind::Model(m) => NodeKind::Model(model(m, base_dir, executors)),
         CheckedKind::Op(op) => NodeKind::Op(op.clone()),
+        CheckedKind::Gather(g) => NodeKind::Gather(gather(n, g.fanout)),
     };
     ValidNode {
         id: n.id.clone(),
         kind,
         inputs: n.inputs.clone(),
         outputs: n.outputs.clone(),
+    }
+}
+
+/// A gather: its fan-out's lineage id (validated node `fanout`) and its columns.
+fn gather(n: &TypedNode<'_>, fanout: usize) -> GatherPlan {
+    let columns = n
+        .inputs
+        .iter()
+        .zip(&n.outputs)
+        .map(|(port, (name, _))| GatherColumn {
+            input: port.column.clone(),
+            output: format!("{}.{name}", n.id),
+            part: port.ty.clone(),
+        })
+        .collect();
+    GatherPlan {
+        fanout: super::lineage_id(crate::validate::Producer::Node(fanout)),
+        columns,
+        count_column: format!("{}.count", n.id),
     }
 }
 

@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{
-    ArgmaxSpec, BatchingSpec, ConcatSpec, DimSpec, ExecutorSpec, GraphSpec, InputSpec, LabelsSpec,
-    ModelSpec, NodeSpec, NormalizeSpec, OutputSpec, RemoteExecutorSpec, SoftmaxSpec, Spanned,
-    TokenizeSpec, TopKSpec,
+    ArgmaxSpec, BatchingSpec, BoxCoordinates, CastSpec, ConcatSpec, CropBoxesSpec, DecodeImageSpec,
+    DimSpec, ExecutorSpec, GatherSpec, GraphSpec, InputSpec, Interpolation, LabelsSpec, ModelSpec,
+    NodeSpec, NormalizeSpec, OutputSpec, RemoteExecutorSpec, ResizeSpec, SoftmaxSpec, Spanned,
+    TokenizeSpec, TopKSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 use crate::tensor::DType;
 
@@ -158,6 +159,77 @@ impl GraphBuilder {
             input: s(input.to_string()),
             tokenizer: s(tokenizer.into()),
             max_length: s(max_length),
+        })));
+        self
+    }
+
+    /// Adds a `decode_image` node (JPEG or PNG bytes → `u8 [height, width, 3]`, at most the
+    /// default number of pixels).
+    pub fn decode_image(mut self, id: &str, input: &str) -> Self {
+        self.spec
+            .nodes
+            .push(s(NodeSpec::DecodeImage(DecodeImageSpec {
+                id: s(id.to_string()),
+                input: s(input.to_string()),
+                max_pixels: s(DEFAULT_MAX_PIXELS),
+            })));
+        self
+    }
+
+    /// Adds a `resize` node bringing an HWC image to `height` × `width`.
+    pub fn resize(
+        mut self,
+        id: &str,
+        input: &str,
+        height: usize,
+        width: usize,
+        interpolation: Interpolation,
+    ) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Resize(ResizeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            height: s(height),
+            width: s(width),
+            interpolation: s(interpolation),
+        })));
+        self
+    }
+
+    /// Adds a `cast` node converting `input` to `to`.
+    pub fn cast(mut self, id: &str, input: &str, to: DType) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Cast(CastSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            to: s(to),
+        })));
+        self
+    }
+
+    /// Adds a `transpose` node: output dimension `i` is input dimension `perm[i]`.
+    pub fn transpose(mut self, id: &str, input: &str, perm: &[usize]) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Transpose(TransposeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            perm: s(perm.to_vec()),
+        })));
+        self
+    }
+
+    /// Adds a `crop_boxes` node: the graph fans out, one part per kept box.
+    pub fn crop_boxes(mut self, crop: CropBoxesBuilder) -> Self {
+        self.spec.nodes.push(s(NodeSpec::CropBoxes(crop.spec)));
+        self
+    }
+
+    /// Adds a `gather` node joining each request's parts back: output `name` stacks tensor
+    /// `from` of every part, for each `(name, from)` of `inputs`.
+    pub fn gather(mut self, id: &str, inputs: &[(&str, &str)]) -> Self {
+        self.spec.nodes.push(s(NodeSpec::Gather(GatherSpec {
+            id: s(id.to_string()),
+            inputs: inputs
+                .iter()
+                .map(|(name, from)| (name.to_string(), s(from.to_string())))
+                .collect(),
         })));
         self
     }
@@ -315,6 +387,65 @@ impl ModelBuilder {
     /// Sets how jobs are spread over the replicas (default least outstanding).
     pub fn routing(mut self, routing: super::RoutingSpec) -> Self {
         self.spec.routing = Some(s(routing));
+        self
+    }
+}
+
+/// Builds a `crop_boxes` node: boxes in pixels, every box kept (score ≥ 0, no suppression), at
+/// most 64 parts, until told otherwise.
+#[derive(Debug, Clone)]
+pub struct CropBoxesBuilder {
+    spec: CropBoxesSpec,
+}
+
+impl CropBoxesBuilder {
+    /// Node `id` cropping `boxes` out of `image`, each crop resized to `height` × `width`.
+    pub fn new(
+        id: &str,
+        image: &str,
+        boxes: &str,
+        [height, width]: [usize; 2],
+        interpolation: Interpolation,
+    ) -> Self {
+        CropBoxesBuilder {
+            spec: CropBoxesSpec {
+                id: s(id.to_string()),
+                image: s(image.to_string()),
+                boxes: s(boxes.to_string()),
+                scores: None,
+                coordinates: s(BoxCoordinates::Pixels),
+                height: s(height),
+                width: s(width),
+                interpolation: s(interpolation),
+                min_score: s(0.0),
+                iou_threshold: None,
+                max_boxes: s(64),
+            },
+        }
+    }
+
+    /// Reads the boxes' scores from tensor `scores`, keeping those of at least `min_score`.
+    pub fn scores(mut self, scores: &str, min_score: f32) -> Self {
+        self.spec.scores = Some(s(scores.to_string()));
+        self.spec.min_score = s(min_score);
+        self
+    }
+
+    /// Reads box coordinates as fractions of the image's width and height.
+    pub fn normalized(mut self) -> Self {
+        self.spec.coordinates = s(BoxCoordinates::Normalized);
+        self
+    }
+
+    /// Drops a box overlapping a better one by more than `iou` (intersection over union).
+    pub fn suppress_above(mut self, iou: f32) -> Self {
+        self.spec.iou_threshold = Some(s(iou));
+        self
+    }
+
+    /// Keeps at most `n` boxes per request.
+    pub fn max_boxes(mut self, n: usize) -> Self {
+        self.spec.max_boxes = s(n);
         self
     }
 }

@@ -8,9 +8,10 @@
 //!
 //! Node kinds are externally tagged (`- model: {...}`) so every field keeps its YAML location
 //! (serde-saphyr loses spans inside internally tagged enums). Nothing here checks meaning; that is
-//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`, `text_op.rs`.
+//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`, `text_op.rs`, `fanout.rs`.
 
 mod builder;
+mod fanout;
 mod image_op;
 mod model;
 mod remote;
@@ -27,7 +28,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer};
 
-pub use builder::{GraphBuilder, ModelBuilder};
+pub use builder::{CropBoxesBuilder, GraphBuilder, ModelBuilder};
+pub use fanout::{BoxCoordinates, CropBoxesSpec, GatherSpec, MAX_PARTS};
 pub use image_op::{
     CastSpec, DecodeImageSpec, Interpolation, ResizeSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
@@ -233,6 +235,10 @@ pub enum NodeSpec {
     Labels(LabelsSpec),
     /// A text split into token ids.
     Tokenize(TokenizeSpec),
+    /// Every kept box of a detector cropped out of an image, each crop a part of the request.
+    CropBoxes(CropBoxesSpec),
+    /// The parts of each request joined back into one row.
+    Gather(GatherSpec),
 }
 
 impl NodeSpec {
@@ -251,6 +257,8 @@ impl NodeSpec {
             NodeSpec::Softmax(s) => &s.id,
             NodeSpec::Labels(s) => &s.id,
             NodeSpec::Tokenize(s) => &s.id,
+            NodeSpec::CropBoxes(s) => &s.id,
+            NodeSpec::Gather(s) => &s.id,
         }
     }
 
@@ -269,6 +277,8 @@ impl NodeSpec {
             NodeSpec::Softmax(_) => "softmax",
             NodeSpec::Labels(_) => "labels",
             NodeSpec::Tokenize(_) => "tokenize",
+            NodeSpec::CropBoxes(_) => "crop_boxes",
+            NodeSpec::Gather(_) => "gather",
         }
     }
 
@@ -295,6 +305,16 @@ impl NodeSpec {
                 .iter()
                 .enumerate()
                 .map(|(i, r)| (format!("inputs[{i}]"), r))
+                .collect(),
+            NodeSpec::CropBoxes(s) => {
+                let mut refs = vec![("image".into(), &s.image), ("boxes".into(), &s.boxes)];
+                refs.extend(s.scores.iter().map(|r| ("scores".into(), r)));
+                refs
+            }
+            NodeSpec::Gather(s) => s
+                .inputs
+                .iter()
+                .map(|(name, r)| (format!("inputs.{name}"), r))
                 .collect(),
         }
     }

@@ -31,6 +31,7 @@
 //! has none: each request is one call with its tensors as they are ([`CallShape`]).
 
 mod constants;
+mod fanout;
 mod image_ops;
 mod model;
 mod names;
@@ -60,6 +61,7 @@ use crate::paths::FileRules;
 use crate::spec::{GraphSpec, ModelSpec, NodeSpec, Spanned};
 use crate::tensor::TensorType;
 
+pub use fanout::{CropBoxesOp, GatherCheck};
 pub use model::CallShape;
 pub use parity::RECONSTRUCTED_OUTPUT;
 pub use tensor_ops::TensorOp;
@@ -157,6 +159,8 @@ pub enum CheckedKind<'a> {
     Model(Box<CheckedModel<'a>>),
     /// A tensor op, fully determined by its checked fields.
     Op(TensorOp),
+    /// A gather, joining the parts of the fan-out it closes.
+    Gather(GatherCheck),
 }
 
 /// A node after validation: what it reads and writes, typed.
@@ -300,8 +304,11 @@ impl<'a> Validator<'a, '_> {
             .collect();
         let edges = self.resolve_node_inputs(&ids, &facts, &inputs);
         let order = self.topological_order(&edges)?;
-        let (nodes, index_of) = self.type_nodes(&order, &edges, &mut facts, &inputs);
+        let (mut nodes, index_of) = self.type_nodes(&order, &edges, &mut facts, &inputs);
         let outputs = self.graph_outputs(&ids, &facts, &inputs, &index_of);
+        if !has_errors(&self.diags) {
+            self.check_levels(&mut nodes, &outputs);
+        }
         if has_errors(&self.diags) {
             return None;
         }

@@ -300,5 +300,13 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
         NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),
         NodeSpec::Argmax(_) => fixed(&["index"]),
         NodeSpec::TopK(_) => fixed(&["values", "indices"]),
+        NodeSpec::CropBoxes(_) => fixed(&["image", "box", "score"]),
+        NodeSpec::Gather(g) => Some(
+            g.inputs
+                .keys()
+                .cloned()
+                .chain(std::iter::once("count".to_string()))
+                .collect(),
+        ),
     }
 }

@@ -64,6 +64,16 @@ pub enum TensorOp {
     },
     /// A post-processing op (softmax, labels).
     Text(TextOp),
+    /// Every kept box cropped out of an image: the node fans out, one part per crop.
+    CropBoxes(super::CropBoxesOp),
+}
+
+impl TensorOp {
+    /// Whether the op's outputs hold, per request, one entry per part along their first axis,
+    /// which the dataflow splits into one row per part.
+    pub fn fans_out(&self) -> bool {
+        matches!(self, TensorOp::CropBoxes(_))
+    }
 }
 
 impl<'a> Validator<'a, '_> {
@@ -127,6 +137,7 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Softmax(_)
             | NodeSpec::Labels(_)
             | NodeSpec::Tokenize(_) => {}
+            NodeSpec::CropBoxes(_) | NodeSpec::Gather(_) => self.check_fanout_fields(node),
         }
     }
 
@@ -156,7 +167,8 @@ impl<'a> Validator<'a, '_> {
     ) -> Option<(TensorOp, Vec<(String, TensorType)>)> {
         let id = node.id().value.as_str();
         match node {
-            NodeSpec::Model(_) => None,
+            NodeSpec::Model(_) | NodeSpec::Gather(_) => None,
+            NodeSpec::CropBoxes(c) => self.type_crop_boxes(c, ports, locs),
             NodeSpec::DecodeImage(_)
             | NodeSpec::Resize(_)
             | NodeSpec::Cast(_)

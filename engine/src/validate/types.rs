@@ -143,6 +143,7 @@ impl<'a> Validator<'a, '_> {
             let located: Vec<Location> = edges[i].iter().map(|e| e.location).collect();
             let typed = match node {
                 NodeSpec::Model(m) => self.type_model(m, &facts[i], ports, &located),
+                NodeSpec::Gather(g) => Some(self.type_gather(g, ports)),
                 op => self.type_op(op, ports, &located),
             };
             if let Some(typed) = typed {

@@ -8,6 +8,8 @@
 //! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped), so a model trained on
 //! such input sees the same values.
 
+pub mod crop_boxes;
+
 use std::io::Cursor;
 
 use half::{bf16, f16};

@@ -18,10 +18,10 @@ use weir_engine::validate::{NodeKind, TensorOp as PlannedOp};
 pub struct TensorOp(pub PlannedOp);
 
 impl TensorOp {
-    /// The op for a planned node kind, or `None` for a model.
+    /// The op for a planned node kind, or `None` for a model or a gather (which the compiler builds).
     pub fn from_kind(kind: &NodeKind) -> Option<TensorOp> {
         match kind {
-            NodeKind::Model(_) => None,
+            NodeKind::Model(_) | NodeKind::Gather(_) => None,
             NodeKind::Op(op) => Some(TensorOp(op.clone())),
         }
     }
@@ -118,6 +118,7 @@ impl TensorOp {
             PlannedOp::Cast { to } => Ok(vec![image::cast(first, *to)?]),
             PlannedOp::Transpose { perm } => Ok(vec![image::transpose(first, perm)?]),
             PlannedOp::Text(op) => crate::text::apply(op, first),
+            PlannedOp::CropBoxes(op) => image::crop_boxes::apply(op, inputs),
         }
     }
 }
