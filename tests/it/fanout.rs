@@ -355,3 +355,127 @@ fn a_replica_sigkilled_during_a_fan_out_loses_no_part() {
     );
     running.shutdown();
 }
+
+/// An affine model on `f32 [N, 2, 2, 1]` crops, `y = flatten(x)·W + b` (`y f32 [N, 3]`), and its
+/// ParM parity model for k = 2 (the same weights, the bias twice: exactly decodable by
+/// subtraction), written into `dir`.
+fn affine_crop_models(dir: &Path) -> (PathBuf, PathBuf) {
+    let script = r#"import sys, onnx, numpy as np
+from onnx import helper, TensorProto, numpy_helper
+w = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5.0) / 8.0
+b = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+def save(path, bias):
+    x = helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 2, 2, 1])
+    y = helper.make_tensor_value_info('y', TensorProto.FLOAT, ['N', 3])
+    shape = np.array([-1, 4], dtype=np.int64)
+    init = [numpy_helper.from_array(w, 'w'), numpy_helper.from_array(bias, 'b'),
+            numpy_helper.from_array(shape, 'shape')]
+    nodes = [helper.make_node('Reshape', ['x', 'shape'], ['flat']),
+             helper.make_node('MatMul', ['flat', 'w'], ['xw']),
+             helper.make_node('Add', ['xw', 'b'], ['y'])]
+    g = helper.make_graph(nodes, 'affine_crop', [x], [y], init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+save(sys.argv[1], b)
+save(sys.argv[2], 2 * b)
+"#;
+    let (model, parity) = (
+        dir.join("affine_crop.onnx"),
+        dir.join("affine_crop_parity.onnx"),
+    );
+    let status = Command::new(weir_home().join("venv/bin/python"))
+        .args(["-c", script])
+        .arg(&model)
+        .arg(&parity)
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "writing the affine crop models failed");
+    (model, parity)
+}
+
+/// `y = flatten(crop)·W + b` as the test's models compute it, for a 2×2 crop at `(x, y)`.
+fn affine(case: &Case, [x, y, ..]: [f32; 4]) -> [f32; 3] {
+    let (x, y) = (x as usize, y as usize);
+    let pixels = [(y, x), (y, x + 1), (y + 1, x), (y + 1, x + 1)]
+        .map(|(r, c)| f32::from(case.image[r * 8 + c]));
+    let bias = [0.5, -1.0, 2.0];
+    std::array::from_fn(|j| {
+        let w = |i: usize| ((i * 3 + j) as f32 - 5.0) / 8.0;
+        pixels
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p * w(i))
+            .sum::<f32>()
+            + bias[j]
+    })
+}
+
+#[test]
+fn parts_on_a_frozen_replica_are_reconstructed_by_parity_and_answered_once() {
+    let dir = temp_dir("fanout-parm");
+    let (model, _parity) = affine_crop_models(&dir.0);
+    let endpoint = loopback();
+    let executor = Executor::serving("slow", &endpoint, &model.display().to_string());
+    let yaml = format!(
+        "name: fanout_parm\n\
+inputs:\n  - {{name: image, dtype: u8, shape: [-1, -1, 1]}}\n  - {{name: boxes, dtype: f32, shape: [-1, 4]}}\n  - {{name: scores, dtype: f32, shape: [-1]}}\n\
+executors:\n  - {{name: slow, endpoint: \"{endpoint}\"}}\n\
+nodes:\n\
+  - crop_boxes: {{id: crops, image: image, boxes: boxes, scores: scores, height: 2, width: 2, interpolation: nearest, min_score: 0.5}}\n\
+  - cast: {{id: f, input: crops.image, to: f32}}\n\
+  - model:\n      id: m\n      path: affine_crop.onnx\n      inputs: {{x: f}}\n      replicas: [local, slow]\n      executor: {{timeout_ms: 60000}}\n      resilience: {{parity: {{k: 2, parity_model: affine_crop_parity.onnx}}}}\n\
+  - gather: {{id: all, inputs: {{y: m.y, reconstructed: m.reconstructed, box: crops.box}}}}\n\
+outputs:\n  - {{name: y, from: all.y}}\n  - {{name: reconstructed, from: all.reconstructed}}\n  - {{name: boxes, from: all.box}}\n"
+    );
+    let path = dir.0.join("fanout_parm.yaml");
+    std::fs::write(&path, yaml).expect("graph");
+    let graph = load_graph(&path).expect("valid");
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    signal(executor.pid(), "-STOP");
+    let cases: Vec<Case> = (0..40u64)
+        .map(|i| Case::new(i, 1 + (i % 5) as usize))
+        .collect();
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (i, c) in cases.iter().enumerate() {
+        replies.submit(&running, i as u64, c.inputs(), &tx);
+    }
+    drop(tx);
+    let mut reconstructed = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for _ in 0..cases.len() {
+        let (tag, reply) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("every request answered while a replica is frozen");
+        let reply = reply.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let case = &cases[tag as usize];
+        let want = case.expected();
+        let y = reply.output("y").and_then(Tensor::as_f32).expect("y");
+        assert_eq!(y.len(), want.len() * 3, "request {tag}: one y per part");
+        for (k, (b, _, _)) in want.iter().enumerate() {
+            let expected = affine(case, *b);
+            for j in 0..3 {
+                let (g, w) = (y[k * 3 + j], expected[j]);
+                assert!(
+                    (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+                    "request {tag} part {k}: {g} vs {w}"
+                );
+            }
+        }
+        let flags = reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .expect("flags");
+        reconstructed += flags.iter().sum::<i64>();
+    }
+    assert!(
+        reconstructed >= 1,
+        "parts of the frozen replica were reconstructed"
+    );
+    let counts = replies.counts();
+    assert_eq!(counts.len(), cases.len(), "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "none twice");
+    signal(executor.pid(), "-CONT");
+    running.shutdown();
+}

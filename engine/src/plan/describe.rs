@@ -211,6 +211,15 @@ impl Plan {
             for &p in &n.producer_ids {
                 let _ = writeln!(s, "  \"{}\" -> \"{}\";", self.producer_name(p), n.node.id);
             }
+            if let NodeKind::Gather(g) = &n.node.kind {
+                // The fan-out's part counts reach its gathers directly.
+                let _ = writeln!(
+                    s,
+                    "  \"{}\" -> \"{}\" [style=dashed, label=\"parts\"];",
+                    self.producer_name(g.fanout),
+                    n.node.id
+                );
+            }
         }
         let mut seen = Vec::new();
         for o in &self.outputs {
