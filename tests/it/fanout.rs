@@ -479,3 +479,94 @@ outputs:\n  - {{name: y, from: all.y}}\n  - {{name: reconstructed, from: all.rec
     signal(executor.pid(), "-CONT");
     running.shutdown();
 }
+
+/// A model giving, for each `f32 [2, 2, 1]` crop, the boxes of its top-left and bottom-right
+/// pixels: `x [N, 2, 2, 1]` → `boxes f32 [N, 2, 4]` (a constant, broadcast over `N`).
+fn corner_boxes_model(dir: &Path) -> PathBuf {
+    let path = dir.join("corners.onnx");
+    let script = r#"import sys, onnx, numpy as np
+from onnx import helper, TensorProto, numpy_helper
+x = helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 2, 2, 1])
+y = helper.make_tensor_value_info('boxes', TensorProto.FLOAT, ['N', 2, 4])
+corners = np.array([[0, 0, 1, 1], [1, 1, 2, 2]], dtype=np.float32)
+init = [numpy_helper.from_array(corners, 'corners'),
+        numpy_helper.from_array(np.array([1, 2, 3], dtype=np.int64), 'axes'),
+        numpy_helper.from_array(np.array(0.0, dtype=np.float32), 'zero')]
+nodes = [helper.make_node('ReduceSum', ['x', 'axes'], ['s'], keepdims=1),
+         helper.make_node('Reshape', ['s', 'shape'], ['s3']),
+         helper.make_node('Mul', ['s3', 'zero'], ['z']),
+         helper.make_node('Add', ['z', 'corners'], ['boxes'])]
+init.append(numpy_helper.from_array(np.array([-1, 1, 1], dtype=np.int64), 'shape'))
+g = helper.make_graph(nodes, 'corners', [x], [y], init)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
+m.ir_version = 8
+onnx.save(m, sys.argv[1])
+"#;
+    let status = Command::new(weir_home().join("venv/bin/python"))
+        .args(["-c", script])
+        .arg(&path)
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "writing the corners model failed");
+    path
+}
+
+#[test]
+fn a_fan_out_inside_a_fan_out_gathers_back_level_by_level() {
+    let dir = temp_dir("fanout-nested");
+    corner_boxes_model(&dir.0);
+    let yaml = "name: nested\n\
+inputs:\n  - {name: image, dtype: u8, shape: [-1, -1, 1]}\n  - {name: boxes, dtype: f32, shape: [-1, 4]}\n  - {name: scores, dtype: f32, shape: [-1]}\n\
+nodes:\n\
+  - crop_boxes: {id: crops, image: image, boxes: boxes, scores: scores, height: 2, width: 2, interpolation: nearest, min_score: 0.5}\n\
+  - cast: {id: f, input: crops.image, to: f32}\n\
+  - model: {id: corners, path: corners.onnx, inputs: {x: f}, batching: {max_size: 8, max_delay_us: 1000}}\n\
+  - crop_boxes: {id: pixels, image: crops.image, boxes: corners.boxes, height: 1, width: 1, interpolation: nearest}\n\
+  - gather: {id: per_crop, inputs: {px: pixels.image}}\n\
+  - gather: {id: per_image, inputs: {px: per_crop.px, n: per_crop.count}}\n\
+outputs:\n  - {name: px, from: per_image.px}\n  - {name: inner, from: per_image.n}\n  - {name: outer, from: per_image.count}\n";
+    let path = dir.0.join("nested.yaml");
+    std::fs::write(&path, yaml).expect("graph");
+    let graph = load_graph(&path).expect("valid");
+    let running = start(graph.plan, two_workers()).expect("starts");
+    let cases: Vec<Case> = (0..30u64).map(|i| Case::new(i, (i % 5) as usize)).collect();
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (i, c) in cases.iter().enumerate() {
+        replies.submit(&running, i as u64, c.inputs(), &tx);
+    }
+    drop(tx);
+    for (tag, reply) in rx.iter() {
+        let reply = reply.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let case = &cases[tag as usize];
+        let want = case.expected();
+        let n = want.len();
+        assert_eq!(
+            reply.output("outer").and_then(Tensor::as_i64),
+            Some(&[n as i64][..])
+        );
+        let inner = reply.output("inner").expect("inner");
+        assert_eq!(inner.shape, vec![n], "request {tag}");
+        assert_eq!(
+            inner.as_i64().expect("i64"),
+            &vec![2; n][..],
+            "request {tag}"
+        );
+        let px = reply.output("px").expect("px");
+        // With no part, a free dimension of the part type (here the inner count) is 0.
+        let inner_dim = if n == 0 { 0 } else { 2 };
+        assert_eq!(px.shape, vec![n, inner_dim, 1, 1, 1], "request {tag}");
+        let expected: Vec<u8> = want
+            .iter()
+            .flat_map(|(b, _, _)| {
+                let [x, y, ..] = b.map(|v| v as usize);
+                [case.image[y * 8 + x], case.image[(y + 1) * 8 + x + 1]]
+            })
+            .collect();
+        assert_eq!(px.data, TensorData::U8(expected), "request {tag}");
+    }
+    let counts = replies.counts();
+    assert_eq!(counts.len(), cases.len(), "every request answered");
+    assert!(counts.values().all(|&c| c == 1), "none twice");
+    running.shutdown();
+}
