@@ -2,7 +2,9 @@
 //! 0, wraps or overflows), zero-row batches, batches over the in-flight limit, a 20 MB nested
 //! `data`, 1 MB of parameters on 1,000 rows, 5 MB names. Each gets a 4xx naming the field, an
 //! error body under the cap, the server stays ready and answers a normal request, and its
-//! resident memory grows by no more than a small multiple of the hostile body. A JSON-lines
+//! resident memory grows by no more than a small multiple of the hostile body. Boxes a client
+//! sends to a fan-out: ones that do not fit get a 4xx naming them, non-finite ones are dropped, and
+//! 20,000 make no more parts than the node's bound. A JSON-lines
 //! stream fed a shape bomb answers it with an error document and the next line with a reply.
 
 use serde_json::Value;
@@ -174,4 +176,76 @@ fn a_jsonl_stream_answers_a_shape_bomb_with_an_error_and_goes_on() {
         by_id("good")["outputs"][0]["shape"],
         serde_json::json!([10])
     );
+}
+
+/// A request body for the boxes graph: a 6×8 one-channel image, `boxes` and `scores` as JSON.
+fn boxes_request(boxes: &[[f32; 4]], scores: &[f32]) -> Vec<u8> {
+    let num = |v: f32| {
+        if v.is_finite() {
+            v.to_string()
+        } else {
+            format!("\"{v}\"").replace("inf", "Infinity")
+        }
+    };
+    let flat: Vec<String> = boxes.iter().flatten().map(|&v| num(v)).collect();
+    let scores: Vec<String> = scores.iter().map(|&v| num(v)).collect();
+    format!(
+        r#"{{"inputs":[{{"name":"image","shape":[6,8,1],"datatype":"UINT8","data":[{}]}},{{"name":"boxes","shape":[{},4],"datatype":"FP32","data":[{}]}},{{"name":"scores","shape":[{}],"datatype":"FP32","data":[{}]}}]}}"#,
+        vec!["7"; 48].join(","),
+        boxes.len(),
+        flat.join(","),
+        scores.len(),
+        scores.join(",")
+    )
+    .into_bytes()
+}
+
+#[test]
+fn boxes_a_client_sends_are_checked_through_weir_serve() {
+    let graph = "name: boxes\n\
+inputs:\n  - {name: image, dtype: u8, shape: [-1, -1, 1]}\n  - {name: boxes, dtype: f32, shape: [-1, 4]}\n  - {name: scores, dtype: f32, shape: [-1]}\n\
+nodes:\n\
+  - crop_boxes: {id: crops, image: image, boxes: boxes, scores: scores, height: 2, width: 2, interpolation: nearest, min_score: 0.5, max_boxes: 4}\n\
+  - gather: {id: all, inputs: {crops: crops.image}}\n\
+outputs:\n  - {name: crops, from: all.crops}\n  - {name: count, from: all.count}\n"
+        .to_string();
+    let server = Server::start(&[graph], &[]);
+    let infer = "/v2/models/boxes/infer";
+    let count_of = |reply: &str| -> serde_json::Value {
+        let json: serde_json::Value = serde_json::from_str(reply).expect("reply JSON");
+        json["outputs"]
+            .as_array()
+            .and_then(|o| o.iter().find(|t| t["name"] == "count"))
+            .map(|t| t["data"][0].clone())
+            .unwrap_or_default()
+    };
+    // Scores that do not match the boxes: a 400 naming the boxes.
+    let (status, reply) = server.post(
+        infer,
+        &[],
+        &boxes_request(&[[0.0, 0.0, 2.0, 2.0]; 2], &[0.9, 0.9, 0.9]),
+    );
+    assert_eq!(status, 400, "{reply}");
+    assert!(reply.contains("inputs.boxes"), "{reply}");
+    assert!(reply.contains("2 boxes but scores of shape [3]"), "{reply}");
+    // Non-finite coordinates and scores are dropped: no part, a valid answer.
+    let nan = [f32::NAN, 0.0, 2.0, 2.0];
+    let inf = [0.0, 0.0, f32::INFINITY, 2.0];
+    let (status, reply) = server.post(
+        infer,
+        &[],
+        &boxes_request(&[nan, inf, inf], &[0.9, 0.9, f32::NAN]),
+    );
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(count_of(&reply), serde_json::json!(0));
+    // Twenty thousand boxes: at most `max_boxes` parts.
+    let many = vec![[1.0, 1.0, 3.0, 3.0]; 20_000];
+    let (status, reply) = server.post(infer, &[], &boxes_request(&many, &vec![1.0; 20_000]));
+    assert_eq!(status, 200, "{reply:.300}");
+    assert_eq!(count_of(&reply), serde_json::json!(4));
+    // Still ready, and a good request is answered.
+    assert_eq!(server.get("/v2/health/ready").0, 200);
+    let (status, reply) = server.post(infer, &[], &boxes_request(&[[0.0, 0.0, 2.0, 2.0]], &[0.9]));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(count_of(&reply), serde_json::json!(1));
 }

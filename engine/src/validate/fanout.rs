@@ -23,6 +23,8 @@ use crate::validate::{GraphOutput, Producer};
 pub struct CropBoxesOp {
     /// Whether the image has scores to read (a third input).
     pub scored: bool,
+    /// Whether the boxes are a graph input, so boxes that do not fit are the client's fault.
+    pub client_boxes: bool,
     /// How the boxes are written.
     pub coordinates: BoxCoordinates,
     /// Crop height.
@@ -153,6 +155,7 @@ impl Validator<'_, '_> {
         }
         let op = TensorOp::CropBoxes(CropBoxesOp {
             scored: ports.len() == 3,
+            client_boxes: boxes.producer == Producer::Ingress,
             coordinates: c.coordinates.value,
             height: c.height.value,
             width: c.width.value,

@@ -197,6 +197,7 @@ mod tests {
     fn op(iou_threshold: Option<f32>, max_boxes: usize) -> CropBoxesOp {
         CropBoxesOp {
             scored: true,
+            client_boxes: false,
             coordinates: BoxCoordinates::Pixels,
             height: 2,
             width: 2,

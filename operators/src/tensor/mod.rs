@@ -34,7 +34,18 @@ impl TensorOp {
             PlannedOp::Text(op) => crate::text::blames_request(op),
             // Decoding reads only the client's bytes: a corrupt, oversized or foreign image.
             PlannedOp::DecodeImage { .. } => true,
+            // Boxes a client sent that do not fit (scores of another count, a wrong shape).
+            PlannedOp::CropBoxes(c) => c.client_boxes,
             _ => false,
+        }
+    }
+
+    /// The input (port index) a refusal the request is blamed for names: the boxes of
+    /// `crop_boxes`, the only input of every other op.
+    pub fn blamed_input(&self) -> usize {
+        match &self.0 {
+            PlannedOp::CropBoxes(_) => 1,
+            _ => 0,
         }
     }
 

@@ -96,7 +96,7 @@ impl TensorOperator {
     /// invalid request naming the input) when the op says its input comes from the client as
     /// written, the node's otherwise.
     fn error(&self, message: String) -> RequestError {
-        match self.input_columns.first() {
+        match self.input_columns.get(self.op.blamed_input()) {
             Some(column) if self.op.blames_request() => RequestError::Invalid {
                 // A graph input's column is its name; a node's is `node.tensor`.
                 field: if column.contains('.') {
