@@ -34,8 +34,8 @@ pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
 use weir_engine::runtime::{AdmissionGauge, RuntimeParts};
 pub use weir_engine::runtime::{ClusterOptions, GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{
-    BatchingSpec, CropBoxesBuilder, Device, ExecutorSpec, GraphBuilder, GraphSpec, ModelBuilder,
-    RemoteExecutorSpec,
+    BatchingSpec, CropBoxesBuilder, Device, ExecutorSpec, GraphBuilder, GraphSpec, Interpolation,
+    ModelBuilder, RemoteExecutorSpec,
 };
 pub use weir_engine::stream::{StreamConnector, StreamEnd};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};

@@ -35,3 +35,51 @@ fn builder_equals_quickstart_yaml() {
         .plan;
     assert_eq!(a, b);
 }
+
+/// The image and fan-out nodes from the builder equal their YAML.
+#[test]
+fn builder_equals_a_fan_out_graph_in_yaml() {
+    use weir::{CropBoxesBuilder, Interpolation};
+    let yaml = "name: crops\n\
+inputs:\n  - {name: image, dtype: bytes, shape: [1]}\n  - {name: boxes, dtype: f32, shape: [-1, 4]}\n  - {name: scores, dtype: f32, shape: [-1]}\n\
+nodes:\n\
+  - decode_image: {id: decoded, input: image}\n\
+  - crop_boxes: {id: crops, image: decoded, boxes: boxes, scores: scores, coordinates: normalized, height: 32, width: 32, interpolation: bilinear, min_score: 0.5, iou_threshold: 0.4, max_boxes: 10}\n\
+  - cast: {id: f, input: crops.image, to: f32}\n\
+  - transpose: {id: chw, input: f, perm: [2, 0, 1]}\n\
+  - resize: {id: small, input: crops.image, height: 8, width: 8, interpolation: nearest}\n\
+  - gather: {id: all, inputs: {crops: chw, small: small, box: crops.box}}\n\
+outputs:\n  - {name: crops, from: all.crops}\n  - {name: count, from: all.count}\n";
+    let from_yaml = GraphSpec::from_yaml(yaml, "crops.yaml").expect("parses");
+    let built = GraphSpec::builder("crops")
+        .input("image", DType::Bytes, &[1])
+        .input("boxes", DType::F32, &[-1, 4])
+        .input("scores", DType::F32, &[-1])
+        .decode_image("decoded", "image")
+        .crop_boxes(
+            CropBoxesBuilder::new(
+                "crops",
+                "decoded",
+                "boxes",
+                [32, 32],
+                Interpolation::Bilinear,
+            )
+            .scores("scores", 0.5)
+            .normalized()
+            .suppress_above(0.4)
+            .max_boxes(10),
+        )
+        .cast("f", "crops.image", DType::F32)
+        .transpose("chw", "f", &[2, 0, 1])
+        .resize("small", "crops.image", 8, 8, Interpolation::Nearest)
+        .gather(
+            "all",
+            &[("crops", "chw"), ("small", "small"), ("box", "crops.box")],
+        )
+        .output("crops", "all.crops")
+        .output("count", "all.count")
+        .build();
+    assert_eq!(built, from_yaml);
+    let plan = weir::plan_spec(&built, Path::new(".")).expect("valid").plan;
+    assert!(plan.describe().contains("gather the parts of `crops`"));
+}
