@@ -55,13 +55,13 @@ pub struct HttpRow {
 }
 
 /// A keep-alive HTTP/1.1 connection that posts prepared bodies.
-struct Client {
+pub(crate) struct Client {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
 }
 
 impl Client {
-    fn connect(addr: &str) -> Result<Client> {
+    pub(crate) fn connect(addr: &str) -> Result<Client> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         Ok(Client {
@@ -71,7 +71,12 @@ impl Client {
     }
 
     /// Posts `body` (with `head` already holding the request line and headers); returns the status.
-    fn post(&mut self, head: &[u8], body: &[u8]) -> Result<u16> {
+    pub(crate) fn post(&mut self, head: &[u8], body: &[u8]) -> Result<u16> {
+        self.exchange(head, body).map(|(status, _)| status)
+    }
+
+    /// Posts `body` as [`Client::post`] does; returns the status and the reply's body.
+    pub(crate) fn exchange(&mut self, head: &[u8], body: &[u8]) -> Result<(u16, Vec<u8>)> {
         self.writer.write_all(head)?;
         self.writer.write_all(body)?;
         let mut line = String::new();
@@ -97,33 +102,44 @@ impl Client {
         }
         let mut body = vec![0u8; length];
         self.reader.read_exact(&mut body)?;
-        Ok(status)
+        Ok((status, body))
     }
 }
 
 /// A prepared request: head and body.
-struct Prepared {
-    head: Vec<u8>,
-    body: Vec<u8>,
+pub(crate) struct Prepared {
+    pub(crate) head: Vec<u8>,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Prepared {
+    /// An inference request to `model` on `addr`: a JSON `header`, then `binary` data (the Open
+    /// Inference Protocol's binary extension) when there is any.
+    pub(crate) fn infer(addr: &str, model: &str, header: &str, binary: &[u8]) -> Prepared {
+        let extra = if binary.is_empty() {
+            String::new()
+        } else {
+            format!("Inference-Header-Content-Length: {}\r\n", header.len())
+        };
+        let body = [header.as_bytes(), binary].concat();
+        let head = format!("POST /v2/models/{model}/infer HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n", body.len()).into_bytes();
+        Prepared { head, body }
+    }
 }
 
 fn prepare(addr: &str, model: &str, data: &[f32], binary: bool) -> Prepared {
-    let path = format!("/v2/models/{model}/infer");
-    let (body, extra) = if binary {
+    if binary {
         let header = r#"{"inputs":[{"name":"x","shape":[1,3,224,224],"datatype":"FP32","parameters":{"binary_data_size":BYTES}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#.replace("BYTES", &(data.len() * 4).to_string());
-        let mut body = header.clone().into_bytes();
-        data.iter()
-            .for_each(|x| body.extend_from_slice(&x.to_le_bytes()));
-        (
-            body,
-            format!("Inference-Header-Content-Length: {}\r\n", header.len()),
-        )
+        let values: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        Prepared::infer(addr, model, &header, &values)
     } else {
         let values: Vec<String> = data.iter().map(|x| x.to_string()).collect();
-        (format!(r#"{{"inputs":[{{"name":"x","shape":[1,3,224,224],"datatype":"FP32","data":[{}]}}]}}"#, values.join(",")).into_bytes(), String::new())
-    };
-    let head = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n", body.len()).into_bytes();
-    Prepared { head, body }
+        let header = format!(
+            r#"{{"inputs":[{{"name":"x","shape":[1,3,224,224],"datatype":"FP32","data":[{}]}}]}}"#,
+            values.join(",")
+        );
+        Prepared::infer(addr, model, &header, &[])
+    }
 }
 
 /// Closed loop over HTTP: `concurrency` connections, `requests` in all. Returns (req/s, p50, p99).

@@ -20,6 +20,8 @@
 //!   non-determinism, per checkpoint interval, against NSPB.
 //! - [`variable_length`]: requests of drawn sequence lengths, padded batching against no
 //!   batching and batching of one length only.
+//! - [`pipeline`]: the OCR service graph through `weir serve` against the same pipeline in
+//!   Python (Pillow, numpy, onnxruntime), across client concurrency.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -41,6 +43,7 @@ pub mod http;
 pub mod kairos_live;
 pub mod overhead;
 pub mod parm;
+pub mod pipeline;
 pub mod plot;
 pub mod process;
 pub mod remote;

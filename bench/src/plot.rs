@@ -453,6 +453,58 @@ pub fn plot_variable_length(
     Ok(())
 }
 
+/// The pipeline experiment: images per second (left) and p99 latency (right) against client
+/// count, one line for `weir serve` and one for the Python pipeline.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_pipeline(rows: &[crate::pipeline::PipelineRow], path: &Path) -> Result<()> {
+    use crate::pipeline::{Measured, PipelineRow};
+    let root = BitMapBackend::new(path, (1000, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((1, 2));
+    type Pick = fn(&Measured) -> f64;
+    type Side = fn(&PipelineRow) -> &Measured;
+    let figures: [(&str, Pick); 2] = [
+        ("throughput, images/s", |m| m.throughput),
+        ("p99 latency per image, ms", |m| m.p99_ms),
+    ];
+    let sides: [(&str, Side); 2] = [
+        ("weir serve (HTTP, binary)", |r| &r.weir),
+        ("Python (Pillow, numpy, onnxruntime)", |r| &r.python),
+    ];
+    let right = rows.iter().map(|r| r.clients as f64).fold(1.0, f64::max);
+    for (area, (title, pick)) in panels.iter().zip(figures) {
+        let top = rows
+            .iter()
+            .flat_map(|r| sides.map(|(_, side)| pick(side(r))))
+            .fold(0.0, f64::max);
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.5..right + 0.5, 0.0..(top * 1.25).max(1e-3))
+            .map_err(|e| anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc("clients")
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(|e| anyhow!("{e}"))?;
+        for (i, (name, side)) in sides.into_iter().enumerate() {
+            let points = rows
+                .iter()
+                .map(|r| (r.clients as f64, pick(side(r))))
+                .collect();
+            draw_line_with_points(&mut chart, points, PALETTE[i], name.to_string())?;
+        }
+        draw_legend(&mut chart)?;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::log_ticks;

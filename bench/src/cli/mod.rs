@@ -9,6 +9,7 @@ mod http;
 mod kairos_live;
 mod overhead;
 mod parm;
+mod pipeline;
 mod remote;
 mod serf;
 mod variable_length;
@@ -57,6 +58,9 @@ enum Experiment {
     /// batching only requests of one length, throughput and p99.
     #[command(name = "variable-length")]
     VariableLength(variable_length::VariableLengthArgs),
+    /// The OCR service graph through `weir serve` (PNG bytes in, text lines out) against the same
+    /// pipeline written in Python with Pillow, numpy and onnxruntime: images/s, p50 and p99.
+    Pipeline(pipeline::PipelineArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -78,6 +82,7 @@ impl Cli {
             Experiment::KairosLive(a) => kairos_live::run(a),
             Experiment::Hams(a) => hams::run(a),
             Experiment::VariableLength(a) => variable_length::run(a),
+            Experiment::Pipeline(a) => pipeline::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }
