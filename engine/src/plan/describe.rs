@@ -138,6 +138,20 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
         NodeKind::Op(TensorOp::Text(TextOp::Labels { names })) => {
             format!("labels ({} names)", names.len())
         }
+        NodeKind::Op(TensorOp::Text(TextOp::Detokenize {
+            tokenizer,
+            skip_special_tokens,
+        })) => format!(
+            "detokenize {} skip_special_tokens={skip_special_tokens}",
+            tokenizer
+                .path
+                .file_name()
+                .and_then(|s| s.to_str())
+                .unwrap_or("?")
+        ),
+        NodeKind::Op(TensorOp::Text(TextOp::CtcDecode { names, blank })) => {
+            format!("ctc_decode ({} classes) blank={blank}", names.len())
+        }
         NodeKind::Op(TensorOp::CropBoxes(c)) => format!(
             "crop_boxes {}x{} {:?}, {:?} boxes, score ≥ {}{}, ≤ {} parts per request (fans out)",
             c.height,
