@@ -129,11 +129,7 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             max_length,
         })) => format!(
             "tokenize {} max_length={max_length}",
-            tokenizer
-                .path
-                .file_name()
-                .and_then(|s| s.to_str())
-                .unwrap_or("?")
+            file_name(&tokenizer.path)
         ),
         NodeKind::Op(TensorOp::Text(TextOp::Labels { names })) => {
             format!("labels ({} names)", names.len())
@@ -143,11 +139,7 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             skip_special_tokens,
         })) => format!(
             "detokenize {} skip_special_tokens={skip_special_tokens}",
-            tokenizer
-                .path
-                .file_name()
-                .and_then(|s| s.to_str())
-                .unwrap_or("?")
+            file_name(&tokenizer.path)
         ),
         NodeKind::Op(TensorOp::Text(TextOp::CtcDecode { names, blank })) => {
             format!("ctc_decode ({} classes) blank={blank}", names.len())
@@ -246,4 +238,9 @@ impl Plan {
         s.push_str("}\n");
         s
     }
+}
+
+/// The last part of `path`, as plans print a file.
+fn file_name(path: &std::path::Path) -> &str {
+    path.file_name().and_then(|s| s.to_str()).unwrap_or("?")
 }
