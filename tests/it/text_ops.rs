@@ -230,8 +230,13 @@ outputs:\n  - {{name: names, from: lookup}}\n"
 
 /// A small WordLevel `tokenizer.json` with BERT's `[CLS] … [SEP]` template, as the Hugging Face
 /// library writes one.
-const TOKENIZER_JSON: &str = r#"{
-  "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+pub(crate) const TOKENIZER_JSON: &str = r#"{
+  "version": "1.0", "truncation": null, "padding": null,
+  "added_tokens": [
+    {"id": 0, "content": "[UNK]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+    {"id": 1, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+    {"id": 2, "content": "[SEP]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+  ],
   "normalizer": {"type": "Lowercase"},
   "pre_tokenizer": {"type": "Whitespace"},
   "post_processor": {

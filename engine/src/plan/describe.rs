@@ -129,14 +129,20 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             max_length,
         })) => format!(
             "tokenize {} max_length={max_length}",
-            tokenizer
-                .path
-                .file_name()
-                .and_then(|s| s.to_str())
-                .unwrap_or("?")
+            file_name(&tokenizer.path)
         ),
         NodeKind::Op(TensorOp::Text(TextOp::Labels { names })) => {
             format!("labels ({} names)", names.len())
+        }
+        NodeKind::Op(TensorOp::Text(TextOp::Detokenize {
+            tokenizer,
+            skip_special_tokens,
+        })) => format!(
+            "detokenize {} skip_special_tokens={skip_special_tokens}",
+            file_name(&tokenizer.path)
+        ),
+        NodeKind::Op(TensorOp::Text(TextOp::CtcDecode { names, blank })) => {
+            format!("ctc_decode ({} classes) blank={blank}", names.len())
         }
         NodeKind::Op(TensorOp::CropBoxes(c)) => format!(
             "crop_boxes {}x{} {:?}, {:?} boxes, score ≥ {}{}, ≤ {} parts per request (fans out)",
@@ -232,4 +238,9 @@ impl Plan {
         s.push_str("}\n");
         s
     }
+}
+
+/// The last part of `path`, as plans print a file.
+fn file_name(path: &std::path::Path) -> &str {
+    path.file_name().and_then(|s| s.to_str()).unwrap_or("?")
 }

@@ -42,7 +42,7 @@ pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
-pub use text_op::{LabelsSpec, SoftmaxSpec, TokenizeSpec};
+pub use text_op::{CtcDecodeSpec, DetokenizeSpec, LabelsSpec, SoftmaxSpec, TokenizeSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
 use crate::tensor::DType;
@@ -235,6 +235,10 @@ pub enum NodeSpec {
     Labels(LabelsSpec),
     /// A text split into token ids.
     Tokenize(TokenizeSpec),
+    /// Token ids back into a text.
+    Detokenize(DetokenizeSpec),
+    /// A recogniser's per-step class scores into a text (greedy CTC).
+    CtcDecode(CtcDecodeSpec),
     /// Every kept box of a detector cropped out of an image, each crop a part of the request.
     CropBoxes(CropBoxesSpec),
     /// The parts of each request joined back into one row.
@@ -257,6 +261,8 @@ impl NodeSpec {
             NodeSpec::Softmax(s) => &s.id,
             NodeSpec::Labels(s) => &s.id,
             NodeSpec::Tokenize(s) => &s.id,
+            NodeSpec::Detokenize(s) => &s.id,
+            NodeSpec::CtcDecode(s) => &s.id,
             NodeSpec::CropBoxes(s) => &s.id,
             NodeSpec::Gather(s) => &s.id,
         }
@@ -277,6 +283,8 @@ impl NodeSpec {
             NodeSpec::Softmax(_) => "softmax",
             NodeSpec::Labels(_) => "labels",
             NodeSpec::Tokenize(_) => "tokenize",
+            NodeSpec::Detokenize(_) => "detokenize",
+            NodeSpec::CtcDecode(_) => "ctc_decode",
             NodeSpec::CropBoxes(_) => "crop_boxes",
             NodeSpec::Gather(_) => "gather",
         }
@@ -300,6 +308,8 @@ impl NodeSpec {
             NodeSpec::Softmax(s) => vec![("input".into(), &s.input)],
             NodeSpec::Labels(s) => vec![("input".into(), &s.input)],
             NodeSpec::Tokenize(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Detokenize(s) => vec![("input".into(), &s.input)],
+            NodeSpec::CtcDecode(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

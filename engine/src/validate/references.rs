@@ -298,6 +298,8 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
         | NodeSpec::Transpose(_) => fixed(&["output"]),
         NodeSpec::Labels(_) => fixed(&["labels"]),
         NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),
+        NodeSpec::Detokenize(_) => fixed(&["text"]),
+        NodeSpec::CtcDecode(_) => fixed(&["text", "confidence"]),
         NodeSpec::Argmax(_) => fixed(&["index"]),
         NodeSpec::TopK(_) => fixed(&["values", "indices"]),
         NodeSpec::CropBoxes(_) => fixed(&["image", "box", "score"]),

@@ -136,7 +136,9 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Model(_)
             | NodeSpec::Softmax(_)
             | NodeSpec::Labels(_)
-            | NodeSpec::Tokenize(_) => {}
+            | NodeSpec::Tokenize(_)
+            | NodeSpec::Detokenize(_)
+            | NodeSpec::CtcDecode(_) => {}
             NodeSpec::CropBoxes(_) | NodeSpec::Gather(_) => self.check_fanout_fields(node),
         }
     }
@@ -173,9 +175,11 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Resize(_)
             | NodeSpec::Cast(_)
             | NodeSpec::Transpose(_) => self.type_image_op(node, ports, locs),
-            NodeSpec::Softmax(_) | NodeSpec::Labels(_) | NodeSpec::Tokenize(_) => {
-                self.type_text_op(node, ports, locs)
-            }
+            NodeSpec::Softmax(_)
+            | NodeSpec::Labels(_)
+            | NodeSpec::Tokenize(_)
+            | NodeSpec::Detokenize(_)
+            | NodeSpec::CtcDecode(_) => self.type_text_op(node, ports, locs),
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {

@@ -1,9 +1,13 @@
-//! Text and post-processing nodes (tokenize, softmax, labels): their settings and their types.
+//! Text and post-processing nodes (tokenize, detokenize, softmax, labels, ctc_decode): their
+//! settings and their types.
 //!
 //! Rules: `tokenize` reads a BYTES tensor of one element per request and gives `input_ids` and
 //! `attention_mask`, i64 of one free dimension; its `tokenizer` file is read and parsed here as a
 //! Hugging Face `tokenizer.json` (at most [`crate::paths::MAX_TEXT_BYTES`]), and `max_length` is
-//! between 1 and [`MAX_TOKENS`]. `softmax` reads an f32 tensor of rank ≥ 1 and keeps its type (the last axis is the one
+//! between 1 and [`MAX_TOKENS`]. `detokenize` reads i64 token ids of rank 1 (the same tokenizer
+//! file rules) and gives one BYTES text. `ctc_decode` reads f32 scores of rank 2, steps by
+//! classes, and gives a BYTES text and an f32 confidence, both scalars; its `labels` file follows
+//! the `labels` rules, and its `blank` must be one of the classes when their count is fixed. `softmax` reads an f32 tensor of rank ≥ 1 and keeps its type (the last axis is the one
 //! normalised, so a free last dimension is fine: each row is computed on its own length).
 //! `labels` reads an i64 tensor and gives a BYTES tensor of the same shape; its `labels` file is
 //! read here, through [`crate::paths`] (regular file, under the root, at most
@@ -22,7 +26,7 @@ use super::tensor_ops::TensorOp;
 use super::{node_path, Port, Validator};
 use crate::diagnostic::Location;
 use crate::paths::{read_capped, MAX_TEXT_BYTES};
-use crate::spec::{LabelsSpec, NodeSpec, TokenizeSpec};
+use crate::spec::{NodeSpec, Spanned};
 use crate::tensor::{DType, Dim, TensorType};
 
 /// Largest label file read: ample for any class list (ImageNet-21k's names are about 1 MB).
@@ -70,6 +74,20 @@ pub enum TextOp {
         /// The names, line `i` of the file at index `i`.
         names: Arc<[String]>,
     },
+    /// Token ids back into a text.
+    Detokenize {
+        /// The tokenizer.
+        tokenizer: TokenizerFile,
+        /// Whether special tokens are left out.
+        skip_special_tokens: bool,
+    },
+    /// Greedy CTC decoding of `[T, C]` scores.
+    CtcDecode {
+        /// The class texts, line `i` of the file at index `i`.
+        names: Arc<[String]>,
+        /// The blank class.
+        blank: usize,
+    },
 }
 
 impl Validator<'_, '_> {
@@ -114,7 +132,7 @@ impl Validator<'_, '_> {
                     );
                     return None;
                 }
-                let names = self.read_labels(id, l)?;
+                let names = self.read_labels(id, &l.labels)?;
                 let out = vec![(
                     "labels".to_string(),
                     TensorType {
@@ -147,7 +165,7 @@ impl Validator<'_, '_> {
                     );
                     return None;
                 }
-                let tokenizer = self.read_tokenizer(id, t)?;
+                let tokenizer = self.read_tokenizer(id, &t.tokenizer)?;
                 let ids = TensorType {
                     dtype: DType::I64,
                     shape: vec![Dim::Dynamic],
@@ -162,13 +180,74 @@ impl Validator<'_, '_> {
                 };
                 Some((TensorOp::Text(op), out))
             }
+            NodeSpec::Detokenize(d) => {
+                if p.ty.dtype != DType::I64 || p.ty.shape.len() != 1 {
+                    self.error(
+                        node_path(id, "input"),
+                        locs[0],
+                        format!(
+                            "node `{id}` turns one sequence of i64 token ids per request into a text, but `{}` is {}",
+                            p.column, p.ty
+                        ),
+                    );
+                    return None;
+                }
+                let tokenizer = self.read_tokenizer(id, &d.tokenizer)?;
+                let op = TextOp::Detokenize {
+                    tokenizer,
+                    skip_special_tokens: d.skip_special_tokens.value,
+                };
+                Some((TensorOp::Text(op), vec![("text".to_string(), text_type())]))
+            }
+            NodeSpec::CtcDecode(c) => {
+                if p.ty.dtype != DType::F32 || p.ty.shape.len() != 2 {
+                    self.error(
+                        node_path(id, "input"),
+                        locs[0],
+                        format!(
+                            "node `{id}` decodes f32 scores of shape [steps, classes], but `{}` is {}",
+                            p.column, p.ty
+                        ),
+                    );
+                    return None;
+                }
+                if let Dim::Fixed(classes) = p.ty.shape[1] {
+                    if c.blank.value >= classes {
+                        self.error(
+                            node_path(id, "blank"),
+                            c.blank.location,
+                            format!(
+                                "node `{id}`: `blank` is {}, but `{}` has {classes} classes",
+                                c.blank.value, p.column
+                            ),
+                        );
+                        return None;
+                    }
+                }
+                let names = self.read_labels(id, &c.labels)?;
+                let out = vec![
+                    ("text".to_string(), text_type()),
+                    (
+                        "confidence".to_string(),
+                        TensorType {
+                            dtype: DType::F32,
+                            shape: vec![],
+                        },
+                    ),
+                ];
+                let op = TextOp::CtcDecode {
+                    names,
+                    blank: c.blank.value,
+                };
+                Some((TensorOp::Text(op), out))
+            }
             _ => None,
         }
     }
 
-    /// The `tokenizer.json` of node `id`, parsed.
-    fn read_tokenizer(&mut self, id: &str, t: &TokenizeSpec) -> Option<TokenizerFile> {
-        let path = self.base_dir.join(&t.tokenizer.value);
+    /// The `tokenizer.json` of node `id` (its `tokenizer` field), parsed.
+    fn read_tokenizer(&mut self, id: &str, file: &Spanned<PathBuf>) -> Option<TokenizerFile> {
+        let path = self.base_dir.join(&file.value);
         let parsed = read_capped(&path, MAX_TEXT_BYTES, self.files)
             .map_err(|e| e.to_string())
             .and_then(|bytes| {
@@ -187,7 +266,7 @@ impl Validator<'_, '_> {
             Err(why) => {
                 self.error(
                     node_path(id, "tokenizer"),
-                    t.tokenizer.location,
+                    file.location,
                     format!("node `{id}`: `tokenizer`: {why}"),
                 );
                 None
@@ -195,13 +274,14 @@ impl Validator<'_, '_> {
         }
     }
 
-    /// The label file of node `id`: one name per line (a trailing `\r` dropped).
-    fn read_labels(&mut self, id: &str, l: &LabelsSpec) -> Option<Arc<[String]>> {
-        let path = self.base_dir.join(&l.labels.value);
+    /// The label file of node `id` (its `labels` field): one name per line (a trailing `\r`
+    /// dropped).
+    fn read_labels(&mut self, id: &str, file: &Spanned<PathBuf>) -> Option<Arc<[String]>> {
+        let path = self.base_dir.join(&file.value);
         let refuse = |this: &mut Self, why: String| {
             this.error(
                 node_path(id, "labels"),
-                l.labels.location,
+                file.location,
                 format!("node `{id}`: `labels`: {why}"),
             )
             .help = Some(
@@ -225,5 +305,13 @@ impl Validator<'_, '_> {
             return refuse(self, format!("{} holds no labels", path.display()));
         }
         Some(names.into())
+    }
+}
+
+/// One text per request: a BYTES scalar.
+fn text_type() -> TensorType {
+    TensorType {
+        dtype: DType::Bytes,
+        shape: vec![],
     }
 }

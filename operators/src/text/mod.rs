@@ -1,6 +1,8 @@
-//! Text and post-processing ops: `tokenize` (a text into token ids, in [`tokenize`]), `softmax`
-//! (scores into probabilities) and `labels` (class indices into names), computed column-wise on
-//! the worker like the tensor ops, through the same operator.
+//! Text and post-processing ops: `tokenize` (a text into token ids, in [`tokenize`]),
+//! `detokenize` (token ids into a text, in [`detokenize`]), `softmax` (scores into
+//! probabilities), `labels` (class indices into names) and `ctc_decode` (a recogniser's scores
+//! into a text, in [`ctc`]), computed column-wise on the worker like the tensor ops, through the
+//! same operator.
 //!
 //! Softmax is the numerically stable form (Goodfellow, Bengio and Courville, *Deep Learning*,
 //! §4.1): the row's maximum is subtracted before `exp`, so large scores never overflow and the
@@ -9,6 +11,8 @@
 //! index outside them is an error naming the row and the index, which the operator turns into a
 //! failure of that request alone.
 
+pub mod ctc;
+pub mod detokenize;
 pub mod tokenize;
 
 use weir_engine::batch::TensorColumn;
@@ -27,6 +31,11 @@ pub fn apply(op: &TextOp, input: &TensorColumn) -> Result<Vec<TensorColumn>, Str
             tokenizer,
             max_length,
         } => tokenize::tokenize(tokenizer, *max_length, input),
+        TextOp::Detokenize {
+            tokenizer,
+            skip_special_tokens,
+        } => detokenize::detokenize(tokenizer, *skip_special_tokens, input),
+        TextOp::CtcDecode { names, blank } => ctc::ctc_decode(names, *blank, input),
         TextOp::Softmax => {
             let x = input
                 .f32_values()
