@@ -113,6 +113,9 @@ outputs:
 "
     );
     let running = run(&yaml);
+    let described = running.runtime().plan().describe();
+    let line = "regions threshold=0.3 min_score=0.5 expand=1.5 min_size=2 max_regions=3";
+    assert!(described.contains(line), "{described}");
     let maps = [
         // Two rectangles of different scores, one faint (dropped), one thin line (below min_size).
         map(20, 30, |y, x| match (y, x) {
@@ -158,28 +161,16 @@ outputs:
     running.shutdown();
 }
 
-/// Five-by-seven glyphs for the rendered text (`#` is ink).
-fn glyph(c: char) -> [&'static str; 7] {
+/// Five-by-seven glyphs for the rendered text, row by row (`#` is ink).
+fn glyph(c: char) -> &'static str {
     match c {
-        'T' => [
-            "#####", "..#..", "..#..", "..#..", "..#..", "..#..", "..#..",
-        ],
-        'E' => [
-            "#####", "#....", "#....", "####.", "#....", "#....", "#####",
-        ],
-        'X' => [
-            "#...#", "#...#", ".#.#.", "..#..", ".#.#.", "#...#", "#...#",
-        ],
-        'W' => [
-            "#...#", "#...#", "#...#", "#.#.#", "#.#.#", "##.##", "#...#",
-        ],
-        'I' => [
-            "#####", "..#..", "..#..", "..#..", "..#..", "..#..", "#####",
-        ],
-        'R' => [
-            "####.", "#...#", "#...#", "####.", "#.#..", "#..#.", "#...#",
-        ],
-        _ => ["....."; 7],
+        'T' => "#####..#....#....#....#....#....#..",
+        'E' => "######....#....####.#....#....#####",
+        'X' => "#...##...#.#.#...#...#.#.#...##...#",
+        'W' => "#...##...##...##.#.##.#.###.###...#",
+        'I' => "#####..#....#....#....#....#..#####",
+        'R' => "####.#...##...#####.#.#..#..#.#...#",
+        _ => "                                   ",
     }
 }
 
@@ -189,17 +180,14 @@ fn rendered(h: usize, w: usize, lines: &[(usize, usize, &str)], scale: usize) ->
     let mut ink = vec![false; h * w];
     for &(top, left, text) in lines {
         for (k, c) in text.chars().enumerate() {
-            for (gy, row) in glyph(c).iter().enumerate() {
-                for (gx, dot) in row.chars().enumerate() {
-                    if dot != '#' {
-                        continue;
-                    }
-                    for dy in 0..scale {
-                        for dx in 0..scale {
-                            let (y, x) = (top + gy * scale + dy, left + (k * 7 + gx) * scale + dx);
-                            if y < h && x < w {
-                                ink[y * w + x] = true;
-                            }
+            let dots = glyph(c).chars().enumerate().filter(|&(_, d)| d == '#');
+            for (dot, _) in dots {
+                let (gy, gx) = (dot / 5, dot % 5);
+                for dy in 0..scale {
+                    for dx in 0..scale {
+                        let (y, x) = (top + gy * scale + dy, left + (k * 7 + gx) * scale + dx);
+                        if y < h && x < w {
+                            ink[y * w + x] = true;
                         }
                     }
                 }
@@ -289,6 +277,19 @@ outputs:
   - {{name: rows, from: rows}}
 "
         ));
+        if dtype == "u8" {
+            // How `weir validate` shows each node.
+            let described = running.runtime().plan().describe();
+            for line in [
+                "crop 3x4 at top=1 left=2",
+                "crop 2x3 centred",
+                "pad to [8, -1, 3] with 1",
+                "slice axis=1 [-5:7:2]",
+                "slice axis=0 [1::1]",
+            ] {
+                assert!(described.contains(line), "`{line}` in:\n{described}");
+            }
+        }
         let rows: Vec<Tensor> = [[5, 7, 2], [6, 9, 2], [8, 6, 2], [4, 11, 2]]
             .iter()
             .map(|s| counting(dtype, s))
