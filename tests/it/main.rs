@@ -24,6 +24,7 @@ mod kairos;
 mod parity;
 mod pretrained;
 mod reference;
+mod region_ops;
 mod remote_types;
 mod requests;
 mod sequences;
