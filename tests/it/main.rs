@@ -33,4 +33,5 @@ mod serve;
 mod shapes;
 mod streams;
 mod text_decode;
+mod text_graph;
 mod text_ops;
