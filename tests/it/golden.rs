@@ -20,6 +20,7 @@ fn plans_match_golden_files() {
         "sequence",
         "magika",
         "digits_named",
+        "topics",
     ] {
         let plan = load_graph(&repo().join(format!("graphs/{name}.yaml")))
             .expect("valid")

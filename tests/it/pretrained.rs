@@ -12,14 +12,18 @@ use crate::reference::{
 use crate::serve::Server;
 
 /// `graphs/<name>.yaml` with its model paths made absolute (the server reads a copy elsewhere).
-fn graph(name: &str) -> String {
+pub(crate) fn graph(name: &str) -> String {
     let text = std::fs::read_to_string(repo().join(format!("graphs/{name}.yaml")))
         .expect("the graph file");
     text.replace("../.weir", &weir_home().display().to_string())
 }
 
 /// Posts one JSON inference request to graph `graph`; returns each output as a tensor by name.
-fn infer(server: &Server, graph: &str, inputs: &[(&str, &Tensor)]) -> Vec<(String, Tensor)> {
+pub(crate) fn infer(
+    server: &Server,
+    graph: &str,
+    inputs: &[(&str, &Tensor)],
+) -> Vec<(String, Tensor)> {
     let path = format!("/v2/models/{graph}/infer");
     let (status, reply) = server.post(
         &path,
@@ -30,7 +34,7 @@ fn infer(server: &Server, graph: &str, inputs: &[(&str, &Tensor)]) -> Vec<(Strin
     outputs_from_json(&serde_json::from_str(&reply).expect("a JSON reply"))
 }
 
-fn output<'a>(outputs: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
+pub(crate) fn output<'a>(outputs: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
     &outputs
         .iter()
         .find(|(n, _)| n == name)

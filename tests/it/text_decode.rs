@@ -1,5 +1,6 @@
 //! Text nodes against the libraries people use (`tests/python/text_reference.py`): `tokenize` and
-//! `detokenize` against the Hugging Face `tokenizers` package on the same `tokenizer.json`, and
+//! `detokenize` against the Hugging Face `tokenizers` package on the same `tokenizer.json` (a small
+//! WordLevel one and WordLlama's real one), and
 //! `ctc_decode` against a numpy greedy decoder, on random scores of many lengths and on the
 //! PP-OCRv4 recogniser's answer for a drawn word.
 
@@ -86,9 +87,37 @@ const SENTENCES: [&str; 20] = [
 
 #[test]
 fn tokenize_and_detokenize_match_the_tokenizers_package() {
+    let replies = round_trip(TOKENIZER_JSON.as_bytes());
+    // The round trip is the lower-cased words the vocabulary knows.
+    assert_eq!(
+        text_of(replies[0].output("plain").expect("plain")),
+        "hello weir world !"
+    );
+    assert_eq!(
+        text_of(replies[0].output("marked").expect("marked")),
+        "[CLS] hello weir world ! [SEP]"
+    );
+}
+
+/// The same on a real tokenizer: WordLlama's (Llama 2's SentencePiece BPE with byte fallback), set
+/// up with the pretrained models.
+#[test]
+fn a_pretrained_tokenizer_matches_the_tokenizers_package() {
+    let file = std::fs::read(model("pretrained/wordllama_tokenizer.json")).expect("tokenizer");
+    let replies = round_trip(&file);
+    // Byte fallback gives every text back whole.
+    assert_eq!(
+        text_of(replies[10].output("plain").expect("plain")),
+        SENTENCES[10]
+    );
+}
+
+/// Every sentence of [`SENTENCES`] through `tokenize` and `detokenize` (special tokens skipped and
+/// kept) with `tokenizer_json`, compared with the `tokenizers` package; the replies.
+fn round_trip(tokenizer_json: &[u8]) -> Vec<Response> {
     let dir = temp_dir("text-reference");
     let tokenizer = dir.0.join("tokenizer.json");
-    std::fs::write(&tokenizer, TOKENIZER_JSON).expect("tokenizer");
+    std::fs::write(&tokenizer, tokenizer_json).expect("tokenizer");
     let running = start_graph(
         &dir.0,
         "name: round_trip\n\
@@ -137,16 +166,8 @@ outputs:\n\
             assert_eq!(got, decoded["texts"][i], "sentence {i}: {output}");
         }
     }
-    // The round trip is the lower-cased words the vocabulary knows.
-    assert_eq!(
-        text_of(replies[0].output("plain").expect("plain")),
-        "hello weir world !"
-    );
-    assert_eq!(
-        text_of(replies[0].output("marked").expect("marked")),
-        "[CLS] hello weir world ! [SEP]"
-    );
     running.shutdown();
+    replies
 }
 
 #[test]

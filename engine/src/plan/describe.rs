@@ -123,6 +123,8 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
         }) => format!("resize {height}x{width} {interpolation:?}"),
         NodeKind::Op(TensorOp::Cast { to }) => format!("cast to={to}"),
         NodeKind::Op(TensorOp::Transpose { perm }) => format!("transpose perm={perm:?}"),
+        NodeKind::Op(TensorOp::Regions(op)) => op.to_string(),
+        NodeKind::Op(TensorOp::Window(op)) => op.to_string(),
         NodeKind::Op(TensorOp::Text(TextOp::Softmax)) => "softmax axis=-1".into(),
         NodeKind::Op(TensorOp::Text(TextOp::Tokenize {
             tokenizer,

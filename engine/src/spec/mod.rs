@@ -8,12 +8,14 @@
 //!
 //! Node kinds are externally tagged (`- model: {...}`) so every field keeps its YAML location
 //! (serde-saphyr loses spans inside internally tagged enums). Nothing here checks meaning; that is
-//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`, `text_op.rs`, `fanout.rs`.
+//! [`crate::validate`]'s job. File names follow the node kinds: `model.rs`, `tensor_op.rs`, `text_op.rs`, `fanout.rs`,
+//! `region_op.rs`.
 
 mod builder;
 mod fanout;
 mod image_op;
 mod model;
+mod region_op;
 mod remote;
 mod routing;
 mod stateful;
@@ -37,6 +39,7 @@ pub use model::{
     AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, PadSpec, ParallelismSpec,
     ParityEncoder, ParitySpec, ResilienceSpec,
 };
+pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
 pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
@@ -243,6 +246,14 @@ pub enum NodeSpec {
     CropBoxes(CropBoxesSpec),
     /// The parts of each request joined back into one row.
     Gather(GatherSpec),
+    /// A detector's probability map turned into scored boxes.
+    Regions(RegionsSpec),
+    /// A fixed height × width window of a tensor.
+    Crop(CropSpec),
+    /// Dimensions extended to fixed sizes with a value.
+    Pad(PadToSpec),
+    /// Every `step`-th element between two indices along one axis.
+    Slice(SliceSpec),
 }
 
 impl NodeSpec {
@@ -265,6 +276,10 @@ impl NodeSpec {
             NodeSpec::CtcDecode(s) => &s.id,
             NodeSpec::CropBoxes(s) => &s.id,
             NodeSpec::Gather(s) => &s.id,
+            NodeSpec::Regions(s) => &s.id,
+            NodeSpec::Crop(s) => &s.id,
+            NodeSpec::Pad(s) => &s.id,
+            NodeSpec::Slice(s) => &s.id,
         }
     }
 
@@ -287,6 +302,10 @@ impl NodeSpec {
             NodeSpec::CtcDecode(_) => "ctc_decode",
             NodeSpec::CropBoxes(_) => "crop_boxes",
             NodeSpec::Gather(_) => "gather",
+            NodeSpec::Regions(_) => "regions",
+            NodeSpec::Crop(_) => "crop",
+            NodeSpec::Pad(_) => "pad",
+            NodeSpec::Slice(_) => "slice",
         }
     }
 
@@ -310,6 +329,10 @@ impl NodeSpec {
             NodeSpec::Tokenize(s) => vec![("input".into(), &s.input)],
             NodeSpec::Detokenize(s) => vec![("input".into(), &s.input)],
             NodeSpec::CtcDecode(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Regions(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Crop(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Pad(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Slice(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

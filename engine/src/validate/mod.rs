@@ -16,7 +16,7 @@
 //!    replication (`stateful.rs`, per-sequence state `sequences.rs`), constant inputs
 //!    (`constants.rs`), parity coding (`parity.rs`); a tensor op's settings
 //!    (`tensor_ops.rs`), a text op's (`text_ops.rs`, which reads label and tokenizer files), an
-//!    image op's (`image_ops.rs`);
+//!    image op's (`image_ops.rs`), a region or window op's (`region_ops.rs`);
 //! 4. references (`references.rs`): every tensor a node or output reads names a graph input, or a
 //!    node and one of its outputs (`unknown node`, `no output`), with a did-you-mean; no cycles
 //!    (`cycle`), reported with the loop;
@@ -40,6 +40,7 @@ mod parallelism;
 mod parity;
 mod placement;
 mod references;
+mod region_ops;
 mod routing;
 mod sequences;
 mod stateful;
@@ -64,6 +65,7 @@ use crate::tensor::TensorType;
 pub use fanout::{CropBoxesOp, GatherCheck};
 pub use model::CallShape;
 pub use parity::RECONSTRUCTED_OUTPUT;
+pub use region_ops::{RegionsOp, WindowOp};
 pub use tensor_ops::TensorOp;
 pub use text_ops::{TextOp, TokenizerFile, MAX_LABELS_BYTES, MAX_TOKENS};
 pub(crate) use types::fixed_shape;

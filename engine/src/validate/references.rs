@@ -295,7 +295,11 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
         | NodeSpec::DecodeImage(_)
         | NodeSpec::Resize(_)
         | NodeSpec::Cast(_)
-        | NodeSpec::Transpose(_) => fixed(&["output"]),
+        | NodeSpec::Transpose(_)
+        | NodeSpec::Crop(_)
+        | NodeSpec::Pad(_)
+        | NodeSpec::Slice(_) => fixed(&["output"]),
+        NodeSpec::Regions(_) => fixed(&["boxes", "scores"]),
         NodeSpec::Labels(_) => fixed(&["labels"]),
         NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),
         NodeSpec::Detokenize(_) => fixed(&["text"]),

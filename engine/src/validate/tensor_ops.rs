@@ -66,6 +66,10 @@ pub enum TensorOp {
     Text(TextOp),
     /// Every kept box cropped out of an image: the node fans out, one part per crop.
     CropBoxes(super::CropBoxesOp),
+    /// A probability map's regions as boxes and scores.
+    Regions(super::RegionsOp),
+    /// A window of the input: crop, pad or slice.
+    Window(super::WindowOp),
 }
 
 impl TensorOp {
@@ -140,6 +144,9 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Detokenize(_)
             | NodeSpec::CtcDecode(_) => {}
             NodeSpec::CropBoxes(_) | NodeSpec::Gather(_) => self.check_fanout_fields(node),
+            NodeSpec::Regions(_) | NodeSpec::Crop(_) | NodeSpec::Pad(_) | NodeSpec::Slice(_) => {
+                self.check_region_fields(node)
+            }
         }
     }
 
@@ -171,6 +178,9 @@ impl<'a> Validator<'a, '_> {
         match node {
             NodeSpec::Model(_) | NodeSpec::Gather(_) => None,
             NodeSpec::CropBoxes(c) => self.type_crop_boxes(c, ports, locs),
+            NodeSpec::Regions(_) | NodeSpec::Crop(_) | NodeSpec::Pad(_) | NodeSpec::Slice(_) => {
+                self.type_region_op(node, ports, locs)
+            }
             NodeSpec::DecodeImage(_)
             | NodeSpec::Resize(_)
             | NodeSpec::Cast(_)

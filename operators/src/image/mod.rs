@@ -1,4 +1,5 @@
-//! Image pre-processing ops: decode, resize, cast, transpose, computed column-wise on the worker.
+//! Image pre-processing ops: decode, resize, cast, transpose, computed column-wise on the worker;
+//! the region finder and the window ops (crop, pad, slice) live in their own modules.
 //!
 //! Each function takes a whole column and computes every row on its own shape, so a column whose
 //! rows are images of different sizes (what `decode_image` yields) works as a uniform one does.
@@ -9,6 +10,8 @@
 //! such input sees the same values.
 
 pub mod crop_boxes;
+pub mod regions;
+pub mod window;
 
 use std::io::Cursor;
 
@@ -302,7 +305,7 @@ pub fn transpose(input: &TensorColumn, perm: &[usize]) -> Result<TensorColumn, S
 }
 
 /// The elements of `src` at `order`, in that order.
-fn gather(src: &TensorData, order: &[usize]) -> TensorData {
+pub(crate) fn gather(src: &TensorData, order: &[usize]) -> TensorData {
     macro_rules! pick {
         ($($variant:ident),*) => {
             match src {

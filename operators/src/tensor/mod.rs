@@ -36,6 +36,8 @@ impl TensorOp {
             PlannedOp::DecodeImage { .. } => true,
             // Boxes a client sent that do not fit (scores of another count, a wrong shape).
             PlannedOp::CropBoxes(c) => c.client_boxes,
+            // A request too small for a crop or too large for a pad: its tensor's shape.
+            PlannedOp::Window(_) => true,
             _ => false,
         }
     }
@@ -130,6 +132,8 @@ impl TensorOp {
             PlannedOp::Transpose { perm } => Ok(vec![image::transpose(first, perm)?]),
             PlannedOp::Text(op) => crate::text::apply(op, first),
             PlannedOp::CropBoxes(op) => image::crop_boxes::apply(op, inputs),
+            PlannedOp::Regions(op) => image::regions::apply(op, first),
+            PlannedOp::Window(op) => Ok(vec![image::window::apply(op, first)?]),
         }
     }
 }
