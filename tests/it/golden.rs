@@ -21,6 +21,7 @@ fn plans_match_golden_files() {
         "magika",
         "digits_named",
         "topics",
+        "ocr",
     ] {
         let plan = load_graph(&repo().join(format!("graphs/{name}.yaml")))
             .expect("valid")

@@ -1,7 +1,11 @@
-//! Every graph in `graphs/` validates, plans and answers requests.
+//! Every graph in `graphs/` validates, plans and answers requests. A graph that decodes images is
+//! sent a real one (a rendered text page of the set-up) in each `bytes` input, random letters being
+//! no image.
 
 use weir::workload::Workload;
-use weir::{load_graph, start, RuntimeOptions};
+use weir::{load_graph, start, DType, RuntimeOptions, Tensor};
+use weir_engine::plan::NodeKind;
+use weir_engine::validate::TensorOp;
 
 use crate::common::{repo, weir_home};
 
@@ -15,6 +19,8 @@ fn every_graph_file_validates_and_serves() {
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
+    let page = std::fs::read(weir_home().join("data/text_images/text_00.png"))
+        .expect("a rendered page (scripts/setup.sh)");
     assert!(
         files.len() >= 3,
         "expected the quickstart, ensemble and digits graphs"
@@ -29,18 +35,30 @@ fn every_graph_file_validates_and_serves() {
             graph.warnings
         );
         let outputs = graph.plan.outputs.len();
+        let decodes_images = graph
+            .plan
+            .nodes
+            .iter()
+            .any(|n| matches!(&n.node.kind, NodeKind::Op(TensorOp::DecodeImage { .. })));
         let workload = Workload::random(&graph.plan, 2, 1);
         let running = start(graph.plan, RuntimeOptions::default())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for i in 0..2 {
             // Parameters name a sequence, as a per-sequence stateful node needs; others carry
             // them through.
+            let mut inputs = workload.item(i).inputs;
+            for input in inputs.iter_mut().filter(|_| decodes_images) {
+                if input.tensor.dtype() == DType::Bytes {
+                    let n = input.tensor.shape.iter().product();
+                    input.tensor = Tensor::bytes(input.tensor.shape.clone(), vec![page.clone(); n]);
+                }
+            }
             let (tx, rx) = crossbeam_channel::bounded(1);
             let parameters = format!(r#"{{"sequence_id":{},"sequence_start":true}}"#, i + 1);
             running
                 .runtime()
                 .submit_with_parameters(
-                    workload.item(i).inputs,
+                    inputs,
                     Some(parameters.into()),
                     Box::new(move |r| {
                         let _ = tx.send(r);

@@ -21,6 +21,7 @@ mod hostile_zenoh;
 mod image_ops;
 mod invalid;
 mod kairos;
+mod ocr;
 mod parity;
 mod pretrained;
 mod reference;
