@@ -142,24 +142,40 @@ fn prepare(addr: &str, model: &str, data: &[f32], binary: bool) -> Prepared {
     }
 }
 
-/// Closed loop over HTTP: `concurrency` connections, `requests` in all. Returns (req/s, p50, p99).
-fn http_load(
+/// When each client of a closed loop stops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Until {
+    /// After this many requests each.
+    Requests(usize),
+    /// At this moment (a request in flight then is still awaited and counted).
+    Deadline(Instant),
+}
+
+/// Closed loop over HTTP: `concurrency` keep-alive connections, client `k` posting `requests` in
+/// turn from the `k`-th on until `until`; every answer must be 200. Returns (req/s, p50, p99).
+pub(crate) fn closed_loop(
     addr: &str,
-    prepared: &Prepared,
+    requests: &[Prepared],
     concurrency: usize,
-    requests: usize,
+    until: Until,
 ) -> Result<(f64, f64, f64)> {
-    let per = requests.div_ceil(concurrency);
     let started = Instant::now();
     let latencies: Vec<Duration> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..concurrency)
-            .map(|_| {
+            .map(|k| {
                 s.spawn(move || -> Result<Vec<Duration>> {
                     let mut client = Client::connect(addr)?;
-                    let mut out = Vec::with_capacity(per);
-                    for _ in 0..per {
+                    let mut out = Vec::new();
+                    for r in requests.iter().cycle().skip(k) {
+                        let done = match until {
+                            Until::Requests(n) => out.len() >= n,
+                            Until::Deadline(at) => Instant::now() >= at,
+                        };
+                        if done {
+                            break;
+                        }
                         let t = Instant::now();
-                        let status = client.post(&prepared.head, &prepared.body)?;
+                        let status = client.post(&r.head, &r.body)?;
                         if status != 200 {
                             bail!("HTTP {status}");
                         }
@@ -181,6 +197,17 @@ fn http_load(
         quantile_ms(&latencies, 0.5)?,
         quantile_ms(&latencies, 0.99)?,
     ))
+}
+
+/// Closed loop over HTTP: `concurrency` connections, `requests` in all. Returns (req/s, p50, p99).
+fn http_load(
+    addr: &str,
+    prepared: &Prepared,
+    concurrency: usize,
+    requests: usize,
+) -> Result<(f64, f64, f64)> {
+    let per = Until::Requests(requests.div_ceil(concurrency));
+    closed_loop(addr, std::slice::from_ref(prepared), concurrency, per)
 }
 
 /// An in-process HTTP server over a running graph, stopped on drop.

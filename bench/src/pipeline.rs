@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::http::{Client, Prepared};
-use crate::overhead::{median, quantile_ms};
+use crate::http::{closed_loop, Client, Prepared, Until};
+use crate::overhead::median;
 
 /// The model name `graphs/ocr.yaml` serves under.
 const MODEL: &str = "ocr";
@@ -177,39 +177,11 @@ fn warm(addr: &str, requests: &[Prepared]) -> Result<()> {
 /// `clients` keep-alive connections posting the pages in turn for `seconds`.
 fn weir_run(addr: &str, requests: &[Prepared], clients: usize, seconds: f64) -> Result<Measured> {
     let stop = Instant::now() + Duration::from_secs_f64(seconds);
-    let started = Instant::now();
-    let latencies: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..clients)
-            .map(|k| {
-                s.spawn(move || -> Result<Vec<Duration>> {
-                    let mut client = Client::connect(addr)?;
-                    let mut out = Vec::new();
-                    for r in requests.iter().cycle().skip(k) {
-                        if Instant::now() >= stop {
-                            break;
-                        }
-                        let t = Instant::now();
-                        let status = client.post(&r.head, &r.body)?;
-                        if status != 200 {
-                            bail!("HTTP {status}");
-                        }
-                        out.push(t.elapsed());
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow!("client thread panicked"))?)
-            .collect::<Result<Vec<_>>>()
-            .map(|v| v.concat())
-    })?;
-    let elapsed = started.elapsed().as_secs_f64();
+    let (throughput, p50_ms, p99_ms) = closed_loop(addr, requests, clients, Until::Deadline(stop))?;
     Ok(Measured {
-        throughput: latencies.len() as f64 / elapsed,
-        p50_ms: quantile_ms(&latencies, 0.5)?,
-        p99_ms: quantile_ms(&latencies, 0.99)?,
+        throughput,
+        p50_ms,
+        p99_ms,
     })
 }
 
