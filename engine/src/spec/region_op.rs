@@ -18,7 +18,8 @@ use super::Spanned;
 /// The most regions one `regions` node may report per request.
 pub const MAX_REGIONS: usize = 1000;
 
-/// The most elements the fixed dimensions of a `pad` target may hold together.
+/// The most elements the fixed dimensions of a `pad` target may hold together, and the most a
+/// request's padded output may hold (a larger one fails that request).
 pub const MAX_PAD_ELEMENTS: usize = 1 << 28;
 
 /// The regions of a probability map, as boxes and scores.
@@ -103,7 +104,8 @@ pub struct CropSpec {
 /// Extends each dimension to a fixed size at its end (bottom, right) with `value`.
 ///
 /// `shape` has one entry per dimension of the input: a size ≥ 1, or `-1` to keep that
-/// dimension as it comes. A request larger than the target along a dimension fails.
+/// dimension as it comes. A request larger than the target along a dimension fails, as does one
+/// whose padded output would hold more than [`MAX_PAD_ELEMENTS`] elements.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PadToSpec {

@@ -194,4 +194,17 @@ mod tests {
         let err = apply(&op, &x).unwrap_err();
         assert!(err.contains("too small"), "{err}");
     }
+
+    #[test]
+    fn a_pad_beyond_its_bound_is_refused_before_it_is_built() {
+        // The target's fixed part is small, but the kept dimension makes the output too large.
+        let wide = MAX_PAD_ELEMENTS / 2 + 1;
+        let x = column(vec![1, wide], TensorData::U8(vec![0; wide]));
+        let op = WindowOp::Pad {
+            shape: vec![Some(2), None],
+            value: 0.0,
+        };
+        let err = apply(&op, &x).unwrap_err();
+        assert!(err.contains("more than"), "{err}");
+    }
 }
