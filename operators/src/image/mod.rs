@@ -137,7 +137,8 @@ fn source(o: usize, inn: usize, out: usize) -> f32 {
     (o as f32 + 0.5) * inn as f32 / out as f32 - 0.5
 }
 
-/// One HWC image resampled to `out` height and width, as f32.
+/// One HWC image resampled to `out` height and width, as f32. Where each output row and column
+/// reads from is worked out once per row and once per column, not once per element.
 fn resample<T: Copy>(
     v: &[T],
     [h, w, c]: [usize; 3],
@@ -147,26 +148,31 @@ fn resample<T: Copy>(
 ) -> Vec<f32> {
     let at = |y: usize, x: usize, k: usize| to_f32(v[(y * w + x) * c + k]);
     let mut out = Vec::with_capacity(oh * ow * c);
-    for oy in 0..oh {
-        let sy = source(oy, h, oh);
-        for ox in 0..ow {
-            let sx = source(ox, w, ow);
-            for k in 0..c {
-                out.push(match interpolation {
-                    Interpolation::Nearest => {
-                        // The input pixel whose area [i, i + 1) holds the output pixel's centre.
-                        let y = ((oy * h * 2 + h) / (oh * 2)).min(h - 1);
-                        let x = ((ox * w * 2 + w) / (ow * 2)).min(w - 1);
-                        at(y, x, k)
-                    }
-                    Interpolation::Bilinear => {
-                        let (y0, y1, fy) = neighbours(sy, h);
-                        let (x0, x1, fx) = neighbours(sx, w);
+    match interpolation {
+        Interpolation::Nearest => {
+            // The input pixel whose area [i, i + 1) holds the output pixel's centre.
+            let xs: Vec<usize> = (0..ow)
+                .map(|ox| ((ox * w * 2 + w) / (ow * 2)).min(w - 1))
+                .collect();
+            for oy in 0..oh {
+                let y = ((oy * h * 2 + h) / (oh * 2)).min(h - 1);
+                for &x in &xs {
+                    out.extend((0..c).map(|k| at(y, x, k)));
+                }
+            }
+        }
+        Interpolation::Bilinear => {
+            let xs: Vec<(usize, usize, f32)> =
+                (0..ow).map(|ox| neighbours(source(ox, w, ow), w)).collect();
+            for oy in 0..oh {
+                let (y0, y1, fy) = neighbours(source(oy, h, oh), h);
+                for &(x0, x1, fx) in &xs {
+                    out.extend((0..c).map(|k| {
                         let top = at(y0, x0, k) * (1.0 - fx) + at(y0, x1, k) * fx;
                         let bottom = at(y1, x0, k) * (1.0 - fx) + at(y1, x1, k) * fx;
                         top * (1.0 - fy) + bottom * fy
-                    }
-                });
+                    }));
+                }
             }
         }
     }
@@ -216,8 +222,12 @@ fn cast_data(data: &TensorData, to: DType) -> Result<TensorData, String> {
             }
         };
     }
-    // Integers wider than f64's mantissa go through i64/u64 directly so they stay exact.
+    // Integers wider than f64's mantissa go through i64/u64 directly so they stay exact. Pixels
+    // to f32, the cast of every image pipeline, skip the f64 detour (it is exact either way).
     Ok(match (data, to) {
+        (TensorData::U8(v), DType::F32) => {
+            TensorData::F32(v.iter().map(|&x| f32::from(x)).collect())
+        }
         (TensorData::I64(v), _) if !to.is_float() && to != DType::Bool => {
             convert_int(v.iter().map(|&x| i128::from(x)), to)
         }
@@ -278,30 +288,46 @@ pub fn transpose(input: &TensorColumn, perm: &[usize]) -> Result<TensorColumn, S
             strides[i] = strides[i + 1] * shape[i + 1];
         }
         let out_strides: Vec<usize> = perm.iter().map(|&a| strides[a]).collect();
-        let n = src.len();
-        let mut index = vec![0usize; out_shape.len()];
-        let mut order = Vec::with_capacity(n);
-        for _ in 0..n {
-            order.push(
-                index
-                    .iter()
-                    .zip(&out_strides)
-                    .map(|(i, s)| i * s)
-                    .sum::<usize>(),
-            );
-            for d in (0..index.len()).rev() {
-                index[d] += 1;
-                if index[d] < out_shape[d] {
-                    break;
-                }
-                index[d] = 0;
-            }
-        }
-        data.extend(gather(&src, &order))
+        data.extend(permute(&src, &out_shape, &out_strides))
             .map_err(|e| e.to_string())?;
         shapes.push(out_shape);
     }
     TensorColumn::from_shapes("output", shapes, data).map_err(|e| e.to_string())
+}
+
+/// The elements of `src` in the order of an output of `out_shape` whose index steps by
+/// `out_strides` in `src` along each dimension: the source offset is kept as the output index
+/// advances, so each element costs a step, not a dot product.
+fn permute(src: &TensorData, out_shape: &[usize], out_strides: &[usize]) -> TensorData {
+    fn walk<T: Clone>(v: &[T], shape: &[usize], strides: &[usize]) -> Vec<T> {
+        let mut out = Vec::with_capacity(v.len());
+        if shape.contains(&0) {
+            return out;
+        }
+        let mut index = vec![0usize; shape.len()];
+        let mut offset = 0usize;
+        for _ in 0..v.len() {
+            out.push(v[offset].clone());
+            for d in (0..shape.len()).rev() {
+                index[d] += 1;
+                offset += strides[d];
+                if index[d] < shape[d] {
+                    break;
+                }
+                offset -= strides[d] * shape[d];
+                index[d] = 0;
+            }
+        }
+        out
+    }
+    macro_rules! each {
+        ($($variant:ident),*) => {
+            match src {
+                $(TensorData::$variant(v) => TensorData::$variant(walk(v, out_shape, out_strides)),)*
+            }
+        };
+    }
+    each!(Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16, Bytes)
 }
 
 /// The elements of `src` at `order`, in that order.

@@ -82,10 +82,11 @@ impl TensorOp {
                         ));
                     }
                     let per_channel = if channels > 1 { n / channels } else { n.max(1) };
-                    out.extend(row.iter().enumerate().map(|(i, &v)| {
-                        let c = (i / per_channel.max(1)).min(channels.saturating_sub(1));
-                        (v - pick(mean, c)) / pick(std, c)
-                    }));
+                    for (c, chunk) in row.chunks(per_channel.max(1)).enumerate() {
+                        let c = c.min(channels.saturating_sub(1));
+                        let (m, s) = (pick(mean, c), pick(std, c));
+                        out.extend(chunk.iter().map(|&v| (v - m) / s));
+                    }
                 }
                 Ok(vec![shaped_like(first, "output", TensorData::F32(out))?])
             }
