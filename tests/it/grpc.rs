@@ -17,10 +17,11 @@ use weir_connectors::grpc::health_proto::health_check_response::ServingStatus;
 use weir_connectors::grpc::health_proto::health_client::HealthClient;
 use weir_connectors::grpc::health_proto::HealthCheckRequest;
 use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
 use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
-use weir_connectors::grpc::proto::ModelInferRequest;
+use weir_connectors::grpc::proto::{InferParameter, ModelInferRequest};
 
-use crate::common::{model, repo, signal, temp_dir, weir_home, TempDir};
+use crate::common::{assert_close, model, repo, signal, temp_dir, weir_home, TempDir};
 use crate::reference::python;
 use crate::serve::{http, mlp_graph};
 
@@ -273,7 +274,7 @@ fn health_check_and_watch_follow_the_server() {
 fn sigterm_with_a_stream_open_answers_what_is_in_flight_then_closes_it() {
     let mut server = Served::start(&[mlp_graph()], &["--grpc-stream-in-flight", "8"]);
     let pid = server.child.id();
-    let (sent, answered, ended) = runtime().block_on(async {
+    let (answered, ended) = runtime().block_on(async {
         let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
         let (tx, rx) = mpsc::channel(4);
         // The sending half stays open: the server, not the client, ends the stream.
@@ -283,7 +284,6 @@ fn sigterm_with_a_stream_open_answers_what_is_in_flight_then_closes_it() {
                 sent += 1;
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            sent
         });
         let mut replies = client
             .model_stream_infer(ReceiverStream::new(rx))
@@ -307,12 +307,11 @@ fn sigterm_with_a_stream_open_answers_what_is_in_flight_then_closes_it() {
             }
         };
         sender.abort();
-        (sender.await.unwrap_or(0), answered, ended)
+        (answered, ended)
     });
     assert!(ended.is_ok(), "the stream ended with {ended:?}, not OK");
     assert!(answered.len() >= 50, "{} answered", answered.len());
     assert!(answered.values().all(|&n| n == 1), "an id answered twice");
-    let _ = sent;
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = server.child.try_wait().expect("try_wait") {
@@ -325,4 +324,66 @@ fn sigterm_with_a_stream_open_answers_what_is_in_flight_then_closes_it() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "weir serve exited with {status}");
+}
+
+fn parameter(choice: ParameterChoice) -> InferParameter {
+    InferParameter {
+        parameter_choice: Some(choice),
+    }
+}
+
+#[test]
+fn interleaved_sequences_over_grpc_equal_each_run_alone() {
+    use crate::sequences::{reference, seq_graph, step_input};
+    let server = Served::start(&[seq_graph(8, 60_000, &[], "")], &[]);
+    let steps = 4;
+    let want: Vec<Vec<Vec<f32>>> = (0..2).map(|s| reference(s, steps)).collect();
+    runtime().block_on(async {
+        let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
+        for t in 0..steps {
+            for (s, want) in want.iter().enumerate() {
+                let mut parameters = HashMap::from([(
+                    "sequence_id".to_string(),
+                    parameter(ParameterChoice::Uint64Param(100 + s as u64)),
+                )]);
+                if t == 0 {
+                    parameters.insert(
+                        "sequence_start".into(),
+                        parameter(ParameterChoice::BoolParam(true)),
+                    );
+                }
+                if t + 1 == steps {
+                    parameters.insert(
+                        "sequence_end".into(),
+                        parameter(ParameterChoice::BoolParam(true)),
+                    );
+                }
+                let x: Vec<u8> = step_input(s, t)
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let reply = client
+                    .model_infer(ModelInferRequest {
+                        model_name: "seq".into(),
+                        parameters,
+                        inputs: vec![InferInputTensor {
+                            name: "x".into(),
+                            datatype: "FP32".into(),
+                            shape: vec![1, 4],
+                            ..Default::default()
+                        }],
+                        raw_input_contents: vec![x],
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_or_else(|e| panic!("sequence {s} step {t}: {e}"))
+                    .into_inner();
+                let y: Vec<f32> = reply.raw_output_contents[0]
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                assert_close(&y, &want[t], 1e-5, &format!("sequence {s} step {t}"));
+            }
+        }
+    });
 }

@@ -346,6 +346,28 @@ mod tests {
     }
 
     #[test]
+    fn grpc_requests_are_their_own_series() {
+        let m = Arc::new(GraphMetrics::default());
+        m.record(Outcome::Ok, Duration::from_micros(700));
+        m.record(Outcome::Overloaded, Duration::ZERO);
+        let mut s = String::new();
+        requests_source(GRPC_FAMILIES, vec![("g".into(), m)])(&mut s);
+        assert!(
+            s.contains("# TYPE weir_grpc_requests_total counter\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("weir_grpc_requests_total{graph=\"g\",outcome=\"overloaded\"} 1"),
+            "{s}"
+        );
+        assert!(
+            s.contains("weir_grpc_request_duration_seconds_count{graph=\"g\"} 1"),
+            "{s}"
+        );
+        assert!(!s.contains("weir_requests_total"), "{s}");
+    }
+
+    #[test]
     fn every_family_keeps_its_name_type_and_help() {
         let s = rendered(Fixed(GraphMetrics::default(), 0, [5, 4, 1]));
         for (name, kind) in [
