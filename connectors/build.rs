@@ -25,6 +25,10 @@ fn main() {
         .build_server(true)
         .build_client(true)
         .build_transport(false)
+        // Raw tensor contents as `Bytes`: decoded as slices of the received buffer (no copy per
+        // tensor), and a prepared request is cloned by reference count.
+        .bytes(".inference.ModelInferRequest.raw_input_contents")
+        .bytes(".inference.ModelInferResponse.raw_output_contents")
         .compile_protos(
             &["proto/grpc_service.proto", "proto/health.proto"],
             &["proto"],

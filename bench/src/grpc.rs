@@ -79,7 +79,7 @@ fn grpc_request(shape: &[usize], data: &[f32]) -> ModelInferRequest {
             name: "y".into(),
             ..Default::default()
         }],
-        raw_input_contents: vec![raw],
+        raw_input_contents: vec![raw.into()],
         ..Default::default()
     }
 }

@@ -228,7 +228,7 @@ fn mlp_request(id: usize) -> ModelInferRequest {
             shape: vec![1, 64],
             ..Default::default()
         }],
-        raw_input_contents: vec![0.25f32.to_le_bytes().repeat(64)],
+        raw_input_contents: vec![0.25f32.to_le_bytes().repeat(64).into()],
         ..Default::default()
     }
 }
@@ -372,7 +372,7 @@ fn interleaved_sequences_over_grpc_equal_each_run_alone() {
                             shape: vec![1, 4],
                             ..Default::default()
                         }],
-                        raw_input_contents: vec![x],
+                        raw_input_contents: vec![x.into()],
                         ..Default::default()
                     })
                     .await

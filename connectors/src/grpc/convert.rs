@@ -270,7 +270,7 @@ pub(super) fn infer_response(answer: InferOutputs) -> Result<ModelInferResponse,
         } else {
             let mut bytes = Vec::new();
             tensor.data.write_le(&mut bytes);
-            raw.push(bytes);
+            raw.push(bytes.into());
             None
         };
         outputs.push(InferOutputTensor {
@@ -353,7 +353,7 @@ mod tests {
         };
         let mut raw = typed.clone();
         raw.inputs[0].contents = None;
-        raw.raw_input_contents = vec![[(-3i16).to_le_bytes(), 7i16.to_le_bytes()].concat()];
+        raw.raw_input_contents = vec![[(-3i16).to_le_bytes(), 7i16.to_le_bytes()].concat().into()];
         let a = infer_request(&typed, 64).unwrap();
         let b = infer_request(&raw, 64).unwrap();
         assert_eq!(a.inputs, b.inputs);
@@ -381,7 +381,7 @@ mod tests {
         let e = infer_request(&half, 64).unwrap_err();
         assert!(e.message.contains("raw_input_contents"), "{e}");
         let mut short = wrong_field;
-        short.raw_input_contents = vec![vec![0; 8], vec![0; 8]];
+        short.raw_input_contents = vec![vec![0; 8].into(), vec![0; 8].into()];
         assert_eq!(
             infer_request(&short, 64).unwrap_err().field,
             "raw_input_contents"
