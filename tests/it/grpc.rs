@@ -191,13 +191,14 @@ fn grpc_needs_the_bearer_token_except_for_liveness() {
 }
 
 #[test]
-fn a_stream_of_1000_requests_answers_every_id_once() {
+fn a_stream_of_1000_requests_answers_every_id_once_and_a_bad_one_with_its_error() {
     let server = Served::start(&[mlp_graph()], &["--grpc-stream-in-flight", "16"]);
     let seen = server.client("stream", &["--count", "1000"]);
     assert_eq!(seen["answered_once"], 1000, "{seen}");
+    assert_eq!(seen["errors"].as_array().map(Vec::len), Some(1), "{seen}");
     let (_, metrics) = http(&server.http, "GET", "/metrics", &[], b"");
     assert!(
-        metrics.contains("weir_grpc_requests_total{graph=\"mlp\",outcome=\"ok\"} 1000"),
+        metrics.contains("weir_grpc_requests_total{graph=\"mlp\",outcome=\"ok\"} 1000\n"),
         "{metrics}"
     );
 }

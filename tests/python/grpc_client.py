@@ -12,7 +12,8 @@ stderr):
   bad      malformed requests: each refused with its status code and the field named, the server
            still ready afterwards
   auth     no token and a wrong one are UNAUTHENTICATED, the right one answers, liveness needs none
-  stream   1,000 requests on one ModelStreamInfer stream, every id answered exactly once
+  stream   1,000 requests on one ModelStreamInfer stream, every id answered exactly once, and a
+           malformed one among them answered with its error
 """
 
 import argparse
@@ -230,18 +231,27 @@ def stream(args):
         x = tg.InferInput("x", [1, 64], "FP32")
         x.set_data_from_numpy(rows[k:k + 1])
         c.async_stream_infer("mlp", [x], request_id=str(k))
+        if k == args.count // 2:
+            # A bad request mid-stream is answered with its error; the stream goes on.
+            bad = tg.InferInput("x", [1, 63], "FP32")
+            bad.set_data_from_numpy(rows[k:k + 1, :63])
+            c.async_stream_infer("mlp", [bad], request_id="bad")
     ids = {}
-    for _ in range(args.count):
+    errors = []
+    for _ in range(args.count + 1):
         result, error = replies.get(timeout=60)
-        check(error is None, f"a stream request failed: {error}")
+        if error is not None:
+            errors.append(str(error))
+            continue
         rid = result.get_response().id
         ids[rid] = ids.get(rid, 0) + 1
         check(result.as_numpy("probs").shape == (1, 10), "probs shape")
     c.stop_stream()
+    check(len(errors) == 1 and "shape" in errors[0], f"the bad request's error: {errors}")
     check(sorted(ids) == sorted(str(k) for k in range(args.count)), "some ids missing or unknown")
     check(all(n == 1 for n in ids.values()), "an id answered more than once")
     check(replies.empty(), "more replies than requests")
-    print(json.dumps({"requests": args.count, "answered_once": len(ids)}))
+    print(json.dumps({"requests": args.count, "answered_once": len(ids), "errors": errors}))
 
 
 def main():
