@@ -72,7 +72,8 @@ pub(super) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout_ms: u64,
     /// HTTP connections open at once; past it a connection gets 503 with Retry-After and is
-    /// closed. Keep it below the file-descriptor limit (`ulimit -n`).
+    /// closed. The gRPC listener holds as many of its own, closing one past them on accept. Keep
+    /// it below the file-descriptor limit (`ulimit -n`).
     #[arg(long, default_value_t = 1024, env = "WEIR_MAX_CONNECTIONS",
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
@@ -162,6 +163,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         max_message_bytes: args.max_body_bytes,
         auth_token: config.auth_token.clone(),
         stream_in_flight: args.grpc_stream_in_flight as usize,
+        max_connections: args.max_connections as usize,
         drain_timeout: config.drain_timeout,
         ..Default::default()
     };

@@ -19,7 +19,7 @@ use weir_connectors::grpc::health_proto::HealthCheckRequest;
 use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
 use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
-use weir_connectors::grpc::proto::{InferParameter, ModelInferRequest};
+use weir_connectors::grpc::proto::{InferParameter, ModelInferRequest, ServerLiveRequest};
 
 use crate::common::{assert_close, model, repo, signal, temp_dir, weir_home, TempDir};
 use crate::reference::python;
@@ -386,5 +386,41 @@ fn interleaved_sequences_over_grpc_equal_each_run_alone() {
                 assert_close(&y, &want[t], 1e-5, &format!("sequence {s} step {t}"));
             }
         }
+    });
+}
+
+#[test]
+fn a_grpc_connection_past_the_cap_is_closed_and_its_slot_comes_back() {
+    let server = Served::start(&[mlp_graph()], &["--max-connections", "2"]);
+    runtime().block_on(async {
+        let live = |channel: Channel| async move {
+            GrpcInferenceServiceClient::new(channel)
+                .server_live(ServerLiveRequest {})
+                .await
+                .map(|r| r.into_inner().live)
+        };
+        let first = channel(&server.grpc).await;
+        let second = channel(&server.grpc).await;
+        assert!(live(first.clone()).await.expect("first connection"));
+        assert!(live(second.clone()).await.expect("second connection"));
+        // A third connection is closed on accept: its call fails.
+        let third = Endpoint::from_shared(format!("http://{}", server.grpc))
+            .expect("endpoint")
+            .connect_lazy();
+        assert!(live(third).await.is_err(), "a third connection was served");
+        drop(first);
+        // The closed connection's slot comes back (the server sees the close a little later).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let again = Endpoint::from_shared(format!("http://{}", server.grpc))
+                .expect("endpoint")
+                .connect_lazy();
+            if live(again).await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the slot never came back");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(live(second).await.expect("second connection still served"));
     });
 }

@@ -14,6 +14,7 @@
 //! - `service.rs`: the inference service's unary RPCs and the shared request path;
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
 //! - `health.rs`: `grpc.health.v1` Check and Watch;
+//! - `listener.rs`: the connection cap;
 //! - `server.rs`: configuration, the listener, limits and the shutdown sequence.
 //!
 //! The generated code is in [`proto`] (from `proto/grpc_service.proto`) and [`health_proto`]
@@ -21,6 +22,7 @@
 
 mod convert;
 mod health;
+mod listener;
 mod server;
 mod service;
 mod status;

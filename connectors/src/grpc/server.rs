@@ -1,9 +1,9 @@
 //! The gRPC server: its configuration, the listener, and the shutdown sequence.
 //!
 //! Limits match the HTTP server's: a message is at most the HTTP body cap both ways (tonic
-//! refuses a larger one with RESOURCE_EXHAUSTED before decoding it), each connection carries a
-//! bounded number of concurrent RPCs, and each stream a bounded number of requests in flight
-//! (`stream.rs`).
+//! refuses a larger one with OUT_OF_RANGE before decoding it), connections are capped
+//! (`listener.rs`), each connection carries a bounded number of concurrent RPCs, and each stream
+//! a bounded number of requests in flight (`stream.rs`).
 //!
 //! Shutdown: when `shutdown` completes the phase turns to draining (readiness and health say
 //! not serving, open streams read no more requests), the listener stops accepting, HTTP/2
@@ -24,6 +24,7 @@ use weir_engine::runtime::GraphRuntime;
 
 use super::health::HealthService;
 use super::health_proto::health_server::HealthServer;
+use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::{InferService, Phase, Served, Shared};
 use crate::http::metrics::{requests_source, GRPC_FAMILIES};
@@ -43,6 +44,8 @@ pub struct GrpcConfig {
     pub stream_in_flight: usize,
     /// RPCs open at once on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub max_concurrent_streams: u32,
+    /// Connections open at once; one past it is closed on accept.
+    pub max_connections: usize,
     /// After the shutdown signal, longest to wait for RPCs in flight before closing.
     pub drain_timeout: Duration,
 }
@@ -55,6 +58,7 @@ impl Default for GrpcConfig {
             auth_token: None,
             stream_in_flight: 64,
             max_concurrent_streams: 256,
+            max_connections: 1024,
             drain_timeout: Duration::from_secs(30),
         }
     }
@@ -126,7 +130,10 @@ impl GrpcServer {
             .max_decoding_message_size(cap)
             .max_encoding_message_size(cap);
         let health = HealthServer::new(HealthService(Arc::clone(&shared)));
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let incoming = capped(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shared.config.max_connections.max(1),
+        );
         shared.phase.send_replace(Phase::Serving);
         let (fired_tx, fired_rx) = oneshot::channel();
         let draining = Arc::clone(&shared);
