@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -21,9 +21,9 @@ use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
 use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
 use weir_connectors::grpc::proto::{InferParameter, ModelInferRequest, ServerLiveRequest};
 
-use crate::common::{assert_close, model, repo, signal, temp_dir, weir_home, TempDir};
+use crate::common::{assert_close, model, signal, TempDir};
 use crate::reference::python;
-use crate::serve::{http, mlp_graph};
+use crate::serve::{http, mlp_graph, serve_command};
 
 /// Largest message the servers here take (the HTTP body cap).
 const MAX_BYTES: usize = 4 << 20;
@@ -59,15 +59,7 @@ struct Served {
 
 impl Served {
     fn start(graphs: &[String], extra: &[&str]) -> Served {
-        weir_home();
-        let dir = temp_dir("grpc");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
-        cmd.arg("serve").current_dir(repo());
-        for (i, g) in graphs.iter().enumerate() {
-            let path = dir.0.join(format!("g{i}.yaml"));
-            std::fs::write(&path, g).expect("write graph");
-            cmd.arg(path);
-        }
+        let (mut cmd, dir) = serve_command("grpc", graphs);
         let max = MAX_BYTES.to_string();
         cmd.args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
             .args(["--max-body-bytes", &max])
