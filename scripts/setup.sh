@@ -11,7 +11,7 @@
 #   data/         digits.csv.gz (from the scikit-learn wheel)
 #   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
 #                 ml_dtypes (make_tensor_models.py, tests/python/ort_reference.py),
-#                 tritonclient[http] (the HTTP tests' client and reference),
+#                 tritonclient[http,grpc] (the HTTP and gRPC tests' clients and reference),
 #                 tokenizers (the tokenize/detokenize tests' reference)
 #   models/       the models written by scripts/make_models.py and
 #                 scripts/make_tensor_models.py (dtypes/<type>.onnx, seq_pool,
@@ -42,7 +42,7 @@
 # silero-vad, magika, rapidocr-onnxruntime, wordllama) in a folder and run with
 #   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
 #   numpy, protobuf, ml_dtypes, typing_extensions, tokenizers (and its
-#   huggingface_hub dependencies), tritonclient and pillow wheels in that folder.
+#   huggingface_hub dependencies), tritonclient, grpcio and pillow wheels in that folder.
 # Environment: WEIR_HOME, PYTHON (default python3).
 set -euo pipefail
 
@@ -260,9 +260,9 @@ n=$((n + $(extract "$RAPIDOCR_WHL" \
     "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx=$PRETRAINED/ch_ppocr_mobile_v2.0_cls_infer.onnx")))
 say "${#PRETRAINED_NAMES[@]} pretrained models in $PRETRAINED ($n unpacked)"
 
-# --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP tests) ---
+# --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP and gRPC tests) ---
 venv_ok() {
-    "$VENV/bin/python" -c "import numpy, ml_dtypes, onnx, onnxruntime, tritonclient.http, tokenizers, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION' or tokenizers.__version__ != '$TOKENIZERS_VERSION')" \
+    "$VENV/bin/python" -c "import numpy, ml_dtypes, onnx, onnxruntime, tritonclient.http, tritonclient.grpc, tokenizers, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION' or tokenizers.__version__ != '$TOKENIZERS_VERSION')" \
         >/dev/null 2>&1
 }
 if venv_ok; then
@@ -272,7 +272,7 @@ else
         "$PY" -m venv --clear "$VENV" || die "python3 -m venv failed (install python3-venv?)"
     fi
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy "$ONNX_WHL" "$ORT_WHL" \
-        "tritonclient[http]==$TRITONCLIENT_VERSION" "tokenizers==$TOKENIZERS_VERSION" \
+        "tritonclient[http,grpc]==$TRITONCLIENT_VERSION" "tokenizers==$TOKENIZERS_VERSION" \
         || die "pip install numpy, onnx, onnxruntime, tritonclient, tokenizers into $VENV failed"
     venv_ok || die "venv $VENV still cannot import numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient, tokenizers $TOKENIZERS_VERSION"
     say "venv with numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient, tokenizers in $VENV"

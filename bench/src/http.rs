@@ -18,7 +18,7 @@ use weir_operators::model::OrtRuntime;
 
 use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
-    Layout,
+    Layout, IMAGE,
 };
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 
@@ -127,15 +127,27 @@ impl Prepared {
     }
 }
 
-fn prepare(addr: &str, model: &str, data: &[f32], binary: bool) -> Prepared {
+/// The request of one row of `shape` (`data` its elements) to input `x`, asking for output `y`.
+pub(crate) fn prepare(
+    addr: &str,
+    model: &str,
+    shape: &[usize],
+    data: &[f32],
+    binary: bool,
+) -> Prepared {
+    let dims: Vec<String> = std::iter::once(1)
+        .chain(shape.iter().copied())
+        .map(|d| d.to_string())
+        .collect();
+    let dims = dims.join(",");
     if binary {
-        let header = r#"{"inputs":[{"name":"x","shape":[1,3,224,224],"datatype":"FP32","parameters":{"binary_data_size":BYTES}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#.replace("BYTES", &(data.len() * 4).to_string());
+        let header = r#"{"inputs":[{"name":"x","shape":[DIMS],"datatype":"FP32","parameters":{"binary_data_size":BYTES}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#.replace("BYTES", &(data.len() * 4).to_string()).replace("DIMS", &dims);
         let values: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
         Prepared::infer(addr, model, &header, &values)
     } else {
         let values: Vec<String> = data.iter().map(|x| x.to_string()).collect();
         let header = format!(
-            r#"{{"inputs":[{{"name":"x","shape":[1,3,224,224],"datatype":"FP32","data":[{}]}}]}}"#,
+            r#"{{"inputs":[{{"name":"x","shape":[{dims}],"datatype":"FP32","data":[{}]}}]}}"#,
             values.join(",")
         );
         Prepared::infer(addr, model, &header, &[])
@@ -200,7 +212,7 @@ pub(crate) fn closed_loop(
 }
 
 /// Closed loop over HTTP: `concurrency` connections, `requests` in all. Returns (req/s, p50, p99).
-fn http_load(
+pub(crate) fn http_load(
     addr: &str,
     prepared: &Prepared,
     concurrency: usize,
@@ -210,20 +222,35 @@ fn http_load(
     closed_loop(addr, std::slice::from_ref(prepared), concurrency, per)
 }
 
+/// When a [`LocalServer`]'s server is to stop.
+pub(crate) type StopSignal = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// An in-process HTTP server over a running graph, stopped on drop.
-struct LocalServer {
-    addr: String,
+pub(crate) struct LocalServer {
+    pub(crate) addr: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LocalServer {
-    fn start(graph: &weir::RunningGraph) -> Result<LocalServer> {
+    pub(crate) fn start(graph: &weir::RunningGraph) -> Result<LocalServer> {
         let server = HttpServer::new(
             vec![graph.runtime_handle()],
             HttpConfig::default(),
             Vec::new(),
         );
+        LocalServer::spawn(move |listener, stopped| async move {
+            let _ = server.serve(listener, stopped).await;
+        })
+    }
+
+    /// Runs `serve` (a server on the listener it is handed, until the future it is handed
+    /// completes) on a runtime of its own, as `weir serve` runs its servers.
+    pub(crate) fn spawn<F, Fut>(serve: F) -> Result<LocalServer>
+    where
+        F: FnOnce(tokio::net::TcpListener, StopSignal) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -232,9 +259,10 @@ impl LocalServer {
         let addr = listener.local_addr()?.to_string();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let _ = rt.block_on(server.serve(listener, async {
+            let signal: StopSignal = Box::pin(async {
                 let _ = stopped.await;
-            }));
+            });
+            rt.block_on(serve(listener, signal));
         });
         Ok(LocalServer {
             addr,
@@ -255,7 +283,40 @@ impl Drop for LocalServer {
     }
 }
 
-fn layout_for(concurrency: usize) -> Layout {
+/// Bare ONNX Runtime at `concurrency` clients: (requests/s, p50 ms, p99 ms). At one client, back
+/// to back calls on the first session (latencies measured); above it, every session saturated
+/// (throughput only, latencies 0).
+pub(crate) fn bare_reference(
+    sessions: &mut [ort::session::Session],
+    input: &str,
+    shape: &[usize],
+    data: &[f32],
+    concurrency: usize,
+    requests: usize,
+) -> Result<(f64, f64, f64)> {
+    if concurrency <= 1 {
+        let session = sessions.first_mut().ok_or_else(|| anyhow!("no session"))?;
+        let lat = (0..requests)
+            .map(|_| bare_call(session, input, shape, data))
+            .collect::<Result<Vec<_>>>()?;
+        let total: f64 = lat.iter().map(Duration::as_secs_f64).sum();
+        Ok((
+            lat.len() as f64 / total,
+            quantile_ms(&lat, 0.5)?,
+            quantile_ms(&lat, 0.99)?,
+        ))
+    } else {
+        let n = sessions.len();
+        let elapsed = bare_chunk(sessions, input, shape, data, requests)?;
+        Ok((
+            (requests.div_ceil(n) * n) as f64 / elapsed.as_secs_f64(),
+            0.0,
+            0.0,
+        ))
+    }
+}
+
+pub(crate) fn layout_for(concurrency: usize) -> Layout {
     if concurrency <= 1 {
         Layout {
             instances: 1,
@@ -284,14 +345,14 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
         for &c in &config.concurrency {
             let layout = layout_for(c);
             let requests = (config.requests / scale).max(c * 2);
-            let (graph, workload) = weir_graph(path, &input, &output, layout)?;
+            let (graph, workload) = weir_graph(path, &input, &output, &IMAGE, layout)?;
             let data = first_input(&workload);
             let server = LocalServer::start(&graph)?;
-            let json = prepare(&server.addr, "overhead", &data, false);
-            let binary = prepare(&server.addr, "overhead", &data, true);
+            let json = prepare(&server.addr, "overhead", &IMAGE, &data, false);
+            let binary = prepare(&server.addr, "overhead", &IMAGE, &data, true);
             let mut bare_sessions = sessions(&runtime, path, layout)?;
             // Warm every path once.
-            bare_chunk(&mut bare_sessions, &input, &data, 4)?;
+            bare_chunk(&mut bare_sessions, &input, &IMAGE, &data, 4)?;
             http_load(&server.addr, &binary, 1, 4)?;
             http_load(&server.addr, &json, 1, 2)?;
             let load = LoadSpec {
@@ -313,28 +374,7 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
             let mut samples: [Vec<(f64, f64, f64)>; 4] = Default::default();
             for r in 0..config.repeats {
                 eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
-                let bare = if c <= 1 {
-                    let session = bare_sessions
-                        .first_mut()
-                        .ok_or_else(|| anyhow!("no session"))?;
-                    let lat = (0..requests)
-                        .map(|_| bare_call(session, &input, &data))
-                        .collect::<Result<Vec<_>>>()?;
-                    let total: f64 = lat.iter().map(Duration::as_secs_f64).sum();
-                    (
-                        lat.len() as f64 / total,
-                        quantile_ms(&lat, 0.5)?,
-                        quantile_ms(&lat, 0.99)?,
-                    )
-                } else {
-                    let elapsed = bare_chunk(&mut bare_sessions, &input, &data, requests)?;
-                    (
-                        (requests.div_ceil(layout.instances) * layout.instances) as f64
-                            / elapsed.as_secs_f64(),
-                        0.0,
-                        0.0,
-                    )
-                };
+                let bare = bare_reference(&mut bare_sessions, &input, &IMAGE, &data, c, requests)?;
                 samples[0].push(bare);
                 let report = run_load(graph.runtime(), &workload, &load);
                 if report.error_count() > 0 {

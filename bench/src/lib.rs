@@ -5,6 +5,8 @@
 //! - [`overhead`]: the in-process path against bare ONNX Runtime.
 //! - [`http`]: `weir serve` over HTTP (JSON and binary bodies) against the in-process path and bare
 //!   ONNX Runtime, across client concurrency.
+//! - [`grpc`]: `weir serve` over gRPC against HTTP binary and bare ONNX Runtime, across client
+//!   concurrency.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
 //! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
@@ -37,6 +39,7 @@
 
 pub mod cli;
 pub mod conditions;
+pub mod grpc;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;

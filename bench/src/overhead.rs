@@ -102,6 +102,27 @@ pub(crate) fn first_input_output(path: &Path) -> Result<(TensorInfo, TensorInfo)
     Ok((meta.inputs.swap_remove(0), meta.outputs.swap_remove(0)))
 }
 
+/// The per-request input shape of the image models this experiment runs.
+pub(crate) const IMAGE: [usize; 3] = [3, 224, 224];
+
+/// A model's first input's shape without its batch dimension (every other dimension fixed).
+pub(crate) fn row_shape(path: &Path) -> Result<Vec<usize>> {
+    let (input, _) = first_input_output(path)?;
+    input
+        .dims
+        .iter()
+        .skip(1)
+        .map(|d| match d {
+            weir_engine::tensor::Dim::Fixed(n) => Ok(*n),
+            weir_engine::tensor::Dim::Dynamic => Err(anyhow!(
+                "{}: input `{}` has a dimension only known per request",
+                path.display(),
+                input.name
+            )),
+        })
+        .collect()
+}
+
 pub(crate) fn model_input(path: &Path) -> Result<(String, String)> {
     let (input, output) = first_input_output(path)?;
     Ok((input.name, output.name))
@@ -111,6 +132,7 @@ pub(crate) fn model_input(path: &Path) -> Result<(String, String)> {
 pub(crate) fn bare_chunk(
     sessions: &mut [Session],
     input: &str,
+    shape: &[usize],
     data: &[f32],
     requests: usize,
 ) -> Result<Duration> {
@@ -121,7 +143,7 @@ pub(crate) fn bare_chunk(
             .iter_mut()
             .map(|session| {
                 s.spawn(move || {
-                    (0..per).try_for_each(|_| bare_call(session, input, data).map(drop))
+                    (0..per).try_for_each(|_| bare_call(session, input, shape, data).map(drop))
                 })
             })
             .collect();
@@ -144,7 +166,7 @@ impl HopReference {
         let (tx, rx) = crossbeam_channel::bounded::<(Vec<f32>, crossbeam_channel::Sender<()>)>(1);
         let thread = std::thread::spawn(move || {
             for (data, reply) in rx {
-                if bare_call(&mut session, &input, &data).is_ok() {
+                if bare_call(&mut session, &input, &IMAGE, &data).is_ok() {
                     let _ = reply.send(());
                 }
             }
@@ -177,9 +199,15 @@ impl Drop for HopReference {
 }
 
 /// One bare ORT call; returns its latency.
-pub(crate) fn bare_call(session: &mut Session, input: &str, data: &[f32]) -> Result<Duration> {
+pub(crate) fn bare_call(
+    session: &mut Session,
+    input: &str,
+    shape: &[usize],
+    data: &[f32],
+) -> Result<Duration> {
+    let full: Vec<usize> = std::iter::once(1).chain(shape.iter().copied()).collect();
     let t = Instant::now();
-    let value = TensorRef::from_array_view(([1usize, 3, 224, 224], data))?;
+    let value = TensorRef::from_array_view((full, data))?;
     drop(session.run(vec![(input, value)])?);
     Ok(t.elapsed())
 }
@@ -189,10 +217,12 @@ pub(crate) fn weir_graph(
     path: &Path,
     input: &str,
     output: &str,
+    shape: &[usize],
     layout: Layout,
 ) -> Result<(RunningGraph, Workload)> {
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     let spec = GraphSpec::builder("overhead")
-        .input("x", DType::F32, &[3, 224, 224])
+        .input("x", DType::F32, &dims)
         .model(
             ModelBuilder::new("model", path)
                 .input(input, "x")
@@ -247,10 +277,10 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
             model_input(path).with_context(|| format!("reading {}", path.display()))?;
 
         let tl = config.throughput_layout;
-        let (graph, workload) = weir_graph(path, &input, &output, tl)?;
+        let (graph, workload) = weir_graph(path, &input, &output, &IMAGE, tl)?;
         let data = first_input(&workload);
         let mut bare = sessions(&runtime, path, tl)?;
-        bare_chunk(&mut bare, &input, &data, 20)?;
+        bare_chunk(&mut bare, &input, &IMAGE, &data, 20)?;
         let load = |requests| LoadSpec {
             requests,
             warmup: 0,
@@ -265,7 +295,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
         let (mut bt, mut wt) = (Vec::new(), Vec::new());
         for r in 0..config.repeats {
             eprintln!("{name}: throughput chunk {}/{}", r + 1, config.repeats);
-            let elapsed = bare_chunk(&mut bare, &input, &data, config.requests)?;
+            let elapsed = bare_chunk(&mut bare, &input, &IMAGE, &data, config.requests)?;
             bt.push(
                 (config.requests.div_ceil(tl.instances) * tl.instances) as f64
                     / elapsed.as_secs_f64(),
@@ -280,7 +310,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
         graph.shutdown();
 
         let ll = config.latency_layout;
-        let (graph, workload) = weir_graph(path, &input, &output, ll)?;
+        let (graph, workload) = weir_graph(path, &input, &output, &IMAGE, ll)?;
         let mut bare = sessions(&runtime, path, ll)?;
         let session = bare.first_mut().ok_or_else(|| anyhow!("no session"))?;
         let hop = HopReference::start(
@@ -294,7 +324,7 @@ pub fn overhead(config: &OverheadConfig) -> Result<Vec<OverheadRow>> {
         for i in 0..calls + 10 {
             // Each side gets its input as a fresh buffer, as a request from a client would arrive.
             let fresh = data.clone();
-            let b = bare_call(session, &input, &fresh)?;
+            let b = bare_call(session, &input, &IMAGE, &fresh)?;
             drop(fresh);
             let h = hop.call(data.clone())?;
             let inputs = workload.item(0).inputs;

@@ -44,6 +44,8 @@ pub struct PipelineConfig {
     pub seconds: f64,
     /// Measurements of each side at each client count; medians are reported.
     pub repeats: usize,
+    /// Dataflow workers of `weir serve`.
+    pub workers: usize,
 }
 
 /// One side's measurement: images per second and latency per image.
@@ -87,6 +89,7 @@ fn serve(config: &PipelineConfig) -> Result<Served> {
         .arg("serve")
         .arg(&config.graph)
         .args(["--http", "127.0.0.1:0"])
+        .args(["--workers", &config.workers.to_string()])
         .env_remove("WEIR_AUTH_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -7,6 +7,7 @@ use anyhow::{anyhow, Result};
 use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
+use crate::grpc::GrpcRow;
 use crate::http::HttpRow;
 
 /// The colours of the figures with one line per configuration or set-up, in the order they are
@@ -92,20 +93,13 @@ where
 /// # Errors
 /// When the image cannot be drawn or written (no usable font, say).
 pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
-    let mut models: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
-    models.dedup();
-    let root =
-        BitMapBackend::new(path, (560 * models.len().max(1) as u32, 760)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let panels = root.split_evenly((2, models.len().max(1)));
-    type Pick = fn(&HttpRow) -> Option<f64>;
-    let throughput: [(&str, RGBColor, Pick); 4] = [
+    let throughput: [Line<HttpRow>; 4] = [
         ("bare ORT", BLACK, |r| Some(r.bare.0)),
         ("in-process", BLUE, |r| Some(r.in_process.0)),
         ("HTTP JSON", RED, |r| Some(r.json.0)),
         ("HTTP binary", GREEN, |r| Some(r.binary.0)),
     ];
-    let latency: [(&str, RGBColor, Pick); 4] = [
+    let latency: [Line<HttpRow>; 4] = [
         ("bare ORT", BLACK, |r| {
             (r.concurrency <= 1).then_some(r.bare.1)
         }),
@@ -113,19 +107,75 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
         ("HTTP JSON", RED, |r| Some(r.json.1)),
         ("HTTP binary", GREEN, |r| Some(r.binary.1)),
     ];
+    let sweep = Sweep {
+        model: |r: &HttpRow| r.model.as_str(),
+        concurrency: |r: &HttpRow| r.concurrency,
+    };
+    plot_sweep(rows, &sweep, &throughput, &latency, path)
+}
+
+/// Throughput (top) and p50 latency (bottom) against client concurrency, one column per model:
+/// gRPC against HTTP binary and bare ONNX Runtime.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_grpc(rows: &[GrpcRow], path: &Path) -> Result<()> {
+    let throughput: [Line<GrpcRow>; 3] = [
+        ("bare ORT", BLACK, |r| Some(r.bare.0)),
+        ("HTTP binary", GREEN, |r| Some(r.http_binary.0)),
+        ("gRPC", PALETTE[3], |r| Some(r.grpc.0)),
+    ];
+    let latency: [Line<GrpcRow>; 3] = [
+        ("bare ORT", BLACK, |r| {
+            (r.concurrency <= 1).then_some(r.bare.1)
+        }),
+        ("HTTP binary", GREEN, |r| Some(r.http_binary.1)),
+        ("gRPC", PALETTE[3], |r| Some(r.grpc.1)),
+    ];
+    let sweep = Sweep {
+        model: |r: &GrpcRow| r.model.as_str(),
+        concurrency: |r: &GrpcRow| r.concurrency,
+    };
+    plot_sweep(rows, &sweep, &throughput, &latency, path)
+}
+
+/// One line of a sweep plot: its label, colour, and its value in a row (none: no point).
+type Line<T> = (&'static str, RGBColor, fn(&T) -> Option<f64>);
+
+/// How a sweep plot reads a row's model and client concurrency.
+struct Sweep<T> {
+    model: fn(&T) -> &str,
+    concurrency: fn(&T) -> usize,
+}
+
+/// Throughput and latency lines against client concurrency (log₂ axis), one column per model.
+fn plot_sweep<T>(
+    rows: &[T],
+    sweep: &Sweep<T>,
+    throughput: &[Line<T>],
+    latency: &[Line<T>],
+    path: &Path,
+) -> Result<()> {
+    let mut models: Vec<&str> = rows.iter().map(|r| (sweep.model)(r)).collect();
+    models.dedup();
+    let root =
+        BitMapBackend::new(path, (560 * models.len().max(1) as u32, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((2, models.len().max(1)));
+    let log_c = |r: &T| ((sweep.concurrency)(r) as f64).log2();
     for (m, model) in models.iter().enumerate() {
-        let mine: Vec<&HttpRow> = rows.iter().filter(|r| r.model == *model).collect();
+        let mine: Vec<&T> = rows.iter().filter(|r| (sweep.model)(r) == *model).collect();
         for (p, (title, lines)) in [
-            ("throughput, requests/s", &throughput),
-            ("p50 latency, ms", &latency),
+            ("throughput, requests/s", throughput),
+            ("p50 latency, ms", latency),
         ]
         .iter()
         .enumerate()
         {
             let area = &panels[p * models.len() + m];
-            let points = |pick: Pick| -> Vec<(f64, f64)> {
+            let points = |pick: fn(&T) -> Option<f64>| -> Vec<(f64, f64)> {
                 mine.iter()
-                    .filter_map(|r| pick(r).map(|v| ((r.concurrency as f64).log2(), v)))
+                    .filter_map(|r| pick(r).map(|v| (log_c(r), v)))
                     .collect()
             };
             let top = lines
@@ -136,7 +186,7 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
                 * 1.15;
             let right = mine
                 .iter()
-                .map(|r| (r.concurrency as f64).log2())
+                .map(|r| log_c(r))
                 .fold(0.0, f64::max)
                 .max(1.0)
                 .ceil();

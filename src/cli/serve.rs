@@ -1,5 +1,5 @@
-//! `weir serve`: graphs over HTTP (the Open Inference Protocol) and their streaming connectors,
-//! until SIGTERM or Ctrl-C.
+//! `weir serve`: graphs over HTTP and gRPC (the Open Inference Protocol) and their streaming
+//! connectors, until SIGTERM or Ctrl-C. One signal drains every listener at once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,9 +20,20 @@ pub(super) struct ServeArgs {
     #[arg(required = true)]
     graphs: Vec<PathBuf>,
     /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
-    /// 127.0.0.1:8000, unless the graphs declare `streams:` (then no HTTP unless asked for).
+    /// 127.0.0.1:8000, unless the graphs declare `streams:` or --grpc is given (then no HTTP
+    /// unless asked for).
     #[arg(long, env = "WEIR_HTTP")]
     http: Option<String>,
+    /// gRPC address to listen on (KServe v2 `inference.GRPCInferenceService` and
+    /// `grpc.health.v1`), beside or instead of HTTP; port 0 picks a free one, printed after the
+    /// HTTP address. Messages are capped at --max-body-bytes both ways.
+    #[arg(long, env = "WEIR_GRPC")]
+    grpc: Option<String>,
+    /// Requests running at once on one gRPC ModelStreamInfer stream; the next is read off the
+    /// stream when one is answered.
+    #[arg(long, default_value_t = 64, env = "WEIR_GRPC_STREAM_IN_FLIGHT",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    grpc_stream_in_flight: u32,
     /// zenoh endpoint the graphs listen on, for executors started with `--connect` (repeatable).
     #[arg(long)]
     zenoh_listen: Vec<String>,
@@ -61,7 +72,8 @@ pub(super) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout_ms: u64,
     /// HTTP connections open at once; past it a connection gets 503 with Retry-After and is
-    /// closed. Keep it below the file-descriptor limit (`ulimit -n`).
+    /// closed. The gRPC listener holds as many of its own, closing one past them on accept. Keep
+    /// it below the file-descriptor limit (`ulimit -n`).
     #[arg(long, default_value_t = 1024, env = "WEIR_MAX_CONNECTIONS",
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
@@ -142,13 +154,27 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         drain_timeout: std::time::Duration::from_millis(args.drain_timeout_ms),
         auth_token: token,
     };
+    let handles: Vec<Arc<crate::GraphRuntime>> = running
+        .iter()
+        .map(crate::RunningGraph::runtime_handle)
+        .collect();
+    let grpc_config = weir_connectors::grpc::GrpcConfig {
+        request_timeout: config.request_timeout,
+        max_message_bytes: args.max_body_bytes,
+        auth_token: config.auth_token.clone(),
+        stream_in_flight: args.grpc_stream_in_flight as usize,
+        max_connections: args.max_connections as usize,
+        drain_timeout: config.drain_timeout,
+        ..Default::default()
+    };
+    let grpc_server = weir_connectors::grpc::GrpcServer::new(handles.clone(), grpc_config);
     let server = weir_connectors::http::HttpServer::new(
-        running
-            .iter()
-            .map(crate::RunningGraph::runtime_handle)
-            .collect(),
+        handles,
         config,
-        vec![crate::operator_metrics(&running)],
+        vec![
+            grpc_server.metrics_source(),
+            crate::operator_metrics(&running),
+        ],
     );
     let streams: Vec<(Arc<crate::GraphRuntime>, crate::StreamConnector)> = running
         .iter()
@@ -162,7 +188,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                 .map(move |c| (Arc::clone(&runtime), c))
         })
         .collect();
-    let http = match (&args.http, streams.is_empty()) {
+    let http = match (&args.http, streams.is_empty() && args.grpc.is_none()) {
         (Some(addr), _) => Some(addr.clone()),
         (None, true) => Some("127.0.0.1:8000".to_string()),
         (None, false) => None,
@@ -193,39 +219,30 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                 (what, report)
             });
         }
-        match &http {
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("binding {addr}"))?;
-                let addr = listener.local_addr()?;
-                println!("weir serving http://{addr}");
-                use std::io::Write;
-                std::io::stdout().flush()?;
-                let stop = stop_tx.clone();
-                server
-                    .serve(listener, async move {
-                        shutdown_signal().await;
-                        let _ = stop.send(true);
-                    })
-                    .await?;
-            }
-            None => {
-                eprintln!("weir streaming ({} connector(s))", tasks.len());
-                let all_done = async {
-                    let mut finished = Vec::new();
-                    while let Some(r) = tasks.join_next().await {
-                        finished.push(r);
-                    }
-                    finished
-                };
-                tokio::select! {
-                    finished = all_done => {
-                        report_streams(finished);
-                        return anyhow::Ok(());
-                    }
-                    _ = shutdown_signal() => {}
+        if http.is_some() || args.grpc.is_some() {
+            serve_listeners(
+                http.as_deref(),
+                args.grpc.as_deref(),
+                server,
+                grpc_server,
+                stop_tx.clone(),
+            )
+            .await?;
+        } else {
+            eprintln!("weir streaming ({} connector(s))", tasks.len());
+            let all_done = async {
+                let mut finished = Vec::new();
+                while let Some(r) = tasks.join_next().await {
+                    finished.push(r);
                 }
+                finished
+            };
+            tokio::select! {
+                finished = all_done => {
+                    report_streams(finished);
+                    return anyhow::Ok(());
+                }
+                _ = shutdown_signal() => {}
             }
         }
         let _ = stop_tx.send(true);
@@ -241,6 +258,70 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     }
     eprintln!("weir stopped");
     Ok(())
+}
+
+/// Binds the HTTP and gRPC listeners asked for, prints their addresses (HTTP first), and serves
+/// both until SIGTERM or Ctrl-C, which `stop` then passes on to the streams.
+async fn serve_listeners(
+    http: Option<&str>,
+    grpc: Option<&str>,
+    http_server: weir_connectors::http::HttpServer,
+    grpc_server: weir_connectors::grpc::GrpcServer,
+    stop: tokio::sync::watch::Sender<bool>,
+) -> Result<()> {
+    use std::io::Write;
+    let http_listener = bind(http).await?;
+    let grpc_listener = bind(grpc).await?;
+    if let Some(l) = &http_listener {
+        println!("weir serving http://{}", l.local_addr()?);
+    }
+    if let Some(l) = &grpc_listener {
+        println!("weir serving grpc://{}", l.local_addr()?);
+    }
+    std::io::stdout().flush()?;
+    let stopped = stop.subscribe();
+    let signal = tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let when_stopped = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let http_run = async {
+        match http_listener {
+            Some(l) => http_server
+                .serve(l, when_stopped())
+                .await
+                .map_err(anyhow::Error::from),
+            None => Ok(()),
+        }
+    };
+    let grpc_run = async {
+        match grpc_listener {
+            Some(l) => grpc_server
+                .serve(l, when_stopped())
+                .await
+                .map_err(anyhow::Error::from),
+            None => Ok(()),
+        }
+    };
+    let result = tokio::try_join!(http_run, grpc_run);
+    signal.abort();
+    result.map(|_| ())
+}
+
+/// A listener on `addr`, when one is asked for.
+async fn bind(addr: Option<&str>) -> Result<Option<tokio::net::TcpListener>> {
+    match addr {
+        Some(a) => tokio::net::TcpListener::bind(a)
+            .await
+            .map(Some)
+            .with_context(|| format!("binding {a}")),
+        None => Ok(None),
+    }
 }
 
 type StreamOutcome = (

@@ -12,6 +12,7 @@ mod fanout;
 mod golden;
 mod graph_inputs;
 mod graphs;
+mod grpc;
 mod hams;
 mod hams_recovery;
 mod hostile_http;

@@ -20,7 +20,7 @@ const INFER: &str = "/v2/models/seq/infer";
 /// The `seq` graph: `seq_state.onnx` per sequence (state [2, batch, 8], batch on axis 1), with
 /// `max_sequences` and `idle_timeout_ms`, on `replicas` under `replication` (in-process when
 /// empty).
-fn seq_graph(
+pub(crate) fn seq_graph(
     max_sequences: usize,
     idle_timeout_ms: u64,
     executors: &[&Member],
@@ -44,7 +44,7 @@ fn seq_graph(
 }
 
 /// Step `t` of sequence `s`'s input.
-fn step_input(s: usize, t: usize) -> Vec<f32> {
+pub(crate) fn step_input(s: usize, t: usize) -> Vec<f32> {
     (0..4)
         .map(|k| ((s * 131 + t * 17 + k) as f32 * 0.37).sin())
         .collect()
@@ -52,7 +52,7 @@ fn step_input(s: usize, t: usize) -> Vec<f32> {
 
 /// Sequence `s` of `steps` steps run alone in ONNX Runtime, one call per step from a zero
 /// state: each step's `y`.
-fn reference(s: usize, steps: usize) -> Vec<Vec<f32>> {
+pub(crate) fn reference(s: usize, steps: usize) -> Vec<Vec<f32>> {
     let inputs: Vec<Vec<f32>> = (0..steps).map(|t| step_input(s, t)).collect();
     alone(&SEQ_STATE, &inputs)
 }

@@ -33,6 +33,21 @@ fn squeezenet_graph() -> String {
     )
 }
 
+/// `weir serve` over `graphs`, each written to a file in a fresh temporary folder (returned, so it
+/// lives as long as the process needs it).
+pub(crate) fn serve_command(tag: &str, graphs: &[String]) -> (Command, TempDir) {
+    weir_home();
+    let dir = temp_dir(tag);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.arg("serve").current_dir(repo());
+    for (i, g) in graphs.iter().enumerate() {
+        let path = dir.0.join(format!("g{i}.yaml"));
+        std::fs::write(&path, g).expect("write graph");
+        cmd.arg(path);
+    }
+    (cmd, dir)
+}
+
 impl Server {
     pub(crate) fn start(graphs: &[String], extra: &[&str]) -> Server {
         Server::start_with_stderr(graphs, extra, Stdio::null())
@@ -40,15 +55,7 @@ impl Server {
 
     /// As [`Server::start`], with the process's log (stderr) going to `stderr`.
     pub(crate) fn start_with_stderr(graphs: &[String], extra: &[&str], stderr: Stdio) -> Server {
-        weir_home();
-        let dir = temp_dir("serve");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
-        cmd.arg("serve").current_dir(repo());
-        for (i, g) in graphs.iter().enumerate() {
-            let path = dir.0.join(format!("g{i}.yaml"));
-            std::fs::write(&path, g).expect("write graph");
-            cmd.arg(path);
-        }
+        let (mut cmd, dir) = serve_command("serve", graphs);
         cmd.args(["--http", "127.0.0.1:0"])
             .args(extra)
             .env_remove("WEIR_AUTH_TOKEN")

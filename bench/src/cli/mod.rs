@@ -4,6 +4,7 @@
 //! in a module of their own; what they share (the report's first lines, saving a plot, the
 //! `--model NAME=PATH` lists) is here.
 
+mod grpc;
 mod hams;
 mod http;
 mod kairos_live;
@@ -36,6 +37,9 @@ enum Experiment {
     /// `weir serve` over HTTP (JSON and binary) against the in-process path and bare ONNX Runtime,
     /// at client concurrency 1, 4 and 16.
     Http(http::HttpArgs),
+    /// `weir serve` over gRPC (raw tensor contents) against HTTP binary and bare ONNX Runtime, for
+    /// squeezenet and a small model, at client concurrency 1, 4 and 16.
+    Grpc(grpc::GrpcArgs),
     /// A model node on a `weir executor` process over zenoh against in-process, and the time from
     /// an executor's SIGKILL to the re-dispatch of its work.
     Remote(remote::RemoteArgs),
@@ -76,6 +80,7 @@ impl Cli {
         match self.experiment {
             Experiment::Overhead(a) => overhead::run(a),
             Experiment::Http(a) => http::run(a),
+            Experiment::Grpc(a) => grpc::run(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),
             Experiment::Serf(a) => serf::run(a),
@@ -143,8 +148,13 @@ struct ModelsArg {
 impl ModelsArg {
     /// The `--model NAME=PATH` list, or the zoo's squeezenet and resnet50 when none is given.
     fn parse(&self) -> Result<Vec<(String, PathBuf)>> {
+        self.parse_or(crate::http::default_models)
+    }
+
+    /// The `--model NAME=PATH` list, or `default()` when none is given.
+    fn parse_or(&self, default: fn() -> Vec<(String, PathBuf)>) -> Result<Vec<(String, PathBuf)>> {
         if self.models.is_empty() {
-            return Ok(crate::http::default_models());
+            return Ok(default());
         }
         self.models
             .iter()

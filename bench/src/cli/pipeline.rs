@@ -35,6 +35,10 @@ pub(super) struct PipelineArgs {
     /// Measurements of each side at each client count; medians are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Dataflow workers of `weir serve` (the threads that run the inline image and text nodes;
+    /// default: one per core, as a deployment would run it).
+    #[arg(long)]
+    workers: Option<usize>,
     /// Where to save a PNG plot.
     #[arg(long, default_value = "benchmarks/pipeline/pipeline.png")]
     plot: PathBuf,
@@ -56,11 +60,15 @@ pub(super) fn run(args: PipelineArgs) -> Result<()> {
         clients: args.clients,
         seconds: args.seconds,
         repeats: args.repeats.max(1),
+        workers: args.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        }),
     };
     let rows = pipeline(&config)?;
     super::print_machine(Some(format!(
-        "{} s per measurement, weir and Python alternating, median of {} repeats; load average {}",
+        "{} s per measurement, weir ({} dataflow workers) and Python alternating, median of {} repeats; load average {}",
         config.seconds,
+        config.workers,
         config.repeats,
         super::load_average()
     )))?;

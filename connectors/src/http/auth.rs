@@ -121,7 +121,7 @@ fn bearer_credentials(value: &str) -> Option<&str> {
 }
 
 /// Whether `headers` carry `token` (always true without a token).
-pub(super) fn authorized(token: Option<&AuthToken>, headers: &HeaderMap) -> bool {
+pub(crate) fn authorized(token: Option<&AuthToken>, headers: &HeaderMap) -> bool {
     let Some(token) = token else {
         return true;
     };

@@ -81,8 +81,9 @@ impl ServeError {
     }
 }
 
-/// The status code and the metrics outcome of a protocol error.
-fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
+/// The status code and the metrics outcome of a protocol error (the gRPC server maps its status
+/// codes from these, so both protocols answer a failure alike).
+pub(crate) fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
     match e {
         OipError::Malformed(_)
         | OipError::UnknownOutput { .. }

@@ -5,7 +5,9 @@
 //! Request outcomes and latencies are produced here, so they live in `prometheus-client`'s own
 //! [`Counter`]s and [`Histogram`]s (fixed buckets), bumped once per request. One collector writes
 //! every served graph's series under a single family each (a `graph` label), with the admission
-//! gauge the engine keeps and the listener's connection counters, read at scrape time.
+//! gauge the engine keeps and the listener's connection counters, read at scrape time. The gRPC
+//! server's requests are the same series under their own names ([`GRPC_FAMILIES`]), written
+//! through a [`MetricsSource`] ([`requests_source`]) so one `/metrics` shows both protocols.
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -179,9 +181,14 @@ impl Collector for RequestMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         encode_graphs(
             &mut encoder,
+            HTTP_FAMILIES,
+            self.graphs.iter().map(|g| (g.name.as_str(), &*g.metrics)),
+        )?;
+        in_flight(
+            &mut encoder,
             self.graphs
                 .iter()
-                .map(|g| (g.name.as_str(), &*g.metrics, g.runtime.in_flight())),
+                .map(|g| (g.name.as_str(), g.runtime.in_flight())),
         )?;
         let c = &self.connections;
         encode_connections(
@@ -191,16 +198,54 @@ impl Collector for RequestMetrics {
     }
 }
 
-/// Writes the request metrics of every graph (name, metrics, requests in flight).
+/// The names of one protocol's request families: requests by outcome, and latency.
+type Families = (&'static str, &'static str);
+
+/// HTTP's request families (the first weir served, so they carry no protocol in their name).
+const HTTP_FAMILIES: Families = (REQUESTS_TOTAL, REQUEST_DURATION_SECONDS);
+
+/// gRPC's request families: the same series as HTTP's, named for the protocol.
+pub const GRPC_FAMILIES: Families = (
+    "weir_grpc_requests_total",
+    "weir_grpc_request_duration_seconds",
+);
+
+/// A [`MetricsSource`] writing the request metrics of `graphs` (name, metrics) under
+/// `families`: how a second protocol's server shows its requests beside HTTP's.
+pub fn requests_source(
+    families: Families,
+    graphs: Vec<(String, Arc<GraphMetrics>)>,
+) -> MetricsSource {
+    source(ProtocolRequests { families, graphs })
+}
+
+#[derive(Debug)]
+struct ProtocolRequests {
+    families: Families,
+    graphs: Vec<(String, Arc<GraphMetrics>)>,
+}
+
+impl Collector for ProtocolRequests {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        encode_graphs(
+            &mut encoder,
+            self.families,
+            self.graphs.iter().map(|(g, m)| (g.as_str(), &**m)),
+        )
+    }
+}
+
+/// Writes the request metrics of every graph (name, metrics) under `families`.
 fn encode_graphs<'a>(
     encoder: &mut DescriptorEncoder,
-    graphs: impl Iterator<Item = (&'a str, &'a GraphMetrics, usize)> + Clone,
+    (requests_total, duration_seconds): Families,
+    graphs: impl Iterator<Item = (&'a str, &'a GraphMetrics)> + Clone,
 ) -> fmt::Result {
     counter(
         encoder,
-        REQUESTS_TOTAL,
+        requests_total,
         "Requests answered, by graph and outcome.",
-        graphs.clone().flat_map(|(graph, m, _)| {
+        graphs.clone().flat_map(|(graph, m)| {
             OUTCOMES
                 .iter()
                 .zip(&m.outcomes)
@@ -208,16 +253,16 @@ fn encode_graphs<'a>(
         }),
     )?;
     let mut latency = encoder.encode_descriptor(
-        REQUEST_DURATION_SECONDS,
+        duration_seconds,
         "Time from receiving a request to answering it with outputs.",
         None,
         MetricType::Histogram,
     )?;
-    for (graph, m, _) in graphs.clone() {
+    for (graph, m) in graphs {
         m.latency
             .encode(latency.encode_family(&[("graph", graph)])?)?;
     }
-    in_flight(encoder, graphs.map(|(graph, _, n)| (graph, n)))
+    Ok(())
 }
 
 /// Writes the HTTP listener's connection counters: accepted, closed, refused.
@@ -258,7 +303,8 @@ mod tests {
 
     impl Collector for Fixed {
         fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-            encode_graphs(&mut encoder, [("g", &self.0, self.1)].into_iter())?;
+            encode_graphs(&mut encoder, HTTP_FAMILIES, [("g", &self.0)].into_iter())?;
+            in_flight(&mut encoder, [("g", self.1)])?;
             encode_connections(&mut encoder, self.2)
         }
     }
@@ -297,6 +343,28 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("weir_graph_in_flight{graph=\"g\"} 3"), "{s}");
+    }
+
+    #[test]
+    fn grpc_requests_are_their_own_series() {
+        let m = Arc::new(GraphMetrics::default());
+        m.record(Outcome::Ok, Duration::from_micros(700));
+        m.record(Outcome::Overloaded, Duration::ZERO);
+        let mut s = String::new();
+        requests_source(GRPC_FAMILIES, vec![("g".into(), m)])(&mut s);
+        assert!(
+            s.contains("# TYPE weir_grpc_requests_total counter\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("weir_grpc_requests_total{graph=\"g\",outcome=\"overloaded\"} 1"),
+            "{s}"
+        );
+        assert!(
+            s.contains("weir_grpc_request_duration_seconds_count{graph=\"g\"} 1"),
+            "{s}"
+        );
+        assert!(!s.contains("weir_requests_total"), "{s}");
     }
 
     #[test]

@@ -18,7 +18,10 @@ mod listener;
 pub mod metrics;
 mod server;
 
+pub(crate) use auth::authorized;
 pub use auth::{AuthToken, AuthTokenError};
+pub(crate) use error::protocol_status;
 pub use error::ServeError;
 pub use metrics::MetricsSource;
+pub(crate) use server::metadata_shape;
 pub use server::{HttpConfig, HttpServer};

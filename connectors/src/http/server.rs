@@ -244,13 +244,19 @@ async fn server_ready(
     readiness(&s)
 }
 
-fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> Value {
+/// A tensor's shape as model metadata shows it (over HTTP and gRPC): -1 for the optional batch
+/// dimension first, then each dimension, -1 for one only known per request.
+pub(crate) fn metadata_shape(shape: &[Dim]) -> Vec<i64> {
     let mut dims = vec![-1i64];
     dims.extend(shape.iter().map(|d| match d {
-        Dim::Fixed(n) => *n as i64,
+        Dim::Fixed(n) => i64::try_from(*n).unwrap_or(i64::MAX),
         Dim::Dynamic => -1,
     }));
-    json!({"name": name, "datatype": dtype.oip_name(), "shape": dims})
+    dims
+}
+
+fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> Value {
+    json!({"name": name, "datatype": dtype.oip_name(), "shape": metadata_shape(shape)})
 }
 
 async fn model_metadata(

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tracing::debug;
 use weir_engine::request::RequestError;
@@ -135,9 +135,8 @@ fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, u
     Ok((batched, rows))
 }
 
-/// Splits `request` into per-row submissions to `runtime` (a leading batch dimension is
-/// optional), awaits every row within `timeout`, and writes the reply: its body and, when any
-/// output is binary, the JSON header's length.
+/// Runs `request` through `runtime` as [`infer_outputs`] does and writes the reply as JSON with
+/// the binary extension: its body and, when any output is binary, the JSON header's length.
 ///
 /// # Errors
 /// An [`OipError`] naming what was wrong with the request, or the graph's own error.
@@ -146,6 +145,39 @@ pub async fn run_infer(
     request: InferRequest,
     timeout: Duration,
 ) -> Result<(Vec<u8>, Option<usize>), OipError> {
+    let reply = infer_outputs(runtime, request, timeout).await?;
+    Ok(encode_infer_reply(
+        &reply.model,
+        reply.id.as_deref(),
+        reply.parameters,
+        &reply.outputs,
+    )?)
+}
+
+/// A request's answer before any transport writes it: JSON with the binary extension
+/// ([`run_infer`]) or protobuf (the gRPC transport).
+#[derive(Debug)]
+pub struct InferOutputs {
+    /// The model (graph) that answered.
+    pub model: String,
+    /// The request's id, echoed.
+    pub id: Option<String>,
+    /// The parameters as they came out of the graph.
+    pub parameters: Map<String, Value>,
+    /// The outputs asked for, in the order asked, each stacked over the request's rows.
+    pub outputs: Vec<ReplyTensor>,
+}
+
+/// Splits `request` into per-row submissions to `runtime` (a leading batch dimension is
+/// optional), awaits every row within `timeout`, and stacks the rows' outputs.
+///
+/// # Errors
+/// An [`OipError`] naming what was wrong with the request, or the graph's own error.
+pub async fn infer_outputs(
+    runtime: &GraphRuntime,
+    request: InferRequest,
+    timeout: Duration,
+) -> Result<InferOutputs, OipError> {
     let plan = runtime.plan();
     let (batched, rows) = check_rows(runtime, &request).inspect_err(|e| {
         debug!(graph = %plan.name, error = %e, "Rejected an infer request.");
@@ -244,7 +276,7 @@ pub async fn run_infer(
     let echoed = responses
         .first()
         .and_then(|r| r.parameters.as_deref())
-        .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p).ok())
+        .and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
         .unwrap_or_default();
     let mut reply = Vec::with_capacity(outputs.len());
     for (name, binary) in outputs {
@@ -265,12 +297,12 @@ pub async fn run_infer(
             binary,
         });
     }
-    Ok(encode_infer_reply(
-        &plan.name,
-        request.id.as_deref(),
-        echoed,
-        &reply,
-    )?)
+    Ok(InferOutputs {
+        model: plan.name.clone(),
+        id: request.id,
+        parameters: echoed,
+        outputs: reply,
+    })
 }
 
 /// The rows' tensors of one output, stacked in order into the first; `None` when there are none.

@@ -6,6 +6,7 @@
 //! - `request.rs`: requests, JSON and the binary tensor data extension, parsed into weir tensors;
 //! - `data.rs`: one input's shape and data, every size checked before it sizes anything;
 //! - `element.rs`: what an element of each datatype may be in JSON and binary, both ways;
+//! - `parts.rs`: inputs given as parts (raw bytes or typed values) by a protobuf transport;
 //! - `reply.rs`: replies written back, JSON or binary per output;
 //! - `infer.rs`: one request run through a graph (the batch dimension split into rows, every row
 //!   awaited within a deadline, the reply stacked);
@@ -16,11 +17,13 @@ mod data;
 mod element;
 mod error;
 mod infer;
+mod parts;
 mod reply;
 mod request;
 
 pub use error::{OipError, ProtocolError};
-pub use infer::run_infer;
+pub use infer::{infer_outputs, run_infer, InferOutputs};
+pub use parts::{input_from_parts, InputContents, TypedValues};
 pub use reply::{encode_infer_reply, ReplyError, ReplyTensor};
 pub use request::{
     parse_infer_request, InferRequest, InputTensor, RequestedOutput, HEADER_LENGTH,

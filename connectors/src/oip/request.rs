@@ -139,7 +139,7 @@ pub struct InferRequest {
     pub body_bytes: usize,
 }
 
-fn parse_datatype(name: &str, field: &str) -> Result<DType, ProtocolError> {
+pub(super) fn parse_datatype(name: &str, field: &str) -> Result<DType, ProtocolError> {
     DType::from_oip_name(name).ok_or_else(|| {
         let known: Vec<&str> = DType::ALL.iter().map(|d| d.oip_name()).collect();
         perr(

@@ -1,0 +1,264 @@
+//! The gRPC experiment: `weir serve`'s gRPC path (`inference.GRPCInferenceService`, raw tensor
+//! contents) against HTTP with binary bodies and against bare ONNX Runtime, in one run, for an
+//! image model and a small one, at client concurrency 1, 4 and 16.
+//!
+//! Both servers run in process over the same running graph, each on a runtime of its own as
+//! `weir serve` runs them, and are spoken to on loopback: HTTP by the keep-alive HTTP/1.1 clients
+//! of the HTTP experiment (`http.rs`), gRPC by tonic clients generated from the same `.proto`, one
+//! HTTP/2 connection per client, each client a closed loop. Layouts and the bare-ORT reference
+//! are the HTTP experiment's (`layout_for`, `bare_reference`): saturated throughput at the layout,
+//! back-to-back latency at one client. The paths take turns within each repeat, so all three see
+//! the same machine.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use tonic::transport::Endpoint;
+use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use weir_connectors::grpc::proto::model_infer_request::{
+    InferInputTensor, InferRequestedOutputTensor,
+};
+use weir_connectors::grpc::proto::ModelInferRequest;
+use weir_connectors::grpc::{GrpcConfig, GrpcServer};
+use weir_operators::model::OrtRuntime;
+
+use crate::http::{bare_reference, http_load, layout_for, prepare, LocalServer};
+use crate::overhead::{
+    bare_chunk, first_input, median, model_input, quantile_ms, row_shape, sessions, weir_graph,
+    Layout,
+};
+
+/// Settings of the gRPC experiment.
+#[derive(Debug, Clone)]
+pub struct GrpcBenchConfig {
+    /// Models: display name and file.
+    pub models: Vec<(String, PathBuf)>,
+    /// Client concurrencies.
+    pub concurrency: Vec<usize>,
+    /// Requests per measurement for an image model; models with inputs under 10,000 elements get
+    /// ten times as many (each takes well under a millisecond).
+    pub requests: usize,
+    /// Repetitions; medians reported.
+    pub repeats: usize,
+}
+
+/// One row: a model, a concurrency, and each path's requests/s, p50 ms and p99 ms.
+#[derive(Debug, Clone)]
+pub struct GrpcRow {
+    /// Model.
+    pub model: String,
+    /// Client concurrency.
+    pub concurrency: usize,
+    /// Layout used.
+    pub layout: Layout,
+    /// Bare ORT (latencies only at one client).
+    pub bare: (f64, f64, f64),
+    /// HTTP with binary bodies.
+    pub http_binary: (f64, f64, f64),
+    /// gRPC with raw contents.
+    pub grpc: (f64, f64, f64),
+}
+
+/// The gRPC request of one row of `shape` to input `x`, asking for output `y`.
+fn grpc_request(shape: &[usize], data: &[f32]) -> ModelInferRequest {
+    let mut raw = Vec::with_capacity(data.len() * 4);
+    data.iter()
+        .for_each(|x| raw.extend_from_slice(&x.to_le_bytes()));
+    ModelInferRequest {
+        model_name: "overhead".into(),
+        inputs: vec![InferInputTensor {
+            name: "x".into(),
+            datatype: "FP32".into(),
+            shape: std::iter::once(1)
+                .chain(shape.iter().map(|&d| d as i64))
+                .collect(),
+            ..Default::default()
+        }],
+        outputs: vec![InferRequestedOutputTensor {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        raw_input_contents: vec![raw.into()],
+        ..Default::default()
+    }
+}
+
+/// Closed loop over gRPC: `concurrency` clients on connections of their own, `requests` in all.
+/// Returns (req/s, p50 ms, p99 ms).
+fn grpc_load(
+    addr: &str,
+    request: &ModelInferRequest,
+    concurrency: usize,
+    requests: usize,
+) -> Result<(f64, f64, f64)> {
+    let per = requests.div_ceil(concurrency);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let (latencies, elapsed) = rt.block_on(async {
+        let mut clients = Vec::with_capacity(concurrency);
+        for _ in 0..concurrency {
+            let channel = Endpoint::from_shared(format!("http://{addr}"))?
+                .tcp_nodelay(true)
+                .connect()
+                .await?;
+            clients
+                .push(GrpcInferenceServiceClient::new(channel).max_decoding_message_size(64 << 20));
+        }
+        let started = Instant::now();
+        let tasks: Vec<_> = clients
+            .into_iter()
+            .map(|mut client| {
+                let request = request.clone();
+                tokio::spawn(async move {
+                    let mut out = Vec::with_capacity(per);
+                    for _ in 0..per {
+                        let t = Instant::now();
+                        let reply = client.model_infer(request.clone()).await?.into_inner();
+                        if reply.raw_output_contents.is_empty() {
+                            bail!("a reply without outputs");
+                        }
+                        out.push(t.elapsed());
+                    }
+                    Ok::<_, anyhow::Error>(out)
+                })
+            })
+            .collect();
+        let mut all: Vec<Duration> = Vec::with_capacity(per * concurrency);
+        for t in tasks {
+            all.extend(t.await.map_err(|e| anyhow!("client task: {e}"))??);
+        }
+        Ok::<_, anyhow::Error>((all, started.elapsed()))
+    })?;
+    Ok((
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        quantile_ms(&latencies, 0.5)?,
+        quantile_ms(&latencies, 0.99)?,
+    ))
+}
+
+/// Starts an in-process gRPC server over `graph`.
+fn grpc_server(graph: &weir::RunningGraph) -> Result<LocalServer> {
+    let server = GrpcServer::new(vec![graph.runtime_handle()], GrpcConfig::default());
+    LocalServer::spawn(move |listener, stopped| async move {
+        if let Err(e) = server.serve(listener, stopped).await {
+            eprintln!("gRPC server stopped: {e}");
+        }
+    })
+}
+
+/// Runs the gRPC experiment.
+///
+/// # Errors
+/// When a model, the runtime or a run fails.
+pub fn grpc(config: &GrpcBenchConfig) -> Result<Vec<GrpcRow>> {
+    let runtime = OrtRuntime::get()?;
+    let mut rows = Vec::new();
+    for (name, path) in &config.models {
+        let (input, output) =
+            model_input(path).with_context(|| format!("reading {}", path.display()))?;
+        let shape = row_shape(path)?;
+        let small = shape.iter().product::<usize>() < 10_000;
+        let per_measurement = if small {
+            config.requests * 10
+        } else {
+            config.requests
+        };
+        for &c in &config.concurrency {
+            let layout = layout_for(c);
+            let requests = per_measurement.max(c * 2);
+            let (graph, workload) = weir_graph(path, &input, &output, &shape, layout)?;
+            let data = first_input(&workload);
+            let http = LocalServer::start(&graph)?;
+            let grpc = grpc_server(&graph)?;
+            let binary = prepare(&http.addr, "overhead", &shape, &data, true);
+            let request = grpc_request(&shape, &data);
+            let mut bare_sessions = sessions(&runtime, path, layout)?;
+            // Warm every path once.
+            bare_chunk(&mut bare_sessions, &input, &shape, &data, 4)?;
+            http_load(&http.addr, &binary, 1, 4)?;
+            grpc_load(&grpc.addr, &request, 1, 4)?;
+            let mut samples: [Vec<(f64, f64, f64)>; 3] = Default::default();
+            for r in 0..config.repeats {
+                eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
+                samples[0].push(bare_reference(
+                    &mut bare_sessions,
+                    &input,
+                    &shape,
+                    &data,
+                    c,
+                    requests,
+                )?);
+                samples[1].push(http_load(&http.addr, &binary, c, requests)?);
+                samples[2].push(grpc_load(&grpc.addr, &request, c, requests)?);
+            }
+            drop(grpc);
+            drop(http);
+            graph.shutdown();
+            let med = |v: &[(f64, f64, f64)]| {
+                (
+                    median(v.iter().map(|x| x.0).collect()),
+                    median(v.iter().map(|x| x.1).collect()),
+                    median(v.iter().map(|x| x.2).collect()),
+                )
+            };
+            rows.push(GrpcRow {
+                model: name.clone(),
+                concurrency: c,
+                layout,
+                bare: med(&samples[0]),
+                http_binary: med(&samples[1]),
+                grpc: med(&samples[2]),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The gRPC table as Markdown.
+pub fn grpc_table(rows: &[GrpcRow]) -> String {
+    let mut s = String::from(
+        "| model | clients | layout | bare ORT req/s | HTTP binary req/s | gRPC req/s | HTTP binary / bare | gRPC / bare | gRPC / HTTP binary | bare p50 ms | HTTP binary p50 ms | gRPC p50 ms | HTTP binary p99 ms | gRPC p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let bare_p50 = if r.concurrency <= 1 {
+            format!("{:.3}", r.bare.1)
+        } else {
+            "–".into()
+        };
+        let ratio = |a: f64, b: f64| a / b.max(1e-9);
+        s.push_str(&format!(
+            "| {} | {} | {}×{} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+            r.model,
+            r.concurrency,
+            r.layout.instances,
+            r.layout.threads,
+            r.bare.0,
+            r.http_binary.0,
+            r.grpc.0,
+            ratio(r.http_binary.0, r.bare.0),
+            ratio(r.grpc.0, r.bare.0),
+            ratio(r.grpc.0, r.http_binary.0),
+            bare_p50,
+            r.http_binary.1,
+            r.grpc.1,
+            r.http_binary.2,
+            r.grpc.2,
+        ));
+    }
+    s
+}
+
+/// Default model set: the zoo's squeezenet and the small MLP the tests use.
+pub fn default_models() -> Vec<(String, PathBuf)> {
+    let home = crate::weir_home();
+    vec![
+        (
+            "squeezenet".to_string(),
+            home.join("zoo").join("squeezenet.onnx"),
+        ),
+        ("mlp".to_string(), home.join("models").join("mlp_a.onnx")),
+    ]
+}

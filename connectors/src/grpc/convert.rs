@@ -1,0 +1,421 @@
+//! Protobuf messages to protocol requests, and protocol answers to protobuf messages.
+//!
+//! A request's inputs carry their elements either all as `raw_input_contents` (one entry per
+//! input, the binary extension's little-endian form) or each in the one typed field of
+//! `contents` its datatype uses (FP16 and BF16 have none and must be raw); anything else is
+//! refused naming the field, before a byte is converted. `parameters` become the same JSON object
+//! text an HTTP request's parameters are (so `sequence_id` and the rest mean the same), held to
+//! [`PARAMETERS_MAX_BYTES`]. A reply carries every output raw, as Triton answers, unless every
+//! output the request named asked for `binary_data: false` and each has a typed field: then
+//! typed `contents` (the specification forbids mixing the two in one reply).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde_json::{Map, Number, Value};
+use weir_engine::tensor::{DType, TensorData};
+
+use super::proto::infer_parameter::ParameterChoice;
+use super::proto::model_infer_response::InferOutputTensor;
+use super::proto::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
+use crate::echo::quote;
+use crate::oip::{
+    input_from_parts, InferOutputs, InferRequest, InputContents, OipError, ProtocolError,
+    ReplyError, ReplyTensor, RequestedOutput, TypedValues, PARAMETERS_MAX_BYTES,
+};
+
+fn perr(field: impl Into<String>, message: impl Into<String>) -> ProtocolError {
+    ProtocolError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The typed `contents` field a datatype's elements travel in; `None` for FP16 and BF16.
+fn typed_field(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::Bool => "bool_contents",
+        DType::I8 | DType::I16 | DType::I32 => "int_contents",
+        DType::I64 => "int64_contents",
+        DType::U8 | DType::U16 | DType::U32 => "uint_contents",
+        DType::U64 => "uint64_contents",
+        DType::F32 => "fp32_contents",
+        DType::F64 => "fp64_contents",
+        DType::Bytes => "bytes_contents",
+        DType::F16 | DType::Bf16 => return None,
+    })
+}
+
+/// The typed fields of `c` that hold values, by name.
+fn filled(c: &InferTensorContents) -> Vec<(&'static str, TypedValues<'_>)> {
+    let all = [
+        ("bool_contents", TypedValues::Bool(&c.bool_contents)),
+        ("int_contents", TypedValues::Int32(&c.int_contents)),
+        ("int64_contents", TypedValues::Int64(&c.int64_contents)),
+        ("uint_contents", TypedValues::Uint32(&c.uint_contents)),
+        ("uint64_contents", TypedValues::Uint64(&c.uint64_contents)),
+        ("fp32_contents", TypedValues::Fp32(&c.fp32_contents)),
+        ("fp64_contents", TypedValues::Fp64(&c.fp64_contents)),
+        ("bytes_contents", TypedValues::Bytes(&c.bytes_contents)),
+    ];
+    all.into_iter().filter(|(_, v)| !v.is_empty()).collect()
+}
+
+/// Picks the typed values of an input of `datatype`: the one filled field, which must be the
+/// datatype's (an input of zero elements may fill none).
+fn typed_contents<'a>(
+    field: &str,
+    datatype: &str,
+    contents: Option<&'a InferTensorContents>,
+) -> Result<InputContents<'a>, ProtocolError> {
+    let Some(dtype) = DType::from_oip_name(datatype) else {
+        // The datatype is refused by name in `input_from_parts`.
+        return Ok(InputContents::Raw(&[]));
+    };
+    let filled = contents.map(filled).unwrap_or_default();
+    let Some(expected) = typed_field(dtype) else {
+        return match filled.first() {
+            None => Ok(InputContents::Raw(&[])),
+            Some((name, _)) => Err(perr(
+                format!("{field}.contents.{name}"),
+                format!("{datatype} has no typed contents: send it in raw_input_contents"),
+            )),
+        };
+    };
+    match filled.as_slice() {
+        [] => Ok(InputContents::Typed(TypedValues::Bytes(&[]))),
+        [(name, values)] if *name == expected => Ok(InputContents::Typed(*values)),
+        [(name, _)] => Err(perr(
+            format!("{field}.contents.{name}"),
+            format!("{datatype} elements travel in contents.{expected}"),
+        )),
+        [(a, _), (b, _), ..] => Err(perr(
+            format!("{field}.contents"),
+            format!("both {a} and {b} hold values; an input fills one field"),
+        )),
+    }
+}
+
+/// The request `parameters` as JSON object text (`None` when empty), as HTTP carries them.
+fn parameters_text(
+    parameters: &HashMap<String, InferParameter>,
+) -> Result<Option<Arc<str>>, ProtocolError> {
+    if parameters.is_empty() {
+        return Ok(None);
+    }
+    let mut map = Map::with_capacity(parameters.len());
+    for (k, v) in parameters {
+        map.insert(k.clone(), parameter_value(v));
+    }
+    let text = Value::Object(map).to_string();
+    if text.len() > PARAMETERS_MAX_BYTES {
+        return Err(perr(
+            "parameters",
+            format!(
+                "{} bytes as JSON, over the limit of {PARAMETERS_MAX_BYTES} (parameters travel \
+                 with every row)",
+                text.len()
+            ),
+        ));
+    }
+    Ok(Some(Arc::from(text)))
+}
+
+fn parameter_value(p: &InferParameter) -> Value {
+    match &p.parameter_choice {
+        None => Value::Null,
+        Some(ParameterChoice::BoolParam(b)) => Value::Bool(*b),
+        Some(ParameterChoice::Int64Param(i)) => Value::from(*i),
+        Some(ParameterChoice::Uint64Param(u)) => Value::from(*u),
+        Some(ParameterChoice::DoubleParam(x)) => {
+            Number::from_f64(*x).map_or(Value::Null, Value::Number)
+        }
+        Some(ParameterChoice::StringParam(s)) => Value::String(s.clone()),
+    }
+}
+
+fn parameter_of(v: Value) -> InferParameter {
+    let choice = match v {
+        Value::Bool(b) => ParameterChoice::BoolParam(b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => ParameterChoice::Int64Param(i),
+            (None, Some(u), _) => ParameterChoice::Uint64Param(u),
+            (None, None, x) => ParameterChoice::DoubleParam(x.unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => ParameterChoice::StringParam(s),
+        other => ParameterChoice::StringParam(other.to_string()),
+    };
+    InferParameter {
+        parameter_choice: Some(choice),
+    }
+}
+
+fn is_false(parameters: &HashMap<String, InferParameter>, key: &str) -> bool {
+    matches!(
+        parameters
+            .get(key)
+            .and_then(|p| p.parameter_choice.as_ref()),
+        Some(ParameterChoice::BoolParam(false))
+    )
+}
+
+/// A protocol request from a gRPC one of `request_len` encoded bytes.
+///
+/// # Errors
+/// A [`ProtocolError`] naming the field at fault.
+pub(super) fn infer_request(
+    request: &ModelInferRequest,
+    request_len: usize,
+) -> Result<InferRequest, ProtocolError> {
+    let raw = &request.raw_input_contents;
+    if !raw.is_empty() && raw.len() != request.inputs.len() {
+        return Err(perr(
+            "raw_input_contents",
+            format!(
+                "{} entries for {} inputs: give one per input, in input order, or none",
+                raw.len(),
+                request.inputs.len()
+            ),
+        ));
+    }
+    let mut inputs = Vec::with_capacity(request.inputs.len());
+    for (i, input) in request.inputs.iter().enumerate() {
+        let field = format!("inputs[{i}] ({})", quote(&input.name));
+        let contents = match raw.get(i) {
+            Some(bytes) => {
+                if let Some((name, _)) = input
+                    .contents
+                    .as_ref()
+                    .map(filled)
+                    .unwrap_or_default()
+                    .first()
+                {
+                    return Err(perr(
+                        format!("{field}.contents.{name}"),
+                        "give raw_input_contents or typed contents, not both",
+                    ));
+                }
+                InputContents::Raw(bytes)
+            }
+            None => typed_contents(&field, &input.datatype, input.contents.as_ref())?,
+        };
+        inputs.push(input_from_parts(
+            &field,
+            &input.name,
+            &input.datatype,
+            &input.shape,
+            contents,
+            request_len,
+        )?);
+    }
+    let mut seen = HashSet::with_capacity(request.outputs.len());
+    let mut outputs = Vec::with_capacity(request.outputs.len());
+    for (i, o) in request.outputs.iter().enumerate() {
+        if !seen.insert(o.name.as_str()) {
+            return Err(perr(
+                format!("outputs[{i}] ({})", quote(&o.name)),
+                "asked for twice",
+            ));
+        }
+        outputs.push(RequestedOutput {
+            name: o.name.clone(),
+            binary: !is_false(&o.parameters, "binary_data"),
+        });
+    }
+    Ok(InferRequest {
+        id: (!request.id.is_empty()).then(|| request.id.clone()),
+        parameters: parameters_text(&request.parameters)?,
+        inputs,
+        outputs: (!outputs.is_empty()).then_some(outputs),
+        binary_by_default: true,
+        body_bytes: request_len,
+    })
+}
+
+/// The gRPC reply of a protocol answer.
+///
+/// # Errors
+/// [`ReplyError::TooLong`] for a BYTES element longer than a 4-byte length states.
+pub(super) fn infer_response(answer: InferOutputs) -> Result<ModelInferResponse, OipError> {
+    let typed = !answer.outputs.is_empty()
+        && answer
+            .outputs
+            .iter()
+            .all(|o| !o.binary && typed_field(o.tensor.dtype()).is_some());
+    let mut outputs = Vec::with_capacity(answer.outputs.len());
+    let mut raw = Vec::with_capacity(if typed { 0 } else { answer.outputs.len() });
+    for ReplyTensor { name, tensor, .. } in answer.outputs {
+        if let TensorData::Bytes(v) = &tensor.data {
+            if let Some((element, e)) = v
+                .iter()
+                .enumerate()
+                .find(|(_, e)| u32::try_from(e.len()).is_err())
+            {
+                return Err(ReplyError::TooLong {
+                    output: name,
+                    element,
+                    len: e.len(),
+                }
+                .into());
+            }
+        }
+        let datatype = tensor.dtype().oip_name().to_string();
+        let shape = tensor
+            .shape
+            .iter()
+            .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
+            .collect();
+        let contents = if typed {
+            Some(typed_of(tensor.data))
+        } else {
+            let mut bytes = Vec::new();
+            tensor.data.write_le(&mut bytes);
+            raw.push(bytes.into());
+            None
+        };
+        outputs.push(InferOutputTensor {
+            name,
+            datatype,
+            shape,
+            parameters: HashMap::new(),
+            contents,
+        });
+    }
+    Ok(ModelInferResponse {
+        model_name: answer.model,
+        model_version: "1".into(),
+        id: answer.id.unwrap_or_default(),
+        parameters: answer
+            .parameters
+            .into_iter()
+            .map(|(k, v)| (k, parameter_of(v)))
+            .collect(),
+        outputs,
+        raw_output_contents: raw,
+    })
+}
+
+/// Elements in their typed field (callers checked the datatype has one).
+fn typed_of(data: TensorData) -> InferTensorContents {
+    let mut c = InferTensorContents::default();
+    match data {
+        TensorData::Bool(v) => c.bool_contents = v,
+        TensorData::I8(v) => c.int_contents = v.into_iter().map(i32::from).collect(),
+        TensorData::I16(v) => c.int_contents = v.into_iter().map(i32::from).collect(),
+        TensorData::I32(v) => c.int_contents = v,
+        TensorData::I64(v) => c.int64_contents = v,
+        TensorData::U8(v) => c.uint_contents = v.into_iter().map(u32::from).collect(),
+        TensorData::U16(v) => c.uint_contents = v.into_iter().map(u32::from).collect(),
+        TensorData::U32(v) => c.uint_contents = v,
+        TensorData::U64(v) => c.uint64_contents = v,
+        TensorData::F32(v) => c.fp32_contents = v,
+        TensorData::F64(v) => c.fp64_contents = v,
+        TensorData::Bytes(v) => c.bytes_contents = v,
+        TensorData::F16(_) | TensorData::Bf16(_) => {}
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::proto::model_infer_request::InferInputTensor;
+    use super::*;
+    use weir_engine::tensor::Tensor;
+
+    fn input(
+        name: &str,
+        datatype: &str,
+        shape: Vec<i64>,
+        contents: InferTensorContents,
+    ) -> InferInputTensor {
+        InferInputTensor {
+            name: name.into(),
+            datatype: datatype.into(),
+            shape,
+            parameters: HashMap::new(),
+            contents: Some(contents),
+        }
+    }
+
+    #[test]
+    fn typed_and_raw_requests_parse_to_the_same_tensors() {
+        let typed = ModelInferRequest {
+            inputs: vec![input(
+                "x",
+                "INT16",
+                vec![2],
+                InferTensorContents {
+                    int_contents: vec![-3, 7],
+                    ..Default::default()
+                },
+            )],
+            ..Default::default()
+        };
+        let mut raw = typed.clone();
+        raw.inputs[0].contents = None;
+        raw.raw_input_contents = vec![[(-3i16).to_le_bytes(), 7i16.to_le_bytes()].concat().into()];
+        let a = infer_request(&typed, 64).unwrap();
+        let b = infer_request(&raw, 64).unwrap();
+        assert_eq!(a.inputs, b.inputs);
+        assert_eq!(a.inputs[0].data, TensorData::I16(vec![-3, 7]));
+    }
+
+    #[test]
+    fn misplaced_contents_are_refused_by_field() {
+        let wrong_field = ModelInferRequest {
+            inputs: vec![input(
+                "x",
+                "INT64",
+                vec![1],
+                InferTensorContents {
+                    fp32_contents: vec![1.0],
+                    ..Default::default()
+                },
+            )],
+            ..Default::default()
+        };
+        let e = infer_request(&wrong_field, 64).unwrap_err();
+        assert_eq!(e.field, "inputs[0] (x).contents.fp32_contents");
+        let mut half = wrong_field.clone();
+        half.inputs[0].datatype = "FP16".into();
+        let e = infer_request(&half, 64).unwrap_err();
+        assert!(e.message.contains("raw_input_contents"), "{e}");
+        let mut short = wrong_field;
+        short.raw_input_contents = vec![vec![0; 8].into(), vec![0; 8].into()];
+        assert_eq!(
+            infer_request(&short, 64).unwrap_err().field,
+            "raw_input_contents"
+        );
+    }
+
+    #[test]
+    fn replies_are_raw_unless_every_output_asks_for_typed() {
+        let answer = |binary: bool| InferOutputs {
+            model: "g".into(),
+            id: Some("7".into()),
+            parameters: Map::from_iter([("sequence_id".to_string(), Value::from(3))]),
+            outputs: vec![ReplyTensor {
+                name: "y".into(),
+                tensor: Tensor::f32(vec![1, 2], vec![0.5, -2.0]),
+                binary,
+            }],
+        };
+        let raw = infer_response(answer(true)).unwrap();
+        assert_eq!(raw.id, "7");
+        assert_eq!(
+            raw.raw_output_contents,
+            vec![[0.5f32.to_le_bytes(), (-2.0f32).to_le_bytes()].concat()]
+        );
+        assert_eq!(raw.outputs[0].shape, vec![1, 2]);
+        assert_eq!(
+            raw.parameters["sequence_id"].parameter_choice,
+            Some(ParameterChoice::Int64Param(3))
+        );
+        let typed = infer_response(answer(false)).unwrap();
+        assert!(typed.raw_output_contents.is_empty());
+        assert_eq!(
+            typed.outputs[0].contents.as_ref().unwrap().fp32_contents,
+            vec![0.5, -2.0]
+        );
+    }
+}

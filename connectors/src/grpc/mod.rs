@@ -1,0 +1,44 @@
+//! The Open Inference Protocol (KServe v2) over gRPC: `inference.GRPCInferenceService` as
+//! Triton and KServe serve it, so their gRPC clients (`tritonclient.grpc`, `perf_analyzer`) work
+//! unchanged, and the standard `grpc.health.v1` service beside it.
+//!
+//! This is a second transport of one protocol core, not a second protocol: requests become the
+//! same [`crate::oip::InferRequest`]s the HTTP bodies become (inputs through
+//! [`crate::oip::input_from_parts`], so raw tensor contents are read by the binary extension's
+//! decoder and typed contents pass the same element rules), they run through
+//! [`crate::oip::infer_outputs`], and failures take their status from the HTTP mapping
+//! (`status.rs` translates its codes), so a request fails the same way over both.
+//!
+//! - `convert.rs`: protobuf messages to protocol requests and protocol answers to messages;
+//! - `status.rs`: every failure as a gRPC status;
+//! - `service.rs`: the inference service's unary RPCs and the shared request path;
+//! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
+//! - `health.rs`: `grpc.health.v1` Check and Watch;
+//! - `listener.rs`: the connection cap;
+//! - `server.rs`: configuration, the listener, limits and the shutdown sequence.
+//!
+//! The generated code is in [`proto`] (from `proto/grpc_service.proto`) and [`health_proto`]
+//! (from `proto/health.proto`); its client halves serve tests and benchmarks.
+
+mod convert;
+mod health;
+mod listener;
+mod server;
+mod service;
+mod status;
+mod stream;
+
+/// The messages and service of `inference.GRPCInferenceService`, generated from
+/// `proto/grpc_service.proto`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod proto {
+    tonic::include_proto!("inference");
+}
+
+/// The messages and service of `grpc.health.v1`, generated from `proto/health.proto`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod health_proto {
+    tonic::include_proto!("grpc.health.v1");
+}
+
+pub use server::{GrpcConfig, GrpcServeError, GrpcServer};

@@ -1,0 +1,418 @@
+//! `weir serve --grpc` as a real process, spoken to with Triton's own gRPC client
+//! (`tritonclient[grpc]`, through `tests/python/grpc_client.py`) and with the tonic client
+//! generated from the same `.proto`: every RPC, raw and typed contents of every kind of datatype,
+//! malformed requests refused by field with the server still ready, the bearer token, a stream of
+//! 1,000 requests each answered once, health, metrics by protocol, and SIGTERM with a stream open.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use weir_connectors::grpc::health_proto::health_check_response::ServingStatus;
+use weir_connectors::grpc::health_proto::health_client::HealthClient;
+use weir_connectors::grpc::health_proto::HealthCheckRequest;
+use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
+use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
+use weir_connectors::grpc::proto::{InferParameter, ModelInferRequest, ServerLiveRequest};
+
+use crate::common::{assert_close, model, signal, TempDir};
+use crate::reference::python;
+use crate::serve::{http, mlp_graph, serve_command};
+
+/// Largest message the servers here take (the HTTP body cap).
+const MAX_BYTES: usize = 4 << 20;
+
+/// Datatypes served by identity graphs `dt_<file>` (as `tests/python/grpc_client.py` names them).
+const DTYPES: [(&str, &str); 10] = [
+    ("bool", "bool"),
+    ("u8", "u8"),
+    ("i8", "i8"),
+    ("u64", "u64"),
+    ("i64", "i64"),
+    ("f16", "f16"),
+    ("bf16", "bf16"),
+    ("f32", "f32"),
+    ("f64", "f64"),
+    ("string", "bytes"),
+];
+
+fn dtype_graph(file: &str, yaml: &str) -> String {
+    format!(
+        "name: dt_{file}\ninputs:\n  - {{name: x, dtype: {yaml}, shape: [4]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{x: x}}}}\noutputs:\n  - {{name: y, from: m.y}}\n  - {{name: z, from: m.z}}\n",
+        model(&format!("dtypes/{file}.onnx")).display()
+    )
+}
+
+/// A `weir serve --http --grpc` process, SIGKILLed when dropped.
+struct Served {
+    child: Child,
+    http: String,
+    grpc: String,
+    _dir: TempDir,
+}
+
+impl Served {
+    fn start(graphs: &[String], extra: &[&str]) -> Served {
+        let (mut cmd, dir) = serve_command("grpc", graphs);
+        let max = MAX_BYTES.to_string();
+        cmd.args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+            .args(["--max-body-bytes", &max])
+            .args(extra)
+            .env_remove("WEIR_AUTH_TOKEN");
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("weir serve starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut next = |prefix: &str| {
+            let line = lines
+                .next()
+                .and_then(Result::ok)
+                .unwrap_or_else(|| panic!("no `{prefix}` line"));
+            line.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("unexpected line `{line}`"))
+                .to_string()
+        };
+        let http_addr = next("weir serving http://");
+        let grpc = next("weir serving grpc://");
+        // Keep reading stdout so the process never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let served = Served {
+            child,
+            http: http_addr,
+            grpc,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(
+            http(&served.http, "GET", "/v2/health/ready", &[], b"").0,
+            200 | 401
+        ) {
+            assert!(Instant::now() < deadline, "server never became ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        served
+    }
+
+    /// Runs `grpc_client.py <command>` against this server; returns its JSON line.
+    fn client(&self, command: &str, extra: &[&str]) -> Value {
+        let onnx = model("mlp_a.onnx").display().to_string();
+        let max = MAX_BYTES.to_string();
+        let mut args = vec![
+            command,
+            "--url",
+            &self.grpc,
+            "--onnx",
+            &onnx,
+            "--max-bytes",
+            &max,
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = python("grpc_client.py", &args, &Value::Null);
+        assert_eq!(code, 0, "grpc_client.py {command} failed:\n{out}\n{err}");
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: `{out}`"))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn all_graphs() -> Vec<String> {
+    let mut graphs = vec![mlp_graph()];
+    graphs.extend(DTYPES.iter().map(|(f, y)| dtype_graph(f, y)));
+    graphs
+}
+
+#[test]
+fn tritonclient_grpc_every_rpc_and_datatype_raw_and_typed() {
+    let server = Served::start(&all_graphs(), &[]);
+    let rpcs = server.client("rpcs", &[]);
+    assert_eq!(rpcs["outputs"], serde_json::json!([5, 10]), "{rpcs}");
+    let dtypes = server.client("dtypes", &[]);
+    for t in [
+        "BOOL", "UINT8", "INT8", "UINT64", "INT64", "FP32", "FP64", "BYTES",
+    ] {
+        assert_eq!(
+            dtypes["dtypes"][t],
+            serde_json::json!(["raw", "typed"]),
+            "{t}: {dtypes}"
+        );
+    }
+    for t in ["FP16", "BF16"] {
+        assert_eq!(
+            dtypes["dtypes"][t],
+            serde_json::json!(["raw"]),
+            "{t}: {dtypes}"
+        );
+    }
+}
+
+#[test]
+fn malformed_grpc_requests_are_refused_by_field_and_the_server_stays_ready() {
+    let server = Served::start(&all_graphs(), &[]);
+    let bad = server.client("bad", &[]);
+    assert_eq!(bad["ready_after"], true, "{bad}");
+    let refused = bad["refused"].as_array().expect("refused list");
+    assert_eq!(refused.len(), 12, "{bad}");
+    let (_, metrics) = http(&server.http, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains("weir_grpc_requests_total{graph=\"mlp\",outcome=\"invalid_request\"}"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn grpc_needs_the_bearer_token_except_for_liveness() {
+    let server = Served::start(&[mlp_graph()], &["--auth-token", "s3cret-grpc"]);
+    let seen = server.client("auth", &["--token", "s3cret-grpc"]);
+    assert_eq!(seen["ModelInfer/missing"], "UNAUTHENTICATED", "{seen}");
+    assert_eq!(seen["ModelInfer/wrong"], "UNAUTHENTICATED", "{seen}");
+    assert_eq!(seen["with_token"], "OK", "{seen}");
+}
+
+#[test]
+fn a_stream_of_1000_requests_answers_every_id_once_and_a_bad_one_with_its_error() {
+    let server = Served::start(&[mlp_graph()], &["--grpc-stream-in-flight", "16"]);
+    let seen = server.client("stream", &["--count", "1000"]);
+    assert_eq!(seen["answered_once"], 1000, "{seen}");
+    assert_eq!(seen["errors"].as_array().map(Vec::len), Some(1), "{seen}");
+    let (_, metrics) = http(&server.http, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains("weir_grpc_requests_total{graph=\"mlp\",outcome=\"ok\"} 1000\n"),
+        "{metrics}"
+    );
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+async fn channel(addr: &str) -> Channel {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connects")
+}
+
+fn mlp_request(id: usize) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: "mlp".into(),
+        id: id.to_string(),
+        inputs: vec![InferInputTensor {
+            name: "x".into(),
+            datatype: "FP32".into(),
+            shape: vec![1, 64],
+            ..Default::default()
+        }],
+        raw_input_contents: vec![0.25f32.to_le_bytes().repeat(64).into()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn health_check_and_watch_follow_the_server() {
+    let server = Served::start(&[mlp_graph()], &[]);
+    runtime().block_on(async {
+        let mut health = HealthClient::new(channel(&server.grpc).await);
+        for service in ["", "inference.GRPCInferenceService"] {
+            let status = health
+                .check(HealthCheckRequest {
+                    service: service.into(),
+                })
+                .await
+                .expect("check")
+                .into_inner()
+                .status;
+            assert_eq!(status, ServingStatus::Serving as i32, "`{service}`");
+        }
+        let unknown = health
+            .check(HealthCheckRequest {
+                service: "nope".into(),
+            })
+            .await
+            .expect_err("an unknown service");
+        assert_eq!(unknown.code(), tonic::Code::NotFound);
+        let mut watch = health
+            .watch(HealthCheckRequest::default())
+            .await
+            .expect("watch")
+            .into_inner();
+        let first = watch.message().await.expect("a status").expect("one");
+        assert_eq!(first.status, ServingStatus::Serving as i32);
+        signal(server.child.id(), "-TERM");
+        let next = watch.message().await.expect("a status").expect("one");
+        assert_eq!(next.status, ServingStatus::NotServing as i32);
+        assert!(watch.message().await.expect("ends cleanly").is_none());
+    });
+}
+
+#[test]
+fn sigterm_with_a_stream_open_answers_what_is_in_flight_then_closes_it() {
+    let mut server = Served::start(&[mlp_graph()], &["--grpc-stream-in-flight", "8"]);
+    let pid = server.child.id();
+    let (answered, ended) = runtime().block_on(async {
+        let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
+        let (tx, rx) = mpsc::channel(4);
+        // The sending half stays open: the server, not the client, ends the stream.
+        let sender = tokio::spawn(async move {
+            let mut sent = 0usize;
+            while tx.send(mlp_request(sent)).await.is_ok() && sent < 100_000 {
+                sent += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let mut replies = client
+            .model_stream_infer(ReceiverStream::new(rx))
+            .await
+            .expect("stream opens")
+            .into_inner();
+        let mut answered: HashMap<String, usize> = HashMap::new();
+        let ended = loop {
+            match tokio::time::timeout(Duration::from_secs(60), replies.message()).await {
+                Err(_) => panic!("the stream neither answered nor ended within 60 s"),
+                Ok(Ok(Some(reply))) => {
+                    assert_eq!(reply.error_message, "", "a request failed during the drain");
+                    let id = reply.infer_response.expect("a reply").id;
+                    *answered.entry(id).or_default() += 1;
+                    if answered.len() == 50 {
+                        signal(pid, "-TERM");
+                    }
+                }
+                Ok(Ok(None)) => break Ok(()),
+                Ok(Err(status)) => break Err(status),
+            }
+        };
+        sender.abort();
+        (answered, ended)
+    });
+    assert!(ended.is_ok(), "the stream ended with {ended:?}, not OK");
+    assert!(answered.len() >= 50, "{} answered", answered.len());
+    assert!(answered.values().all(|&n| n == 1), "an id answered twice");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "weir serve did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "weir serve exited with {status}");
+}
+
+fn parameter(choice: ParameterChoice) -> InferParameter {
+    InferParameter {
+        parameter_choice: Some(choice),
+    }
+}
+
+#[test]
+fn interleaved_sequences_over_grpc_equal_each_run_alone() {
+    use crate::sequences::{reference, seq_graph, step_input};
+    let server = Served::start(&[seq_graph(8, 60_000, &[], "")], &[]);
+    let steps = 4;
+    let want: Vec<Vec<Vec<f32>>> = (0..2).map(|s| reference(s, steps)).collect();
+    runtime().block_on(async {
+        let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
+        for t in 0..steps {
+            for (s, want) in want.iter().enumerate() {
+                let mut parameters = HashMap::from([(
+                    "sequence_id".to_string(),
+                    parameter(ParameterChoice::Uint64Param(100 + s as u64)),
+                )]);
+                if t == 0 {
+                    parameters.insert(
+                        "sequence_start".into(),
+                        parameter(ParameterChoice::BoolParam(true)),
+                    );
+                }
+                if t + 1 == steps {
+                    parameters.insert(
+                        "sequence_end".into(),
+                        parameter(ParameterChoice::BoolParam(true)),
+                    );
+                }
+                let x: Vec<u8> = step_input(s, t)
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let reply = client
+                    .model_infer(ModelInferRequest {
+                        model_name: "seq".into(),
+                        parameters,
+                        inputs: vec![InferInputTensor {
+                            name: "x".into(),
+                            datatype: "FP32".into(),
+                            shape: vec![1, 4],
+                            ..Default::default()
+                        }],
+                        raw_input_contents: vec![x.into()],
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_or_else(|e| panic!("sequence {s} step {t}: {e}"))
+                    .into_inner();
+                let y: Vec<f32> = reply.raw_output_contents[0]
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                assert_close(&y, &want[t], 1e-5, &format!("sequence {s} step {t}"));
+            }
+        }
+    });
+}
+
+#[test]
+fn a_grpc_connection_past_the_cap_is_closed_and_its_slot_comes_back() {
+    let server = Served::start(&[mlp_graph()], &["--max-connections", "2"]);
+    runtime().block_on(async {
+        let live = |channel: Channel| async move {
+            GrpcInferenceServiceClient::new(channel)
+                .server_live(ServerLiveRequest {})
+                .await
+                .map(|r| r.into_inner().live)
+        };
+        let first = channel(&server.grpc).await;
+        let second = channel(&server.grpc).await;
+        assert!(live(first.clone()).await.expect("first connection"));
+        assert!(live(second.clone()).await.expect("second connection"));
+        // A third connection is closed on accept: its call fails.
+        let third = Endpoint::from_shared(format!("http://{}", server.grpc))
+            .expect("endpoint")
+            .connect_lazy();
+        assert!(live(third).await.is_err(), "a third connection was served");
+        drop(first);
+        // The closed connection's slot comes back (the server sees the close a little later).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let again = Endpoint::from_shared(format!("http://{}", server.grpc))
+                .expect("endpoint")
+                .connect_lazy();
+            if live(again).await.is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the slot never came back");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(live(second).await.expect("second connection still served"));
+    });
+}
