@@ -64,3 +64,23 @@ fn the_topic_graph_answers_as_onnxruntime_on_the_reference_tokens() {
         assert_eq!(names, &vec![topic.as_bytes().to_vec()], "{sentence}");
     }
 }
+
+/// A text over the node's `max_length` (512 tokens) is a 400 naming the input through the real
+/// process, and the server goes on answering.
+#[test]
+fn an_over_long_text_is_refused_naming_the_input_and_the_server_goes_on() {
+    let server = Server::start(&[graph("topics")], &[]);
+    let long = "the team won the match ".repeat(400);
+    let body =
+        json!({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [], "data": [long]}]});
+    let (status, reply) = server.post("/v2/models/topics/infer", &[], body.to_string().as_bytes());
+    assert_eq!(status, 400, "{reply:.300}");
+    assert!(reply.contains("inputs.text"), "{reply:.300}");
+    assert!(reply.contains("max_length"), "{reply:.300}");
+    let text = Tensor::bytes(vec![], vec![SENTENCES[0].0.as_bytes().to_vec()]);
+    let got = infer(&server, "topics", &[("text", &text)]);
+    let TensorData::Bytes(names) = &output(&got, "topic").data else {
+        panic!("topic is not BYTES");
+    };
+    assert_eq!(names, &vec![b"sports".to_vec()]);
+}
