@@ -201,3 +201,15 @@ pub fn signal(pid: u32, sig: &str) {
         .success();
     assert!(ok, "kill {sig} {pid}");
 }
+
+/// Runs the Python `script` with the set-up venv's interpreter and `args` (the files it writes),
+/// panicking with `what` when it fails: how tests write the small ONNX models they need.
+pub fn run_python_script(script: &str, args: &[&Path], what: &str) {
+    let status = std::process::Command::new(weir_home().join("venv/bin/python"))
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "{what} failed");
+}

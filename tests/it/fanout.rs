@@ -4,12 +4,11 @@
 //! fails its request once and no other; a replica SIGKILLed while parts are in flight loses none.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RequestError, RuntimeOptions, Tensor, TensorData};
 
-use crate::common::{channel, named, signal, temp_dir, two_workers, weir_home, Replies};
+use crate::common::{channel, named, run_python_script, signal, temp_dir, two_workers, Replies};
 use crate::distributed::{loopback, Executor};
 
 /// An ONNX model summing each `f32 [2, 2, 1]` crop: `x [N, 2, 2, 1]` → `y [N]`.
@@ -25,12 +24,7 @@ g = helper.make_graph([node], 'crop_sum', [x], [y], [axes])\n\
 m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])\n\
 m.ir_version = 8\n\
 onnx.save(m, sys.argv[1])\n";
-    let status = Command::new(weir_home().join("venv/bin/python"))
-        .args(["-c", script])
-        .arg(&path)
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "writing the crop-sum model failed");
+    run_python_script(script, &[&path], "writing the crop-sum model");
     path
 }
 
@@ -384,13 +378,7 @@ save(sys.argv[2], 2 * b)
         dir.join("affine_crop.onnx"),
         dir.join("affine_crop_parity.onnx"),
     );
-    let status = Command::new(weir_home().join("venv/bin/python"))
-        .args(["-c", script])
-        .arg(&model)
-        .arg(&parity)
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "writing the affine crop models failed");
+    run_python_script(script, &[&model, &parity], "writing the affine crop models");
     (model, parity)
 }
 
@@ -502,12 +490,7 @@ m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
 m.ir_version = 8
 onnx.save(m, sys.argv[1])
 "#;
-    let status = Command::new(weir_home().join("venv/bin/python"))
-        .args(["-c", script])
-        .arg(&path)
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "writing the corners model failed");
+    run_python_script(script, &[&path], "writing the corners model");
     path
 }
 

@@ -3,14 +3,13 @@
 //! cannot serve refused at validation naming the field.
 
 use std::path::Path;
-use std::process::Command;
 
 use weir::{
     load_graph, plan_spec, start, DType, GraphSpec, LoadError, RequestError, RuntimeOptions,
     Tensor, TensorData,
 };
 
-use crate::common::{channel, model, named, temp_dir, weir_home, Replies};
+use crate::common::{channel, model, named, run_python_script, temp_dir, Replies};
 use crate::reference::ort_reference;
 
 /// Writes `yaml` as `graph.yaml` in `dir` and loads it.
@@ -33,12 +32,7 @@ g = helper.make_graph([node], 'softmax', [x], [y])\n\
 m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])\n\
 m.ir_version = 8\n\
 onnx.save(m, sys.argv[1])\n";
-    let status = Command::new(weir_home().join("venv/bin/python"))
-        .args(["-c", script])
-        .arg(&path)
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "writing the softmax model failed");
+    run_python_script(script, &[&path], "writing the softmax model");
     path
 }
 
