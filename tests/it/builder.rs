@@ -83,3 +83,35 @@ outputs:\n  - {name: crops, from: all.crops}\n  - {name: count, from: all.count}
     let plan = weir::plan_spec(&built, Path::new(".")).expect("valid").plan;
     assert!(plan.describe().contains("gather the parts of `crops`"));
 }
+
+/// The region, window and decoding nodes from the builder equal their YAML.
+#[test]
+fn builder_equals_region_window_and_decoding_nodes_in_yaml() {
+    let yaml = "name: ops\n\
+inputs:\n  - {name: map, dtype: f32, shape: [-1, -1]}\n  - {name: image, dtype: u8, shape: [-1, -1, 3]}\n  - {name: scores, dtype: f32, shape: [-1, 10]}\n  - {name: ids, dtype: i64, shape: [-1]}\n\
+nodes:\n\
+  - regions: {id: r, input: map, threshold: 0.3, min_score: 0.6, expand: 1.6}\n\
+  - crop: {id: c, input: image, top: 2, left: 4, height: 8, width: 8}\n\
+  - crop: {id: cc, input: image, height: 8, width: 8, center: true}\n\
+  - pad: {id: p, input: c, shape: [16, -1, 3], value: 0}\n\
+  - slice: {id: s, input: image, axis: 1, start: 0, end: 4, step: 2}\n\
+  - ctc_decode: {id: t, input: scores, labels: keys.txt, blank: 0}\n\
+  - detokenize: {id: d, input: ids, tokenizer: tokenizer.json}\n\
+outputs:\n  - {name: boxes, from: r.boxes}\n";
+    let from_yaml = GraphSpec::from_yaml(yaml, "ops.yaml").expect("parses");
+    let built = GraphSpec::builder("ops")
+        .input("map", DType::F32, &[-1, -1])
+        .input("image", DType::U8, &[-1, -1, 3])
+        .input("scores", DType::F32, &[-1, 10])
+        .input("ids", DType::I64, &[-1])
+        .regions("r", "map", [0.3, 0.6, 1.6])
+        .crop("c", "image", Some([2, 4]), [8, 8])
+        .crop("cc", "image", None, [8, 8])
+        .pad("p", "c", &[16, -1, 3], 0.0)
+        .slice("s", "image", 1, [0, 2], Some(4))
+        .ctc_decode("t", "scores", "keys.txt", 0)
+        .detokenize("d", "ids", "tokenizer.json")
+        .output("boxes", "r.boxes")
+        .build();
+    assert_eq!(built, from_yaml);
+}

@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{
-    ArgmaxSpec, BatchingSpec, BoxCoordinates, CastSpec, ConcatSpec, CropBoxesSpec, DecodeImageSpec,
-    DimSpec, ExecutorSpec, GatherSpec, GraphSpec, InputSpec, Interpolation, LabelsSpec, ModelSpec,
-    NodeSpec, NormalizeSpec, OutputSpec, RemoteExecutorSpec, ResizeSpec, SoftmaxSpec, Spanned,
+    ArgmaxSpec, BatchingSpec, BoxCoordinates, CastSpec, ConcatSpec, CropBoxesSpec, CropSpec,
+    CtcDecodeSpec, DecodeImageSpec, DetokenizeSpec, DimSpec, ExecutorSpec, GatherSpec, GraphSpec,
+    InputSpec, Interpolation, LabelsSpec, ModelSpec, NodeSpec, NormalizeSpec, OutputSpec,
+    PadToSpec, RegionsSpec, RemoteExecutorSpec, ResizeSpec, SliceSpec, SoftmaxSpec, Spanned,
     TokenizeSpec, TopKSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 use crate::tensor::DType;
@@ -232,6 +233,101 @@ impl GraphBuilder {
                 .collect(),
         })));
         self
+    }
+
+    /// Adds any node, as written (for settings the shorthand methods leave at their defaults).
+    pub fn node(mut self, node: NodeSpec) -> Self {
+        self.spec.nodes.push(s(node));
+        self
+    }
+
+    /// Adds a `regions` node: a detector's probability map into boxes above `threshold` whose
+    /// mean score is at least `min_score`, grown by `expand` (at least 3 pixels, at most 100).
+    pub fn regions(self, id: &str, input: &str, [threshold, min_score, expand]: [f64; 3]) -> Self {
+        self.node(NodeSpec::Regions(RegionsSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            threshold: s(threshold),
+            min_score: s(min_score),
+            expand: s(expand),
+            min_size: s(3),
+            max_regions: s(100),
+        }))
+    }
+
+    /// Adds a `crop` node: the `[height, width]` window at `[top, left]`, or centred when
+    /// `at` is `None`.
+    pub fn crop(
+        self,
+        id: &str,
+        input: &str,
+        at: Option<[usize; 2]>,
+        [height, width]: [usize; 2],
+    ) -> Self {
+        self.node(NodeSpec::Crop(CropSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            top: at.map(|[t, _]| s(t)),
+            left: at.map(|[_, l]| s(l)),
+            height: s(height),
+            width: s(width),
+            center: s(at.is_none()),
+        }))
+    }
+
+    /// Adds a `pad` node: every dimension filled up to `shape` (`-1` keeps one) with `value`.
+    pub fn pad(self, id: &str, input: &str, shape: &[i64], value: f64) -> Self {
+        self.node(NodeSpec::Pad(PadToSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            shape: s(shape.to_vec()),
+            value: s(value),
+        }))
+    }
+
+    /// Adds a `slice` node: `x[start:end:step]` along `axis`, as numpy reads it.
+    pub fn slice(
+        self,
+        id: &str,
+        input: &str,
+        axis: i64,
+        [start, step]: [i64; 2],
+        end: Option<i64>,
+    ) -> Self {
+        self.node(NodeSpec::Slice(SliceSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            axis: s(axis),
+            start: s(start),
+            end: end.map(s),
+            step: s(step),
+        }))
+    }
+
+    /// Adds a `ctc_decode` node naming classes from the file at `labels`, class `blank` the blank.
+    pub fn ctc_decode(
+        self,
+        id: &str,
+        input: &str,
+        labels: impl Into<PathBuf>,
+        blank: usize,
+    ) -> Self {
+        self.node(NodeSpec::CtcDecode(CtcDecodeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            labels: s(labels.into()),
+            blank: s(blank),
+        }))
+    }
+
+    /// Adds a `detokenize` node (special tokens skipped) with the `tokenizer.json` at `tokenizer`.
+    pub fn detokenize(self, id: &str, input: &str, tokenizer: impl Into<PathBuf>) -> Self {
+        self.node(NodeSpec::Detokenize(DetokenizeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            tokenizer: s(tokenizer.into()),
+            skip_special_tokens: s(true),
+        }))
     }
 
     /// Adds a graph output returning tensor `from` under `name`.
