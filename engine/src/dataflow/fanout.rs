@@ -15,7 +15,7 @@
 //! reported its error to the egress under the request's id, which answers the request once; its
 //! siblings are dropped when the epoch closes, as the join drops a failed branch's partner.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, StringArray, UInt32Array, UInt64Array};
@@ -375,6 +375,10 @@ fn take_parents(epoch: &mut Epoch, batch: Batch) {
     let b = epoch.parents.len();
     let view = LineageView::new(batch.lineage());
     let counts = batch.tensor(PART_COUNT).and_then(|c| c.i64_values());
+    if counts.is_none() {
+        // Every split writes the count; without it the parents would wait for no part.
+        error!("A parent batch reached a gather without its part counts.");
+    }
     for (row, &id) in batch.request_ids().iter().enumerate() {
         let n = counts
             .and_then(|c| c.get(row))
@@ -506,10 +510,11 @@ fn build_rows(
         // The parent's hops, then every hop its parts made (each once, the fan-out's part
         // entries left out: the row is whole again), then this gather's hop.
         let mut seen: Vec<LineageEntry> = LineageView::new(parent.lineage()).row(row).collect();
+        let mut known: HashSet<LineageEntry> = seen.iter().copied().collect();
         for &(pb, prow) in p.parts.values() {
             for e in LineageView::new(epoch.parts[pb].lineage()).row(prow) {
                 let own_part = e.as_part().is_some_and(|(n, _, _)| n == fanout);
-                if !own_part && !seen.contains(&e) {
+                if !own_part && known.insert(e) {
                     seen.push(e);
                 }
             }
