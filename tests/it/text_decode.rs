@@ -76,7 +76,7 @@ const SENTENCES: [&str; 20] = [
     "emoji 🎉🚀 hello 👍🏽",
     "tabs\tand\nnewlines\r\nhere",
     "a-b_c.d/e\\f",
-    "numbers 3.14159 and 2026-11-28",
+    "numbers 3.14159 and 1999-12-31",
     "it's don't won't",
     "((nested [brackets] {here}))",
     "weir weir weir weir weir weir weir weir weir weir weir weir weir weir weir weir",

@@ -28,7 +28,7 @@ use timely::dataflow::Scope;
 use tracing::{debug, error};
 
 use super::{BatchStream, ErrorStream};
-use crate::batch::{Batch, BatchError, TensorColumn};
+use crate::batch::{Batch, BatchError, TensorColumn, LINEAGE, PARAMETERS};
 use crate::lineage::{LineageBuilder, LineageEntry, LineageView, RowKey};
 use crate::plan::GatherPlan;
 use crate::request::{RequestError, RowError};
@@ -192,7 +192,7 @@ fn split_rows(
             TensorColumn::from_rows(name, col.dtype(), &refs)?,
         ));
     }
-    let params = take_strings(batch.parameters(), &picks)?;
+    let params = take_rows(batch.parameters(), &picks, PARAMETERS)?;
     let parts =
         Batch::new(UInt64Array::from(ids), lineage.finish(), columns)?.with_parameters(params)?;
     let parent_rows: Vec<u32> = kept.iter().map(|&(row, _)| row as u32).collect();
@@ -204,37 +204,28 @@ fn split_rows(
                 .map(|&(row, _)| batch.request_ids()[row])
                 .collect::<Vec<_>>(),
         ),
-        take_lineage(batch, &parent_rows),
+        take_rows(batch.lineage(), &parent_rows, LINEAGE)?,
         vec![(Arc::from(PART_COUNT), count)],
     )?
-    .with_parameters(take_strings(batch.parameters(), &parent_rows)?)?;
+    .with_parameters(take_rows(batch.parameters(), &parent_rows, PARAMETERS)?)?;
     Ok((parts, parents))
 }
 
-/// Entries `rows` of a string column.
-fn take_strings(column: &StringArray, rows: &[u32]) -> Result<StringArray, BatchError> {
+/// Entries `rows` of `column` (the parameters or the lineage), as a column of its own type.
+fn take_rows<T: Array + Clone + 'static>(
+    column: &T,
+    rows: &[u32],
+    name: &str,
+) -> Result<T, BatchError> {
     let taken = arrow_select::take::take(column, &UInt32Array::from(rows.to_vec()), None)?;
     taken
         .as_any()
-        .downcast_ref::<StringArray>()
+        .downcast_ref::<T>()
         .cloned()
         .ok_or_else(|| BatchError::BadColumn {
-            column: crate::batch::PARAMETERS.into(),
+            column: name.into(),
             problem: "take changed the column type".into(),
         })
-}
-
-/// Lineage rows `rows` of `batch`.
-fn take_lineage(batch: &Batch, rows: &[u32]) -> arrow_array::ListArray {
-    let view = LineageView::new(batch.lineage());
-    let mut out = LineageBuilder::with_capacity(rows.len(), 4);
-    for &row in rows {
-        for e in view.row(row as usize) {
-            out.push_entry(e);
-        }
-        out.finish_row();
-    }
-    out.finish()
 }
 
 /// A parent and the parts that arrived for it.
