@@ -93,6 +93,20 @@ pub(super) struct ServeArgs {
     /// with an error document (default: --max-body-bytes).
     #[arg(long, env = "WEIR_MAX_LINE_BYTES")]
     max_line_bytes: Option<usize>,
+    /// Folder offline jobs (`POST /v2/offline`) read their inputs from and write their outputs to;
+    /// without it offline jobs are off.
+    #[arg(long, env = "WEIR_OFFLINE_DIR")]
+    offline_dir: Option<PathBuf>,
+    /// Offline jobs pause while the machine's CPU utilisation is above this fraction (INFaaS's
+    /// 40 %).
+    #[arg(long, default_value_t = 0.4, env = "WEIR_OFFLINE_MAX_UTILISATION")]
+    offline_max_utilisation: f64,
+    /// Offline jobs running at once; later ones queue.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    offline_running: u32,
+    /// Requests of one offline job in flight at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    offline_in_flight: u32,
     #[command(flatten)]
     files: FileArgs,
 }
@@ -107,6 +121,12 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         (None, Some(t)) => Some(weir_connectors::http::AuthToken::new(t)?),
         (None, None) => None,
     };
+    if !(0.0..=1.0).contains(&args.offline_max_utilisation) {
+        bail!(
+            "--offline-max-utilisation ({}) must be between 0 and 1",
+            args.offline_max_utilisation
+        );
+    }
     if args.max_inflight_bytes < args.max_body_bytes {
         bail!(
             "--max-inflight-bytes ({}) is below --max-body-bytes ({}): bodies between the two would be refused forever",
@@ -168,6 +188,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         ..Default::default()
     };
     let grpc_server = weir_connectors::grpc::GrpcServer::new(handles.clone(), grpc_config);
+    let offline_handles = handles.clone();
     let server = weir_connectors::http::HttpServer::new(
         handles,
         config,
@@ -203,6 +224,35 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
+        let offline = match &args.offline_dir {
+            Some(root) => {
+                let cpu = weir_connectors::offline::CpuUtilisation::spawn(
+                    std::time::Duration::from_secs(1),
+                    args.offline_max_utilisation,
+                );
+                let config = weir_connectors::offline::OfflineConfig {
+                    root: root.clone(),
+                    max_running: args.offline_running as usize,
+                    max_jobs: 256,
+                    max_in_flight: args.offline_in_flight as usize,
+                    stream: stream_options,
+                };
+                let throttle = weir_connectors::offline::Throttle::new(vec![cpu]);
+                Some(
+                    weir_connectors::offline::OfflineJobs::new(
+                        config,
+                        &offline_handles,
+                        Arc::new(throttle),
+                    )
+                    .with_context(|| format!("--offline-dir {}", root.display()))?,
+                )
+            }
+            None => None,
+        };
+        let server = match &offline {
+            Some(jobs) => server.with_offline(Arc::clone(jobs)),
+            None => server,
+        };
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = tokio::task::JoinSet::new();
         for (runtime, connector) in streams {
@@ -246,6 +296,10 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
             }
         }
         let _ = stop_tx.send(true);
+        if let Some(jobs) = &offline {
+            jobs.shutdown(std::time::Duration::from_millis(args.drain_timeout_ms))
+                .await;
+        }
         let mut finished = Vec::new();
         while let Some(r) = tasks.join_next().await {
             finished.push(r);

@@ -23,6 +23,7 @@ mod image_ops;
 mod invalid;
 mod kairos;
 mod ocr;
+mod offline;
 mod parity;
 mod pretrained;
 mod reference;

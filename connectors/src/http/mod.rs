@@ -16,6 +16,7 @@ mod body;
 mod error;
 mod listener;
 pub mod metrics;
+mod offline;
 mod server;
 
 pub(crate) use auth::authorized;

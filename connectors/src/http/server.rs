@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -72,9 +72,10 @@ struct ServedGraph {
     metrics: Arc<GraphMetrics>,
 }
 
-struct ServerState {
+pub(super) struct ServerState {
     graphs: BTreeMap<String, ServedGraph>,
-    config: HttpConfig,
+    pub(super) config: HttpConfig,
+    pub(super) offline: Option<Arc<crate::offline::OfflineJobs>>,
     ready: AtomicBool,
     metrics: ServerMetrics,
     bytes_budget: Arc<ByteBudget>,
@@ -122,8 +123,19 @@ impl HttpServer {
                 bytes_budget: ByteBudget::new(config.max_inflight_bytes),
                 connections,
                 config,
+                offline: None,
             }),
         }
+    }
+
+    /// The same server, also taking offline jobs (`/v2/offline`).
+    #[must_use]
+    pub fn with_offline(self, jobs: Arc<crate::offline::OfflineJobs>) -> HttpServer {
+        let mut state = self.state;
+        if let Some(s) = Arc::get_mut(&mut state) {
+            s.offline = Some(jobs);
+        }
+        HttpServer { state }
     }
 
     fn router(&self) -> Router {
@@ -145,6 +157,14 @@ impl HttpServer {
             .route(
                 "/v2/models/{name}/versions/{version}/infer",
                 post(infer_versioned),
+            )
+            .route(
+                "/v2/offline",
+                post(super::offline::submit).get(super::offline::list),
+            )
+            .route(
+                "/v2/offline/{id}",
+                get(super::offline::status).merge(delete(super::offline::cancel)),
             )
             .route("/metrics", get(metrics))
             .fallback(|| async {
@@ -194,10 +214,17 @@ impl HttpServer {
 }
 
 fn authorize(state: &ServerState, headers: &HeaderMap) -> Result<(), ServeError> {
-    if authorized(state.config.auth_token.as_ref(), headers) {
-        Ok(())
-    } else {
-        Err(ServeError::Unauthorized)
+    state.authorize(headers)
+}
+
+impl ServerState {
+    /// Ok when no token is configured or the request carries it.
+    pub(super) fn authorize(&self, headers: &HeaderMap) -> Result<(), ServeError> {
+        if authorized(self.config.auth_token.as_ref(), headers) {
+            Ok(())
+        } else {
+            Err(ServeError::Unauthorized)
+        }
     }
 }
 

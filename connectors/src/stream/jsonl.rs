@@ -7,9 +7,17 @@
 //! held only up to [`StreamOptions::max_line_bytes`]; the rest of a longer one is discarded as it
 //! arrives, so a multi-gigabyte line without a newline costs one buffer, not its size. Every
 //! non-blank line read gets exactly one reply document, named `line-<n>` when it has no `id`.
+//!
+//! The same loop runs offline jobs ([`crate::offline`]): a [`Pace`] then holds each read at the
+//! job's throttle, counts its progress and adds the job's parameters to every request.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
+use crate::offline::{Progress, Throttle};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -37,6 +45,49 @@ pub struct Ends<'a> {
     pub output: &'a StreamEnd,
     /// What to do when the output file exists.
     pub output_mode: OutputMode,
+    /// Where the files may be (a graph's paths were confined at validation; an offline job's are
+    /// confined to its folder).
+    pub rules: &'a FileRules,
+}
+
+/// How a run is paced and followed: nothing for a graph's own stream; for an offline job, its
+/// throttle (and where to say why it waits), its counts, and parameters every request gets
+/// unless it sets them itself.
+#[derive(Default)]
+pub struct Pace<'a> {
+    /// Each line is read only once the throttle is open.
+    pub throttle: Option<(Arc<Throttle>, &'a Mutex<Option<String>>)>,
+    /// Requests read, answered and failed.
+    pub progress: Option<Arc<Progress>>,
+    /// Default request parameters.
+    pub parameters: Option<Arc<Map<String, Value>>>,
+}
+
+/// `document` with each of `defaults` added to its `parameters` where it has no such key. The
+/// document's other members are kept as raw text (no tree is built of them); a document that is
+/// not a JSON object, or whose `parameters` is not one, is left for the request parser to refuse.
+fn with_parameters(document: Vec<u8>, defaults: &Map<String, Value>) -> Vec<u8> {
+    let Ok(mut members) = serde_json::from_slice::<BTreeMap<String, Box<RawValue>>>(&document)
+    else {
+        return document;
+    };
+    let mut parameters = match members.get("parameters") {
+        Some(raw) => match serde_json::from_str::<Map<String, Value>>(raw.get()) {
+            Ok(p) => p,
+            Err(_) => return document,
+        },
+        None => Map::new(),
+    };
+    for (key, value) in defaults {
+        parameters
+            .entry(key.clone())
+            .or_insert_with(|| value.clone());
+    }
+    let Ok(raw) = serde_json::value::to_raw_value(&parameters) else {
+        return document;
+    };
+    members.insert("parameters".to_string(), raw);
+    serde_json::to_vec(&members).unwrap_or(document)
 }
 
 /// What one read of a line found.
@@ -102,11 +153,11 @@ pub async fn run_jsonl(
     runtime: Arc<GraphRuntime>,
     ends: Ends<'_>,
     options: StreamOptions,
+    pace: Pace<'_>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<StreamReport, StreamError> {
-    // The graph's paths were checked within the path root at validation; these opens check the
-    // files themselves again (regular, not a symlink, not clobbered).
-    let rules = FileRules::default();
+    // These opens check the files themselves again (regular, not a symlink, not clobbered).
+    let rules = ends.rules;
     let mut reader: Box<dyn AsyncBufRead + Unpin + Send> = match ends.input {
         StreamEnd::Stdio => Box::new(BufReader::with_capacity(
             READ_BUFFER_BYTES,
@@ -114,7 +165,7 @@ pub async fn run_jsonl(
         )),
         StreamEnd::File(p) => Box::new(BufReader::with_capacity(
             READ_BUFFER_BYTES,
-            tokio::fs::File::from_std(open_input(p, &rules)?),
+            tokio::fs::File::from_std(open_input(p, rules)?),
         )),
     };
     let (writer, output_name): (Box<dyn AsyncWrite + Unpin + Send>, String) = match ends.output {
@@ -123,7 +174,7 @@ pub async fn run_jsonl(
             Box::new(tokio::fs::File::from_std(open_output(
                 p,
                 ends.output_mode,
-                &rules,
+                rules,
             )?)),
             p.display().to_string(),
         ),
@@ -155,6 +206,12 @@ pub async fn run_jsonl(
     let mut line = Vec::new();
     let mut number = 0u64;
     let read_result = loop {
+        if let Some((throttle, paused)) = &pace.throttle {
+            throttle.wait_open(paused, &mut shutdown).await;
+            if *shutdown.borrow() {
+                break Ok(());
+            }
+        }
         let read = tokio::select! {
             read = read_line(&mut reader, &mut line, options.max_line_bytes) => read,
             _ = shutdown.wait_for(|stop| *stop) => break Ok(()),
@@ -169,6 +226,9 @@ pub async fn run_jsonl(
             continue;
         }
         report.requests += 1;
+        if let Some(p) = &pace.progress {
+            p.read.fetch_add(1, Ordering::Relaxed);
+        }
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             break Ok(());
         };
@@ -185,13 +245,28 @@ pub async fn run_jsonl(
                 limit: options.max_line_bytes,
             };
             let _ = tx.send(error_document(&id, &error)).await;
+            if let Some(p) = &pace.progress {
+                p.answered.fetch_add(1, Ordering::Relaxed);
+                p.errors.fetch_add(1, Ordering::Relaxed);
+            }
             drop(permit);
             continue;
         }
-        let (runtime, tx, document) = (Arc::clone(&runtime), tx.clone(), std::mem::take(&mut line));
+        let (runtime, tx, mut document) =
+            (Arc::clone(&runtime), tx.clone(), std::mem::take(&mut line));
+        if let Some(defaults) = &pace.parameters {
+            document = with_parameters(document, defaults);
+        }
+        let progress = pace.progress.clone();
         tasks.spawn(async move {
             let (reply, failed) = answer_document(&runtime, &document, id, options).await;
             let _ = tx.send(reply).await;
+            if let Some(p) = progress {
+                p.answered.fetch_add(1, Ordering::Relaxed);
+                if failed {
+                    p.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             drop(permit);
             failed
         });
@@ -232,6 +307,27 @@ mod tests {
             .build()
             .unwrap()
             .block_on(f)
+    }
+
+    #[test]
+    fn job_parameters_are_added_where_a_request_has_none() {
+        let defaults: Map<String, Value> =
+            serde_json::from_str(r#"{"min_accuracy": 0.9, "latency_ms": 50}"#).unwrap();
+        let merged = with_parameters(
+            br#"{"id": "a", "inputs": [], "parameters": {"latency_ms": 10}}"#.to_vec(),
+            &defaults,
+        );
+        let v: Value = serde_json::from_slice(&merged).unwrap();
+        assert_eq!(v["parameters"]["latency_ms"], 10);
+        assert_eq!(v["parameters"]["min_accuracy"], 0.9);
+        assert_eq!(v["id"], "a");
+        let added: Value =
+            serde_json::from_slice(&with_parameters(br#"{"inputs": []}"#.to_vec(), &defaults))
+                .unwrap();
+        assert_eq!(added["parameters"]["latency_ms"], 50);
+        for bad in [&b"[1]"[..], b"{\"parameters\": 3}", b"not json"] {
+            assert_eq!(with_parameters(bad.to_vec(), &defaults), bad);
+        }
     }
 
     #[test]

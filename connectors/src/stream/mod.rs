@@ -123,12 +123,15 @@ pub async fn run_stream(
             output,
             output_mode,
         } => {
+            // The graph's paths were confined to its path root at validation.
+            let rules = weir_engine::paths::FileRules::default();
             let ends = jsonl::Ends {
                 input: &input,
                 output: &output,
                 output_mode,
+                rules: &rules,
             };
-            jsonl::run_jsonl(runtime, ends, options, shutdown).await
+            jsonl::run_jsonl(runtime, ends, options, jsonl::Pace::default(), shutdown).await
         }
         StreamConnector::Zenoh {
             subscribe,
