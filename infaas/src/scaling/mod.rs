@@ -12,11 +12,15 @@
 //! (1) Σ `Q·(N + δ)` ≥ load + slack, (2) only variants within the SLO are loaded, (3) the
 //! instances fit the worker's cores and memory, (4) no count goes below zero.
 //!
+//! [`workers`] holds the other level: when to add an executor of a hardware type or remove an
+//! idle one (§4.2.3).
+//!
 //! Pure functions of their inputs: no clock, no threads; the live autoscaler feeds them the
 //! metadata store's figures.
 
 pub mod greedy;
 pub mod ilp;
+pub mod workers;
 
 use serde::{Deserialize, Serialize};
 
