@@ -13,6 +13,8 @@
 //!   events.
 //! - [`scaling`]: model-level autoscaling's cost, constraints, greedy heuristic and exact program
 //!   (§4.2).
+//! - [`launcher`]: how executors are started and stopped (local processes, or an operator's
+//!   command).
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
 
 #![deny(missing_docs)]
@@ -20,6 +22,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod dispatch;
+pub mod launcher;
 pub mod query;
 pub mod scaling;
 pub mod state;
