@@ -13,6 +13,7 @@
 //!   events.
 //! - [`scaling`]: model-level autoscaling's cost, constraints, greedy heuristic and exact program
 //!   (§4.2).
+//! - [`billing`]: what the instances cost, price × seconds loaded.
 //! - [`launcher`]: how executors are started and stopped (local processes, or an operator's
 //!   command).
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
@@ -21,6 +22,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod billing;
 pub mod dispatch;
 pub mod launcher;
 pub mod query;
