@@ -1,7 +1,7 @@
 //! Prometheus families for the metadata store and its decisions.
 //!
-//! - `infaas_instances{state}`: instances by state; `inactive` counts variants with no instance at
-//!   all (the registry's idle variants), the other states count instances;
+//! - `infaas_instances{state}`: instances by state; `inactive` counts the variants with no instance
+//!   at all (the registry's idle variants) and the instances still loading;
 //! - `infaas_state_transitions_total{from,to}`: instance state changes the dataflow derived;
 //! - `infaas_decisions_total{kind}`: selections by outcome: `explicit` (a named variant), `active`
 //!   (an Active instance of a chosen variant), `cold` (a variant to load), `no_match`;

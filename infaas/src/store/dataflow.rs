@@ -12,7 +12,7 @@
 //! - per hardware: workers, min and mean utilisation, workers holding an Overloaded instance, and
 //!   whether every instance on it is Interfered (a reduce over its workers' rows).
 //!
-//! Each batch of events taken from the channel is one timestamp. After feeding a batch the thread
+//! Each batch of events taken from the channel (at most [`MAX_BATCH`] messages) is one timestamp. After feeding a batch the thread
 //! steps the worker until the probe's frontier passes that timestamp, applies the outputs' changes
 //! to its output tables, and publishes a new [`Snapshot`]; so an event is visible to `select` once
 //! the batch it arrived in has been published, and a sync request queued behind it is answered.
@@ -33,6 +33,9 @@ use super::rule::{Report, StateRule};
 use super::snapshot::{HardwareView, InstanceView, Registry, Snapshot, WorkerView};
 use super::Shared;
 use crate::state::{Event, InstanceState};
+
+/// The most messages fed in as one timestamp.
+pub(super) const MAX_BATCH: usize = 4096;
 
 /// A message to the dataflow thread.
 pub(super) enum Message {
@@ -285,7 +288,9 @@ pub(super) fn run(
             let Ok(first) = messages.recv() else { break };
             let mut waiting = Vec::new();
             let mut next = Some(first);
+            let mut taken = 0;
             while let Some(message) = next {
+                taken += 1;
                 match message {
                     Message::Event(event) => {
                         events += 1;
@@ -293,7 +298,11 @@ pub(super) fn run(
                     }
                     Message::Sync(reply) => waiting.push(reply),
                 }
-                next = messages.try_recv().ok();
+                next = if taken < MAX_BATCH {
+                    messages.try_recv().ok()
+                } else {
+                    None
+                };
             }
             time += 1;
             inputs.advance_to(time);

@@ -5,7 +5,8 @@
 //! differential dataflow as the retraction of the old one plus the insertion of the new one, so the
 //! inputs keep a mirror of what they currently hold. Events come from workers and peers and are
 //! treated as hostile: a non-finite or out-of-range number, an unknown variant, or a fact about a
-//! worker that is not up is dropped with a warning and changes nothing.
+//! worker that is not up is dropped with a warning and changes nothing. Ids are bounded in length
+//! and workers in number, so a flood of made-up workers cannot grow the store without bound.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +16,11 @@ use differential_dataflow::input::InputSession;
 use super::dataflow::{Facts, ReportRow};
 use super::snapshot::{Registry, VariantId};
 use crate::state::Event;
+
+/// The most workers the store tracks at once.
+pub(super) const MAX_WORKERS: usize = 4096;
+/// The longest worker id or hardware name taken.
+pub(super) const MAX_ID_BYTES: usize = 256;
 
 /// An instance's key: variant and worker.
 pub(super) type InstanceKey = (VariantId, String);
@@ -117,6 +123,18 @@ impl Inputs {
     pub(super) fn apply(&mut self, event: Event) -> bool {
         match event {
             Event::WorkerUp(w) => {
+                if w.id.len() > MAX_ID_BYTES || w.hardware.len() > MAX_ID_BYTES {
+                    tracing::warn!(
+                        bytes = w.id.len().max(w.hardware.len()),
+                        "worker with an over-long id or hardware name ignored"
+                    );
+                    return false;
+                }
+                if !self.held_workers.contains_key(&w.id) && self.held_workers.len() >= MAX_WORKERS
+                {
+                    tracing::warn!(worker = %w.id, "worker beyond the store's bound of {MAX_WORKERS} ignored");
+                    return false;
+                }
                 replace(
                     &mut self.held_workers,
                     &mut self.workers,
@@ -164,11 +182,12 @@ impl Inputs {
                     tracing::warn!(%worker, "utilisation of a worker that is not up ignored");
                     return false;
                 }
+                // `+ 0.0` turns -0.0 into 0.0, so the bits order as the values do.
                 replace(
                     &mut self.held_utilisation,
                     &mut self.utilisation,
                     worker,
-                    Some(utilisation.to_bits()),
+                    Some((utilisation + 0.0).to_bits()),
                 );
             }
             Event::Loading { variant, worker } => {
@@ -224,8 +243,9 @@ impl Inputs {
                     return false;
                 }
                 let row = ReportRow {
-                    qps_bits: qps.to_bits(),
-                    latency_bits: mean_latency_ms.to_bits(),
+                    // `+ 0.0` turns -0.0 into 0.0, so the bits order as the values do.
+                    qps_bits: (qps + 0.0).to_bits(),
+                    latency_bits: (mean_latency_ms + 0.0).to_bits(),
                     outstanding,
                 };
                 replace(&mut self.held_reports, &mut self.reports, key, Some(row));

@@ -9,7 +9,9 @@
 //! dataflow: the dataflow's output changes are applied to read-optimised indexes published as an
 //! immutable [`Snapshot`] behind an `RwLock<Arc<_>>`, and a [`VariantPolicy`] reads that.
 //!
-//! **When an event is visible.** [`MetadataStore::record`] queues the event and returns. The
+//! **When an event is visible.** [`MetadataStore::record`] queues the event and returns (the
+//! queue is bounded at [`QUEUE_BOUND`] messages; a caller recording faster than the dataflow
+//! drains waits). The
 //! dataflow thread takes every queued message as one batch (one timestamp), steps until its
 //! frontier passes that timestamp and publishes the snapshot; an event is visible to `select`
 //! from then on, typically well under a millisecond later. [`MetadataStore::sync`] returns once
@@ -20,7 +22,7 @@ mod inputs;
 pub mod rule;
 mod snapshot;
 
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -35,6 +37,9 @@ use crate::select::{PaperPolicy, VariantPolicy};
 use crate::state::{Event, InstanceState};
 use crate::variant::Variant;
 use dataflow::Message;
+
+/// The most messages queued for the dataflow thread.
+pub const QUEUE_BOUND: usize = 65_536;
 
 /// The store could not be started or has stopped.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +61,7 @@ pub(crate) struct Shared {
 /// The metadata store; implements [`Dispatcher`] with a [`VariantPolicy`].
 pub struct MetadataStore {
     shared: Arc<Shared>,
-    sender: Mutex<Option<Sender<Message>>>,
+    sender: Mutex<Option<SyncSender<Message>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     policy: Box<dyn VariantPolicy>,
 }
@@ -85,7 +90,7 @@ impl MetadataStore {
             metrics: StoreMetrics::default(),
         });
         shared.metrics.set_states(&shared.snapshot());
-        let (sender, receiver) = mpsc::channel();
+        let (sender, receiver) = mpsc::sync_channel(QUEUE_BOUND);
         let for_thread = shared.clone();
         let thread = std::thread::Builder::new()
             .name("infaas-store".into())
