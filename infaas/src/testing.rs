@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use proptest::prelude::*;
+
 use crate::state::{Event, Worker};
 use crate::variant::{GraphLevel, Precision, Profile, Variant, VariantConfig};
 
@@ -75,4 +77,31 @@ pub fn util(worker: &str, utilisation: f64) -> Event {
         worker: worker.into(),
         utilisation,
     }
+}
+
+/// Any event about `variants` and `workers` (of hardware cpu or gpu), hostile numbers included.
+pub fn arb_event(
+    variants: &'static [&'static str],
+    workers: &'static [&'static str],
+) -> impl Strategy<Value = Event> {
+    let v = prop::sample::select(variants);
+    let w = prop::sample::select(workers);
+    let pair = (v.clone(), w.clone());
+    prop_oneof![
+        (w.clone(), prop::bool::ANY).prop_map(|(w, g)| up(w, if g { "gpu" } else { "cpu" })),
+        w.clone()
+            .prop_map(|w| Event::WorkerDown { worker: w.into() }),
+        (w.clone(), -0.2f64..1.2).prop_map(|(w, u)| util(w, u)),
+        pair.clone().prop_map(|(v, w)| loaded(v, w)),
+        pair.clone().prop_map(|(v, w)| Event::Loading {
+            variant: v.into(),
+            worker: w.into()
+        }),
+        pair.prop_map(|(v, w)| Event::Unloaded {
+            variant: v.into(),
+            worker: w.into()
+        }),
+        (v, w, -1.0f64..300.0, 0.0f64..60.0, 0u32..100)
+            .prop_map(|(v, w, q, l, o)| report(v, w, q, l, o)),
+    ]
 }

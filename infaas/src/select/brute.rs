@@ -3,11 +3,10 @@
 //! snapshot's indexes. The decision-time benchmark measures the policy against it, and the
 //! property tests check both agree.
 
-use super::{
-    active_rank, choice, cold_rank, explicit, least, matches, task_no_match, VariantPolicy,
-};
-use crate::query::{Choice, NoMatch, Query, Target};
+use super::{decide, matches, Lookup, VariantPolicy};
+use crate::query::{Choice, NoMatch, Query, Requirements};
 use crate::store::{InstanceView, Snapshot, VariantId};
+use crate::variant::Variant;
 
 /// Selection by exhaustive scan (see the module documentation).
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,48 +36,37 @@ fn cold(snapshot: &Snapshot, id: VariantId) -> Option<&str> {
         .map(|w| w.id.as_str())
 }
 
+/// Everything scanned.
+struct Scan<'s>(&'s Snapshot);
+
+impl<'s> Lookup<'s> for Scan<'s> {
+    fn candidates(
+        &self,
+        task: &str,
+        req: &Requirements,
+        batch: u32,
+    ) -> impl Iterator<Item = (VariantId, &'s Variant)> {
+        let (task, req) = (task.to_string(), *req);
+        self.0
+            .registry()
+            .variants()
+            .iter()
+            .enumerate()
+            .filter(move |(_, v)| v.task == task && matches(v, &req, batch))
+            .map(|(id, v)| (id as VariantId, v))
+    }
+
+    fn usable(&self, id: VariantId) -> Option<&'s InstanceView> {
+        usable(self.0, id)
+    }
+
+    fn cold(&self, id: VariantId) -> Option<&'s str> {
+        cold(self.0, id)
+    }
+}
+
 impl VariantPolicy for BruteForce {
     fn select(&self, snapshot: &Snapshot, query: &Query) -> Result<Choice, NoMatch> {
-        let task = match &query.target {
-            Target::Variant(name) => {
-                return explicit(
-                    snapshot,
-                    name,
-                    |id| usable(snapshot, id).map(|i| i.worker.clone()),
-                    |id| cold(snapshot, id).map(str::to_string),
-                )
-            }
-            Target::Task(task) => task,
-        };
-        let (req, batch) = (&query.requirements, query.batch);
-        let candidates = || {
-            snapshot
-                .registry()
-                .variants()
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.task == *task && matches(v, req, batch))
-                .map(|(id, v)| (id as VariantId, v))
-        };
-        let active =
-            least(candidates().filter_map(|(id, v)| {
-                Some((usable(snapshot, id)?, v, active_rank(v, req, batch)))
-            }));
-        if let Some((instance, v, _)) = active {
-            return Ok(choice(v, &instance.worker, false));
-        }
-        let cold = least(
-            candidates().filter_map(|(id, v)| Some((cold(snapshot, id)?, v, cold_rank(v, batch)))),
-        );
-        if let Some((worker, v, _)) = cold {
-            return Ok(choice(v, worker, true));
-        }
-        Err(task_no_match(
-            snapshot,
-            task,
-            req,
-            batch,
-            candidates().next().is_some(),
-        ))
+        decide(snapshot, query, &Scan(snapshot))
     }
 }

@@ -29,7 +29,7 @@ mod brute;
 pub use brute::BruteForce;
 
 use crate::query::{Choice, NoMatch, Query, Requirements, Target};
-use crate::store::{Snapshot, VariantId};
+use crate::store::{InstanceView, Snapshot, VariantId};
 use crate::variant::Variant;
 
 /// Picks a variant and worker for a query from a snapshot of the store.
@@ -144,102 +144,73 @@ pub(crate) fn choice(v: &Variant, worker: &str, cold: bool) -> Choice {
     }
 }
 
-/// The explicit-variant decision shared by the policies: the least-loaded usable instance, else a
-/// worker to load it on.
-pub(crate) fn explicit(
-    snapshot: &Snapshot,
-    name: &str,
-    usable: impl FnOnce(VariantId) -> Option<String>,
-    cold: impl FnOnce(VariantId) -> Option<String>,
+/// How a policy finds things in a snapshot: through its indexes ([`PaperPolicy`]) or by scanning
+/// everything ([`BruteForce`]). [`decide`] applies the paper's rules over either.
+pub(crate) trait Lookup<'s> {
+    /// The variants of `task` that meet `req` for `batch` rows.
+    fn candidates(
+        &self,
+        task: &str,
+        req: &Requirements,
+        batch: u32,
+    ) -> impl Iterator<Item = (VariantId, &'s Variant)>;
+    /// The least-loaded usable instance of `id`.
+    fn usable(&self, id: VariantId) -> Option<&'s InstanceView>;
+    /// Where to load `id` ([`cold_worker`]).
+    fn cold(&self, id: VariantId) -> Option<&'s str>;
+}
+
+/// The paper's decision (see the module documentation), finding things through `lookup`.
+pub(crate) fn decide<'s>(
+    snapshot: &'s Snapshot,
+    query: &Query,
+    lookup: &impl Lookup<'s>,
 ) -> Result<Choice, NoMatch> {
-    let unknown = || NoMatch {
-        reason: format!("no variant named {name}"),
-        closest: None,
-        distance: None,
-    };
-    let id = snapshot.registry().id(name).ok_or_else(unknown)?;
-    let v = snapshot.registry().get(id).ok_or_else(unknown)?;
-    if let Some(w) = usable(id) {
-        return Ok(choice(v, &w, false));
-    }
-    if let Some(w) = cold(id) {
-        return Ok(choice(v, &w, true));
-    }
-    Err(NoMatch {
-        reason: format!(
-            "variant {name}: no worker of hardware {} can take it",
-            v.config.hardware
-        ),
-        closest: Some(v.name.clone()),
-        distance: Some(0.0),
-    })
-}
-
-impl VariantPolicy for PaperPolicy {
-    fn select(&self, snapshot: &Snapshot, query: &Query) -> Result<Choice, NoMatch> {
-        let registry = snapshot.registry();
-        let task = match &query.target {
-            Target::Variant(name) => {
-                return explicit(
-                    snapshot,
-                    name,
-                    |id| {
-                        snapshot
-                            .instances_of(id)
-                            .first()
-                            .filter(|i| i.usable())
-                            .map(|i| i.worker.clone())
-                    },
-                    |id| cold_worker(snapshot, id).map(str::to_string),
-                );
-            }
-            Target::Task(task) => task,
-        };
-        let (req, batch) = (&query.requirements, query.batch);
-        let ids = registry.task(task);
-        let accurate = match req.min_accuracy {
-            Some(a) => ids.partition_point(|id| registry.get(*id).is_some_and(|v| v.accuracy >= a)),
-            None => ids.len(),
-        };
-        let candidates = || {
-            ids[..accurate]
-                .iter()
-                .filter_map(|id| registry.get(*id).map(|v| (*id, v)))
-                .filter(|(_, v)| matches(v, req, batch))
-        };
-        let active = least(candidates().filter_map(|(id, v)| {
-            let first = snapshot.instances_of(id).first().filter(|i| i.usable())?;
-            Some((first, v, active_rank(v, req, batch)))
-        }));
-        if let Some((instance, v, _)) = active {
-            return Ok(choice(v, &instance.worker, false));
-        }
-        let cold = least(
-            candidates()
-                .filter_map(|(id, v)| Some((cold_worker(snapshot, id)?, v, cold_rank(v, batch)))),
-        );
-        if let Some((worker, v, _)) = cold {
-            return Ok(choice(v, worker, true));
-        }
-        Err(task_no_match(
-            snapshot,
-            task,
-            req,
-            batch,
-            candidates().next().is_some(),
-        ))
-    }
-}
-
-/// The no-match answer for a task query.
-pub(crate) fn task_no_match(
-    snapshot: &Snapshot,
-    task: &str,
-    req: &Requirements,
-    batch: u32,
-    had_candidates: bool,
-) -> NoMatch {
     let registry = snapshot.registry();
+    let (req, batch) = (&query.requirements, query.batch);
+    let task = match &query.target {
+        Target::Task(task) => task,
+        Target::Variant(name) => {
+            let unknown = || NoMatch {
+                reason: format!("no variant named {name}"),
+                closest: None,
+                distance: None,
+            };
+            let id = registry.id(name).ok_or_else(unknown)?;
+            let v = registry.get(id).ok_or_else(unknown)?;
+            if let Some(i) = lookup.usable(id) {
+                return Ok(choice(v, &i.worker, false));
+            }
+            if let Some(w) = lookup.cold(id) {
+                return Ok(choice(v, w, true));
+            }
+            return Err(NoMatch {
+                reason: format!(
+                    "variant {name}: no worker of hardware {} can take it",
+                    v.config.hardware
+                ),
+                closest: Some(v.name.clone()),
+                distance: Some(0.0),
+            });
+        }
+    };
+    let active = least(
+        lookup
+            .candidates(task, req, batch)
+            .filter_map(|(id, v)| Some((lookup.usable(id)?, v, active_rank(v, req, batch)))),
+    );
+    if let Some((instance, v, _)) = active {
+        return Ok(choice(v, &instance.worker, false));
+    }
+    let cold = least(
+        lookup
+            .candidates(task, req, batch)
+            .filter_map(|(id, v)| Some((lookup.cold(id)?, v, cold_rank(v, batch)))),
+    );
+    if let Some((worker, v, _)) = cold {
+        return Ok(choice(v, worker, true));
+    }
+    let had_candidates = lookup.candidates(task, req, batch).next().is_some();
     let reason = if registry.task(task).is_empty() {
         format!("no variant serves task {task}")
     } else if had_candidates {
@@ -251,7 +222,46 @@ pub(crate) fn task_no_match(
         .task(task)
         .iter()
         .filter_map(|id| registry.get(*id));
-    no_match(reason, variants, req, batch)
+    Err(no_match(reason, variants, req, batch))
+}
+
+/// The snapshot's indexes.
+struct Indexed<'s>(&'s Snapshot);
+
+impl<'s> Lookup<'s> for Indexed<'s> {
+    fn candidates(
+        &self,
+        task: &str,
+        req: &Requirements,
+        batch: u32,
+    ) -> impl Iterator<Item = (VariantId, &'s Variant)> {
+        let registry = self.0.registry();
+        let ids = registry.task(task);
+        // Sorted most accurate first: the accuracy bound is a prefix.
+        let accurate = match req.min_accuracy {
+            Some(a) => ids.partition_point(|id| registry.get(*id).is_some_and(|v| v.accuracy >= a)),
+            None => ids.len(),
+        };
+        let req = *req;
+        ids[..accurate]
+            .iter()
+            .filter_map(move |id| registry.get(*id).map(|v| (*id, v)))
+            .filter(move |(_, v)| matches(v, &req, batch))
+    }
+
+    fn usable(&self, id: VariantId) -> Option<&'s InstanceView> {
+        self.0.instances_of(id).first().filter(|i| i.usable())
+    }
+
+    fn cold(&self, id: VariantId) -> Option<&'s str> {
+        cold_worker(self.0, id)
+    }
+}
+
+impl VariantPolicy for PaperPolicy {
+    fn select(&self, snapshot: &Snapshot, query: &Query) -> Result<Choice, NoMatch> {
+        decide(snapshot, query, &Indexed(snapshot))
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::dispatch::Dispatcher;
 use crate::query::Requirements;
 use crate::state::{Event, InstanceState};
 use crate::store::{MetadataStore, StateRule};
-use crate::testing::{loaded, report, up, util, variant};
+use crate::testing::{arb_event, loaded, report, up, util, variant};
 
 fn variants() -> Vec<Variant> {
     vec![
@@ -205,28 +205,6 @@ fn r22_the_policy_is_replaceable() {
     );
 }
 
-fn arb_event() -> impl Strategy<Value = Event> {
-    let v = prop::sample::select(vec!["fast", "mid", "slow", "gpu", "other"]);
-    let w = prop::sample::select(vec!["w1", "w2", "w3", "g1"]);
-    prop_oneof![
-        (w.clone(), prop::bool::ANY).prop_map(|(w, g)| up(w, if g { "gpu" } else { "cpu" })),
-        w.clone()
-            .prop_map(|w| Event::WorkerDown { worker: w.into() }),
-        (w.clone(), 0.0f64..1.0).prop_map(|(w, u)| util(w, u)),
-        (v.clone(), w.clone()).prop_map(|(v, w)| loaded(v, w)),
-        (v.clone(), w.clone()).prop_map(|(v, w)| Event::Loading {
-            variant: v.into(),
-            worker: w.into()
-        }),
-        (v.clone(), w.clone()).prop_map(|(v, w)| Event::Unloaded {
-            variant: v.into(),
-            worker: w.into()
-        }),
-        (v, w, 0.0f64..300.0, 0.0f64..200.0, 0u32..200)
-            .prop_map(|(v, w, q, l, o)| report(v, w, q, l, o)),
-    ]
-}
-
 fn arb_query() -> impl Strategy<Value = Query> {
     let name = prop::sample::select(vec!["fast", "mid", "slow", "gpu", "other", "nope"]);
     prop_oneof![
@@ -253,7 +231,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn the_policy_agrees_with_brute_force(
-        events in prop::collection::vec(arb_event(), 0..40),
+        events in prop::collection::vec(arb_event(&["fast", "mid", "slow", "gpu", "other"], &["w1", "w2", "w3", "g1"]), 0..40),
         queries in prop::collection::vec(arb_query(), 1..20),
     ) {
         let s = MetadataStore::start(variants()).unwrap();

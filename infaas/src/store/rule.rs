@@ -97,30 +97,19 @@ mod tests {
                 outstanding,
             })
         };
-        assert_eq!(rule.state(100.0, 10.0, None).0, InstanceState::Active);
-        assert_eq!(
-            rule.state(100.0, 10.0, r(50.0, 12.0, 3)).0,
-            InstanceState::Active
-        );
-        assert_eq!(
-            rule.state(100.0, 10.0, r(100.0, 12.0, 3)).0,
-            InstanceState::Overloaded
-        );
-        assert_eq!(
-            rule.state(100.0, 10.0, r(10.0, 10.0, 51)).0,
-            InstanceState::Overloaded
-        );
-        assert_eq!(
-            rule.state(100.0, 10.0, r(10.0, 15.1, 0)).0,
-            InstanceState::Interfered
-        );
-        assert_eq!(
-            rule.state(100.0, 10.0, r(100.0, 99.0, 0)).0,
-            InstanceState::Overloaded
-        );
-        assert_eq!(
-            rule.state(0.0, 10.0, r(1e9, 10.0, 1000)).0,
-            InstanceState::Active
-        );
+        use InstanceState::*;
+        let cases = [
+            (100.0, None, Active),
+            (100.0, r(50.0, 12.0, 3), Active),
+            (100.0, r(100.0, 12.0, 3), Overloaded),
+            (100.0, r(10.0, 10.0, 51), Overloaded),
+            (100.0, r(10.0, 15.1, 0), Interfered),
+            (100.0, r(100.0, 99.0, 0), Overloaded),
+            // No saturation profiled: never Overloaded.
+            (0.0, r(1e9, 10.0, 1000), Active),
+        ];
+        for (saturation, report, state) in cases {
+            assert_eq!(rule.state(saturation, 10.0, report).0, state, "{report:?}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::testing::{loaded, report, up, util, variant};
+use crate::testing::{arb_event, loaded, report, up, util, variant};
 
 fn variants() -> Vec<Variant> {
     vec![
@@ -220,33 +220,11 @@ impl Replay {
     }
 }
 
-fn arb_event() -> impl Strategy<Value = Event> {
-    let v = prop::sample::select(vec!["a", "b", "g", "x"]);
-    let w = prop::sample::select(vec!["w1", "w2", "w3"]);
-    prop_oneof![
-        (w.clone(), prop::bool::ANY).prop_map(|(w, g)| up(w, if g { "gpu" } else { "cpu" })),
-        w.clone()
-            .prop_map(|w| Event::WorkerDown { worker: w.into() }),
-        (w.clone(), -0.2f64..1.2).prop_map(|(w, u)| util(w, u)),
-        (v.clone(), w.clone()).prop_map(|(v, w)| loaded(v, w)),
-        (v.clone(), w.clone()).prop_map(|(v, w)| Event::Loading {
-            variant: v.into(),
-            worker: w.into()
-        }),
-        (v.clone(), w.clone()).prop_map(|(v, w)| Event::Unloaded {
-            variant: v.into(),
-            worker: w.into()
-        }),
-        (v, w, -1.0f64..150.0, 0.0f64..40.0, 0u32..80)
-            .prop_map(|(v, w, q, l, o)| report(v, w, q, l, o)),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn incremental_state_equals_state_recomputed_from_scratch(
-        batches in prop::collection::vec(prop::collection::vec(arb_event(), 0..8), 1..8),
+        batches in prop::collection::vec(prop::collection::vec(arb_event(&["a", "b", "g", "x"], &["w1", "w2", "w3"]), 0..8), 1..8),
     ) {
         let s = MetadataStore::start(variants()).unwrap();
         let mut replay = Replay::default();
