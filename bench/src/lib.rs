@@ -24,6 +24,7 @@
 //!   batching and batching of one length only.
 //! - [`pipeline`]: the OCR service graph through `weir serve` against the same pipeline in
 //!   Python (Pillow, numpy, onnxruntime), across client concurrency.
+//! - [`infaas_decision`]: INFaaS's variant and worker decision time against a brute-force scan.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -43,6 +44,7 @@ pub mod grpc;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;
+pub mod infaas_decision;
 pub mod kairos_live;
 pub mod overhead;
 pub mod parm;

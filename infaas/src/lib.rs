@@ -17,15 +17,26 @@
 //! - [`launcher`]: how executors are started and stopped (local processes, or an operator's
 //!   command).
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
+//! - [`store`]: the metadata store, a differential dataflow deriving instance, worker and hardware
+//!   state from the events, published as read-optimised snapshots; it implements the dispatcher.
+//! - [`select`]: per-query variant selection over a snapshot, as a replaceable policy.
+//! - [`cost`]: the cheapest instance mix meeting a load and an SLO (§2.2).
+//! - [`metrics`]: the store's Prometheus families.
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod billing;
+pub mod cost;
 pub mod dispatch;
 pub mod launcher;
+pub mod metrics;
 pub mod query;
 pub mod scaling;
+pub mod select;
 pub mod state;
+pub mod store;
+#[cfg(test)]
+mod testing;
 pub mod variant;

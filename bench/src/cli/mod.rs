@@ -7,6 +7,7 @@
 mod grpc;
 mod hams;
 mod http;
+mod infaas_decision;
 mod kairos_live;
 mod overhead;
 mod parm;
@@ -65,6 +66,10 @@ enum Experiment {
     /// The OCR service graph through `weir serve` (PNG bytes in, text lines out) against the same
     /// pipeline written in Python with Pillow, numpy and onnxruntime: images/s, p50 and p99.
     Pipeline(pipeline::PipelineArgs),
+    /// INFaaS: the metadata store's variant and worker decision time against a brute-force scan,
+    /// on 175 variants of the paper's Table 8 and 12 workers in random states (paper Table 7).
+    #[command(name = "infaas-decision")]
+    InfaasDecision(infaas_decision::InfaasDecisionArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -88,6 +93,7 @@ impl Cli {
             Experiment::Hams(a) => hams::run(a),
             Experiment::VariableLength(a) => variable_length::run(a),
             Experiment::Pipeline(a) => pipeline::run(a),
+            Experiment::InfaasDecision(a) => infaas_decision::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }
