@@ -24,11 +24,17 @@
 //! are single safe path components ([`layout::check_name`]), and a variant's file is resolved only
 //! inside the root.
 //!
+//! - [`generate`]: the variant grid, names, and the fixed-batch rewrite.
 //! - [`layout`]: names, paths, atomic writes, digests.
 //! - [`metadata`]: the metadata file and its checks.
+//! - [`profile`]: measuring a variant (load, latency by batch, memory, throughput, accuracy).
+//! - [`validation`]: the validation-set format and top-1 accuracy.
 
+pub mod generate;
 pub mod layout;
 pub mod metadata;
+pub mod profile;
+pub mod validation;
 
 use std::collections::BTreeMap;
 use std::fs;
