@@ -4,39 +4,30 @@
 //! naming the file, line and field.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use weir_infaas::repository::profile::batch_sizes;
 use weir_infaas::repository::Repository;
 use weir_infaas::variant::{Precision, Variant};
 
-use crate::common::{model, repo, temp_dir, weir_home};
+use crate::cli::{weir, weir_fails, weir_ok};
+use crate::common::{model, temp_dir, weir_home};
 
-fn weir(args: &[&str], repository: &Path) -> Output {
-    weir_home();
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .current_dir(repo())
-        .env("WEIR_REPOSITORY", repository)
-        .args(args)
-        .output()
-        .expect("weir runs")
+/// `args` with `--repository <repository>` appended.
+fn in_repo(args: &[&str], repository: &Path) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    v.extend(["--repository".to_string(), repository.display().to_string()]);
+    v
 }
 
 fn ok(args: &[&str], repository: &Path) -> String {
-    let out = weir(args, repository);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "weir {args:?}:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let args = in_repo(args, repository);
+    weir_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 fn fails(args: &[&str], repository: &Path) -> String {
-    let out = weir(args, repository);
-    assert!(!out.status.success(), "weir {args:?} succeeded");
-    String::from_utf8_lossy(&out.stderr).to_string()
+    let args = in_repo(args, repository);
+    weir_fails(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 fn validation() -> String {
@@ -46,11 +37,10 @@ fn validation() -> String {
         .to_string()
 }
 
-/// Registers `name` (`.weir/models/<name>.onnx`) for `digits` with a small grid; `extra` adds
-/// flags.
-fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
-    let onnx = model(&format!("{name}.onnx")).display().to_string();
-    let v = validation();
+/// `weir model register NAME --task digits --onnx ONNX --validation VALIDATION` with a small
+/// grid, then `extra`.
+fn register_args(name: &str, onnx: &Path, validation: &str, extra: &[&str]) -> Vec<String> {
+    let onnx = onnx.display().to_string();
     let mut args = vec![
         "model",
         "register",
@@ -60,7 +50,7 @@ fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
         "--onnx",
         &onnx,
         "--validation",
-        &v,
+        validation,
         "--threads",
         "1",
         "--levels",
@@ -71,7 +61,26 @@ fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
         "2",
     ];
     args.extend_from_slice(extra);
-    weir(&args, repository)
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// Registers `name` (`.weir/models/<name>.onnx`) into `repository`.
+fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
+    weir_home();
+    let args = register_args(name, &model(&format!("{name}.onnx")), &validation(), extra);
+    weir()
+        .args(in_repo(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            repository,
+        ))
+        .output()
+        .expect("weir runs")
+}
+
+/// Runs a registration expected to fail; returns its stderr.
+fn register_fails(name: &str, onnx: &Path, validation: &str, root: &Path) -> String {
+    let args = register_args(name, onnx, validation, &["--no-int8"]);
+    fails(&args.iter().map(String::as_str).collect::<Vec<_>>(), root)
 }
 
 fn fp32_dynamic_accuracy(repo: &Repository, model: &str) -> f64 {
@@ -184,39 +193,11 @@ fn r1_digits_family_registers_with_every_field_and_cli_lists_shows_removes() {
     assert!(!root.join("digits_tiny").exists());
     assert!(fails(&["model", "show", "digits_tiny"], &root).contains("no model `digits_tiny`"));
 
-    // Another model of the task must have its signature.
-    let affine = model("affine.onnx").display().to_string();
+    // Another model of the task must have its signature; names stay single components.
     let v = validation();
-    let e = fails(
-        &[
-            "model",
-            "register",
-            "affine",
-            "--task",
-            "digits",
-            "--onnx",
-            &affine,
-            "--validation",
-            &v,
-            "--no-int8",
-        ],
-        &root,
-    );
+    let e = register_fails("affine", &model("affine.onnx"), &v, &root);
     assert!(e.contains("signature differs from model"), "{e}");
-    let e = fails(
-        &[
-            "model",
-            "register",
-            "../x",
-            "--task",
-            "digits",
-            "--onnx",
-            &affine,
-            "--validation",
-            &v,
-        ],
-        &root,
-    );
+    let e = register_fails("../x", &model("digits_tiny.onnx"), &v, &root);
     assert!(e.contains("model `../x`"), "{e}");
 }
 
@@ -328,24 +309,13 @@ fn bad_validation_files_are_refused_naming_the_line() {
             ":2: line: longer than",
         ),
     ];
-    let onnx = model("digits_tiny.onnx").display().to_string();
     for (i, (bad, want)) in cases.iter().enumerate() {
         let file = dir.0.join(format!("bad{i}.jsonl"));
         std::fs::write(&file, format!("{first}\n{bad}\n")).unwrap();
-        let f = file.display().to_string();
-        let e = fails(
-            &[
-                "model",
-                "register",
-                "digits_tiny",
-                "--task",
-                "digits",
-                "--onnx",
-                &onnx,
-                "--validation",
-                &f,
-                "--no-int8",
-            ],
+        let e = register_fails(
+            "digits_tiny",
+            &model("digits_tiny.onnx"),
+            &file.display().to_string(),
             &root,
         );
         assert!(e.contains(&format!("bad{i}.jsonl{want}")), "{want}: {e}");
