@@ -25,6 +25,8 @@
 //! - [`pipeline`]: the OCR service graph through `weir serve` against the same pipeline in
 //!   Python (Pillow, numpy, onnxruntime), across client concurrency.
 //! - [`infaas_decision`]: INFaaS's variant and worker decision time against a brute-force scan.
+//! - [`infaas_profiles`]: model-less serving's digits variants: int8 against fp32 latency and
+//!   accuracy per architecture, latency by batch per variant family.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -45,6 +47,7 @@ pub mod hams;
 pub mod hams_divergence;
 pub mod http;
 pub mod infaas_decision;
+pub mod infaas_profiles;
 pub mod kairos_live;
 pub mod overhead;
 pub mod parm;

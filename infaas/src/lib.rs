@@ -16,6 +16,8 @@
 //! - [`billing`]: what the instances cost, price × seconds loaded.
 //! - [`launcher`]: how executors are started and stopped (local processes, or an operator's
 //!   command).
+//! - [`repository`]: the model repository on disk: registered models, their variants, files
+//!   and measured profiles (§3.3).
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
 //! - [`store`]: the metadata store, a differential dataflow deriving instance, worker and hardware
 //!   state from the events, published as read-optimised snapshots; it implements the dispatcher.
@@ -33,6 +35,7 @@ pub mod dispatch;
 pub mod launcher;
 pub mod metrics;
 pub mod query;
+pub mod repository;
 pub mod scaling;
 pub mod select;
 pub mod state;

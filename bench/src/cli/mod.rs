@@ -8,6 +8,7 @@ mod grpc;
 mod hams;
 mod http;
 mod infaas_decision;
+mod infaas_profiles;
 mod kairos_live;
 mod overhead;
 mod parm;
@@ -70,6 +71,10 @@ enum Experiment {
     /// on 175 variants of the paper's Table 8 and 12 workers in random states (paper Table 7).
     #[command(name = "infaas-decision")]
     InfaasDecision(infaas_decision::InfaasDecisionArgs),
+    /// Model-less serving's variants (INFaaS E2): the digits architectures registered, int8
+    /// against fp32 latency and accuracy, latency by batch per variant family.
+    #[command(name = "infaas-profiles")]
+    InfaasProfiles(infaas_profiles::InfaasProfilesArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -94,6 +99,7 @@ impl Cli {
             Experiment::VariableLength(a) => variable_length::run(a),
             Experiment::Pipeline(a) => pipeline::run(a),
             Experiment::InfaasDecision(a) => infaas_decision::run(a),
+            Experiment::InfaasProfiles(a) => infaas_profiles::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }
