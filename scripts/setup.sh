@@ -13,7 +13,10 @@
 #                 ml_dtypes (make_tensor_models.py, tests/python/ort_reference.py),
 #                 tritonclient[http,grpc] (the HTTP and gRPC tests' clients and reference),
 #                 tokenizers (the tokenize/detokenize tests' reference)
-#   models/       the models written by scripts/make_models.py and
+#   models/       digits_tiny.onnx, digits_wide.onnx (scripts/make_digits_family.py: the
+#                 digits task's other architectures; data/digits_validation.jsonl their
+#                 validation set, the model repository's format), and
+#                 the models written by scripts/make_models.py and
 #                 scripts/make_tensor_models.py (dtypes/<type>.onnx, seq_pool,
 #                 unbatched_scale, seq_state: see that script's docstring)
 #   data/text_images/  PNG pages of printed text and truth.json with their lines
@@ -81,7 +84,8 @@ die() { echo "weir setup: error: $*" >&2; exit 1; }
 
 hash_inputs() {
     local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py"
-                 "$ROOT/scripts/make_text_model.py" "$ROOT/scripts/make_text_images.py")
+                 "$ROOT/scripts/make_text_model.py" "$ROOT/scripts/make_text_images.py"
+                 "$ROOT/scripts/make_digits_family.py")
     if command -v sha256sum >/dev/null 2>&1; then
         cat "${files[@]}" | sha256sum | cut -d' ' -f1
     else
@@ -98,6 +102,7 @@ outputs_present() {
              "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
              "$MODELS/digits_mlp_parity_k2.onnx" "$MODELS/seq_pool.onnx" \
              "$MODELS/unbatched_scale.onnx" "$MODELS/seq_state.onnx" \
+             "$MODELS/digits_tiny.onnx" "$MODELS/digits_wide.onnx" "$DATA/digits_validation.jsonl" \
              "$PRETRAINED/ppocr_keys.txt" "$PRETRAINED/wordllama_topics.onnx" \
              "$PRETRAINED/wordllama_topics.txt" "$PRETRAINED/wordllama_tokenizer.json" \
              "$WEIR_HOME/protoc/bin/protoc"; do
@@ -311,6 +316,8 @@ say "generating models in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_models.py" \
     --out "$MODELS" --zoo "$ZOO" --digits "$DATA/digits.csv.gz"
 "$VENV/bin/python" "$ROOT/scripts/make_tensor_models.py" --out "$MODELS" --pretrained "$PRETRAINED"
+"$VENV/bin/python" "$ROOT/scripts/make_digits_family.py" \
+    --digits "$DATA/digits.csv.gz" --out "$MODELS" --data "$DATA"
 
 # --- 6b. text images (the OCR graph's test and benchmark pages) -----------------
 # begin text-images block: Pillow draws them (and decodes them in bench/python/ocr_pipeline.py,

@@ -11,6 +11,8 @@
 //!   Protocol's `parameters`) and what a decision answers ([`query::Choice`], [`query::NoMatch`]).
 //! - [`state`]: the dynamic half (§3.5 (b), §4.2): instance states, load reports, lifecycle
 //!   events.
+//! - [`repository`]: the model repository on disk: registered models, their variants, files
+//!   and measured profiles (§3.3).
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
 
 #![deny(missing_docs)]
@@ -19,5 +21,6 @@
 
 pub mod dispatch;
 pub mod query;
+pub mod repository;
 pub mod state;
 pub mod variant;
