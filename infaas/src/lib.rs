@@ -14,13 +14,24 @@
 //! - [`repository`]: the model repository on disk: registered models, their variants, files
 //!   and measured profiles (§3.3).
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
+//! - [`store`]: the metadata store, a differential dataflow deriving instance, worker and hardware
+//!   state from the events, published as read-optimised snapshots; it implements the dispatcher.
+//! - [`select`]: per-query variant selection over a snapshot, as a replaceable policy.
+//! - [`cost`]: the cheapest instance mix meeting a load and an SLO (§2.2).
+//! - [`metrics`]: the store's Prometheus families.
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cost;
 pub mod dispatch;
+pub mod metrics;
 pub mod query;
 pub mod repository;
+pub mod select;
 pub mod state;
+pub mod store;
+#[cfg(test)]
+mod testing;
 pub mod variant;
