@@ -1,0 +1,221 @@
+//! Model-less serving against real processes: a `weir executor --repository` process loads a
+//! variant of its own repository on a command signed with the control key, serves it, and
+//! unloads it; unsigned, wrongly signed, replayed, oversized commands and a variant whose file
+//! does not match its record are refused while the executor keeps serving.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use weir_executor::client::variants::{send_command, CommandError};
+use weir_executor::protocol::{ErrorKind, ErrorReply, LoadReport};
+use weir_executor::variants::{control_key, Action, VariantCommand};
+use weir_infaas::repository::layout::sha256_file;
+use weir_infaas::repository::{ModelEntry, Repository, Signature, TensorSignature};
+use weir_infaas::variant::{GraphLevel, Precision, Profile, Variant, VariantConfig};
+use zenoh::Wait;
+
+use crate::common::{model, spawn_executor, temp_dir};
+use crate::distributed::loopback;
+use crate::hostile_zenoh::peer;
+
+const KEY: &[u8] = b"a-control-key-for-model-less-tests";
+
+/// A child process SIGKILLed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn variant(model: &str, name: &str, file: &str, sha256: String) -> Variant {
+    Variant {
+        name: name.into(),
+        task: "digits".into(),
+        model: model.into(),
+        config: VariantConfig {
+            precision: Precision::Fp32,
+            graph_level: GraphLevel::All,
+            intra_threads: 1,
+            fixed_batch: None,
+            hardware: "local".into(),
+        },
+        file: file.into(),
+        sha256,
+        accuracy: 0.9,
+        max_batch: 8,
+        profile: Profile {
+            load_ms: 5.0,
+            latency_ms: [(1, 0.1)].into_iter().collect(),
+            peak_memory_bytes: 0,
+            saturation_qps: 1000.0,
+        },
+        price_per_s: 0.0,
+    }
+}
+
+/// A repository holding `digits_mlp` with two variants of one file: `good`, whose record matches
+/// the file, and `tampered`, whose record names other bytes.
+fn repository(dir: &Path) {
+    let folder = dir.join("digits_mlp/1");
+    std::fs::create_dir_all(&folder).expect("model folder");
+    let file = folder.join("model.onnx");
+    std::fs::copy(model("digits_mlp.onnx"), &file).expect("model copied");
+    let sha = sha256_file(&file).expect("digest");
+    let tensor = |name: &str, width: u64| TensorSignature {
+        name: name.into(),
+        dtype: weir::DType::F32,
+        dims: vec![None, Some(width)],
+    };
+    let entry = ModelEntry {
+        name: "digits_mlp".into(),
+        task: "digits".into(),
+        registered: "digits_mlp/1/model.onnx".into(),
+        signature: Signature {
+            inputs: vec![tensor("x", 64)],
+            outputs: vec![tensor("probs", 10)],
+        },
+        validation_examples: 1,
+        variants: vec![
+            variant("digits_mlp", "good", "digits_mlp/1/model.onnx", sha),
+            variant(
+                "digits_mlp",
+                "tampered",
+                "digits_mlp/1/model.onnx",
+                "0".repeat(64),
+            ),
+        ],
+    };
+    let mut repository = Repository::open_or_create(dir).expect("repository");
+    repository.insert(entry).expect("registered");
+}
+
+/// Sends `body` to `key`; `Ok(reply)` or `Err(error reply)`, retrying while no reply comes (the
+/// link may still be opening).
+fn ask(session: &zenoh::Session, key: &str, body: Vec<u8>) -> Result<Vec<u8>, ErrorReply> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let replies = session
+            .get(key)
+            .payload(body.clone())
+            .timeout(Duration::from_secs(20))
+            .wait()
+            .expect("query sent");
+        if let Ok(reply) = replies.recv() {
+            return match reply.result() {
+                Ok(sample) => Ok(sample.payload().to_bytes().to_vec()),
+                Err(e) => Err(ErrorReply::parse(&e.payload().to_bytes())
+                    .unwrap_or_else(|| panic!("a reply error from the executor on {key}"))),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no reply on {key}");
+}
+
+/// The models the executor's next load report lists.
+fn reported_models(session: &zenoh::Session, prefix: &str) -> Vec<String> {
+    let subscriber = session
+        .declare_subscriber(format!("{prefix}/load"))
+        .wait()
+        .expect("subscriber");
+    let sample = subscriber
+        .recv_timeout(Duration::from_secs(10))
+        .expect("recv")
+        .expect("a load report");
+    let report: LoadReport = serde_json::from_slice(&sample.payload().to_bytes()).expect("report");
+    report.models.into_keys().collect()
+}
+
+#[test]
+fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
+    let dir = temp_dir("ml-exec");
+    let repo = dir.0.join("repository");
+    repository(&repo);
+    let key_file = dir.0.join("control.key");
+    std::fs::write(&key_file, KEY).expect("key");
+    let endpoint = loopback();
+    let mut executor = Killed(spawn_executor(
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["executor", "--name", "ml-exec", "--listen", &endpoint])
+            .arg("--repository")
+            .arg(&repo)
+            .arg("--control-key-file")
+            .arg(&key_file),
+        "ml-exec",
+    ));
+    let session = peer(&endpoint, None);
+    let prefix = "weir/executor/ml-exec";
+    let target = control_key(prefix);
+    let model_key = format!("{prefix}/model/good");
+
+    let refused = |body: Vec<u8>, what: &str| {
+        let e = ask(&session, &target, body).expect_err(what);
+        assert_eq!(e.kind, ErrorKind::Refused, "{what}: {e:?}");
+        e.message
+    };
+    let load = || VariantCommand::new(Action::Load, "good");
+    refused(load().to_bytes(), "unsigned");
+    refused(
+        load()
+            .signed(b"not-the-executors-key-0123456789", &target)
+            .to_bytes(),
+        "wrong key",
+    );
+    refused(
+        load()
+            .signed(KEY, "weir/executor/other/control/variants")
+            .to_bytes(),
+        "signed for another executor",
+    );
+    refused(vec![b' '; 5000], "oversized");
+    assert!(reported_models(&session, prefix).is_empty());
+
+    let command = |action, variant: &str| {
+        send_command(
+            &session,
+            Some(KEY),
+            prefix,
+            action,
+            variant,
+            Duration::from_secs(30),
+        )
+    };
+    let reply = command(Action::Load, "good").expect("loaded");
+    assert_eq!(
+        (reply.action, reply.variant.as_str()),
+        (Action::Load, "good")
+    );
+    // A signed command is taken once: the same bytes again are a replay.
+    let signed = load().signed(KEY, &target);
+    assert!(
+        ask(&session, &target, signed.to_bytes()).is_ok(),
+        "a fresh signed load"
+    );
+    assert!(refused(signed.to_bytes(), "replayed").contains("replay"));
+    assert_eq!(reported_models(&session, prefix), vec!["good".to_string()]);
+    // Served: the model's queryable answers (here, that the query carries no payload).
+    let e = ask(&session, &model_key, Vec::new()).expect_err("no payload");
+    assert_eq!(e.kind, ErrorKind::Invalid, "{e:?}");
+
+    let failed = |variant: &str| match command(Action::Load, variant) {
+        Err(CommandError::Executor { reply, .. }) => {
+            assert_eq!(reply.kind, ErrorKind::LoadFailed, "{reply:?}");
+            reply.message
+        }
+        other => panic!("loading {variant}: {other:?}"),
+    };
+    assert!(failed("tampered").contains("sha256"));
+    assert!(failed("absent").contains("absent"));
+
+    command(Action::Unload, "good").expect("unloaded");
+    assert!(reported_models(&session, prefix).is_empty());
+    assert!(
+        executor.0.try_wait().expect("wait").is_none(),
+        "the executor is up"
+    );
+    session.close().wait().expect("closed");
+}
