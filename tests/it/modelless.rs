@@ -1,12 +1,15 @@
 //! Model-less serving against real processes: a `weir executor --repository` process loads a
 //! variant of its own repository on a command signed with the control key, serves it, and
-//! unloads it; unsigned, wrongly signed, replayed, oversized commands and a variant whose file
+//! unloads it, answering every job queued before the unload; unsigned, wrongly signed, replayed, oversized commands and a variant whose file
 //! does not match its record are refused while the executor keeps serving.
 
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use weir_engine::batch::TensorColumn;
+use weir_engine::tensor::TensorData;
+use weir_engine::wire::{decode_columns, encode_columns};
 use weir_executor::client::variants::{send_command, CommandError};
 use weir_executor::protocol::{ErrorKind, ErrorReply, LoadReport};
 use weir_executor::variants::{control_key, Action, VariantCommand};
@@ -116,6 +119,17 @@ fn ask(session: &zenoh::Session, key: &str, body: Vec<u8>) -> Result<Vec<u8>, Er
     panic!("no reply on {key}");
 }
 
+/// Sends `body` to `key` once; the first reply, if any comes.
+fn ask_once(session: &zenoh::Session, key: &str, body: Vec<u8>) -> Option<zenoh::query::Reply> {
+    let replies = session
+        .get(key)
+        .payload(body)
+        .timeout(Duration::from_secs(2))
+        .wait()
+        .expect("query sent");
+    replies.recv().ok()
+}
+
 /// The models the executor's next load report lists.
 fn reported_models(session: &zenoh::Session, prefix: &str) -> Vec<String> {
     let subscriber = session
@@ -211,7 +225,32 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
     assert!(failed("tampered").contains("sha256"));
     assert!(failed("absent").contains("absent"));
 
+    // Unloading stops new jobs and answers the queued ones: jobs sent before the command all
+    // get their outputs.
+    let x = TensorColumn::from_data("x", vec![64], 1, TensorData::F32(vec![0.5; 64])).expect("x");
+    let payload = encode_columns([("x", &x)]).expect("payload");
+    let queued: Vec<_> = (0..32)
+        .map(|_| {
+            session
+                .get(&model_key)
+                .payload(payload.clone())
+                .timeout(Duration::from_secs(30))
+                .wait()
+                .expect("query sent")
+        })
+        .collect();
     command(Action::Unload, "good").expect("unloaded");
+    for replies in queued {
+        let reply = replies.recv().expect("every queued job is answered");
+        let sample = reply.result().expect("with its outputs");
+        let outputs = decode_columns(&sample.payload().to_bytes()).expect("outputs");
+        assert_eq!(outputs.len(), 1);
+        assert_eq!(outputs[0].1.len(), 1);
+    }
+    assert!(
+        ask_once(&session, &model_key, payload).is_none(),
+        "an unloaded variant is not served"
+    );
     assert!(reported_models(&session, prefix).is_empty());
     assert!(
         executor.0.try_wait().expect("wait").is_none(),
