@@ -11,6 +11,7 @@ mod bench;
 mod cluster;
 mod executor;
 mod files;
+pub mod model;
 mod plan;
 mod process;
 mod profile;
@@ -74,6 +75,9 @@ enum Command {
     Parity(train::ParityCommand),
     /// Kairos: pick a heterogeneous executor pool within a budget from latency profiles.
     Plan(plan::PlanArgs),
+    /// The model repository of model-less serving: register, list, show, remove models.
+    #[command(subcommand)]
+    Model(model::ModelCommand),
     /// Run a benchmark experiment (see benchmarks/README.md).
     #[command(disable_help_flag = true)]
     Bench(bench::BenchArgs),
@@ -93,6 +97,7 @@ impl Cli {
             Command::Train(a) => train::train(a),
             Command::Parity(train::ParityCommand::Train(a)) => train::parity_train(a),
             Command::Plan(a) => plan::run(a),
+            Command::Model(c) => model::run(c),
             Command::Bench(a) => bench::run(a),
             Command::Profile(a) => profile::run(a),
         }

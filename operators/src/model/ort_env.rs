@@ -128,6 +128,33 @@ impl OrtRuntime {
         device: Device,
         worker_affinity: Option<&str>,
     ) -> Result<Session, ExecError> {
+        self.session_at_level(
+            node,
+            path,
+            intra_op_threads,
+            spinning,
+            device,
+            worker_affinity,
+            GraphOptimizationLevel::All,
+        )
+    }
+
+    /// As [`OrtRuntime::session_on`], with graph-optimisation level `level` instead of `All`:
+    /// model-less serving's variants differ by level, and profiling measures each.
+    ///
+    /// # Errors
+    /// [`ExecError::Session`] with ONNX Runtime's message.
+    #[allow(clippy::too_many_arguments)]
+    pub fn session_at_level(
+        &self,
+        node: &str,
+        path: &Path,
+        intra_op_threads: usize,
+        spinning: bool,
+        device: Device,
+        worker_affinity: Option<&str>,
+        level: GraphOptimizationLevel,
+    ) -> Result<Session, ExecError> {
         let wrap = |e: ort::Error| ExecError::Session {
             node: node.to_string(),
             path: path.display().to_string(),
@@ -137,7 +164,7 @@ impl OrtRuntime {
             |r: Result<SessionBuilder, ort::Error<SessionBuilder>>| r.map_err(|e| wrap(e.into()));
         let builder = Session::builder(&self.env).map_err(wrap)?;
         let builder = option(builder.with_log_level(LogLevel::Error))?;
-        let builder = option(builder.with_optimization_level(GraphOptimizationLevel::All))?;
+        let builder = option(builder.with_optimization_level(level))?;
         let builder = option(builder.with_intra_threads(intra_op_threads))?;
         let builder = option(builder.with_inter_threads(1))?;
         let builder = option(builder.with_intra_op_spinning(spinning))?;

@@ -1,0 +1,113 @@
+//! The ONNX Runtime side of profiling a variant: sessions built by weir's one session builder
+//! ([`OrtRuntime::session_at_level`]), at the variant's graph-optimisation level, intra-op
+//! threads and device, fed float32 rows.
+
+use std::path::Path;
+
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session as OrtSession;
+use ort::value::Tensor;
+use weir_engine::spec::Device;
+use weir_infaas::repository::profile::{Loader, Session};
+use weir_infaas::repository::Signature;
+use weir_infaas::variant::{GraphLevel, VariantConfig};
+use weir_operators::model::ort_env::OrtRuntime;
+
+/// Builds sessions for the variants of one model.
+pub(super) struct OrtLoader {
+    runtime: OrtRuntime,
+    inputs: Vec<(String, Vec<usize>)>,
+    output: String,
+    device: Device,
+}
+
+impl OrtLoader {
+    /// A loader for models with `signature` on `device`.
+    pub(super) fn new(signature: &Signature, device: Device) -> anyhow::Result<Self> {
+        let runtime = OrtRuntime::get()?;
+        let inputs = signature
+            .inputs
+            .iter()
+            .map(|t| {
+                let row = t.dims.iter().skip(1).map(|d| d.unwrap_or(1) as usize);
+                (t.name.clone(), row.collect())
+            })
+            .collect();
+        let output = signature
+            .outputs
+            .first()
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
+        Ok(Self {
+            runtime,
+            inputs,
+            output,
+            device,
+        })
+    }
+}
+
+/// Whether this ONNX Runtime library has the CUDA execution provider.
+pub(super) fn cuda_available() -> bool {
+    use ort::ep::ExecutionProvider;
+    OrtRuntime::get().is_ok() && ort::ep::CUDA::is_available().unwrap_or(false)
+}
+
+fn level(l: GraphLevel) -> GraphOptimizationLevel {
+    match l {
+        GraphLevel::Disabled => GraphOptimizationLevel::Disable,
+        GraphLevel::Basic => GraphOptimizationLevel::Level1,
+        GraphLevel::Extended => GraphOptimizationLevel::Level2,
+        GraphLevel::All => GraphOptimizationLevel::All,
+    }
+}
+
+/// A loaded variant.
+pub(super) struct OrtVariant {
+    session: OrtSession,
+    inputs: Vec<(String, Vec<usize>)>,
+    output: String,
+}
+
+impl Loader for OrtLoader {
+    type Session = OrtVariant;
+
+    fn load(&self, path: &Path, config: &VariantConfig) -> Result<OrtVariant, String> {
+        let session = self
+            .runtime
+            .session_at_level(
+                "profile",
+                path,
+                config.intra_threads as usize,
+                false,
+                self.device,
+                None,
+                level(config.graph_level),
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(OrtVariant {
+            session,
+            inputs: self.inputs.clone(),
+            output: self.output.clone(),
+        })
+    }
+}
+
+impl Session for OrtVariant {
+    fn run(&mut self, inputs: &[Vec<f32>], rows: usize) -> Result<Vec<f32>, String> {
+        let mut feed = Vec::with_capacity(inputs.len());
+        for ((name, row), data) in self.inputs.iter().zip(inputs) {
+            let shape: Vec<usize> = std::iter::once(rows).chain(row.iter().copied()).collect();
+            let value = Tensor::from_array((shape, data.clone())).map_err(|e| e.to_string())?;
+            feed.push((name.as_str(), value));
+        }
+        let outputs = self.session.run(feed).map_err(|e| e.to_string())?;
+        let value = outputs
+            .get(&self.output)
+            .ok_or_else(|| format!("the model returned no output `{}`", self.output))?;
+        let (_, data) = value
+            .try_extract_tensor::<f32>()
+            .map_err(|e| e.to_string())?;
+        Ok(data.to_vec())
+    }
+}
