@@ -1,5 +1,5 @@
-//! Model-less serving against real processes: a `weir executor --repository` process loads a
-//! variant of its own repository on a command signed with the control key, serves it, and
+//! Model-less serving against real processes: into a repository made by `weir model register`, a
+//! `weir executor --repository` process loads a variant of its own repository on a command signed with the control key, serves it, and
 //! unloads it, answering every job queued before the unload; unsigned, wrongly signed, replayed, oversized commands and a variant whose file
 //! does not match its record are refused while the executor keeps serving.
 
@@ -13,12 +13,10 @@ use weir_engine::wire::{decode_columns, encode_columns};
 use weir_executor::client::variants::{send_command, CommandError};
 use weir_executor::protocol::{ErrorKind, ErrorReply, LoadReport};
 use weir_executor::variants::{control_key, Action, VariantCommand};
-use weir_infaas::repository::layout::sha256_file;
-use weir_infaas::repository::{ModelEntry, Repository, Signature, TensorSignature};
-use weir_infaas::variant::{GraphLevel, Precision, Profile, Variant, VariantConfig};
+use weir_infaas::repository::Repository;
 use zenoh::Wait;
 
-use crate::common::{model, spawn_executor, temp_dir};
+use crate::common::{model, repo, spawn_executor, temp_dir, weir_home};
 use crate::distributed::loopback;
 use crate::hostile_zenoh::peer;
 
@@ -34,66 +32,50 @@ impl Drop for Killed {
     }
 }
 
-fn variant(model: &str, name: &str, file: &str, sha256: String) -> Variant {
-    Variant {
-        name: name.into(),
-        task: "digits".into(),
-        model: model.into(),
-        config: VariantConfig {
-            precision: Precision::Fp32,
-            graph_level: GraphLevel::All,
-            intra_threads: 1,
-            fixed_batch: None,
-            hardware: "local".into(),
-        },
-        file: file.into(),
-        sha256,
-        accuracy: 0.9,
-        max_batch: 8,
-        profile: Profile {
-            load_ms: 5.0,
-            latency_ms: [(1, 0.1)].into_iter().collect(),
-            peak_memory_bytes: 0,
-            saturation_qps: 1000.0,
-        },
-        price_per_s: 0.0,
-    }
-}
+const GOOD: &str = "digits_mlp.fp32-all-t1-bdyn-local";
+const TAMPERED: &str = "digits_mlp.fp32-all-t1-b8-local";
 
-/// A repository holding `digits_mlp` with two variants of one file: `good`, whose record matches
-/// the file, and `tampered`, whose record names other bytes.
+/// Registers `digits_mlp` into a repository at `dir` with the real `weir model register` (fp32,
+/// one thread, level `all`, dynamic and batch-8 builds), then overwrites the batch-8 build's file
+/// with other bytes: its record no longer matches it.
 fn repository(dir: &Path) {
-    let folder = dir.join("digits_mlp/1");
-    std::fs::create_dir_all(&folder).expect("model folder");
-    let file = folder.join("model.onnx");
-    std::fs::copy(model("digits_mlp.onnx"), &file).expect("model copied");
-    let sha = sha256_file(&file).expect("digest");
-    let tensor = |name: &str, width: u64| TensorSignature {
-        name: name.into(),
-        dtype: weir::DType::F32,
-        dims: vec![None, Some(width)],
-    };
-    let entry = ModelEntry {
-        name: "digits_mlp".into(),
-        task: "digits".into(),
-        registered: "digits_mlp/1/model.onnx".into(),
-        signature: Signature {
-            inputs: vec![tensor("x", 64)],
-            outputs: vec![tensor("probs", 10)],
-        },
-        validation_examples: 1,
-        variants: vec![
-            variant("digits_mlp", "good", "digits_mlp/1/model.onnx", sha),
-            variant(
-                "digits_mlp",
-                "tampered",
-                "digits_mlp/1/model.onnx",
-                "0".repeat(64),
-            ),
-        ],
-    };
-    let mut repository = Repository::open_or_create(dir).expect("repository");
-    repository.insert(entry).expect("registered");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .current_dir(repo())
+        .args([
+            "model",
+            "register",
+            "digits_mlp",
+            "--task",
+            "digits",
+            "--onnx",
+        ])
+        .arg(model("digits_mlp.onnx"))
+        .arg("--validation")
+        .arg(weir_home().join("data/digits_validation.jsonl"))
+        .arg("--repository")
+        .arg(dir)
+        .args([
+            "--no-int8",
+            "--threads",
+            "1",
+            "--levels",
+            "all",
+            "--batches",
+            "8",
+        ])
+        .args(["--runs", "1"])
+        .output()
+        .expect("weir model register runs");
+    assert!(
+        out.status.success(),
+        "register: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repository = Repository::open(dir).expect("repository");
+    assert!(repository.variant(GOOD).is_some(), "{GOOD} registered");
+    let tampered = repository.variant(TAMPERED).expect("the batch-8 variant");
+    let file = repository.file_path(tampered).expect("its file");
+    std::fs::copy(model("digits_tiny.onnx"), file).expect("overwritten");
 }
 
 /// Sends `body` to `key`; `Ok(reply)` or `Err(error reply)`, retrying while no reply comes (the
@@ -164,14 +146,14 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
     let session = peer(&endpoint, None);
     let prefix = "weir/executor/ml-exec";
     let target = control_key(prefix);
-    let model_key = format!("{prefix}/model/good");
+    let model_key = format!("{prefix}/model/{GOOD}");
 
     let refused = |body: Vec<u8>, what: &str| {
         let e = ask(&session, &target, body).expect_err(what);
         assert_eq!(e.kind, ErrorKind::Refused, "{what}: {e:?}");
         e.message
     };
-    let load = || VariantCommand::new(Action::Load, "good");
+    let load = || VariantCommand::new(Action::Load, GOOD);
     refused(load().to_bytes(), "unsigned");
     refused(
         load()
@@ -198,11 +180,8 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
             Duration::from_secs(30),
         )
     };
-    let reply = command(Action::Load, "good").expect("loaded");
-    assert_eq!(
-        (reply.action, reply.variant.as_str()),
-        (Action::Load, "good")
-    );
+    let reply = command(Action::Load, GOOD).expect("loaded");
+    assert_eq!((reply.action, reply.variant.as_str()), (Action::Load, GOOD));
     // A signed command is taken once: the same bytes again are a replay.
     let signed = load().signed(KEY, &target);
     assert!(
@@ -210,7 +189,7 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
         "a fresh signed load"
     );
     assert!(refused(signed.to_bytes(), "replayed").contains("replay"));
-    assert_eq!(reported_models(&session, prefix), vec!["good".to_string()]);
+    assert_eq!(reported_models(&session, prefix), vec![GOOD.to_string()]);
     // Served: the model's queryable answers (here, that the query carries no payload).
     let e = ask(&session, &model_key, Vec::new()).expect_err("no payload");
     assert_eq!(e.kind, ErrorKind::Invalid, "{e:?}");
@@ -222,7 +201,7 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
         }
         other => panic!("loading {variant}: {other:?}"),
     };
-    assert!(failed("tampered").contains("sha256"));
+    assert!(failed(TAMPERED).contains("sha256"));
     assert!(failed("absent").contains("absent"));
 
     // Unloading stops new jobs and answers the queued ones: jobs sent before the command all
@@ -239,7 +218,7 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
                 .expect("query sent")
         })
         .collect();
-    command(Action::Unload, "good").expect("unloaded");
+    command(Action::Unload, GOOD).expect("unloaded");
     for replies in queued {
         let reply = replies.recv().expect("every queued job is answered");
         let sample = reply.result().expect("with its outputs");
