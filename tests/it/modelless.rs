@@ -1,19 +1,28 @@
 //! Model-less serving against real processes: into a repository made by `weir model register`, a
 //! `weir executor --repository` process loads a variant of its own repository on a command signed with the control key, serves it, and
 //! unloads it, answering every job queued before the unload; unsigned, wrongly signed, replayed, oversized commands and a variant whose file
-//! does not match its record are refused while the executor keeps serving.
+//! does not match its record are refused while the executor keeps serving. The metadata store,
+//! fed by the executor's liveliness and load reports, sees the loaded variant Active there and
+//! loses it when the executor is SIGKILLed.
 
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
 use weir_engine::wire::{decode_columns, encode_columns};
 use weir_executor::client::variants::{send_command, CommandError};
 use weir_executor::protocol::{ErrorKind, ErrorReply, LoadReport};
 use weir_executor::variants::{control_key, Action, VariantCommand};
+
+use weir_executor::client::workers::{WatchedExecutor, WorkerWatch};
+use weir_infaas::dispatch::Dispatcher;
+use weir_infaas::query::{Query, Requirements, Target};
 use weir_infaas::repository::Repository;
+use weir_infaas::state::InstanceState;
+use weir_infaas::store::MetadataStore;
 use zenoh::Wait;
 
 use crate::common::{model, repo, spawn_executor, temp_dir, weir_home};
@@ -101,6 +110,27 @@ fn ask(session: &zenoh::Session, key: &str, body: Vec<u8>) -> Result<Vec<u8>, Er
     panic!("no reply on {key}");
 }
 
+/// Waits (bounded) until `store` says whether `variant` is Active on `worker`, as `active`.
+fn await_active(store: &MetadataStore, variant: &str, worker: &str, active: bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        store.sync().expect("store running");
+        let is = store.states().iter().any(|(v, w, state)| {
+            v == variant && w.as_deref() == Some(worker) && *state == InstanceState::Active
+        });
+        if is == active {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{variant} on {worker} never became {}: {:?}",
+            if active { "Active" } else { "inactive" },
+            store.states()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Sends `body` to `key` once; the first reply, if any comes.
 fn ask_once(session: &zenoh::Session, key: &str, body: Vec<u8>) -> Option<zenoh::query::Reply> {
     let replies = session
@@ -146,6 +176,21 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
     let session = peer(&endpoint, None);
     let prefix = "weir/executor/ml-exec";
     let target = control_key(prefix);
+    let variants = Repository::open(&repo)
+        .expect("repository")
+        .variants()
+        .cloned()
+        .collect();
+    let store = Arc::new(MetadataStore::start(variants).expect("store"));
+    let _watch = WorkerWatch::start(
+        &session,
+        &[WatchedExecutor {
+            prefix: prefix.into(),
+            hardware: "local".into(),
+        }],
+        Arc::clone(&store) as Arc<dyn Dispatcher>,
+    )
+    .expect("watching the executor");
     let model_key = format!("{prefix}/model/{GOOD}");
 
     let refused = |body: Vec<u8>, what: &str| {
@@ -235,5 +280,20 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
         executor.0.try_wait().expect("wait").is_none(),
         "the executor is up"
     );
+
+    // The control plane follows: loaded is Active on the executor, and an explicit query is
+    // served there warm (R3); a SIGKILLed executor's instances are gone from the store.
+    command(Action::Load, GOOD).expect("loaded again");
+    await_active(&store, GOOD, prefix, true);
+    let explicit = Query {
+        target: Target::Variant(GOOD.into()),
+        requirements: Requirements::default(),
+        batch: 1,
+    };
+    let choice = store.select(&explicit).expect("a choice");
+    assert_eq!((choice.worker.as_str(), choice.cold), (prefix, false));
+    executor.0.kill().expect("SIGKILL");
+    let _ = executor.0.wait();
+    await_active(&store, GOOD, prefix, false);
     session.close().wait().expect("closed");
 }
