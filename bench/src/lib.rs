@@ -24,6 +24,8 @@
 //!   batching and batching of one length only.
 //! - [`pipeline`]: the OCR service graph through `weir serve` against the same pipeline in
 //!   Python (Pillow, numpy, onnxruntime), across client concurrency.
+//! - [`infaas_profiles`]: model-less serving's digits variants: int8 against fp32 latency and
+//!   accuracy per architecture, latency by batch per variant family.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -43,6 +45,7 @@ pub mod grpc;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;
+pub mod infaas_profiles;
 pub mod kairos_live;
 pub mod overhead;
 pub mod parm;

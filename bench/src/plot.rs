@@ -45,7 +45,7 @@ pub(super) fn log_ticks(bottom: f64, top: f64) -> Vec<f64> {
 }
 
 /// Draws `points` as a line with a dot on each point, labelled `label` in the legend.
-fn draw_line_with_points<'a, DB, CT>(
+pub(crate) fn draw_line_with_points<'a, DB, CT>(
     chart: &mut ChartContext<'a, DB, CT>,
     points: Vec<(f64, f64)>,
     color: RGBColor,

@@ -7,14 +7,14 @@ use rstest::rstest;
 
 use crate::common::{repo, weir_home};
 
-fn weir() -> Command {
+pub(crate) fn weir() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
     c.current_dir(repo());
     c
 }
 
 /// Runs `weir args...`, asserts it succeeded, returns its stdout.
-fn weir_ok(args: &[&str]) -> String {
+pub(crate) fn weir_ok(args: &[&str]) -> String {
     weir_home();
     let out = weir().args(args).output().expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -27,7 +27,7 @@ fn weir_ok(args: &[&str]) -> String {
 }
 
 /// Runs `weir args...`, asserts it failed, returns its stderr.
-fn weir_fails(args: &[&str]) -> String {
+pub(crate) fn weir_fails(args: &[&str]) -> String {
     weir_home();
     let out = weir().args(args).output().expect("runs");
     assert!(!out.status.success());

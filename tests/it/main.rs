@@ -22,6 +22,7 @@ mod hostile_zenoh;
 mod image_ops;
 mod invalid;
 mod kairos;
+mod model_repository;
 mod modelless;
 mod ocr;
 mod parity;

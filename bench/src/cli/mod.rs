@@ -7,6 +7,7 @@
 mod grpc;
 mod hams;
 mod http;
+mod infaas_profiles;
 mod kairos_live;
 mod overhead;
 mod parm;
@@ -65,6 +66,10 @@ enum Experiment {
     /// The OCR service graph through `weir serve` (PNG bytes in, text lines out) against the same
     /// pipeline written in Python with Pillow, numpy and onnxruntime: images/s, p50 and p99.
     Pipeline(pipeline::PipelineArgs),
+    /// Model-less serving's variants (INFaaS E2): the digits architectures registered, int8
+    /// against fp32 latency and accuracy, latency by batch per variant family.
+    #[command(name = "infaas-profiles")]
+    InfaasProfiles(infaas_profiles::InfaasProfilesArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -88,6 +93,7 @@ impl Cli {
             Experiment::Hams(a) => hams::run(a),
             Experiment::VariableLength(a) => variable_length::run(a),
             Experiment::Pipeline(a) => pipeline::run(a),
+            Experiment::InfaasProfiles(a) => infaas_profiles::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }

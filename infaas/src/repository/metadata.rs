@@ -217,3 +217,44 @@ fn check_variant(v: &Variant, m: &ModelEntry) -> Result<(), (&'static str, Strin
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(batch: Option<u64>, width: u64, out: &str) -> Signature {
+        Signature {
+            inputs: vec![TensorSignature {
+                name: "x".into(),
+                dtype: DType::F32,
+                dims: vec![batch, Some(width)],
+            }],
+            outputs: vec![TensorSignature {
+                name: out.into(),
+                dtype: DType::F32,
+                dims: vec![batch, Some(10)],
+            }],
+        }
+    }
+
+    #[test]
+    fn signatures_match_but_for_the_batch_dimension() {
+        let a = sig(None, 64, "probs");
+        assert_eq!(a.mismatch(&sig(Some(8), 64, "probs")), None);
+        assert!(a
+            .mismatch(&sig(None, 16, "probs"))
+            .unwrap()
+            .contains("`x` has shape"));
+        assert!(a
+            .mismatch(&sig(None, 64, "y"))
+            .unwrap()
+            .contains("outputs `y`"));
+        let mut b = a.clone();
+        b.inputs[0].dtype = DType::I64;
+        assert!(
+            a.mismatch(&b).unwrap().contains("is i64"),
+            "{:?}",
+            a.mismatch(&b)
+        );
+    }
+}

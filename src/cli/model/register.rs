@@ -238,14 +238,22 @@ fn grid(args: &RegisterArgs) -> Result<Grid> {
     if levels.is_empty() {
         bail!("--levels: give at least one");
     }
+    let unique = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let mut levels = levels;
+    levels.sort();
+    levels.dedup();
     let mut precisions = vec![Precision::Fp32];
     if !args.no_int8 {
         precisions.push(Precision::Int8);
     }
     Ok(Grid {
-        threads: args.threads.clone(),
+        threads: unique(args.threads.clone()),
         levels,
-        batches: args.batches.clone(),
+        batches: unique(args.batches.clone()),
         precisions,
     })
 }
@@ -300,11 +308,6 @@ pub fn register(args: &RegisterArgs) -> Result<ModelEntry> {
             return Err(e);
         }
     };
-    let dir = repo.model_dir(&args.name)?;
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    std::fs::rename(&stage, &dir)?;
     let entry = ModelEntry {
         name: args.name.clone(),
         task: args.task.clone(),
@@ -313,7 +316,25 @@ pub fn register(args: &RegisterArgs) -> Result<ModelEntry> {
         validation_examples: set.len() as u64,
         variants,
     };
-    repo.insert(entry.clone())?;
+    let dir = repo.model_dir(&args.name)?;
+    let placed = entry
+        .check(&args.name, &args.name)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            std::fs::rename(&stage, &dir)?;
+            repo.insert(entry.clone())?;
+            Ok(())
+        });
+    if let Err(e) = placed {
+        let _ = std::fs::remove_dir_all(&stage);
+        if repo.model(&args.name).is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return Err(e);
+    }
     Ok(entry)
 }
 

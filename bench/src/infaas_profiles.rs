@@ -1,0 +1,196 @@
+//! E2 of model-less serving ("INFaaS: Automated Model-less Inference Serving", §3.3, Table 2):
+//! the variants of one task differ in latency and accuracy, so choosing among them is worth it.
+//!
+//! Registers the digits architectures into a temporary repository with `weir model register`'s
+//! own code (real ONNX Runtime, int8 by ONNX Runtime's `quantize_dynamic`), then reads the
+//! profiles back: per architecture, int8 against fp32 latency at batch 1 and 32 and accuracy
+//! (the ratio int8/fp32 is the same-run reference), and latency by batch for each variant
+//! family (architecture × precision, dynamic batch, graph level `all`, one intra-op thread).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use weir::cli::model::{register, RegisterArgs, RepositoryArg};
+use weir_infaas::repository::Repository;
+use weir_infaas::variant::{GraphLevel, Precision, Variant};
+
+use crate::plot::{draw_legend, draw_line_with_points};
+
+/// What to register and how long to time each batch size.
+#[derive(Debug, Clone)]
+pub struct InfaasProfilesConfig {
+    /// (name, ONNX file) of each architecture of the task.
+    pub models: Vec<(String, PathBuf)>,
+    /// The validation set.
+    pub validation: PathBuf,
+    /// Timed calls per batch size (the median is kept).
+    pub runs: usize,
+}
+
+/// One architecture's row.
+#[derive(Debug, Clone)]
+pub struct ArchRow {
+    /// The architecture.
+    pub model: String,
+    /// fp32 and int8 (dynamic batch, level all, 1 thread): latency at batch 1 and 32 (ms), and
+    /// accuracy.
+    pub fp32: (f64, f64, f64),
+    /// As `fp32`, for int8.
+    pub int8: (f64, f64, f64),
+    /// fp32 with the batch fixed to 1 and to 32: latency at its batch (ms).
+    pub fixed: (f64, f64),
+    /// Latency by batch for each family: (family label, [(batch, ms)]).
+    pub curves: Vec<(String, Vec<(u32, f64)>)>,
+}
+
+fn pick<'a>(
+    repo: &'a Repository,
+    model: &str,
+    precision: Precision,
+    fixed: Option<u32>,
+) -> Result<&'a Variant> {
+    repo.variants()
+        .find(|v| {
+            v.model == model
+                && v.config.precision == precision
+                && v.config.fixed_batch == fixed
+                && v.config.graph_level == GraphLevel::All
+                && v.config.intra_threads == 1
+        })
+        .ok_or_else(|| anyhow!("{model}: no {precision:?} variant with batch {fixed:?}"))
+}
+
+fn at(v: &Variant, b: u32) -> f64 {
+    v.profile.inference_ms(b).unwrap_or(f64::NAN)
+}
+
+/// Registers every model and reads back one row per architecture.
+///
+/// # Errors
+/// When a registration fails.
+pub fn infaas_profiles(config: &InfaasProfilesConfig, repository: &Path) -> Result<Vec<ArchRow>> {
+    for (name, onnx) in &config.models {
+        register(&RegisterArgs {
+            name: name.clone(),
+            task: "digits".into(),
+            onnx: onnx.clone(),
+            validation: config.validation.clone(),
+            repository: RepositoryArg {
+                repository: repository.to_path_buf(),
+            },
+            hardware: None,
+            int8: None,
+            no_int8: false,
+            threads: vec![1],
+            levels: vec!["all".into()],
+            batches: vec![1, 32],
+            runs: config.runs,
+        })?;
+    }
+    let repo = Repository::open(repository)?;
+    let mut rows = Vec::new();
+    for (name, _) in &config.models {
+        let fp32 = pick(&repo, name, Precision::Fp32, None)?;
+        let int8 = pick(&repo, name, Precision::Int8, None)?;
+        let curve = |v: &Variant| {
+            v.profile
+                .latency_ms
+                .iter()
+                .map(|(b, ms)| (*b, *ms))
+                .collect()
+        };
+        rows.push(ArchRow {
+            model: name.clone(),
+            fp32: (at(fp32, 1), at(fp32, 32), fp32.accuracy),
+            int8: (at(int8, 1), at(int8, 32), int8.accuracy),
+            fixed: (
+                at(pick(&repo, name, Precision::Fp32, Some(1))?, 1),
+                at(pick(&repo, name, Precision::Fp32, Some(32))?, 32),
+            ),
+            curves: vec![
+                (format!("{name} fp32"), curve(fp32)),
+                (format!("{name} int8"), curve(int8)),
+            ],
+        });
+    }
+    Ok(rows)
+}
+
+/// The markdown table of `rows`.
+pub fn infaas_profiles_table(rows: &[ArchRow]) -> String {
+    let mut out = String::from(
+        "| architecture | fp32 acc | int8 acc | fp32 b1 ms | int8 b1 ms | int8/fp32 b1 | fp32 b32 ms | int8 b32 ms | int8/fp32 b32 | fixed-b1 ms | fixed-b32 ms |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} | {:.2} | {:.4} | {:.4} |",
+            r.model,
+            r.fp32.2,
+            r.int8.2,
+            r.fp32.0,
+            r.int8.0,
+            r.int8.0 / r.fp32.0,
+            r.fp32.1,
+            r.int8.1,
+            r.int8.1 / r.fp32.1,
+            r.fixed.0,
+            r.fixed.1
+        );
+    }
+    out
+}
+
+/// Latency against batch size (log₂ axis), one line per variant family.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_infaas_profiles(rows: &[ArchRow], path: &Path) -> Result<()> {
+    let curves: Vec<&(String, Vec<(u32, f64)>)> = rows.iter().flat_map(|r| &r.curves).collect();
+    let top = curves
+        .iter()
+        .flat_map(|c| c.1.iter().map(|p| p.1))
+        .fold(0.001, f64::max)
+        * 1.15;
+    let max_batch = curves
+        .iter()
+        .flat_map(|c| c.1.iter().map(|p| p.0))
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    let root = BitMapBackend::new(path, (720, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "digits variants: median latency by batch",
+            ("sans-serif", 20),
+        )
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.3f64..f64::from(max_batch).log2() + 0.3, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("rows per call (log2)")
+        .y_desc("median latency (ms)")
+        .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    for (i, (label, points)) in curves.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let pts = points
+            .iter()
+            .map(|(b, ms)| (f64::from(*b).log2(), *ms))
+            .collect();
+        draw_line_with_points(&mut chart, pts, color, label.clone())?;
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
