@@ -88,6 +88,7 @@ impl Loader {
             );
             return;
         }
+        let variant = command.variant.clone();
         let worker = Arc::clone(&self);
         let spawned = std::thread::Builder::new()
             .name(format!("load {}", command.variant))
@@ -109,8 +110,9 @@ impl Loader {
                 }
             });
         if let Err(e) = spawned {
-            warn!(error = %e, "No thread for a variant command.");
-            self.lock_busy().clear();
+            // The query went with the closure: dropped unanswered, the sender sees no answer.
+            warn!(%variant, error = %e, "No thread for a variant command.");
+            self.lock_busy().remove(&variant);
         }
     }
 
