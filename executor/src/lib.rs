@@ -29,6 +29,7 @@ pub mod client;
 pub mod emulation;
 pub mod protocol;
 mod reply_check;
+mod served;
 pub mod server;
 pub mod stateful;
 mod variant_loader;

@@ -31,25 +31,25 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
-use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata};
-use weir_engine::plan::PadPlan;
+use weir_engine::onnx::ModelMetadata;
 use weir_engine::spec::Device;
 use weir_engine::tensor::Dim;
 use weir_engine::validate::CallShape;
 use weir_engine::wire::{decode_columns, encode_columns};
-use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime, Padding};
+use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
 use crate::emulation::Emulation;
 use crate::protocol::{ErrorKind, ErrorReply, LoadReport, ModelLoad};
+use crate::served::{serve_model, ModelDefaults, Registry, ServedModel};
 use weir_connectors::zenoh_peer::open_peer;
 
 /// How often the load report is published.
@@ -128,7 +128,7 @@ pub enum ServeError {
     Options(String),
 }
 
-fn zenoh_err(e: impl std::fmt::Display) -> ServeError {
+pub(crate) fn zenoh_err(e: impl std::fmt::Display) -> ServeError {
     ServeError::Zenoh(weir_connectors::zenoh_peer::SessionError(e.to_string()))
 }
 
@@ -154,33 +154,6 @@ impl std::fmt::Debug for ExecutorServer {
             .field("prefix", &self.prefix)
             .finish()
     }
-}
-
-/// One served model: its executor and the queryable that feeds it.
-pub(crate) struct ServedModel {
-    pub(crate) executor: Arc<ModelExecutor>,
-    pub(crate) queryable: Queryable<()>,
-}
-
-impl ServedModel {
-    /// Stops serving: no new jobs (the queryable goes first), then the queued ones are answered
-    /// and the sessions dropped (the executor's drop drains its queue and joins its threads,
-    /// once the last in-flight query callback has let go of it).
-    pub(crate) fn retire(self) {
-        let _ = self.queryable.undeclare().wait();
-        drop(self.executor);
-    }
-}
-
-/// The models served now, by name; shared by the server, its load reporter and the variant
-/// loader.
-pub(crate) type Registry = Arc<Mutex<BTreeMap<String, ServedModel>>>;
-
-/// What every model an executor serves is started with.
-#[derive(Clone)]
-pub(crate) struct ModelDefaults {
-    pub(crate) runtime: OrtRuntime,
-    pub(crate) options: ExecutorOptions,
 }
 
 impl ExecutorServer {
@@ -336,106 +309,6 @@ impl Drop for ExecutorServer {
     }
 }
 
-impl ModelDefaults {
-    /// Starts an ONNX Runtime executor for the model `name` in `path`, with `threads` intra-op
-    /// threads per session and at most `max_batch` rows per call.
-    pub(crate) fn start_model(
-        &self,
-        name: &str,
-        path: &std::path::Path,
-        threads: usize,
-        max_batch: usize,
-    ) -> Result<Arc<ModelExecutor>, ServeError> {
-        let options = &self.options;
-        let bad = |message: String| ServeError::Model {
-            model: name.to_string(),
-            message,
-        };
-        let meta = read_metadata(path).map_err(|e| bad(e.to_string()))?;
-        let call = call_shape(&meta, options.unbatched.iter().any(|u| u == name));
-        let outputs = meta
-            .outputs
-            .iter()
-            .map(|o| match o.element {
-                ElementType::Supported(d) => Ok((o.name.clone(), d)),
-                _ => Err(bad(format!(
-                    "output `{}` is not a tensor of an Open Inference Protocol datatype",
-                    o.name
-                ))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let inputs: Vec<String> = meta.inputs.iter().map(|i| i.name.clone()).collect();
-        let pad = match options.pad.iter().find(|(model, _, _)| model == name) {
-            None => None,
-            Some((_, dim, _)) if !call.has_batch_dim() => {
-                return Err(bad(format!(
-                    "--pad {name}={dim}: padding joins requests into one call, and this model is called without a batch dimension"
-                )));
-            }
-            Some((_, dim, value)) => {
-                let plan = PadPlan::for_model(dim, *value, &meta).ok_or_else(|| {
-                    bad(format!(
-                        "--pad {name}={dim}: no input of the model has a dimension named `{dim}`"
-                    ))
-                })?;
-                Some(Padding::resolve(&plan, &inputs, &outputs))
-            }
-        };
-        let config = ExecutorConfig {
-            node: name.to_string(),
-            path: path.to_path_buf(),
-            call,
-            // A latency profile is per call of the job's rows: one job per call.
-            max_batch: match options.emulation {
-                Emulation::Latency(_) => 1,
-                _ => max_batch.max(1),
-            },
-            max_delay: options.max_delay,
-            instances: options.instances.max(1),
-            intra_op_threads: threads.max(1),
-            queue_capacity: options.queue_capacity.max(1),
-            spinning: false,
-            pin_cores_from: None,
-            inputs,
-            outputs,
-            pad,
-            timeout: None,
-            device: options.device,
-        };
-        let executor = ModelExecutor::start(&self.runtime, config).map_err(|e| {
-            let hint = if options.device == Device::Cuda {
-                " (--device cuda needs the CUDA build of ONNX Runtime, the onnxruntime-gpu \
-                 wheel's library, given with WEIR_ORT_DYLIB)"
-            } else {
-                ""
-            };
-            bad(format!("{e}{hint}"))
-        })?;
-        Ok(Arc::new(executor))
-    }
-}
-
-/// Serves `executor` as the model `name` under `<prefix>/model/<name>`.
-pub(crate) fn serve_model(
-    session: &Session,
-    prefix: &str,
-    name: &str,
-    executor: Arc<ModelExecutor>,
-    emulation: Emulation,
-) -> Result<ServedModel, ServeError> {
-    let key = format!("{prefix}/model/{name}");
-    let feed = Arc::clone(&executor);
-    let queryable = session
-        .declare_queryable(&key)
-        .callback(move |query| handle_query(&feed, emulation, query))
-        .wait()
-        .map_err(zenoh_err)?;
-    Ok(ServedModel {
-        executor,
-        queryable,
-    })
-}
-
 fn reply_error(query: &Query, kind: ErrorKind, message: String) {
     let body = ErrorReply { kind, message }.to_bytes();
     if let Err(e) = query.reply_err(body).wait() {
@@ -469,7 +342,7 @@ fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) {
 /// more than 1), batched when every input's first dimension is dynamic, one request per call
 /// otherwise. The graph's validation reads the same file the same way, but for `batch: false`,
 /// which a query states ([`UNBATCHED_PARAMETER`]).
-fn call_shape(meta: &ModelMetadata, unbatched: bool) -> CallShape {
+pub(crate) fn call_shape(meta: &ModelMetadata, unbatched: bool) -> CallShape {
     let firsts: Vec<Option<&Dim>> = meta.inputs.iter().map(|i| i.dims.first()).collect();
     if unbatched
         || firsts
@@ -506,7 +379,7 @@ fn batch_mismatch(config: &ExecutorConfig, query: &Query) -> Option<String> {
 }
 
 /// Decodes a query and queues it; the executor thread replies.
-fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
+pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
     let config = executor.config();
     if let Some(message) = batch_mismatch(config, &query) {
         reply_error(&query, ErrorKind::Invalid, message);

@@ -16,7 +16,8 @@ use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
 use crate::protocol::{ErrorKind, ErrorReply};
-use crate::server::{serve_model, ModelDefaults, Registry, ServeError};
+use crate::served::{serve_model, ModelDefaults, Registry};
+use crate::server::ServeError;
 use crate::variants::{
     control_key, Action, CommandGate, VariantCommand, VariantReply, VariantSource,
 };
