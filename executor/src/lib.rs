@@ -13,6 +13,9 @@
 //! follows the executor's liveliness token, so the node's replica pool re-dispatches the jobs of an
 //! executor that dies (its token disappears when its link drops) or stops answering (timeouts).
 //!
+//! With its own model repository, an executor also loads and unloads variants on signed commands
+//! ([`variants`]): model-less serving's cold starts on remote workers.
+//!
 //! Stateful models (HAMS) are served by [`stateful::StatefulMember`]s (`--stateful NAME=PATH`):
 //! primary or backup of a stateful node as the graph's manager (the `weir-hams-manager` crate)
 //! assigns, under `<prefix>/hams/<model>/…`. The graph side of their batches is
@@ -26,5 +29,8 @@ pub mod client;
 pub mod emulation;
 pub mod protocol;
 mod reply_check;
+mod served;
 pub mod server;
 pub mod stateful;
+mod variant_loader;
+pub mod variants;

@@ -1,4 +1,5 @@
-//! The small JSON messages beside the Arrow payloads: reply errors and load reports.
+//! The small JSON messages beside the Arrow payloads: reply errors and load reports (the
+//! variant load/unload commands are in [`crate::variants`]).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,11 @@ pub enum ErrorKind {
     Inference,
     /// The executor serves no such model.
     UnknownModel,
+    /// A control command was refused: unauthenticated, replayed, malformed or too large.
+    Refused,
+    /// A variant could not be loaded (not in the executor's repository, its file does not match
+    /// the record, or ONNX Runtime failed on it).
+    LoadFailed,
 }
 
 /// The body of a zenoh reply error.

@@ -37,19 +37,19 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
-use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata};
-use weir_engine::plan::PadPlan;
+use weir_engine::onnx::ModelMetadata;
 use weir_engine::spec::Device;
 use weir_engine::tensor::Dim;
 use weir_engine::validate::CallShape;
 use weir_engine::wire::{decode_columns, encode_columns};
-use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime, Padding};
+use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor, OrtRuntime};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
 use crate::emulation::Emulation;
 use crate::protocol::{ErrorKind, ErrorReply, LoadReport, ModelLoad};
+use crate::served::{serve_model, ModelDefaults, Registry, ServedModel};
 use weir_connectors::zenoh_peer::open_peer;
 
 /// How often the load report is published.
@@ -94,6 +94,9 @@ pub struct ExecutorOptions {
     pub stateful: Vec<(String, PathBuf)>,
     /// How stateful models run (non-determinism option, state-link delay).
     pub stateful_options: crate::stateful::StatefulOptions,
+    /// The executor's own repository: with one, it loads and unloads variants on signed
+    /// commands ([`crate::variants`]).
+    pub variants: Option<Arc<dyn crate::variants::VariantSource>>,
 }
 
 impl ExecutorOptions {
@@ -125,7 +128,7 @@ pub enum ServeError {
     Options(String),
 }
 
-fn zenoh_err(e: impl std::fmt::Display) -> ServeError {
+pub(crate) fn zenoh_err(e: impl std::fmt::Display) -> ServeError {
     ServeError::Zenoh(weir_connectors::zenoh_peer::SessionError(e.to_string()))
 }
 
@@ -138,8 +141,9 @@ pub struct ExecutorServer {
     /// `<prefix>/zid/<zid>`: which zenoh session is this executor (graphs take replies only
     /// from it).
     zid_token: Option<LivelinessToken>,
-    queryables: Vec<Queryable<()>>,
-    executors: Vec<(String, Arc<ModelExecutor>)>,
+    models: Registry,
+    /// `<prefix>/control/variants`, with a repository.
+    control: Option<Queryable<()>>,
     members: Vec<crate::stateful::StatefulMember>,
     session: Session,
 }
@@ -152,117 +156,54 @@ impl std::fmt::Debug for ExecutorServer {
     }
 }
 
-/// One served model: its executor and input order.
-struct Served {
-    name: String,
-    executor: Arc<ModelExecutor>,
-}
-
 impl ExecutorServer {
     /// Loads every model, opens the zenoh session, serves, and declares liveliness.
     ///
     /// # Errors
     /// When a model cannot be loaded, the device is not available, or zenoh cannot start.
     pub fn start(options: &ExecutorOptions) -> Result<ExecutorServer, ServeError> {
-        if options.models.is_empty() && options.stateful.is_empty() {
+        if options.models.is_empty() && options.stateful.is_empty() && options.variants.is_none() {
             return Err(ServeError::Options(
-                "no model to serve (give --model or --stateful NAME=PATH)".into(),
+                "no model to serve (give --model or --stateful NAME=PATH, or --repository)".into(),
             ));
         }
         options
             .emulation
             .check()
             .map_err(|e| ServeError::Options(e.to_string()))?;
-        // A latency profile is per call of the job's rows: one job per call.
-        let max_batch = match options.emulation {
-            Emulation::Latency(_) => 1,
-            _ => options.max_batch.max(1),
-        };
         let runtime = OrtRuntime::get().map_err(|e| ServeError::Model {
             model: "*".into(),
             message: e.to_string(),
         })?;
-        let mut served = Vec::new();
+        let defaults = ModelDefaults {
+            runtime,
+            options: options.clone(),
+        };
+        let mut loaded = Vec::new();
         for (name, path) in &options.models {
-            let bad = |message: String| ServeError::Model {
-                model: name.clone(),
-                message,
-            };
-            let meta = read_metadata(path).map_err(|e| bad(e.to_string()))?;
-            let call = call_shape(&meta, options.unbatched.contains(name));
-            let outputs = meta
-                .outputs
-                .iter()
-                .map(|o| match o.element {
-                    ElementType::Supported(d) => Ok((o.name.clone(), d)),
-                    _ => Err(bad(format!(
-                        "output `{}` is not a tensor of an Open Inference Protocol datatype",
-                        o.name
-                    ))),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let inputs: Vec<String> = meta.inputs.iter().map(|i| i.name.clone()).collect();
-            let pad = match options.pad.iter().find(|(model, _, _)| model == name) {
-                None => None,
-                Some((_, dim, _)) if !call.has_batch_dim() => {
-                    return Err(bad(format!(
-                        "--pad {name}={dim}: padding joins requests into one call, and this model is called without a batch dimension"
-                    )));
-                }
-                Some((_, dim, value)) => {
-                    let plan = PadPlan::for_model(dim, *value, &meta).ok_or_else(|| {
-                        bad(format!(
-                            "--pad {name}={dim}: no input of the model has a dimension named `{dim}`"
-                        ))
-                    })?;
-                    Some(Padding::resolve(&plan, &inputs, &outputs))
-                }
-            };
-            let config = ExecutorConfig {
-                node: name.clone(),
-                path: path.clone(),
-                call,
-                max_batch,
-                max_delay: options.max_delay,
-                instances: options.instances.max(1),
-                intra_op_threads: options.threads.max(1),
-                queue_capacity: options.queue_capacity.max(1),
-                spinning: false,
-                pin_cores_from: None,
-                inputs,
-                outputs,
-                pad,
-                timeout: None,
-                device: options.device,
-            };
-            let executor = ModelExecutor::start(&runtime, config).map_err(|e| {
-                let hint = if options.device == Device::Cuda {
-                    " (--device cuda needs the CUDA build of ONNX Runtime, the onnxruntime-gpu \
-                     wheel's library, given with WEIR_ORT_DYLIB)"
-                } else {
-                    ""
-                };
-                bad(format!("{e}{hint}"))
-            })?;
-            served.push(Served {
-                name: name.clone(),
-                executor: Arc::new(executor),
-            });
+            let executor = defaults.start_model(name, path, options.threads, options.max_batch)?;
+            loaded.push((name.clone(), executor));
         }
         let session = open_peer(&options.listen, &options.connect)?;
         let prefix = options.key_prefix();
-        let mut queryables = Vec::new();
-        for s in &served {
-            let key = format!("{prefix}/model/{}", s.name);
-            let executor = Arc::clone(&s.executor);
-            let emulation = options.emulation;
-            let q = session
-                .declare_queryable(&key)
-                .callback(move |query| handle_query(&executor, emulation, query))
-                .wait()
-                .map_err(zenoh_err)?;
-            queryables.push(q);
+        let models: Registry = Arc::default();
+        for (name, executor) in loaded {
+            let served = serve_model(&session, &prefix, &name, executor, options.emulation)?;
+            models
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name, served);
         }
+        let control = match &options.variants {
+            Some(source) => Some(crate::variant_loader::serve_commands(
+                &session,
+                &prefix,
+                Arc::clone(source),
+                defaults,
+                Arc::clone(&models),
+            )?),
+            None => None,
+        };
         let mut members = Vec::with_capacity(options.stateful.len());
         for (name, path) in &options.stateful {
             let member = crate::stateful::StatefulMember::start(
@@ -293,25 +234,24 @@ impl ExecutorServer {
             .wait()
             .map_err(zenoh_err)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let executors: Vec<(String, Arc<ModelExecutor>)> =
-            served.into_iter().map(|s| (s.name, s.executor)).collect();
         let reporter = spawn_reporter(
             session.clone(),
             format!("{prefix}/load"),
             options.name.clone(),
             options.device,
-            executors.clone(),
+            Arc::clone(&models),
             Arc::clone(&stop),
         );
-        info!(executor = %options.name, %prefix, models = executors.len(), "Executor serving.");
+        let count = models.lock().map_or(0, |m| m.len());
+        info!(executor = %options.name, %prefix, models = count, "Executor serving.");
         Ok(ExecutorServer {
             prefix,
             stop,
             reporter: Some(reporter),
             token: Some(token),
             zid_token: Some(zid_token),
-            queryables,
-            executors,
+            models,
+            control,
             members,
             session,
         })
@@ -322,12 +262,16 @@ impl ExecutorServer {
         &self.prefix
     }
 
-    /// The models served, by name (stateful ones too).
-    pub fn models(&self) -> Vec<&str> {
-        self.executors
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .chain(self.members.iter().map(|m| m.model()))
+    /// The models served now, by name (stateful ones too).
+    pub fn models(&self) -> Vec<String> {
+        let served: Vec<String> = self
+            .models
+            .lock()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        served
+            .into_iter()
+            .chain(self.members.iter().map(|m| m.model().to_string()))
             .collect()
     }
 
@@ -348,12 +292,13 @@ impl ExecutorServer {
         if let Some(r) = self.reporter.take() {
             let _ = r.join();
         }
-        // Dropping the executors drains their queues (each job replies) and joins the threads.
-        self.executors.clear();
-        self.members.clear();
-        for q in self.queryables.drain(..) {
+        if let Some(q) = self.control.take() {
             let _ = q.undeclare().wait();
         }
+        // Retiring a model drains its queue (each job replies) and joins its threads.
+        let served = std::mem::take(&mut *self.models.lock().unwrap_or_else(|p| p.into_inner()));
+        served.into_values().for_each(ServedModel::retire);
+        self.members.clear();
         let _ = self.session.close().wait();
     }
 }
@@ -397,7 +342,7 @@ fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) {
 /// more than 1), batched when every input's first dimension is dynamic, one request per call
 /// otherwise. The graph's validation reads the same file the same way, but for `batch: false`,
 /// which a query states ([`UNBATCHED_PARAMETER`]).
-fn call_shape(meta: &ModelMetadata, unbatched: bool) -> CallShape {
+pub(crate) fn call_shape(meta: &ModelMetadata, unbatched: bool) -> CallShape {
     let firsts: Vec<Option<&Dim>> = meta.inputs.iter().map(|i| i.dims.first()).collect();
     if unbatched
         || firsts
@@ -434,7 +379,7 @@ fn batch_mismatch(config: &ExecutorConfig, query: &Query) -> Option<String> {
 }
 
 /// Decodes a query and queues it; the executor thread replies.
-fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
+pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
     let config = executor.config();
     if let Some(message) = batch_mismatch(config, &query) {
         reply_error(&query, ErrorKind::Invalid, message);
@@ -515,7 +460,7 @@ fn spawn_reporter(
     key: String,
     name: String,
     device: Device,
-    executors: Vec<(String, Arc<ModelExecutor>)>,
+    models: Registry,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
@@ -527,6 +472,14 @@ fn spawn_reporter(
             }
         };
         while !stop.load(Ordering::Acquire) {
+            let executors: Vec<(String, Arc<ModelExecutor>)> = models
+                .lock()
+                .map(|m| {
+                    m.iter()
+                        .map(|(n, s)| (n.clone(), Arc::clone(&s.executor)))
+                        .collect()
+                })
+                .unwrap_or_default();
             let report = LoadReport {
                 executor: name.clone(),
                 device: device.to_string(),

@@ -53,30 +53,49 @@ pub fn key() -> Option<&'static [u8]> {
     KEY.get().map(Vec::as_slice)
 }
 
-fn mac(key: &[u8], target: &str, a: &Assign) -> Hmac<Sha256> {
-    let unsigned = Assign {
-        signature: None,
-        ..a.clone()
-    };
-    // serde_json writes a struct's fields in declaration order and `Assign` holds no maps, so
-    // the JSON of the fields is canonical; the target comes first, length-prefixed.
-    let body = serde_json::to_vec(&unsigned).unwrap_or_default();
+fn mac(key: &[u8], target: &str, body: &[u8]) -> Hmac<Sha256> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
     mac.update(&(target.len() as u64).to_le_bytes());
     mac.update(target.as_bytes());
-    mac.update(&body);
+    mac.update(body);
     mac
 }
 
-/// The signature (hex) of `a` sent to the member whose assign key is `target`.
-pub fn sign(key: &[u8], target: &str, a: &Assign) -> String {
-    mac(key, target, a)
+/// The canonical bytes of `a` without its signature: serde_json writes a struct's fields in
+/// declaration order and `Assign` holds no maps, so the JSON of the fields is canonical.
+fn assign_body(a: &Assign) -> Vec<u8> {
+    let unsigned = Assign {
+        signature: None,
+        ..a.clone()
+    };
+    serde_json::to_vec(&unsigned).unwrap_or_default()
+}
+
+/// The signature (hex) of the control message `body` (its canonical bytes, signature left out)
+/// sent to the key expression `target`. The target comes first, length-prefixed, so a message
+/// signed for one receiver does not verify at another. Every control message (HAMS role
+/// assignments, executors' variant load/unload commands) is signed this way.
+pub fn sign_message(key: &[u8], target: &str, body: &[u8]) -> String {
+    mac(key, target, body)
         .finalize()
         .into_bytes()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Whether `signature` (hex) signs `body` for `target` under `key` (constant-time comparison).
+pub fn verify_message(key: &[u8], target: &str, body: &[u8], signature: &str) -> bool {
+    let Some(signature) = unhex(signature) else {
+        return false;
+    };
+    mac(key, target, body).verify_slice(&signature).is_ok()
+}
+
+/// The signature (hex) of `a` sent to the member whose assign key is `target`.
+pub fn sign(key: &[u8], target: &str, a: &Assign) -> String {
+    sign_message(key, target, &assign_body(a))
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -91,10 +110,9 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 
 /// Whether `a` carries a valid signature for `target` under `key` (constant-time comparison).
 pub fn verify(key: &[u8], target: &str, a: &Assign) -> bool {
-    let Some(signature) = a.signature.as_deref().and_then(unhex) else {
-        return false;
-    };
-    mac(key, target, a).verify_slice(&signature).is_ok()
+    a.signature
+        .as_deref()
+        .is_some_and(|signature| verify_message(key, target, &assign_body(a), signature))
 }
 
 #[cfg(test)]

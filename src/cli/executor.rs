@@ -92,6 +92,32 @@ pub struct ExecutorArgs {
     /// real time if longer. Every job is then its own call (`--max-batch` does not apply).
     #[arg(long, value_name = "BASE_MS,PER_ROW_MS", conflicts_with = "slowdown")]
     emulate_latency: Option<weir_executor::emulation::LatencyProfile>,
+    /// Model repository (model-less serving): the executor loads and unloads its variants on
+    /// commands signed with the control key (`--control-key-file`), resolving each name here and
+    /// checking its file's SHA-256.
+    #[arg(long, env = "WEIR_REPOSITORY")]
+    repository: Option<PathBuf>,
+}
+
+/// Variants resolved in the executor's own repository, read afresh for each command so that
+/// models registered while it runs can be loaded.
+#[derive(Debug)]
+struct RepositoryVariants(PathBuf);
+
+impl weir_executor::variants::VariantSource for RepositoryVariants {
+    fn resolve(&self, name: &str) -> Result<weir_executor::variants::ResolvedVariant, String> {
+        let repository =
+            weir_infaas::repository::Repository::open(&self.0).map_err(|e| e.to_string())?;
+        let variant = repository
+            .variant(name)
+            .ok_or_else(|| format!("no variant `{name}` in the executor's repository"))?;
+        let path = repository.verify(variant).map_err(|e| e.to_string())?;
+        Ok(weir_executor::variants::ResolvedVariant {
+            path,
+            intra_threads: usize::try_from(variant.config.intra_threads).unwrap_or(1),
+            max_batch: usize::try_from(variant.max_batch).unwrap_or(1),
+        })
+    }
 }
 
 fn parse_model_arg(text: &str) -> Result<(String, PathBuf), String> {
@@ -151,6 +177,10 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
         unbatched: args.unbatched,
         pad: args.pad,
         stateful: args.stateful,
+        variants: args.repository.map(|dir| {
+            std::sync::Arc::new(RepositoryVariants(dir))
+                as std::sync::Arc<dyn weir_executor::variants::VariantSource>
+        }),
         stateful_options: weir_executor::stateful::StatefulOptions {
             threads: args.threads,
             perturb: args.perturb,

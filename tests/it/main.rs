@@ -23,6 +23,7 @@ mod image_ops;
 mod invalid;
 mod kairos;
 mod model_repository;
+mod modelless;
 mod ocr;
 mod offline;
 mod parity;

@@ -26,9 +26,13 @@
 //! executor refuses them unless it too calls the model without a batch dimension, rather than
 //! run a request's tensors with a batch dimension added.
 //!
-//! Stateful nodes' batches (HAMS) go over the same session through [`ZenohStatefulTransport`].
+//! Stateful nodes' batches (HAMS) go over the same session through [`ZenohStatefulTransport`];
+//! model-less serving's load and unload commands through [`variants::send_command`], and its
+//! control plane learns of remote workers and their instances through [`workers::WorkerWatch`].
 
 mod hams;
+pub mod variants;
+pub mod workers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
