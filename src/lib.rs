@@ -20,6 +20,7 @@
 
 pub mod cli;
 pub mod loadgen;
+pub mod modelless;
 pub mod serf;
 pub mod workload;
 

@@ -1,11 +1,11 @@
 //! Prometheus families for the metadata store and its decisions.
 //!
-//! - `infaas_instances{state}`: instances by state; `inactive` counts the variants with no instance
+//! - `weir_infaas_instances{state}`: instances by state; `inactive` counts the variants with no instance
 //!   at all (the registry's idle variants) and the instances still loading;
-//! - `infaas_state_transitions_total{from,to}`: instance state changes the dataflow derived;
-//! - `infaas_decisions_total{kind}`: selections by outcome: `explicit` (a named variant), `active`
+//! - `weir_infaas_state_transitions_total{from,to}`: instance state changes the dataflow derived;
+//! - `weir_infaas_decisions_total{kind}`: selections by outcome: `explicit` (a named variant), `active`
 //!   (an Active instance of a chosen variant), `cold` (a variant to load), `no_match`;
-//! - `infaas_decision_seconds`: time one selection took.
+//! - `weir_infaas_decision_seconds`: time one selection took.
 //!
 //! The serving side registers them into its `/metrics` registry with [`StoreMetrics::register`].
 
@@ -80,25 +80,25 @@ impl Default for StoreMetrics {
 }
 
 impl StoreMetrics {
-    /// Registers the families into `registry` (names prefixed `infaas_`).
+    /// Registers the families into `registry` (names prefixed `weir_infaas_`).
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
-            "infaas_instances",
+            "weir_infaas_instances",
             "Instances by state (inactive: variants with no instance)",
             self.instances.clone(),
         );
         registry.register(
-            "infaas_state_transitions",
+            "weir_infaas_state_transitions",
             "Instance state changes",
             self.transitions.clone(),
         );
         registry.register(
-            "infaas_decisions",
+            "weir_infaas_decisions",
             "Variant selections by outcome",
             self.decisions.clone(),
         );
         registry.register(
-            "infaas_decision_seconds",
+            "weir_infaas_decision_seconds",
             "Time one variant selection took",
             self.decision_seconds.clone(),
         );

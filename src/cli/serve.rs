@@ -17,8 +17,13 @@ pub(super) struct ServeArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Graph YAML files; each is a model named by its graph's `name`.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "repository")]
     graphs: Vec<PathBuf>,
+    /// A model repository (`weir model register`): each of its tasks is served as a model named
+    /// after the task, model-less — a request's `parameters` (`latency_ms`, `min_accuracy`,
+    /// `max_cost`, or `variant`) pick the variant, loaded on first use.
+    #[arg(long)]
+    repository: Option<PathBuf>,
     /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
     /// 127.0.0.1:8000, unless the graphs declare `streams:` or --grpc is given (then no HTTP
     /// unless asked for).
@@ -189,14 +194,43 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     };
     let grpc_server = weir_connectors::grpc::GrpcServer::new(handles.clone(), grpc_config);
     let offline_handles = handles.clone();
-    let server = weir_connectors::http::HttpServer::new(
-        handles,
-        config,
-        vec![
-            grpc_server.metrics_source(),
-            crate::operator_metrics(&running),
-        ],
-    );
+    let modelless = match &args.repository {
+        Some(dir) => {
+            let options = RuntimeOptions {
+                workers: args.workers,
+                max_in_flight: args.max_in_flight,
+                ..RuntimeOptions::default()
+            };
+            let front = crate::modelless::ModelLessServer::start(dir, options)?;
+            let tasks: Vec<&str> = front.tasks().collect();
+            if tasks.is_empty() {
+                bail!(
+                    "{}: no task has a variant this process can serve",
+                    dir.display()
+                );
+            }
+            for task in &tasks {
+                if running.iter().any(|r| r.runtime().plan().name == *task) {
+                    bail!("task `{task}` has the name of a graph served too");
+                }
+            }
+            eprintln!("weir serving model-less tasks: {}", tasks.join(", "));
+            Some(front)
+        }
+        None => None,
+    };
+    let mut metrics = vec![
+        grpc_server.metrics_source(),
+        crate::operator_metrics(&running),
+    ];
+    if let Some(front) = &modelless {
+        metrics.push(front.metrics_source());
+    }
+    let server = weir_connectors::http::HttpServer::new(handles, config, metrics);
+    let server = match &modelless {
+        Some(front) => server.with_modelless(Arc::clone(front) as _),
+        None => server,
+    };
     let streams: Vec<(Arc<crate::GraphRuntime>, crate::StreamConnector)> = running
         .iter()
         .flat_map(|r| {
@@ -224,12 +258,15 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
+        let cpu = weir_connectors::offline::CpuUtilisation::spawn(
+            std::time::Duration::from_secs(1),
+            args.offline_max_utilisation,
+        );
+        if let Some(front) = &modelless {
+            front.spawn_reports(Arc::clone(&cpu));
+        }
         let offline = match &args.offline_dir {
             Some(root) => {
-                let cpu = weir_connectors::offline::CpuUtilisation::spawn(
-                    std::time::Duration::from_secs(1),
-                    args.offline_max_utilisation,
-                );
                 let config = weir_connectors::offline::OfflineConfig {
                     root: root.clone(),
                     max_running: args.offline_running as usize,
@@ -237,7 +274,11 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                     max_in_flight: args.offline_in_flight as usize,
                     stream: stream_options,
                 };
-                let throttle = weir_connectors::offline::Throttle::new(vec![cpu]);
+                let mut signals: Vec<Arc<dyn weir_connectors::offline::PauseSignal>> = vec![cpu];
+                if let Some(front) = &modelless {
+                    signals.push(Arc::clone(front) as _);
+                }
+                let throttle = weir_connectors::offline::Throttle::new(signals);
                 Some(
                     weir_connectors::offline::OfflineJobs::new(
                         config,

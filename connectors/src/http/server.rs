@@ -28,7 +28,8 @@ use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
 use crate::oip::{
-    parse_infer_request, run_infer, InferRequest, OipError, ProtocolError, HEADER_LENGTH,
+    encode_infer_reply, parse_infer_request, run_infer, InferRequest, ModelLess, OipError,
+    ProtocolError, HEADER_LENGTH,
 };
 
 /// How the server behaves.
@@ -76,6 +77,7 @@ pub(super) struct ServerState {
     graphs: BTreeMap<String, ServedGraph>,
     pub(super) config: HttpConfig,
     pub(super) offline: Option<Arc<crate::offline::OfflineJobs>>,
+    modelless: Option<Arc<dyn ModelLess>>,
     ready: AtomicBool,
     metrics: ServerMetrics,
     bytes_budget: Arc<ByteBudget>,
@@ -124,8 +126,19 @@ impl HttpServer {
                 connections,
                 config,
                 offline: None,
+                modelless: None,
             }),
         }
+    }
+
+    /// The same server, also answering the model names `front` serves (model-less tasks).
+    #[must_use]
+    pub fn with_modelless(self, front: Arc<dyn ModelLess>) -> HttpServer {
+        let mut state = self.state;
+        if let Some(s) = Arc::get_mut(&mut state) {
+            s.modelless = Some(front);
+        }
+        HttpServer { state }
     }
 
     /// The same server, also taking offline jobs (`/v2/offline`).
@@ -403,7 +416,11 @@ async fn infer_inner(
 ) -> Result<Response, ServeError> {
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     authorize(s, headers)?;
-    let served = graph(s, name)?;
+    let served = match (s.graphs.get(name), &s.modelless) {
+        (Some(g), _) => Served::Graph(g),
+        (None, Some(m)) if m.serves(name) => Served::ModelLess(m.as_ref()),
+        _ => return Err(ServeError::UnknownModel(name.to_string())),
+    };
     let declared = byte_count(headers, header::CONTENT_LENGTH.as_str(), "Content-Length")?;
     let mut permit = BytesPermit::new(&s.bytes_budget);
     let timeout_ms = s.config.request_timeout.as_millis() as u64;
@@ -427,7 +444,7 @@ async fn infer_inner(
         .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()));
     permit.hold(parsed)?;
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let response = match run_request(served, request, remaining).await {
+    let response = match run_request(served, name, request, remaining).await {
         // The client's deadline is the configured one, however much of it the upload used.
         Err(ServeError::Protocol(OipError::Deadline { .. })) => {
             Err(OipError::Deadline { ms: timeout_ms }.into())
@@ -438,13 +455,32 @@ async fn infer_inner(
     response
 }
 
-/// Runs a parsed request through the graph and writes the reply with its content headers.
+/// What answers a request: a graph, or the model-less front end.
+enum Served<'a> {
+    Graph(&'a ServedGraph),
+    ModelLess(&'a dyn ModelLess),
+}
+
+/// Runs a parsed request and writes the reply with its content headers.
 async fn run_request(
-    served: &ServedGraph,
+    served: Served<'_>,
+    name: &str,
     request: InferRequest,
     timeout: Duration,
 ) -> Result<Response, ServeError> {
-    let (body, header_length) = run_infer(&served.runtime, request, timeout).await?;
+    let (body, header_length) = match served {
+        Served::Graph(g) => run_infer(&g.runtime, request, timeout).await?,
+        Served::ModelLess(m) => {
+            let reply = m.infer(name, request, timeout).await?;
+            encode_infer_reply(
+                &reply.model,
+                reply.id.as_deref(),
+                reply.parameters,
+                &reply.outputs,
+            )
+            .map_err(OipError::from)?
+        }
+    };
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     match header_length {

@@ -17,12 +17,14 @@ mod data;
 mod element;
 mod error;
 mod infer;
+mod modelless;
 mod parts;
 mod reply;
 mod request;
 
 pub use error::{OipError, ProtocolError};
 pub use infer::{infer_outputs, run_infer, InferOutputs};
+pub use modelless::{InferFuture, ModelLess};
 pub use parts::{input_from_parts, InputContents, TypedValues};
 pub use reply::{encode_infer_reply, ReplyError, ReplyTensor};
 pub use request::{

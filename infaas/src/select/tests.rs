@@ -124,7 +124,7 @@ fn r8_overloaded_and_interfered_instances_are_never_chosen() {
         loaded("slow", "w1"),
         report("slow", "w1", 12.0, 80.0, 0),
         loaded("mid", "w2"),
-        report("mid", "w2", 1.0, 31.0, 0),
+        report("mid", "w2", 30.0, 31.0, 0),
     ]);
     let snap = s.snapshot();
     let states: Vec<_> = s.states().into_iter().filter(|r| r.1.is_some()).collect();

@@ -10,9 +10,11 @@
 //!   or when more requests are outstanding than `outstanding_window_s` seconds of work at
 //!   saturation throughput (whichever is hit first; a variant profiled with no saturation qps is
 //!   judged by neither);
-//! - **Interfered** when not Overloaded and the mean call latency > `interference_factor` × the
-//!   profiled batch-1 latency (reports give a call's mean latency without its batch, so the
-//!   reference is the smallest call's);
+//! - **Interfered** when not Overloaded, under real load (served qps above
+//!   `interference_load_fraction` × the saturation qps, as the public code's monitor requires: a
+//!   lone call's latency on cold caches is not contention), and the mean call latency >
+//!   `interference_factor` × the profiled batch-1 latency (reports give a call's mean latency
+//!   without its batch, so the reference is the smallest call's);
 //! - **Active** otherwise, and before the first report.
 //!
 //! The state is a function of the newest report only (no hysteresis): a report is already a mean
@@ -30,6 +32,8 @@ pub struct StateRule {
     pub outstanding_window_s: f64,
     /// Interfered when mean latency > this × profiled latency. Default 1.5.
     pub interference_factor: f64,
+    /// ... and served qps > this × saturation qps. Default 0.5.
+    pub interference_load_fraction: f64,
 }
 
 impl Default for StateRule {
@@ -38,6 +42,7 @@ impl Default for StateRule {
             overload_qps_fraction: 1.0,
             outstanding_window_s: 0.5,
             interference_factor: 1.5,
+            interference_load_fraction: 0.5,
         }
     }
 }
@@ -76,7 +81,9 @@ impl StateRule {
                 );
             }
         }
-        if profiled_ms > 0.0 && r.mean_latency_ms > self.interference_factor * profiled_ms {
+        let loaded = r.qps > self.interference_load_fraction * saturation_qps;
+        if loaded && profiled_ms > 0.0 && r.mean_latency_ms > self.interference_factor * profiled_ms
+        {
             return (InstanceState::Interfered, "mean latency above profile");
         }
         (InstanceState::Active, "within profile")
@@ -103,7 +110,9 @@ mod tests {
             (100.0, r(50.0, 12.0, 3), Active),
             (100.0, r(100.0, 12.0, 3), Overloaded),
             (100.0, r(10.0, 10.0, 51), Overloaded),
-            (100.0, r(10.0, 15.1, 0), Interfered),
+            (100.0, r(60.0, 15.1, 0), Interfered),
+            // Slow but hardly loaded: not contention.
+            (100.0, r(10.0, 15.1, 0), Active),
             (100.0, r(100.0, 99.0, 0), Overloaded),
             // No saturation profiled: never Overloaded.
             (0.0, r(1e9, 10.0, 1000), Active),

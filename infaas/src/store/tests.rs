@@ -46,7 +46,7 @@ fn a_registry_only_store_lists_every_variant_inactive() {
     s.register(&mut registry);
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     assert!(
-        text.contains("infaas_instances{state=\"inactive\"} 3"),
+        text.contains("weir_infaas_instances{state=\"inactive\"} 3"),
         "{text}"
     );
 }
@@ -72,7 +72,7 @@ fn r9_states_follow_the_reports() {
     assert_eq!(step(report("a", "w1", 100.0, 10.0, 0)), Some(Overloaded));
     assert_eq!(step(report("a", "w1", 50.0, 10.0, 0)), Some(Active));
     assert_eq!(step(report("a", "w1", 50.0, 10.0, 51)), Some(Overloaded));
-    assert_eq!(step(report("a", "w1", 50.0, 16.0, 0)), Some(Interfered));
+    assert_eq!(step(report("a", "w1", 60.0, 16.0, 0)), Some(Interfered));
     assert_eq!(step(report("a", "w1", 50.0, 14.0, 0)), Some(Active));
     assert_eq!(
         step(Event::Unloaded {
@@ -112,7 +112,7 @@ fn a_worker_going_down_takes_its_instances_and_aggregates_follow() {
     s.record(Event::WorkerDown {
         worker: "w1".into(),
     });
-    s.record(report("a", "w2", 1.0, 100.0, 0));
+    s.record(report("a", "w2", 60.0, 100.0, 0));
     s.sync().unwrap();
     let snap = s.snapshot();
     assert!(snap.worker("w1").is_none());

@@ -1,0 +1,205 @@
+//! Model-less queries through a real `weir serve --repository` (INFaaS R2, R3, R5–R7, E11): the
+//! digits architectures registered with the real `weir model register`, then queries that name
+//! the task and their requirements. The variant each picks is checked against the repository's own
+//! figures (the same the server decides on), its outputs against ONNX Runtime on that variant's
+//! file, the first use of a variant is a cold start and the next is not, an explicit variant is
+//! served as named, and impossible or malformed requirements are 400s naming the closest variant
+//! or the field.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use weir_infaas::repository::Repository;
+use weir_infaas::variant::Variant;
+
+use crate::cli::weir_ok;
+use crate::common::{assert_close, direct_ort, model, temp_dir, weir_home};
+use crate::serve::Server;
+
+const ARCHITECTURES: [&str; 3] = ["digits_tiny", "digits_mlp", "digits_wide"];
+
+fn register(root: &Path) {
+    let validation = weir_home().join("data/digits_validation.jsonl");
+    for name in ARCHITECTURES {
+        let onnx = model(&format!("{name}.onnx")).display().to_string();
+        weir_ok(&[
+            "model",
+            "register",
+            name,
+            "--task",
+            "digits",
+            "--onnx",
+            &onnx,
+            "--validation",
+            &validation.display().to_string(),
+            "--threads",
+            "1",
+            "--levels",
+            "all",
+            "--batches",
+            "8",
+            "--runs",
+            "2",
+            "--no-int8",
+            "--repository",
+            &root.display().to_string(),
+        ]);
+    }
+}
+
+/// What the server may choose from: the dynamic-batch variants of the local type.
+fn servable(repo: &Repository) -> Vec<Variant> {
+    repo.variants_of_task("digits")
+        .filter(|v| v.config.hardware == "local" && v.config.fixed_batch.is_none())
+        .cloned()
+        .collect()
+}
+
+/// The paper's pick among variants that must be loaded: least load + inference time (R7).
+fn cold_pick(candidates: &[Variant], min_accuracy: f64) -> String {
+    candidates
+        .iter()
+        .filter(|v| v.accuracy >= min_accuracy)
+        .min_by(|a, b| {
+            let cost =
+                |v: &Variant| v.profile.load_ms + v.profile.inference_ms(1).unwrap_or(f64::MAX);
+            cost(a)
+                .total_cmp(&cost(b))
+                .then_with(|| a.name.cmp(&b.name))
+        })
+        .expect("a candidate")
+        .name
+        .clone()
+}
+
+const PIXELS: [f32; 64] = {
+    let mut p = [0.0f32; 64];
+    let mut i = 0;
+    while i < 64 {
+        p[i] = ((i * 7) % 17) as f32 / 16.0;
+        i += 1;
+    }
+    p
+};
+
+fn query(server: &Server, model: &str, parameters: Value) -> (u16, Value) {
+    let body = json!({"id": "q", "parameters": parameters,
+        "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": PIXELS.to_vec()}]});
+    let (status, text) = server.post(
+        &format!("/v2/models/{model}/infer"),
+        &[],
+        body.to_string().as_bytes(),
+    );
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(json!({"raw": text})),
+    )
+}
+
+fn served_variant(reply: &Value) -> (String, bool) {
+    (
+        reply["parameters"]["variant"]
+            .as_str()
+            .expect("variant in the reply")
+            .to_string(),
+        reply["parameters"]["cold_start"]
+            .as_bool()
+            .expect("cold_start in the reply"),
+    )
+}
+
+#[test]
+fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_met() {
+    let dir = temp_dir("modelless-serve");
+    let root = dir.0.join("repository");
+    register(&root);
+    let repo = Repository::open(&root).expect("repository");
+    let candidates = servable(&repo);
+    assert_eq!(
+        candidates.len(),
+        3,
+        "one dynamic local variant per architecture"
+    );
+    let server = Server::start(&[], &["--repository", &root.display().to_string()]);
+
+    // Loose: nothing is loaded, so the least load + inference time wins (R7), cold.
+    let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.5}));
+    assert_eq!(status, 200, "{reply}");
+    let (loose, cold) = served_variant(&reply);
+    assert_eq!(loose, cold_pick(&candidates, 0.5));
+    assert!(cold, "the first query of a variant is a cold start");
+    let v = repo.variant(&loose).expect("chosen variant is registered");
+    let file = repo.file_path(v).expect("its file");
+    let want = direct_ort(&file, "x", &[1, 64], &PIXELS);
+    let got: Vec<f32> = reply["outputs"][0]["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|x| x.as_f64().expect("number") as f32)
+        .collect();
+    assert_close(&got, &want, 1e-5, "the chosen variant's outputs");
+
+    // Tight: only architectures at 0.98 or better qualify (R2).
+    let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.98}));
+    assert_eq!(status, 200, "{reply}");
+    let (tight, _) = served_variant(&reply);
+    assert!(repo.variant(&tight).expect("registered").accuracy >= 0.98);
+    if repo.variant(&loose).expect("registered").accuracy < 0.98 {
+        assert_ne!(
+            tight, loose,
+            "an accuracy change selects another architecture"
+        );
+        assert_eq!(tight, cold_pick(&candidates, 0.98));
+    }
+    // Once loaded it is Active and preferred, warm (R6, E11).
+    let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.98}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(served_variant(&reply), (tight.clone(), false));
+
+    // Explicit: as a parameter of the task, and as the model's name (R3).
+    let tiny = candidates
+        .iter()
+        .find(|v| v.model == "digits_tiny")
+        .expect("tiny")
+        .name
+        .clone();
+    let (status, reply) = query(&server, "digits", json!({"variant": tiny}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(served_variant(&reply).0, tiny);
+    let (status, reply) = query(&server, &tiny, json!({}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(served_variant(&reply).0, tiny);
+
+    // Impossible requirements: a 400 naming the closest variant (R5).
+    let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.9999}));
+    assert_eq!(status, 400, "{reply}");
+    let message = reply["error"].as_str().expect("error text");
+    assert!(message.contains("closest variant: digits_"), "{message}");
+    let (status, reply) = query(&server, "digits", json!({"latency_ms": 0.000001}));
+    assert_eq!(status, 400, "{reply}");
+
+    // Malformed requirements name their field.
+    for (parameters, field) in [
+        (json!({"min_accuracy": "high"}), "parameters.min_accuracy"),
+        (json!({"latency_ms": -3}), "parameters.latency_ms"),
+        (json!({"variant": "nope"}), "parameters.variant"),
+        (json!({"variant": 7}), "parameters.variant"),
+    ] {
+        let (status, reply) = query(&server, "digits", parameters.clone());
+        assert_eq!(status, 400, "{parameters} → {reply}");
+        let message = reply["error"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{parameters} → {message}");
+    }
+    assert_eq!(
+        server.get("/v2/models/nothing/infer").0,
+        405,
+        "GET is not infer"
+    );
+    let (status, _) = query(&server, "nothing", json!({}));
+    assert_eq!(status, 404);
+
+    // Decisions and states are in /metrics.
+    let (_, metrics) = server.get("/metrics");
+    assert!(metrics.contains("weir_infaas_decisions_total"), "{metrics}");
+    assert!(metrics.contains("weir_infaas_instances"), "{metrics}");
+}
