@@ -283,6 +283,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                     weir_connectors::offline::OfflineJobs::new(
                         config,
                         &offline_handles,
+                        modelless.as_ref().map(|m| Arc::clone(m) as _),
                         Arc::new(throttle),
                     )
                     .with_context(|| format!("--offline-dir {}", root.display()))?,

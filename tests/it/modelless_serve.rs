@@ -120,7 +120,27 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
         3,
         "one dynamic local variant per architecture"
     );
-    let server = Server::start(&[], &["--repository", &root.display().to_string()]);
+    let jobs = dir.0.join("jobs");
+    std::fs::create_dir_all(&jobs).expect("jobs folder");
+    let lines: Vec<String> = (0..40)
+        .map(|i| {
+            json!({"id": format!("o{i}"), "inputs": [{"name": "x", "shape": [1, 64],
+                   "datatype": "FP32", "data": PIXELS.to_vec()}]})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(jobs.join("in.jsonl"), lines.join("\n")).expect("job input");
+    let server = Server::start(
+        &[],
+        &[
+            "--repository",
+            &root.display().to_string(),
+            "--offline-dir",
+            &jobs.display().to_string(),
+            "--offline-max-utilisation",
+            "1",
+        ],
+    );
 
     // Loose: nothing is loaded, so the least load + inference time wins (R7), cold.
     let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.5}));
@@ -197,6 +217,38 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     );
     let (status, _) = query(&server, "nothing", json!({}));
     assert_eq!(status, 404);
+
+    // An offline job on the task (R4): its parameters pick the variant of every line.
+    let submit = json!({"model": "digits", "input": "in.jsonl", "output": "out.jsonl",
+                        "parameters": {"min_accuracy": 0.98}});
+    let (status, text) = server.post("/v2/offline", &[], submit.to_string().as_bytes());
+    assert_eq!(status, 202, "{text}");
+    let id = serde_json::from_str::<Value>(&text).expect("job")["id"]
+        .as_str()
+        .expect("job id")
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, status) = server.get(&format!("/v2/offline/{id}"));
+        let status: Value = serde_json::from_str(&status).expect("status");
+        if status["state"] == "done" {
+            assert_eq!(status["answered"], 40);
+            assert_eq!(status["errors"], 0);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job never finished: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = std::fs::read_to_string(jobs.join("out.jsonl")).expect("job output");
+    assert_eq!(out.lines().count(), 40);
+    for line in out.lines() {
+        let reply: Value = serde_json::from_str(line).expect("reply");
+        let variant = reply["parameters"]["variant"].as_str().expect("variant");
+        assert!(repo.variant(variant).expect("registered").accuracy >= 0.98);
+    }
 
     // Decisions and states are in /metrics.
     let (_, metrics) = server.get("/metrics");

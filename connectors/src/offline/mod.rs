@@ -32,8 +32,9 @@ use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamEnd;
 
 use crate::echo::{cap_error, quote};
+use crate::oip::ModelLess;
 use crate::stream::jsonl::{run_jsonl, Ends, Pace};
-use crate::stream::StreamOptions;
+use crate::stream::{Answerer, StreamOptions};
 
 pub use throttle::{CpuUtilisation, PauseSignal, Throttle};
 
@@ -190,19 +191,22 @@ pub struct OfflineJobs {
     config: OfflineConfig,
     rules: FileRules,
     graphs: BTreeMap<String, Arc<GraphRuntime>>,
+    modelless: Option<Arc<dyn ModelLess>>,
     throttle: Arc<Throttle>,
     running: Arc<Semaphore>,
     table: Mutex<Table>,
 }
 
 impl OfflineJobs {
-    /// Jobs over `graphs` (by graph name), paced by `throttle`.
+    /// Jobs over `graphs` (by graph name) and the names `modelless` serves (tasks: a job's
+    /// `parameters`, e.g. `min_accuracy`, pick the variant), paced by `throttle`.
     ///
     /// # Errors
     /// When the root folder cannot be resolved.
     pub fn new(
         config: OfflineConfig,
         graphs: &[Arc<GraphRuntime>],
+        modelless: Option<Arc<dyn ModelLess>>,
         throttle: Arc<Throttle>,
     ) -> Result<Arc<Self>, weir_engine::paths::FileError> {
         let rules = FileRules::under(&config.root)?;
@@ -211,6 +215,7 @@ impl OfflineJobs {
                 .iter()
                 .map(|g| (g.plan().name.clone(), Arc::clone(g)))
                 .collect(),
+            modelless,
             running: Arc::new(Semaphore::new(config.max_running.max(1))),
             rules,
             throttle,
@@ -260,12 +265,19 @@ impl OfflineJobs {
                 format!("not a job submission: {}", cap_error(e.to_string())),
             )
         })?;
-        let runtime = self.graphs.get(&sub.model).cloned().ok_or_else(|| {
-            field(
-                "model",
-                format!("no model `{}` is served", quote(&sub.model)),
-            )
-        })?;
+        let runtime = match (self.graphs.get(&sub.model), &self.modelless) {
+            (Some(g), _) => Answerer::Graph(Arc::clone(g)),
+            (None, Some(m)) if m.serves(&sub.model) => Answerer::ModelLess {
+                front: Arc::clone(m),
+                name: sub.model.clone(),
+            },
+            _ => {
+                return Err(field(
+                    "model",
+                    format!("no model `{}` is served", quote(&sub.model)),
+                ))
+            }
+        };
         let input = self.place(&sub.input, "input")?;
         resolve_input(&input, &self.rules).map_err(|e| field("input", e.to_string()))?;
         let output = self.place(&sub.output, "output")?;
@@ -327,7 +339,7 @@ impl OfflineJobs {
     async fn run(
         &self,
         job: Arc<Job>,
-        runtime: Arc<GraphRuntime>,
+        runtime: Answerer,
         input: PathBuf,
         output: PathBuf,
         parameters: Option<Arc<Map<String, Value>>>,

@@ -22,7 +22,6 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use weir_engine::paths::{open_input, open_output, FileRules, OutputMode};
-use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamEnd;
 
 use super::{
@@ -150,7 +149,7 @@ async fn read_line(
 /// When a file cannot be opened (not a regular file, an existing output under `create`), read or
 /// written.
 pub async fn run_jsonl(
-    runtime: Arc<GraphRuntime>,
+    answerer: super::Answerer,
     ends: Ends<'_>,
     options: StreamOptions,
     pace: Pace<'_>,
@@ -252,14 +251,14 @@ pub async fn run_jsonl(
             drop(permit);
             continue;
         }
-        let (runtime, tx, mut document) =
-            (Arc::clone(&runtime), tx.clone(), std::mem::take(&mut line));
+        let (answerer, tx, mut document) =
+            (answerer.clone(), tx.clone(), std::mem::take(&mut line));
         if let Some(defaults) = &pace.parameters {
             document = with_parameters(document, defaults);
         }
         let progress = pace.progress.clone();
         tasks.spawn(async move {
-            let (reply, failed) = answer_document(&runtime, &document, id, options).await;
+            let (reply, failed) = answer_document(&answerer, &document, id, options).await;
             let _ = tx.send(reply).await;
             if let Some(p) = progress {
                 p.answered.fetch_add(1, Ordering::Relaxed);

@@ -27,7 +27,45 @@ use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamConnector;
 
 use crate::echo::{cap_error, quote};
-use crate::oip::{parse_infer_request, run_infer, OipError};
+use crate::oip::{
+    encode_infer_reply, parse_infer_request, run_infer, InferRequest, ModelLess, OipError,
+};
+
+/// What answers a stream's requests: a graph, or a model-less task (by the name it serves).
+#[derive(Clone)]
+pub enum Answerer {
+    /// A graph.
+    Graph(Arc<GraphRuntime>),
+    /// A model-less front end, for the model `name`.
+    ModelLess {
+        /// The front end.
+        front: Arc<dyn ModelLess>,
+        /// The task or variant asked for.
+        name: String,
+    },
+}
+
+impl Answerer {
+    /// The reply to `request`: its body and, when any output is binary, the JSON header's length.
+    async fn infer(
+        &self,
+        request: InferRequest,
+        timeout: Duration,
+    ) -> Result<(Vec<u8>, Option<usize>), OipError> {
+        match self {
+            Answerer::Graph(runtime) => run_infer(runtime, request, timeout).await,
+            Answerer::ModelLess { front, name } => {
+                let reply = front.infer(name, request, timeout).await?;
+                Ok(encode_infer_reply(
+                    &reply.model,
+                    reply.id.as_deref(),
+                    reply.parameters,
+                    &reply.outputs,
+                )?)
+            }
+        }
+    }
+}
 
 /// How streaming connectors behave.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +169,8 @@ pub async fn run_stream(
                 output_mode,
                 rules: &rules,
             };
-            jsonl::run_jsonl(runtime, ends, options, jsonl::Pace::default(), shutdown).await
+            let answerer = Answerer::Graph(runtime);
+            jsonl::run_jsonl(answerer, ends, options, jsonl::Pace::default(), shutdown).await
         }
         StreamConnector::Zenoh {
             subscribe,
@@ -147,7 +186,7 @@ pub async fn run_stream(
 
 /// Answers one request document: the reply document, and whether it is an error.
 pub(crate) async fn answer_document(
-    runtime: &GraphRuntime,
+    answerer: &Answerer,
     document: &[u8],
     fallback_id: String,
     options: StreamOptions,
@@ -171,7 +210,7 @@ pub(crate) async fn answer_document(
     if let Some(outputs) = request.outputs.as_mut() {
         outputs.iter_mut().for_each(|o| o.binary = false);
     }
-    match run_infer(runtime, request, options.request_timeout).await {
+    match answerer.infer(request, options.request_timeout).await {
         Ok((body, _)) => (body, false),
         Err(e) => (error_document(&id, &e.into()), true),
     }

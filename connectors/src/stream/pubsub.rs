@@ -80,7 +80,9 @@ pub async fn run_zenoh(
         drop(sample);
         tasks.spawn(async move {
             let (reply, failed) = match document {
-                Some(document) => answer_document(&runtime, &document, id, options).await,
+                Some(document) => {
+                    answer_document(&super::Answerer::Graph(runtime), &document, id, options).await
+                }
                 None => {
                     let error = DocumentError::SampleTooLarge {
                         number,
