@@ -272,7 +272,8 @@ impl Metered {
         let max = self.admission.max_message;
         if len > max {
             return Err(Status::resource_exhausted(format!(
-                "the message is {len} bytes, over the limit of {max} bytes (--max-body-bytes)"
+                "the message is too large: {len} bytes, over the limit of {max} bytes \
+                 (--max-body-bytes)"
             )));
         }
         let mut permit = BytesPermit::new(&self.admission.budget);
