@@ -66,13 +66,16 @@ pub(super) struct ServeArgs {
     /// Largest request body in bytes; larger gets 413.
     #[arg(long, default_value_t = 64 << 20, env = "WEIR_MAX_BODY_BYTES")]
     max_body_bytes: usize,
-    /// Request body bytes held by all requests at once; past it new requests get 503 with
-    /// Retry-After. At least --max-body-bytes.
+    /// Request bytes held by all requests at once, over HTTP and gRPC together (one budget); past
+    /// it new HTTP requests get 503 with Retry-After and gRPC messages RESOURCE_EXHAUSTED with
+    /// retry-after. A gRPC message is charged twice its length plus what it decodes into. At
+    /// least --max-body-bytes.
     #[arg(long, default_value_t = 1 << 30, env = "WEIR_MAX_INFLIGHT_BYTES")]
     max_inflight_bytes: usize,
     /// Longest a client may take to send a request's headers, in milliseconds, counted from when
     /// the connection is ready for a request (so an idle kept-alive connection is closed after it
-    /// too); then its connection is closed.
+    /// too); then its connection is closed. A gRPC connection from which nothing arrives for as
+    /// long is closed (the server pings each at half of it, so live clients answer and stay).
     #[arg(long, default_value_t = 10_000, env = "WEIR_HEADER_TIMEOUT_MS",
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout_ms: u64,
@@ -190,9 +193,17 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         stream_in_flight: args.grpc_stream_in_flight as usize,
         max_connections: args.max_connections as usize,
         drain_timeout: config.drain_timeout,
+        idle_timeout: config.header_timeout,
+        max_inflight_bytes: args.max_inflight_bytes,
         ..Default::default()
     };
-    let grpc_server = weir_connectors::grpc::GrpcServer::new(handles.clone(), grpc_config);
+    // One budget of request bytes for the whole process, both transports charging it.
+    let budget = weir_connectors::http::ByteBudget::new(args.max_inflight_bytes);
+    let grpc_server = weir_connectors::grpc::GrpcServer::with_byte_budget(
+        handles.clone(),
+        grpc_config,
+        Arc::clone(&budget),
+    );
     let offline_handles = handles.clone();
     let modelless = match &args.repository {
         Some(dir) => {
@@ -226,7 +237,8 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     if let Some(front) = &modelless {
         metrics.push(front.metrics_source());
     }
-    let server = weir_connectors::http::HttpServer::new(handles, config, metrics);
+    let server =
+        weir_connectors::http::HttpServer::with_byte_budget(handles, config, metrics, budget);
     let server = match &modelless {
         Some(front) => server.with_modelless(Arc::clone(front) as _),
         None => server,

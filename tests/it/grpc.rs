@@ -3,10 +3,15 @@
 //! generated from the same `.proto`: every RPC, raw and typed contents of every kind of datatype,
 //! malformed requests refused by field with the server still ready, the bearer token, a stream of
 //! 1,000 requests each answered once, health, metrics by protocol, and SIGTERM with a stream open.
+//! Memory: messages that would decode past the byte budget (typed int64 and empty byte strings)
+//! are refused with RESOURCE_EXHAUSTED while the server's resident memory stays within a bound set
+//! by the budget; an oversize message gets RESOURCE_EXHAUSTED too; a silent connection is closed.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -19,9 +24,12 @@ use weir_connectors::grpc::health_proto::HealthCheckRequest;
 use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
 use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
 use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
-use weir_connectors::grpc::proto::{InferParameter, ModelInferRequest, ServerLiveRequest};
+use weir_connectors::grpc::proto::{
+    InferParameter, InferTensorContents, ModelInferRequest, ServerLiveRequest,
+};
 
 use crate::common::{assert_close, model, signal, TempDir};
+use crate::hostile_requests::rss_kib;
 use crate::reference::python;
 use crate::serve::{http, mlp_graph, serve_command};
 
@@ -414,5 +422,194 @@ fn a_grpc_connection_past_the_cap_is_closed_and_its_slot_comes_back() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(live(second).await.expect("second connection still served"));
+    });
+}
+
+/// The byte budget of the memory tests: small beside what a maximal message decodes into.
+const BUDGET: usize = 16 << 20;
+
+/// A request to `dt_i64` or `dt_string` whose typed contents expand most when decoded: `n` int64
+/// ones (1 byte each on the wire, 8 in memory) or `n` empty byte strings (2 bytes on the wire, a
+/// 24-byte `Vec` in memory).
+fn expanding(i: usize, n: usize) -> ModelInferRequest {
+    let (model, datatype, contents) = if i.is_multiple_of(2) {
+        let ints = InferTensorContents {
+            int64_contents: vec![1; n],
+            ..Default::default()
+        };
+        ("dt_i64", "INT64", ints)
+    } else {
+        let empty = InferTensorContents {
+            bytes_contents: vec![Vec::new(); n / 2],
+            ..Default::default()
+        };
+        ("dt_string", "BYTES", empty)
+    };
+    ModelInferRequest {
+        model_name: model.into(),
+        id: i.to_string(),
+        inputs: vec![InferInputTensor {
+            name: "x".into(),
+            datatype: datatype.into(),
+            shape: vec![4],
+            contents: Some(contents),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// The largest resident memory of `pid` seen while `work` runs, in KiB.
+fn peak_rss_during<T>(pid: u32, work: impl FnOnce() -> T) -> (u64, T) {
+    let peak = Arc::new(AtomicU64::new(rss_kib(pid)));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, done) = (Arc::clone(&peak), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                peak.fetch_max(rss_kib(pid), Ordering::AcqRel);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let out = work();
+    done.store(true, Ordering::Release);
+    sampler.join().expect("sampler");
+    (peak.load(Ordering::Acquire), out)
+}
+
+#[test]
+fn messages_decoding_past_the_byte_budget_are_refused_and_memory_stays_bounded() {
+    let graphs = [
+        mlp_graph(),
+        dtype_graph("i64", "i64"),
+        dtype_graph("string", "bytes"),
+    ];
+    let budget = BUDGET.to_string();
+    let server = Served::start(&graphs, &["--max-inflight-bytes", &budget]);
+    let pid = server.child.id();
+    let rt = runtime();
+    let grpc = rt.block_on(channel(&server.grpc));
+    let mut client = GrpcInferenceServiceClient::new(grpc.clone());
+    rt.block_on(client.model_infer(mlp_request(0)))
+        .expect("a normal request before");
+    let before = rss_kib(pid);
+    // 32 concurrent maximal messages (each decodes to far more than the budget) and 32 of a
+    // sixteenth of the size (each fits the budget alone, two or three at once).
+    let maximal = MAX_BYTES - 1024;
+    let (peak, codes) = peak_rss_during(pid, || {
+        rt.block_on(async {
+            let mut calls = tokio::task::JoinSet::new();
+            for i in 0..64 {
+                let mut client = GrpcInferenceServiceClient::new(grpc.clone())
+                    .max_decoding_message_size(MAX_BYTES);
+                let n = if i < 32 { maximal } else { maximal / 16 };
+                calls.spawn(async move {
+                    let refused = client
+                        .model_infer(expanding(i, n))
+                        .await
+                        .expect_err("no such request is served");
+                    (i, refused)
+                });
+            }
+            calls.join_all().await
+        })
+    });
+    for (i, status) in &codes {
+        let what = format!("request {i}: {status:?}");
+        if *i < 32 {
+            assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{what}");
+        } else {
+            // Admitted, then refused for its contents (4 elements declared), or refused at the
+            // budget while others held it.
+            assert!(
+                matches!(
+                    status.code(),
+                    tonic::Code::ResourceExhausted | tonic::Code::InvalidArgument
+                ),
+                "{what}"
+            );
+        }
+        if status.code() == tonic::Code::ResourceExhausted {
+            assert!(status.message().contains("--max-inflight-bytes"), "{what}");
+            assert!(status.metadata().get("retry-after").is_some(), "{what}");
+        }
+    }
+    // What the server may hold: the budget's worth of admitted messages and their decoded form,
+    // plus what is not charged (HTTP/2 windows of 1 MiB, replies, allocator slack), well under
+    // three budgets. Unbounded, one maximal int64 message alone decodes to 32 MiB and more, and
+    // 32 of them at once to hundreds.
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown < (3 * BUDGET as u64) / 1024,
+        "resident memory grew by {grown} KiB against a budget of {} KiB",
+        BUDGET / 1024
+    );
+    // The budget comes back: a normal request is served (its permits are released as the
+    // refused calls' answers are dropped, a moment after the client has them).
+    rt.block_on(async {
+        let mut tries = 0;
+        loop {
+            match client.model_infer(mlp_request(1)).await {
+                Ok(reply) => break assert_eq!(reply.into_inner().id, "1"),
+                Err(s) if s.code() == tonic::Code::ResourceExhausted && tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(s) => panic!("a normal request after the barrage: {s:?}"),
+            }
+        }
+    });
+}
+
+#[test]
+fn an_oversize_message_is_resource_exhausted_naming_the_cap() {
+    let server = Served::start(&[mlp_graph()], &[]);
+    runtime().block_on(async {
+        let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
+        let mut big = mlp_request(0);
+        big.raw_input_contents = vec![vec![0u8; MAX_BYTES + 1].into()];
+        let refused = client.model_infer(big).await.expect_err("over the cap");
+        assert_eq!(
+            refused.code(),
+            tonic::Code::ResourceExhausted,
+            "{refused:?}"
+        );
+        assert!(
+            refused.message().contains("--max-body-bytes"),
+            "{refused:?}"
+        );
+        let reply = client.model_infer(mlp_request(1)).await.expect("served");
+        assert_eq!(reply.into_inner().id, "1");
+    });
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
+    use std::io::Read;
+    let server = Served::start(&[mlp_graph()], &["--header-timeout-ms", "300"]);
+    let mut silent = std::net::TcpStream::connect(&server.grpc).expect("connects");
+    // Generous: the test asserts that the server closes it, not when.
+    silent
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let mut buf = [0u8; 1024];
+    let closed = loop {
+        match silent.read(&mut buf) {
+            // The server's own HTTP/2 preface (SETTINGS) comes first.
+            Ok(n) if n > 0 => continue,
+            Ok(_) => break true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(e) => panic!("the silent connection was not closed: {e}"),
+        }
+    };
+    assert!(closed);
+    // A client that speaks is served, on a connection idle between its calls.
+    runtime().block_on(async {
+        let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
+        client.model_infer(mlp_request(0)).await.expect("served");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let reply = client.model_infer(mlp_request(1)).await.expect("served");
+        assert_eq!(reply.into_inner().id, "1");
     });
 }

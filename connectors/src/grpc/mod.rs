@@ -14,13 +14,17 @@
 //! - `service.rs`: the inference service's unary RPCs and the shared request path;
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
 //! - `health.rs`: `grpc.health.v1` Check and Watch;
-//! - `listener.rs`: the connection cap;
+//! - `admit.rs`: each request message charged against the process's byte budget, for its bytes
+//!   and for what it decodes into (`footprint.rs`), before it is kept;
+//! - `listener.rs`: the connection cap and the idle timeout;
 //! - `server.rs`: configuration, the listener, limits and the shutdown sequence.
 //!
 //! The generated code is in [`proto`] (from `proto/grpc_service.proto`) and [`health_proto`]
 //! (from `proto/health.proto`); its client halves serve tests and benchmarks.
 
+mod admit;
 mod convert;
+mod footprint;
 mod health;
 mod listener;
 mod server;

@@ -1,9 +1,19 @@
 //! The gRPC server: its configuration, the listener, and the shutdown sequence.
 //!
-//! Limits match the HTTP server's: a message is at most the HTTP body cap both ways (tonic
-//! refuses a larger one with OUT_OF_RANGE before decoding it), connections are capped
-//! (`listener.rs`), each connection carries a bounded number of concurrent RPCs, and each stream
-//! a bounded number of requests in flight (`stream.rs`).
+//! Limits match the HTTP server's. Memory: every request message is charged against the
+//! process's byte budget, the one HTTP bodies are charged to, for its bytes and for what it
+//! decodes into, before it is kept (`admit.rs`); a message is at most the HTTP body cap both ways;
+//! connections are capped (`listener.rs`), each carries a bounded number of concurrent RPCs, and
+//! each stream a bounded number of requests in flight (`stream.rs`). HTTP/2 itself is held to
+//! hyper's sizes, set here explicitly so they are stated: a 1 MiB flow-control window per stream
+//! and per connection (the most unread data a connection holds), 16 KiB frames and header lists.
+//!
+//! Slow and silent clients: a connection from which nothing arrives for the idle timeout (the
+//! HTTP header timeout) is closed (`listener.rs`), including one that never sends the HTTP/2
+//! preface; the server pings every connection at half that interval, so a live client with
+//! nothing to send answers the ping and stays, and one that stops answering is closed by
+//! HTTP/2's keep-alive too. A message's upload must finish within the request timeout
+//! (`admit.rs`).
 //!
 //! Shutdown: when `shutdown` completes the phase turns to draining (readiness and health say
 //! not serving, open streams read no more requests), the listener stops accepting, HTTP/2
@@ -22,13 +32,14 @@ use tonic::transport::Server;
 use tracing::{info, warn};
 use weir_engine::runtime::GraphRuntime;
 
+use super::admit::{Admission, Admitted};
 use super::health::HealthService;
 use super::health_proto::health_server::HealthServer;
 use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::{InferService, Phase, Served, Shared};
 use crate::http::metrics::{requests_source, GRPC_FAMILIES};
-use crate::http::{AuthToken, MetricsSource};
+use crate::http::{AuthToken, ByteBudget, MetricsSource};
 
 /// How the gRPC server behaves.
 #[derive(Debug, Clone)]
@@ -48,6 +59,12 @@ pub struct GrpcConfig {
     pub max_connections: usize,
     /// After the shutdown signal, longest to wait for RPCs in flight before closing.
     pub drain_timeout: Duration,
+    /// A connection from which nothing arrives for this long is closed; the server pings
+    /// every connection at half of it, so live clients answer and stay.
+    pub idle_timeout: Duration,
+    /// Bytes held by request messages at once, when the server has a budget of its own
+    /// ([`GrpcServer::new`]); see [`GrpcServer::with_byte_budget`] to share one.
+    pub max_inflight_bytes: usize,
 }
 
 impl Default for GrpcConfig {
@@ -60,6 +77,8 @@ impl Default for GrpcConfig {
             max_concurrent_streams: 256,
             max_connections: 1024,
             drain_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(10),
+            max_inflight_bytes: 1 << 30,
         }
     }
 }
@@ -72,11 +91,28 @@ pub struct GrpcServeError(#[from] tonic::transport::Error);
 /// A gRPC server over running graphs; each graph is a model named by the graph's name.
 pub struct GrpcServer {
     shared: Arc<Shared>,
+    budget: Arc<ByteBudget>,
 }
 
+/// HTTP/2's sizes (hyper's defaults, stated).
+const WINDOW_BYTES: u32 = 1 << 20;
+const FRAME_BYTES: u32 = 16 << 10;
+const HEADER_LIST_BYTES: u32 = 16 << 10;
+
 impl GrpcServer {
-    /// A server for `graphs`.
+    /// A server for `graphs`, with a byte budget of its own of `config.max_inflight_bytes`.
     pub fn new(graphs: Vec<Arc<GraphRuntime>>, config: GrpcConfig) -> GrpcServer {
+        let budget = ByteBudget::new(config.max_inflight_bytes);
+        GrpcServer::with_byte_budget(graphs, config, budget)
+    }
+
+    /// A server for `graphs` charging request messages to `budget`, which the process's other
+    /// transports share (`config.max_inflight_bytes` is then unused).
+    pub fn with_byte_budget(
+        graphs: Vec<Arc<GraphRuntime>>,
+        config: GrpcConfig,
+        budget: Arc<ByteBudget>,
+    ) -> GrpcServer {
         let graphs = graphs
             .into_iter()
             .map(|runtime| {
@@ -96,6 +132,7 @@ impl GrpcServer {
                 config,
                 phase,
             }),
+            budget,
         }
     }
 
@@ -126,13 +163,25 @@ impl GrpcServer {
         let cap = shared.config.max_message_bytes;
         let drain = shared.config.drain_timeout;
         info!(addr = ?listener.local_addr().ok(), graphs = shared.graphs.len(), "Serving gRPC.");
+        let idle = shared.config.idle_timeout.max(Duration::from_millis(2));
+        let admission = Arc::new(Admission {
+            budget: self.budget,
+            max_message: cap,
+            upload_timeout: shared.config.request_timeout,
+        });
+        // tonic's own cap stays behind the admission's, which answers first.
         let infer = GrpcInferenceServiceServer::new(InferService(Arc::clone(&shared)))
             .max_decoding_message_size(cap)
             .max_encoding_message_size(cap);
-        let health = HealthServer::new(HealthService(Arc::clone(&shared)));
+        let infer = Admitted::new(infer, Arc::clone(&admission));
+        let health = Admitted::new(
+            HealthServer::new(HealthService(Arc::clone(&shared))),
+            admission,
+        );
         let incoming = capped(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             shared.config.max_connections.max(1),
+            idle,
         );
         shared.phase.send_replace(Phase::Serving);
         let (fired_tx, fired_rx) = oneshot::channel();
@@ -145,6 +194,12 @@ impl GrpcServer {
         };
         let serve = Server::builder()
             .max_concurrent_streams(shared.config.max_concurrent_streams)
+            .initial_stream_window_size(WINDOW_BYTES)
+            .initial_connection_window_size(WINDOW_BYTES)
+            .max_frame_size(FRAME_BYTES)
+            .http2_max_header_list_size(HEADER_LIST_BYTES)
+            .http2_keepalive_interval(Some(idle / 2))
+            .http2_keepalive_timeout(Some(idle / 2))
             .add_service(infer)
             .add_service(health)
             .serve_with_incoming_shutdown(incoming, signal);

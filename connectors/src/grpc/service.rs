@@ -16,6 +16,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 use weir_engine::runtime::GraphRuntime;
 
+use super::admit::Held;
 use super::convert::{infer_request, infer_response};
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::model_metadata_response::TensorMetadata;
@@ -203,9 +204,15 @@ impl GrpcInferenceService for InferService {
         request: Request<Streaming<ModelInferRequest>>,
     ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let held = request
+            .extensions()
+            .get::<Held>()
+            .cloned()
+            .unwrap_or_default();
         Ok(Response::new(stream_infer(
             Arc::clone(&self.0),
             request.into_inner(),
+            held,
         )))
     }
 }

@@ -8,6 +8,9 @@
 //! graph answers, or reads replies slower, is held back by HTTP/2 flow control rather than by a
 //! queue growing in the server.
 //!
+//! Each request's byte-budget permit (`admit.rs`) is taken as the request is read and dropped
+//! once its reply is queued, so what a stream holds in the budget follows what it has in flight.
+//!
 //! At shutdown (the phase turns to draining) a stream reads no further requests, answers the ones
 //! in flight, and then ends with status OK. A malformed frame ends the stream with its status
 //! after the requests in flight are answered.
@@ -20,18 +23,20 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use tracing::debug;
 
+use super::admit::Held;
 use super::proto::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
 use super::service::{Phase, Shared};
 
 type Reply = Result<ModelStreamInferResponse, Status>;
 
-/// Starts serving one stream; returns its replies.
+/// Starts serving one stream, whose requests' permits are in `held`; returns its replies.
 pub(super) fn stream_infer(
     shared: Arc<Shared>,
     inbound: Streaming<ModelInferRequest>,
+    held: Held,
 ) -> ReceiverStream<Reply> {
     let (tx, rx) = mpsc::channel(shared.config.stream_in_flight);
-    tokio::spawn(run(shared, inbound, tx));
+    tokio::spawn(run(shared, inbound, held, tx));
     ReceiverStream::new(rx)
 }
 
@@ -64,6 +69,7 @@ async fn draining(phase: &mut watch::Receiver<Phase>) {
 async fn run(
     shared: Arc<Shared>,
     mut inbound: Streaming<ModelInferRequest>,
+    held: Held,
     tx: mpsc::Sender<Reply>,
 ) {
     let limit = shared.config.stream_in_flight.max(1);
@@ -78,11 +84,13 @@ async fn run(
         tokio::select! {
             biased;
             Some(done) = running.join_next(), if !running.is_empty() => {
-                let reply = done.unwrap_or_else(|e| ModelStreamInferResponse {
+                let (reply, permit) = done.unwrap_or_else(|e| (ModelStreamInferResponse {
                     error_message: format!("the request's task failed: {e}"),
                     infer_response: None,
-                });
-                if tx.send(Ok(reply)).await.is_err() {
+                }, None));
+                let sent = tx.send(Ok(reply)).await;
+                drop(permit);
+                if sent.is_err() {
                     // The client is gone: dropping the set cancels what is still running.
                     return;
                 }
@@ -93,7 +101,9 @@ async fn run(
             }
             next = inbound.message(), if reading && running.len() < limit => match next {
                 Ok(Some(request)) => {
-                    running.spawn(answer(Arc::clone(&shared), request));
+                    let permit = held.next();
+                    let shared = Arc::clone(&shared);
+                    running.spawn(async move { (answer(shared, request).await, permit) });
                 }
                 Ok(None) => reading = false,
                 Err(status) => {

@@ -21,19 +21,26 @@ use super::error::ServeError;
 /// Most memory set aside before any body byte arrives.
 const INITIAL_CAPACITY: usize = 64 << 10;
 
-/// Body bytes held by requests across the whole server, up to a limit.
+/// Request bytes held across the whole process, up to a limit: one budget for every transport
+/// (the HTTP server charges request bodies, the gRPC server messages and what they decode into).
 #[derive(Debug)]
-pub(super) struct ByteBudget {
+pub struct ByteBudget {
     used: AtomicUsize,
     limit: usize,
 }
 
 impl ByteBudget {
-    pub(super) fn new(limit: usize) -> Arc<ByteBudget> {
+    /// A budget of `limit` bytes, none held.
+    pub fn new(limit: usize) -> Arc<ByteBudget> {
         Arc::new(ByteBudget {
             used: AtomicUsize::new(0),
             limit,
         })
+    }
+
+    /// The most bytes it holds at once.
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 
     /// Takes `n` more bytes if they fit.
@@ -46,21 +53,20 @@ impl ByteBudget {
     }
 
     /// Bytes held now.
-    #[cfg(test)]
-    fn used(&self) -> usize {
+    pub fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
 }
 
 /// Bytes one request holds in a [`ByteBudget`]; released when dropped.
 #[derive(Debug)]
-pub(super) struct BytesPermit {
+pub(crate) struct BytesPermit {
     budget: Arc<ByteBudget>,
     held: usize,
 }
 
 impl BytesPermit {
-    pub(super) fn new(budget: &Arc<ByteBudget>) -> BytesPermit {
+    pub(crate) fn new(budget: &Arc<ByteBudget>) -> BytesPermit {
         BytesPermit {
             budget: Arc::clone(budget),
             held: 0,
@@ -71,7 +77,7 @@ impl BytesPermit {
     ///
     /// # Errors
     /// [`ServeError::BytesBudgetExhausted`] when the budget cannot cover it.
-    pub(super) fn hold(&mut self, total: usize) -> Result<(), ServeError> {
+    pub(crate) fn hold(&mut self, total: usize) -> Result<(), ServeError> {
         let more = total.saturating_sub(self.held);
         if more == 0 {
             return Ok(());

@@ -21,6 +21,8 @@ mod server;
 
 pub(crate) use auth::authorized;
 pub use auth::{AuthToken, AuthTokenError};
+pub use body::ByteBudget;
+pub(crate) use body::BytesPermit;
 pub(crate) use error::protocol_status;
 pub use error::ServeError;
 pub use metrics::MetricsSource;

@@ -90,11 +90,24 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// A server for `graphs`, with `extra_metrics` appended to `/metrics`.
+    /// A server for `graphs`, with `extra_metrics` appended to `/metrics`, and a byte budget of
+    /// its own of `config.max_inflight_bytes`.
     pub fn new(
         graphs: Vec<Arc<GraphRuntime>>,
         config: HttpConfig,
         extra_metrics: Vec<MetricsSource>,
+    ) -> HttpServer {
+        let budget = ByteBudget::new(config.max_inflight_bytes);
+        HttpServer::with_byte_budget(graphs, config, extra_metrics, budget)
+    }
+
+    /// As [`HttpServer::new`], charging request bodies to `budget`, which other transports of the
+    /// process share (`config.max_inflight_bytes` is then unused).
+    pub fn with_byte_budget(
+        graphs: Vec<Arc<GraphRuntime>>,
+        config: HttpConfig,
+        extra_metrics: Vec<MetricsSource>,
+        budget: Arc<ByteBudget>,
     ) -> HttpServer {
         let graphs: BTreeMap<String, ServedGraph> = graphs
             .into_iter()
@@ -122,7 +135,7 @@ impl HttpServer {
                 graphs,
                 ready: AtomicBool::new(false),
                 metrics: ServerMetrics::new(served, Arc::clone(&connections), extra_metrics),
-                bytes_budget: ByteBudget::new(config.max_inflight_bytes),
+                bytes_budget: budget,
                 connections,
                 config,
                 offline: None,
