@@ -25,6 +25,8 @@
 //! - [`pipeline`]: the OCR service graph through `weir serve` against the same pipeline in
 //!   Python (Pillow, numpy, onnxruntime), across client concurrency.
 //! - [`infaas_decision`]: INFaaS's variant and worker decision time against a brute-force scan.
+//! - [`infaas_cold_start`]: a model-less variant's first query (a cold start) against its warm
+//!   ones.
 //! - [`infaas_profiles`]: model-less serving's digits variants: int8 against fp32 latency and
 //!   accuracy per architecture, latency by batch per variant family.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
@@ -46,6 +48,7 @@ pub mod grpc;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;
+pub mod infaas_cold_start;
 pub mod infaas_decision;
 pub mod infaas_profiles;
 pub mod kairos_live;

@@ -28,7 +28,7 @@ pub(super) struct InfaasProfilesArgs {
     plot: PathBuf,
 }
 
-fn digits_models() -> Vec<(String, PathBuf)> {
+pub(super) fn digits_models() -> Vec<(String, PathBuf)> {
     ["digits_tiny", "digits_mlp", "digits_wide"]
         .iter()
         .map(|m| {

@@ -7,6 +7,7 @@
 mod grpc;
 mod hams;
 mod http;
+mod infaas_cold_start;
 mod infaas_decision;
 mod infaas_profiles;
 mod kairos_live;
@@ -75,6 +76,10 @@ enum Experiment {
     /// against fp32 latency and accuracy, latency by batch per variant family.
     #[command(name = "infaas-profiles")]
     InfaasProfiles(infaas_profiles::InfaasProfilesArgs),
+    /// Model-less serving's cold start (INFaaS E11): a variant's first query, which loads it,
+    /// against its warm queries and its profiled load + inference time.
+    #[command(name = "infaas-cold-start")]
+    InfaasColdStart(infaas_cold_start::InfaasColdStartArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -100,6 +105,7 @@ impl Cli {
             Experiment::Pipeline(a) => pipeline::run(a),
             Experiment::InfaasDecision(a) => infaas_decision::run(a),
             Experiment::InfaasProfiles(a) => infaas_profiles::run(a),
+            Experiment::InfaasColdStart(a) => infaas_cold_start::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
         }
     }
