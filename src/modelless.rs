@@ -268,12 +268,22 @@ impl ModelLessServer {
         let load = instance.graph.get_or_init(|| self.load(variant.clone()));
         match tokio::time::timeout_at(deadline, load).await {
             Ok(Ok(_)) => Ok((instance, cold)),
-            Ok(Err(e)) => Err(OipError::Request(
-                weir_engine::request::RequestError::Node {
-                    node: variant.name.clone(),
-                    message: format!("the variant could not be loaded: {e}"),
-                },
-            )),
+            Ok(Err(e)) => {
+                // Forget the failed load, so a later request tries again.
+                let mut instances = self.instances.lock().unwrap_or_else(|p| p.into_inner());
+                if instances
+                    .get(&variant.name)
+                    .is_some_and(|i| Arc::ptr_eq(i, &instance))
+                {
+                    instances.remove(&variant.name);
+                }
+                Err(OipError::Request(
+                    weir_engine::request::RequestError::Node {
+                        node: variant.name.clone(),
+                        message: format!("the variant could not be loaded: {e}"),
+                    },
+                ))
+            }
             Err(_) => Err(OipError::Deadline { ms: timeout_ms }),
         }
     }

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use serde_json::json;
-use weir::cli::model::{register, RegisterArgs, RepositoryArg};
 use weir::modelless::ModelLessServer;
 use weir::RuntimeOptions;
 use weir_connectors::oip::{parse_infer_request, ModelLess};
 use weir_infaas::repository::Repository;
 use weir_infaas::variant::Variant;
+
+use crate::infaas_profiles::register_digits;
 
 /// What to register and measure.
 #[derive(Debug, Clone)]
@@ -74,24 +75,14 @@ async fn timed(front: &ModelLessServer, variant: &str) -> Result<(f64, bool)> {
 /// # Errors
 /// When a registration or a query fails, or a first query is not a cold start.
 pub fn cold_start(config: &ColdStartConfig, repository: &Path) -> Result<Vec<ColdStartRow>> {
-    for (name, onnx) in &config.models {
-        register(&RegisterArgs {
-            name: name.clone(),
-            task: "digits".into(),
-            onnx: onnx.clone(),
-            validation: config.validation.clone(),
-            repository: RepositoryArg {
-                repository: repository.to_path_buf(),
-            },
-            hardware: None,
-            int8: None,
-            no_int8: true,
-            threads: vec![1],
-            levels: vec!["all".into()],
-            batches: vec![1],
-            runs: 20,
-        })?;
-    }
+    register_digits(
+        &config.models,
+        &config.validation,
+        repository,
+        false,
+        vec![1],
+        20,
+    )?;
     let repo = Repository::open(repository)?;
     let variants: Vec<Variant> = config
         .models

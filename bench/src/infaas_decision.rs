@@ -171,7 +171,7 @@ fn random_state(variants: &[Variant], config: &DecisionConfig, rng: &mut StdRng)
             let ms = v.profile.inference_ms(1).unwrap_or(1.0);
             let (qps, latency) = match rng.random_range(0..4) {
                 0 => (v.profile.saturation_qps * 1.1, ms),
-                1 => (v.profile.saturation_qps * 0.2, ms * 2.0),
+                1 => (v.profile.saturation_qps * 0.6, ms * 2.0),
                 _ => (v.profile.saturation_qps * rng.random_range(0.0..0.9), ms),
             };
             events.push(Event::Loaded {

@@ -66,29 +66,53 @@ fn at(v: &Variant, b: u32) -> f64 {
     v.profile.inference_ms(b).unwrap_or(f64::NAN)
 }
 
-/// Registers every model and reads back one row per architecture.
+/// Registers `models` as task `digits` into `repository` (one thread, level `all`, the dynamic
+/// batch and `batches`; int8 when asked), timing `runs` calls per batch size.
 ///
 /// # Errors
 /// When a registration fails.
-pub fn infaas_profiles(config: &InfaasProfilesConfig, repository: &Path) -> Result<Vec<ArchRow>> {
-    for (name, onnx) in &config.models {
+pub fn register_digits(
+    models: &[(String, PathBuf)],
+    validation: &Path,
+    repository: &Path,
+    int8: bool,
+    batches: Vec<u32>,
+    runs: usize,
+) -> Result<()> {
+    for (name, onnx) in models {
         register(&RegisterArgs {
             name: name.clone(),
             task: "digits".into(),
             onnx: onnx.clone(),
-            validation: config.validation.clone(),
+            validation: validation.to_path_buf(),
             repository: RepositoryArg {
                 repository: repository.to_path_buf(),
             },
             hardware: None,
             int8: None,
-            no_int8: false,
+            no_int8: !int8,
             threads: vec![1],
             levels: vec!["all".into()],
-            batches: vec![1, 32],
-            runs: config.runs,
+            batches: batches.clone(),
+            runs,
         })?;
     }
+    Ok(())
+}
+
+/// Registers every model and reads back one row per architecture.
+///
+/// # Errors
+/// When a registration fails.
+pub fn infaas_profiles(config: &InfaasProfilesConfig, repository: &Path) -> Result<Vec<ArchRow>> {
+    register_digits(
+        &config.models,
+        &config.validation,
+        repository,
+        true,
+        vec![1, 32],
+        config.runs,
+    )?;
     let repo = Repository::open(repository)?;
     let mut rows = Vec::new();
     for (name, _) in &config.models {

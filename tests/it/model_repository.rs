@@ -65,7 +65,7 @@ fn register_args(name: &str, onnx: &Path, validation: &str, extra: &[&str]) -> V
 }
 
 /// Registers `name` (`.weir/models/<name>.onnx`) into `repository`.
-fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
+pub(crate) fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
     weir_home();
     let args = register_args(name, &model(&format!("{name}.onnx")), &validation(), extra);
     weir()

@@ -28,8 +28,7 @@ use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
 use crate::oip::{
-    encode_infer_reply, parse_infer_request, run_infer, InferRequest, ModelLess, OipError,
-    ProtocolError, HEADER_LENGTH,
+    parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError, HEADER_LENGTH,
 };
 
 /// How the server behaves.
@@ -483,16 +482,11 @@ async fn run_request(
 ) -> Result<Response, ServeError> {
     let (body, header_length) = match served {
         Served::Graph(g) => run_infer(&g.runtime, request, timeout).await?,
-        Served::ModelLess(m) => {
-            let reply = m.infer(name, request, timeout).await?;
-            encode_infer_reply(
-                &reply.model,
-                reply.id.as_deref(),
-                reply.parameters,
-                &reply.outputs,
-            )
-            .map_err(OipError::from)?
-        }
+        Served::ModelLess(m) => m
+            .infer(name, request, timeout)
+            .await?
+            .encode()
+            .map_err(OipError::from)?,
     };
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();

@@ -145,13 +145,7 @@ pub async fn run_infer(
     request: InferRequest,
     timeout: Duration,
 ) -> Result<(Vec<u8>, Option<usize>), OipError> {
-    let reply = infer_outputs(runtime, request, timeout).await?;
-    Ok(encode_infer_reply(
-        &reply.model,
-        reply.id.as_deref(),
-        reply.parameters,
-        &reply.outputs,
-    )?)
+    Ok(infer_outputs(runtime, request, timeout).await?.encode()?)
 }
 
 /// A request's answer before any transport writes it: JSON with the binary extension
@@ -166,6 +160,22 @@ pub struct InferOutputs {
     pub parameters: Map<String, Value>,
     /// The outputs asked for, in the order asked, each stacked over the request's rows.
     pub outputs: Vec<ReplyTensor>,
+}
+
+impl InferOutputs {
+    /// The reply as JSON with the binary extension: its body and, when any output is binary, the
+    /// JSON header's length.
+    ///
+    /// # Errors
+    /// When an output cannot be written (see [`super::ReplyError`]).
+    pub fn encode(self) -> Result<(Vec<u8>, Option<usize>), super::ReplyError> {
+        encode_infer_reply(
+            &self.model,
+            self.id.as_deref(),
+            self.parameters,
+            &self.outputs,
+        )
+    }
 }
 
 /// Splits `request` into per-row submissions to `runtime` (a leading batch dimension is

@@ -27,9 +27,7 @@ use weir_engine::runtime::GraphRuntime;
 use weir_engine::stream::StreamConnector;
 
 use crate::echo::{cap_error, quote};
-use crate::oip::{
-    encode_infer_reply, parse_infer_request, run_infer, InferRequest, ModelLess, OipError,
-};
+use crate::oip::{parse_infer_request, run_infer, InferRequest, ModelLess, OipError};
 
 /// What answers a stream's requests: a graph, or a model-less task (by the name it serves).
 #[derive(Clone)]
@@ -55,13 +53,7 @@ impl Answerer {
         match self {
             Answerer::Graph(runtime) => run_infer(runtime, request, timeout).await,
             Answerer::ModelLess { front, name } => {
-                let reply = front.infer(name, request, timeout).await?;
-                Ok(encode_infer_reply(
-                    &reply.model,
-                    reply.id.as_deref(),
-                    reply.parameters,
-                    &reply.outputs,
-                )?)
+                Ok(front.infer(name, request, timeout).await?.encode()?)
             }
         }
     }
