@@ -270,12 +270,16 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let cpu = weir_connectors::offline::CpuUtilisation::spawn(
-            std::time::Duration::from_secs(1),
-            args.offline_max_utilisation,
-        );
-        if let Some(front) = &modelless {
-            front.spawn_reports(Arc::clone(&cpu));
+        // The machine's utilisation is sampled only for what reads it: model-less load reports
+        // and the offline throttle.
+        let cpu = (modelless.is_some() || args.offline_dir.is_some()).then(|| {
+            weir_connectors::offline::CpuUtilisation::spawn(
+                std::time::Duration::from_secs(1),
+                args.offline_max_utilisation,
+            )
+        });
+        if let (Some(front), Some(cpu)) = (&modelless, &cpu) {
+            front.spawn_reports(Arc::clone(cpu));
         }
         let offline = match &args.offline_dir {
             Some(root) => {
@@ -286,7 +290,8 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                     max_in_flight: args.offline_in_flight as usize,
                     stream: stream_options,
                 };
-                let mut signals: Vec<Arc<dyn weir_connectors::offline::PauseSignal>> = vec![cpu];
+                let mut signals: Vec<Arc<dyn weir_connectors::offline::PauseSignal>> =
+                    cpu.iter().map(|c| Arc::clone(c) as _).collect();
                 if let Some(front) = &modelless {
                     signals.push(Arc::clone(front) as _);
                 }
