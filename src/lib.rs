@@ -321,6 +321,35 @@ pub fn start_distributed(
     } else {
         None
     };
+    let kept = zenoh.clone();
+    let remotes = zenoh
+        .as_deref()
+        .map(|z| z as &dyn weir_operators::RemoteReplicaSource);
+    start_parts(plan, options, distributed.cluster.clone(), remotes, kept)
+}
+
+/// As [`start`], the plan's remote replicas made by `remotes` on the zenoh session `zenoh` that
+/// the caller opened (and may share among many graphs): how model-less serving starts each
+/// variant it runs on a remote executor.
+///
+/// # Errors
+/// As [`start`], or when a remote executor does not come alive.
+pub fn start_with_remotes(
+    plan: Plan,
+    options: RuntimeOptions,
+    zenoh: Arc<ZenohReplicas>,
+    remotes: &dyn weir_operators::RemoteReplicaSource,
+) -> Result<RunningGraph, StartError> {
+    start_parts(plan, options, None, Some(remotes), Some(zenoh))
+}
+
+fn start_parts(
+    plan: Plan,
+    options: RuntimeOptions,
+    cluster: Option<ClusterOptions>,
+    remotes: Option<&dyn weir_operators::RemoteReplicaSource>,
+    zenoh: Option<Arc<ZenohReplicas>>,
+) -> Result<RunningGraph, StartError> {
     let requests = Arc::new(RequestLog::default());
     let admission = AdmissionGauge::default();
     let coordinator =
@@ -332,11 +361,9 @@ pub fn start_distributed(
     let factory = Arc::new(OperatorFactory::start_with(
         &plan,
         SharedHandles {
-            remotes: zenoh
-                .as_deref()
-                .map(|z| z as &dyn weir_operators::RemoteReplicaSource),
+            remotes,
             // In a cluster, requests admitted here may be served by another process's executor.
-            admission: distributed.cluster.is_none().then_some(&admission),
+            admission: cluster.is_none().then_some(&admission),
             manager: links.as_ref(),
         },
     )?);
@@ -356,7 +383,7 @@ pub fn start_distributed(
         plan,
         factory.clone(),
         options,
-        distributed.cluster.clone(),
+        cluster,
         RuntimeParts { replies, admission },
     )?);
     let hams = match (coordinator, &zenoh) {

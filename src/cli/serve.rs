@@ -24,6 +24,11 @@ pub(super) struct ServeArgs {
     /// `max_cost`, or `variant`) pick the variant, loaded on first use.
     #[arg(long)]
     repository: Option<PathBuf>,
+    /// A `weir executor --repository` process the model-less front end may load variants on, and
+    /// its executor type (a variant's hardware), as NAME=HARDWARE (repeatable). Reached over
+    /// zenoh through --zenoh-connect / --zenoh-listen; load commands are signed with --control-key-file.
+    #[arg(long = "executor", value_parser = crate::modelless::remote::ExecutorSlot::parse, requires = "repository")]
+    executors: Vec<crate::modelless::remote::ExecutorSlot>,
     /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
     /// 127.0.0.1:8000, unless the graphs declare `streams:` or --grpc is given (then no HTTP
     /// unless asked for).
@@ -212,7 +217,13 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                 max_in_flight: args.max_in_flight,
                 ..RuntimeOptions::default()
             };
-            let front = crate::modelless::ModelLessServer::start(dir, options)?;
+            let remote = crate::modelless::remote::RemoteOptions {
+                executors: args.executors.clone(),
+                listen: args.zenoh_listen.clone(),
+                connect: args.zenoh_connect.clone(),
+                control_key: crate::hams::control_auth::key().map(<[u8]>::to_vec),
+            };
+            let front = crate::modelless::ModelLessServer::start(dir, options, &remote)?;
             let tasks: Vec<&str> = front.tasks().collect();
             if tasks.is_empty() {
                 bail!(

@@ -1,0 +1,491 @@
+//! Model-less serving over the Open Inference Protocol (INFaaS §3.1, §4.1): a client infers on a
+//! *task* with `parameters: {latency_ms, min_accuracy, max_cost}` — or names a variant, as a model
+//! or with `parameters: {variant}` — and weir picks the variant and the worker through the
+//! metadata store's selection policy, loading it there when no instance runs.
+//!
+//! Workers are this process (`local`, hardware type `local`) and the `weir executor --repository`
+//! processes named with `--executor NAME=HARDWARE` ([`remote`]). Each instance is a one-node graph
+//! of its own ([`variant_graph`], [`instances`]), so a variant is served by the same dataflow,
+//! batching, validation and error mapping as any graph, and requests that chose the same instance
+//! share its calls. The reply's `parameters` carry `variant`, `worker` and `cold_start`.
+//!
+//! A request whose remote instance's executor dies under it (SIGKILL drops its liveliness) moves:
+//! the instance is forgotten, the store told, and the request chooses again and runs where the
+//! choice now falls, a few times within its deadline; a request is answered once, by the attempt
+//! that finished. A model's own error on a live executor is the request's answer.
+//!
+//! The store learns the local worker's load here: every second each local instance's served rate,
+//! mean ONNX Runtime call time and requests in flight, with the machine's CPU utilisation, so
+//! instance states (Overloaded, Interfered) follow the load; remote executors report their own.
+//! Variants of executor types no worker has, and batch-specialised builds (which take exactly
+//! their batch), are left out of the store.
+
+mod instances;
+pub mod remote;
+mod variant_graph;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value};
+use weir_connectors::offline::PauseSignal;
+use weir_connectors::oip::{
+    InferFuture, InferOutputs, InferRequest, ModelLess, OipError, ProtocolError,
+};
+use weir_engine::request::RequestError;
+use weir_infaas::dispatch::Dispatcher;
+use weir_infaas::query::{Choice, Query, Requirements, Target};
+use weir_infaas::repository::Repository;
+use weir_infaas::state::{Event, InstanceState, Worker};
+use weir_infaas::store::MetadataStore;
+use weir_infaas::variant::Variant;
+
+use crate::{RunningGraph, RuntimeOptions};
+use instances::{Instance, InstanceKey, Instances, Loaded};
+use remote::{RemoteOptions, RemoteWorkers};
+
+/// The id and hardware type this process has in the store.
+pub const LOCAL_WORKER: &str = "local";
+/// How often instance load is reported to the store.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// The parameter naming a variant explicitly on a task.
+const VARIANT_PARAMETER: &str = "variant";
+/// Most times one request moves after its executor died under it.
+const MAX_MOVES: u32 = 4;
+/// Wait before a move's choice, times the moves so far: the executor's liveliness loss reaches
+/// the store (and takes its other instances out) within it.
+const MOVE_BACKOFF: Duration = Duration::from_millis(25);
+
+/// The executor's counts at the last report, per local variant: rows, calls, time inside ONNX
+/// Runtime.
+type Reported = HashMap<String, (u64, u64, Duration)>;
+
+/// The model-less front end of `weir serve --repository`.
+pub struct ModelLessServer {
+    /// This server, for the load tasks it spawns.
+    me: Weak<ModelLessServer>,
+    repository: Repository,
+    store: Arc<MetadataStore>,
+    tasks: BTreeSet<String>,
+    /// Executor types some worker has: `local` and the remote executors'.
+    hardware: BTreeSet<String>,
+    options: RuntimeOptions,
+    instances: Arc<Instances>,
+    remote: Option<Arc<RemoteWorkers>>,
+    /// Requests moved off an executor that died under them.
+    moved: prometheus_client::metrics::counter::Counter,
+}
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> OipError {
+    OipError::Malformed(ProtocolError {
+        field: field.into(),
+        message: message.into(),
+    })
+}
+
+/// Whether some worker among `hardware` can serve `v`.
+fn servable(hardware: &BTreeSet<String>, v: &Variant) -> bool {
+    hardware.contains(&v.config.hardware) && v.config.fixed_batch.is_none()
+}
+
+/// Whether a graph's remote replicas are all gone (its executor died).
+fn executor_gone(graph: &RunningGraph) -> bool {
+    graph
+        .replica_pools()
+        .iter()
+        .all(|(_, pool)| pool.replica_states().iter().all(|(_, alive, _, _)| !alive))
+}
+
+impl ModelLessServer {
+    /// Opens the repository at `dir` and starts a store over the variants this process or the
+    /// executors of `remote` can serve, following those executors.
+    ///
+    /// # Errors
+    /// When the repository cannot be read, or the store or the zenoh session cannot start.
+    pub fn start(dir: &Path, options: RuntimeOptions, remote: &RemoteOptions) -> Result<Arc<Self>> {
+        let repository =
+            Repository::open(dir).with_context(|| format!("model repository {}", dir.display()))?;
+        let mut hardware: BTreeSet<String> = remote
+            .executors
+            .iter()
+            .map(|e| e.hardware.clone())
+            .collect();
+        hardware.insert(LOCAL_WORKER.to_string());
+        let variants: Vec<Variant> = repository
+            .variants()
+            .filter(|v| servable(&hardware, v))
+            .cloned()
+            .collect();
+        let tasks = variants.iter().map(|v| v.task.clone()).collect();
+        let store =
+            Arc::new(MetadataStore::start(variants).context("starting the metadata store")?);
+        store.record(Event::WorkerUp(Worker {
+            id: LOCAL_WORKER.to_string(),
+            hardware: LOCAL_WORKER.to_string(),
+        }));
+        let remote = match remote.executors.is_empty() {
+            true => None,
+            false => Some(Arc::new(RemoteWorkers::start(
+                remote,
+                Arc::clone(&store) as Arc<dyn Dispatcher>,
+            )?)),
+        };
+        // Serving starts once the store knows its worker.
+        store.sync().context("starting the metadata store")?;
+        Ok(Arc::new_cyclic(|me| ModelLessServer {
+            me: me.clone(),
+            repository,
+            store,
+            tasks,
+            hardware,
+            options,
+            instances: Arc::new(Instances::default()),
+            remote,
+            moved: Default::default(),
+        }))
+    }
+
+    /// The tasks served (each a model name).
+    pub fn tasks(&self) -> impl Iterator<Item = &str> {
+        self.tasks.iter().map(String::as_str)
+    }
+
+    fn served(&self, v: &Variant) -> bool {
+        servable(&self.hardware, v)
+    }
+
+    /// The store's Prometheus families, for `/metrics`.
+    pub fn metrics_source(self: &Arc<Self>) -> weir_connectors::http::MetricsSource {
+        let mut registry = prometheus_client::registry::Registry::default();
+        self.store.register(&mut registry);
+        registry.register(
+            "weir_infaas_requests_moved",
+            "Requests moved to another choice after the executor serving them died",
+            self.moved.clone(),
+        );
+        Box::new(move |out| {
+            if let Err(e) = weir_engine::metrics::encode(out, &registry) {
+                tracing::warn!(error = %e, "Model-less metrics could not be encoded.");
+            }
+        })
+    }
+
+    /// Reports every local instance's load, and the machine's utilisation, every second, until
+    /// the server is dropped.
+    pub fn spawn_reports(self: &Arc<Self>, cpu: Arc<weir_connectors::offline::CpuUtilisation>) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut last: Reported = HashMap::new();
+            let mut at = Instant::now();
+            loop {
+                tokio::time::sleep(REPORT_EVERY).await;
+                let Some(me) = weak.upgrade() else { return };
+                let now = Instant::now();
+                me.report(&mut last, now.duration_since(at).as_secs_f64(), cpu.busy());
+                at = now;
+            }
+        });
+    }
+
+    fn report(&self, last: &mut Reported, seconds: f64, busy: Option<f64>) {
+        if let Some(utilisation) = busy {
+            self.store.record(Event::WorkerLoad {
+                worker: LOCAL_WORKER.to_string(),
+                utilisation,
+            });
+        }
+        for ((variant, worker), instance) in self.instances.loaded() {
+            let Some(graph) = instance.graph().filter(|_| worker == LOCAL_WORKER) else {
+                continue;
+            };
+            // The model node's own counts: a call's time is ONNX Runtime's, comparable with the
+            // profile (a request's end-to-end time also holds batching waits and the dataflow).
+            let Some((_, now)) = graph.executor_stats().into_iter().next() else {
+                continue;
+            };
+            let (r0, c0, b0) = last
+                .insert(variant.clone(), (now.rows, now.runs, now.busy))
+                .unwrap_or((0, 0, Duration::ZERO));
+            let (rows, calls) = (now.rows.saturating_sub(r0), now.runs.saturating_sub(c0));
+            let busy = now.busy.saturating_sub(b0);
+            self.store.record(Event::InstanceLoad {
+                variant,
+                worker,
+                qps: rows as f64 / seconds.max(1e-3),
+                mean_latency_ms: if calls == 0 {
+                    0.0
+                } else {
+                    busy.as_secs_f64() * 1e3 / calls as f64
+                },
+                outstanding: instance.in_flight.load(Ordering::Relaxed),
+            });
+        }
+    }
+
+    /// What `request` for `name` asks for.
+    fn query(&self, name: &str, request: &InferRequest) -> Result<(String, Query), OipError> {
+        let parameters: Map<String, Value> = match request.parameters.as_deref() {
+            Some(text) => {
+                serde_json::from_str(text).map_err(|_| bad("parameters", "not a JSON object"))?
+            }
+            None => Map::new(),
+        };
+        let requirements =
+            Requirements::from_parameters(&parameters).map_err(|e| bad(e.field, e.message))?;
+        let (task, target) = match (
+            self.repository.variant(name),
+            parameters.get(VARIANT_PARAMETER),
+        ) {
+            (Some(v), _) => (v.task.clone(), Target::Variant(name.to_string())),
+            (None, Some(Value::String(v))) => match self.repository.variant(v) {
+                Some(found) if found.task == name && self.served(found) => {
+                    (name.to_string(), Target::Variant(v.clone()))
+                }
+                _ => {
+                    return Err(bad(
+                        "parameters.variant",
+                        format!(
+                            "task `{name}` has no variant `{}` served here",
+                            weir_connectors::echo::quote(v)
+                        ),
+                    ))
+                }
+            },
+            (None, Some(_)) => return Err(bad("parameters.variant", "must be a variant's name")),
+            (None, None) => (name.to_string(), Target::Task(name.to_string())),
+        };
+        let rows = self.rows(&task, request)?;
+        Ok((
+            task,
+            Query {
+                target,
+                requirements,
+                batch: rows,
+            },
+        ))
+    }
+
+    /// Rows the request holds: the leading dimension when its first input carries a batch
+    /// dimension beyond the task's per-row shape.
+    fn rows(&self, task: &str, request: &InferRequest) -> Result<u32, OipError> {
+        let Some(sig) = self.repository.task_signature(task) else {
+            return Ok(1);
+        };
+        let Some(first) = request.inputs.first() else {
+            return Err(bad("inputs", "no inputs"));
+        };
+        let per_row = sig
+            .inputs
+            .iter()
+            .find(|i| i.name == first.name)
+            .map(|i| i.dims.len().saturating_sub(1));
+        let rows = match per_row {
+            Some(rank) if first.shape.len() == rank + 1 => first.shape[0],
+            _ => 1,
+        };
+        u32::try_from(rows).map_err(|_| bad("inputs[0].shape", "too many rows"))
+    }
+
+    /// The store's choice for `query` on `task`, or a 400 naming the closest variant.
+    fn choose(&self, task: &str, query: &Query) -> Result<Choice, OipError> {
+        self.store.select(query).map_err(|m| {
+            let closest = match (&m.closest, m.distance) {
+                (Some(v), Some(d)) => format!("; closest variant: {v} (distance {d:.3})"),
+                _ => String::new(),
+            };
+            bad(
+                "parameters",
+                format!(
+                    "no variant of task `{task}` meets the requirements: {}{closest}",
+                    m.reason
+                ),
+            )
+        })
+    }
+
+    /// The instance of `variant` on `worker`, its load spawned when there is none.
+    fn instance(&self, variant: &Variant, worker: &str) -> Arc<Instance> {
+        let key: InstanceKey = (variant.name.clone(), worker.to_string());
+        let (me, variant, worker) = (self.me.clone(), variant.clone(), worker.to_string());
+        self.instances.get_or_load(&key, move || {
+            tokio::spawn(async move {
+                match me.upgrade() {
+                    Some(server) => server.load(variant, worker).await,
+                    None => Err("the server is stopping".to_string()),
+                }
+            })
+        })
+    }
+
+    /// Loads `variant` on `worker` as a one-node graph, telling the store.
+    async fn load(&self, variant: Variant, worker: String) -> Loaded {
+        self.store.record(Event::Loading {
+            variant: variant.name.clone(),
+            worker: worker.clone(),
+        });
+        let path = self.repository.verify(&variant).map_err(|e| e.to_string());
+        let signature = self.repository.task_signature(&variant.task).cloned();
+        let remote = match (worker == LOCAL_WORKER, &self.remote) {
+            (true, _) => None,
+            (false, Some(r)) if r.knows(&worker) => Some(Arc::clone(r)),
+            (false, _) => {
+                return self.loaded(
+                    &variant.name,
+                    &worker,
+                    Err(format!("unknown worker `{worker}`")),
+                )
+            }
+        };
+        let options = self.options;
+        let (name, at) = (variant.name.clone(), worker.clone());
+        let started = Instant::now();
+        let result = match (path, signature) {
+            (Ok(path), Some(sig)) => tokio::task::spawn_blocking(move || {
+                if let Some(r) = &remote {
+                    r.load(&variant.name, &at)?;
+                }
+                let yaml = variant_graph::variant_graph(
+                    &variant,
+                    &sig,
+                    &path,
+                    remote.is_some().then_some(at.as_str()),
+                );
+                let spec = weir_engine::spec::GraphSpec::from_yaml(&yaml, &variant.name)
+                    .map_err(|e| e.to_string())?;
+                let loaded = crate::plan_spec(&spec, Path::new(".")).map_err(|d| d.to_string())?;
+                match &remote {
+                    Some(r) => r.start_graph(loaded.plan, options, &variant.name),
+                    None => crate::start(loaded.plan, options).map_err(|e| e.to_string()),
+                }
+                .map(Arc::new)
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string())),
+            (Err(e), _) => Err(e),
+            (_, None) => Err("the task has no signature".to_string()),
+        };
+        if result.is_ok() {
+            tracing::info!(variant = %name, %worker, ms = started.elapsed().as_millis() as u64, "Variant loaded.");
+        }
+        self.loaded(&name, &worker, result)
+    }
+
+    /// Tells the store how a load ended.
+    fn loaded(&self, variant: &str, worker: &str, result: Loaded) -> Loaded {
+        let (variant, worker) = (variant.to_string(), worker.to_string());
+        match &result {
+            Ok(_) => self.store.record(Event::Loaded { variant, worker }),
+            Err(e) => {
+                tracing::warn!(%variant, %worker, error = %e, "Variant failed to load.");
+                self.store.record(Event::Unloaded { variant, worker });
+            }
+        }
+        result
+    }
+
+    async fn answer(
+        &self,
+        name: &str,
+        request: InferRequest,
+        timeout: Duration,
+    ) -> Result<InferOutputs, OipError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let (task, query) = self.query(name, &request)?;
+        let mut moves = 0;
+        loop {
+            let choice = self.choose(&task, &query)?;
+            let variant = self
+                .repository
+                .variant(&choice.variant)
+                .cloned()
+                .ok_or_else(|| bad("parameters", "the chosen variant left the repository"))?;
+            let remote = choice.worker != LOCAL_WORKER;
+            let instance = self.instance(&variant, &choice.worker);
+            let cold = !instance.settled();
+            let graph = match instance.ready(deadline).await {
+                None => return Err(OipError::Deadline { ms: timeout_ms }),
+                Some(Ok(graph)) => graph,
+                // A remote load that failed (its executor may be gone): choose again.
+                Some(Err(_)) if remote && moves < MAX_MOVES => {
+                    moves += 1;
+                    tokio::time::sleep(MOVE_BACKOFF * moves).await;
+                    continue;
+                }
+                Some(Err(e)) => {
+                    return Err(OipError::Request(RequestError::Node {
+                        node: variant.name.clone(),
+                        message: format!("the variant could not be loaded: {e}"),
+                    }))
+                }
+            };
+            // A remote attempt keeps the request, to move it if the executor dies under it.
+            let kept = (remote && moves < MAX_MOVES).then(|| request.clone());
+            let sent = kept.clone().unwrap_or_else(|| request.clone());
+            instance.in_flight.fetch_add(1, Ordering::Relaxed);
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let result =
+                weir_connectors::oip::infer_outputs(graph.runtime(), sent, remaining).await;
+            instance.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let (Err(OipError::Request(RequestError::Node { .. })), Some(_)) = (&result, &kept) {
+                if executor_gone(&graph) {
+                    tracing::warn!(variant = %variant.name, worker = %choice.worker, "Executor gone under a request; it moves.");
+                    let key: InstanceKey = (variant.name.clone(), choice.worker.clone());
+                    self.instances.forget(&key, &instance);
+                    self.store.record(Event::Unloaded {
+                        variant: variant.name.clone(),
+                        worker: choice.worker.clone(),
+                    });
+                    self.moved.inc();
+                    moves += 1;
+                    tokio::time::sleep(MOVE_BACKOFF * moves).await;
+                    continue;
+                }
+            }
+            let mut reply = result?;
+            reply.model = name.to_string();
+            for (key, value) in [
+                ("variant", Value::String(variant.name)),
+                ("worker", Value::String(choice.worker)),
+                ("cold_start", Value::Bool(cold)),
+            ] {
+                reply.parameters.insert(key.to_string(), value);
+            }
+            return Ok(reply);
+        }
+    }
+}
+
+impl ModelLess for ModelLessServer {
+    fn serves(&self, name: &str) -> bool {
+        self.tasks.contains(name)
+            || self
+                .repository
+                .variant(name)
+                .is_some_and(|v| self.served(v))
+    }
+
+    fn infer<'a>(
+        &'a self,
+        name: &'a str,
+        request: InferRequest,
+        timeout: Duration,
+    ) -> InferFuture<'a> {
+        Box::pin(self.answer(name, request, timeout))
+    }
+}
+
+/// Online work slower than its profile pauses offline jobs (INFaaS §4.2, R18's second clause).
+impl PauseSignal for ModelLessServer {
+    fn pause_reason(&self) -> Option<String> {
+        self.store
+            .states()
+            .into_iter()
+            .find(|(_, _, s)| *s == InstanceState::Interfered)
+            .map(|(variant, _, _)| format!("variant {variant} runs slower than its profile"))
+    }
+}

@@ -1,0 +1,193 @@
+//! The remote workers of model-less serving: `weir executor --repository` processes this front
+//! end may load variants on ("INFaaS: Automated Model-less Inference Serving", §3.2, §4.1).
+//!
+//! One zenoh session reaches them all. Over it a [`WorkerWatch`] turns each executor's
+//! liveliness and load reports into the metadata store's events (so a SIGKILLed executor's
+//! instances leave the store at once), a cold start sends the executor a `load` command signed
+//! with the control key, and each variant loaded there is served by a one-node graph whose only
+//! replica is that executor — the session is shared by every such graph, so starting one opens
+//! nothing. The executor serves a variant under the variant's own name, which a graph node id
+//! cannot hold (names carry a `.`), so the graph's replica is made through [`ServedAs`], which
+//! names the remote model for the node.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use weir_engine::validate::RemoteExecutor;
+use weir_executor::client::variants::send_command;
+use weir_executor::client::workers::{WatchedExecutor, WorkerWatch};
+use weir_executor::client::ZenohReplicas;
+use weir_executor::variants::Action;
+use weir_infaas::dispatch::Dispatcher;
+use weir_operators::model::{ExecError, ExecutorConfig, Replica};
+use weir_operators::RemoteReplicaSource;
+
+/// Longest a `load` command may take, whatever the request's deadline: the load goes on at the
+/// executor after a request stops waiting, and later requests find it done.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a variant's graph waits for its executor's liveliness when it starts (the executor
+/// has just answered the load, so it is alive unless it died since).
+const WAIT_ALIVE: Duration = Duration::from_secs(2);
+
+/// One executor the front end may load variants on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorSlot {
+    /// Its name (`weir executor --name`); its key prefix is `weir/executor/<name>`.
+    pub name: String,
+    /// Its executor type (a variant's `config.hardware`).
+    pub hardware: String,
+}
+
+impl ExecutorSlot {
+    /// Reads `NAME=HARDWARE`.
+    ///
+    /// # Errors
+    /// When either half is missing or the name is not a key-expression-safe word.
+    pub fn parse(text: &str) -> Result<ExecutorSlot, String> {
+        let (name, hardware) = text
+            .split_once('=')
+            .ok_or_else(|| format!("`{text}`: expected NAME=HARDWARE"))?;
+        let word = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !word(name) || !word(hardware) {
+            return Err(format!(
+                "`{text}`: NAME and HARDWARE hold only letters, digits, `_` and `-` (at most 64)"
+            ));
+        }
+        Ok(ExecutorSlot {
+            name: name.to_string(),
+            hardware: hardware.to_string(),
+        })
+    }
+
+    /// The key prefix it serves under, which is also its worker id in the store.
+    pub fn prefix(&self) -> String {
+        format!("weir/executor/{}", self.name)
+    }
+}
+
+/// How the front end reaches its remote executors.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteOptions {
+    /// The executors.
+    pub executors: Vec<ExecutorSlot>,
+    /// zenoh endpoints to listen on (for executors started with `--connect`).
+    pub listen: Vec<String>,
+    /// zenoh endpoints to connect to (executors started with `--listen`).
+    pub connect: Vec<String>,
+    /// The control key commands are signed with (`--control-key-file`).
+    pub control_key: Option<Vec<u8>>,
+}
+
+/// The session to the remote executors and what follows them.
+pub(super) struct RemoteWorkers {
+    zenoh: Arc<ZenohReplicas>,
+    key: Option<Vec<u8>>,
+    executors: Vec<ExecutorSlot>,
+    _watch: WorkerWatch,
+}
+
+impl RemoteWorkers {
+    /// Opens the session and starts following `options.executors` into `dispatcher`.
+    pub(super) fn start(
+        options: &RemoteOptions,
+        dispatcher: Arc<dyn Dispatcher>,
+    ) -> Result<RemoteWorkers> {
+        let zenoh = ZenohReplicas::open(&options.listen, &options.connect)
+            .context("opening the zenoh session to the executors")?
+            .with_wait_alive(WAIT_ALIVE);
+        let watched: Vec<WatchedExecutor> = options
+            .executors
+            .iter()
+            .map(|e| WatchedExecutor {
+                prefix: e.prefix(),
+                hardware: e.hardware.clone(),
+            })
+            .collect();
+        let watch = WorkerWatch::start(zenoh.session(), &watched, dispatcher)
+            .context("following the executors")?;
+        if options.control_key.is_none() {
+            tracing::warn!(
+                "No --control-key-file: variants cannot be loaded on remote executors, only served where already loaded."
+            );
+        }
+        Ok(RemoteWorkers {
+            zenoh: Arc::new(zenoh),
+            key: options.control_key.clone(),
+            executors: options.executors.clone(),
+            _watch: watch,
+        })
+    }
+
+    /// Whether `worker` (a key prefix) is one of these executors.
+    pub(super) fn knows(&self, worker: &str) -> bool {
+        self.executors.iter().any(|e| e.prefix() == worker)
+    }
+
+    /// Asks the executor under `worker` to load `variant`, waiting for it (blocking).
+    pub(super) fn load(&self, variant: &str, worker: &str) -> Result<f64, String> {
+        send_command(
+            self.zenoh.session(),
+            self.key.as_deref(),
+            worker,
+            Action::Load,
+            variant,
+            LOAD_TIMEOUT,
+        )
+        .map(|reply| reply.load_ms)
+        .map_err(|e| e.to_string())
+    }
+
+    /// Starts a graph planned with one remote replica serving `variant`.
+    pub(super) fn start_graph(
+        &self,
+        plan: weir_engine::plan::Plan,
+        options: crate::RuntimeOptions,
+        variant: &str,
+    ) -> Result<crate::RunningGraph, String> {
+        let source = ServedAs {
+            inner: &self.zenoh,
+            model: variant,
+        };
+        crate::start_with_remotes(plan, options, Arc::clone(&self.zenoh), &source)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Makes a node's remote replicas ask for `model` instead of the node id.
+struct ServedAs<'a> {
+    inner: &'a ZenohReplicas,
+    model: &'a str,
+}
+
+impl RemoteReplicaSource for ServedAs<'_> {
+    fn replica(
+        &self,
+        executor: &RemoteExecutor,
+        config: &ExecutorConfig,
+    ) -> Result<Arc<dyn Replica>, ExecError> {
+        let mut renamed = config.clone();
+        renamed.node = self.model.to_string();
+        self.inner.replica(executor, &renamed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExecutorSlot;
+
+    #[test]
+    fn executor_slots_are_read_and_checked() {
+        let slot = ExecutorSlot::parse("gpu-a=accel").expect("valid");
+        assert_eq!(slot.prefix(), "weir/executor/gpu-a");
+        assert_eq!(slot.hardware, "accel");
+        for bad in ["gpu-a", "=accel", "a=", "a/b=accel", "a=acc el", "a*=x"] {
+            assert!(ExecutorSlot::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
