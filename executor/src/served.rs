@@ -46,13 +46,15 @@ pub(crate) struct ModelDefaults {
 
 impl ModelDefaults {
     /// Starts an ONNX Runtime executor for the model `name` in `path`, with `threads` intra-op
-    /// threads per session and at most `max_batch` rows per call.
+    /// threads per session and at most `max_batch` rows per call; `fixed_batch` when the model is
+    /// a batch-specialised build (its first dimension fixed to that batch).
     pub(crate) fn start_model(
         &self,
         name: &str,
         path: &std::path::Path,
         threads: usize,
         max_batch: usize,
+        fixed_batch: Option<usize>,
     ) -> Result<Arc<ModelExecutor>, ServeError> {
         let options = &self.options;
         let bad = |message: String| ServeError::Model {
@@ -60,7 +62,11 @@ impl ModelDefaults {
             message,
         };
         let meta = read_metadata(path).map_err(|e| bad(e.to_string()))?;
-        let call = call_shape(&meta, options.unbatched.iter().any(|u| u == name));
+        let call = call_shape(
+            &meta,
+            options.unbatched.iter().any(|u| u == name),
+            fixed_batch,
+        );
         let outputs = meta
             .outputs
             .iter()
@@ -96,7 +102,7 @@ impl ModelDefaults {
             // A latency profile is per call of the job's rows: one job per call.
             max_batch: match options.emulation {
                 Emulation::Latency(_) => 1,
-                _ => max_batch.max(1),
+                _ => call.call_rows(max_batch),
             },
             max_delay: options.max_delay,
             instances: options.instances.max(1),

@@ -181,7 +181,8 @@ impl ExecutorServer {
         };
         let mut loaded = Vec::new();
         for (name, path) in &options.models {
-            let executor = defaults.start_model(name, path, options.threads, options.max_batch)?;
+            let executor =
+                defaults.start_model(name, path, options.threads, options.max_batch, None)?;
             loaded.push((name.clone(), executor));
         }
         let session = open_peer(&options.listen, &options.connect)?;
@@ -339,11 +340,18 @@ fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) {
 
 /// How the executor calls a model it serves: without a batch dimension when named among the
 /// `--unbatched` models or when an input cannot have one (a scalar, or a first dimension fixed to
-/// more than 1), batched when every input's first dimension is dynamic, one request per call
-/// otherwise. The graph's validation reads the same file the same way, but for `batch: false`,
+/// more than 1 that is not the `fixed` batch of a batch-specialised build), batched when every
+/// input's first dimension is dynamic or every one is fixed to `fixed` (then padded to it), one
+/// request per call otherwise. The graph's validation reads the same file the same way, but for `batch: false`,
 /// which a query states ([`UNBATCHED_PARAMETER`]).
-pub(crate) fn call_shape(meta: &ModelMetadata, unbatched: bool) -> CallShape {
+pub(crate) fn call_shape(meta: &ModelMetadata, unbatched: bool, fixed: Option<usize>) -> CallShape {
     let firsts: Vec<Option<&Dim>> = meta.inputs.iter().map(|i| i.dims.first()).collect();
+    if let Some(n) = fixed.filter(|&n| n > 1) {
+        let at_n = |d: &Option<&Dim>| matches!(d, Some(Dim::Fixed(f)) if *f == n);
+        if !unbatched && firsts.iter().all(at_n) {
+            return CallShape::Fixed(n);
+        }
+    }
     if unbatched
         || firsts
             .iter()

@@ -148,6 +148,7 @@ impl Loader {
                 &resolved.path,
                 resolved.intra_threads,
                 resolved.max_batch,
+                resolved.fixed_batch,
             )
             .map_err(|e| e.to_string())?;
         let served = serve_model(

@@ -216,6 +216,8 @@ pub struct ResolvedVariant {
     pub intra_threads: usize,
     /// Most rows per call.
     pub max_batch: usize,
+    /// The batch its first dimension is fixed to (a batch-specialised build), if any.
+    pub fixed_batch: Option<usize>,
 }
 
 /// Where an executor finds the variants it is told to load: its own repository.

@@ -164,7 +164,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         node: n.node.id.clone(),
         path: m.path.clone(),
         call: m.call,
-        max_batch: m.batching.max_size,
+        max_batch: m.call.call_rows(m.batching.max_size),
         max_delay: Duration::from_micros(m.batching.max_delay_us),
         instances: m.executor.instances,
         intra_op_threads: m.executor.intra_op_threads,

@@ -116,6 +116,10 @@ impl weir_executor::variants::VariantSource for RepositoryVariants {
             path,
             intra_threads: usize::try_from(variant.config.intra_threads).unwrap_or(1),
             max_batch: usize::try_from(variant.max_batch).unwrap_or(1),
+            fixed_batch: variant
+                .config
+                .fixed_batch
+                .and_then(|b| usize::try_from(b).ok()),
         })
     }
 }

@@ -17,8 +17,8 @@
 //! The store learns the local worker's load here: every second each local instance's served rate,
 //! mean ONNX Runtime call time and requests in flight, with the machine's CPU utilisation, so
 //! instance states (Overloaded, Interfered) follow the load; remote executors report their own.
-//! Variants of executor types no worker has, and batch-specialised builds (which take exactly
-//! their batch), are left out of the store.
+//! Variants of executor types no worker has are left out of the store. A batch-specialised build
+//! is served with its calls padded to its batch.
 
 mod instances;
 pub mod remote;
@@ -89,7 +89,7 @@ fn bad(field: impl Into<String>, message: impl Into<String>) -> OipError {
 
 /// Whether some worker among `hardware` can serve `v`.
 fn servable(hardware: &BTreeSet<String>, v: &Variant) -> bool {
-    hardware.contains(&v.config.hardware) && v.config.fixed_batch.is_none()
+    hardware.contains(&v.config.hardware)
 }
 
 /// Whether a graph's remote replicas are all gone (its executor died).

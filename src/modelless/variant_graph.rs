@@ -53,8 +53,13 @@ pub(super) fn variant_graph(
             variant.config.intra_threads.max(1)
         ),
     };
+    let fixed = variant
+        .config
+        .fixed_batch
+        .map(|b| format!(", fixed_size: {b}"))
+        .unwrap_or_default();
     yaml.push_str(&format!(
-        "nodes:\n  - model: {{id: m, path: {:?}, inputs: {{{}}}, batching: {{max_size: {}}}, {placement}}}\noutputs:\n",
+        "nodes:\n  - model: {{id: m, path: {:?}, inputs: {{{}}}, batching: {{max_size: {}{fixed}}}, {placement}}}\noutputs:\n",
         path.display().to_string(),
         inputs.join(", "),
         variant.max_batch.max(1),

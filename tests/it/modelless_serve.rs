@@ -28,10 +28,11 @@ fn register(root: &Path) {
     }
 }
 
-/// What the server may choose from: the dynamic-batch variants of the local type.
+/// What the server may choose from: the variants of the local type (batch-specialised builds
+/// too, padded to their batch).
 fn servable(repo: &Repository) -> Vec<Variant> {
     repo.variants_of_task("digits")
-        .filter(|v| v.config.hardware == "local" && v.config.fixed_batch.is_none())
+        .filter(|v| v.config.hardware == "local")
         .cloned()
         .collect()
 }
@@ -131,7 +132,16 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     assert_eq!(loose, cold_pick(&candidates, 0.5));
     assert!(cold, "the first query of a variant is a cold start");
     let v = repo.variant(&loose).expect("chosen variant is registered");
-    let file = repo.file_path(v).expect("its file");
+    // The same weights with a dynamic batch (a batch-specialised build takes only its batch).
+    let twin = candidates
+        .iter()
+        .find(|c| {
+            c.model == v.model
+                && c.config.precision == v.config.precision
+                && c.config.fixed_batch.is_none()
+        })
+        .expect("a dynamic build of the chosen architecture");
+    let file = repo.file_path(twin).expect("its file");
     let want = direct_ort(&file, "x", &[1, 64], &PIXELS);
     let got: Vec<f32> = reply["outputs"][0]["data"]
         .as_array()
@@ -171,6 +181,43 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     let (status, reply) = query(&server, &tiny, json!({}));
     assert_eq!(status, 200, "{reply}");
     assert_eq!(served_variant(&reply).0, tiny);
+
+    // A batch-specialised build takes its batch only: three rows run padded to eight, and each
+    // row's outputs are the dynamic build's.
+    let fixed = candidates
+        .iter()
+        .find(|v| v.model == "digits_mlp" && v.config.fixed_batch == Some(8))
+        .expect("a batch-8 build");
+    let dynamic = candidates
+        .iter()
+        .find(|v| v.model == "digits_mlp" && v.config.fixed_batch.is_none())
+        .expect("a dynamic build");
+    let rows: Vec<f32> = (0..3)
+        .flat_map(|r| PIXELS.iter().map(move |p| p * (r as f32 + 1.0) / 3.0))
+        .collect();
+    let body =
+        json!({"inputs": [{"name": "x", "shape": [3, 64], "datatype": "FP32", "data": rows}]});
+    let (status, text) = server.post(
+        &format!("/v2/models/{}/infer", fixed.name),
+        &[],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("reply");
+    assert_eq!(reply["outputs"][0]["shape"], json!([3, 10]), "{reply}");
+    let got: Vec<f32> = reply["outputs"][0]["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|x| x.as_f64().expect("number") as f32)
+        .collect();
+    let want = direct_ort(
+        &repo.file_path(dynamic).expect("file"),
+        "x",
+        &[3, 64],
+        &rows,
+    );
+    assert_close(&got, &want, 1e-5, "a padded batch-8 call's rows");
 
     // Impossible requirements: a 400 naming the closest variant (R5).
     let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.9999}));
@@ -236,4 +283,48 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     let (_, metrics) = server.get("/metrics");
     assert!(metrics.contains("weir_infaas_decisions_total"), "{metrics}");
     assert!(metrics.contains("weir_infaas_instances"), "{metrics}");
+}
+
+/// A batch-specialised build is a graph node only where the node states its batch
+/// (`batching: {fixed_size: 8}`): left unstated, or stated wrong, the graph is refused naming the
+/// field; stated, the node is planned as batched calls padded to eight.
+#[test]
+fn a_fixed_batch_model_is_a_node_only_when_its_batch_is_stated() {
+    let dir = temp_dir("modelless-fixed");
+    let root = dir.0.join("repository");
+    let out = crate::model_repository::register("digits_mlp", &root, &["--no-int8"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repo = Repository::open(&root).expect("repository");
+    let fixed = repo
+        .variants_of_task("digits")
+        .find(|v| v.config.fixed_batch == Some(8))
+        .expect("a batch-8 build");
+    let file = repo.file_path(fixed).expect("its file");
+    let graph = |batching: &str| {
+        format!(
+            "name: fixed\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: m, path: {:?}, inputs: {{x: x}}, batching: {batching}}}\noutputs:\n  - {{name: y, from: m.{}}}\n",
+            file.display().to_string(),
+            weir_engine::onnx::read_metadata(&file).expect("metadata").outputs[0].name
+        )
+    };
+    let plan = |batching: &str| {
+        let spec = weir::GraphSpec::from_yaml(&graph(batching), "fixed.yaml").expect("parses");
+        weir::plan_spec(&spec, &dir.0)
+    };
+    let unstated = plan("{max_size: 8}").expect_err("a fixed batch is not inferred");
+    assert!(unstated.to_string().contains("fixed_size: 8"), "{unstated}");
+    let wrong = plan("{max_size: 8, fixed_size: 4}").expect_err("the wrong batch");
+    assert!(wrong.to_string().contains("batching.fixed_size"), "{wrong}");
+    let planned = plan("{max_size: 8, fixed_size: 8}").expect("stated").plan;
+    assert!(
+        planned
+            .describe()
+            .contains("padded to its fixed batch of 8"),
+        "{}",
+        planned.describe()
+    );
 }

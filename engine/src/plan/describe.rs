@@ -24,6 +24,11 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
                         .map(|p| format!(", padded along `{}` with {}", p.dim, p.value))
                         .unwrap_or_default()
                 ),
+                (CallShape::Fixed(n), _) => format!(
+                    "batched ≤ {} within {} µs, padded to its fixed batch of {n}",
+                    m.call.call_rows(m.batching.max_size),
+                    m.batching.max_delay_us
+                ),
                 (CallShape::PerRequest, _) => "per request".to_string(),
                 (CallShape::Unbatched, _) => "per request, no batch dimension".to_string(),
             },

@@ -387,6 +387,7 @@ impl ModelBuilder {
             max_size,
             max_delay_us,
             pad: self.spec.batching.pad.take(),
+            fixed_size: self.spec.batching.fixed_size.take(),
         };
         self
     }

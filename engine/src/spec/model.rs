@@ -245,6 +245,12 @@ pub struct BatchingSpec {
     /// call, each padded to the longest; without it only requests of one shape join.
     #[serde(default)]
     pub pad: Option<Spanned<PadSpec>>,
+    /// The batch size the model's first dimension is fixed to (a batch-specialised build, as
+    /// `weir model register --batches` makes): calls hold up to this many rows (and `max_size`)
+    /// and are padded with zero rows to it. Stated, never inferred from the file, since a first
+    /// dimension fixed to 3 may as well be an image's channels.
+    #[serde(default)]
+    pub fixed_size: Option<Spanned<usize>>,
 }
 
 /// Padding along one named dimension of a model's inputs (`pad: {dim: seq, value: 0}`).
@@ -273,6 +279,7 @@ impl Default for BatchingSpec {
             max_size: default_max_size(),
             max_delay_us: 0,
             pad: None,
+            fixed_size: None,
         }
     }
 }

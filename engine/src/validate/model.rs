@@ -3,9 +3,10 @@
 //!
 //! The file must exist, be ONNX, and move only tensors of Open Inference Protocol datatypes. How
 //! the model is called ([`CallShape`]) comes from its first dimension, which is the batch
-//! dimension: fixed to 1 (one request per call) or dynamic (batched calls), the same for every
-//! input. A scalar or a first dimension fixed to another size cannot be a batch dimension; the
-//! node must then say `batch: false` (Triton's `max_batch_size: 0`), and each request is one call
+//! dimension: fixed to 1 (one request per call), dynamic (batched calls), or fixed to `n` where
+//! the node states `batching: {fixed_size: n}` (a batch-specialised build: calls padded to `n`
+//! rows), the same for every input. A scalar or another fixed first dimension cannot be a batch
+//! dimension; the node must then say `batch: false` (Triton's `max_batch_size: 0`), and each request is one call
 //! with its tensors as they are. The flag is never inferred: a model whose first dimension happens
 //! to be 3 would otherwise change meaning silently. State tensors are exempt, since a state has
 //! no batch dimension ([`super::stateful`] checks them). The node's outputs are the model's (per
@@ -26,6 +27,10 @@ pub enum CallShape {
     Batched,
     /// A first dimension fixed to 1: one request per call, with a batch dimension of 1.
     PerRequest,
+    /// A first dimension fixed to `n` above 1 (a batch-specialised build): calls of up to `n`
+    /// rows (and `batching.max_size`), padded with zero rows to `n`; the padding's outputs are
+    /// dropped.
+    Fixed(usize),
     /// `batch: false`: one request per call, its tensors exactly as they are.
     Unbatched,
 }
@@ -38,7 +43,16 @@ impl CallShape {
 
     /// Whether calls may hold several requests.
     pub fn batched(self) -> bool {
-        self == CallShape::Batched
+        matches!(self, CallShape::Batched | CallShape::Fixed(_))
+    }
+
+    /// Most rows one call holds, with `batching.max_size` set to `max_size`.
+    pub fn call_rows(self, max_size: usize) -> usize {
+        match self {
+            CallShape::Batched => max_size.max(1),
+            CallShape::Fixed(n) => max_size.clamp(1, n.max(1)),
+            CallShape::PerRequest | CallShape::Unbatched => 1,
+        }
     }
 }
 
@@ -164,21 +178,29 @@ impl<'a> Validator<'a, '_> {
                     ok = false;
                     continue;
                 }
-                Some(Dim::Fixed(1)) => false,
-                Some(Dim::Dynamic) => true,
-                Some(Dim::Fixed(n)) => {
-                    self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has its first dimension fixed to {n}; weir reads the first dimension as the batch dimension, which must be 1 or dynamic", t.name))
-                        .help = Some(UNBATCHED_HELP.into());
-                    ok = false;
-                    continue;
-                }
+                Some(Dim::Fixed(1)) => CallShape::PerRequest,
+                Some(Dim::Dynamic) => CallShape::Batched,
+                Some(Dim::Fixed(n)) => match &m.batching.fixed_size {
+                    Some(f) if *n == f.value => CallShape::Fixed(f.value),
+                    Some(f) => {
+                        self.error(node_path(id, "batching.fixed_size"), f.location, format!("node `{id}`: `fixed_size` is {} but model tensor `{}` has its first dimension fixed to {n}", f.value, t.name));
+                        ok = false;
+                        continue;
+                    }
+                    None => {
+                        self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: model tensor `{}` has its first dimension fixed to {n}; weir reads the first dimension as the batch dimension, which must be 1 or dynamic unless `batching: {{fixed_size: {n}}}` says the model was built for batches of {n}", t.name))
+                            .help = Some(UNBATCHED_HELP.into());
+                        ok = false;
+                        continue;
+                    }
+                },
             };
             if meta.inputs.iter().any(|i| i.name == t.name) {
                 match batched {
                     None => batched = Some(this),
                     // A stateful node's `state:` check names the tensor that does not fit.
                     Some(b) if b != this && m.state.is_none() => {
-                        self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: the model mixes inputs with a dynamic and a fixed batch dimension"))
+                        self.error(node_path(id, "path"), m.path.location, format!("node `{id}`: the model's inputs disagree on the batch dimension (dynamic, or fixed to different sizes)"))
                             .help = Some(format!("if `{}` carries state from one call to the next, name it under `state:`", t.name));
                         ok = false;
                     }
@@ -188,9 +210,13 @@ impl<'a> Validator<'a, '_> {
         }
         let call = match (m.batch.value, batched) {
             (false, _) => CallShape::Unbatched,
-            (true, Some(true)) => CallShape::Batched,
-            (true, _) => CallShape::PerRequest,
+            (true, Some(call)) => call,
+            (true, None) => CallShape::PerRequest,
         };
+        if let (Some(f), false) = (&m.batching.fixed_size, matches!(call, CallShape::Fixed(_))) {
+            self.error(node_path(id, "batching.fixed_size"), f.location, format!("node `{id}`: `fixed_size` is {} but the model's inputs have no batch dimension fixed to it", f.value));
+            ok = false;
+        }
         ok.then_some((meta, call))
     }
 

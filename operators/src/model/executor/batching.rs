@@ -15,6 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use ort::session::{Session, SessionInputValue};
 use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
+use weir_engine::validate::CallShape;
 
 use super::padding::Padding;
 use super::{ExecutorConfig, Job, LoadStats};
@@ -133,6 +134,17 @@ fn gather(jobs: &[Job], input: usize, rows: Range<usize>) -> CallInput<'_> {
     }
 }
 
+/// `input` followed by `zeros` zero elements of its type, owned.
+fn pad_rows(input: CallInput<'_>, zeros: usize) -> CallInput<'_> {
+    let mut data = match input {
+        CallInput::Column(column, range) => column.data().slice(range),
+        CallInput::Owned(data) => data,
+    };
+    // Same dtype by construction.
+    let _ = data.extend(TensorData::zeros(data.dtype(), zeros));
+    CallInput::Owned(data)
+}
+
 /// Runs one call whose inputs are `data` of per-row `shapes`: `Some(rows)` rows behind a batch
 /// dimension, or (`None`) tensors as they are. Returns each output's per-row shape (its whole
 /// shape without a batch dimension) and elements.
@@ -191,14 +203,27 @@ fn run_batched(
         .iter()
         .map(|c| c.uniform_shape().unwrap_or_default().to_vec())
         .collect();
-    let data: Vec<CallInput<'_>> = (0..config.inputs.len())
+    let mut data: Vec<CallInput<'_>> = (0..config.inputs.len())
         .map(|i| gather(jobs, i, 0..jobs[0].rows()))
         .collect();
-    let outputs = infer(session, config, &data, &shapes, Some(rows))?;
+    // A batch-specialised build takes exactly its batch: zero rows fill the call, and their
+    // outputs are never sliced to a job.
+    let call_rows = match config.call {
+        CallShape::Fixed(n) if n > rows => {
+            for (input, shape) in data.iter_mut().zip(&shapes) {
+                let whole =
+                    std::mem::replace(input, CallInput::Owned(TensorData::Bool(Vec::new())));
+                *input = pad_rows(whole, shape.iter().product::<usize>() * (n - rows));
+            }
+            n
+        }
+        _ => rows,
+    };
+    let outputs = infer(session, config, &data, &shapes, Some(call_rows))?;
     let columns = outputs
         .into_iter()
         .zip(&config.outputs)
-        .map(|((shape, data), (name, _))| to_column(config, name, shape, rows, data))
+        .map(|((shape, data), (name, _))| to_column(config, name, shape, call_rows, data))
         .collect::<Result<Vec<_>, _>>()?;
     let mut per_job = Vec::with_capacity(jobs.len());
     let mut offset = 0;
