@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 
 use ort::session::Session;
 use tracing::warn;
-use weir_engine::spec::Device;
 use weir_operators::model::pinning::{pin_current_thread, CorePins, PinError};
 use weir_operators::model::synthetic::{SyntheticError, SyntheticInputs};
 use weir_operators::model::{ExecError, OrtRuntime};
@@ -428,14 +427,13 @@ impl<'a> BareSessions<'a> {
                 .pins
                 .as_ref()
                 .and_then(|p| p.workers(pool.len(), threads));
-            pool.push(runtime.session_on(
-                self.node,
-                self.path,
-                threads,
-                self.options.spinning,
-                Device::Cpu,
-                workers.as_deref(),
-            )?);
+            let settings = weir_operators::model::SessionSettings {
+                intra_op_threads: threads,
+                spinning: self.options.spinning,
+                worker_affinity: workers.as_deref(),
+                ..Default::default()
+            };
+            pool.push(runtime.session_on(self.node, self.path, &settings)?);
         }
         Ok(&mut pool[..n])
     }

@@ -101,7 +101,8 @@ pub fn cold_start(config: &ColdStartConfig, repository: &Path) -> Result<Vec<Col
     let mut warm: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for _ in 0..config.repeats {
         rt.block_on(async {
-            let front = ModelLessServer::start(repository, RuntimeOptions::default())?;
+            let front =
+                ModelLessServer::start(repository, RuntimeOptions::default(), &Default::default())?;
             for (i, v) in variants.iter().enumerate() {
                 let (ms, was_cold) = timed(&front, &v.name).await?;
                 if !was_cold {

@@ -16,6 +16,7 @@ use zenoh::{Session, Wait};
 
 use crate::emulation::Emulation;
 use crate::server::{call_shape, handle_query, zenoh_err, ExecutorOptions, ServeError};
+use crate::variants::ResolvedVariant;
 
 /// One served model: its executor and the queryable that feeds it.
 pub(crate) struct ServedModel {
@@ -45,17 +46,22 @@ pub(crate) struct ModelDefaults {
 }
 
 impl ModelDefaults {
-    /// Starts an ONNX Runtime executor for the model `name` in `path`, with `threads` intra-op
-    /// threads per session and at most `max_batch` rows per call; `fixed_batch` when the model is
-    /// a batch-specialised build (its first dimension fixed to that batch).
+    /// Starts an ONNX Runtime executor for the model `name` run as `model` says: its file, its
+    /// intra-op threads per session, at most its max batch of rows per call, its fixed batch
+    /// when it is a batch-specialised build, its graph-optimisation level.
     pub(crate) fn start_model(
         &self,
         name: &str,
-        path: &std::path::Path,
-        threads: usize,
-        max_batch: usize,
-        fixed_batch: Option<usize>,
+        model: &ResolvedVariant,
     ) -> Result<Arc<ModelExecutor>, ServeError> {
+        let ResolvedVariant {
+            path,
+            intra_threads: threads,
+            max_batch,
+            fixed_batch,
+            graph_level,
+        } = model;
+        let (threads, max_batch, fixed_batch) = (*threads, *max_batch, *fixed_batch);
         let options = &self.options;
         let bad = |message: String| ServeError::Model {
             model: name.to_string(),
@@ -115,6 +121,7 @@ impl ModelDefaults {
             pad,
             timeout: None,
             device: options.device,
+            graph_level: *graph_level,
         };
         let executor = ModelExecutor::start(&self.runtime, config).map_err(|e| {
             let hint = if options.device == Device::Cuda {

@@ -181,8 +181,14 @@ impl ExecutorServer {
         };
         let mut loaded = Vec::new();
         for (name, path) in &options.models {
-            let executor =
-                defaults.start_model(name, path, options.threads, options.max_batch, None)?;
+            let model = crate::variants::ResolvedVariant {
+                path: path.clone(),
+                intra_threads: options.threads,
+                max_batch: options.max_batch,
+                fixed_batch: None,
+                graph_level: weir_engine::spec::GraphLevel::All,
+            };
+            let executor = defaults.start_model(name, &model)?;
             loaded.push((name.clone(), executor));
         }
         let session = open_peer(&options.listen, &options.connect)?;

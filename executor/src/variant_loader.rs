@@ -143,13 +143,7 @@ impl Loader {
         let resolved = self.source.resolve(name)?;
         let executor = self
             .defaults
-            .start_model(
-                name,
-                &resolved.path,
-                resolved.intra_threads,
-                resolved.max_batch,
-                resolved.fixed_batch,
-            )
+            .start_model(name, &resolved)
             .map_err(|e| e.to_string())?;
         let served = serve_model(
             &self.session,

@@ -207,7 +207,8 @@ impl CommandGate {
     }
 }
 
-/// A variant resolved in the executor's repository: its verified file and how to run it.
+/// A model file and how to run it: a variant resolved in the executor's repository (its file
+/// verified), or a model given at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedVariant {
     /// The ONNX file, its SHA-256 checked against the repository's record.
@@ -218,6 +219,8 @@ pub struct ResolvedVariant {
     pub max_batch: usize,
     /// The batch its first dimension is fixed to (a batch-specialised build), if any.
     pub fixed_batch: Option<usize>,
+    /// ONNX Runtime's graph-optimisation level for its sessions.
+    pub graph_level: weir_engine::spec::GraphLevel,
 }
 
 /// Where an executor finds the variants it is told to load: its own repository.

@@ -21,19 +21,9 @@ pub enum Precision {
     Int8,
 }
 
-/// ONNX Runtime's graph-optimisation level for the variant's session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GraphLevel {
-    /// No graph optimisation.
-    Disabled,
-    /// Constant folding, redundant-node elimination.
-    Basic,
-    /// Basic plus node fusions.
-    Extended,
-    /// Everything, including layout optimisations.
-    All,
-}
+/// ONNX Runtime's graph-optimisation level for the variant's sessions: the graph node setting
+/// (`executor: {graph_optimization}`) the variant is served with.
+pub use weir_engine::spec::GraphLevel;
 
 /// How a variant is built and where it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

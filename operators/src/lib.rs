@@ -179,6 +179,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         outputs,
         timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
         device: weir_engine::spec::Device::Cpu,
+        graph_level: m.executor.graph_optimization,
     }
 }
 

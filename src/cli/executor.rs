@@ -120,6 +120,7 @@ impl weir_executor::variants::VariantSource for RepositoryVariants {
                 .config
                 .fixed_batch
                 .and_then(|b| usize::try_from(b).ok()),
+            graph_level: variant.config.graph_level,
         })
     }
 }

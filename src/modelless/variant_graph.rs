@@ -1,7 +1,8 @@
 //! The one-node graph that serves one variant: the task's signature in, the variant's model
 //! node, its outputs out. In this process the node runs the variant's file with the variant's
 //! intra-op threads; on a remote executor the node's only replica is that executor, and the file
-//! here gives the node its inputs and outputs.
+//! here gives the node its inputs and outputs. Either way the sessions are built as the variant
+//! was profiled: its threads, its graph-optimisation level, its fixed batch.
 
 use std::path::Path;
 
@@ -49,8 +50,9 @@ pub(super) fn variant_graph(
     let placement = match remote {
         Some(_) => format!("replicas: [{REMOTE_NAME}]"),
         None => format!(
-            "executor: {{intra_op_threads: {}}}",
-            variant.config.intra_threads.max(1)
+            "executor: {{intra_op_threads: {}, graph_optimization: {}}}",
+            variant.config.intra_threads.max(1),
+            variant.config.graph_level.name()
         ),
     };
     let fixed = variant

@@ -287,7 +287,8 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
 
 /// A batch-specialised build is a graph node only where the node states its batch
 /// (`batching: {fixed_size: 8}`): left unstated, or stated wrong, the graph is refused naming the
-/// field; stated, the node is planned as batched calls padded to eight.
+/// field; stated, the node is planned as batched calls padded to eight (and at the graph
+/// optimisation level the node names).
 #[test]
 fn a_fixed_batch_model_is_a_node_only_when_its_batch_is_stated() {
     let dir = temp_dir("modelless-fixed");
@@ -306,7 +307,7 @@ fn a_fixed_batch_model_is_a_node_only_when_its_batch_is_stated() {
     let file = repo.file_path(fixed).expect("its file");
     let graph = |batching: &str| {
         format!(
-            "name: fixed\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: m, path: {:?}, inputs: {{x: x}}, batching: {batching}}}\noutputs:\n  - {{name: y, from: m.{}}}\n",
+            "name: fixed\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: m, path: {:?}, inputs: {{x: x}}, batching: {batching}, executor: {{graph_optimization: basic}}}}\noutputs:\n  - {{name: y, from: m.{}}}\n",
             file.display().to_string(),
             weir_engine::onnx::read_metadata(&file).expect("metadata").outputs[0].name
         )
@@ -320,11 +321,13 @@ fn a_fixed_batch_model_is_a_node_only_when_its_batch_is_stated() {
     let wrong = plan("{max_size: 8, fixed_size: 4}").expect_err("the wrong batch");
     assert!(wrong.to_string().contains("batching.fixed_size"), "{wrong}");
     let planned = plan("{max_size: 8, fixed_size: 8}").expect("stated").plan;
+    let described = planned.describe();
     assert!(
-        planned
-            .describe()
-            .contains("padded to its fixed batch of 8"),
-        "{}",
-        planned.describe()
+        described.contains("padded to its fixed batch of 8"),
+        "{described}"
+    );
+    assert!(
+        described.contains("graph optimisation basic"),
+        "{described}"
     );
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::{lineage_id, NodeKind, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
-use crate::spec::ReplicationMode;
+use crate::spec::{GraphLevel, ReplicationMode};
 use crate::validate::{CallShape, TensorOp, TextOp};
 
 /// One node's kind and settings, on one line (`plan` names a gather's fan-out).
@@ -34,10 +34,13 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             },
             m.executor.instances,
             m.executor.intra_op_threads,
-            if m.executor.spinning {
-                ", spinning"
-            } else {
-                ""
+            match (m.executor.spinning, m.executor.graph_optimization) {
+                (spinning, GraphLevel::All) => if spinning { ", spinning" } else { "" }.to_string(),
+                (spinning, level) => format!(
+                    "{}, graph optimisation {}",
+                    if spinning { ", spinning" } else { "" },
+                    level.name()
+                ),
             },
             if m.replicas == [ReplicaTarget::Local] {
                 String::new()

@@ -36,8 +36,8 @@ pub use image_op::{
     CastSpec, DecodeImageSpec, Interpolation, ResizeSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 pub use model::{
-    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, ModelSpec, PadSpec, ParallelismSpec,
-    ParityEncoder, ParitySpec, ResilienceSpec,
+    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
+    ParallelismSpec, ParityEncoder, ParitySpec, ResilienceSpec,
 };
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};

@@ -309,6 +309,53 @@ pub struct ExecutorSpec {
     /// another replica, in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// ONNX Runtime's graph-optimisation level for the node's sessions (default `all`).
+    #[serde(default)]
+    pub graph_optimization: GraphLevel,
+}
+
+/// ONNX Runtime's graph-optimisation level: how much the session rewrites the model's graph
+/// before running it. Higher levels load slower and usually run faster; model-less serving's
+/// variants differ by it.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphLevel {
+    /// No graph optimisation.
+    Disabled,
+    /// Constant folding, redundant-node elimination.
+    Basic,
+    /// Basic plus node fusions.
+    Extended,
+    /// Everything, including layout optimisations.
+    #[default]
+    All,
+}
+
+impl GraphLevel {
+    /// Every level, lowest first.
+    pub const ALL: [GraphLevel; 4] = [
+        GraphLevel::Disabled,
+        GraphLevel::Basic,
+        GraphLevel::Extended,
+        GraphLevel::All,
+    ];
+
+    /// `disabled`, `basic`, `extended` or `all`, as YAML writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GraphLevel::Disabled => "disabled",
+            GraphLevel::Basic => "basic",
+            GraphLevel::Extended => "extended",
+            GraphLevel::All => "all",
+        }
+    }
+
+    /// The level [`GraphLevel::name`] gives `name`.
+    pub fn parse(name: &str) -> Option<GraphLevel> {
+        GraphLevel::ALL.into_iter().find(|l| l.name() == name)
+    }
 }
 
 fn default_timeout_ms() -> u64 {
@@ -332,6 +379,7 @@ impl Default for ExecutorSpec {
             spinning: false,
             pin_cores_from: None,
             timeout_ms: default_timeout_ms(),
+            graph_optimization: GraphLevel::All,
         }
     }
 }

@@ -90,28 +90,6 @@ pub fn precision_name(p: Precision) -> &'static str {
     }
 }
 
-/// `disabled`, `basic`, `extended` or `all`.
-pub fn level_name(l: GraphLevel) -> &'static str {
-    match l {
-        GraphLevel::Disabled => "disabled",
-        GraphLevel::Basic => "basic",
-        GraphLevel::Extended => "extended",
-        GraphLevel::All => "all",
-    }
-}
-
-/// Parses a level name (as [`level_name`] writes it).
-pub fn parse_level(s: &str) -> Option<GraphLevel> {
-    [
-        GraphLevel::Disabled,
-        GraphLevel::Basic,
-        GraphLevel::Extended,
-        GraphLevel::All,
-    ]
-    .into_iter()
-    .find(|l| level_name(*l) == s)
-}
-
 impl Grid {
     /// The files to make, sorted and without repeats: every precision × (dynamic and every
     /// fixed batch).
@@ -162,7 +140,7 @@ pub fn variant_name(model: &str, c: &VariantConfig) -> Option<String> {
     let name = format!(
         "{model}.{}-{}-t{}-b{batch}-{}",
         precision_name(c.precision),
-        level_name(c.graph_level),
+        c.graph_level.name(),
         c.intra_threads,
         c.hardware
     );
@@ -240,8 +218,8 @@ mod tests {
             "digits_mlp.fp32-basic-t1-b8-local"
         );
         assert_eq!(variant_name(&"m".repeat(60), &configs[0]), None);
-        assert_eq!(parse_level("extended"), Some(GraphLevel::Extended));
-        assert_eq!(parse_level("fast"), None);
+        assert_eq!(GraphLevel::parse("extended"), Some(GraphLevel::Extended));
+        assert_eq!(GraphLevel::parse("fast"), None);
     }
 
     #[test]

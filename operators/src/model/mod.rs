@@ -39,7 +39,7 @@ pub use executor::{
     CallRecord, ExecutorConfig, Job, LoadSnapshot, LoadStats, ModelExecutor, Padding, RecordedCalls,
 };
 pub use operator::ModelOperator;
-pub use ort_env::OrtRuntime;
+pub use ort_env::{OrtRuntime, SessionSettings};
 pub use parallelism::{
     AutoOptions, LoadServiceRate, ParallelismError, ParallelismSnapshot, ServiceRate,
 };

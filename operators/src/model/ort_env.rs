@@ -15,11 +15,39 @@ use ort::logging::LogLevel;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use tracing::info;
-use weir_engine::spec::Device;
+use weir_engine::spec::{Device, GraphLevel};
 
 use super::ExecError;
 
 const LIBRARY: &str = "libonnxruntime.so";
+
+/// How one session runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSettings<'a> {
+    /// Intra-op threads.
+    pub intra_op_threads: usize,
+    /// Whether ONNX Runtime's threads spin while idle.
+    pub spinning: bool,
+    /// The device.
+    pub device: Device,
+    /// Pins the intra-op workers (ONNX Runtime's `session.intra_op_thread_affinities`, see
+    /// [`super::pinning::CorePins::workers`]); `None`: the OS places them.
+    pub worker_affinity: Option<&'a str>,
+    /// The graph-optimisation level.
+    pub level: GraphLevel,
+}
+
+impl Default for SessionSettings<'_> {
+    fn default() -> Self {
+        SessionSettings {
+            intra_op_threads: 1,
+            spinning: false,
+            device: Device::Cpu,
+            worker_affinity: None,
+            level: GraphLevel::All,
+        }
+    }
+}
 
 /// The loaded runtime.
 #[derive(Debug, Clone)]
@@ -108,14 +136,17 @@ impl OrtRuntime {
         intra_op_threads: usize,
         spinning: bool,
     ) -> Result<Session, ExecError> {
-        self.session_on(node, path, intra_op_threads, spinning, Device::Cpu, None)
+        let settings = SessionSettings {
+            intra_op_threads,
+            spinning,
+            ..SessionSettings::default()
+        };
+        self.session_on(node, path, &settings)
     }
 
-    /// A session on `device`. For CUDA the CUDA execution provider is required, not a hint: the
-    /// library must be the `onnxruntime-gpu` build (point `WEIR_ORT_DYLIB` at it), or this fails
-    /// with ONNX Runtime's reason rather than silently running on the CPU. `worker_affinity`, when
-    /// given, pins the intra-op workers (ONNX Runtime's `session.intra_op_thread_affinities`, see
-    /// [`super::pinning::CorePins::workers`]).
+    /// A session for `path` as `settings` say. For CUDA the CUDA execution provider is required,
+    /// not a hint: the library must be the `onnxruntime-gpu` build (point `WEIR_ORT_DYLIB` at
+    /// it), or this fails with ONNX Runtime's reason rather than silently running on the CPU.
     ///
     /// # Errors
     /// [`ExecError::Session`] with ONNX Runtime's message.
@@ -123,38 +154,21 @@ impl OrtRuntime {
         &self,
         node: &str,
         path: &Path,
-        intra_op_threads: usize,
-        spinning: bool,
-        device: Device,
-        worker_affinity: Option<&str>,
+        settings: &SessionSettings<'_>,
     ) -> Result<Session, ExecError> {
-        self.session_at_level(
-            node,
-            path,
+        let SessionSettings {
             intra_op_threads,
             spinning,
             device,
             worker_affinity,
-            GraphOptimizationLevel::All,
-        )
-    }
-
-    /// As [`OrtRuntime::session_on`], with graph-optimisation level `level` instead of `All`:
-    /// model-less serving's variants differ by level, and profiling measures each.
-    ///
-    /// # Errors
-    /// [`ExecError::Session`] with ONNX Runtime's message.
-    #[allow(clippy::too_many_arguments)]
-    pub fn session_at_level(
-        &self,
-        node: &str,
-        path: &Path,
-        intra_op_threads: usize,
-        spinning: bool,
-        device: Device,
-        worker_affinity: Option<&str>,
-        level: GraphOptimizationLevel,
-    ) -> Result<Session, ExecError> {
+            level,
+        } = *settings;
+        let level = match level {
+            GraphLevel::Disabled => GraphOptimizationLevel::Disable,
+            GraphLevel::Basic => GraphOptimizationLevel::Level1,
+            GraphLevel::Extended => GraphOptimizationLevel::Level2,
+            GraphLevel::All => GraphOptimizationLevel::All,
+        };
         let wrap = |e: ort::Error| ExecError::Session {
             node: node.to_string(),
             path: path.display().to_string(),

@@ -25,7 +25,6 @@ use std::sync::Arc;
 use ort::session::{Session, SessionInputValue};
 use ort::value::TensorRef;
 use weir_engine::batch::TensorColumn;
-use weir_engine::spec::Device;
 use weir_engine::tensor::{DType, NamedTensor, TensorData};
 use weir_hams::protocol::StateTensor;
 use weir_hams::sequences::{RowRefusal, SequenceControls, SequenceLayout};
@@ -95,7 +94,7 @@ impl StatefulModel {
         outputs: Vec<(String, DType)>,
         state: Vec<StateTensor>,
     ) -> Result<Self, ExecError> {
-        let session = runtime.session_on(node, path, threads.max(1), false, Device::Cpu, None)?;
+        let session = runtime.session(node, path, threads.max(1), false)?;
         Ok(StatefulModel {
             node: node.to_string(),
             session,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use weir_infaas::repository::generate::{level_name, precision_name};
+use weir_infaas::repository::generate::precision_name;
 use weir_infaas::repository::Repository;
 use weir_infaas::variant::Variant;
 
@@ -139,7 +139,7 @@ fn table(variants: &[Variant]) -> String {
             "{:<44} {:<5} {:<8} {:>3} {:>5} {:<8} {:<22} {:>8.4} {:>5} {:>8.2} {:>9} {:>10.1} {:>9.3} {:<12}  {}\n",
             v.name,
             precision_name(c.precision),
-            level_name(c.graph_level),
+            c.graph_level.name(),
             c.intra_threads,
             c.fixed_batch.map_or_else(|| "-".into(), |b| b.to_string()),
             c.hardware,

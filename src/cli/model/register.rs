@@ -16,7 +16,7 @@ use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
 use weir_engine::paths::{read_capped, FileRules};
 use weir_engine::spec::Device;
 use weir_engine::tensor::Dim;
-use weir_infaas::repository::generate::{fix_batch, parse_level, variant_name, Build, Grid};
+use weir_infaas::repository::generate::{fix_batch, variant_name, Build, Grid};
 use weir_infaas::repository::layout::{
     check_name, model_file, sha256_file, write_atomic, REGISTERED_FILE, VERSION_DIR,
 };
@@ -225,7 +225,7 @@ fn grid(args: &RegisterArgs) -> Result<Grid> {
         .levels
         .iter()
         .map(|l| {
-            parse_level(l)
+            weir_infaas::variant::GraphLevel::parse(l)
                 .ok_or_else(|| anyhow!("--levels: `{l}` is not disabled, basic, extended or all"))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -1,17 +1,17 @@
 //! The ONNX Runtime side of profiling a variant: sessions built by weir's one session builder
-//! ([`OrtRuntime::session_at_level`]), at the variant's graph-optimisation level, intra-op
+//! ([`OrtRuntime::session_on`]), at the variant's graph-optimisation level, intra-op
 //! threads and device, fed float32 rows.
 
 use std::path::Path;
 
-use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session as OrtSession;
 use ort::value::Tensor;
 use weir_engine::spec::Device;
 use weir_infaas::repository::profile::{Loader, Session};
 use weir_infaas::repository::Signature;
-use weir_infaas::variant::{GraphLevel, VariantConfig};
+use weir_infaas::variant::VariantConfig;
 use weir_operators::model::ort_env::OrtRuntime;
+use weir_operators::model::SessionSettings;
 
 /// Builds sessions for the variants of one model.
 pub(super) struct OrtLoader {
@@ -53,15 +53,6 @@ pub(super) fn cuda_available() -> bool {
     OrtRuntime::get().is_ok() && ort::ep::CUDA::is_available().unwrap_or(false)
 }
 
-fn level(l: GraphLevel) -> GraphOptimizationLevel {
-    match l {
-        GraphLevel::Disabled => GraphOptimizationLevel::Disable,
-        GraphLevel::Basic => GraphOptimizationLevel::Level1,
-        GraphLevel::Extended => GraphOptimizationLevel::Level2,
-        GraphLevel::All => GraphOptimizationLevel::All,
-    }
-}
-
 /// A loaded variant.
 pub(super) struct OrtVariant {
     session: OrtSession,
@@ -75,14 +66,15 @@ impl Loader for OrtLoader {
     fn load(&self, path: &Path, config: &VariantConfig) -> Result<OrtVariant, String> {
         let session = self
             .runtime
-            .session_at_level(
+            .session_on(
                 "profile",
                 path,
-                config.intra_threads as usize,
-                false,
-                self.device,
-                None,
-                level(config.graph_level),
+                &SessionSettings {
+                    intra_op_threads: config.intra_threads as usize,
+                    device: self.device,
+                    level: config.graph_level,
+                    ..Default::default()
+                },
             )
             .map_err(|e| e.to_string())?;
         Ok(OrtVariant {

@@ -28,7 +28,7 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::DType;
 use weir_engine::validate::CallShape;
 
-use super::ort_env::OrtRuntime;
+use super::ort_env::{OrtRuntime, SessionSettings};
 use super::parallelism::{
     AutoOptions, Controller, ParallelismError, ParallelismSnapshot, Switchboard,
 };
@@ -87,6 +87,26 @@ pub struct ExecutorConfig {
     pub timeout: Option<Duration>,
     /// Device the sessions run on.
     pub device: weir_engine::spec::Device,
+    /// ONNX Runtime's graph-optimisation level for the sessions.
+    pub graph_level: weir_engine::spec::GraphLevel,
+}
+
+impl ExecutorConfig {
+    /// The settings of one of its sessions with `threads` intra-op threads, its workers pinned
+    /// per `worker_affinity`.
+    pub fn session_settings<'a>(
+        &self,
+        threads: usize,
+        worker_affinity: Option<&'a str>,
+    ) -> SessionSettings<'a> {
+        SessionSettings {
+            intra_op_threads: threads,
+            spinning: self.spinning,
+            device: self.device,
+            worker_affinity,
+            level: self.graph_level,
+        }
+    }
 }
 
 /// Called once with a job's outputs (one column per configured output) or its error.
@@ -186,10 +206,7 @@ impl ModelExecutor {
             sessions.push(runtime.session_on(
                 &config.node,
                 &config.path,
-                threads_per_call,
-                config.spinning,
-                config.device,
-                workers.as_deref(),
+                &config.session_settings(threads_per_call, workers.as_deref()),
             )?);
         }
         let mut threads = Vec::with_capacity(sessions.len());
@@ -248,10 +265,7 @@ impl ModelExecutor {
                 let mut session = runtime.session_on(
                     &config.node,
                     &config.path,
-                    t,
-                    config.spinning,
-                    config.device,
-                    workers.as_deref(),
+                    &config.session_settings(t, workers.as_deref()),
                 )?;
                 if let Some(inputs) = &warmup {
                     warm_up(&config.node, &mut session, inputs, t);

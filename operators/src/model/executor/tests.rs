@@ -30,6 +30,7 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
         pad: None,
         timeout: None,
         device: weir_engine::spec::Device::Cpu,
+        graph_level: weir_engine::spec::GraphLevel::All,
     }
 }
 
