@@ -103,6 +103,14 @@ impl Instances {
         }
     }
 
+    /// Removes the instance under `key`, whichever it is.
+    pub(super) fn remove(&self, key: &InstanceKey) {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
     /// The loaded instances now, with their keys.
     pub(super) fn loaded(&self) -> Vec<(InstanceKey, Arc<Instance>)> {
         self.table

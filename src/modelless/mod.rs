@@ -374,6 +374,25 @@ impl ModelLessServer {
         self.loaded(&name, &worker, result)
     }
 
+    /// Unloads `variant` on `worker`: no request chooses it from now on, the requests already
+    /// on it are answered (its graph stops when the last of them lets go of it), and a remote
+    /// executor is told to unload it (blocking until it answers, so call it off the query path).
+    ///
+    /// # Errors
+    /// When the executor refused or did not answer; the instance is out of the store either way.
+    pub fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
+        let key: InstanceKey = (variant.to_string(), worker.to_string());
+        self.instances.remove(&key);
+        self.store.record(Event::Unloaded {
+            variant: variant.to_string(),
+            worker: worker.to_string(),
+        });
+        match (&self.remote, worker == LOCAL_WORKER) {
+            (Some(remote), false) => remote.unload(variant, worker),
+            _ => Ok(()),
+        }
+    }
+
     /// Tells the store how a load ended.
     fn loaded(&self, variant: &str, worker: &str, result: Loaded) -> Loaded {
         let (variant, worker) = (variant.to_string(), worker.to_string());

@@ -10,7 +10,7 @@
 //! cannot hold (names carry a `.`), so the graph's replica is made through [`ServedAs`], which
 //! names the remote model for the node.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -84,12 +84,14 @@ pub struct RemoteOptions {
     pub control_key: Option<Vec<u8>>,
 }
 
-/// The session to the remote executors and what follows them.
+/// The session to the remote executors and what follows them. Executors join at start and
+/// whenever the worker autoscaler launches one.
 pub(super) struct RemoteWorkers {
     zenoh: Arc<ZenohReplicas>,
     key: Option<Vec<u8>>,
-    executors: Vec<ExecutorSlot>,
-    _watch: WorkerWatch,
+    dispatcher: Arc<dyn Dispatcher>,
+    /// The executors followed, each with the watch feeding its events.
+    executors: Mutex<Vec<(ExecutorSlot, WorkerWatch)>>,
 }
 
 impl RemoteWorkers {
@@ -101,32 +103,65 @@ impl RemoteWorkers {
         let zenoh = ZenohReplicas::open(&options.listen, &options.connect)
             .context("opening the zenoh session to the executors")?
             .with_wait_alive(WAIT_ALIVE);
-        let watched: Vec<WatchedExecutor> = options
-            .executors
-            .iter()
-            .map(|e| WatchedExecutor {
-                prefix: e.prefix(),
-                hardware: e.hardware.clone(),
-            })
-            .collect();
-        let watch = WorkerWatch::start(zenoh.session(), &watched, dispatcher)
-            .context("following the executors")?;
         if options.control_key.is_none() {
             tracing::warn!(
                 "No --control-key-file: variants cannot be loaded on remote executors, only served where already loaded."
             );
         }
-        Ok(RemoteWorkers {
+        let workers = RemoteWorkers {
             zenoh: Arc::new(zenoh),
             key: options.control_key.clone(),
-            executors: options.executors.clone(),
-            _watch: watch,
-        })
+            dispatcher,
+            executors: Mutex::new(Vec::new()),
+        };
+        for slot in &options.executors {
+            workers.follow(slot.clone())?;
+        }
+        Ok(workers)
+    }
+
+    fn executors(&self) -> std::sync::MutexGuard<'_, Vec<(ExecutorSlot, WorkerWatch)>> {
+        self.executors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Follows `slot` from now on (once: following it again changes nothing).
+    pub(super) fn follow(&self, slot: ExecutorSlot) -> Result<()> {
+        let mut executors = self.executors();
+        if executors.iter().any(|(s, _)| s.name == slot.name) {
+            return Ok(());
+        }
+        let watched = WatchedExecutor {
+            prefix: slot.prefix(),
+            hardware: slot.hardware.clone(),
+        };
+        let watch = WorkerWatch::start(
+            self.zenoh.session(),
+            std::slice::from_ref(&watched),
+            Arc::clone(&self.dispatcher),
+        )
+        .with_context(|| format!("following executor {}", slot.name))?;
+        executors.push((slot, watch));
+        Ok(())
     }
 
     /// Whether `worker` (a key prefix) is one of these executors.
     pub(super) fn knows(&self, worker: &str) -> bool {
-        self.executors.iter().any(|e| e.prefix() == worker)
+        self.executors().iter().any(|(e, _)| e.prefix() == worker)
+    }
+
+    /// Asks the executor under `worker` to unload `variant`: it stops taking jobs, answers the
+    /// ones queued, then drops the sessions (blocking until it answers).
+    pub(super) fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
+        send_command(
+            self.zenoh.session(),
+            self.key.as_deref(),
+            worker,
+            Action::Unload,
+            variant,
+            LOAD_TIMEOUT,
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
     }
 
     /// Asks the executor under `worker` to load `variant`, waiting for it (blocking).
