@@ -250,9 +250,12 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     }
     let server =
         weir_connectors::http::HttpServer::with_byte_budget(handles, config, metrics, budget);
-    let server = match &modelless {
-        Some(front) => server.with_modelless(Arc::clone(front) as _),
-        None => server,
+    let (server, grpc_server) = match &modelless {
+        Some(front) => (
+            server.with_modelless(Arc::clone(front) as _),
+            grpc_server.with_modelless(Arc::clone(front) as _),
+        ),
+        None => (server, grpc_server),
     };
     let streams: Vec<(Arc<crate::GraphRuntime>, crate::StreamConnector)> = running
         .iter()

@@ -58,15 +58,15 @@ fn dtype_graph(file: &str, yaml: &str) -> String {
 }
 
 /// A `weir serve --http --grpc` process, SIGKILLed when dropped.
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    http: String,
-    grpc: String,
+    pub(crate) http: String,
+    pub(crate) grpc: String,
     _dir: TempDir,
 }
 
 impl Served {
-    fn start(graphs: &[String], extra: &[&str]) -> Served {
+    pub(crate) fn start(graphs: &[String], extra: &[&str]) -> Served {
         let (mut cmd, dir) = serve_command("grpc", graphs);
         let max = MAX_BYTES.to_string();
         cmd.args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
@@ -203,7 +203,7 @@ fn a_stream_of_1000_requests_answers_every_id_once_and_a_bad_one_with_its_error(
     );
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -211,7 +211,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-async fn channel(addr: &str) -> Channel {
+pub(crate) async fn channel(addr: &str) -> Channel {
     Endpoint::from_shared(format!("http://{addr}"))
         .expect("endpoint")
         .connect()

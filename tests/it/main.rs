@@ -24,6 +24,7 @@ mod invalid;
 mod kairos;
 mod model_repository;
 mod modelless;
+mod modelless_grpc;
 mod modelless_remote;
 mod modelless_serve;
 mod ocr;

@@ -15,9 +15,9 @@ use weir_infaas::variant::{GraphLevel, Variant};
 use crate::common::{assert_close, direct_ort, temp_dir};
 use crate::serve::Server;
 
-const ARCHITECTURES: [&str; 3] = ["digits_tiny", "digits_mlp", "digits_wide"];
+pub(crate) const ARCHITECTURES: [&str; 3] = ["digits_tiny", "digits_mlp", "digits_wide"];
 
-fn register(root: &Path) {
+pub(crate) fn register(root: &Path) {
     for name in ARCHITECTURES {
         let out = crate::model_repository::register(name, root, &["--no-int8"]);
         assert!(
@@ -30,7 +30,7 @@ fn register(root: &Path) {
 
 /// What the server may choose from: the variants of the local type (batch-specialised builds
 /// too, padded to their batch).
-fn servable(repo: &Repository) -> Vec<Variant> {
+pub(crate) fn servable(repo: &Repository) -> Vec<Variant> {
     repo.variants_of_task("digits")
         .filter(|v| v.config.hardware == "local")
         .cloned()
@@ -38,7 +38,7 @@ fn servable(repo: &Repository) -> Vec<Variant> {
 }
 
 /// The paper's pick among variants that must be loaded: least load + inference time (R7).
-fn cold_pick(candidates: &[Variant], min_accuracy: f64) -> String {
+pub(crate) fn cold_pick(candidates: &[Variant], min_accuracy: f64) -> String {
     candidates
         .iter()
         .filter(|v| v.accuracy >= min_accuracy)
@@ -54,7 +54,7 @@ fn cold_pick(candidates: &[Variant], min_accuracy: f64) -> String {
         .clone()
 }
 
-const PIXELS: [f32; 64] = {
+pub(crate) const PIXELS: [f32; 64] = {
     let mut p = [0.0f32; 64];
     let mut i = 0;
     while i < 64 {
@@ -65,9 +65,16 @@ const PIXELS: [f32; 64] = {
 };
 
 fn query(server: &Server, model: &str, parameters: Value) -> (u16, Value) {
+    query_at(&server.addr, model, parameters)
+}
+
+/// One JSON infer request of [`PIXELS`] to `model` over HTTP at `addr`: status and reply.
+pub(crate) fn query_at(addr: &str, model: &str, parameters: Value) -> (u16, Value) {
     let body = json!({"id": "q", "parameters": parameters,
         "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": PIXELS.to_vec()}]});
-    let (status, text) = server.post(
+    let (status, text) = crate::serve::http(
+        addr,
+        "POST",
         &format!("/v2/models/{model}/infer"),
         &[],
         body.to_string().as_bytes(),
@@ -78,7 +85,7 @@ fn query(server: &Server, model: &str, parameters: Value) -> (u16, Value) {
     )
 }
 
-fn served_variant(reply: &Value) -> (String, bool) {
+pub(crate) fn served_variant(reply: &Value) -> (String, bool) {
     (
         reply["parameters"]["variant"]
             .as_str()

@@ -4,24 +4,22 @@
 //! input, the binary extension's little-endian form) or each in the one typed field of
 //! `contents` its datatype uses (FP16 and BF16 have none and must be raw); anything else is
 //! refused naming the field, before a byte is converted. `parameters` become the same JSON object
-//! text an HTTP request's parameters are (so `sequence_id` and the rest mean the same), held to
-//! [`PARAMETERS_MAX_BYTES`]. A reply carries every output raw, as Triton answers, unless every
+//! text an HTTP request's parameters are (`parameters.rs`). A reply carries every output raw, as Triton answers, unless every
 //! output the request named asked for `binary_data: false` and each has a typed field: then
 //! typed `contents` (the specification forbids mixing the two in one reply).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
-use serde_json::{Map, Number, Value};
 use weir_engine::tensor::{DType, TensorData};
 
+use super::parameters::{parameter_of, parameters_text};
 use super::proto::infer_parameter::ParameterChoice;
 use super::proto::model_infer_response::InferOutputTensor;
 use super::proto::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
 use crate::echo::quote;
 use crate::oip::{
     input_from_parts, InferOutputs, InferRequest, InputContents, OipError, ProtocolError,
-    ReplyError, ReplyTensor, RequestedOutput, TypedValues, PARAMETERS_MAX_BYTES,
+    ReplyError, ReplyTensor, RequestedOutput, TypedValues,
 };
 
 fn perr(field: impl Into<String>, message: impl Into<String>) -> ProtocolError {
@@ -93,60 +91,6 @@ fn typed_contents<'a>(
             format!("{field}.contents"),
             format!("both {a} and {b} hold values; an input fills one field"),
         )),
-    }
-}
-
-/// The request `parameters` as JSON object text (`None` when empty), as HTTP carries them.
-fn parameters_text(
-    parameters: &HashMap<String, InferParameter>,
-) -> Result<Option<Arc<str>>, ProtocolError> {
-    if parameters.is_empty() {
-        return Ok(None);
-    }
-    let mut map = Map::with_capacity(parameters.len());
-    for (k, v) in parameters {
-        map.insert(k.clone(), parameter_value(v));
-    }
-    let text = Value::Object(map).to_string();
-    if text.len() > PARAMETERS_MAX_BYTES {
-        return Err(perr(
-            "parameters",
-            format!(
-                "{} bytes as JSON, over the limit of {PARAMETERS_MAX_BYTES} (parameters travel \
-                 with every row)",
-                text.len()
-            ),
-        ));
-    }
-    Ok(Some(Arc::from(text)))
-}
-
-fn parameter_value(p: &InferParameter) -> Value {
-    match &p.parameter_choice {
-        None => Value::Null,
-        Some(ParameterChoice::BoolParam(b)) => Value::Bool(*b),
-        Some(ParameterChoice::Int64Param(i)) => Value::from(*i),
-        Some(ParameterChoice::Uint64Param(u)) => Value::from(*u),
-        Some(ParameterChoice::DoubleParam(x)) => {
-            Number::from_f64(*x).map_or(Value::Null, Value::Number)
-        }
-        Some(ParameterChoice::StringParam(s)) => Value::String(s.clone()),
-    }
-}
-
-fn parameter_of(v: Value) -> InferParameter {
-    let choice = match v {
-        Value::Bool(b) => ParameterChoice::BoolParam(b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => ParameterChoice::Int64Param(i),
-            (None, Some(u), _) => ParameterChoice::Uint64Param(u),
-            (None, None, x) => ParameterChoice::DoubleParam(x.unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => ParameterChoice::StringParam(s),
-        other => ParameterChoice::StringParam(other.to_string()),
-    };
-    InferParameter {
-        parameter_choice: Some(choice),
     }
 }
 
@@ -320,6 +264,7 @@ fn typed_of(data: TensorData) -> InferTensorContents {
 mod tests {
     use super::super::proto::model_infer_request::InferInputTensor;
     use super::*;
+    use serde_json::{Map, Value};
     use weir_engine::tensor::Tensor;
 
     fn input(

@@ -10,8 +10,10 @@
 //! (`status.rs` translates its codes), so a request fails the same way over both.
 //!
 //! - `convert.rs`: protobuf messages to protocol requests and protocol answers to messages;
+//! - `parameters.rs`: the `parameters` map to and from the JSON object HTTP carries, bounded;
 //! - `status.rs`: every failure as a gRPC status;
-//! - `service.rs`: the inference service's unary RPCs and the shared request path;
+//! - `service.rs`: the inference service's unary RPCs and the shared request path, to a graph or
+//!   to the model-less front end ([`crate::oip::ModelLess`]) for the names no graph has;
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
 //! - `health.rs`: `grpc.health.v1` Check and Watch;
 //! - `admit.rs`: each request message charged against the process's byte budget, for its bytes
@@ -27,6 +29,7 @@ mod convert;
 mod footprint;
 mod health;
 mod listener;
+mod parameters;
 mod server;
 mod service;
 mod status;

@@ -40,6 +40,7 @@ use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::{InferService, Phase, Served, Shared};
 use crate::http::metrics::{requests_source, GRPC_FAMILIES};
 use crate::http::{AuthToken, ByteBudget, MetricsSource};
+use crate::oip::ModelLess;
 
 /// How the gRPC server behaves.
 #[derive(Debug, Clone)]
@@ -88,7 +89,8 @@ impl Default for GrpcConfig {
 #[error("gRPC server: {0}")]
 pub struct GrpcServeError(#[from] tonic::transport::Error);
 
-/// A gRPC server over running graphs; each graph is a model named by the graph's name.
+/// A gRPC server over running graphs, each a model named by the graph's name, and optionally a
+/// model-less front end for the names no graph has.
 pub struct GrpcServer {
     shared: Arc<Shared>,
     budget: Arc<ByteBudget>,
@@ -129,10 +131,26 @@ impl GrpcServer {
         GrpcServer {
             shared: Arc::new(Shared {
                 graphs,
+                modelless: None,
                 config,
                 phase,
             }),
             budget,
+        }
+    }
+
+    /// The same server, also answering the model names `front` serves (model-less tasks and
+    /// their variants) on `ModelInfer` and `ModelStreamInfer`. Call it before [`GrpcServer::serve`]
+    /// (the only place the shared state is handed out), as the HTTP server's `with_modelless`.
+    #[must_use]
+    pub fn with_modelless(self, front: Arc<dyn ModelLess>) -> GrpcServer {
+        let mut shared = self.shared;
+        if let Some(s) = Arc::get_mut(&mut shared) {
+            s.modelless = Some(front);
+        }
+        GrpcServer {
+            shared,
+            budget: self.budget,
         }
     }
 

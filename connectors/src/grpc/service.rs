@@ -4,6 +4,13 @@
 //! Authorization is the HTTP server's (the same token, read from the `authorization` metadata
 //! entry as `Bearer <token>`); like HTTP, liveness needs none. A model's version is accepted and
 //! ignored, as over HTTP: each graph is version 1.
+//!
+//! A model name no graph has goes to the model-less front end when one is set and serves it
+//! (`oip::ModelLess`: an INFaaS task or one of its variants), on the same path: the same
+//! admission and byte budget, the same conversion (the request's `parameters` carry the
+//! requirements, the reply's the variant and whether it was a cold start), the same timeout and
+//! the same failures. A served task is ready while the server is; it has no metadata, as over
+//! HTTP, since its inputs are those of whichever variant a request picks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +38,7 @@ use super::status::Failure;
 use super::stream::stream_infer;
 use crate::http::metrics::{GraphMetrics, Outcome};
 use crate::http::{authorized, metadata_shape};
-use crate::oip::infer_outputs;
+use crate::oip::{infer_outputs, ModelLess};
 
 /// Where the server is in its life: health, readiness and open streams follow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +57,10 @@ pub(super) struct Served {
     pub metrics: Arc<GraphMetrics>,
 }
 
-/// What every RPC reads: the graphs, the configuration and the phase.
+/// What every RPC reads: the graphs, the model-less front end, the configuration and the phase.
 pub(super) struct Shared {
     pub graphs: BTreeMap<String, Served>,
+    pub modelless: Option<Arc<dyn ModelLess>>,
     pub config: GrpcConfig,
     pub phase: watch::Sender<Phase>,
 }
@@ -69,37 +77,55 @@ impl Shared {
         }
     }
 
-    fn graph(&self, name: &str) -> Result<&Served, Failure> {
-        self.graphs
-            .get(name)
-            .ok_or_else(|| Failure::unknown_model(name))
+    /// What answers requests for `name`: its graph, else the model-less front end if it serves it.
+    fn target(&self, name: &str) -> Result<Target<'_>, Failure> {
+        match (self.graphs.get(name), &self.modelless) {
+            (Some(g), _) => Ok(Target::Graph(g)),
+            (None, Some(m)) if m.serves(name) => Ok(Target::ModelLess(m.as_ref())),
+            _ => Err(Failure::unknown_model(name)),
+        }
     }
 
     pub fn serving(&self) -> bool {
         *self.phase.borrow() == Phase::Serving
     }
 
-    /// Runs one request through its graph and records its outcome.
+    /// Runs one request through its graph or the model-less front end; a graph's outcome goes to
+    /// its metrics (the front end counts its own decisions).
     pub async fn infer(&self, request: ModelInferRequest) -> Result<ModelInferResponse, Failure> {
-        let served = self.graph(&request.model_name)?;
+        let target = self.target(&request.model_name)?;
         let started = Instant::now();
-        let result = self.infer_on(served, request).await;
-        let outcome = result.as_ref().map_or_else(|f| f.outcome, |_| Outcome::Ok);
-        served.metrics.record(outcome, started.elapsed());
+        let result = self.infer_on(target, request).await;
+        if let Target::Graph(served) = target {
+            let outcome = result.as_ref().map_or_else(|f| f.outcome, |_| Outcome::Ok);
+            served.metrics.record(outcome, started.elapsed());
+        }
         result
     }
 
     async fn infer_on(
         &self,
-        served: &Served,
-        request: ModelInferRequest,
+        target: Target<'_>,
+        mut request: ModelInferRequest,
     ) -> Result<ModelInferResponse, Failure> {
         let parsed = infer_request(&request, request.encoded_len())?;
+        let name = std::mem::take(&mut request.model_name);
         // The raw contents are copied into the parsed tensors: free them before the graph runs.
         drop(request);
-        let answer = infer_outputs(&served.runtime, parsed, self.config.request_timeout).await?;
+        let timeout = self.config.request_timeout;
+        let answer = match target {
+            Target::Graph(g) => infer_outputs(&g.runtime, parsed, timeout).await?,
+            Target::ModelLess(m) => m.infer(&name, parsed, timeout).await?,
+        };
         Ok(infer_response(answer)?)
     }
+}
+
+/// What answers a model's requests.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Graph(&'a Served),
+    ModelLess(&'a dyn ModelLess),
 }
 
 /// `inference.GRPCInferenceService`.
@@ -138,7 +164,7 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelReadyResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         self.0
-            .graph(&request.get_ref().name)
+            .target(&request.get_ref().name)
             .map_err(|f| f.status)?;
         Ok(Response::new(ModelReadyResponse {
             ready: self.0.serving(),
@@ -162,12 +188,11 @@ impl GrpcInferenceService for InferService {
         request: Request<ModelMetadataRequest>,
     ) -> Result<Response<ModelMetadataResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
-        let plan = self
-            .0
-            .graph(&request.get_ref().name)
-            .map_err(|f| f.status)?
-            .runtime
-            .plan();
+        let name = &request.get_ref().name;
+        let plan = match self.0.target(name).map_err(|f| f.status)? {
+            Target::Graph(g) => g.runtime.plan(),
+            Target::ModelLess(_) => return Err(Failure::no_metadata(name).status),
+        };
         Ok(Response::new(ModelMetadataResponse {
             name: plan.name.clone(),
             versions: vec!["1".into()],

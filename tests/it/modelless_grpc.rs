@@ -1,0 +1,252 @@
+//! Model-less queries over gRPC through a real `weir serve --repository --http --grpc` (INFaaS
+//! R2, R3, R5, R6 on the second transport): the digits architectures registered with the real
+//! `weir model register`, then `ModelInfer` and `ModelStreamInfer` on the task with the
+//! requirements in the request's `parameters` map. The pick meets the accuracy asked, is a cold
+//! start once and warm after, its outputs are the HTTP answer's for the same input and ONNX
+//! Runtime's on the variant's file; an explicit variant is served as named; impossible
+//! requirements and parameters of the wrong type are INVALID_ARGUMENT naming the closest variant
+//! or the field; a task is ready and has no metadata.
+
+use serde_json::json;
+use tonic::transport::Channel;
+use tonic::Code;
+use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
+use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
+use weir_connectors::grpc::proto::{
+    InferParameter, ModelInferRequest, ModelInferResponse, ModelMetadataRequest, ModelReadyRequest,
+};
+use weir_infaas::repository::Repository;
+use weir_infaas::variant::GraphLevel;
+
+use crate::common::{assert_close, direct_ort, temp_dir};
+use crate::grpc::{channel, runtime, Served};
+use crate::modelless_serve::{query_at, register, servable, served_variant, PIXELS};
+
+type Client = GrpcInferenceServiceClient<Channel>;
+
+fn request(model: &str, parameters: Vec<(&str, Option<ParameterChoice>)>) -> ModelInferRequest {
+    ModelInferRequest {
+        model_name: model.into(),
+        id: "q".into(),
+        parameters: parameters
+            .into_iter()
+            .map(|(k, c)| {
+                (
+                    k.to_string(),
+                    InferParameter {
+                        parameter_choice: c,
+                    },
+                )
+            })
+            .collect(),
+        inputs: vec![InferInputTensor {
+            name: "x".into(),
+            datatype: "FP32".into(),
+            shape: vec![1, 64],
+            ..Default::default()
+        }],
+        raw_input_contents: vec![PIXELS.iter().flat_map(|v| v.to_le_bytes()).collect()],
+        ..Default::default()
+    }
+}
+
+/// The reply's variant and whether it was a cold start.
+fn variant_of(reply: &ModelInferResponse) -> (String, bool) {
+    let get = |key: &str| {
+        reply
+            .parameters
+            .get(key)
+            .and_then(|p| p.parameter_choice.clone())
+            .unwrap_or_else(|| panic!("`{key}` in the reply's parameters: {reply:?}"))
+    };
+    match (get("variant"), get("cold_start")) {
+        (ParameterChoice::StringParam(v), ParameterChoice::BoolParam(cold)) => (v, cold),
+        other => panic!("variant and cold_start of the wrong types: {other:?}"),
+    }
+}
+
+fn floats(reply: &ModelInferResponse) -> Vec<f32> {
+    reply.raw_output_contents[0]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+async fn infer(
+    client: &mut Client,
+    model: &str,
+    parameters: Vec<(&str, Option<ParameterChoice>)>,
+) -> Result<ModelInferResponse, tonic::Status> {
+    client
+        .model_infer(request(model, parameters))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+fn double(x: f64) -> Option<ParameterChoice> {
+    Some(ParameterChoice::DoubleParam(x))
+}
+
+fn text(s: &str) -> Option<ParameterChoice> {
+    Some(ParameterChoice::StringParam(s.into()))
+}
+
+#[test]
+fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
+    let dir = temp_dir("modelless-grpc");
+    let root = dir.0.join("repository");
+    register(&root);
+    let repo = Repository::open(&root).expect("repository");
+    let candidates = servable(&repo);
+    let server = Served::start(&[], &["--repository", &root.display().to_string()]);
+    runtime().block_on(async {
+        let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
+
+        // Tight: a variant at 0.98 or better, loaded on this first query, warm on the next (R2, R6).
+        let first = infer(&mut client, "digits", vec![("min_accuracy", double(0.98))])
+            .await
+            .expect("a variant meets 0.98");
+        let (tight, cold) = variant_of(&first);
+        assert!(cold, "the first query of a variant is a cold start");
+        let v = repo.variant(&tight).expect("chosen variant is registered");
+        assert!(v.accuracy >= 0.98, "{tight} has accuracy {}", v.accuracy);
+        assert_eq!(first.model_name, "digits");
+        assert_eq!(first.id, "q");
+        let want = direct_ort(
+            &repo.file_path(v).expect("its file"),
+            "x",
+            &[1, 64],
+            &PIXELS,
+        );
+        assert_close(&floats(&first), &want, 1e-5, "the chosen variant's outputs");
+        let again = infer(&mut client, "digits", vec![("min_accuracy", double(0.98))])
+            .await
+            .expect("again");
+        assert_eq!(variant_of(&again), (tight.clone(), false));
+
+        // The same query over HTTP is answered by the same (now active) variant, identically.
+        let (status, reply) = query_at(&server.http, "digits", json!({"min_accuracy": 0.98}));
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(served_variant(&reply), (tight.clone(), false));
+        let over_http: Vec<f32> = reply["outputs"][0]["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|x| x.as_f64().expect("number") as f32)
+            .collect();
+        assert_eq!(floats(&again), over_http, "gRPC and HTTP answers");
+
+        // Explicit: as a parameter of the task, and as the model's name (R3).
+        let tiny = candidates
+            .iter()
+            .find(|v| v.model == "digits_tiny" && v.config.graph_level == GraphLevel::All)
+            .expect("tiny")
+            .name
+            .clone();
+        let reply = infer(&mut client, "digits", vec![("variant", text(&tiny))])
+            .await
+            .expect("explicit variant");
+        assert_eq!(variant_of(&reply).0, tiny);
+        let reply = infer(&mut client, &tiny, vec![]).await.expect("by name");
+        assert_eq!(variant_of(&reply).0, tiny);
+
+        // Impossible requirements name the closest variant (R5).
+        let e = infer(
+            &mut client,
+            "digits",
+            vec![("min_accuracy", double(0.9999))],
+        )
+        .await
+        .expect_err("nothing is that accurate");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        assert!(e.message().contains("closest variant: digits_"), "{e}");
+
+        // Parameters of the wrong type, or none JSON can carry, name their field.
+        for (parameters, field) in [
+            (
+                vec![("min_accuracy", text("high"))],
+                "parameters.min_accuracy",
+            ),
+            (
+                vec![("latency_ms", Some(ParameterChoice::Int64Param(-3)))],
+                "parameters.latency_ms",
+            ),
+            (vec![("variant", text("nope"))], "parameters.variant"),
+            (
+                vec![("variant", Some(ParameterChoice::Int64Param(7)))],
+                "parameters.variant",
+            ),
+            (vec![("latency_ms", None)], "parameters.latency_ms"),
+            (
+                vec![("min_accuracy", double(f64::NAN))],
+                "parameters.min_accuracy",
+            ),
+        ] {
+            let what = format!("{parameters:?}");
+            let e = infer(&mut client, "digits", parameters)
+                .await
+                .expect_err(&what);
+            assert_eq!(e.code(), Code::InvalidArgument, "{what} → {e}");
+            assert!(e.message().contains(field), "{what} → {e}");
+        }
+        let many: Vec<(String, Option<ParameterChoice>)> = (0..1000)
+            .map(|i| (format!("k{i}"), Some(ParameterChoice::BoolParam(true))))
+            .collect();
+        let e = infer(
+            &mut client,
+            "digits",
+            many.iter().map(|(k, c)| (k.as_str(), c.clone())).collect(),
+        )
+        .await
+        .expect_err("a thousand parameters");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        let e = infer(&mut client, "nothing", vec![])
+            .await
+            .expect_err("unknown");
+        assert_eq!(e.code(), Code::NotFound, "{e}");
+
+        // On a stream too, each answer carrying its variant.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        for id in ["s1", "s2"] {
+            let mut r = request("digits", vec![("min_accuracy", double(0.98))]);
+            r.id = id.into();
+            tx.send(r).await.expect("queued");
+        }
+        drop(tx);
+        let mut replies = client
+            .model_stream_infer(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .expect("stream opens")
+            .into_inner();
+        let mut ids = Vec::new();
+        while let Some(reply) = replies.message().await.expect("stream reply") {
+            assert_eq!(reply.error_message, "", "{reply:?}");
+            let reply = reply.infer_response.expect("a response");
+            assert_eq!(variant_of(&reply), (tight.clone(), false));
+            ids.push(reply.id);
+        }
+        ids.sort();
+        assert_eq!(ids, ["s1", "s2"]);
+
+        // A task is ready while the server is; its inputs depend on the pick, so no metadata.
+        let ready = client
+            .model_ready(ModelReadyRequest {
+                name: "digits".into(),
+                version: String::new(),
+            })
+            .await
+            .expect("ready")
+            .into_inner();
+        assert!(ready.ready);
+        let e = client
+            .model_metadata(ModelMetadataRequest {
+                name: "digits".into(),
+                version: String::new(),
+            })
+            .await
+            .expect_err("no metadata for a task");
+        assert_eq!(e.code(), Code::NotFound, "{e}");
+        assert!(e.message().contains("model-less task"), "{e}");
+    });
+}
