@@ -111,7 +111,7 @@ impl Served {
     }
 
     /// Runs `grpc_client.py <command>` against this server; returns its JSON line.
-    fn client(&self, command: &str, extra: &[&str]) -> Value {
+    pub(crate) fn client(&self, command: &str, extra: &[&str]) -> Value {
         let onnx = model("mlp_a.onnx").display().to_string();
         let max = MAX_BYTES.to_string();
         let mut args = vec![

@@ -5,8 +5,15 @@
 //! start once and warm after, its outputs are the HTTP answer's for the same input and ONNX
 //! Runtime's on the variant's file; an explicit variant is served as named; impossible
 //! requirements and parameters of the wrong type are INVALID_ARGUMENT naming the closest variant
-//! or the field; a task is ready and has no metadata.
+//! or the field; a task is ready and has no metadata. Triton's own client (`tritonclient.grpc`,
+//! through `tests/python/grpc_client.py modelless`) sends the requirements with its `parameters=`
+//! argument and gets the same answers.
 
+use crate::common::{assert_close, direct_ort};
+use crate::grpc::{channel, runtime, Served};
+use crate::modelless_serve::{
+    dynamic_file, floats_of, query_at, served_variant, tiny, Registered, PIXELS,
+};
 use serde_json::json;
 use tonic::transport::Channel;
 use tonic::Code;
@@ -16,12 +23,6 @@ use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
 use weir_connectors::grpc::proto::{
     InferParameter, ModelInferRequest, ModelInferResponse, ModelMetadataRequest, ModelReadyRequest,
 };
-use weir_infaas::repository::Repository;
-use weir_infaas::variant::GraphLevel;
-
-use crate::common::{assert_close, direct_ort, temp_dir};
-use crate::grpc::{channel, runtime, Served};
-use crate::modelless_serve::{query_at, register, servable, served_variant, PIXELS};
 
 type Client = GrpcInferenceServiceClient<Channel>;
 
@@ -94,13 +95,14 @@ fn text(s: &str) -> Option<ParameterChoice> {
 
 #[test]
 fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
-    let dir = temp_dir("modelless-grpc");
-    let root = dir.0.join("repository");
-    register(&root);
-    let repo = Repository::open(&root).expect("repository");
-    let candidates = servable(&repo);
+    let Registered {
+        dir: _dir,
+        root,
+        repo,
+        candidates,
+    } = Registered::new("modelless-grpc");
     let server = Served::start(&[], &["--repository", &root.display().to_string()]);
-    runtime().block_on(async {
+    let (tight, over_http) = runtime().block_on(async {
         let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
 
         // Tight: a variant at 0.98 or better, loaded on this first query, warm on the next (R2, R6).
@@ -113,12 +115,7 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
         assert!(v.accuracy >= 0.98, "{tight} has accuracy {}", v.accuracy);
         assert_eq!(first.model_name, "digits");
         assert_eq!(first.id, "q");
-        let want = direct_ort(
-            &repo.file_path(v).expect("its file"),
-            "x",
-            &[1, 64],
-            &PIXELS,
-        );
+        let want = direct_ort(&dynamic_file(&repo, &candidates, v), "x", &[1, 64], &PIXELS);
         assert_close(&floats(&first), &want, 1e-5, "the chosen variant's outputs");
         let again = infer(&mut client, "digits", vec![("min_accuracy", double(0.98))])
             .await
@@ -129,21 +126,11 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
         let (status, reply) = query_at(&server.http, "digits", json!({"min_accuracy": 0.98}));
         assert_eq!(status, 200, "{reply}");
         assert_eq!(served_variant(&reply), (tight.clone(), false));
-        let over_http: Vec<f32> = reply["outputs"][0]["data"]
-            .as_array()
-            .expect("data")
-            .iter()
-            .map(|x| x.as_f64().expect("number") as f32)
-            .collect();
+        let over_http = floats_of(&reply["outputs"][0]["data"]);
         assert_eq!(floats(&again), over_http, "gRPC and HTTP answers");
 
         // Explicit: as a parameter of the task, and as the model's name (R3).
-        let tiny = candidates
-            .iter()
-            .find(|v| v.model == "digits_tiny" && v.config.graph_level == GraphLevel::All)
-            .expect("tiny")
-            .name
-            .clone();
+        let tiny = tiny(&candidates);
         let reply = infer(&mut client, "digits", vec![("variant", text(&tiny))])
             .await
             .expect("explicit variant");
@@ -248,5 +235,20 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
             .expect_err("no metadata for a task");
         assert_eq!(e.code(), Code::NotFound, "{e}");
         assert!(e.message().contains("model-less task"), "{e}");
+        (tight, over_http)
     });
+
+    // Triton's own client, with its `parameters=` argument, gets the same answers.
+    let triton = server.client("modelless", &[]);
+    assert_eq!(triton["variant"], json!(tight), "{triton}");
+    assert_eq!(triton["cold_start"], json!(false), "{triton}");
+    assert_eq!(
+        floats_of(&triton["outputs"]),
+        over_http,
+        "tritonclient's and HTTP's answers"
+    );
+    let impossible = triton["impossible"].as_str().unwrap_or_default();
+    assert!(impossible.contains("closest variant: digits_"), "{triton}");
+    let wrong = triton["wrong_type"].as_str().unwrap_or_default();
+    assert!(wrong.contains("parameters.min_accuracy"), "{triton}");
 }

@@ -6,18 +6,18 @@
 //! served as named, and impossible or malformed requirements are 400s naming the closest variant
 //! or the field.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use weir_infaas::repository::Repository;
 use weir_infaas::variant::{GraphLevel, Variant};
 
-use crate::common::{assert_close, direct_ort, temp_dir};
+use crate::common::{assert_close, direct_ort, temp_dir, TempDir};
 use crate::serve::Server;
 
 pub(crate) const ARCHITECTURES: [&str; 3] = ["digits_tiny", "digits_mlp", "digits_wide"];
 
-pub(crate) fn register(root: &Path) {
+fn register(root: &Path) {
     for name in ARCHITECTURES {
         let out = crate::model_repository::register(name, root, &["--no-int8"]);
         assert!(
@@ -30,7 +30,7 @@ pub(crate) fn register(root: &Path) {
 
 /// What the server may choose from: the variants of the local type (batch-specialised builds
 /// too, padded to their batch).
-pub(crate) fn servable(repo: &Repository) -> Vec<Variant> {
+fn servable(repo: &Repository) -> Vec<Variant> {
     repo.variants_of_task("digits")
         .filter(|v| v.config.hardware == "local")
         .cloned()
@@ -85,6 +85,63 @@ pub(crate) fn query_at(addr: &str, model: &str, parameters: Value) -> (u16, Valu
     )
 }
 
+/// The digits family registered into a temporary repository, and what a server may pick from.
+pub(crate) struct Registered {
+    pub(crate) dir: TempDir,
+    pub(crate) root: PathBuf,
+    pub(crate) repo: Repository,
+    pub(crate) candidates: Vec<Variant>,
+}
+
+impl Registered {
+    pub(crate) fn new(tag: &str) -> Registered {
+        let dir = temp_dir(tag);
+        let root = dir.0.join("repository");
+        register(&root);
+        let repo = Repository::open(&root).expect("repository");
+        let candidates = servable(&repo);
+        Registered {
+            dir,
+            root,
+            repo,
+            candidates,
+        }
+    }
+}
+
+/// The file of `v`'s weights with a dynamic batch (a batch-specialised build takes only its
+/// batch), for running one row through ONNX Runtime directly.
+pub(crate) fn dynamic_file(repo: &Repository, candidates: &[Variant], v: &Variant) -> PathBuf {
+    let twin = candidates
+        .iter()
+        .find(|c| {
+            c.model == v.model
+                && c.config.precision == v.config.precision
+                && c.config.fixed_batch.is_none()
+        })
+        .expect("a dynamic build of the chosen architecture");
+    repo.file_path(twin).expect("its file")
+}
+
+/// The name of the tiny architecture's fully optimised variant.
+pub(crate) fn tiny(candidates: &[Variant]) -> String {
+    candidates
+        .iter()
+        .find(|v| v.model == "digits_tiny" && v.config.graph_level == GraphLevel::All)
+        .expect("tiny")
+        .name
+        .clone()
+}
+
+/// A JSON array of numbers as `f32`s.
+pub(crate) fn floats_of(data: &Value) -> Vec<f32> {
+    data.as_array()
+        .expect("an array")
+        .iter()
+        .map(|x| x.as_f64().expect("number") as f32)
+        .collect()
+}
+
 pub(crate) fn served_variant(reply: &Value) -> (String, bool) {
     (
         reply["parameters"]["variant"]
@@ -99,11 +156,12 @@ pub(crate) fn served_variant(reply: &Value) -> (String, bool) {
 
 #[test]
 fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_met() {
-    let dir = temp_dir("modelless-serve");
-    let root = dir.0.join("repository");
-    register(&root);
-    let repo = Repository::open(&root).expect("repository");
-    let candidates = servable(&repo);
+    let Registered {
+        dir,
+        root,
+        repo,
+        candidates,
+    } = Registered::new("modelless-serve");
     for arch in ARCHITECTURES {
         assert!(
             candidates.iter().any(|v| v.model == arch),
@@ -139,23 +197,8 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     assert_eq!(loose, cold_pick(&candidates, 0.5));
     assert!(cold, "the first query of a variant is a cold start");
     let v = repo.variant(&loose).expect("chosen variant is registered");
-    // The same weights with a dynamic batch (a batch-specialised build takes only its batch).
-    let twin = candidates
-        .iter()
-        .find(|c| {
-            c.model == v.model
-                && c.config.precision == v.config.precision
-                && c.config.fixed_batch.is_none()
-        })
-        .expect("a dynamic build of the chosen architecture");
-    let file = repo.file_path(twin).expect("its file");
-    let want = direct_ort(&file, "x", &[1, 64], &PIXELS);
-    let got: Vec<f32> = reply["outputs"][0]["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|x| x.as_f64().expect("number") as f32)
-        .collect();
+    let want = direct_ort(&dynamic_file(&repo, &candidates, v), "x", &[1, 64], &PIXELS);
+    let got = floats_of(&reply["outputs"][0]["data"]);
     assert_close(&got, &want, 1e-5, "the chosen variant's outputs");
 
     // Tight: only architectures at 0.98 or better qualify (R2).
@@ -176,12 +219,7 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     assert_eq!(served_variant(&reply), (tight.clone(), false));
 
     // Explicit: as a parameter of the task, and as the model's name (R3).
-    let tiny = candidates
-        .iter()
-        .find(|v| v.model == "digits_tiny" && v.config.graph_level == GraphLevel::All)
-        .expect("tiny")
-        .name
-        .clone();
+    let tiny = tiny(&candidates);
     let (status, reply) = query(&server, "digits", json!({"variant": tiny}));
     assert_eq!(status, 200, "{reply}");
     assert_eq!(served_variant(&reply).0, tiny);
@@ -212,12 +250,7 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     assert_eq!(status, 200, "{text}");
     let reply: Value = serde_json::from_str(&text).expect("reply");
     assert_eq!(reply["outputs"][0]["shape"], json!([3, 10]), "{reply}");
-    let got: Vec<f32> = reply["outputs"][0]["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|x| x.as_f64().expect("number") as f32)
-        .collect();
+    let got = floats_of(&reply["outputs"][0]["data"]);
     let want = direct_ort(
         &repo.file_path(dynamic).expect("file"),
         "x",

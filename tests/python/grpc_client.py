@@ -14,6 +14,9 @@ stderr):
   auth     no token and a wrong one are UNAUTHENTICATED, the right one answers, liveness needs none
   stream   1,000 requests on one ModelStreamInfer stream, every id answered exactly once, and a
            malformed one among them answered with its error
+  modelless  the model-less task `digits` with its requirements as request parameters: the
+           variant, cold start and outputs of a min_accuracy 0.98 query, and the errors of an
+           impossible accuracy and of a requirement of the wrong type
 """
 
 import argparse
@@ -254,9 +257,42 @@ def stream(args):
     print(json.dumps({"requests": args.count, "answered_once": len(ids), "errors": errors}))
 
 
+def digits_pixels():
+    """The image tests/it/modelless_serve.rs sends (PIXELS there)."""
+    return np.array([[((i * 7) % 17) / 16.0 for i in range(64)]], dtype=np.float32)
+
+
+def modelless_refusal(c, parameters, h):
+    x = tg.InferInput("x", [1, 64], "FP32")
+    x.set_data_from_numpy(digits_pixels())
+    try:
+        c.infer("digits", [x], parameters=parameters, headers=h)
+    except InferenceServerException as e:
+        check(e.status() == "StatusCode.INVALID_ARGUMENT", f"{parameters}: {e.status()} {e}")
+        return e.message()
+    fail(f"{parameters} was answered")
+
+
+def modelless(args):
+    c = tg.InferenceServerClient(args.url)
+    h = headers(args.token)
+    x = tg.InferInput("x", [1, 64], "FP32")
+    x.set_data_from_numpy(digits_pixels())
+    result = c.infer("digits", [x], parameters={"min_accuracy": 0.98}, headers=h)
+    response = result.get_response()
+    output = response.outputs[0].name
+    print(json.dumps({
+        "variant": response.parameters["variant"].string_param,
+        "cold_start": response.parameters["cold_start"].bool_param,
+        "outputs": result.as_numpy(output).ravel().tolist(),
+        "impossible": modelless_refusal(c, {"min_accuracy": 0.9999}, h),
+        "wrong_type": modelless_refusal(c, {"min_accuracy": "high"}, h),
+    }))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["rpcs", "dtypes", "bad", "auth", "stream"])
+    ap.add_argument("command", choices=["rpcs", "dtypes", "bad", "auth", "stream", "modelless"])
     ap.add_argument("--url", required=True)
     ap.add_argument("--token")
     ap.add_argument("--onnx")
