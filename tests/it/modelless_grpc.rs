@@ -234,7 +234,7 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
             .await
             .expect_err("no metadata for a task");
         assert_eq!(e.code(), Code::NotFound, "{e}");
-        assert!(e.message().contains("model-less task"), "{e}");
+        assert!(e.message().contains("served model-less"), "{e}");
         (tight, over_http)
     });
 

@@ -39,15 +39,16 @@ impl Failure {
         )
     }
 
-    /// The request asks for the metadata of a model-less task, whose inputs and outputs are
-    /// those of whichever variant a request picks (NOT_FOUND, as the HTTP metadata route answers).
+    /// The request asks for the metadata of a name served model-less (a task or a variant),
+    /// whose inputs and outputs are those of the variant each request is answered by (NOT_FOUND,
+    /// as the HTTP metadata route answers).
     pub fn no_metadata(name: &str) -> Failure {
         Failure::new(
             Code::NotFound,
             Outcome::InvalidRequest,
             format!(
-                "name: `{}` is a model-less task: its inputs are those of the variant a request \
-                 picks, so it has no metadata; ask for a variant's own graph or send requests",
+                "name: `{}` is served model-less: its inputs and outputs are those of the variant \
+                 each request is answered by, so it has no metadata",
                 crate::echo::quote(name)
             ),
         )
