@@ -226,6 +226,9 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
             .expect("ready")
             .into_inner();
         assert!(ready.ready);
+        let (status, _) =
+            crate::serve::http(&server.http, "GET", "/v2/models/digits/ready", &[], b"");
+        assert_eq!(status, 200, "a task is ready over HTTP too");
         let e = client
             .model_metadata(ModelMetadataRequest {
                 name: "digits".into(),

@@ -341,7 +341,12 @@ async fn model_ready(
     headers: HeaderMap,
 ) -> Result<StatusCode, ServeError> {
     authorize(&s, &headers)?;
-    graph(&s, &name)?;
+    // A name served model-less (a task, or one of its variants) is ready while the server is,
+    // as over gRPC: a request for it loads what it needs.
+    let modelless = s.modelless.as_ref().is_some_and(|m| m.serves(&name));
+    if !modelless {
+        graph(&s, &name)?;
+    }
     readiness(&s)
 }
 
