@@ -222,6 +222,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                 listen: args.zenoh_listen.clone(),
                 connect: args.zenoh_connect.clone(),
                 control_key: crate::hams::control_auth::key().map(<[u8]>::to_vec),
+                launchable: Vec::new(),
             };
             let front = crate::modelless::ModelLessServer::start(dir, options, &remote)?;
             let tasks: Vec<&str> = front.tasks().collect();

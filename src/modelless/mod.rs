@@ -113,6 +113,7 @@ impl ModelLessServer {
             .executors
             .iter()
             .map(|e| e.hardware.clone())
+            .chain(remote.launchable.iter().cloned())
             .collect();
         hardware.insert(LOCAL_WORKER.to_string());
         let variants: Vec<Variant> = repository
@@ -127,7 +128,8 @@ impl ModelLessServer {
             id: LOCAL_WORKER.to_string(),
             hardware: LOCAL_WORKER.to_string(),
         }));
-        let remote = match remote.executors.is_empty() {
+        // Executors named now, or ones that will connect to the endpoints listened on.
+        let remote = match remote.executors.is_empty() && remote.listen.is_empty() {
             true => None,
             false => Some(Arc::new(RemoteWorkers::start(
                 remote,
@@ -372,6 +374,47 @@ impl ModelLessServer {
             tracing::info!(variant = %name, %worker, ms = started.elapsed().as_millis() as u64, "Variant loaded.");
         }
         self.loaded(&name, &worker, result)
+    }
+
+    /// Loads `variant` on `worker` ahead of any query that needs it (a scale-up), waiting up to
+    /// `timeout` for the load.
+    ///
+    /// # Errors
+    /// When the variant is unknown or not servable, or the load failed or did not finish in time.
+    pub async fn preload(
+        &self,
+        variant: &str,
+        worker: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let found = self
+            .repository
+            .variant(variant)
+            .filter(|v| self.served(v))
+            .cloned()
+            .ok_or_else(|| format!("no servable variant `{variant}`"))?;
+        let instance = self.instance(&found, worker);
+        match instance.ready(tokio::time::Instant::now() + timeout).await {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(e),
+            None => Err(format!(
+                "`{variant}` on {worker} did not load within {timeout:?}"
+            )),
+        }
+    }
+
+    /// Follows the executor `slot` from now on (one the worker autoscaler launched).
+    ///
+    /// # Errors
+    /// When this front end reaches no executors (it names none and listens on no endpoint), or
+    /// the executor's events cannot be subscribed to.
+    pub fn follow(&self, slot: remote::ExecutorSlot) -> Result<()> {
+        match &self.remote {
+            Some(r) => r.follow(slot),
+            None => anyhow::bail!(
+                "this front end reaches no executors (no --executor, no --zenoh-listen)"
+            ),
+        }
     }
 
     /// Unloads `variant` on `worker`: no request chooses it from now on, the requests already

@@ -82,6 +82,8 @@ pub struct RemoteOptions {
     pub connect: Vec<String>,
     /// The control key commands are signed with (`--control-key-file`).
     pub control_key: Option<Vec<u8>>,
+    /// Executor types the worker autoscaler may start executors of, beside those named.
+    pub launchable: Vec<String>,
 }
 
 /// The session to the remote executors and what follows them. Executors join at start and
