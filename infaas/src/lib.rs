@@ -13,6 +13,8 @@
 //!   events.
 //! - [`scaling`]: model-level autoscaling's cost, constraints, greedy heuristic and exact program
 //!   (§4.2).
+//! - [`autoscale`]: the live autoscaler: ticks over the store's snapshot and acts through an
+//!   actuator (load, unload, start and retire executors), logging and counting every action.
 //! - [`billing`]: what the instances cost, price × seconds loaded.
 //! - [`launcher`]: how executors are started and stopped (local processes, or an operator's
 //!   command).
@@ -29,6 +31,7 @@
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod autoscale;
 pub mod billing;
 pub mod cost;
 pub mod dispatch;

@@ -1,0 +1,710 @@
+//! The live autoscaler ("INFaaS: Automated Model-less Inference Serving", §4.2): every tick it
+//! reads the metadata store's snapshot, asks the model-autoscaler's question of each (executor
+//! type, architecture) with instances ([`plan`]), and every worker interval the worker
+//! autoscaler's ([`crate::scaling::workers`]); the answers become actions on an [`Actuator`] —
+//! load or unload a variant on an executor, start or retire an executor.
+//!
+//! - **Scale up** (headroom below the threshold): the cheaper of replicating the running variant
+//!   onto more of the type's executors and upgrading it to a faster variant of the same
+//!   architecture (the cost of §4.2.1). A replica goes to the least-utilised executor that does
+//!   not hold the variant; when there are too few, or no plan fits, the question is *passed up*:
+//!   the worker autoscaler starts an executor of the type.
+//! - **Upgrade / downgrade** load the new variant where the old one runs and unload the old one
+//!   only once the new one answered its load, so capacity never dips.
+//! - **Scale down** (remove one instance, or downgrade) only after it was the choice for T_v
+//!   ticks in a row (the shrunk variant's load time over the tick), reset by any other tick; an
+//!   architecture keeps its last instance.
+//! - **Interference** (R10): an Interfered instance is loaded on the least-utilised other
+//!   executor of its type, then unloaded where it was.
+//! - **Workers** (R16, R17): an executor is added by the three rules, or for a question passed up,
+//!   or when a type launched by this autoscaler has none; an idle executor this autoscaler
+//!   started is retired after its grace period (the executors named at start stay).
+//!
+//! Actions take seconds (a load, a process start), so each runs on a thread of its own (at most
+//! `max_actions` at once) and the tick never waits; an action in flight on an instance blocks
+//! another on it, and a failed one is logged and counted, and the next tick decides afresh (an
+//! executor SIGKILLed under a scale-up leaves the store, and the question is asked again without
+//! it). Every action is logged with its reason and counted in [`metrics`]; the price of the
+//! instances held is accumulated as they come and go.
+
+pub mod demand;
+pub mod metrics;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::billing::Billing;
+use crate::scaling::greedy::{Action, Decision, ModelAutoscaler, Step};
+use crate::scaling::workers::{decide, ExecutorView, WorkerAction, WorkerRules};
+use crate::state::InstanceState;
+use crate::store::{MetadataStore, Snapshot};
+use demand::Demand;
+use metrics::{ActionKind, ScalingMetrics};
+use plan::Group;
+
+/// The autoscaler's settings, with the paper's defaults where it gives them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AutoscaleConfig {
+    /// Seconds between model-autoscaler ticks (1 s).
+    pub tick_s: f64,
+    /// Headroom below which a type's architecture scales up, and above which it may scale down
+    /// (1.05).
+    pub threshold: f64,
+    /// λ of the action cost, per second: how much a variant's load time counts against it (the
+    /// paper leaves it tunable; 1).
+    pub lambda_per_s: f64,
+    /// Capacity held beyond the load, requests per second (0).
+    pub slack_qps: f64,
+    /// How long a query's requirements count (10 s).
+    pub demand_window_s: f64,
+    /// Cores of one executor, for the resource constraint (2).
+    pub executor_cores: f64,
+    /// Memory of one executor in bytes, for the resource constraint (8 GiB).
+    pub executor_memory_bytes: f64,
+    /// Actions in flight at once (8).
+    pub max_actions: usize,
+    /// Seconds a started executor may take to join before its start counts as failed (60).
+    pub launch_timeout_s: f64,
+    /// Executor types this autoscaler may start and retire executors of (none: it only loads
+    /// and unloads).
+    pub launchable: Vec<String>,
+    /// The worker autoscaler's rules.
+    pub workers: WorkerRules,
+}
+
+impl Default for AutoscaleConfig {
+    fn default() -> Self {
+        AutoscaleConfig {
+            tick_s: 1.0,
+            threshold: 1.05,
+            lambda_per_s: 1.0,
+            slack_qps: 0.0,
+            demand_window_s: 10.0,
+            executor_cores: 2.0,
+            executor_memory_bytes: 8.0 * f64::from(1u32 << 30),
+            max_actions: 8,
+            launch_timeout_s: 60.0,
+            launchable: Vec::new(),
+            workers: WorkerRules::default(),
+        }
+    }
+}
+
+/// What the autoscaler acts through: the serving side, which owns the instances and executors.
+/// Calls may block for seconds; they run on the autoscaler's action threads.
+pub trait Actuator: Send + Sync {
+    /// Loads `variant` on `worker`; returns once it serves.
+    ///
+    /// # Errors
+    /// Why it did not load.
+    fn load(&self, variant: &str, worker: &str) -> Result<(), String>;
+    /// Unloads `variant` on `worker`, its requests answered first.
+    ///
+    /// # Errors
+    /// Why it could not be unloaded (it is out of service either way).
+    fn unload(&self, variant: &str, worker: &str) -> Result<(), String>;
+    /// Starts an executor of `hardware`; returns its worker id (it joins by itself).
+    ///
+    /// # Errors
+    /// Why it could not be started.
+    fn launch(&self, hardware: &str) -> Result<String, String>;
+    /// Drains and stops the executor `worker`.
+    ///
+    /// # Errors
+    /// Why it could not be stopped.
+    fn retire(&self, worker: &str) -> Result<(), String>;
+}
+
+/// Actions in flight, by the instances or executors they touch.
+#[derive(Default)]
+struct Actions {
+    busy: Arc<Mutex<BTreeSet<String>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Actions {
+    fn busy(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `work` on a thread of its own unless one of `keys` is busy or `max` actions run;
+    /// whether it started.
+    fn run(
+        &mut self,
+        keys: Vec<String>,
+        max: usize,
+        what: (ActionKind, String, ScalingMetrics),
+        work: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> bool {
+        self.threads.retain(|t| !t.is_finished());
+        {
+            let mut busy = self.busy();
+            if self.threads.len() >= max || keys.iter().any(|k| busy.contains(k)) {
+                return false;
+            }
+            busy.extend(keys.iter().cloned());
+        }
+        let busy = Arc::clone(&self.busy);
+        let (kind, describe, metrics) = what;
+        let spawned = std::thread::Builder::new()
+            .name("weir-autoscale-action".into())
+            .spawn(move || {
+                if let Err(e) = work() {
+                    metrics.failed(kind);
+                    tracing::warn!(kind = kind.label(), action = %describe, error = %e, "Autoscaling action failed.");
+                }
+                let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
+                for k in &keys {
+                    busy.remove(k);
+                }
+            });
+        match spawned {
+            Ok(t) => {
+                self.threads.push(t);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "No thread for an autoscaling action.");
+                false
+            }
+        }
+    }
+
+    /// Waits for every action in flight.
+    fn settle(&mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn instance_key(variant: &str, worker: &str) -> String {
+    format!("{variant}@{worker}")
+}
+
+/// Executors started and not joined yet: (hardware, worker id, started at).
+type Launching = Arc<Mutex<Vec<(String, String, f64)>>>;
+
+/// The autoscaler's state between ticks.
+pub struct Controller {
+    config: AutoscaleConfig,
+    store: Arc<MetadataStore>,
+    actuator: Arc<dyn Actuator>,
+    demand: Arc<Demand>,
+    metrics: ScalingMetrics,
+    scalers: HashMap<(String, String), ModelAutoscaler>,
+    actions: Actions,
+    launching: Launching,
+    /// Executors this autoscaler started (only these are retired).
+    launched: Arc<Mutex<BTreeSet<String>>>,
+    idle_since: HashMap<String, f64>,
+    /// Types a question was passed up for since the last worker tick.
+    passed_up: BTreeMap<String, String>,
+    last_worker_tick: Option<f64>,
+    billing: Billing,
+    billed: BTreeSet<(String, String)>,
+    billed_to: f64,
+}
+
+impl Controller {
+    /// An autoscaler over `store`, acting through `actuator`, reading requirements from
+    /// `demand`.
+    pub fn new(
+        config: AutoscaleConfig,
+        store: Arc<MetadataStore>,
+        actuator: Arc<dyn Actuator>,
+        demand: Arc<Demand>,
+    ) -> Self {
+        Controller {
+            config,
+            store,
+            actuator,
+            demand,
+            metrics: ScalingMetrics::default(),
+            scalers: HashMap::new(),
+            actions: Actions::default(),
+            launching: Arc::default(),
+            launched: Arc::default(),
+            idle_since: HashMap::new(),
+            passed_up: BTreeMap::new(),
+            last_worker_tick: None,
+            billing: Billing::new(),
+            billed: BTreeSet::new(),
+            billed_to: 0.0,
+        }
+    }
+
+    /// Its metric families (shared with clones).
+    pub fn metrics(&self) -> ScalingMetrics {
+        self.metrics.clone()
+    }
+
+    /// Waits for the actions in flight (tests, and shutdown).
+    pub fn settle(&mut self) {
+        self.actions.settle();
+    }
+
+    /// One tick at `now_s` seconds (any fixed origin): model questions, interference, and the
+    /// workers when their interval has passed.
+    pub fn tick(&mut self, now_s: f64) {
+        let snapshot = self.store.snapshot();
+        self.bill(&snapshot, now_s);
+        let groups = plan::groups(&snapshot, &self.demand, &self.config);
+        let keys: BTreeSet<(String, String)> = groups
+            .iter()
+            .map(|g| (g.hardware.clone(), g.architecture.clone()))
+            .collect();
+        self.scalers.retain(|k, _| keys.contains(k));
+        for g in &groups {
+            let (threshold, tick_s) = (self.config.threshold, self.config.tick_s);
+            let decision = self
+                .scalers
+                .entry((g.hardware.clone(), g.architecture.clone()))
+                .or_insert_with(|| ModelAutoscaler::new(threshold, tick_s))
+                .tick(&g.problem);
+            match decision {
+                Decision::Up(step) | Decision::Down(step) => self.act(&snapshot, g, &step),
+                Decision::PassUp(reason) => self.pass_up(g, reason),
+                Decision::Hold | Decision::DownPending { .. } => {}
+            }
+        }
+        self.migrate(&snapshot);
+        let due = self
+            .last_worker_tick
+            .is_none_or(|t| now_s - t >= self.config.workers.interval_s);
+        if due {
+            self.last_worker_tick = Some(now_s);
+            self.workers(&snapshot, now_s);
+        }
+    }
+
+    /// Bills the instances loaded now from when they were first seen.
+    fn bill(&mut self, snapshot: &Snapshot, now_s: f64) {
+        let registry = snapshot.registry();
+        let now: BTreeSet<(String, String)> = snapshot
+            .instances()
+            .iter()
+            .filter(|i| !i.loading)
+            .filter_map(|i| {
+                registry
+                    .get(i.variant)
+                    .map(|v| (v.name.clone(), i.worker.clone()))
+            })
+            .collect();
+        for (v, w) in now.difference(&self.billed) {
+            let price = registry
+                .id(v)
+                .and_then(|id| registry.get(id))
+                .map_or(0.0, |x| x.price_per_s);
+            self.billing.start(v, w, price, now_s);
+        }
+        for (v, w) in self.billed.difference(&now) {
+            self.billing.stop(v, w, now_s);
+        }
+        self.billed = now;
+        let total = self.billing.total(now_s);
+        self.metrics
+            .cost(self.billing.rate(), (total - self.billed_to).max(0.0));
+        self.billed_to = total;
+    }
+
+    fn pass_up(&mut self, g: &Group, reason: String) {
+        if self.passed_up.contains_key(&g.hardware) {
+            return;
+        }
+        self.metrics.decided(ActionKind::PassUp);
+        tracing::info!(hardware = %g.hardware, architecture = %g.architecture, %reason, "Autoscaling: no plan fits the executors; passed up.");
+        self.passed_up.insert(g.hardware.clone(), reason);
+    }
+
+    /// Carries out a model-autoscaler step on group `g`.
+    fn act(&mut self, snapshot: &Snapshot, g: &Group, step: &Step) {
+        let name = |i: usize| g.problem.candidates.get(i).map(|c| c.name.clone());
+        let holders = |variant: &str| -> Vec<String> {
+            snapshot
+                .registry()
+                .id(variant)
+                .map(|id| {
+                    snapshot
+                        .instances_of(id)
+                        .iter()
+                        .map(|i| i.worker.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let reason = format!(
+            "headroom {:.2} at {:.1} req/s (threshold {:.2}), cost {:.3}",
+            g.problem.headroom(),
+            g.problem.load_qps,
+            self.config.threshold,
+            step.cost
+        );
+        match step.action {
+            Action::Replicate { variant, count } => {
+                let Some(v) = name(variant) else { return };
+                let held = holders(&v);
+                let free: Vec<String> = snapshot
+                    .workers_of(&g.hardware)
+                    .iter()
+                    .filter(|w| !held.contains(&w.id))
+                    .map(|w| w.id.clone())
+                    .take(count as usize)
+                    .collect();
+                if free.len() < count as usize {
+                    let short = format!(
+                        "{reason}; {} of {count} replicas have an executor",
+                        free.len()
+                    );
+                    self.pass_up(g, short);
+                }
+                for w in free {
+                    self.load(ActionKind::Replicate, &v, &w, &reason);
+                }
+            }
+            Action::Upgrade { from, to, count } | Action::Downgrade { from, to, count } => {
+                let kind = match step.action {
+                    Action::Upgrade { .. } => ActionKind::Upgrade,
+                    _ => ActionKind::Downgrade,
+                };
+                let (Some(old), Some(new)) = (name(from), name(to)) else {
+                    return;
+                };
+                let mut held = holders(&old);
+                held.truncate(count as usize);
+                for w in held {
+                    self.replace(kind, &old, &new, &w, &reason);
+                }
+            }
+            Action::RemoveOne { variant } => {
+                // An architecture keeps its last instance: a query that finds none waits for a
+                // cold start, and an idle executor's retirement frees it anyway.
+                let instances: u32 = g.problem.candidates.iter().map(|c| c.running).sum();
+                let Some(v) = name(variant).filter(|_| instances > 1) else {
+                    return;
+                };
+                let least = snapshot.registry().id(&v).and_then(|id| {
+                    snapshot
+                        .instances_of(id)
+                        .iter()
+                        .min_by(|a, b| a.qps.total_cmp(&b.qps))
+                        .map(|i| i.worker.clone())
+                });
+                if let Some(w) = least {
+                    self.unload(ActionKind::Remove, &v, &w, &reason);
+                }
+            }
+        }
+    }
+
+    fn load(&mut self, kind: ActionKind, variant: &str, worker: &str, reason: &str) {
+        let actuator = Arc::clone(&self.actuator);
+        let (v, w) = (variant.to_string(), worker.to_string());
+        let what = format!("load {v} on {w}");
+        if self.actions.run(
+            vec![instance_key(&v, &w)],
+            self.config.max_actions,
+            (kind, what, self.metrics.clone()),
+            move || actuator.load(&v, &w),
+        ) {
+            self.metrics.decided(kind);
+            tracing::info!(kind = kind.label(), %variant, %worker, %reason, "Autoscaling: loading.");
+        }
+    }
+
+    fn unload(&mut self, kind: ActionKind, variant: &str, worker: &str, reason: &str) {
+        let actuator = Arc::clone(&self.actuator);
+        let (v, w) = (variant.to_string(), worker.to_string());
+        let what = format!("unload {v} on {w}");
+        if self.actions.run(
+            vec![instance_key(&v, &w)],
+            self.config.max_actions,
+            (kind, what, self.metrics.clone()),
+            move || actuator.unload(&v, &w),
+        ) {
+            self.metrics.decided(kind);
+            tracing::info!(kind = kind.label(), %variant, %worker, %reason, "Autoscaling: unloading.");
+        }
+    }
+
+    /// Loads `new` on `to`, then unloads `old` on `from` once `new` serves.
+    fn replace_on(&mut self, kind: ActionKind, old: (&str, &str), new: (&str, &str), reason: &str) {
+        let actuator = Arc::clone(&self.actuator);
+        let (ov, ow, nv, nw) = (
+            old.0.to_string(),
+            old.1.to_string(),
+            new.0.to_string(),
+            new.1.to_string(),
+        );
+        let what = format!("{ov} on {ow} → {nv} on {nw}");
+        let keys = vec![instance_key(&ov, &ow), instance_key(&nv, &nw)];
+        if self.actions.run(
+            keys,
+            self.config.max_actions,
+            (kind, what.clone(), self.metrics.clone()),
+            move || {
+                actuator.load(&nv, &nw)?;
+                actuator.unload(&ov, &ow)
+            },
+        ) {
+            self.metrics.decided(kind);
+            tracing::info!(kind = kind.label(), change = %what, %reason, "Autoscaling: replacing.");
+        }
+    }
+
+    fn replace(&mut self, kind: ActionKind, old: &str, new: &str, worker: &str, reason: &str) {
+        self.replace_on(kind, (old, worker), (new, worker), reason);
+    }
+
+    /// R10: each Interfered instance moves to the least-utilised other executor of its type.
+    fn migrate(&mut self, snapshot: &Snapshot) {
+        let registry = snapshot.registry();
+        let interfered: Vec<(String, String, String)> = snapshot
+            .instances()
+            .iter()
+            .filter(|i| i.state == InstanceState::Interfered && !i.loading)
+            .filter_map(|i| {
+                registry
+                    .get(i.variant)
+                    .map(|v| (v.name.clone(), v.config.hardware.clone(), i.worker.clone()))
+            })
+            .collect();
+        for (variant, hardware, from) in interfered {
+            let held: Vec<String> = registry
+                .id(&variant)
+                .map(|id| {
+                    snapshot
+                        .instances_of(id)
+                        .iter()
+                        .map(|i| i.worker.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let target = snapshot
+                .workers_of(&hardware)
+                .iter()
+                .find(|w| !held.contains(&w.id))
+                .map(|w| w.id.clone());
+            match target {
+                Some(to) => self.replace_on(
+                    ActionKind::Migrate,
+                    (&variant, &from),
+                    (&variant, &to),
+                    "the instance runs slower than its profile under load (Interfered)",
+                ),
+                None => {
+                    self.passed_up.entry(hardware).or_insert_with(|| {
+                        format!(
+                            "{variant} is Interfered on {from} and no other executor can take it"
+                        )
+                    });
+                }
+            }
+        }
+    }
+
+    /// The worker autoscaler's tick.
+    fn workers(&mut self, snapshot: &Snapshot, now_s: f64) {
+        let rules = self.config.workers.clone();
+        // Joined executors are no longer launching; ones that never joined are given up on.
+        let mut launching: BTreeMap<String, u32> = BTreeMap::new();
+        {
+            let mut pending = self.launching.lock().unwrap_or_else(|p| p.into_inner());
+            let timeout = self.config.launch_timeout_s;
+            let metrics = self.metrics.clone();
+            pending.retain(|(hw, id, since)| {
+                if snapshot.worker(id).is_some() {
+                    return false;
+                }
+                if now_s - since > timeout {
+                    metrics.failed(ActionKind::AddExecutor);
+                    tracing::warn!(hardware = %hw, worker = %id, "Started executor never joined.");
+                    return false;
+                }
+                true
+            });
+            for (hw, _, _) in pending.iter() {
+                *launching.entry(hw.clone()).or_default() += 1;
+            }
+        }
+        let launchable: BTreeSet<&str> =
+            self.config.launchable.iter().map(String::as_str).collect();
+        let mut views = Vec::new();
+        for w in snapshot.workers() {
+            if !launchable.contains(w.hardware.as_str()) {
+                continue;
+            }
+            let idle = w.instances == 0 && w.utilisation < rules.idle_utilisation;
+            let idle_for_s = if idle {
+                now_s - *self.idle_since.entry(w.id.clone()).or_insert(now_s)
+            } else {
+                self.idle_since.remove(&w.id);
+                0.0
+            };
+            views.push(ExecutorView {
+                id: w.id.clone(),
+                hardware: w.hardware.clone(),
+                utilisation: w.utilisation,
+                instances: w.instances,
+                overloaded: u32::from(w.overloaded),
+                interfered: w.interfered,
+                idle_for_s,
+            });
+        }
+        let mut adds: BTreeMap<String, String> = BTreeMap::new();
+        let launched = self
+            .launched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for action in decide(&rules, &views, &launching) {
+            match action {
+                WorkerAction::Add { hardware, reason } => {
+                    adds.insert(hardware, reason);
+                }
+                WorkerAction::Remove { id, reason } if launched.contains(&id) => {
+                    self.retire(&id, &reason);
+                }
+                WorkerAction::Remove { .. } => {}
+            }
+        }
+        let passed = std::mem::take(&mut self.passed_up);
+        for hw in &self.config.launchable {
+            let count = views.iter().filter(|v| &v.hardware == hw).count() as u32;
+            let pending = launching.get(hw).copied().unwrap_or(0);
+            if pending > 0 || count >= rules.max_per_type || adds.contains_key(hw) {
+                continue;
+            }
+            if let Some(reason) = passed.get(hw) {
+                adds.insert(
+                    hw.clone(),
+                    format!("a model autoscaler passed up: {reason}"),
+                );
+            } else if count < rules.min_per_type {
+                adds.insert(
+                    hw.clone(),
+                    format!(
+                        "{count} executors, below the minimum {}",
+                        rules.min_per_type
+                    ),
+                );
+            }
+        }
+        for (hardware, reason) in adds {
+            self.launch(&hardware, &reason, now_s);
+        }
+    }
+
+    fn launch(&mut self, hardware: &str, reason: &str, now_s: f64) {
+        let actuator = Arc::clone(&self.actuator);
+        let (launching, launched) = (Arc::clone(&self.launching), Arc::clone(&self.launched));
+        let hw = hardware.to_string();
+        if self.actions.run(
+            vec![format!("launch:{hw}")],
+            self.config.max_actions,
+            (
+                ActionKind::AddExecutor,
+                format!("start an executor of {hw}"),
+                self.metrics.clone(),
+            ),
+            move || {
+                let id = actuator.launch(&hw)?;
+                launched
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone());
+                launching
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((hw, id, now_s));
+                Ok(())
+            },
+        ) {
+            self.metrics.decided(ActionKind::AddExecutor);
+            tracing::info!(%hardware, %reason, "Autoscaling: starting an executor.");
+        }
+    }
+
+    fn retire(&mut self, worker: &str, reason: &str) {
+        let actuator = Arc::clone(&self.actuator);
+        let launched = Arc::clone(&self.launched);
+        let w = worker.to_string();
+        if self.actions.run(
+            vec![format!("retire:{w}")],
+            self.config.max_actions,
+            (
+                ActionKind::RemoveExecutor,
+                format!("retire {w}"),
+                self.metrics.clone(),
+            ),
+            move || {
+                actuator.retire(&w)?;
+                launched
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&w);
+                Ok(())
+            },
+        ) {
+            self.idle_since.remove(worker);
+            self.metrics.decided(ActionKind::RemoveExecutor);
+            tracing::info!(%worker, %reason, "Autoscaling: retiring an executor.");
+        }
+    }
+
+    /// Ticks on a thread of its own every `tick_s` until the handle is dropped.
+    pub fn spawn(mut self) -> std::io::Result<RunningAutoscaler> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let metrics = self.metrics();
+        let tick = Duration::from_secs_f64(self.config.tick_s.max(0.01));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("weir-autoscale".into())
+            .spawn(move || {
+                let start = Instant::now();
+                while !stopping.load(Ordering::Acquire) {
+                    std::thread::sleep(tick);
+                    self.tick(start.elapsed().as_secs_f64());
+                }
+                self.settle();
+            })?;
+        Ok(RunningAutoscaler {
+            stop,
+            thread: Some(thread),
+            metrics,
+        })
+    }
+}
+
+/// An autoscaler ticking on its thread; dropping it stops the ticks and waits for the actions in
+/// flight.
+pub struct RunningAutoscaler {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    metrics: ScalingMetrics,
+}
+
+impl RunningAutoscaler {
+    /// Its metric families.
+    pub fn metrics(&self) -> &ScalingMetrics {
+        &self.metrics
+    }
+}
+
+impl Drop for RunningAutoscaler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The model-autoscaler's questions, read off a snapshot of the metadata store: one
+//! [`Problem`] per (executor type, architecture) with instances running.
+//!
+//! An executor holds a variant once, so a variant's replicas are spread over the executors of
+//! its type, and the question is asked per type rather than per executor: its candidates are the
+//! architecture's variants of that type (those meeting the accuracy floor queries asked for; only
+//! the running ones when queries name a variant, since they would not follow a change), `running`
+//! counts instances loaded or loading on the type's executors, the load is what those instances
+//! served in their last reports, and the resources are the type's executors' together.
+
+use std::collections::BTreeMap;
+
+use super::demand::Demand;
+use super::AutoscaleConfig;
+use crate::scaling::{Candidate, Problem, Resources};
+use crate::store::{Snapshot, VariantId};
+
+/// One (executor type, architecture)'s question.
+#[derive(Debug, Clone)]
+pub(super) struct Group {
+    /// Executor type.
+    pub hardware: String,
+    /// Architecture (the registered model).
+    pub architecture: String,
+    /// The question.
+    pub problem: Problem,
+}
+
+/// Every group with an instance running, sorted by (type, architecture).
+pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleConfig) -> Vec<Group> {
+    let registry = snapshot.registry();
+    // (type, architecture) → (instances per variant, load).
+    let mut running: BTreeMap<(String, String), (BTreeMap<VariantId, u32>, f64)> = BTreeMap::new();
+    for i in snapshot.instances() {
+        let Some(v) = registry.get(i.variant) else {
+            continue;
+        };
+        let entry = running
+            .entry((v.config.hardware.clone(), v.model.clone()))
+            .or_default();
+        *entry.0.entry(i.variant).or_default() += 1;
+        entry.1 += i.qps.max(0.0);
+    }
+    let mut out = Vec::new();
+    for ((hardware, architecture), (counts, load_qps)) in running {
+        let names = counts
+            .keys()
+            .filter_map(|id| registry.get(*id))
+            .map(|v| v.name.as_str());
+        let asked = demand.asked(names);
+        let floor = asked.min_accuracy.unwrap_or(0.0);
+        let variants: Vec<VariantId> = (0..registry.variants().len() as VariantId)
+            .filter(|id| {
+                registry.get(*id).is_some_and(|v| {
+                    v.model == architecture
+                        && v.config.hardware == hardware
+                        && (counts.contains_key(id) || (!asked.explicit && v.accuracy >= floor))
+                })
+            })
+            .collect();
+        let candidates: Vec<Candidate> = variants
+            .iter()
+            .filter_map(|id| registry.get(*id).map(|v| (id, v)))
+            .map(|(id, v)| Candidate {
+                name: v.name.clone(),
+                architecture: v.model.clone(),
+                saturation_qps: v.profile.saturation_qps,
+                inference_ms: v.profile.inference_ms(1).unwrap_or(f64::INFINITY),
+                load_s: v.profile.load_ms / 1e3,
+                price_per_s: v.price_per_s,
+                needs: Resources {
+                    cores: f64::from(v.config.intra_threads.max(1)),
+                    memory_bytes: v.profile.peak_memory_bytes as f64,
+                },
+                running: counts.get(id).copied().unwrap_or(0),
+            })
+            .collect();
+        // Without a target from the queries, twice the slowest running variant's latency.
+        let slo_ms = asked.latency_ms.unwrap_or_else(|| {
+            2.0 * candidates
+                .iter()
+                .filter(|c| c.running > 0)
+                .map(|c| c.inference_ms)
+                .fold(0.0, f64::max)
+        });
+        let executors = snapshot.workers_of(&hardware).len() as f64;
+        out.push(Group {
+            problem: Problem {
+                candidates,
+                load_qps,
+                slo_ms,
+                slack_qps: config.slack_qps,
+                lambda_per_s: config.lambda_per_s,
+                capacity: Resources {
+                    cores: executors * config.executor_cores,
+                    memory_bytes: executors * config.executor_memory_bytes,
+                },
+            },
+            hardware,
+            architecture,
+        });
+    }
+    out
+}
