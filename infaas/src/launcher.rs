@@ -85,6 +85,43 @@ pub struct LocalProcesses {
     templates: BTreeMap<String, Vec<String>>,
     children: Mutex<BTreeMap<String, Child>>,
     stop_timeout: Duration,
+    spawner: Spawner,
+}
+
+/// A spawn request: the command, and where its child goes.
+type Spawn = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+
+/// One thread that forks every child and lives as long as the launcher: Linux's parent-death
+/// signal follows the *thread* that forked, so children forked from a short-lived thread would be
+/// signalled when it ended.
+struct Spawner(Mutex<std::sync::mpsc::Sender<Spawn>>);
+
+impl Spawner {
+    fn start() -> Spawner {
+        let (tx, rx) = std::sync::mpsc::channel::<Spawn>();
+        let started = std::thread::Builder::new()
+            .name("weir-launcher".into())
+            .spawn(move || {
+                while let Ok((mut cmd, reply)) = rx.recv() {
+                    let _ = reply.send(cmd.spawn());
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "No launcher thread; executors cannot be started.");
+        }
+        Spawner(Mutex::new(tx))
+    }
+
+    fn spawn(&self, cmd: Command) -> std::io::Result<Child> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let gone = || std::io::Error::other("the launcher thread is gone");
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send((cmd, tx))
+            .map_err(|_| gone())?;
+        rx.recv().map_err(|_| gone())?
+    }
 }
 
 impl LocalProcesses {
@@ -96,6 +133,7 @@ impl LocalProcesses {
             templates,
             children: Mutex::new(BTreeMap::new()),
             stop_timeout,
+            spawner: Spawner::start(),
         }
     }
 
@@ -124,14 +162,28 @@ impl Launcher for LocalProcesses {
                 message: "an executor of that name is running".to_string(),
             });
         }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| LaunchError::Command {
-                what: format!("starting `{name}`"),
-                message: e.to_string(),
-            })?;
+        // The child dies with this process (Linux's parent-death signal), so no executor is left
+        // behind when the serving process is killed.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure only calls `prctl`, which is async-signal-safe, between fork
+            // and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        let child = self.spawner.spawn(cmd).map_err(|e| LaunchError::Command {
+            what: format!("starting `{name}`"),
+            message: e.to_string(),
+        })?;
         tracing::info!(
             executor = name,
             hardware,
