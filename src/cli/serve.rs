@@ -29,6 +29,12 @@ pub(super) struct ServeArgs {
     /// zenoh through --zenoh-connect / --zenoh-listen; load commands are signed with --control-key-file.
     #[arg(long = "executor", value_parser = crate::modelless::remote::ExecutorSlot::parse, requires = "repository")]
     executors: Vec<crate::modelless::remote::ExecutorSlot>,
+    /// Autoscale the model-less front end (INFaaS §4.2) as this YAML file says: `autoscale:`
+    /// (thresholds and intervals, the paper's defaults) and `launch:` (per executor type, the
+    /// command that starts an executor, `{name}` and `{hardware}` filled in; started executors
+    /// connect to --zenoh-listen). See docs/model-less-executors.md.
+    #[arg(long, requires = "repository")]
+    autoscale: Option<PathBuf>,
     /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
     /// 127.0.0.1:8000, unless the graphs declare `streams:` or --grpc is given (then no HTTP
     /// unless asked for).
@@ -210,6 +216,16 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         Arc::clone(&budget),
     );
     let offline_handles = handles.clone();
+    let autoscale = args
+        .autoscale
+        .as_deref()
+        .map(crate::modelless::scaling::AutoscaleFile::read)
+        .transpose()?;
+    // Built before the front ends, which the autoscaler's loads run on.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let modelless = match &args.repository {
         Some(dir) => {
             let options = RuntimeOptions {
@@ -222,7 +238,10 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
                 listen: args.zenoh_listen.clone(),
                 connect: args.zenoh_connect.clone(),
                 control_key: crate::hams::control_auth::key().map(<[u8]>::to_vec),
-                launchable: Vec::new(),
+                launchable: autoscale
+                    .iter()
+                    .flat_map(|f| f.launch.keys().cloned())
+                    .collect(),
             };
             let front = crate::modelless::ModelLessServer::start(dir, options, &remote)?;
             let tasks: Vec<&str> = front.tasks().collect();
@@ -246,8 +265,12 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         grpc_server.metrics_source(),
         crate::operator_metrics(&running),
     ];
+    let autoscaler = match (&modelless, &autoscale) {
+        (Some(front), Some(file)) => Some(front.autoscale(file, rt.handle().clone())?),
+        _ => None,
+    };
     if let Some(front) = &modelless {
-        metrics.push(front.metrics_source());
+        metrics.push(front.metrics_source(autoscaler.as_ref().map(|a| a.metrics())));
     }
     let server =
         weir_connectors::http::HttpServer::with_byte_budget(handles, config, metrics, budget);
@@ -280,10 +303,6 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         max_line_bytes: args.max_line_bytes.unwrap_or(args.max_body_bytes),
         ..Default::default()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     rt.block_on(async {
         // The machine's utilisation is sampled only for what reads it: model-less load reports
         // and the offline throttle.
@@ -381,6 +400,8 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
         report_streams(finished);
         anyhow::Ok(())
     })?;
+    // The autoscaler stops before what it acts on.
+    drop(autoscaler);
     for graph in running {
         graph.shutdown();
     }

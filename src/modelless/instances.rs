@@ -111,6 +111,17 @@ impl Instances {
             .remove(key);
     }
 
+    /// The variants with an instance (loaded or loading) on `worker`.
+    pub(super) fn on(&self, worker: &str) -> Vec<String> {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .filter(|(_, w)| w == worker)
+            .map(|(v, _)| v.clone())
+            .collect()
+    }
+
     /// The loaded instances now, with their keys.
     pub(super) fn loaded(&self) -> Vec<(InstanceKey, Arc<Instance>)> {
         self.table

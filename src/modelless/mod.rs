@@ -22,6 +22,7 @@
 
 mod instances;
 pub mod remote;
+pub mod scaling;
 mod variant_graph;
 
 use std::collections::{BTreeSet, HashMap};
@@ -54,6 +55,8 @@ pub const LOCAL_WORKER: &str = "local";
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// The parameter naming a variant explicitly on a task.
 const VARIANT_PARAMETER: &str = "variant";
+/// How long a query's requirements count for the autoscaler.
+const DEMAND_WINDOW: Duration = Duration::from_secs(10);
 /// Most times one request moves after its executor died under it.
 const MAX_MOVES: u32 = 4;
 /// Wait before a move's choice, times the moves so far: the executor's liveliness loss reaches
@@ -78,6 +81,8 @@ pub struct ModelLessServer {
     remote: Option<Arc<RemoteWorkers>>,
     /// Requests moved off an executor that died under them.
     moved: prometheus_client::metrics::counter::Counter,
+    /// What recent queries asked of the variants they chose, for the autoscaler.
+    demand: Arc<weir_infaas::autoscale::demand::Demand>,
 }
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> OipError {
@@ -148,6 +153,7 @@ impl ModelLessServer {
             instances: Arc::new(Instances::default()),
             remote,
             moved: Default::default(),
+            demand: Arc::new(weir_infaas::autoscale::demand::Demand::new(DEMAND_WINDOW)),
         }))
     }
 
@@ -160,10 +166,16 @@ impl ModelLessServer {
         servable(&self.hardware, v)
     }
 
-    /// The store's Prometheus families, for `/metrics`.
-    pub fn metrics_source(self: &Arc<Self>) -> weir_connectors::http::MetricsSource {
+    /// The store's Prometheus families, and the autoscaler's when one runs, for `/metrics`.
+    pub fn metrics_source(
+        self: &Arc<Self>,
+        scaling: Option<&weir_infaas::autoscale::metrics::ScalingMetrics>,
+    ) -> weir_connectors::http::MetricsSource {
         let mut registry = prometheus_client::registry::Registry::default();
         self.store.register(&mut registry);
+        if let Some(scaling) = scaling {
+            scaling.register(&mut registry);
+        }
         registry.register(
             "weir_infaas_requests_moved",
             "Requests moved to another choice after the executor serving them died",
@@ -403,6 +415,11 @@ impl ModelLessServer {
         }
     }
 
+    /// The variants loaded or loading on `worker`.
+    pub fn variants_on(&self, worker: &str) -> Vec<String> {
+        self.instances.on(worker)
+    }
+
     /// Follows the executor `slot` from now on (one the worker autoscaler launched).
     ///
     /// # Errors
@@ -467,6 +484,11 @@ impl ModelLessServer {
                 .cloned()
                 .ok_or_else(|| bad("parameters", "the chosen variant left the repository"))?;
             let remote = choice.worker != LOCAL_WORKER;
+            self.demand.note(
+                &variant.name,
+                &query.requirements,
+                matches!(query.target, Target::Variant(_)),
+            );
             let instance = self.instance(&variant, &choice.worker);
             let cold = !instance.settled();
             let graph = match instance.ready(deadline).await {

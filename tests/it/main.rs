@@ -1,6 +1,7 @@
 //! weir's integration tests: one binary (see DEVELOPERS.md: every extra binary relinks everything).
 //! They need `scripts/setup.sh` to have run (the README's test command does it first).
 
+mod autoscale;
 mod builder;
 mod cli;
 mod common;

@@ -213,7 +213,12 @@ impl<'a> Validator<'a, '_> {
             (true, Some(call)) => call,
             (true, None) => CallShape::PerRequest,
         };
-        if let (Some(f), false) = (&m.batching.fixed_size, matches!(call, CallShape::Fixed(_))) {
+        let fixed = match call {
+            CallShape::Fixed(_) => true,
+            CallShape::PerRequest => m.batching.fixed_size.as_ref().is_some_and(|f| f.value == 1),
+            _ => false,
+        };
+        if let (Some(f), false) = (&m.batching.fixed_size, fixed) {
             self.error(node_path(id, "batching.fixed_size"), f.location, format!("node `{id}`: `fixed_size` is {} but the model's inputs have no batch dimension fixed to it", f.value));
             ok = false;
         }

@@ -4,6 +4,10 @@
 //! below the accuracy floor), and whether it may change variants at all (a variant that queries
 //! name is only replicated or shrunk: they would not follow an upgrade).
 //!
+//! It also counts the queries that chose each variant, per second, so the autoscaler sees the
+//! load *offered* to an architecture, not only what its instances managed to serve: a saturated
+//! instance serves its capacity whatever arrives, and a replica just loaded has not reported yet.
+//!
 //! The serving side notes every query; each note is a short lock on one map. Notes older than the
 //! window are forgotten when read.
 
@@ -13,18 +17,48 @@ use std::time::{Duration, Instant};
 
 use crate::query::Requirements;
 
-/// One variant's recent requirements.
+/// Whole seconds over which arrivals are counted.
+const RATE_SECONDS: u64 = 2;
+
+/// One variant's recent requirements and arrivals.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Seen {
     at: Instant,
     latency_ms: Option<f64>,
     min_accuracy: Option<f64>,
     explicit: bool,
+    /// Queries per whole second since the demand started: (second, count), the current one last.
+    arrivals: [(u64, u64); RATE_SECONDS as usize + 1],
+}
+
+impl Seen {
+    fn arrive(&mut self, second: u64) {
+        let last = self.arrivals.len() - 1;
+        if self.arrivals[last].0 != second {
+            self.arrivals.rotate_left(1);
+            self.arrivals[last] = (second, 0);
+        }
+        self.arrivals[last].1 += 1;
+    }
+
+    /// Queries per second over the last whole seconds before `second`.
+    fn rate(&self, second: u64) -> f64 {
+        let from = second.saturating_sub(RATE_SECONDS);
+        let n: u64 = self
+            .arrivals
+            .iter()
+            .filter(|(s, _)| *s >= from && *s < second)
+            .map(|(_, c)| c)
+            .sum();
+        n as f64 / RATE_SECONDS as f64
+    }
 }
 
 /// What the queries of one architecture asked for lately.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Asked {
+    /// Queries per second that chose them.
+    pub arrival_qps: f64,
     /// The strictest latency target, ms.
     pub latency_ms: Option<f64>,
     /// The highest accuracy floor.
@@ -37,6 +71,7 @@ pub struct Asked {
 #[derive(Debug)]
 pub struct Demand {
     window: Duration,
+    start: Instant,
     seen: Mutex<HashMap<String, Seen>>,
 }
 
@@ -59,6 +94,7 @@ impl Demand {
     pub fn new(window: Duration) -> Self {
         Demand {
             window,
+            start: Instant::now(),
             seen: Mutex::new(HashMap::new()),
         }
     }
@@ -66,12 +102,14 @@ impl Demand {
     /// A query that chose `variant` with `requirements` (`explicit`: it named the variant).
     pub fn note(&self, variant: &str, requirements: &Requirements, explicit: bool) {
         let now = Instant::now();
+        let second = now.duration_since(self.start).as_secs();
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = Seen {
+        let mut fresh = Seen {
             at: now,
             latency_ms: requirements.latency_ms,
             min_accuracy: requirements.min_accuracy,
             explicit,
+            arrivals: [(0, 0); RATE_SECONDS as usize + 1],
         };
         match seen.get_mut(variant) {
             // Within the window the strictest requirement holds; after it, the latest.
@@ -80,8 +118,10 @@ impl Demand {
                 s.latency_ms = min_opt(s.latency_ms, fresh.latency_ms);
                 s.min_accuracy = max_opt(s.min_accuracy, fresh.min_accuracy);
                 s.explicit |= explicit;
+                s.arrive(second);
             }
             _ => {
+                fresh.arrive(second);
                 seen.insert(variant.to_string(), fresh);
             }
         }
@@ -90,10 +130,12 @@ impl Demand {
     /// What the queries of the variants `of` asked for within the window.
     pub fn asked<'a>(&self, of: impl Iterator<Item = &'a str>) -> Asked {
         let now = Instant::now();
+        let second = now.duration_since(self.start).as_secs();
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.retain(|_, s| now.duration_since(s.at) < self.window);
         of.filter_map(|v| seen.get(v))
             .fold(Asked::default(), |a, s| Asked {
+                arrival_qps: a.arrival_qps + s.rate(second),
                 latency_ms: min_opt(a.latency_ms, s.latency_ms),
                 min_accuracy: max_opt(a.min_accuracy, s.min_accuracy),
                 explicit: a.explicit || s.explicit,

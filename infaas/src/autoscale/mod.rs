@@ -122,6 +122,11 @@ pub trait Actuator: Send + Sync {
     /// # Errors
     /// Why it could not be stopped.
     fn retire(&self, worker: &str) -> Result<(), String>;
+    /// Whether the executor `worker`, started and not joined yet, is known to have died (so
+    /// another may be started without waiting for the launch timeout).
+    fn launch_died(&self, _worker: &str) -> bool {
+        false
+    }
 }
 
 /// Actions in flight, by the instances or executors they touch.
@@ -209,6 +214,10 @@ pub struct Controller {
     idle_since: HashMap<String, f64>,
     /// Types a question was passed up for since the last worker tick.
     passed_up: BTreeMap<String, String>,
+    /// Types whose question was passed up at the last model tick (logged and counted once per
+    /// run of ticks).
+    passing: BTreeSet<String>,
+    passing_now: BTreeSet<String>,
     last_worker_tick: Option<f64>,
     billing: Billing,
     billed: BTreeSet<(String, String)>,
@@ -236,6 +245,8 @@ impl Controller {
             launched: Arc::default(),
             idle_since: HashMap::new(),
             passed_up: BTreeMap::new(),
+            passing: BTreeSet::new(),
+            passing_now: BTreeSet::new(),
             last_worker_tick: None,
             billing: Billing::new(),
             billed: BTreeSet::new(),
@@ -278,6 +289,7 @@ impl Controller {
             }
         }
         self.migrate(&snapshot);
+        self.passing = std::mem::take(&mut self.passing_now);
         let due = self
             .last_worker_tick
             .is_none_or(|t| now_s - t >= self.config.workers.interval_s);
@@ -318,11 +330,11 @@ impl Controller {
     }
 
     fn pass_up(&mut self, g: &Group, reason: String) {
-        if self.passed_up.contains_key(&g.hardware) {
-            return;
+        self.passing_now.insert(g.hardware.clone());
+        if !self.passing.contains(&g.hardware) && !self.passed_up.contains_key(&g.hardware) {
+            self.metrics.decided(ActionKind::PassUp);
+            tracing::info!(hardware = %g.hardware, architecture = %g.architecture, %reason, "Autoscaling: no plan fits the executors; passed up.");
         }
-        self.metrics.decided(ActionKind::PassUp);
-        tracing::info!(hardware = %g.hardware, architecture = %g.architecture, %reason, "Autoscaling: no plan fits the executors; passed up.");
         self.passed_up.insert(g.hardware.clone(), reason);
     }
 
@@ -521,13 +533,14 @@ impl Controller {
             let mut pending = self.launching.lock().unwrap_or_else(|p| p.into_inner());
             let timeout = self.config.launch_timeout_s;
             let metrics = self.metrics.clone();
+            let actuator = Arc::clone(&self.actuator);
             pending.retain(|(hw, id, since)| {
                 if snapshot.worker(id).is_some() {
                     return false;
                 }
-                if now_s - since > timeout {
+                if now_s - since > timeout || actuator.launch_died(id) {
                     metrics.failed(ActionKind::AddExecutor);
-                    tracing::warn!(hardware = %hw, worker = %id, "Started executor never joined.");
+                    tracing::warn!(hardware = %hw, worker = %id, "Started executor died or never joined.");
                     return false;
                 }
                 true

@@ -5,8 +5,10 @@
 //! its type, and the question is asked per type rather than per executor: its candidates are the
 //! architecture's variants of that type (those meeting the accuracy floor queries asked for; only
 //! the running ones when queries name a variant, since they would not follow a change), `running`
-//! counts instances loaded or loading on the type's executors, the load is what those instances
-//! served in their last reports, and the resources are the type's executors' together.
+//! counts instances loaded or loading on the type's executors, the load is the larger of what
+//! queries offered the architecture's variants (per second, over the last seconds) and what its
+//! instances served in their last reports, and the resources are the type's executors'
+//! together.
 
 use std::collections::BTreeMap;
 
@@ -43,11 +45,16 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
     }
     let mut out = Vec::new();
     for ((hardware, architecture), (counts, load_qps)) in running {
-        let names = counts
-            .keys()
-            .filter_map(|id| registry.get(*id))
+        // Every variant of the architecture on the type: queries may have chosen one that is
+        // not running yet.
+        let names = registry
+            .variants()
+            .iter()
+            .filter(|v| v.model == architecture && v.config.hardware == hardware)
             .map(|v| v.name.as_str());
         let asked = demand.asked(names);
+        // What arrives, or what was served when more than that (reports lag a little).
+        let load_qps = load_qps.max(asked.arrival_qps);
         let floor = asked.min_accuracy.unwrap_or(0.0);
         let variants: Vec<VariantId> = (0..registry.variants().len() as VariantId)
             .filter(|id| {

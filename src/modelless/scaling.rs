@@ -1,0 +1,162 @@
+//! Autoscaling the model-less front end ("INFaaS", §4.2): the front end is the autoscaler's
+//! [`Actuator`] — it loads a variant on a worker as a cold start would, unloads one after its
+//! requests are answered, starts executors through a [`Launcher`] and follows them, and retires
+//! one by unloading what it holds before the launcher stops it (SIGTERM: it drains).
+//!
+//! `weir serve --autoscale FILE` reads [`AutoscaleFile`]: the autoscaler's settings, and per
+//! executor type the command that starts one (an argument template with `{name}` and
+//! `{hardware}`; no shell). Types with a command are the ones the worker autoscaler adds and
+//! removes executors of; started executors connect to the front end's `--zenoh-listen`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use weir_infaas::autoscale::{Actuator, AutoscaleConfig, Controller, RunningAutoscaler};
+use weir_infaas::launcher::{Launcher, LocalProcesses};
+
+use super::remote::ExecutorSlot;
+use super::ModelLessServer;
+
+/// Longest an autoscaler's load may take.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a retired executor may take to drain before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest autoscaling file read.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The `--autoscale` file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoscaleFile {
+    /// The autoscaler's settings (`launchable` is filled from `launch`).
+    #[serde(default)]
+    pub autoscale: AutoscaleConfig,
+    /// Per executor type, the command that starts one.
+    #[serde(default)]
+    pub launch: BTreeMap<String, Vec<String>>,
+}
+
+impl AutoscaleFile {
+    /// Reads and checks `path`.
+    ///
+    /// # Errors
+    /// When it cannot be read, is too large, or does not parse.
+    pub fn read(path: &Path) -> Result<AutoscaleFile> {
+        let text = weir_engine::paths::read_capped(path, MAX_FILE_BYTES, &Default::default())
+            .with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::str::from_utf8(&text).with_context(|| format!("{}: not UTF-8", path.display()))?;
+        let mut file: AutoscaleFile =
+            serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let c = &file.autoscale;
+        anyhow::ensure!(
+            c.tick_s >= 0.01 && c.threshold >= 1.0 && c.workers.interval_s > 0.0,
+            "{}: tick_s must be at least 0.01, threshold at least 1, workers.interval_s above 0",
+            path.display()
+        );
+        file.autoscale.launchable = file.launch.keys().cloned().collect();
+        Ok(file)
+    }
+}
+
+/// The front end as the autoscaler's hands.
+struct FrontActuator {
+    front: Weak<ModelLessServer>,
+    runtime: tokio::runtime::Handle,
+    launcher: Option<LocalProcesses>,
+    started: AtomicU32,
+}
+
+impl FrontActuator {
+    fn front(&self) -> Result<Arc<ModelLessServer>, String> {
+        self.front
+            .upgrade()
+            .ok_or_else(|| "the front end is stopping".to_string())
+    }
+}
+
+impl Actuator for FrontActuator {
+    fn load(&self, variant: &str, worker: &str) -> Result<(), String> {
+        let front = self.front()?;
+        self.runtime
+            .block_on(front.preload(variant, worker, LOAD_TIMEOUT))
+    }
+
+    fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
+        self.front()?.unload(variant, worker)
+    }
+
+    fn launch(&self, hardware: &str) -> Result<String, String> {
+        let launcher = self
+            .launcher
+            .as_ref()
+            .ok_or_else(|| "no launch commands".to_string())?;
+        let n = self.started.fetch_add(1, Ordering::Relaxed) + 1;
+        let slot = ExecutorSlot {
+            name: format!("auto-{hardware}-{}-{n}", std::process::id()),
+            hardware: hardware.to_string(),
+        };
+        // Followed before it starts, so its first liveliness is seen.
+        self.front()?
+            .follow(slot.clone())
+            .map_err(|e| e.to_string())?;
+        launcher
+            .start(&slot.name, hardware)
+            .map_err(|e| e.to_string())?;
+        Ok(slot.prefix())
+    }
+
+    fn launch_died(&self, worker: &str) -> bool {
+        let name = worker.rsplit('/').next().unwrap_or(worker);
+        self.launcher
+            .as_ref()
+            .is_some_and(|l| !l.running().iter().any(|r| r == name))
+    }
+
+    fn retire(&self, worker: &str) -> Result<(), String> {
+        let front = self.front()?;
+        for variant in front.variants_on(worker) {
+            front.unload(&variant, worker)?;
+        }
+        let name = worker.rsplit('/').next().unwrap_or(worker);
+        self.launcher
+            .as_ref()
+            .ok_or_else(|| "no launch commands".to_string())?
+            .stop(name)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl ModelLessServer {
+    /// Starts the autoscaler over this front end, as `file` says; it runs until the handle is
+    /// dropped. Loads run on `runtime`.
+    ///
+    /// # Errors
+    /// When its thread cannot start.
+    pub fn autoscale(
+        self: &Arc<Self>,
+        file: &AutoscaleFile,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<RunningAutoscaler> {
+        let launcher = (!file.launch.is_empty())
+            .then(|| LocalProcesses::new(file.launch.clone(), STOP_TIMEOUT));
+        let actuator = FrontActuator {
+            front: Arc::downgrade(self),
+            runtime,
+            launcher,
+            started: AtomicU32::new(0),
+        };
+        let controller = Controller::new(
+            file.autoscale.clone(),
+            Arc::clone(&self.store),
+            Arc::new(actuator),
+            Arc::clone(&self.demand),
+        );
+        controller.spawn().context("starting the autoscaler")
+    }
+}

@@ -1,0 +1,247 @@
+//! Autoscaling through real processes (INFaaS §4.2; R12, R16, R17): `weir serve --repository
+//! --autoscale` starts its own `weir executor` processes of an emulated accelerator type. With
+//! none at start it launches the type's minimum; under a load that one executor cannot carry the
+//! model-autoscaler replicates, passing the question up when no executor is free, and the worker
+//! autoscaler starts another; an executor SIGKILLed while the front end scales loses no request;
+//! once the load stops a replica is removed and an idle executor it started is retired. Every
+//! request is answered once, and each decision is counted in `/metrics`.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::distributed::loopback;
+use crate::serve::Server;
+
+const KEY: &[u8] = b"a-control-key-for-autoscaling-tests";
+/// The accelerator's emulated latency per call: base and per-row milliseconds.
+const EMULATED: &str = "1,20";
+
+fn infer(server: &Server, id: &str) -> (u16, Value) {
+    let pixels: Vec<f32> = (0..64).map(|i| (i % 9) as f32 / 9.0).collect();
+    let body = json!({"id": id, "parameters": {"latency_ms": 2000},
+        "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": pixels}]});
+    let (status, text) = server.post("/v2/models/digits/infer", &[], body.to_string().as_bytes());
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(json!({ "raw": text })),
+    )
+}
+
+/// A counter's value in `/metrics` (0 when absent).
+fn counter(server: &Server, series: &str) -> f64 {
+    let (_, text) = server.get("/metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+fn wait_for(server: &Server, series: &str, at_least: f64, within: Duration) {
+    let deadline = Instant::now() + within;
+    while counter(server, series) < at_least {
+        assert!(
+            Instant::now() < deadline,
+            "{series} never reached {at_least}:\n{}",
+            server.get("/metrics").1
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Pids of this server's launched executors (their command lines name them `auto-…`).
+fn launched_pids(server: &Server) -> Vec<u32> {
+    let marker = format!("auto-accel-{}-", server.pid());
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(&marker) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids
+}
+
+#[test]
+fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
+    let dir = crate::common::temp_dir("autoscale");
+    let root = dir.0.join("repository");
+    // An emulated accelerator: 1 ms + 20 ms per row, so one executor carries about 50 req/s.
+    let hardware = dir.0.join("hardware.yaml");
+    std::fs::write(
+        &hardware,
+        format!("types:\n  - {{name: accel, price_per_s: 2.0, emulate_latency: \"{EMULATED}\", load_ms: 200}}\n"),
+    )
+    .expect("hardware");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .current_dir(crate::common::repo())
+        .args([
+            "model",
+            "register",
+            "digits_tiny",
+            "--task",
+            "digits",
+            "--onnx",
+        ])
+        .arg(crate::common::model("digits_tiny.onnx"))
+        .arg("--validation")
+        .arg(crate::common::weir_home().join("data/digits_validation.jsonl"))
+        .arg("--repository")
+        .arg(&root)
+        .args([
+            "--no-int8",
+            "--threads",
+            "1",
+            "--levels",
+            "all",
+            "--batches",
+            "1",
+            "--runs",
+            "1",
+        ])
+        .arg("--hardware")
+        .arg(&hardware)
+        .output()
+        .expect("weir model register runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = dir.0.join("control.key");
+    std::fs::write(&key, KEY).expect("key");
+    let listen = loopback();
+    let config = dir.0.join("autoscale.yaml");
+    let launch = json!([
+        env!("CARGO_BIN_EXE_weir"),
+        "executor",
+        "--name",
+        "{name}",
+        "--connect",
+        listen,
+        "--repository",
+        root,
+        "--control-key-file",
+        key,
+        "--emulate-latency",
+        EMULATED
+    ]);
+    std::fs::write(
+        &config,
+        format!(
+            "autoscale:\n  tick_s: 0.5\n  workers: {{interval_s: 1.0, idle_grace_s: 3.0, min_per_type: 1, max_per_type: 3}}\nlaunch:\n  accel: {launch}\n"
+        ),
+    )
+    .expect("autoscale file");
+    let server = Server::start(
+        &[],
+        &[
+            "--repository",
+            &root.display().to_string(),
+            "--autoscale",
+            &config.display().to_string(),
+            "--zenoh-listen",
+            &listen,
+            "--control-key-file",
+            &key.display().to_string(),
+        ],
+    );
+
+    // No accelerator executor at start: the minimum is launched, and the task served there.
+    wait_for(
+        &server,
+        "weir_infaas_scaling_decisions_total{kind=\"add_executor\"}",
+        1.0,
+        Duration::from_secs(30),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, reply) = infer(&server, "first");
+        if status == 200 {
+            assert!(
+                reply["parameters"]["worker"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("auto-accel-"),
+                "{reply}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never served: {status} {reply}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Sixteen clients, closed loop, more than one executor carries.
+    let answers: Mutex<Vec<(String, u16, Value)>> = Mutex::new(Vec::new());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut killed = None;
+    std::thread::scope(|s| {
+        for client in 0..16 {
+            let (server, answers, stop) = (&server, &answers, &stop);
+            s.spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let id = format!("c{client}-{n}");
+                    let (status, reply) = infer(server, &id);
+                    answers.lock().expect("answers").push((id, status, reply));
+                    n += 1;
+                }
+            });
+        }
+        // The replica needs an executor: the question is passed up and one is started.
+        wait_for(
+            &server,
+            "weir_infaas_scaling_decisions_total{kind=\"add_executor\"}",
+            2.0,
+            Duration::from_secs(60),
+        );
+        // SIGKILL the newest executor while it starts and takes its replica.
+        let pids = launched_pids(&server);
+        if let Some(&newest) = pids.last() {
+            crate::common::signal(newest, "-KILL");
+            killed = Some(newest);
+        }
+        // The autoscaler goes on: a replica is loaded somewhere all the same.
+        wait_for(
+            &server,
+            "weir_infaas_scaling_decisions_total{kind=\"replicate\"}",
+            1.0,
+            Duration::from_secs(60),
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, std::sync::atomic::Ordering::Release);
+    });
+    assert!(killed.is_some(), "a launched executor was found and killed");
+    let answers = answers.into_inner().expect("answers");
+    assert!(answers.len() > 50, "{} requests", answers.len());
+    let mut ids: Vec<&str> = answers.iter().map(|(id, ..)| id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), answers.len(), "each request answered once");
+    for (id, status, reply) in &answers {
+        assert_eq!(*status, 200, "{id}: {reply}");
+        assert_eq!(reply["id"], json!(id));
+    }
+    assert!(
+        counter(
+            &server,
+            "weir_infaas_scaling_decisions_total{kind=\"pass_up\"}"
+        ) >= 1.0
+    );
+
+    // Idle: a replica goes, then an idle executor this front end started is retired.
+    wait_for(
+        &server,
+        "weir_infaas_scaling_decisions_total{kind=\"remove_executor\"}",
+        1.0,
+        Duration::from_secs(60),
+    );
+    let (status, reply) = infer(&server, "after");
+    assert_eq!(status, 200, "{reply}");
+    assert!(counter(&server, "weir_infaas_cost_total") > 0.0);
+}
