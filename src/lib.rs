@@ -22,6 +22,7 @@ pub mod cli;
 pub mod loadgen;
 pub mod modelless;
 pub mod serf;
+pub mod task_nodes;
 pub mod workload;
 
 use std::path::Path;
@@ -87,6 +88,19 @@ pub fn load_graph(path: &Path) -> Result<LoadedGraph, LoadError> {
 /// # Errors
 /// As [`load_graph`].
 pub fn load_graph_under(path: &Path, files: &FileRules) -> Result<LoadedGraph, LoadError> {
+    load_graph_with(path, files, None)
+}
+
+/// As [`load_graph_under`], resolving the graph's task nodes (`task:` instead of `path:`) from
+/// the model repository at `repository` ([`task_nodes`]).
+///
+/// # Errors
+/// As [`load_graph`], and when a task node cannot be resolved.
+pub fn load_graph_with(
+    path: &Path,
+    files: &FileRules,
+    repository: Option<&Path>,
+) -> Result<LoadedGraph, LoadError> {
     let text = weir_engine::paths::read_text(path, &FileRules::default()).map_err(|source| {
         LoadError::Read {
             path: path.display().to_string(),
@@ -98,9 +112,13 @@ pub fn load_graph_under(path: &Path, files: &FileRules) -> Result<LoadedGraph, L
         name: name.clone(),
         text: Arc::from(text.as_str()),
     };
-    let spec = GraphSpec::from_yaml(&text, &name).map_err(|e| match e {
+    let mut spec = GraphSpec::from_yaml(&text, &name).map_err(|e| match e {
         weir_engine::spec::SpecError::Invalid(d) => LoadError::Invalid(d),
         weir_engine::spec::SpecError::Read { path, source } => LoadError::Read { path, source },
+    })?;
+    task_nodes::resolve(&mut spec, repository).map_err(|mut d| {
+        d.source = Some(source.clone());
+        LoadError::Invalid(d)
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     plan_spec_under(&spec, base, files)

@@ -38,6 +38,15 @@ pub(super) fn load(path: &Path, files: &FileArgs) -> Result<crate::LoadedGraph> 
     load_graph_under(path, &files.rules()?).map_err(load_error)
 }
 
+/// As [`load`], its task nodes resolved from the model repository at `repository`.
+pub(super) fn load_with(
+    path: &Path,
+    files: &FileArgs,
+    repository: Option<&Path>,
+) -> Result<crate::LoadedGraph> {
+    crate::load_graph_with(path, &files.rules()?, repository).map_err(load_error)
+}
+
 /// A graph that did not load, as an error whose text is its diagnostics (each with its YAML
 /// location) when it was invalid.
 pub(super) fn load_error(e: LoadError) -> anyhow::Error {

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::cluster::ClusterArgs;
-use super::files::{load, FileArgs};
+use super::files::{load_with, FileArgs};
 use super::process::{install_zenoh_security, shutdown_signal};
 
 #[derive(Debug, Args)]
@@ -155,7 +155,7 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     }
     let mut running = Vec::new();
     for path in &args.graphs {
-        let graph = load(path, &args.files)?;
+        let graph = load_with(path, &args.files, args.repository.as_deref())?;
         if graph.warnings.warnings().count() > 0 {
             eprintln!("{}", graph.warnings);
         }

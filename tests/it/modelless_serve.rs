@@ -371,3 +371,92 @@ fn a_fixed_batch_model_is_a_node_only_when_its_batch_is_stated() {
         "{described}"
     );
 }
+
+/// A graph's model node that names a task (`task: {name: digits, min_accuracy: …}`) runs the
+/// variant the selection policy picks for it from `--repository`, with that variant's outputs; a
+/// requirement no variant meets, an unknown task, a node with both a file and a task, and a task
+/// node without a repository are refused at start, naming the node.
+#[test]
+fn a_task_node_runs_the_variant_the_policy_picks_and_bad_ones_are_refused_naming_the_node() {
+    let r = Registered::new("task-node");
+    let yaml = |task: &str, extra: &str| {
+        format!(
+            "name: classify\ninputs:\n  - {{name: x, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: digits_node, task: {task}, inputs: {{x: x}}{extra}}}\n  - argmax: {{id: label, input: digits_node.probs}}\noutputs:\n  - {{name: probs, from: digits_node.probs}}\n  - {{name: label, from: label}}\n"
+        )
+    };
+    let graph = |task: &str, extra: &str| {
+        let path = r.dir.0.join(format!("g{}.yaml", task.len() + extra.len()));
+        std::fs::write(&path, yaml(task, extra)).expect("graph");
+        path.display().to_string()
+    };
+    let root = r.root.display().to_string();
+
+    let accurate = yaml("{name: digits, min_accuracy: 0.98}", "");
+    let server = Server::start(&[accurate], &["--repository", &root]);
+    let (status, text) = server.post(
+        "/v2/models/classify/infer",
+        &[],
+        json!({"inputs": [{"name": "x", "shape": [64], "datatype": "FP32", "data": PIXELS.to_vec()}]})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("reply");
+    let pick = cold_pick(&r.candidates, 0.98);
+    let chosen = r.repo.variant(&pick).expect("registered");
+    assert!(chosen.accuracy >= 0.98, "{pick}");
+    let probs = reply["outputs"]
+        .as_array()
+        .and_then(|o| o.iter().find(|o| o["name"] == "probs"))
+        .expect("probs");
+    let want = direct_ort(
+        &dynamic_file(&r.repo, &r.candidates, chosen),
+        "x",
+        &[1, 64],
+        &PIXELS,
+    );
+    assert_close(
+        &floats_of(&probs["data"]),
+        &want,
+        1e-5,
+        "the task node's outputs",
+    );
+    drop(server);
+
+    for (task, extra, names) in [
+        (
+            "{name: digits, min_accuracy: 0.9999}",
+            "",
+            "closest variant: digits_",
+        ),
+        ("nothing", "", "task `nothing`"),
+        ("digits", ", path: x.onnx", "both `path:` and `task:`"),
+        ("{name: digits, min_accuracy: 3}", "", "task.min_accuracy"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args([
+                "serve",
+                &graph(task, extra),
+                "--repository",
+                &root,
+                "--http",
+                "127.0.0.1:0",
+            ])
+            .output()
+            .expect("weir serve runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{task}: started");
+        assert!(
+            stderr.contains("nodes.digits_node.task"),
+            "{task}: {stderr}"
+        );
+        assert!(stderr.contains(names), "{task}: {stderr}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", &graph("digits", ""), "--http", "127.0.0.1:0"])
+        .output()
+        .expect("weir serve runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--repository"), "{stderr}");
+}

@@ -358,6 +358,7 @@ impl ModelBuilder {
             spec: ModelSpec {
                 id: s(id.to_string()),
                 path: s(path.into()),
+                task: None,
                 inputs: BTreeMap::new(),
                 batch: s(true),
                 batching: BatchingSpec::default(),

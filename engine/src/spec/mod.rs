@@ -37,7 +37,7 @@ pub use image_op::{
 };
 pub use model::{
     AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
-    ParallelismSpec, ParityEncoder, ParitySpec, ResilienceSpec,
+    ParallelismSpec, ParityEncoder, ParitySpec, ResilienceSpec, TaskRequirements, TaskSpec,
 };
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};

@@ -13,8 +13,15 @@ use super::Spanned;
 pub struct ModelSpec {
     /// Node id, unique in the graph.
     pub id: Spanned<String>,
-    /// The `.onnx` file; relative paths are relative to the graph file's folder.
+    /// The `.onnx` file; relative paths are relative to the graph file's folder. Left out when
+    /// `task:` names a task instead.
+    #[serde(default)]
     pub path: Spanned<PathBuf>,
+    /// A model-less node ("INFaaS", §3.1): the task (registered in a model repository with
+    /// `weir model register`) and the requirements its variant must meet; the graph's loader
+    /// picks the variant and fills in `path` and the executor settings it was profiled with.
+    #[serde(default)]
+    pub task: Option<Spanned<TaskSpec>>,
     /// Model input name → tensor reference feeding it. Every model input must be bound.
     pub inputs: BTreeMap<String, Spanned<String>>,
     /// Whether the model's first dimension is a batch dimension (default `true`). `batch: false`
@@ -60,6 +67,45 @@ pub struct ModelSpec {
     /// of its type. Fed by stateful nodes (whose calls carry no per-request scalar).
     #[serde(default)]
     pub constants: BTreeMap<String, Spanned<f64>>,
+}
+
+/// What a model-less node asks for: a task's name (`task: digits`), or the name and the
+/// requirements (`task: {name: digits, min_accuracy: 0.95, latency_ms: 5}`) with the meaning of
+/// a model-less request's `parameters`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum TaskSpec {
+    /// Any variant of the task.
+    Name(String),
+    /// A variant meeting these.
+    Requirements(TaskRequirements),
+}
+
+/// A task and its requirements.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRequirements {
+    /// The task.
+    pub name: String,
+    /// Latency of one call, in milliseconds, at most.
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
+    /// Accuracy (0–1) at least.
+    #[serde(default)]
+    pub min_accuracy: Option<f64>,
+    /// Price per second of the instance at most.
+    #[serde(default)]
+    pub max_cost: Option<f64>,
+}
+
+impl TaskSpec {
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        match self {
+            TaskSpec::Name(n) => n,
+            TaskSpec::Requirements(r) => &r.name,
+        }
+    }
 }
 
 fn batch_default() -> Spanned<bool> {

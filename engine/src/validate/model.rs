@@ -127,6 +127,26 @@ impl<'a> Validator<'a, '_> {
 
     /// Reads the model's signature and how it is called.
     fn read_model(&mut self, id: &str, m: &ModelSpec) -> Option<(ModelMetadata, CallShape)> {
+        match (&m.task, m.path.value.as_os_str().is_empty()) {
+            (Some(task), _) => {
+                self.error(
+                    node_path(id, "task"),
+                    task.location,
+                    format!("node `{id}`: `task: {}` is resolved against a model repository, and none was given", task.value.name()),
+                )
+                .help = Some("serve the graph with `--repository DIR` (the folder `weir model register` wrote)".into());
+                return None;
+            }
+            (None, true) => {
+                self.error(
+                    node_path(id, "path"),
+                    m.id.location,
+                    format!("node `{id}`: a model node needs `path:` (an ONNX file) or `task:` (a registered task)"),
+                );
+                return None;
+            }
+            (None, false) => {}
+        }
         let path = self.base_dir.join(&m.path.value);
         let meta = match read_metadata_under(&path, self.files) {
             Ok(meta) => meta,
