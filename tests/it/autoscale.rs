@@ -19,14 +19,7 @@ const KEY: &[u8] = b"a-control-key-for-autoscaling-tests";
 const EMULATED: &str = "1,20";
 
 fn infer(server: &Server, id: &str) -> (u16, Value) {
-    let pixels: Vec<f32> = (0..64).map(|i| (i % 9) as f32 / 9.0).collect();
-    let body = json!({"id": id, "parameters": {"latency_ms": 2000},
-        "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": pixels}]});
-    let (status, text) = server.post("/v2/models/digits/infer", &[], body.to_string().as_bytes());
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(json!({ "raw": text })),
-    )
+    crate::modelless_serve::query_as(&server.addr, "digits", id, json!({"latency_ms": 2000}))
 }
 
 /// A counter's value in `/metrics` (0 when absent).

@@ -55,14 +55,7 @@ fn executor(
 }
 
 fn infer(server: &Server, id: &str) -> (u16, Value) {
-    let pixels: Vec<f32> = (0..64).map(|i| (i % 16) as f32 / 16.0).collect();
-    let body = json!({"id": id, "parameters": {"min_accuracy": 0.9},
-        "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": pixels}]});
-    let (status, text) = server.post("/v2/models/digits/infer", &[], body.to_string().as_bytes());
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(json!({ "raw": text })),
-    )
+    crate::modelless_serve::query_as(&server.addr, "digits", id, json!({"min_accuracy": 0.9}))
 }
 
 fn worker(reply: &Value) -> String {

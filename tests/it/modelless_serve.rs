@@ -70,7 +70,12 @@ fn query(server: &Server, model: &str, parameters: Value) -> (u16, Value) {
 
 /// One JSON infer request of [`PIXELS`] to `model` over HTTP at `addr`: status and reply.
 pub(crate) fn query_at(addr: &str, model: &str, parameters: Value) -> (u16, Value) {
-    let body = json!({"id": "q", "parameters": parameters,
+    query_as(addr, model, "q", parameters)
+}
+
+/// [`query_at`] with the request id `id`.
+pub(crate) fn query_as(addr: &str, model: &str, id: &str, parameters: Value) -> (u16, Value) {
+    let body = json!({"id": id, "parameters": parameters,
         "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": PIXELS.to_vec()}]});
     let (status, text) = crate::serve::http(
         addr,

@@ -192,6 +192,21 @@ impl Actions {
     }
 }
 
+/// The workers holding an instance of `variant` (loaded or loading).
+fn holders(snapshot: &Snapshot, variant: &str) -> Vec<String> {
+    snapshot
+        .registry()
+        .id(variant)
+        .map(|id| {
+            snapshot
+                .instances_of(id)
+                .iter()
+                .map(|i| i.worker.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn instance_key(variant: &str, worker: &str) -> String {
     format!("{variant}@{worker}")
 }
@@ -341,19 +356,7 @@ impl Controller {
     /// Carries out a model-autoscaler step on group `g`.
     fn act(&mut self, snapshot: &Snapshot, g: &Group, step: &Step) {
         let name = |i: usize| g.problem.candidates.get(i).map(|c| c.name.clone());
-        let holders = |variant: &str| -> Vec<String> {
-            snapshot
-                .registry()
-                .id(variant)
-                .map(|id| {
-                    snapshot
-                        .instances_of(id)
-                        .iter()
-                        .map(|i| i.worker.clone())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let holders = |variant: &str| holders(snapshot, variant);
         let reason = format!(
             "headroom {:.2} at {:.1} req/s (threshold {:.2}), cost {:.3}",
             g.problem.headroom(),
@@ -418,33 +421,55 @@ impl Controller {
         }
     }
 
-    fn load(&mut self, kind: ActionKind, variant: &str, worker: &str, reason: &str) {
-        let actuator = Arc::clone(&self.actuator);
-        let (v, w) = (variant.to_string(), worker.to_string());
-        let what = format!("load {v} on {w}");
-        if self.actions.run(
-            vec![instance_key(&v, &w)],
+    /// Starts `work` as an action touching `keys` and counts it as a `kind` decision; whether it
+    /// started.
+    fn start(
+        &mut self,
+        kind: ActionKind,
+        keys: Vec<String>,
+        what: String,
+        work: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> bool {
+        let started = self.actions.run(
+            keys,
             self.config.max_actions,
             (kind, what, self.metrics.clone()),
-            move || actuator.load(&v, &w),
-        ) {
+            work,
+        );
+        if started {
             self.metrics.decided(kind);
-            tracing::info!(kind = kind.label(), %variant, %worker, %reason, "Autoscaling: loading.");
         }
+        started
+    }
+
+    fn load(&mut self, kind: ActionKind, variant: &str, worker: &str, reason: &str) {
+        self.on_instance(kind, true, variant, worker, reason);
     }
 
     fn unload(&mut self, kind: ActionKind, variant: &str, worker: &str, reason: &str) {
+        self.on_instance(kind, false, variant, worker, reason);
+    }
+
+    /// Loads (or unloads) `variant` on `worker` on an action thread.
+    fn on_instance(
+        &mut self,
+        kind: ActionKind,
+        load: bool,
+        variant: &str,
+        worker: &str,
+        reason: &str,
+    ) {
         let actuator = Arc::clone(&self.actuator);
         let (v, w) = (variant.to_string(), worker.to_string());
-        let what = format!("unload {v} on {w}");
-        if self.actions.run(
-            vec![instance_key(&v, &w)],
-            self.config.max_actions,
-            (kind, what, self.metrics.clone()),
-            move || actuator.unload(&v, &w),
-        ) {
-            self.metrics.decided(kind);
-            tracing::info!(kind = kind.label(), %variant, %worker, %reason, "Autoscaling: unloading.");
+        let verb = if load { "load" } else { "unload" };
+        let what = format!("{verb} {v} on {w}");
+        let keys = vec![instance_key(&v, &w)];
+        let started = self.start(kind, keys, what, move || match load {
+            true => actuator.load(&v, &w),
+            false => actuator.unload(&v, &w),
+        });
+        if started {
+            tracing::info!(kind = kind.label(), %variant, %worker, %reason, action = verb, "Autoscaling action started.");
         }
     }
 
@@ -459,16 +484,10 @@ impl Controller {
         );
         let what = format!("{ov} on {ow} → {nv} on {nw}");
         let keys = vec![instance_key(&ov, &ow), instance_key(&nv, &nw)];
-        if self.actions.run(
-            keys,
-            self.config.max_actions,
-            (kind, what.clone(), self.metrics.clone()),
-            move || {
-                actuator.load(&nv, &nw)?;
-                actuator.unload(&ov, &ow)
-            },
-        ) {
-            self.metrics.decided(kind);
+        if self.start(kind, keys, what.clone(), move || {
+            actuator.load(&nv, &nw)?;
+            actuator.unload(&ov, &ow)
+        }) {
             tracing::info!(kind = kind.label(), change = %what, %reason, "Autoscaling: replacing.");
         }
     }
@@ -491,16 +510,7 @@ impl Controller {
             })
             .collect();
         for (variant, hardware, from) in interfered {
-            let held: Vec<String> = registry
-                .id(&variant)
-                .map(|id| {
-                    snapshot
-                        .instances_of(id)
-                        .iter()
-                        .map(|i| i.worker.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let held = holders(snapshot, &variant);
             let target = snapshot
                 .workers_of(&hardware)
                 .iter()
@@ -621,28 +631,22 @@ impl Controller {
         let actuator = Arc::clone(&self.actuator);
         let (launching, launched) = (Arc::clone(&self.launching), Arc::clone(&self.launched));
         let hw = hardware.to_string();
-        if self.actions.run(
+        let (keys, what) = (
             vec![format!("launch:{hw}")],
-            self.config.max_actions,
-            (
-                ActionKind::AddExecutor,
-                format!("start an executor of {hw}"),
-                self.metrics.clone(),
-            ),
-            move || {
-                let id = actuator.launch(&hw)?;
-                launched
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id.clone());
-                launching
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((hw, id, now_s));
-                Ok(())
-            },
-        ) {
-            self.metrics.decided(ActionKind::AddExecutor);
+            format!("start an executor of {hw}"),
+        );
+        if self.start(ActionKind::AddExecutor, keys, what, move || {
+            let id = actuator.launch(&hw)?;
+            launched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone());
+            launching
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((hw, id, now_s));
+            Ok(())
+        }) {
             tracing::info!(%hardware, %reason, "Autoscaling: starting an executor.");
         }
     }
@@ -651,25 +655,16 @@ impl Controller {
         let actuator = Arc::clone(&self.actuator);
         let launched = Arc::clone(&self.launched);
         let w = worker.to_string();
-        if self.actions.run(
-            vec![format!("retire:{w}")],
-            self.config.max_actions,
-            (
-                ActionKind::RemoveExecutor,
-                format!("retire {w}"),
-                self.metrics.clone(),
-            ),
-            move || {
-                actuator.retire(&w)?;
-                launched
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&w);
-                Ok(())
-            },
-        ) {
+        let (keys, what) = (vec![format!("retire:{w}")], format!("retire {w}"));
+        if self.start(ActionKind::RemoveExecutor, keys, what, move || {
+            actuator.retire(&w)?;
+            launched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&w);
+            Ok(())
+        }) {
             self.idle_since.remove(worker);
-            self.metrics.decided(ActionKind::RemoveExecutor);
             tracing::info!(%worker, %reason, "Autoscaling: retiring an executor.");
         }
     }

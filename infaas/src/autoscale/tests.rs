@@ -120,6 +120,15 @@ impl Rig {
     }
 }
 
+/// A rig over one variant, `m.a` on `hw` (10 ms, 100 req/s, price 1).
+fn one_variant(hw: &str, config: AutoscaleConfig, fail_loads: bool) -> Rig {
+    Rig::new(
+        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, hw)],
+        config,
+        fail_loads,
+    )
+}
+
 /// `name` = `<architecture>.<suffix>` on `hw`: batch-1 latency `ms`, saturation `qps`, price.
 fn v(name: &str, accuracy: f64, ms: f64, load_ms: f64, qps: f64, price: f64, hw: &str) -> Variant {
     let mut v = variant(name, "cls", accuracy, ms, load_ms, qps, hw);
@@ -129,11 +138,7 @@ fn v(name: &str, accuracy: f64, ms: f64, load_ms: f64, qps: f64, price: f64, hw:
 
 #[test]
 fn r12_low_headroom_replicates_onto_a_free_executor() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "cpu")],
-        AutoscaleConfig::default(),
-        false,
-    );
+    let mut rig = one_variant("cpu", AutoscaleConfig::default(), false);
     rig.events(vec![up("w1", "cpu"), up("w2", "cpu"), loaded("m.a", "w1")]);
     // 100 req/s of capacity for 98: headroom 1.02.
     rig.events(vec![report("m.a", "w1", 98.0, 10.0, 1)]);
@@ -263,11 +268,7 @@ fn workers_config(launchable: &[&str]) -> AutoscaleConfig {
 
 #[test]
 fn r16_busy_executors_add_one_and_a_pending_start_is_not_repeated() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "cpu")],
-        workers_config(&["cpu"]),
-        false,
-    );
+    let mut rig = one_variant("cpu", workers_config(&["cpu"]), false);
     rig.events(vec![up("w1", "cpu"), util("w1", 0.95)]);
     assert_eq!(rig.tick(0.0), vec!["launch cpu as auto-cpu-1"]);
     assert_eq!(
@@ -283,11 +284,7 @@ fn r16_busy_executors_add_one_and_a_pending_start_is_not_repeated() {
 
 #[test]
 fn r16_a_question_passed_up_starts_an_executor_of_its_type() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "accel")],
-        workers_config(&["accel"]),
-        false,
-    );
+    let mut rig = one_variant("accel", workers_config(&["accel"]), false);
     // One executor, already holding the variant, at 150 req/s on 100 of capacity.
     rig.events(vec![
         up("a1", "accel"),
@@ -304,11 +301,7 @@ fn r16_a_question_passed_up_starts_an_executor_of_its_type() {
 
 #[test]
 fn r17_an_idle_executor_this_autoscaler_started_is_retired_after_its_grace() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "cpu")],
-        workers_config(&["cpu"]),
-        false,
-    );
+    let mut rig = one_variant("cpu", workers_config(&["cpu"]), false);
     rig.events(vec![up("w1", "cpu"), util("w1", 0.95)]);
     assert_eq!(rig.tick(0.0), vec!["launch cpu as auto-cpu-1"]);
     rig.events(vec![
@@ -332,21 +325,13 @@ fn r17_an_idle_executor_this_autoscaler_started_is_retired_after_its_grace() {
 
 #[test]
 fn a_launchable_type_without_executors_gets_its_minimum() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "accel")],
-        workers_config(&["accel"]),
-        false,
-    );
+    let mut rig = one_variant("accel", workers_config(&["accel"]), false);
     assert_eq!(rig.tick(0.0), vec!["launch accel as auto-accel-1"]);
 }
 
 #[test]
 fn r10_an_interfered_instance_moves_to_the_least_utilised_other_executor() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "cpu")],
-        AutoscaleConfig::default(),
-        false,
-    );
+    let mut rig = one_variant("cpu", AutoscaleConfig::default(), false);
     rig.events(vec![
         up("w1", "cpu"),
         up("w2", "cpu"),
@@ -363,11 +348,7 @@ fn r10_an_interfered_instance_moves_to_the_least_utilised_other_executor() {
 
 #[test]
 fn a_failing_load_is_counted_and_the_next_tick_decides_again() {
-    let mut rig = Rig::new(
-        vec![v("m.a", 0.9, 10.0, 100.0, 100.0, 1.0, "cpu")],
-        AutoscaleConfig::default(),
-        true,
-    );
+    let mut rig = one_variant("cpu", AutoscaleConfig::default(), true);
     rig.events(vec![
         up("w1", "cpu"),
         up("w2", "cpu"),
