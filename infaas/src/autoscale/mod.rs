@@ -20,14 +20,16 @@
 //!   or when a type launched by this autoscaler has none; an idle executor this autoscaler
 //!   started is retired after its grace period (the executors named at start stay).
 //!
-//! Actions take seconds (a load, a process start), so each runs on a thread of its own (at most
+//! Actions take seconds (a load, a process start), so each runs on a thread of its own ([`actions`]; at most
 //! `max_actions` at once) and the tick never waits; an action in flight on an instance blocks
 //! another on it, and a failed one is logged and counted, and the next tick decides afresh (an
 //! executor SIGKILLed under a scale-up leaves the store, and the question is asked again without
 //! it). Every action is logged with its reason and counted in [`metrics`]; the price of the
 //! instances held is accumulated as they come and go.
 
+mod actions;
 pub mod demand;
+mod executors;
 pub mod metrics;
 mod plan;
 #[cfg(test)]
@@ -43,9 +45,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::billing::Billing;
 use crate::scaling::greedy::{Action, Decision, ModelAutoscaler, Step};
-use crate::scaling::workers::{decide, ExecutorView, WorkerAction, WorkerRules};
+use crate::scaling::workers::WorkerRules;
 use crate::state::InstanceState;
 use crate::store::{MetadataStore, Snapshot};
+use actions::Actions;
 use demand::Demand;
 use metrics::{ActionKind, ScalingMetrics};
 use plan::Group;
@@ -126,69 +129,6 @@ pub trait Actuator: Send + Sync {
     /// another may be started without waiting for the launch timeout).
     fn launch_died(&self, _worker: &str) -> bool {
         false
-    }
-}
-
-/// Actions in flight, by the instances or executors they touch.
-#[derive(Default)]
-struct Actions {
-    busy: Arc<Mutex<BTreeSet<String>>>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Actions {
-    fn busy(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        self.busy.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `work` on a thread of its own unless one of `keys` is busy or `max` actions run;
-    /// whether it started.
-    fn run(
-        &mut self,
-        keys: Vec<String>,
-        max: usize,
-        what: (ActionKind, String, ScalingMetrics),
-        work: impl FnOnce() -> Result<(), String> + Send + 'static,
-    ) -> bool {
-        self.threads.retain(|t| !t.is_finished());
-        {
-            let mut busy = self.busy();
-            if self.threads.len() >= max || keys.iter().any(|k| busy.contains(k)) {
-                return false;
-            }
-            busy.extend(keys.iter().cloned());
-        }
-        let busy = Arc::clone(&self.busy);
-        let (kind, describe, metrics) = what;
-        let spawned = std::thread::Builder::new()
-            .name("weir-autoscale-action".into())
-            .spawn(move || {
-                if let Err(e) = work() {
-                    metrics.failed(kind);
-                    tracing::warn!(kind = kind.label(), action = %describe, error = %e, "Autoscaling action failed.");
-                }
-                let mut busy = busy.lock().unwrap_or_else(|p| p.into_inner());
-                for k in &keys {
-                    busy.remove(k);
-                }
-            });
-        match spawned {
-            Ok(t) => {
-                self.threads.push(t);
-                true
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "No thread for an autoscaling action.");
-                false
-            }
-        }
-    }
-
-    /// Waits for every action in flight.
-    fn settle(&mut self) {
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }
 
@@ -531,141 +471,6 @@ impl Controller {
                     });
                 }
             }
-        }
-    }
-
-    /// The worker autoscaler's tick.
-    fn workers(&mut self, snapshot: &Snapshot, now_s: f64) {
-        let rules = self.config.workers.clone();
-        // Joined executors are no longer launching; ones that never joined are given up on.
-        let mut launching: BTreeMap<String, u32> = BTreeMap::new();
-        {
-            let mut pending = self.launching.lock().unwrap_or_else(|p| p.into_inner());
-            let timeout = self.config.launch_timeout_s;
-            let metrics = self.metrics.clone();
-            let actuator = Arc::clone(&self.actuator);
-            pending.retain(|(hw, id, since)| {
-                if snapshot.worker(id).is_some() {
-                    return false;
-                }
-                if now_s - since > timeout || actuator.launch_died(id) {
-                    metrics.failed(ActionKind::AddExecutor);
-                    tracing::warn!(hardware = %hw, worker = %id, "Started executor died or never joined.");
-                    return false;
-                }
-                true
-            });
-            for (hw, _, _) in pending.iter() {
-                *launching.entry(hw.clone()).or_default() += 1;
-            }
-        }
-        let launchable: BTreeSet<&str> =
-            self.config.launchable.iter().map(String::as_str).collect();
-        let mut views = Vec::new();
-        for w in snapshot.workers() {
-            if !launchable.contains(w.hardware.as_str()) {
-                continue;
-            }
-            let idle = w.instances == 0 && w.utilisation < rules.idle_utilisation;
-            let idle_for_s = if idle {
-                now_s - *self.idle_since.entry(w.id.clone()).or_insert(now_s)
-            } else {
-                self.idle_since.remove(&w.id);
-                0.0
-            };
-            views.push(ExecutorView {
-                id: w.id.clone(),
-                hardware: w.hardware.clone(),
-                utilisation: w.utilisation,
-                instances: w.instances,
-                overloaded: u32::from(w.overloaded),
-                interfered: w.interfered,
-                idle_for_s,
-            });
-        }
-        let mut adds: BTreeMap<String, String> = BTreeMap::new();
-        let launched = self
-            .launched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        for action in decide(&rules, &views, &launching) {
-            match action {
-                WorkerAction::Add { hardware, reason } => {
-                    adds.insert(hardware, reason);
-                }
-                WorkerAction::Remove { id, reason } if launched.contains(&id) => {
-                    self.retire(&id, &reason);
-                }
-                WorkerAction::Remove { .. } => {}
-            }
-        }
-        let passed = std::mem::take(&mut self.passed_up);
-        for hw in &self.config.launchable {
-            let count = views.iter().filter(|v| &v.hardware == hw).count() as u32;
-            let pending = launching.get(hw).copied().unwrap_or(0);
-            if pending > 0 || count >= rules.max_per_type || adds.contains_key(hw) {
-                continue;
-            }
-            if let Some(reason) = passed.get(hw) {
-                adds.insert(
-                    hw.clone(),
-                    format!("a model autoscaler passed up: {reason}"),
-                );
-            } else if count < rules.min_per_type {
-                adds.insert(
-                    hw.clone(),
-                    format!(
-                        "{count} executors, below the minimum {}",
-                        rules.min_per_type
-                    ),
-                );
-            }
-        }
-        for (hardware, reason) in adds {
-            self.launch(&hardware, &reason, now_s);
-        }
-    }
-
-    fn launch(&mut self, hardware: &str, reason: &str, now_s: f64) {
-        let actuator = Arc::clone(&self.actuator);
-        let (launching, launched) = (Arc::clone(&self.launching), Arc::clone(&self.launched));
-        let hw = hardware.to_string();
-        let (keys, what) = (
-            vec![format!("launch:{hw}")],
-            format!("start an executor of {hw}"),
-        );
-        if self.start(ActionKind::AddExecutor, keys, what, move || {
-            let id = actuator.launch(&hw)?;
-            launched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id.clone());
-            launching
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((hw, id, now_s));
-            Ok(())
-        }) {
-            tracing::info!(%hardware, %reason, "Autoscaling: starting an executor.");
-        }
-    }
-
-    fn retire(&mut self, worker: &str, reason: &str) {
-        let actuator = Arc::clone(&self.actuator);
-        let launched = Arc::clone(&self.launched);
-        let w = worker.to_string();
-        let (keys, what) = (vec![format!("retire:{w}")], format!("retire {w}"));
-        if self.start(ActionKind::RemoveExecutor, keys, what, move || {
-            actuator.retire(&w)?;
-            launched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&w);
-            Ok(())
-        }) {
-            self.idle_since.remove(worker);
-            tracing::info!(%worker, %reason, "Autoscaling: retiring an executor.");
         }
     }
 
