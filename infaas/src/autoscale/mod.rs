@@ -20,8 +20,8 @@
 //!   or when a type launched by this autoscaler has none; an idle executor this autoscaler
 //!   started is retired after its grace period (the executors named at start stay).
 //!
-//! Actions take seconds (a load, a process start), so each runs on a thread of its own ([`actions`]; at most
-//! `max_actions` at once) and the tick never waits; an action in flight on an instance blocks
+//! Actions take seconds (a load, a process start), so each runs on a thread of its own (at most
+//! `max_actions` at once, `actions.rs`) and the tick never waits; an action in flight on an instance blocks
 //! another on it, and a failed one is logged and counted, and the next tick decides afresh (an
 //! executor SIGKILLed under a scale-up leaves the store, and the question is asked again without
 //! it). Every action is logged with its reason and counted in [`metrics`]; the price of the
