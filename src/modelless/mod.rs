@@ -469,7 +469,7 @@ impl ModelLessServer {
     async fn answer(
         &self,
         name: &str,
-        request: InferRequest,
+        mut request: InferRequest,
         timeout: Duration,
     ) -> Result<InferOutputs, OipError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -507,15 +507,19 @@ impl ModelLessServer {
                     }))
                 }
             };
-            // A remote attempt keeps the request, to move it if the executor dies under it.
-            let kept = (remote && moves < MAX_MOVES).then(|| request.clone());
-            let sent = kept.clone().unwrap_or_else(|| request.clone());
+            // A remote attempt that may still move sends a copy and keeps the request, to move
+            // it if the executor dies under it; any other sends the request itself.
+            let (sent, kept) = match remote && moves < MAX_MOVES {
+                true => (request.clone(), Some(request)),
+                false => (request, None),
+            };
             instance.in_flight.fetch_add(1, Ordering::Relaxed);
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let result =
                 weir_connectors::oip::infer_outputs(graph.runtime(), sent, remaining).await;
             instance.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if let (Err(OipError::Request(RequestError::Node { .. })), Some(_)) = (&result, &kept) {
+            if let (Err(OipError::Request(RequestError::Node { .. })), Some(back)) = (&result, kept)
+            {
                 if executor_gone(&graph) {
                     tracing::warn!(variant = %variant.name, worker = %choice.worker, "Executor gone under a request; it moves.");
                     let key: InstanceKey = (variant.name.clone(), choice.worker.clone());
@@ -526,6 +530,7 @@ impl ModelLessServer {
                     });
                     self.moved.inc();
                     moves += 1;
+                    request = back;
                     tokio::time::sleep(MOVE_BACKOFF * moves).await;
                     continue;
                 }
