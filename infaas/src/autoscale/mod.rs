@@ -1,6 +1,6 @@
 //! The live autoscaler ("INFaaS: Automated Model-less Inference Serving", §4.2): every tick it
-//! reads the metadata store's snapshot, asks the model-autoscaler's question of each (executor
-//! type, architecture) with instances ([`plan`]), and every worker interval the worker
+//! reads the metadata store's snapshot, asks the model-autoscaler's question of each architecture
+//! with instances, over its variants of every executor type ([`plan`]), and every worker interval the worker
 //! autoscaler's ([`crate::scaling::workers`]); the answers become actions on an [`Actuator`] —
 //! load or unload a variant on an executor, start or retire an executor.
 //!
@@ -9,8 +9,9 @@
 //!   architecture (the cost of §4.2.1). A replica goes to the least-utilised executor that does
 //!   not hold the variant; when there are too few, or no plan fits, the question is *passed up*:
 //!   the worker autoscaler starts an executor of the type.
-//! - **Upgrade / downgrade** load the new variant where the old one runs and unload the old one
-//!   only once the new one answered its load, so capacity never dips.
+//! - **Upgrade / downgrade** load the new variant where the old one runs (or, for a variant of
+//!   another type, on that type's executors) and unload the old one only once the new one
+//!   answered its load, so capacity never dips.
 //! - **Scale down** (remove one instance, or downgrade) only after it was the choice for T_v
 //!   ticks in a row (the shrunk variant's load time over the tick), reset by any other tick; an
 //!   architecture keeps its last instance.
@@ -132,6 +133,29 @@ pub trait Actuator: Send + Sync {
     }
 }
 
+/// `variant`'s executor type.
+fn hardware_of(snapshot: &Snapshot, variant: &str) -> String {
+    let registry = snapshot.registry();
+    registry
+        .id(variant)
+        .and_then(|id| registry.get(id))
+        .map(|v| v.config.hardware.clone())
+        .unwrap_or_default()
+}
+
+/// The type of the running variant of `g` giving the most capacity.
+fn main_hardware(snapshot: &Snapshot, g: &Group) -> Option<String> {
+    g.problem
+        .candidates
+        .iter()
+        .filter(|c| c.running > 0)
+        .max_by(|a, b| {
+            (a.saturation_qps * f64::from(a.running))
+                .total_cmp(&(b.saturation_qps * f64::from(b.running)))
+        })
+        .map(|c| hardware_of(snapshot, &c.name))
+}
+
 /// The workers holding an instance of `variant` (loaded or loading).
 fn holders(snapshot: &Snapshot, variant: &str) -> Vec<String> {
     snapshot
@@ -161,7 +185,7 @@ pub struct Controller {
     actuator: Arc<dyn Actuator>,
     demand: Arc<Demand>,
     metrics: ScalingMetrics,
-    scalers: HashMap<(String, String), ModelAutoscaler>,
+    scalers: HashMap<String, ModelAutoscaler>,
     actions: Actions,
     launching: Launching,
     /// Executors this autoscaler started (only these are retired).
@@ -225,21 +249,24 @@ impl Controller {
         let snapshot = self.store.snapshot();
         self.bill(&snapshot, now_s);
         let groups = plan::groups(&snapshot, &self.demand, &self.config);
-        let keys: BTreeSet<(String, String)> = groups
-            .iter()
-            .map(|g| (g.hardware.clone(), g.architecture.clone()))
-            .collect();
+        let keys: BTreeSet<String> = groups.iter().map(|g| g.architecture.clone()).collect();
         self.scalers.retain(|k, _| keys.contains(k));
         for g in &groups {
             let (threshold, tick_s) = (self.config.threshold, self.config.tick_s);
             let decision = self
                 .scalers
-                .entry((g.hardware.clone(), g.architecture.clone()))
+                .entry(g.architecture.clone())
                 .or_insert_with(|| ModelAutoscaler::new(threshold, tick_s))
                 .tick(&g.problem);
             match decision {
                 Decision::Up(step) | Decision::Down(step) => self.act(&snapshot, g, &step),
-                Decision::PassUp(reason) => self.pass_up(g, reason),
+                Decision::PassUp(reason) => {
+                    // No plan fits the executors there are: more of the type of the running
+                    // variant giving the most capacity.
+                    if let Some(hw) = main_hardware(&snapshot, g) {
+                        self.pass_up(&hw, &g.architecture, reason);
+                    }
+                }
                 Decision::Hold | Decision::DownPending { .. } => {}
             }
         }
@@ -284,13 +311,13 @@ impl Controller {
         self.billed_to = total;
     }
 
-    fn pass_up(&mut self, g: &Group, reason: String) {
-        self.passing_now.insert(g.hardware.clone());
-        if !self.passing.contains(&g.hardware) && !self.passed_up.contains_key(&g.hardware) {
+    fn pass_up(&mut self, hardware: &str, architecture: &str, reason: String) {
+        self.passing_now.insert(hardware.to_string());
+        if !self.passing.contains(hardware) && !self.passed_up.contains_key(hardware) {
             self.metrics.decided(ActionKind::PassUp);
-            tracing::info!(hardware = %g.hardware, architecture = %g.architecture, %reason, "Autoscaling: no plan fits the executors; passed up.");
+            tracing::info!(%hardware, %architecture, %reason, "Autoscaling: no plan fits the executors; passed up.");
         }
-        self.passed_up.insert(g.hardware.clone(), reason);
+        self.passed_up.insert(hardware.to_string(), reason);
     }
 
     /// Carries out a model-autoscaler step on group `g`.
@@ -304,25 +331,31 @@ impl Controller {
             self.config.threshold,
             step.cost
         );
+        // Up to `count` executors of `variant`'s type without it, least utilised first; a
+        // shortfall is passed up for that type.
+        let places = |me: &mut Self, variant: &str, count: u32| -> Vec<String> {
+            let held = holders(variant);
+            let hw = hardware_of(snapshot, variant);
+            let free: Vec<String> = snapshot
+                .workers_of(&hw)
+                .iter()
+                .filter(|w| !held.contains(&w.id))
+                .map(|w| w.id.clone())
+                .take(count as usize)
+                .collect();
+            if free.len() < count as usize {
+                let short = format!(
+                    "{reason}; {} of {count} instances have an executor",
+                    free.len()
+                );
+                me.pass_up(&hw, &g.architecture, short);
+            }
+            free
+        };
         match step.action {
             Action::Replicate { variant, count } => {
                 let Some(v) = name(variant) else { return };
-                let held = holders(&v);
-                let free: Vec<String> = snapshot
-                    .workers_of(&g.hardware)
-                    .iter()
-                    .filter(|w| !held.contains(&w.id))
-                    .map(|w| w.id.clone())
-                    .take(count as usize)
-                    .collect();
-                if free.len() < count as usize {
-                    let short = format!(
-                        "{reason}; {} of {count} replicas have an executor",
-                        free.len()
-                    );
-                    self.pass_up(g, short);
-                }
-                for w in free {
+                for w in places(self, &v, count) {
                     self.load(ActionKind::Replicate, &v, &w, &reason);
                 }
             }
@@ -334,10 +367,19 @@ impl Controller {
                 let (Some(old), Some(new)) = (name(from), name(to)) else {
                     return;
                 };
-                let mut held = holders(&old);
-                held.truncate(count as usize);
-                for w in held {
-                    self.replace(kind, &old, &new, &w, &reason);
+                if hardware_of(snapshot, &old) == hardware_of(snapshot, &new) {
+                    // In place, executor by executor.
+                    let mut held = holders(&old);
+                    held.truncate(count as usize);
+                    for w in held {
+                        self.replace(kind, &old, &new, &w, &reason);
+                    }
+                } else {
+                    // Onto the other type first; the old instances go once all the new serve.
+                    let to = places(self, &new, count);
+                    if !to.is_empty() {
+                        self.move_across(kind, (&old, holders(&old)), (&new, to), &reason);
+                    }
                 }
             }
             Action::RemoveOne { variant } => {
@@ -429,6 +471,36 @@ impl Controller {
             actuator.unload(&ov, &ow)
         }) {
             tracing::info!(kind = kind.label(), change = %what, %reason, "Autoscaling: replacing.");
+        }
+    }
+
+    /// Loads `new` on each of its workers, then unloads `old` on each of its own, once every new
+    /// instance serves (a failed load leaves the old ones serving).
+    fn move_across(
+        &mut self,
+        kind: ActionKind,
+        old: (&str, Vec<String>),
+        new: (&str, Vec<String>),
+        reason: &str,
+    ) {
+        let actuator = Arc::clone(&self.actuator);
+        let (ov, ows, nv, nws) = (old.0.to_string(), old.1, new.0.to_string(), new.1);
+        let what = format!("{ov} on {} → {nv} on {}", ows.join(" "), nws.join(" "));
+        let keys = ows
+            .iter()
+            .map(|w| instance_key(&ov, w))
+            .chain(nws.iter().map(|w| instance_key(&nv, w)))
+            .collect();
+        if self.start(kind, keys, what.clone(), move || {
+            for w in &nws {
+                actuator.load(&nv, w)?;
+            }
+            for w in &ows {
+                actuator.unload(&ov, w)?;
+            }
+            Ok(())
+        }) {
+            tracing::info!(kind = kind.label(), change = %what, %reason, "Autoscaling: moving across executor types.");
         }
     }
 

@@ -1,10 +1,12 @@
 //! The model-autoscaler's questions, read off a snapshot of the metadata store: one
-//! [`Problem`] per (executor type, architecture) with instances running.
+//! [`Problem`] per architecture with instances running.
 //!
 //! An executor holds a variant once, so a variant's replicas are spread over the executors of
-//! its type, and the question is asked per type rather than per executor: its candidates are the
-//! architecture's variants of that type (those meeting the accuracy floor queries asked for; only
-//! the running ones when queries name a variant, since they would not follow a change), `running`
+//! its type, and the question is asked per architecture rather than per executor: its candidates
+//! are the architecture's variants of every type that has executors or may get one (those
+//! meeting the accuracy floor queries asked for; only the running ones when queries name a
+//! variant, since they would not follow a change) — so an upgrade may move the architecture to a
+//! faster type and a downgrade to a cheaper one, as the paper's variants span hardware. `running`
 //! counts instances loaded or loading on the type's executors, the load is the larger of what
 //! queries offered the architecture's variants (per second, over the last seconds) and what its
 //! instances served in their last reports, and the resources are the type's executors'
@@ -17,40 +19,38 @@ use super::AutoscaleConfig;
 use crate::scaling::{Candidate, Problem, Resources};
 use crate::store::{Snapshot, VariantId};
 
-/// One (executor type, architecture)'s question.
+/// One architecture's question.
 #[derive(Debug, Clone)]
 pub(super) struct Group {
-    /// Executor type.
-    pub hardware: String,
     /// Architecture (the registered model).
     pub architecture: String,
     /// The question.
     pub problem: Problem,
 }
 
-/// Every group with an instance running, sorted by (type, architecture).
+/// Every group with an instance running, sorted by architecture.
 pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleConfig) -> Vec<Group> {
     let registry = snapshot.registry();
-    // (type, architecture) → (instances per variant, load).
-    let mut running: BTreeMap<(String, String), (BTreeMap<VariantId, u32>, f64)> = BTreeMap::new();
+    // Architecture → (instances per variant, load).
+    let mut running: BTreeMap<String, (BTreeMap<VariantId, u32>, f64)> = BTreeMap::new();
     for i in snapshot.instances() {
         let Some(v) = registry.get(i.variant) else {
             continue;
         };
-        let entry = running
-            .entry((v.config.hardware.clone(), v.model.clone()))
-            .or_default();
+        let entry = running.entry(v.model.clone()).or_default();
         *entry.0.entry(i.variant).or_default() += 1;
         entry.1 += i.qps.max(0.0);
     }
     let mut out = Vec::new();
-    for ((hardware, architecture), (counts, load_qps)) in running {
-        // Every variant of the architecture on the type: queries may have chosen one that is
-        // not running yet.
+    // Types with executors, or that executors may be started of.
+    let usable =
+        |hw: &str| !snapshot.workers_of(hw).is_empty() || config.launchable.iter().any(|l| l == hw);
+    for (architecture, (counts, load_qps)) in running {
+        // Every variant of the architecture: queries may have chosen one not running yet.
         let names = registry
             .variants()
             .iter()
-            .filter(|v| v.model == architecture && v.config.hardware == hardware)
+            .filter(|v| v.model == architecture)
             .map(|v| v.name.as_str());
         let asked = demand.asked(names);
         // What arrives, or what was served when more than that (reports lag a little).
@@ -60,7 +60,7 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
             .filter(|id| {
                 registry.get(*id).is_some_and(|v| {
                     v.model == architecture
-                        && v.config.hardware == hardware
+                        && usable(&v.config.hardware)
                         && (counts.contains_key(id) || (!asked.explicit && v.accuracy >= floor))
                 })
             })
@@ -82,15 +82,18 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
                 running: counts.get(id).copied().unwrap_or(0),
             })
             .collect();
-        // Without a target from the queries, twice the slowest running variant's latency.
-        let slo_ms = asked.latency_ms.unwrap_or_else(|| {
-            2.0 * candidates
-                .iter()
-                .filter(|c| c.running > 0)
-                .map(|c| c.inference_ms)
-                .fold(0.0, f64::max)
-        });
-        let executors = snapshot.workers_of(&hardware).len() as f64;
+        // Without a target from the queries, any latency will do.
+        let slo_ms = asked.latency_ms.unwrap_or(f64::INFINITY);
+        // The executors of the types the candidates run on, together.
+        let types: std::collections::BTreeSet<&str> = variants
+            .iter()
+            .filter_map(|id| registry.get(*id))
+            .map(|v| v.config.hardware.as_str())
+            .collect();
+        let executors = types
+            .iter()
+            .map(|t| snapshot.workers_of(t).len().max(1))
+            .sum::<usize>() as f64;
         out.push(Group {
             problem: Problem {
                 candidates,
@@ -103,7 +106,6 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
                     memory_bytes: executors * config.executor_memory_bytes,
                 },
             },
-            hardware,
             architecture,
         });
     }

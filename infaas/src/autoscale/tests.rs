@@ -238,6 +238,37 @@ fn r15_no_downgrade_below_the_accuracy_queries_ask_for() {
 }
 
 #[test]
+fn at_low_load_an_architecture_moves_to_a_cheaper_executor_type_and_back_under_load() {
+    let mut rig = Rig::new(
+        vec![
+            v("m.accel", 0.9, 2.0, 100.0, 250.0, 4.0, "accel"),
+            v("m.cpu", 0.9, 10.0, 100.0, 50.0, 1.0, "cpu"),
+        ],
+        AutoscaleConfig::default(),
+        false,
+    );
+    rig.events(vec![
+        up("a1", "accel"),
+        up("c1", "cpu"),
+        loaded("m.accel", "a1"),
+        report("m.accel", "a1", 10.0, 2.0, 0),
+    ]);
+    let asked = Requirements {
+        latency_ms: Some(50.0),
+        ..Requirements::default()
+    };
+    rig.demand.note("m.accel", &asked, false);
+    // 10 req/s: one cpu instance (50 req/s at a quarter of the price) suffices.
+    let calls: Vec<String> = (0..3).flat_map(|t| rig.tick(f64::from(t))).collect();
+    assert_eq!(calls, vec!["load m.cpu@c1", "unload m.accel@a1"]);
+    assert_eq!(rig.controller.metrics().decisions(ActionKind::Downgrade), 1);
+    // 200 req/s on it: the accelerator variant comes back (cheaper than four more cpu ones).
+    rig.events(vec![report("m.cpu", "c1", 200.0, 10.0, 20)]);
+    assert_eq!(rig.tick(10.0), vec!["load m.accel@a1", "unload m.cpu@c1"]);
+    assert_eq!(rig.controller.metrics().decisions(ActionKind::Upgrade), 1);
+}
+
+#[test]
 fn a_variant_queries_name_is_replicated_never_swapped() {
     let mut rig = Rig::new(
         vec![
