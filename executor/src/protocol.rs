@@ -57,6 +57,13 @@ pub struct ModelLoad {
     pub rows: u64,
     /// Time inside ONNX Runtime so far, in milliseconds.
     pub busy_ms: f64,
+    /// Time its sessions held calls beyond ONNX Runtime so far (an emulated type's wait), in
+    /// milliseconds.
+    #[serde(default)]
+    pub held_ms: f64,
+    /// Sessions (threads) serving it.
+    #[serde(default)]
+    pub sessions: u32,
 }
 
 /// What an executor publishes on `<prefix>/load`.

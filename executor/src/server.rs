@@ -329,19 +329,21 @@ thread_local! {
 }
 
 /// Emulates another instance type: on the session thread that just ran a job of `rows` rows queued
-/// at `enqueued_at`, sleeps for [`Emulation::hold`] of the time since the job could start. Runs only
-/// on executor threads (the `done` of a job that produced outputs).
-fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) {
+/// at `enqueued_at`, sleeps for [`Emulation::hold`] of the time since the job could start, and
+/// returns how long. Runs only on executor threads (the `done` of a job that produced outputs).
+fn emulate(emulation: Emulation, enqueued_at: Instant, rows: usize) -> Duration {
     if !emulation.is_on() {
-        return;
+        return Duration::ZERO;
     }
     let now = Instant::now();
     let started = FREE_SINCE
         .with(|f| f.get())
         .map_or(enqueued_at, |free| free.max(enqueued_at));
     let ran = now.saturating_duration_since(started);
-    std::thread::sleep(emulation.hold(ran, rows));
+    let hold = emulation.hold(ran, rows);
+    std::thread::sleep(hold);
     FREE_SINCE.with(|f| f.set(Some(Instant::now())));
+    hold
 }
 
 /// How the executor calls a model it serves: without a batch dimension when named among the
@@ -436,13 +438,14 @@ pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query
     }
     let output_names: Vec<String> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
     let rows = inputs.first().map_or(0, TensorColumn::len);
+    let stats = executor.shared_stats();
     let enqueued_at = Instant::now();
     let job = Job {
         inputs,
         enqueued_at,
         done: Box::new(move |outcome| match outcome {
             Ok(columns) => {
-                emulate(emulation, enqueued_at, rows);
+                stats.add_held(emulate(emulation, enqueued_at, rows));
                 let named = output_names.iter().map(String::as_str).zip(columns.iter());
                 match encode_columns(named) {
                     Ok(body) => {
@@ -508,6 +511,8 @@ fn spawn_reporter(
                                 runs: s.runs,
                                 rows: s.rows,
                                 busy_ms: s.busy.as_secs_f64() * 1e3,
+                                held_ms: s.held.as_secs_f64() * 1e3,
+                                sessions: u32::try_from(e.config().instances).unwrap_or(u32::MAX),
                             },
                         )
                     })

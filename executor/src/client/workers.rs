@@ -8,7 +8,9 @@
 //! - Each load report (`<prefix>/load`, every half second) is compared with the previous one:
 //!   a model that appears is [`Event::Loaded`], one that disappears [`Event::Unloaded`], and every
 //!   model in both gets an [`Event::InstanceLoad`]: rows per second and mean call time over the
-//!   interval, and the jobs queued now.
+//!   interval, and the jobs queued now. The executor's [`Event::WorkerLoad`] is the share of its
+//!   sessions' time spent holding calls (inside ONNX Runtime, or an emulated type's wait) over the
+//!   interval, 0 with nothing loaded.
 //!
 //! A worker's id is its executor's key prefix, which is also where commands for it go. Reports
 //! are hostile: one larger than [`MAX_REPORT_BYTES`] or not a report is dropped and logged, and
@@ -167,6 +169,25 @@ fn report_events(
     let empty = BTreeMap::new();
     let (since, before) = previous.map_or((None, &empty), |(t, r)| (Some(*t), &r.models));
     let seconds = since.map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
+    // The executor's utilisation: the share of its sessions' time spent holding calls (inside
+    // ONNX Runtime, or an emulated type's wait) over the interval; with nothing loaded, none.
+    let (mut held_ms, mut sessions) = (0.0f64, 0u64);
+    for (variant, load) in &report.models {
+        if let Some(old) = before.get(variant) {
+            let now_ms = load.busy_ms + load.held_ms;
+            let then_ms = old.busy_ms + old.held_ms;
+            if now_ms.is_finite() && then_ms.is_finite() {
+                held_ms += (now_ms - then_ms).max(0.0);
+                sessions += u64::from(load.sessions);
+            }
+        }
+    }
+    let utilisation = match (seconds > 0.0, sessions, report.models.is_empty()) {
+        (false, _, _) => None,
+        (true, _, true) => Some(0.0),
+        (true, 0, false) => None,
+        (true, n, false) => Some((held_ms / (seconds * 1e3 * n as f64)).clamp(0.0, 1.0)),
+    };
     let mut events: Vec<Event> = before
         .keys()
         .filter(|m| !report.models.contains_key(*m))
@@ -204,6 +225,12 @@ fn report_events(
             outstanding: u32::try_from(load.queue_depth).unwrap_or(u32::MAX),
         });
     }
+    if let Some(utilisation) = utilisation {
+        events.push(Event::WorkerLoad {
+            worker: worker.to_string(),
+            utilisation,
+        });
+    }
     events
 }
 
@@ -228,6 +255,8 @@ mod tests {
                             runs: *runs,
                             rows: *rows,
                             busy_ms: *busy_ms,
+                            held_ms: 0.0,
+                            sessions: 1,
                         },
                     )
                 })
@@ -262,6 +291,11 @@ mod tests {
                 Event::Loaded {
                     variant: "v2".into(),
                     worker: "w".into()
+                },
+                // 8 ms of calls in 2 s on one session.
+                Event::WorkerLoad {
+                    worker: "w".into(),
+                    utilisation: 0.004
                 },
             ]
         );

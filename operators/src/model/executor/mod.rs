@@ -391,6 +391,11 @@ impl ModelExecutor {
     pub fn load_stats(&self) -> &LoadStats {
         &self.stats
     }
+
+    /// The live counters, shared (for a job's `done` to count time it holds the session).
+    pub fn shared_stats(&self) -> Arc<LoadStats> {
+        Arc::clone(&self.stats)
+    }
 }
 
 impl Drop for ModelExecutor {

@@ -17,6 +17,8 @@ pub struct LoadStats {
     rows: AtomicU64,
     errors: AtomicU64,
     busy_ns: AtomicU64,
+    /// Time session threads held calls beyond ONNX Runtime (an emulated instance type's wait).
+    held_ns: AtomicU64,
     /// Jobs answered by a call (ok or failed) and their time from queued to answered, summed.
     jobs_answered: AtomicU64,
     sojourn_ns: AtomicU64,
@@ -55,6 +57,8 @@ pub struct LoadSnapshot {
     pub errors: u64,
     /// Time inside ONNX Runtime, summed over sessions.
     pub busy: Duration,
+    /// Time session threads held calls beyond ONNX Runtime (an emulated type's wait), summed.
+    pub held: Duration,
     /// Jobs answered by a call (ok or failed).
     pub jobs_answered: u64,
     /// Time from queued to answered (waiting in the node's queue plus the call), summed over the
@@ -143,6 +147,12 @@ impl LoadStats {
             .saturating_sub(self.dequeued.load(Ordering::Relaxed))
     }
 
+    /// Counts `d` of a session thread holding a call beyond ONNX Runtime.
+    pub fn add_held(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.held_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> LoadSnapshot {
         let load = |buckets: &[AtomicU64], out: &mut [u64]| {
@@ -161,6 +171,7 @@ impl LoadStats {
             rows: self.rows.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
+            held: Duration::from_nanos(self.held_ns.load(Ordering::Relaxed)),
             jobs_answered: self.jobs_answered.load(Ordering::Relaxed),
             sojourn: Duration::from_nanos(self.sojourn_ns.load(Ordering::Relaxed)),
             batch_sizes,
