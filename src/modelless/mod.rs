@@ -213,7 +213,11 @@ impl ModelLessServer {
             });
         }
         for ((variant, worker), instance) in self.instances.loaded() {
-            let Some(graph) = instance.graph().filter(|_| worker == LOCAL_WORKER) else {
+            // Executors report their own instances.
+            if worker != LOCAL_WORKER {
+                continue;
+            }
+            let Some(graph) = instance.graph() else {
                 continue;
             };
             // The model node's own counts: a call's time is ONNX Runtime's, comparable with the
@@ -360,7 +364,7 @@ impl ModelLessServer {
         let result = match (path, signature) {
             (Ok(path), Some(sig)) => tokio::task::spawn_blocking(move || {
                 if let Some(r) = &remote {
-                    r.load(&variant.name, &at)?;
+                    r.command(remote::Action::Load, &variant.name, &at)?;
                 }
                 let yaml = variant_graph::variant_graph(
                     &variant,
@@ -448,7 +452,7 @@ impl ModelLessServer {
             worker: worker.to_string(),
         });
         match (&self.remote, worker == LOCAL_WORKER) {
-            (Some(remote), false) => remote.unload(variant, worker),
+            (Some(remote), false) => remote.command(remote::Action::Unload, variant, worker),
             _ => Ok(()),
         }
     }

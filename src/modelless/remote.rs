@@ -18,7 +18,7 @@ use weir_engine::validate::RemoteExecutor;
 use weir_executor::client::variants::send_command;
 use weir_executor::client::workers::{WatchedExecutor, WorkerWatch};
 use weir_executor::client::ZenohReplicas;
-use weir_executor::variants::Action;
+pub(super) use weir_executor::variants::Action;
 use weir_infaas::dispatch::Dispatcher;
 use weir_operators::model::{ExecError, ExecutorConfig, Replica};
 use weir_operators::RemoteReplicaSource;
@@ -151,32 +151,24 @@ impl RemoteWorkers {
         self.executors().iter().any(|(e, _)| e.prefix() == worker)
     }
 
-    /// Asks the executor under `worker` to unload `variant`: it stops taking jobs, answers the
-    /// ones queued, then drops the sessions (blocking until it answers).
-    pub(super) fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
+    /// Sends the executor under `worker` the signed command `action` on `variant` and waits for
+    /// its answer (blocking): a load answers once the variant is served; an unload once the jobs
+    /// queued are answered and the sessions dropped.
+    pub(super) fn command(
+        &self,
+        action: Action,
+        variant: &str,
+        worker: &str,
+    ) -> Result<(), String> {
         send_command(
             self.zenoh.session(),
             self.key.as_deref(),
             worker,
-            Action::Unload,
+            action,
             variant,
             LOAD_TIMEOUT,
         )
         .map(|_| ())
-        .map_err(|e| e.to_string())
-    }
-
-    /// Asks the executor under `worker` to load `variant`, waiting for it (blocking).
-    pub(super) fn load(&self, variant: &str, worker: &str) -> Result<f64, String> {
-        send_command(
-            self.zenoh.session(),
-            self.key.as_deref(),
-            worker,
-            Action::Load,
-            variant,
-            LOAD_TIMEOUT,
-        )
-        .map(|reply| reply.load_ms)
         .map_err(|e| e.to_string())
     }
 

@@ -71,22 +71,11 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
         format!("types:\n  - {{name: accel, price_per_s: 2.0, emulate_latency: \"{EMULATED}\", load_ms: 200}}\n"),
     )
     .expect("hardware");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-        .current_dir(crate::common::repo())
-        .args([
-            "model",
-            "register",
-            "digits_tiny",
-            "--task",
-            "digits",
-            "--onnx",
-        ])
-        .arg(crate::common::model("digits_tiny.onnx"))
-        .arg("--validation")
-        .arg(crate::common::weir_home().join("data/digits_validation.jsonl"))
-        .arg("--repository")
-        .arg(&root)
-        .args([
+    let hardware_arg = hardware.display().to_string();
+    let out = crate::model_repository::register_grid(
+        "digits_tiny",
+        &root,
+        &[
             "--no-int8",
             "--threads",
             "1",
@@ -96,11 +85,10 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
             "1",
             "--runs",
             "1",
-        ])
-        .arg("--hardware")
-        .arg(&hardware)
-        .output()
-        .expect("weir model register runs");
+            "--hardware",
+            &hardware_arg,
+        ],
+    );
     assert!(
         out.status.success(),
         "{}",

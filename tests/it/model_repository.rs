@@ -37,9 +37,20 @@ fn validation() -> String {
         .to_string()
 }
 
-/// `weir model register NAME --task digits --onnx ONNX --validation VALIDATION` with a small
-/// grid, then `extra`.
-fn register_args(name: &str, onnx: &Path, validation: &str, extra: &[&str]) -> Vec<String> {
+/// The small grid the registration tests use unless they say otherwise.
+const SMALL_GRID: [&str; 8] = [
+    "--threads",
+    "1",
+    "--levels",
+    "basic,all",
+    "--batches",
+    "8",
+    "--runs",
+    "2",
+];
+
+/// `weir model register NAME --task digits --onnx ONNX --validation VALIDATION`, then `grid`.
+fn register_args(name: &str, onnx: &Path, validation: &str, grid: &[&str]) -> Vec<String> {
     let onnx = onnx.display().to_string();
     let mut args = vec![
         "model",
@@ -51,23 +62,22 @@ fn register_args(name: &str, onnx: &Path, validation: &str, extra: &[&str]) -> V
         &onnx,
         "--validation",
         validation,
-        "--threads",
-        "1",
-        "--levels",
-        "basic,all",
-        "--batches",
-        "8",
-        "--runs",
-        "2",
     ];
-    args.extend_from_slice(extra);
+    args.extend_from_slice(grid);
     args.iter().map(|a| a.to_string()).collect()
 }
 
-/// Registers `name` (`.weir/models/<name>.onnx`) into `repository`.
+/// Registers `name` (`.weir/models/<name>.onnx`) into `repository` with the small grid, then
+/// `extra`.
 pub(crate) fn register(name: &str, repository: &Path, extra: &[&str]) -> Output {
+    register_grid(name, repository, &[&SMALL_GRID[..], extra].concat())
+}
+
+/// Registers `name` (`.weir/models/<name>.onnx`) into `repository` with exactly `grid` (the
+/// grid's flags, `--hardware`, `--no-int8`, …).
+pub(crate) fn register_grid(name: &str, repository: &Path, grid: &[&str]) -> Output {
     weir_home();
-    let args = register_args(name, &model(&format!("{name}.onnx")), &validation(), extra);
+    let args = register_args(name, &model(&format!("{name}.onnx")), &validation(), grid);
     weir()
         .args(in_repo(
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -79,7 +89,12 @@ pub(crate) fn register(name: &str, repository: &Path, extra: &[&str]) -> Output 
 
 /// Runs a registration expected to fail; returns its stderr.
 fn register_fails(name: &str, onnx: &Path, validation: &str, root: &Path) -> String {
-    let args = register_args(name, onnx, validation, &["--no-int8"]);
+    let args = register_args(
+        name,
+        onnx,
+        validation,
+        &[&SMALL_GRID[..], &["--no-int8"]].concat(),
+    );
     fails(&args.iter().map(String::as_str).collect::<Vec<_>>(), root)
 }
 

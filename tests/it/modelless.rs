@@ -25,7 +25,7 @@ use weir_infaas::state::InstanceState;
 use weir_infaas::store::MetadataStore;
 use zenoh::Wait;
 
-use crate::common::{model, repo, spawn_executor, temp_dir, weir_home};
+use crate::common::{model, spawn_executor, temp_dir};
 use crate::distributed::loopback;
 use crate::hostile_zenoh::peer;
 
@@ -48,22 +48,10 @@ const TAMPERED: &str = "digits_mlp.fp32-all-t1-b8-local";
 /// one thread, level `all`, dynamic and batch-8 builds), then overwrites the batch-8 build's file
 /// with other bytes: its record no longer matches it.
 fn repository(dir: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .current_dir(repo())
-        .args([
-            "model",
-            "register",
-            "digits_mlp",
-            "--task",
-            "digits",
-            "--onnx",
-        ])
-        .arg(model("digits_mlp.onnx"))
-        .arg("--validation")
-        .arg(weir_home().join("data/digits_validation.jsonl"))
-        .arg("--repository")
-        .arg(dir)
-        .args([
+    let out = crate::model_repository::register_grid(
+        "digits_mlp",
+        dir,
+        &[
             "--no-int8",
             "--threads",
             "1",
@@ -71,10 +59,10 @@ fn repository(dir: &Path) {
             "all",
             "--batches",
             "8",
-        ])
-        .args(["--runs", "1"])
-        .output()
-        .expect("weir model register runs");
+            "--runs",
+            "1",
+        ],
+    );
     assert!(
         out.status.success(),
         "register: {}",

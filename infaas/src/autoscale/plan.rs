@@ -84,7 +84,8 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
             .collect();
         // Without a target from the queries, any latency will do.
         let slo_ms = asked.latency_ms.unwrap_or(f64::INFINITY);
-        // The executors of the types the candidates run on, together.
+        // The executors of the types the candidates run on, together; a type with none yet
+        // (one that may be launched) counts as the one it would get.
         let types: std::collections::BTreeSet<&str> = variants
             .iter()
             .filter_map(|id| registry.get(*id))
