@@ -55,12 +55,12 @@ def forward(params, x):
     return e / e.sum(axis=1, keepdims=True), acts
 
 
-def train(widths, X, y, seed, epochs, lr=0.05, mom=0.9, wd=1e-4, batch=32):
+def train(widths, X, y, seed, epochs, lr=0.05, mom=0.9, wd=1e-4, batch=32, classes=10):
     rng = np.random.default_rng(seed)
     params = [[rng.standard_normal((o, i)) * np.sqrt(2.0 / i), 0.01 * rng.standard_normal(o)]
               for i, o in zip(widths[:-1], widths[1:])]
     vel = [[np.zeros_like(w), np.zeros_like(b)] for w, b in params]
-    Y = np.eye(10)[y]
+    Y = np.eye(classes)[y]
     for _ in range(epochs):
         order = rng.permutation(len(X))
         for s in range(0, len(order), batch):

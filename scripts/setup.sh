@@ -22,6 +22,11 @@
 #   data/text_images/  PNG pages of printed text and truth.json with their lines
 #                 (scripts/make_text_images.py, with Pillow in the venv): the OCR
 #                 graph's test and benchmark images
+#   models/       orientation_tiny.onnx, orientation_conv.onnx, orientation_ppocr.onnx
+#                 (scripts/make_orientation_family.py, after the text images: the
+#                 text_orientation task's architectures, the last the PP-OCR direction
+#                 classifier with its input pinned to 48x192; data/orientation_validation.jsonl
+#                 their validation set of rendered text lines, half rotated 180 degrees)
 #   models/pretrained/  ONNX models with real weights, unpacked from public wheels:
 #                 silero_vad.onnx, silero_vad_16k_op15.onnx (silero-vad),
 #                 magika_standard_v3_3.onnx (magika), ch_PP-OCRv4_det_infer.onnx,
@@ -85,7 +90,7 @@ die() { echo "weir setup: error: $*" >&2; exit 1; }
 hash_inputs() {
     local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py"
                  "$ROOT/scripts/make_text_model.py" "$ROOT/scripts/make_text_images.py"
-                 "$ROOT/scripts/make_digits_family.py")
+                 "$ROOT/scripts/make_digits_family.py" "$ROOT/scripts/make_orientation_family.py")
     if command -v sha256sum >/dev/null 2>&1; then
         cat "${files[@]}" | sha256sum | cut -d' ' -f1
     else
@@ -103,6 +108,8 @@ outputs_present() {
              "$MODELS/digits_mlp_parity_k2.onnx" "$MODELS/seq_pool.onnx" \
              "$MODELS/unbatched_scale.onnx" "$MODELS/seq_state.onnx" \
              "$MODELS/digits_tiny.onnx" "$MODELS/digits_wide.onnx" "$DATA/digits_validation.jsonl" \
+             "$MODELS/orientation_tiny.onnx" "$MODELS/orientation_conv.onnx" \
+             "$MODELS/orientation_ppocr.onnx" "$DATA/orientation_validation.jsonl" \
              "$PRETRAINED/ppocr_keys.txt" "$PRETRAINED/wordllama_topics.onnx" \
              "$PRETRAINED/wordllama_topics.txt" "$PRETRAINED/wordllama_tokenizer.json" \
              "$WEIR_HOME/protoc/bin/protoc"; do
@@ -328,6 +335,13 @@ if ! "$VENV/bin/python" -c "import PIL, sys; sys.exit(PIL.__version__ != '$PILLO
 fi
 "$VENV/bin/python" "$ROOT/scripts/make_text_images.py" "$DATA/text_images"
 # end text-images block
+
+# --- 6c. the text_orientation task (model-less serving's image task) ------------
+# Renders text lines with Pillow, trains two small models on them and pins the PP-OCR
+# direction classifier's input; prints each model's held-out accuracy.
+say "text_orientation family in $MODELS"
+"$VENV/bin/python" "$ROOT/scripts/make_orientation_family.py" \
+    --pretrained "$PRETRAINED" --out "$MODELS" --data "$DATA"
 
 echo "$WANT" > "$STAMP"
 say "done ($WEIR_HOME)"

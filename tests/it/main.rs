@@ -26,6 +26,7 @@ mod kairos;
 mod model_repository;
 mod modelless;
 mod modelless_grpc;
+mod modelless_image;
 mod modelless_remote;
 mod modelless_serve;
 mod ocr;
