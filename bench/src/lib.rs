@@ -29,6 +29,8 @@
 //!   ones.
 //! - [`infaas_profiles`]: model-less serving's digits variants: int8 against fp32 latency and
 //!   accuracy per architecture, latency by batch per variant family.
+//! - [`infaas_autoscale`]: model-less INFaaS against fixed-variant baselines under three load
+//!   shapes (SLO violations, throughput, cost), and sweeps of its autoscaler's settings.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -48,6 +50,7 @@ pub mod grpc;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;
+pub mod infaas_autoscale;
 pub mod infaas_cold_start;
 pub mod infaas_decision;
 pub mod infaas_profiles;

@@ -82,6 +82,9 @@ pub struct ExecutorOptions {
     pub queue_capacity: usize,
     /// Emulated instance type: how long each call is held after its real inference.
     pub emulation: Emulation,
+    /// Emulated instance type: the least time a variant load takes (its model served no
+    /// sooner), as a type whose loads are slower than this machine's would take.
+    pub emulated_load: Duration,
     /// Models (by name) served without a batch dimension whatever their first dimension: each
     /// job's rows are calls with the tensors as they are (a graph node with `batch: false`).
     /// A model whose inputs cannot have a batch dimension (a scalar, a first dimension fixed to

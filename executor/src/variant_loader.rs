@@ -145,6 +145,13 @@ impl Loader {
             .defaults
             .start_model(name, &resolved)
             .map_err(|e| e.to_string())?;
+        // An emulated type's slower load: the variant is served once its load time has passed.
+        std::thread::sleep(
+            self.defaults
+                .options
+                .emulated_load
+                .saturating_sub(started.elapsed()),
+        );
         let served = serve_model(
             &self.session,
             &self.prefix,

@@ -92,6 +92,11 @@ pub struct ExecutorArgs {
     /// real time if longer. Every job is then its own call (`--max-batch` does not apply).
     #[arg(long, value_name = "BASE_MS,PER_ROW_MS", conflicts_with = "slowdown")]
     emulate_latency: Option<weir_executor::emulation::LatencyProfile>,
+    /// Emulate an instance type whose variant loads take at least MS milliseconds: a load
+    /// command is answered, and the variant served, no sooner (the `load_ms` of the type in
+    /// `weir model register --hardware`).
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    emulate_load_ms: f64,
     /// Model repository (model-less serving): the executor loads and unloads its variants on
     /// commands signed with the control key (`--control-key-file`), resolving each name here and
     /// checking its file's SHA-256.
@@ -154,6 +159,14 @@ fn parse_device(text: &str) -> Result<crate::Device, String> {
     }
 }
 
+/// `--emulate-load-ms` as a duration: finite, at least 0, at most an hour.
+fn emulated_load(ms: f64) -> Result<std::time::Duration> {
+    if !(ms.is_finite() && (0.0..=3_600_000.0).contains(&ms)) {
+        anyhow::bail!("--emulate-load-ms: {ms} is not a time between 0 and 3600000");
+    }
+    Ok(std::time::Duration::from_secs_f64(ms / 1e3))
+}
+
 /// Serves the models asked for until SIGTERM or Ctrl-C.
 ///
 /// # Errors
@@ -179,6 +192,7 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
             args.slowdown,
             args.emulate_latency,
         )?,
+        emulated_load: emulated_load(args.emulate_load_ms)?,
         unbatched: args.unbatched,
         pad: args.pad,
         stateful: args.stateful,
@@ -212,4 +226,25 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
     eprintln!("weir executor {}: stopping", args.name);
     server.shutdown();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emulated_load_time_is_a_bounded_number_of_milliseconds() {
+        assert_eq!(
+            emulated_load(250.0).expect("valid"),
+            std::time::Duration::from_millis(250)
+        );
+        assert_eq!(
+            emulated_load(0.0).expect("valid"),
+            std::time::Duration::ZERO
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 3_600_001.0] {
+            let e = emulated_load(bad).expect_err("refused").to_string();
+            assert!(e.contains("--emulate-load-ms"), "{e}");
+        }
+    }
 }

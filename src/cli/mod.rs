@@ -3,9 +3,9 @@
 //! long-running ones share (zenoh security, stopping on a signal) have modules of their own.
 //! `weir bench` only hands its arguments to the `weir-bench` binary.
 //!
-//! It is part of the library so that `weir-bench` starts the executors its experiments need from
-//! its own binary ([`ExecutorArgs`], [`run_executor`]): the same code as `weir executor`, without
-//! requiring a `weir` binary built beside it.
+//! It is part of the library so that `weir-bench` starts the executors and servers its
+//! experiments need from its own binary ([`run_executor`], [`run_serve`]): the same code as `weir
+//! executor` and `weir serve`, without requiring a `weir` binary built beside it.
 
 mod bench;
 mod cluster;
@@ -27,6 +27,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 pub use executor::{run as run_executor, ExecutorArgs};
+pub use serve::{run as run_serve, ServeArgs};
 
 /// Logs to stderr, filtered by `WEIR_LOG` (default `warn`).
 pub fn init_logging() {

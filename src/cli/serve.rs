@@ -12,8 +12,9 @@ use super::cluster::ClusterArgs;
 use super::files::{load_with, FileArgs};
 use super::process::{install_zenoh_security, shutdown_signal};
 
+/// `weir serve`'s flags.
 #[derive(Debug, Args)]
-pub(super) struct ServeArgs {
+pub struct ServeArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Graph YAML files; each is a model named by its graph's `name`.
@@ -35,6 +36,11 @@ pub(super) struct ServeArgs {
     /// connect to --zenoh-listen). See docs/model-less-executors.md.
     #[arg(long, requires = "repository")]
     autoscale: Option<PathBuf>,
+    /// Load a variant before serving, as VARIANT=WORKER (WORKER: `local`, or an --executor's
+    /// NAME; repeatable): a fixed pool of instances, as Triton's `--load-model` gives. Serving
+    /// starts once every one has loaded; one that fails stops the start.
+    #[arg(long = "preload", value_parser = parse_preload, requires = "repository")]
+    preload: Vec<(String, String)>,
     /// HTTP address to listen on (port 0 picks a free one; the bound address is printed). Default
     /// 127.0.0.1:8000, unless the graphs declare `streams:` or --grpc is given (then no HTTP
     /// unless asked for).
@@ -130,7 +136,23 @@ pub(super) struct ServeArgs {
     files: FileArgs,
 }
 
-pub(super) fn run(args: ServeArgs) -> Result<()> {
+/// Longest a `--preload` may take, executors' start included.
+const PRELOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads `VARIANT=WORKER`.
+fn parse_preload(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((v, w)) if !v.is_empty() && !w.is_empty() => Ok((v.to_string(), w.to_string())),
+        _ => Err(format!("`{text}`: expected VARIANT=WORKER")),
+    }
+}
+
+/// Runs `weir serve` until a signal stops it.
+///
+/// # Errors
+/// When a flag is inconsistent, a graph or the repository cannot be served, or a listener
+/// cannot bind.
+pub fn run(args: ServeArgs) -> Result<()> {
     install_zenoh_security(
         args.zenoh_config.as_deref(),
         args.control_key_file.as_deref(),
@@ -271,6 +293,21 @@ pub(super) fn run(args: ServeArgs) -> Result<()> {
     };
     if let Some(front) = &modelless {
         metrics.push(front.metrics_source(autoscaler.as_ref().map(|a| a.metrics())));
+        for (variant, worker) in &args.preload {
+            let id = match worker.as_str() {
+                crate::modelless::LOCAL_WORKER => worker.clone(),
+                name => args
+                    .executors
+                    .iter()
+                    .find(|e| e.name == name)
+                    .map(crate::modelless::remote::ExecutorSlot::prefix)
+                    .with_context(|| {
+                        format!("--preload {variant}={worker}: no --executor named `{worker}`")
+                    })?,
+            };
+            rt.block_on(front.preload_when_up(variant, &id, PRELOAD_TIMEOUT))
+                .map_err(|e| anyhow::anyhow!("--preload {variant}={worker}: {e}"))?;
+        }
     }
     let server =
         weir_connectors::http::HttpServer::with_byte_budget(handles, config, metrics, budget);
@@ -492,6 +529,22 @@ fn report_streams(finished: Vec<Result<StreamOutcome, tokio::task::JoinError>>) 
             Ok((what, Ok(r))) => eprintln!("{what}: {} requests, {} errors", r.requests, r.errors),
             Ok((what, Err(e))) => eprintln!("{what} stopped: {e}"),
             Err(e) => eprintln!("a stream connector panicked: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_preload;
+
+    #[test]
+    fn a_preload_names_a_variant_and_a_worker() {
+        assert_eq!(
+            parse_preload("m.fp32-all-t1-b1-cpu=exec-a"),
+            Ok(("m.fp32-all-t1-b1-cpu".to_string(), "exec-a".to_string()))
+        );
+        for bad in ["m", "=w", "m=", ""] {
+            assert!(parse_preload(bad).is_err(), "{bad}");
         }
     }
 }

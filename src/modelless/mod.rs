@@ -57,6 +57,8 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 const VARIANT_PARAMETER: &str = "variant";
 /// How long a query's requirements count for the autoscaler.
 const DEMAND_WINDOW: Duration = Duration::from_secs(10);
+/// Wait between attempts of a preload whose executor is not up yet.
+const PRELOAD_RETRY: Duration = Duration::from_millis(250);
 /// Most times one request moves after its executor died under it.
 const MAX_MOVES: u32 = 4;
 /// Wait before a move's choice, times the moves so far: the executor's liveliness loss reaches
@@ -416,6 +418,34 @@ impl ModelLessServer {
             None => Err(format!(
                 "`{variant}` on {worker} did not load within {timeout:?}"
             )),
+        }
+    }
+
+    /// [`ModelLessServer::preload`], tried again every [`PRELOAD_RETRY`] until `timeout` has
+    /// passed: an executor named at start may still be starting (its load is then refused
+    /// or unanswered), and the start of a fixed pool waits for it.
+    ///
+    /// # Errors
+    /// The last attempt's error once the time is up, or at once when the variant is unknown.
+    pub async fn preload_when_up(
+        &self,
+        variant: &str,
+        worker: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let error = match self.preload(variant, worker, left).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let known = self.repository.variant(variant).is_some();
+            if !known || tokio::time::Instant::now() + PRELOAD_RETRY >= deadline {
+                return Err(error);
+            }
+            tracing::debug!(%variant, %worker, %error, "Preload failed; trying again.");
+            tokio::time::sleep(PRELOAD_RETRY).await;
         }
     }
 

@@ -186,3 +186,126 @@ fn a_task_runs_on_remote_executors_and_its_queries_move_when_one_is_killed() {
     assert_eq!(status, 200, "{after}");
     assert_eq!(worker(&after), survivor, "{after}");
 }
+
+/// Instances in a state, from `/metrics`.
+fn instances(server: &Server, state: &str) -> f64 {
+    let (_, metrics) = server.get("/metrics");
+    let series = format!("weir_infaas_instances{{state=\"{state}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `--preload VARIANT=EXECUTOR` gives a fixed pool (Triton's `--load-model`; the Clipper⁺
+/// baseline of INFaaS §6): serving starts with the variant loaded on each named executor — even
+/// ones still starting, and with an emulated load time — and a query naming it is no cold start.
+/// A preload of a variant the repository lacks stops the start, naming the flag.
+#[test]
+fn preloaded_variants_serve_from_the_start() {
+    let dir = temp_dir("ml-preload");
+    let root = dir.0.join("repository");
+    let hardware = dir.0.join("hardware.yaml");
+    std::fs::write(&hardware, "types:\n  - {name: remote, price_per_s: 1.0}\n").expect("hardware");
+    let hardware_arg = hardware.display().to_string();
+    let out = crate::model_repository::register_grid(
+        "digits_tiny",
+        &root,
+        &[
+            "--no-int8",
+            "--threads",
+            "1",
+            "--levels",
+            "all",
+            "--batches",
+            "1",
+            "--runs",
+            "1",
+            "--hardware",
+            &hardware_arg,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = dir.0.join("control.key");
+    std::fs::write(&key, KEY).expect("key");
+    let (ep_a, ep_b) = (loopback(), loopback());
+    let slow_load = |name: &str, endpoint: &str| {
+        Killed(spawn_executor(
+            Command::new(env!("CARGO_BIN_EXE_weir"))
+                .args(["executor", "--name", name, "--listen", endpoint])
+                .arg("--repository")
+                .arg(&root)
+                .arg("--control-key-file")
+                .arg(&key)
+                .args(["--emulate-load-ms", "300"]),
+            name,
+        ))
+    };
+    let _a = slow_load("pre-a", &ep_a);
+    let _b = slow_load("pre-b", &ep_b);
+    let variant = "digits_tiny.fp32-all-t1-b1-remote";
+    let (root_arg, key_arg) = (root.display().to_string(), key.display().to_string());
+    let common = [
+        "--repository",
+        &root_arg,
+        "--executor",
+        "pre-a=remote",
+        "--executor",
+        "pre-b=remote",
+        "--zenoh-connect",
+        &ep_a,
+        "--zenoh-connect",
+        &ep_b,
+        "--control-key-file",
+        &key_arg,
+    ];
+    let (preload_a, preload_b) = (format!("{variant}=pre-a"), format!("{variant}=pre-b"));
+    let server = Server::start(
+        &[],
+        &[
+            &common[..],
+            &["--preload", &preload_a, "--preload", &preload_b],
+        ]
+        .concat(),
+    );
+    assert_eq!(instances(&server, "active"), 2.0, "both loaded at start");
+    let mut workers = std::collections::BTreeSet::new();
+    for n in 0..4 {
+        let (status, reply) = crate::modelless_serve::query_as(
+            &server.addr,
+            "digits",
+            &format!("q{n}"),
+            json!({"variant": variant}),
+        );
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["parameters"]["cold_start"], json!(false), "{reply}");
+        workers.insert(worker(&reply));
+    }
+    assert!(
+        workers
+            .iter()
+            .all(|w| w == "weir/executor/pre-a" || w == "weir/executor/pre-b"),
+        "{workers:?}"
+    );
+    drop(server);
+
+    let (mut cmd, _d) = crate::serve::serve_command("bad-preload", &[]);
+    let out = cmd
+        .args(["--http", "127.0.0.1:0"])
+        .args(common)
+        .args(["--preload", "no-such-variant=pre-a"])
+        .output()
+        .expect("weir serve runs");
+    assert!(!out.status.success(), "a bad preload stops the start");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--preload no-such-variant=pre-a")
+            && stderr.contains("no servable variant"),
+        "{stderr}"
+    );
+}

@@ -7,6 +7,7 @@
 mod grpc;
 mod hams;
 mod http;
+mod infaas_autoscale;
 mod infaas_cold_start;
 mod infaas_decision;
 mod infaas_profiles;
@@ -80,9 +81,18 @@ enum Experiment {
     /// against its warm queries and its profiled load + inference time.
     #[command(name = "infaas-cold-start")]
     InfaasColdStart(infaas_cold_start::InfaasColdStartArgs),
+    /// INFaaS autoscaling (E5, E9): model-less INFaaS against fixed-variant Clipper⁺ and
+    /// replicating SM⁺ under flat-low, steady-high and fluctuating load on emulated executor
+    /// types: SLO violations per 4 s, throughput per 2 s, cost; or INFaaS under a sweep of one
+    /// autoscaler setting.
+    #[command(name = "infaas-autoscale")]
+    InfaasAutoscale(infaas_autoscale::InfaasAutoscaleArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
+    /// `weir serve`, run from this binary: the front ends the experiments start.
+    #[command(hide = true)]
+    Serve(weir::cli::ServeArgs),
 }
 
 impl Cli {
@@ -106,7 +116,9 @@ impl Cli {
             Experiment::InfaasDecision(a) => infaas_decision::run(a),
             Experiment::InfaasProfiles(a) => infaas_profiles::run(a),
             Experiment::InfaasColdStart(a) => infaas_cold_start::run(a),
+            Experiment::InfaasAutoscale(a) => infaas_autoscale::run_cli(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
+            Experiment::Serve(a) => weir::cli::run_serve(a),
         }
     }
 }

@@ -7,7 +7,8 @@
 //! meeting the accuracy floor queries asked for; only the running ones when queries name a
 //! variant, since they would not follow a change) — so an upgrade may move the architecture to a
 //! faster type and a downgrade to a cheaper one, as the paper's variants span hardware. `running`
-//! counts instances loaded or loading on the type's executors, the load is the larger of what
+//! counts instances loaded or loading on the type's executors, and a variant may have at most
+//! one instance per executor of its type there is or may be started; the load is the larger of what
 //! queries offered the architecture's variants (per second, over the last seconds) and what its
 //! instances served in their last reports, and the resources are the type's executors'
 //! together.
@@ -43,8 +44,17 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
     }
     let mut out = Vec::new();
     // Types with executors, or that executors may be started of.
-    let usable =
-        |hw: &str| !snapshot.workers_of(hw).is_empty() || config.launchable.iter().any(|l| l == hw);
+    let launchable = |hw: &str| config.launchable.iter().any(|l| l == hw);
+    let usable = |hw: &str| !snapshot.workers_of(hw).is_empty() || launchable(hw);
+    // A variant's replicas each need an executor of its type: those there are, or as many as
+    // the worker autoscaler may start.
+    let executors_for = |hw: &str| {
+        let now = u32::try_from(snapshot.workers_of(hw).len()).unwrap_or(u32::MAX);
+        match launchable(hw) {
+            true => now.max(config.workers.max_per_type),
+            false => now,
+        }
+    };
     for (architecture, (counts, load_qps)) in running {
         // Every variant of the architecture: queries may have chosen one not running yet.
         let names = registry
@@ -80,6 +90,7 @@ pub(super) fn groups(snapshot: &Snapshot, demand: &Demand, config: &AutoscaleCon
                     memory_bytes: v.profile.peak_memory_bytes as f64,
                 },
                 running: counts.get(id).copied().unwrap_or(0),
+                max_instances: Some(executors_for(&v.config.hardware)),
             })
             .collect();
         // Without a target from the queries, any latency will do.

@@ -353,6 +353,35 @@ mod tests {
     }
 
     #[test]
+    fn replicas_beyond_the_executors_of_a_type_give_way_to_an_upgrade() {
+        // At 150 req/s a second B is cheapest, but B's type has executors for one instance.
+        let mut p = table2(150.0, 300.0);
+        p.candidates[1].running = 1;
+        p.candidates[1].max_instances = Some(1);
+        let s = scale_up(&p, 1.05).unwrap();
+        assert_eq!(
+            s.action,
+            Action::Upgrade {
+                from: 1,
+                to: 2,
+                count: 1
+            }
+        );
+        assert!(matches!(
+            p.check(&[0, 1, 0]),
+            Err(Infeasible::Placement { most: 1, .. })
+        ));
+        // The exact plan obeys the same bound, at no more than the greedy's cost.
+        let exact = crate::scaling::ilp::solve(&p).unwrap();
+        assert!(exact[1] <= 0, "{exact:?}");
+        assert!(p.cost(&exact) <= s.cost + 1e-9);
+        // With no executor left for C either, nothing fits: the question is passed up.
+        p.candidates[2].max_instances = Some(0);
+        let mut a = ModelAutoscaler::new(1.05, 1.0);
+        assert!(matches!(a.tick(&p), Decision::PassUp(_)));
+    }
+
+    #[test]
     fn a_plan_the_worker_cannot_hold_is_passed_up() {
         let mut p = table2(1500.0, 300.0);
         p.candidates[1].running = 1;
@@ -414,8 +443,9 @@ mod tests {
             0.5f64..2.0,
             0u32..3,
             0usize..2,
+            proptest::option::of(0u32..5),
         )
-            .prop_map(|(qps, ms, load_s, price, cores, running, arch)| Candidate {
+            .prop_map(|(qps, ms, load_s, price, cores, running, arch, most)| Candidate {
                 name: String::new(),
                 architecture: format!("a{arch}"),
                 saturation_qps: qps,
@@ -427,6 +457,7 @@ mod tests {
                     memory_bytes: 1.0,
                 },
                 running,
+                max_instances: most,
             })
     }
 

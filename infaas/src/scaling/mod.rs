@@ -53,6 +53,10 @@ pub struct Candidate {
     pub needs: Resources,
     /// Instances running now (`N`).
     pub running: u32,
+    /// Most instances it may have: a variant holds an executor once, so its replicas are
+    /// bounded by the executors of its type there are or may be started (`None`: no bound).
+    #[serde(default)]
+    pub max_instances: Option<u32>,
 }
 
 /// One application's scaling question on one worker.
@@ -107,6 +111,16 @@ pub enum Infeasible {
     /// Constraint (4).
     #[error("`{0}` would go below zero instances")]
     Negative(String),
+    /// More instances of a variant than executors of its type to hold them.
+    #[error("`{name}` would have {want} instances; its type has executors for {most}")]
+    Placement {
+        /// The variant.
+        name: String,
+        /// Instances the plan gives it.
+        want: i64,
+        /// Its bound.
+        most: u32,
+    },
 }
 
 /// The cost of changing a variant's instances by `delta` (§4.2.1).
@@ -163,6 +177,13 @@ impl Problem {
             if *d > 0 && c.inference_ms > self.slo_ms {
                 return Err(Infeasible::Slo(c.name.clone()));
             }
+            if let Some(most) = c.max_instances.filter(|m| *d > 0 && after > i64::from(*m)) {
+                return Err(Infeasible::Placement {
+                    name: c.name.clone(),
+                    want: after,
+                    most,
+                });
+            }
             let n = after as f64;
             capacity += c.saturation_qps * n;
             used.cores += c.needs.cores * n;
@@ -207,6 +228,7 @@ pub(crate) mod tests {
                 memory_bytes: 1.0,
             },
             running: 0,
+            max_instances: None,
         };
         Problem {
             candidates: vec![

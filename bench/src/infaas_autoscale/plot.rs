@@ -1,0 +1,251 @@
+//! The experiment's figures: per pattern, the paper's Figure 6 panels over time (served
+//! throughput against the offered load, SLO violations per window, cost per second); per sweep,
+//! violations and cost against the knob.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+
+use super::report::{windows, Summary, THROUGHPUT_WINDOW_S, VIOLATION_WINDOW_S};
+use super::{Run, System};
+
+const COLOURS: [RGBColor; 5] = [
+    RGBColor(200, 30, 30),
+    RGBColor(30, 90, 200),
+    RGBColor(30, 150, 60),
+    RGBColor(140, 60, 170),
+    RGBColor(220, 130, 20),
+];
+
+fn colour(system: System) -> RGBColor {
+    let i = System::ALL.iter().position(|s| *s == system).unwrap_or(0);
+    COLOURS[i % COLOURS.len()]
+}
+
+/// Answered requests per window of `width` s, by completion time.
+fn served(run: &Run, width: f64) -> Vec<(f64, f64)> {
+    let n = (run.pattern.seconds() / width).ceil().max(1.0) as usize;
+    let mut counts = vec![0usize; n];
+    for o in run.recorded.outcomes.iter().filter(|o| o.ok) {
+        let done = o.at_s + o.latency_ms / 1e3;
+        if let Some(c) = counts.get_mut((done / width) as usize) {
+            *c += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ((i as f64 + 0.5) * width, c as f64 / width))
+        .collect()
+}
+
+/// Price per second over time: the front end's samples, or the fixed pool's constant.
+fn cost_rate(run: &Run) -> Vec<(f64, f64)> {
+    match run.system.fixed_instances() {
+        0 => run
+            .recorded
+            .samples
+            .iter()
+            .map(|s| (s.at_s, s.cost_per_s))
+            .collect(),
+        _ => {
+            let rate = run.cost / run.pattern.seconds();
+            vec![(0.0, rate), (run.pattern.seconds(), rate)]
+        }
+    }
+}
+
+/// The three panels of one pattern's runs.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_pattern(
+    runs: &[Run],
+    rate: &dyn Fn(f64) -> f64,
+    slo_ms: f64,
+    path: &Path,
+) -> Result<()> {
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    let seconds = first.pattern.seconds();
+    let root = BitMapBackend::new(path, (1000, 900)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let panels = root.split_evenly((3, 1));
+    let e = |e: DrawingAreaErrorKind<_>| anyhow!("{e}");
+
+    // Throughput against the offered load.
+    let series: Vec<(System, Vec<(f64, f64)>)> = runs
+        .iter()
+        .map(|r| (r.system, served(r, THROUGHPUT_WINDOW_S)))
+        .collect();
+    let offered: Vec<(f64, f64)> = (0..=400)
+        .map(|i| {
+            let t = seconds * f64::from(i) / 400.0;
+            (t, rate(t))
+        })
+        .collect();
+    let top = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|p| p.1))
+        .chain(offered.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&panels[0])
+        .caption(
+            format!(
+                "{}: served throughput per {THROUGHPUT_WINDOW_S} s",
+                first.pattern.name()
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..seconds, 0.0..top)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .y_desc("queries/s")
+        .draw()
+        .map_err(e)?;
+    chart
+        .draw_series(LineSeries::new(
+            offered,
+            ShapeStyle::from(BLACK).stroke_width(1),
+        ))
+        .map_err(e)?
+        .label("offered")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+    for (system, points) in series {
+        let c = colour(system);
+        chart
+            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
+            .map_err(e)?
+            .label(system.name())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+
+    // SLO violations per window.
+    let mut chart = ChartBuilder::on(&panels[1])
+        .caption(
+            format!("SLO ({slo_ms} ms) violations per {VIOLATION_WINDOW_S} s window"),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..seconds, 0.0..105.0)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .y_desc("% of queries")
+        .draw()
+        .map_err(e)?;
+    for run in runs {
+        let points: Vec<(f64, f64)> = windows(run, slo_ms, VIOLATION_WINDOW_S)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (v, n))| {
+                let share = if n == 0 {
+                    0.0
+                } else {
+                    100.0 * v as f64 / n as f64
+                };
+                ((i as f64 + 0.5) * VIOLATION_WINDOW_S, share)
+            })
+            .collect();
+        let c = colour(run.system);
+        chart
+            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
+            .map_err(e)?;
+    }
+
+    // Cost per second.
+    let rates: Vec<(System, Vec<(f64, f64)>)> =
+        runs.iter().map(|r| (r.system, cost_rate(r))).collect();
+    let top = rates
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&panels[2])
+        .caption(
+            "price of the instances held, per second",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..seconds, 0.0..top)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds into the run")
+        .y_desc("cost / s")
+        .draw()
+        .map_err(e)?;
+    for (system, points) in rates {
+        let c = colour(system);
+        chart
+            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
+            .map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// E9: violations and cost against one knob's values.
+///
+/// # Errors
+/// When the image cannot be drawn or written.
+pub fn plot_sweep(knob: &str, rows: &[(f64, Summary)], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let e = |e: DrawingAreaErrorKind<_>| anyhow!("{e}");
+    let panels = root.split_evenly((2, 1));
+    let left = rows.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+    let right = rows.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((right - left) * 0.05).max(1e-3);
+    let x = (left - pad)..(right + pad);
+    for (panel, (title, value)) in panels.iter().zip([
+        (
+            "SLO violations, % of queries",
+            (|s: &Summary| 100.0 * s.violations) as fn(&Summary) -> f64,
+        ),
+        ("cost over the run", |s: &Summary| s.cost),
+    ]) {
+        let points: Vec<(f64, f64)> = rows.iter().map(|(k, s)| (*k, value(s))).collect();
+        let top = points.iter().map(|p| p.1).fold(1e-9, f64::max) * 1.2;
+        let mut chart = ChartBuilder::on(panel)
+            .caption(
+                format!("INFaaS, fluctuating load: {title} by {knob}"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(x.clone(), 0.0..top)
+            .map_err(e)?;
+        chart.configure_mesh().x_desc(knob).draw().map_err(e)?;
+        chart
+            .draw_series(LineSeries::new(
+                points.clone(),
+                ShapeStyle::from(BLUE).stroke_width(2),
+            ))
+            .map_err(e)?;
+        chart
+            .draw_series(points.into_iter().map(|p| Circle::new(p, 4, BLUE.filled())))
+            .map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
