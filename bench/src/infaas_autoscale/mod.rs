@@ -28,7 +28,7 @@
 //! window (Σ instance price × seconds loaded; for Clipper⁺'s fixed pool, which runs no
 //! autoscaler to meter it, its instances × price × the window).
 
-mod drive;
+pub(crate) mod drive;
 mod plot;
 mod report;
 mod setup;

@@ -116,13 +116,12 @@ pub fn pattern_table(pattern: &str, rows: &[Summary]) -> String {
     );
     for r in rows {
         let (cost_x, viol_x) = match reference {
-            Some(i) => (
-                ratio(r.cost, i.cost),
-                ratio(
-                    r.violations,
-                    i.violations.max(1.0 / i.requests.max(1) as f64),
-                ),
-            ),
+            Some(i) if i.violations > 0.0 => {
+                (ratio(r.cost, i.cost), ratio(r.violations, i.violations))
+            }
+            // INFaaS violated nothing: a ratio would be infinite.
+            Some(i) if r.violations > 0.0 => (ratio(r.cost, i.cost), "∞".into()),
+            Some(i) => (ratio(r.cost, i.cost), "–".into()),
             None => ("–".into(), "–".into()),
         };
         let _ = writeln!(
