@@ -19,7 +19,7 @@ use weir_connectors::oip::{parse_infer_request, ModelLess};
 use weir_infaas::repository::Repository;
 use weir_infaas::variant::Variant;
 
-use crate::infaas_profiles::register_digits;
+use crate::infaas_profiles::register_task;
 
 /// What to register and measure.
 #[derive(Debug, Clone)]
@@ -75,7 +75,8 @@ async fn timed(front: &ModelLessServer, variant: &str) -> Result<(f64, bool)> {
 /// # Errors
 /// When a registration or a query fails, or a first query is not a cold start.
 pub fn cold_start(config: &ColdStartConfig, repository: &Path) -> Result<Vec<ColdStartRow>> {
-    register_digits(
+    register_task(
+        "digits",
         &config.models,
         &config.validation,
         repository,

@@ -1,11 +1,12 @@
 //! E2 of model-less serving ("INFaaS: Automated Model-less Inference Serving", §3.3, Table 2):
 //! the variants of one task differ in latency and accuracy, so choosing among them is worth it.
 //!
-//! Registers the digits architectures into a temporary repository with `weir model register`'s
-//! own code (real ONNX Runtime, int8 by ONNX Runtime's `quantize_dynamic`), then reads the
-//! profiles back: per architecture, int8 against fp32 latency at batch 1 and 32 and accuracy
-//! (the ratio int8/fp32 is the same-run reference), and latency by batch for each variant
-//! family (architecture × precision, dynamic batch, graph level `all`, one intra-op thread).
+//! Registers one task's architectures (the digits MLPs, or the `text_orientation` image models)
+//! into a temporary repository with `weir model register`'s own code (real ONNX Runtime, int8 by
+//! ONNX Runtime's `quantize_dynamic`), then reads the profiles back: per architecture, int8
+//! against fp32 latency at batch 1 and 32 and accuracy (the ratio int8/fp32 is the same-run
+//! reference), and latency by batch for each variant family (architecture × precision, dynamic
+//! batch, graph level `all`, one intra-op thread).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,8 @@ use crate::plot::{draw_legend, draw_line_with_points};
 /// What to register and how long to time each batch size.
 #[derive(Debug, Clone)]
 pub struct InfaasProfilesConfig {
+    /// The task the architectures are registered under.
+    pub task: String,
     /// (name, ONNX file) of each architecture of the task.
     pub models: Vec<(String, PathBuf)>,
     /// The validation set.
@@ -66,12 +69,13 @@ fn at(v: &Variant, b: u32) -> f64 {
     v.profile.inference_ms(b).unwrap_or(f64::NAN)
 }
 
-/// Registers `models` as task `digits` into `repository` (one thread, level `all`, the dynamic
+/// Registers `models` as task `task` into `repository` (one thread, level `all`, the dynamic
 /// batch and `batches`; int8 when asked), timing `runs` calls per batch size.
 ///
 /// # Errors
 /// When a registration fails.
-pub fn register_digits(
+pub fn register_task(
+    task: &str,
     models: &[(String, PathBuf)],
     validation: &Path,
     repository: &Path,
@@ -82,7 +86,7 @@ pub fn register_digits(
     for (name, onnx) in models {
         register(&RegisterArgs {
             name: name.clone(),
-            task: "digits".into(),
+            task: task.to_string(),
             onnx: onnx.clone(),
             validation: validation.to_path_buf(),
             repository: RepositoryArg {
@@ -105,7 +109,8 @@ pub fn register_digits(
 /// # Errors
 /// When a registration fails.
 pub fn infaas_profiles(config: &InfaasProfilesConfig, repository: &Path) -> Result<Vec<ArchRow>> {
-    register_digits(
+    register_task(
+        &config.task,
         &config.models,
         &config.validation,
         repository,
@@ -168,17 +173,38 @@ pub fn infaas_profiles_table(rows: &[ArchRow]) -> String {
     out
 }
 
-/// Latency against batch size (log₂ axis), one line per variant family.
+/// A latency tick label: two significant digits, trailing zeros dropped (0.0031, 0.02, 40).
+fn ms_label(v: f64) -> String {
+    if !(v.is_finite() && v > 0.0) {
+        return format!("{v}");
+    }
+    let decimals = (1.0 - v.log10().floor()).max(0.0) as usize;
+    let label = format!("{v:.decimals$}");
+    if label.contains('.') {
+        label
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        label
+    }
+}
+
+/// Latency against batch size (log₂ axis), one line per variant family, on a logarithmic latency
+/// axis: the image task's architectures are three decades apart.
 ///
 /// # Errors
 /// When the image cannot be drawn or written.
-pub fn plot_infaas_profiles(rows: &[ArchRow], path: &Path) -> Result<()> {
+pub fn plot_infaas_profiles(task: &str, rows: &[ArchRow], path: &Path) -> Result<()> {
     let curves: Vec<&(String, Vec<(u32, f64)>)> = rows.iter().flat_map(|r| &r.curves).collect();
-    let top = curves
-        .iter()
-        .flat_map(|c| c.1.iter().map(|p| p.1))
-        .fold(0.001, f64::max)
-        * 1.15;
+    let ys = || {
+        curves
+            .iter()
+            .flat_map(|c| c.1.iter().map(|p| p.1))
+            .filter(|ms| ms.is_finite() && *ms > 0.0)
+    };
+    let top = ys().fold(0.001, f64::max) * 1.3;
+    let bottom = ys().fold(top, f64::min) / 1.3;
     let max_batch = curves
         .iter()
         .flat_map(|c| c.1.iter().map(|p| p.0))
@@ -189,19 +215,25 @@ pub fn plot_infaas_profiles(rows: &[ArchRow], path: &Path) -> Result<()> {
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "digits variants: median latency by batch",
+            format!("{task} variants: median latency by batch"),
             ("sans-serif", 20),
         )
         .margin(14)
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d(-0.3f64..f64::from(max_batch).log2() + 0.3, 0.0..top)
+        .build_cartesian_2d(
+            -0.3f64..f64::from(max_batch).log2() + 0.3,
+            (bottom..top)
+                .log_scale()
+                .with_key_points(crate::plot::log_ticks(bottom, top)),
+        )
         .map_err(|e| anyhow!("{e}"))?;
     chart
         .configure_mesh()
         .x_desc("rows per call (log2)")
-        .y_desc("median latency (ms)")
+        .y_desc("median latency (ms, log scale)")
         .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
+        .y_label_formatter(&|v| ms_label(*v))
         .light_line_style(WHITE)
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
@@ -210,6 +242,7 @@ pub fn plot_infaas_profiles(rows: &[ArchRow], path: &Path) -> Result<()> {
         let color = colors[i % colors.len()];
         let pts = points
             .iter()
+            .filter(|(_, ms)| ms.is_finite() && *ms > 0.0)
             .map(|(b, ms)| (f64::from(*b).log2(), *ms))
             .collect();
         draw_line_with_points(&mut chart, pts, color, label.clone())?;
@@ -217,4 +250,19 @@ pub fn plot_infaas_profiles(rows: &[ArchRow], path: &Path) -> Result<()> {
     draw_legend(&mut chart)?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ms_label;
+
+    #[test]
+    fn latency_labels_keep_two_significant_digits_without_trailing_zeros() {
+        assert_eq!(ms_label(0.003), "0.003");
+        assert_eq!(ms_label(0.0031), "0.0031");
+        assert_eq!(ms_label(0.25), "0.25");
+        assert_eq!(ms_label(2.0), "2");
+        assert_eq!(ms_label(40.0), "40");
+        assert_eq!(ms_label(500.0), "500");
+    }
 }

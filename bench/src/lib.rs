@@ -31,6 +31,7 @@
 //!   accuracy per architecture, latency by batch per variant family.
 //! - [`infaas_autoscale`]: model-less INFaaS against fixed-variant baselines under three load
 //!   shapes (SLO violations, throughput, cost), and sweeps of its autoscaler's settings.
+//! - [`infaas_offline`]: online queries and an offline job on one instance, alone and together.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -53,6 +54,7 @@ pub mod http;
 pub mod infaas_autoscale;
 pub mod infaas_cold_start;
 pub mod infaas_decision;
+pub mod infaas_offline;
 pub mod infaas_profiles;
 pub mod kairos_live;
 pub mod overhead;

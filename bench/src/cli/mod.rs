@@ -10,6 +10,7 @@ mod http;
 mod infaas_autoscale;
 mod infaas_cold_start;
 mod infaas_decision;
+mod infaas_offline;
 mod infaas_profiles;
 mod kairos_live;
 mod overhead;
@@ -73,7 +74,7 @@ enum Experiment {
     /// on 175 variants of the paper's Table 8 and 12 workers in random states (paper Table 7).
     #[command(name = "infaas-decision")]
     InfaasDecision(infaas_decision::InfaasDecisionArgs),
-    /// Model-less serving's variants (INFaaS E2): the digits architectures registered, int8
+    /// Model-less serving's variants (INFaaS E2): both tasks' architectures registered, int8
     /// against fp32 latency and accuracy, latency by batch per variant family.
     #[command(name = "infaas-profiles")]
     InfaasProfiles(infaas_profiles::InfaasProfilesArgs),
@@ -87,6 +88,10 @@ enum Experiment {
     /// autoscaler setting.
     #[command(name = "infaas-autoscale")]
     InfaasAutoscale(infaas_autoscale::InfaasAutoscaleArgs),
+    /// INFaaS online and offline co-location (E7): online queries with an SLO and an offline
+    /// job on one instance, each alone and together; the job pauses while the machine is busy.
+    #[command(name = "infaas-offline")]
+    InfaasOffline(infaas_offline::InfaasOfflineArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -117,6 +122,7 @@ impl Cli {
             Experiment::InfaasProfiles(a) => infaas_profiles::run(a),
             Experiment::InfaasColdStart(a) => infaas_cold_start::run(a),
             Experiment::InfaasAutoscale(a) => infaas_autoscale::run_cli(a),
+            Experiment::InfaasOffline(a) => infaas_offline::run_cli(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
             Experiment::Serve(a) => weir::cli::run_serve(a),
         }

@@ -146,7 +146,8 @@ impl Deployment {
         label: &str,
     ) -> Result<Deployment> {
         let root = prepared.dir.join("repository");
-        let log = std::fs::File::create(prepared.dir.join(format!("serve-{system:?}-{label}.log")))?;
+        let log =
+            std::fs::File::create(prepared.dir.join(format!("serve-{system:?}-{label}.log")))?;
         let mut serve = this("serve")?;
         serve.args(["--repository".as_ref(), root.as_os_str()]);
         serve.args(["--control-key-file".as_ref(), prepared.key.as_os_str()]);

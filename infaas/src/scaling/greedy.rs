@@ -445,20 +445,22 @@ mod tests {
             0usize..2,
             proptest::option::of(0u32..5),
         )
-            .prop_map(|(qps, ms, load_s, price, cores, running, arch, most)| Candidate {
-                name: String::new(),
-                architecture: format!("a{arch}"),
-                saturation_qps: qps,
-                inference_ms: ms,
-                load_s,
-                price_per_s: price,
-                needs: Resources {
-                    cores,
-                    memory_bytes: 1.0,
+            .prop_map(
+                |(qps, ms, load_s, price, cores, running, arch, most)| Candidate {
+                    name: String::new(),
+                    architecture: format!("a{arch}"),
+                    saturation_qps: qps,
+                    inference_ms: ms,
+                    load_s,
+                    price_per_s: price,
+                    needs: Resources {
+                        cores,
+                        memory_bytes: 1.0,
+                    },
+                    running,
+                    max_instances: most,
                 },
-                running,
-                max_instances: most,
-            })
+            )
     }
 
     proptest! {

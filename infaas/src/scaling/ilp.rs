@@ -54,7 +54,10 @@ fn upper_bound(p: &Problem, i: usize) -> f64 {
     let placed = c
         .max_instances
         .map_or(f64::INFINITY, |m| f64::from(m) - f64::from(c.running));
-    (hold - f64::from(c.running)).min(useful).min(placed).max(0.0)
+    (hold - f64::from(c.running))
+        .min(useful)
+        .min(placed)
+        .max(0.0)
 }
 
 /// The cheapest plan: one change per candidate, in order.
