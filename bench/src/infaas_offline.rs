@@ -7,8 +7,9 @@
 //! the queries use is this machine's. The offline job (`POST /v2/offline`) runs its JSON-lines
 //! file of requests in the background and pauses while the machine is more than 40 % busy or a
 //! variant runs slower than its profile (R18); the online load is Poisson with two high phases.
-//! Three runs, each a fresh `weir serve`: online alone, offline alone, both. Per second the run
-//! records the machine's CPU utilisation (`/proc/stat`) and the job's answered count and state.
+//! Three runs, each a fresh `weir serve`: online alone, offline alone, both; the job is submitted
+//! a few seconds before the first high phase, so that it meets one. Per second the run records
+//! the machine's CPU utilisation (`/proc/stat`) and the job's answered count and state.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,6 +38,8 @@ pub struct OfflineBenchConfig {
     pub slo_ms: f64,
     /// Requests in the offline job.
     pub offline_requests: usize,
+    /// When the job is submitted, seconds into the run.
+    pub offline_at_s: f64,
     /// Connections sending the online load.
     pub clients: usize,
 }
@@ -169,8 +172,9 @@ pub fn prepare(config: &OfflineBenchConfig, dir: &Path) -> Result<(String, Vec<f
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| {
             v["inputs"]["x"].as_array().map(|a| {
+                // Three decimals are plenty for pixels and keep the job's file small.
                 a.iter()
-                    .filter_map(|x| x.as_f64().map(|f| f as f32))
+                    .filter_map(|x| x.as_f64().map(|f| ((f * 1e3).round() / 1e3) as f32))
                     .collect()
             })
         })
@@ -217,24 +221,22 @@ pub fn run(
     if status != 200 {
         bail!("the first query: {status} {text}");
     }
-    let job = match offline {
-        true => {
-            let output = format!("out-{label}.jsonl");
-            let _ = std::fs::remove_file(dir.join("jobs").join(&output));
-            let submit = json!({"model": TASK, "input": "in.jsonl", "output": output,
-                "parameters": parameters});
-            let (status, text) = post(&server.addr, "/v2/offline", &submit.to_string())?;
-            if status != 202 {
-                bail!("submitting the job: {status} {text}");
-            }
-            let doc: Value = serde_json::from_str(&text)?;
-            Some(doc["id"].as_str().unwrap_or_default().to_string())
+    let submit = || -> Result<String> {
+        let output = format!("out-{label}.jsonl");
+        let _ = std::fs::remove_file(dir.join("jobs").join(&output));
+        let submit = json!({"model": TASK, "input": "in.jsonl", "output": output,
+            "parameters": parameters});
+        let (status, text) = post(&server.addr, "/v2/offline", &submit.to_string())?;
+        if status != 202 {
+            bail!("submitting the job: {status} {text}");
         }
-        false => None,
+        let doc: Value = serde_json::from_str(&text)?;
+        Ok(doc["id"].as_str().unwrap_or_default().to_string())
     };
     let seconds = config.pattern.seconds();
     let start = Instant::now();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let job: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let mut ticks = Vec::new();
     let mut recorded = Recorded::default();
     std::thread::scope(|s| -> Result<()> {
@@ -255,7 +257,8 @@ pub fn run(
                     _ => f64::NAN,
                 };
                 last = now;
-                let (answered, paused) = job
+                let id = job.lock().map(|j| j.clone()).unwrap_or_default();
+                let (answered, paused) = id
                     .as_ref()
                     .and_then(|id| drive::get(&server.addr, &format!("/v2/offline/{id}")).ok())
                     .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -270,6 +273,16 @@ pub fn run(
                 });
             }
             out
+        });
+        let submitter = s.spawn(|| -> Result<()> {
+            if offline {
+                std::thread::sleep(
+                    Duration::from_secs_f64(config.offline_at_s).saturating_sub(start.elapsed()),
+                );
+                let id = submit()?;
+                *job.lock().map_err(|_| anyhow!("job id lock"))? = Some(id);
+            }
+            Ok(())
         });
         if online {
             recorded = drive::drive(
@@ -288,6 +301,9 @@ pub fn run(
             std::thread::sleep(Duration::from_millis(100));
         }
         stop.store(true, std::sync::atomic::Ordering::Release);
+        submitter
+            .join()
+            .map_err(|_| anyhow!("the submitter panicked"))??;
         ticks = watch.join().map_err(|_| anyhow!("the watch panicked"))?;
         Ok(())
     })?;
@@ -386,7 +402,8 @@ pub fn table(rows: &[CoRow]) -> String {
     out
 }
 
-/// Figure 8's panels: online p99 per 5 s, offline progress, CPU utilisation with the 40 % line.
+/// Figure 8's panels: online p99 per 5 s, offline progress, CPU utilisation with the 40 % line
+/// (the colours are the runs', as the last panel's legend gives them).
 ///
 /// # Errors
 /// When the image cannot be drawn or written.
@@ -506,7 +523,7 @@ pub fn plot(runs: &[(&str, &CoRun)], pattern: &Pattern, path: &Path) -> Result<(
             ShapeStyle::from(BLACK).stroke_width(1),
         ))
         .map_err(e)?;
-    for (k, (_, r)) in runs.iter().enumerate() {
+    for (k, (name, r)) in runs.iter().enumerate() {
         let c = colours[k % colours.len()];
         let points = r
             .ticks
@@ -515,8 +532,17 @@ pub fn plot(runs: &[(&str, &CoRun)], pattern: &Pattern, path: &Path) -> Result<(
             .map(|t| (t.at_s, 100.0 * t.cpu));
         chart
             .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
-            .map_err(e)?;
+            .map_err(e)?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
     }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
 }

@@ -21,10 +21,10 @@ pub(super) struct InfaasOfflineArgs {
     #[arg(long, default_value = ".weir/data/orientation_validation.jsonl")]
     validation: PathBuf,
     /// Online rate outside the high phases, q/s.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 25.0)]
     low_qps: f64,
     /// Online rate in the two high phases, q/s.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = 250.0)]
     high_qps: f64,
     /// Seconds of each run (high phases at a quarter and two thirds of it, each a sixth long).
     #[arg(long, default_value_t = 100.0)]
@@ -32,9 +32,13 @@ pub(super) struct InfaasOfflineArgs {
     /// Online SLO, ms.
     #[arg(long, default_value_t = 50.0)]
     slo_ms: f64,
-    /// Requests in the offline job.
-    #[arg(long, default_value_t = 20_000)]
+    /// Requests in the offline job (one image each; about 0.2 MB of JSON a line).
+    #[arg(long, default_value_t = 3_000)]
     offline_requests: usize,
+    /// When the job is submitted, seconds into each run (default: 5 s before the first high
+    /// phase, so that the job meets one).
+    #[arg(long)]
+    offline_at_s: Option<f64>,
     /// Connections sending the online load.
     #[arg(long, default_value_t = 128)]
     clients: usize,
@@ -58,6 +62,12 @@ pub(super) fn run_cli(args: InfaasOfflineArgs) -> Result<()> {
         pattern,
         slo_ms: args.slo_ms,
         offline_requests: args.offline_requests.max(1),
+        offline_at_s: args.offline_at_s.unwrap_or_else(|| {
+            pattern
+                .spikes()
+                .first()
+                .map_or(0.0, |s| (s.0 - 5.0).max(0.0))
+        }),
         clients: args.clients.max(1),
     };
     let dir = std::env::temp_dir().join(format!("weir-infaas-offline-{}", std::process::id()));
