@@ -71,29 +71,7 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
         format!("types:\n  - {{name: accel, price_per_s: 2.0, emulate_latency: \"{EMULATED}\", load_ms: 200}}\n"),
     )
     .expect("hardware");
-    let hardware_arg = hardware.display().to_string();
-    let out = crate::model_repository::register_grid(
-        "digits_tiny",
-        &root,
-        &[
-            "--no-int8",
-            "--threads",
-            "1",
-            "--levels",
-            "all",
-            "--batches",
-            "1",
-            "--runs",
-            "1",
-            "--hardware",
-            &hardware_arg,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::model_repository::register_tiny_on(&root, &hardware);
     let key = dir.0.join("control.key");
     std::fs::write(&key, KEY).expect("key");
     let listen = loopback();

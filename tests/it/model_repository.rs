@@ -87,6 +87,32 @@ pub(crate) fn register_grid(name: &str, repository: &Path, grid: &[&str]) -> Out
         .expect("weir runs")
 }
 
+/// Registers `digits_tiny` into `repository` as one fp32 batch-1 variant (and its dynamic-batch
+/// build) per executor type of the hardware file `hardware`, timed once: the quickest
+/// registration the serving tests need. Panics with the command's stderr when it fails.
+pub(crate) fn register_tiny_on(repository: &Path, hardware: &Path) {
+    let hardware = hardware.display().to_string();
+    let grid = [
+        "--no-int8",
+        "--threads",
+        "1",
+        "--levels",
+        "all",
+        "--batches",
+        "1",
+        "--runs",
+        "1",
+        "--hardware",
+        &hardware,
+    ];
+    let out = register_grid("digits_tiny", repository, &grid);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs a registration expected to fail; returns its stderr.
 fn register_fails(name: &str, onnx: &Path, validation: &str, root: &Path) -> String {
     let args = register_args(

@@ -208,29 +208,7 @@ fn preloaded_variants_serve_from_the_start() {
     let root = dir.0.join("repository");
     let hardware = dir.0.join("hardware.yaml");
     std::fs::write(&hardware, "types:\n  - {name: remote, price_per_s: 1.0}\n").expect("hardware");
-    let hardware_arg = hardware.display().to_string();
-    let out = crate::model_repository::register_grid(
-        "digits_tiny",
-        &root,
-        &[
-            "--no-int8",
-            "--threads",
-            "1",
-            "--levels",
-            "all",
-            "--batches",
-            "1",
-            "--runs",
-            "1",
-            "--hardware",
-            &hardware_arg,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::model_repository::register_tiny_on(&root, &hardware);
     let key = dir.0.join("control.key");
     std::fs::write(&key, KEY).expect("key");
     let (ep_a, ep_b) = (loopback(), loopback());
@@ -273,7 +251,16 @@ fn preloaded_variants_serve_from_the_start() {
         ]
         .concat(),
     );
-    assert_eq!(instances(&server, "active"), 2.0, "both loaded at start");
+    // Both loads were answered before serving began; the store's view of them follows.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while instances(&server, "active") < 2.0 {
+        assert!(
+            Instant::now() < deadline,
+            "both loaded at start: {}",
+            server.get("/metrics").1
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut workers = std::collections::BTreeSet::new();
     for n in 0..4 {
         let (status, reply) = crate::modelless_serve::query_as(
