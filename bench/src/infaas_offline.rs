@@ -172,7 +172,7 @@ pub fn prepare(config: &OfflineBenchConfig, dir: &Path) -> Result<(String, Vec<f
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| {
             v["inputs"]["x"].as_array().map(|a| {
-                // Three decimals are plenty for pixels and keep the job's file small.
+                // Three decimals are plenty for pixels (JSON still writes each as an f64).
                 a.iter()
                     .filter_map(|x| x.as_f64().map(|f| ((f * 1e3).round() / 1e3) as f32))
                     .collect()
