@@ -32,7 +32,8 @@ pub(super) struct InfaasOfflineArgs {
     /// Online SLO, ms.
     #[arg(long, default_value_t = 50.0)]
     slo_ms: f64,
-    /// Requests in the offline job (one image each; about 0.4 MB of JSON a line, the numbers written as f64).
+    /// Requests in the offline job (one image each; about 0.4 MB of JSON a line, the numbers
+    /// written as f64).
     #[arg(long, default_value_t = 3_000)]
     offline_requests: usize,
     /// When the job is submitted, seconds into each run (default: 5 s before the first high
