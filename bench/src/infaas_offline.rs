@@ -12,7 +12,6 @@
 //! the machine's CPU utilisation (`/proc/stat`) and the job's answered count and state.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -20,7 +19,9 @@ use serde_json::{json, Value};
 use weir::cli::model::{register, RegisterArgs, RepositoryArg};
 
 use crate::infaas_autoscale::drive::{self, Recorded};
+use crate::infaas_autoscale::report::quantile;
 use crate::infaas_autoscale::Pattern;
+use crate::process::{serve_command, ServeProcess};
 
 /// The task the classifier serves.
 const TASK: &str = "text_orientation";
@@ -79,31 +80,13 @@ fn cpu_times() -> Option<(u64, u64)> {
     Some((total.saturating_sub(idle), total))
 }
 
-/// A `weir serve` for the run, stopped on drop.
-struct Serve {
-    child: Child,
-    addr: String,
-}
+/// Longest a run's front end may take to start (its pre-load included).
+const START_WITHIN: Duration = Duration::from_secs(90);
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path, variant: &str, label: &str) -> Result<Serve> {
+fn serve(dir: &Path, variant: &str, label: &str) -> Result<ServeProcess> {
     let log = std::fs::File::create(dir.join(format!("serve-{label}.log")))?;
-    let mut child = Command::new(std::env::current_exe()?)
-        .arg("serve")
-        .arg("--repository")
+    let mut cmd = serve_command()?;
+    cmd.arg("--repository")
         .arg(dir.join("repository"))
         .arg("--offline-dir")
         .arg(dir.join("jobs"))
@@ -112,36 +95,9 @@ fn serve(dir: &Path, variant: &str, label: &str) -> Result<Serve> {
         .args([
             "--request-timeout-ms",
             &drive::EXPIRE.as_millis().to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .context("starting weir serve")?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        use std::io::BufRead;
-        std::io::BufReader::new(out).read_line(&mut line)?;
-    }
-    let addr = line
-        .trim()
-        .strip_prefix("weir serving http://")
-        .map(str::to_string);
-    let mut s = Serve {
-        child,
-        addr: String::new(),
-    };
-    s.addr = addr.ok_or_else(|| anyhow!("weir serve did not start (see {})", dir.display()))?;
-    Ok(s)
-}
-
-fn post(addr: &str, path: &str, body: &str) -> Result<(u16, String)> {
-    let mut c = crate::http::Client::connect(addr)?;
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    let (status, reply) = c.exchange(head.as_bytes(), body.as_bytes())?;
-    Ok((status, String::from_utf8_lossy(&reply).into_owned()))
+        ]);
+    ServeProcess::start(&mut cmd, log, START_WITHIN)
+        .with_context(|| format!("the {label} run's front end (see {})", dir.display()))
 }
 
 /// Registers the model and writes the offline job's input; the variant's name.
@@ -217,7 +173,7 @@ pub fn run(
     };
     let path = format!("/v2/models/{TASK}/infer");
     // Warm the instance and the connections.
-    let (status, text) = post(&server.addr, &path, &body("warm"))?;
+    let (status, text) = drive::post(&server.addr, &path, &body("warm"))?;
     if status != 200 {
         bail!("the first query: {status} {text}");
     }
@@ -226,7 +182,7 @@ pub fn run(
         let _ = std::fs::remove_file(dir.join("jobs").join(&output));
         let submit = json!({"model": TASK, "input": "in.jsonl", "output": output,
             "parameters": parameters});
-        let (status, text) = post(&server.addr, "/v2/offline", &submit.to_string())?;
+        let (status, text) = drive::post(&server.addr, "/v2/offline", &submit.to_string())?;
         if status != 202 {
             bail!("submitting the job: {status} {text}");
         }
@@ -326,14 +282,6 @@ pub struct CoRow {
     pub paused: f64,
     /// Mean CPU utilisation inside and outside the high phases.
     pub cpu_high_low: (f64, f64),
-}
-
-fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
 /// Summarises `run` (`label` its name) against the SLO.

@@ -1,10 +1,12 @@
-//! The `weir executor` processes the experiments start (remote, ParM, Kairos, HAMS): a free
-//! loopback endpoint for each, and waiting for an executor's ready line.
+//! The `weir executor` processes the experiments start (remote, ParM, Kairos, HAMS, INFaaS): a
+//! free loopback endpoint for each, and waiting for an executor's ready line; and the `weir
+//! serve` front ends the INFaaS experiments start, with their address.
 //!
 //! The executors are real processes, not threads of this one, because what the experiments
 //! measure is the zenoh hop and what a SIGKILL or SIGSTOP of a whole host does. They run this
-//! binary's hidden `executor` subcommand, which is `weir executor`'s own code
-//! ([`weir::cli::run_executor`]): the experiment needs no `weir` binary built beside it.
+//! binary's hidden `executor` and `serve` subcommands, which are `weir executor`'s and `weir
+//! serve`'s own code ([`weir::cli::run_executor`], [`weir::cli::run_serve`]): the experiment
+//! needs no `weir` binary built beside it.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -51,4 +53,82 @@ pub fn spawn_ready(cmd: &mut Command, name: &str) -> Result<Child> {
 pub fn free_endpoint() -> Result<String> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     Ok(format!("tcp/127.0.0.1:{port}"))
+}
+
+/// This binary's hidden `serve` subcommand (`weir serve`'s own code), to which the caller adds
+/// its flags.
+///
+/// # Errors
+/// When this executable's path is unknown.
+pub fn serve_command() -> Result<Command> {
+    let mut cmd = Command::new(std::env::current_exe().context("locating this executable")?);
+    cmd.arg("serve");
+    Ok(cmd)
+}
+
+/// A `weir serve` an experiment started: its HTTP address; stopped when dropped with SIGTERM
+/// (it drains), then SIGKILL if it has not exited after [`ServeProcess::GRACE`].
+pub struct ServeProcess {
+    child: Child,
+    /// The bound HTTP address, `host:port`.
+    pub addr: String,
+}
+
+impl ServeProcess {
+    /// How long a stopping server may drain.
+    pub const GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+
+    /// Spawns `cmd` (a [`serve_command`] with `--http`), its log going to `log`, and waits up to
+    /// `within` for its first line, the address it serves on (printed once pre-loads are done).
+    ///
+    /// # Errors
+    /// When it cannot start, or says no address in time (it is killed then).
+    pub fn start(
+        cmd: &mut Command,
+        log: std::fs::File,
+        within: std::time::Duration,
+    ) -> Result<ServeProcess> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("starting weir serve")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(out) = child.stdout.take() {
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                let mut line = String::new();
+                let _ = std::io::BufReader::new(out).read_line(&mut line);
+                let _ = tx.send(line);
+            });
+        }
+        let line = rx.recv_timeout(within).unwrap_or_default();
+        match line.trim().strip_prefix("weir serving http://") {
+            Some(addr) => Ok(ServeProcess {
+                addr: addr.to_string(),
+                child,
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("weir serve said no address within {within:?}")
+            }
+        }
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let deadline = std::time::Instant::now() + Self::GRACE;
+            while std::time::Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None))
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
 }

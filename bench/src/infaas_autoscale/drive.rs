@@ -80,6 +80,17 @@ pub fn get(addr: &str, path: &str) -> Result<String> {
     String::from_utf8(body).context("metrics are not UTF-8")
 }
 
+/// One JSON POST over a fresh connection: the status and the body as text.
+pub fn post(addr: &str, path: &str, body: &str) -> Result<(u16, String)> {
+    let mut client = Client::connect(addr)?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let (status, reply) = client.exchange(head.as_bytes(), body.as_bytes())?;
+    Ok((status, String::from_utf8_lossy(&reply).into_owned()))
+}
+
 /// The sum of the series of `family` in Prometheus text `text` (its label sets filtered by `keep`).
 fn family_sum(text: &str, family: &str, keep: impl Fn(&str) -> bool) -> f64 {
     text.lines()

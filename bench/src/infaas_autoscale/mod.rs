@@ -30,7 +30,7 @@
 
 pub(crate) mod drive;
 mod plot;
-mod report;
+pub(crate) mod report;
 mod setup;
 
 use std::path::{Path, PathBuf};

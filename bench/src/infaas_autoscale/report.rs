@@ -51,7 +51,8 @@ pub fn windows(run: &Run, slo_ms: f64, width: f64) -> Vec<(usize, usize)> {
     out
 }
 
-fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+/// The `q` quantile of `v` (nearest rank); NaN when empty.
+pub(crate) fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

@@ -4,9 +4,8 @@
 //! the run ends (the serve process with SIGTERM, so it drains; the executors it launched die
 //! with it).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -15,7 +14,7 @@ use weir::cli::model::{register, RegisterArgs, RepositoryArg};
 use weir_infaas::repository::Repository;
 
 use super::{AutoscaleBenchConfig, Knobs, System};
-use crate::process::{free_endpoint, spawn_ready};
+use crate::process::{executor_command, free_endpoint, serve_command, spawn_ready, ServeProcess};
 
 /// The task the model is registered under.
 pub const TASK: &str = "digits";
@@ -120,20 +119,14 @@ impl Prepared {
 pub(super) struct Deployment {
     /// The front end's HTTP address.
     pub addr: String,
-    serve: Child,
+    /// Taken when stopped, so that it stops before the executors started here.
+    serve: Option<ServeProcess>,
     executors: Vec<Child>,
     /// The request parameters the system's queries carry.
     parameters: serde_json::Value,
     row: Vec<f32>,
     /// Price of the fixed pool's variant, per instance-second.
     price: f64,
-}
-
-/// This executable with a hidden subcommand.
-fn this(subcommand: &str) -> Result<Command> {
-    let mut cmd = Command::new(std::env::current_exe().context("locating this executable")?);
-    cmd.arg(subcommand);
-    Ok(cmd)
 }
 
 impl Deployment {
@@ -148,7 +141,7 @@ impl Deployment {
         let root = prepared.dir.join("repository");
         let log =
             std::fs::File::create(prepared.dir.join(format!("serve-{system:?}-{label}.log")))?;
-        let mut serve = this("serve")?;
+        let mut serve = serve_command()?;
         serve.args(["--repository".as_ref(), root.as_os_str()]);
         serve.args(["--control-key-file".as_ref(), prepared.key.as_os_str()]);
         let timeout_ms = super::drive::EXPIRE.as_millis().to_string();
@@ -186,8 +179,7 @@ impl Deployment {
             for i in 0..fixed {
                 let name = format!("fixed-{hardware}-{i}-{}", std::process::id());
                 let endpoint = free_endpoint()?;
-                let mut cmd = this("executor")?;
-                cmd.args(["--name", &name, "--listen", &endpoint]);
+                let mut cmd = executor_command(&name, &endpoint)?;
                 cmd.args(["--repository".as_ref(), root.as_os_str()]);
                 cmd.args(["--control-key-file".as_ref(), prepared.key.as_os_str()]);
                 cmd.args(["--emulate-latency", &t.latency_arg()]);
@@ -211,37 +203,25 @@ impl Deployment {
         if std::env::var_os("WEIR_LOG").is_none() {
             serve.env("WEIR_LOG", "warn,weir_infaas=info");
         }
-        let mut child = serve
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .context("starting weir serve")?;
-        // Its first line is its address, printed once it serves (pre-loads done).
-        let (tx, rx) = std::sync::mpsc::channel();
-        if let Some(out) = child.stdout.take() {
-            std::thread::spawn(move || {
-                let mut line = String::new();
-                let _ = BufReader::new(out).read_line(&mut line);
-                let _ = tx.send(line);
-            });
-        }
-        let line = rx.recv_timeout(FIRST_ANSWER).unwrap_or_default();
-        let Some(addr) = line.trim().strip_prefix("weir serving http://") else {
-            let _ = child.kill();
-            let _ = child.wait();
-            for mut e in executors {
-                let _ = e.kill();
-                let _ = e.wait();
+        let serve = match ServeProcess::start(&mut serve, log, FIRST_ANSWER) {
+            Ok(s) => s,
+            Err(e) => {
+                for mut x in executors {
+                    let _ = x.kill();
+                    let _ = x.wait();
+                }
+                return Err(e).with_context(|| {
+                    format!(
+                        "weir serve for {} (its log is in {})",
+                        system.name(),
+                        prepared.dir.display()
+                    )
+                });
             }
-            bail!(
-                "weir serve for {} did not start within {FIRST_ANSWER:?} (its log is in {})",
-                system.name(),
-                prepared.dir.display()
-            );
         };
         Ok(Deployment {
-            addr: addr.to_string(),
-            serve: child,
+            addr: serve.addr.clone(),
+            serve: Some(serve),
             executors,
             parameters,
             row: prepared.row.clone(),
@@ -264,13 +244,7 @@ impl Deployment {
         let mut n = 0;
         loop {
             let text = body(&format!("first-{n}"));
-            let head = format!(
-                "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                self.addr,
-                text.len()
-            );
-            let status = crate::http::Client::connect(&self.addr)
-                .and_then(|mut c| c.post(head.as_bytes(), text.as_bytes()));
+            let status = super::drive::post(&self.addr, path, &text).map(|(status, _)| status);
             if matches!(status, Ok(200)) {
                 return Ok(());
             }
@@ -294,19 +268,8 @@ impl Deployment {
     }
 
     fn halt(&mut self) {
-        if let Ok(None) = self.serve.try_wait() {
-            let pid = self.serve.id().to_string();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.serve.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = self.serve.kill();
-            let _ = self.serve.wait();
-        }
+        // The front end drains first; dropping it stops it.
+        drop(self.serve.take());
         for e in &mut self.executors {
             let _ = e.kill();
             let _ = e.wait();
