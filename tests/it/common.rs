@@ -123,11 +123,11 @@ impl Drop for TempDir {
 
 /// A fresh temporary folder named after `tag`, this process and the moment.
 pub fn temp_dir(tag: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!(
-        "weir-it-{tag}-{}-{:?}",
-        std::process::id(),
-        std::time::Instant::now()
-    ));
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("weir-it-{tag}-{}-{n}", std::process::id()));
+    // A directory left by an earlier process with the same id is stale.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     TempDir(dir)
 }
