@@ -383,6 +383,8 @@ fn start_parts(
             // In a cluster, requests admitted here may be served by another process's executor.
             admission: cluster.is_none().then_some(&admission),
             manager: links.as_ref(),
+            // Only a graph whose requests are all admitted here knows every row's deadline.
+            requests: cluster.is_none().then_some(&requests),
         },
     )?);
     let managed: Vec<_> = factory

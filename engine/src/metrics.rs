@@ -53,6 +53,9 @@ pub const EXECUTOR_JOB_SECONDS_TOTAL: &str = "weir_executor_job_seconds_total";
 pub const EXECUTOR_INFERENCE_SECONDS: &str = "weir_executor_inference_seconds";
 /// Rows per inference call.
 pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";
+/// Rows a model node answered expired instead of running: their deadline passed while they
+/// waited.
+pub const NODE_EXPIRED_TOTAL: &str = "weir_node_expired_total";
 /// Per replica of a model node: 1 while alive.
 pub const REPLICA_ALIVE: &str = "weir_replica_alive";
 /// Per replica: jobs sent and not answered yet.

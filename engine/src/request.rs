@@ -66,6 +66,8 @@ pub enum ErrorClass {
     Unavailable,
     /// A node failed while serving a valid request (an ONNX Runtime error, say).
     NodeFailed,
+    /// The request's deadline passed before it ran; it was not run.
+    DeadlineExceeded,
 }
 
 impl ErrorClass {
@@ -76,6 +78,7 @@ impl ErrorClass {
             ErrorClass::Overloaded => "overloaded",
             ErrorClass::Unavailable => "unavailable",
             ErrorClass::NodeFailed => "node_failed",
+            ErrorClass::DeadlineExceeded => "deadline_exceeded",
         }
     }
 }
@@ -122,6 +125,15 @@ pub enum RequestError {
         /// What failed.
         message: String,
     },
+    /// The request's deadline passed while it waited for a node, which did not run it: nobody
+    /// waits for the answer any more, and the time goes to requests that can still make theirs.
+    #[error("node `{node}`: the request's deadline passed {late_ms} ms before the node could run it; it was not run")]
+    Expired {
+        /// The node it waited for.
+        node: String,
+        /// How long past its deadline it was when the node dropped it.
+        late_ms: u64,
+    },
 }
 
 impl RequestError {
@@ -134,6 +146,7 @@ impl RequestError {
             }
             RequestError::ShuttingDown { .. } => ErrorClass::Unavailable,
             RequestError::Node { .. } => ErrorClass::NodeFailed,
+            RequestError::Expired { .. } => ErrorClass::DeadlineExceeded,
         }
     }
 }

@@ -22,6 +22,9 @@ pub enum ErrorKind {
     /// A variant could not be loaded (not in the executor's repository, its file does not match
     /// the record, or ONNX Runtime failed on it).
     LoadFailed,
+    /// The job's time budget ran out while it waited in the executor's queue; it was not run.
+    /// Final: another replica cannot answer it in time either.
+    Expired,
 }
 
 /// The body of a zenoh reply error.

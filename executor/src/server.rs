@@ -15,7 +15,9 @@
 //! refused with the flag that would fix it, never run with shapes the graph did not mean. A model
 //! named with `--pad NAME=DIM:VALUE` joins requests that differ along the ONNX dimension `DIM` into
 //! one call, padded as a graph node's `batching.pad` does; without it, jobs whose rows differ in
-//! shape run row by row here.
+//! shape run row by row here. A query may carry the time its client still waits
+//! ([`BUDGET_PARAMETER`], milliseconds; a duration, so no clocks need agree): a job still queued
+//! when it runs out is answered `expired`, not run (`weir_operators::model::expiry`).
 //!
 //! Emulated heterogeneity (Kairos's pools of instance types; [`crate::emulation`]): the
 //! session thread that ran a job sleeps before replying until the emulated type's time for the job
@@ -381,6 +383,28 @@ pub(crate) fn call_shape(meta: &ModelMetadata, unbatched: bool, fixed: Option<us
 /// than run it with the wrong shapes.
 pub const UNBATCHED_PARAMETER: &str = "batch";
 
+/// The selector parameter carrying how many milliseconds the job's client still waits.
+pub const BUDGET_PARAMETER: &str = "budget_ms";
+
+/// The longest budget honoured; a longer one is taken as this (a peer cannot make a job
+/// outlive any sensible client).
+const MAX_BUDGET: Duration = Duration::from_secs(3600);
+
+/// The deadline a query's [`BUDGET_PARAMETER`] sets from `now`: `Ok(None)` without one, an
+/// error naming the parameter when it is not a whole number of milliseconds.
+fn budget_deadline(query: &Query, now: Instant) -> Result<Option<Instant>, String> {
+    let Some(text) = query.parameters().get(BUDGET_PARAMETER) else {
+        return Ok(None);
+    };
+    let ms: u64 = text.parse().map_err(|_| {
+        format!(
+            "selector parameter `{BUDGET_PARAMETER}` must be whole milliseconds, not `{}`",
+            weir_connectors::echo::quote(text)
+        )
+    })?;
+    Ok(Some(now + Duration::from_millis(ms).min(MAX_BUDGET)))
+}
+
 /// Why a query's `batch` parameter does not fit how `config` calls its model, if it does not.
 fn batch_mismatch(config: &ExecutorConfig, query: &Query) -> Option<String> {
     let unbatched = query.parameters().get(UNBATCHED_PARAMETER) == Some("false");
@@ -443,9 +467,17 @@ pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query
     let rows = inputs.first().map_or(0, TensorColumn::len);
     let stats = executor.shared_stats();
     let enqueued_at = Instant::now();
+    let deadline = match budget_deadline(&query, enqueued_at) {
+        Ok(d) => d,
+        Err(message) => {
+            reply_error(&query, ErrorKind::Invalid, message);
+            return;
+        }
+    };
     let job = Job {
         inputs,
         enqueued_at,
+        deadline,
         done: Box::new(move |outcome| match outcome {
             Ok(columns) => {
                 stats.add_held(emulate(emulation, enqueued_at, rows));
@@ -461,6 +493,9 @@ pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query
             }
             Err(e @ ExecError::Unavailable { .. }) => {
                 reply_error(&query, ErrorKind::Overloaded, e.to_string())
+            }
+            Err(e @ ExecError::Expired { .. }) => {
+                reply_error(&query, ErrorKind::Expired, e.to_string())
             }
             Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
         }),

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_engine::compile::{CompileError, NodeFactory};
+use weir_engine::dataflow::egress::RequestLog;
 use weir_engine::dataflow::exchange::route_rows;
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
@@ -36,6 +37,7 @@ use weir_engine::plan::{Plan, PlannedNode};
 use weir_engine::runtime::AdmissionGauge;
 use weir_engine::validate::{ModelNode, NodeKind, RemoteExecutor, ReplicaTarget};
 
+use model::expiry::Deadlines;
 use model::{
     ExecError, ExecutorConfig, InferenceService, LoadSnapshot, LocalReplica, ModelExecutor,
     ModelOperator, OrtRuntime, Replica, ReplicaPool,
@@ -78,6 +80,9 @@ pub struct SharedHandles<'a> {
     pub admission: Option<&'a AdmissionGauge>,
     /// The HAMS manager's links, for the stateful nodes on executors.
     pub manager: Option<&'a ManagerLinks>,
+    /// The graph's request log, whose deadlines model nodes keep to ([`model::expiry`]). None
+    /// in a cluster, where rows admitted by another process have no entry in this one's log.
+    pub requests: Option<&'a Arc<RequestLog>>,
 }
 
 impl std::fmt::Debug for SharedHandles<'_> {
@@ -86,6 +91,7 @@ impl std::fmt::Debug for SharedHandles<'_> {
             .field("remotes", &self.remotes.is_some())
             .field("admission", &self.admission)
             .field("manager", &self.manager)
+            .field("requests", &self.requests.is_some())
             .finish()
     }
 }
@@ -121,6 +127,8 @@ pub struct OperatorFactory {
     parity: HashMap<String, parity::ParityService>,
     /// Stateful nodes (HAMS): proxy and transport, by node id.
     stateful: HashMap<String, (Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>)>,
+    /// Each stateless model node's request deadlines and count of rows expired, by node id.
+    deadlines: HashMap<String, Deadlines>,
 }
 
 impl std::fmt::Debug for OperatorFactory {
@@ -210,6 +218,7 @@ impl OperatorFactory {
             services: HashMap::new(),
             parity: HashMap::new(),
             stateful: HashMap::new(),
+            deadlines: HashMap::new(),
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
             NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),
@@ -311,6 +320,10 @@ impl OperatorFactory {
                 _ => service,
             };
             factory.services.insert(n.node.id.clone(), service);
+            factory.deadlines.insert(
+                n.node.id.clone(),
+                Deadlines::new(shared.requests.cloned(), Arc::default()),
+            );
         }
         Ok(factory)
     }
@@ -349,6 +362,15 @@ impl OperatorFactory {
     /// Load counters of every model node's executor, by node id.
     pub fn executor_stats(&self) -> Vec<(String, LoadSnapshot)> {
         by_node(self.executors.iter().map(|(k, e)| (k.clone(), e.stats())))
+    }
+
+    /// Rows each stateless model node answered expired instead of running, by node id.
+    pub fn expired_rows(&self) -> Vec<(String, u64)> {
+        by_node(
+            self.deadlines
+                .iter()
+                .map(|(k, d)| (k.clone(), d.expired_rows())),
+        )
     }
 }
 
@@ -409,6 +431,11 @@ impl NodeFactory for OperatorFactory {
                     producer_ids: node.producer_ids.clone(),
                     input_columns,
                     output_columns,
+                    deadlines: self
+                        .deadlines
+                        .get(&n.id)
+                        .cloned()
+                        .unwrap_or_else(|| Deadlines::new(None, Arc::default())),
                 }
                 .build(input, Arc::clone(executor)))
             }

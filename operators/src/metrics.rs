@@ -1,5 +1,5 @@
 //! The operator metrics of every graph a process runs, as one [`Collector`]: each family writes
-//! its own series from the counters it keeps ([`model::executor::metrics`],
+//! its own series from the counters it keeps (rows expired per node, [`model::executor::metrics`],
 //! [`model::replicas::metrics`], [`model::parallelism::metrics`], [`stateful::metrics`]), read
 //! from each graph's [`OperatorFactory`] at scrape time, in that order. Every family is written
 //! once with the series of all graphs under it (labelled by `graph`): the Prometheus text format
@@ -51,6 +51,15 @@ impl Collector for OperatorMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         let e = &mut encoder;
         model::executor::metrics::encode(e, &self.per_graph(|f| f.executor_stats()))?;
+        let expired = self.per_graph(|f| f.expired_rows());
+        weir_engine::metrics::counter(
+            e,
+            weir_engine::metrics::NODE_EXPIRED_TOTAL,
+            "Rows a model node answered expired instead of running: their deadline passed while they waited.",
+            weir_engine::metrics::per_node(&expired)
+                .into_iter()
+                .map(|(g, n, rows)| (weir_engine::metrics::node_labels(g, n), *rows)),
+        )?;
         model::replicas::metrics::encode(e, &self.per_graph(|f| f.replica_pools()))?;
         model::parallelism::metrics::encode(e, &self.per_graph(|f| f.parallelism_stats()))?;
         let state: Vec<_> = self

@@ -5,6 +5,7 @@ mod autoscale;
 mod builder;
 mod cli;
 mod common;
+mod deadlines;
 mod distributed;
 mod dtypes;
 mod equality;

@@ -109,7 +109,9 @@ pub(crate) fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
         OipError::Request(RequestError::Node { .. }) => {
             (StatusCode::INTERNAL_SERVER_ERROR, Outcome::NodeFailed)
         }
-        OipError::Deadline { .. } => (StatusCode::GATEWAY_TIMEOUT, Outcome::DeadlineExceeded),
+        OipError::Deadline { .. } | OipError::Request(RequestError::Expired { .. }) => {
+            (StatusCode::GATEWAY_TIMEOUT, Outcome::DeadlineExceeded)
+        }
     }
 }
 

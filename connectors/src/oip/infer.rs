@@ -179,7 +179,8 @@ impl InferOutputs {
 }
 
 /// Splits `request` into per-row submissions to `runtime` (a leading batch dimension is
-/// optional), awaits every row within `timeout`, and stacks the rows' outputs.
+/// optional), awaits every row within `timeout`, and stacks the rows' outputs. A row still
+/// waiting for a model node when `timeout` has passed is not run.
 ///
 /// # Errors
 /// An [`OipError`] naming what was wrong with the request, or the graph's own error.
@@ -211,13 +212,16 @@ pub async fn infer_outputs(
     // `rows` is at most the in-flight limit (check_rows).
     let mut receivers = Vec::with_capacity(rows);
     // Request parameters travel through the graph with every row (later stages read them); the
-    // rows share one copy.
+    // rows share one copy. So does the deadline: a model node does not run a row nobody waits
+    // for any more.
     let parameters = request.parameters.clone();
+    let deadline = std::time::Instant::now().checked_add(timeout);
     let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, OipError> {
         let (tx, rx) = oneshot::channel();
-        runtime.submit_with_parameters(
+        runtime.submit_until(
             inputs,
             parameters.clone(),
+            deadline,
             Box::new(move |r| {
                 let _ = tx.send(r);
             }),
@@ -281,7 +285,17 @@ pub async fn infer_outputs(
     .map_err(|_| OipError::Deadline {
         ms: timeout.as_millis() as u64,
     })?;
-    let mut responses = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
+    // A row a model node did not run because this deadline passed is answered as the deadline.
+    let mut responses =
+        answers
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| match e {
+                RequestError::Expired { .. } => OipError::Deadline {
+                    ms: timeout.as_millis() as u64,
+                },
+                e => OipError::Request(e),
+            })?;
     // Echo the parameters as they came out of the graph, not as they went in.
     let echoed = responses
         .first()

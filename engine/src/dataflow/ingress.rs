@@ -34,6 +34,9 @@ pub struct AdmittedRequest {
     /// The client's parameters as JSON object text, carried to every node (see
     /// [`crate::batch::PARAMETERS`]).
     pub parameters: Option<Arc<str>>,
+    /// When the client stops waiting: a model node does not run it after this (its answer is
+    /// then [`crate::request::RequestError::Expired`]). `None`: no deadline.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// Builds the ingress source; hands its activator to `register`.

@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use timely::scheduling::SyncActivator;
@@ -379,7 +379,25 @@ impl GraphRuntime {
         parameters: Option<Arc<str>>,
         responder: Responder,
     ) -> Result<u64, RequestError> {
-        let request = self.admit(inputs, parameters)?;
+        self.submit_until(inputs, parameters, None, responder)
+    }
+
+    /// As [`GraphRuntime::submit_with_parameters`], for a client that stops waiting at
+    /// `deadline`: a model node the request still waits for then does not run it, and answers
+    /// it [`RequestError::Expired`] (the time goes to requests that can still be answered in
+    /// time). A request already running is finished.
+    ///
+    /// # Errors
+    /// As [`GraphRuntime::submit`].
+    pub fn submit_until(
+        &self,
+        inputs: Vec<NamedTensor>,
+        parameters: Option<Arc<str>>,
+        deadline: Option<Instant>,
+        responder: Responder,
+    ) -> Result<u64, RequestError> {
+        let mut request = self.admit(inputs, parameters)?;
+        request.deadline = deadline;
         let id = request.id;
         self.register(&request, responder);
         self.dispatch_or_answer(vec![request]);
@@ -415,6 +433,7 @@ impl GraphRuntime {
                 id,
                 inputs,
                 parameters: None,
+                deadline: None,
             })
             .collect();
         for (request, responder) in requests.iter().zip(responders) {
@@ -437,6 +456,7 @@ impl GraphRuntime {
             id,
             inputs,
             parameters,
+            deadline: None,
         })
     }
 
@@ -474,7 +494,7 @@ impl GraphRuntime {
         if self.log_requests {
             self.replies.insert_logged(request.clone(), responder);
         } else {
-            self.replies.insert(request.id, responder);
+            self.replies.insert(request.id, request.deadline, responder);
         }
     }
 

@@ -42,6 +42,8 @@ use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::validate::{CallShape, RemoteExecutor};
 use weir_engine::wire::{decode_columns, encode_columns};
+use weir_operators::model::expiry;
+use weir_operators::model::replicas::JobTiming;
 use weir_operators::model::{ExecError, ExecutorConfig, Replica, ReplicaDone, ReplicaError};
 use weir_operators::RemoteReplicaSource;
 use zenoh::pubsub::Subscriber;
@@ -401,6 +403,8 @@ struct QueryEnd {
     slot: AnswerSlot<Result<Vec<TensorColumn>, ReplicaError>>,
     outputs: Vec<OutputCheck>,
     rows: usize,
+    /// When the job's client stops waiting (the executor was sent the time left).
+    deadline: Option<Instant>,
     node: String,
     replica: String,
     liveness: Arc<Liveness>,
@@ -433,6 +437,11 @@ impl QueryEnd {
                     Some(e) if e.kind == ErrorKind::Overloaded => Err(ReplicaError::Unavailable(
                         format!("executor `{}` is overloaded", self.replica),
                     )),
+                    Some(e) if e.kind == ErrorKind::Expired => {
+                        let now = Instant::now();
+                        let late = expiry::lateness(self.deadline, now).unwrap_or_default();
+                        Err(ReplicaError::Failed(expiry::expired(&self.node, late)))
+                    }
                     Some(e) => Err(ReplicaError::Failed(ExecError::Inference {
                         node: self.node.clone(),
                         message: format!("on executor `{}`: {}", self.replica, quote(&e.message)),
@@ -501,7 +510,21 @@ impl Replica for RemoteReplica {
         self.capacity
     }
 
-    fn dispatch(&self, inputs: Vec<TensorColumn>, _enqueued_at: Instant, done: ReplicaDone) {
+    fn dispatch(&self, inputs: Vec<TensorColumn>, timing: JobTiming, done: ReplicaDone) {
+        let deadline = timing.1;
+        // The executor is told how long the client still waits, not when: no clocks need agree.
+        let selector = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now()).as_millis();
+                let sep = if self.key.contains('?') { '&' } else { '?' };
+                format!(
+                    "{}{sep}{}={left}",
+                    self.key,
+                    crate::server::BUDGET_PARAMETER
+                )
+            }
+            None => self.key.clone(),
+        };
         let body = match encode_columns(self.inputs.iter().map(String::as_str).zip(inputs.iter())) {
             Ok(b) => b,
             Err(e) => {
@@ -516,6 +539,7 @@ impl Replica for RemoteReplica {
             slot: AnswerSlot::new(done, self.completions.clone()),
             outputs: self.outputs.clone(),
             rows: inputs.first().map_or(0, TensorColumn::len),
+            deadline,
             node: self.node.clone(),
             replica: self.name.clone(),
             liveness: Arc::clone(&self.liveness),
@@ -523,7 +547,7 @@ impl Replica for RemoteReplica {
         let on_reply = Arc::clone(&end);
         let sent = self
             .session
-            .get(&self.key)
+            .get(&selector)
             .payload(body)
             // Every queryable on the key: the executor's reply is told apart by its session, so
             // a rogue queryable on the same key can neither take the job nor answer it.

@@ -4,9 +4,10 @@
 //! below the accuracy floor), and whether it may change variants at all (a variant that queries
 //! name is only replicated or shrunk: they would not follow an upgrade).
 //!
-//! It also counts the queries that chose each variant, per second, so the autoscaler sees the
-//! load *offered* to an architecture, not only what its instances managed to serve: a saturated
-//! instance serves its capacity whatever arrives, and a replica just loaded has not reported yet.
+//! It also counts the queries that chose each variant over the last second, so the autoscaler sees
+//! the load *offered* to an architecture, not only what its instances managed to serve: a
+//! saturated instance serves its capacity whatever arrives, and a replica just loaded has not
+//! reported yet.
 //!
 //! The serving side notes every query; each note is a short lock on one map. Notes older than the
 //! window are forgotten when read.
@@ -17,8 +18,12 @@ use std::time::{Duration, Instant};
 
 use crate::query::Requirements;
 
-/// Whole seconds over which arrivals are counted.
-const RATE_SECONDS: u64 = 2;
+/// Arrivals are counted in buckets of this many milliseconds...
+const BUCKET_MS: u64 = 100;
+/// ...over the last this many buckets: the last second, the model-autoscaler's tick (§4.2). A
+/// tick then sees a step in load in full, at most a bucket late; a longer window would spread a
+/// spike over several ticks and the autoscaler would climb it in a staircase of too-small steps.
+const BUCKETS: usize = 10;
 
 /// One variant's recent requirements and arrivals.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,30 +32,30 @@ struct Seen {
     latency_ms: Option<f64>,
     min_accuracy: Option<f64>,
     explicit: bool,
-    /// Queries per whole second since the demand started: (second, count), the current one last.
-    arrivals: [(u64, u64); RATE_SECONDS as usize + 1],
+    /// Queries per bucket since the demand started: (bucket, count), the current one last.
+    arrivals: [(u64, u64); BUCKETS + 1],
 }
 
 impl Seen {
-    fn arrive(&mut self, second: u64) {
+    fn arrive(&mut self, bucket: u64) {
         let last = self.arrivals.len() - 1;
-        if self.arrivals[last].0 != second {
+        if self.arrivals[last].0 != bucket {
             self.arrivals.rotate_left(1);
-            self.arrivals[last] = (second, 0);
+            self.arrivals[last] = (bucket, 0);
         }
         self.arrivals[last].1 += 1;
     }
 
-    /// Queries per second over the last whole seconds before `second`.
-    fn rate(&self, second: u64) -> f64 {
-        let from = second.saturating_sub(RATE_SECONDS);
+    /// Queries per second over the [`BUCKETS`] whole buckets before `bucket`.
+    fn rate(&self, bucket: u64) -> f64 {
+        let from = bucket.saturating_sub(BUCKETS as u64);
         let n: u64 = self
             .arrivals
             .iter()
-            .filter(|(s, _)| *s >= from && *s < second)
+            .filter(|(b, _)| *b >= from && *b < bucket)
             .map(|(_, c)| c)
             .sum();
-        n as f64 / RATE_SECONDS as f64
+        n as f64 * 1e3 / (BUCKETS as u64 * BUCKET_MS) as f64
     }
 }
 
@@ -99,17 +104,23 @@ impl Demand {
         }
     }
 
+    /// The arrival bucket `now` falls in.
+    fn bucket(&self, now: Instant) -> u64 {
+        u64::try_from(now.duration_since(self.start).as_millis() / u128::from(BUCKET_MS))
+            .unwrap_or(u64::MAX)
+    }
+
     /// A query that chose `variant` with `requirements` (`explicit`: it named the variant).
     pub fn note(&self, variant: &str, requirements: &Requirements, explicit: bool) {
         let now = Instant::now();
-        let second = now.duration_since(self.start).as_secs();
+        let bucket = self.bucket(now);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let mut fresh = Seen {
             at: now,
             latency_ms: requirements.latency_ms,
             min_accuracy: requirements.min_accuracy,
             explicit,
-            arrivals: [(0, 0); RATE_SECONDS as usize + 1],
+            arrivals: [(0, 0); BUCKETS + 1],
         };
         match seen.get_mut(variant) {
             // Within the window the strictest requirement holds; after it, the latest.
@@ -118,10 +129,10 @@ impl Demand {
                 s.latency_ms = min_opt(s.latency_ms, fresh.latency_ms);
                 s.min_accuracy = max_opt(s.min_accuracy, fresh.min_accuracy);
                 s.explicit |= explicit;
-                s.arrive(second);
+                s.arrive(bucket);
             }
             _ => {
-                fresh.arrive(second);
+                fresh.arrive(bucket);
                 seen.insert(variant.to_string(), fresh);
             }
         }
@@ -130,15 +141,48 @@ impl Demand {
     /// What the queries of the variants `of` asked for within the window.
     pub fn asked<'a>(&self, of: impl Iterator<Item = &'a str>) -> Asked {
         let now = Instant::now();
-        let second = now.duration_since(self.start).as_secs();
+        let bucket = self.bucket(now);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.retain(|_, s| now.duration_since(s.at) < self.window);
         of.filter_map(|v| seen.get(v))
             .fold(Asked::default(), |a, s| Asked {
-                arrival_qps: a.arrival_qps + s.rate(second),
+                arrival_qps: a.arrival_qps + s.rate(bucket),
                 latency_ms: min_opt(a.latency_ms, s.latency_ms),
                 min_accuracy: max_opt(a.min_accuracy, s.min_accuracy),
                 explicit: a.explicit || s.explicit,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_in_arrivals_is_seen_in_full_one_second_later() {
+        let mut seen = Seen {
+            at: Instant::now(),
+            latency_ms: None,
+            min_accuracy: None,
+            explicit: false,
+            arrivals: [(0, 0); BUCKETS + 1],
+        };
+        // 10 q/s for two seconds, then 150 q/s.
+        for bucket in 0..20 {
+            seen.arrive(bucket);
+        }
+        assert_eq!(seen.rate(20), 10.0);
+        for bucket in 20..30 {
+            if bucket == 25 {
+                // Half a second in: half of each.
+                assert_eq!(seen.rate(25), 5.0 + 5.0 * 15.0);
+            }
+            for _ in 0..15 {
+                seen.arrive(bucket);
+            }
+        }
+        assert_eq!(seen.rate(30), 150.0);
+        // Nothing since: the rate falls to nothing a second later.
+        assert_eq!(seen.rate(40), 0.0);
     }
 }

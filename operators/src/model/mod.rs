@@ -11,6 +11,7 @@
 //! [`synthetic`] makes a random request for a model from its file alone (profiling, warm-up).
 
 pub mod executor;
+pub mod expiry;
 pub mod operator;
 pub mod ort_env;
 pub(crate) mod ort_values;
@@ -79,6 +80,14 @@ pub enum ExecError {
         /// ONNX Runtime's message.
         message: String,
     },
+    /// The job's deadline passed before it could run; it was not run ([`expiry`]).
+    #[error("node `{node}`: the deadline passed {late_ms} ms before the job could run")]
+    Expired {
+        /// Node id.
+        node: String,
+        /// How long past its deadline the job was when it was dropped.
+        late_ms: u64,
+    },
 }
 
 impl ExecError {
@@ -89,6 +98,9 @@ impl ExecError {
             ExecError::Session { path, message, .. } => format!("cannot load {path}: {message}"),
             ExecError::Unavailable { message, .. } => format!("unavailable: {message}"),
             ExecError::Inference { message, .. } => format!("inference failed: {message}"),
+            ExecError::Expired { late_ms, .. } => {
+                format!("the deadline passed {late_ms} ms before the job could run")
+            }
         }
     }
 }

@@ -7,6 +7,8 @@
 //! finishing a job pushes the outcome onto the operator's channel and activates it through a
 //! `SyncActivator`; the operator then emits the output batch (lineage extended by this hop) or one
 //! error per row, at the job's time, and drops the capability. The worker never waits on inference.
+//! Each job carries its rows' deadline; a job still held back when it passes is answered expired
+//! instead of offered ([`super::expiry`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use weir_engine::lineage::append_hop;
 use weir_engine::request::{RequestError, RowError};
 
 use super::executor::Job;
+use super::expiry::Deadlines;
 use super::replicas::InferenceService;
 use super::ExecError;
 
@@ -43,6 +46,8 @@ pub struct ModelOperator {
     pub input_columns: Vec<String>,
     /// Batch column names for the model outputs, in executor output order.
     pub output_columns: Vec<Arc<str>>,
+    /// The rows' deadlines, and the count of rows not run because theirs passed.
+    pub deadlines: Deadlines,
 }
 
 struct InFlight {
@@ -92,9 +97,18 @@ impl ModelOperator {
                     match outcome.and_then(|cols| op.output_batch(&f, cols)) {
                         Ok(batch) => ok_out.session(&f.caps.rows).give(batch),
                         Err(e) => {
-                            let error = Arc::new(RequestError::Node {
-                                node: op.node.clone(),
-                                message: e.detail(),
+                            let error = Arc::new(match e {
+                                ExecError::Expired { late_ms, .. } => {
+                                    op.deadlines.count_expired(f.batch.num_rows());
+                                    RequestError::Expired {
+                                        node: op.node.clone(),
+                                        late_ms,
+                                    }
+                                }
+                                e => RequestError::Node {
+                                    node: op.node.clone(),
+                                    message: e.detail(),
+                                },
                             });
                             let mut s = err_out.session(&f.caps.errors);
                             for &id in f.batch.request_ids() {
@@ -144,6 +158,7 @@ impl ModelOperator {
                             let job = Job {
                                 inputs: columns,
                                 enqueued_at: Instant::now(),
+                                deadline: op.deadlines.of_rows(part.request_ids()),
                                 done: Box::new(move |outcome| {
                                     let _ = tx.send((token, outcome));
                                     let _ = sync.activate();
@@ -161,8 +176,13 @@ impl ModelOperator {
                         }
                     }
                 });
-                // 3. Offer pending jobs until the queue is full.
+                // 3. Offer pending jobs until the queue is full; one whose rows nobody waits
+                //    for any more is answered instead (its outcome arrives on the channel).
+                let now = Instant::now();
                 while let Some((token, job)) = pending.pop_front() {
+                    let Some(job) = job.unless_expired(&op.node, now) else {
+                        continue;
+                    };
                     if let Err(job) = executor.try_submit(job) {
                         pending.push_front((token, job));
                         retry.activate_after(RETRY_AFTER);

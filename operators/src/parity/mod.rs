@@ -175,6 +175,7 @@ impl InferenceService for ParityService {
         let data_job = Job {
             inputs: job.inputs,
             enqueued_at: job.enqueued_at,
+            deadline: job.deadline,
             done: Box::new(move |outcome| me.on_data(&m, outcome)),
         };
         if let Err(refused) = inner.deployed.try_submit(data_job) {
@@ -183,6 +184,7 @@ impl InferenceService for ParityService {
                 Some(done) => Err(Job {
                     inputs: refused.inputs,
                     enqueued_at: refused.enqueued_at,
+                    deadline: refused.deadline,
                     done,
                 }),
                 None => Ok(()),
@@ -234,9 +236,12 @@ impl Inner {
             return;
         };
         let me = Arc::clone(inner);
+        // The parity job has no deadline of its own: a member it would reconstruct is answered
+        // expired by its own job, and a late reconstruction finds it answered.
         let parity_job = Job {
             inputs: parity_inputs,
             enqueued_at: Instant::now(),
+            deadline: None,
             done: Box::new(move |outcome| me.on_parity(id, outcome)),
         };
         match inner.parity.try_submit(parity_job) {

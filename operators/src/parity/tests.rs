@@ -67,6 +67,7 @@ fn job(tag: usize, rows: &[[f32; 3]], answers: &Answers) -> Job {
     Job {
         inputs: vec![col],
         enqueued_at: Instant::now(),
+        deadline: None,
         done: Box::new(move |r| {
             let cols = r.expect("answered with outputs");
             let y = cols[0].f32_values().unwrap().to_vec();

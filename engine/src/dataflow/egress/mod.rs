@@ -108,9 +108,9 @@ impl ReplyTable {
         !self.replicated.is_empty()
     }
 
-    /// Registers how to answer request `id`.
-    pub fn insert(&self, id: u64, responder: Responder) {
-        self.requests.insert(id, responder);
+    /// Registers how to answer request `id`, which nobody waits for after `deadline`.
+    pub fn insert(&self, id: u64, deadline: Option<std::time::Instant>, responder: Responder) {
+        self.requests.insert(id, deadline, responder);
     }
 
     /// Registers how to answer `request`, keeping it to run again if a failover needs it.

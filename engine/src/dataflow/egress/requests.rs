@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use tracing::debug;
 
@@ -27,6 +28,8 @@ struct Pending {
     responder: Responder,
     /// The request as admitted, kept while replicated stateful nodes may need it run again.
     logged: Option<AdmittedRequest>,
+    /// When the client stops waiting.
+    deadline: Option<Instant>,
 }
 
 /// Pending requests and how to answer them.
@@ -65,25 +68,41 @@ impl RequestLog {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers how to answer request `id`.
-    pub fn insert(&self, id: u64, responder: Responder) {
-        self.insert_entry(id, responder, None);
+    /// Registers how to answer request `id`, which nobody waits for after `deadline`.
+    pub fn insert(&self, id: u64, deadline: Option<Instant>, responder: Responder) {
+        self.insert_entry(id, deadline, responder, None);
     }
 
     /// Registers how to answer `request`, keeping it to run again if a failover needs it.
     pub fn insert_logged(&self, request: AdmittedRequest, responder: Responder) {
-        self.insert_entry(request.id, responder, Some(request));
+        self.insert_entry(request.id, request.deadline, responder, Some(request));
     }
 
-    fn insert_entry(&self, id: u64, responder: Responder, logged: Option<AdmittedRequest>) {
+    fn insert_entry(
+        &self,
+        id: u64,
+        deadline: Option<Instant>,
+        responder: Responder,
+        logged: Option<AdmittedRequest>,
+    ) {
         self.shard(id).insert(
             original_id(id),
             Pending {
                 attempt: id,
                 responder,
                 logged,
+                deadline,
             },
         );
+    }
+
+    /// When the client of request `id` stops waiting: `None` when it set no deadline, or `id`
+    /// is not a pending request's current attempt (its rows are stale, or it was answered).
+    pub fn deadline(&self, id: u64) -> Option<Instant> {
+        self.shard(id)
+            .get(&original_id(id))
+            .filter(|p| p.attempt == id)
+            .and_then(|p| p.deadline)
     }
 
     /// Whether `id` is the current attempt of a pending request (rows of anything else are stale).

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use ort::session::{Session, SessionInputValue};
@@ -23,7 +24,8 @@ use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
 
 /// Counts `first` as dequeued and, for a batched model, takes more jobs until `max_batch` rows or
-/// the first job's deadline; a job that does not fit is left in `carried`.
+/// the first job's batching delay; a job that does not fit is left in `carried`. Jobs past their
+/// deadline are answered expired on the way and left out (none may be left).
 pub(super) fn gather_batch(
     first: Job,
     config: &ExecutorConfig,
@@ -37,8 +39,12 @@ pub(super) fn gather_batch(
         1
     };
     stats.dequeued.fetch_add(1, Ordering::Relaxed);
+    // A job nobody waits for any more is answered, not run (`crate::model::expiry`).
+    let Some(first) = first.unless_expired(&config.node, Instant::now()) else {
+        return (Vec::new(), 0);
+    };
     let mut rows = first.rows();
-    let deadline = first.enqueued_at + config.max_delay;
+    let gather_until = first.enqueued_at + config.max_delay;
     let key = call_key(config, &first);
     let batched = config.call.batched() && key.is_some();
     let mut jobs = vec![first];
@@ -46,11 +52,14 @@ pub(super) fn gather_batch(
         let next = if config.max_delay.is_zero() {
             rx.try_recv().map_err(|_| RecvTimeoutError::Timeout)
         } else {
-            rx.recv_deadline(deadline)
+            rx.recv_deadline(gather_until)
         };
         match next {
             Ok(j) => {
                 stats.dequeued.fetch_add(1, Ordering::Relaxed);
+                let Some(j) = j.unless_expired(&config.node, Instant::now()) else {
+                    continue;
+                };
                 if rows + j.rows() > max_batch || call_key(config, &j) != key {
                     *carried = Some(j);
                     break;

@@ -150,6 +150,9 @@ pub struct Job {
     pub inputs: Vec<TensorColumn>,
     /// When it was queued (the batching delay counts from here).
     pub enqueued_at: Instant,
+    /// After this nobody waits for its rows: it is answered [`ExecError::Expired`] instead of
+    /// run ([`super::expiry`]). `None`: it runs however long it waited.
+    pub deadline: Option<Instant>,
     /// Receives the outcome.
     pub done: JobDone,
 }
@@ -166,6 +169,18 @@ impl std::fmt::Debug for Job {
 impl Job {
     fn rows(&self) -> usize {
         self.inputs.first().map(TensorColumn::len).unwrap_or(0)
+    }
+
+    /// The job, unless its deadline passed by `now`: then it is answered
+    /// [`ExecError::Expired`] for `node` and `None` comes back.
+    pub fn unless_expired(self, node: &str, now: Instant) -> Option<Job> {
+        match super::expiry::lateness(self.deadline, now) {
+            Some(late) => {
+                (self.done)(Err(super::expiry::expired(node, late)));
+                None
+            }
+            None => Some(self),
+        }
     }
 }
 

@@ -299,6 +299,7 @@ mod tests {
         Job {
             inputs: columns,
             enqueued_at: std::time::Instant::now(),
+            deadline: None,
             done: Box::new(|_| {}),
         }
     }

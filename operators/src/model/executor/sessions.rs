@@ -71,6 +71,9 @@ pub(super) fn session_loop(
             },
         };
         let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        if jobs.is_empty() {
+            continue;
+        }
         let idle_before = idle_gap(idle_since, rows);
         idle_since = Some(run_jobs(
             &mut session,
@@ -144,6 +147,9 @@ pub(super) fn switchable_loop(
             }
         };
         let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        if jobs.is_empty() {
+            continue;
+        }
         let threads = board.current().threads;
         let pos = sessions
             .iter()

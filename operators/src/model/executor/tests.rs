@@ -53,6 +53,7 @@ fn job(id: u64, answers: &Answers) -> Job {
     Job {
         inputs: vec![col],
         enqueued_at: Instant::now(),
+        deadline: None,
         done: Box::new(move |r| {
             let r = r
                 .map(|c| c[0].f32_values().unwrap().to_vec())
@@ -364,4 +365,41 @@ fn fixed_executor_refuses_to_switch() {
         executor.set_parallelism(1, 1),
         Err(ParallelismError::Fixed { .. })
     ));
+}
+
+#[test]
+fn a_queued_job_past_its_deadline_is_answered_expired_not_run() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor = ModelExecutor::start(&runtime, config(16)).unwrap();
+    let answers: Answers = Arc::default();
+    let past = Instant::now() - Duration::from_millis(5);
+    let future = Instant::now() + Duration::from_secs(600);
+    for (id, deadline) in [
+        (0, Some(past)),
+        (1, Some(future)),
+        (2, None),
+        (3, Some(past)),
+    ] {
+        submit(
+            &executor,
+            Job {
+                deadline,
+                ..job(id, &answers)
+            },
+        );
+    }
+    wait_for(&answers, 4);
+    let answers = answers.lock().unwrap();
+    for id in [0, 3] {
+        let got = &answers[&id];
+        assert_eq!(got.len(), 1, "job {id} answered once");
+        let e = got[0].as_ref().expect_err("expired");
+        assert!(e.contains("deadline passed"), "{e}");
+    }
+    for id in [1, 2] {
+        assert_eq!(answers[&id].len(), 1, "job {id} answered once");
+        assert!(answers[&id][0].is_ok(), "job {id}: {:?}", answers[&id]);
+    }
+    // Only the two jobs still awaited were run.
+    assert_eq!(executor.stats().rows, 2);
 }

@@ -113,7 +113,12 @@ mod tests {
         fn capacity(&self) -> usize {
             4
         }
-        fn dispatch(&self, inputs: Vec<TensorColumn>, _: std::time::Instant, done: ReplicaDone) {
+        fn dispatch(
+            &self,
+            inputs: Vec<TensorColumn>,
+            _: crate::model::replicas::JobTiming,
+            done: ReplicaDone,
+        ) {
             done(Ok(inputs));
         }
     }
@@ -130,6 +135,7 @@ mod tests {
             let job = Job {
                 inputs: vec![col],
                 enqueued_at: std::time::Instant::now(),
+                deadline: None,
                 done: Box::new(|r| assert!(r.is_ok())),
             };
             assert!(pool.try_submit(job).is_ok());

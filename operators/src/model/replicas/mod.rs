@@ -47,6 +47,10 @@ pub const DOWN_COOLDOWN: Duration = Duration::from_millis(500);
 /// Most dispatches of one job before it fails.
 pub const MAX_ATTEMPTS: u32 = 8;
 
+/// When a dispatched job was first queued, and when nobody waits for it any more (`None`: no
+/// deadline).
+pub type JobTiming = (Instant, Option<Instant>);
+
 /// Where a model node's jobs go: one executor, or a pool of replicas.
 pub trait InferenceService: Send + Sync {
     /// Queues `job`, or hands it back when there is no room now (the caller retries later).
@@ -89,8 +93,10 @@ pub trait Replica: Send + Sync {
     fn is_alive(&self) -> bool;
     /// Most jobs it should hold at once.
     fn capacity(&self) -> usize;
-    /// Sends `inputs` (columns in the model's input order); `done` is called exactly once.
-    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone);
+    /// Sends `inputs` (columns in the model's input order), queued since `timing.0` and awaited
+    /// until `timing.1` (a replica that queues the job drops it once that passes); `done` is
+    /// called exactly once.
+    fn dispatch(&self, inputs: Vec<TensorColumn>, timing: JobTiming, done: ReplicaDone);
     /// Registers a callback run when the replica comes back alive (after a restart, say).
     fn on_revival(&self, _callback: Box<dyn Fn() + Send + Sync>) {}
 }
@@ -120,10 +126,12 @@ impl Replica for LocalReplica {
         self.executor.config().queue_capacity.max(1) + self.executor.config().instances.max(1)
     }
 
-    fn dispatch(&self, inputs: Vec<TensorColumn>, enqueued_at: Instant, done: ReplicaDone) {
+    fn dispatch(&self, inputs: Vec<TensorColumn>, timing: JobTiming, done: ReplicaDone) {
+        let (enqueued_at, deadline) = timing;
         let job = Job {
             inputs,
             enqueued_at,
+            deadline,
             done: Box::new(move |r| done(r.map_err(ReplicaError::Failed))),
         };
         if let Err(job) = self.executor.try_submit(job) {

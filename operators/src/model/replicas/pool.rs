@@ -12,6 +12,7 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::routing::Routing;
 
 use super::super::executor::{AnswerOnce, Job};
+use super::super::expiry;
 use super::super::routing::{concat_jobs, split_rows, KairosQueue, RoutingError};
 use super::super::ExecError;
 use super::{
@@ -51,6 +52,7 @@ impl Slot {
 struct PoolJob {
     inputs: Vec<TensorColumn>,
     enqueued_at: Instant,
+    deadline: Option<Instant>,
     done: AnswerOnce,
     attempts: AtomicU32,
 }
@@ -61,6 +63,7 @@ impl PoolJob {
         Arc::new(PoolJob {
             inputs: job.inputs,
             enqueued_at: job.enqueued_at,
+            deadline: job.deadline,
             done: AnswerOnce::new(job.done),
             attempts: AtomicU32::new(0),
         })
@@ -306,8 +309,21 @@ impl PoolInner {
     }
 
     /// One call to replica `slot` serving `jobs` (Kairos batches several; the other modes one):
-    /// their rows concatenated, the answer split back per job.
-    fn dispatch_batch(inner: &Arc<PoolInner>, slot: usize, jobs: Vec<Arc<PoolJob>>) {
+    /// their rows concatenated, the answer split back per job. Jobs whose deadline passed while
+    /// they waited are answered expired instead ([`crate::model::expiry`]).
+    fn dispatch_batch(inner: &Arc<PoolInner>, slot: usize, mut jobs: Vec<Arc<PoolJob>>) {
+        let now = Instant::now();
+        jobs.retain(|job| match expiry::lateness(job.deadline, now) {
+            Some(late) => {
+                job.done.answer(Err(expiry::expired(&inner.node, late)));
+                false
+            }
+            None => true,
+        });
+        if jobs.is_empty() {
+            return;
+        }
+        let deadline = expiry::latest(jobs.iter().map(|j| j.deadline));
         let s = &inner.slots[slot];
         let n = jobs.len() as u64;
         s.outstanding.fetch_add(1, Ordering::AcqRel);
@@ -328,7 +344,7 @@ impl PoolInner {
         match (inputs, enqueued_at) {
             (Ok(inputs), Some(enqueued_at)) => s.replica.dispatch(
                 inputs,
-                enqueued_at,
+                (enqueued_at, deadline),
                 Box::new(move |outcome| PoolInner::complete(&me, slot, jobs, outcome)),
             ),
             (Err(message), _) => {

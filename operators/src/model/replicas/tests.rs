@@ -17,6 +17,8 @@ pub(crate) struct Scripted {
     pub(crate) held: Mutex<Vec<(Vec<TensorColumn>, ReplicaDone)>>,
     pub(crate) capacity: usize,
     pub(crate) revive: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// The deadline of every dispatch, in order.
+    pub(crate) deadlines: Mutex<Vec<Option<Instant>>>,
 }
 
 impl Scripted {
@@ -29,6 +31,7 @@ impl Scripted {
             held: Mutex::new(Vec::new()),
             capacity,
             revive: Mutex::new(None),
+            deadlines: Mutex::new(Vec::new()),
         })
     }
 
@@ -64,7 +67,8 @@ impl Replica for Scripted {
     fn capacity(&self) -> usize {
         self.capacity
     }
-    fn dispatch(&self, inputs: Vec<TensorColumn>, _at: Instant, done: ReplicaDone) {
+    fn dispatch(&self, inputs: Vec<TensorColumn>, timing: super::JobTiming, done: ReplicaDone) {
+        self.deadlines.lock().unwrap().push(timing.1);
         if self.fail.load(Ordering::SeqCst) {
             done(Err(ReplicaError::Unavailable("scripted failure".into())));
         } else if self.hold.load(Ordering::SeqCst) {
@@ -86,6 +90,7 @@ pub(crate) fn job(id: i64, answers: &Answers) -> Job {
     Job {
         inputs: vec![col],
         enqueued_at: Instant::now(),
+        deadline: None,
         done: Box::new(move |r| {
             let r = r
                 .map(|c| c[0].i64_values().unwrap()[0])
@@ -215,7 +220,7 @@ fn model_errors_are_answered_not_retried() {
         fn capacity(&self) -> usize {
             4
         }
-        fn dispatch(&self, _: Vec<TensorColumn>, _: Instant, done: ReplicaDone) {
+        fn dispatch(&self, _: Vec<TensorColumn>, _: super::JobTiming, done: ReplicaDone) {
             done(Err(ReplicaError::Failed(ExecError::Inference {
                 node: "m".into(),
                 message: "bad rows".into(),
@@ -231,4 +236,39 @@ fn model_errors_are_answered_not_retried() {
         .unwrap_err()
         .contains("bad rows"));
     assert_eq!(p.stats().dispatched, 1);
+}
+
+#[test]
+fn a_job_is_sent_with_its_deadline_and_not_sent_again_once_it_passed() {
+    let (a, b) = (Scripted::holding("a", 10), Scripted::holding("b", 10));
+    let p = pool(&[&a, &b]);
+    let answers = Answers::default();
+    let soon = Instant::now() + Duration::from_millis(20);
+    let later = Instant::now() + Duration::from_secs(600);
+    for (id, deadline) in [(0, Some(soon)), (1, Some(later))] {
+        let j = Job {
+            deadline,
+            ..job(id, &answers)
+        };
+        assert!(p.try_submit(j).is_ok());
+    }
+    assert_eq!(*a.deadlines.lock().unwrap(), vec![Some(soon)]);
+    assert_eq!(*b.deadlines.lock().unwrap(), vec![Some(later)]);
+    // `a` dies after job 0's deadline: it is answered expired, not sent to `b`.
+    std::thread::sleep(Duration::from_millis(30));
+    a.alive.store(false, Ordering::SeqCst);
+    a.fail_held();
+    assert_eq!(b.deadlines.lock().unwrap().len(), 1);
+    b.release_held();
+    assert_answered_once(&answers, 2);
+    let got = answers.lock().unwrap();
+    let expired = got.iter().find(|(id, _)| *id == 0).unwrap();
+    assert!(
+        expired
+            .1
+            .as_ref()
+            .is_err_and(|e| e.contains("deadline passed")),
+        "{expired:?}"
+    );
+    assert!(got.iter().any(|(id, r)| *id == 1 && r == &Ok(1)));
 }
