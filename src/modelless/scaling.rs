@@ -59,6 +59,11 @@ impl AutoscaleFile {
             "{}: tick_s must be at least 0.01, threshold at least 1, workers.interval_s above 0",
             path.display()
         );
+        anyhow::ensure!(
+            (0.0..1e9).contains(&c.slack_qps) && (0.0..1e6).contains(&c.lambda_per_s),
+            "{}: slack_qps and lambda_per_s must be finite and at least 0",
+            path.display()
+        );
         file.autoscale.launchable = file.launch.keys().cloned().collect();
         Ok(file)
     }
@@ -158,5 +163,35 @@ impl ModelLessServer {
             Arc::clone(&self.demand),
         );
         controller.spawn().context("starting the autoscaler")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_out_of_range_are_refused_naming_them() {
+        let dir = std::env::temp_dir().join(format!("weir-autoscale-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("autoscale.yaml");
+        for (yaml, want) in [
+            ("autoscale: {tick_s: 0}\n", "tick_s"),
+            ("autoscale: {threshold: 0.5}\n", "threshold"),
+            ("autoscale: {slack_qps: -1}\n", "slack_qps"),
+            ("autoscale: {slack_qps: .nan}\n", "slack_qps"),
+            ("autoscale: {lambda_per_s: .inf}\n", "lambda_per_s"),
+            ("autoscale: {nope: 1}\n", "nope"),
+        ] {
+            std::fs::write(&path, yaml).unwrap();
+            let e = format!("{:#}", AutoscaleFile::read(&path).unwrap_err());
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+        std::fs::write(&path, "autoscale: {slack_qps: 40}\n").unwrap();
+        assert_eq!(
+            AutoscaleFile::read(&path).unwrap().autoscale.slack_qps,
+            40.0
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -58,7 +58,7 @@ pub(super) struct InfaasAutoscaleArgs {
     #[arg(long, default_value_t = 2)]
     max_executors: u32,
     /// E9 instead of E5: INFaaS on the fluctuating pattern under each value of one knob, as
-    /// KNOB=V1,V2,… (threshold, tick_s or lambda_per_s).
+    /// KNOB=V1,V2,… (threshold, tick_s, lambda_per_s or slack_qps).
     #[arg(long)]
     sweep: Option<String>,
     /// Folder the plots are written to.
@@ -169,6 +169,10 @@ pub(super) fn run_cli(args: InfaasAutoscaleArgs) -> Result<()> {
                 },
                 "lambda_per_s" => Knobs {
                     lambda_per_s: Some(v),
+                    ..Knobs::default()
+                },
+                "slack_qps" => Knobs {
+                    slack_qps: Some(v),
                     ..Knobs::default()
                 },
                 other => bail!("--sweep: unknown knob `{other}`"),

@@ -199,6 +199,8 @@ pub struct Knobs {
     pub tick_s: Option<f64>,
     /// λ, per second (1).
     pub lambda_per_s: Option<f64>,
+    /// Capacity held beyond the load, q/s (0).
+    pub slack_qps: Option<f64>,
 }
 
 /// What to run.

@@ -1,5 +1,6 @@
 //! The experiment's figures: per pattern, the paper's Figure 6 panels over time (served
-//! throughput against the offered load, SLO violations per window, cost per second); per sweep,
+//! throughput against the offered load, SLO violations per window, cost per second, instances
+//! held); per sweep,
 //! violations and cost against the knob.
 
 use std::path::Path;
@@ -56,7 +57,63 @@ fn cost_rate(run: &Run) -> Vec<(f64, f64)> {
     }
 }
 
-/// The three panels of one pattern's runs.
+/// Instances held over time: the front end's samples, or the fixed pool's count.
+fn instances(run: &Run) -> Vec<(f64, f64)> {
+    match run.system.fixed_instances() {
+        0 => run
+            .recorded
+            .samples
+            .iter()
+            .map(|s| (s.at_s, s.instances))
+            .collect(),
+        n => vec![(0.0, n as f64), (run.pattern.seconds(), n as f64)],
+    }
+}
+
+/// Each system's points over time.
+type Lines = [(System, Vec<(f64, f64)>)];
+
+/// One panel of per-system lines over `seconds`, titled `caption`, its y axis from 0 to just
+/// above the highest value.
+fn step_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    x_desc: Option<&str>,
+    (seconds, series): (f64, &Lines),
+) -> Result<()> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{e}");
+    let top = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(if x_desc.is_some() { 36 } else { 30 })
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..seconds, 0.0..top)
+        .map_err(e)?;
+    let mut mesh = chart.configure_mesh();
+    mesh.y_desc(y_desc);
+    if let Some(x) = x_desc {
+        mesh.x_desc(x);
+    }
+    mesh.draw().map_err(e)?;
+    for (system, points) in series {
+        let c = colour(*system);
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                ShapeStyle::from(c).stroke_width(2),
+            ))
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+/// The four panels of one pattern's runs.
 ///
 /// # Errors
 /// When the image cannot be drawn or written.
@@ -70,9 +127,9 @@ pub fn plot_pattern(
         return Ok(());
     };
     let seconds = first.pattern.seconds();
-    let root = BitMapBackend::new(path, (1000, 900)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1000, 1150)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let panels = root.split_evenly((3, 1));
+    let panels = root.split_evenly((4, 1));
     let e = |e: DrawingAreaErrorKind<_>| anyhow!("{e}");
 
     // Throughput against the offered load.
@@ -169,36 +226,25 @@ pub fn plot_pattern(
             .map_err(e)?;
     }
 
-    // Cost per second.
+    // What each system held: the price per second, and the instances.
     let rates: Vec<(System, Vec<(f64, f64)>)> =
         runs.iter().map(|r| (r.system, cost_rate(r))).collect();
-    let top = rates
-        .iter()
-        .flat_map(|(_, s)| s.iter().map(|p| p.1))
-        .fold(1.0, f64::max)
-        * 1.15;
-    let mut chart = ChartBuilder::on(&panels[2])
-        .caption(
-            "price of the instances held, per second",
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..seconds, 0.0..top)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds into the run")
-        .y_desc("cost / s")
-        .draw()
-        .map_err(e)?;
-    for (system, points) in rates {
-        let c = colour(system);
-        chart
-            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
-            .map_err(e)?;
-    }
+    step_panel(
+        &panels[2],
+        "price of the instances held, per second",
+        "cost / s",
+        None,
+        (seconds, &rates),
+    )?;
+    let held: Vec<(System, Vec<(f64, f64)>)> =
+        runs.iter().map(|r| (r.system, instances(r))).collect();
+    step_panel(
+        &panels[3],
+        "instances serving (Active, Overloaded or Interfered)",
+        "instances",
+        Some("seconds into the run"),
+        (seconds, &held),
+    )?;
     root.present().map_err(e)?;
     Ok(())
 }

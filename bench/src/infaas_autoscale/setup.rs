@@ -300,6 +300,7 @@ fn autoscale_file(
         ("threshold", knobs.threshold),
         ("tick_s", knobs.tick_s),
         ("lambda_per_s", knobs.lambda_per_s),
+        ("slack_qps", knobs.slack_qps),
     ] {
         if let Some(v) = value {
             autoscale[field] = json!(v);

@@ -1,7 +1,9 @@
 //! The Model-Autoscaler's greedy heuristic (INFaaS §4.2.2), one tick at a time.
 //!
 //! Scale up when headroom (capacity of the running instances over the served load) falls below
-//! the slack threshold (1.05): aim for `threshold × load` and price two ways to get there —
+//! the slack threshold (1.05), or the capacity below the load plus the additive slack held for
+//! spikes (0 by default): aim for the larger of `threshold × load` and `load + slack`, and price
+//! two ways to get there —
 //! *replicate* the running variant (the one giving the most capacity now) by as many instances as
 //! the gap needs, or *upgrade* it to a faster variant of the same architecture within the SLO (its
 //! instances unloaded, the new one's loaded to cover the gap) — and take the cheaper by the
@@ -270,7 +272,8 @@ impl ModelAutoscaler {
 
     /// One tick over the current state `p`.
     pub fn tick(&mut self, p: &Problem) -> Decision {
-        if p.headroom() < self.threshold {
+        // Below the threshold's headroom, or below the load plus the slack held for spikes.
+        if p.running_capacity() < target(p, self.threshold) {
             self.pending = None;
             return match scale_up(p, self.threshold) {
                 Ok(s) => Decision::Up(s),
@@ -316,6 +319,30 @@ mod tests {
         assert!(matches!(a.tick(&p), Decision::Hold));
         p.load_qps = 96.0; // headroom 1.042
         assert!(matches!(a.tick(&p), Decision::Up(_)));
+    }
+
+    #[test]
+    fn capacity_below_the_load_plus_slack_scales_up_at_any_headroom() {
+        let mut p = table2(10.0, 300.0);
+        p.candidates[1].running = 1; // B: 100 req/s for 10: headroom 10
+        let mut a = ModelAutoscaler::new(1.05, 1.0);
+        assert!(matches!(
+            a.tick(&p),
+            Decision::Hold | Decision::DownPending { .. }
+        ));
+        p.slack_qps = 150.0; // 160 req/s wanted
+        match a.tick(&p) {
+            Decision::Up(s) => {
+                let after: f64 = p
+                    .candidates
+                    .iter()
+                    .zip(&s.deltas)
+                    .map(|(c, d)| c.saturation_qps * (i64::from(c.running) + d) as f64)
+                    .sum();
+                assert!(after >= 160.0, "{after}: {s:?}");
+            }
+            other => panic!("expected a scale-up, got {other:?}"),
+        }
     }
 
     #[test]
