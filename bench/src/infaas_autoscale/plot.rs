@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
+use super::drive::Sample;
 use super::report::{windows, Summary, THROUGHPUT_WINDOW_S, VIOLATION_WINDOW_S};
 use super::{Run, System};
 
@@ -41,33 +42,28 @@ fn served(run: &Run, width: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Price per second over time: the front end's samples, or the fixed pool's constant.
-fn cost_rate(run: &Run) -> Vec<(f64, f64)> {
+/// One sampled quantity over time: `read` of the front end's samples when the system
+/// autoscales, or `fixed` throughout for a fixed pool (which runs no autoscaler to sample).
+fn over_time(run: &Run, read: fn(&Sample) -> f64, fixed: f64) -> Vec<(f64, f64)> {
     match run.system.fixed_instances() {
         0 => run
             .recorded
             .samples
             .iter()
-            .map(|s| (s.at_s, s.cost_per_s))
+            .map(|s| (s.at_s, read(s)))
             .collect(),
-        _ => {
-            let rate = run.cost / run.pattern.seconds();
-            vec![(0.0, rate), (run.pattern.seconds(), rate)]
-        }
+        _ => vec![(0.0, fixed), (run.pattern.seconds(), fixed)],
     }
 }
 
-/// Instances held over time: the front end's samples, or the fixed pool's count.
+/// Price per second over time.
+fn cost_rate(run: &Run) -> Vec<(f64, f64)> {
+    over_time(run, |s| s.cost_per_s, run.cost / run.pattern.seconds())
+}
+
+/// Instances serving over time.
 fn instances(run: &Run) -> Vec<(f64, f64)> {
-    match run.system.fixed_instances() {
-        0 => run
-            .recorded
-            .samples
-            .iter()
-            .map(|s| (s.at_s, s.instances))
-            .collect(),
-        n => vec![(0.0, n as f64), (run.pattern.seconds(), n as f64)],
-    }
+    over_time(run, |s| s.instances, run.system.fixed_instances() as f64)
 }
 
 /// Each system's points over time.
