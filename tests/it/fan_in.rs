@@ -40,7 +40,12 @@ fn every_request_answered_once_with_its_own_join() {
         let parameters = (tag % 3 == 0).then(|| format!("{{\"tag\":{tag}}}").into());
         running
             .runtime()
-            .submit_with_parameters(item.inputs, parameters, replies.responder(tag, tx.clone()))
+            .submit_until(
+                item.inputs,
+                parameters,
+                None,
+                replies.responder(tag, tx.clone()),
+            )
             .expect("admitted");
     }
     drop(tx);

@@ -57,9 +57,10 @@ fn every_graph_file_validates_and_serves() {
             let parameters = format!(r#"{{"sequence_id":{},"sequence_start":true}}"#, i + 1);
             running
                 .runtime()
-                .submit_with_parameters(
+                .submit_until(
                     inputs,
                     Some(parameters.into()),
+                    None,
                     Box::new(move |r| {
                         let _ = tx.send(r);
                     }),

@@ -330,9 +330,10 @@ fn run_sequences(
         let x: NamedTensor = named("x", Tensor::f32(vec![4], step_input(s, t)));
         graph
             .runtime()
-            .submit_with_parameters(
+            .submit_until(
                 vec![x],
                 Some(Arc::from(params(s, t, steps))),
+                None,
                 replies.responder(tag, tx.clone()),
             )
             .expect("admitted");

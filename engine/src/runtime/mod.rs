@@ -364,28 +364,14 @@ impl GraphRuntime {
         inputs: Vec<NamedTensor>,
         responder: Responder,
     ) -> Result<u64, RequestError> {
-        self.submit_with_parameters(inputs, None, responder)
+        self.submit_until(inputs, None, None, responder)
     }
 
     /// As [`GraphRuntime::submit`], with the client's parameters (a JSON object's text) carried
-    /// through the graph in the batch's `parameters` column and returned in the [`Response`].
-    /// The text is shared: the rows of one client request hold one copy until the ingress.
-    ///
-    /// # Errors
-    /// As [`GraphRuntime::submit`].
-    pub fn submit_with_parameters(
-        &self,
-        inputs: Vec<NamedTensor>,
-        parameters: Option<Arc<str>>,
-        responder: Responder,
-    ) -> Result<u64, RequestError> {
-        self.submit_until(inputs, parameters, None, responder)
-    }
-
-    /// As [`GraphRuntime::submit_with_parameters`], for a client that stops waiting at
-    /// `deadline`: a model node the request still waits for then does not run it, and answers
-    /// it [`RequestError::Expired`] (the time goes to requests that can still be answered in
-    /// time). A request already running is finished.
+    /// through the graph in the batch's `parameters` column and returned in the [`Response`]
+    /// (the rows of one client request share one copy until the ingress), for a client that
+    /// stops waiting at `deadline`: a model node the request still waits for then does not run
+    /// it, and answers it [`RequestError::Expired`]. A request already running is finished.
     ///
     /// # Errors
     /// As [`GraphRuntime::submit`].
