@@ -66,6 +66,9 @@ fn instances(run: &Run) -> Vec<(f64, f64)> {
     over_time(run, |s| s.instances, run.system.fixed_instances() as f64)
 }
 
+/// A quantity of a run over time.
+type OverTime = fn(&Run) -> Vec<(f64, f64)>;
+
 /// Each system's points over time.
 type Lines = [(System, Vec<(f64, f64)>)];
 
@@ -223,24 +226,25 @@ pub fn plot_pattern(
     }
 
     // What each system held: the price per second, and the instances.
-    let rates: Vec<(System, Vec<(f64, f64)>)> =
-        runs.iter().map(|r| (r.system, cost_rate(r))).collect();
-    step_panel(
-        &panels[2],
-        "price of the instances held, per second",
-        "cost / s",
-        None,
-        (seconds, &rates),
-    )?;
-    let held: Vec<(System, Vec<(f64, f64)>)> =
-        runs.iter().map(|r| (r.system, instances(r))).collect();
-    step_panel(
-        &panels[3],
-        "instances serving (Active, Overloaded or Interfered)",
-        "instances",
-        Some("seconds into the run"),
-        (seconds, &held),
-    )?;
+    let held: [(&str, &str, OverTime); 2] = [
+        (
+            "price of the instances held, per second",
+            "cost / s",
+            cost_rate,
+        ),
+        (
+            "instances serving (Active, Overloaded or Interfered)",
+            "instances",
+            instances,
+        ),
+    ];
+    for (k, (caption, y_desc, read)) in held.into_iter().enumerate() {
+        let series: Vec<(System, Vec<(f64, f64)>)> =
+            runs.iter().map(|r| (r.system, read(r))).collect();
+        let last = k + 1 == held.len();
+        let x_desc = last.then_some("seconds into the run");
+        step_panel(&panels[2 + k], caption, y_desc, x_desc, (seconds, &series))?;
+    }
     root.present().map_err(e)?;
     Ok(())
 }
