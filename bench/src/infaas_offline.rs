@@ -21,6 +21,7 @@ use weir::cli::model::{register, RegisterArgs, RepositoryArg};
 use crate::infaas_autoscale::drive::{self, Recorded};
 use crate::infaas_autoscale::report::quantile;
 use crate::infaas_autoscale::Pattern;
+use crate::plot::{draw_labelled_line, draw_legend};
 use crate::process::{serve_command, ServeProcess};
 
 /// The task the classifier serves.
@@ -401,20 +402,10 @@ pub fn plot(runs: &[(&str, &CoRun)], pattern: &Pattern, path: &Path) -> Result<(
         .map_err(e)?;
     chart.configure_mesh().y_desc("ms").draw().map_err(e)?;
     for (k, points) in p99s {
-        let c = colours[k % colours.len()];
-        chart
-            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
-            .map_err(e)?
-            .label(runs[k].0)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+        let style = ShapeStyle::from(colours[k % colours.len()]).stroke_width(2);
+        draw_labelled_line(&mut chart, points, style, runs[k].0)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart)?;
     let answered = runs
         .iter()
         .flat_map(|(_, r)| r.ticks.iter().map(|t| t.answered as f64))
@@ -478,11 +469,12 @@ pub fn plot(runs: &[(&str, &CoRun)], pattern: &Pattern, path: &Path) -> Result<(
             .iter()
             .filter(|t| t.cpu.is_finite())
             .map(|t| (t.at_s, 100.0 * t.cpu));
-        chart
-            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
-            .map_err(e)?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+        draw_labelled_line(
+            &mut chart,
+            points,
+            ShapeStyle::from(c).stroke_width(2),
+            *name,
+        )?;
     }
     chart
         .configure_series_labels()

@@ -56,11 +56,7 @@ where
     CT: CoordTranslate<From = (f64, f64)>,
 {
     let style = ShapeStyle::from(color).stroke_width(2);
-    chart
-        .draw_series(LineSeries::new(points.clone(), style))
-        .map_err(|e| anyhow!("{e}"))?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    draw_labelled_line(chart, points.clone(), style, label)?;
     chart
         .draw_series(
             points
@@ -68,6 +64,25 @@ where
                 .map(|p| Circle::new(p, 4, style.filled())),
         )
         .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Draws `points` as a line of `style`, labelled `label` in the legend.
+pub(crate) fn draw_labelled_line<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    points: impl IntoIterator<Item = (f64, f64)>,
+    style: ShapeStyle,
+    label: impl Into<String>,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    chart
+        .draw_series(LineSeries::new(points, style))
+        .map_err(|e| anyhow!("{e}"))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
     Ok(())
 }
 

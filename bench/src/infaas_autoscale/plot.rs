@@ -11,6 +11,7 @@ use plotters::prelude::*;
 use super::drive::Sample;
 use super::report::{windows, Summary, THROUGHPUT_WINDOW_S, VIOLATION_WINDOW_S};
 use super::{Run, System};
+use crate::plot::{draw_labelled_line, draw_legend};
 
 const COLOURS: [RGBColor; 5] = [
     RGBColor(200, 30, 30),
@@ -166,29 +167,13 @@ pub fn plot_pattern(
         .y_desc("queries/s")
         .draw()
         .map_err(e)?;
-    chart
-        .draw_series(LineSeries::new(
-            offered,
-            ShapeStyle::from(BLACK).stroke_width(1),
-        ))
-        .map_err(e)?
-        .label("offered")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+    let thin = ShapeStyle::from(BLACK).stroke_width(1);
+    draw_labelled_line(&mut chart, offered, thin, "offered")?;
     for (system, points) in series {
-        let c = colour(system);
-        chart
-            .draw_series(LineSeries::new(points, ShapeStyle::from(c).stroke_width(2)))
-            .map_err(e)?
-            .label(system.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+        let style = ShapeStyle::from(colour(system)).stroke_width(2);
+        draw_labelled_line(&mut chart, points, style, system.name())?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart)?;
 
     // SLO violations per window.
     let mut chart = ChartBuilder::on(&panels[1])

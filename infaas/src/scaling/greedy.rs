@@ -332,15 +332,8 @@ mod tests {
         ));
         p.slack_qps = 150.0; // 160 req/s wanted
         match a.tick(&p) {
-            Decision::Up(s) => {
-                let after: f64 = p
-                    .candidates
-                    .iter()
-                    .zip(&s.deltas)
-                    .map(|(c, d)| c.saturation_qps * (i64::from(c.running) + d) as f64)
-                    .sum();
-                assert!(after >= 160.0, "{after}: {s:?}");
-            }
+            // The plan meets constraint (1): capacity ≥ load + slack.
+            Decision::Up(s) => assert_eq!(p.check(&s.deltas), Ok(()), "{s:?}"),
             other => panic!("expected a scale-up, got {other:?}"),
         }
     }
