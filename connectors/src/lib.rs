@@ -12,10 +12,6 @@
 //! - [`echo`]: client text quoted in errors, cut to a bound.
 //! - [`zenoh_peer`]: zenoh sessions as weir opens them (also used by remote executors).
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod echo;
 pub mod grpc;
 pub mod http;

@@ -6,10 +6,6 @@
 //! is left to the `weir-operators` crate through [`compile::NodeFactory`]; how requests arrive is
 //! left to connectors, which call [`runtime::GraphRuntime::submit`].
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod batch;
 pub mod compile;
 pub mod dataflow;

@@ -21,13 +21,11 @@
 //! assigns, under `<prefix>/hams/<model>/…`. The graph side of their batches is
 //! [`client::ZenohStatefulTransport`].
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod client;
 pub mod emulation;
+mod options;
 pub mod protocol;
+mod query;
 mod reply_check;
 mod served;
 pub mod server;

@@ -15,7 +15,8 @@ use zenoh::query::Queryable;
 use zenoh::{Session, Wait};
 
 use crate::emulation::Emulation;
-use crate::server::{call_shape, handle_query, zenoh_err, ExecutorOptions, ServeError};
+use crate::options::{zenoh_err, ExecutorOptions, ServeError};
+use crate::query::{call_shape, handle_query};
 use crate::variants::ResolvedVariant;
 
 /// One served model: its executor and the queryable that feeds it.

@@ -15,9 +15,9 @@ use tracing::{info, warn};
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
+use crate::options::ServeError;
 use crate::protocol::{ErrorKind, ErrorReply};
 use crate::served::{serve_model, ModelDefaults, Registry};
-use crate::server::ServeError;
 use crate::variants::{
     control_key, Action, CommandGate, VariantCommand, VariantReply, VariantSource,
 };

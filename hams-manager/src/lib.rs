@@ -26,10 +26,6 @@
 //! - `detection.rs`: what gives a failure away, and the one queue every event goes through;
 //! - `recovery.rs`: the failover of a primary, step by step ([`Recovery`]).
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 mod detection;
 mod recovery;
 mod roles;

@@ -27,10 +27,6 @@
 //! - [`cost`]: the cheapest instance mix meeting a load and an SLO (§2.2).
 //! - [`metrics`]: the store's Prometheus families.
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod autoscale;
 pub mod billing;
 pub mod cost;

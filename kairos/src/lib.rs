@@ -17,10 +17,6 @@
 //!
 //! Nothing here starts threads, touches timely or performs I/O beyond parsing text it is given.
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod batching;
 pub mod distribution;
 pub mod planner;

@@ -13,10 +13,6 @@
 //! (`weir parity train`) both use it, so a parity model is always served with the code it was
 //! trained on, and training needs neither ONNX Runtime nor the dataflow.
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod code;
 pub mod encoder;
 

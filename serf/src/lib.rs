@@ -70,10 +70,6 @@
 //! # }
 //! ```
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod baseline;
 pub mod config;
 pub mod estimator;

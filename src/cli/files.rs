@@ -44,7 +44,8 @@ pub(super) fn load_with(
     files: &FileArgs,
     repository: Option<&Path>,
 ) -> Result<crate::LoadedGraph> {
-    crate::load_graph_with(path, &files.rules()?, repository).map_err(load_error)
+    weir_modelless::task_nodes::load_graph_with(path, &files.rules()?, repository)
+        .map_err(load_error)
 }
 
 /// A graph that did not load, as an error whose text is its diagnostics (each with its YAML

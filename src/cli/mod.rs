@@ -17,6 +17,7 @@ mod process;
 mod profile;
 mod run;
 mod serve;
+#[cfg(feature = "train")]
 mod train;
 mod validate;
 
@@ -69,8 +70,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Serve ONNX models to graphs on other processes or hosts over zenoh, until SIGTERM or Ctrl-C.
     Executor(executor::ExecutorArgs),
+    #[cfg(feature = "train")]
     /// Train a digits classifier (MLP or LeNet-style CNN) with candle and write it as ONNX.
     Train(train::TrainArgs),
+    #[cfg(feature = "train")]
     /// ParM parity models.
     #[command(subcommand)]
     Parity(train::ParityCommand),
@@ -95,7 +98,9 @@ impl Cli {
             Command::Run(a) => run::run(a),
             Command::Serve(a) => serve::run(a),
             Command::Executor(a) => executor::run(a),
+            #[cfg(feature = "train")]
             Command::Train(a) => train::train(a),
+            #[cfg(feature = "train")]
             Command::Parity(train::ParityCommand::Train(a)) => train::parity_train(a),
             Command::Plan(a) => plan::run(a),
             Command::Model(c) => model::run(c),

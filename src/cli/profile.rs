@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::serf::{
+use crate::profile::{
     available_cores, describe, load_for_profiling, measured_in, parse_seconds, profile_node,
     profile_path, select_nodes, ProfileOptions,
 };

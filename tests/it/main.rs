@@ -1,5 +1,8 @@
-//! weir's integration tests: one binary (see DEVELOPERS.md: every extra binary relinks everything).
-//! They need `scripts/setup.sh` to have run (the README's test command does it first).
+//! weir's integration tests: one binary, since every extra test binary relinks the whole
+//! dependency tree. They need `scripts/setup.sh` to have run (the README's test command does it
+//! first).
+
+#![allow(clippy::unwrap_used)]
 
 mod autoscale;
 mod builder;

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use weir::loadgen::{run_load, Arrival, LoadSpec};
-use weir::serf::{profile_node, profile_path, select_nodes, ProfileOptions};
+use weir::profile::{profile_node, profile_path, select_nodes, ProfileOptions};
 use weir::workload::Workload;
 use weir::{load_graph, plan_spec, start, DType, GraphSpec, ModelBuilder, RuntimeOptions};
 use weir_engine::tensor::Dim;
@@ -94,12 +94,12 @@ fn profile_mlp_saves_every_configuration() {
     // Service after idle gaps: every thread count at every pause, counted in the effort, used by
     // the candidates and shown by `describe`.
     assert_after_idle_measured(&profile);
-    let pauses = weir::serf::IDLE_PAUSES.len();
+    let pauses = weir::profile::IDLE_PAUSES.len();
     assert!(
         effort.experiments >= 3 * configs.len() + 2 * pauses,
         "{effort:?}"
     );
-    let text = weir::serf::describe(&profile).unwrap();
+    let text = weir::profile::describe(&profile).unwrap();
     assert!(text.contains("t=2 alone after an idle gap"), "{text}");
     assert!(
         text.contains("path outside the call for Poisson arrivals (ms)"),
@@ -149,7 +149,7 @@ fn assert_after_idle_measured(profile: &Profile) {
     assert_eq!(threads, vec![1, 2], "{:?}", profile.after_idle);
     for a in &profile.after_idle {
         let gaps: Vec<f64> = a.points.iter().map(|p| p.gap_s).collect();
-        let pauses: Vec<f64> = weir::serf::IDLE_PAUSES
+        let pauses: Vec<f64> = weir::profile::IDLE_PAUSES
             .iter()
             .map(|d| d.as_secs_f64())
             .collect();

@@ -8,10 +8,6 @@
 //! ([`OnnxModel`]), so whatever graph is deployed trains without a second definition of it.
 //! Training is CPU-only and deterministic under [`Schedule::seed`].
 
-#![deny(missing_docs)]
-#![warn(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
-
 pub mod architecture;
 pub mod classifier;
 pub mod data;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use weir::serf::{available_cores, describe, measured_in, ProfileOptions};
+use weir::profile::{available_cores, describe, measured_in, ProfileOptions};
 use weir::OrtRuntime;
 use weir_serf::config::Config;
 
@@ -118,7 +118,7 @@ pub(super) struct SerfBenchArgs {
     /// Also take a second profile right after the first with its rounds (at least five) spread
     /// over this many seconds, and predict every point from it as well: whether a profile that
     /// samples several moments predicts better than one that catches one.
-    #[arg(long, value_parser = weir::serf::parse_seconds, conflicts_with = "phases")]
+    #[arg(long, value_parser = weir::profile::parse_seconds, conflicts_with = "phases")]
     spread_profile: Option<std::time::Duration>,
     /// Also take a second profile right after the first whose tuples `(i, t)` run with `i`
     /// clients (none waiting) instead of `i + 1`, and predict every point from it as well.

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use weir::loadgen::{run_load, Arrival, LoadSpec};
-use weir::serf::in_graph::{one_node_graph, NODE};
-use weir::serf::profile_node;
+use weir::profile::in_graph::{one_node_graph, NODE};
+use weir::profile::profile_node;
 use weir::RunningGraph;
 use weir_engine::onnx::{ElementType, TensorInfo};
 use weir_operators::model::CallRecord;

@@ -1,5 +1,5 @@
 //! The SERF accuracy experiment on real ONNX Runtime (SERF, Figs. 11 and 12): profile a model
-//! with [`weir::serf::profile_node`], then run a one-node graph with every fixed configuration
+//! with [`weir::profile::profile_node`], then run a one-node graph with every fixed configuration
 //! `(c, t)` (c sessions × t intra-op threads) under open-loop Poisson load at each of `loads`
 //! levels `λ_k = k/loads · 0.9 · max(c·μ_c)`, and compare the measured mean latency with the
 //! M/D_interf/c prediction from the profile.
@@ -65,7 +65,7 @@ mod tests;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use weir::serf::ProfileOptions;
+use weir::profile::ProfileOptions;
 
 pub use in_situ::{
     arrival_scv, calls_running_with, in_situ_latency, in_situ_latency_with_scvs, scv, window_cv,
@@ -116,7 +116,7 @@ pub enum SecondProfile {
         over: std::time::Duration,
     },
     /// One profile right after the first whose tuples `(i, t)` run with `i` clients, none waiting
-    /// ([`weir::serf::in_graph::GraphProfiler::without_queue`]): is the error the waiting
+    /// ([`weir::profile::in_graph::GraphProfiler::without_queue`]): is the error the waiting
     /// client's path work slowing one slot while the profile fills every core?
     WithoutQueue,
 }

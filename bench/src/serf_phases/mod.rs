@@ -82,7 +82,7 @@ mod tests;
 
 use std::path::PathBuf;
 
-use weir::serf::ProfileOptions;
+use weir::profile::ProfileOptions;
 use weir_serf::config::Config;
 
 pub use plan::{run_order, schedule};

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use crossbeam_channel::unbounded;
 use weir::loadgen::{run_load, Arrival, LoadSpec};
-use weir::serf::{profile_node, profile_path, ProfileOptions};
+use weir::profile::{profile_node, profile_path, ProfileOptions};
 use weir::workload::Workload;
 use weir::{plan_spec, start, RunningGraph, RuntimeOptions};
 use weir_engine::spec::{

@@ -60,7 +60,7 @@ pub fn phases_table(runs: &[PhasesRun]) -> String {
         s.push_str(&format!(
             "\n### run {} — profile\n\n{}",
             r + 1,
-            weir::serf::describe(&run.profile).unwrap_or_default()
+            weir::profile::describe(&run.profile).unwrap_or_default()
         ));
         s.push_str(&format!(
             "\n### run {} — phases: {}\n\n| set-up | {} | failed | ms per ORT call | rows per call | machine busy | steal |\n|---|---|---|---|---|---|---|---|---|---|\n",

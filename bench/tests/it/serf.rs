@@ -1,6 +1,6 @@
 //! The SERF accuracy experiment in-process at toy size: what every point records.
 
-use weir::serf::ProfileOptions;
+use weir::profile::ProfileOptions;
 use weir_bench::serf::{serf_bench, SecondProfile, SerfBenchConfig};
 
 use crate::common::model;

@@ -16,11 +16,9 @@
 //! [`OfflineConfig::max_jobs`] are remembered; past that, with none finished to forget, a
 //! submission is refused (429).
 
-mod throttle;
-
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,7 +34,7 @@ use crate::oip::ModelLess;
 use crate::stream::jsonl::{run_jsonl, Ends, Pace};
 use crate::stream::{Answerer, StreamOptions};
 
-pub use throttle::{CpuUtilisation, PauseSignal, Throttle};
+pub use crate::stream::pacing::{CpuUtilisation, PauseSignal, Progress, Throttle};
 
 /// Largest job submission document, in bytes.
 pub const MAX_SUBMISSION_BYTES: usize = 64 << 10;
@@ -115,17 +113,6 @@ struct Job {
     paused: Mutex<Option<String>>,
     progress: Arc<Progress>,
     cancel: watch::Sender<bool>,
-}
-
-/// A job's counts, updated as it runs.
-#[derive(Debug, Default)]
-pub struct Progress {
-    /// Requests read from the input.
-    pub read: AtomicU64,
-    /// Requests answered (replies and error documents).
-    pub answered: AtomicU64,
-    /// Of those, error documents.
-    pub errors: AtomicU64,
 }
 
 impl Job {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use crate::offline::{Progress, Throttle};
+use super::pacing::{Progress, Throttle};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};

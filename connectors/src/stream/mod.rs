@@ -16,6 +16,7 @@
 //! the connector returns.
 
 pub mod jsonl;
+pub mod pacing;
 pub mod pubsub;
 
 use std::sync::Arc;

@@ -393,6 +393,13 @@ impl ModelBuilder {
         self
     }
 
+    /// Pads every call to exactly `size` rows: for a model whose file fixes its batch dimension
+    /// (`batching.fixed_size`).
+    pub fn fixed_batch(mut self, size: usize) -> Self {
+        self.spec.batching.fixed_size = Some(s(size));
+        self
+    }
+
     /// Pads requests along the model's dimension named `dim` with `value`, so that requests of
     /// different lengths join one call (see [`super::PadSpec`]).
     pub fn pad(mut self, dim: &str, value: f64) -> Self {

@@ -55,9 +55,9 @@ use weir_hams::protocol::{
     RefusalReply, Role, RunHeader, StateHeader,
 };
 use weir_hams::{Epoch, Seq};
-use weir_operators::model::stateful_step::{fixed_batch_axis, StatefulModel};
 use weir_operators::model::OrtRuntime;
 use weir_operators::stateful::state::{NodeState, StateUpdate};
+use weir_operators::stateful::step::{fixed_batch_axis, StatefulModel};
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};

@@ -16,8 +16,8 @@ use weir_hams::protocol::{
     encode_frame, member_key, Assign, Mode, Refusal, RunHeader, RunReply, StateHeader,
 };
 use weir_hams::Seq;
-use weir_operators::model::stateful_step::{row_hashes, row_summaries, seeded_order};
 use weir_operators::stateful::state::{NodeState, StateUpdate};
+use weir_operators::stateful::step::{row_hashes, row_summaries, seeded_order};
 use zenoh::query::Query;
 use zenoh::Wait;
 

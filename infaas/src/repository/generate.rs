@@ -8,9 +8,6 @@
 //! level × executor type. Precision and batch change the file; threads, level and executor
 //! type change only how a session is built and where, so those variants share their file.
 
-use candle_onnx::onnx::{tensor_shape_proto::dimension::Value, type_proto, ModelProto};
-use prost::Message;
-
 use super::layout::MAX_NAME_LEN;
 use crate::variant::{GraphLevel, Precision, VariantConfig};
 
@@ -153,7 +150,11 @@ pub fn variant_name(model: &str, c: &VariantConfig) -> Option<String> {
 ///
 /// # Errors
 /// [`RewriteError`] when the bytes are not ONNX or a tensor has no dynamic batch dimension.
+#[cfg(feature = "rewrite")]
 pub fn fix_batch(onnx: &[u8], batch: u32) -> Result<Vec<u8>, RewriteError> {
+    use candle_onnx::onnx::{tensor_shape_proto::dimension::Value, type_proto, ModelProto};
+    use prost::Message;
+
     let mut model = ModelProto::decode(onnx).map_err(|e| RewriteError::Decode(e.to_string()))?;
     let graph = model
         .graph
@@ -222,6 +223,7 @@ mod tests {
         assert_eq!(GraphLevel::parse("fast"), None);
     }
 
+    #[cfg(feature = "rewrite")]
     #[test]
     fn fix_batch_refuses_garbage() {
         assert!(matches!(

@@ -5,7 +5,6 @@
 //! and emits results when the executor wakes it. [`ort_env`] loads the runtime library.
 //! [`replicas`] spreads a node's jobs over several executors (in-process or remote) with failover,
 //! least outstanding, round robin, or by Kairos's min-cost matching ([`routing`]).
-//! [`stateful_step`] runs one call of a stateful model (HAMS), state in and state out.
 //! [`parallelism`] switches an executor's concurrency × threads live (SERF); [`pinning`] puts its
 //! threads on cores of their own.
 //! [`synthetic`] makes a random request for a model from its file alone (profiling, warm-up).
@@ -19,8 +18,6 @@ pub mod parallelism;
 pub mod pinning;
 pub mod replicas;
 pub mod routing;
-mod sequence_step;
-pub mod stateful_step;
 pub mod synthetic;
 
 /// A model `scripts/setup.sh` generated for tests: `$WEIR_HOME/models/<name>`, or the workspace's

@@ -13,7 +13,7 @@ use weir_hams::sequences::SequenceControls;
 
 use super::proxy::StatefulNodeHandle;
 use super::{RunDone, RunFailure, RunOutput, StatefulTransport};
-use crate::model::stateful_step::StatefulModel;
+use crate::stateful::step::StatefulModel;
 
 type Work = (Vec<TensorColumn>, Option<SequenceControls>, RunDone);
 

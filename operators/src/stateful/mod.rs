@@ -12,15 +12,18 @@
 //! [`local::LocalStatefulTransport`] runs an unreplicated stateful node in this process; the
 //! zenoh transport to executor processes is `weir-executor`'s. A node may keep one state per
 //! client sequence instead of one ([`sequences`]; the operator's side is [`sequence_rows`]); its
-//! holder keeps either kind as a [`state::NodeState`].
+//! holder keeps either kind as a [`state::NodeState`]. [`step`] runs one call of a stateful model,
+//! state in and state out, and [`sequence_step`] one call over rows of many sequences.
 
 pub mod local;
 pub mod metrics;
 pub mod operator;
 pub mod proxy;
 pub mod sequence_rows;
+pub(crate) mod sequence_step;
 pub mod sequences;
 pub mod state;
+pub mod step;
 
 pub use local::LocalStatefulTransport;
 pub use operator::StatefulOperator;

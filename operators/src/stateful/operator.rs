@@ -39,7 +39,7 @@ use weir_hams::{Epoch, Seq};
 use super::proxy::{Begin, StatefulNodeHandle};
 use super::sequence_rows::{clock_ms, controls_of, refusal_error};
 use super::{RunFailure, RunOutput, StatefulTransport};
-use crate::model::stateful_step::row_hashes;
+use crate::stateful::step::row_hashes;
 
 /// Column names and identity of one stateful node's operator.
 #[derive(Debug, Clone)]

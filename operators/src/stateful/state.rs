@@ -13,7 +13,7 @@ use weir_hams::sequences::SequenceLayout;
 
 use super::sequences::codec::{decode_delta, decode_table, encode_delta, encode_table};
 use super::sequences::{SequenceDelta, SequenceTable};
-use crate::model::stateful_step::StateVersion;
+use crate::stateful::step::StateVersion;
 
 /// One version of a node's state.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,7 +16,9 @@ use weir_engine::onnx::{read_metadata, ElementType, ModelMetadata, TensorInfo};
 use weir_engine::paths::{read_capped, FileRules};
 use weir_engine::spec::Device;
 use weir_engine::tensor::Dim;
-use weir_infaas::repository::generate::{fix_batch, variant_name, Build, Grid};
+#[cfg(feature = "variant-rewrite")]
+use weir_infaas::repository::generate::fix_batch;
+use weir_infaas::repository::generate::{variant_name, Build, Grid};
 use weir_infaas::repository::layout::{
     check_name, model_file, sha256_file, write_atomic, REGISTERED_FILE, VERSION_DIR,
 };
@@ -63,7 +65,11 @@ pub struct RegisterArgs {
     #[arg(long, value_delimiter = ',', default_value = "basic,all")]
     pub levels: Vec<String>,
     /// Fixed batch sizes to build (the dynamic-batch build is always made).
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    #[cfg_attr(
+        feature = "variant-rewrite",
+        arg(long, value_delimiter = ',', default_value = "1,8,32")
+    )]
+    #[cfg_attr(not(feature = "variant-rewrite"), arg(long, value_delimiter = ','))]
     pub batches: Vec<u32>,
     /// Timed calls per batch size (the median is kept).
     #[arg(long, default_value_t = 5)]
@@ -208,6 +214,7 @@ fn write_builds(
             None => quantize(&version.join(REGISTERED_FILE), &int8_dyn)?,
         }
     }
+    #[cfg(feature = "variant-rewrite")]
     for b in builds {
         let Some(batch) = b.fixed_batch else { continue };
         let base = match b.precision {
@@ -234,6 +241,9 @@ fn grid(args: &RegisterArgs) -> Result<Grid> {
     }
     if args.batches.iter().any(|b| *b == 0 || *b > 4096) {
         bail!("--batches: each size must be in 1..=4096");
+    }
+    if cfg!(not(feature = "variant-rewrite")) && !args.batches.is_empty() {
+        bail!("--batches: fixed-batch files need weir built with the `variant-rewrite` feature (this is a serve-only build); omit --batches for the dynamic-batch file alone");
     }
     if levels.is_empty() {
         bail!("--levels: give at least one");

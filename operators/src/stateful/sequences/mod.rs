@@ -6,7 +6,7 @@
 //! against its table ([`table`]: time-outs, refusals, and the calls the rows share), stacks the
 //! sequences' slices along the state's batch axis for each call and cuts them back ([`stack`]),
 //! and ships each version to its backup as the batch's delta ([`codec`]). The ONNX Runtime side
-//! is `crate::model::sequence_step`.
+//! is `crate::stateful::sequence_step`.
 
 pub mod codec;
 pub mod params;

@@ -38,9 +38,10 @@ use weir_engine::spec::{ExecutorSpec, GraphSpec, ModelBuilder};
 use weir_serf::config::Config;
 
 use super::MeasureError;
-use crate::loadgen::{run_load, Arrival, LoadReport, LoadSpec};
 use crate::workload::Workload;
-use crate::{plan_spec, start, RunningGraph, RuntimeOptions};
+use crate::{run_load, Arrival, LoadReport, LoadSpec};
+use weir_engine::runtime::RuntimeOptions;
+use weir_runtime::{plan_spec, start, RunningGraph};
 
 /// The id of the model node in the one-node graph.
 pub const NODE: &str = "model";

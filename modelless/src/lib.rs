@@ -20,10 +20,14 @@
 //! Variants of executor types no worker has are left out of the store. A batch-specialised build
 //! is served with its calls padded to its batch.
 
+mod error;
 mod instances;
 pub mod remote;
 pub mod scaling;
+pub mod task_nodes;
 mod variant_graph;
+
+pub use error::ModelLessError;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -31,7 +35,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use serde_json::{Map, Value};
 use weir_connectors::offline::PauseSignal;
 use weir_connectors::oip::{
@@ -45,7 +48,9 @@ use weir_infaas::state::{Event, InstanceState, Worker};
 use weir_infaas::store::MetadataStore;
 use weir_infaas::variant::Variant;
 
-use crate::{RunningGraph, RuntimeOptions};
+use weir_engine::runtime::RuntimeOptions;
+use weir_runtime::RunningGraph;
+
 use instances::{Instance, InstanceKey, Instances, Loaded};
 use remote::{RemoteOptions, RemoteWorkers};
 
@@ -113,9 +118,15 @@ impl ModelLessServer {
     ///
     /// # Errors
     /// When the repository cannot be read, or the store or the zenoh session cannot start.
-    pub fn start(dir: &Path, options: RuntimeOptions, remote: &RemoteOptions) -> Result<Arc<Self>> {
-        let repository =
-            Repository::open(dir).with_context(|| format!("model repository {}", dir.display()))?;
+    pub fn start(
+        dir: &Path,
+        options: RuntimeOptions,
+        remote: &RemoteOptions,
+    ) -> Result<Arc<Self>, ModelLessError> {
+        let repository = Repository::open(dir).map_err(|source| ModelLessError::Repository {
+            dir: dir.display().to_string(),
+            source,
+        })?;
         let mut hardware: BTreeSet<String> = remote
             .executors
             .iter()
@@ -129,8 +140,7 @@ impl ModelLessServer {
             .cloned()
             .collect();
         let tasks = variants.iter().map(|v| v.task.clone()).collect();
-        let store =
-            Arc::new(MetadataStore::start(variants).context("starting the metadata store")?);
+        let store = Arc::new(MetadataStore::start(variants)?);
         store.record(Event::WorkerUp(Worker {
             id: LOCAL_WORKER.to_string(),
             hardware: LOCAL_WORKER.to_string(),
@@ -144,7 +154,7 @@ impl ModelLessServer {
             )?)),
         };
         // Serving starts once the store knows its worker.
-        store.sync().context("starting the metadata store")?;
+        store.sync()?;
         Ok(Arc::new_cyclic(|me| ModelLessServer {
             me: me.clone(),
             repository,
@@ -368,18 +378,17 @@ impl ModelLessServer {
                 if let Some(r) = &remote {
                     r.command(remote::Action::Load, &variant.name, &at)?;
                 }
-                let yaml = variant_graph::variant_graph(
+                let spec = variant_graph::variant_graph(
                     &variant,
                     &sig,
                     &path,
                     remote.is_some().then_some(at.as_str()),
                 );
-                let spec = weir_engine::spec::GraphSpec::from_yaml(&yaml, &variant.name)
-                    .map_err(|e| e.to_string())?;
-                let loaded = crate::plan_spec(&spec, Path::new(".")).map_err(|d| d.to_string())?;
+                let loaded =
+                    weir_runtime::plan_spec(&spec, Path::new(".")).map_err(|d| d.to_string())?;
                 match &remote {
                     Some(r) => r.start_graph(loaded.plan, options, &variant.name),
-                    None => crate::start(loaded.plan, options).map_err(|e| e.to_string()),
+                    None => weir_runtime::start(loaded.plan, options).map_err(|e| e.to_string()),
                 }
                 .map(Arc::new)
             })
@@ -459,12 +468,10 @@ impl ModelLessServer {
     /// # Errors
     /// When this front end reaches no executors (it names none and listens on no endpoint), or
     /// the executor's events cannot be subscribed to.
-    pub fn follow(&self, slot: remote::ExecutorSlot) -> Result<()> {
+    pub fn follow(&self, slot: remote::ExecutorSlot) -> Result<(), ModelLessError> {
         match &self.remote {
             Some(r) => r.follow(slot),
-            None => anyhow::bail!(
-                "this front end reaches no executors (no --executor, no --zenoh-listen)"
-            ),
+            None => Err(ModelLessError::NoExecutors),
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use crate::RunningGraph;
+use weir_runtime::RunningGraph;
 
 /// A load's outcome: the instance's graph, or why it could not be started.
 pub(super) type Loaded = Result<Arc<RunningGraph>, String>;

@@ -13,7 +13,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use weir_engine::validate::RemoteExecutor;
 use weir_executor::client::variants::send_command;
 use weir_executor::client::workers::{WatchedExecutor, WorkerWatch};
@@ -22,6 +21,8 @@ pub(super) use weir_executor::variants::Action;
 use weir_infaas::dispatch::Dispatcher;
 use weir_operators::model::{ExecError, ExecutorConfig, Replica};
 use weir_operators::RemoteReplicaSource;
+
+use crate::ModelLessError;
 
 /// Longest a `load` command may take, whatever the request's deadline: the load goes on at the
 /// executor after a request stops waiting, and later requests find it done.
@@ -101,9 +102,9 @@ impl RemoteWorkers {
     pub(super) fn start(
         options: &RemoteOptions,
         dispatcher: Arc<dyn Dispatcher>,
-    ) -> Result<RemoteWorkers> {
+    ) -> Result<RemoteWorkers, ModelLessError> {
         let zenoh = ZenohReplicas::open(&options.listen, &options.connect)
-            .context("opening the zenoh session to the executors")?
+            .map_err(ModelLessError::Session)?
             .with_wait_alive(WAIT_ALIVE);
         if options.control_key.is_none() {
             tracing::warn!(
@@ -127,7 +128,7 @@ impl RemoteWorkers {
     }
 
     /// Follows `slot` from now on (once: following it again changes nothing).
-    pub(super) fn follow(&self, slot: ExecutorSlot) -> Result<()> {
+    pub(super) fn follow(&self, slot: ExecutorSlot) -> Result<(), ModelLessError> {
         let mut executors = self.executors();
         if executors.iter().any(|(s, _)| s.name == slot.name) {
             return Ok(());
@@ -141,7 +142,10 @@ impl RemoteWorkers {
             std::slice::from_ref(&watched),
             Arc::clone(&self.dispatcher),
         )
-        .with_context(|| format!("following executor {}", slot.name))?;
+        .map_err(|source| ModelLessError::Follow {
+            executor: slot.name.clone(),
+            source,
+        })?;
         executors.push((slot, watch));
         Ok(())
     }
@@ -176,14 +180,17 @@ impl RemoteWorkers {
     pub(super) fn start_graph(
         &self,
         plan: weir_engine::plan::Plan,
-        options: crate::RuntimeOptions,
+        options: weir_engine::runtime::RuntimeOptions,
         variant: &str,
-    ) -> Result<crate::RunningGraph, String> {
+    ) -> Result<weir_runtime::RunningGraph, String> {
         let source = ServedAs {
             inner: &self.zenoh,
             model: variant,
         };
-        crate::start_with_remotes(plan, options, Arc::clone(&self.zenoh), &source)
+        weir_runtime::TopologyBuilder::new(plan)
+            .options(options)
+            .shared_remotes(Arc::clone(&self.zenoh), &source)
+            .build()
             .map_err(|e| e.to_string())
     }
 }

@@ -29,8 +29,8 @@ use weir_engine::tensor::{DType, NamedTensor, TensorData};
 use weir_hams::protocol::StateTensor;
 use weir_hams::sequences::{RowRefusal, SequenceControls, SequenceLayout};
 
-use super::ort_values::{input_value, output_tensor, CallInput};
-use super::{ExecError, OrtRuntime};
+use crate::model::ort_values::{input_value, output_tensor, CallInput};
+use crate::model::{ExecError, OrtRuntime};
 use crate::stateful::state::{NodeState, StateUpdate};
 
 /// A loaded stateful model.

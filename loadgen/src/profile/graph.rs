@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use weir_engine::validate::NodeKind;
 
 use super::SerfError;
-use crate::Plan;
+use weir_engine::paths::FileRules;
+use weir_engine::plan::Plan;
+use weir_runtime::{LoadError, LoadedGraph};
 
 /// A model node to profile.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,41 +59,26 @@ pub fn select_nodes(plan: &Plan, only: Option<&str>) -> Result<Vec<NodeToProfile
     }
 }
 
-/// Reads, validates and plans the graph at `path` for `weir profile`: as [`crate::load_graph`], except
-/// that `parallelism: auto` is read as the default executor setting, since the profile it needs is
-/// what profiling writes.
+/// Reads, validates and plans the graph at `path` for `weir profile`: as
+/// [`weir_runtime::load_graph`], except that `parallelism: auto` is read as the default executor
+/// setting, since the profile it needs is what profiling writes.
 ///
 /// # Errors
-/// As [`crate::load_graph`].
-pub fn load_for_profiling(path: &Path) -> Result<crate::LoadedGraph, crate::LoadError> {
-    use weir_engine::spec::{GraphSpec, NodeSpec, ParallelismSpec, SpecError};
-    let text = weir_engine::paths::read_text(path, &weir_engine::paths::FileRules::default())
-        .map_err(|source| crate::LoadError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-    let name = path.display().to_string();
-    let mut spec = GraphSpec::from_yaml(&text, &name).map_err(|e| match e {
-        SpecError::Invalid(d) => crate::LoadError::Invalid(d),
-        SpecError::Read { path, source } => crate::LoadError::Read { path, source },
-    })?;
-    for node in &mut spec.nodes {
-        if let NodeSpec::Model(m) = &mut node.value {
-            if matches!(
-                m.parallelism.as_ref().map(|p| p.value),
-                Some(ParallelismSpec::Auto(_))
-            ) {
-                m.parallelism = None;
+/// As [`weir_runtime::load_graph`].
+pub fn load_for_profiling(path: &Path) -> Result<LoadedGraph, LoadError> {
+    use weir_engine::spec::{NodeSpec, ParallelismSpec};
+    weir_runtime::load_graph_resolving(path, &FileRules::default(), |spec| {
+        for node in &mut spec.nodes {
+            if let NodeSpec::Model(m) = &mut node.value {
+                if matches!(
+                    m.parallelism.as_ref().map(|p| p.value),
+                    Some(ParallelismSpec::Auto(_))
+                ) {
+                    m.parallelism = None;
+                }
             }
         }
-    }
-    let source = weir_engine::diagnostic::SourceText {
-        name,
-        text: std::sync::Arc::from(text.as_str()),
-    };
-    crate::plan_spec(&spec, path.parent().unwrap_or(Path::new("."))).map_err(|mut d| {
-        d.source = Some(source);
-        crate::LoadError::Invalid(d)
+        Ok(())
     })
 }
 

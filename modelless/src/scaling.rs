@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use serde::Deserialize;
 use weir_infaas::autoscale::{Actuator, AutoscaleConfig, Controller, RunningAutoscaler};
 use weir_infaas::launcher::{Launcher, LocalProcesses};
 
 use super::remote::ExecutorSlot;
 use super::ModelLessServer;
+use crate::ModelLessError;
 
 /// Longest an autoscaler's load may take.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -46,24 +46,28 @@ impl AutoscaleFile {
     ///
     /// # Errors
     /// When it cannot be read, is too large, or does not parse.
-    pub fn read(path: &Path) -> Result<AutoscaleFile> {
+    pub fn read(path: &Path) -> Result<AutoscaleFile, ModelLessError> {
+        let invalid = |reason: String| ModelLessError::AutoscaleFile {
+            path: path.display().to_string(),
+            reason,
+        };
         let text = weir_engine::paths::read_capped(path, MAX_FILE_BYTES, &Default::default())
-            .with_context(|| format!("reading {}", path.display()))?;
-        let text =
-            std::str::from_utf8(&text).with_context(|| format!("{}: not UTF-8", path.display()))?;
+            .map_err(|e| invalid(e.to_string()))?;
+        let text = std::str::from_utf8(&text).map_err(|_| invalid("not UTF-8".into()))?;
         let mut file: AutoscaleFile =
-            serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            serde_saphyr::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let c = &file.autoscale;
-        anyhow::ensure!(
-            c.tick_s >= 0.01 && c.threshold >= 1.0 && c.workers.interval_s > 0.0,
-            "{}: tick_s must be at least 0.01, threshold at least 1, workers.interval_s above 0",
-            path.display()
-        );
-        anyhow::ensure!(
-            (0.0..1e9).contains(&c.slack_qps) && (0.0..1e6).contains(&c.lambda_per_s),
-            "{}: slack_qps and lambda_per_s must be finite and at least 0",
-            path.display()
-        );
+        if !(c.tick_s >= 0.01 && c.threshold >= 1.0 && c.workers.interval_s > 0.0) {
+            return Err(invalid(
+                "tick_s must be at least 0.01, threshold at least 1, workers.interval_s above 0"
+                    .into(),
+            ));
+        }
+        if !((0.0..1e9).contains(&c.slack_qps) && (0.0..1e6).contains(&c.lambda_per_s)) {
+            return Err(invalid(
+                "slack_qps and lambda_per_s must be finite and at least 0".into(),
+            ));
+        }
         file.autoscale.launchable = file.launch.keys().cloned().collect();
         Ok(file)
     }
@@ -147,7 +151,7 @@ impl ModelLessServer {
         self: &Arc<Self>,
         file: &AutoscaleFile,
         runtime: tokio::runtime::Handle,
-    ) -> Result<RunningAutoscaler> {
+    ) -> Result<RunningAutoscaler, ModelLessError> {
         let launcher = (!file.launch.is_empty())
             .then(|| LocalProcesses::new(file.launch.clone(), STOP_TIMEOUT));
         let actuator = FrontActuator {
@@ -162,7 +166,7 @@ impl ModelLessServer {
             Arc::new(actuator),
             Arc::clone(&self.demand),
         );
-        controller.spawn().context("starting the autoscaler")
+        controller.spawn().map_err(ModelLessError::Autoscaler)
     }
 }
 

@@ -16,8 +16,8 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::{Tensor, TensorData};
 use weir_hams::sequences::{SequenceControls, SequenceLayout};
 
-use super::stateful_step::{StatefulModel, Step};
-use super::ExecError;
+use super::step::{StatefulModel, Step};
+use crate::model::ExecError;
 use crate::stateful::sequences::stack::{stack, stacked_shape, unstack};
 use crate::stateful::sequences::{Entry, RowStep, SequenceTable};
 use crate::stateful::state::{NodeState, StateUpdate};

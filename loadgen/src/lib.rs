@@ -1,3 +1,9 @@
+//! Load for graphs and models, and what it measures: the requests ([`workload`]: random tensors
+//! of a graph's input shapes or a labelled CSV data set), the loop that drives a running graph
+//! with them (this module's [`run_load`]) and SERF's offline profile of a model's parallelism
+//! configurations ([`profile`], `weir profile`), which is the same driving applied to each
+//! configuration in turn. `weir run`, `weir profile` and the benchmarks share it.
+//!
 //! Drives a running graph with a workload, open- or closed-loop, and summarises what came back.
 //!
 //! Closed loop: `concurrency` client threads, each sending its next request when the previous one is
@@ -13,6 +19,9 @@
 //! how late is in the report
 //! ([`LoadReport::mean_send_lateness`]), and the latency counts it, as it counts any delay after
 //! the scheduled arrival.
+
+pub mod profile;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,4 +1,5 @@
-//! The throttle that keeps offline work out of online work's way (INFaaS §3.2 and §4.2: the
+//! Pacing a JSON-lines run: its counts ([`Progress`]) and the throttle that keeps offline work
+//! out of online work's way (INFaaS §3.2 and §4.2: the
 //! monitoring daemon pauses offline jobs while the worker's utilisation is above 40 %, and
 //! resumes them when it falls).
 //!
@@ -169,6 +170,17 @@ impl Throttle {
             }
         }
     }
+}
+
+/// A run's counts, updated as it runs.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Requests read from the input.
+    pub read: AtomicU64,
+    /// Requests answered (replies and error documents).
+    pub answered: AtomicU64,
+    /// Of those, error documents.
+    pub errors: AtomicU64,
 }
 
 #[cfg(test)]
