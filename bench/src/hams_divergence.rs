@@ -42,7 +42,7 @@ pub struct DivergenceTrial {
     /// What reruns did to released rows.
     pub divergence: Divergence,
     /// Conflicting releases the checker found: a reply that carries other outputs than the durable
-    /// version it passed (the journal checker's `R2` violations).
+    /// version it passed (the journal checker's "no conflicting outputs" violations).
     pub conflicts: usize,
     /// Every request answered once, none failed.
     pub answered_once: bool,
@@ -105,7 +105,7 @@ fn request(rows: &[(Vec<f32>, usize)], i: usize) -> Vec<NamedTensor> {
 
 fn graph_yaml(models: &Path, batch: usize, replication: &str, deployment: &Deployment) -> String {
     let mut yaml = String::from(
-        "name: hams-x7\ninputs:\n  - {name: pixels, dtype: f32, shape: [64]}\n  - {name: label, dtype: f32, shape: [10]}\n  - {name: train, dtype: f32, shape: [1]}\nexecutors:\n",
+        "name: hams-divergence\ninputs:\n  - {name: pixels, dtype: f32, shape: [64]}\n  - {name: label, dtype: f32, shape: [10]}\n  - {name: train, dtype: f32, shape: [1]}\nexecutors:\n",
     );
     for (name, endpoint, _) in &deployment.members {
         yaml.push_str(&format!("  - {{name: {name}, endpoint: \"{endpoint}\"}}\n"));
@@ -125,7 +125,8 @@ fn graph_yaml(models: &Path, batch: usize, replication: &str, deployment: &Deplo
 }
 
 fn journal_dir(tag: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("weir-x7-{tag}-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("weir-hams-divergence-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
@@ -224,7 +225,7 @@ fn trial(
         conflicts: report
             .violations
             .iter()
-            .filter(|v| v.starts_with("R2"))
+            .filter(|v| v.starts_with("no conflicting outputs"))
             .count(),
         answered_once: run.answered_once(n),
     })
@@ -260,7 +261,7 @@ pub fn divergence_table(rows: &[DivergenceRow], config: &HamsBenchConfig) -> Str
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "online softmax regression on the digits (177 training rows, 182 test rows, alternating), rows in a seeded order per (node, version, epoch), batches ≤ {} rows, {} clients; the primary SIGKILLed at a random request; {} trials per row; medians (totals over the trials)\n", config.batch, config.concurrency, config.trials);
-    let _ = writeln!(s, "| mode | checkpoint every | replayed batches | versions run again | of them with other outputs | released rows run again | differ bitwise | differ at 8 bits | labels flipped | conflicting releases (R2) | answered once |\n|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| mode | checkpoint every | replayed batches | versions run again | of them with other outputs | released rows run again | differ bitwise | differ at 8 bits | labels flipped | conflicting releases | answered once |\n|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let med = |f: &dyn Fn(&DivergenceTrial) -> usize| {
             median(r.trials.iter().map(|t| f(t) as f64).collect())

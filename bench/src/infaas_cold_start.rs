@@ -1,5 +1,6 @@
-//! INFaaS's cold-start penalty (E11): the first query of a variant that is not loaded against the
-//! queries after it, and against what the repository's profile predicts (load + inference).
+//! INFaaS's cold-start penalty (why its §4.1 prefers an Active variant): the first query of a
+//! variant that is not loaded against the queries after it, and against what the repository's
+//! profile predicts (load + inference).
 //!
 //! The digits architectures are registered into a temporary repository with `weir model
 //! register`'s own code; each repeat starts a fresh model-less front end (`weir serve

@@ -1,4 +1,4 @@
-//! INFaaS decision time (the paper's Table 7, experiment E4): how long the metadata store takes to
+//! INFaaS decision time (the paper's Table 7, §6.4): how long the metadata store takes to
 //! pick a variant and a worker, against a brute-force scan of every variant, instance and worker,
 //! on the paper's variant population.
 //!

@@ -1,4 +1,4 @@
-//! INFaaS's online and offline co-location (§6.3.2, Figure 8; the notes' E7): online queries
+//! INFaaS's online and offline co-location (§6.3.2, Figure 8): online queries
 //! with a latency SLO and one offline job on the same instance of the same variant, each alone
 //! and together.
 //!
@@ -6,7 +6,7 @@
 //! task, registered for this process (`local`, 2 intra-op threads) and pre-loaded, so the CPU
 //! the queries use is this machine's. The offline job (`POST /v2/offline`) runs its JSON-lines
 //! file of requests in the background and pauses while the machine is more than 40 % busy or a
-//! variant runs slower than its profile (R18); the online load is Poisson with two high phases.
+//! variant runs slower than its profile; the online load is Poisson with two high phases.
 //! Three runs, each a fresh `weir serve`: online alone, offline alone, both; the job is submitted
 //! a few seconds before the first high phase, so that it meets one. Per second the run records
 //! the machine's CPU utilisation (`/proc/stat`) and the job's answered count and state.

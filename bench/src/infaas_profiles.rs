@@ -1,5 +1,6 @@
-//! E2 of model-less serving ("INFaaS: Automated Model-less Inference Serving", §3.3, Table 2):
-//! the variants of one task differ in latency and accuracy, so choosing among them is worth it.
+//! The variant profiles of model-less serving ("INFaaS: Automated Model-less Inference Serving",
+//! §3.3, Table 2): the variants of one task differ in latency and accuracy, so choosing among
+//! them is worth it.
 //!
 //! Registers one task's architectures (the digits MLPs, or the `text_orientation` image models)
 //! into a temporary repository with `weir model register`'s own code (real ONNX Runtime, int8 by

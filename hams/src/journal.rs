@@ -4,18 +4,20 @@
 //!
 //! Every role appends JSON lines to its own file (`WEIR_HAMS_JOURNAL=<dir>`: one file per process
 //! and role); [`check`] reads them all and reports every violation of the rules below, each
-//! violation message starting with the rule's short name in brackets here:
+//! violation message starting with the rule's name as written here:
 //! - **exactly once**: no request id released twice;
-//! - **no conflicting outputs** (`R2`): for every node and version, every applied (durable) state
-//!   tuple carries the same row hashes, and every released reply's value at each stateful node it
-//!   passed equals the value that node's *durable* version produced for it;
-//! - **apply after dependencies** (`R3`): when a backup applied a version, each of its dependencies
-//!   was durable at that moment (the backup journals its durable view next to the apply);
+//! - **no conflicting outputs** (HAMS's global consistency, §I and §IV-F): for every node and
+//!   version, every applied (durable) state tuple carries the same row hashes, and every released
+//!   reply's value at each stateful node it passed equals the value that node's *durable* version
+//!   produced for it;
+//! - **apply after dependencies** (HAMS §IV-C and §IV-D): when a backup applied a version, each
+//!   of its dependencies was durable at that moment (the backup journals its durable view next to
+//!   the apply);
 //! - **release rule**: every dependency of a released reply was applied on some backup;
-//! - **the shipped state is the state made** (`R5`): a backup applied, for a version and epoch, the
-//!   very state (by hash) the primary made with that batch — the copy taken while the next batch
-//!   computes is never torn;
-//! - **at most once** (`R11`): no backup applied the same version of the same epoch twice.
+//! - **the shipped state is the state made** (HAMS §IV-B): a backup applied, for a version and
+//!   epoch, the very state (by hash) the primary made with that batch — the copy taken while the
+//!   next batch computes is never torn;
+//! - **at most once**: no backup applied the same version of the same epoch twice.
 //!
 //! It also counts how many batches were answered before their state reached the backup (the
 //! latency NSPB saves over stop-and-buffer): all of them under NSPB with a slow state link, none
@@ -193,7 +195,8 @@ pub struct Report {
     pub diverged: usize,
     /// What re-executions did to replies already released (see [`Divergence`]).
     pub divergence: Divergence,
-    /// Applied states compared with the state their primary made (`R5`).
+    /// Applied states compared with the state their primary made (for "the shipped state is the
+    /// state made").
     pub states_compared: usize,
     /// Batches whose reply and whose state's arrival at the backup were both timed.
     pub timed: usize,
@@ -354,14 +357,14 @@ pub fn check(events: &[Event]) -> Report {
                 *times += 1;
                 if *times == 2 {
                     r.violations.push(format!(
-                        "R11: node {node} version {seq} of epoch {epoch} applied twice by {member}"
+                        "at most once: node {node} version {seq} of epoch {epoch} applied twice by {member}"
                     ));
                 }
                 if *state_hash != 0 && !*full {
                     if let Some(&(m, _)) = made.get(&(*node, *epoch, *seq)) {
                         r.states_compared += 1;
                         if m != *state_hash {
-                            r.violations.push(format!("R5: node {node} version {seq} of epoch {epoch}: the applied state is not the one its primary made"));
+                            r.violations.push(format!("the shipped state is the state made: node {node} version {seq} of epoch {epoch}: the applied state is not the one its primary made"));
                         }
                     }
                 }
@@ -371,7 +374,7 @@ pub fn check(events: &[Event]) -> Report {
                         .find(|(m, _)| *m == n)
                         .map_or(0, |d| d.1);
                     if s > 0 && then < s {
-                        r.violations.push(format!("R3: node {node} applied version {seq} needing node {n} at {s} while only {then} was durable"));
+                        r.violations.push(format!("apply after dependencies: node {node} applied version {seq} needing node {n} at {s} while only {then} was durable"));
                     }
                 }
                 if *full {
@@ -384,7 +387,7 @@ pub fn check(events: &[Event]) -> Report {
                     .collect();
                 match durable_rows.get(&(*node, *seq)) {
                     Some(prev) if *prev != rows => r.violations.push(format!(
-                        "R2: node {node} version {seq} was made durable twice with different outputs"
+                        "no conflicting outputs: node {node} version {seq} was made durable twice with different outputs"
                     )),
                     Some(_) => {}
                     None => {
@@ -414,8 +417,8 @@ pub fn check(events: &[Event]) -> Report {
                 None => r.violations.push(format!("release rule: request {request_id} released depending on node {node} version {seq}, which no backup applied")),
                 Some(rows) => match rows.get(request_id) {
                     Some(&h) if h == hash => {}
-                    Some(_) => r.violations.push(format!("R2: request {request_id}'s reply carries node {node} version {seq} output that differs from the durable one")),
-                    None => r.violations.push(format!("R2: request {request_id} passed node {node} at version {seq}, but the durable version {seq} has no row for it")),
+                    Some(_) => r.violations.push(format!("no conflicting outputs: request {request_id}'s reply carries node {node} version {seq} output that differs from the durable one")),
+                    None => r.violations.push(format!("no conflicting outputs: request {request_id} passed node {node} at version {seq}, but the durable version {seq} has no row for it")),
                 },
             }
         }
@@ -508,7 +511,10 @@ mod tests {
             v.iter().any(|m| m.contains("which no backup applied")),
             "{v:?}"
         );
-        assert!(v.iter().any(|m| m.starts_with("R3")), "{v:?}");
+        assert!(
+            v.iter().any(|m| m.starts_with("apply after dependencies")),
+            "{v:?}"
+        );
     }
 
     fn run(epoch: Epoch, seq: Seq, ids: Vec<u64>, rows: Vec<(u64, u32, u64)>) -> Event {
@@ -589,7 +595,11 @@ mod tests {
             *state_hash = 8;
         }
         let v = check(&[produced.clone(), torn]).violations;
-        assert!(v.iter().any(|m| m.starts_with("R5")), "{v:?}");
+        assert!(
+            v.iter()
+                .any(|m| m.starts_with("the shipped state is the state made")),
+            "{v:?}"
+        );
         let mut good = applied(1, 1, vec![10], vec![100]);
         if let Event::Applied { state_hash, .. } = &mut good {
             *state_hash = 7;
@@ -598,6 +608,6 @@ mod tests {
             .violations
             .is_empty());
         let v = check(&[produced, good.clone(), good]).violations;
-        assert!(v.iter().any(|m| m.starts_with("R11")), "{v:?}");
+        assert!(v.iter().any(|m| m.starts_with("at most once")), "{v:?}");
     }
 }

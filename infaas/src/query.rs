@@ -70,7 +70,7 @@ impl Requirements {
 pub enum Target {
     /// A task: the system picks the variant (model-less).
     Task(String),
-    /// One variant by name: only the worker is picked (paper Table 4's explicit mode, R3).
+    /// One variant by name: only the worker is picked (paper Table 4's explicit mode, §3.1).
     Variant(String),
 }
 

@@ -609,7 +609,8 @@ impl ModelLess for ModelLessServer {
     }
 }
 
-/// Online work slower than its profile pauses offline jobs (INFaaS §4.2, R18's second clause).
+/// Online work slower than its profile pauses offline jobs: the second of INFaaS's two throttling
+/// conditions (§6.3.2; the first is utilisation above 40 %).
 impl PauseSignal for ModelLessServer {
     fn pause_reason(&self) -> Option<String> {
         self.store

@@ -1,4 +1,4 @@
-//! Autoscaling through real processes (INFaaS §4.2; R12, R16, R17): `weir serve --repository
+//! Autoscaling through real processes (INFaaS §4.2.2–§4.2.3): `weir serve --repository
 //! --autoscale` starts its own `weir executor` processes of an emulated accelerator type. With
 //! none at start it launches the type's minimum; under a load that one executor cannot carry the
 //! model-autoscaler replicates, passing the question up when no executor is free, and the worker

@@ -1,7 +1,7 @@
-//! The model repository of model-less serving (R1): the digits family registered through the
-//! real `weir model register` process (real ONNX Runtime, real int8 quantisation), every variant
-//! listed with every field; list/show/remove; hostile repositories and validation files refused
-//! naming the file, line and field.
+//! The model repository of model-less serving (INFaaS's `register_model`, §3.1): the digits
+//! family registered through the real `weir model register` process (real ONNX Runtime, real int8
+//! quantisation), every variant listed with every field; list/show/remove; hostile repositories
+//! and validation files refused naming the file, line and field.
 
 use std::path::Path;
 use std::process::Output;
@@ -156,7 +156,7 @@ fn check_fields(repo: &Repository, v: &Variant) {
 }
 
 #[test]
-fn r1_digits_family_registers_with_every_field_and_cli_lists_shows_removes() {
+fn digits_family_registers_with_every_field_and_cli_lists_shows_removes() {
     let dir = temp_dir("model-repo");
     let root = dir.0.join("repository");
     let hw = dir.0.join("hardware.yaml");

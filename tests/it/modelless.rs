@@ -269,8 +269,9 @@ fn executors_load_and_unload_variants_only_on_signed_fresh_commands() {
         "the executor is up"
     );
 
-    // The control plane follows: loaded is Active on the executor, and an explicit query is
-    // served there warm (R3); a SIGKILLed executor's instances are gone from the store.
+    // The control plane follows: loaded is Active on the executor, and an explicit query is served
+    // there warm (INFaaS's explicit mode); a SIGKILLed executor's instances are gone from the
+    // store.
     command(Action::Load, GOOD).expect("loaded again");
     await_active(&store, GOOD, prefix, true);
     let explicit = Query {

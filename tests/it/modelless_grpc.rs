@@ -1,11 +1,11 @@
 //! Model-less queries over gRPC through a real `weir serve --repository --http --grpc` (INFaaS
-//! R2, R3, R5, R6 on the second transport): the digits architectures registered with the real
-//! `weir model register`, then `ModelInfer` and `ModelStreamInfer` on the task with the
-//! requirements in the request's `parameters` map. The pick meets the accuracy asked, is a cold
-//! start once and warm after, its outputs are the HTTP answer's for the same input and ONNX
-//! Runtime's on the variant's file; an explicit variant is served as named; impossible
-//! requirements and parameters of the wrong type are INVALID_ARGUMENT naming the closest variant
-//! or the field; a task is ready and has no metadata. Triton's own client (`tritonclient.grpc`,
+//! §3.1's query modes and §4.1's selection, on the second transport): the digits architectures
+//! registered with the real `weir model register`, then `ModelInfer` and `ModelStreamInfer` on the
+//! task with the requirements in the request's `parameters` map. The pick meets the accuracy asked,
+//! is a cold start once and warm after, its outputs are the HTTP answer's for the same input and
+//! ONNX Runtime's on the variant's file; an explicit variant is served as named; impossible
+//! requirements and parameters of the wrong type are INVALID_ARGUMENT naming the closest variant or
+//! the field; a task is ready and has no metadata. Triton's own client (`tritonclient.grpc`,
 //! through `tests/python/grpc_client.py modelless`) sends the requirements with its `parameters=`
 //! argument and gets the same answers.
 
@@ -105,7 +105,7 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
     let (tight, over_http) = runtime().block_on(async {
         let mut client = GrpcInferenceServiceClient::new(channel(&server.grpc).await);
 
-        // Tight: a variant at 0.98 or better, loaded on this first query, warm on the next (R2, R6).
+        // Tight: a variant at 0.98 or better, loaded on this first query, warm on the next (§4.1).
         let first = infer(&mut client, "digits", vec![("min_accuracy", double(0.98))])
             .await
             .expect("a variant meets 0.98");
@@ -129,7 +129,8 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
         let over_http = floats_of(&reply["outputs"][0]["data"]);
         assert_eq!(floats(&again), over_http, "gRPC and HTTP answers");
 
-        // Explicit: as a parameter of the task, and as the model's name (R3).
+        // Explicit: as a parameter of the task, and as the model's name (the explicit mode of
+        // §3.1).
         let tiny = tiny(&candidates);
         let reply = infer(&mut client, "digits", vec![("variant", text(&tiny))])
             .await
@@ -138,7 +139,7 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
         let reply = infer(&mut client, &tiny, vec![]).await.expect("by name");
         assert_eq!(variant_of(&reply).0, tiny);
 
-        // Impossible requirements name the closest variant (R5).
+        // Impossible requirements name the closest variant (§4.1).
         let e = infer(
             &mut client,
             "digits",

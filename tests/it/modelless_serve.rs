@@ -1,4 +1,5 @@
-//! Model-less queries through a real `weir serve --repository` (INFaaS R2, R3, R5–R7, E11): the
+//! Model-less queries through a real `weir serve --repository` (the INFaaS paper's query modes,
+//! §3.1, and its variant selection, §4.1, with the cold start of a variant not yet loaded): the
 //! digits architectures registered with the real `weir model register`, then queries that name
 //! the task and their requirements. The variant each picks is checked against the repository's own
 //! figures (the same the server decides on), its outputs against ONNX Runtime on that variant's
@@ -37,7 +38,7 @@ fn servable(repo: &Repository) -> Vec<Variant> {
         .collect()
 }
 
-/// The paper's pick among variants that must be loaded: least load + inference time (R7).
+/// The paper's pick among variants that must be loaded: least load + inference time (§4.1).
 pub(crate) fn cold_pick(candidates: &[Variant], min_accuracy: f64) -> String {
     candidates
         .iter()
@@ -195,7 +196,7 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
         ],
     );
 
-    // Loose: nothing is loaded, so the least load + inference time wins (R7), cold.
+    // Loose: nothing is loaded, so the least load + inference time wins (§4.1), cold.
     let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.5}));
     assert_eq!(status, 200, "{reply}");
     let (loose, cold) = served_variant(&reply);
@@ -206,7 +207,7 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     let got = floats_of(&reply["outputs"][0]["data"]);
     assert_close(&got, &want, 1e-5, "the chosen variant's outputs");
 
-    // Tight: only architectures at 0.98 or better qualify (R2).
+    // Tight: only architectures at 0.98 or better qualify (the accuracy asked is a minimum).
     let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.98}));
     assert_eq!(status, 200, "{reply}");
     let (tight, _) = served_variant(&reply);
@@ -218,12 +219,12 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
         );
         assert_eq!(tight, cold_pick(&candidates, 0.98));
     }
-    // Once loaded it is Active and preferred, warm (R6, E11).
+    // Once loaded it is Active and preferred (§4.1), and warm: no second cold start.
     let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.98}));
     assert_eq!(status, 200, "{reply}");
     assert_eq!(served_variant(&reply), (tight.clone(), false));
 
-    // Explicit: as a parameter of the task, and as the model's name (R3).
+    // Explicit: as a parameter of the task, and as the model's name (the explicit mode of §3.1).
     let tiny = tiny(&candidates);
     let (status, reply) = query(&server, "digits", json!({"variant": tiny}));
     assert_eq!(status, 200, "{reply}");
@@ -264,7 +265,7 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     );
     assert_close(&got, &want, 1e-5, "a padded batch-8 call's rows");
 
-    // Impossible requirements: a 400 naming the closest variant (R5).
+    // Impossible requirements: a 400 naming the closest variant (§4.1).
     let (status, reply) = query(&server, "digits", json!({"min_accuracy": 0.9999}));
     assert_eq!(status, 400, "{reply}");
     let message = reply["error"].as_str().expect("error text");
@@ -292,7 +293,8 @@ fn tasks_pick_variants_by_requirement_load_them_once_and_refuse_what_cannot_be_m
     let (status, _) = query(&server, "nothing", json!({}));
     assert_eq!(status, 404);
 
-    // An offline job on the task (R4): its parameters pick the variant of every line.
+    // An offline job on the task (`offline_query`, §3.1): its parameters pick the variant of every
+    // line.
     let submit = json!({"model": "digits", "input": "in.jsonl", "output": "out.jsonl",
                         "parameters": {"min_accuracy": 0.98}});
     let (status, text) = server.post("/v2/offline", &[], submit.to_string().as_bytes());

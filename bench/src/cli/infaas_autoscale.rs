@@ -1,5 +1,5 @@
-//! `weir-bench infaas-autoscale`: INFaaS against Clipper⁺ and SM⁺ under three load shapes (E5),
-//! and INFaaS under sweeps of its autoscaler's settings (E9).
+//! `weir-bench infaas-autoscale`: INFaaS against Clipper⁺ and SM⁺ under three load shapes (the
+//! paper's §6.2), and INFaaS under sweeps of its autoscaler's settings.
 
 use std::path::PathBuf;
 
@@ -57,8 +57,8 @@ pub(super) struct InfaasAutoscaleArgs {
     /// Executors per type the autoscaler may hold.
     #[arg(long, default_value_t = 2)]
     max_executors: u32,
-    /// E9 instead of E5: INFaaS on the fluctuating pattern under each value of one knob, as
-    /// KNOB=V1,V2,… (threshold, tick_s, lambda_per_s or slack_qps).
+    /// A sweep instead of the systems compared: INFaaS on the fluctuating pattern under each value
+    /// of one knob, as KNOB=V1,V2,… (threshold, tick_s, lambda_per_s or slack_qps).
     #[arg(long)]
     sweep: Option<String>,
     /// Folder the plots are written to.

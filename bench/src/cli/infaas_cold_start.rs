@@ -1,4 +1,4 @@
-//! `weir-bench infaas-cold-start`: a variant's first query against its warm ones (E11).
+//! `weir-bench infaas-cold-start`: a variant's first query against its warm ones.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 //! `weir-bench infaas-offline`: online queries and an offline job on one instance, each alone
-//! and together (INFaaS E7).
+//! and together (INFaaS §6.3.2).
 
 use std::path::PathBuf;
 

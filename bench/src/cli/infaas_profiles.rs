@@ -1,4 +1,4 @@
-//! `weir-bench infaas-profiles`: the variants' latency and accuracy (E2), for the digits task,
+//! `weir-bench infaas-profiles`: the variants' latency and accuracy, for the digits task,
 //! the `text_orientation` image task, or both.
 
 use std::path::PathBuf;

@@ -74,22 +74,24 @@ enum Experiment {
     /// on 175 variants of the paper's Table 8 and 12 workers in random states (paper Table 7).
     #[command(name = "infaas-decision")]
     InfaasDecision(infaas_decision::InfaasDecisionArgs),
-    /// Model-less serving's variants (INFaaS E2): both tasks' architectures registered, int8
-    /// against fp32 latency and accuracy, latency by batch per variant family.
+    /// Model-less serving's variants (as INFaaS's Variant-Profiler records them): both tasks'
+    /// architectures registered, int8 against fp32 latency and accuracy, latency by batch per
+    /// variant family.
     #[command(name = "infaas-profiles")]
     InfaasProfiles(infaas_profiles::InfaasProfilesArgs),
-    /// Model-less serving's cold start (INFaaS E11): a variant's first query, which loads it,
-    /// against its warm queries and its profiled load + inference time.
+    /// Model-less serving's cold start (why INFaaS prefers a loaded variant): a variant's first
+    /// query, which loads it, against its warm queries and its profiled load + inference time.
     #[command(name = "infaas-cold-start")]
     InfaasColdStart(infaas_cold_start::InfaasColdStartArgs),
-    /// INFaaS autoscaling (E5, E9): model-less INFaaS against fixed-variant Clipper⁺ and
+    /// INFaaS autoscaling (the paper's §6.2): model-less INFaaS against fixed-variant Clipper⁺ and
     /// replicating SM⁺ under flat-low, steady-high and fluctuating load on emulated executor
     /// types: SLO violations per 4 s, throughput per 2 s, cost; or INFaaS under a sweep of one
     /// autoscaler setting.
     #[command(name = "infaas-autoscale")]
     InfaasAutoscale(infaas_autoscale::InfaasAutoscaleArgs),
-    /// INFaaS online and offline co-location (E7): online queries with an SLO and an offline
-    /// job on one instance, each alone and together; the job pauses while the machine is busy.
+    /// INFaaS online and offline co-location (the paper's §6.3.2): online queries with an SLO and
+    /// an offline job on one instance, each alone and together; the job pauses while the machine is
+    /// busy.
     #[command(name = "infaas-offline")]
     InfaasOffline(infaas_offline::InfaasOfflineArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.

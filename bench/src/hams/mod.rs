@@ -2,11 +2,12 @@
 //!
 //! **Overhead.** Three scaled-down service graphs, each stateful node on executor processes: the
 //! auto-pilot chain (stateless perception → two adjacent stateful GRUs → argmax), a single stateful
-//! GRU last in the graph (nothing downstream overlaps its state delivery: HAMS's condition C2
-//! fails), and an online learner with a 1 MiB state (512 × 512 weights). Each runs under `none`
-//! (one executor per stateful node, no backup: the reference), `nspb` and `remus`
-//! (stop-and-buffer), closed loop, and reports throughput and latency percentiles as medians over
-//! repeats with ratios to `none` measured in the same run.
+//! GRU last in the graph (nothing downstream overlaps its state delivery, so the second of the
+//! HAMS paper's two conditions for a small overhead, §VI-B, fails), and an online learner with a
+//! 1 MiB state (512 × 512 weights). Each runs under `none` (one executor per stateful node, no
+//! backup: the reference), `nspb` and `remus` (stop-and-buffer), closed loop, and reports
+//! throughput and latency percentiles as medians over repeats with ratios to `none` measured in the
+//! same run.
 //!
 //! **Failover.** One stateful GRU under NSPB (and under Remus) with closed-loop load; its primary
 //! is SIGKILLed (or, under NSPB, SIGSTOPped, so that only the detection timeout finds it) at a

@@ -1,5 +1,5 @@
 //! INFaaS's autoscaling experiment ("INFaaS: Automated Model-less Inference Serving", §6.2,
-//! Figure 6; the notes' E5, and E9's sweeps): one task under three load shapes, served by
+//! Figure 6, and sweeps of the autoscaler's settings): one task under three load shapes, served by
 //! model-less INFaaS (variants chosen per query, replicated, upgraded and downgraded, executors
 //! added and removed) against the paper's fixed-variant baselines, built inside weir as the
 //! paper built them inside INFaaS:
@@ -190,7 +190,7 @@ impl System {
     }
 }
 
-/// Autoscaler settings a run may change (E9's sweeps); `None` keeps the paper's default.
+/// Autoscaler settings a run may change (the sweeps); `None` keeps the paper's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Knobs {
     /// Headroom threshold (1.05).

@@ -234,7 +234,7 @@ pub fn plot_pattern(
     Ok(())
 }
 
-/// E9: violations and cost against one knob's values.
+/// A sweep: violations and cost against one knob's values.
 ///
 /// # Errors
 /// When the image cannot be drawn or written.

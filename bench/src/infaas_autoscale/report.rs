@@ -143,7 +143,7 @@ pub fn pattern_table(pattern: &str, rows: &[Summary]) -> String {
     out
 }
 
-/// E9's table: INFaaS under one knob's values.
+/// A sweep's table: INFaaS under one knob's values.
 pub fn sweep_table(knob: &str, rows: &[(f64, Summary)]) -> String {
     let mut out = format!(
         "| {knob} | SLO violations | worst 4-s window | p99 ms | mean instances | cost |\n|---|---|---|---|---|---|\n"

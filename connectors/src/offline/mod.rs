@@ -1,6 +1,6 @@
 //! Offline (batch) jobs: a JSON-lines file of requests run through a served graph in the
-//! background, its replies written to another file (INFaaS's `offline_query`, §3.1, R4), paced so
-//! online requests keep their latency (§4.2, R18: paused while utilisation is above 40 %).
+//! background, its replies written to another file (INFaaS's `offline_query`, §3.1, Table 4), paced
+//! so online requests keep their latency (§5 and §6.3.2: paused while utilisation is above 40 %).
 //!
 //! A client submits `{"model", "input", "output", "parameters"}` and gets a job id at once; the
 //! job's state (`queued`, `running`, `paused` with its reason, `done`, `failed`, `cancelled`) and

@@ -15,9 +15,9 @@
 //! - **Scale down** (remove one instance, or downgrade) only after it was the choice for T_v
 //!   ticks in a row (the shrunk variant's load time over the tick), reset by any other tick; an
 //!   architecture keeps its last instance.
-//! - **Interference** (R10): an Interfered instance is loaded on the least-utilised other
+//! - **Interference** (§4.1): an Interfered instance is loaded on the least-utilised other
 //!   executor of its type, then unloaded where it was.
-//! - **Workers** (R16, R17): an executor is added by the three rules, or for a question passed up,
+//! - **Workers** (§4.2.3): an executor is added by the three rules, or for a question passed up,
 //!   or when a type launched by this autoscaler has none; an idle executor this autoscaler
 //!   started is retired after its grace period (the executors named at start stay).
 //!
@@ -508,7 +508,8 @@ impl Controller {
         self.replace_on(kind, (old, worker), (new, worker), reason);
     }
 
-    /// R10: each Interfered instance moves to the least-utilised other executor of its type.
+    /// Interference mitigation (§4.1): each Interfered instance moves to the least-utilised other
+    /// executor of its type.
     fn migrate(&mut self, snapshot: &Snapshot) {
         let registry = snapshot.registry();
         let interfered: Vec<(String, String, String)> = snapshot

@@ -1,5 +1,7 @@
-//! The autoscaler's rules on scripted load (R10, R12–R17), against the real metadata store and
-//! an actuator that records what it was asked and tells the store, as the serving side does.
+//! The autoscaler's rules on scripted load (the paper's interference mitigation, §4.1; its
+//! model-autoscaler, §4.2.1–§4.2.2; its worker autoscaler, §4.2.3), against the real metadata
+//! store and an actuator that records what it was asked and tells the store, as the serving side
+//! does.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,7 +139,7 @@ fn v(name: &str, accuracy: f64, ms: f64, load_ms: f64, qps: f64, price: f64, hw:
 }
 
 #[test]
-fn r12_low_headroom_replicates_onto_a_free_executor() {
+fn low_headroom_replicates_onto_a_free_executor() {
     let mut rig = one_variant("cpu", AutoscaleConfig::default(), false);
     rig.events(vec![up("w1", "cpu"), up("w2", "cpu"), loaded("m.a", "w1")]);
     // 100 req/s of capacity for 98: headroom 1.02.
@@ -151,7 +153,7 @@ fn r12_low_headroom_replicates_onto_a_free_executor() {
 }
 
 #[test]
-fn r13_an_upgrade_loads_the_faster_variant_before_unloading_the_old_one() {
+fn an_upgrade_loads_the_faster_variant_before_unloading_the_old_one() {
     let mut rig = Rig::new(
         vec![
             v("m.slow", 0.9, 10.0, 100.0, 100.0, 1.0, "cpu"),
@@ -168,7 +170,7 @@ fn r13_an_upgrade_loads_the_faster_variant_before_unloading_the_old_one() {
 }
 
 #[test]
-fn r14_a_scale_down_waits_for_the_shrunk_variants_load_time_and_restarts_when_interrupted() {
+fn a_scale_down_waits_for_the_shrunk_variants_load_time_and_restarts_when_interrupted() {
     let mut rig = Rig::new(
         // Loading takes 3 s: T_v = 3 ticks of 1 s.
         vec![v("m.a", 0.9, 10.0, 3_000.0, 100.0, 1.0, "cpu")],
@@ -204,7 +206,7 @@ fn r14_a_scale_down_waits_for_the_shrunk_variants_load_time_and_restarts_when_in
 }
 
 #[test]
-fn r15_no_downgrade_below_the_accuracy_queries_ask_for() {
+fn no_downgrade_below_the_accuracy_queries_ask_for() {
     let variants = vec![
         v("m.good", 0.95, 10.0, 100.0, 100.0, 2.0, "cpu"),
         v("m.cheap", 0.80, 10.0, 100.0, 100.0, 1.0, "cpu"),
@@ -298,7 +300,7 @@ fn workers_config(launchable: &[&str]) -> AutoscaleConfig {
 }
 
 #[test]
-fn r16_busy_executors_add_one_and_a_pending_start_is_not_repeated() {
+fn busy_executors_add_one_and_a_pending_start_is_not_repeated() {
     let mut rig = one_variant("cpu", workers_config(&["cpu"]), false);
     rig.events(vec![up("w1", "cpu"), util("w1", 0.95)]);
     assert_eq!(rig.tick(0.0), vec!["launch cpu as auto-cpu-1"]);
@@ -314,7 +316,7 @@ fn r16_busy_executors_add_one_and_a_pending_start_is_not_repeated() {
 }
 
 #[test]
-fn r16_a_question_passed_up_starts_an_executor_of_its_type() {
+fn a_question_passed_up_starts_an_executor_of_its_type() {
     let mut rig = one_variant("accel", workers_config(&["accel"]), false);
     // One executor, already holding the variant, at 150 req/s on 100 of capacity.
     rig.events(vec![
@@ -331,7 +333,7 @@ fn r16_a_question_passed_up_starts_an_executor_of_its_type() {
 }
 
 #[test]
-fn r17_an_idle_executor_this_autoscaler_started_is_retired_after_its_grace() {
+fn an_idle_executor_this_autoscaler_started_is_retired_after_its_grace() {
     let mut rig = one_variant("cpu", workers_config(&["cpu"]), false);
     rig.events(vec![up("w1", "cpu"), util("w1", 0.95)]);
     assert_eq!(rig.tick(0.0), vec!["launch cpu as auto-cpu-1"]);
@@ -361,7 +363,7 @@ fn a_launchable_type_without_executors_gets_its_minimum() {
 }
 
 #[test]
-fn r10_an_interfered_instance_moves_to_the_least_utilised_other_executor() {
+fn an_interfered_instance_moves_to_the_least_utilised_other_executor() {
     let mut rig = one_variant("cpu", AutoscaleConfig::default(), false);
     rig.events(vec![
         up("w1", "cpu"),

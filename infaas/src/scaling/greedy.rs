@@ -485,7 +485,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
-        /// R20: the exact plan never costs more than the greedy one, for the same capacity goal.
+        /// The exact plan never costs more than the greedy one, for the same capacity goal.
         #[test]
         fn the_exact_plan_never_costs_more_than_the_greedy_one(
             candidates in proptest::collection::vec(candidate(), 2..6),

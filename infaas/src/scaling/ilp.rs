@@ -7,7 +7,7 @@
 //! gets `δ ≤ 0`; (4) is `δ ≥ −N`; each `δ` is also bounded above by what the worker could hold
 //! and by what the load alone could use, which keeps branch-and-bound finite. The paper found this
 //! too slow online (Gurobi, 23 s for 50 architectures); it is here to check the greedy heuristic
-//! against (its cost is never higher, R20) and for small or offline plans.
+//! against (a property test checks that its cost is never higher) and for small or offline plans.
 
 use good_lp::{
     constraint, default_solver, variable, Expression, ProblemVariables, ResolutionError, Solution,

@@ -1,4 +1,4 @@
-//! The worker autoscaler's rules (INFaaS §4.2.3, R16): when to add an executor of a hardware
+//! The worker autoscaler's rules (INFaaS §4.2.3): when to add an executor of a hardware
 //! type, and when to remove an idle one.
 //!
 //! Every tick (the paper's 2 s) it looks at each hardware type's executors and adds one of type

@@ -1,5 +1,7 @@
-//! Selection against a running store: the paper's rules R3, R5–R8 and R22, and the property that
-//! the indexed policy and the brute-force scan always agree.
+//! Selection against a running store: the paper's rules (§4.1: an explicit variant only gets a
+//! worker; an Active match first, else the least load + inference time; never an Overloaded or
+//! Interfered instance; no match names the closest variant; the policy is replaceable), and the
+//! property that the indexed policy and the brute-force scan always agree.
 
 use proptest::prelude::*;
 
@@ -61,7 +63,7 @@ fn ch(v: &str, w: &str, cold: bool) -> (String, String, bool) {
 }
 
 #[test]
-fn r3_an_explicit_variant_only_gets_a_worker() {
+fn an_explicit_variant_only_gets_a_worker() {
     let s = store(vec![
         loaded("mid", "w1"),
         loaded("mid", "w2"),
@@ -87,7 +89,7 @@ fn r3_an_explicit_variant_only_gets_a_worker() {
 }
 
 #[test]
-fn r6_an_active_match_beats_a_faster_one_to_load() {
+fn an_active_match_beats_a_faster_one_to_load() {
     let s = store(vec![loaded("slow", "w1")]);
     assert_eq!(
         chose(&s, &task(Some(100.0), Some(0.7))),
@@ -108,7 +110,7 @@ fn r6_an_active_match_beats_a_faster_one_to_load() {
 }
 
 #[test]
-fn r7_otherwise_least_load_plus_inference_on_the_least_utilised_worker() {
+fn without_an_active_match_least_load_plus_inference_goes_to_the_least_utilised_worker() {
     let s = store(vec![util("w1", 0.5), util("w2", 0.2)]);
     assert_eq!(chose(&s, &task(Some(100.0), None)), ch("slow", "w2", true));
     assert_eq!(chose(&s, &task(Some(30.0), None)), ch("mid", "w2", true));
@@ -119,7 +121,7 @@ fn r7_otherwise_least_load_plus_inference_on_the_least_utilised_worker() {
 }
 
 #[test]
-fn r8_overloaded_and_interfered_instances_are_never_chosen() {
+fn overloaded_and_interfered_instances_are_never_chosen() {
     let s = store(vec![
         loaded("slow", "w1"),
         report("slow", "w1", 12.0, 80.0, 0),
@@ -137,7 +139,7 @@ fn r8_overloaded_and_interfered_instances_are_never_chosen() {
 }
 
 #[test]
-fn r5_no_match_names_the_closest_variant() {
+fn no_match_names_the_closest_variant() {
     let s = store(vec![]);
     let e = s.select(&task(None, Some(0.9))).unwrap_err();
     assert_eq!(e.closest.as_deref(), Some("slow"));
@@ -159,7 +161,8 @@ fn r5_no_match_names_the_closest_variant() {
     assert_eq!(e.closest, None);
 }
 
-/// R22: a policy of the caller's: the Active match with the most headroom left.
+/// A policy of the caller's (the paper's extensibility, §4.1): the Active match with the most
+/// headroom left.
 struct MostHeadroom;
 
 impl VariantPolicy for MostHeadroom {
@@ -186,7 +189,7 @@ impl VariantPolicy for MostHeadroom {
 }
 
 #[test]
-fn r22_the_policy_is_replaceable() {
+fn the_policy_is_replaceable() {
     let s = MetadataStore::with(variants(), StateRule::default(), Box::new(MostHeadroom)).unwrap();
     for e in [
         up("w1", "cpu"),

@@ -1,6 +1,6 @@
-//! The store's derived state from scripted events (R1's last clause, R9, worker loss, hostile
-//! input), and the property that the incrementally maintained state equals the state recomputed
-//! from scratch from the same events.
+//! The store's derived state from scripted events (registered variants start Inactive; the
+//! paper's state machine, §4 and Figure 4; worker loss; hostile input), and the property that the
+//! incrementally maintained state equals the state recomputed from scratch from the same events.
 
 use std::collections::BTreeMap;
 
@@ -52,7 +52,7 @@ fn a_registry_only_store_lists_every_variant_inactive() {
 }
 
 #[test]
-fn r9_states_follow_the_reports() {
+fn states_follow_the_reports() {
     use InstanceState::*;
     let s = started(vec![up("w1", "cpu")]);
     let step = |e: Event| {
