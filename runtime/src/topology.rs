@@ -157,6 +157,8 @@ impl<'a> TopologyBuilder<'a> {
             remotes,
         } = self;
         let (zenoh, source, cluster) = open_zenoh(&plan, remotes)?;
+        // The graph's own session makes its remote replicas unless the caller gave a source.
+        let source = source.or_else(|| zenoh.as_deref().map(|z| z as &dyn RemoteReplicaSource));
         let shared = SharedState::new(&plan, zenoh.is_some());
         let factory = Arc::new(start_operators(&plan, &shared, source, cluster.is_some())?);
         let managed = managed_nodes(&factory);
