@@ -7,6 +7,8 @@
 //! - [`grpc`]: the protocol over gRPC (`inference.GRPCInferenceService`, `grpc.health.v1`).
 //! - [`stream`]: the same requests and replies as a stream, from JSON lines (a file or stdin/stdout)
 //!   or zenoh key expressions, so a graph runs as a stream processor without HTTP.
+//! - [`models`]: the served models by name and version, with their Triton configuration and
+//!   statistics, shared by HTTP and gRPC.
 //! - [`offline`]: offline (batch) jobs: a JSON-lines file run through a graph in the background,
 //!   paused while the machine is busy (INFaaS's `offline_query`).
 //! - [`echo`]: client text quoted in errors, cut to a bound.
@@ -15,6 +17,7 @@
 pub mod echo;
 pub mod grpc;
 pub mod http;
+pub mod models;
 pub mod offline;
 pub mod oip;
 pub mod stream;

@@ -4,9 +4,11 @@
 use std::sync::Arc;
 
 use weir_connectors::http::MetricsSource;
+use weir_connectors::models::{Execution, ExecutionStats};
 use weir_engine::runtime::GraphRuntime;
 use weir_executor::client::ZenohReplicas;
 use weir_hams_manager::HamsManager;
+use weir_operators::model::executor::BATCH_BUCKET_BOUNDS;
 use weir_operators::model::{LoadSnapshot, LoadStats, ParallelismSnapshot, ReplicaPool};
 use weir_operators::parity::ParityService;
 use weir_operators::stateful::StatefulNodeHandle;
@@ -84,6 +86,14 @@ impl RunningGraph {
         self.factory.replica_pools()
     }
 
+    /// The figures of this graph's in-process executors that Triton's statistics report
+    /// (`weir_connectors::models`), read live.
+    pub fn execution_stats(&self) -> Arc<dyn ExecutionStats> {
+        Arc::new(GraphExecution {
+            factory: Arc::clone(&self.factory),
+        })
+    }
+
     /// Stops admission, answers everything admitted, stops the workers and executors.
     pub fn shutdown(self) {
         self.runtime.shutdown();
@@ -97,4 +107,38 @@ pub fn operator_metrics(graphs: &[RunningGraph]) -> MetricsSource {
     weir_connectors::http::metrics::source(weir_operators::metrics::OperatorMetrics::new(
         graphs.iter().map(RunningGraph::operators).collect(),
     ))
+}
+
+/// A graph's executors read as Triton's execution figures: calls, time in ONNX Runtime, and the
+/// time jobs waited before their call (each answered job's time from queued to answered, less
+/// the calls' time: exact when a call serves one job, the queue's share otherwise). Calls by
+/// batch size are kept in buckets ([`BATCH_BUCKET_BOUNDS`]); each is reported under its upper
+/// bound, and time per bucket is not kept (its `ns` is 0).
+struct GraphExecution {
+    factory: Arc<OperatorFactory>,
+}
+
+impl ExecutionStats for GraphExecution {
+    fn execution(&self) -> Execution {
+        let mut total = Execution::default();
+        let mut buckets = [0u64; BATCH_BUCKET_BOUNDS.len() + 1];
+        for (_, s) in self.factory.executor_stats() {
+            total.executions += s.runs;
+            total.compute_infer += s.busy;
+            total.queue += s.sojourn.saturating_sub(s.busy + s.held);
+            for (b, n) in buckets.iter_mut().zip(s.batch_sizes) {
+                *b += n;
+            }
+        }
+        total.batches = buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| {
+                let bound = BATCH_BUCKET_BOUNDS.get(i).copied().unwrap_or(usize::MAX) as u64;
+                (bound, *n, std::time::Duration::ZERO)
+            })
+            .collect();
+        total
+    }
 }

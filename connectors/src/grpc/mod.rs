@@ -14,6 +14,7 @@
 //! - `status.rs`: every failure as a gRPC status;
 //! - `service.rs`: the inference service's unary RPCs and the shared request path, to a graph or
 //!   to the model-less front end ([`crate::oip::ModelLess`]) for the names no graph has;
+//! - `models.rs`: Triton's `ModelConfig` and `ModelStatistics` from the shared model table;
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
 //! - `health.rs`: `grpc.health.v1` Check and Watch;
 //! - `admit.rs`: each request message charged against the process's byte budget, for its bytes
@@ -29,6 +30,7 @@ mod convert;
 mod footprint;
 mod health;
 mod listener;
+mod models;
 mod parameters;
 mod server;
 mod service;

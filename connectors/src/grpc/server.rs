@@ -37,9 +37,10 @@ use super::health::HealthService;
 use super::health_proto::health_server::HealthServer;
 use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
-use super::service::{InferService, Phase, Served, Shared};
+use super::service::{InferService, Phase, Shared};
 use crate::http::metrics::{requests_source, GRPC_FAMILIES};
 use crate::http::{AuthToken, ByteBudget, MetricsSource};
+use crate::models::Models;
 use crate::oip::ModelLess;
 
 /// How the gRPC server behaves.
@@ -115,21 +116,24 @@ impl GrpcServer {
         config: GrpcConfig,
         budget: Arc<ByteBudget>,
     ) -> GrpcServer {
-        let graphs = graphs
-            .into_iter()
-            .map(|runtime| {
-                (
-                    runtime.plan().name.clone(),
-                    Served {
-                        runtime,
-                        metrics: Arc::default(),
-                    },
-                )
-            })
+        GrpcServer::with_models(Arc::new(Models::from_graphs(graphs)), config, budget)
+    }
+
+    /// A server for the models of `models` (graphs and repository models, by name and version),
+    /// which the process's HTTP server may share, charging request messages to `budget`.
+    pub fn with_models(
+        models: Arc<Models>,
+        config: GrpcConfig,
+        budget: Arc<ByteBudget>,
+    ) -> GrpcServer {
+        let graphs = models
+            .names()
+            .map(|name| (name.to_string(), Arc::default()))
             .collect::<BTreeMap<_, _>>();
         let (phase, _) = watch::channel(Phase::Starting);
         GrpcServer {
             shared: Arc::new(Shared {
+                models,
                 graphs,
                 modelless: None,
                 config,
@@ -162,7 +166,7 @@ impl GrpcServer {
             self.shared
                 .graphs
                 .iter()
-                .map(|(name, g)| (name.clone(), Arc::clone(&g.metrics)))
+                .map(|(name, m)| (name.clone(), Arc::clone(m)))
                 .collect(),
         )
     }

@@ -2,8 +2,8 @@
 //! on a stream): token, model, conversion, the graph, the reply, the metrics.
 //!
 //! Authorization is the HTTP server's (the same token, read from the `authorization` metadata
-//! entry as `Bearer <token>`); like HTTP, liveness needs none. A model's version is accepted and
-//! ignored, as over HTTP: each graph is version 1.
+//! entry as `Bearer <token>`); like HTTP, liveness needs none. A model's version is resolved as
+//! over HTTP (`crate::models`): the one named, or the highest served when none is.
 //!
 //! A model name no graph has goes to the model-less front end when one is set and serves it
 //! (`oip::ModelLess`: an INFaaS task or one of its variants), on the same path: the same
@@ -21,15 +21,15 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
-use weir_engine::runtime::GraphRuntime;
 
 use super::admit::Held;
 use super::convert::{infer_request, infer_response};
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::model_metadata_response::TensorMetadata;
 use super::proto::{
-    ModelInferRequest, ModelInferResponse, ModelMetadataRequest, ModelMetadataResponse,
-    ModelReadyRequest, ModelReadyResponse, ModelStreamInferResponse, ServerLiveRequest,
+    ModelConfigRequest, ModelConfigResponse, ModelInferRequest, ModelInferResponse,
+    ModelMetadataRequest, ModelMetadataResponse, ModelReadyRequest, ModelReadyResponse,
+    ModelStatisticsRequest, ModelStatisticsResponse, ModelStreamInferResponse, ServerLiveRequest,
     ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest,
     ServerReadyResponse,
 };
@@ -38,6 +38,7 @@ use super::status::Failure;
 use super::stream::stream_infer;
 use crate::http::metrics::{GraphMetrics, Outcome};
 use crate::http::{authorized, metadata_shape};
+use crate::models::{ModelVersion, Models};
 use crate::oip::{infer_outputs, ModelLess};
 
 /// Where the server is in its life: health, readiness and open streams follow it.
@@ -51,15 +52,11 @@ pub(super) enum Phase {
     Draining,
 }
 
-/// One served graph.
-pub(super) struct Served {
-    pub runtime: Arc<GraphRuntime>,
-    pub metrics: Arc<GraphMetrics>,
-}
-
-/// What every RPC reads: the graphs, the model-less front end, the configuration and the phase.
+/// What every RPC reads: the served models and their request metrics over gRPC, the model-less
+/// front end, the configuration and the phase.
 pub(super) struct Shared {
-    pub graphs: BTreeMap<String, Served>,
+    pub models: Arc<Models>,
+    pub graphs: BTreeMap<String, Arc<GraphMetrics>>,
     pub modelless: Option<Arc<dyn ModelLess>>,
     pub config: GrpcConfig,
     pub phase: watch::Sender<Phase>,
@@ -77,11 +74,16 @@ impl Shared {
         }
     }
 
-    /// What answers requests for `name`: its graph, else the model-less front end if it serves it.
-    fn target(&self, name: &str) -> Result<Target<'_>, Failure> {
-        match (self.graphs.get(name), &self.modelless) {
-            (Some(g), _) => Ok(Target::Graph(g)),
-            (None, Some(m)) if m.serves(name) => Ok(Target::ModelLess(m.as_ref())),
+    /// What answers requests for `version` of `name` (empty: the highest served): its graph,
+    /// else the model-less front end if it serves it.
+    fn target(&self, name: &str, version: &str) -> Result<Target<'_>, Failure> {
+        match (self.models.contains(name), &self.modelless) {
+            (true, _) => self
+                .models
+                .resolve(name, Some(version))
+                .map(|v| Target::Graph(v))
+                .map_err(|e| Failure::lookup(&e)),
+            (false, Some(m)) if m.serves(name) => Ok(Target::ModelLess(m.as_ref())),
             _ => Err(Failure::unknown_model(name)),
         }
     }
@@ -93,12 +95,20 @@ impl Shared {
     /// Runs one request through its graph or the model-less front end; a graph's outcome goes to
     /// its metrics (the front end counts its own decisions).
     pub async fn infer(&self, request: ModelInferRequest) -> Result<ModelInferResponse, Failure> {
-        let target = self.target(&request.model_name)?;
+        let target = self.target(&request.model_name, &request.model_version)?;
+        let name = request.model_name.clone();
         let started = Instant::now();
+        let rows = target.rows(&request);
         let result = self.infer_on(target, request).await;
         if let Target::Graph(served) = target {
             let outcome = result.as_ref().map_or_else(|f| f.outcome, |_| Outcome::Ok);
-            served.metrics.record(outcome, started.elapsed());
+            if let Some(m) = self.graphs.get(&name) {
+                m.record(outcome, started.elapsed());
+            }
+            match &result {
+                Ok(_) => served.stats.success(rows, started.elapsed()),
+                Err(_) => served.stats.failure(started.elapsed()),
+            }
         }
         result
     }
@@ -124,8 +134,25 @@ impl Shared {
 /// What answers a model's requests.
 #[derive(Clone, Copy)]
 enum Target<'a> {
-    Graph(&'a Served),
+    Graph(&'a ModelVersion),
     ModelLess(&'a dyn ModelLess),
+}
+
+impl Target<'_> {
+    /// The rows `request` carries: its first input's leading dimension when that input has one
+    /// more dimension than the graph's, else one.
+    fn rows(self, request: &ModelInferRequest) -> u64 {
+        let Target::Graph(v) = self else { return 1 };
+        let plan = v.runtime.plan();
+        request
+            .inputs
+            .first()
+            .and_then(|i| {
+                let declared = plan.inputs.iter().find(|g| g.name == i.name)?;
+                (i.shape.len() == declared.ty.shape.len() + 1).then(|| i.shape.first().copied())?
+            })
+            .map_or(1, |n| u64::try_from(n).unwrap_or(0))
+    }
 }
 
 /// `inference.GRPCInferenceService`.
@@ -163,9 +190,8 @@ impl GrpcInferenceService for InferService {
         request: Request<ModelReadyRequest>,
     ) -> Result<Response<ModelReadyResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
-        self.0
-            .target(&request.get_ref().name)
-            .map_err(|f| f.status)?;
+        let r = request.get_ref();
+        self.0.target(&r.name, &r.version).map_err(|f| f.status)?;
         Ok(Response::new(ModelReadyResponse {
             ready: self.0.serving(),
         }))
@@ -179,7 +205,10 @@ impl GrpcInferenceService for InferService {
         Ok(Response::new(ServerMetadataResponse {
             name: "weir".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            extensions: vec!["binary_tensor_data".into()],
+            extensions: crate::models::EXTENSIONS
+                .iter()
+                .map(|e| (*e).to_string())
+                .collect(),
         }))
     }
 
@@ -188,15 +217,28 @@ impl GrpcInferenceService for InferService {
         request: Request<ModelMetadataRequest>,
     ) -> Result<Response<ModelMetadataResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
-        let name = &request.get_ref().name;
-        let plan = match self.0.target(name).map_err(|f| f.status)? {
-            Target::Graph(g) => g.runtime.plan(),
+        let r = request.get_ref();
+        let name = &r.name;
+        let served = match self.0.target(name, &r.version).map_err(|f| f.status)? {
+            Target::Graph(g) => g,
             Target::ModelLess(_) => return Err(Failure::no_metadata(name).status),
         };
+        let plan = served.runtime.plan();
+        let platform = served
+            .config
+            .get("platform")
+            .and_then(|p| p.as_str())
+            .unwrap_or("weir_graph");
         Ok(Response::new(ModelMetadataResponse {
-            name: plan.name.clone(),
-            versions: vec!["1".into()],
-            platform: "weir_graph".into(),
+            name: name.clone(),
+            versions: self
+                .0
+                .models
+                .versions(name)
+                .iter()
+                .map(u64::to_string)
+                .collect(),
+            platform: platform.into(),
             inputs: plan
                 .inputs
                 .iter()
@@ -218,6 +260,33 @@ impl GrpcInferenceService for InferService {
         self.0
             .infer(request.into_inner())
             .await
+            .map(Response::new)
+            .map_err(|f| f.status)
+    }
+
+    async fn model_config(
+        &self,
+        request: Request<ModelConfigRequest>,
+    ) -> Result<Response<ModelConfigResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let r = request.get_ref();
+        let served = self
+            .0
+            .models
+            .resolve(&r.name, Some(&r.version))
+            .map_err(|e| Failure::lookup(&e).status)?;
+        Ok(Response::new(ModelConfigResponse {
+            config: served.config_proto.clone(),
+        }))
+    }
+
+    async fn model_statistics(
+        &self,
+        request: Request<ModelStatisticsRequest>,
+    ) -> Result<Response<ModelStatisticsResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let r = request.get_ref();
+        super::models::statistics(&self.0.models, &r.name, &r.version)
             .map(Response::new)
             .map_err(|f| f.status)
     }

@@ -39,6 +39,18 @@ impl Failure {
         )
     }
 
+    /// The request names a model or a version that is not served.
+    pub fn lookup(e: &crate::models::LookupError) -> Failure {
+        match e {
+            crate::models::LookupError::UnknownModel(name) => Failure::unknown_model(name),
+            other => Failure::new(
+                Code::NotFound,
+                Outcome::InvalidRequest,
+                format!("model_version: {other}"),
+            ),
+        }
+    }
+
     /// The request asks for the metadata of a name served model-less (a task or a variant),
     /// whose inputs and outputs are those of the variant each request is answered by (NOT_FOUND,
     /// as the HTTP metadata route answers).

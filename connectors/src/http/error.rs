@@ -21,6 +21,9 @@ pub enum ServeError {
     /// The request names a model this server does not serve.
     #[error("unknown model `{0}`")]
     UnknownModel(String),
+    /// The model is served, but not in the version asked for.
+    #[error(transparent)]
+    UnknownVersion(crate::models::LookupError),
     /// The body is larger than the configured limit.
     #[error("body over the limit of {limit} bytes")]
     BodyTooLarge {
@@ -65,6 +68,7 @@ impl ServeError {
         match self {
             ServeError::Protocol(e) => protocol_status(e),
             ServeError::UnknownModel(_) => (StatusCode::NOT_FOUND, Outcome::InvalidRequest),
+            ServeError::UnknownVersion(_) => (StatusCode::NOT_FOUND, Outcome::InvalidRequest),
             ServeError::BodyTooLarge { .. } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, Outcome::InvalidRequest)
             }
@@ -132,5 +136,14 @@ impl IntoResponse for ServeError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+impl From<crate::models::LookupError> for ServeError {
+    fn from(e: crate::models::LookupError) -> Self {
+        match e {
+            crate::models::LookupError::UnknownModel(name) => ServeError::UnknownModel(name),
+            other => ServeError::UnknownVersion(other),
+        }
     }
 }

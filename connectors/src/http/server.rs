@@ -27,6 +27,7 @@ use super::body::{read_body, ByteBudget, BytesPermit};
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
+use crate::models::{ModelVersion, Models};
 use crate::oip::{
     parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError, HEADER_LENGTH,
 };
@@ -67,12 +68,13 @@ impl Default for HttpConfig {
     }
 }
 
+/// A served model's request metrics over HTTP (its versions share them).
 struct ServedGraph {
-    runtime: Arc<GraphRuntime>,
     metrics: Arc<GraphMetrics>,
 }
 
 pub(super) struct ServerState {
+    models: Arc<Models>,
     graphs: BTreeMap<String, ServedGraph>,
     pub(super) config: HttpConfig,
     pub(super) offline: Option<Arc<crate::offline::OfflineJobs>>,
@@ -108,29 +110,40 @@ impl HttpServer {
         extra_metrics: Vec<MetricsSource>,
         budget: Arc<ByteBudget>,
     ) -> HttpServer {
-        let graphs: BTreeMap<String, ServedGraph> = graphs
-            .into_iter()
-            .map(|rt| {
-                (
-                    rt.plan().name.clone(),
-                    ServedGraph {
-                        runtime: rt,
-                        metrics: Arc::default(),
-                    },
-                )
+        let models = Arc::new(Models::from_graphs(graphs));
+        HttpServer::with_models(models, config, extra_metrics, budget)
+    }
+
+    /// A server for the models of `models` (graphs and repository models, by name and version),
+    /// which the process's gRPC server may share, charging request bodies to `budget`.
+    pub fn with_models(
+        models: Arc<Models>,
+        config: HttpConfig,
+        extra_metrics: Vec<MetricsSource>,
+        budget: Arc<ByteBudget>,
+    ) -> HttpServer {
+        let graphs: BTreeMap<String, ServedGraph> = models
+            .names()
+            .map(|name| {
+                let metrics = Arc::default();
+                (name.to_string(), ServedGraph { metrics })
             })
             .collect();
         let connections = Arc::<ConnectionCounters>::default();
         let served = graphs
             .iter()
-            .map(|(name, g)| ServedMetrics {
-                name: name.clone(),
-                metrics: Arc::clone(&g.metrics),
-                runtime: Arc::clone(&g.runtime),
+            .filter_map(|(name, g)| {
+                let latest = models.resolve(name, None).ok()?;
+                Some(ServedMetrics {
+                    name: name.clone(),
+                    metrics: Arc::clone(&g.metrics),
+                    runtime: Arc::clone(&latest.runtime),
+                })
             })
             .collect();
         HttpServer {
             state: Arc::new(ServerState {
+                models,
                 graphs,
                 ready: AtomicBool::new(false),
                 metrics: ServerMetrics::new(served, Arc::clone(&connections), extra_metrics),
@@ -172,6 +185,17 @@ impl HttpServer {
             .route(
                 "/v2/models/{name}/versions/{version}",
                 get(model_metadata_versioned),
+            )
+            .route("/v2/models/{name}/config", get(model_config))
+            .route(
+                "/v2/models/{name}/versions/{version}/config",
+                get(model_config_versioned),
+            )
+            .route("/v2/models/stats", get(all_stats))
+            .route("/v2/models/{name}/stats", get(model_stats))
+            .route(
+                "/v2/models/{name}/versions/{version}/stats",
+                get(model_stats_versioned),
             )
             .route("/v2/models/{name}/ready", get(model_ready))
             .route(
@@ -253,11 +277,13 @@ impl ServerState {
     }
 }
 
-fn graph<'a>(state: &'a ServerState, name: &str) -> Result<&'a ServedGraph, ServeError> {
-    state
-        .graphs
-        .get(name)
-        .ok_or_else(|| ServeError::UnknownModel(name.to_string()))
+/// The served version of `name` a request for `version` (`None`: unversioned) reaches.
+fn served<'a>(
+    state: &'a ServerState,
+    name: &str,
+    version: Option<&str>,
+) -> Result<&'a Arc<ModelVersion>, ServeError> {
+    Ok(state.models.resolve(name, version)?)
 }
 
 fn json_ok(v: Value) -> Response {
@@ -275,7 +301,7 @@ async fn server_metadata(
 ) -> Result<Response, ServeError> {
     authorize(&s, &headers)?;
     Ok(json_ok(
-        json!({"name": "weir", "version": env!("CARGO_PKG_VERSION"), "extensions": ["binary_tensor_data"]}),
+        json!({"name": "weir", "version": env!("CARGO_PKG_VERSION"), "extensions": crate::models::EXTENSIONS}),
     ))
 }
 
@@ -316,23 +342,83 @@ async fn model_metadata(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    let plan = graph(&s, &name)?.runtime.plan();
+    metadata_of(&s, &name, None, &headers)
+}
+
+async fn model_metadata_versioned(
+    State(s): State<Arc<ServerState>>,
+    Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    metadata_of(&s, &name, Some(&version), &headers)
+}
+
+fn metadata_of(
+    s: &ServerState,
+    name: &str,
+    version: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(s, headers)?;
+    let served = served(s, name, version)?;
+    let plan = served.runtime.plan();
+    let versions: Vec<String> = s.models.versions(name).iter().map(u64::to_string).collect();
+    let platform = served
+        .config
+        .get("platform")
+        .cloned()
+        .unwrap_or(json!("weir_graph"));
     Ok(json_ok(json!({
-        "name": plan.name,
-        "versions": ["1"],
-        "platform": "weir_graph",
+        "name": name,
+        "versions": versions,
+        "platform": platform,
         "inputs": plan.inputs.iter().map(|i| tensor_meta(&i.name, i.ty.dtype, &i.ty.shape)).collect::<Vec<_>>(),
         "outputs": plan.outputs.iter().map(|o| tensor_meta(&o.name, o.ty.dtype, &o.ty.shape)).collect::<Vec<_>>(),
     })))
 }
 
-async fn model_metadata_versioned(
-    state: State<Arc<ServerState>>,
-    Path((name, _v)): Path<(String, String)>,
+async fn model_config(
+    State(s): State<Arc<ServerState>>,
+    Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ServeError> {
-    model_metadata(state, Path(name), headers).await
+    authorize(&s, &headers)?;
+    Ok(json_ok(served(&s, &name, None)?.config.clone()))
+}
+
+async fn model_config_versioned(
+    State(s): State<Arc<ServerState>>,
+    Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    Ok(json_ok(served(&s, &name, Some(&version))?.config.clone()))
+}
+
+async fn all_stats(
+    State(s): State<Arc<ServerState>>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    Ok(json_ok(s.models.statistics(None, None)?))
+}
+
+async fn model_stats(
+    State(s): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    Ok(json_ok(s.models.statistics(Some(&name), None)?))
+}
+
+async fn model_stats_versioned(
+    State(s): State<Arc<ServerState>>,
+    Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ServeError> {
+    authorize(&s, &headers)?;
+    Ok(json_ok(s.models.statistics(Some(&name), Some(&version))?))
 }
 
 async fn model_ready(
@@ -345,17 +431,19 @@ async fn model_ready(
     // as over gRPC: a request for it loads what it needs.
     let modelless = s.modelless.as_ref().is_some_and(|m| m.serves(&name));
     if !modelless {
-        graph(&s, &name)?;
+        served(&s, &name, None)?;
     }
     readiness(&s)
 }
 
 async fn model_ready_versioned(
-    state: State<Arc<ServerState>>,
-    Path((name, _v)): Path<(String, String)>,
+    State(s): State<Arc<ServerState>>,
+    Path((name, version)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ServeError> {
-    model_ready(state, Path(name), headers).await
+    authorize(&s, &headers)?;
+    served(&s, &name, Some(&version))?;
+    readiness(&s)
 }
 
 async fn metrics(
@@ -373,12 +461,12 @@ async fn metrics(
 }
 
 async fn infer_versioned(
-    state: State<Arc<ServerState>>,
-    Path((name, _v)): Path<(String, String)>,
+    State(s): State<Arc<ServerState>>,
+    Path((name, version)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    infer(state, Path(name), headers, body).await
+    infer_recorded(&s, &name, Some(&version), &headers, body).await
 }
 
 async fn infer(
@@ -387,15 +475,33 @@ async fn infer(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    infer_recorded(&s, &name, None, &headers, body).await
+}
+
+/// Runs one request and records its outcome in the model's metrics and statistics.
+async fn infer_recorded(
+    s: &ServerState,
+    name: &str,
+    version: Option<&str>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
     let started = Instant::now();
-    let result = infer_inner(&s, &name, &headers, body).await;
+    let result = infer_inner(s, name, version, headers, body).await;
     let outcome = match &result {
         Ok(_) => Outcome::Ok,
         Err(e) => e.status().1,
     };
-    if let Some(g) = s.graphs.get(&name) {
+    if let Some(g) = s.graphs.get(name) {
         g.metrics.record(outcome, started.elapsed());
     }
+    if let Ok(v) = s.models.resolve(name, version) {
+        match &result {
+            Ok((_, rows)) => v.stats.success(*rows, started.elapsed()),
+            Err(_) => v.stats.failure(started.elapsed()),
+        }
+    }
+    let result = result.map(|(response, _)| response);
     match result {
         Ok(r) => r,
         Err(e) => {
@@ -425,17 +531,19 @@ fn byte_count(
         .transpose()
 }
 
+/// Reads, runs and answers one request: the response and the rows it carried.
 async fn infer_inner(
     s: &ServerState,
     name: &str,
+    version: Option<&str>,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Response, ServeError> {
+) -> Result<(Response, u64), ServeError> {
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     authorize(s, headers)?;
-    let served = match (s.graphs.get(name), &s.modelless) {
-        (Some(g), _) => Served::Graph(g),
-        (None, Some(m)) if m.serves(name) => Served::ModelLess(m.as_ref()),
+    let served = match (s.models.contains(name), &s.modelless) {
+        (true, _) => Served::Graph(served(s, name, version)?),
+        (false, Some(m)) if m.serves(name) => Served::ModelLess(m.as_ref()),
         _ => return Err(ServeError::UnknownModel(name.to_string())),
     };
     let declared = byte_count(headers, header::CONTENT_LENGTH.as_str(), "Content-Length")?;
@@ -460,6 +568,7 @@ async fn infer_inner(
         .iter()
         .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()));
     permit.hold(parsed)?;
+    let rows = served.rows(&request);
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
     let response = match run_request(served, name, request, remaining).await {
         // The client's deadline is the configured one, however much of it the upload used.
@@ -469,13 +578,31 @@ async fn infer_inner(
         other => other,
     };
     drop(permit);
-    response
+    response.map(|r| (r, rows))
 }
 
-/// What answers a request: a graph, or the model-less front end.
+/// What answers a request: a served version of a model, or the model-less front end.
+#[derive(Clone, Copy)]
 enum Served<'a> {
-    Graph(&'a ServedGraph),
+    Graph(&'a ModelVersion),
     ModelLess(&'a dyn ModelLess),
+}
+
+impl Served<'_> {
+    /// The rows `request` carries: its first input's leading dimension when that input has one
+    /// more dimension than the graph's, else one.
+    fn rows(self, request: &InferRequest) -> u64 {
+        let Served::Graph(v) = self else { return 1 };
+        let plan = v.runtime.plan();
+        request
+            .inputs
+            .first()
+            .and_then(|i| {
+                let declared = plan.inputs.iter().find(|g| g.name == i.name)?;
+                (i.shape.len() == declared.ty.shape.len() + 1).then(|| i.shape.first().copied())?
+            })
+            .map_or(1, |n| n as u64)
+    }
 }
 
 /// Runs a parsed request and writes the reply with its content headers.
@@ -486,7 +613,7 @@ async fn run_request(
     timeout: Duration,
 ) -> Result<Response, ServeError> {
     let (body, header_length) = match served {
-        Served::Graph(g) => run_infer(&g.runtime, request, timeout).await?,
+        Served::Graph(v) => run_infer(&v.runtime, request, timeout).await?,
         Served::ModelLess(m) => m
             .infer(name, request, timeout)
             .await?

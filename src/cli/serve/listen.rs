@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use weir_connectors::grpc::{GrpcConfig, GrpcServer};
 use weir_connectors::http::{AuthToken, ByteBudget, HttpConfig, HttpServer};
+use weir_connectors::models::{ModelVersion, Models};
 use weir_connectors::offline::{CpuUtilisation, OfflineConfig, OfflineJobs, PauseSignal, Throttle};
 use weir_connectors::stream::StreamOptions;
 
@@ -68,15 +69,22 @@ impl FrontEnds {
             running.iter().map(RunningGraph::runtime_handle).collect();
         // One budget of request bytes for the whole process, both transports charging it.
         let budget = ByteBudget::new(args.max_inflight_bytes);
+        // One table of models for both transports: a model's statistics count every request.
+        let mut models = Models::default();
+        for r in running {
+            let mut version = ModelVersion::of_graph(r.runtime_handle());
+            version.execution = Some(r.execution_stats());
+            models.insert(&r.runtime().plan().name, version);
+        }
+        let models = Arc::new(models);
         let mut grpc_server =
-            GrpcServer::with_byte_budget(handles.clone(), grpc_config, Arc::clone(&budget));
+            GrpcServer::with_models(Arc::clone(&models), grpc_config, Arc::clone(&budget));
         let mut metrics = vec![
             grpc_server.metrics_source(),
             crate::operator_metrics(running),
         ];
         metrics.extend(modelless.map(ModelLess::metrics_source));
-        let mut http_server =
-            HttpServer::with_byte_budget(handles.clone(), config, metrics, budget);
+        let mut http_server = HttpServer::with_models(models, config, metrics, budget);
         if let Some(m) = modelless {
             http_server = http_server.with_modelless(Arc::clone(&m.front) as _);
             grpc_server = grpc_server.with_modelless(Arc::clone(&m.front) as _);
