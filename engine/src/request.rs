@@ -2,7 +2,8 @@
 //!
 //! Errors carry a [`ErrorClass`] so callers (the HTTP connector, routing, retries) decide on the
 //! class, never by matching message text; the HTTP status mapping lives in one place in the
-//! connector.
+//! connector. A request the runtime admitted ([`AdmittedRequest`]) is what the ingress batches and
+//! what the request log keeps for a retry.
 
 use std::sync::Arc;
 
@@ -30,6 +31,22 @@ pub fn attempt_of(id: u64) -> u64 {
 pub fn next_attempt(id: u64) -> Option<u64> {
     let next = attempt_of(id) + 1;
     (next <= 0xFF).then(|| original_id(id) | (next << ATTEMPT_SHIFT))
+}
+
+/// A request that passed admission: its id and one tensor per graph input, in the graph's order.
+/// The runtime hands it to a worker's ingress, and the request log keeps it for a retry.
+#[derive(Debug, Clone)]
+pub struct AdmittedRequest {
+    /// weir's id.
+    pub id: u64,
+    /// Tensors, already checked against the graph inputs' types.
+    pub inputs: Vec<Tensor>,
+    /// The client's parameters as JSON object text, carried to every node (see
+    /// [`crate::batch::PARAMETERS`]).
+    pub parameters: Option<Arc<str>>,
+    /// When the client stops waiting: a model node does not run it after this (its answer is
+    /// then [`RequestError::Expired`]). `None`: no deadline.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// A reply: the graph's outputs for one request, and the path it took.

@@ -3,7 +3,9 @@
 //! next and how that state is replicated. The rules `state:` and `replication:` must meet are
 //! checked by [`crate::validate`]; the protocol is `weir-hams`'s, run by the operators and the
 //! executors. A stateful node's `constants:` (model inputs fed one value on every call, such as a
-//! streaming model's sample rate) are typed here, once for validation and once for each session.
+//! streaming model's sample rate) are typed here, once for validation and once for each session;
+//! so is a per-sequence state tensor's shape for one sequence (`one_sequence_shape`), which
+//! validation checks and planning lays out.
 
 use std::time::Duration;
 
@@ -57,6 +59,19 @@ impl StatefulNode {
     pub fn has_backup(&self) -> bool {
         self.mode != ReplicationMode::None
     }
+}
+
+/// One sequence's shape of a state tensor of dimensions `dims`: 1 on `axis`, the fixed size
+/// elsewhere (`None` when another dimension is not fixed).
+pub(crate) fn one_sequence_shape(dims: &[Dim], axis: usize) -> Option<Vec<usize>> {
+    dims.iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            _ if i == axis => Some(1),
+            Dim::Fixed(n) => Some(*n),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `value` as one element of `dtype`, or why it does not fit: an integer type takes an integral

@@ -23,6 +23,8 @@
 //! - [`dispatch`]: the seam between serving and the control plane: [`dispatch::Dispatcher`].
 //! - [`store`]: the metadata store, a differential dataflow deriving instance, worker and hardware
 //!   state from the events, published as read-optimised snapshots; it implements the dispatcher.
+//! - [`snapshot`]: the store's read side, an immutable [`snapshot::Snapshot`] of the registry and
+//!   the derived state, which selection, the metrics and the autoscaler read.
 //! - [`select`]: per-query variant selection over a snapshot, as a replaceable policy.
 //! - [`cost`]: the cheapest instance mix meeting a load and an SLO (§2.2).
 //! - [`metrics`]: the store's Prometheus families.
@@ -37,6 +39,7 @@ pub mod query;
 pub mod repository;
 pub mod scaling;
 pub mod select;
+pub mod snapshot;
 pub mod state;
 pub mod store;
 #[cfg(test)]

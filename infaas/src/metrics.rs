@@ -15,8 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::snapshot::Snapshot;
 use crate::state::InstanceState;
-use crate::store::Snapshot;
 
 /// What a selection decided, for the decisions counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

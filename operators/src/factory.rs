@@ -11,9 +11,9 @@ use weir_engine::dataflow::egress::RequestLog;
 use weir_engine::dataflow::exchange::route_rows;
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
-use weir_engine::plan::{Plan, PlannedNode};
+use weir_engine::plan::{ModelNode, NodeKind, Plan, PlannedNode};
 use weir_engine::runtime::AdmissionGauge;
-use weir_engine::validate::{ModelNode, NodeKind, RemoteExecutor, ReplicaTarget};
+use weir_engine::validate::{RemoteExecutor, ReplicaTarget};
 
 use crate::model::expiry::Deadlines;
 use crate::model::{

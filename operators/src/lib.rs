@@ -9,9 +9,11 @@
 //! [`stateful`] (HAMS: stateful nodes' proxies and operator), [`tensor`] (inline tensor ops) and
 //! [`text`] (post-processing: softmax, labels; run by the tensor operator).
 //! Each family that exports `/metrics` series writes them in its own `metrics` module;
-//! [`metrics::OperatorMetrics`] gathers them for one graph.
+//! [`metrics::OperatorMetrics`] gathers them for one graph. The inline ops (tensor, text, image)
+//! shape their output columns through one shared helper (`column.rs`).
 
 pub mod capabilities;
+mod column;
 mod factory;
 pub mod image;
 pub mod metrics;

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_engine::dataflow::egress::{replicated_nodes, ReplyTable, RequestLog};
-use weir_engine::plan::Plan;
+use weir_engine::plan::{NodeKind, Plan};
 use weir_engine::runtime::{
     AdmissionGauge, ClusterOptions, GraphRuntime, RuntimeOptions, RuntimeParts,
 };
-use weir_engine::validate::{NodeKind, ReplicaTarget};
+use weir_engine::validate::ReplicaTarget;
 use weir_executor::client::ZenohReplicas;
 use weir_hams_manager::{Coordinator, HamsManager};
 use weir_operators::stateful::{ManagerLinks, StatefulNodeHandle};

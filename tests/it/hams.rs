@@ -506,7 +506,7 @@ fn the_papers_service_graphs_in_graphs_hams_validate() {
             .plan
             .nodes
             .iter()
-            .filter(|n| matches!(&n.node.kind, weir::validate::NodeKind::Model(m) if m.state.as_ref().is_some_and(|s| s.replicated())))
+            .filter(|n| matches!(&n.node.kind, weir_engine::plan::NodeKind::Model(m) if m.state.as_ref().is_some_and(|s| s.replicated())))
             .count();
         assert!(stateful >= 1, "{name} has replicated stateful nodes");
     }

@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use super::health_proto::health_check_response::ServingStatus;
 use super::health_proto::health_server::Health;
 use super::health_proto::{HealthCheckRequest, HealthCheckResponse};
-use super::service::{Phase, Shared};
+use super::shared::{Phase, Shared};
 
 /// The services this server reports on.
 const KNOWN: [&str; 2] = ["", "inference.GRPCInferenceService"];

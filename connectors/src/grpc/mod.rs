@@ -12,20 +12,24 @@
 //! - `convert.rs`: protobuf messages to protocol requests and protocol answers to messages;
 //! - `parameters.rs`: the `parameters` map to and from the JSON object HTTP carries, bounded;
 //! - `status.rs`: every failure as a gRPC status;
-//! - `service.rs`: the inference service's unary RPCs and the shared request path, to a graph or
-//!   to the model-less front end ([`crate::oip::ModelLess`]) for the names no graph has;
+//! - `config.rs`: [`GrpcConfig`], the deadlines, limits and token;
+//! - `shared.rs`: what every RPC reads (graphs, front end, configuration, phase) and the one
+//!   request path, to a graph or to the model-less front end ([`crate::oip::ModelLess`]) for the
+//!   names no graph has;
+//! - `service.rs`: the inference service's RPCs;
 //! - `models.rs`: Triton's `ModelConfig` and `ModelStatistics` from the shared model table;
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
 //! - `health.rs`: `grpc.health.v1` Check and Watch;
 //! - `admit.rs`: each request message charged against the process's byte budget, for its bytes
 //!   and for what it decodes into (`footprint.rs`), before it is kept;
 //! - `listener.rs`: the connection cap and the idle timeout;
-//! - `server.rs`: configuration, the listener, limits and the shutdown sequence.
+//! - `server.rs`: the listener, limits and the shutdown sequence.
 //!
 //! The generated code is in [`proto`] (from `proto/grpc_service.proto`) and [`health_proto`]
 //! (from `proto/health.proto`); its client halves serve tests and benchmarks.
 
 mod admit;
+mod config;
 mod convert;
 mod footprint;
 mod health;
@@ -34,6 +38,7 @@ mod models;
 mod parameters;
 mod server;
 mod service;
+mod shared;
 mod status;
 mod stream;
 
@@ -50,4 +55,5 @@ pub mod health_proto {
     tonic::include_proto!("grpc.health.v1");
 }
 
-pub use server::{GrpcConfig, GrpcServeError, GrpcServer};
+pub use config::GrpcConfig;
+pub use server::{GrpcServeError, GrpcServer};

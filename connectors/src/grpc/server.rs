@@ -1,4 +1,5 @@
-//! The gRPC server: its configuration, the listener, and the shutdown sequence.
+//! The gRPC server: the listener, its limits, and the shutdown sequence (its configuration is
+//! `config.rs`).
 //!
 //! Limits match the HTTP server's. Memory: every request message is charged against the
 //! process's byte budget, the one HTTP bodies are charged to, for its bytes and for what it
@@ -33,57 +34,17 @@ use tracing::{info, warn};
 use weir_engine::runtime::GraphRuntime;
 
 use super::admit::{Admission, Admitted};
+use super::config::GrpcConfig;
 use super::health::HealthService;
 use super::health_proto::health_server::HealthServer;
 use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
-use super::service::{InferService, Phase, Shared};
+use super::service::InferService;
+use super::shared::{Phase, Shared};
 use crate::http::metrics::{requests_source, GRPC_FAMILIES};
-use crate::http::{AuthToken, ByteBudget, MetricsSource};
+use crate::http::{ByteBudget, MetricsSource};
 use crate::models::Models;
 use crate::oip::ModelLess;
-
-/// How the gRPC server behaves.
-#[derive(Debug, Clone)]
-pub struct GrpcConfig {
-    /// Longest a request may wait for its answer (DEADLINE_EXCEEDED after it).
-    pub request_timeout: Duration,
-    /// Largest message accepted or sent, in bytes (the HTTP body cap).
-    pub max_message_bytes: usize,
-    /// When set, every RPC but liveness and health needs `authorization: Bearer <token>`.
-    pub auth_token: Option<AuthToken>,
-    /// Requests running at once on one `ModelStreamInfer` stream; the next is read when one is
-    /// answered.
-    pub stream_in_flight: usize,
-    /// RPCs open at once on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
-    pub max_concurrent_streams: u32,
-    /// Connections open at once; one past it is closed on accept.
-    pub max_connections: usize,
-    /// After the shutdown signal, longest to wait for RPCs in flight before closing.
-    pub drain_timeout: Duration,
-    /// A connection from which nothing arrives for this long is closed; the server pings
-    /// every connection at half of it, so live clients answer and stay.
-    pub idle_timeout: Duration,
-    /// Bytes held by request messages at once, when the server has a budget of its own
-    /// ([`GrpcServer::new`]); see [`GrpcServer::with_byte_budget`] to share one.
-    pub max_inflight_bytes: usize,
-}
-
-impl Default for GrpcConfig {
-    fn default() -> Self {
-        GrpcConfig {
-            request_timeout: Duration::from_secs(30),
-            max_message_bytes: 64 << 20,
-            auth_token: None,
-            stream_in_flight: 64,
-            max_concurrent_streams: 256,
-            max_connections: 1024,
-            drain_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(10),
-            max_inflight_bytes: 1 << 30,
-        }
-    }
-}
 
 /// Why the server stopped other than by its shutdown signal.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,7 @@ use tracing::debug;
 
 use super::admit::Held;
 use super::proto::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
-use super::service::{Phase, Shared};
+use super::shared::{Phase, Shared};
 
 type Reply = Result<ModelStreamInferResponse, Status>;
 

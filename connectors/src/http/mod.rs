@@ -9,7 +9,8 @@
 //! as `[n]`. Bodies are parsed, run and written by [`crate::oip`], which the
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
-//! cap, drain), `body.rs` the body budget and reads, `auth.rs` the bearer token.
+//! cap, drain), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs` the
+//! offline-job endpoints.
 
 mod auth;
 mod body;

@@ -2,18 +2,43 @@
 //! `GET /v2/offline/{id}` reads one, `DELETE /v2/offline/{id}` cancels it (see
 //! [`crate::offline`]). Behind the same bearer token as inference; a server started without an
 //! offline folder answers 404 naming the flag.
+//!
+//! The routes carry a state of their own ([`OfflineState`]: the jobs, the token, the upload
+//! deadline), and the server merges them into its router, so they read nothing of the server's.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
 use serde_json::{json, Value};
 
-use super::server::ServerState;
+use super::auth::{authorized, AuthToken};
+use super::error::ServeError;
 use crate::echo::cap_error;
 use crate::offline::{OfflineError, OfflineJobs, MAX_SUBMISSION_BYTES};
+
+/// What the offline endpoints read.
+pub(super) struct OfflineState {
+    /// The jobs; `None` while offline jobs are off.
+    pub(super) jobs: Option<Arc<OfflineJobs>>,
+    /// The server's bearer token, if it has one.
+    pub(super) auth_token: Option<AuthToken>,
+    /// Longest a submission's upload may take.
+    pub(super) request_timeout: Duration,
+}
+
+/// `/v2/offline` and `/v2/offline/{id}`, over `state`.
+pub(super) fn routes(state: OfflineState) -> Router {
+    Router::new()
+        .route("/v2/offline", post(submit).get(list))
+        .route("/v2/offline/{id}", get(status).merge(delete(cancel)))
+        .with_state(Arc::new(state))
+}
 
 fn reply(status: StatusCode, body: Value) -> Response {
     (
@@ -44,11 +69,11 @@ fn failed(e: OfflineError) -> Response {
 }
 
 /// The jobs, once the caller is authorised and offline jobs are on.
-fn jobs(s: &ServerState, headers: &HeaderMap) -> Result<Arc<OfflineJobs>, Box<Response>> {
-    if let Err(e) = s.authorize(headers) {
-        return Err(Box::new(e.into_response()));
+fn jobs(s: &OfflineState, headers: &HeaderMap) -> Result<Arc<OfflineJobs>, Box<Response>> {
+    if !authorized(s.auth_token.as_ref(), headers) {
+        return Err(Box::new(ServeError::Unauthorized.into_response()));
     }
-    s.offline.clone().ok_or_else(|| {
+    s.jobs.clone().ok_or_else(|| {
         Box::new(error(
             StatusCode::NOT_FOUND,
             "offline jobs are off: start `weir serve` with --offline-dir".to_string(),
@@ -56,17 +81,13 @@ fn jobs(s: &ServerState, headers: &HeaderMap) -> Result<Arc<OfflineJobs>, Box<Re
     })
 }
 
-pub(super) async fn submit(
-    State(s): State<Arc<ServerState>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn submit(State(s): State<Arc<OfflineState>>, headers: HeaderMap, body: Body) -> Response {
     let jobs = match jobs(&s, &headers) {
         Ok(j) => j,
         Err(r) => return *r,
     };
     let read = axum::body::to_bytes(body, MAX_SUBMISSION_BYTES);
-    let bytes = match tokio::time::timeout(s.config.request_timeout, read).await {
+    let bytes = match tokio::time::timeout(s.request_timeout, read).await {
         Ok(Ok(b)) => b,
         Ok(Err(_)) => {
             return error(
@@ -87,15 +108,15 @@ pub(super) async fn submit(
     }
 }
 
-pub(super) async fn list(State(s): State<Arc<ServerState>>, headers: HeaderMap) -> Response {
+async fn list(State(s): State<Arc<OfflineState>>, headers: HeaderMap) -> Response {
     match jobs(&s, &headers) {
         Ok(j) => reply(StatusCode::OK, j.list()),
         Err(r) => *r,
     }
 }
 
-pub(super) async fn status(
-    State(s): State<Arc<ServerState>>,
+async fn status(
+    State(s): State<Arc<OfflineState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
@@ -106,8 +127,8 @@ pub(super) async fn status(
     }
 }
 
-pub(super) async fn cancel(
-    State(s): State<Arc<ServerState>>,
+async fn cancel(
+    State(s): State<Arc<OfflineState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {

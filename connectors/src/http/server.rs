@@ -2,7 +2,8 @@
 //! from body to answer under one deadline.
 //!
 //! Connection handling (timeouts, cap, drain) is in `listener.rs`, body admission and reading in
-//! `body.rs`, token checks in `auth.rs`; this file wires them to the routes and the config.
+//! `body.rs`, token checks in `auth.rs`; this file wires them to the routes and the config. The
+//! offline-job routes are `offline.rs`'s, merged into this router with the state they need.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -14,7 +15,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -27,6 +28,7 @@ use super::body::{read_body, ByteBudget, BytesPermit};
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
+use super::offline::{self, OfflineState};
 use crate::models::{ModelVersion, Models};
 use crate::oip::{
     parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError, HEADER_LENGTH,
@@ -73,11 +75,11 @@ struct ServedGraph {
     metrics: Arc<GraphMetrics>,
 }
 
-pub(super) struct ServerState {
+struct ServerState {
     models: Arc<Models>,
     graphs: BTreeMap<String, ServedGraph>,
-    pub(super) config: HttpConfig,
-    pub(super) offline: Option<Arc<crate::offline::OfflineJobs>>,
+    config: HttpConfig,
+    offline: Option<Arc<crate::offline::OfflineJobs>>,
     modelless: Option<Arc<dyn ModelLess>>,
     ready: AtomicBool,
     metrics: ServerMetrics,
@@ -207,14 +209,6 @@ impl HttpServer {
                 "/v2/models/{name}/versions/{version}/infer",
                 post(infer_versioned),
             )
-            .route(
-                "/v2/offline",
-                post(super::offline::submit).get(super::offline::list),
-            )
-            .route(
-                "/v2/offline/{id}",
-                get(super::offline::status).merge(delete(super::offline::cancel)),
-            )
             .route("/metrics", get(metrics))
             .fallback(|| async {
                 (
@@ -224,6 +218,11 @@ impl HttpServer {
                 )
             })
             .with_state(Arc::clone(&self.state))
+            .merge(offline::routes(OfflineState {
+                jobs: self.state.offline.clone(),
+                auth_token: self.state.config.auth_token.clone(),
+                request_timeout: self.state.config.request_timeout,
+            }))
     }
 
     /// Serves on `listener` until `shutdown` completes, then stops accepting, lets in-flight
@@ -268,7 +267,7 @@ fn authorize(state: &ServerState, headers: &HeaderMap) -> Result<(), ServeError>
 
 impl ServerState {
     /// Ok when no token is configured or the request carries it.
-    pub(super) fn authorize(&self, headers: &HeaderMap) -> Result<(), ServeError> {
+    fn authorize(&self, headers: &HeaderMap) -> Result<(), ServeError> {
         if authorized(self.config.auth_token.as_ref(), headers) {
             Ok(())
         } else {

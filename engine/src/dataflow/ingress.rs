@@ -16,28 +16,13 @@ use timely::scheduling::SyncActivator;
 use tracing::error;
 
 use super::egress::ReplyTable;
-use crate::request::RequestError;
+use crate::request::{AdmittedRequest, RequestError};
 
 use super::BatchStream;
 use crate::batch::{Batch, TensorColumn};
 use crate::lineage;
-use crate::tensor::{DType, Tensor, TensorData};
+use crate::tensor::{DType, TensorData};
 use crate::validate::GraphInput;
-
-/// A request that passed admission: its id and one tensor per graph input, in the graph's order.
-#[derive(Debug, Clone)]
-pub struct AdmittedRequest {
-    /// weir's id.
-    pub id: u64,
-    /// Tensors, already checked against the graph inputs' types.
-    pub inputs: Vec<Tensor>,
-    /// The client's parameters as JSON object text, carried to every node (see
-    /// [`crate::batch::PARAMETERS`]).
-    pub parameters: Option<Arc<str>>,
-    /// When the client stops waiting: a model node does not run it after this (its answer is
-    /// then [`crate::request::RequestError::Expired`]). `None`: no deadline.
-    pub deadline: Option<std::time::Instant>,
-}
 
 /// Builds the ingress source; hands its activator to `register`.
 pub fn ingress<'s>(

@@ -25,7 +25,6 @@ mod streams;
 pub use node::{GatherColumn, GatherPlan, ModelNode, NodeKind, ValidNode};
 pub use padding::PadPlan;
 pub use parity::ParityPlan;
-pub(crate) use stateful::one_sequence_shape;
 
 use crate::lineage::INGRESS;
 use crate::stream::StreamConnector;

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use crate::onnx::ModelMetadata;
 use crate::spec::{InitialState, ModelSpec, ReplicationMode};
-use crate::stateful::{ConstantInput, SequenceLayout, StateTensor, StatefulNode};
-use crate::tensor::Dim;
+use crate::stateful::{
+    one_sequence_shape, ConstantInput, SequenceLayout, StateTensor, StatefulNode,
+};
 use crate::validate::fixed_shape;
 
 /// Model node `m`'s state and its replication, or `None` for a stateless node. Validation proved
@@ -78,17 +79,4 @@ pub(super) fn stateful_node(m: &ModelSpec, meta: &ModelMetadata) -> Option<State
         },
         checkpoint_every: settings.checkpoint_every,
     })
-}
-
-/// One sequence's shape of a state tensor of dimensions `dims`: 1 on `axis`, the fixed size
-/// elsewhere (`None` when another dimension is not fixed).
-pub(crate) fn one_sequence_shape(dims: &[Dim], axis: usize) -> Option<Vec<usize>> {
-    dims.iter()
-        .enumerate()
-        .map(|(i, d)| match d {
-            _ if i == axis => Some(1),
-            Dim::Fixed(n) => Some(*n),
-            _ => None,
-        })
-        .collect()
 }

@@ -23,9 +23,9 @@ use tracing::{error, info};
 use crate::compile::{compile, NodeFactory};
 use crate::dataflow::egress::{replicated_nodes, ReplyTable};
 use crate::dataflow::exchange::PROCESS_SHIFT;
-use crate::dataflow::ingress::{ingress, AdmittedRequest};
+use crate::dataflow::ingress::ingress;
 use crate::plan::Plan;
-use crate::request::{RequestError, Responder, Response};
+use crate::request::{AdmittedRequest, RequestError, Responder, Response};
 use crate::tensor::NamedTensor;
 
 mod input_checks;

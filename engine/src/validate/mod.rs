@@ -69,9 +69,9 @@ pub use region_ops::{RegionsOp, WindowOp};
 pub use tensor_ops::TensorOp;
 pub use text_ops::{TextOp, TokenizerFile, MAX_LABELS_BYTES, MAX_TOKENS};
 pub(crate) use types::fixed_shape;
-// The planned node types, also named here: the operators and the CLI match on them by this path.
+// A model node's replica targets, also named here: the operators and the executor client read
+// them by this path.
 pub use crate::placement::{RemoteExecutor, ReplicaTarget};
-pub use crate::plan::{ModelNode, NodeKind};
 
 /// Where a tensor comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

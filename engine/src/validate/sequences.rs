@@ -17,8 +17,8 @@
 use super::node_path;
 use crate::diagnostic::{Diagnostic, Location};
 use crate::onnx::{ElementType, ModelMetadata, TensorInfo};
-use crate::plan::one_sequence_shape;
 use crate::spec::{InitialState, ModelSpec, PerSequenceSpec, ReplicationMode, Spanned};
+use crate::stateful::one_sequence_shape;
 use crate::tensor::{element_count, DType, Dim};
 
 pub use weir_hams::sequences::MAX_SEQUENCE_STATE_BYTES;

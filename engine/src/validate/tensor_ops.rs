@@ -189,7 +189,9 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::Labels(_)
             | NodeSpec::Tokenize(_)
             | NodeSpec::Detokenize(_)
-            | NodeSpec::CtcDecode(_) => self.type_text_op(node, ports, locs),
+            | NodeSpec::CtcDecode(_) => self
+                .type_text_op(node, ports, locs)
+                .map(|(op, outputs)| (TensorOp::Text(op), outputs)),
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {

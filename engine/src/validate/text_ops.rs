@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use tokenizers::Tokenizer;
 
-use super::tensor_ops::TensorOp;
 use super::{node_path, Port, Validator};
 use crate::diagnostic::Location;
 use crate::paths::{read_capped, MAX_TEXT_BYTES};
@@ -98,7 +97,7 @@ impl Validator<'_, '_> {
         node: &NodeSpec,
         ports: &[Port],
         locs: &[Location],
-    ) -> Option<(TensorOp, Vec<(String, TensorType)>)> {
+    ) -> Option<(TextOp, Vec<(String, TensorType)>)> {
         let id = node.id().value.as_str();
         let p = &ports[0];
         match node {
@@ -118,7 +117,7 @@ impl Validator<'_, '_> {
                     return None;
                 }
                 let out = vec![("output".to_string(), p.ty.clone())];
-                Some((TensorOp::Text(TextOp::Softmax), out))
+                Some((TextOp::Softmax, out))
             }
             NodeSpec::Labels(l) => {
                 if p.ty.dtype != DType::I64 {
@@ -140,7 +139,7 @@ impl Validator<'_, '_> {
                         shape: p.ty.shape.clone(),
                     },
                 )];
-                Some((TensorOp::Text(TextOp::Labels { names }), out))
+                Some((TextOp::Labels { names }, out))
             }
             NodeSpec::Tokenize(t) => {
                 if p.ty.dtype != DType::Bytes || p.ty.element_count() != Some(1) {
@@ -178,7 +177,7 @@ impl Validator<'_, '_> {
                     tokenizer,
                     max_length: t.max_length.value,
                 };
-                Some((TensorOp::Text(op), out))
+                Some((op, out))
             }
             NodeSpec::Detokenize(d) => {
                 if p.ty.dtype != DType::I64 || p.ty.shape.len() != 1 {
@@ -197,7 +196,7 @@ impl Validator<'_, '_> {
                     tokenizer,
                     skip_special_tokens: d.skip_special_tokens.value,
                 };
-                Some((TensorOp::Text(op), vec![("text".to_string(), text_type())]))
+                Some((op, vec![("text".to_string(), text_type())]))
             }
             NodeSpec::CtcDecode(c) => {
                 if p.ty.dtype != DType::F32 || p.ty.shape.len() != 2 {
@@ -239,7 +238,7 @@ impl Validator<'_, '_> {
                     names,
                     blank: c.blank.value,
                 };
-                Some((TensorOp::Text(op), out))
+                Some((op, out))
             }
             _ => None,
         }

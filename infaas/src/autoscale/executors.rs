@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::metrics::ActionKind;
 use super::Controller;
 use crate::scaling::workers::{decide, ExecutorView, WorkerAction};
-use crate::store::Snapshot;
+use crate::snapshot::Snapshot;
 
 impl Controller {
     /// The worker autoscaler's tick.

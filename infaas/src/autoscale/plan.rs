@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use super::demand::Demand;
 use super::AutoscaleConfig;
 use crate::scaling::{Candidate, Problem, Resources};
-use crate::store::{Snapshot, VariantId};
+use crate::snapshot::{Snapshot, VariantId};
 
 /// One architecture's question.
 #[derive(Debug, Clone)]

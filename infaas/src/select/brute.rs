@@ -5,7 +5,7 @@
 
 use super::{decide, matches, Lookup, VariantPolicy};
 use crate::query::{Choice, NoMatch, Query, Requirements};
-use crate::store::{InstanceView, Snapshot, VariantId};
+use crate::snapshot::{InstanceView, Snapshot, VariantId};
 use crate::variant::Variant;
 
 /// Selection by exhaustive scan (see the module documentation).

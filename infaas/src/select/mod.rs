@@ -29,7 +29,7 @@ mod brute;
 pub use brute::BruteForce;
 
 use crate::query::{Choice, NoMatch, Query, Requirements, Target};
-use crate::store::{InstanceView, Snapshot, VariantId};
+use crate::snapshot::{InstanceView, Snapshot, VariantId};
 use crate::variant::Variant;
 
 /// Picks a variant and worker for a query from a snapshot of the store.

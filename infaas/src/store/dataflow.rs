@@ -28,10 +28,10 @@ use differential_dataflow::VecCollection;
 use serde::{Deserialize, Serialize};
 use timely::dataflow::operators::probe::Handle;
 
-use super::inputs::{Inputs, InstanceKey};
-use super::rule::{Report, StateRule};
-use super::snapshot::{HardwareView, InstanceView, Registry, Snapshot, WorkerView};
+use super::inputs::{Facts, Inputs, InstanceKey, ReportRow};
+use super::rule::StateRule;
 use super::Shared;
+use crate::snapshot::{HardwareView, InstanceView, Registry, Snapshot, WorkerView};
 use crate::state::{Event, InstanceState};
 
 /// The most messages fed in as one timestamp.
@@ -43,33 +43,6 @@ pub(super) enum Message {
     Event(Event),
     /// Answer once every message before this one is visible in the snapshot.
     Sync(Sender<()>),
-}
-
-/// What the dataflow needs to know about a variant.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub(super) struct Facts {
-    pub(super) hardware: String,
-    pub(super) saturation_bits: u64,
-    pub(super) profiled_bits: u64,
-}
-
-/// An instance's newest load report (floats as their bits: collections need `Ord`; the values
-/// are finite and non-negative, whose bits order as the values do).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub(super) struct ReportRow {
-    pub(super) qps_bits: u64,
-    pub(super) latency_bits: u64,
-    pub(super) outstanding: u32,
-}
-
-impl ReportRow {
-    fn report(&self) -> Report {
-        Report {
-            qps: f64::from_bits(self.qps_bits),
-            mean_latency_ms: f64::from_bits(self.latency_bits),
-            outstanding: self.outstanding,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! The dataflow's input collections, and the gate every event passes on its way into them.
+//! The dataflow's input collections, the records they hold ([`Facts`] about a variant, an
+//! instance's [`ReportRow`]), and the gate every event passes on its way into them.
 //!
 //! Each input holds the *newest* fact per key (a worker's hardware, a worker's utilisation, an
 //! instance's lifecycle phase, an instance's load report). A new fact for a key is fed to
@@ -12,9 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use differential_dataflow::input::InputSession;
+use serde::{Deserialize, Serialize};
 
-use super::dataflow::{Facts, ReportRow};
-use super::snapshot::{Registry, VariantId};
+use super::rule::Report;
+use crate::snapshot::{Registry, VariantId};
 use crate::state::Event;
 
 /// The most workers the store tracks at once.
@@ -24,6 +26,34 @@ pub(super) const MAX_ID_BYTES: usize = 256;
 
 /// An instance's key: variant and worker.
 pub(super) type InstanceKey = (VariantId, String);
+
+/// What the dataflow needs to know about a variant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub(super) struct Facts {
+    pub(super) hardware: String,
+    pub(super) saturation_bits: u64,
+    pub(super) profiled_bits: u64,
+}
+
+/// An instance's newest load report (floats as their bits: collections need `Ord`; the values
+/// are finite and non-negative, whose bits order as the values do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub(super) struct ReportRow {
+    pub(super) qps_bits: u64,
+    pub(super) latency_bits: u64,
+    pub(super) outstanding: u32,
+}
+
+impl ReportRow {
+    /// The report the state rule reads.
+    pub(super) fn report(&self) -> Report {
+        Report {
+            qps: f64::from_bits(self.qps_bits),
+            mean_latency_ms: f64::from_bits(self.latency_bits),
+            outstanding: self.outstanding,
+        }
+    }
+}
 
 /// The input sessions and their mirrors.
 pub(super) struct Inputs {

@@ -20,7 +20,6 @@
 mod dataflow;
 mod inputs;
 pub mod rule;
-mod snapshot;
 
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex, RwLock};
@@ -28,12 +27,12 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 pub use rule::StateRule;
-pub use snapshot::{HardwareView, InstanceView, Registry, Snapshot, VariantId, WorkerView};
 
 use crate::dispatch::Dispatcher;
 use crate::metrics::{DecisionKind, StoreMetrics};
 use crate::query::{Choice, NoMatch, Query, Target};
 use crate::select::{PaperPolicy, VariantPolicy};
+use crate::snapshot::{Registry, Snapshot};
 use crate::state::{Event, InstanceState};
 use crate::variant::Variant;
 use dataflow::Message;

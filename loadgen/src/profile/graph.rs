@@ -3,11 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use weir_engine::validate::NodeKind;
-
 use super::SerfError;
 use weir_engine::paths::FileRules;
-use weir_engine::plan::Plan;
+use weir_engine::plan::{NodeKind, Plan};
 use weir_runtime::{LoadError, LoadedGraph};
 
 /// A model node to profile.

@@ -21,7 +21,7 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::spec::Interpolation;
 use weir_engine::tensor::{element_count, DType, Tensor, TensorData};
 
-use crate::tensor::shaped_like;
+use crate::column::shaped_like;
 
 /// Row by row: the one encoded image each row holds, decoded to `u8 [height, width, 3]` RGB.
 ///

@@ -13,7 +13,9 @@ use weir_hams::sequences::SequenceLayout;
 
 use super::sequences::codec::{decode_delta, decode_table, encode_delta, encode_table};
 use super::sequences::{SequenceDelta, SequenceTable};
-use crate::stateful::step::StateVersion;
+
+/// A whole state's version: one vector per state tensor, in `state:` order.
+pub type StateVersion = Vec<Vec<f32>>;
 
 /// One version of a node's state.
 #[derive(Debug, Clone, PartialEq)]

@@ -31,7 +31,7 @@ use weir_hams::sequences::{RowRefusal, SequenceControls, SequenceLayout};
 
 use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::{ExecError, OrtRuntime};
-use crate::stateful::state::{NodeState, StateUpdate};
+use crate::stateful::state::{NodeState, StateUpdate, StateVersion};
 
 /// A loaded stateful model.
 pub struct StatefulModel {
@@ -70,9 +70,6 @@ impl std::fmt::Debug for StatefulModel {
             .finish()
     }
 }
-
-/// A state version: one vector per state tensor, in `state:` order.
-pub type StateVersion = Vec<Vec<f32>>;
 
 /// One ONNX call's row outputs (shape without the batch dimension, data) and next state.
 type CallOutputs = (Vec<(Vec<usize>, TensorData)>, StateVersion);

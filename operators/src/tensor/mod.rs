@@ -8,10 +8,12 @@
 pub mod operator;
 
 use weir_engine::batch::TensorColumn;
-
-use crate::image;
+use weir_engine::plan::NodeKind;
 use weir_engine::tensor::TensorData;
-use weir_engine::validate::{NodeKind, TensorOp as PlannedOp};
+use weir_engine::validate::TensorOp as PlannedOp;
+
+use crate::column::shaped_like;
+use crate::image;
 
 /// A tensor op as planned ([`PlannedOp`], which validation checked), with the code that computes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,21 +148,6 @@ fn column(
     data: TensorData,
 ) -> Result<TensorColumn, String> {
     TensorColumn::from_data(name, shape, rows, data).map_err(|e| e.to_string())
-}
-
-/// A column of `data` whose rows have the shapes of `like`'s rows.
-pub(crate) fn shaped_like(
-    like: &TensorColumn,
-    name: &str,
-    data: TensorData,
-) -> Result<TensorColumn, String> {
-    match like.uniform_shape() {
-        Some(shape) => column(name, shape.to_vec(), like.len(), data),
-        None => {
-            let shapes = (0..like.len()).map(|r| like.row_shape(r)).collect();
-            TensorColumn::from_ragged(name, shapes, data).map_err(|e| e.to_string())
-        }
-    }
 }
 
 /// Indices of the `k` largest values, largest first; ties go to the lower index.

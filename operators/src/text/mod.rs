@@ -19,7 +19,7 @@ use weir_engine::batch::TensorColumn;
 use weir_engine::tensor::TensorData;
 use weir_engine::validate::TextOp;
 
-use crate::tensor::shaped_like;
+use crate::column::shaped_like;
 
 /// Applies `op` to `input`; returns the output column (named as the op's output).
 ///

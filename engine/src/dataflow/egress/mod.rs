@@ -27,14 +27,13 @@ use timely::dataflow::operators::generic::operator::Operator;
 use weir_hams::gate::ReleaseGate;
 use weir_hams::protocol::{Dep, Durable};
 
-use super::ingress::AdmittedRequest;
 use super::{BatchStream, ErrorStream};
 use crate::batch::Batch;
 use crate::lineage::{LineageEntry, LineageView};
-use crate::plan::Plan;
-use crate::request::{original_id, RequestError, Responder, Response};
+use crate::plan::{NodeKind, Plan};
+use crate::request::{original_id, AdmittedRequest, RequestError, Responder, Response};
 use crate::tensor::NamedTensor;
-use crate::validate::{GraphOutput, NodeKind};
+use crate::validate::GraphOutput;
 
 pub use requests::RequestLog;
 

@@ -17,8 +17,9 @@ use std::time::Instant;
 
 use tracing::debug;
 
-use crate::dataflow::ingress::AdmittedRequest;
-use crate::request::{next_attempt, original_id, RequestError, Responder, Response};
+use crate::request::{
+    next_attempt, original_id, AdmittedRequest, RequestError, Responder, Response,
+};
 
 const SHARDS: usize = 16;
 

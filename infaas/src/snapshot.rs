@@ -9,6 +9,10 @@
 //! hardware its workers sorted by utilisation (so the least-utilised worker is the first one).
 //! A snapshot is rebuilt from the dataflow's output tables each time the dataflow's frontier
 //! passes a batch of events; readers keep the one they loaded for as long as they use it.
+//!
+//! It sits beside [`crate::store`] rather than inside it: the store builds and publishes
+//! snapshots, while [`crate::select`], [`crate::metrics`] and [`crate::autoscale`] only read them,
+//! so they depend on this module and not on the store.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

@@ -1,0 +1,149 @@
+//! What every RPC shares, and the one path every inference request takes (unary or on a stream):
+//! token, model, conversion, the graph, the reply, the metrics.
+//!
+//! [`Shared`] holds the served graphs, the model-less front end, the configuration and the
+//! server's [`Phase`]; the inference service, its streams and the health service read it, and the
+//! server builds it and moves it through its phases.
+//!
+//! Authorization is the HTTP server's (the same token, read from the `authorization` metadata
+//! entry as `Bearer <token>`); like HTTP, liveness needs none. A model's version is resolved as
+//! over HTTP (`crate::models`): the one named, or the highest served when none is.
+//!
+//! A model name no graph has goes to the model-less front end when one is set and serves it
+//! (`oip::ModelLess`: an INFaaS task or one of its variants), on the same path: the same
+//! admission and byte budget, the same conversion (the request's `parameters` carry the
+//! requirements, the reply's the variant and whether it was a cold start), the same timeout and
+//! the same failures.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use prost::Message;
+use tokio::sync::watch;
+use tonic::metadata::MetadataMap;
+
+use super::config::GrpcConfig;
+use super::convert::{infer_request, infer_response};
+use super::proto::{ModelInferRequest, ModelInferResponse};
+use super::status::Failure;
+use crate::http::authorized;
+use crate::http::metrics::{GraphMetrics, Outcome};
+use crate::models::{ModelVersion, Models};
+use crate::oip::{infer_outputs, ModelLess};
+
+/// Where the server is in its life: health, readiness and open streams follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Built, not yet listening.
+    Starting,
+    /// Taking requests.
+    Serving,
+    /// Shutting down: in-flight requests are answered, streams take no new ones.
+    Draining,
+}
+
+/// What every RPC reads: the served models and their request metrics over gRPC, the model-less
+/// front end, the configuration and the phase.
+pub(super) struct Shared {
+    pub models: Arc<Models>,
+    pub graphs: BTreeMap<String, Arc<GraphMetrics>>,
+    pub modelless: Option<Arc<dyn ModelLess>>,
+    pub config: GrpcConfig,
+    pub phase: watch::Sender<Phase>,
+}
+
+impl Shared {
+    pub fn authorize(&self, metadata: &MetadataMap) -> Result<(), Failure> {
+        if authorized(
+            self.config.auth_token.as_ref(),
+            &metadata.clone().into_headers(),
+        ) {
+            Ok(())
+        } else {
+            Err(Failure::unauthenticated())
+        }
+    }
+
+    /// What answers requests for `version` of `name` (empty: the highest served): its graph,
+    /// else the model-less front end if it serves it.
+    pub fn target(&self, name: &str, version: &str) -> Result<Target<'_>, Failure> {
+        match (self.models.contains(name), &self.modelless) {
+            (true, _) => self
+                .models
+                .resolve(name, Some(version))
+                .map(|v| Target::Graph(v))
+                .map_err(|e| Failure::lookup(&e)),
+            (false, Some(m)) if m.serves(name) => Ok(Target::ModelLess(m.as_ref())),
+            _ => Err(Failure::unknown_model(name)),
+        }
+    }
+
+    pub fn serving(&self) -> bool {
+        *self.phase.borrow() == Phase::Serving
+    }
+
+    /// Runs one request through its graph or the model-less front end; a graph's outcome goes to
+    /// its metrics (the front end counts its own decisions).
+    pub async fn infer(&self, request: ModelInferRequest) -> Result<ModelInferResponse, Failure> {
+        let target = self.target(&request.model_name, &request.model_version)?;
+        let name = request.model_name.clone();
+        let started = Instant::now();
+        let rows = target.rows(&request);
+        let result = self.infer_on(target, request).await;
+        if let Target::Graph(served) = target {
+            let outcome = result.as_ref().map_or_else(|f| f.outcome, |_| Outcome::Ok);
+            if let Some(m) = self.graphs.get(&name) {
+                m.record(outcome, started.elapsed());
+            }
+            match &result {
+                Ok(_) => served.stats.success(rows, started.elapsed()),
+                Err(_) => served.stats.failure(started.elapsed()),
+            }
+        }
+        result
+    }
+
+    async fn infer_on(
+        &self,
+        target: Target<'_>,
+        mut request: ModelInferRequest,
+    ) -> Result<ModelInferResponse, Failure> {
+        let parsed = infer_request(&request, request.encoded_len())?;
+        let name = std::mem::take(&mut request.model_name);
+        // The raw contents are copied into the parsed tensors: free them before the graph runs.
+        drop(request);
+        let timeout = self.config.request_timeout;
+        let answer = match target {
+            Target::Graph(g) => infer_outputs(&g.runtime, parsed, timeout).await?,
+            Target::ModelLess(m) => m.infer(&name, parsed, timeout).await?,
+        };
+        Ok(infer_response(answer)?)
+    }
+}
+
+/// What answers a model's requests.
+#[derive(Clone, Copy)]
+pub(super) enum Target<'a> {
+    /// A served version of a model.
+    Graph(&'a ModelVersion),
+    /// The model-less front end.
+    ModelLess(&'a dyn ModelLess),
+}
+
+impl Target<'_> {
+    /// The rows `request` carries: its first input's leading dimension when that input has one
+    /// more dimension than the graph's, else one.
+    fn rows(self, request: &ModelInferRequest) -> u64 {
+        let Target::Graph(v) = self else { return 1 };
+        let plan = v.runtime.plan();
+        request
+            .inputs
+            .first()
+            .and_then(|i| {
+                let declared = plan.inputs.iter().find(|g| g.name == i.name)?;
+                (i.shape.len() == declared.ty.shape.len() + 1).then(|| i.shape.first().copied())?
+            })
+            .map_or(1, |n| u64::try_from(n).unwrap_or(0))
+    }
+}
