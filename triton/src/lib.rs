@@ -60,7 +60,9 @@ pub mod warmup;
 pub use autocomplete::ModelKind;
 pub use error::{EnsembleError, GraphError, LoadError, ModelError, RepositoryError};
 pub use graph::{graph, ServedGraph};
-pub use load::{load, LoadOptions, LoadedModel, ModelEntry, Repository, ServedVersion};
+pub use load::{
+    load, LoadOptions, LoadedModel, ModelEntry, QueueTimeout, Repository, ServedVersion,
+};
 pub use proto::inference::ModelConfig;
 pub use repository::Limits;
 

@@ -19,6 +19,7 @@ use crate::ensemble;
 use crate::error::{EnsembleError, LoadError, ModelError, RepositoryError};
 use crate::normalize::{normalize, version_policy_default};
 use crate::pbtxt;
+use crate::proto::inference::model_config::SchedulingChoice;
 use crate::proto::inference::ModelConfig;
 use crate::repository::{self, Limits, ModelDir, CONFIG_FILE};
 use crate::signature;
@@ -98,6 +99,34 @@ pub struct ServedVersion {
     pub warmups: Vec<Warmup>,
     /// An ensemble's steps in the order they run: (step position, model, version).
     pub steps: Vec<(usize, String, u64)>,
+}
+
+/// How long a request may wait in the queue of a version with dynamic batching
+/// (`dynamic_batching.default_queue_policy`): weir's graph spec has no per-model request
+/// deadline, so the protocol layer applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueTimeout {
+    /// `default_timeout_microseconds`: a request still queued after this long is refused.
+    pub default_us: u64,
+    /// `allow_timeout_override`: a request's own `timeout` parameter may replace it.
+    pub allow_override: bool,
+}
+
+impl ServedVersion {
+    /// The queue timeout the configuration sets, if any (0 means none, as in Triton).
+    pub fn queue_timeout(&self) -> Option<QueueTimeout> {
+        match &self.config.scheduling_choice {
+            Some(SchedulingChoice::DynamicBatching(db)) => db
+                .default_queue_policy
+                .as_ref()
+                .filter(|p| p.default_timeout_microseconds > 0)
+                .map(|p| QueueTimeout {
+                    default_us: p.default_timeout_microseconds,
+                    allow_override: p.allow_timeout_override,
+                }),
+            _ => None,
+        }
+    }
 }
 
 impl LoadedModel {

@@ -56,7 +56,7 @@ fn batching_instances_threads_and_optimisation_come_from_the_config() {
     let repo = TempRepo::new("g-settings");
     let config = r#"
         max_batch_size: 8
-        dynamic_batching { max_queue_delay_microseconds: 500 }
+        dynamic_batching { max_queue_delay_microseconds: 500 default_queue_policy { default_timeout_microseconds: 2000 } }
         instance_group [ { count: 2 kind: KIND_CPU }, { count: 1 kind: KIND_AUTO } ]
         parameters { key: "intra_op_thread_count" value { string_value: "2" } }
         parameters { key: "inter_op_thread_count" value { string_value: "1" } }
@@ -64,6 +64,14 @@ fn batching_instances_threads_and_optimisation_come_from_the_config() {
     "#;
     repo.model("digits", Some(config), &weir_model("digits_mlp.onnx"), &[1]);
     let r = repo.load();
+    let timeout = loaded(&r, "digits").latest().unwrap().queue_timeout();
+    assert_eq!(
+        timeout,
+        Some(crate::QueueTimeout {
+            default_us: 2000,
+            allow_override: false
+        })
+    );
     let g = graph(&r, "digits", Some(1)).unwrap();
     let m = only_node(&g);
     assert_eq!((m.batching.max_size, m.batching.max_delay_us), (8, 500));
