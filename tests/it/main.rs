@@ -49,4 +49,5 @@ mod streams;
 mod text_decode;
 mod text_graph;
 mod text_ops;
+mod triton_repository;
 mod triton_tools;

@@ -63,13 +63,18 @@ fn run_perf_analyzer(protocol: &str, url: &str, concurrency: usize) -> Report {
         out.status.success(),
         "perf_analyzer -i {protocol} -c {concurrency} failed:\n{text}\n{err}"
     );
-    assert!(!text.contains("error"), "perf_analyzer reported an error:\n{text}");
+    assert!(
+        !text.contains("error"),
+        "perf_analyzer reported an error:\n{text}"
+    );
     let client = text.split("Server:").next().unwrap_or_default();
-    let server = text.split("Server:").nth(1).unwrap_or_else(|| {
-        panic!("perf_analyzer printed no server-side figures:\n{text}")
-    });
+    let server = text
+        .split("Server:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("perf_analyzer printed no server-side figures:\n{text}"));
     Report {
-        client_requests: number_after(client, "Request count").expect("client request count") as u64,
+        client_requests: number_after(client, "Request count").expect("client request count")
+            as u64,
         throughput: number_after(client, "Throughput").expect("throughput"),
         server_successes: number_after(server, "Successful request count")
             .expect("server request count") as u64,
@@ -96,7 +101,10 @@ fn perf_analyzer_completes_over_http_and_grpc_and_counts_what_weir_counts() {
             let before = successes(&stats(&served.http));
             let report = run_perf_analyzer(protocol, &url, concurrency);
             let after = stats(&served.http);
-            assert!(report.throughput > 0.0, "{protocol} c{concurrency}: {report:?}");
+            assert!(
+                report.throughput > 0.0,
+                "{protocol} c{concurrency}: {report:?}"
+            );
             // The server-side count is weir's statistics over the measured window: it differs
             // from the client's by at most the requests in flight at the window's edges.
             assert!(
@@ -109,8 +117,7 @@ fn perf_analyzer_completes_over_http_and_grpc_and_counts_what_weir_counts() {
                 "{protocol} c{concurrency}: {report:?} against {after}"
             );
             assert_eq!(
-                after["model_stats"][0]["inference_stats"]["fail"]["count"],
-                0,
+                after["model_stats"][0]["inference_stats"]["fail"]["count"], 0,
                 "{after}"
             );
         }
@@ -127,8 +134,14 @@ fn config_and_statistics_answer_in_tritons_shapes_and_unknown_versions_are_404s(
     assert_eq!(config["input"][0]["name"], "x");
     assert_eq!(config["input"][0]["data_type"], "TYPE_FP32");
     assert_eq!(config["input"][0]["dims"], serde_json::json!([64]));
-    assert!(config["max_batch_size"].as_u64().unwrap_or(0) > 0, "{config}");
-    for path in ["/v2/models/mlp/versions/1/config", "/v2/models/mlp/versions/1/stats"] {
+    assert!(
+        config["max_batch_size"].as_u64().unwrap_or(0) > 0,
+        "{config}"
+    );
+    for path in [
+        "/v2/models/mlp/versions/1/config",
+        "/v2/models/mlp/versions/1/stats",
+    ] {
         assert_eq!(http(&served.http, "GET", path, &[], b"").0, 200, "{path}");
     }
     for path in [
@@ -142,7 +155,13 @@ fn config_and_statistics_answer_in_tritons_shapes_and_unknown_versions_are_404s(
         assert!(body.contains("version"), "{path}: {body}");
     }
     let body = br#"{"inputs":[{"name":"x","datatype":"FP32","shape":[2,64],"data":[0.5]}]}"#;
-    let (code, reply) = http(&served.http, "POST", "/v2/models/mlp/versions/7/infer", &[], body);
+    let (code, reply) = http(
+        &served.http,
+        "POST",
+        "/v2/models/mlp/versions/7/infer",
+        &[],
+        body,
+    );
     assert_eq!(code, 404, "{reply}");
     let all = stats(&served.http);
     assert_eq!(all["model_stats"][0]["name"], "mlp");

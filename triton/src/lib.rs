@@ -35,7 +35,6 @@
 //! [`load`](load()) ties them together and keeps every failure with its model, or version: one
 //! bad model never stops the others.
 
-
 pub mod autocomplete;
 pub mod datatype;
 pub mod ensemble;

@@ -38,6 +38,7 @@ impl FrontEnds {
     pub(super) fn build(
         args: &ServeArgs,
         running: &[RunningGraph],
+        repository: Vec<(String, ModelVersion)>,
         modelless: Option<&ModelLess>,
     ) -> Result<FrontEnds> {
         let token = match (&args.auth_token_file, &args.auth_token) {
@@ -75,6 +76,9 @@ impl FrontEnds {
             let mut version = ModelVersion::of_graph(r.runtime_handle());
             version.execution = Some(r.execution_stats());
             models.insert(&r.runtime().plan().name, version);
+        }
+        for (name, version) in repository {
+            models.insert(&name, version);
         }
         let models = Arc::new(models);
         let mut grpc_server =

@@ -14,6 +14,7 @@ use super::process::install_zenoh_security;
 
 mod listen;
 mod modelless;
+mod repository;
 
 /// `weir serve`'s flags.
 #[derive(Debug, Args)]
@@ -21,8 +22,13 @@ pub struct ServeArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Graph YAML files; each is a model named by its graph's `name`.
-    #[arg(required_unless_present = "repository")]
+    #[arg(required_unless_present_any = ["repository", "model_repositories"])]
     graphs: Vec<PathBuf>,
+    /// A Triton model repository (`<model>/config.pbtxt`, `<model>/<version>/model.onnx`),
+    /// repeatable: every model is served, each version its policy names, with its configuration
+    /// auto-completed from the ONNX file as Triton does (see docs/triton.md).
+    #[arg(long = "model-repository")]
+    model_repositories: Vec<PathBuf>,
     /// A model repository (`weir model register`): each of its tasks is served as a model named
     /// after the task, model-less — a request's `parameters` (`latency_ms`, `min_accuracy`,
     /// `max_cost`, or `variant`) pick the variant, loaded on first use.
@@ -164,6 +170,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     )?;
     check_limits(&args)?;
     let running = start_graphs(&args)?;
+    let repository = repository::start(&args, &running)?;
     let autoscale = args
         .autoscale
         .as_deref()
@@ -175,11 +182,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     let modelless = modelless::start(&args, &running, autoscale.as_ref(), rt.handle())?;
-    let front_ends = listen::FrontEnds::build(&args, &running, modelless.as_ref())?;
+    let front_ends =
+        listen::FrontEnds::build(&args, &running, repository.versions, modelless.as_ref())?;
     rt.block_on(front_ends.serve_until_stopped(&args))?;
     // The autoscaler stops before what it acts on.
     drop(modelless);
-    for graph in running {
+    for graph in running.into_iter().chain(repository.graphs) {
         graph.shutdown();
     }
     eprintln!("weir stopped");
