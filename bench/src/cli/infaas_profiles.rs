@@ -15,7 +15,7 @@ use crate::infaas_profiles::{
 enum Task {
     /// `digits_tiny`, `digits_mlp`, `digits_wide` (MLPs on 8×8 digits).
     Digits,
-    /// `orientation_tiny`, `orientation_conv`, `orientation_ppocr` (x[3,48,192] text lines).
+    /// `orientation_tiny`, `orientation_conv`, `orientation_ppocr` (`x[3,48,192]` text lines).
     #[value(name = "text_orientation")]
     TextOrientation,
 }

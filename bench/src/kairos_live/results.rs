@@ -102,6 +102,6 @@ pub struct RunInfo {
     pub over_limit: Vec<f64>,
     /// Real ONNX Runtime ms per call at some row counts.
     pub real_call_ms: Vec<(usize, f64)>,
-    /// Per type, its mean query latency measured through weir at each of [`PROFILE_ROWS`].
+    /// Per type, its mean query latency measured through weir at each of `PROFILE_ROWS`.
     pub measured_ms: Vec<Vec<f64>>,
 }

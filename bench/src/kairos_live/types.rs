@@ -91,7 +91,7 @@ impl KairosLatency {
 }
 
 /// A Kairos latency profile of `types` (the YAML `weir plan --profiles` and
-/// `routing: {kairos: {profiles: ...}}` read) with `latency(t, rows)` ms at [`PROFILE_ROWS`] rows
+/// `routing: {kairos: {profiles: ...}}` read) with `latency(t, rows)` ms at `PROFILE_ROWS` rows
 /// for type `t`; with `|t, n| types[t].latency_ms(n)` it is their nominal emulated profile.
 ///
 /// # Errors

@@ -25,7 +25,7 @@ pub struct SerfPoint {
     /// paper's model on the profile's rates plus the back-to-back path time, ms.
     pub back_to_back_ms: f64,
     /// Predicted mean latency as [`Self::predicted_ms`], from the second profile
-    /// ([`SerfBenchConfig::second_profile`]) instead of the first, ms (`None`: none asked for, or
+    /// (`SerfBenchConfig::second_profile`) instead of the first, ms (`None`: none asked for, or
     /// unstable at `λ` on it).
     pub second_predicted_ms: Option<f64>,
     /// Predicted mean latency as [`Self::predicted_ms`], from the profile blended with the calls
@@ -56,17 +56,17 @@ pub struct SerfPoint {
     /// as for the in-situ prediction, or no SCV).
     pub in_situ_scv_ms: Option<f64>,
     /// Squared coefficient of variation of the gaps between the jobs' arrivals at the node
-    /// ([`arrival_scv`]; `None`: fewer than three): the load generator sends a Poisson stream, and
+    /// (`arrival_scv`; `None`: fewer than three): the load generator sends a Poisson stream, and
     /// what reaches the node after the serving path may come in clumps.
     pub node_arrival_scv: Option<f64>,
     /// The in-situ prediction at the node (no path outside it) with the waiting of the measured
-    /// arrival and call SCVs ([`in_situ_latency_with_scvs`]), ms (`None` as for the in-situ
+    /// arrival and call SCVs (`in_situ_latency_with_scvs`), ms (`None` as for the in-situ
     /// prediction, or either SCV missing).
     pub in_situ_node_spread_ms: Option<f64>,
-    /// Coefficient of variation of the mean call time across the point's [`SPEED_WINDOW`]s
-    /// ([`window_cv`]; `None`: fewer than two windows).
+    /// Coefficient of variation of the mean call time across the point's `SPEED_WINDOW`s
+    /// (`window_cv`; `None`: fewer than two windows).
     pub window_service_cv: Option<f64>,
-    /// The in-situ prediction per [`SPEED_WINDOW`], averaged ([`windowed_in_situ_latency`]), ms
+    /// The in-situ prediction per `SPEED_WINDOW`, averaged (`windowed_in_situ_latency`), ms
     /// (`None`: no calls, or a window where the scaled rates cannot keep up).
     pub windowed_in_situ_ms: Option<f64>,
     /// The part of [`Self::predicted_ms`] spent at the model node (waiting in its queue, then the

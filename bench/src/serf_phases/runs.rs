@@ -32,7 +32,7 @@ pub struct SetupRun {
     /// What the machine and the executor did while the arrivals were served.
     pub conditions: Conditions,
     /// Every call the model node made while the arrivals were served, in the order they ended
-    /// (kept only with [`PhasesConfig::calls_dir`]; empty otherwise).
+    /// (kept only with `PhasesConfig::calls_dir`; empty otherwise).
     pub calls: Vec<TracedCall>,
     /// The same per phase: from each phase's start to the next one's (the last phase's ends when
     /// the last answer came).
@@ -121,7 +121,7 @@ pub struct PhasesRun {
     pub settle_seconds: f64,
     /// Fixed configurations not run, with their profiled utilisation at moderate load.
     pub skipped: Vec<(Config, f64)>,
-    /// Fixed configurations left out because [`PhasesConfig::fixed`] did not list them.
+    /// Fixed configurations left out because `PhasesConfig::fixed` did not list them.
     pub left_out: Vec<Config>,
 }
 
