@@ -38,7 +38,8 @@ use super::health_proto::health_server::HealthServer;
 use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::{InferService, Phase, Served, Shared};
-use crate::http::metrics::{requests_source, GRPC_FAMILIES};
+use crate::access_log::grpc::Logged;
+use crate::http::metrics::{requests_source, GraphMetrics, GRPC_FAMILIES};
 use crate::http::{AuthToken, ByteBudget, MetricsSource};
 use crate::oip::ModelLess;
 
@@ -66,6 +67,10 @@ pub struct GrpcConfig {
     /// Bytes held by request messages at once, when the server has a budget of its own
     /// ([`GrpcServer::new`]); see [`GrpcServer::with_byte_budget`] to share one.
     pub max_inflight_bytes: usize,
+    /// Leave `ServerReady` open when a token is set, as `ServerLive` and `grpc.health.v1` are.
+    pub health_unauthenticated: bool,
+    /// When set, connections are TLS with ALPN `h2` ([`crate::tls`]).
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 impl Default for GrpcConfig {
@@ -80,6 +85,8 @@ impl Default for GrpcConfig {
             drain_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(10),
             max_inflight_bytes: 1 << 30,
+            health_unauthenticated: false,
+            tls: None,
         }
     }
 }
@@ -167,6 +174,15 @@ impl GrpcServer {
         )
     }
 
+    /// Each served graph's request metrics (for `--metrics-compat triton`).
+    pub fn graph_metrics(&self) -> Vec<(String, Arc<GraphMetrics>)> {
+        self.shared
+            .graphs
+            .iter()
+            .map(|(name, g)| (name.clone(), Arc::clone(&g.metrics)))
+            .collect()
+    }
+
     /// Serves on `listener` until `shutdown` completes, then drains (see the module doc) and
     /// returns.
     ///
@@ -191,15 +207,16 @@ impl GrpcServer {
         let infer = GrpcInferenceServiceServer::new(InferService(Arc::clone(&shared)))
             .max_decoding_message_size(cap)
             .max_encoding_message_size(cap);
-        let infer = Admitted::new(infer, Arc::clone(&admission));
-        let health = Admitted::new(
+        let infer = Logged::new(Admitted::new(infer, Arc::clone(&admission)));
+        let health = Logged::new(Admitted::new(
             HealthServer::new(HealthService(Arc::clone(&shared))),
             admission,
-        );
+        ));
         let incoming = capped(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             shared.config.max_connections.max(1),
             idle,
+            shared.config.tls.clone(),
         );
         shared.phase.send_replace(Phase::Serving);
         let (fired_tx, fired_rx) = oneshot::channel();
