@@ -84,7 +84,7 @@ fn ticks_and_page() -> Option<(f64, u64)> {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    (ticks > 0 && page > 0).then(|| (ticks as f64, page as u64))
+    (ticks > 0 && page > 0).then_some((ticks as f64, page as u64))
 }
 
 fn read_stat() -> Option<Sample> {

@@ -35,6 +35,8 @@ pub struct Cli {
     experiment: Experiment,
 }
 
+// Parsed once per process: a variant's size costs nothing, boxing would cost clarity.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Experiment {
     /// weir's in-process path against bare ONNX Runtime: saturated throughput and latency at

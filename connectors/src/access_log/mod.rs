@@ -11,11 +11,11 @@
 //! The transport layers (`http.rs`: an axum middleware; `grpc.rs`: a tower service around the
 //! gRPC services) see the request and the response but not what is inside the body: the handlers
 //! note what they parse (the model of a gRPC request, the request's `id`) through a task-local
-//! [`Note`] the layer scopes around the call, with [`note_model`] and [`note_request_id`]. Outside
+//! `Note` the layer scopes around the call, with `note_model` and `note_request_id`. Outside
 //! such a scope (in tests, or on tasks a handler spawns) noting does nothing. Client text in an
 //! event is cut to [`crate::echo::QUOTE_MAX_CHARS`]; the formatters escape it.
 //!
-//! Nothing here runs when the target is filtered out: each layer asks [`enabled`] first.
+//! Nothing here runs when the target is filtered out: each layer asks `enabled` first.
 
 pub(crate) mod grpc;
 pub(crate) mod http;

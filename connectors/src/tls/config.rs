@@ -43,7 +43,7 @@ impl TlsFiles {
 /// Why the TLS files cannot be used. Every variant names the file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// Missing, unreadable, not a regular file, or over [`MAX_PEM_BYTES`].
+    /// Missing, unreadable, not a regular file, or over 1 MiB.
     #[error("TLS file: {0}")]
     File(#[from] FileError),
     /// Not valid PEM.

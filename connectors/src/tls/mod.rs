@@ -11,8 +11,8 @@
 //!   header/idle timeout so a client that never finishes it cannot hold a connection slot. A
 //!   client that speaks plaintext to a TLS port is told so (HTTP: a plain 400) and closed at once.
 //!
-//! The listeners (`http/listener.rs`, `grpc/listener.rs`) call [`accept`] for every connection and
-//! serve what it returns, a [`Conn`], plain or encrypted alike.
+//! The listeners (`http/listener.rs`, `grpc/listener.rs`) call `accept` for every connection and
+//! serve what it returns, a `Conn`, plain or encrypted alike.
 
 mod accept;
 mod config;
