@@ -12,13 +12,19 @@
 //! - [`offline`]: offline (batch) jobs: a JSON-lines file run through a graph in the background,
 //!   paused while the machine is busy (INFaaS's `offline_query`).
 //! - [`echo`]: client text quoted in errors, cut to a bound.
+//! - [`tls`]: TLS for the HTTP and gRPC listeners (rustls), reloaded when its files change.
+//! - [`access_log`]: one log event per HTTP request and gRPC call (target `weir::access`).
+//! - [`process_metrics`]: the process's memory, CPU, file descriptors and threads for `/metrics`.
 //! - [`zenoh_peer`]: zenoh sessions as weir opens them (also used by remote executors).
 
+pub mod access_log;
 pub mod echo;
 pub mod grpc;
 pub mod http;
 pub mod models;
 pub mod offline;
 pub mod oip;
+pub mod process_metrics;
 pub mod stream;
+pub mod tls;
 pub mod zenoh_peer;

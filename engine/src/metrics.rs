@@ -115,6 +115,38 @@ pub const HTTP_CONNECTIONS_CLOSED_TOTAL: &str = "weir_http_connections_closed_to
 /// Counter: HTTP connections refused at the connection limit.
 pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "weir_http_connections_refused_total";
 
+/// Gauge: the process's resident memory, in bytes (Prometheus's standard process metric).
+pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+/// Counter: CPU time the process used, user and system, in seconds (standard).
+pub const PROCESS_CPU_SECONDS_TOTAL: &str = "process_cpu_seconds_total";
+/// Gauge: file descriptors the process holds open (standard).
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// Gauge: the process's threads (standard).
+pub const PROCESS_THREADS: &str = "process_threads";
+
+/// Triton's names (`--metrics-compat triton`), written by the HTTP connector's
+/// `triton_metrics`, which says which of weir's quantities fills each.
+pub mod triton {
+    /// Counter: successful inference requests.
+    pub const REQUEST_SUCCESS: &str = "nv_inference_request_success";
+    /// Counter: failed inference requests.
+    pub const REQUEST_FAILURE: &str = "nv_inference_request_failure";
+    /// Counter: inferences performed (a batch of n counts n).
+    pub const COUNT: &str = "nv_inference_count";
+    /// Counter: model executions (calls).
+    pub const EXEC_COUNT: &str = "nv_inference_exec_count";
+    /// Counter: cumulative request duration, microseconds.
+    pub const REQUEST_DURATION_US: &str = "nv_inference_request_duration_us";
+    /// Counter: cumulative queue duration, microseconds.
+    pub const QUEUE_DURATION_US: &str = "nv_inference_queue_duration_us";
+    /// Counter: cumulative input preparation duration, microseconds.
+    pub const COMPUTE_INPUT_DURATION_US: &str = "nv_inference_compute_input_duration_us";
+    /// Counter: cumulative inference duration, microseconds.
+    pub const COMPUTE_INFER_DURATION_US: &str = "nv_inference_compute_infer_duration_us";
+    /// Counter: cumulative output extraction duration, microseconds.
+    pub const COMPUTE_OUTPUT_DURATION_US: &str = "nv_inference_compute_output_duration_us";
+}
+
 /// Per graph: requests admitted and not yet answered.
 pub const GRAPH_IN_FLIGHT: &str = "weir_graph_in_flight";
 /// Per stateful node: epoch of its primary (bumped by every promotion; HAMS).

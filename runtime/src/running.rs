@@ -41,6 +41,15 @@ impl RunningGraph {
         self.factory.executor_stats()
     }
 
+    /// [`RunningGraph::executor_stats`] as a reader that outlives this borrow, for a metrics
+    /// source built once and read at every scrape.
+    pub fn executor_stats_reader(
+        &self,
+    ) -> impl Fn() -> Vec<(String, LoadSnapshot)> + Send + Sync + 'static {
+        let factory = Arc::clone(&self.factory);
+        move || factory.executor_stats()
+    }
+
     /// The live counters of model node `node`'s in-process executor (`None`: no such node, or it
     /// runs remotely).
     pub fn executor_load(&self, node: &str) -> Option<&LoadStats> {

@@ -11,6 +11,7 @@ mod bench;
 mod cluster;
 mod executor;
 mod files;
+pub mod logging;
 pub mod model;
 mod plan;
 mod process;
@@ -25,25 +26,24 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 pub use executor::{run as run_executor, ExecutorArgs};
 pub use serve::{run as run_serve, ServeArgs};
 
-/// Logs to stderr, filtered by `WEIR_LOG` (default `warn`).
+/// Logs to stderr as text, filtered by `WEIR_LOG` (default [`logging::DEFAULT_FILTER`]).
 pub fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(logging::LogFormat::Text, true);
 }
 
 /// The `weir` binary: parses the command line, runs the command, prints an error chain on failure.
 pub fn main() -> ExitCode {
-    init_logging();
-    match Cli::parse().run() {
+    let cli = Cli::parse();
+    let access_log = match &cli.command {
+        Command::Serve(a) => a.access_log(),
+        _ => true,
+    };
+    logging::init(cli.log_format, access_log);
+    match cli.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{e:#}");
@@ -56,10 +56,22 @@ pub fn main() -> ExitCode {
 #[derive(Debug, Parser)]
 #[command(name = "weir", version, about, long_about = None)]
 pub struct Cli {
+    /// How log lines (stderr) are written: `text`, or `json` (one object per line). Which lines
+    /// is `WEIR_LOG`'s choice (default `warn,weir::access=info`).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        env = "WEIR_LOG_FORMAT"
+    )]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
+// Parsed once per process: a variant's size costs nothing, boxing would cost clarity.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Parse, validate and plan a graph, printing every problem with its YAML location.

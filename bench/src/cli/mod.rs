@@ -18,6 +18,7 @@ mod parm;
 mod pipeline;
 mod remote;
 mod serf;
+mod tls;
 mod variable_length;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ pub struct Cli {
     experiment: Experiment,
 }
 
+// Parsed once per process: a variant's size costs nothing, boxing would cost clarity.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Experiment {
     /// weir's in-process path against bare ONNX Runtime: saturated throughput and latency at
@@ -45,6 +48,9 @@ enum Experiment {
     /// `weir serve` over gRPC (raw tensor contents) against HTTP binary and bare ONNX Runtime, for
     /// squeezenet and a small model, at client concurrency 1, 4 and 16.
     Grpc(grpc::GrpcArgs),
+    /// `weir serve`'s HTTP path with TLS against without, binary bodies on keep-alive
+    /// connections, on squeezenet at 1 and 4 clients: throughput and latency, as a ratio.
+    Tls(tls::TlsArgs),
     /// A model node on a `weir executor` process over zenoh against in-process, and the time from
     /// an executor's SIGKILL to the re-dispatch of its work.
     Remote(remote::RemoteArgs),
@@ -113,6 +119,7 @@ impl Cli {
             Experiment::Overhead(a) => overhead::run(a),
             Experiment::Http(a) => http::run(a),
             Experiment::Grpc(a) => grpc::run(a),
+            Experiment::Tls(a) => tls::run(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),
             Experiment::Serf(a) => serf::run(a),

@@ -1,6 +1,7 @@
 //! How the gRPC server behaves: its deadlines, message, stream and connection limits, and its
 //! token. The server reads it to listen and drain; every RPC reads it through the shared state.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::http::AuthToken;
@@ -30,6 +31,10 @@ pub struct GrpcConfig {
     /// ([`GrpcServer::new`](super::GrpcServer::new)); see
     /// [`GrpcServer::with_byte_budget`](super::GrpcServer::with_byte_budget) to share one.
     pub max_inflight_bytes: usize,
+    /// Leave `ServerReady` open when a token is set, as `ServerLive` and `grpc.health.v1` are.
+    pub health_unauthenticated: bool,
+    /// When set, connections are TLS with ALPN `h2` ([`crate::tls`]).
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 impl Default for GrpcConfig {
@@ -44,6 +49,8 @@ impl Default for GrpcConfig {
             drain_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(10),
             max_inflight_bytes: 1 << 30,
+            health_unauthenticated: false,
+            tls: None,
         }
     }
 }

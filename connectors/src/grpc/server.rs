@@ -41,7 +41,8 @@ use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::InferService;
 use super::shared::{Phase, Shared};
-use crate::http::metrics::{requests_source, GRPC_FAMILIES};
+use crate::access_log::grpc::Logged;
+use crate::http::metrics::{requests_source, GraphMetrics, GRPC_FAMILIES};
 use crate::http::{ByteBudget, MetricsSource};
 use crate::models::Models;
 use crate::oip::ModelLess;
@@ -132,6 +133,15 @@ impl GrpcServer {
         )
     }
 
+    /// Each served model's request metrics (for `--metrics-compat triton`).
+    pub fn graph_metrics(&self) -> Vec<(String, Arc<GraphMetrics>)> {
+        self.shared
+            .graphs
+            .iter()
+            .map(|(name, m)| (name.clone(), Arc::clone(m)))
+            .collect()
+    }
+
     /// Serves on `listener` until `shutdown` completes, then drains (see the module doc) and
     /// returns.
     ///
@@ -156,15 +166,16 @@ impl GrpcServer {
         let infer = GrpcInferenceServiceServer::new(InferService(Arc::clone(&shared)))
             .max_decoding_message_size(cap)
             .max_encoding_message_size(cap);
-        let infer = Admitted::new(infer, Arc::clone(&admission));
-        let health = Admitted::new(
+        let infer = Logged::new(Admitted::new(infer, Arc::clone(&admission)));
+        let health = Logged::new(Admitted::new(
             HealthServer::new(HealthService(Arc::clone(&shared))),
             admission,
-        );
+        ));
         let incoming = capped(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             shared.config.max_connections.max(1),
             idle,
+            shared.config.tls.clone(),
         );
         shared.phase.send_replace(Phase::Serving);
         let (fired_tx, fired_rx) = oneshot::channel();

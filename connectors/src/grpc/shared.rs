@@ -86,6 +86,8 @@ impl Shared {
     /// Runs one request through its graph or the model-less front end; a graph's outcome goes to
     /// its metrics (the front end counts its own decisions).
     pub async fn infer(&self, request: ModelInferRequest) -> Result<ModelInferResponse, Failure> {
+        crate::access_log::note_model(&request.model_name, &request.model_version);
+        crate::access_log::note_request_id(Some(&request.id));
         let target = self.target(&request.model_name, &request.model_version)?;
         let name = request.model_name.clone();
         let started = Instant::now();

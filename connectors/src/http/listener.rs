@@ -8,13 +8,20 @@
 //! descriptors or starve health checks once it subsides. On shutdown the loop stops accepting,
 //! asks every connection to finish its request in flight and close, and after the drain timeout
 //! closes whatever is left; getting every permit back is how it knows all connections closed.
+//!
+//! With TLS, each connection's handshake runs in its own task, holding the connection's permit,
+//! under the header timeout ([`crate::tls`]); hyper then serves the decrypted stream. Every request
+//! carries its client's address as axum's `ConnectInfo<SocketAddr>` (the access log reads it).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
 use axum::Router;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -22,6 +29,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, info, warn};
+
+use crate::tls::{accept, Alpn, Plaintext, ServerTls};
 
 /// Refusals answered with a 503 at once; past this, refused connections are closed unanswered.
 const MAX_REFUSALS_ANSWERING: usize = 64;
@@ -63,6 +72,7 @@ pub(super) async fn serve_connections(
     router: Router,
     limits: ConnectionLimits,
     counters: Arc<ConnectionCounters>,
+    tls: Option<Arc<ServerTls>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let max = limits.max_connections.max(1);
@@ -101,12 +111,29 @@ pub(super) async fn serve_connections(
             }
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let router = router.clone();
+        let builder = builder.clone();
+        let tls = tls.clone();
         let mut phase = phase_rx.clone();
         let counters = Arc::clone(&counters);
         counters.accepted.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
+            let tls = tls.as_deref().map(|t| (t, Alpn::Http1));
+            let stream =
+                match accept(stream, tls, limits.header_timeout, Plaintext::HttpError).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        debug!(error = %e, "Connection closed before serving.");
+                        counters.closed.fetch_add(1, Ordering::Relaxed);
+                        drop(permit);
+                        return;
+                    }
+                };
+            let service = WithPeer {
+                inner: TowerToHyperService::new(router),
+                peer: stream.peer(),
+            };
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             let mut draining = false;
             loop {
@@ -148,6 +175,29 @@ pub(super) async fn serve_connections(
         let _ = phase_tx.send(Phase::Closing);
     } else {
         info!("Drained: every connection closed.");
+    }
+}
+
+/// The router as hyper's service, each request carrying its client's address.
+struct WithPeer {
+    inner: TowerToHyperService<Router>,
+    peer: Option<SocketAddr>,
+}
+
+impl hyper::service::Service<hyper::Request<Incoming>> for WithPeer {
+    type Response = <TowerToHyperService<Router> as hyper::service::Service<
+        hyper::Request<Incoming>,
+    >>::Response;
+    type Error =
+        <TowerToHyperService<Router> as hyper::service::Service<hyper::Request<Incoming>>>::Error;
+    type Future =
+        <TowerToHyperService<Router> as hyper::service::Service<hyper::Request<Incoming>>>::Future;
+
+    fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
+        if let Some(peer) = self.peer {
+            request.extensions_mut().insert(ConnectInfo(peer));
+        }
+        self.inner.call(request)
     }
 }
 

@@ -10,7 +10,7 @@
 //! through a [`MetricsSource`] ([`requests_source`]) so one `/metrics` shows both protocols.
 
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +96,9 @@ const BUCKETS_S: [f64; 14] = [
 pub struct GraphMetrics {
     outcomes: [Counter; OUTCOMES.len()],
     latency: Histogram,
+    /// The latencies the histogram observed, summed in nanoseconds (the histogram keeps its sum
+    /// to itself).
+    answered_ns: AtomicU64,
 }
 
 impl Default for GraphMetrics {
@@ -103,6 +106,7 @@ impl Default for GraphMetrics {
         GraphMetrics {
             outcomes: Default::default(),
             latency: Histogram::new(BUCKETS_S),
+            answered_ns: AtomicU64::new(0),
         }
     }
 }
@@ -115,6 +119,8 @@ impl GraphMetrics {
         }
         if outcome == Outcome::Ok {
             self.latency.observe(elapsed.as_secs_f64());
+            let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+            self.answered_ns.fetch_add(ns, Ordering::Relaxed);
         }
     }
 
@@ -125,6 +131,20 @@ impl GraphMetrics {
             .position(|o| *o == outcome)
             .map(|i| self.outcomes[i].get())
             .unwrap_or(0)
+    }
+
+    /// Requests that ended other than [`Outcome::Ok`].
+    pub fn failed(&self) -> u64 {
+        OUTCOMES
+            .iter()
+            .filter(|o| **o != Outcome::Ok)
+            .map(|o| self.count(*o))
+            .sum()
+    }
+
+    /// Time taken by the requests answered with outputs, summed, in seconds.
+    pub fn answered_seconds(&self) -> f64 {
+        Duration::from_nanos(self.answered_ns.load(Ordering::Relaxed)).as_secs_f64()
     }
 }
 
@@ -157,6 +177,11 @@ impl ServerMetrics {
             connections,
         });
         ServerMetrics { registry, sources }
+    }
+
+    /// Appends `sources` after those already written.
+    pub(super) fn extend(&mut self, sources: Vec<MetricsSource>) {
+        self.sources.extend(sources);
     }
 
     /// Every family, in Prometheus text format.

@@ -9,16 +9,19 @@
 //! as `[n]`. Bodies are parsed, run and written by [`crate::oip`], which the
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
-//! cap, drain), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs` the
-//! offline-job endpoints.
+//! cap, drain, TLS), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs`
+//! the offline-job endpoints; `metrics_listener.rs` serves `/metrics` on a port of its own,
+//! `triton_metrics.rs` adds Triton's metric names.
 
 mod auth;
 mod body;
 mod error;
 mod listener;
 pub mod metrics;
+mod metrics_listener;
 mod offline;
 mod server;
+pub mod triton_metrics;
 
 pub(crate) use auth::authorized;
 pub use auth::{AuthToken, AuthTokenError};
@@ -27,5 +30,6 @@ pub(crate) use body::BytesPermit;
 pub(crate) use error::protocol_status;
 pub use error::ServeError;
 pub use metrics::MetricsSource;
+pub use metrics_listener::MetricsServer;
 pub(crate) use server::metadata_shape;
 pub use server::{HttpConfig, HttpServer};

@@ -54,6 +54,10 @@ pub struct HttpConfig {
     pub drain_timeout: Duration,
     /// When set, every endpoint but liveness needs `Authorization: Bearer <token>`.
     pub auth_token: Option<AuthToken>,
+    /// Leave readiness (`/v2/health/ready`) open when a token is set, as liveness always is.
+    pub health_unauthenticated: bool,
+    /// When set, connections are TLS ([`crate::tls`]).
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 impl Default for HttpConfig {
@@ -66,6 +70,8 @@ impl Default for HttpConfig {
             max_connections: 1024,
             drain_timeout: Duration::from_secs(30),
             auth_token: None,
+            health_unauthenticated: false,
+            tls: None,
         }
     }
 }
@@ -82,7 +88,7 @@ struct ServerState {
     offline: Option<Arc<crate::offline::OfflineJobs>>,
     modelless: Option<Arc<dyn ModelLess>>,
     ready: AtomicBool,
-    metrics: ServerMetrics,
+    metrics: Arc<ServerMetrics>,
     bytes_budget: Arc<ByteBudget>,
     connections: Arc<ConnectionCounters>,
 }
@@ -148,7 +154,11 @@ impl HttpServer {
                 models,
                 graphs,
                 ready: AtomicBool::new(false),
-                metrics: ServerMetrics::new(served, Arc::clone(&connections), extra_metrics),
+                metrics: Arc::new(ServerMetrics::new(
+                    served,
+                    Arc::clone(&connections),
+                    extra_metrics,
+                )),
                 bytes_budget: budget,
                 connections,
                 config,
@@ -176,6 +186,35 @@ impl HttpServer {
             s.offline = Some(jobs);
         }
         HttpServer { state }
+    }
+
+    /// The same server, with `sources` appended to `/metrics` (sources built over this server's
+    /// own request metrics, [`HttpServer::graph_metrics`]).
+    #[must_use]
+    pub fn with_metrics(self, sources: Vec<MetricsSource>) -> HttpServer {
+        let mut state = self.state;
+        if let Some(m) = Arc::get_mut(&mut state).and_then(|s| Arc::get_mut(&mut s.metrics)) {
+            m.extend(sources);
+        }
+        HttpServer { state }
+    }
+
+    /// Each served graph's request metrics (for `--metrics-compat triton`).
+    pub fn graph_metrics(&self) -> Vec<(String, Arc<GraphMetrics>)> {
+        self.state
+            .graphs
+            .iter()
+            .map(|(name, g)| (name.clone(), Arc::clone(&g.metrics)))
+            .collect()
+    }
+
+    /// A server of this one's `/metrics` alone, without auth, for a listener of its own.
+    pub fn metrics_server(&self) -> super::MetricsServer {
+        super::MetricsServer::new(
+            Arc::clone(&self.state.metrics),
+            self.state.config.header_timeout,
+            self.state.config.drain_timeout,
+        )
     }
 
     fn router(&self) -> Router {
@@ -217,6 +256,7 @@ impl HttpServer {
                     json!({"error": "no such endpoint"}).to_string(),
                 )
             })
+            .layer(axum::middleware::from_fn(crate::access_log::http::record))
             .with_state(Arc::clone(&self.state))
             .merge(offline::routes(OfflineState {
                 jobs: self.state.offline.clone(),
@@ -250,6 +290,7 @@ impl HttpServer {
             self.router(),
             limits,
             Arc::clone(&state.connections),
+            state.config.tls.clone(),
             async move {
                 shutdown.await;
                 draining.ready.store(false, Ordering::Release);
@@ -317,7 +358,9 @@ async fn server_ready(
     State(s): State<Arc<ServerState>>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ServeError> {
-    authorize(&s, &headers)?;
+    if !s.config.health_unauthenticated {
+        authorize(&s, &headers)?;
+    }
     readiness(&s)
 }
 
@@ -559,6 +602,7 @@ async fn infer_inner(
     .await?;
     let header_length = byte_count(headers, HEADER_LENGTH, "Inference-Header-Content-Length")?;
     let request = parse_infer_request(&bytes, header_length)?;
+    crate::access_log::note_request_id(request.id.as_deref());
     drop(bytes);
     // The permit is held until the answer, for the larger of the body and its parsed tensors:
     // numeric tensors are about the body's size, BYTES elements several times their text.

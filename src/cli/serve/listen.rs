@@ -1,15 +1,17 @@
-//! The front ends of `weir serve`: HTTP and gRPC over one request-byte budget, the graphs'
-//! streaming connectors and offline jobs, served until a signal and then drained.
+//! The front ends of `weir serve`: HTTP and gRPC over one request-byte budget (TLS on both when
+//! asked for, its files reloaded while serving), the metrics listener, the graphs' streaming
+//! connectors and offline jobs, served until a signal and then drained.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use weir_connectors::grpc::{GrpcConfig, GrpcServer};
-use weir_connectors::http::{AuthToken, ByteBudget, HttpConfig, HttpServer};
+use weir_connectors::http::{AuthToken, ByteBudget, HttpConfig, HttpServer, MetricsServer};
 use weir_connectors::models::{ModelVersion, Models};
 use weir_connectors::offline::{CpuUtilisation, OfflineConfig, OfflineJobs, PauseSignal, Throttle};
 use weir_connectors::stream::StreamOptions;
+use weir_connectors::tls::{ServerTls, RELOAD_POLL};
 
 use super::modelless::ModelLess;
 use super::ServeArgs;
@@ -25,6 +27,10 @@ pub(super) struct FrontEnds {
     grpc_server: GrpcServer,
     /// The HTTP address, when HTTP is served.
     http: Option<String>,
+    /// TLS of both listeners, when asked for.
+    tls: Option<Arc<ServerTls>>,
+    /// The `/metrics` listener's server and address, when asked for.
+    metrics: Option<(MetricsServer, String)>,
     streams: Vec<(Arc<GraphRuntime>, StreamConnector)>,
     stream_options: StreamOptions,
     /// The graphs' runtimes, for offline jobs.
@@ -46,6 +52,7 @@ impl FrontEnds {
             (None, Some(t)) => Some(AuthToken::new(t)?),
             (None, None) => None,
         };
+        let tls = args.ops.tls()?;
         let config = HttpConfig {
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             max_body_bytes: args.max_body_bytes,
@@ -54,6 +61,8 @@ impl FrontEnds {
             max_connections: args.max_connections,
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
             auth_token: token,
+            health_unauthenticated: args.ops.health_unauthenticated,
+            tls: tls.clone(),
         };
         let grpc_config = GrpcConfig {
             request_timeout: config.request_timeout,
@@ -64,6 +73,8 @@ impl FrontEnds {
             drain_timeout: config.drain_timeout,
             idle_timeout: config.header_timeout,
             max_inflight_bytes: args.max_inflight_bytes,
+            health_unauthenticated: args.ops.health_unauthenticated,
+            tls: tls.clone(),
             ..Default::default()
         };
         let handles: Vec<Arc<GraphRuntime>> =
@@ -89,6 +100,15 @@ impl FrontEnds {
         ];
         metrics.extend(modelless.map(ModelLess::metrics_source));
         let mut http_server = HttpServer::with_models(models, config, metrics, budget);
+        let sources = args
+            .ops
+            .metrics_sources(running, &http_server, &grpc_server);
+        http_server = http_server.with_metrics(sources);
+        let metrics = args
+            .ops
+            .metrics_addr
+            .clone()
+            .map(|addr| (http_server.metrics_server(), addr));
         if let Some(m) = modelless {
             http_server = http_server.with_modelless(Arc::clone(&m.front) as _);
             grpc_server = grpc_server.with_modelless(Arc::clone(&m.front) as _);
@@ -119,6 +139,8 @@ impl FrontEnds {
             http_server,
             grpc_server,
             http,
+            tls,
+            metrics,
             streams,
             stream_options,
             handles,
@@ -134,6 +156,8 @@ impl FrontEnds {
             http_server,
             grpc_server,
             http,
+            tls,
+            metrics,
             streams,
             stream_options,
             handles,
@@ -192,15 +216,16 @@ impl FrontEnds {
                 (what, report)
             });
         }
-        if http.is_some() || args.grpc.is_some() {
-            serve_listeners(
-                http.as_deref(),
-                args.grpc.as_deref(),
+        if http.is_some() || args.grpc.is_some() || metrics.is_some() {
+            let listeners = Listeners {
+                http: http.as_deref(),
+                grpc: args.grpc.as_deref(),
                 http_server,
                 grpc_server,
-                stop_tx.clone(),
-            )
-            .await?;
+                metrics,
+                tls,
+            };
+            serve_listeners(listeners, stop_tx.clone()).await?;
         } else {
             eprintln!("weir streaming ({} connector(s))", tasks.len());
             let all_done = async {
@@ -232,25 +257,48 @@ impl FrontEnds {
     }
 }
 
-/// Binds the HTTP and gRPC listeners asked for, prints their addresses (HTTP first), and serves
-/// both until SIGTERM or Ctrl-C, which `stop` then passes on to the streams.
-async fn serve_listeners(
-    http: Option<&str>,
-    grpc: Option<&str>,
+/// The listeners to serve and what serves them.
+struct Listeners<'a> {
+    http: Option<&'a str>,
+    grpc: Option<&'a str>,
     http_server: HttpServer,
     grpc_server: GrpcServer,
+    metrics: Option<(MetricsServer, String)>,
+    tls: Option<Arc<ServerTls>>,
+}
+
+/// Binds the listeners asked for, prints their addresses (HTTP, gRPC, then metrics; `https` and
+/// `grpcs` under TLS), and serves them until SIGTERM or Ctrl-C, which `stop` then passes on to
+/// the streams. Under TLS the certificate files are watched meanwhile.
+async fn serve_listeners(
+    listeners: Listeners<'_>,
     stop: tokio::sync::watch::Sender<bool>,
 ) -> Result<()> {
     use std::io::Write;
+    let Listeners {
+        http,
+        grpc,
+        http_server,
+        grpc_server,
+        metrics,
+        tls,
+    } = listeners;
     let http_listener = bind(http).await?;
     let grpc_listener = bind(grpc).await?;
+    let (metrics_server, metrics_addr) = metrics.unzip();
+    let metrics_listener = bind(metrics_addr.as_deref()).await?;
+    let secure = if tls.is_some() { "s" } else { "" };
     if let Some(l) = &http_listener {
-        println!("weir serving http://{}", l.local_addr()?);
+        println!("weir serving http{secure}://{}", l.local_addr()?);
     }
     if let Some(l) = &grpc_listener {
-        println!("weir serving grpc://{}", l.local_addr()?);
+        println!("weir serving grpc{secure}://{}", l.local_addr()?);
+    }
+    if let Some(l) = &metrics_listener {
+        println!("weir serving metrics http://{}/metrics", l.local_addr()?);
     }
     std::io::stdout().flush()?;
+    let reloader = tls.as_ref().map(|t| t.spawn_reloader(RELOAD_POLL));
     let stopped = stop.subscribe();
     let signal = tokio::spawn(async move {
         shutdown_signal().await;
@@ -280,8 +328,17 @@ async fn serve_listeners(
             None => Ok(()),
         }
     };
-    let result = tokio::try_join!(http_run, grpc_run);
+    let metrics_run = async {
+        if let (Some(server), Some(l)) = (metrics_server, metrics_listener) {
+            server.serve(l, when_stopped()).await;
+        }
+        Ok::<(), anyhow::Error>(())
+    };
+    let result = tokio::try_join!(http_run, grpc_run, metrics_run);
     signal.abort();
+    if let Some(r) = reloader {
+        r.abort();
+    }
     result.map(|_| ())
 }
 

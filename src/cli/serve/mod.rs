@@ -14,6 +14,7 @@ use super::process::install_zenoh_security;
 
 mod listen;
 mod modelless;
+mod ops;
 mod repository;
 
 /// `weir serve`'s flags.
@@ -115,8 +116,9 @@ pub struct ServeArgs {
     /// connections; requests already in a graph are still answered by its shutdown.
     #[arg(long, default_value_t = 30_000, env = "WEIR_DRAIN_TIMEOUT_MS")]
     drain_timeout_ms: u64,
-    /// File holding a bearer token every endpoint but liveness requires (keep it mode 0600; a
-    /// file readable by group or others is warned about).
+    /// File holding a bearer token every endpoint but liveness requires (readiness too, unless
+    /// --health-unauthenticated; keep it mode 0600: a file readable by group or others is warned
+    /// about).
     #[arg(long, conflicts_with = "auth_token")]
     auth_token_file: Option<PathBuf>,
     /// Bearer token every endpoint but liveness requires. Command-line arguments are visible to
@@ -143,6 +145,15 @@ pub struct ServeArgs {
     offline_in_flight: u32,
     #[command(flatten)]
     files: FileArgs,
+    #[command(flatten)]
+    ops: ops::OperateArgs,
+}
+
+impl ServeArgs {
+    /// Whether the access log is on (`--no-access-log` turns it off).
+    pub(crate) fn access_log(&self) -> bool {
+        !self.ops.no_access_log
+    }
 }
 
 /// Longest a `--preload` may take, executors' start included.

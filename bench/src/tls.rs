@@ -1,0 +1,367 @@
+//! The TLS experiment: what TLS costs `weir serve`'s HTTP path. One graph (squeezenet), two
+//! in-process HTTP servers over it on loopback, one plaintext and one TLS (rustls, an ECDSA P-256
+//! certificate made for the run with the openssl command), and keep-alive HTTP/1.1 clients
+//! posting binary-tensor requests (602 KB each) to both, in turn, through the same closed loop:
+//! only the transport differs. Each repeat measures plaintext and TLS back to back (alternating
+//! which goes first) at each client concurrency; the table gives medians over repeats, the spread
+//! (min–max), and TLS over plaintext as the median of the per-repeat ratios.
+//!
+//! Connections are opened before the clock starts and kept: this is the steady-state cost of
+//! encrypting and decrypting bodies, not of handshakes.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use weir_connectors::http::{HttpConfig, HttpServer};
+use weir_connectors::tls::{ServerTls, TlsFiles};
+
+use crate::http::{layout_for, prepare, Client, LocalServer, Prepared};
+use crate::overhead::{first_input, median, model_input, quantile_ms, weir_graph, IMAGE};
+
+/// Settings of the TLS experiment.
+#[derive(Debug, Clone)]
+pub struct TlsBenchConfig {
+    /// The model (display name, file).
+    pub model: (String, PathBuf),
+    /// Client concurrencies.
+    pub concurrency: Vec<usize>,
+    /// Requests per measurement.
+    pub requests: usize,
+    /// Repetitions.
+    pub repeats: usize,
+}
+
+/// One measurement: requests/s, p50 ms, p99 ms.
+pub type Measured = (f64, f64, f64);
+
+/// One row: a concurrency, and every repeat's plaintext and TLS measurements.
+#[derive(Debug, Clone)]
+pub struct TlsRow {
+    /// Client concurrency.
+    pub concurrency: usize,
+    /// Plaintext, per repeat.
+    pub plain: Vec<Measured>,
+    /// TLS, per repeat.
+    pub tls: Vec<Measured>,
+}
+
+/// A keep-alive connection that posts prepared requests and reads the status.
+trait Poster: Send {
+    fn post(&mut self, prepared: &Prepared) -> Result<u16>;
+}
+
+impl Poster for Client {
+    fn post(&mut self, prepared: &Prepared) -> Result<u16> {
+        Client::post(self, &prepared.head, &prepared.body)
+    }
+}
+
+/// A keep-alive HTTP/1.1 connection over TLS.
+struct TlsClient {
+    stream: BufReader<StreamOwned<ClientConnection, TcpStream>>,
+}
+
+impl TlsClient {
+    fn connect(addr: &str, config: &Arc<ClientConfig>) -> Result<TlsClient> {
+        let tcp = TcpStream::connect(addr)?;
+        tcp.set_nodelay(true)?;
+        let name = ServerName::try_from("127.0.0.1")?;
+        let conn = ClientConnection::new(Arc::clone(config), name)?;
+        let mut stream = StreamOwned::new(conn, tcp);
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock)?;
+        }
+        Ok(TlsClient {
+            stream: BufReader::with_capacity(64 << 10, stream),
+        })
+    }
+}
+
+impl Poster for TlsClient {
+    fn post(&mut self, prepared: &Prepared) -> Result<u16> {
+        let writer = self.stream.get_mut();
+        writer.write_all(&prepared.head)?;
+        writer.write_all(&prepared.body)?;
+        writer.flush()?;
+        let mut line = String::new();
+        self.stream.read_line(&mut line)?;
+        let status: u16 = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("bad status line `{line}`"))?;
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line)?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse()?;
+                }
+            }
+        }
+        let mut body = vec![0u8; length];
+        self.stream.read_exact(&mut body)?;
+        Ok(status)
+    }
+}
+
+/// Closed loop: `clients` connected, each posting `prepared` `per_client` times; every answer
+/// must be 200.
+fn closed_loop(
+    mut clients: Vec<Box<dyn Poster>>,
+    prepared: &Prepared,
+    per_client: usize,
+) -> Result<Measured> {
+    let started = Instant::now();
+    let latencies: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .iter_mut()
+            .map(|client| {
+                s.spawn(move || -> Result<Vec<Duration>> {
+                    let mut out = Vec::with_capacity(per_client);
+                    for _ in 0..per_client {
+                        let t = Instant::now();
+                        let status = client.post(prepared)?;
+                        if status != 200 {
+                            bail!("HTTP {status}");
+                        }
+                        out.push(t.elapsed());
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow!("client thread panicked"))?)
+            .collect::<Result<Vec<_>>>()
+            .map(|v| v.concat())
+    })?;
+    let elapsed = started.elapsed();
+    Ok((
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        quantile_ms(&latencies, 0.5)?,
+        quantile_ms(&latencies, 0.99)?,
+    ))
+}
+
+/// A CA and a server certificate for 127.0.0.1 in `dir`, made with the openssl command.
+fn make_certificates(dir: &Path) -> Result<TlsFiles> {
+    let run = |args: &[&str]| -> Result<()> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .context("running the openssl command (is it installed?)")?;
+        if !out.status.success() {
+            bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &[
+            "-days",
+            "1",
+            "-subj",
+            "/CN=weir bench ca",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ],
+    ]
+    .concat())?;
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )?;
+    run(&[
+        &["req"][..],
+        &ec,
+        &[
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    ]
+    .concat())?;
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-set_serial",
+        "7",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.pem",
+    ])?;
+    Ok(TlsFiles {
+        cert: dir.join("server.pem"),
+        key: dir.join("server.key"),
+        client_ca: None,
+    })
+}
+
+fn client_config(ca: &Path) -> Result<Arc<ClientConfig>> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca)? {
+        roots.add(cert?)?;
+    }
+    let mut config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A server over `graph` on a runtime of its own, with `tls` when given.
+fn local_server(graph: &weir::RunningGraph, tls: Option<Arc<ServerTls>>) -> Result<LocalServer> {
+    let config = HttpConfig {
+        tls,
+        ..HttpConfig::default()
+    };
+    let server = HttpServer::new(vec![graph.runtime_handle()], config, Vec::new());
+    LocalServer::spawn(move |listener, stopped| async move {
+        let _ = server.serve(listener, stopped).await;
+    })
+}
+
+/// Runs the TLS experiment.
+///
+/// # Errors
+/// When the model, the certificates, a server or a run fails.
+pub fn tls(config: &TlsBenchConfig) -> Result<Vec<TlsRow>> {
+    let (_, path) = &config.model;
+    let (input, output) =
+        model_input(path).with_context(|| format!("reading {}", path.display()))?;
+    let dir = std::env::temp_dir().join(format!("weir-bench-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let files = make_certificates(&dir)?;
+    let client_tls = client_config(&dir.join("ca.pem"))?;
+    let server_tls = ServerTls::load(files)?;
+    let mut rows = Vec::new();
+    for &c in &config.concurrency {
+        let (graph, workload) = weir_graph(path, &input, &output, &IMAGE, layout_for(c))?;
+        let data = first_input(&workload);
+        let plain = local_server(&graph, None)?;
+        let secure = local_server(&graph, Some(Arc::clone(&server_tls)))?;
+        let plain_request = prepare(&plain.addr, "overhead", &IMAGE, &data, true);
+        let tls_request = prepare(&secure.addr, "overhead", &IMAGE, &data, true);
+        let plain_clients = || -> Result<Vec<Box<dyn Poster>>> {
+            (0..c)
+                .map(|_| Ok(Box::new(Client::connect(&plain.addr)?) as Box<dyn Poster>))
+                .collect()
+        };
+        let tls_clients = || -> Result<Vec<Box<dyn Poster>>> {
+            (0..c)
+                .map(|_| {
+                    Ok(Box::new(TlsClient::connect(&secure.addr, &client_tls)?) as Box<dyn Poster>)
+                })
+                .collect()
+        };
+        // Warm both paths (sessions, allocations, the TLS session's buffers).
+        closed_loop(plain_clients()?, &plain_request, 4)?;
+        closed_loop(tls_clients()?, &tls_request, 4)?;
+        let per_client = config.requests.div_ceil(c);
+        let mut row = TlsRow {
+            concurrency: c,
+            plain: Vec::new(),
+            tls: Vec::new(),
+        };
+        for r in 0..config.repeats {
+            eprintln!("c={c}: repeat {}/{}", r + 1, config.repeats);
+            let (pc, tc) = (plain_clients()?, tls_clients()?);
+            if r % 2 == 0 {
+                row.plain.push(closed_loop(pc, &plain_request, per_client)?);
+                row.tls.push(closed_loop(tc, &tls_request, per_client)?);
+            } else {
+                row.tls.push(closed_loop(tc, &tls_request, per_client)?);
+                row.plain.push(closed_loop(pc, &plain_request, per_client)?);
+            }
+        }
+        drop((plain, secure));
+        graph.shutdown();
+        rows.push(row);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rows)
+}
+
+/// `median [min–max]` of `values` with `digits` decimals.
+fn spread(values: &[f64], digits: usize) -> String {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "{:.digits$} [{min:.digits$}–{max:.digits$}]",
+        median(values.to_vec())
+    )
+}
+
+/// The TLS table as Markdown.
+pub fn tls_table(rows: &[TlsRow]) -> String {
+    let mut s = String::from(
+        "| clients | plain req/s | TLS req/s | TLS / plain req/s | plain p50 ms | TLS p50 ms | TLS p50 − plain p50 ms | plain p99 ms | TLS p99 ms |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let pick = |v: &[Measured], f: fn(&Measured) -> f64| v.iter().map(f).collect::<Vec<_>>();
+        let ratio: Vec<f64> = r
+            .tls
+            .iter()
+            .zip(&r.plain)
+            .map(|(t, p)| t.0 / p.0.max(1e-9))
+            .collect();
+        let delta: Vec<f64> = r.tls.iter().zip(&r.plain).map(|(t, p)| t.1 - p.1).collect();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.concurrency,
+            spread(&pick(&r.plain, |m| m.0), 1),
+            spread(&pick(&r.tls, |m| m.0), 1),
+            spread(&ratio, 3),
+            spread(&pick(&r.plain, |m| m.1), 2),
+            spread(&pick(&r.tls, |m| m.1), 2),
+            spread(&delta, 2),
+            spread(&pick(&r.plain, |m| m.2), 2),
+            spread(&pick(&r.tls, |m| m.2), 2),
+        ));
+    }
+    s
+}

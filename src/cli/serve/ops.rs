@@ -1,0 +1,126 @@
+//! The flags of `weir serve` that a platform team sets rather than a model's author: TLS on both
+//! listeners, the metrics listener and its compatibility names, probes without the token, the
+//! access log; and what they build (the TLS configuration, the process's and Triton's metrics
+//! sources). docs/deployment.md is the guide to them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use weir_connectors::grpc::GrpcServer;
+use weir_connectors::http::triton_metrics::{triton_source, NodeTotals, TritonModel};
+use weir_connectors::http::{HttpServer, MetricsSource};
+use weir_connectors::tls::{ServerTls, TlsFiles};
+
+use crate::RunningGraph;
+
+/// Metric names added beside weir's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum MetricsCompat {
+    /// Triton's `nv_inference_*` families, labelled by model and version.
+    Triton,
+}
+
+/// The operational flags (see the module docs).
+#[derive(Debug, Args)]
+pub(crate) struct OperateArgs {
+    /// PEM certificate chain (leaf first) both listeners serve TLS with; with --tls-key. Re-read
+    /// on SIGHUP and when the files change (checked every 2 s), for new connections only; a
+    /// reload that fails keeps the certificate in use and logs an error.
+    #[arg(long, env = "WEIR_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, RSA or EC).
+    #[arg(long, env = "WEIR_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: clients must present a certificate that chains to one of them
+    /// (mutual TLS); others are refused in the handshake. Reloaded with --tls-cert.
+    #[arg(long, env = "WEIR_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Address of a listener serving `/metrics` alone, without the bearer token and in
+    /// plaintext (bind it where only the scraper reaches); port 0 picks a free one, printed
+    /// after the HTTP and gRPC addresses.
+    #[arg(long, env = "WEIR_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Leave readiness (HTTP `/v2/health/ready`, gRPC `ServerReady`) open when a token is set,
+    /// for probes that hold none. Liveness and `grpc.health.v1` are always open; by default
+    /// readiness needs the token.
+    #[arg(long)]
+    pub health_unauthenticated: bool,
+    /// Also write another server's metric names in `/metrics`: `triton` adds Triton's
+    /// `nv_inference_*` families (labels model, version).
+    #[arg(long, value_enum, env = "WEIR_METRICS_COMPAT")]
+    pub metrics_compat: Option<MetricsCompat>,
+    /// Turn off the access log (one `weir::access` event per HTTP request and gRPC call, on by
+    /// default at info).
+    #[arg(long)]
+    pub no_access_log: bool,
+}
+
+impl OperateArgs {
+    /// The TLS configuration asked for, read and checked.
+    pub(crate) fn tls(&self) -> Result<Option<Arc<ServerTls>>> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        let files = TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: self.tls_client_ca.clone(),
+        };
+        ServerTls::load(files)
+            .map(Some)
+            .context("--tls-cert / --tls-key / --tls-client-ca")
+    }
+
+    /// The metrics sources these flags add: the process's, and Triton's names when asked for
+    /// (over the graphs `running`, counting both servers' requests).
+    pub(crate) fn metrics_sources(
+        &self,
+        running: &[RunningGraph],
+        http: &HttpServer,
+        grpc: &GrpcServer,
+    ) -> Vec<MetricsSource> {
+        let mut sources = vec![weir_connectors::process_metrics::process_source()];
+        if self.metrics_compat == Some(MetricsCompat::Triton) {
+            sources.push(triton(running, http, grpc));
+        }
+        sources
+    }
+}
+
+/// Triton's families over `running`, from both servers' request metrics and each graph's
+/// executors.
+fn triton(running: &[RunningGraph], http: &HttpServer, grpc: &GrpcServer) -> MetricsSource {
+    let requests = [http.graph_metrics(), grpc.graph_metrics()];
+    let models = running
+        .iter()
+        .map(|graph| {
+            let name = graph.runtime().plan().name.clone();
+            let metrics = requests
+                .iter()
+                .flatten()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, m)| Arc::clone(m))
+                .collect();
+            let stats = graph.executor_stats_reader();
+            TritonModel {
+                name,
+                requests: metrics,
+                runtime: graph.runtime_handle(),
+                nodes: Box::new(move || {
+                    stats()
+                        .into_iter()
+                        .map(|(_, s)| NodeTotals {
+                            runs: s.runs,
+                            jobs: s.jobs_answered,
+                            busy: s.busy,
+                            sojourn: s.sojourn,
+                        })
+                        .collect()
+                }),
+            }
+        })
+        .collect();
+    triton_source(models)
+}
