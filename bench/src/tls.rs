@@ -265,11 +265,25 @@ fn local_server(graph: &weir::RunningGraph, tls: Option<Arc<ServerTls>>) -> Resu
     })
 }
 
-/// Runs the TLS experiment.
+impl TlsClient {
+    /// The protocol version and cipher suite negotiated.
+    fn negotiated(&self) -> String {
+        let conn = &self.stream.get_ref().conn;
+        let version = conn
+            .protocol_version()
+            .map_or("?".to_string(), |v| format!("{v:?}"));
+        let suite = conn
+            .negotiated_cipher_suite()
+            .map_or("?".to_string(), |s| format!("{:?}", s.suite()));
+        format!("{version} {suite}")
+    }
+}
+
+/// Runs the TLS experiment; the rows, and the TLS version and cipher suite the clients negotiated.
 ///
 /// # Errors
 /// When the model, the certificates, a server or a run fails.
-pub fn tls(config: &TlsBenchConfig) -> Result<Vec<TlsRow>> {
+pub fn tls(config: &TlsBenchConfig) -> Result<(Vec<TlsRow>, String)> {
     let (_, path) = &config.model;
     let (input, output) =
         model_input(path).with_context(|| format!("reading {}", path.display()))?;
@@ -279,6 +293,7 @@ pub fn tls(config: &TlsBenchConfig) -> Result<Vec<TlsRow>> {
     let client_tls = client_config(&dir.join("ca.pem"))?;
     let server_tls = ServerTls::load(files)?;
     let mut rows = Vec::new();
+    let mut negotiated = String::new();
     for &c in &config.concurrency {
         let (graph, workload) = weir_graph(path, &input, &output, &IMAGE, layout_for(c))?;
         let data = first_input(&workload);
@@ -298,6 +313,7 @@ pub fn tls(config: &TlsBenchConfig) -> Result<Vec<TlsRow>> {
                 })
                 .collect()
         };
+        negotiated = TlsClient::connect(&secure.addr, &client_tls)?.negotiated();
         // Warm both paths (sessions, allocations, the TLS session's buffers).
         closed_loop(plain_clients()?, &plain_request, 4)?;
         closed_loop(tls_clients()?, &tls_request, 4)?;
@@ -323,7 +339,7 @@ pub fn tls(config: &TlsBenchConfig) -> Result<Vec<TlsRow>> {
         rows.push(row);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(rows)
+    Ok((rows, negotiated))
 }
 
 /// `median [min–max]` of `values` with `digits` decimals.

@@ -30,9 +30,11 @@ use clap::{Parser, Subcommand};
 pub use executor::{run as run_executor, ExecutorArgs};
 pub use serve::{run as run_serve, ServeArgs};
 
-/// Logs to stderr as text, filtered by `WEIR_LOG` (default [`logging::DEFAULT_FILTER`]).
+/// Logs to stderr as text, filtered by `WEIR_LOG` (default [`logging::DEFAULT_FILTER`]), without
+/// the access log: what `weir-bench` starts with, since a line per request would be part of what
+/// its experiments measure.
 pub fn init_logging() {
-    logging::init(logging::LogFormat::Text, true);
+    logging::init(logging::LogFormat::Text, false);
 }
 
 /// The `weir` binary: parses the command line, runs the command, prints an error chain on failure.

@@ -40,9 +40,9 @@ pub(super) fn run(args: TlsArgs) -> Result<()> {
         requests: args.requests.max(1),
         repeats: args.repeats.max(1),
     };
-    let rows = tls(&config)?;
+    let (rows, negotiated) = tls(&config)?;
     super::print_machine(Some(format!(
-        "{}, HTTP binary bodies, keep-alive; {} requests per measurement, {} repeats (median [min–max]); load average {}",
+        "{}, HTTP binary bodies, keep-alive, {negotiated}; {} requests per measurement, {} repeats (median [min–max]); load average {}",
         config.model.0,
         config.requests,
         config.repeats,
