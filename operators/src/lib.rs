@@ -1,6 +1,6 @@
 //! weir's node operators: what each node kind does inside the timely dataflow.
 //!
-//! [`OperatorFactory`] implements the engine's [`NodeFactory`]: it owns the process-wide resources
+//! [`OperatorFactory`] implements the engine's [`weir_engine::compile::NodeFactory`]: it owns the process-wide resources
 //! (one ONNX Runtime executor per model node, started before any worker runs so a bad model fails
 //! at start-up) and builds each node's operator on every worker. What the graph process made
 //! before it ([`SharedHandles`]: the remote executors' client, admission's counters, the HAMS

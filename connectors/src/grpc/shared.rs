@@ -137,15 +137,13 @@ impl Target<'_> {
     /// The rows `request` carries: its first input's leading dimension when that input has one
     /// more dimension than the graph's, else one.
     fn rows(self, request: &ModelInferRequest) -> u64 {
-        let Target::Graph(v) = self else { return 1 };
-        let plan = v.runtime.plan();
-        request
-            .inputs
-            .first()
-            .and_then(|i| {
-                let declared = plan.inputs.iter().find(|g| g.name == i.name)?;
-                (i.shape.len() == declared.ty.shape.len() + 1).then(|| i.shape.first().copied())?
-            })
-            .map_or(1, |n| u64::try_from(n).unwrap_or(0))
+        match (self, request.inputs.first()) {
+            (Target::Graph(v), Some(i)) => v.rows(
+                &i.name,
+                i.shape.len(),
+                i.shape.first().and_then(|n| u64::try_from(*n).ok()),
+            ),
+            _ => 1,
+        }
     }
 }

@@ -635,16 +635,12 @@ impl Served<'_> {
     /// The rows `request` carries: its first input's leading dimension when that input has one
     /// more dimension than the graph's, else one.
     fn rows(self, request: &InferRequest) -> u64 {
-        let Served::Graph(v) = self else { return 1 };
-        let plan = v.runtime.plan();
-        request
-            .inputs
-            .first()
-            .and_then(|i| {
-                let declared = plan.inputs.iter().find(|g| g.name == i.name)?;
-                (i.shape.len() == declared.ty.shape.len() + 1).then(|| i.shape.first().copied())?
-            })
-            .map_or(1, |n| n as u64)
+        match (self, request.inputs.first()) {
+            (Served::Graph(v), Some(i)) => {
+                v.rows(&i.name, i.shape.len(), i.shape.first().map(|n| *n as u64))
+            }
+            _ => 1,
+        }
     }
 }
 

@@ -51,6 +51,17 @@ impl std::fmt::Debug for ModelVersion {
 }
 
 impl ModelVersion {
+    /// The rows a request carries whose first input is `name` with `dims` dimensions led by
+    /// `first`: `first` when that input has one dimension more than the graph's (a batch), else
+    /// one.
+    pub fn rows(&self, name: &str, dims: usize, first: Option<u64>) -> u64 {
+        let declared = self.runtime.plan().inputs.iter().find(|g| g.name == name);
+        match (declared, first) {
+            (Some(g), Some(n)) if dims == g.ty.shape.len() + 1 => n,
+            _ => 1,
+        }
+    }
+
     /// Version 1 of a graph served under its own name, its configuration written from its plan.
     pub fn of_graph(runtime: Arc<GraphRuntime>) -> ModelVersion {
         ModelVersion {

@@ -7,7 +7,7 @@
 //! 1. **Explicit variant**: only the worker is chosen: its least-loaded usable instance, else a
 //!    worker to load it on ([`cold_worker`]).
 //! 2. **Candidates**: the task's variants with accuracy ≥ `min_accuracy`, T_inf(batch) ≤
-//!    `latency_ms`, max batch ≥ batch and price ≤ `max_cost` ([`matches`]).
+//!    `latency_ms`, max batch ≥ batch and price ≤ `max_cost` ([`matches()`]).
 //! 3. **Active first**: among candidates with a usable (Active, loaded) instance, the one whose
 //!    latency is closest below the SLO (least `latency_ms − T_inf`, as the paper's public code
 //!    does; least T_inf when no SLO is given; ties by name), on its least-loaded usable instance.

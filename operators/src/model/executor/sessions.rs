@@ -112,7 +112,7 @@ pub(super) fn warm_up(node: &str, session: &mut Session, inputs: &SyntheticInput
     }
 }
 
-/// The loop of thread `i` of a switchable executor (see [`super::parallelism`]): takes jobs only
+/// The loop of thread `i` of a switchable executor (see [`crate::model::parallelism`]): takes jobs only
 /// while `i < c`, runs each batch on its session for the `t` in force when the batch was taken.
 /// With `pins`, the thread moves to the core [`CorePins::caller`] gives for the `t` of each call.
 pub(super) fn switchable_loop(
