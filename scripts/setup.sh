@@ -461,7 +461,9 @@ if [[ ! -e "$PERF_ANALYZER/lib/libb64.so.0d" ]]; then
         || die "perf_analyzer needs libb64.so.0d: Debian's libb64-0d package (apt-get download)"
     b64_tmp="$(mktemp -d)"
     chmod a+rwx "$b64_tmp"  # apt-get download fetches as the _apt user
-    (cd "$b64_tmp" && apt-get download -q libb64-0d >/dev/null) \
+    # A machine whose package lists are empty needs them read once first.
+    (cd "$b64_tmp" && { apt-get download -q libb64-0d >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null && apt-get download -q libb64-0d >/dev/null; }; }) \
         || die "apt-get download libb64-0d failed"
     dpkg-deb -x "$b64_tmp"/libb64-0d_*.deb "$b64_tmp/root"
     cp "$(find "$b64_tmp/root" -name 'libb64.so.0d*' | head -n1)" "$PERF_ANALYZER/lib/libb64.so.0d"
