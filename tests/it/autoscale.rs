@@ -76,6 +76,11 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
     std::fs::write(&key, KEY).expect("key");
     let listen = loopback();
     let config = dir.0.join("autoscale.yaml");
+    // The worker autoscaler's own rules are switched off (no utilisation above 100 %, no
+    // fraction of executors above all of them): the machine's CPU is shared with the other tests,
+    // so its utilisation says nothing about this executor, and a second executor started by
+    // those rules would leave the model autoscaler a free executor and nothing to pass up. The
+    // only way to a second executor is then the question passed up.
     let launch = json!([
         env!("CARGO_BIN_EXE_weir"),
         "executor",
@@ -93,7 +98,7 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
     std::fs::write(
         &config,
         format!(
-            "autoscale:\n  tick_s: 0.5\n  workers: {{interval_s: 1.0, idle_grace_s: 3.0, min_per_type: 1, max_per_type: 3}}\nlaunch:\n  accel: {launch}\n"
+            "autoscale:\n  tick_s: 0.5\n  workers: {{interval_s: 1.0, idle_grace_s: 3.0, min_per_type: 1, max_per_type: 3, busy_utilisation: 1.0, overloaded_fraction: 1.0}}\nlaunch:\n  accel: {launch}\n"
         ),
     )
     .expect("autoscale file");

@@ -27,6 +27,7 @@ mod hostile_zenoh;
 mod image_ops;
 mod invalid;
 mod kairos;
+mod model_control;
 mod model_repository;
 mod modelless;
 mod modelless_grpc;

@@ -14,11 +14,14 @@ use serde_json::{json, Value};
 use crate::common::{assert_close, direct_ort, model, repo, temp_dir, weir_home, TempDir};
 use crate::serve::http;
 
-struct RepoServer {
+/// A `weir serve --model-repository` process, killed when dropped.
+pub(crate) struct RepoServer {
     child: Child,
-    http: String,
-    grpc: String,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    pub(crate) http: String,
+    pub(crate) grpc: String,
+    pub(crate) stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The repository's root.
+    pub(crate) root: std::path::PathBuf,
     _dir: TempDir,
 }
 
@@ -29,12 +32,12 @@ impl Drop for RepoServer {
     }
 }
 
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     std::fs::write(path, text).expect("write");
 }
 
-fn copy(from: &Path, to: &Path) {
+pub(crate) fn copy(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
     std::fs::copy(from, to).expect("copy model");
 }
@@ -42,6 +45,11 @@ fn copy(from: &Path, to: &Path) {
 /// A repository: `digits` (two versions, a config serving both, batch 8), `ocr_cls` (no config:
 /// auto-complete), `bad` (a config with an unknown field).
 fn start() -> RepoServer {
+    start_with(&[])
+}
+
+/// [`start`]'s repository served with `args` added.
+pub(crate) fn start_with(args: &[&str]) -> RepoServer {
     weir_home();
     let dir = temp_dir("triton-repo");
     let root = dir.0.join("models");
@@ -69,6 +77,7 @@ fn start() -> RepoServer {
         .args(["serve", "--model-repository"])
         .arg(&root)
         .args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(args)
         .env_remove("WEIR_AUTH_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -105,6 +114,7 @@ fn start() -> RepoServer {
         http: http_addr,
         grpc,
         stderr,
+        root,
         _dir: dir,
     };
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -115,7 +125,7 @@ fn start() -> RepoServer {
     served
 }
 
-fn get(s: &RepoServer, path: &str) -> (u16, Value) {
+pub(crate) fn get(s: &RepoServer, path: &str) -> (u16, Value) {
     let (code, body) = http(&s.http, "GET", path, &[], b"");
     (
         code,
@@ -123,7 +133,7 @@ fn get(s: &RepoServer, path: &str) -> (u16, Value) {
     )
 }
 
-fn infer(s: &RepoServer, path: &str, rows: usize) -> (u16, Value) {
+pub(crate) fn infer(s: &RepoServer, path: &str, rows: usize) -> (u16, Value) {
     let data: Vec<f32> = (0..rows * 64).map(|i| (i % 17) as f32 / 16.0).collect();
     let body =
         json!({"inputs": [{"name": "x", "datatype": "FP32", "shape": [rows, 64], "data": data}]});

@@ -39,6 +39,9 @@ pub struct LoadOptions {
     pub default_max_batch_size: i32,
     /// Bounds on what is read.
     pub limits: Limits,
+    /// Configurations given as JSON by model name, used instead of the model's `config.pbtxt`
+    /// (Triton's `config` parameter of a load request).
+    pub config_overrides: BTreeMap<String, String>,
 }
 
 impl Default for LoadOptions {
@@ -47,6 +50,7 @@ impl Default for LoadOptions {
             autocomplete: true,
             default_max_batch_size: DEFAULT_MAX_BATCH_SIZE,
             limits: Limits::default(),
+            config_overrides: BTreeMap::new(),
         }
     }
 }
@@ -227,8 +231,22 @@ fn prepare(
     warnings: &mut Vec<String>,
 ) -> Result<Prepared, LoadError> {
     let shown = format!("{name}/{CONFIG_FILE}");
-    let mut config = match &dir.config {
-        Some(path) => {
+    let mut config = match (options.config_overrides.get(name), &dir.config) {
+        (Some(json), _) => {
+            let what = format!("{name}: the `config` parameter");
+            if json.len() as u64 > options.limits.max_config_bytes {
+                return Err(LoadError::invalid(
+                    what,
+                    format!(
+                        "{} bytes, more than the {} a configuration may have",
+                        json.len(),
+                        options.limits.max_config_bytes
+                    ),
+                ));
+            }
+            pbtxt::parse_json(json, &what)?.config
+        }
+        (None, Some(path)) => {
             let bytes = read_capped(
                 path,
                 options.limits.max_config_bytes,
@@ -239,8 +257,8 @@ fn prepare(
             })?;
             pbtxt::parse(&text, &shown)?.config
         }
-        None if options.autocomplete => ModelConfig::default(),
-        None => {
+        (None, None) if options.autocomplete => ModelConfig::default(),
+        (None, None) => {
             return Err(LoadError::invalid(
                 CONFIG_FILE,
                 "missing, and auto-complete is off: every model needs a complete configuration",

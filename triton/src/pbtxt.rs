@@ -56,6 +56,30 @@ pub fn parse(text: &str, file: &str) -> Result<ParsedConfig, LoadError> {
                 message: e.to_string(),
             }
         })?;
+    checked(message, file)
+}
+
+/// Parses `json`, a `ModelConfig` in protobuf's JSON mapping (a load request's `config`
+/// parameter, shown in errors as `what`), and checks its fields against the field policy.
+///
+/// # Errors
+/// [`LoadError::Syntax`] when it is not a `ModelConfig` in JSON; [`LoadError::NotImplemented`]
+/// when it sets fields weir refuses.
+pub fn parse_json(json: &str, what: &str) -> Result<ParsedConfig, LoadError> {
+    let mut reader = serde_json::Deserializer::from_str(json);
+    let message = DynamicMessage::deserialize(model_config_descriptor(), &mut reader)
+        .and_then(|m| reader.end().map(|()| m))
+        .map_err(|e| LoadError::Syntax {
+            file: what.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+    checked(message, what)
+}
+
+/// The typed configuration of `message`, once its fields pass the field policy.
+fn checked(message: DynamicMessage, file: &str) -> Result<ParsedConfig, LoadError> {
     let refused = fields::refused(&message);
     if !refused.is_empty() {
         return Err(LoadError::NotImplemented {

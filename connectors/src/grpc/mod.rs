@@ -18,6 +18,7 @@
 //!   names no graph has;
 //! - `service.rs`: the inference service's RPCs;
 //! - `models.rs`: Triton's `ModelConfig` and `ModelStatistics` from the shared model table;
+//! - `repository.rs`: Triton's model repository RPCs (index, load, unload);
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
 //! - `health.rs`: `grpc.health.v1` Check and Watch;
 //! - `admit.rs`: each request message charged against the process's byte budget, for its bytes
@@ -36,6 +37,7 @@ mod health;
 mod listener;
 mod models;
 mod parameters;
+mod repository;
 mod server;
 mod service;
 mod shared;

@@ -21,7 +21,6 @@
 //! GOAWAY tells clients to open no new RPCs, and the server waits for the RPCs in flight (each
 //! stream ends once its requests are answered) for up to the drain timeout.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,9 +41,10 @@ use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::InferService;
 use super::shared::{Phase, Shared};
 use crate::access_log::grpc::Logged;
-use crate::http::metrics::{requests_source, GraphMetrics, GRPC_FAMILIES};
+use crate::http::metrics::{requests_source, ModelMetrics, GRPC_FAMILIES};
 use crate::http::{ByteBudget, MetricsSource};
-use crate::models::Models;
+use crate::models::control::ModelControl;
+use crate::models::{ModelTable, Models};
 use crate::oip::ModelLess;
 
 /// Why the server stopped other than by its shutdown signal.
@@ -78,25 +78,24 @@ impl GrpcServer {
         config: GrpcConfig,
         budget: Arc<ByteBudget>,
     ) -> GrpcServer {
-        GrpcServer::with_models(Arc::new(Models::from_graphs(graphs)), config, budget)
+        let models = Arc::new(ModelTable::new(Models::from_graphs(graphs)));
+        GrpcServer::with_models(models, config, budget)
     }
 
     /// A server for the models of `models` (graphs and repository models, by name and version),
     /// which the process's HTTP server may share, charging request messages to `budget`.
     pub fn with_models(
-        models: Arc<Models>,
+        models: Arc<ModelTable>,
         config: GrpcConfig,
         budget: Arc<ByteBudget>,
     ) -> GrpcServer {
-        let graphs = models
-            .names()
-            .map(|name| (name.to_string(), Arc::default()))
-            .collect::<BTreeMap<_, _>>();
+        let graphs = Arc::new(ModelMetrics::for_models(&models.snapshot()));
         let (phase, _) = watch::channel(Phase::Starting);
         GrpcServer {
             shared: Arc::new(Shared {
                 models,
                 graphs,
+                control: None,
                 modelless: None,
                 config,
                 phase,
@@ -123,23 +122,27 @@ impl GrpcServer {
     /// The server's request metrics (`weir_grpc_requests_total`, `..._duration_seconds`), for
     /// the HTTP server's `/metrics`.
     pub fn metrics_source(&self) -> MetricsSource {
-        requests_source(
-            GRPC_FAMILIES,
-            self.shared
-                .graphs
-                .iter()
-                .map(|(name, m)| (name.clone(), Arc::clone(m)))
-                .collect(),
-        )
+        requests_source(GRPC_FAMILIES, Arc::clone(&self.shared.graphs))
     }
 
-    /// Each served model's request metrics (for `--metrics-compat triton`).
-    pub fn graph_metrics(&self) -> Vec<(String, Arc<GraphMetrics>)> {
-        self.shared
-            .graphs
-            .iter()
-            .map(|(name, m)| (name.clone(), Arc::clone(m)))
-            .collect()
+    /// Each served model's request metrics over gRPC, models loaded later included (for
+    /// `--metrics-compat triton`).
+    pub fn graph_metrics(&self) -> Arc<ModelMetrics> {
+        Arc::clone(&self.shared.graphs)
+    }
+
+    /// The same server, also answering `RepositoryIndex`, `RepositoryModelLoad` and
+    /// `RepositoryModelUnload` through `control` (call it before [`GrpcServer::serve`]).
+    #[must_use]
+    pub fn with_model_control(self, control: Arc<dyn ModelControl>) -> GrpcServer {
+        let mut shared = self.shared;
+        if let Some(s) = Arc::get_mut(&mut shared) {
+            s.control = Some(control);
+        }
+        GrpcServer {
+            shared,
+            budget: self.budget,
+        }
     }
 
     /// Serves on `listener` until `shutdown` completes, then drains (see the module doc) and
@@ -155,7 +158,7 @@ impl GrpcServer {
         let shared = self.shared;
         let cap = shared.config.max_message_bytes;
         let drain = shared.config.drain_timeout;
-        info!(addr = ?listener.local_addr().ok(), graphs = shared.graphs.len(), "Serving gRPC.");
+        info!(addr = ?listener.local_addr().ok(), models = shared.models.snapshot().names().count(), "Serving gRPC.");
         let idle = shared.config.idle_timeout.max(Duration::from_millis(2));
         let admission = Arc::new(Admission {
             budget: self.budget,

@@ -16,9 +16,11 @@ use super::proto::model_metadata_response::TensorMetadata;
 use super::proto::{
     ModelConfigRequest, ModelConfigResponse, ModelInferRequest, ModelInferResponse,
     ModelMetadataRequest, ModelMetadataResponse, ModelReadyRequest, ModelReadyResponse,
-    ModelStatisticsRequest, ModelStatisticsResponse, ModelStreamInferResponse, ServerLiveRequest,
-    ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest,
-    ServerReadyResponse,
+    ModelStatisticsRequest, ModelStatisticsResponse, ModelStreamInferResponse,
+    RepositoryIndexRequest, RepositoryIndexResponse, RepositoryModelLoadRequest,
+    RepositoryModelLoadResponse, RepositoryModelUnloadRequest, RepositoryModelUnloadResponse,
+    ServerLiveRequest, ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse,
+    ServerReadyRequest, ServerReadyResponse,
 };
 use super::shared::{Shared, Target};
 use super::status::Failure;
@@ -63,9 +65,11 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelReadyResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         let r = request.get_ref();
-        self.0.target(&r.name, &r.version).map_err(|f| f.status)?;
+        // A model or version not served (never loaded, or unloaded) is not ready, as Triton
+        // answers it, rather than an error: clients poll readiness across loads and unloads.
+        let served = self.0.target(&r.name, &r.version).is_ok();
         Ok(Response::new(ModelReadyResponse {
-            ready: self.0.serving(),
+            ready: served && self.0.serving(),
         }))
     }
 
@@ -106,6 +110,7 @@ impl GrpcInferenceService for InferService {
             versions: self
                 .0
                 .models
+                .snapshot()
                 .versions(name)
                 .iter()
                 .map(u64::to_string)
@@ -130,9 +135,8 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelConfigResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         let r = request.get_ref();
-        let served = self
-            .0
-            .models
+        let models = self.0.models.snapshot();
+        let served = models
             .resolve(&r.name, Some(&r.version))
             .map_err(|e| Failure::lookup(&e).status)?;
         Ok(Response::new(ModelConfigResponse {
@@ -146,7 +150,7 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelStatisticsResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         let r = request.get_ref();
-        super::models::statistics(&self.0.models, &r.name, &r.version)
+        super::models::statistics(&self.0.models.snapshot(), &r.name, &r.version)
             .map(Response::new)
             .map_err(|f| f.status)
     }
@@ -161,6 +165,38 @@ impl GrpcInferenceService for InferService {
             .await
             .map(Response::new)
             .map_err(|f| f.status)
+    }
+
+    async fn repository_index(
+        &self,
+        request: Request<RepositoryIndexRequest>,
+    ) -> Result<Response<RepositoryIndexResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let ready = request.get_ref().ready;
+        Ok(Response::new(super::repository::index(
+            self.0.control.as_ref(),
+            ready,
+        )))
+    }
+
+    async fn repository_model_load(
+        &self,
+        request: Request<RepositoryModelLoadRequest>,
+    ) -> Result<Response<RepositoryModelLoadResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let r = request.into_inner();
+        super::repository::load(self.0.control.as_ref(), r.model_name, r.parameters).await?;
+        Ok(Response::new(RepositoryModelLoadResponse {}))
+    }
+
+    async fn repository_model_unload(
+        &self,
+        request: Request<RepositoryModelUnloadRequest>,
+    ) -> Result<Response<RepositoryModelUnloadResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let r = request.into_inner();
+        super::repository::unload(self.0.control.as_ref(), r.model_name, r.parameters).await?;
+        Ok(Response::new(RepositoryModelUnloadResponse {}))
     }
 
     type ModelStreamInferStream = ReceiverStream<Result<ModelStreamInferResponse, Status>>;

@@ -15,7 +15,6 @@
 //! requirements, the reply's the variant and whether it was a cold start), the same timeout and
 //! the same failures.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,8 +27,9 @@ use super::convert::{infer_request, infer_response};
 use super::proto::{ModelInferRequest, ModelInferResponse};
 use super::status::Failure;
 use crate::http::authorized;
-use crate::http::metrics::{GraphMetrics, Outcome};
-use crate::models::{ModelVersion, Models};
+use crate::http::metrics::{ModelMetrics, Outcome};
+use crate::models::control::ModelControl;
+use crate::models::{ModelTable, ModelVersion};
 use crate::oip::{infer_outputs, ModelLess};
 
 /// Where the server is in its life: health, readiness and open streams follow it.
@@ -46,8 +46,9 @@ pub(super) enum Phase {
 /// What every RPC reads: the served models and their request metrics over gRPC, the model-less
 /// front end, the configuration and the phase.
 pub(super) struct Shared {
-    pub models: Arc<Models>,
-    pub graphs: BTreeMap<String, Arc<GraphMetrics>>,
+    pub models: Arc<ModelTable>,
+    pub graphs: Arc<ModelMetrics>,
+    pub control: Option<Arc<dyn ModelControl>>,
     pub modelless: Option<Arc<dyn ModelLess>>,
     pub config: GrpcConfig,
     pub phase: watch::Sender<Phase>,
@@ -68,11 +69,11 @@ impl Shared {
     /// What answers requests for `version` of `name` (empty: the highest served): its graph,
     /// else the model-less front end if it serves it.
     pub fn target(&self, name: &str, version: &str) -> Result<Target<'_>, Failure> {
-        match (self.models.contains(name), &self.modelless) {
-            (true, _) => self
-                .models
+        let models = self.models.snapshot();
+        match (models.contains(name), &self.modelless) {
+            (true, _) => models
                 .resolve(name, Some(version))
-                .map(|v| Target::Graph(v))
+                .map(|v| Target::Graph(Arc::clone(v)))
                 .map_err(|e| Failure::lookup(&e)),
             (false, Some(m)) if m.serves(name) => Ok(Target::ModelLess(m.as_ref())),
             _ => Err(Failure::unknown_model(name)),
@@ -92,12 +93,10 @@ impl Shared {
         let name = request.model_name.clone();
         let started = Instant::now();
         let rows = target.rows(&request);
-        let result = self.infer_on(target, request).await;
+        let result = self.infer_on(target.clone(), request).await;
         if let Target::Graph(served) = target {
             let outcome = result.as_ref().map_or_else(|f| f.outcome, |_| Outcome::Ok);
-            if let Some(m) = self.graphs.get(&name) {
-                m.record(outcome, started.elapsed());
-            }
+            self.graphs.of(&name).record(outcome, started.elapsed());
             match &result {
                 Ok(_) => served.stats.success(rows, started.elapsed()),
                 Err(_) => served.stats.failure(started.elapsed()),
@@ -125,10 +124,10 @@ impl Shared {
 }
 
 /// What answers a model's requests.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) enum Target<'a> {
-    /// A served version of a model.
-    Graph(&'a ModelVersion),
+    /// A served version of a model (kept for the request's life: a reload does not move it).
+    Graph(Arc<ModelVersion>),
     /// The model-less front end.
     ModelLess(&'a dyn ModelLess),
 }
@@ -136,7 +135,7 @@ pub(super) enum Target<'a> {
 impl Target<'_> {
     /// The rows `request` carries: its first input's leading dimension when that input has one
     /// more dimension than the graph's, else one.
-    fn rows(self, request: &ModelInferRequest) -> u64 {
+    fn rows(&self, request: &ModelInferRequest) -> u64 {
         match (self, request.inputs.first()) {
             (Target::Graph(v), Some(i)) => v.rows(
                 &i.name,

@@ -9,9 +9,10 @@
 //! server's requests are the same series under their own names ([`GRPC_FAMILIES`]), written
 //! through a [`MetricsSource`] ([`requests_source`]) so one `/metrics` shows both protocols.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -25,9 +26,9 @@ use weir_engine::metrics::{
     HTTP_CONNECTIONS_CLOSED_TOTAL, HTTP_CONNECTIONS_REFUSED_TOTAL, REQUESTS_TOTAL,
     REQUEST_DURATION_SECONDS,
 };
-use weir_engine::runtime::GraphRuntime;
 
 use super::listener::ConnectionCounters;
+use crate::models::{ModelTable, Models};
 
 /// Appends Prometheus text lines for one part of the process.
 pub type MetricsSource = Box<dyn Fn(&mut String) + Send + Sync>;
@@ -148,15 +149,51 @@ impl GraphMetrics {
     }
 }
 
-/// One served graph, as the server's collector reads it.
-#[derive(Debug)]
-pub(super) struct ServedMetrics {
-    /// The graph's name (the `graph` label).
-    pub name: String,
-    /// Its request metrics.
-    pub metrics: Arc<GraphMetrics>,
-    /// Its runtime, for the admission gauge.
-    pub runtime: Arc<GraphRuntime>,
+/// Each model's request metrics over one transport, by name: made when the server starts for
+/// the models served then, and on its first request for a model loaded later. Entries stay when a
+/// model is unloaded, so its counters never go back (a reload continues them); they are bounded
+/// by the models a repository holds, since only names that resolved are recorded.
+#[derive(Debug, Default)]
+pub struct ModelMetrics {
+    by_name: RwLock<BTreeMap<String, Arc<GraphMetrics>>>,
+}
+
+impl ModelMetrics {
+    /// Metrics for every model of `models`.
+    pub fn for_models(models: &Models) -> ModelMetrics {
+        ModelMetrics {
+            by_name: RwLock::new(
+                models
+                    .names()
+                    .map(|n| (n.to_string(), Arc::default()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `name`'s metrics, made on first use.
+    pub fn of(&self, name: &str) -> Arc<GraphMetrics> {
+        if let Some(m) = self
+            .by_name
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return Arc::clone(m);
+        }
+        let mut all = self.by_name.write().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(all.entry(name.to_string()).or_default())
+    }
+
+    /// Every model's metrics, sorted by name.
+    pub fn all(&self) -> Vec<(String, Arc<GraphMetrics>)> {
+        self.by_name
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(n, m)| (n.clone(), Arc::clone(m)))
+            .collect()
+    }
 }
 
 /// The server's `/metrics`: its own families (one registry, built once), then the sources.
@@ -166,13 +203,16 @@ pub(super) struct ServerMetrics {
 }
 
 impl ServerMetrics {
-    /// Metrics of `graphs` and `connections`, followed by `sources`.
+    /// Request metrics of `graphs` with the admission of `models`, and `connections`, followed
+    /// by `sources`.
     pub(super) fn new(
-        graphs: Vec<ServedMetrics>,
+        models: Arc<ModelTable>,
+        graphs: Arc<ModelMetrics>,
         connections: Arc<ConnectionCounters>,
         sources: Vec<MetricsSource>,
     ) -> Self {
         let registry = registry_of(RequestMetrics {
+            models,
             graphs,
             connections,
         });
@@ -198,22 +238,27 @@ impl ServerMetrics {
 /// Requests, latencies and admission of every served graph, and the listener's connections.
 #[derive(Debug)]
 struct RequestMetrics {
-    graphs: Vec<ServedMetrics>,
+    models: Arc<ModelTable>,
+    graphs: Arc<ModelMetrics>,
     connections: Arc<ConnectionCounters>,
 }
 
 impl Collector for RequestMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let graphs = self.graphs.all();
         encode_graphs(
             &mut encoder,
             HTTP_FAMILIES,
-            self.graphs.iter().map(|g| (g.name.as_str(), &*g.metrics)),
+            graphs.iter().map(|(g, m)| (g.as_str(), &**m)),
         )?;
+        // The version an unversioned request reaches, of each model served now.
+        let models = self.models.snapshot();
         in_flight(
             &mut encoder,
-            self.graphs
-                .iter()
-                .map(|g| (g.name.as_str(), g.runtime.in_flight())),
+            models.names().filter_map(|name| {
+                let latest = models.resolve(name, None).ok()?;
+                Some((name, latest.runtime.in_flight()))
+            }),
         )?;
         let c = &self.connections;
         encode_connections(
@@ -237,25 +282,23 @@ pub const GRPC_FAMILIES: Families = (
 
 /// A [`MetricsSource`] writing the request metrics of `graphs` (name, metrics) under
 /// `families`: how a second protocol's server shows its requests beside HTTP's.
-pub fn requests_source(
-    families: Families,
-    graphs: Vec<(String, Arc<GraphMetrics>)>,
-) -> MetricsSource {
+pub fn requests_source(families: Families, graphs: Arc<ModelMetrics>) -> MetricsSource {
     source(ProtocolRequests { families, graphs })
 }
 
 #[derive(Debug)]
 struct ProtocolRequests {
     families: Families,
-    graphs: Vec<(String, Arc<GraphMetrics>)>,
+    graphs: Arc<ModelMetrics>,
 }
 
 impl Collector for ProtocolRequests {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let graphs = self.graphs.all();
         encode_graphs(
             &mut encoder,
             self.families,
-            self.graphs.iter().map(|(g, m)| (g.as_str(), &**m)),
+            graphs.iter().map(|(g, m)| (g.as_str(), &**m)),
         )
     }
 }
@@ -372,11 +415,13 @@ mod tests {
 
     #[test]
     fn grpc_requests_are_their_own_series() {
-        let m = Arc::new(GraphMetrics::default());
+        let models = Arc::new(ModelMetrics::default());
+        let m = models.of("g");
         m.record(Outcome::Ok, Duration::from_micros(700));
         m.record(Outcome::Overloaded, Duration::ZERO);
+        assert!(Arc::ptr_eq(&m, &models.of("g")));
         let mut s = String::new();
-        requests_source(GRPC_FAMILIES, vec![("g".into(), m)])(&mut s);
+        requests_source(GRPC_FAMILIES, models)(&mut s);
         assert!(
             s.contains("# TYPE weir_grpc_requests_total counter\n"),
             "{s}"

@@ -10,8 +10,9 @@
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
 //! cap, drain, TLS), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs`
-//! the offline-job endpoints; `metrics_listener.rs` serves `/metrics` on a port of its own,
-//! `triton_metrics.rs` adds Triton's metric names.
+//! the offline-job endpoints, `repository.rs` the model repository's (index, load, unload);
+//! `metrics_listener.rs` serves `/metrics` on a port of its own, `triton_metrics.rs` adds
+//! Triton's metric names.
 
 mod auth;
 mod body;
@@ -20,6 +21,7 @@ mod listener;
 pub mod metrics;
 mod metrics_listener;
 mod offline;
+mod repository;
 mod server;
 pub mod triton_metrics;
 

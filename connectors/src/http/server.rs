@@ -5,7 +5,6 @@
 //! `body.rs`, token checks in `auth.rs`; this file wires them to the routes and the config. The
 //! offline-job routes are `offline.rs`'s, merged into this router with the state they need.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,9 +26,10 @@ use super::auth::{authorized, AuthToken};
 use super::body::{read_body, ByteBudget, BytesPermit};
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
-use super::metrics::{GraphMetrics, MetricsSource, Outcome, ServedMetrics, ServerMetrics};
+use super::metrics::{MetricsSource, ModelMetrics, Outcome, ServerMetrics};
 use super::offline::{self, OfflineState};
-use crate::models::{ModelVersion, Models};
+use crate::models::control::ModelControl;
+use crate::models::{LookupError, ModelTable, ModelVersion, Models};
 use crate::oip::{
     parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError, HEADER_LENGTH,
 };
@@ -76,14 +76,11 @@ impl Default for HttpConfig {
     }
 }
 
-/// A served model's request metrics over HTTP (its versions share them).
-struct ServedGraph {
-    metrics: Arc<GraphMetrics>,
-}
-
 struct ServerState {
-    models: Arc<Models>,
-    graphs: BTreeMap<String, ServedGraph>,
+    models: Arc<ModelTable>,
+    /// Each model's request metrics over HTTP (its versions share them).
+    graphs: Arc<ModelMetrics>,
+    control: Option<Arc<dyn ModelControl>>,
     config: HttpConfig,
     offline: Option<Arc<crate::offline::OfflineJobs>>,
     modelless: Option<Arc<dyn ModelLess>>,
@@ -118,47 +115,32 @@ impl HttpServer {
         extra_metrics: Vec<MetricsSource>,
         budget: Arc<ByteBudget>,
     ) -> HttpServer {
-        let models = Arc::new(Models::from_graphs(graphs));
+        let models = Arc::new(ModelTable::new(Models::from_graphs(graphs)));
         HttpServer::with_models(models, config, extra_metrics, budget)
     }
 
     /// A server for the models of `models` (graphs and repository models, by name and version),
     /// which the process's gRPC server may share, charging request bodies to `budget`.
     pub fn with_models(
-        models: Arc<Models>,
+        models: Arc<ModelTable>,
         config: HttpConfig,
         extra_metrics: Vec<MetricsSource>,
         budget: Arc<ByteBudget>,
     ) -> HttpServer {
-        let graphs: BTreeMap<String, ServedGraph> = models
-            .names()
-            .map(|name| {
-                let metrics = Arc::default();
-                (name.to_string(), ServedGraph { metrics })
-            })
-            .collect();
+        let graphs = Arc::new(ModelMetrics::for_models(&models.snapshot()));
         let connections = Arc::<ConnectionCounters>::default();
-        let served = graphs
-            .iter()
-            .filter_map(|(name, g)| {
-                let latest = models.resolve(name, None).ok()?;
-                Some(ServedMetrics {
-                    name: name.clone(),
-                    metrics: Arc::clone(&g.metrics),
-                    runtime: Arc::clone(&latest.runtime),
-                })
-            })
-            .collect();
         HttpServer {
             state: Arc::new(ServerState {
-                models,
-                graphs,
-                ready: AtomicBool::new(false),
                 metrics: Arc::new(ServerMetrics::new(
-                    served,
+                    Arc::clone(&models),
+                    Arc::clone(&graphs),
                     Arc::clone(&connections),
                     extra_metrics,
                 )),
+                models,
+                graphs,
+                control: None,
+                ready: AtomicBool::new(false),
                 bytes_budget: budget,
                 connections,
                 config,
@@ -174,6 +156,17 @@ impl HttpServer {
         let mut state = self.state;
         if let Some(s) = Arc::get_mut(&mut state) {
             s.modelless = Some(front);
+        }
+        HttpServer { state }
+    }
+
+    /// The same server, also answering the repository API (`/v2/repository/…`) through
+    /// `control`; without it the index is empty and loads are refused.
+    #[must_use]
+    pub fn with_model_control(self, control: Arc<dyn ModelControl>) -> HttpServer {
+        let mut state = self.state;
+        if let Some(s) = Arc::get_mut(&mut state) {
+            s.control = Some(control);
         }
         HttpServer { state }
     }
@@ -199,13 +192,10 @@ impl HttpServer {
         HttpServer { state }
     }
 
-    /// Each served graph's request metrics (for `--metrics-compat triton`).
-    pub fn graph_metrics(&self) -> Vec<(String, Arc<GraphMetrics>)> {
-        self.state
-            .graphs
-            .iter()
-            .map(|(name, g)| (name.clone(), Arc::clone(&g.metrics)))
-            .collect()
+    /// Each served model's request metrics over HTTP, models loaded later included (for
+    /// `--metrics-compat triton`).
+    pub fn graph_metrics(&self) -> Arc<ModelMetrics> {
+        Arc::clone(&self.state.graphs)
     }
 
     /// A server of this one's `/metrics` alone, without auth, for a listener of its own.
@@ -258,6 +248,12 @@ impl HttpServer {
             })
             .layer(axum::middleware::from_fn(crate::access_log::http::record))
             .with_state(Arc::clone(&self.state))
+            .merge(super::repository::routes(
+                super::repository::RepositoryState {
+                    control: self.state.control.clone(),
+                    auth_token: self.state.config.auth_token.clone(),
+                },
+            ))
             .merge(offline::routes(OfflineState {
                 jobs: self.state.offline.clone(),
                 auth_token: self.state.config.auth_token.clone(),
@@ -278,7 +274,7 @@ impl HttpServer {
     ) -> std::io::Result<()> {
         let state = Arc::clone(&self.state);
         state.ready.store(true, Ordering::Release);
-        info!(addr = ?listener.local_addr().ok(), graphs = state.graphs.len(), "Serving.");
+        info!(addr = ?listener.local_addr().ok(), models = state.models.snapshot().names().count(), "Serving.");
         let draining = Arc::clone(&state);
         let limits = ConnectionLimits {
             header_timeout: state.config.header_timeout,
@@ -318,12 +314,12 @@ impl ServerState {
 }
 
 /// The served version of `name` a request for `version` (`None`: unversioned) reaches.
-fn served<'a>(
-    state: &'a ServerState,
+fn served(
+    state: &ServerState,
     name: &str,
     version: Option<&str>,
-) -> Result<&'a Arc<ModelVersion>, ServeError> {
-    Ok(state.models.resolve(name, version)?)
+) -> Result<Arc<ModelVersion>, ServeError> {
+    Ok(Arc::clone(state.models.snapshot().resolve(name, version)?))
 }
 
 fn json_ok(v: Value) -> Response {
@@ -404,7 +400,13 @@ fn metadata_of(
     authorize(s, headers)?;
     let served = served(s, name, version)?;
     let plan = served.runtime.plan();
-    let versions: Vec<String> = s.models.versions(name).iter().map(u64::to_string).collect();
+    let versions: Vec<String> = s
+        .models
+        .snapshot()
+        .versions(name)
+        .iter()
+        .map(u64::to_string)
+        .collect();
     let platform = served
         .config
         .get("platform")
@@ -442,7 +444,7 @@ async fn all_stats(
     headers: HeaderMap,
 ) -> Result<Response, ServeError> {
     authorize(&s, &headers)?;
-    Ok(json_ok(s.models.statistics(None, None)?))
+    Ok(json_ok(s.models.snapshot().statistics(None, None)?))
 }
 
 async fn model_stats(
@@ -451,7 +453,7 @@ async fn model_stats(
     headers: HeaderMap,
 ) -> Result<Response, ServeError> {
     authorize(&s, &headers)?;
-    Ok(json_ok(s.models.statistics(Some(&name), None)?))
+    Ok(json_ok(s.models.snapshot().statistics(Some(&name), None)?))
 }
 
 async fn model_stats_versioned(
@@ -460,7 +462,11 @@ async fn model_stats_versioned(
     headers: HeaderMap,
 ) -> Result<Response, ServeError> {
     authorize(&s, &headers)?;
-    Ok(json_ok(s.models.statistics(Some(&name), Some(&version))?))
+    Ok(json_ok(
+        s.models
+            .snapshot()
+            .statistics(Some(&name), Some(&version))?,
+    ))
 }
 
 async fn model_ready(
@@ -529,15 +535,15 @@ async fn infer_recorded(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let result = infer_inner(s, name, version, headers, body).await;
+    // Resolved once: a reload swapping the model's graphs meanwhile does not move this request.
+    let lookup = s.models.snapshot().resolve(name, version).map(Arc::clone);
+    let result = infer_inner(s, name, lookup.clone(), headers, body).await;
     let outcome = match &result {
         Ok(_) => Outcome::Ok,
         Err(e) => e.status().1,
     };
-    if let Some(g) = s.graphs.get(name) {
-        g.metrics.record(outcome, started.elapsed());
-    }
-    if let Ok(v) = s.models.resolve(name, version) {
+    if let Ok(v) = &lookup {
+        s.graphs.of(name).record(outcome, started.elapsed());
         match &result {
             Ok((_, rows)) => v.stats.success(*rows, started.elapsed()),
             Err(_) => v.stats.failure(started.elapsed()),
@@ -577,16 +583,18 @@ fn byte_count(
 async fn infer_inner(
     s: &ServerState,
     name: &str,
-    version: Option<&str>,
+    lookup: Result<Arc<ModelVersion>, LookupError>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Response, u64), ServeError> {
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     authorize(s, headers)?;
-    let served = match (s.models.contains(name), &s.modelless) {
-        (true, _) => Served::Graph(served(s, name, version)?),
-        (false, Some(m)) if m.serves(name) => Served::ModelLess(m.as_ref()),
-        _ => return Err(ServeError::UnknownModel(name.to_string())),
+    let served = match (&lookup, &s.modelless) {
+        (Ok(v), _) => Served::Graph(v),
+        (Err(LookupError::UnknownModel(_)), Some(m)) if m.serves(name) => {
+            Served::ModelLess(m.as_ref())
+        }
+        (Err(e), _) => return Err(e.clone().into()),
     };
     let declared = byte_count(headers, header::CONTENT_LENGTH.as_str(), "Content-Length")?;
     let mut permit = BytesPermit::new(&s.bytes_budget);

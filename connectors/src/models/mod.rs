@@ -10,7 +10,9 @@
 //! naming it.
 
 pub mod config;
+pub mod control;
 pub mod stats;
+mod table;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,11 +21,19 @@ use serde_json::Value;
 use weir_engine::runtime::GraphRuntime;
 
 pub use stats::{Execution, ExecutionStats, InferStats};
+pub use table::ModelTable;
 
 /// The protocol extensions the server metadata names (Triton's names): the binary tensor
 /// format, model configuration and statistics. Tools such as `perf_analyzer` read server-side
 /// statistics only from a server that names `statistics`.
-pub const EXTENSIONS: [&str; 3] = ["binary_tensor_data", "model_configuration", "statistics"];
+/// `model_repository` names the repository API (index, load, unload), answered in every model
+/// control mode (loads and unloads are refused outside `explicit` and `poll`, as Triton does).
+pub const EXTENSIONS: [&str; 4] = [
+    "binary_tensor_data",
+    "model_configuration",
+    "model_repository",
+    "statistics",
+];
 
 /// One served version of a model.
 pub struct ModelVersion {
@@ -97,7 +107,7 @@ pub enum LookupError {
 const MAX_QUOTED_VERSION: usize = 32;
 
 /// Every served model, by name, with its versions.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Models {
     by_name: BTreeMap<String, BTreeMap<u64, Arc<ModelVersion>>>,
 }
@@ -119,6 +129,14 @@ impl Models {
             .entry(name.to_string())
             .or_default()
             .insert(version.version, Arc::new(version));
+    }
+
+    /// Stops serving `name`; the versions it served.
+    pub fn remove(&mut self, name: &str) -> Vec<Arc<ModelVersion>> {
+        self.by_name
+            .remove(name)
+            .map(|vs| vs.into_values().collect())
+            .unwrap_or_default()
     }
 
     /// Whether a model of this name is served.

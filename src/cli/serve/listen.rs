@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use weir_connectors::grpc::{GrpcConfig, GrpcServer};
 use weir_connectors::http::{AuthToken, ByteBudget, HttpConfig, HttpServer, MetricsServer};
-use weir_connectors::models::{ModelVersion, Models};
+use weir_connectors::models::control::ModelControl;
+use weir_connectors::models::ModelTable;
 use weir_connectors::offline::{CpuUtilisation, OfflineConfig, OfflineJobs, PauseSignal, Throttle};
 use weir_connectors::stream::StreamOptions;
 use weir_connectors::tls::{ServerTls, RELOAD_POLL};
@@ -39,12 +40,14 @@ pub(super) struct FrontEnds {
 }
 
 impl FrontEnds {
-    /// The HTTP and gRPC servers over `running` and the model-less front end, with the process's
-    /// metrics, and the graphs' streaming connectors.
+    /// The HTTP and gRPC servers over the model table (the graphs of `running` and the
+    /// repositories' models, loaded and unloaded through `control`) and the model-less front end,
+    /// with the process's metrics, and the graphs' streaming connectors.
     pub(super) fn build(
         args: &ServeArgs,
         running: &[RunningGraph],
-        repository: Vec<(String, ModelVersion)>,
+        models: Arc<ModelTable>,
+        control: Option<Arc<dyn ModelControl>>,
         modelless: Option<&ModelLess>,
     ) -> Result<FrontEnds> {
         let token = match (&args.auth_token_file, &args.auth_token) {
@@ -82,16 +85,6 @@ impl FrontEnds {
         // One budget of request bytes for the whole process, both transports charging it.
         let budget = ByteBudget::new(args.max_inflight_bytes);
         // One table of models for both transports: a model's statistics count every request.
-        let mut models = Models::default();
-        for r in running {
-            let mut version = ModelVersion::of_graph(r.runtime_handle());
-            version.execution = Some(r.execution_stats());
-            models.insert(&r.runtime().plan().name, version);
-        }
-        for (name, version) in repository {
-            models.insert(&name, version);
-        }
-        let models = Arc::new(models);
         let mut grpc_server =
             GrpcServer::with_models(Arc::clone(&models), grpc_config, Arc::clone(&budget));
         let mut metrics = vec![
@@ -112,6 +105,10 @@ impl FrontEnds {
         if let Some(m) = modelless {
             http_server = http_server.with_modelless(Arc::clone(&m.front) as _);
             grpc_server = grpc_server.with_modelless(Arc::clone(&m.front) as _);
+        }
+        if let Some(c) = control {
+            http_server = http_server.with_model_control(Arc::clone(&c));
+            grpc_server = grpc_server.with_model_control(c);
         }
         let streams: Vec<(Arc<GraphRuntime>, StreamConnector)> = running
             .iter()

@@ -2,9 +2,11 @@
 //! connectors, until SIGTERM or Ctrl-C. One signal drains every listener at once.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use weir_connectors::models::{ModelTable, ModelVersion, Models};
 
 use crate::{RunningGraph, RuntimeOptions};
 
@@ -30,6 +32,23 @@ pub struct ServeArgs {
     /// auto-completed from the ONNX file as Triton does (see docs/triton.md).
     #[arg(long = "model-repository")]
     model_repositories: Vec<PathBuf>,
+    /// How --model-repository models are loaded (Triton's modes): `none` loads all at start and
+    /// nothing after; `explicit` loads the --load-model ones, then what the repository API
+    /// (`POST /v2/repository/models/{m}/load|unload`) asks for; `poll` loads all, then reloads a
+    /// model whose files change, loads a new one and unloads a removed one.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "none",
+        requires = "model_repositories"
+    )]
+    model_control_mode: repository::ControlMode,
+    /// A model to load at start in `explicit` mode (repeatable; `*` loads all).
+    #[arg(long = "load-model", requires = "model_repositories")]
+    load_models: Vec<String>,
+    /// Seconds between readings of the model repositories in `poll` mode.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    repository_poll_secs: u64,
     /// A model repository (`weir model register`): each of its tasks is served as a model named
     /// after the task, model-less — a request's `parameters` (`latency_ms`, `min_accuracy`,
     /// `max_cost`, or `variant`) pick the variant, loaded on first use.
@@ -181,7 +200,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
     )?;
     check_limits(&args)?;
     let running = start_graphs(&args)?;
-    let repository = repository::start(&args, &running)?;
+    // One table of models for every transport, built before what fills and serves it.
+    let table = Arc::new(ModelTable::new(graph_models(&running)));
+    let repositories = start_repositories(&args, &running, &table)?;
+    let poller = match (&repositories, args.model_control_mode) {
+        (Some(r), repository::ControlMode::Poll) => Some(repository::Poller::start(Arc::clone(r))?),
+        _ => None,
+    };
     let autoscale = args
         .autoscale
         .as_deref()
@@ -193,16 +218,63 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()?;
     let modelless = modelless::start(&args, &running, autoscale.as_ref(), rt.handle())?;
-    let front_ends =
-        listen::FrontEnds::build(&args, &running, repository.versions, modelless.as_ref())?;
+    let control = repositories
+        .clone()
+        .map(|r| r as Arc<dyn weir_connectors::models::control::ModelControl>);
+    let front_ends = listen::FrontEnds::build(&args, &running, table, control, modelless.as_ref())?;
     rt.block_on(front_ends.serve_until_stopped(&args))?;
-    // The autoscaler stops before what it acts on.
+    // The autoscaler and the poller stop before what they act on.
     drop(modelless);
-    for graph in running.into_iter().chain(repository.graphs) {
+    drop(poller);
+    if let Some(r) = repositories {
+        r.shutdown();
+    }
+    for graph in running {
         graph.shutdown();
     }
     eprintln!("weir stopped");
     Ok(())
+}
+
+/// Each graph as version 1 of the model named by it.
+fn graph_models(running: &[RunningGraph]) -> Models {
+    let mut models = Models::default();
+    for r in running {
+        let mut version = ModelVersion::of_graph(r.runtime_handle());
+        version.execution = Some(r.execution_stats());
+        models.insert(&r.runtime().plan().name, version);
+    }
+    models
+}
+
+/// The model repositories, their start-up loads made, when any is served.
+fn start_repositories(
+    args: &ServeArgs,
+    running: &[RunningGraph],
+    table: &Arc<ModelTable>,
+) -> Result<Option<Arc<repository::Repositories>>> {
+    if args.model_repositories.is_empty() {
+        return Ok(None);
+    }
+    if !args.load_models.is_empty() && args.model_control_mode != repository::ControlMode::Explicit
+    {
+        bail!(
+            "--load-model is for --model-control-mode explicit (the other modes load every model)"
+        );
+    }
+    let settings = repository::Settings {
+        roots: args.model_repositories.clone(),
+        mode: args.model_control_mode,
+        load: args.load_models.clone(),
+        poll_interval: std::time::Duration::from_secs(args.repository_poll_secs),
+        drain: std::time::Duration::from_millis(args.drain_timeout_ms),
+        options: runtime_options(args),
+        reserved: running
+            .iter()
+            .map(|r| r.runtime().plan().name.clone())
+            .collect(),
+    };
+    repository::Repositories::start(settings, Arc::clone(table)).map(Some)
 }
 
 /// Refuses limits that contradict each other.

@@ -97,12 +97,7 @@ fn triton(running: &[RunningGraph], http: &HttpServer, grpc: &GrpcServer) -> Met
         .iter()
         .map(|graph| {
             let name = graph.runtime().plan().name.clone();
-            let metrics = requests
-                .iter()
-                .flatten()
-                .filter(|(n, _)| *n == name)
-                .map(|(_, m)| Arc::clone(m))
-                .collect();
+            let metrics = requests.iter().map(|r| r.of(&name)).collect();
             let stats = graph.executor_stats_reader();
             TritonModel {
                 name,

@@ -4,6 +4,7 @@
 
 use super::{loaded, weir_model, TempRepo};
 use crate::json::config_json;
+use crate::load::{load, LoadOptions};
 use crate::pbtxt;
 
 /// Loads `name` (its `model.onnx` from `.weir/models/<file>`, configuration `config`) and
@@ -251,4 +252,27 @@ fn the_json_config_is_tritons_shape() {
     assert_eq!(j["version_policy"]["latest"]["num_versions"], 1);
     assert_eq!(j["optimization"]["input_pinned_memory"]["enable"], true);
     assert_eq!(j["default_model_filename"], "model.onnx");
+}
+
+#[test]
+fn a_config_given_as_json_replaces_the_file_and_is_checked_as_text_is() {
+    let repo = TempRepo::new("json-config");
+    repo.model(
+        "digits",
+        Some("max_batch_size: 4"),
+        &weir_model("digits_mlp.onnx"),
+        &[1],
+    );
+    let options = |json: &str| LoadOptions {
+        config_overrides: [("digits".to_string(), json.to_string())].into(),
+        ..LoadOptions::default()
+    };
+    let r = load(&repo.root, &options(r#"{"max_batch_size": 2}"#)).unwrap();
+    let model = r.model("digits").expect("loaded");
+    assert_eq!(model.latest().expect("a version").config.max_batch_size, 2);
+    let r = load(&repo.root, &options(r#"{"max_batch_sise": 2}"#)).unwrap();
+    let err = r.models["digits"].outcome.as_ref().unwrap_err().to_string();
+    assert!(err.contains("`config` parameter"), "{err}");
+    let r = load(&repo.root, &options(r#"{"max_batch_size": 2} trailing"#)).unwrap();
+    assert!(r.models["digits"].outcome.is_err());
 }
