@@ -57,17 +57,36 @@ fn reply(status: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-fn error(status: StatusCode, message: String) -> Response {
-    reply(status, &json!({ "error": cap_error(message) }))
+/// Why a repository request is refused, answered once as a response.
+enum Refusal {
+    /// No or a wrong bearer token.
+    Unauthorized,
+    /// A status and the error document's message.
+    Status(StatusCode, String),
 }
 
-fn failed(e: &ControlError) -> Response {
-    let status = match e {
-        ControlError::NotAllowed(_) => StatusCode::FORBIDDEN,
-        ControlError::UnknownModel(_) => StatusCode::NOT_FOUND,
-        ControlError::Parameter { .. } | ControlError::LoadFailed { .. } => StatusCode::BAD_REQUEST,
-    };
-    error(status, e.to_string())
+impl From<ControlError> for Refusal {
+    fn from(e: ControlError) -> Self {
+        let status = match e {
+            ControlError::NotAllowed(_) => StatusCode::FORBIDDEN,
+            ControlError::UnknownModel(_) => StatusCode::NOT_FOUND,
+            ControlError::Parameter { .. } | ControlError::LoadFailed { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+        };
+        Refusal::Status(status, e.to_string())
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Unauthorized => ServeError::Unauthorized.into_response(),
+            Refusal::Status(status, message) => {
+                reply(status, &json!({ "error": cap_error(message) }))
+            }
+        }
+    }
 }
 
 /// The body as JSON (`{}` when empty), once the caller is authorised.
@@ -75,9 +94,9 @@ async fn authorised_body(
     s: &RepositoryState,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Value, Response> {
+) -> Result<Value, Refusal> {
     if !authorized(s.auth_token.as_ref(), headers) {
-        return Err(ServeError::Unauthorized.into_response());
+        return Err(Refusal::Unauthorized);
     }
     let bytes = match tokio::time::timeout(
         BODY_TIMEOUT,
@@ -86,13 +105,13 @@ async fn authorised_body(
     .await
     {
         Err(_) => {
-            return Err(error(
+            return Err(Refusal::Status(
                 StatusCode::REQUEST_TIMEOUT,
                 "the request body did not arrive in time".into(),
             ))
         }
         Ok(Err(_)) => {
-            return Err(error(
+            return Err(Refusal::Status(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the request body is over {MAX_CONTROL_BODY} bytes or broken off"),
             ))
@@ -104,27 +123,22 @@ async fn authorised_body(
     }
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err(error(
-            StatusCode::BAD_REQUEST,
-            "the request body must be a JSON object".into(),
-        )),
-        Err(e) => Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("the request body is not JSON: {e}"),
-        )),
+        Ok(_) => Err(bad("the request body must be a JSON object")),
+        Err(e) => Err(bad(&format!("the request body is not JSON: {e}"))),
     }
 }
 
+fn bad(message: &str) -> Refusal {
+    Refusal::Status(StatusCode::BAD_REQUEST, message.to_string())
+}
+
 /// The body's `parameters`, each as the transports carry it.
-fn parameters(body: &Value) -> Result<BTreeMap<String, Parameter>, Response> {
+fn parameters(body: &Value) -> Result<BTreeMap<String, Parameter>, Refusal> {
     let Some(given) = body.get("parameters") else {
         return Ok(BTreeMap::new());
     };
     let Some(object) = given.as_object() else {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            "`parameters` must be an object".into(),
-        ));
+        return Err(bad("`parameters` must be an object"));
     };
     let mut out = BTreeMap::new();
     for (name, value) in object {
@@ -133,10 +147,11 @@ fn parameters(body: &Value) -> Result<BTreeMap<String, Parameter>, Response> {
             Value::String(t) => Parameter::Text(t.clone()),
             Value::Number(n) if n.is_i64() => Parameter::Int(n.as_i64().unwrap_or_default()),
             _ => {
-                return Err(failed(&ControlError::Parameter {
+                return Err(ControlError::Parameter {
                     name: crate::echo::quote(name).into_owned(),
                     message: "must be a boolean, an integer or a string".into(),
-                }))
+                }
+                .into())
             }
         };
         out.insert(name.clone(), p);
@@ -144,30 +159,44 @@ fn parameters(body: &Value) -> Result<BTreeMap<String, Parameter>, Response> {
     Ok(out)
 }
 
-fn control(s: &RepositoryState) -> Result<Arc<dyn ModelControl>, Response> {
-    s.control.clone().ok_or_else(|| {
-        failed(&ControlError::NotAllowed(
-            "none (no --model-repository is served)",
-        ))
-    })
+fn control(s: &RepositoryState) -> Result<Arc<dyn ModelControl>, Refusal> {
+    s.control
+        .clone()
+        .ok_or_else(|| ControlError::NotAllowed("none (no --model-repository is served)").into())
 }
 
-async fn index(State(s): State<Arc<RepositoryState>>, headers: HeaderMap, body: Body) -> Response {
-    let body = match authorised_body(&s, &headers, body).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+async fn index(
+    State(s): State<Arc<RepositoryState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body = authorised_body(&s, &headers, body).await?;
     let ready_only = match body.get("ready") {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return error(StatusCode::BAD_REQUEST, "`ready` must be a boolean".into()),
+        Some(_) => return Err(bad("`ready` must be a boolean")),
     };
     let entries = s
         .control
         .as_ref()
         .map(|c| c.index(ready_only))
         .unwrap_or_default();
-    reply(StatusCode::OK, &json!(entries))
+    Ok(reply(StatusCode::OK, &json!(entries)))
+}
+
+/// Runs `act` on the control off the I/O threads.
+async fn run(
+    control: Arc<dyn ModelControl>,
+    act: impl FnOnce(&dyn ModelControl) -> Result<(), ControlError> + Send + 'static,
+) -> Result<StatusCode, Refusal> {
+    match tokio::task::spawn_blocking(move || act(control.as_ref())).await {
+        Ok(Ok(())) => Ok(StatusCode::OK),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(Refusal::Status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request stopped unexpectedly".into(),
+        )),
+    }
 }
 
 async fn load(
@@ -175,26 +204,10 @@ async fn load(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let request = match authorised_body(&s, &headers, body)
-        .await
-        .and_then(|b| LoadRequest::from_parameters(parameters(&b)?).map_err(|e| failed(&e)))
-    {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    let control = match control(&s) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    match tokio::task::spawn_blocking(move || control.load(&name, request)).await {
-        Ok(Ok(())) => StatusCode::OK.into_response(),
-        Ok(Err(e)) => failed(&e),
-        Err(_) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the load stopped unexpectedly".into(),
-        ),
-    }
+) -> Result<StatusCode, Refusal> {
+    let body = authorised_body(&s, &headers, body).await?;
+    let request = LoadRequest::from_parameters(parameters(&body)?)?;
+    run(control(&s)?, move |c| c.load(&name, request)).await
 }
 
 async fn unload(
@@ -202,24 +215,8 @@ async fn unload(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let request = match authorised_body(&s, &headers, body)
-        .await
-        .and_then(|b| UnloadRequest::from_parameters(parameters(&b)?).map_err(|e| failed(&e)))
-    {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    let control = match control(&s) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    match tokio::task::spawn_blocking(move || control.unload(&name, request)).await {
-        Ok(Ok(())) => StatusCode::OK.into_response(),
-        Ok(Err(e)) => failed(&e),
-        Err(_) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the unload stopped unexpectedly".into(),
-        ),
-    }
+) -> Result<StatusCode, Refusal> {
+    let body = authorised_body(&s, &headers, body).await?;
+    let request = UnloadRequest::from_parameters(parameters(&body)?)?;
+    run(control(&s)?, move |c| c.unload(&name, request)).await
 }
