@@ -93,6 +93,39 @@ fn explicit_mode_loads_reloads_under_load_and_unloads() {
     );
     assert_eq!(rows(&s, "bad")[0].1, "UNAVAILABLE");
 
+    // Warm-up samples run through the version's graph before it serves: its executors have
+    // run (the statistics' executions) while no client request was counted; a sample whose
+    // data file does not fill its tensor fails the load, naming the field and the file.
+    for (name, data) in [
+        ("warm", "zero_data: true"),
+        ("warm_bad", "input_data_file: \"short.bin\""),
+    ] {
+        copy(
+            &model("digits_mlp.onnx"),
+            &s.root.join(format!("{name}/1/model.onnx")),
+        );
+        write(&s.root.join(format!("{name}/warmup/short.bin")), "abc");
+        write(
+            &s.root.join(format!("{name}/config.pbtxt")),
+            &format!(
+                "max_batch_size: 8\nmodel_warmup [ {{ name: \"sample\" batch_size: 4 count: 2 inputs {{ key: \"x\" value: {{ data_type: TYPE_FP32 dims: [ 64 ] {data} }} }} }} ]\n"
+            ),
+        );
+    }
+    let (code, reply) = post(&s, "/v2/repository/models/warm/load", &json!({}));
+    assert_eq!(code, 200, "{reply}");
+    let (_, stats) = get(&s, "/v2/models/warm/stats");
+    let st = &stats["model_stats"][0];
+    assert!(st["execution_count"].as_u64().unwrap_or(0) >= 1, "{stats}");
+    assert_eq!(st["inference_stats"]["success"]["count"], 0, "{stats}");
+    let (code, reply) = post(&s, "/v2/repository/models/warm_bad/load", &json!({}));
+    assert_eq!(code, 400, "{reply}");
+    let error = reply["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("model_warmup") && error.contains("short.bin"),
+        "{reply}"
+    );
+
     // Reloads while four clients keep sending: every request answered once, none failed.
     let answers: Mutex<Vec<(String, u16, Value)>> = Mutex::new(Vec::new());
     let stop = AtomicBool::new(false);
