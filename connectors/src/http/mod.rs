@@ -10,7 +10,8 @@
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
 //! cap, drain, TLS), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs`
-//! the offline-job endpoints; `metrics_listener.rs` serves `/metrics` on a port of its own,
+//! the offline-job endpoints, `status.rs` the status feed the dashboard (`crate::ui`) draws;
+//! `metrics_listener.rs` serves `/metrics` on a port of its own,
 //! `triton_metrics.rs` adds Triton's metric names.
 
 mod auth;
@@ -21,6 +22,7 @@ pub mod metrics;
 mod metrics_listener;
 mod offline;
 mod server;
+mod status;
 pub mod triton_metrics;
 
 pub(crate) use auth::authorized;
@@ -33,3 +35,4 @@ pub use metrics::MetricsSource;
 pub use metrics_listener::MetricsServer;
 pub(crate) use server::metadata_shape;
 pub use server::{HttpConfig, HttpServer};
+pub use status::{StatusFeed, StatusOptions, StatusSampler};

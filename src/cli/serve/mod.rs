@@ -16,6 +16,7 @@ mod listen;
 mod modelless;
 mod ops;
 mod repository;
+mod ui;
 
 /// `weir serve`'s flags.
 #[derive(Debug, Args)]
@@ -147,6 +148,8 @@ pub struct ServeArgs {
     files: FileArgs,
     #[command(flatten)]
     ops: ops::OperateArgs,
+    #[command(flatten)]
+    ui: ui::UiArgs,
 }
 
 impl ServeArgs {
