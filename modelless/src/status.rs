@@ -23,9 +23,7 @@ impl ModelLessServer {
                         let instances: Vec<Value> = states
                             .iter()
                             .filter(|(name, worker, _)| *name == v.name && worker.is_some())
-                            .map(|(_, worker, state)| {
-                                json!({"worker": worker, "state": state})
-                            })
+                            .map(|(_, worker, state)| json!({"worker": worker, "state": state}))
                             .collect();
                         json!({
                             "name": v.name,

@@ -117,7 +117,7 @@ def main():
                 lambda: next(
                     (
                         t
-                        for t in (c.text for c in driver.find_elements(By.CSS_SELECTOR, "#nodes td.rows_per_s, #nodes td.jobs_per_s"))
+                        for t in (c.text for c in driver.find_elements(By.CSS_SELECTOR, "#nodes td.rows_per_s, #nodes td.jobs_per_s, #requests-per-s"))
                         if t not in ("", "–") and float(t) > 0
                     ),
                     None,
@@ -132,7 +132,11 @@ def main():
 
         if a.hams_node:
             sel = f'svg text.mech[data-node="{a.hams_node}"]'
-            check("hams_primary", lambda: wait_for("a primary", lambda: (text(driver, sel) or "").startswith("primary ") and text(driver, sel), 30))
+            def named_primary():
+                t = text(driver, sel) or ""
+                return t.startswith("primary ") and not t.startswith("primary none") and t
+
+            check("hams_primary", lambda: wait_for("a primary", named_primary, 30))
 
         if a.kill_pid:
             if a.kill_replica:

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use weir_engine::placement::ReplicaTarget;
 use weir_engine::plan::NodeKind;
 use weir_engine::runtime::GraphRuntime;
 use weir_hams_manager::HamsManager;
@@ -52,6 +53,21 @@ struct Previous {
     executors: HashMap<String, LoadSnapshot>,
     /// Jobs dispatched per replica, by node.
     dispatched: HashMap<String, Vec<(String, u64)>>,
+    /// Batches a stateful node numbered, by node.
+    batches: HashMap<String, u64>,
+}
+
+/// The name the graph gives the member whose key prefix (or name) is `role`.
+fn member_name(members: &[ReplicaTarget], role: String) -> String {
+    members
+        .iter()
+        .find_map(|m| match m {
+            ReplicaTarget::Remote(e) if e.key_prefix == role || e.name == role => {
+                Some(e.name.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or(role)
 }
 
 /// The status of a process's graphs, sampled again at every [`StatusBoard::sample`].
@@ -160,10 +176,8 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
                         .iter()
                         .find(|r| r.name() == name)
                         .and_then(|r| match r {
-                            weir_engine::placement::ReplicaTarget::Remote(e) => {
-                                e.labels.get("instance_type").cloned()
-                            }
-                            weir_engine::placement::ReplicaTarget::Local => None,
+                            ReplicaTarget::Remote(e) => e.labels.get("instance_type").cloned(),
+                            ReplicaTarget::Local => None,
                         })
                         .unwrap_or_else(|| name.clone());
                     match out.iter_mut().find(|(t, _)| *t == ty) {
@@ -223,6 +237,9 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
                     .get(id)
                     .cloned()
                     .unwrap_or((s.epoch, s.primary.clone(), None));
+            // Roles name an executor by its key prefix; the page names it as the graph does.
+            let named = |role: Option<String>| role.map(|r| member_name(&h.members, r));
+            let (primary, backup) = (named(primary), named(backup));
             let backups: Vec<String> = match backup {
                 Some(b) => vec![b],
                 None => h
@@ -232,6 +249,11 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
                     .filter(|n| Some(n) != primary.as_ref())
                     .collect(),
             };
+            if !first && secs > 0.0 {
+                let before = prev.batches.get(id).copied().unwrap_or(s.last_seq);
+                live["jobs_per_s"] = json!(s.last_seq.saturating_sub(before) as f64 / secs);
+            }
+            prev.batches.insert(id.to_string(), s.last_seq);
             v["hams"] = json!({
                 "epoch": epoch,
                 "primary": primary,
