@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::model;
 use crate::common::{repo, temp_dir, weir_home};
-use crate::distributed::{loopback, mlp_graph, Executor};
+use crate::distributed::{loopback, Executor};
 use crate::hams::{pair, track_graph, TRACK};
 use crate::serve::{http, Server};
 
@@ -144,6 +145,28 @@ fn the_status_feed_shows_the_plan_streams_to_a_bounded_number_and_keeps_to_the_t
     assert_eq!(off.get("/ui").0, 404);
 }
 
+/// An ensemble of two MLPs on the same normalised input, joined and ranked: `m` on the remote
+/// `executors` (each with its instance type) and in-process, `m2` in-process.
+fn ensemble_graph(executors: &[(&Executor, &str)]) -> String {
+    let mut yaml =
+        "name: mlp\ninputs:\n  - {name: x, dtype: f32, shape: [64]}\nexecutors:\n".to_string();
+    for (e, instance_type) in executors {
+        yaml.push_str(&format!(
+            "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: {instance_type}}}}}\n",
+            e.name(),
+            e.endpoint()
+        ));
+    }
+    let names: Vec<&str> = executors.iter().map(|(e, _)| e.name()).collect();
+    yaml.push_str(&format!(
+        "nodes:\n  - normalize: {{id: scaled, input: x, mean: [0.0], std: [2.0]}}\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: scaled}}\n      batching: {{max_size: 8}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [{}, local]\n  - model: {{id: m2, path: {}, inputs: {{x: scaled}}}}\n  - concat: {{id: both, inputs: [m.probs, m2.probs], axis: 0}}\n  - argmax: {{id: best, input: both}}\noutputs:\n  - {{name: probs, from: m.probs}}\n  - {{name: best, from: best}}\n",
+        model("mlp_a.onnx").display(),
+        names.join(", "),
+        model("mlp_b.onnx").display()
+    ));
+    yaml
+}
+
 /// Requests to `model` (input `x` of `len` f32) in a loop until `stop`; counts the answers.
 fn load(
     addr: String,
@@ -207,8 +230,7 @@ fn the_dashboard_draws_the_graph_moves_under_load_and_shows_a_killed_executor_do
     let dir = temp_dir("ui-remote");
     let e0 = Executor::serving("ui-e0", &loopback(), "mlp_a.onnx");
     let mut e1 = Executor::serving("ui-e1", &loopback(), "mlp_a.onnx");
-    let graph = mlp_graph("ui", &[&e0, &e1], &["ui-e0", "ui-e1", "local"]);
-    let yaml = std::fs::read_to_string(&graph.0).expect("graph");
+    let yaml = ensemble_graph(&[(&e0, "cpu-small"), (&e1, "cpu-large")]);
     let repository = dir.0.join("repository");
     let out = crate::model_repository::register("digits_tiny", &repository, &["--no-int8"]);
     assert!(
@@ -219,12 +241,16 @@ fn the_dashboard_draws_the_graph_moves_under_load_and_shows_a_killed_executor_do
     let server = Server::start(&[yaml], &["--repository", repository.to_str().unwrap()]);
     let (_, doc) = status(&server.addr, &[]);
     assert_eq!(doc["modelless"]["tasks"][0]["name"], "digits");
+    // One query loads a variant: the repository page shows its instance.
+    let (code, reply) =
+        crate::modelless_serve::query_at(&server.addr, "digits", serde_json::json!({}));
+    assert_eq!(code, 200, "{reply}");
     let stop = Arc::new(AtomicBool::new(false));
     let loader = load(server.addr.clone(), "mlp", 64, Arc::clone(&stop));
     let findings = ui_check(&[
         format!("--url=http://{}", server.addr),
         "--graph=mlp".into(),
-        "--nodes=m".into(),
+        "--nodes=scaled,m,m2,both,best".into(),
         format!("--screenshots={}", screenshots(&dir.0, "remote").display()),
         format!("--kill-pid={}", e1.pid()),
         "--kill-node=m".into(),
@@ -249,18 +275,19 @@ fn the_dashboard_draws_the_graph_moves_under_load_and_shows_a_killed_executor_do
         .is_some_and(|s| s.len() >= 3));
     // The status document agrees with the page.
     let (_, doc) = status(&server.addr, &[]);
-    let replicas = doc["graphs"][0]["nodes"][0]["replicas"]
+    let node_m = doc["graphs"][0]["nodes"]
         .as_array()
-        .expect("replicas")
-        .clone();
+        .and_then(|n| n.iter().find(|n| n["id"] == "m"))
+        .expect("node m");
+    let replicas = node_m["replicas"].as_array().expect("replicas").clone();
     let alive = |name: &str| {
         replicas
             .iter()
             .find(|r| r["name"] == name)
             .map(|r| r["alive"].clone())
     };
-    assert_eq!(alive("ui-e1"), Some(Value::Bool(false)));
-    assert_eq!(alive("ui-e0"), Some(Value::Bool(true)));
+    assert_eq!(alive("ui-e1"), Some(Value::Bool(false)), "{replicas:?}");
+    assert_eq!(alive("ui-e0"), Some(Value::Bool(true)), "{replicas:?}");
     drop(e0);
 }
 

@@ -9,7 +9,7 @@ through selenium) for tests/it/ui.rs, and checks what a user would see:
     within --down-deadline-s (the DOM is polled, nothing sleeps a fixed time);
   * with --hams-node, the node shows its primary, and after --kill-pid dies the new primary
     (--hams-new-primary) within --down-deadline-s;
-  * with --repository-task, the repository page (#repository) lists the task.
+  * with --repository-task, the repository page (#repository) lists the task with an instance.
 
 Screenshots go to --screenshots (one per stage). Prints one JSON line of findings and exits 0
 when every check passed, 1 otherwise (the line says which failed).
@@ -158,7 +158,9 @@ def main():
 
         if a.repository_task:
             driver.get(f"{a.url}/ui#repository")
-            check("repository_task", lambda: wait_for("the task", lambda: driver.find_elements(By.CSS_SELECTOR, f'.task[data-task="{a.repository_task}"]') and a.repository_task, 30))
+            # The task, with an instance loaded (the test queried it once).
+            task = f'.task[data-task="{a.repository_task}"]'
+            check("repository_instance", lambda: wait_for("the task's instance", lambda: (text(driver, task + " span.state[data-worker]") or None), 30))
             shot("ui-repository")
 
         severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]

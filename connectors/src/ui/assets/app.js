@@ -61,11 +61,15 @@ function draw(g) {
   const layout = weirLayout(ids, g.edges, BOX);
   svg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
   svg.style.height = Math.min(layout.height, 640) + "px";
+  // Ingress and egress are narrow boxes at the inner edge of their slot.
+  const IO = 120;
+  const left = (id) => layout.pos[id].x + (id === "ingress" ? BOX.w - IO : 0);
+  const width = (id) => (id === "ingress" || id === "egress" ? IO : BOX.w);
   const parts = [];
   for (const e of g.edges) {
     const a = layout.pos[e.from], b = layout.pos[e.to];
     if (!a || !b) continue;
-    const x1 = a.x + BOX.w, y1 = a.y + BOX.h / 2, x2 = b.x, y2 = b.y + BOX.h / 2;
+    const x1 = left(e.from) + width(e.from), y1 = a.y + BOX.h / 2, x2 = left(e.to), y2 = b.y + BOX.h / 2;
     const mid = (x1 + x2) / 2;
     parts.push(el("svg:path", {
       class: "edge" + (e.kind === "parts" ? " parts" : ""),
@@ -77,8 +81,8 @@ function draw(g) {
   for (const id of ids) {
     const p = layout.pos[id];
     const n = byId.get(id);
-    const grp = el("svg:g", { class: n ? nodeClass(n) : "node io", "data-node": id, transform: `translate(${p.x},${p.y})` });
-    grp.appendChild(el("svg:rect", { class: "box", width: BOX.w, height: BOX.h }));
+    const grp = el("svg:g", { class: n ? nodeClass(n) : "node io", "data-node": id, transform: `translate(${left(id)},${p.y})` });
+    grp.appendChild(el("svg:rect", { class: "box", width: width(id), height: BOX.h }));
     const title = n ? `${id} · ${n.kind}${n.fan_out ? " · fan-out" : ""}${n.join ? " · join" : ""}` : id;
     grp.appendChild(el("svg:text", { class: "title", x: 8, y: 17 }, title));
     if (n) {
@@ -93,7 +97,8 @@ function draw(g) {
         grp.appendChild(el("svg:text", { class: "small", x: x + 8, y: 88 }, r.name.length > 6 ? r.name.slice(0, 6) : r.name));
       });
     } else {
-      grp.appendChild(el("svg:text", { class: "small figures", x: 8, y: 51, "data-node": id }));
+      const names = id === "ingress" ? g.inputs : g.outputs.map((o) => o.name);
+      names.slice(0, 4).forEach((name, i) => grp.appendChild(el("svg:text", { class: "small", x: 8, y: 35 + 15 * i }, name)));
     }
     parts.push(grp);
   }
