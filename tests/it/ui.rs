@@ -74,7 +74,7 @@ fn next_event(r: &mut BufReader<TcpStream>) -> Value {
 #[test]
 fn the_status_feed_shows_the_plan_streams_to_a_bounded_number_and_keeps_to_the_token() {
     let graph = crate::serve::mlp_graph();
-    let server = Server::start(&[graph.clone()], &["--ui-max-viewers", "2"]);
+    let server = Server::start(std::slice::from_ref(&graph), &["--ui-max-viewers", "2"]);
     let (code, doc) = status(&server.addr, &[]);
     assert_eq!(code, 200);
     let g = &doc["graphs"][0];
@@ -126,7 +126,7 @@ fn the_status_feed_shows_the_plan_streams_to_a_bounded_number_and_keeps_to_the_t
     drop(server);
 
     // Behind a token: the bearer token, or Basic with it as password (what a browser sends).
-    let token = Server::start(&[graph.clone()], &["--auth-token", "s3cret"]);
+    let token = Server::start(std::slice::from_ref(&graph), &["--auth-token", "s3cret"]);
     assert_eq!(status(&token.addr, &[]).0, 401);
     assert_eq!(token.get("/ui").0, 401);
     let bearer = [("Authorization", "Bearer s3cret".to_string())];

@@ -21,7 +21,7 @@ pub(super) fn password(value: &str) -> Option<String> {
 /// Standard base64 with padding; `None` on any other character or a bad length.
 fn decode(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let value = |c: u8| -> Option<u32> {

@@ -65,9 +65,7 @@ pub(crate) fn routes(auth_token: Option<AuthToken>) -> Router {
 /// token, or Basic credentials whose password is the token); else the 401 to answer, asking a
 /// browser for credentials.
 pub(crate) fn refuse(token: Option<&AuthToken>, headers: &HeaderMap) -> Option<Response> {
-    let Some(t) = token else {
-        return None;
-    };
+    let t = token?;
     let basic_ok = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
