@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-time set-up for weir, in two parts:
+# One-time set-up for weir, in three parts:
 #
 #   runtime   what building weir and serving your own ONNX models needs: the ONNX
 #             Runtime shared library and protoc (the connectors crate's gRPC protos and
@@ -7,9 +7,13 @@
 #   fixtures  what the tests, examples and benchmarks need: the ONNX zoo test models,
 #             the digits data set, pretrained models with real weights, a python venv,
 #             the generated test models and rendered text pages. Several minutes.
+#   browser   what the dashboard's browser tests need: Debian's chromium and
+#             chromium-driver (apt-get install, as root) and selenium in the venv.
 #
 #   scripts/setup.sh                  both parts (the README's two commands use this)
 #   scripts/setup.sh --runtime-only   the runtime part only
+#   scripts/setup.sh --no-browser     runtime and fixtures, not the browser part
+#   scripts/setup.sh --browser-only   the browser part only (after a full run)
 #   scripts/setup.sh --help           this usage
 #
 # Each part prints how long it took ("runtime ready in 3 s").
@@ -61,8 +65,14 @@
 #                 scripts/make_text_model.py from the wordllama wheel's embeddings
 #                 (see the text-model block)
 #
+# browser part:
+#   /usr/bin/chromium, /usr/bin/chromedriver  Debian's packages chromium and chromium-driver
+#                 (installed system-wide with apt-get; the package lists are read first
+#                 when the install cannot find them)
+#   wheels/       selenium's wheel; venv/ gets selenium (tests/it/ui.rs drives chromium
+#                 with it through tests/python/ui_check.py)
 # Idempotent, per part: $WEIR_HOME/.setup-stamp-runtime holds a hash of this script,
-# $WEIR_HOME/.setup-stamp-fixtures a hash of this script and the make_*.py scripts it
+# $WEIR_HOME/.setup-stamp-browser too, $WEIR_HOME/.setup-stamp-fixtures a hash of this script and the make_*.py scripts it
 # runs; a part whose stamp matches and whose outputs exist is skipped, and a run with
 # nothing to do returns at once. So a full run after --runtime-only does only the
 # fixtures, and --runtime-only after a full run does nothing.
@@ -90,6 +100,7 @@ RAPIDOCR_VERSION=1.4.4
 WORDLLAMA_VERSION=0.4.0.post1
 TOKENIZERS_VERSION=0.23.2
 PILLOW_VERSION=13.0.0
+SELENIUM_VERSION=4.48.0
 DTYPE_NAMES=(bool u8 u16 u32 u64 i8 i16 i32 i64 f16 f32 f64 bf16 string)
 PRETRAINED_NAMES=(silero_vad silero_vad_16k_op15 magika_standard_v3_3 ch_PP-OCRv4_det_infer
                   ch_PP-OCRv4_rec_infer ch_ppocr_mobile_v2.0_cls_infer)
@@ -105,6 +116,9 @@ Fetches and generates what weir needs into $WEIR_HOME (default: <repo>/.weir).
                   tests, examples and benchmarks need (several minutes the first time)
   --runtime-only  only what building weir and serving your own ONNX models needs:
                   libonnxruntime.so and protoc (seconds)
+  --no-browser    leave out the browser tests' part (chromium, chromium-driver and
+                  selenium; installing Debian's packages needs root)
+  --browser-only  only the browser tests' part, after a full run
   -h, --help      print this and exit
 
 Idempotent: a part already set up is skipped. Environment: WEIR_HOME, PYTHON.
@@ -116,6 +130,8 @@ MODE=all
 while (($#)); do
     case "$1" in
         --runtime-only) MODE=runtime ;;
+        --no-browser) MODE=no-browser ;;
+        --browser-only) MODE=browser ;;
         -h | --help) usage; exit 0 ;;
         *) echo "weir setup: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -139,6 +155,7 @@ PRETRAINED="$MODELS/pretrained"
 PERF_ANALYZER="$WEIR_HOME/perf_analyzer"
 RUNTIME_STAMP="$WEIR_HOME/.setup-stamp-runtime"
 FIXTURES_STAMP="$WEIR_HOME/.setup-stamp-fixtures"
+BROWSER_STAMP="$WEIR_HOME/.setup-stamp-browser"
 ORT_LIB="$ORT_DIR/libonnxruntime.so"
 
 say() { echo "weir setup: $*"; }
@@ -192,6 +209,16 @@ fixtures_outputs_present() {
     done
 }
 
+browser_outputs_present() {
+    command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 \
+        && "$VENV/bin/python" -c "import selenium, sys; sys.exit(selenium.__version__ != '$SELENIUM_VERSION')" \
+            >/dev/null 2>&1
+}
+
+browser_up_to_date() {
+    [[ -f "$BROWSER_STAMP" ]] && [[ "$(cat "$BROWSER_STAMP")" == "$WANT_RUNTIME" ]] && browser_outputs_present
+}
+
 runtime_up_to_date() {
     [[ -f "$RUNTIME_STAMP" ]] && [[ "$(cat "$RUNTIME_STAMP")" == "$WANT_RUNTIME" ]] && runtime_outputs_present
 }
@@ -202,8 +229,12 @@ fixtures_up_to_date() {
 
 # Everything this run's mode asks for.
 up_to_date() {
-    runtime_up_to_date || return 1
-    [[ "$MODE" == runtime ]] || fixtures_up_to_date
+    case "$MODE" in
+        runtime) runtime_up_to_date ;;
+        browser) browser_up_to_date ;;
+        no-browser) runtime_up_to_date && fixtures_up_to_date ;;
+        *) runtime_up_to_date && fixtures_up_to_date && browser_up_to_date ;;
+    esac
 }
 
 finish() {
@@ -285,6 +316,46 @@ PYEOF
 }
 
 # =============================================================================
+# Part 3: browser tests (Debian's chromium and chromium-driver, selenium in the venv)
+# =============================================================================
+set_up_browser() {
+    if browser_up_to_date; then
+        say "browser tests' part up to date"
+        return
+    fi
+    rm -f "$BROWSER_STAMP"
+    local started
+    started=$(date +%s)
+    "$VENV/bin/python" -c pass >/dev/null 2>&1 || die "no venv in $VENV: run scripts/setup.sh first"
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+        command -v apt-get >/dev/null 2>&1 \
+            || die "the browser tests need Debian's chromium and chromium-driver (or run with --no-browser)"
+        [[ "$(id -u)" == 0 ]] \
+            || die "installing chromium and chromium-driver needs root: apt-get install chromium chromium-driver (or run with --no-browser)"
+        # A machine whose package lists are empty needs them read once first.
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null \
+                && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }; } \
+            || die "apt-get install chromium chromium-driver failed"
+    fi
+    say "$(chromium --version 2>/dev/null | head -n1), $(chromedriver --version | head -n1)"
+    fetch_wheels selenium "$SELENIUM_VERSION"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        "$(find_wheel selenium "$SELENIUM_VERSION")" \
+        || die "pip install selenium $SELENIUM_VERSION into $VENV failed"
+    browser_outputs_present || die "selenium $SELENIUM_VERSION, chromium or chromedriver still missing"
+    echo "$WANT_RUNTIME" > "$BROWSER_STAMP"
+    say "browser tests' part ready in $(($(date +%s) - started)) s"
+}
+
+if [[ "$MODE" == browser ]]; then
+    set_up_browser
+    say "done, browser part only ($WEIR_HOME)"
+    finish
+    exit 0
+fi
+
+# =============================================================================
 # Part 1: runtime (libonnxruntime.so, protoc)
 # =============================================================================
 if runtime_up_to_date; then
@@ -332,12 +403,7 @@ fi
 # =============================================================================
 # Part 2: test and benchmark fixtures
 # =============================================================================
-if fixtures_up_to_date; then
-    say "test fixtures up to date"
-    say "done ($WEIR_HOME)"
-    finish
-    exit 0
-fi
+set_up_fixtures() {
 rm -f "$FIXTURES_STAMP"
 started=$(date +%s)
 
@@ -473,5 +539,15 @@ say "perf_analyzer in $PERF_ANALYZER"
 
 echo "$WANT_FIXTURES" > "$FIXTURES_STAMP"
 say "test fixtures ready in $(($(date +%s) - started)) s"
+}
+
+if fixtures_up_to_date; then
+    say "test fixtures up to date"
+else
+    set_up_fixtures
+fi
+if [[ "$MODE" != no-browser ]]; then
+    set_up_browser
+fi
 say "done ($WEIR_HOME)"
 finish

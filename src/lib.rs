@@ -37,5 +37,5 @@ pub use weir_operators::model::{LoadSnapshot, OrtRuntime};
 pub use weir_runtime::{
     load_graph, load_graph_under, operator_metrics, plan_spec, plan_spec_under, start,
     start_distributed, DistributedOptions, LoadError, LoadedGraph, RunningGraph, StartError,
-    TopologyBuilder,
+    StatusBoard, TopologyBuilder,
 };

@@ -8,6 +8,7 @@
 //! - [`grpc`]: `weir serve` over gRPC against HTTP binary and bare ONNX Runtime, across client
 //!   concurrency.
 //! - [`tls`]: `weir serve`'s HTTP path with TLS against without (binary bodies, keep-alive).
+//! - [`ui`]: `weir serve`'s throughput with open dashboards (status-stream subscribers) against none.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
 //! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
@@ -67,6 +68,7 @@ pub mod remote;
 pub mod serf;
 pub mod serf_phases;
 pub mod tls;
+pub mod ui;
 pub mod variable_length;
 
 /// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.

@@ -54,7 +54,7 @@ pub struct TlsRow {
 }
 
 /// A keep-alive connection that posts prepared requests and reads the status.
-trait Poster: Send {
+pub(crate) trait Poster: Send {
     fn post(&mut self, prepared: &Prepared) -> Result<u16>;
 }
 
@@ -120,7 +120,7 @@ impl Poster for TlsClient {
 
 /// Closed loop: `clients` connected, each posting `prepared` `per_client` times; every answer
 /// must be 200.
-fn closed_loop(
+pub(crate) fn closed_loop(
     mut clients: Vec<Box<dyn Poster>>,
     prepared: &Prepared,
     per_client: usize,

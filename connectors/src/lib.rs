@@ -27,4 +27,5 @@ pub mod oip;
 pub mod process_metrics;
 pub mod stream;
 pub mod tls;
+mod ui;
 pub mod zenoh_peer;

@@ -24,6 +24,7 @@ mod error;
 mod instances;
 pub mod remote;
 pub mod scaling;
+mod status;
 pub mod task_nodes;
 mod variant_graph;
 

@@ -5,7 +5,7 @@
 //! remote executors are reached through, the request log, admission's counters and, when
 //! stateful nodes run on executors, the HAMS coordinator — and hands them down to the
 //! executors, the dataflow and the manager that use them. [`RunningGraph`] owns what was
-//! started and stops it in order.
+//! started and stops it in order; [`StatusBoard`] reads what runs for the status feed.
 //!
 //! It is a crate of its own so that every front end (the CLI's `serve` and `run`, model-less
 //! serving, the benchmarks, an embedding program) starts graphs the same way, and none of them
@@ -13,6 +13,7 @@
 
 pub mod load;
 mod running;
+pub mod status;
 mod topology;
 
 pub use load::{
@@ -20,4 +21,5 @@ pub use load::{
     LoadedGraph,
 };
 pub use running::{operator_metrics, RunningGraph};
+pub use status::{GraphProbe, StatusBoard};
 pub use topology::{start, start_distributed, DistributedOptions, StartError, TopologyBuilder};

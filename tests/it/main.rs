@@ -54,3 +54,4 @@ mod text_ops;
 mod tls;
 mod triton_repository;
 mod triton_tools;
+mod ui;

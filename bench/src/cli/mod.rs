@@ -19,6 +19,7 @@ mod pipeline;
 mod remote;
 mod serf;
 mod tls;
+mod ui;
 mod variable_length;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,9 @@ enum Experiment {
     /// `weir serve`'s HTTP path with TLS against without, binary bodies on keep-alive
     /// connections, on squeezenet at 1 and 4 clients: throughput and latency, as a ratio.
     Tls(tls::TlsArgs),
+    /// `weir serve`'s throughput with no dashboard open against N open (status-stream
+    /// subscribers), in the same run, as a ratio.
+    Ui(ui::UiArgs),
     /// A model node on a `weir executor` process over zenoh against in-process, and the time from
     /// an executor's SIGKILL to the re-dispatch of its work.
     Remote(remote::RemoteArgs),
@@ -120,6 +124,7 @@ impl Cli {
             Experiment::Http(a) => http::run(a),
             Experiment::Grpc(a) => grpc::run(a),
             Experiment::Tls(a) => tls::run(a),
+            Experiment::Ui(a) => ui::run(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),
             Experiment::Serf(a) => serf::run(a),

@@ -10,9 +10,9 @@
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
 //! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
 //! cap, drain, TLS), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs`
-//! the offline-job endpoints, `repository.rs` the model repository's (index, load, unload);
-//! `metrics_listener.rs` serves `/metrics` on a port of its own, `triton_metrics.rs` adds
-//! Triton's metric names.
+//! the offline-job endpoints, `repository.rs` the model repository's (index, load, unload),
+//! `status.rs` the status feed the dashboard (`crate::ui`) draws; `metrics_listener.rs` serves
+//! `/metrics` on a port of its own, `triton_metrics.rs` adds Triton's metric names.
 
 mod auth;
 mod body;
@@ -23,6 +23,7 @@ mod metrics_listener;
 mod offline;
 mod repository;
 mod server;
+mod status;
 pub mod triton_metrics;
 
 pub(crate) use auth::authorized;
@@ -35,3 +36,4 @@ pub use metrics::MetricsSource;
 pub use metrics_listener::MetricsServer;
 pub(crate) use server::metadata_shape;
 pub use server::{HttpConfig, HttpServer};
+pub use status::{StatusFeed, StatusOptions, StatusSampler};

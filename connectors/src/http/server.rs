@@ -84,6 +84,8 @@ struct ServerState {
     config: HttpConfig,
     offline: Option<Arc<crate::offline::OfflineJobs>>,
     modelless: Option<Arc<dyn ModelLess>>,
+    /// The status feed and `/ui`, when on.
+    status: Option<Arc<super::StatusFeed>>,
     ready: AtomicBool,
     metrics: Arc<ServerMetrics>,
     bytes_budget: Arc<ByteBudget>,
@@ -146,6 +148,7 @@ impl HttpServer {
                 config,
                 offline: None,
                 modelless: None,
+                status: None,
             }),
         }
     }
@@ -181,6 +184,17 @@ impl HttpServer {
         HttpServer { state }
     }
 
+    /// The same server, also serving the status feed `feed` (`/v2/weir/status`, its stream) and
+    /// the dashboard over it (`/ui`).
+    #[must_use]
+    pub fn with_status(self, feed: Arc<super::StatusFeed>) -> HttpServer {
+        let mut state = self.state;
+        if let Some(s) = Arc::get_mut(&mut state) {
+            s.status = Some(feed);
+        }
+        HttpServer { state }
+    }
+
     /// The same server, with `sources` appended to `/metrics` (sources built over this server's
     /// own request metrics, [`HttpServer::graph_metrics`]).
     #[must_use]
@@ -208,6 +222,23 @@ impl HttpServer {
     }
 
     fn router(&self) -> Router {
+        let router = self.base_router();
+        match &self.state.status {
+            Some(feed) => {
+                let auth_token = self.state.config.auth_token.clone();
+                let status = super::status::StatusState {
+                    feed: Arc::clone(feed),
+                    auth_token: auth_token.clone(),
+                };
+                router
+                    .merge(super::status::routes(status))
+                    .merge(crate::ui::routes(auth_token))
+            }
+            None => router,
+        }
+    }
+
+    fn base_router(&self) -> Router {
         Router::new()
             .route("/v2", get(server_metadata))
             .route("/v2/health/live", get(|| async { StatusCode::OK }))
@@ -276,6 +307,9 @@ impl HttpServer {
         state.ready.store(true, Ordering::Release);
         info!(addr = ?listener.local_addr().ok(), models = state.models.snapshot().names().count(), "Serving.");
         let draining = Arc::clone(&state);
+        if let Some(feed) = &state.status {
+            feed.start();
+        }
         let limits = ConnectionLimits {
             header_timeout: state.config.header_timeout,
             max_connections: state.config.max_connections,
@@ -290,6 +324,10 @@ impl HttpServer {
             async move {
                 shutdown.await;
                 draining.ready.store(false, Ordering::Release);
+                // Open dashboards' streams end, so they never hold up the drain.
+                if let Some(feed) = &draining.status {
+                    feed.stop();
+                }
                 info!("Draining: no new connections, finishing requests in flight.");
             },
         )

@@ -208,6 +208,11 @@ impl Plan {
         s
     }
 
+    /// Node `node`'s kind and settings on one line, as [`Plan::describe`] prints them.
+    pub fn node_label(&self, node: &super::PlannedNode) -> String {
+        kind_label(self, &node.node.kind)
+    }
+
     /// The plan as a Graphviz DOT digraph.
     pub fn dot(&self) -> String {
         let mut s = String::new();

@@ -100,7 +100,7 @@ pub fn plan(valid: &ValidGraph<'_>) -> Plan {
 
 impl Plan {
     /// The node or `ingress` that lineage id `id` names.
-    fn producer_name(&self, id: u32) -> &str {
+    pub fn producer_name(&self, id: u32) -> &str {
         if id == INGRESS {
             "ingress"
         } else {

@@ -127,6 +127,13 @@ impl FrontEnds {
             (None, true) => Some(DEFAULT_HTTP.to_string()),
             (None, false) => None,
         };
+        if let Some(feed) = args.ui.feed(
+            http.as_deref(),
+            running,
+            modelless.map(|m| Arc::clone(&m.front)),
+        ) {
+            http_server = http_server.with_status(feed);
+        }
         let stream_options = StreamOptions {
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             max_line_bytes: args.max_line_bytes.unwrap_or(args.max_body_bytes),

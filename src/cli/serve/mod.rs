@@ -18,6 +18,7 @@ mod listen;
 mod modelless;
 mod ops;
 mod repository;
+mod ui;
 
 /// `weir serve`'s flags.
 #[derive(Debug, Args)]
@@ -166,6 +167,8 @@ pub struct ServeArgs {
     files: FileArgs,
     #[command(flatten)]
     ops: ops::OperateArgs,
+    #[command(flatten)]
+    ui: ui::UiArgs,
 }
 
 impl ServeArgs {

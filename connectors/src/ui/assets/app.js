@@ -1,0 +1,233 @@
+// The dashboard: reads the status feed (server-sent events from /v2/weir/status/stream, one
+// document a second), draws the chosen graph as SVG once per structure, and updates each node's
+// figures, replica liveness and mechanism state on every document. Pages are chosen by the URL
+// fragment: #graph/<name> or #repository. Every string from the server is set as text, never
+// parsed as markup.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const BOX = { w: 230, h: 96, gapX: 56, gapY: 22, pad: 16 };
+let doc = null;
+let drawn = null; // the structure key of the graph drawn
+
+function el(tag, attrs, text) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function fmt(v, digits) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v !== "number") return String(v);
+  return v.toFixed(digits === undefined ? 1 : digits);
+}
+
+function page() {
+  const h = decodeURIComponent(location.hash.replace(/^#/, ""));
+  if (h === "repository") return { kind: "repository" };
+  if (h.startsWith("graph/")) return { kind: "graph", name: h.slice(6) };
+  return { kind: "graph", name: null };
+}
+
+function tabs() {
+  const nav = document.getElementById("tabs");
+  const want = doc.graphs.map((g) => "graph/" + g.name);
+  if (doc.modelless) want.push("repository");
+  const have = Array.from(nav.children).map((a) => a.dataset.page);
+  if (have.join("\n") !== want.join("\n")) {
+    nav.replaceChildren(...want.map((p) => {
+      const a = el("a", { href: "#" + encodeURIComponent(p).replace("%2F", "/"), "data-page": p },
+        p === "repository" ? "repository" : p.slice(6));
+      return a;
+    }));
+  }
+  const p = page();
+  const current = p.kind === "repository" ? "repository" : "graph/" + (p.name || (doc.graphs[0] || {}).name);
+  for (const a of nav.children) a.classList.toggle("current", a.dataset.page === current);
+}
+
+function structureKey(g) {
+  return JSON.stringify([g.name, g.nodes.map((n) => [n.id, n.kind, (n.replicas || []).map((r) => r.name)]), g.edges]);
+}
+
+function nodeClass(n) {
+  return "node " + n.kind + (n.fan_out ? " fan-out" : "");
+}
+
+function draw(g) {
+  const svg = document.getElementById("graph");
+  const ids = ["ingress", ...g.nodes.map((n) => n.id), "egress"];
+  const layout = weirLayout(ids, g.edges, BOX);
+  svg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
+  svg.style.height = Math.min(layout.height, 640) + "px";
+  // Ingress and egress are narrow boxes at the inner edge of their slot.
+  const IO = 120;
+  const left = (id) => layout.pos[id].x + (id === "ingress" ? BOX.w - IO : 0);
+  const width = (id) => (id === "ingress" || id === "egress" ? IO : BOX.w);
+  const parts = [];
+  for (const e of g.edges) {
+    const a = layout.pos[e.from], b = layout.pos[e.to];
+    if (!a || !b) continue;
+    const x1 = left(e.from) + width(e.from), y1 = a.y + BOX.h / 2, x2 = left(e.to), y2 = b.y + BOX.h / 2;
+    const mid = (x1 + x2) / 2;
+    parts.push(el("svg:path", {
+      class: "edge" + (e.kind === "parts" ? " parts" : ""),
+      d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`,
+      "data-from": e.from, "data-to": e.to,
+    }));
+  }
+  const byId = new Map(g.nodes.map((n) => [n.id, n]));
+  for (const id of ids) {
+    const p = layout.pos[id];
+    const n = byId.get(id);
+    const grp = el("svg:g", { class: n ? nodeClass(n) : "node io", "data-node": id, transform: `translate(${left(id)},${p.y})` });
+    grp.appendChild(el("svg:rect", { class: "box", width: width(id), height: BOX.h }));
+    const title = n ? `${id} · ${n.kind}${n.fan_out ? " · fan-out" : ""}${n.join ? " · join" : ""}` : id;
+    grp.appendChild(el("svg:text", { class: "title", x: 8, y: 17 }, title));
+    if (n) {
+      const label = el("svg:text", { class: "small", x: 8, y: 33 }, n.label.length > 38 ? n.label.slice(0, 37) + "…" : n.label);
+      label.appendChild(el("svg:title", {}, n.label));
+      grp.appendChild(label);
+      grp.appendChild(el("svg:text", { class: "figures", x: 8, y: 51, "data-node": id }));
+      grp.appendChild(el("svg:text", { class: "small mech", x: 8, y: 68, "data-node": id }));
+      (n.replicas || []).forEach((r, i) => {
+        const x = 12 + i * 54;
+        grp.appendChild(el("svg:circle", { class: "replica", cx: x, cy: 84, r: 5, "data-node": id, "data-replica": r.name, "data-alive": "unknown" }));
+        grp.appendChild(el("svg:text", { class: "small", x: x + 8, y: 88 }, r.name.length > 6 ? r.name.slice(0, 6) : r.name));
+      });
+    } else {
+      const names = id === "ingress" ? g.inputs : g.outputs.map((o) => o.name);
+      names.slice(0, 4).forEach((name, i) => grp.appendChild(el("svg:text", { class: "small", x: 8, y: 35 + 15 * i }, name)));
+    }
+    parts.push(grp);
+  }
+  svg.replaceChildren(...parts);
+  const body = document.querySelector("#nodes tbody");
+  body.replaceChildren(...g.nodes.map((n) => {
+    const tr = el("tr", { "data-node": n.id });
+    tr.appendChild(el("td", {}, n.id));
+    tr.appendChild(el("td", {}, n.kind));
+    for (const c of ["rows_per_s", "jobs_per_s", "queue_depth", "mean_batch", "call_p50_ms", "call_p99_ms", "errors", "expired"]) {
+      tr.appendChild(el("td", { class: c }));
+    }
+    tr.appendChild(el("td", { class: "mech" }));
+    return tr;
+  }));
+}
+
+function mechanism(n) {
+  const out = [];
+  if (n.serf) out.push(`SERF ${n.serf.concurrency}×${n.serf.threads}, predicted ${fmt(n.serf.predicted_ms, 2)} ms / measured ${fmt(n.serf.measured_ms, 2)} ms, ${n.serf.switches} switches`);
+  if (n.routing === "kairos" && n.shares_by_type) {
+    out.push("Kairos " + Object.entries(n.shares_by_type).map(([t, s]) => `${t} ${(100 * s).toFixed(0)}%`).join(" "));
+  }
+  if (n.parm) out.push(`ParM k=${n.parity.k}: ${n.parm.reconstructed} reconstructed of ${n.parm.groups} groups`);
+  if (n.hams) out.push(`HAMS epoch ${n.hams.epoch}, primary ${n.hams.primary || "none"}, backup ${n.hams.backups.join(" ") || "none"}, durable lag ${n.hams.durable_lag}`);
+  return out.join("; ");
+}
+
+function update(g) {
+  const live = g.live;
+  const head = document.getElementById("graph-live");
+  head.replaceChildren(
+    el("span", {}, "requests/s "), el("b", { id: "requests-per-s" }, fmt(live.requests_per_s)),
+    el("span", {}, "in flight "), el("b", { id: "in-flight" }, `${live.in_flight} / ${live.max_in_flight}`),
+    el("span", {}, "answered "), el("b", { id: "answered" }, String(live.answered)));
+  for (const n of g.nodes) {
+    const l = n.live || {};
+    const fig = document.querySelector(`text.figures[data-node="${CSS.escape(n.id)}"]`);
+    if (fig) {
+      fig.textContent = n.kind === "model"
+        ? `${fmt(l.rows_per_s ?? l.jobs_per_s)}/s · q ${fmt(l.queue_depth, 0)} · p99 ${fmt(l.call_p99_ms, 2)} ms`
+        : "";
+    }
+    const mech = document.querySelector(`text.mech[data-node="${CSS.escape(n.id)}"]`);
+    if (mech) {
+      mech.textContent = n.hams ? `primary ${n.hams.primary || "none"} · epoch ${n.hams.epoch}`
+        : n.serf ? `SERF ${n.serf.concurrency}×${n.serf.threads}`
+        : n.parm ? `ParM ${n.parm.reconstructed} rebuilt`
+        : n.routing === "kairos" ? "Kairos" : (n.routing && n.routing !== "least_outstanding" ? n.routing : "");
+    }
+    for (const r of n.replicas || []) {
+      const c = document.querySelector(`circle.replica[data-node="${CSS.escape(n.id)}"][data-replica="${CSS.escape(r.name)}"]`);
+      if (c) {
+        c.setAttribute("data-alive", r.alive === undefined ? "unknown" : String(r.alive));
+        c.replaceChildren(el("svg:title", {}, `${r.name}${r.remote ? " (remote" + (r.instance_type ? ", " + r.instance_type : "") + ")" : " (local)"}: ${r.alive === false ? "down" : "alive"}, ${r.outstanding ?? 0} outstanding, ${r.dispatched ?? "–"} dispatched`));
+      }
+    }
+    const tr = document.querySelector(`#nodes tr[data-node="${CSS.escape(n.id)}"]`);
+    if (!tr) continue;
+    const set = (c, v, d) => { tr.querySelector("." + c).textContent = fmt(v, d); };
+    set("rows_per_s", l.rows_per_s); set("jobs_per_s", l.jobs_per_s); set("queue_depth", l.queue_depth, 0);
+    set("mean_batch", l.mean_batch, 2); set("call_p50_ms", l.call_p50_ms, 2); set("call_p99_ms", l.call_p99_ms, 2);
+    set("errors", l.errors, 0); set("expired", l.expired, 0);
+    const down = (n.replicas || []).filter((r) => r.alive === false).map((r) => r.name);
+    const m = tr.querySelector(".mech");
+    m.textContent = [mechanism(n), down.length ? `down: ${down.join(" ")}` : ""].filter(Boolean).join("; ");
+    m.classList.toggle("down", down.length > 0);
+  }
+  const f = document.getElementById("failovers");
+  f.replaceChildren();
+  if (g.failovers && g.failovers.length) {
+    f.appendChild(el("h3", {}, "Recent failovers"));
+    const ul = el("ul");
+    for (const r of g.failovers) {
+      ul.appendChild(el("li", { "data-node": r.node }, `${r.node}: ${r.reason} (${fmt(r.ago_s, 0)} s ago, protocol ${fmt(r.protocol_ms, 1)} ms, ${r.retried} retried)`));
+    }
+    f.appendChild(ul);
+  }
+}
+
+function repository(m) {
+  const root = document.getElementById("repository");
+  root.replaceChildren(el("p", {}, "Workers' hardware: " + m.hardware.join(", ")));
+  for (const t of m.tasks) {
+    const sec = el("div", { class: "task", "data-task": t.name });
+    sec.appendChild(el("h3", {}, "task " + t.name));
+    for (const v of t.variants) {
+      const row = el("div", { class: "variant", "data-variant": v.name });
+      row.appendChild(el("b", {}, v.name));
+      row.appendChild(el("span", {}, ` · ${v.hardware} · accuracy ${fmt(v.accuracy, 3)} · ${fmt(v.latency_ms_batch_1, 2)} ms at batch 1 · batch ≤ ${v.max_batch} · `));
+      if (!v.instances.length) row.appendChild(el("span", { class: "state" }, "inactive"));
+      for (const i of v.instances) row.appendChild(el("span", { class: "state " + i.state, "data-worker": i.worker }, `${i.worker}: ${i.state}`));
+      sec.appendChild(row);
+    }
+    root.appendChild(sec);
+  }
+}
+
+function render() {
+  if (!doc) return;
+  document.getElementById("sample").textContent = String(doc.sample);
+  tabs();
+  const p = page();
+  const gv = document.getElementById("graph-view"), rv = document.getElementById("repository-view");
+  if (p.kind === "repository" && doc.modelless) {
+    gv.hidden = true; rv.hidden = false;
+    repository(doc.modelless);
+    return;
+  }
+  rv.hidden = true;
+  const g = doc.graphs.find((x) => x.name === p.name) || doc.graphs[0];
+  document.getElementById("empty").hidden = !!g || !!doc.modelless;
+  if (!g) { gv.hidden = true; if (doc.modelless) { rv.hidden = false; repository(doc.modelless); } return; }
+  gv.hidden = false;
+  const key = structureKey(g);
+  if (key !== drawn) { draw(g); drawn = key; }
+  update(g);
+}
+
+function connect() {
+  const feed = document.getElementById("feed");
+  const source = new EventSource("/v2/weir/status/stream");
+  source.onopen = () => { feed.dataset.state = "live"; feed.textContent = "live"; };
+  source.onmessage = (e) => {
+    doc = JSON.parse(e.data);
+    render();
+  };
+  source.onerror = () => { feed.dataset.state = "lost"; feed.textContent = "reconnecting…"; };
+}
+
+window.addEventListener("hashchange", () => { drawn = null; render(); });
+connect();

@@ -1,0 +1,146 @@
+//! Live figures of a node over the last tick: counters read at two moments and turned into
+//! rates, means and call-time quantiles. Pure arithmetic over snapshots, so it is tested without
+//! a running graph; a figure with nothing to measure in the window is `null`, never a made-up 0.
+
+use serde_json::{json, Value};
+use weir_operators::model::executor::CALL_SECONDS_BOUNDS;
+use weir_operators::model::LoadSnapshot;
+
+/// The `q` quantile (0..=1), in seconds, of calls counted per duration bucket (`counts[i]` calls
+/// at most `bounds[i]` and above `bounds[i - 1]`; the last bucket is open), interpolated inside
+/// its bucket; a quantile in the open bucket is its lower bound. `None` without calls.
+pub(super) fn quantile(counts: &[u64], bounds: &[f64], q: f64) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q.clamp(0.0, 1.0) * total as f64;
+    let mut below = 0u64;
+    for (i, &n) in counts.iter().enumerate() {
+        if n > 0 && (below + n) as f64 >= rank {
+            let lower = if i == 0 { 0.0 } else { bounds[i - 1] };
+            let Some(&upper) = bounds.get(i) else {
+                return Some(lower);
+            };
+            let within = ((rank - below as f64) / n as f64).clamp(0.0, 1.0);
+            return Some(lower + (upper - lower) * within);
+        }
+        below += n;
+    }
+    bounds.last().copied()
+}
+
+/// `now - before`, element-wise (counters only grow; a restart reads as 0).
+fn delta<const N: usize>(now: &[u64; N], before: &[u64; N]) -> [u64; N] {
+    std::array::from_fn(|i| now[i].saturating_sub(before[i]))
+}
+
+/// An executor's figures over the `secs` since `before` (`None`: first sample, whole counts
+/// used for means and quantiles, no rates).
+pub(super) fn executor(now: &LoadSnapshot, before: Option<&LoadSnapshot>, secs: f64) -> Value {
+    let zero = LoadSnapshot::default();
+    let b = before.unwrap_or(&zero);
+    let runs = now.runs.saturating_sub(b.runs);
+    let rows = now.rows.saturating_sub(b.rows);
+    let jobs = now.jobs_answered.saturating_sub(b.jobs_answered);
+    let sojourn = now.sojourn.saturating_sub(b.sojourn);
+    let calls = delta(&now.call_seconds, &b.call_seconds);
+    let rate = |n: u64| match (before, secs > 0.0) {
+        (Some(_), true) => json!(n as f64 / secs),
+        _ => Value::Null,
+    };
+    let ms = |s: Option<f64>| s.map_or(Value::Null, |s| json!(s * 1e3));
+    json!({
+        "rows_per_s": rate(rows),
+        "calls_per_s": rate(runs),
+        "queue_depth": now.queue_depth(),
+        "mean_batch": if runs > 0 { json!(rows as f64 / runs as f64) } else { Value::Null },
+        "call_p50_ms": ms(quantile(&calls, &CALL_SECONDS_BOUNDS, 0.5)),
+        "call_p99_ms": ms(quantile(&calls, &CALL_SECONDS_BOUNDS, 0.99)),
+        "latency_ms": if jobs > 0 { json!(sojourn.as_secs_f64() * 1e3 / jobs as f64) } else { Value::Null },
+        "rows": now.rows,
+        "errors": now.errors,
+        "errors_per_s": rate(now.errors.saturating_sub(b.errors)),
+    })
+}
+
+/// Shares of `now - before` per key (jobs dispatched per replica or instance type), over the
+/// window when it saw any, else over all time; empty when nothing was ever dispatched.
+pub(super) fn shares(now: &[(String, u64)], before: &[(String, u64)]) -> Value {
+    let window: Vec<(&str, u64)> = now
+        .iter()
+        .map(|(k, n)| {
+            let b = before.iter().find(|(kb, _)| kb == k).map_or(0, |(_, n)| *n);
+            (k.as_str(), n.saturating_sub(b))
+        })
+        .collect();
+    let total: u64 = window.iter().map(|(_, n)| n).sum();
+    let (pairs, total): (Vec<(&str, u64)>, u64) = if total > 0 {
+        (window, total)
+    } else {
+        let all: u64 = now.iter().map(|(_, n)| n).sum();
+        (now.iter().map(|(k, n)| (k.as_str(), *n)).collect(), all)
+    };
+    if total == 0 {
+        return json!({});
+    }
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, n)| (k.to_string(), json!(n as f64 / total as f64)))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_inside_their_bucket() {
+        let bounds = [1.0, 2.0, 4.0];
+        assert_eq!(quantile(&[0, 0, 0, 0], &bounds, 0.5), None);
+        assert_eq!(quantile(&[10, 0, 0, 0], &bounds, 0.5), Some(0.5));
+        assert_eq!(quantile(&[0, 10, 0, 0], &bounds, 0.99), Some(1.99));
+        // In the open bucket: its lower bound.
+        assert_eq!(quantile(&[1, 0, 0, 99], &bounds, 0.99), Some(4.0));
+    }
+
+    #[test]
+    fn figures_are_over_the_window_and_null_without_one() {
+        let before = LoadSnapshot {
+            runs: 10,
+            rows: 40,
+            jobs_answered: 10,
+            sojourn: Duration::from_millis(100),
+            ..Default::default()
+        };
+        let now = LoadSnapshot {
+            enqueued: 25,
+            dequeued: 20,
+            runs: 20,
+            rows: 100,
+            jobs_answered: 20,
+            sojourn: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let f = executor(&now, Some(&before), 2.0);
+        assert_eq!(f["rows_per_s"], json!(30.0));
+        assert_eq!(f["mean_batch"], json!(6.0));
+        assert_eq!(f["queue_depth"], json!(5));
+        assert_eq!(f["latency_ms"], json!(20.0));
+        assert_eq!(f["call_p50_ms"], Value::Null);
+        assert_eq!(executor(&now, None, 0.0)["rows_per_s"], Value::Null);
+    }
+
+    #[test]
+    fn shares_fall_back_to_all_time_when_the_window_is_empty() {
+        let now = vec![("a".to_string(), 30), ("b".to_string(), 10)];
+        assert_eq!(shares(&now, &now), json!({"a": 0.75, "b": 0.25}));
+        let before = vec![("a".to_string(), 30), ("b".to_string(), 0)];
+        assert_eq!(shares(&now, &before), json!({"a": 0.0, "b": 1.0}));
+        assert_eq!(shares(&[], &[]), json!({}));
+    }
+}
