@@ -222,7 +222,10 @@ fn classify(graph: &weir::RunningGraph, rows: &[(Vec<f32>, i64)]) -> Vec<(i64, i
             .recv_timeout(Duration::from_secs(60))
             .expect("every request answered");
         let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let class = reply.output("class").and_then(Tensor::as_i64).expect("class")[0];
+        let class = reply
+            .output("class")
+            .and_then(Tensor::as_i64)
+            .expect("class")[0];
         let flag = reply
             .output("reconstructed")
             .and_then(Tensor::as_i64)
@@ -284,13 +287,18 @@ fn a_replica_killed_mid_group_has_its_job_reconstructed_not_failed() {
         model("affine.onnx").display(),
         model("affine_parity_k2.onnx").display()
     );
-    let path = std::env::temp_dir().join(format!("weir-it-parity-kill-{}.yaml", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("weir-it-parity-kill-{}.yaml", std::process::id()));
     std::fs::write(&path, yaml).expect("write graph");
     let graph = load_graph(&path).expect("valid graph");
     let _ = std::fs::remove_file(&path);
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
     let rows: Vec<Vec<f32>> = (0..2u64)
-        .map(|i| (0..16).map(|j| ((i * 16 + j) % 7) as f32 / 7.0 - 0.3).collect())
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 16 + j) % 7) as f32 / 7.0 - 0.3)
+                .collect()
+        })
         .collect();
     let replies = Replies::default();
     let (tx, rx) = channel();
@@ -301,12 +309,14 @@ fn a_replica_killed_mid_group_has_its_job_reconstructed_not_failed() {
             vec![named("x", Tensor::f32(vec![16], rows[tag].clone()))],
             &tx,
         );
-        let (got, r) = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("answered");
+        let (got, r) = rx.recv_timeout(Duration::from_secs(60)).expect("answered");
         assert_eq!(got, tag as u64);
         let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let y = reply.output("y").and_then(Tensor::as_f32).expect("y").to_vec();
+        let y = reply
+            .output("y")
+            .and_then(Tensor::as_f32)
+            .expect("y")
+            .to_vec();
         let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag]);
         assert_close(&y, &want, 1e-4, &format!("request {tag}"));
         reply
@@ -327,7 +337,11 @@ fn a_replica_killed_mid_group_has_its_job_reconstructed_not_failed() {
         .1
         .stats();
     assert_eq!(
-        (stats.reconstructed_failed, stats.reconstructed_late, stats.unrecovered),
+        (
+            stats.reconstructed_failed,
+            stats.reconstructed_late,
+            stats.unrecovered
+        ),
         (1, 0, 0),
         "{stats:?}"
     );

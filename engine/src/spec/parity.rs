@@ -125,7 +125,9 @@ impl<'de> Deserialize<'de> for DecodeAfter {
             }
             fn visit_f64<E: de::Error>(self, ms: f64) -> Result<DecodeAfter, E> {
                 DecodeAfter::millis(ms).ok_or_else(|| {
-                    E::custom(format!("{ms} ms is not a decode deadline; expected {EXPECTED}"))
+                    E::custom(format!(
+                        "{ms} ms is not a decode deadline; expected {EXPECTED}"
+                    ))
                 })
             }
         }

@@ -116,7 +116,11 @@ mod tests {
         for i in 1..=128u64 {
             l.record(Duration::from_millis(i));
         }
-        assert_eq!(l.deadline(), Some(Duration::from_millis(127)), "nearest rank");
+        assert_eq!(
+            l.deadline(),
+            Some(Duration::from_millis(127)),
+            "nearest rank"
+        );
         // The window forgets: a thousand fast predictions push the slow ones out.
         for _ in 0..WINDOW {
             l.record(Duration::from_micros(100));

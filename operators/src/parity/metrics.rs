@@ -45,7 +45,9 @@ pub fn encode(
         encoder,
         m::PARITY_UNRECOVERED_TOTAL,
         "Failed jobs whose coding group could not reconstruct them (answered with their error).",
-        stats.iter().map(|(g, n, s, _)| (node_labels(g, n), s.unrecovered)),
+        stats
+            .iter()
+            .map(|(g, n, s, _)| (node_labels(g, n), s.unrecovered)),
     )?;
     gauge(
         encoder,

@@ -454,8 +454,7 @@ impl Inner {
                 if matches!(*lock(&member.outcome), Outcome::Failed(_)) {
                     // Its group is not full yet: wait one deadline for it to fill.
                     let wait = self.lateness.deadline().unwrap_or(WARMUP_DEADLINE);
-                    self.timer
-                        .at(Instant::now() + wait, Wake::Open(member.seq));
+                    self.timer.at(Instant::now() + wait, Wake::Open(member.seq));
                 }
             }
         }

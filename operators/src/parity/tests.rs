@@ -161,8 +161,15 @@ fn a_real_prediction_before_its_deadline_wins() {
     svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
         .unwrap();
     assert_eq!(svc.stats().parity_dispatched, 1);
-    assert!(parity.held.lock().unwrap().is_empty(), "the parity output is in");
-    assert_eq!(answers.lock().unwrap().len(), 1, "no reconstruction before the deadline");
+    assert!(
+        parity.held.lock().unwrap().is_empty(),
+        "the parity output is in"
+    );
+    assert_eq!(
+        answers.lock().unwrap().len(),
+        1,
+        "no reconstruction before the deadline"
+    );
     deployed.release();
     let got = answers.lock().unwrap();
     let real = got.iter().find(|a| a.0 == 0).unwrap();
@@ -192,7 +199,11 @@ fn a_late_prediction_is_reconstructed_once_its_deadline_passes() {
     deployed.release();
     let stats = svc.stats();
     assert_eq!(
-        (stats.reconstructed_late, stats.reconstructed_failed, stats.late_real),
+        (
+            stats.reconstructed_late,
+            stats.reconstructed_failed,
+            stats.late_real
+        ),
         (1, 0, 1)
     );
     assert_eq!(answers.lock().unwrap().len(), 2, "answered once");
@@ -207,13 +218,20 @@ fn a_failed_job_is_reconstructed_not_failed() {
         .unwrap(); // its replica fails
     svc.try_submit(job_or_error(1, &[[4.0, 5.0, 6.0]], &answers, &errors))
         .unwrap();
-    assert!(errors.lock().unwrap().is_empty(), "{:?}", errors.lock().unwrap());
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
     let got = answers.lock().unwrap();
     let rebuilt = got.iter().find(|a| a.0 == 0).expect("reconstructed");
     assert_eq!(rebuilt.2, vec![1]);
     assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]));
     let stats = svc.stats();
-    assert_eq!((stats.reconstructed_failed, stats.reconstructed_late), (1, 0));
+    assert_eq!(
+        (stats.reconstructed_failed, stats.reconstructed_late),
+        (1, 0)
+    );
 }
 
 #[test]
