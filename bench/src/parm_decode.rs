@@ -106,6 +106,9 @@ pub fn parm_decode(config: &DecodeBenchConfig) -> Result<Vec<DecodeRow>> {
             .first()
             .map(|(_, s)| s.stats())
             .unwrap_or_default();
+        for (class, (n, example)) in &report.errors {
+            eprintln!("{rule}, straggler {straggler}: {n} {class} errors, e.g. {example}");
+        }
         running.shutdown();
         drop(executor);
         rows.push(DecodeRow {
