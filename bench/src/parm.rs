@@ -54,7 +54,7 @@ pub struct ParmRow {
 }
 
 /// Freezes `pid` for `freeze` every `period` until dropped (then leaves it running).
-struct Hiccups {
+pub(crate) struct Hiccups {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -66,7 +66,7 @@ fn signal(pid: u32, sig: &str) {
 }
 
 impl Hiccups {
-    fn start(pid: u32, freeze: Duration, period: Duration) -> Hiccups {
+    pub(crate) fn start(pid: u32, freeze: Duration, period: Duration) -> Hiccups {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {

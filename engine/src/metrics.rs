@@ -56,6 +56,16 @@ pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";
 /// Rows a model node answered expired instead of running: their deadline passed while they
 /// waited.
 pub const NODE_EXPIRED_TOTAL: &str = "weir_node_expired_total";
+/// Per parity-coded node and reason (`late`, `failed`): jobs answered by reconstruction (ParM).
+pub const PARITY_RECONSTRUCTIONS_TOTAL: &str = "weir_parity_reconstructions_total";
+/// Per parity-coded node: the fraction of its answers that were reconstructed.
+pub const PARITY_RECONSTRUCTED_FRACTION: &str = "weir_parity_reconstructed_fraction";
+/// Per parity-coded node: jobs answered with their real prediction.
+pub const PARITY_REAL_ANSWERS_TOTAL: &str = "weir_parity_real_answers_total";
+/// Per parity-coded node: failed jobs that could not be reconstructed.
+pub const PARITY_UNRECOVERED_TOTAL: &str = "weir_parity_unrecovered_total";
+/// Per parity-coded node: how long after dispatch a prediction counts as late now.
+pub const PARITY_DEADLINE_SECONDS: &str = "weir_parity_deadline_seconds";
 /// Per replica of a model node: 1 while alive.
 pub const REPLICA_ALIVE: &str = "weir_replica_alive";
 /// Per replica: jobs sent and not answered yet.

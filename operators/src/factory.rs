@@ -291,8 +291,14 @@ impl OperatorFactory {
                         weir_engine::spec::ParityEncoder::Sum => parity::Encoder::Sum,
                         weir_engine::spec::ParityEncoder::Concat => parity::Encoder::Concat,
                     };
-                    let coded =
-                        parity::ParityService::new(&n.node.id, plan.k, encoder, service, parity);
+                    let coded = parity::ParityService::new(
+                        &n.node.id,
+                        plan.k,
+                        encoder,
+                        (plan.decode, plan.floor),
+                        service,
+                        parity,
+                    );
                     factory.parity.insert(n.node.id.clone(), coded.clone());
                     Arc::new(coded) as Arc<dyn InferenceService>
                 }

@@ -1,10 +1,10 @@
 //! The operator metrics of every graph a process runs, as one [`Collector`]: each family writes
 //! its own series from the counters it keeps (rows expired per node, [`model::executor::metrics`],
-//! [`model::replicas::metrics`], [`model::parallelism::metrics`], [`stateful::metrics`]), read
-//! from each graph's [`OperatorFactory`] at scrape time, in that order. Every family is written
+//! [`model::replicas::metrics`], [`model::parallelism::metrics`], [`parity::metrics`],
+//! [`stateful::metrics`]), read from each graph's [`OperatorFactory`] at scrape time, in that
+//! order. Every family is written
 //! once with the series of all graphs under it (labelled by `graph`): the Prometheus text format
-//! allows one `# HELP`/`# TYPE` block per family. ParM's counters
-//! ([`crate::parity::ParityStats`]) are reported by `weir run`, not exported.
+//! allows one `# HELP`/`# TYPE` block per family.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use weir_engine::dataflow::egress::ReplyTable;
 use weir_engine::metrics::Collector;
 
-use crate::{model, stateful, OperatorFactory};
+use crate::{model, parity, stateful, OperatorFactory};
 
 /// One running graph's operators: its name, its factory and its reply table (HAMS's release gate).
 #[derive(Debug)]
@@ -62,6 +62,7 @@ impl Collector for OperatorMetrics {
         )?;
         model::replicas::metrics::encode(e, &self.per_graph(|f| f.replica_pools()))?;
         model::parallelism::metrics::encode(e, &self.per_graph(|f| f.parallelism_stats()))?;
+        parity::metrics::encode(e, &self.per_graph(|f| f.parity_services()))?;
         let state: Vec<_> = self
             .graphs
             .iter()

@@ -105,14 +105,20 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     let parity: Vec<_> = running
         .parity_services()
         .into_iter()
-        .map(|(node, s)| (node, s.stats()))
+        .map(|(node, s)| (node, s.decode_rule(), s.stats()))
         .collect();
     running.shutdown();
     print!("{}", report.summary(&name));
-    for (node, p) in parity {
+    for (node, rule, p) in parity {
         println!(
-            "node `{node}` (ParM): {} coding groups, {} answers reconstructed, {} late real predictions dropped",
-            p.groups, p.reconstructed, p.late_real
+            "node `{node}` (ParM, decode after {rule}): {} coding groups, {} answers reconstructed ({} late, {} failed; {:.2} % of answers), {} failures not reconstructed, {} late real predictions dropped",
+            p.groups,
+            p.reconstructed,
+            p.reconstructed_late,
+            p.reconstructed_failed,
+            100.0 * p.reconstructed_fraction(),
+            p.unrecovered,
+            p.late_real
         );
     }
     for (node, s) in stats {

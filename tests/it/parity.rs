@@ -1,14 +1,17 @@
-//! ParM end to end: an affine model (exactly decodable: its parity model adds the bias twice)
-//! whose node runs on an in-process replica and a remote executor that is frozen with SIGSTOP
-//! (a straggling host). The frozen host's requests are answered by reconstruction, marked as such,
-//! equal to the model's real outputs; when the host thaws its late predictions are dropped, and
-//! every request is answered exactly once.
+//! ParM end to end at the default decode rule (a prediction is unavailable when later than the
+//! node's p99 latency, or when its replica failed): an affine model (exactly decodable: its
+//! parity model adds the bias twice) whose node runs on an in-process replica and a remote
+//! executor that is frozen with SIGSTOP (a straggling host). The frozen host's requests are
+//! answered by reconstruction, marked as such, equal to the model's real outputs; when the host
+//! thaws its late predictions are dropped, and every request is answered exactly once. A replica
+//! SIGKILLed between two jobs of a group: the second is reconstructed, not failed. Without any
+//! straggler the parity-coded digits graph answers exactly what the plain one does.
 
 use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{assert_close, channel, direct_ort, model, named, signal, Replies};
+use crate::common::{assert_close, channel, direct_ort, model, named, repo, signal, Replies};
 use crate::distributed::{loopback, Executor};
 
 #[test]
@@ -79,6 +82,12 @@ fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {
         .expect("parity node")
         .1;
     assert_eq!(service.stats().reconstructed as i64, reconstructed);
+    assert_eq!(
+        service.stats().reconstructed_late as i64,
+        reconstructed,
+        "a frozen replica's jobs are late, not failed: {:?}",
+        service.stats()
+    );
 
     // Thaw: the late real predictions come back and are dropped.
     signal(executor.pid(), "-CONT");
@@ -174,5 +183,168 @@ fn digits_on_three_executors_with_one_stalled_are_all_answered_and_mostly_right(
     assert!(correct as f64 / n as f64 > 0.8, "{correct}/{n}");
     assert!(replies.counts().values().all(|&c| c == 1), "answered once");
     assert_eq!(replies.counts().len(), n);
+    running.shutdown();
+}
+
+/// The digits test set's rows and labels.
+fn digits_rows() -> Vec<(Vec<f32>, i64)> {
+    std::fs::read_to_string(model("digits_test.csv"))
+        .expect("digits_test.csv")
+        .lines()
+        .map(|l| {
+            let v: Vec<f32> = l
+                .split(',')
+                .map(|x| x.trim().parse().expect("number"))
+                .collect();
+            (v[..64].to_vec(), v[64] as i64)
+        })
+        .collect()
+}
+
+/// Runs `graph` over `rows`, a few requests in flight at a time; each request's class and
+/// reconstructed flag (0 without the output), by row.
+fn classify(graph: &weir::RunningGraph, rows: &[(Vec<f32>, i64)]) -> Vec<(i64, i64)> {
+    const IN_FLIGHT: usize = 4;
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    let submit = |i: usize| {
+        let row = vec![named("pixels", Tensor::f32(vec![64], rows[i].0.clone()))];
+        replies.submit(graph, i as u64, row, &tx);
+    };
+    let mut next = 0;
+    while next < rows.len().min(IN_FLIGHT) {
+        submit(next);
+        next += 1;
+    }
+    let mut out = vec![(-1, -1); rows.len()];
+    for _ in 0..rows.len() {
+        let (tag, r) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("every request answered");
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let class = reply
+            .output("class")
+            .and_then(Tensor::as_i64)
+            .expect("class")[0];
+        let flag = reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .map_or(0, |f| f[0]);
+        out[tag as usize] = (class, flag);
+        if next < rows.len() {
+            submit(next);
+            next += 1;
+        }
+    }
+    assert!(replies.counts().values().all(|&c| c == 1), "answered once");
+    assert_eq!(replies.counts().len(), rows.len());
+    out
+}
+
+#[test]
+fn without_a_straggler_the_parity_coded_digits_graph_answers_what_the_deployed_model_answers() {
+    let rows = digits_rows();
+    let plain = start(
+        load_graph(&repo().join("graphs/digits.yaml"))
+            .expect("valid")
+            .plan,
+        RuntimeOptions::default(),
+    )
+    .expect("starts");
+    let want = classify(&plain, &rows);
+    plain.shutdown();
+    let coded = start(
+        load_graph(&repo().join("graphs/digits_parity.yaml"))
+            .expect("valid")
+            .plan,
+        RuntimeOptions::default(),
+    )
+    .expect("starts");
+    let got = classify(&coded, &rows);
+    let stats = coded
+        .parity_services()
+        .into_iter()
+        .next()
+        .expect("parity node")
+        .1
+        .stats();
+    coded.shutdown();
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(g.1, 0, "row {i} reconstructed ({stats:?})");
+        assert_eq!(w.0, g.0, "row {i}: the deployed model's class");
+    }
+    assert_eq!(stats.reconstructed, 0, "{stats:?}");
+    assert_eq!(stats.real as usize, rows.len(), "{stats:?}");
+    assert!(stats.groups >= (rows.len() / 2) as u64 - 1, "{stats:?}");
+}
+
+#[test]
+fn a_replica_killed_mid_group_has_its_job_reconstructed_not_failed() {
+    let endpoint = loopback();
+    let mut executor = Executor::serving("d1", &endpoint, "affine.onnx");
+    let yaml = format!(
+        "name: affine_killed\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: d1, endpoint: \"{endpoint}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      replicas: [d1]\n      executor: {{timeout_ms: 5000}}\n      resilience: {{parity: {{k: 2, parity_model: {}}}}}\noutputs:\n  - {{name: y, from: m.y}}\n  - {{name: reconstructed, from: m.reconstructed}}\n",
+        model("affine.onnx").display(),
+        model("affine_parity_k2.onnx").display()
+    );
+    let path =
+        std::env::temp_dir().join(format!("weir-it-parity-kill-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).expect("write graph");
+    let graph = load_graph(&path).expect("valid graph");
+    let _ = std::fs::remove_file(&path);
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    let rows: Vec<Vec<f32>> = (0..2u64)
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 16 + j) % 7) as f32 / 7.0 - 0.3)
+                .collect()
+        })
+        .collect();
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    let ask = |tag: usize| {
+        replies.submit(
+            &running,
+            tag as u64,
+            vec![named("x", Tensor::f32(vec![16], rows[tag].clone()))],
+            &tx,
+        );
+        let (got, r) = rx.recv_timeout(Duration::from_secs(60)).expect("answered");
+        assert_eq!(got, tag as u64);
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let y = reply
+            .output("y")
+            .and_then(Tensor::as_f32)
+            .expect("y")
+            .to_vec();
+        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag]);
+        assert_close(&y, &want, 1e-4, &format!("request {tag}"));
+        reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .expect("flag")[0]
+    };
+    // The group's first job is answered by the replica; then the replica dies, and the group's
+    // second job, which fails for want of a replica, is rebuilt from the parity output.
+    assert_eq!(ask(0), 0, "the first job's real prediction");
+    executor.sigkill();
+    assert_eq!(ask(1), 1, "the second job reconstructed");
+    let stats = running
+        .parity_services()
+        .into_iter()
+        .next()
+        .expect("parity node")
+        .1
+        .stats();
+    assert_eq!(
+        (
+            stats.reconstructed_failed,
+            stats.reconstructed_late,
+            stats.unrecovered
+        ),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    assert!(replies.counts().values().all(|&c| c == 1), "answered once");
     running.shutdown();
 }

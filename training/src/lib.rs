@@ -22,6 +22,7 @@ pub use data::{load_digits, DataOptions, Dataset, Split};
 pub use error::TrainError;
 pub use model::{Init, OnnxModel};
 pub use parity::{
-    degraded_accuracy, fit_parity, train_parity, Encoder, ParityOptions, ParityReport,
+    degraded_accuracy, degraded_accuracy_spread, fit_parity, train_parity, DegradedAccuracy,
+    Encoder, ParityOptions, ParityReport,
 };
 pub use schedule::{Progress, Schedule};

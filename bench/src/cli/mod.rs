@@ -15,6 +15,7 @@ mod infaas_profiles;
 mod kairos_live;
 mod overhead;
 mod parm;
+mod parm_decode;
 mod pipeline;
 mod remote;
 mod serf;
@@ -61,6 +62,9 @@ enum Experiment {
     /// ParM: tail latency when one replica's host hiccups (SIGSTOP/SIGCONT), against no parity and
     /// against spending the parity instance on one more replica session.
     Parm(parm::ParmArgs),
+    /// ParM's decode rules, `first_available` against the `p99` deadline, with and without a
+    /// straggler: tail gap, fraction reconstructed and accuracy, on the digits MLP.
+    ParmDecode(parm_decode::DecodeArgs),
     /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
     Serf(serf::SerfBenchArgs),
     /// Kairos routing on executors of emulated instance types (`--emulate-latency`), queries of
@@ -127,6 +131,7 @@ impl Cli {
             Experiment::Ui(a) => ui::run(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),
+            Experiment::ParmDecode(a) => parm_decode::run(a),
             Experiment::Serf(a) => serf::run(a),
             Experiment::KairosLive(a) => kairos_live::run(a),
             Experiment::Hams(a) => hams::run(a),

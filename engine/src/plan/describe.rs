@@ -95,9 +95,10 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             },
             match &m.parity {
                 Some(p) => format!(
-                    ", parity k={} with {}",
+                    ", parity k={} with {}, decode after {}",
                     p.k,
-                    p.path.file_name().and_then(|s| s.to_str()).unwrap_or("?")
+                    p.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
+                    p.decode
                 ),
                 None => String::new(),
             },

@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::spec::{ModelSpec, ParityEncoder};
+use std::time::Duration;
+
+use crate::spec::{DecodeAfter, ModelSpec, ParityEncoder};
 
 /// ParM parity coding of a model node, as planned.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +18,10 @@ pub struct ParityPlan {
     pub path: PathBuf,
     /// How a group's queries become the parity query.
     pub encoder: ParityEncoder,
+    /// When a missing prediction counts as unavailable.
+    pub decode: DecodeAfter,
+    /// The shortest deadline a quantile rule sets.
+    pub floor: Duration,
 }
 
 /// Model node `m`'s parity coding, if it has any.
@@ -25,5 +31,7 @@ pub(super) fn parity_plan(m: &ModelSpec, base_dir: &Path) -> Option<ParityPlan> 
         k: p.k.value,
         path: base_dir.join(&p.parity_model.value),
         encoder: p.encoder.value,
+        decode: p.decode.value.after.value,
+        floor: Duration::from_millis(p.decode.value.floor_ms),
     })
 }

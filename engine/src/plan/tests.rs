@@ -81,6 +81,36 @@ fn a_parity_model_resolves_against_the_graph_folder() {
     );
     let bare = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}");
     assert!(parity::parity_plan(model(&bare), Path::new("/graphs")).is_none());
+    assert_eq!(
+        (plan.decode, plan.floor),
+        (
+            crate::spec::DecodeAfter::Quantile(99.0),
+            std::time::Duration::from_millis(crate::spec::DEFAULT_FLOOR_MS)
+        ),
+        "the default rule"
+    );
+}
+
+#[test]
+fn the_decode_rule_is_read_from_the_yaml() {
+    for (after, want) in [
+        ("p99.9", crate::spec::DecodeAfter::Quantile(99.9)),
+        ("40", crate::spec::DecodeAfter::Millis(40.0)),
+        ("first_available", crate::spec::DecodeAfter::FirstAvailable),
+    ] {
+        let spec = graph(&format!(
+            "  - model: {{id: m, path: m.onnx, inputs: {{x: x}}, resilience: {{parity: {{k: 2, parity_model: p.onnx, decode: {{after: {after}, floor_ms: 5}}}}}}}}"
+        ));
+        let plan = parity::parity_plan(model(&spec), Path::new(".")).unwrap();
+        assert_eq!(plan.decode, want);
+        assert_eq!(plan.floor, std::time::Duration::from_millis(5));
+    }
+    let bad = GraphSpec::from_yaml(
+        "name: g\ninputs: [{name: x, dtype: f32, shape: [2]}]\nnodes:\n  - model: {id: m, path: m.onnx, inputs: {x: x}, resilience: {parity: {k: 2, parity_model: p.onnx, decode: {after: p100}}}}\noutputs: [{name: y, from: m.y}]\n",
+        "bad.yaml",
+    );
+    let e = bad.expect_err("p100 refused").to_string();
+    assert!(e.contains("first_available"), "{e}");
 }
 
 #[test]

@@ -477,8 +477,27 @@ impl ModelBuilder {
                 k: s(k),
                 parity_model: s(parity_model.into()),
                 encoder: s(super::ParityEncoder::Sum),
+                decode: s(super::DecodeSpec::default()),
             })),
         });
+        self
+    }
+
+    /// Sets when the node's parity coding decodes (after [`Self::parity`]; default `p99`): a
+    /// missing prediction counts as unavailable after `after`, never sooner than `floor_ms` for a
+    /// quantile. Without parity coding it does nothing.
+    pub fn parity_decode(mut self, after: super::DecodeAfter, floor_ms: u64) -> Self {
+        if let Some(p) = self
+            .spec
+            .resilience
+            .as_mut()
+            .and_then(|r| r.parity.as_mut())
+        {
+            p.value.decode = s(super::DecodeSpec {
+                after: s(after),
+                floor_ms,
+            });
+        }
         self
     }
 

@@ -15,6 +15,7 @@ mod builder;
 mod fanout;
 mod image_op;
 mod model;
+mod parity;
 mod region_op;
 mod remote;
 mod routing;
@@ -39,6 +40,7 @@ pub use model::{
     AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
     ParallelismSpec, ParityEncoder, ParitySpec, ResilienceSpec, TaskRequirements, TaskSpec,
 };
+pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};

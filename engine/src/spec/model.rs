@@ -264,6 +264,10 @@ pub struct ParitySpec {
     /// How the k queries become the parity query.
     #[serde(default)]
     pub encoder: Spanned<ParityEncoder>,
+    /// When a missing prediction counts as unavailable and is reconstructed (default: later than
+    /// the node's p99 latency, or its replica failed).
+    #[serde(default)]
+    pub decode: Spanned<super::DecodeSpec>,
 }
 
 /// A parity encoder.

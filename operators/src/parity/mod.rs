@@ -8,32 +8,55 @@
 //! members' rows coded position by position (row i of the parity job codes row i of every member
 //! that has one) — goes to the parity model's service.
 //!
-//! Answers: a real prediction is returned the moment it arrives. When the parity output and `k − 1`
-//! of the group's predictions are in and one is missing, the missing one is reconstructed at once as
-//! `F_P(P) − Σ_{others} F(X_i)` (per row, over the members that have that row) and returned with
-//! its `reconstructed` column set to 1; its real prediction, if it comes later, is dropped (counted
-//! in [`ParityStats::late_real`]). With two or more missing, nothing is reconstructed: those jobs
-//! wait for their real predictions. Each job's answer sits behind a take-once slot, so it is
-//! answered exactly once whichever path is first.
+//! Answers: a real prediction is returned the moment it arrives. A missing prediction is
+//! reconstructed as `F_P(P) − Σ_{others} F(X_i)` (per row, over the members that have that row),
+//! returned with its `reconstructed` column set to 1, once the parity output and the group's other
+//! `k − 1` predictions are in *and* the prediction counts as unavailable (ParM, §4.1):
+//! - its replica *failed*: the deployed service answered an error (a model error, or no replica
+//!   left to fail over to). The paper treats a failure as unavailability, so the error is held and
+//!   answered only when the group cannot reconstruct the job (the parity job failed, or another
+//!   member is missing for good), or, for a job whose group never fills, after one deadline.
+//!   A job whose client deadline passed is answered expired at once: nobody waits for it;
+//! - or it is *late* ([`latency`]): later than the decode rule's deadline after its dispatch — a
+//!   quantile of the node's recent latencies (default p99, never below a floor) or a fixed time.
+//!   A real prediction that comes before its deadline always wins, so without a straggler the node
+//!   answers what the deployed model answers. Under `first_available` (the paper's first rule) a
+//!   prediction is unavailable as soon as the group can decode without it.
+//!
+//! A replica pool's own failover comes first: a job on a replica that died is re-dispatched by the
+//! pool, and is reconstructed here if that makes it late. With two or more missing nothing is
+//! reconstructed (r = 1): those jobs wait for their real predictions. Each job's answer sits
+//! behind a take-once slot, so it is answered exactly once whichever path is first; a real
+//! prediction that comes after its reconstruction is dropped (counted in
+//! [`ParityStats::late_real`]).
 //!
 //! Where weir departs from the paper: the paper codes k *batches* together; weir's unit of
 //! dispatch is the operator's job (up to `batching.max_size` rows), so a group is k jobs, and jobs
 //! of different sizes are coded position by position (a shorter job simply contributes nothing to
 //! the later parity rows), which keeps the decoder a plain subtraction.
 
+mod columns;
+pub mod latency;
+pub mod metrics;
+mod timer;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use tracing::debug;
 use weir_engine::batch::TensorColumn;
+use weir_engine::spec::DecodeAfter;
 use weir_engine::tensor::TensorData;
 
+pub use columns::{decode_subtract, encode_group};
 pub use weir_parm::Encoder;
 
 use crate::model::executor::{AnswerOnce, Job};
 use crate::model::{ExecError, InferenceService};
+use latency::{Lateness, WARMUP_DEADLINE};
+use timer::{Timer, Wake};
 
 /// Counters of a parity-coded node; every field only grows.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -42,19 +65,71 @@ pub struct ParityStats {
     pub groups: u64,
     /// Parity jobs the parity service took.
     pub parity_dispatched: u64,
-    /// Jobs answered by reconstruction.
+    /// Jobs answered by reconstruction (late + failed).
     pub reconstructed: u64,
+    /// Jobs reconstructed because their prediction was late.
+    pub reconstructed_late: u64,
+    /// Jobs reconstructed because their replica failed.
+    pub reconstructed_failed: u64,
+    /// Jobs answered with their real prediction.
+    pub real: u64,
+    /// Failed jobs that could not be reconstructed (answered with their error).
+    pub unrecovered: u64,
     /// Real predictions that came after their job was reconstructed (dropped).
     pub late_real: u64,
 }
 
+impl ParityStats {
+    /// The fraction of answers (real and reconstructed) that were reconstructed; 0 before any.
+    pub fn reconstructed_fraction(&self) -> f64 {
+        let answers = self.real + self.reconstructed;
+        if answers == 0 {
+            0.0
+        } else {
+            self.reconstructed as f64 / answers as f64
+        }
+    }
+}
+
+const GROUPS: usize = 0;
+const PARITY_DISPATCHED: usize = 1;
+const RECONSTRUCTED_LATE: usize = 2;
+const RECONSTRUCTED_FAILED: usize = 3;
+const REAL: usize = 4;
+const UNRECOVERED: usize = 5;
+const LATE_REAL: usize = 6;
+
+/// Why a job was reconstructed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Its prediction was later than the deadline.
+    Late,
+    /// Its replica failed.
+    Failed,
+}
+
+/// Where one job of a group stands.
+enum Outcome {
+    /// Dispatched, not back.
+    Pending,
+    /// Its real prediction (kept for decoding the others).
+    Real(Vec<TensorColumn>),
+    /// Its replica failed: the error, held until the job is reconstructed or given up on.
+    Failed(ExecError),
+    /// Answered with an error; nothing to reconstruct.
+    Gone,
+}
+
 /// One job of a coding group.
 struct Member {
+    seq: u64,
     inputs: Vec<TensorColumn>,
+    dispatched: Instant,
+    /// When its prediction counts as late (`None`: `first_available`).
+    late_at: Option<Instant>,
     /// The job's answer, taken once.
     done: AnswerOnce,
-    /// Its real prediction once in (kept for decoding the others).
-    outputs: Mutex<Option<Vec<TensorColumn>>>,
+    outcome: Mutex<Outcome>,
     /// Its coding group, once the group is full.
     group: Mutex<Option<u64>>,
 }
@@ -63,19 +138,43 @@ impl Member {
     fn rows(&self) -> usize {
         self.inputs.first().map(TensorColumn::len).unwrap_or(0)
     }
+
+    fn group(&self) -> Option<u64> {
+        *self.group.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The parity job's outcome.
+enum ParityOutcome {
+    Pending,
+    Output(Vec<TensorColumn>),
+    Failed,
 }
 
 /// A full coding group waiting on its outputs.
 struct Group {
     members: Vec<Arc<Member>>,
-    parity_output: Mutex<Option<Vec<TensorColumn>>>,
+    parity: Mutex<ParityOutcome>,
     decided: Mutex<bool>,
+}
+
+/// What a group's members and parity output allow now.
+enum Decision {
+    /// Keep waiting.
+    Wait,
+    /// Nothing left to do (every member answered for real, or the one missing answered an error).
+    Settled,
+    /// Reconstruct member `j`.
+    Reconstruct(usize, Reason),
+    /// Reconstruction is impossible: answer the held errors.
+    GiveUp,
 }
 
 struct Inner {
     node: String,
     k: usize,
     encoder: Encoder,
+    lateness: Lateness,
     deployed: Arc<dyn InferenceService>,
     parity: Arc<dyn InferenceService>,
     /// Jobs dispatched since the last full group.
@@ -83,7 +182,9 @@ struct Inner {
     /// Full groups whose outcome is not settled, by group id.
     groups: Mutex<HashMap<u64, Arc<Group>>>,
     next_group: AtomicU64,
-    stats: [AtomicU64; 4],
+    next_member: AtomicU64,
+    stats: [AtomicU64; 7],
+    timer: Timer,
 }
 
 /// A model node's service with ParM parity coding around it.
@@ -97,6 +198,7 @@ impl std::fmt::Debug for ParityService {
         f.debug_struct("ParityService")
             .field("node", &self.inner.node)
             .field("k", &self.inner.k)
+            .field("decode", &self.inner.lateness.rule())
             .finish()
     }
 }
@@ -115,60 +217,86 @@ fn flag_column(rows: usize, reconstructed: bool) -> Result<TensorColumn, ExecErr
     })
 }
 
-/// Row-major f32 elements of `col` (parity coding is defined on f32 tensors).
-fn f32s(col: &TensorColumn) -> Option<&[f32]> {
-    col.f32_values()
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ParityService {
     /// Wraps `deployed` with coding groups of `k` coded by `encoder`, parity jobs going to
-    /// `parity`.
+    /// `parity`; a missing prediction counts as unavailable after `decode` (quantile deadlines
+    /// never below `floor`) or when its replica fails.
     pub fn new(
         node: &str,
         k: usize,
         encoder: Encoder,
+        (decode, floor): (DecodeAfter, Duration),
         deployed: Arc<dyn InferenceService>,
         parity: Arc<dyn InferenceService>,
     ) -> Self {
         ParityService {
-            inner: Arc::new(Inner {
-                node: node.to_string(),
-                k: k.max(2),
-                encoder,
-                deployed,
-                parity,
-                open: Mutex::new(Vec::new()),
-                groups: Mutex::new(HashMap::new()),
-                next_group: AtomicU64::new(0),
-                stats: Default::default(),
+            inner: Arc::new_cyclic(|weak: &Weak<Inner>| {
+                let me = weak.clone();
+                Inner {
+                    node: node.to_string(),
+                    k: k.max(2),
+                    encoder,
+                    lateness: Lateness::new(decode, floor),
+                    deployed,
+                    parity,
+                    open: Mutex::new(Vec::new()),
+                    groups: Mutex::new(HashMap::new()),
+                    next_group: AtomicU64::new(0),
+                    next_member: AtomicU64::new(0),
+                    stats: Default::default(),
+                    timer: Timer::start(&format!("parity-{node}"), move |wake| {
+                        let Some(inner) = me.upgrade() else {
+                            return false;
+                        };
+                        inner.on_wake(wake);
+                        true
+                    }),
+                }
             }),
         }
     }
 
     /// The counters now.
     pub fn stats(&self) -> ParityStats {
-        let s = &self.inner.stats;
+        let s = |i: usize| self.inner.stats[i].load(Ordering::Relaxed);
         ParityStats {
-            groups: s[0].load(Ordering::Relaxed),
-            parity_dispatched: s[1].load(Ordering::Relaxed),
-            reconstructed: s[2].load(Ordering::Relaxed),
-            late_real: s[3].load(Ordering::Relaxed),
+            groups: s(GROUPS),
+            parity_dispatched: s(PARITY_DISPATCHED),
+            reconstructed: s(RECONSTRUCTED_LATE) + s(RECONSTRUCTED_FAILED),
+            reconstructed_late: s(RECONSTRUCTED_LATE),
+            reconstructed_failed: s(RECONSTRUCTED_FAILED),
+            real: s(REAL),
+            unrecovered: s(UNRECOVERED),
+            late_real: s(LATE_REAL),
         }
     }
-}
 
-const GROUPS: usize = 0;
-const PARITY_DISPATCHED: usize = 1;
-const RECONSTRUCTED: usize = 2;
-const LATE_REAL: usize = 3;
+    /// The decode rule.
+    pub fn decode_rule(&self) -> DecodeAfter {
+        self.inner.lateness.rule()
+    }
+
+    /// How long after dispatch a prediction counts as late now (`None`: `first_available`).
+    pub fn deadline(&self) -> Option<Duration> {
+        self.inner.lateness.deadline()
+    }
+}
 
 impl InferenceService for ParityService {
     fn try_submit(&self, job: Job) -> Result<(), Job> {
         let inner = &self.inner;
+        let dispatched = Instant::now();
         let member = Arc::new(Member {
+            seq: inner.next_member.fetch_add(1, Ordering::Relaxed),
             inputs: job.inputs.clone(),
+            dispatched,
+            late_at: inner.lateness.deadline().map(|d| dispatched + d),
             done: AnswerOnce::new(job.done),
-            outputs: Mutex::new(None),
+            outcome: Mutex::new(Outcome::Pending),
             group: Mutex::new(None),
         });
         let (me, m) = (Arc::clone(inner), Arc::clone(&member));
@@ -192,7 +320,7 @@ impl InferenceService for ParityService {
         }
         // Dispatched: now the job joins the open coding group.
         let full = {
-            let mut open = inner.open.lock().unwrap_or_else(|p| p.into_inner());
+            let mut open = lock(&inner.open);
             open.push(Arc::clone(&member));
             if open.len() >= inner.k {
                 Some(std::mem::take(&mut *open))
@@ -212,27 +340,23 @@ impl InferenceService for ParityService {
 }
 
 impl Inner {
-    /// Encodes a full group and dispatches its parity job.
+    /// Encodes a full group, dispatches its parity job and sets its members' late timers.
     fn close_group(inner: &Arc<Inner>, members: Vec<Arc<Member>>) {
         let id = inner.next_group.fetch_add(1, Ordering::Relaxed);
         inner.stats[GROUPS].fetch_add(1, Ordering::Relaxed);
         let group = Arc::new(Group {
             members,
-            parity_output: Mutex::new(None),
+            parity: Mutex::new(ParityOutcome::Pending),
             decided: Mutex::new(false),
         });
-        inner
-            .groups
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, Arc::clone(&group));
+        lock(&inner.groups).insert(id, Arc::clone(&group));
         for m in &group.members {
-            *m.group.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+            *lock(&m.group) = Some(id);
         }
         let inputs: Vec<&[TensorColumn]> = group.members.iter().map(|m| &m.inputs[..]).collect();
         let Some(parity_inputs) = encode_group(inner.encoder, &inputs) else {
             debug!(node = %inner.node, "A coding group could not be encoded (non-f32 input).");
-            inner.forget(id);
+            inner.abandon(id, &group);
             return;
         };
         let me = Arc::clone(inner);
@@ -251,27 +375,54 @@ impl Inner {
             Err(_) => {
                 // The parity queue is full: this group goes without protection; dispatch of the
                 // data jobs was never held up.
-                inner.forget(id);
+                inner.abandon(id, &group);
+                return;
+            }
+        }
+        let now = Instant::now();
+        for at in group.members.iter().filter_map(|m| m.late_at) {
+            if at > now {
+                inner.timer.at(at, Wake::Group(id));
             }
         }
         // Outputs that arrived before the group closed are already recorded in the members.
         inner.try_decode(id);
     }
 
-    /// Drops a settled (or unprotected) group.
-    fn forget(&self, id: u64) {
-        self.groups
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+    /// Drops group `id` unsettled (unprotected, or nothing can be reconstructed): its members'
+    /// held errors are answered.
+    fn abandon(&self, id: u64, group: &Group) {
+        lock(&self.groups).remove(&id);
+        for m in &group.members {
+            self.release(m);
+        }
+    }
+
+    /// Answers `member`'s held error, if it has one.
+    fn release(&self, member: &Member) {
+        let held = {
+            let mut outcome = lock(&member.outcome);
+            match std::mem::replace(&mut *outcome, Outcome::Gone) {
+                Outcome::Failed(e) => Some(e),
+                other => {
+                    *outcome = other;
+                    None
+                }
+            }
+        };
+        if let Some(e) = held {
+            if member.done.answer(Err(e)) {
+                self.stats[UNRECOVERED].fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     fn on_data(&self, member: &Arc<Member>, outcome: Result<Vec<TensorColumn>, ExecError>) {
         match outcome {
             Ok(columns) => {
-                let rows = member.rows();
-                *member.outputs.lock().unwrap_or_else(|p| p.into_inner()) = Some(columns.clone());
-                let answered = match flag_column(rows, false) {
+                self.lateness.record(member.dispatched.elapsed());
+                *lock(&member.outcome) = Outcome::Real(columns.clone());
+                let answered = match flag_column(member.rows(), false) {
                     Ok(flag) => {
                         let mut with_flag = columns;
                         with_flag.push(flag);
@@ -279,150 +430,187 @@ impl Inner {
                     }
                     Err(e) => member.done.answer(Err(e)),
                 };
-                if !answered {
-                    self.stats[LATE_REAL].fetch_add(1, Ordering::Relaxed);
-                }
+                let counter = if answered { REAL } else { LATE_REAL };
+                self.stats[counter].fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => {
+            Err(e @ ExecError::Expired { .. }) => {
+                *lock(&member.outcome) = Outcome::Gone;
                 member.done.answer(Err(e));
             }
+            Err(e) => {
+                debug!(node = %self.node, error = %e, "A job failed; it is reconstructed if its group allows.");
+                *lock(&member.outcome) = Outcome::Failed(e);
+            }
         }
-        let group = *member.group.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(id) = group {
-            self.try_decode(id);
+        match member.group() {
+            Some(id) => {
+                self.try_decode(id);
+                if self.group(id).is_none() {
+                    // Settled or unprotected: a failure nothing will reconstruct is answered.
+                    self.release(member);
+                }
+            }
+            None => {
+                if matches!(*lock(&member.outcome), Outcome::Failed(_)) {
+                    // Its group is not full yet: wait one deadline for it to fill.
+                    let wait = self.lateness.deadline().unwrap_or(WARMUP_DEADLINE);
+                    self.timer.at(Instant::now() + wait, Wake::Open(member.seq));
+                }
+            }
         }
     }
 
     /// Coding group `id`, while it is open.
     fn group(&self, id: u64) -> Option<Arc<Group>> {
-        self.groups
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned()
+        lock(&self.groups).get(&id).cloned()
     }
 
     fn on_parity(&self, id: u64, outcome: Result<Vec<TensorColumn>, ExecError>) {
         let Some(group) = self.group(id) else { return };
-        match outcome {
-            Ok(columns) => {
-                *group
-                    .parity_output
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(columns);
-                self.try_decode(id);
-            }
+        *lock(&group.parity) = match outcome {
+            Ok(columns) => ParityOutcome::Output(columns),
             Err(e) => {
                 debug!(node = %self.node, error = %e, "A parity job failed; its group is unprotected.");
-                self.forget(id);
+                ParityOutcome::Failed
+            }
+        };
+        self.try_decode(id);
+    }
+
+    fn on_wake(&self, wake: Wake) {
+        match wake {
+            Wake::Group(id) => self.try_decode(id),
+            Wake::Open(seq) => {
+                let member = lock(&self.open).iter().find(|m| m.seq == seq).cloned();
+                if let Some(m) = member {
+                    self.release(&m);
+                }
+                // Not in the open group any more: its group decides.
             }
         }
     }
 
-    /// Settles group `id` when it can: every member answered for real (nothing to do), or the parity
-    /// output and all but one prediction are in (reconstruct the missing one).
+    /// What group `group` allows at `now`.
+    fn decide(&self, group: &Group, now: Instant) -> Decision {
+        #[derive(PartialEq)]
+        enum State {
+            Real,
+            Pending { late: bool },
+            Failed,
+            Gone,
+        }
+        let states: Vec<State> = group
+            .members
+            .iter()
+            .map(|m| match &*lock(&m.outcome) {
+                Outcome::Real(_) => State::Real,
+                Outcome::Pending => State::Pending {
+                    late: m.late_at.is_none_or(|t| now >= t),
+                },
+                Outcome::Failed(_) => State::Failed,
+                Outcome::Gone => State::Gone,
+            })
+            .collect();
+        let missing: Vec<usize> = (0..states.len())
+            .filter(|&i| states[i] != State::Real)
+            .collect();
+        let parity = match &*lock(&group.parity) {
+            ParityOutcome::Pending => None,
+            ParityOutcome::Output(_) => Some(true),
+            ParityOutcome::Failed => Some(false),
+        };
+        match (missing.as_slice(), parity) {
+            ([], _) => Decision::Settled,
+            (_, Some(false)) => Decision::GiveUp,
+            ([j], parity) => match states[*j] {
+                State::Gone => Decision::Settled,
+                State::Failed if parity.is_some() => Decision::Reconstruct(*j, Reason::Failed),
+                State::Pending { late: true } if parity.is_some() => {
+                    Decision::Reconstruct(*j, Reason::Late)
+                }
+                _ => Decision::Wait,
+            },
+            // Two or more missing: only their real predictions can help.
+            (many, _) => {
+                if many
+                    .iter()
+                    .any(|&i| matches!(states[i], State::Pending { .. }))
+                {
+                    Decision::Wait
+                } else {
+                    Decision::GiveUp
+                }
+            }
+        }
+    }
+
+    /// Settles group `id` when it can (see [`Self::decide`]).
     fn try_decode(&self, id: u64) {
         let Some(group) = self.group(id) else { return };
-        let mut decided = group.decided.lock().unwrap_or_else(|p| p.into_inner());
+        let mut decided = lock(&group.decided);
         if *decided {
             return;
         }
-        let outputs: Vec<Option<Vec<TensorColumn>>> = group
-            .members
-            .iter()
-            .map(|m| m.outputs.lock().unwrap_or_else(|p| p.into_inner()).clone())
-            .collect();
-        let missing: Vec<usize> = (0..outputs.len())
-            .filter(|&i| outputs[i].is_none())
-            .collect();
-        if missing.is_empty() {
-            *decided = true;
-            drop(decided);
-            self.forget(id);
-            return;
-        }
-        let parity = group
-            .parity_output
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let (Some(parity), [j]) = (parity, missing.as_slice()) else {
-            return; // Waiting: for the parity output, or (≥ 2 missing) for real predictions.
+        let decision = self.decide(&group, Instant::now());
+        let (j, reason) = match decision {
+            Decision::Wait => return,
+            Decision::Settled => {
+                *decided = true;
+                lock(&self.groups).remove(&id);
+                return;
+            }
+            Decision::GiveUp => {
+                *decided = true;
+                drop(decided);
+                self.abandon(id, &group);
+                return;
+            }
+            Decision::Reconstruct(j, reason) => (j, reason),
         };
         *decided = true;
         drop(decided);
-        let target = &group.members[*j];
-        let others: Vec<&[TensorColumn]> = outputs
+        // The missing member's real prediction may still come; it will find its answer taken.
+        lock(&self.groups).remove(&id);
+        let target = &group.members[j];
+        let outputs: Vec<Vec<TensorColumn>> = group
+            .members
             .iter()
             .enumerate()
-            .filter(|(i, _)| i != j)
-            .filter_map(|(_, o)| o.as_deref())
+            .filter(|(i, _)| *i != j)
+            .filter_map(|(_, m)| match &*lock(&m.outcome) {
+                Outcome::Real(columns) => Some(columns.clone()),
+                _ => None,
+            })
             .collect();
-        match decode_subtract(&parity, &others, target.rows()) {
-            Some(mut columns) => match flag_column(target.rows(), true) {
-                Ok(flag) => {
-                    columns.push(flag);
-                    if target.done.answer(Ok(columns)) {
-                        self.stats[RECONSTRUCTED].fetch_add(1, Ordering::Relaxed);
-                    }
+        let others: Vec<&[TensorColumn]> = outputs.iter().map(Vec::as_slice).collect();
+        let parity = match &*lock(&group.parity) {
+            ParityOutcome::Output(columns) => Some(columns.clone()),
+            _ => None,
+        };
+        let decoded = parity.and_then(|p| decode_subtract(&p, &others, target.rows()));
+        let Some(mut columns) = decoded else {
+            debug!(node = %self.node, "Could not decode a group (non-f32 output).");
+            self.release(target);
+            return;
+        };
+        match flag_column(target.rows(), true) {
+            Ok(flag) => {
+                columns.push(flag);
+                if target.done.answer(Ok(columns)) {
+                    let counter = match reason {
+                        Reason::Late => RECONSTRUCTED_LATE,
+                        Reason::Failed => RECONSTRUCTED_FAILED,
+                    };
+                    self.stats[counter].fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => debug!(error = %e, "Could not mark a reconstruction."),
-            },
-            None => debug!(node = %self.node, "Could not decode a group (non-f32 output)."),
+                *lock(&target.outcome) = Outcome::Gone;
+            }
+            Err(e) => {
+                debug!(error = %e, "Could not mark a reconstruction.");
+                self.release(target);
+            }
         }
-        // The missing member's real prediction may still come; it will find its answer taken.
-        self.forget(id);
     }
-}
-
-/// The parity job's inputs from the k members' input columns: per column and row position i, the
-/// members' rows i coded by `encoder` (a member without row i counts as zeros, so members may
-/// differ in rows; `weir_parm::encode_rows`). `None` when a column is not f32 or its rows differ in shape.
-pub fn encode_group(encoder: Encoder, members: &[&[TensorColumn]]) -> Option<Vec<TensorColumn>> {
-    let rows = members
-        .iter()
-        .map(|m| m.first().map_or(0, TensorColumn::len))
-        .max()?;
-    let first = members.first()?;
-    let mut out = Vec::with_capacity(first.len());
-    for (c, col) in first.iter().enumerate() {
-        let values: Vec<&[f32]> = members
-            .iter()
-            .map(|m| f32s(m.get(c)?))
-            .collect::<Option<_>>()?;
-        let shape = col.uniform_shape()?.to_vec();
-        let parity = weir_parm::encode_rows(encoder, &values, rows, col.row_len()?);
-        out.push(TensorColumn::from_data("parity", shape, rows, TensorData::F32(parity)).ok()?);
-    }
-    Some(out)
-}
-
-/// The subtraction decoder on columns: the missing member's first `rows` output rows as the parity
-/// output minus every other member's outputs, position by position (`weir_parm::decode_subtract`).
-/// `None` when a column is not f32 or its rows differ in shape.
-pub fn decode_subtract(
-    parity: &[TensorColumn],
-    others: &[&[TensorColumn]],
-    rows: usize,
-) -> Option<Vec<TensorColumn>> {
-    let mut out = Vec::with_capacity(parity.len());
-    for (c, p) in parity.iter().enumerate() {
-        let others: Vec<&[f32]> = others
-            .iter()
-            .map(|o| f32s(o.get(c)?))
-            .collect::<Option<_>>()?;
-        let values = weir_parm::decode_subtract(f32s(p)?, &others, rows * p.row_len()?)?;
-        out.push(
-            TensorColumn::from_data(
-                "decoded",
-                p.uniform_shape()?.to_vec(),
-                rows,
-                TensorData::F32(values),
-            )
-            .ok()?,
-        );
-    }
-    Some(out)
 }
 
 #[cfg(test)]

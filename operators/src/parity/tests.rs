@@ -1,7 +1,10 @@
 //! ParM coding semantics against a linear model (F(x) = 2x, F_P = F), for which reconstruction must
-//! be exact, with stragglers scripted by holding jobs.
+//! be exact, with stragglers scripted by holding jobs and failures by answering errors. Most use
+//! `first_available` (decode as soon as the group allows); the time-out rules wait for a timer,
+//! and the tests poll for the outcome without asserting how long it took.
 
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use super::*;
 
@@ -11,6 +14,8 @@ struct Doubler {
     held: Mutex<Vec<Job>>,
     full: AtomicBool,
     hold_all: AtomicBool,
+    /// Answer jobs whose first element is negative with an error instead of holding them.
+    fail: AtomicBool,
 }
 
 fn doubled(job: &Job) -> Vec<TensorColumn> {
@@ -44,7 +49,13 @@ impl InferenceService for Arc<Doubler> {
         if self.full.load(Ordering::SeqCst) {
             return Err(job);
         }
-        if self.hold_all.load(Ordering::SeqCst) || job.inputs[0].f32_values().unwrap()[0] < 0.0 {
+        let negative = job.inputs[0].f32_values().unwrap()[0] < 0.0;
+        if negative && self.fail.load(Ordering::SeqCst) {
+            (job.done)(Err(ExecError::Unavailable {
+                node: "m".into(),
+                message: "no replica alive".into(),
+            }));
+        } else if self.hold_all.load(Ordering::SeqCst) || negative {
             self.held.lock().unwrap().push(job);
         } else {
             let out = doubled(&job);
@@ -59,34 +70,55 @@ impl InferenceService for Arc<Doubler> {
 }
 
 type Answers = Arc<Mutex<Vec<(usize, Vec<f32>, Vec<i64>)>>>;
+type Errors = Arc<Mutex<Vec<(usize, String)>>>;
 
 fn job(tag: usize, rows: &[[f32; 3]], answers: &Answers) -> Job {
+    job_or_error(tag, rows, answers, &Errors::default())
+}
+
+fn job_or_error(tag: usize, rows: &[[f32; 3]], answers: &Answers, errors: &Errors) -> Job {
     let data: Vec<f32> = rows.iter().flatten().copied().collect();
     let col = TensorColumn::from_data("x", vec![3], rows.len(), TensorData::F32(data)).unwrap();
-    let answers = Arc::clone(answers);
+    let (answers, errors) = (Arc::clone(answers), Arc::clone(errors));
     Job {
         inputs: vec![col],
         enqueued_at: Instant::now(),
         deadline: None,
-        done: Box::new(move |r| {
-            let cols = r.expect("answered with outputs");
-            let y = cols[0].f32_values().unwrap().to_vec();
-            let flag = cols[1].i64_values().unwrap().to_vec();
-            answers.lock().unwrap().push((tag, y, flag));
+        done: Box::new(move |r| match r {
+            Ok(cols) => {
+                let y = cols[0].f32_values().unwrap().to_vec();
+                let flag = cols[1].i64_values().unwrap().to_vec();
+                answers.lock().unwrap().push((tag, y, flag));
+            }
+            Err(e) => errors.lock().unwrap().push((tag, e.to_string())),
         }),
     }
 }
 
 fn service(k: usize) -> (ParityService, Arc<Doubler>, Arc<Doubler>) {
+    service_deciding(k, DecodeAfter::FirstAvailable)
+}
+
+fn service_deciding(k: usize, rule: DecodeAfter) -> (ParityService, Arc<Doubler>, Arc<Doubler>) {
     let (deployed, parity) = (Arc::new(Doubler::default()), Arc::new(Doubler::default()));
     let svc = ParityService::new(
         "m",
         k,
         Encoder::Sum,
+        (rule, Duration::ZERO),
         Arc::new(Arc::clone(&deployed)),
         Arc::new(Arc::clone(&parity)),
     );
     (svc, deployed, parity)
+}
+
+/// Waits (polling, generously bounded) until `done` holds.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < give_up, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn close(a: &[f32], b: &[f32]) -> bool {
@@ -117,6 +149,124 @@ fn a_straggler_is_reconstructed_exactly_and_its_late_prediction_dropped() {
         (stats.groups, stats.reconstructed, stats.late_real),
         (1, 1, 1)
     );
+    assert_eq!(stats.reconstructed_fraction(), 0.5);
+}
+
+#[test]
+fn a_real_prediction_before_its_deadline_wins() {
+    let (svc, deployed, parity) = service_deciding(2, DecodeAfter::Millis(600_000.0));
+    let answers = Answers::default();
+    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
+        .unwrap(); // held, but not late
+    svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
+        .unwrap();
+    assert_eq!(svc.stats().parity_dispatched, 1);
+    assert!(
+        parity.held.lock().unwrap().is_empty(),
+        "the parity output is in"
+    );
+    assert_eq!(
+        answers.lock().unwrap().len(),
+        1,
+        "no reconstruction before the deadline"
+    );
+    deployed.release();
+    let got = answers.lock().unwrap();
+    let real = got.iter().find(|a| a.0 == 0).unwrap();
+    assert_eq!(real.2, vec![0], "the real prediction");
+    assert!(close(&real.1, &[-2.0, 4.0, 6.0]));
+    assert_eq!(svc.stats().reconstructed, 0);
+    assert_eq!(svc.stats().real, 2);
+}
+
+#[test]
+fn a_late_prediction_is_reconstructed_once_its_deadline_passes() {
+    let (svc, deployed, _) = service_deciding(2, DecodeAfter::Millis(1.0));
+    let answers = Answers::default();
+    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
+        .unwrap(); // held past its deadline
+    svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
+        .unwrap();
+    eventually("the late job reconstructed", || {
+        answers.lock().unwrap().len() == 2
+    });
+    {
+        let got = answers.lock().unwrap();
+        let rebuilt = got.iter().find(|a| a.0 == 0).unwrap();
+        assert_eq!(rebuilt.2, vec![1]);
+        assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]));
+    }
+    deployed.release();
+    let stats = svc.stats();
+    assert_eq!(
+        (
+            stats.reconstructed_late,
+            stats.reconstructed_failed,
+            stats.late_real
+        ),
+        (1, 0, 1)
+    );
+    assert_eq!(answers.lock().unwrap().len(), 2, "answered once");
+}
+
+#[test]
+fn a_failed_job_is_reconstructed_not_failed() {
+    let (svc, deployed, _) = service_deciding(2, DecodeAfter::Quantile(99.0));
+    deployed.fail.store(true, Ordering::SeqCst);
+    let (answers, errors) = (Answers::default(), Errors::default());
+    svc.try_submit(job_or_error(0, &[[-1.0, 2.0, 3.0]], &answers, &errors))
+        .unwrap(); // its replica fails
+    svc.try_submit(job_or_error(1, &[[4.0, 5.0, 6.0]], &answers, &errors))
+        .unwrap();
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    let got = answers.lock().unwrap();
+    let rebuilt = got.iter().find(|a| a.0 == 0).expect("reconstructed");
+    assert_eq!(rebuilt.2, vec![1]);
+    assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]));
+    let stats = svc.stats();
+    assert_eq!(
+        (stats.reconstructed_failed, stats.reconstructed_late),
+        (1, 0)
+    );
+}
+
+#[test]
+fn a_group_with_two_failures_answers_both_errors() {
+    let (svc, deployed, _) = service_deciding(2, DecodeAfter::Quantile(99.0));
+    deployed.fail.store(true, Ordering::SeqCst);
+    let (answers, errors) = (Answers::default(), Errors::default());
+    svc.try_submit(job_or_error(0, &[[-1.0, 2.0, 3.0]], &answers, &errors))
+        .unwrap();
+    svc.try_submit(job_or_error(1, &[[-4.0, 5.0, 6.0]], &answers, &errors))
+        .unwrap();
+    let mut tags: Vec<usize> = errors.lock().unwrap().iter().map(|e| e.0).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, vec![0, 1]);
+    assert!(answers.lock().unwrap().is_empty());
+    assert_eq!(svc.stats().unrecovered, 2);
+}
+
+#[test]
+fn a_failed_job_whose_group_never_fills_is_answered_its_error() {
+    let (svc, deployed, _) = service_deciding(3, DecodeAfter::Millis(1.0));
+    deployed.fail.store(true, Ordering::SeqCst);
+    let (answers, errors) = (Answers::default(), Errors::default());
+    svc.try_submit(job_or_error(0, &[[-1.0, 2.0, 3.0]], &answers, &errors))
+        .unwrap();
+    eventually("the error answered", || errors.lock().unwrap().len() == 1);
+    assert!(errors.lock().unwrap()[0].1.contains("no replica alive"));
+    // Its group fills later: nothing is answered twice.
+    svc.try_submit(job_or_error(1, &[[1.0, 2.0, 3.0]], &answers, &errors))
+        .unwrap();
+    svc.try_submit(job_or_error(2, &[[4.0, 5.0, 6.0]], &answers, &errors))
+        .unwrap();
+    assert_eq!(errors.lock().unwrap().len(), 1);
+    assert_eq!(answers.lock().unwrap().len(), 2);
+    assert_eq!(svc.stats().reconstructed, 0);
 }
 
 #[test]
