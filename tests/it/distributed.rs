@@ -61,7 +61,12 @@ impl Executor {
 
     /// An executor serving `file` as model `m`, listening on `endpoint`, started by `base` (the
     /// `weir` binary, or a command that runs it elsewhere: in a network namespace, say).
-    pub(crate) fn listening_from(base: Command, name: &str, endpoint: &str, file: &str) -> Executor {
+    pub(crate) fn listening_from(
+        base: Command,
+        name: &str,
+        endpoint: &str,
+        file: &str,
+    ) -> Executor {
         Executor::spawn_from(base, name, "--listen", endpoint, file, &[])
     }
 

@@ -360,7 +360,11 @@ fn models_readiness(s: &ServerState, name: Option<&str>) -> Result<StatusCode, S
     readiness(s)?;
     let unready = match name {
         None => s.models.unready(),
-        Some(name) => s.models.resolve(name, None).ok().and_then(|v| v.runtime.unready()),
+        Some(name) => s
+            .models
+            .resolve(name, None)
+            .ok()
+            .and_then(|v| v.runtime.unready()),
     };
     match unready {
         Some(why) => Err(ServeError::ModelUnready(why)),

@@ -141,8 +141,11 @@ impl Models {
     /// Why some served model cannot answer now (the first one found: a node with no live
     /// replica, say); `None` when every one can.
     pub fn unready(&self) -> Option<String> {
-        self.all()
-            .find_map(|(name, v)| v.runtime.unready().map(|why| format!("model `{name}`: {why}")))
+        self.all().find_map(|(name, v)| {
+            v.runtime
+                .unready()
+                .map(|why| format!("model `{name}`: {why}"))
+        })
     }
 
     /// The versions of `name`, ascending (empty when not served).

@@ -50,7 +50,10 @@ impl Heartbeat {
 
     /// How long since the last sign of life.
     pub(crate) fn quiet_for(&self) -> Duration {
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
     }
 
     /// Whether the link is taken for dead now; true the first time a silence is seen (for a
@@ -86,7 +89,10 @@ pub(crate) fn timed_out(
 ) -> ReplicaError {
     let quiet = heartbeat.quiet_for();
     let cause = if quiet >= SILENCE_LIMIT {
-        format!("its link is silent (no heartbeat for {} ms)", quiet.as_millis())
+        format!(
+            "its link is silent (no heartbeat for {} ms)",
+            quiet.as_millis()
+        )
     } else {
         format!(
             "it is alive (heartbeat {} ms ago): a slow model",

@@ -106,10 +106,12 @@ impl ModelOperator {
                                     }
                                 }
                                 // Nothing ran: the client may retry (503, UNAVAILABLE).
-                                e @ ExecError::Unavailable { .. } => RequestError::NodeUnavailable {
-                                    node: op.node.clone(),
-                                    message: e.detail(),
-                                },
+                                e @ ExecError::Unavailable { .. } => {
+                                    RequestError::NodeUnavailable {
+                                        node: op.node.clone(),
+                                        message: e.detail(),
+                                    }
+                                }
                                 e => RequestError::Node {
                                     node: op.node.clone(),
                                     message: e.detail(),

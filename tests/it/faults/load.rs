@@ -75,7 +75,11 @@ pub(crate) struct Load {
 
 impl Load {
     /// Starts `clients` clients on `graph`, client `c`'s `k`-th request with id `c * 10^6 + k`.
-    pub(crate) fn start(graph: &Arc<RunningGraph>, reference: &Arc<Reference>, clients: u64) -> Load {
+    pub(crate) fn start(
+        graph: &Arc<RunningGraph>,
+        reference: &Arc<Reference>,
+        clients: u64,
+    ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let replies = Replies::default();
         let outcome = Arc::new(Mutex::new(Outcome::default()));
@@ -150,10 +154,7 @@ impl Load {
             .map(|m| m.into_inner().expect("lock"))
             .unwrap_or_else(|_| panic!("clients still hold the outcome"));
         let counts = self.replies.counts();
-        outcome.not_once = counts
-            .into_iter()
-            .filter(|(_, n)| *n != 1)
-            .collect();
+        outcome.not_once = counts.into_iter().filter(|(_, n)| *n != 1).collect();
         assert_eq!(
             outcome.right
                 + outcome.wrong.len() as u64

@@ -86,7 +86,14 @@ impl Netns {
         run(
             "ip",
             &[
-                "link", "add", &self.host_if, "type", "veth", "peer", "name", &self.ns_if,
+                "link",
+                "add",
+                &self.host_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &self.ns_if,
             ],
         )?;
         run("ip", &["link", "set", &self.ns_if, "netns", &self.name])?;

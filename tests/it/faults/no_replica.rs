@@ -8,8 +8,6 @@ use crate::common::model;
 use crate::distributed::{loopback, Executor};
 use crate::serve::{http_full, mlp_request, Server, INFER};
 
-
-
 /// Polls `ask` until it answers `want` (60 s at most), returning the last answer.
 fn until(what: &str, want: u16, ask: impl Fn() -> (u16, String, String)) -> (u16, String, String) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -18,7 +16,10 @@ fn until(what: &str, want: u16, ask: impl Fn() -> (u16, String, String)) -> (u16
         if answer.0 == want {
             return answer;
         }
-        assert!(Instant::now() < deadline, "{what}: never {want}, last {answer:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never {want}, last {answer:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -32,7 +33,15 @@ fn a_node_without_a_live_replica_is_503_with_retry_after_and_not_ready() {
         model("mlp_a.onnx").display()
     );
     let server = Server::start(&[graph], &[]);
-    let infer = || http_full(&server.addr, "POST", INFER, &[], &mlp_request(64, "[64]", "FP32"));
+    let infer = || {
+        http_full(
+            &server.addr,
+            "POST",
+            INFER,
+            &[],
+            &mlp_request(64, "[64]", "FP32"),
+        )
+    };
     let ready = || http_full(&server.addr, "GET", "/v2/health/ready", &[], b"");
     let model_ready = || http_full(&server.addr, "GET", "/v2/models/mlp/ready", &[], b"");
     assert_eq!(infer().0, 200, "served while the executor lives");
@@ -45,7 +54,10 @@ fn a_node_without_a_live_replica_is_503_with_retry_after_and_not_ready() {
     );
     assert!(body.contains("no replica is alive"), "{body}");
     let (_, _, why) = until("server readiness", 503, ready);
-    assert!(why.contains("no live replica"), "readiness names the cause: {why}");
+    assert!(
+        why.contains("no live replica"),
+        "readiness names the cause: {why}"
+    );
     assert_eq!(model_ready().0, 503, "the model is not ready either");
     assert_eq!(
         http_full(&server.addr, "GET", "/v2/health/live", &[], b"").0,

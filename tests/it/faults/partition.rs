@@ -66,7 +66,11 @@ fn assert_clean(outcome: &Outcome, what: &str) {
         "{what}: answered other than once: {:?}",
         outcome.not_once
     );
-    assert!(outcome.wrong.is_empty(), "{what}: wrong answers: {:?}", outcome.wrong);
+    assert!(
+        outcome.wrong.is_empty(),
+        "{what}: wrong answers: {:?}",
+        outcome.wrong
+    );
     assert!(
         outcome.failed.is_empty(),
         "{what}: failed with a healthy local replica idle beside: {:?}",
@@ -96,7 +100,9 @@ fn an_executor_partitioned_and_healed_loses_nothing_and_takes_load_again() {
     let outcome = load.finish();
     let pools = running.replica_pools();
     let stats = pools[0].1.stats();
-    eprintln!("partition and heal: {outcome:?}, pool {stats:?}, cpu-a took {at_heal} jobs by the heal");
+    eprintln!(
+        "partition and heal: {outcome:?}, pool {stats:?}, cpu-a took {at_heal} jobs by the heal"
+    );
     assert_clean(&outcome, "partition and heal");
     assert!(
         stats.redispatched >= 1,
@@ -137,7 +143,11 @@ fn a_flapping_link_answers_every_request_once() {
         "answered other than once: {:?}",
         outcome.not_once
     );
-    assert!(outcome.wrong.is_empty(), "wrong answers: {:?}", outcome.wrong);
+    assert!(
+        outcome.wrong.is_empty(),
+        "wrong answers: {:?}",
+        outcome.wrong
+    );
     assert!(
         outcome.non_retryable().is_empty(),
         "failed with a status that forbids a retry: {:?}",
