@@ -79,7 +79,7 @@ pub enum ErrorClass {
     InvalidRequest,
     /// The server is at capacity; retry later.
     Overloaded,
-    /// The graph is shutting down; retry elsewhere.
+    /// The graph is shutting down, or a node has no live replica; retry later or elsewhere.
     Unavailable,
     /// A node failed while serving a valid request (an ONNX Runtime error, say).
     NodeFailed,
@@ -142,6 +142,15 @@ pub enum RequestError {
         /// What failed.
         message: String,
     },
+    /// A node could not run the request for want of a live replica (every one it has is gone, or
+    /// unreachable): nothing ran, so retrying later (or elsewhere) is safe.
+    #[error("node `{node}`: {message}")]
+    NodeUnavailable {
+        /// The node.
+        node: String,
+        /// Why no replica could take it.
+        message: String,
+    },
     /// The request's deadline passed while it waited for a node, which did not run it: nobody
     /// waits for the answer any more, and the time goes to requests that can still make theirs.
     #[error("node `{node}`: the request's deadline passed {late_ms} ms before the node could run it; it was not run")]
@@ -161,7 +170,9 @@ impl RequestError {
             RequestError::Overloaded { .. } | RequestError::SequencesFull { .. } => {
                 ErrorClass::Overloaded
             }
-            RequestError::ShuttingDown { .. } => ErrorClass::Unavailable,
+            RequestError::ShuttingDown { .. } | RequestError::NodeUnavailable { .. } => {
+                ErrorClass::Unavailable
+            }
             RequestError::Node { .. } => ErrorClass::NodeFailed,
             RequestError::Expired { .. } => ErrorClass::DeadlineExceeded,
         }

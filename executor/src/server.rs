@@ -29,8 +29,8 @@ pub use crate::query::{BUDGET_PARAMETER, UNBATCHED_PARAMETER};
 use crate::served::{serve_model, ModelDefaults, Registry, ServedModel};
 use weir_connectors::zenoh_peer::open_peer;
 
-/// How often the load report is published.
-const LOAD_REPORT_EVERY: Duration = Duration::from_millis(500);
+/// How often an executor publishes its load report (its heartbeat, too).
+pub(crate) const LOAD_REPORT_EVERY: Duration = Duration::from_millis(500);
 
 /// A running executor. Dropping it stops serving (undeclaring its token) and drains its queues.
 pub struct ExecutorServer {

@@ -560,7 +560,12 @@ impl ModelLessServer {
             let result =
                 weir_connectors::oip::infer_outputs(graph.runtime(), sent, remaining).await;
             instance.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if let (Err(OipError::Request(RequestError::Node { .. })), Some(back)) = (&result, kept)
+            if let (
+                Err(OipError::Request(
+                    RequestError::Node { .. } | RequestError::NodeUnavailable { .. },
+                )),
+                Some(back),
+            ) = (&result, kept)
             {
                 if executor_gone(&graph) {
                     tracing::warn!(variant = %variant.name, worker = %choice.worker, "Executor gone under a request; it moves.");

@@ -173,6 +173,7 @@ impl<'a> TopologyBuilder<'a> {
                 admission: shared.admission,
             },
         )?);
+        runtime.set_readiness(replicas_readiness(Arc::clone(&factory)));
         let hams = start_manager(shared.coordinator, zenoh.as_deref(), managed, &runtime)?;
         Ok(RunningGraph {
             runtime,
@@ -314,5 +315,23 @@ fn has_managed_nodes(plan: &Plan) -> bool {
     plan.nodes.iter().any(|n| match &n.node.kind {
         NodeKind::Model(m) => m.state.is_some() && weir_operators::on_executors(m),
         _ => false,
+    })
+}
+
+/// The graph can answer while every replicated model node has a live replica: readiness probes
+/// turn it away meanwhile (its requests would get 503 anyway).
+fn replicas_readiness(factory: Arc<OperatorFactory>) -> weir_engine::runtime::ReadinessCheck {
+    Arc::new(move || {
+        for (node, pool) in factory.replica_pools() {
+            let states = pool.replica_states();
+            if !states.iter().any(|(_, alive, _, _)| *alive) {
+                let names: Vec<&str> = states.iter().map(|(n, ..)| n.as_str()).collect();
+                return Err(format!(
+                    "node `{node}` has no live replica (replicas: {})",
+                    names.join(", ")
+                ));
+            }
+        }
+        Ok(())
     })
 }

@@ -11,6 +11,7 @@ mod bench;
 mod cluster;
 mod executor;
 mod files;
+mod hams;
 pub mod logging;
 pub mod model;
 mod plan;
@@ -96,6 +97,9 @@ enum Command {
     /// The model repository of model-less serving: register, list, show, remove models.
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Replicated stateful nodes (HAMS): check consistency journals.
+    #[command(subcommand)]
+    Hams(hams::HamsCommand),
     /// Run a benchmark experiment (see benchmarks/README.md).
     #[command(disable_help_flag = true)]
     Bench(bench::BenchArgs),
@@ -118,6 +122,7 @@ impl Cli {
             Command::Parity(train::ParityCommand::Train(a)) => train::parity_train(a),
             Command::Plan(a) => plan::run(a),
             Command::Model(c) => model::run(c),
+            Command::Hams(c) => hams::run(c),
             Command::Bench(a) => bench::run(a),
             Command::Profile(a) => profile::run(a),
         }

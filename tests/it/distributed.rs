@@ -55,10 +55,32 @@ impl Executor {
     }
 
     fn spawn(name: &str, mode: &str, endpoint: &str, file: &str, extra: &[&str]) -> Executor {
+        let base = Command::new(env!("CARGO_BIN_EXE_weir"));
+        Executor::spawn_from(base, name, mode, endpoint, file, extra)
+    }
+
+    /// An executor serving `file` as model `m`, listening on `endpoint`, started by `base` (the
+    /// `weir` binary, or a command that runs it elsewhere: in a network namespace, say).
+    pub(crate) fn listening_from(
+        base: Command,
+        name: &str,
+        endpoint: &str,
+        file: &str,
+    ) -> Executor {
+        Executor::spawn_from(base, name, "--listen", endpoint, file, &[])
+    }
+
+    fn spawn_from(
+        mut base: Command,
+        name: &str,
+        mode: &str,
+        endpoint: &str,
+        file: &str,
+        extra: &[&str],
+    ) -> Executor {
         let model_arg = format!("m={}", model(file).display());
         let child = spawn_executor(
-            Command::new(env!("CARGO_BIN_EXE_weir"))
-                .args(["executor", "--name", name, mode, endpoint])
+            base.args(["executor", "--name", name, mode, endpoint])
                 .args(["--model", &model_arg, "--max-batch", "8"])
                 .args(extra),
             name,

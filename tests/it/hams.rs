@@ -406,6 +406,31 @@ fn an_nspb_node_answers_like_an_unreplicated_one_and_its_journal_is_consistent()
         report.states_compared >= 30,
         "each applied state was compared with the one its primary made (HAMS, §IV-B): {report:?}"
     );
+    operator_check_agrees(&dir);
+}
+
+/// `weir hams check` on a clean journal succeeds; with one released reply journaled twice (a
+/// tampered copy) it fails naming that contradiction.
+fn operator_check_agrees(dir: &TempDir) {
+    let folder = dir.0.to_string_lossy().into_owned();
+    let clean = crate::cli::weir_ok(&["hams", "check", &folder]);
+    assert!(clean.contains("consistent: no contradiction"), "{clean}");
+    let events = read_dir(&dir.0).expect("journal readable");
+    let released = events
+        .iter()
+        .find(|e| matches!(e, weir::hams::journal::Event::Released { .. }))
+        .expect("a released reply");
+    let tampered = dir.0.join("tampered.jsonl");
+    let line = serde_json::to_string(released).expect("an event serializes");
+    std::fs::write(&tampered, format!("{line}\n")).expect("write");
+    let stderr = crate::cli::weir_fails(&["hams", "check", &folder]);
+    assert!(
+        stderr.contains("the first: exactly once: request") && stderr.contains("released 2 times"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&tampered);
+    let missing = crate::cli::weir_fails(&["hams", "check", &format!("{folder}/none.jsonl")]);
+    assert!(missing.contains("none.jsonl"), "{missing}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod dtypes;
 mod equality;
 mod fan_in;
 mod fanout;
+mod faults;
 mod golden;
 mod graph_inputs;
 mod graphs;

@@ -132,8 +132,20 @@ pub(crate) fn http(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> (u16, String) {
+    let (status, _, body) = http_full(addr, method, path, headers, body);
+    (status, body)
+}
+
+/// [`http`], with the response's head (status line and headers) too.
+pub(crate) fn http_full(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, String, String) {
     let Ok(mut s) = TcpStream::connect(addr) else {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     };
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -147,7 +159,7 @@ pub(crate) fn http(
         .and_then(|_| s.write_all(body))
         .is_err()
     {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     }
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
@@ -157,11 +169,11 @@ pub(crate) fn http(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text
+    let (head, body) = text
         .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
+        .map(|(h, b)| (h.to_string(), b.to_string()))
         .unwrap_or_default();
-    (status, body)
+    (status, head, body)
 }
 
 /// A served model as the Python client sees it, and the ONNX file it checks answers against.

@@ -1,6 +1,7 @@
 //! `grpc.health.v1`: SERVING while the server takes requests, NOT_SERVING before and while it
-//! drains. The empty service name and `inference.GRPCInferenceService` are known; any other is
-//! NOT_FOUND on Check and SERVICE_UNKNOWN on Watch, as the protocol asks.
+//! drains (and, on Check, while a served model has a node with no live replica). The empty
+//! service name and `inference.GRPCInferenceService` are known; any other is NOT_FOUND on Check
+//! and SERVICE_UNKNOWN on Watch, as the protocol asks.
 //!
 //! Health needs no token: orchestrators' gRPC probes (Kubernetes' among them) send no metadata,
 //! and it tells no more than liveness and readiness do. A Watch sends the status, then each change,
@@ -41,7 +42,12 @@ impl Health for HealthService {
         if !KNOWN.contains(&request.get_ref().service.as_str()) {
             return Err(Status::not_found("service: unknown service"));
         }
-        Ok(Response::new(status_of(*self.0.phase.borrow())))
+        let mut status = status_of(*self.0.phase.borrow());
+        // Serving, but a model cannot answer now (a node with no live replica): not serving.
+        if status.status == i32::from(ServingStatus::Serving) && self.0.models.unready().is_some() {
+            status.status = ServingStatus::NotServing.into();
+        }
+        Ok(Response::new(status))
     }
 
     type WatchStream = ReceiverStream<Result<HealthCheckResponse, Status>>;

@@ -80,7 +80,7 @@ impl From<OipError> for Failure {
     fn from(e: OipError) -> Failure {
         let (http, outcome) = protocol_status(&e);
         let mut failure = Failure::new(code_of(http), outcome, e.to_string());
-        if outcome == Outcome::Overloaded {
+        if matches!(outcome, Outcome::Overloaded | Outcome::Unavailable) {
             failure
                 .status
                 .metadata_mut()
@@ -145,5 +145,11 @@ mod tests {
             graph: "g".into(),
         }));
         assert_eq!(down.status.code(), Code::Unavailable);
+        let no_replica = Failure::from(OipError::Request(RequestError::NodeUnavailable {
+            node: "mlp".into(),
+            message: "unavailable: no replica is alive".into(),
+        }));
+        assert_eq!(no_replica.status.code(), Code::Unavailable);
+        assert!(no_replica.status.metadata().get("retry-after").is_some());
     }
 }

@@ -54,6 +54,9 @@ pub enum ServeError {
     /// The server is not (or no longer) ready.
     #[error("not ready")]
     NotReady,
+    /// The server runs, but a served model cannot answer now (a node with no live replica).
+    #[error("not ready: {0}")]
+    ModelUnready(String),
 }
 
 impl From<ProtocolError> for ServeError {
@@ -80,7 +83,9 @@ impl ServeError {
                 (StatusCode::SERVICE_UNAVAILABLE, Outcome::Overloaded)
             }
             ServeError::Unauthorized => (StatusCode::UNAUTHORIZED, Outcome::InvalidRequest),
-            ServeError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable),
+            ServeError::NotReady | ServeError::ModelUnready(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable)
+            }
         }
     }
 }
@@ -107,9 +112,9 @@ pub(crate) fn protocol_status(e: &OipError) -> (StatusCode, Outcome) {
         OipError::Request(RequestError::SequencesFull { .. }) => {
             (StatusCode::TOO_MANY_REQUESTS, Outcome::Overloaded)
         }
-        OipError::Request(RequestError::ShuttingDown { .. }) => {
-            (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable)
-        }
+        OipError::Request(
+            RequestError::ShuttingDown { .. } | RequestError::NodeUnavailable { .. },
+        ) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Unavailable),
         OipError::Request(RequestError::Node { .. }) => {
             (StatusCode::INTERNAL_SERVER_ERROR, Outcome::NodeFailed)
         }
@@ -125,7 +130,8 @@ impl IntoResponse for ServeError {
         let body = serde_json::json!({ "error": cap_error(self.to_string()) }).to_string();
         let mut response =
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        if outcome == Outcome::Overloaded {
+        // Every 503 is worth retrying: say when.
+        if matches!(outcome, Outcome::Overloaded | Outcome::Unavailable) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

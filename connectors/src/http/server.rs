@@ -388,6 +388,24 @@ fn readiness(s: &ServerState) -> Result<StatusCode, ServeError> {
     }
 }
 
+/// As [`readiness`], and 503 naming the cause while a served model cannot answer (a node with
+/// no live replica): a balancer sends nothing here until it can.
+fn models_readiness(s: &ServerState, name: Option<&str>) -> Result<StatusCode, ServeError> {
+    readiness(s)?;
+    let unready = match name {
+        None => s.models.unready(),
+        Some(name) => s
+            .models
+            .resolve(name, None)
+            .ok()
+            .and_then(|v| v.runtime.unready()),
+    };
+    match unready {
+        Some(why) => Err(ServeError::ModelUnready(why)),
+        None => Ok(StatusCode::OK),
+    }
+}
+
 async fn server_ready(
     State(s): State<Arc<ServerState>>,
     headers: HeaderMap,
@@ -395,7 +413,7 @@ async fn server_ready(
     if !s.config.health_unauthenticated {
         authorize(&s, &headers)?;
     }
-    readiness(&s)
+    models_readiness(&s, None)
 }
 
 /// A tensor's shape as model metadata shows it (over HTTP and gRPC): -1 for the optional batch
@@ -518,6 +536,7 @@ async fn model_ready(
     let modelless = s.modelless.as_ref().is_some_and(|m| m.serves(&name));
     if !modelless {
         served(&s, &name, None)?;
+        return models_readiness(&s, Some(&name));
     }
     readiness(&s)
 }

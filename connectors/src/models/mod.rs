@@ -156,6 +156,16 @@ impl Models {
             .flat_map(|(n, vs)| vs.values().map(move |v| (n.as_str(), v)))
     }
 
+    /// Why some served model cannot answer now (the first one found: a node with no live
+    /// replica, say); `None` when every one can.
+    pub fn unready(&self) -> Option<String> {
+        self.all().find_map(|(name, v)| {
+            v.runtime
+                .unready()
+                .map(|why| format!("model `{name}`: {why}"))
+        })
+    }
+
     /// The versions of `name`, ascending (empty when not served).
     pub fn versions(&self, name: &str) -> Vec<u64> {
         self.by_name

@@ -12,7 +12,7 @@
 //! a stateful node's proxy or a SERF control loop holds them from its own constructor.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -125,6 +125,10 @@ impl RuntimeParts {
     }
 }
 
+/// Whether a running graph can answer now: `Err` says why not (a model node with no live
+/// replica, say). Readiness probes ask it; the graph itself keeps running either way.
+pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// A graph running in this process.
 pub struct GraphRuntime {
     plan: Arc<Plan>,
@@ -139,6 +143,8 @@ pub struct GraphRuntime {
     /// Keep each pending request's inputs (replicated stateful nodes may need it run again).
     log_requests: bool,
     options: RuntimeOptions,
+    /// Set once by whoever built the nodes (they know what the graph needs to answer).
+    readiness: OnceLock<ReadinessCheck>,
 }
 
 impl std::fmt::Debug for GraphRuntime {
@@ -318,7 +324,22 @@ impl GraphRuntime {
             closed: AtomicBool::new(false),
             log_requests,
             options,
+            readiness: OnceLock::new(),
         })
+    }
+
+    /// Installs the check readiness probes ask (once; a second call is ignored and returns
+    /// false).
+    pub fn set_readiness(&self, check: ReadinessCheck) -> bool {
+        self.readiness.set(check).is_ok()
+    }
+
+    /// Why the graph cannot answer now (`None`: it can, or nothing was installed to say).
+    pub fn unready(&self) -> Option<String> {
+        if self.closed.load(Ordering::Acquire) {
+            return Some(format!("graph `{}` is shutting down", self.plan.name));
+        }
+        self.readiness.get().and_then(|check| check().err())
     }
 
     /// The plan being run.

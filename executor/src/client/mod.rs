@@ -13,7 +13,10 @@
 //!
 //! Liveness follows the executor's liveliness token `<prefix>/alive`: it disappears when the
 //! executor's link drops (SIGKILL closes its sockets) and reappears when it restarts, which also
-//! clears the pool's set-aside state for it.
+//! clears the pool's set-aside state for it. A link that goes dark while both ends run keeps the
+//! token for zenoh's whole lease, so the executor's load reports serve as a heartbeat too: a
+//! replica silent for [`link::SILENCE_LIMIT`] takes no work until it is heard again (`link`).
+//! Any error reply that is not a weir document is zenoh's, a transport failure: *unavailable*.
 //!
 //! Replies are hostile until checked. Beside `alive` the executor declares `<prefix>/zid/<zid>`
 //! naming its zenoh session; a reply from any other session (a rogue queryable on the same key)
@@ -31,6 +34,7 @@
 //! control plane learns of remote workers and their instances through [`workers::WorkerWatch`].
 
 mod hams;
+pub mod link;
 pub mod variants;
 pub mod workers;
 
@@ -217,6 +221,8 @@ struct Liveness {
     /// Replies from another session, dropped.
     foreign_replies: std::sync::atomic::AtomicU64,
     revivals: Arc<Mutex<Vec<Revival>>>,
+    /// The executor's last sign of life (load report or reply).
+    heartbeat: link::Heartbeat,
 }
 
 impl Liveness {
@@ -232,6 +238,25 @@ impl Liveness {
 
     fn executor_zid(&self) -> Option<ZenohId> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// Runs the revival callbacks (out of zenoh's callback).
+    fn revive(&self, out_of_zenoh: &Completions) {
+        let revivals = Arc::clone(&self.revivals);
+        out_of_zenoh.run(Box::new(move || {
+            let revivals = revivals.lock().unwrap_or_else(|p| p.into_inner());
+            for r in revivals.iter() {
+                r();
+            }
+        }));
+    }
+
+    /// A sign of life from the executor: ends a heartbeat silence (the replica takes work again).
+    fn sign_of_life(&self, out_of_zenoh: &Completions, node: &str, executor: &str) {
+        if self.heartbeat.heard() && self.alive.load(Ordering::Acquire) {
+            info!(%node, %executor, "Executor heard again after a silence; it takes work again.");
+            self.revive(out_of_zenoh);
+        }
     }
 }
 
@@ -254,6 +279,7 @@ pub struct RemoteReplica {
     completions: Completions,
     _liveliness: Subscriber<()>,
     _zid: Subscriber<()>,
+    _heartbeat: Subscriber<()>,
 }
 
 impl RemoteReplica {
@@ -274,6 +300,7 @@ impl RemoteReplica {
             seen: Mutex::new((false, None)),
             foreign_replies: std::sync::atomic::AtomicU64::new(0),
             revivals: Arc::new(Mutex::new(Vec::new())),
+            heartbeat: link::Heartbeat::new(),
         });
         let on_change = {
             let watched = Arc::clone(&liveness);
@@ -282,13 +309,8 @@ impl RemoteReplica {
             move |changed: Option<bool>| match changed {
                 Some(true) => {
                     info!(%node, executor = %name, "Executor alive.");
-                    let revivals = Arc::clone(&watched.revivals);
-                    out_of_zenoh.run(Box::new(move || {
-                        let revivals = revivals.lock().unwrap_or_else(|p| p.into_inner());
-                        for r in revivals.iter() {
-                            r();
-                        }
-                    }));
+                    watched.heartbeat.heard();
+                    watched.revive(&out_of_zenoh);
                 }
                 Some(false) => warn!(%node, executor = %name, "Executor gone (liveliness lost)."),
                 None => {}
@@ -328,6 +350,13 @@ impl RemoteReplica {
             })
             .wait()
             .map_err(unavailable)?;
+        let (watched, out_of_zenoh) = (Arc::clone(&liveness), completions.clone());
+        let (node, name) = (config.node.clone(), executor.name.clone());
+        let heartbeat = session
+            .declare_subscriber(format!("{}/load", executor.key_prefix))
+            .callback(move |_| watched.sign_of_life(&out_of_zenoh, &node, &name))
+            .wait()
+            .map_err(unavailable)?;
         Ok(Arc::new(RemoteReplica {
             name: executor.name.clone(),
             node: config.node.clone(),
@@ -349,6 +378,7 @@ impl RemoteReplica {
             completions: completions.clone(),
             _liveliness: subscriber,
             _zid: zid_subscriber,
+            _heartbeat: heartbeat,
         }))
     }
 }
@@ -408,6 +438,9 @@ struct QueryEnd {
     node: String,
     replica: String,
     liveness: Arc<Liveness>,
+    /// The query's time-out (for the message when it runs out).
+    timeout: Duration,
+    completions: Completions,
 }
 
 impl QueryEnd {
@@ -418,22 +451,29 @@ impl QueryEnd {
     fn on_reply(&self, reply: Reply) {
         let replier = reply.replier_id().map(|id| id.zid());
         if replier.is_none() || replier != self.liveness.executor_zid() {
-            if replier.is_none() && reply.result().is_err() {
+            if let (None, Err(err)) = (replier, reply.result()) {
                 // zenoh's own end of the query (its timeout): no answer from the executor.
-                self.finish(Err(ReplicaError::Unavailable(format!(
-                    "no answer from executor `{}`",
-                    self.replica
-                ))));
+                let body = err.payload().to_bytes();
+                self.finish(Err(self.transport_failure(&body, "the session's time-out")));
             } else {
                 self.foreign(replier);
             }
             return;
         }
         let outcome = match reply.result() {
-            Ok(sample) => self.decode(&sample.payload().to_bytes()),
+            Ok(sample) => {
+                self.liveness
+                    .sign_of_life(&self.completions, &self.node, &self.replica);
+                self.decode(&sample.payload().to_bytes())
+            }
             Err(err) => {
                 let body = err.payload().to_bytes();
-                match ErrorReply::parse(&body) {
+                let parsed = ErrorReply::parse(&body);
+                if parsed.is_some() {
+                    self.liveness
+                        .sign_of_life(&self.completions, &self.node, &self.replica);
+                }
+                match parsed {
                     Some(e) if e.kind == ErrorKind::Overloaded => Err(ReplicaError::Unavailable(
                         format!("executor `{}` is overloaded", self.replica),
                     )),
@@ -446,17 +486,28 @@ impl QueryEnd {
                         node: self.node.clone(),
                         message: format!("on executor `{}`: {}", self.replica, quote(&e.message)),
                     })),
-                    None => Err(ReplicaError::Failed(ExecError::Inference {
-                        node: self.node.clone(),
-                        message: format!(
-                            "executor `{}` replied an error that is not one of weir's",
-                            self.replica
-                        ),
-                    })),
+                    // Not the executor's document: a router answering on its behalf.
+                    None => Err(self.transport_failure(&body, "a router's time-out")),
                 }
             }
         };
         self.finish(outcome);
+    }
+
+    /// An error reply of zenoh's own: a time-out (a dead link or a slow model, told apart by the
+    /// heartbeat) or another transport failure; either way another replica may serve the job.
+    fn transport_failure(&self, body: &[u8], origin: &str) -> ReplicaError {
+        let reply = link::TransportReply(body);
+        if reply.is_timeout() {
+            link::timed_out(
+                &self.replica,
+                self.timeout,
+                &self.liveness.heartbeat,
+                origin,
+            )
+        } else {
+            link::transport_error(&self.replica, body)
+        }
     }
 
     /// A reply from a session that is not the executor's: dropped, as if it never came.
@@ -492,7 +543,7 @@ impl Drop for QueryEnd {
     fn drop(&mut self) {
         let replica = self.replica.clone();
         self.finish(Err(ReplicaError::Unavailable(format!(
-            "no reply from executor `{replica}`"
+            "no reply from executor `{replica}` (its session closed, or no route to it)"
         ))));
     }
 }
@@ -503,7 +554,16 @@ impl Replica for RemoteReplica {
     }
 
     fn is_alive(&self) -> bool {
-        self.liveness.alive.load(Ordering::Acquire)
+        if !self.liveness.alive.load(Ordering::Acquire) {
+            return false;
+        }
+        let (silent, first) = self.liveness.heartbeat.check_silence();
+        if first {
+            warn!(node = %self.node, executor = %self.name,
+                quiet_ms = self.liveness.heartbeat.quiet_for().as_millis() as u64,
+                "No heartbeat from the executor: its link is taken for dead until it is heard again.");
+        }
+        !silent
     }
 
     fn capacity(&self) -> usize {
@@ -543,6 +603,8 @@ impl Replica for RemoteReplica {
             node: self.node.clone(),
             replica: self.name.clone(),
             liveness: Arc::clone(&self.liveness),
+            timeout: self.timeout,
+            completions: self.completions.clone(),
         });
         let on_reply = Arc::clone(&end);
         let sent = self

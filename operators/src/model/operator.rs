@@ -105,6 +105,13 @@ impl ModelOperator {
                                         late_ms,
                                     }
                                 }
+                                // Nothing ran: the client may retry (503, UNAVAILABLE).
+                                e @ ExecError::Unavailable { .. } => {
+                                    RequestError::NodeUnavailable {
+                                        node: op.node.clone(),
+                                        message: e.detail(),
+                                    }
+                                }
                                 e => RequestError::Node {
                                     node: op.node.clone(),
                                     message: e.detail(),

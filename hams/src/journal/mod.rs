@@ -19,9 +19,16 @@
 //!   next batch computes is never torn;
 //! - **at most once**: no backup applied the same version of the same epoch twice.
 //!
+//! Journals are read back bounded (`read`); `weir hams check JOURNAL…` runs the checker for an
+//! operator.
+//!
 //! It also counts how many batches were answered before their state reached the backup (the
 //! latency NSPB saves over stop-and-buffer): all of them under NSPB with a slow state link, none
 //! under Remus.
+
+mod read;
+
+pub use read::{read_paths, Journals, ReadError, MAX_FILE_BYTES, MAX_LINE_BYTES};
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
