@@ -329,13 +329,21 @@ fn a_replica_killed_mid_group_has_its_job_reconstructed_not_failed() {
     assert_eq!(ask(0), 0, "the first job's real prediction");
     executor.sigkill();
     assert_eq!(ask(1), 1, "the second job reconstructed");
-    let stats = running
+    // The counters are bumped after the answer is handed over: read them once they caught up.
+    let service = running
         .parity_services()
         .into_iter()
         .next()
         .expect("parity node")
-        .1
-        .stats();
+        .1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut stats = service.stats();
+    while stats.reconstructed_failed + stats.reconstructed_late + stats.unrecovered == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+        stats = service.stats();
+    }
     assert_eq!(
         (
             stats.reconstructed_failed,
