@@ -44,7 +44,9 @@ impl Health for HealthService {
         }
         let mut status = status_of(*self.0.phase.borrow());
         // Serving, but a model cannot answer now (a node with no live replica): not serving.
-        if status.status == i32::from(ServingStatus::Serving) && self.0.models.unready().is_some() {
+        if status.status == i32::from(ServingStatus::Serving)
+            && self.0.models.snapshot().unready().is_some()
+        {
             status.status = ServingStatus::NotServing.into();
         }
         Ok(Response::new(status))

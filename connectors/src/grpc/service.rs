@@ -55,7 +55,7 @@ impl GrpcInferenceService for InferService {
             self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         }
         Ok(Response::new(ServerReadyResponse {
-            ready: self.0.serving() && self.0.models.unready().is_none(),
+            ready: self.0.serving() && self.0.models.snapshot().unready().is_none(),
         }))
     }
 

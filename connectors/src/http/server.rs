@@ -392,10 +392,10 @@ fn readiness(s: &ServerState) -> Result<StatusCode, ServeError> {
 /// no live replica): a balancer sends nothing here until it can.
 fn models_readiness(s: &ServerState, name: Option<&str>) -> Result<StatusCode, ServeError> {
     readiness(s)?;
+    let models = s.models.snapshot();
     let unready = match name {
-        None => s.models.unready(),
-        Some(name) => s
-            .models
+        None => models.unready(),
+        Some(name) => models
             .resolve(name, None)
             .ok()
             .and_then(|v| v.runtime.unready()),
