@@ -203,24 +203,27 @@ impl Repositories {
             );
             return true;
         }
-        let earlier = self.settings.roots.iter().take_while(|r| *r != root);
-        earlier
-            .into_iter()
-            .any(|r| r.join(name).join("config.pbtxt").is_file() || r.join(name).is_dir())
+        self.home(name).is_some_and(|first| first != root)
+    }
+
+    /// The first repository holding a folder `name`: the one its model is served from.
+    fn home(&self, name: &str) -> Option<&Path> {
+        self.settings
+            .roots
+            .iter()
+            .map(PathBuf::as_path)
+            .find(|r| r.join(name).is_dir())
     }
 
     /// The first repository holding `name`, read with `options`.
     fn find(&self, name: &str, options: &LoadOptions) -> Result<Repository, ControlError> {
-        for root in &self.settings.roots {
-            if !root.join(name).is_dir() {
-                continue;
-            }
-            return read(root, options).map_err(|e| ControlError::LoadFailed {
-                model: name.to_string(),
-                reason: format!("{e:#}"),
-            });
-        }
-        Err(ControlError::UnknownModel(name.to_string()))
+        let root = self
+            .home(name)
+            .ok_or_else(|| ControlError::UnknownModel(name.to_string()))?;
+        read(root, options).map_err(|e| ControlError::LoadFailed {
+            model: name.to_string(),
+            reason: format!("{e:#}"),
+        })
     }
 
     /// Starts every servable version of `name` from `repo` and swaps them in for what served
@@ -519,8 +522,7 @@ impl ModelControl for Repositories {
         }
         folder_name(model)?;
         let _op = self.ops();
-        let known = self.entries().contains_key(model)
-            || self.settings.roots.iter().any(|r| r.join(model).is_dir());
+        let known = self.entries().contains_key(model) || self.home(model).is_some();
         if !known {
             return Err(ControlError::UnknownModel(model.to_string()));
         }
