@@ -24,6 +24,7 @@ mod error;
 mod instances;
 pub mod remote;
 pub mod scaling;
+mod signature;
 mod status;
 pub mod task_nodes;
 mod variant_graph;
@@ -37,9 +38,10 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use weir_connectors::models::InferStats;
 use weir_connectors::offline::PauseSignal;
 use weir_connectors::oip::{
-    InferFuture, InferOutputs, InferRequest, ModelLess, OipError, ProtocolError,
+    InferFuture, InferOutputs, InferRequest, ModelLess, ModelLessModel, OipError, ProtocolError,
 };
 use weir_engine::request::RequestError;
 use weir_infaas::dispatch::Dispatcher;
@@ -91,6 +93,8 @@ pub struct ModelLessServer {
     moved: prometheus_client::metrics::counter::Counter,
     /// What recent queries asked of the variants they chose, for the autoscaler.
     demand: Arc<weir_infaas::autoscale::demand::Demand>,
+    /// Per name served (each task and each variant), its requests, for Triton's statistics.
+    stats: HashMap<String, Arc<InferStats>>,
 }
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> OipError {
@@ -140,7 +144,12 @@ impl ModelLessServer {
             .filter(|v| servable(&hardware, v))
             .cloned()
             .collect();
-        let tasks = variants.iter().map(|v| v.task.clone()).collect();
+        let tasks: BTreeSet<String> = variants.iter().map(|v| v.task.clone()).collect();
+        let stats = tasks
+            .iter()
+            .chain(variants.iter().map(|v| &v.name))
+            .map(|n| (n.clone(), Arc::default()))
+            .collect();
         let store = Arc::new(MetadataStore::start(variants)?);
         store.record(Event::WorkerUp(Worker {
             id: LOCAL_WORKER.to_string(),
@@ -167,6 +176,7 @@ impl ModelLessServer {
             remote,
             moved: Default::default(),
             demand: Arc::new(weir_infaas::autoscale::demand::Demand::new(DEMAND_WINDOW)),
+            stats,
         }))
     }
 
@@ -611,7 +621,34 @@ impl ModelLess for ModelLessServer {
         request: InferRequest,
         timeout: Duration,
     ) -> InferFuture<'a> {
-        Box::pin(self.answer(name, request, timeout))
+        Box::pin(async move {
+            let started = Instant::now();
+            let task = self
+                .repository
+                .variant(name)
+                .map_or(name, |v| v.task.as_str());
+            let rows = self.rows(task, &request).map_or(1, u64::from);
+            let result = self.answer(name, request, timeout).await;
+            if let Some(stats) = self.stats.get(name) {
+                match &result {
+                    Ok(_) => stats.success(rows, started.elapsed()),
+                    Err(_) => stats.failure(started.elapsed()),
+                }
+            }
+            result
+        })
+    }
+
+    fn describe(&self, name: &str) -> Option<ModelLessModel> {
+        let stats = Arc::clone(self.stats.get(name)?);
+        let signature = signature::of_name(&self.repository, |v| self.served(v), name)?;
+        Some(ModelLessModel { signature, stats })
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.stats.keys().cloned().collect();
+        names.sort();
+        names
     }
 }
 

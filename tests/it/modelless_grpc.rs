@@ -5,7 +5,8 @@
 //! is a cold start once and warm after, its outputs are the HTTP answer's for the same input and
 //! ONNX Runtime's on the variant's file; an explicit variant is served as named; impossible
 //! requirements and parameters of the wrong type are INVALID_ARGUMENT naming the closest variant or
-//! the field; a task is ready and has no metadata. Triton's own client (`tritonclient.grpc`,
+//! the field; a task is ready and reads as a model of version 1 (metadata, configuration and
+//! statistics, equal over both transports, counting each request once). Triton's own client (`tritonclient.grpc`,
 //! through `tests/python/grpc_client.py modelless`) sends the requirements with its `parameters=`
 //! argument and gets the same answers.
 
@@ -22,6 +23,7 @@ use weir_connectors::grpc::proto::infer_parameter::ParameterChoice;
 use weir_connectors::grpc::proto::model_infer_request::InferInputTensor;
 use weir_connectors::grpc::proto::{
     InferParameter, ModelInferRequest, ModelInferResponse, ModelMetadataRequest, ModelReadyRequest,
+    ModelStatisticsRequest,
 };
 
 type Client = GrpcInferenceServiceClient<Channel>;
@@ -217,7 +219,8 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
         ids.sort();
         assert_eq!(ids, ["s1", "s2"]);
 
-        // A task is ready while the server is; its inputs depend on the pick, so no metadata.
+        // A task is ready while the server is, and reads as a model of version 1: its variants
+        // share the task's signature, so metadata, configuration and statistics answer for it.
         let ready = client
             .model_ready(ModelReadyRequest {
                 name: "digits".into(),
@@ -230,15 +233,7 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
         let (status, _) =
             crate::serve::http(&server.http, "GET", "/v2/models/digits/ready", &[], b"");
         assert_eq!(status, 200, "a task is ready over HTTP too");
-        let e = client
-            .model_metadata(ModelMetadataRequest {
-                name: "digits".into(),
-                version: String::new(),
-            })
-            .await
-            .expect_err("no metadata for a task");
-        assert_eq!(e.code(), Code::NotFound, "{e}");
-        assert!(e.message().contains("served model-less"), "{e}");
+        task_reads_as_a_model(&mut client, &server.http, &tiny).await;
         (tight, over_http)
     });
 
@@ -255,4 +250,120 @@ fn tasks_over_grpc_pick_load_and_refuse_as_over_http() {
     assert!(impossible.contains("closest variant: digits_"), "{triton}");
     let wrong = triton["wrong_type"].as_str().unwrap_or_default();
     assert!(wrong.contains("parameters.min_accuracy"), "{triton}");
+}
+
+/// Triton's statistics of `name` over gRPC: (successes, failures, rows).
+async fn counts(client: &mut Client, name: &str) -> (u64, u64, u64) {
+    let stats = client
+        .model_statistics(ModelStatisticsRequest {
+            name: name.into(),
+            version: String::new(),
+        })
+        .await
+        .expect("statistics")
+        .into_inner();
+    assert_eq!(stats.model_stats.len(), 1, "{stats:?}");
+    let s = &stats.model_stats[0];
+    assert_eq!((s.name.as_str(), s.version.as_str()), (name, "1"));
+    let i = s.inference_stats.as_ref().expect("inference stats");
+    let count = |d: &Option<weir_connectors::grpc::proto::StatisticDuration>| {
+        d.as_ref().map_or(0, |d| d.count)
+    };
+    (count(&i.success), count(&i.fail), s.inference_count)
+}
+
+/// The task `digits` (and its variant `variant`) read as models over gRPC and HTTP alike.
+async fn task_reads_as_a_model(client: &mut Client, http: &str, variant: &str) {
+    let meta = client
+        .model_metadata(ModelMetadataRequest {
+            name: "digits".into(),
+            version: String::new(),
+        })
+        .await
+        .expect("a task's metadata")
+        .into_inner();
+    assert_eq!(meta.versions, ["1"]);
+    assert_eq!(meta.platform, "weir_modelless");
+    let inputs: Vec<_> = meta
+        .inputs
+        .iter()
+        .map(|t| (t.name.as_str(), t.datatype.as_str(), t.shape.clone()))
+        .collect();
+    assert_eq!(inputs, [("x", "FP32", vec![-1, 64])]);
+    assert!(!meta.outputs.is_empty(), "{meta:?}");
+    let (status, body) = crate::serve::http(http, "GET", "/v2/models/digits", &[], b"");
+    assert_eq!(status, 200);
+    let over_http: serde_json::Value = serde_json::from_str(&body).expect("JSON metadata");
+    assert_eq!(
+        over_http["inputs"][0]["shape"],
+        json!([-1, 64]),
+        "{over_http}"
+    );
+    assert_eq!(over_http["outputs"][0]["name"], json!(meta.outputs[0].name));
+
+    // The configuration: the rows a request may carry, the task's tensors without the batch.
+    let (status, body) = crate::serve::http(http, "GET", "/v2/models/digits/config", &[], b"");
+    assert_eq!(status, 200);
+    let config: serde_json::Value = serde_json::from_str(&body).expect("JSON config");
+    assert_eq!(
+        config["input"][0],
+        json!({"name": "x", "data_type": "TYPE_FP32", "dims": [64]})
+    );
+    assert!(
+        config["max_batch_size"].as_u64().unwrap_or(0) >= 1,
+        "{config}"
+    );
+    let proto = client
+        .model_config(weir_connectors::grpc::proto::ModelConfigRequest {
+            name: "digits".into(),
+            version: "1".into(),
+        })
+        .await
+        .expect("a task's config over gRPC")
+        .into_inner();
+    assert!(!proto.config.is_empty(), "an encoded ModelConfig");
+    let (status, _) = crate::serve::http(http, "GET", "/v2/models/digits/versions/2", &[], b"");
+    assert_eq!(status, 404, "a task is served as version 1 only");
+    let e = client
+        .model_metadata(ModelMetadataRequest {
+            name: variant.into(),
+            version: String::new(),
+        })
+        .await
+        .expect("a variant named directly is a model too")
+        .into_inner();
+    assert_eq!(e.platform, "onnxruntime_onnx");
+
+    // Statistics count each request once, whichever transport, and agree over both.
+    let (ok, failed, rows) = counts(client, "digits").await;
+    assert!(ok >= 3 && failed >= 1, "{ok} answered, {failed} failed");
+    infer(client, "digits", vec![("min_accuracy", double(0.98))])
+        .await
+        .expect("one more");
+    let (status, _) = query_at(http, "digits", json!({"min_accuracy": 0.98}));
+    assert_eq!(status, 200);
+    assert_eq!(counts(client, "digits").await, (ok + 2, failed, rows + 2));
+    let (status, body) = crate::serve::http(http, "GET", "/v2/models/digits/stats", &[], b"");
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("JSON stats");
+    let s = &doc["model_stats"][0];
+    assert_eq!(
+        s["inference_stats"]["success"]["count"],
+        json!(ok + 2),
+        "{doc}"
+    );
+    assert_eq!(s["inference_count"], json!(rows + 2), "{doc}");
+    let (status, body) = crate::serve::http(http, "GET", "/v2/models/stats", &[], b"");
+    assert_eq!(status, 200);
+    let all: serde_json::Value = serde_json::from_str(&body).expect("JSON stats");
+    let names: Vec<_> = all["model_stats"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"digits") && names.contains(&variant),
+        "{names:?}"
+    );
 }

@@ -1,5 +1,6 @@
 //! Triton's model extensions over gRPC: `ModelConfig` and `ModelStatistics`, answered from the
-//! same table and with the same figures as their HTTP routes (`crate::models`).
+//! same table (and model-less names) and with the same figures as their HTTP routes
+//! (`crate::models`).
 
 use serde_json::Value;
 
@@ -9,6 +10,7 @@ use super::proto::{
 };
 use super::status::Failure;
 use crate::models::Models;
+use crate::oip::ModelLess;
 
 fn number(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
@@ -61,13 +63,13 @@ fn model_statistics(doc: &Value) -> ModelStatistics {
 /// Not found, naming the model or the version.
 pub(super) fn statistics(
     models: &Models,
+    modelless: Option<&dyn ModelLess>,
     name: &str,
     version: &str,
 ) -> Result<ModelStatisticsResponse, Failure> {
     let name = (!name.is_empty()).then_some(name);
     let version = (!version.is_empty()).then_some(version);
-    let doc = models
-        .statistics(name, version)
+    let doc = crate::models::modelless::statistics(models, modelless, name, version)
         .map_err(|e| Failure::lookup(&e))?;
     Ok(ModelStatisticsResponse {
         model_stats: doc["model_stats"]

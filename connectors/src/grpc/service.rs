@@ -1,9 +1,10 @@
 //! The inference service's RPCs: liveness, readiness and metadata answered here, inference
 //! handed to the shared request path ([`Shared::infer`]) and `ModelStreamInfer` to `stream.rs`.
 //!
-//! Every RPC but liveness checks the token first. A model's version is accepted and ignored, as
-//! over HTTP: each graph is version 1. A model-less task is ready while the server is; it has no
-//! metadata, as over HTTP, since its inputs are those of whichever variant a request picks.
+//! Every RPC but liveness checks the token first. A name is looked up as over HTTP: the model
+//! table's versions first, then the names served model-less, which answer metadata,
+//! configuration and statistics as a model of version 1 (a task's variants share its signature)
+//! and are ready while the server is.
 
 use std::sync::Arc;
 
@@ -22,19 +23,18 @@ use super::proto::{
     ServerLiveRequest, ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse,
     ServerReadyRequest, ServerReadyResponse,
 };
-use super::shared::{Shared, Target};
-use super::status::Failure;
+use super::shared::Shared;
 use super::stream::stream_infer;
-use crate::http::metadata_shape;
+use crate::models::config::{metadata_shape, Tensor};
 
 /// `inference.GRPCInferenceService`.
 pub(super) struct InferService(pub Arc<Shared>);
 
-fn tensor_metadata(name: &str, ty: &weir_engine::tensor::TensorType) -> TensorMetadata {
+fn tensor_metadata(t: &Tensor) -> TensorMetadata {
     TensorMetadata {
-        name: name.to_string(),
-        datatype: ty.dtype.oip_name().to_string(),
-        shape: metadata_shape(&ty.shape),
+        name: t.name.clone(),
+        datatype: t.ty.dtype.oip_name().to_string(),
+        shape: metadata_shape(&t.ty.shape),
     }
 }
 
@@ -94,38 +94,14 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelMetadataResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         let r = request.get_ref();
-        let name = &r.name;
-        let served = match self.0.target(name, &r.version).map_err(|f| f.status)? {
-            Target::Graph(g) => g,
-            Target::ModelLess(_) => return Err(Failure::no_metadata(name).status),
-        };
-        let plan = served.runtime.plan();
-        let platform = served
-            .config
-            .get("platform")
-            .and_then(|p| p.as_str())
-            .unwrap_or("weir_graph");
+        let (found, versions) = self.0.find(&r.name, &r.version).map_err(|f| f.status)?;
+        let sig = found.signature(&r.name);
         Ok(Response::new(ModelMetadataResponse {
-            name: name.clone(),
-            versions: self
-                .0
-                .models
-                .snapshot()
-                .versions(name)
-                .iter()
-                .map(u64::to_string)
-                .collect(),
-            platform: platform.into(),
-            inputs: plan
-                .inputs
-                .iter()
-                .map(|i| tensor_metadata(&i.name, &i.ty))
-                .collect(),
-            outputs: plan
-                .outputs
-                .iter()
-                .map(|o| tensor_metadata(&o.name, &o.ty))
-                .collect(),
+            name: sig.name,
+            versions: versions.iter().map(u64::to_string).collect(),
+            platform: sig.platform,
+            inputs: sig.inputs.iter().map(tensor_metadata).collect(),
+            outputs: sig.outputs.iter().map(tensor_metadata).collect(),
         }))
     }
 
@@ -135,12 +111,9 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelConfigResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         let r = request.get_ref();
-        let models = self.0.models.snapshot();
-        let served = models
-            .resolve(&r.name, Some(&r.version))
-            .map_err(|e| Failure::lookup(&e).status)?;
+        let (found, _) = self.0.find(&r.name, &r.version).map_err(|f| f.status)?;
         Ok(Response::new(ModelConfigResponse {
-            config: served.config_proto.clone(),
+            config: found.config_proto(),
         }))
     }
 
@@ -150,9 +123,14 @@ impl GrpcInferenceService for InferService {
     ) -> Result<Response<ModelStatisticsResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
         let r = request.get_ref();
-        super::models::statistics(&self.0.models.snapshot(), &r.name, &r.version)
-            .map(Response::new)
-            .map_err(|f| f.status)
+        super::models::statistics(
+            &self.0.models.snapshot(),
+            self.0.modelless.as_deref(),
+            &r.name,
+            &r.version,
+        )
+        .map(Response::new)
+        .map_err(|f| f.status)
     }
 
     async fn model_infer(

@@ -29,6 +29,7 @@ use super::status::Failure;
 use crate::http::authorized;
 use crate::http::metrics::{ModelMetrics, Outcome};
 use crate::models::control::ModelControl;
+use crate::models::modelless::{find, Found};
 use crate::models::{ModelTable, ModelVersion};
 use crate::oip::{infer_outputs, ModelLess};
 
@@ -64,6 +65,18 @@ impl Shared {
         } else {
             Err(Failure::unauthenticated())
         }
+    }
+
+    /// What a read of `version` of `name` (empty: the highest served) finds, in the table or
+    /// served model-less, and the versions it is served in.
+    pub fn find(&self, name: &str, version: &str) -> Result<(Found, Vec<u64>), Failure> {
+        find(
+            &self.models.snapshot(),
+            self.modelless.as_deref(),
+            name,
+            Some(version),
+        )
+        .map_err(|e| Failure::lookup(&e))
     }
 
     /// What answers requests for `version` of `name` (empty: the highest served): its graph,

@@ -51,21 +51,6 @@ impl Failure {
         }
     }
 
-    /// The request asks for the metadata of a name served model-less (a task or a variant),
-    /// whose inputs and outputs are those of the variant each request is answered by (NOT_FOUND,
-    /// as the HTTP metadata route answers).
-    pub fn no_metadata(name: &str) -> Failure {
-        Failure::new(
-            Code::NotFound,
-            Outcome::InvalidRequest,
-            format!(
-                "name: `{}` is served model-less: its inputs and outputs are those of the variant \
-                 each request is answered by, so it has no metadata",
-                crate::echo::quote(name)
-            ),
-        )
-    }
-
     /// Missing or wrong bearer token.
     pub fn unauthenticated() -> Failure {
         Failure::new(

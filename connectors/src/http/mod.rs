@@ -8,7 +8,8 @@
 //! it (one graph request); the rank tells which, so a scalar input is sent as `[]` or, batched,
 //! as `[n]`. Bodies are parsed, run and written by [`crate::oip`], which the
 //! streams share; `error.rs` maps every failure to a status once, `metrics.rs` renders `/metrics`,
-//! `server.rs` holds the routes and deadlines, `listener.rs` the connections (header timeout,
+//! `server.rs` holds the routes and each request's path under its deadline, `describe.rs` the
+//! reads before it (metadata, configuration, statistics, readiness), `state.rs` what they share, `listener.rs` the connections (header timeout,
 //! cap, drain, TLS), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs`
 //! the offline-job endpoints, `repository.rs` the model repository's (index, load, unload),
 //! `status.rs` the status feed the dashboard (`crate::ui`) draws; `metrics_listener.rs` serves
@@ -16,6 +17,7 @@
 
 mod auth;
 mod body;
+mod describe;
 mod error;
 mod listener;
 pub mod metrics;
@@ -23,6 +25,7 @@ mod metrics_listener;
 mod offline;
 mod repository;
 mod server;
+mod state;
 mod status;
 pub mod triton_metrics;
 
@@ -34,6 +37,6 @@ pub(crate) use error::protocol_status;
 pub use error::ServeError;
 pub use metrics::MetricsSource;
 pub use metrics_listener::MetricsServer;
-pub(crate) use server::metadata_shape;
-pub use server::{HttpConfig, HttpServer};
+pub use server::HttpServer;
+pub use state::HttpConfig;
 pub use status::{StatusFeed, StatusOptions, StatusSampler};

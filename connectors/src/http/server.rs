@@ -1,9 +1,11 @@
-//! The HTTP server: routes of the Open Inference Protocol, readiness, and each request's path
-//! from body to answer under one deadline.
+//! The HTTP server: the routes of the Open Inference Protocol, and each request's path from body
+//! to answer under one deadline.
 //!
 //! Connection handling (timeouts, cap, drain) is in `listener.rs`, body admission and reading in
-//! `body.rs`, token checks in `auth.rs`; this file wires them to the routes and the config. The
-//! offline-job routes are `offline.rs`'s, merged into this router with the state they need.
+//! `body.rs`, token checks in `auth.rs`, the reads before inference (metadata, configuration,
+//! statistics, readiness) in `describe.rs`, the state all routes share in `state.rs`; this file
+//! wires them to the routes. The offline-job, repository and status routes are their own files',
+//! merged into this router with the state they need.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,81 +18,23 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 use weir_engine::runtime::GraphRuntime;
-use weir_engine::tensor::Dim;
 
-use super::auth::{authorized, AuthToken};
 use super::body::{read_body, ByteBudget, BytesPermit};
+use super::describe;
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
 use super::metrics::{MetricsSource, ModelMetrics, Outcome, ServerMetrics};
 use super::offline::{self, OfflineState};
+use super::state::{authorize, HttpConfig, ServerState};
 use crate::models::control::ModelControl;
 use crate::models::{LookupError, ModelTable, ModelVersion, Models};
 use crate::oip::{
     parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError, HEADER_LENGTH,
 };
-
-/// How the server behaves.
-#[derive(Debug, Clone)]
-pub struct HttpConfig {
-    /// Longest a request may take, its upload included: a body still unfinished at the deadline
-    /// gets 408, an answer not ready by it 504.
-    pub request_timeout: Duration,
-    /// Largest request body accepted (413 above it).
-    pub max_body_bytes: usize,
-    /// Body bytes held by all requests at once; past it new requests get 503 with `Retry-After`.
-    pub max_inflight_bytes: usize,
-    /// Longest a client may take to send a request's headers before its connection is closed,
-    /// counted from when the connection is ready for a request (idle kept-alive ones included).
-    pub header_timeout: Duration,
-    /// Connections open at once; past it a connection is answered 503 and closed.
-    pub max_connections: u32,
-    /// After the shutdown signal, longest to wait for requests in flight before closing their
-    /// connections.
-    pub drain_timeout: Duration,
-    /// When set, every endpoint but liveness needs `Authorization: Bearer <token>`.
-    pub auth_token: Option<AuthToken>,
-    /// Leave readiness (`/v2/health/ready`) open when a token is set, as liveness always is.
-    pub health_unauthenticated: bool,
-    /// When set, connections are TLS ([`crate::tls`]).
-    pub tls: Option<Arc<crate::tls::ServerTls>>,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        HttpConfig {
-            request_timeout: Duration::from_secs(30),
-            max_body_bytes: 64 << 20,
-            max_inflight_bytes: 1 << 30,
-            header_timeout: Duration::from_secs(10),
-            max_connections: 1024,
-            drain_timeout: Duration::from_secs(30),
-            auth_token: None,
-            health_unauthenticated: false,
-            tls: None,
-        }
-    }
-}
-
-struct ServerState {
-    models: Arc<ModelTable>,
-    /// Each model's request metrics over HTTP (its versions share them).
-    graphs: Arc<ModelMetrics>,
-    control: Option<Arc<dyn ModelControl>>,
-    config: HttpConfig,
-    offline: Option<Arc<crate::offline::OfflineJobs>>,
-    modelless: Option<Arc<dyn ModelLess>>,
-    /// The status feed and `/ui`, when on.
-    status: Option<Arc<super::StatusFeed>>,
-    ready: AtomicBool,
-    metrics: Arc<ServerMetrics>,
-    bytes_budget: Arc<ByteBudget>,
-    connections: Arc<ConnectionCounters>,
-}
 
 /// A server over running graphs; each graph is a v2 model named by the graph's name.
 pub struct HttpServer {
@@ -240,36 +184,36 @@ impl HttpServer {
 
     fn base_router(&self) -> Router {
         Router::new()
-            .route("/v2", get(server_metadata))
+            .route("/v2", get(describe::server_metadata))
             .route("/v2/health/live", get(|| async { StatusCode::OK }))
-            .route("/v2/health/ready", get(server_ready))
-            .route("/v2/models/{name}", get(model_metadata))
+            .route("/v2/health/ready", get(describe::server_ready))
+            .route("/v2/models/{name}", get(describe::model_metadata))
             .route(
                 "/v2/models/{name}/versions/{version}",
-                get(model_metadata_versioned),
+                get(describe::model_metadata_versioned),
             )
-            .route("/v2/models/{name}/config", get(model_config))
+            .route("/v2/models/{name}/config", get(describe::model_config))
             .route(
                 "/v2/models/{name}/versions/{version}/config",
-                get(model_config_versioned),
+                get(describe::model_config_versioned),
             )
-            .route("/v2/models/stats", get(all_stats))
-            .route("/v2/models/{name}/stats", get(model_stats))
+            .route("/v2/models/stats", get(describe::all_stats))
+            .route("/v2/models/{name}/stats", get(describe::model_stats))
             .route(
                 "/v2/models/{name}/versions/{version}/stats",
-                get(model_stats_versioned),
+                get(describe::model_stats_versioned),
             )
-            .route("/v2/models/{name}/ready", get(model_ready))
+            .route("/v2/models/{name}/ready", get(describe::model_ready))
             .route(
                 "/v2/models/{name}/versions/{version}/ready",
-                get(model_ready_versioned),
+                get(describe::model_ready_versioned),
             )
             .route("/v2/models/{name}/infer", post(infer))
             .route(
                 "/v2/models/{name}/versions/{version}/infer",
                 post(infer_versioned),
             )
-            .route("/metrics", get(metrics))
+            .route("/metrics", get(describe::metrics))
             .fallback(|| async {
                 (
                     StatusCode::NOT_FOUND,
@@ -334,235 +278,6 @@ impl HttpServer {
         .await;
         Ok(())
     }
-}
-
-fn authorize(state: &ServerState, headers: &HeaderMap) -> Result<(), ServeError> {
-    state.authorize(headers)
-}
-
-impl ServerState {
-    /// Ok when no token is configured or the request carries it.
-    fn authorize(&self, headers: &HeaderMap) -> Result<(), ServeError> {
-        if authorized(self.config.auth_token.as_ref(), headers) {
-            Ok(())
-        } else {
-            Err(ServeError::Unauthorized)
-        }
-    }
-}
-
-/// The served version of `name` a request for `version` (`None`: unversioned) reaches.
-fn served(
-    state: &ServerState,
-    name: &str,
-    version: Option<&str>,
-) -> Result<Arc<ModelVersion>, ServeError> {
-    Ok(Arc::clone(state.models.snapshot().resolve(name, version)?))
-}
-
-fn json_ok(v: Value) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        v.to_string(),
-    )
-        .into_response()
-}
-
-async fn server_metadata(
-    State(s): State<Arc<ServerState>>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    Ok(json_ok(
-        json!({"name": "weir", "version": env!("CARGO_PKG_VERSION"), "extensions": crate::models::EXTENSIONS}),
-    ))
-}
-
-/// 200 while serving, 503 before and while draining.
-fn readiness(s: &ServerState) -> Result<StatusCode, ServeError> {
-    if s.ready.load(Ordering::Acquire) {
-        Ok(StatusCode::OK)
-    } else {
-        Err(ServeError::NotReady)
-    }
-}
-
-/// As [`readiness`], and 503 naming the cause while a served model cannot answer (a node with
-/// no live replica): a balancer sends nothing here until it can.
-fn models_readiness(s: &ServerState, name: Option<&str>) -> Result<StatusCode, ServeError> {
-    readiness(s)?;
-    let models = s.models.snapshot();
-    let unready = match name {
-        None => models.unready(),
-        Some(name) => models
-            .resolve(name, None)
-            .ok()
-            .and_then(|v| v.runtime.unready()),
-    };
-    match unready {
-        Some(why) => Err(ServeError::ModelUnready(why)),
-        None => Ok(StatusCode::OK),
-    }
-}
-
-async fn server_ready(
-    State(s): State<Arc<ServerState>>,
-    headers: HeaderMap,
-) -> Result<StatusCode, ServeError> {
-    if !s.config.health_unauthenticated {
-        authorize(&s, &headers)?;
-    }
-    models_readiness(&s, None)
-}
-
-/// A tensor's shape as model metadata shows it (over HTTP and gRPC): -1 for the optional batch
-/// dimension first, then each dimension, -1 for one only known per request.
-pub(crate) fn metadata_shape(shape: &[Dim]) -> Vec<i64> {
-    let mut dims = vec![-1i64];
-    dims.extend(shape.iter().map(|d| match d {
-        Dim::Fixed(n) => i64::try_from(*n).unwrap_or(i64::MAX),
-        Dim::Dynamic => -1,
-    }));
-    dims
-}
-
-fn tensor_meta(name: &str, dtype: weir_engine::tensor::DType, shape: &[Dim]) -> Value {
-    json!({"name": name, "datatype": dtype.oip_name(), "shape": metadata_shape(shape)})
-}
-
-async fn model_metadata(
-    State(s): State<Arc<ServerState>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    metadata_of(&s, &name, None, &headers)
-}
-
-async fn model_metadata_versioned(
-    State(s): State<Arc<ServerState>>,
-    Path((name, version)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    metadata_of(&s, &name, Some(&version), &headers)
-}
-
-fn metadata_of(
-    s: &ServerState,
-    name: &str,
-    version: Option<&str>,
-    headers: &HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(s, headers)?;
-    let served = served(s, name, version)?;
-    let plan = served.runtime.plan();
-    let versions: Vec<String> = s
-        .models
-        .snapshot()
-        .versions(name)
-        .iter()
-        .map(u64::to_string)
-        .collect();
-    let platform = served
-        .config
-        .get("platform")
-        .cloned()
-        .unwrap_or(json!("weir_graph"));
-    Ok(json_ok(json!({
-        "name": name,
-        "versions": versions,
-        "platform": platform,
-        "inputs": plan.inputs.iter().map(|i| tensor_meta(&i.name, i.ty.dtype, &i.ty.shape)).collect::<Vec<_>>(),
-        "outputs": plan.outputs.iter().map(|o| tensor_meta(&o.name, o.ty.dtype, &o.ty.shape)).collect::<Vec<_>>(),
-    })))
-}
-
-async fn model_config(
-    State(s): State<Arc<ServerState>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    Ok(json_ok(served(&s, &name, None)?.config.clone()))
-}
-
-async fn model_config_versioned(
-    State(s): State<Arc<ServerState>>,
-    Path((name, version)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    Ok(json_ok(served(&s, &name, Some(&version))?.config.clone()))
-}
-
-async fn all_stats(
-    State(s): State<Arc<ServerState>>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    Ok(json_ok(s.models.snapshot().statistics(None, None)?))
-}
-
-async fn model_stats(
-    State(s): State<Arc<ServerState>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    Ok(json_ok(s.models.snapshot().statistics(Some(&name), None)?))
-}
-
-async fn model_stats_versioned(
-    State(s): State<Arc<ServerState>>,
-    Path((name, version)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    Ok(json_ok(
-        s.models
-            .snapshot()
-            .statistics(Some(&name), Some(&version))?,
-    ))
-}
-
-async fn model_ready(
-    State(s): State<Arc<ServerState>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Result<StatusCode, ServeError> {
-    authorize(&s, &headers)?;
-    // A name served model-less (a task, or one of its variants) is ready while the server is,
-    // as over gRPC: a request for it loads what it needs.
-    let modelless = s.modelless.as_ref().is_some_and(|m| m.serves(&name));
-    if !modelless {
-        served(&s, &name, None)?;
-        return models_readiness(&s, Some(&name));
-    }
-    readiness(&s)
-}
-
-async fn model_ready_versioned(
-    State(s): State<Arc<ServerState>>,
-    Path((name, version)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Result<StatusCode, ServeError> {
-    authorize(&s, &headers)?;
-    served(&s, &name, Some(&version))?;
-    readiness(&s)
-}
-
-async fn metrics(
-    State(s): State<Arc<ServerState>>,
-    headers: HeaderMap,
-) -> Result<Response, ServeError> {
-    authorize(&s, &headers)?;
-    let out = s.metrics.render();
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        out,
-    )
-        .into_response())
 }
 
 async fn infer_versioned(
@@ -742,22 +457,4 @@ async fn run_request(
         }
     }
     Ok(response)
-}
-
-#[cfg(test)]
-mod tests {
-    use weir_engine::tensor::DType;
-
-    use super::*;
-
-    #[test]
-    fn metadata_shows_the_batch_and_per_request_dimensions_as_minus_one() {
-        let meta = tensor_meta("x", DType::F16, &[Dim::Fixed(3), Dim::Dynamic]);
-        assert_eq!(
-            meta,
-            json!({"name": "x", "datatype": "FP16", "shape": [-1, 3, -1]})
-        );
-        let scalar = tensor_meta("sr", DType::I64, &[]);
-        assert_eq!(scalar["shape"], json!([-1]));
-    }
 }

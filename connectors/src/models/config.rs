@@ -1,5 +1,6 @@
-//! A graph's configuration in Triton's JSON form, for the tools that read `…/config` before
-//! anything else (`perf_analyzer` reads the batch size and the tensors' types and shapes there).
+//! A graph's (or a model-less task's) configuration in Triton's JSON form, for the tools that
+//! read `…/config` before anything else (`perf_analyzer` reads the batch size and the tensors'
+//! types and shapes there).
 //!
 //! A graph's inputs are per-request tensors and both transports accept a leading batch dimension
 //! on top of them, which they split into one graph request per row: that is Triton's
@@ -9,7 +10,7 @@
 use prost::Message;
 use serde_json::{json, Value};
 use weir_engine::runtime::GraphRuntime;
-use weir_engine::tensor::{DType, Dim};
+use weir_engine::tensor::{DType, Dim, TensorType};
 
 /// Triton's `data_type` name for a tensor type (`TYPE_FP32`; BYTES is `TYPE_STRING`).
 pub fn data_type(dtype: DType) -> &'static str {
@@ -42,23 +43,122 @@ pub fn dims(shape: &[Dim]) -> Vec<i64> {
         .collect()
 }
 
-fn tensor(name: &str, dtype: DType, shape: &[Dim]) -> Value {
-    json!({"name": name, "data_type": data_type(dtype), "dims": dims(shape)})
+fn tensor(t: &Tensor) -> Value {
+    json!({"name": t.name, "data_type": data_type(t.ty.dtype), "dims": dims(&t.ty.shape)})
 }
 
-/// The configuration of a graph served as a model of version 1.
-pub fn graph_config(runtime: &GraphRuntime) -> Value {
-    let plan = runtime.plan();
-    let max_batch = i64::try_from(runtime.max_in_flight()).unwrap_or(i64::MAX);
-    json!({
-        "name": plan.name,
-        "platform": "weir_graph",
-        "backend": "weir",
-        "version_policy": {"latest": {"num_versions": 1}},
-        "max_batch_size": max_batch,
-        "input": plan.inputs.iter().map(|i| tensor(&i.name, i.ty.dtype, &i.ty.shape)).collect::<Vec<_>>(),
-        "output": plan.outputs.iter().map(|o| tensor(&o.name, o.ty.dtype, &o.ty.shape)).collect::<Vec<_>>(),
-    })
+/// One input or output as configurations and metadata show it: its name and per-request type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tensor {
+    /// Its name in requests and replies.
+    pub name: String,
+    /// Its element type and per-request shape (no batch dimension).
+    pub ty: TensorType,
+}
+
+impl Tensor {
+    /// The tensor as v2 metadata shows it.
+    pub fn metadata(&self) -> Value {
+        json!({"name": self.name, "datatype": self.ty.dtype.oip_name(), "shape": metadata_shape(&self.ty.shape)})
+    }
+}
+
+/// A per-request shape as v2 metadata shows it: `-1` first for the batch dimension a request may
+/// add, then each dimension, `-1` where it is free.
+pub fn metadata_shape(shape: &[Dim]) -> Vec<i64> {
+    std::iter::once(-1).chain(dims(shape)).collect()
+}
+
+/// What a served name shows a client that reads before it infers: its tensors, per request, and
+/// the rows one request may carry on top of them. A graph and a model-less task are both
+/// described this way, so their configurations and metadata are written by one rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    /// The name served.
+    pub name: String,
+    /// Triton's `platform` (`weir_graph` for a graph).
+    pub platform: String,
+    /// The most rows a request may carry (Triton's `max_batch_size`).
+    pub max_batch: u64,
+    /// Inputs, in order.
+    pub inputs: Vec<Tensor>,
+    /// Outputs, in order.
+    pub outputs: Vec<Tensor>,
+}
+
+impl Signature {
+    /// A graph served as a model: its inputs and outputs, and the rows it admits at once.
+    pub fn of_graph(runtime: &GraphRuntime) -> Signature {
+        let plan = runtime.plan();
+        let tensor = |name: &String, ty: &TensorType| Tensor {
+            name: name.clone(),
+            ty: ty.clone(),
+        };
+        Signature {
+            name: plan.name.clone(),
+            platform: "weir_graph".into(),
+            max_batch: u64::try_from(runtime.max_in_flight()).unwrap_or(u64::MAX),
+            inputs: plan.inputs.iter().map(|i| tensor(&i.name, &i.ty)).collect(),
+            outputs: plan
+                .outputs
+                .iter()
+                .map(|o| tensor(&o.name, &o.ty))
+                .collect(),
+        }
+    }
+
+    /// The configuration in Triton's JSON form, of version 1.
+    pub fn config(&self) -> Value {
+        json!({
+            "name": self.name,
+            "platform": self.platform,
+            "backend": "weir",
+            "version_policy": {"latest": {"num_versions": 1}},
+            "max_batch_size": i64::try_from(self.max_batch).unwrap_or(i64::MAX),
+            "input": self.inputs.iter().map(tensor).collect::<Vec<_>>(),
+            "output": self.outputs.iter().map(tensor).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The v2 metadata document (`GET /v2/models/{m}`) of this model, served in `versions`.
+    pub fn metadata(&self, versions: &[u64]) -> Value {
+        json!({
+            "name": self.name,
+            "versions": versions.iter().map(u64::to_string).collect::<Vec<_>>(),
+            "platform": self.platform,
+            "inputs": self.inputs.iter().map(Tensor::metadata).collect::<Vec<_>>(),
+            "outputs": self.outputs.iter().map(Tensor::metadata).collect::<Vec<_>>(),
+        })
+    }
+
+    /// [`Signature::config`] as an encoded `inference.ModelConfig` message.
+    pub fn config_proto(&self) -> Vec<u8> {
+        GraphConfigMessage {
+            name: self.name.clone(),
+            platform: self.platform.clone(),
+            max_batch_size: i32::try_from(self.max_batch).unwrap_or(i32::MAX),
+            input: self
+                .inputs
+                .iter()
+                .map(|t| TensorMessage {
+                    name: t.name.clone(),
+                    data_type: data_type_number(t.ty.dtype),
+                    dims: dims(&t.ty.shape),
+                })
+                .collect(),
+            output: self
+                .outputs
+                .iter()
+                .map(|t| OutputMessage {
+                    name: t.name.clone(),
+                    data_type: data_type_number(t.ty.dtype),
+                    dims: dims(&t.ty.shape),
+                })
+                .collect(),
+            backend: "weir".into(),
+        }
+        .encode_to_vec()
+    }
 }
 
 /// The fields of Triton's `inference.ModelConfig` a graph's configuration sets, with Triton's
@@ -121,32 +221,22 @@ fn data_type_number(dtype: DType) -> i32 {
     }
 }
 
-/// [`graph_config`] as an encoded `inference.ModelConfig` message.
-pub fn graph_config_proto(runtime: &GraphRuntime) -> Vec<u8> {
-    let plan = runtime.plan();
-    GraphConfigMessage {
-        name: plan.name.clone(),
-        platform: "weir_graph".into(),
-        max_batch_size: i32::try_from(runtime.max_in_flight()).unwrap_or(i32::MAX),
-        input: plan
-            .inputs
-            .iter()
-            .map(|i| TensorMessage {
-                name: i.name.clone(),
-                data_type: data_type_number(i.ty.dtype),
-                dims: dims(&i.ty.shape),
-            })
-            .collect(),
-        output: plan
-            .outputs
-            .iter()
-            .map(|o| OutputMessage {
-                name: o.name.clone(),
-                data_type: data_type_number(o.ty.dtype),
-                dims: dims(&o.ty.shape),
-            })
-            .collect(),
-        backend: "weir".into(),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_shows_the_batch_and_per_request_dimensions_as_minus_one() {
+        let tensor = |name: &str, dtype, shape| Tensor {
+            name: name.into(),
+            ty: TensorType { dtype, shape },
+        };
+        let meta = tensor("x", DType::F16, vec![Dim::Fixed(3), Dim::Dynamic]).metadata();
+        assert_eq!(
+            meta,
+            json!({"name": "x", "datatype": "FP16", "shape": [-1, 3, -1]})
+        );
+        let scalar = tensor("sr", DType::I64, vec![]).metadata();
+        assert_eq!(scalar["shape"], json!([-1]));
     }
-    .encode_to_vec()
 }

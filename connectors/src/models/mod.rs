@@ -3,7 +3,7 @@
 //! Triton reports for it.
 //!
 //! A graph file is one model of version 1, its configuration written from its plan
-//! ([`config::graph_config`]); a model of a Triton repository may have several versions, each its
+//! ([`config::Signature::of_graph`]); a model of a Triton repository may have several versions, each its
 //! own graph, with the configuration its repository gave (auto-completed). HTTP and gRPC share one
 //! table, so a model's statistics count its requests whichever transport brought them.
 //! An unversioned request goes to the highest version served; a version not served is refused
@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod control;
+pub mod modelless;
 pub mod stats;
 mod table;
 
@@ -74,9 +75,10 @@ impl ModelVersion {
 
     /// Version 1 of a graph served under its own name, its configuration written from its plan.
     pub fn of_graph(runtime: Arc<GraphRuntime>) -> ModelVersion {
+        let signature = config::Signature::of_graph(&runtime);
         ModelVersion {
-            config: config::graph_config(&runtime),
-            config_proto: config::graph_config_proto(&runtime),
+            config: signature.config(),
+            config_proto: signature.config_proto(),
             runtime,
             version: 1,
             stats: InferStats::default(),

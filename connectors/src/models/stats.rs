@@ -84,9 +84,19 @@ fn duration_stat(count: u64, ns: u64) -> Value {
 
 /// One entry of Triton's `model_stats` for version `v` of model `name`.
 pub fn model_stats(name: &str, v: &ModelVersion) -> Value {
-    let s = &v.stats;
-    let success = s.success.load(Ordering::Relaxed);
     let execution = v.execution.as_ref().map(|e| e.execution());
+    version_stats(name, v.version, &v.stats, execution)
+}
+
+/// One entry of Triton's `model_stats`: version `version` of `name`, which answered `s`, its
+/// executors' figures `execution` when known.
+pub fn version_stats(
+    name: &str,
+    version: u64,
+    s: &InferStats,
+    execution: Option<Execution>,
+) -> Value {
+    let success = s.success.load(Ordering::Relaxed);
     let executions = execution.as_ref().map_or(success, |e| e.executions);
     let (queue_ns, infer_ns) = execution
         .as_ref()
@@ -105,7 +115,7 @@ pub fn model_stats(name: &str, v: &ModelVersion) -> Value {
         .collect();
     json!({
         "name": name,
-        "version": v.version.to_string(),
+        "version": version.to_string(),
         "last_inference": s.last_ms.load(Ordering::Relaxed),
         "inference_count": s.rows.load(Ordering::Relaxed),
         "execution_count": executions,

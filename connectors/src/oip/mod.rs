@@ -24,7 +24,7 @@ mod request;
 
 pub use error::{OipError, ProtocolError};
 pub use infer::{infer_outputs, run_infer, InferOutputs};
-pub use modelless::{InferFuture, ModelLess};
+pub use modelless::{InferFuture, ModelLess, ModelLessModel, MODELLESS_VERSION};
 pub use parts::{input_from_parts, InputContents, TypedValues};
 pub use reply::{encode_infer_reply, ReplyError, ReplyTensor};
 pub use request::{
