@@ -12,28 +12,12 @@
 use std::path::Path;
 
 use weir_engine::diagnostic::{Diagnostic, Diagnostics};
-use weir_engine::paths::FileRules;
 use weir_engine::spec::{GraphSpec, NodeSpec, Spanned, TaskSpec};
 use weir_infaas::dispatch::Dispatcher;
 use weir_infaas::query::{Query, Requirements, Target};
 use weir_infaas::repository::Repository;
 use weir_infaas::state::{Event, Worker};
 use weir_infaas::store::MetadataStore;
-use weir_runtime::{LoadError, LoadedGraph};
-
-/// Reads, validates and plans the YAML graph at `path` as [`weir_runtime::load_graph_under`]
-/// does, resolving its task nodes (`task:` instead of `path:`) from the model repository at
-/// `repository` first.
-///
-/// # Errors
-/// As [`weir_runtime::load_graph`], and when a task node cannot be resolved.
-pub fn load_graph_with(
-    path: &Path,
-    files: &FileRules,
-    repository: Option<&Path>,
-) -> Result<LoadedGraph, LoadError> {
-    weir_runtime::load_graph_resolving(path, files, |spec| resolve(spec, repository))
-}
 
 /// The worker id and executor type a graph's own process has.
 const LOCAL: &str = "local";

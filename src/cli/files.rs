@@ -38,14 +38,23 @@ pub(super) fn load(path: &Path, files: &FileArgs) -> Result<crate::LoadedGraph> 
     load_graph_under(path, &files.rules()?).map_err(load_error)
 }
 
-/// As [`load`], its task nodes resolved from the model repository at `repository`.
+/// As [`load`], its task nodes resolved from the model-less repository at `repository` and its
+/// `repository:` nodes from the Triton model repositories at `model_repositories`.
 pub(super) fn load_with(
     path: &Path,
     files: &FileArgs,
     repository: Option<&Path>,
+    model_repositories: &[PathBuf],
 ) -> Result<crate::LoadedGraph> {
-    weir_modelless::task_nodes::load_graph_with(path, &files.rules()?, repository)
-        .map_err(load_error)
+    weir_runtime::load_graph_resolving(path, &files.rules()?, |spec| {
+        weir_modelless::task_nodes::resolve(spec, repository)?;
+        weir_triton::graph_nodes::resolve_from(
+            spec,
+            model_repositories,
+            &weir_triton::LoadOptions::default(),
+        )
+    })
+    .map_err(load_error)
 }
 
 /// A graph that did not load, as an error whose text is its diagnostics (each with its YAML

@@ -262,3 +262,125 @@ fn perf_analyzer_runs_against_a_repository_model_over_grpc() {
         "{stats}"
     );
 }
+
+/// A graph file whose model node runs `node` (the YAML of its `repository:` and other fields)
+/// on the 64 pixels of `digits`, in a folder of its own.
+fn repository_graph(node: &str) -> (TempDir, std::path::PathBuf) {
+    let out = weir_engine::onnx::read_metadata(&model("digits_mlp.onnx"))
+        .expect("digits metadata")
+        .outputs[0]
+        .name
+        .clone();
+    let dir = temp_dir("repository-node");
+    let path = dir.0.join("pipeline.yaml");
+    write(
+        &path,
+        &format!(
+            "name: pipeline\ninputs:\n  - {{name: pixels, dtype: f32, shape: [64]}}\nnodes:\n  - model: {{id: classify, {node}, inputs: {{x: pixels}}}}\noutputs:\n  - {{name: scores, from: classify.{out}}}\n"
+        ),
+    );
+    (dir, path)
+}
+
+/// `weir serve` of `graph` beside the repository at `root` (none when `None`), expected to
+/// refuse to start: its stderr.
+fn refused(graph: &Path, root: Option<&Path>) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.current_dir(repo())
+        .arg("serve")
+        .arg(graph)
+        .args(["--http", "127.0.0.1:0"]);
+    if let Some(root) = root {
+        cmd.arg("--model-repository").arg(root);
+    }
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir serve starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("weir serve kept running with a bad repository node");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    assert!(!status.success(), "{err}");
+    err
+}
+
+#[test]
+fn a_graph_node_runs_a_repository_model_by_name_and_version() {
+    let (_graph_dir, graph) = repository_graph("repository: {name: digits, version: 2}");
+    let s = start_with(&[graph.to_str().expect("path")]);
+    // The graph serves beside the repository's own models, and answers as ONNX Runtime does.
+    let data: Vec<f32> = (0..64).map(|i| (i % 17) as f32 / 16.0).collect();
+    let want = direct_ort(&model("digits_mlp.onnx"), "x", &[1, 64], &data);
+    let body =
+        json!({"inputs": [{"name": "pixels", "datatype": "FP32", "shape": [64], "data": data}]});
+    let (code, reply) = http(
+        &s.http,
+        "POST",
+        "/v2/models/pipeline/infer",
+        &[],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(code, 200, "{reply}");
+    let reply: Value = serde_json::from_str(&reply).expect("JSON reply");
+    let got: Vec<f32> = reply["outputs"][0]["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|v| v.as_f64().expect("number") as f32)
+        .collect();
+    assert_close(&got, &want, 1e-5, "the repository model inside a graph");
+    assert_eq!(
+        get(&s, "/v2/models/digits").0,
+        200,
+        "the model serves alone too"
+    );
+    let root = s.root.clone();
+
+    // What cannot be resolved is refused at start, naming the node and why (the repository
+    // stays while the first server runs).
+    for (node, root, expected) in [
+        (
+            "repository: nothing",
+            Some(&root),
+            "no model repository holds a model `nothing`",
+        ),
+        (
+            "repository: {name: digits, version: 7}",
+            Some(&root),
+            "model `digits` version 7",
+        ),
+        ("repository: bad", Some(&root), "model `bad`"),
+        (
+            "repository: digits, batching: {max_size: 2}",
+            Some(&root),
+            "`batching` is set both here and by repository model `digits`",
+        ),
+        (
+            "repository: digits, path: x.onnx",
+            Some(&root),
+            "`path` is set both here",
+        ),
+        ("repository: digits", None, "--model-repository"),
+    ] {
+        let (_dir, graph) = repository_graph(node);
+        let err = refused(&graph, root.map(|p| p.as_path()));
+        assert!(
+            err.contains("nodes.classify.repository") || err.contains("node `classify`"),
+            "{node}: {err}"
+        );
+        assert!(err.contains(expected), "{node}: {err}");
+    }
+    drop(s);
+}

@@ -98,7 +98,7 @@ pub fn graph(
     })
 }
 
-fn served<'a>(
+pub(crate) fn served<'a>(
     repo: &'a Repository,
     model: &str,
     version: Option<u64>,
@@ -149,7 +149,7 @@ fn dims(d: &[i64]) -> Vec<DimSpec> {
 
 /// The model node `id` of `served` (a version of `model`), each model input bound to the
 /// reference `bind` gives.
-fn model_node(
+pub(crate) fn model_node(
     model: &str,
     id: &str,
     served: &ServedVersion,

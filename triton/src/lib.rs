@@ -41,6 +41,7 @@ pub mod ensemble;
 pub mod error;
 pub mod fields;
 pub mod graph;
+pub mod graph_nodes;
 pub mod json;
 pub mod load;
 pub mod names;

@@ -359,6 +359,7 @@ impl ModelBuilder {
                 id: s(id.to_string()),
                 path: s(path.into()),
                 task: None,
+                repository: None,
                 inputs: BTreeMap::new(),
                 batch: s(true),
                 batching: BatchingSpec::default(),
@@ -372,6 +373,11 @@ impl ModelBuilder {
                 constants: BTreeMap::new(),
             },
         }
+    }
+
+    /// The node as built.
+    pub fn into_spec(self) -> ModelSpec {
+        self.spec
     }
 
     /// Binds model input `name` to tensor reference `from`.

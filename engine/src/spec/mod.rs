@@ -38,7 +38,8 @@ pub use image_op::{
 };
 pub use model::{
     AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
-    ParallelismSpec, ParityEncoder, ParitySpec, ResilienceSpec, TaskRequirements, TaskSpec,
+    ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel, ResilienceSpec, TaskRequirements,
+    TaskSpec, VersionedModel,
 };
 pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};

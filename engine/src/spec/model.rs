@@ -14,7 +14,7 @@ pub struct ModelSpec {
     /// Node id, unique in the graph.
     pub id: Spanned<String>,
     /// The `.onnx` file; relative paths are relative to the graph file's folder. Left out when
-    /// `task:` names a task instead.
+    /// `task:` names a task or `repository:` a repository model instead.
     #[serde(default)]
     pub path: Spanned<PathBuf>,
     /// A model-less node ("INFaaS", §3.1): the task (registered in a model repository with
@@ -22,6 +22,13 @@ pub struct ModelSpec {
     /// picks the variant and fills in `path` and the executor settings it was profiled with.
     #[serde(default)]
     pub task: Option<Spanned<TaskSpec>>,
+    /// A model of a Triton model repository served beside the graph (`weir serve
+    /// --model-repository DIR`), by name (`repository: resnet`) or by name and version
+    /// (`repository: {name: resnet, version: 2}`; the highest version served when left out). The
+    /// graph's loader fills in its file, and the batching and executor settings its
+    /// configuration gives, so a service graph and Triton's clients share one repository.
+    #[serde(default)]
+    pub repository: Option<Spanned<RepositoryModel>>,
     /// Model input name → tensor reference feeding it. Every model input must be bound.
     pub inputs: BTreeMap<String, Spanned<String>>,
     /// Whether the model's first dimension is a batch dimension (default `true`). `batch: false`
@@ -104,6 +111,44 @@ impl TaskSpec {
         match self {
             TaskSpec::Name(n) => n,
             TaskSpec::Requirements(r) => &r.name,
+        }
+    }
+}
+
+/// A model of a Triton repository a node runs: its name, or its name and version.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RepositoryModel {
+    /// The highest version served.
+    Name(String),
+    /// One version.
+    Versioned(VersionedModel),
+}
+
+/// A repository model's name and version.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionedModel {
+    /// The model's folder name.
+    pub name: String,
+    /// Its version folder's number.
+    pub version: u64,
+}
+
+impl RepositoryModel {
+    /// The model's name.
+    pub fn name(&self) -> &str {
+        match self {
+            RepositoryModel::Name(n) => n,
+            RepositoryModel::Versioned(v) => &v.name,
+        }
+    }
+
+    /// The version asked for; `None` for the highest served.
+    pub fn version(&self) -> Option<u64> {
+        match self {
+            RepositoryModel::Name(_) => None,
+            RepositoryModel::Versioned(v) => Some(v.version),
         }
     }
 }

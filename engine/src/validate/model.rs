@@ -127,6 +127,15 @@ impl<'a> Validator<'a, '_> {
 
     /// Reads the model's signature and how it is called.
     fn read_model(&mut self, id: &str, m: &ModelSpec) -> Option<(ModelMetadata, CallShape)> {
+        if let Some(model) = &m.repository {
+            self.error(
+                node_path(id, "repository"),
+                model.location,
+                format!("node `{id}`: `repository: {}` is resolved against a Triton model repository, and none was given", model.value.name()),
+            )
+            .help = Some("serve the graph with `--model-repository DIR` (a folder of `<model>/<version>/model.onnx`)".into());
+            return None;
+        }
         match (&m.task, m.path.value.as_os_str().is_empty()) {
             (Some(task), _) => {
                 self.error(
@@ -141,7 +150,7 @@ impl<'a> Validator<'a, '_> {
                 self.error(
                     node_path(id, "path"),
                     m.id.location,
-                    format!("node `{id}`: a model node needs `path:` (an ONNX file) or `task:` (a registered task)"),
+                    format!("node `{id}`: a model node needs `path:` (an ONNX file), `task:` (a registered task) or `repository:` (a Triton repository model)"),
                 );
                 return None;
             }

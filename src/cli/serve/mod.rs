@@ -311,7 +311,12 @@ fn runtime_options(args: &ServeArgs) -> RuntimeOptions {
 fn start_graphs(args: &ServeArgs) -> Result<Vec<RunningGraph>> {
     let mut running: Vec<RunningGraph> = Vec::new();
     for path in &args.graphs {
-        let graph = load_with(path, &args.files, args.repository.as_deref())?;
+        let graph = load_with(
+            path,
+            &args.files,
+            args.repository.as_deref(),
+            &args.model_repositories,
+        )?;
         if graph.warnings.warnings().count() > 0 {
             eprintln!("{}", graph.warnings);
         }
