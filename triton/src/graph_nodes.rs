@@ -5,7 +5,7 @@
 //! The node takes from the repository what the repository owns: the version's ONNX file and how
 //! its configuration says to call it — batching (`max_batch_size`, `dynamic_batching`), the
 //! executor (`instance_group` counts, thread parameters) and per-sequence state — by the same
-//! rules that serve the model on its own ([`crate::graph`]). The graph owns the rest: which
+//! rules that serve the model on its own ([`mod@crate::graph`]). The graph owns the rest: which
 //! tensors feed the model's inputs, its replicas and routing, resilience. A node that also sets
 //! what the configuration owns is refused naming the field, so one setting never has two sources.
 //!

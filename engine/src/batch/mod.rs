@@ -2,7 +2,7 @@
 //!
 //! A [`Batch`] holds one row per request: the `request_id` column, the `lineage` column (see
 //! [`crate::lineage`]), the `parameters` column and one [`TensorColumn`] per tensor (its layouts
-//! are [`column`]'s, its element storage [`storage`]'s). Column names are the graph's tensor
+//! are [`mod@column`]'s, its element storage [`storage`]'s). Column names are the graph's tensor
 //! names: a graph input's name, or `node.tensor` for a node's output.
 //!
 //! The typed form keeps the two fixed columns apart so operators never look them up by name;
