@@ -248,19 +248,20 @@ mod tests {
 
     #[test]
     fn malformed_traceparents_are_refused() {
-        for bad in [
-            "",
-            "garbage",
-            &VALID[..54],
-            &format!("{VALID}0"),
-            &VALID.replace('4', "G"),
-            &VALID.to_uppercase(),
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            &format!("ff{}", &VALID[2..]),
-            &VALID.replace('-', "_"),
-            "00-4bf92f3577b34da6a3ce929d0e0e47é-00f067aa0ba902b7-01",
-        ] {
+        let bad: Vec<String> = vec![
+            String::new(),
+            "garbage".into(),
+            VALID[..54].into(),
+            format!("{VALID}0"),
+            VALID.replace('4', "G"),
+            VALID.to_uppercase(),
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01".into(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01".into(),
+            format!("ff{}", &VALID[2..]),
+            VALID.replace('-', "_"),
+            "00-4bf92f3577b34da6a3ce929d0e0e47é-00f067aa0ba902b7-01".into(),
+        ];
+        for bad in &bad {
             assert_eq!(SpanContext::parse(bad), None, "{bad:?}");
         }
     }
@@ -274,7 +275,8 @@ mod tests {
         assert_eq!(t.parent, Some(SpanContext::parse(VALID).unwrap().span_id));
         assert_eq!(t.state.as_deref(), Some("k=v"));
         assert_ne!(t.span.span_id, t.parent.unwrap());
-        let t = always.decide(Some(&VALID.replace("-01", "-00")), None);
+        let unsampled = VALID.replace("-01", "-00");
+        let t = always.decide(Some(unsampled.as_str()), None);
         assert!(
             !t.span.sampled,
             "an unsampled parent is honoured at ratio 1"
