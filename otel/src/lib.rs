@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -103,7 +103,7 @@ impl OtlpSink {
             .enable_all()
             .build()
             .map_err(|e| OtlpError::Start(e.to_string()))?;
-        let exporter = {
+        let mut exporter = {
             let _guard = runtime.enter();
             opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
@@ -112,7 +112,6 @@ impl OtlpSink {
                 .build()
                 .map_err(|e| bad(&e.to_string()))?
         };
-        let mut exporter = exporter;
         exporter.set_resource(
             &Resource::builder_empty()
                 .with_service_name(service.to_string())
@@ -183,13 +182,11 @@ impl Collector for ExportCounts {
 impl SpanSink for OtlpSink {
     fn export(&self, spans: Vec<SpanRecord>) {
         for span in spans {
-            match self.queue.try_send(span) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                    self.counts
-                        .dropped_queue_full
-                        .fetch_add(1, Ordering::Relaxed);
-                }
+            // Full, or the export thread is gone: either way the span is dropped, not waited for.
+            if self.queue.try_send(span).is_err() {
+                self.counts
+                    .dropped_queue_full
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -224,8 +221,7 @@ fn export_loop(
         }
         let n = batch.len() as u64;
         let data: Vec<SpanData> = batch.into_iter().map(span_data).collect();
-        let outcome = runtime
-            .block_on(async { tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(data)).await });
+        let outcome = runtime.block_on(tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(data)));
         match outcome {
             Ok(Ok(())) => {
                 counts.exported.fetch_add(n, Ordering::Relaxed);

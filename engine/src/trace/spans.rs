@@ -130,18 +130,25 @@ pub fn request_spans(
         });
     }
     // A span timed from its neighbours ends where its first child starts (or at the answer).
-    for at in 0..spans.len() {
-        if !open[at] {
-            continue;
+    let ends: Vec<Option<SystemTime>> = spans
+        .iter()
+        .zip(&open)
+        .map(|(span, &open)| {
+            open.then(|| {
+                let id = span.context.span_id;
+                spans
+                    .iter()
+                    .filter(|s| s.parent == Some(id))
+                    .map(|s| s.start)
+                    .min()
+                    .unwrap_or(answered)
+            })
+        })
+        .collect();
+    for (span, end) in spans.iter_mut().zip(ends) {
+        if let Some(end) = end {
+            span.end = end.max(span.start);
         }
-        let id = spans[at].context.span_id;
-        let first_child = spans
-            .iter()
-            .filter(|s| s.parent == Some(id))
-            .map(|s| s.start)
-            .min()
-            .unwrap_or(answered);
-        spans[at].end = first_child.max(spans[at].start);
     }
     spans
 }
