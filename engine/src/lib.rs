@@ -24,6 +24,7 @@ pub mod spec;
 pub mod stateful;
 pub mod stream;
 pub mod tensor;
+pub mod trace;
 pub mod validate;
 pub mod wire;
 

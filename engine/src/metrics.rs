@@ -172,6 +172,11 @@ pub const HAMS_HELD_REPLIES: &str = "weir_hams_held_replies";
 /// Per graph: answers of superseded request attempts dropped (HAMS).
 pub const HAMS_STALE_ANSWERS_TOTAL: &str = "weir_hams_stale_answers_total";
 
+/// Trace spans the OTLP collector took.
+pub const TRACE_SPANS_EXPORTED_TOTAL: &str = "weir_trace_spans_exported_total";
+/// Trace spans dropped, by reason (`queue_full`, `export_failed`).
+pub const TRACE_SPANS_DROPPED_TOTAL: &str = "weir_trace_spans_dropped_total";
+
 /// A [`Collector`] made of a function writing families, for a family written on its own.
 pub struct FromFn<F>(pub F);
 

@@ -53,6 +53,9 @@ pub struct ExecutorOptions {
     /// The executor's own repository: with one, it loads and unloads variants on signed
     /// commands ([`crate::variants`]).
     pub variants: Option<Arc<dyn crate::variants::VariantSource>>,
+    /// Where the spans of traced jobs go (`--otlp-endpoint`); `None`: a query's trace context
+    /// is ignored.
+    pub spans: Option<Arc<dyn weir_engine::trace::SpanSink>>,
 }
 
 impl ExecutorOptions {

@@ -23,14 +23,23 @@
 //! stretched. With `--emulate-latency` every job is its own call (the executor does not merge
 //! queued jobs; the graph's router batches), so a job's rows are its call's rows.
 //! The price of such an instance is a label in the graph's `executors:`, not the executor's.
+//!
+//! A query of a sampled request's job carries the model node's span as a W3C `traceparent`
+//! ([`TRACE_PARAMETER`]); an executor started with `--otlp-endpoint` then exports a span of its
+//! own under it (queue wait, ONNX Runtime call, batch size). A malformed value is ignored.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::debug;
 use weir_engine::batch::TensorColumn;
 use weir_engine::onnx::ModelMetadata;
 use weir_engine::tensor::Dim;
+use weir_engine::trace::{
+    context::new_span_id, micros, wall_time, AttributeValue, JobTrace, SpanContext, SpanKind,
+    SpanRecord, SpanSink,
+};
 use weir_engine::validate::CallShape;
 use weir_engine::wire::{decode_columns, encode_columns};
 use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor};
@@ -105,6 +114,10 @@ pub const UNBATCHED_PARAMETER: &str = "batch";
 /// The selector parameter carrying how many milliseconds the job's client still waits.
 pub const BUDGET_PARAMETER: &str = "budget_ms";
 
+/// The selector parameter carrying the model node's span (a W3C `traceparent`) for a job holding
+/// a sampled request's rows.
+pub const TRACE_PARAMETER: &str = "traceparent";
+
 /// The longest budget honoured; a longer one is taken as this (a peer cannot make a job
 /// outlive any sensible client).
 const MAX_BUDGET: Duration = Duration::from_secs(3600);
@@ -141,7 +154,12 @@ fn batch_mismatch(config: &ExecutorConfig, query: &Query) -> Option<String> {
 }
 
 /// Decodes a query and queues it; the executor thread replies.
-pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query: Query) {
+pub(crate) fn handle_query(
+    executor: &ModelExecutor,
+    emulation: Emulation,
+    spans: Option<&Arc<dyn SpanSink>>,
+    query: Query,
+) {
     let config = executor.config();
     if let Some(message) = batch_mismatch(config, &query) {
         reply_error(&query, ErrorKind::Invalid, message);
@@ -193,30 +211,36 @@ pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query
             return;
         }
     };
+    // The job's span goes where spans go, when the query is of a sampled request.
+    let traced = spans.and_then(|sink| {
+        let parent = SpanContext::parse(query.parameters().get(TRACE_PARAMETER)?)?;
+        parent
+            .sampled
+            .then(|| (JobTrace::new(parent), Arc::clone(sink)))
+    });
+    let trace = traced.as_ref().map(|(t, _)| t.clone());
+    let node = config.node.clone();
     let job = Job {
         inputs,
         enqueued_at,
         deadline,
-        done: Box::new(move |outcome| match outcome {
-            Ok(columns) => {
-                stats.add_held(emulate(emulation, enqueued_at, rows));
-                let named = output_names.iter().map(String::as_str).zip(columns.iter());
-                match encode_columns(named) {
-                    Ok(body) => {
-                        if let Err(e) = query.reply(query.key_expr().clone(), body).wait() {
-                            debug!(error = %e, "Could not send a reply.");
-                        }
-                    }
-                    Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
-                }
+        trace,
+        done: Box::new(move |outcome| {
+            if let Some((trace, sink)) = traced {
+                sink.export(vec![executor_span(
+                    &trace,
+                    &node,
+                    enqueued_at,
+                    outcome.is_err(),
+                )]);
             }
-            Err(e @ ExecError::Unavailable { .. }) => {
-                reply_error(&query, ErrorKind::Overloaded, e.to_string())
-            }
-            Err(e @ ExecError::Expired { .. }) => {
-                reply_error(&query, ErrorKind::Expired, e.to_string())
-            }
-            Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
+            answer(
+                query,
+                outcome,
+                emulation,
+                (stats, enqueued_at, rows),
+                &output_names,
+            )
         }),
     };
     if let Err(job) = executor.try_submit(job) {
@@ -226,5 +250,71 @@ pub(crate) fn handle_query(executor: &ModelExecutor, emulation: Emulation, query
             node,
             message: "overloaded".into(),
         }));
+    }
+}
+
+/// The span of a traced job that ran here (or failed), a child of the model node's hop span.
+fn executor_span(trace: &JobTrace, node: &str, enqueued_at: Instant, failed: bool) -> SpanRecord {
+    let mut attributes = vec![("weir.node", AttributeValue::Str(node.to_string()))];
+    if let Some(call) = trace.call.get() {
+        attributes.push((
+            "weir.queue_wait_us",
+            micros(call.started.saturating_duration_since(enqueued_at)),
+        ));
+        attributes.push((
+            "weir.run_us",
+            micros(call.ended.saturating_duration_since(call.started)),
+        ));
+        attributes.push((
+            "weir.batch_size",
+            AttributeValue::Int(i64::try_from(call.rows).unwrap_or(i64::MAX)),
+        ));
+    }
+    SpanRecord {
+        context: SpanContext {
+            trace_id: trace.parent.trace_id,
+            span_id: new_span_id(),
+            sampled: true,
+        },
+        parent: Some(trace.parent.span_id),
+        parent_is_remote: true,
+        state: None,
+        name: format!("executor {node}"),
+        kind: SpanKind::Server,
+        start: wall_time(enqueued_at),
+        end: std::time::SystemTime::now(),
+        attributes,
+        error: failed,
+    }
+}
+
+/// Replies to `query` with a job's outcome.
+fn answer(
+    query: Query,
+    outcome: Result<Vec<TensorColumn>, ExecError>,
+    emulation: Emulation,
+    (stats, enqueued_at, rows): (Arc<weir_operators::model::LoadStats>, Instant, usize),
+    output_names: &[String],
+) {
+    match outcome {
+        Ok(columns) => {
+            stats.add_held(emulate(emulation, enqueued_at, rows));
+            let named = output_names.iter().map(String::as_str).zip(columns.iter());
+            match encode_columns(named) {
+                Ok(body) => {
+                    if let Err(e) = query.reply(query.key_expr().clone(), body).wait() {
+                        debug!(error = %e, "Could not send a reply.");
+                    }
+                }
+                Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
+            }
+        }
+        Err(e @ ExecError::Unavailable { .. }) => {
+            reply_error(&query, ErrorKind::Overloaded, e.to_string())
+        }
+        Err(e @ ExecError::Expired { .. }) => {
+            reply_error(&query, ErrorKind::Expired, e.to_string())
+        }
+        Err(e) => reply_error(&query, ErrorKind::Inference, e.to_string()),
     }
 }

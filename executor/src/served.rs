@@ -14,6 +14,8 @@ use weir_operators::model::{ExecutorConfig, ModelExecutor, OrtRuntime, Padding};
 use zenoh::query::Queryable;
 use zenoh::{Session, Wait};
 
+use weir_engine::trace::SpanSink;
+
 use crate::emulation::Emulation;
 use crate::options::{zenoh_err, ExecutorOptions, ServeError};
 use crate::query::{call_shape, handle_query};
@@ -143,13 +145,13 @@ pub(crate) fn serve_model(
     prefix: &str,
     name: &str,
     executor: Arc<ModelExecutor>,
-    emulation: Emulation,
+    (emulation, spans): (Emulation, Option<Arc<dyn SpanSink>>),
 ) -> Result<ServedModel, ServeError> {
     let key = format!("{prefix}/model/{name}");
     let feed = Arc::clone(&executor);
     let queryable = session
         .declare_queryable(&key)
-        .callback(move |query| handle_query(&feed, emulation, query))
+        .callback(move |query| handle_query(&feed, emulation, spans.as_ref(), query))
         .wait()
         .map_err(zenoh_err)?;
     Ok(ServedModel {

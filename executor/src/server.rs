@@ -25,7 +25,7 @@ use zenoh::{Session, Wait};
 use crate::options::zenoh_err;
 pub use crate::options::{ExecutorOptions, ServeError};
 use crate::protocol::{LoadReport, ModelLoad};
-pub use crate::query::{BUDGET_PARAMETER, UNBATCHED_PARAMETER};
+pub use crate::query::{BUDGET_PARAMETER, TRACE_PARAMETER, UNBATCHED_PARAMETER};
 use crate::served::{serve_model, ModelDefaults, Registry, ServedModel};
 use weir_connectors::zenoh_peer::open_peer;
 
@@ -95,7 +95,13 @@ impl ExecutorServer {
         let prefix = options.key_prefix();
         let models: Registry = Arc::default();
         for (name, executor) in loaded {
-            let served = serve_model(&session, &prefix, &name, executor, options.emulation)?;
+            let served = serve_model(
+                &session,
+                &prefix,
+                &name,
+                executor,
+                (options.emulation, options.spans.clone()),
+            )?;
             models
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

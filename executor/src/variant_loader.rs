@@ -157,7 +157,10 @@ impl Loader {
             &self.prefix,
             name,
             executor,
-            self.defaults.options.emulation,
+            (
+                self.defaults.options.emulation,
+                self.defaults.options.spans.clone(),
+            ),
         )
         .map_err(|e| e.to_string())?;
         self.models

@@ -102,6 +102,11 @@ pub struct ExecutorArgs {
     /// checking its file's SHA-256.
     #[arg(long, env = "WEIR_REPOSITORY")]
     repository: Option<PathBuf>,
+    /// OTLP/gRPC collector (`http://host:4317`) to export the spans of traced jobs to: a job a
+    /// graph sends for a sampled request carries its node's span, and the executor's span (queue
+    /// wait, ONNX Runtime call, batch size) goes under it. Off without it.
+    #[arg(long, env = "WEIR_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 /// Variants resolved in the executor's own repository, read afresh for each command so that
@@ -176,7 +181,16 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
         args.zenoh_config.as_deref(),
         args.control_key_file.as_deref(),
     )?;
+    let spans = args
+        .otlp_endpoint
+        .as_deref()
+        .map(|endpoint| {
+            weir_otel::OtlpSink::start(endpoint, &format!("weir-executor-{}", args.name))
+        })
+        .transpose()?
+        .map(|sink| sink as std::sync::Arc<dyn weir_engine::trace::SpanSink>);
     let options = weir_executor::server::ExecutorOptions {
+        spans,
         name: args.name.clone(),
         key: args.key,
         listen: args.listen,

@@ -12,7 +12,7 @@ use crate::common::{channel, named, run_python_script, signal, temp_dir, two_wor
 use crate::distributed::{loopback, Executor};
 
 /// An ONNX model summing each `f32 [2, 2, 1]` crop: `x [N, 2, 2, 1]` → `y [N]`.
-fn sum_model(dir: &Path) -> PathBuf {
+pub(crate) fn sum_model(dir: &Path) -> PathBuf {
     let path = dir.join("crop_sum.onnx");
     let script = "import sys, onnx\n\
 from onnx import helper, TensorProto\n\
@@ -30,7 +30,11 @@ onnx.save(m, sys.argv[1])\n";
 
 /// The test graph: crops of 2×2 pixels → f32 → the sum model (node `m`, on `replicas`) → i64 →
 /// a name from `names` labels → gathered with the boxes.
-fn graph_yaml(model: &Path, labels: usize, replicas: Option<(&[&Executor], &[&str])>) -> String {
+pub(crate) fn graph_yaml(
+    model: &Path,
+    labels: usize,
+    replicas: Option<(&[&Executor], &[&str])>,
+) -> String {
     let mut yaml = "name: fanout\n\
 inputs:\n  - {name: image, dtype: u8, shape: [-1, -1, 1]}\n  - {name: boxes, dtype: f32, shape: [-1, 4]}\n  - {name: scores, dtype: f32, shape: [-1]}\n"
         .to_string();
@@ -64,7 +68,7 @@ outputs:\n  - {{name: sums, from: all.sum}}\n  - {{name: names, from: all.name}}
 }
 
 /// Writes the graph and a labels file of `labels` names (`n0`, `n1`, ...) into `dir`.
-fn write_graph(dir: &Path, yaml: &str, labels: usize) -> PathBuf {
+pub(crate) fn write_graph(dir: &Path, yaml: &str, labels: usize) -> PathBuf {
     let names: Vec<String> = (0..labels).map(|i| format!("n{i}")).collect();
     std::fs::write(
         dir.join(format!("names_{labels}.txt")),

@@ -53,6 +53,7 @@ mod text_decode;
 mod text_graph;
 mod text_ops;
 mod tls;
+mod traces;
 mod triton_repository;
 mod triton_tools;
 mod ui;

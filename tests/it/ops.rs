@@ -132,7 +132,7 @@ fn grpc_infers(addr: &str, n: usize, token: Option<&str>) {
 }
 
 /// The access-log events in a JSON log.
-fn access_events(log: &str) -> Vec<Value> {
+pub(crate) fn access_events(log: &str) -> Vec<Value> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v["target"] == "weir::access")

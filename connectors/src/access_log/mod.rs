@@ -6,7 +6,7 @@
 //! Each event carries the protocol, what was asked (HTTP method and path, or the gRPC method),
 //! the model and version, the status (HTTP status, or the gRPC status code), the latency in
 //! milliseconds, the bytes of the request and response bodies, the request id when the request
-//! had one, and the client's address. The event's time is the subscriber's timestamp.
+//! had one, the trace id when the server traces, and the client's address. The event's time is the subscriber's timestamp.
 //!
 //! The transport layers (`http.rs`: an axum middleware; `grpc.rs`: a tower service around the
 //! gRPC services) see the request and the response but not what is inside the body: the handlers
@@ -43,6 +43,7 @@ struct Noted {
     model: Option<String>,
     version: Option<String>,
     request_id: Option<String>,
+    trace_id: Option<String>,
 }
 
 /// The handler's notes for one request, shared between the layer and the handler's task.
@@ -81,6 +82,11 @@ pub(crate) fn note_request_id(id: Option<&str>) {
     if let Some(id) = id.filter(|i| !i.is_empty()) {
         with_note(|n| n.request_id = Some(quote(id).into_owned()));
     }
+}
+
+/// Notes the current request's trace id (32 hex digits), when the server traces.
+pub(crate) fn note_trace_id(trace_id: String) {
+    with_note(|n| n.trace_id = Some(trace_id));
 }
 
 /// One answered request, as the transport layer saw it.
@@ -129,6 +135,7 @@ impl Entry {
             bytes_in = self.bytes_in,
             bytes_out = self.bytes_out,
             request_id = self.request_id(&mut noted),
+            trace_id = noted.trace_id.take(),
             peer = self.peer.map(tracing::field::display),
             "Request answered."
         );
@@ -148,6 +155,7 @@ impl Entry {
             bytes_in = self.bytes_in,
             bytes_out = self.bytes_out,
             request_id = self.request_id(&mut noted),
+            trace_id = noted.trace_id.take(),
             peer = self.peer.map(tracing::field::display),
             "Request answered."
         );

@@ -35,6 +35,8 @@ pub struct GrpcConfig {
     pub health_unauthenticated: bool,
     /// When set, connections are TLS with ALPN `h2` ([`crate::tls`]).
     pub tls: Option<Arc<crate::tls::ServerTls>>,
+    /// When set, `ModelInfer` calls are traced (the `traceparent` metadata read and answered).
+    pub traces: Option<crate::oip::Traces>,
 }
 
 impl Default for GrpcConfig {
@@ -51,6 +53,7 @@ impl Default for GrpcConfig {
             max_inflight_bytes: 1 << 30,
             health_unauthenticated: false,
             tls: None,
+            traces: None,
         }
     }
 }

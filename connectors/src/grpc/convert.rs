@@ -173,6 +173,7 @@ pub(super) fn infer_request(
         outputs: (!outputs.is_empty()).then_some(outputs),
         binary_by_default: true,
         body_bytes: request_len,
+        trace: None,
     })
 }
 

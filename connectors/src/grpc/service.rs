@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::admit::Held;
@@ -138,11 +139,34 @@ impl GrpcInferenceService for InferService {
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
         self.0.authorize(request.metadata()).map_err(|f| f.status)?;
-        self.0
-            .infer(request.into_inner())
+        let tracing = self.0.config.traces.as_ref().map(|t| {
+            let value = |name: &str| request.metadata().get(name).and_then(|v| v.to_str().ok());
+            t.decide(value("traceparent"), value("tracestate"), "grpc")
+        });
+        if let Some(t) = &tracing {
+            crate::access_log::note_trace_id(t.context.span.trace_id_hex());
+        }
+        let traceparent = tracing
+            .as_ref()
+            .and_then(|t| MetadataValue::try_from(t.traceparent()).ok());
+        let result = self
+            .0
+            .infer_traced(request.into_inner(), tracing)
             .await
             .map(Response::new)
-            .map_err(|f| f.status)
+            .map_err(|f| f.status);
+        // The request's span, in the initial metadata (or the error's).
+        match (result, traceparent) {
+            (Ok(mut r), Some(v)) => {
+                r.metadata_mut().insert("traceparent", v);
+                Ok(r)
+            }
+            (Err(mut s), Some(v)) => {
+                s.metadata_mut().insert("traceparent", v);
+                Err(s)
+            }
+            (result, None) => result,
+        }
     }
 
     async fn repository_index(

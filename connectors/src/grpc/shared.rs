@@ -31,7 +31,7 @@ use crate::http::metrics::{ModelMetrics, Outcome};
 use crate::models::control::ModelControl;
 use crate::models::modelless::{find, Found};
 use crate::models::{ModelTable, ModelVersion};
-use crate::oip::{infer_outputs, ModelLess};
+use crate::oip::{infer_outputs, ModelLess, RequestTracing};
 
 /// Where the server is in its life: health, readiness and open streams follow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,13 +100,22 @@ impl Shared {
     /// Runs one request through its graph or the model-less front end; a graph's outcome goes to
     /// its metrics (the front end counts its own decisions).
     pub async fn infer(&self, request: ModelInferRequest) -> Result<ModelInferResponse, Failure> {
+        self.infer_traced(request, None).await
+    }
+
+    /// As [`Self::infer`], for a request traced as `tracing` says.
+    pub async fn infer_traced(
+        &self,
+        request: ModelInferRequest,
+        tracing: Option<RequestTracing>,
+    ) -> Result<ModelInferResponse, Failure> {
         crate::access_log::note_model(&request.model_name, &request.model_version);
         crate::access_log::note_request_id(Some(&request.id));
         let target = self.target(&request.model_name, &request.model_version)?;
         let name = request.model_name.clone();
         let started = Instant::now();
         let rows = target.rows(&request);
-        let result = self.infer_on(target.clone(), request).await;
+        let result = self.infer_on(target.clone(), request, tracing).await;
         if let Target::Graph(served) = target {
             let outcome = result.as_ref().map_or_else(|f| f.outcome, |_| Outcome::Ok);
             self.graphs.of(&name).record(outcome, started.elapsed());
@@ -122,8 +131,10 @@ impl Shared {
         &self,
         target: Target<'_>,
         mut request: ModelInferRequest,
+        tracing: Option<RequestTracing>,
     ) -> Result<ModelInferResponse, Failure> {
-        let parsed = infer_request(&request, request.encoded_len())?;
+        let mut parsed = infer_request(&request, request.encoded_len())?;
+        parsed.trace = tracing;
         let name = std::mem::take(&mut request.model_name);
         // The raw contents are copied into the parsed tensors: free them before the graph runs.
         drop(request);

@@ -33,7 +33,8 @@ use super::state::{authorize, HttpConfig, ServerState};
 use crate::models::control::ModelControl;
 use crate::models::{LookupError, ModelTable, ModelVersion, Models};
 use crate::oip::{
-    parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError, HEADER_LENGTH,
+    parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError,
+    RequestTracing, HEADER_LENGTH,
 };
 
 /// A server over running graphs; each graph is a v2 model named by the graph's name.
@@ -307,9 +308,17 @@ async fn infer_recorded(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    let tracing = s.config.traces.as_ref().map(|t| {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        t.decide(header("traceparent"), header("tracestate"), "http")
+    });
+    if let Some(t) = &tracing {
+        crate::access_log::note_trace_id(t.context.span.trace_id_hex());
+    }
+    let traceparent = tracing.as_ref().map(RequestTracing::traceparent);
     // Resolved once: a reload swapping the model's graphs meanwhile does not move this request.
     let lookup = s.models.snapshot().resolve(name, version).map(Arc::clone);
-    let result = infer_inner(s, name, lookup.clone(), headers, body).await;
+    let result = infer_inner(s, name, lookup.clone(), headers, body, tracing).await;
     let outcome = match &result {
         Ok(_) => Outcome::Ok,
         Err(e) => e.status().1,
@@ -322,13 +331,17 @@ async fn infer_recorded(
         }
     }
     let result = result.map(|(response, _)| response);
-    match result {
+    let mut response = match result {
         Ok(r) => r,
         Err(e) => {
             debug!(model = %name, error = %e, "Request refused.");
             e.into_response()
         }
+    };
+    if let Some(value) = traceparent.and_then(|t| header::HeaderValue::from_str(&t).ok()) {
+        response.headers_mut().insert("traceparent", value);
     }
+    response
 }
 
 /// The byte count a header carries, if sent; anything but a decimal count is a 400 naming it.
@@ -358,6 +371,7 @@ async fn infer_inner(
     lookup: Result<Arc<ModelVersion>, LookupError>,
     headers: &HeaderMap,
     body: Body,
+    tracing: Option<RequestTracing>,
 ) -> Result<(Response, u64), ServeError> {
     let deadline = tokio::time::Instant::now() + s.config.request_timeout;
     authorize(s, headers)?;
@@ -381,7 +395,8 @@ async fn infer_inner(
     )
     .await?;
     let header_length = byte_count(headers, HEADER_LENGTH, "Inference-Header-Content-Length")?;
-    let request = parse_infer_request(&bytes, header_length)?;
+    let mut request = parse_infer_request(&bytes, header_length)?;
+    request.trace = tracing;
     crate::access_log::note_request_id(request.id.as_deref());
     drop(bytes);
     // The permit is held until the answer, for the larger of the body and its parsed tensors:

@@ -45,6 +45,9 @@ pub struct HttpConfig {
     pub health_unauthenticated: bool,
     /// When set, connections are TLS ([`crate::tls`]).
     pub tls: Option<Arc<crate::tls::ServerTls>>,
+    /// When set, infer requests are traced: the client's `traceparent` is read, the response
+    /// carries the request's, and sampled requests' spans are exported.
+    pub traces: Option<crate::oip::Traces>,
 }
 
 impl Default for HttpConfig {
@@ -59,6 +62,7 @@ impl Default for HttpConfig {
             auth_token: None,
             health_unauthenticated: false,
             tls: None,
+            traces: None,
         }
     }
 }

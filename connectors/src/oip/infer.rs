@@ -186,9 +186,11 @@ impl InferOutputs {
 /// An [`OipError`] naming what was wrong with the request, or the graph's own error.
 pub async fn infer_outputs(
     runtime: &GraphRuntime,
-    request: InferRequest,
+    mut request: InferRequest,
     timeout: Duration,
 ) -> Result<InferOutputs, OipError> {
+    let tracing = request.trace.take();
+    let trace_id = tracing.as_ref().and_then(|t| t.sampled_trace_id());
     let plan = runtime.plan();
     let (batched, rows) = check_rows(runtime, &request).inspect_err(|e| {
         debug!(graph = %plan.name, error = %e, "Rejected an infer request.");
@@ -218,10 +220,11 @@ pub async fn infer_outputs(
     let deadline = std::time::Instant::now().checked_add(timeout);
     let submit = |inputs: Vec<NamedTensor>| -> Result<oneshot::Receiver<_>, OipError> {
         let (tx, rx) = oneshot::channel();
-        runtime.submit_until(
+        runtime.submit_traced(
             inputs,
             parameters.clone(),
             deadline,
+            trace_id,
             Box::new(move |r| {
                 let _ = tx.send(r);
             }),
@@ -281,8 +284,11 @@ pub async fn infer_outputs(
         }
         answers
     })
-    .await
-    .map_err(|_| OipError::Deadline {
+    .await;
+    if let Some(t) = &tracing {
+        t.finish(runtime, answers.as_deref().ok());
+    }
+    let answers = answers.map_err(|_| OipError::Deadline {
         ms: timeout.as_millis() as u64,
     })?;
     // A row a model node did not run because this deadline passed is answered as the deadline.

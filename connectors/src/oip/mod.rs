@@ -10,6 +10,7 @@
 //! - `reply.rs`: replies written back, JSON or binary per output;
 //! - `infer.rs`: one request run through a graph (the batch dimension split into rows, every row
 //!   awaited within a deadline, the reply stacked);
+//! - `traces.rs`: a request's W3C trace context, the sampling decision, and its spans;
 //! - `error.rs`: the protocol's errors ([`ProtocolError`] for a malformed field, [`OipError`] for
 //!   every way a request gets no reply), which each transport shows its own way.
 
@@ -21,6 +22,7 @@ mod modelless;
 mod parts;
 mod reply;
 mod request;
+mod traces;
 
 pub use error::{OipError, ProtocolError};
 pub use infer::{infer_outputs, run_infer, InferOutputs};
@@ -31,6 +33,7 @@ pub use request::{
     parse_infer_request, InferRequest, InputTensor, RequestedOutput, HEADER_LENGTH,
     PARAMETERS_MAX_BYTES,
 };
+pub use traces::{RequestTracing, Traces};
 
 #[cfg(test)]
 mod fuzz;

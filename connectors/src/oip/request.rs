@@ -137,6 +137,9 @@ pub struct InferRequest {
     /// Bytes of the body it was parsed from: what the client sent, against which what the
     /// request makes the graph carry is measured.
     pub body_bytes: usize,
+    /// The request's trace, set by the transport from the client's `traceparent` when the
+    /// server traces (`None`: tracing is off).
+    pub trace: Option<super::RequestTracing>,
 }
 
 pub(super) fn parse_datatype(name: &str, field: &str) -> Result<DType, ProtocolError> {
@@ -325,6 +328,7 @@ pub fn parse_infer_request(
         outputs,
         binary_by_default,
         body_bytes: body.len(),
+        trace: None,
     })
 }
 

@@ -403,9 +403,29 @@ impl GraphRuntime {
         deadline: Option<Instant>,
         responder: Responder,
     ) -> Result<u64, RequestError> {
+        self.submit_traced(inputs, parameters, deadline, None, responder)
+    }
+
+    /// As [`GraphRuntime::submit_until`], for a request sampled in trace `trace_id` when given:
+    /// the nodes it passes record their batches' times for its spans
+    /// ([`crate::trace::TraceBook`]; read them back with [`GraphRuntime::traces`]).
+    ///
+    /// # Errors
+    /// As [`GraphRuntime::submit`].
+    pub fn submit_traced(
+        &self,
+        inputs: Vec<NamedTensor>,
+        parameters: Option<Arc<str>>,
+        deadline: Option<Instant>,
+        trace_id: Option<[u8; 16]>,
+        responder: Responder,
+    ) -> Result<u64, RequestError> {
         let mut request = self.admit(inputs, parameters)?;
         request.deadline = deadline;
         let id = request.id;
+        if let Some(t) = trace_id {
+            self.replies.requests().traces().begin(id, t);
+        }
         self.register(&request, responder);
         self.dispatch_or_answer(vec![request]);
         Ok(id)
@@ -551,6 +571,11 @@ impl GraphRuntime {
             }),
         );
         false
+    }
+
+    /// Sampled requests and their batch records, from which a reply's spans are built.
+    pub fn traces(&self) -> &crate::trace::TraceBook {
+        self.replies.requests().traces()
     }
 
     /// The reply table (liveness of request attempts, the release gate).

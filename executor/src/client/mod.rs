@@ -571,20 +571,23 @@ impl Replica for RemoteReplica {
     }
 
     fn dispatch(&self, inputs: Vec<TensorColumn>, timing: JobTiming, done: ReplicaDone) {
-        let deadline = timing.1;
+        let (_, deadline, trace) = timing;
         // The executor is told how long the client still waits, not when: no clocks need agree.
-        let selector = match deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now()).as_millis();
-                let sep = if self.key.contains('?') { '&' } else { '?' };
-                format!(
-                    "{}{sep}{}={left}",
-                    self.key,
-                    crate::server::BUDGET_PARAMETER
-                )
-            }
-            None => self.key.clone(),
-        };
+        let mut selector = self.key.clone();
+        let mut sep = if self.key.contains('?') { '&' } else { '?' };
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now()).as_millis();
+            selector.push_str(&format!("{sep}{}={left}", crate::server::BUDGET_PARAMETER));
+            sep = '&';
+        }
+        // A sampled request's job: the executor's span goes under this node's.
+        if let Some(t) = &trace {
+            selector.push_str(&format!(
+                "{sep}{}={}",
+                crate::server::TRACE_PARAMETER,
+                t.parent.traceparent()
+            ));
+        }
         let body = match encode_columns(self.inputs.iter().map(String::as_str).zip(inputs.iter())) {
             Ok(b) => b,
             Err(e) => {

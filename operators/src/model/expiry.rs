@@ -70,6 +70,11 @@ impl Deadlines {
         latest(request_ids.iter().map(|&id| log.deadline(id)))
     }
 
+    /// The graph's trace book (kept by the same request log), when the node reads one.
+    pub fn traces(&self) -> Option<&weir_engine::trace::TraceBook> {
+        self.log.as_deref().map(RequestLog::traces)
+    }
+
     /// Counts `rows` rows answered expired instead of run.
     pub fn count_expired(&self, rows: usize) {
         self.expired.fetch_add(rows as u64, Ordering::Relaxed);

@@ -8,7 +8,10 @@
 //! `SyncActivator`; the operator then emits the output batch (lineage extended by this hop) or one
 //! error per row, at the job's time, and drops the capability. The worker never waits on inference.
 //! Each job carries its rows' deadline; a job still held back when it passes is answered expired
-//! instead of offered ([`super::expiry`]).
+//! instead of offered ([`super::expiry`]). A job holding a sampled request's row carries a
+//! [`JobTrace`] (its span's context, for a remote executor, and a slot for the call's times); its
+//! times go into the graph's trace book under this node's `(lineage id, seq)` when it is
+//! answered ([`weir_engine::trace`]). Other jobs cost one atomic load for this.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::append_hop;
 use weir_engine::request::{RequestError, RowError};
+use weir_engine::trace::{hop_span_id, wall_time, HopRecord, JobTrace, SpanContext};
 
 use super::executor::Job;
 use super::expiry::Deadlines;
@@ -54,6 +58,14 @@ struct InFlight {
     caps: RowsAndErrors,
     batch: Batch,
     seq: u64,
+    traced: Option<Traced>,
+}
+
+/// A job holding sampled rows: its trace, those rows' requests, and when it was made.
+struct Traced {
+    trace: JobTrace,
+    requests: Vec<u64>,
+    enqueued_at: Instant,
 }
 
 type Completion = (u64, Result<Vec<TensorColumn>, ExecError>);
@@ -94,6 +106,9 @@ impl ModelOperator {
                     let Some(f) = in_flight.remove(&token) else {
                         continue;
                     };
+                    if let Some(t) = &f.traced {
+                        op.record_hop(t, f.seq, f.batch.num_rows());
+                    }
                     match outcome.and_then(|cols| op.output_batch(&f, cols)) {
                         Ok(batch) => ok_out.session(&f.caps.rows).give(batch),
                         Err(e) => {
@@ -162,10 +177,13 @@ impl ModelOperator {
                                 continue;
                             };
                             let (tx, sync) = (tx.clone(), Arc::clone(&sync));
+                            let enqueued_at = Instant::now();
+                            let traced = op.traced(part.request_ids(), seq, enqueued_at);
                             let job = Job {
                                 inputs: columns,
-                                enqueued_at: Instant::now(),
+                                enqueued_at,
                                 deadline: op.deadlines.of_rows(part.request_ids()),
+                                trace: traced.as_ref().map(|t| t.trace.clone()),
                                 done: Box::new(move |outcome| {
                                     let _ = tx.send((token, outcome));
                                     let _ = sync.activate();
@@ -177,6 +195,7 @@ impl ModelOperator {
                                     caps: caps.clone(),
                                     batch: part,
                                     seq,
+                                    traced,
                                 },
                             );
                             pending.push_back((token, job));
@@ -200,6 +219,42 @@ impl ModelOperator {
             }
         });
         (ok_stream, err_stream)
+    }
+
+    /// The trace of a job of batch `seq` holding the rows of `request_ids`, if any is sampled.
+    fn traced(&self, request_ids: &[u64], seq: u64, enqueued_at: Instant) -> Option<Traced> {
+        let (trace_id, requests) = self.deadlines.traces()?.sampled(request_ids)?;
+        let span = SpanContext {
+            trace_id,
+            span_id: hop_span_id(&trace_id, self.lineage_id, seq),
+            sampled: true,
+        };
+        Some(Traced {
+            trace: JobTrace::new(span),
+            requests,
+            enqueued_at,
+        })
+    }
+
+    /// Keeps the times of an answered job of batch `seq` holding sampled rows.
+    fn record_hop(&self, t: &Traced, seq: u64, job_rows: usize) {
+        let Some(book) = self.deadlines.traces() else {
+            return;
+        };
+        let call = t.trace.call.get();
+        book.record(
+            self.lineage_id,
+            seq,
+            HopRecord {
+                requests: t.requests.clone(),
+                start: wall_time(t.enqueued_at),
+                end: std::time::SystemTime::now(),
+                queue_wait: call.map(|c| c.started.saturating_duration_since(t.enqueued_at)),
+                run: call.map(|c| c.ended.saturating_duration_since(c.started)),
+                batch_size: call.map(|c| c.rows),
+                job_rows,
+            },
+        );
     }
 
     fn output_batch(&self, f: &InFlight, columns: Vec<TensorColumn>) -> Result<Batch, ExecError> {

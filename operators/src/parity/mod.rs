@@ -304,6 +304,7 @@ impl InferenceService for ParityService {
             inputs: job.inputs,
             enqueued_at: job.enqueued_at,
             deadline: job.deadline,
+            trace: job.trace,
             done: Box::new(move |outcome| me.on_data(&m, outcome)),
         };
         if let Err(refused) = inner.deployed.try_submit(data_job) {
@@ -313,6 +314,7 @@ impl InferenceService for ParityService {
                     inputs: refused.inputs,
                     enqueued_at: refused.enqueued_at,
                     deadline: refused.deadline,
+                    trace: refused.trace,
                     done,
                 }),
                 None => Ok(()),
@@ -366,6 +368,7 @@ impl Inner {
             inputs: parity_inputs,
             enqueued_at: Instant::now(),
             deadline: None,
+            trace: None,
             done: Box::new(move |outcome| me.on_parity(id, outcome)),
         };
         match inner.parity.try_submit(parity_job) {

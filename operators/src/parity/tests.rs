@@ -84,6 +84,7 @@ fn job_or_error(tag: usize, rows: &[[f32; 3]], answers: &Answers, errors: &Error
         inputs: vec![col],
         enqueued_at: Instant::now(),
         deadline: None,
+        trace: None,
         done: Box::new(move |r| match r {
             Ok(cols) => {
                 let y = cols[0].f32_values().unwrap().to_vec();

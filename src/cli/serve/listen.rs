@@ -56,6 +56,7 @@ impl FrontEnds {
             (None, None) => None,
         };
         let tls = args.ops.tls()?;
+        let (traces, trace_metrics) = args.ops.traces()?.unzip();
         let config = HttpConfig {
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             max_body_bytes: args.max_body_bytes,
@@ -66,6 +67,7 @@ impl FrontEnds {
             auth_token: token,
             health_unauthenticated: args.ops.health_unauthenticated,
             tls: tls.clone(),
+            traces: traces.clone(),
         };
         let grpc_config = GrpcConfig {
             request_timeout: config.request_timeout,
@@ -78,6 +80,7 @@ impl FrontEnds {
             max_inflight_bytes: args.max_inflight_bytes,
             health_unauthenticated: args.ops.health_unauthenticated,
             tls: tls.clone(),
+            traces,
             ..Default::default()
         };
         let handles: Vec<Arc<GraphRuntime>> =
@@ -92,6 +95,7 @@ impl FrontEnds {
             crate::operator_metrics(running),
         ];
         metrics.extend(modelless.map(ModelLess::metrics_source));
+        metrics.extend(trace_metrics);
         let mut http_server = HttpServer::with_models(models, config, metrics, budget);
         let sources = args
             .ops

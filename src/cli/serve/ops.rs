@@ -11,7 +11,9 @@ use clap::{Args, ValueEnum};
 use weir_connectors::grpc::GrpcServer;
 use weir_connectors::http::triton_metrics::{triton_source, NodeTotals, TritonModel};
 use weir_connectors::http::{HttpServer, MetricsSource};
+use weir_connectors::oip::Traces;
 use weir_connectors::tls::{ServerTls, TlsFiles};
+use weir_engine::trace::Sampler;
 
 use crate::RunningGraph;
 
@@ -55,6 +57,30 @@ pub(crate) struct OperateArgs {
     /// default at info).
     #[arg(long)]
     pub no_access_log: bool,
+    /// OTLP/gRPC collector (`http://host:4317`) to export traces to: infer requests over HTTP
+    /// and gRPC read the client's W3C `traceparent` and answer with their own, and sampled
+    /// requests' spans (one per node they visit, from their lineage) are exported in batches.
+    /// A collector that is down costs dropped spans (counted in
+    /// `weir_trace_spans_dropped_total`), never a slower request. Off without it.
+    #[arg(long, env = "WEIR_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Share of new traces sampled (0 to 1), for requests without a `traceparent` (or with a
+    /// malformed one); a client's `sampled` flag is always followed (OpenTelemetry's
+    /// ParentBased(TraceIdRatioBased)). Needs --otlp-endpoint.
+    #[arg(long, env = "WEIR_TRACE_SAMPLING", default_value_t = 0.0, requires = "otlp_endpoint", value_parser = parse_ratio)]
+    pub trace_sampling: f64,
+}
+
+/// A sampling ratio: a number from 0 to 1.
+fn parse_ratio(text: &str) -> std::result::Result<f64, String> {
+    let r: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    if (0.0..=1.0).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("{r} is not between 0 and 1"))
+    }
 }
 
 impl OperateArgs {
@@ -71,6 +97,21 @@ impl OperateArgs {
         ServerTls::load(files)
             .map(Some)
             .context("--tls-cert / --tls-key / --tls-client-ca")
+    }
+
+    /// The tracing asked for (`--otlp-endpoint`), its exporter started, and the exporter's
+    /// metrics source.
+    pub(crate) fn traces(&self) -> Result<Option<(Traces, MetricsSource)>> {
+        let Some(endpoint) = &self.otlp_endpoint else {
+            return Ok(None);
+        };
+        let sink = weir_otel::OtlpSink::start(endpoint, "weir")?;
+        let metrics = weir_connectors::http::metrics::source(sink.metrics());
+        let traces = Traces {
+            sampler: Sampler::new(self.trace_sampling),
+            sink,
+        };
+        Ok(Some((traces, metrics)))
     }
 
     /// The metrics sources these flags add: the process's, and Triton's names when asked for

@@ -20,6 +20,7 @@ use tracing::debug;
 use crate::request::{
     next_attempt, original_id, AdmittedRequest, RequestError, Responder, Response,
 };
+use crate::trace::TraceBook;
 
 const SHARDS: usize = 16;
 
@@ -39,6 +40,7 @@ pub struct RequestLog {
     answered: AtomicU64,
     duplicates: AtomicU64,
     stale: AtomicU64,
+    traces: TraceBook,
 }
 
 impl Default for RequestLog {
@@ -48,6 +50,7 @@ impl Default for RequestLog {
             answered: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
             stale: AtomicU64::new(0),
+            traces: TraceBook::default(),
         }
     }
 }
@@ -67,6 +70,11 @@ impl RequestLog {
         self.shards[(original_id(id) as usize) % SHARDS]
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Which pending requests are sampled, and the records of their batches (traces).
+    pub fn traces(&self) -> &TraceBook {
+        &self.traces
     }
 
     /// Registers how to answer request `id`, which nobody waits for after `deadline`.
@@ -147,6 +155,7 @@ impl RequestLog {
         drop(shard);
         match responder {
             Some(p) => {
+                self.traces.end(id);
                 self.answered.fetch_add(1, Ordering::Relaxed);
                 (p.responder)(outcome);
                 true

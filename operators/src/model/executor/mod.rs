@@ -153,6 +153,9 @@ pub struct Job {
     /// After this nobody waits for its rows: it is answered [`ExecError::Expired`] instead of
     /// run ([`super::expiry`]). `None`: it runs however long it waited.
     pub deadline: Option<Instant>,
+    /// The trace of a job holding a sampled request's rows: whoever runs it records its call
+    /// there (and a remote replica carries its context on).
+    pub trace: Option<weir_engine::trace::JobTrace>,
     /// Receives the outcome.
     pub done: JobDone,
 }

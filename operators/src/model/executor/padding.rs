@@ -300,6 +300,7 @@ mod tests {
             inputs: columns,
             enqueued_at: std::time::Instant::now(),
             deadline: None,
+            trace: None,
             done: Box::new(|_| {}),
         }
     }

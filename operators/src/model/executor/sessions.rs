@@ -201,6 +201,9 @@ fn run_jobs(
     let started = Instant::now();
     let (result, calls) = run(session, config, &jobs, rows);
     let ended = Instant::now();
+    for trace in jobs.iter().filter_map(|j| j.trace.as_ref()) {
+        trace.record_call(started, ended, rows);
+    }
     if calls > 1 {
         // Row by row: each call counted, one row each, the time shared evenly.
         let each = (ended - started) / u32::try_from(calls).unwrap_or(u32::MAX);

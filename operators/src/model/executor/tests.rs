@@ -54,6 +54,7 @@ fn job(id: u64, answers: &Answers) -> Job {
         inputs: vec![col],
         enqueued_at: Instant::now(),
         deadline: None,
+        trace: None,
         done: Box::new(move |r| {
             let r = r
                 .map(|c| c[0].f32_values().unwrap().to_vec())
@@ -384,6 +385,7 @@ fn a_queued_job_past_its_deadline_is_answered_expired_not_run() {
             &executor,
             Job {
                 deadline,
+                trace: None,
                 ..job(id, &answers)
             },
         );

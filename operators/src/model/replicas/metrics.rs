@@ -136,6 +136,7 @@ mod tests {
                 inputs: vec![col],
                 enqueued_at: std::time::Instant::now(),
                 deadline: None,
+                trace: None,
                 done: Box::new(|r| assert!(r.is_ok())),
             };
             assert!(pool.try_submit(job).is_ok());

@@ -47,9 +47,14 @@ pub const DOWN_COOLDOWN: Duration = Duration::from_millis(500);
 /// Most dispatches of one job before it fails.
 pub const MAX_ATTEMPTS: u32 = 8;
 
-/// When a dispatched job was first queued, and when nobody waits for it any more (`None`: no
-/// deadline).
-pub type JobTiming = (Instant, Option<Instant>);
+/// When a dispatched job was first queued, when nobody waits for it any more (`None`: no
+/// deadline), and its trace when it holds a sampled request's rows (a remote replica carries the
+/// context to its executor; the local one records its call there).
+pub type JobTiming = (
+    Instant,
+    Option<Instant>,
+    Option<weir_engine::trace::JobTrace>,
+);
 
 /// Where a model node's jobs go: one executor, or a pool of replicas.
 pub trait InferenceService: Send + Sync {
@@ -127,11 +132,12 @@ impl Replica for LocalReplica {
     }
 
     fn dispatch(&self, inputs: Vec<TensorColumn>, timing: JobTiming, done: ReplicaDone) {
-        let (enqueued_at, deadline) = timing;
+        let (enqueued_at, deadline, trace) = timing;
         let job = Job {
             inputs,
             enqueued_at,
             deadline,
+            trace,
             done: Box::new(move |r| done(r.map_err(ReplicaError::Failed))),
         };
         if let Err(job) = self.executor.try_submit(job) {

@@ -53,6 +53,7 @@ struct PoolJob {
     inputs: Vec<TensorColumn>,
     enqueued_at: Instant,
     deadline: Option<Instant>,
+    trace: Option<weir_engine::trace::JobTrace>,
     done: AnswerOnce,
     attempts: AtomicU32,
 }
@@ -64,6 +65,7 @@ impl PoolJob {
             inputs: job.inputs,
             enqueued_at: job.enqueued_at,
             deadline: job.deadline,
+            trace: job.trace,
             done: AnswerOnce::new(job.done),
             attempts: AtomicU32::new(0),
         })
@@ -344,7 +346,11 @@ impl PoolInner {
         match (inputs, enqueued_at) {
             (Ok(inputs), Some(enqueued_at)) => s.replica.dispatch(
                 inputs,
-                (enqueued_at, deadline),
+                (
+                    enqueued_at,
+                    deadline,
+                    jobs.iter().find_map(|j| j.trace.clone()),
+                ),
                 Box::new(move |outcome| PoolInner::complete(&me, slot, jobs, outcome)),
             ),
             (Err(message), _) => {

@@ -91,6 +91,7 @@ pub(crate) fn job(id: i64, answers: &Answers) -> Job {
         inputs: vec![col],
         enqueued_at: Instant::now(),
         deadline: None,
+        trace: None,
         done: Box::new(move |r| {
             let r = r
                 .map(|c| c[0].i64_values().unwrap()[0])
@@ -248,6 +249,7 @@ fn a_job_is_sent_with_its_deadline_and_not_sent_again_once_it_passed() {
     for (id, deadline) in [(0, Some(soon)), (1, Some(later))] {
         let j = Job {
             deadline,
+            trace: None,
             ..job(id, &answers)
         };
         assert!(p.try_submit(j).is_ok());

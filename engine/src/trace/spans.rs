@@ -1,0 +1,247 @@
+//! A sampled request's spans, read off its lineage at the reply.
+//!
+//! Every lineage entry `(pred_node, pred_seq, node, seq)` is a hop: node `node` processed the row
+//! in its batch `seq`, having received it from `pred_node`'s batch `pred_seq`. So the hop's span
+//! is named by `(node, seq)` and its parent by `(pred_node, pred_seq)`; the ingress's entry has the
+//! client as predecessor, and its parent is the request's server span. Span ids are derived from
+//! the trace id and the pair ([`super::hop_span_id`]), so a model operator that sends a job to a
+//! remote executor names the same span as its parent. A node that joins rows (a fan-in node, a
+//! gather) appears once, under its first predecessor, with the count of rows it joined. A part
+//! entry of a fan-out marks the next hop as part `i` of `n`.
+//!
+//! Times come from the [`TraceBook`]'s record of the batch when there is one (model nodes: the
+//! job's arrival, queue wait, ONNX Runtime call and batch size); a hop without one (the ingress,
+//! inline tensor ops, joins) runs from its parent's end to its first child's start, so the tree
+//! still covers the request's whole time without the inline operators recording anything.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use super::book::TraceBook;
+use super::context::{hop_span_id, RequestTrace, SpanContext};
+use super::{micros, AttributeValue, SpanKind, SpanRecord};
+use crate::lineage::{LineageEntry, CLIENT, INGRESS};
+use crate::plan::Plan;
+
+/// The spans of request `request_id` (sampled in `trace`) below its server span, which ran from
+/// `admitted` to `answered`: one per hop of `lineage`, named after `plan`'s nodes.
+pub fn request_spans(
+    book: &TraceBook,
+    plan: &Plan,
+    trace: &RequestTrace,
+    request_id: u64,
+    lineage: &[LineageEntry],
+    (admitted, answered): (SystemTime, SystemTime),
+) -> Vec<SpanRecord> {
+    let trace_id = trace.span.trace_id;
+    let names: HashMap<u32, &str> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.lineage_id, n.node.id.as_str()))
+        .collect();
+    let mut spans: Vec<SpanRecord> = Vec::new();
+    let mut index: HashMap<(u32, u64), usize> = HashMap::new();
+    // Spans timed from their neighbours: their end is filled in the second pass.
+    let mut open: Vec<bool> = Vec::new();
+    let mut part: Option<(u32, u32)> = None;
+    for e in lineage {
+        if let Some((_, i, n)) = e.as_part() {
+            part = Some((i, n));
+            continue;
+        }
+        let key = (e.node, e.seq);
+        if let Some(&at) = index.get(&key) {
+            bump_inputs(&mut spans[at]);
+            continue;
+        }
+        let parent = if e.pred_node == CLIENT {
+            trace.span.span_id
+        } else {
+            hop_span_id(&trace_id, e.pred_node, e.pred_seq)
+        };
+        let parent_end = index
+            .get(&(e.pred_node, e.pred_seq))
+            .map(|&at| spans[at].end)
+            .unwrap_or(admitted);
+        let name = if e.node == INGRESS {
+            "ingress"
+        } else {
+            names.get(&e.node).copied().unwrap_or("node")
+        };
+        let mut attributes = vec![
+            ("weir.node", AttributeValue::Str(name.to_string())),
+            (
+                "weir.batch_seq",
+                AttributeValue::Int(i64::try_from(e.seq).unwrap_or(i64::MAX)),
+            ),
+            ("weir.inputs", AttributeValue::Int(1)),
+        ];
+        if let Some((i, n)) = part.take() {
+            attributes.push(("weir.part_index", AttributeValue::Int(i64::from(i))));
+            attributes.push(("weir.part_count", AttributeValue::Int(i64::from(n))));
+        }
+        let record = book.hop(e.node, e.seq, request_id);
+        let (start, end, kind) = match &record {
+            Some(r) => {
+                if let Some(w) = r.queue_wait {
+                    attributes.push(("weir.queue_wait_us", micros(w)));
+                }
+                if let Some(run) = r.run {
+                    attributes.push(("weir.run_us", micros(run)));
+                }
+                if let Some(b) = r.batch_size {
+                    attributes.push((
+                        "weir.batch_size",
+                        AttributeValue::Int(i64::try_from(b).unwrap_or(i64::MAX)),
+                    ));
+                }
+                attributes.push((
+                    "weir.job_rows",
+                    AttributeValue::Int(i64::try_from(r.job_rows).unwrap_or(i64::MAX)),
+                ));
+                // A job that did not run here went to a remote executor: the hop is a call.
+                let kind = if r.run.is_some() {
+                    SpanKind::Internal
+                } else {
+                    attributes.push(("weir.remote", AttributeValue::Bool(true)));
+                    SpanKind::Client
+                };
+                (r.start, r.end, kind)
+            }
+            None => (parent_end, parent_end, SpanKind::Internal),
+        };
+        index.insert(key, spans.len());
+        open.push(record.is_none());
+        spans.push(SpanRecord {
+            context: SpanContext {
+                trace_id,
+                span_id: hop_span_id(&trace_id, e.node, e.seq),
+                sampled: true,
+            },
+            parent: Some(parent),
+            parent_is_remote: false,
+            state: trace.state.clone(),
+            name: name.to_string(),
+            kind,
+            start,
+            end,
+            attributes,
+            error: false,
+        });
+    }
+    // A span timed from its neighbours ends where its first child starts (or at the answer).
+    let ends: Vec<Option<SystemTime>> = spans
+        .iter()
+        .zip(&open)
+        .map(|(span, &open)| {
+            open.then(|| {
+                let id = span.context.span_id;
+                spans
+                    .iter()
+                    .filter(|s| s.parent == Some(id))
+                    .map(|s| s.start)
+                    .min()
+                    .unwrap_or(answered)
+            })
+        })
+        .collect();
+    for (span, end) in spans.iter_mut().zip(ends) {
+        if let Some(end) = end {
+            span.end = end.max(span.start);
+        }
+    }
+    spans
+}
+
+fn bump_inputs(span: &mut SpanRecord) {
+    for (k, v) in &mut span.attributes {
+        if *k == "weir.inputs" {
+            if let AttributeValue::Int(n) = v {
+                *n += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::trace::book::HopRecord;
+    use crate::trace::context::Sampler;
+
+    fn entry(pred_node: u32, pred_seq: u64, node: u32, seq: u64) -> LineageEntry {
+        LineageEntry {
+            pred_node,
+            pred_seq,
+            node,
+            seq,
+        }
+    }
+
+    fn empty_plan() -> Plan {
+        Plan {
+            name: "g".into(),
+            inputs: Vec::new(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+            streams: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn lineage_makes_a_tree_under_the_server_span() {
+        let book = TraceBook::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        book.record(
+            1,
+            4,
+            HopRecord {
+                requests: vec![7],
+                start: t0 + Duration::from_millis(1),
+                end: t0 + Duration::from_millis(5),
+                queue_wait: Some(Duration::from_millis(1)),
+                run: Some(Duration::from_millis(3)),
+                batch_size: Some(2),
+                job_rows: 1,
+            },
+        );
+        let trace = Sampler::new(1.0).decide(None, None);
+        // ingress → 1 (model) → fan-out part → 2 and 3 → gather 4 joins both.
+        let lineage = vec![
+            entry(CLIENT, 7, INGRESS, 0),
+            entry(INGRESS, 0, 1, 4),
+            LineageEntry::part(1, 4, 0, 2),
+            entry(1, 4, 2, 9),
+            entry(2, 9, 4, 1),
+            entry(1, 4, 3, 9),
+            entry(3, 9, 4, 1),
+        ];
+        let spans = request_spans(
+            &book,
+            &empty_plan(),
+            &trace,
+            7,
+            &lineage,
+            (t0, t0 + Duration::from_millis(9)),
+        );
+        assert_eq!(spans.len(), 5, "ingress, 1, 2, 3, and the gather once");
+        let id = |n, s| hop_span_id(&trace.span.trace_id, n, s);
+        assert_eq!(spans[0].parent, Some(trace.span.span_id));
+        assert_eq!(spans[0].end, t0 + Duration::from_millis(1), "to its child");
+        assert_eq!(spans[1].parent, Some(id(INGRESS, 0)));
+        assert!(spans[1]
+            .attributes
+            .contains(&("weir.batch_size", AttributeValue::Int(2))));
+        assert_eq!(spans[2].parent, Some(id(1, 4)));
+        assert!(spans[2]
+            .attributes
+            .contains(&("weir.part_count", AttributeValue::Int(2))));
+        assert_eq!(spans[3].context.span_id, id(4, 1));
+        assert!(spans[3]
+            .attributes
+            .contains(&("weir.inputs", AttributeValue::Int(2))));
+        assert_eq!(spans[3].end, t0 + Duration::from_millis(9), "to the answer");
+    }
+}
