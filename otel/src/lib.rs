@@ -221,7 +221,9 @@ fn export_loop(
         }
         let n = batch.len() as u64;
         let data: Vec<SpanData> = batch.into_iter().map(span_data).collect();
-        let outcome = runtime.block_on(tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(data)));
+        // The timer is made inside the runtime: `timeout` needs its reactor when it is created.
+        let outcome = runtime
+            .block_on(async { tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(data)).await });
         match outcome {
             Ok(Ok(())) => {
                 counts.exported.fetch_add(n, Ordering::Relaxed);

@@ -246,9 +246,11 @@ fn a_request_through_a_remote_executor_and_a_fanout_is_one_trace_along_the_graph
     // The graph's path: ingress → crops → (per part) f → m → idx → name → all.
     assert_eq!(parent_of(named("ingress")[0]), Some("http infer fanout"));
     assert_eq!(parent_of(named("crops")[0]), Some("ingress"));
+    // The parts' hops (the gather's reply carries them, its part entries left out: the row is
+    // whole again), each under the fan-out.
+    assert!(!named("f").is_empty());
     for f in named("f") {
         assert_eq!(parent_of(f), Some("crops"));
-        assert_eq!(f.int("weir.part_count"), Some(2), "{f:?}");
     }
     for m in named("m") {
         assert_eq!(parent_of(m), Some("f"));

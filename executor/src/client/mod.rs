@@ -574,11 +574,12 @@ impl Replica for RemoteReplica {
         let (_, deadline, trace) = timing;
         // The executor is told how long the client still waits, not when: no clocks need agree.
         let mut selector = self.key.clone();
-        let mut sep = if self.key.contains('?') { '&' } else { '?' };
+        // Zenoh's selector parameters are `;`-separated (`key?a=1;b=2`).
+        let mut sep = if self.key.contains('?') { ';' } else { '?' };
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now()).as_millis();
             selector.push_str(&format!("{sep}{}={left}", crate::server::BUDGET_PARAMETER));
-            sep = '&';
+            sep = ';';
         }
         // A sampled request's job: the executor's span goes under this node's.
         if let Some(t) = &trace {
