@@ -121,3 +121,63 @@ fn sole_producer(
     // A single-output op: the column is its whole output.
     (nodes[p].node.outputs.len() == 1 && nodes[p].node.inputs.len() == 1).then_some(p)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::plan::{plan, NodeKind};
+    use crate::spec::GraphSpec;
+    use crate::validate::{validate, TensorOp};
+
+    fn planned(nodes: &str, outputs: &str) -> crate::plan::Plan {
+        let text = format!(
+            "name: g\ninputs: [{{name: x, dtype: u8, shape: [4, 5, 3]}}]\nnodes:\n{nodes}\noutputs: [{outputs}]\n"
+        );
+        let spec = GraphSpec::from_yaml(&text, "test.yaml").unwrap();
+        plan(&validate(&spec, Path::new(".")).unwrap())
+    }
+
+    const CHAIN: &str = "  - cast: {id: f, input: x, to: f32}\n  \
+        - transpose: {id: t, input: f, perm: [2, 0, 1]}\n  \
+        - normalize: {id: n, input: t, mean: [1.0, 2.0, 3.0], std: [4.0]}";
+
+    #[test]
+    fn a_chain_read_only_along_itself_becomes_one_node_keeping_the_last_id() {
+        let p = planned(CHAIN, "{name: y, from: n.output}");
+        assert_eq!(p.nodes.len(), 1);
+        let n = &p.nodes[0];
+        assert_eq!((n.node.id.as_str(), n.lineage_id), ("n", 3));
+        assert_eq!(n.producer_ids, vec![0]);
+        assert_eq!(n.node.inputs[0].column, "x");
+        let NodeKind::Op(TensorOp::Preprocess(op)) = &n.node.kind else {
+            panic!("{:?}", n.node.kind)
+        };
+        assert_eq!(op.fused, ["f", "t"]);
+        assert_eq!(op.perm.as_deref(), Some(&[2, 0, 1][..]));
+        assert!(p.describe().contains(
+            "node   n [cast to=f32 → transpose perm=[2, 0, 1] → normalize mean=[1.0, 2.0, 3.0] std=[4.0] (fused: f, t)] ← ingress"
+        ), "{}", p.describe());
+    }
+
+    #[test]
+    fn an_intermediate_read_elsewhere_stays_its_own_node() {
+        // The transpose's output is also a graph output: only the cast cannot be folded past it.
+        let p = planned(
+            CHAIN,
+            "{name: y, from: n.output}, {name: z, from: t.output}",
+        );
+        let ids: Vec<&str> = p.nodes.iter().map(|n| n.node.id.as_str()).collect();
+        assert_eq!(ids, ["f", "t", "n"]);
+        // The cast's output read by two nodes: the transpose and normalize fuse, the cast stays.
+        let p = planned(
+            &format!("{CHAIN}\n  - transpose: {{id: u, input: f, perm: [1, 0, 2]}}"),
+            "{name: y, from: n.output}, {name: z, from: u.output}",
+        );
+        let mut ids: Vec<&str> = p.nodes.iter().map(|n| n.node.id.as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["f", "n", "u"]);
+        let n = p.nodes.iter().find(|n| n.node.id == "n").unwrap();
+        assert_eq!(p.producer_name(n.producer_ids[0]), "f");
+    }
+}
