@@ -199,7 +199,12 @@ fn warm(addr: &str, requests: &[Prepared]) -> Result<()> {
 /// `clients` keep-alive connections posting the pages in turn for `seconds`.
 /// The server's CPU time per image is its CPU seconds over the run per second of the run, divided
 /// by the images answered per second.
-fn weir_run(server: &Served, requests: &[Prepared], clients: usize, seconds: f64) -> Result<Measured> {
+fn weir_run(
+    server: &Served,
+    requests: &[Prepared],
+    clients: usize,
+    seconds: f64,
+) -> Result<Measured> {
     let (started, cpu) = (Instant::now(), cpu_seconds(server.child.id()));
     let stop = started + Duration::from_secs_f64(seconds);
     let (throughput, p50_ms, p99_ms) =

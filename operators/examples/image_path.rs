@@ -63,17 +63,27 @@ fn wrapper(label: &str) -> fn(&TensorOp, &[&TensorColumn]) -> Result<Columns, St
 /// One page through every op that its inputs reach.
 fn run_page(plan: &Plan, page: &[u8]) -> Result<usize, Box<dyn Error>> {
     let mut table: HashMap<String, TensorColumn> = HashMap::new();
-    let image = TensorColumn::from_data("image", vec![1], 1, TensorData::Bytes(vec![page.to_vec()]))?;
+    let image =
+        TensorColumn::from_data("image", vec![1], 1, TensorData::Bytes(vec![page.to_vec()]))?;
     table.insert("image".into(), image);
-    let boxes = [0.05f32, 0.1, 0.9, 0.3, 0.05, 0.4, 0.7, 0.6, 0.1, 0.7, 0.95, 0.9];
-    table.insert("lines.boxes".into(), TensorColumn::from_data("b", vec![3, 4], 1, TensorData::F32(boxes.to_vec()))?);
-    table.insert("lines.scores".into(), TensorColumn::from_data("s", vec![3], 1, TensorData::F32(vec![0.9, 0.8, 0.7]))?);
+    let boxes = [
+        0.05f32, 0.1, 0.9, 0.3, 0.05, 0.4, 0.7, 0.6, 0.1, 0.7, 0.95, 0.9,
+    ];
+    table.insert(
+        "lines.boxes".into(),
+        TensorColumn::from_data("b", vec![3, 4], 1, TensorData::F32(boxes.to_vec()))?,
+    );
+    table.insert(
+        "lines.scores".into(),
+        TensorColumn::from_data("s", vec![3], 1, TensorData::F32(vec![0.9, 0.8, 0.7]))?,
+    );
     let mut ran = 0;
     for n in &plan.nodes {
         let Some(op) = TensorOp::from_kind(&n.node.kind) else {
             continue;
         };
-        let inputs: Option<Vec<&TensorColumn>> = n.node.inputs.iter().map(|p| table.get(&p.column)).collect();
+        let inputs: Option<Vec<&TensorColumn>> =
+            n.node.inputs.iter().map(|p| table.get(&p.column)).collect();
         let Some(inputs) = inputs else {
             continue;
         };
@@ -99,7 +109,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let pages_dir = Path::new(args.get(1).map_or(".weir/data/text_images", String::as_str));
     let rounds: usize = args.get(2).map_or(Ok(1), |r| r.parse())?;
     let text = std::fs::read_to_string(graph)?;
-    let spec = GraphSpec::from_yaml(&text, &graph.display().to_string()).map_err(|e| format!("{e:?}"))?;
+    let spec =
+        GraphSpec::from_yaml(&text, &graph.display().to_string()).map_err(|e| format!("{e:?}"))?;
     let base = graph.parent().ok_or("graph without a folder")?;
     let plan = plan(&validate(&spec, base).map_err(|e| format!("{e:?}"))?);
     let mut names: Vec<_> = std::fs::read_dir(pages_dir)?

@@ -180,7 +180,11 @@ fn run_setup(
     let pids: Vec<u32> = std::iter::once(std::process::id())
         .chain(executors.iter().map(|e| e.child.id()))
         .collect();
-    let cpu_now = || pids.iter().map(|&p| crate::process::cpu_seconds(p)).sum::<f64>();
+    let cpu_now = || {
+        pids.iter()
+            .map(|&p| crate::process::cpu_seconds(p))
+            .sum::<f64>()
+    };
     let qos_us = (config.qos_ms * 1000.0) as u64;
     let mut queries_sent = 0usize;
     let mut trial_index = 0u64;
