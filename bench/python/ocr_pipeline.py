@@ -30,7 +30,13 @@ Command line:
   ocr_pipeline.py --bench DIR --clients C --seconds S
       C threads each call `ocr` in a loop over DIR's PNG files for S seconds (the ONNX
       Runtime sessions shared, one intra-op thread each); prints one JSON object with the
-      images per second and the p50 and p99 latency per image in milliseconds.
+      images per second, the p50 and p99 latency per image in milliseconds and the process's
+      CPU time per image in milliseconds (user + system over the measurement, all threads).
+  ocr_pipeline.py --models-alone DIR --clients C --seconds S
+      The physical limit of both pipelines: the three models alone, run back to back on each
+      page's own inputs (made once beforehand by this pipeline: the detector's 640x640 input,
+      the recogniser's and classifier's batches of that page's lines), by C threads over the
+      same shared sessions; prints the same JSON object.
 """
 
 import argparse
@@ -168,12 +174,23 @@ class Pipeline:
         with open(angles_path, encoding="utf-8") as f:
             self.angles = f.read().split()
 
-    def ocr(self, image_bytes):
-        """Every text line of one encoded image, best score first."""
+    def model_inputs(self, image_bytes):
+        """The three models' inputs for one image, as `ocr` makes them: (detector's, the
+        recogniser's batch, the classifier's batch); the last two None without a line."""
         image = Image.open(io.BytesIO(image_bytes)).convert("RGB")
-        width, height = image.size
-        small = np.asarray(image.resize((DET_SIZE, DET_SIZE), Image.BILINEAR))
-        prob = self.det.run(None, {"x": normalise_chw(small)[None]})[0][0, 0]
+        det_in = normalise_chw(np.asarray(image.resize((DET_SIZE, DET_SIZE), Image.BILINEAR)))[None]
+        prob = self.det.run(None, {"x": det_in})[0][0, 0]
+        crops = [image.crop(b) for b in self.pixel_boxes(prob, image.size)]
+        if not crops:
+            return det_in, None, None
+        rec_in = np.stack([np.asarray(c.resize(REC_SHAPE[::-1], Image.BILINEAR)) for c in crops])
+        cls_in = np.stack([np.asarray(c.resize(CLS_SHAPE[::-1], Image.BILINEAR)) for c in crops])
+        return det_in, normalise_chw(rec_in), normalise_chw(cls_in)
+
+    @staticmethod
+    def pixel_boxes(prob, size):
+        """The detector's regions as whole-pixel boxes of an image of `size` (width, height)."""
+        width, height = size
         boxes, _ = regions(prob)
         pixel_boxes = []
         for x1, y1, x2, y2 in boxes:
@@ -185,6 +202,15 @@ class Pipeline:
             )
             if b[2] > b[0] and b[3] > b[1]:
                 pixel_boxes.append(b)
+        return pixel_boxes
+
+    def ocr(self, image_bytes):
+        """Every text line of one encoded image, best score first."""
+        image = Image.open(io.BytesIO(image_bytes)).convert("RGB")
+        width, height = image.size
+        small = np.asarray(image.resize((DET_SIZE, DET_SIZE), Image.BILINEAR))
+        prob = self.det.run(None, {"x": normalise_chw(small)[None]})[0][0, 0]
+        pixel_boxes = self.pixel_boxes(prob, (width, height))
         if not pixel_boxes:
             return []
         crops = [image.crop(b) for b in pixel_boxes]
@@ -211,8 +237,7 @@ def default_pipeline(intra_op_threads=1):
     )
 
 
-def bench(pipeline, directory, clients, seconds):
-    """`clients` threads calling `ocr` in a closed loop for `seconds`: throughput and latency."""
+def pages(directory):
     images = [
         open(os.path.join(directory, name), "rb").read()
         for name in sorted(os.listdir(directory))
@@ -220,8 +245,36 @@ def bench(pipeline, directory, clients, seconds):
     ]
     if not images:
         sys.exit(f"no PNG files in {directory}")
-    for image in images:  # warm every session and size once
-        pipeline.ocr(image)
+    return images
+
+
+def models_alone(pipeline, directory):
+    """Per page, a call running the three models back to back on that page's own inputs."""
+    calls = []
+    for image in pages(directory):
+        inputs = pipeline.model_inputs(image)
+
+        def call(inputs=inputs):
+            det_in, rec_in, cls_in = inputs
+            pipeline.det.run(None, {"x": det_in})
+            if rec_in is not None:
+                pipeline.rec.run(None, {"x": rec_in})
+                pipeline.cls.run(None, {"x": cls_in})
+
+        calls.append(call)
+    return calls
+
+
+def bench(pipeline, directory, clients, seconds, only_models=False):
+    """`clients` threads calling `ocr` (or, `only_models`, the models alone) in a closed loop
+    for `seconds`: throughput, latency and CPU time per image."""
+    if only_models:
+        work = models_alone(pipeline, directory)
+    else:
+        work = [lambda image=image: pipeline.ocr(image) for image in pages(directory)]
+    for call in work:  # warm every session and size once
+        call()
+    images = work
     latencies = [[] for _ in range(clients)]
     stop = time.perf_counter() + seconds
     errors = []
@@ -231,19 +284,21 @@ def bench(pipeline, directory, clients, seconds):
         try:
             while time.perf_counter() < stop:
                 t = time.perf_counter()
-                pipeline.ocr(images[i % len(images)])
+                images[i % len(images)]()
                 latencies[k].append(time.perf_counter() - t)
                 i += 1
         except Exception as e:  # reported, not swallowed: the run is then invalid
             errors.append(repr(e))
 
     started = time.perf_counter()
+    cpu = time.process_time()
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     if errors:
         sys.exit(f"OCR failed: {errors[0]}")
     all_ms = np.array(sorted(x for l in latencies for x in l)) * 1e3
@@ -254,6 +309,7 @@ def bench(pipeline, directory, clients, seconds):
         "throughput": len(all_ms) / elapsed,
         "p50_ms": float(np.quantile(all_ms, 0.5)),
         "p99_ms": float(np.quantile(all_ms, 0.99)),
+        "cpu_ms_per_image": cpu * 1e3 / max(len(all_ms), 1),
     }
 
 
@@ -261,12 +317,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*")
     parser.add_argument("--bench", metavar="DIR")
+    parser.add_argument("--models-alone", metavar="DIR")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
     pipeline = default_pipeline()
-    if args.bench:
-        print(json.dumps(bench(pipeline, args.bench, max(args.clients, 1), args.seconds)))
+    if args.bench or args.models_alone:
+        only_models = args.models_alone is not None
+        directory = args.models_alone if only_models else args.bench
+        print(json.dumps(bench(pipeline, directory, max(args.clients, 1), args.seconds, only_models)))
         return
     out = {}
     for name in args.files:

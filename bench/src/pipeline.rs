@@ -10,6 +10,13 @@
 //! default. Both run closed loops of `c` clients over the same rendered pages for the same time;
 //! for each `c` the two alternate, and which goes first alternates with the repeat, so a noisy
 //! spell of the shared machine falls on both. Medians over the repeats are reported.
+//!
+//! A third side measured in the same rotation is the physical limit of both: the three models
+//! alone (`ocr_pipeline.py --models-alone`), run back to back in ONNX Runtime on each page's own
+//! inputs by `c` threads with the same sessions and threads. Each side also reports its CPU time
+//! per image (the serving process's user + system time over the measurement, from `/proc`,
+//! divided by the images answered); the models' own CPU time per image is the models-alone
+//! side's, so each pipeline's CPU time outside the models is its figure minus that one.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -21,6 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::http::{closed_loop, Client, Prepared, Until};
 use crate::overhead::median;
+use crate::process::cpu_seconds;
 
 /// The model name `graphs/ocr.yaml` serves under.
 const MODEL: &str = "ocr";
@@ -57,6 +65,8 @@ pub struct Measured {
     pub p50_ms: f64,
     /// 99th-percentile latency, ms.
     pub p99_ms: f64,
+    /// CPU time (user + system, every thread of the serving process) per image, ms.
+    pub cpu_ms: f64,
 }
 
 /// Both sides at one client count, medians over the repeats.
@@ -68,6 +78,15 @@ pub struct PipelineRow {
     pub weir: Measured,
     /// The Python pipeline.
     pub python: Measured,
+    /// The three models alone, back to back in ONNX Runtime (from Python).
+    pub models: Measured,
+}
+
+impl PipelineRow {
+    /// CPU time per image outside the models, ms: a side's CPU time per image less the models'.
+    pub fn outside_models_ms(&self, side: &Measured) -> f64 {
+        side.cpu_ms - self.models.cpu_ms
+    }
 }
 
 /// A `weir serve` process, killed when dropped.
@@ -178,21 +197,44 @@ fn warm(addr: &str, requests: &[Prepared]) -> Result<()> {
 }
 
 /// `clients` keep-alive connections posting the pages in turn for `seconds`.
-fn weir_run(addr: &str, requests: &[Prepared], clients: usize, seconds: f64) -> Result<Measured> {
-    let stop = Instant::now() + Duration::from_secs_f64(seconds);
-    let (throughput, p50_ms, p99_ms) = closed_loop(addr, requests, clients, Until::Deadline(stop))?;
+/// The server's CPU time per image is its CPU seconds over the run per second of the run, divided
+/// by the images answered per second.
+fn weir_run(
+    server: &Served,
+    requests: &[Prepared],
+    clients: usize,
+    seconds: f64,
+) -> Result<Measured> {
+    let (started, cpu) = (Instant::now(), cpu_seconds(server.child.id()));
+    let stop = started + Duration::from_secs_f64(seconds);
+    let (throughput, p50_ms, p99_ms) =
+        closed_loop(&server.addr, requests, clients, Until::Deadline(stop))?;
+    let cores = (cpu_seconds(server.child.id()) - cpu) / started.elapsed().as_secs_f64();
     Ok(Measured {
         throughput,
         p50_ms,
         p99_ms,
+        cpu_ms: cores * 1e3 / throughput.max(1e-9),
     })
 }
 
-/// `ocr_pipeline.py --bench` with `clients` threads for `seconds`.
-fn python_run(config: &PipelineConfig, clients: usize) -> Result<Measured> {
+/// Which of the Python script's runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PythonSide {
+    /// The whole pipeline (`--bench`).
+    Pipeline,
+    /// The three models alone (`--models-alone`).
+    Models,
+}
+
+/// `ocr_pipeline.py --bench` (or `--models-alone`) with `clients` threads for `seconds`.
+fn python_run(config: &PipelineConfig, side: PythonSide, clients: usize) -> Result<Measured> {
     let out = Command::new(&config.python)
         .arg(&config.script)
-        .arg("--bench")
+        .arg(match side {
+            PythonSide::Pipeline => "--bench",
+            PythonSide::Models => "--models-alone",
+        })
         .arg(&config.images)
         .args(["--clients", &clients.to_string()])
         .args(["--seconds", &config.seconds.to_string()])
@@ -213,6 +255,7 @@ fn python_run(config: &PipelineConfig, clients: usize) -> Result<Measured> {
         throughput: field("throughput")?,
         p50_ms: field("p50_ms")?,
         p99_ms: field("p99_ms")?,
+        cpu_ms: field("cpu_ms_per_image")?,
     })
 }
 
@@ -236,25 +279,21 @@ pub fn pipeline(config: &PipelineConfig) -> Result<Vec<PipelineRow>> {
     let requests = requests(&server.addr, &pages)?;
     warm(&server.addr, &requests)?;
     let repeats = config.repeats.max(1);
-    let bar = progress(repeats * config.clients.len() * 2);
-    let mut samples = vec![(Vec::new(), Vec::new()); config.clients.len()];
+    let bar = progress(repeats * config.clients.len() * 3);
+    let mut samples = vec![[Vec::new(), Vec::new(), Vec::new()]; config.clients.len()];
     for r in 0..repeats {
         for (i, &c) in config.clients.iter().enumerate() {
-            for side in 0..2 {
-                // Even repeats measure weir first, odd ones Python first.
-                let weir = (side + r) % 2 == 0;
-                bar.set_message(format!(
-                    "repeat {}/{repeats}, {c} clients, {}",
-                    r + 1,
-                    if weir { "weir" } else { "Python" }
-                ));
-                if weir {
-                    samples[i]
-                        .0
-                        .push(weir_run(&server.addr, &requests, c, config.seconds)?);
-                } else {
-                    samples[i].1.push(python_run(config, c)?);
-                }
+            for step in 0..3 {
+                // The three sides in turn, each repeat starting one further along.
+                let side = (step + r) % 3;
+                let name = ["weir", "Python", "models alone"][side];
+                bar.set_message(format!("repeat {}/{repeats}, {c} clients, {name}", r + 1));
+                let m = match side {
+                    0 => weir_run(&server, &requests, c, config.seconds)?,
+                    1 => python_run(config, PythonSide::Pipeline, c)?,
+                    _ => python_run(config, PythonSide::Models, c)?,
+                };
+                samples[i][side].push(m);
                 bar.inc(1);
             }
         }
@@ -264,15 +303,17 @@ pub fn pipeline(config: &PipelineConfig) -> Result<Vec<PipelineRow>> {
         throughput: median(v.iter().map(|m| m.throughput).collect()),
         p50_ms: median(v.iter().map(|m| m.p50_ms).collect()),
         p99_ms: median(v.iter().map(|m| m.p99_ms).collect()),
+        cpu_ms: median(v.iter().map(|m| m.cpu_ms).collect()),
     };
     Ok(config
         .clients
         .iter()
         .zip(&samples)
-        .map(|(&clients, (weir, python))| PipelineRow {
+        .map(|(&clients, [weir, python, models])| PipelineRow {
             clients,
             weir: med(weir),
             python: med(python),
+            models: med(models),
         })
         .collect())
 }
@@ -280,19 +321,27 @@ pub fn pipeline(config: &PipelineConfig) -> Result<Vec<PipelineRow>> {
 /// The results as a Markdown table.
 pub fn pipeline_table(rows: &[PipelineRow]) -> String {
     let mut out = String::from(
-        "| clients | weir images/s | Python images/s | weir / Python | weir p50 ms | Python p50 ms | weir p99 ms | Python p99 ms |\n|---|---|---|---|---|---|---|---|\n",
+        "| clients | weir images/s | Python images/s | models alone images/s | weir / Python | weir / models | Python / models | weir p50 ms | Python p50 ms | models p50 ms | weir p99 ms | Python p99 ms | weir CPU ms/image outside models | Python CPU ms/image outside models | models CPU ms/image |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
+        let ratio = |a: f64, b: f64| a / b.max(1e-9);
         out.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
             r.clients,
             r.weir.throughput,
             r.python.throughput,
-            r.weir.throughput / r.python.throughput.max(1e-9),
+            r.models.throughput,
+            ratio(r.weir.throughput, r.python.throughput),
+            ratio(r.weir.throughput, r.models.throughput),
+            ratio(r.python.throughput, r.models.throughput),
             r.weir.p50_ms,
             r.python.p50_ms,
+            r.models.p50_ms,
             r.weir.p99_ms,
-            r.python.p99_ms
+            r.python.p99_ms,
+            r.outside_models_ms(&r.weir),
+            r.outside_models_ms(&r.python),
+            r.models.cpu_ms,
         ));
     }
     out

@@ -534,9 +534,10 @@ pub fn plot_pipeline(rows: &[crate::pipeline::PipelineRow], path: &Path) -> Resu
         ("throughput, images/s", |m| m.throughput),
         ("p99 latency per image, ms", |m| m.p99_ms),
     ];
-    let sides: [(&str, Side); 2] = [
+    let sides: [(&str, Side); 3] = [
         ("weir serve (HTTP, binary)", |r| &r.weir),
         ("Python (Pillow, numpy, onnxruntime)", |r| &r.python),
+        ("the three models alone (onnxruntime)", |r| &r.models),
     ];
     let right = rows.iter().map(|r| r.clients as f64).fold(1.0, f64::max);
     for (area, (title, pick)) in panels.iter().zip(figures) {

@@ -1,6 +1,7 @@
 //! The `weir executor` processes the experiments start (remote, ParM, Kairos, HAMS, INFaaS): a
 //! free loopback endpoint for each, and waiting for an executor's ready line; and the `weir
-//! serve` front ends the INFaaS experiments start, with their address.
+//! serve` front ends the INFaaS experiments start, with their address; and the CPU time a process
+//! has used, which the Kairos and pipeline experiments read.
 //!
 //! The executors are real processes, not threads of this one, because what the experiments
 //! measure is the zenoh hop and what a SIGKILL or SIGSTOP of a whole host does. They run this
@@ -131,4 +132,25 @@ impl Drop for ServeProcess {
         }
         let _ = self.child.wait();
     }
+}
+
+/// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat` (clock ticks of
+/// 1/100 s, Linux's `USER_HZ`); 0 where it cannot be read.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) close with ')'.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the state.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }

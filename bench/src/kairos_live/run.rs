@@ -103,27 +103,6 @@ fn graph_yaml(
     yaml
 }
 
-/// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat` (clock ticks of
-/// 1/100 s, Linux's `USER_HZ`); 0 where it cannot be read.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) close with ')'.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the state.
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Writes and starts the graph of `setup` in `dir`, with a workload for it.
 fn start_setup(
     config: &KairosLiveConfig,
@@ -201,7 +180,11 @@ fn run_setup(
     let pids: Vec<u32> = std::iter::once(std::process::id())
         .chain(executors.iter().map(|e| e.child.id()))
         .collect();
-    let cpu_now = || pids.iter().map(|&p| cpu_seconds(p)).sum::<f64>();
+    let cpu_now = || {
+        pids.iter()
+            .map(|&p| crate::process::cpu_seconds(p))
+            .sum::<f64>()
+    };
     let qos_us = (config.qos_ms * 1000.0) as u64;
     let mut queries_sent = 0usize;
     let mut trial_index = 0u64;

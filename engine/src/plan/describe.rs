@@ -132,6 +132,17 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
         }) => format!("resize {height}x{width} {interpolation:?}"),
         NodeKind::Op(TensorOp::Cast { to }) => format!("cast to={to}"),
         NodeKind::Op(TensorOp::Transpose { perm }) => format!("transpose perm={perm:?}"),
+        NodeKind::Op(TensorOp::Preprocess(p)) => {
+            let mut steps = Vec::new();
+            if let Some(to) = p.cast {
+                steps.push(format!("cast to={to}"));
+            }
+            if let Some(perm) = &p.perm {
+                steps.push(format!("transpose perm={perm:?}"));
+            }
+            steps.push(format!("normalize mean={:?} std={:?}", p.mean, p.std));
+            format!("{} (fused: {})", steps.join(" → "), p.fused.join(", "))
+        }
         NodeKind::Op(TensorOp::Regions(op)) => op.to_string(),
         NodeKind::Op(TensorOp::Window(op)) => op.to_string(),
         NodeKind::Op(TensorOp::Text(TextOp::Softmax)) => "softmax axis=-1".into(),

@@ -5,7 +5,9 @@
 //! parity model and coding group (`parity.rs`), its SERF parallelism into the executor
 //! configuration it starts in (`parallelism.rs`), its padded batching into axes (`padding.rs`), its routing over the replicas (`routing.rs`) and,
 //! for a HAMS stateful node, its state layout and replication (`stateful.rs`); it resolves the
-//! graph's streaming connectors (`streams.rs`) and numbers the nodes for lineage. Every mechanism
+//! graph's streaming connectors (`streams.rs`) and numbers the nodes for lineage. Last, chains of
+//! element-wise pre-processing (`cast → transpose → normalize`) whose intermediate tensors
+//! nothing else reads become one node (`fusion.rs`), keeping the lineage ids of the rest. Every mechanism
 //! is decided here, never in the compiler, which only wires what the plan says.
 //!
 //! Planning is pure and deterministic, so its text and DOT forms ([`Plan::describe`],
@@ -13,6 +15,7 @@
 //! preceded by a join when it reads from more than one producer.
 
 mod describe;
+mod fusion;
 mod node;
 mod padding;
 mod parallelism;
@@ -79,7 +82,7 @@ pub fn lineage_id(p: Producer) -> u32 {
 /// Plans a validated graph.
 pub fn plan(valid: &ValidGraph<'_>) -> Plan {
     let executors = placement::executors(valid.spec);
-    let nodes = valid
+    let nodes: Vec<PlannedNode> = valid
         .nodes
         .iter()
         .enumerate()
@@ -92,7 +95,7 @@ pub fn plan(valid: &ValidGraph<'_>) -> Plan {
     Plan {
         name: valid.spec.name.value.clone(),
         inputs: valid.inputs.clone(),
-        nodes,
+        nodes: fusion::fuse(nodes, &valid.outputs),
         outputs: valid.outputs.clone(),
         streams: streams::connectors(valid.spec, valid.base_dir),
     }
@@ -104,7 +107,11 @@ impl Plan {
         if id == INGRESS {
             "ingress"
         } else {
-            &self.nodes[id as usize - 1].node.id
+            // Fusion removes nodes, so a lineage id is not an index.
+            self.nodes
+                .iter()
+                .find(|n| n.lineage_id == id)
+                .map_or("?", |n| n.node.id.as_str())
         }
     }
 

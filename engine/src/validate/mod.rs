@@ -66,7 +66,7 @@ pub use fanout::{CropBoxesOp, GatherCheck};
 pub use model::CallShape;
 pub use parity::RECONSTRUCTED_OUTPUT;
 pub use region_ops::{RegionsOp, WindowOp};
-pub use tensor_ops::TensorOp;
+pub use tensor_ops::{PreprocessOp, TensorOp};
 pub use text_ops::{TextOp, TokenizerFile, MAX_LABELS_BYTES, MAX_TOKENS};
 pub(crate) use types::fixed_shape;
 // A model node's replica targets, also named here: the operators and the executor client read

@@ -70,6 +70,25 @@ pub enum TensorOp {
     Regions(super::RegionsOp),
     /// A window of the input: crop, pad or slice.
     Window(super::WindowOp),
+    /// A `cast`, `transpose`, `normalize` chain run as one pass; never written in a spec, made by
+    /// planning (`plan::fusion`) when nothing else reads the chain's intermediate tensors.
+    Preprocess(PreprocessOp),
+}
+
+/// What a fused `cast → transpose → normalize` chain computes: element for element what the
+/// nodes it replaces would, in one pass over each row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreprocessOp {
+    /// The cast's output dtype (`None`: no cast in the chain).
+    pub cast: Option<DType>,
+    /// The transpose's permutation (`None`: no transpose in the chain).
+    pub perm: Option<Vec<usize>>,
+    /// The normalize's means (one, or one per channel).
+    pub mean: Vec<f32>,
+    /// The normalize's standard deviations (one, or one per channel).
+    pub std: Vec<f32>,
+    /// Ids of the nodes folded into this one, in chain order (the node itself is the last).
+    pub fused: Vec<String>,
 }
 
 impl TensorOp {

@@ -7,15 +7,15 @@
 //! clamped to the image; a box with a non-finite coordinate or score, or no pixel left, is dropped
 //! before suppression. Non-maximum suppression is the greedy one of object detectors: best score
 //! first (ties to the earlier box), a box is dropped when its intersection over union with a kept
-//! one exceeds the threshold. Each crop is resized as it is cut, so memory holds one full-size
-//! crop at a time and the output is bounded by `max_boxes × height × width × c`.
+//! one exceeds the threshold. Each crop is resized as it is read, in place in the image (no
+//! copy of the image or the crop), and the output is bounded by `max_boxes × height × width × c`.
 
 use weir_engine::batch::TensorColumn;
 use weir_engine::spec::BoxCoordinates;
 use weir_engine::tensor::{element_count, Tensor, TensorData};
 use weir_engine::validate::CropBoxesOp;
 
-use super::resize;
+use super::resample::{resample, View};
 
 /// A kept box: its pixel bounds (`x1, y1, x2, y2`, whole pixels) and score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,35 +35,26 @@ pub fn apply(op: &CropBoxesOp, inputs: &[&TensorColumn]) -> Result<Vec<TensorCol
     };
     let scores = rest.first();
     let rows = image.len();
-    let (mut crops, mut kept_boxes, mut kept_scores) = (
-        Vec::with_capacity(rows),
-        Vec::with_capacity(rows),
-        Vec::with_capacity(rows),
-    );
+    let (mut kept_boxes, mut kept_scores) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    let mut crop_shapes = Vec::with_capacity(rows);
+    // Every crop of every row, back to back: the image column's one buffer.
+    let mut crops = Crops::new(image);
     for r in 0..rows {
-        let img = image.row(r);
-        let [h, w, c] = img.shape[..] else {
+        let shape = image.row_shape(r);
+        let [h, w, c] = shape[..] else {
             return Err(format!(
-                "row {r}: image shape {:?} is not [height, width, channels]",
-                img.shape
+                "row {r}: image shape {shape:?} is not [height, width, channels]"
             ));
         };
         let kept = select(op, boxes, scores.copied(), r, [h, w])?;
         let n = kept.len();
         let out_shape = [n, op.height, op.width, c];
         element_count(&out_shape).ok_or_else(|| format!("row {r}: crops overflow"))?;
-        let mut data = TensorData::empty(img.dtype());
+        let range = image.row_range(r);
         for k in &kept {
-            let crop = cut(&img, k.bounds, [w, c]);
-            let one = TensorColumn::from_rows("crop", img.dtype(), &[&crop])
-                .map_err(|e| e.to_string())?;
-            let resized = resize(&one, op.height, op.width, op.interpolation)?;
-            data.extend(resized.data()).map_err(|e| e.to_string())?;
+            crops.cut(range.clone(), [w, c], k.bounds, op)?;
         }
-        crops.push(Tensor {
-            shape: out_shape.to_vec(),
-            data,
-        });
+        crop_shapes.push(out_shape.to_vec());
         kept_boxes.push(Tensor::new(
             vec![n, 4],
             kept.iter()
@@ -81,7 +72,7 @@ pub fn apply(op: &CropBoxesOp, inputs: &[&TensorColumn]) -> Result<Vec<TensorCol
         TensorColumn::from_rows(name, dtype, &refs).map_err(|e| e.to_string())
     };
     Ok(vec![
-        column("image", &crops)?,
+        TensorColumn::from_shapes("image", crop_shapes, crops.data).map_err(|e| e.to_string())?,
         column("box", &kept_boxes)?,
         column("score", &kept_scores)?,
     ])
@@ -174,17 +165,59 @@ fn iou(a: [usize; 4], b: [usize; 4]) -> f32 {
 }
 
 /// The pixels of `bounds` (inside the image, non-empty) of an HWC image `[_, w, c]`.
-fn cut(img: &Tensor, [x1, y1, x2, y2]: [usize; 4], [w, c]: [usize; 2]) -> Tensor {
-    let mut data = TensorData::empty(img.dtype());
-    for y in y1..y2 {
-        let start = (y * w + x1) * c;
-        let end = (y * w + x2) * c;
-        // `extend` only fails on a dtype mismatch, impossible for a slice of the same tensor.
-        let _ = data.extend(img.data.slice(start..end));
+/// The crops of an image column, resized as they are cut, read in place from the column.
+struct Crops<'a> {
+    image: &'a TensorColumn,
+    data: TensorData,
+}
+
+impl<'a> Crops<'a> {
+    fn new(image: &'a TensorColumn) -> Self {
+        Crops {
+            image,
+            data: TensorData::empty(image.dtype()),
+        }
     }
-    Tensor {
-        shape: vec![y2 - y1, x2 - x1, c],
-        data,
+
+    /// The crop `[x1, y1, x2, y2]` of the image at `range` (of `[_, w, c]`), resized to the op's
+    /// size, appended.
+    fn cut(
+        &mut self,
+        range: std::ops::Range<usize>,
+        [w, c]: [usize; 2],
+        [x1, y1, x2, y2]: [usize; 4],
+        op: &CropBoxesOp,
+    ) -> Result<(), String> {
+        fn view<T>(v: &[T], [w, c]: [usize; 2], [x1, y1, x2, y2]: [usize; 4]) -> View<'_, T> {
+            View {
+                data: &v[(y1 * w + x1) * c..],
+                stride: w * c,
+                height: y2 - y1,
+                width: x2 - x1,
+                channels: c,
+            }
+        }
+        let out = [op.height, op.width];
+        let b = [x1, y1, x2, y2];
+        match (
+            &mut self.data,
+            self.image.values::<u8>(),
+            self.image.f32_values(),
+        ) {
+            (TensorData::U8(d), Some(v), _) => {
+                resample(view(&v[range], [w, c], b), out, op.interpolation, d)
+            }
+            (TensorData::F32(d), _, Some(v)) => {
+                resample(view(&v[range], [w, c], b), out, op.interpolation, d)
+            }
+            _ => {
+                return Err(format!(
+                    "resize reads u8 or f32, got {}",
+                    self.image.dtype()
+                ))
+            }
+        }
+        Ok(())
     }
 }
 

@@ -7,10 +7,14 @@
 //! pixel buffer is allocated; every size product is checked. Semantics are those documented on the
 //! spec types in `weir_engine::spec`. Resizing follows the half-pixel convention of ONNX
 //! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped), so a model trained on
-//! such input sees the same values.
+//! such input sees the same values; the separable resampler is in [`resample`]. Each op reads its
+//! input column in place and writes every row into one output buffer, which becomes the output
+//! column's Arrow buffer without a copy.
 
 pub mod crop_boxes;
+pub mod preprocess;
 pub mod regions;
+mod resample;
 pub mod window;
 
 use std::io::Cursor;
@@ -19,7 +23,7 @@ use half::{bf16, f16};
 use image::ImageFormat;
 use weir_engine::batch::TensorColumn;
 use weir_engine::spec::Interpolation;
-use weir_engine::tensor::{element_count, DType, Tensor, TensorData};
+use weir_engine::tensor::{element_count, DType, TensorData};
 
 use crate::column::shaped_like;
 
@@ -29,7 +33,8 @@ use crate::column::shaped_like;
 /// A message naming the row when it does not hold exactly one element, is not a JPEG or PNG,
 /// declares more than `max_pixels` pixels, or is corrupt.
 pub fn decode(input: &TensorColumn, max_pixels: u64) -> Result<TensorColumn, String> {
-    let mut rows = Vec::with_capacity(input.len());
+    let mut shapes = Vec::with_capacity(input.len());
+    let mut data: Vec<u8> = Vec::new();
     for r in 0..input.len() {
         let row = input.row(r);
         let bytes = match &row.data {
@@ -42,14 +47,20 @@ pub fn decode(input: &TensorColumn, max_pixels: u64) -> Result<TensorColumn, Str
                 ))
             }
         };
-        rows.push(decode_one(bytes, max_pixels).map_err(|e| format!("row {r}: {e}"))?);
+        let (shape, pixels) = decode_one(bytes, max_pixels).map_err(|e| format!("row {r}: {e}"))?;
+        // The first image's buffer becomes the column's (one image per batch is the usual case).
+        if data.is_empty() {
+            data = pixels;
+        } else {
+            data.extend_from_slice(&pixels);
+        }
+        shapes.push(shape);
     }
-    let refs: Vec<&Tensor> = rows.iter().collect();
-    TensorColumn::from_rows("output", DType::U8, &refs).map_err(|e| e.to_string())
+    TensorColumn::from_shapes("output", shapes, TensorData::U8(data)).map_err(|e| e.to_string())
 }
 
 /// One JPEG or PNG decoded to RGB, its declared size checked before decoding.
-fn decode_one(bytes: &[u8], max_pixels: u64) -> Result<Tensor, String> {
+fn decode_one(bytes: &[u8], max_pixels: u64) -> Result<(Vec<usize>, Vec<u8>), String> {
     let format = image::guess_format(bytes).map_err(|_| "not a JPEG or PNG image".to_string())?;
     if !matches!(format, ImageFormat::Jpeg | ImageFormat::Png) {
         return Err(format!(
@@ -77,7 +88,7 @@ fn decode_one(bytes: &[u8], max_pixels: u64) -> Result<Tensor, String> {
         .map_err(|e| format!("corrupt {format:?} image: {e}"))?;
     let rgb = decoded.into_rgb8();
     let shape = vec![rgb.height() as usize, rgb.width() as usize, 3];
-    Ok(Tensor::new(shape, rgb.into_raw()))
+    Ok((shape, rgb.into_raw()))
 }
 
 /// Row by row: each `[h, w, c]` image (u8 or f32) resized to `[height, width, c]`.
@@ -90,13 +101,12 @@ pub fn resize(
     width: usize,
     interpolation: Interpolation,
 ) -> Result<TensorColumn, String> {
-    let mut rows = Vec::with_capacity(input.len());
+    let mut shapes = Vec::with_capacity(input.len());
     for r in 0..input.len() {
-        let row = input.row(r);
-        let [h, w, c] = row.shape[..] else {
+        let shape = input.row_shape(r);
+        let [h, w, c] = shape[..] else {
             return Err(format!(
-                "row {r}: shape {:?} is not [height, width, channels]",
-                row.shape
+                "row {r}: shape {shape:?} is not [height, width, channels]"
             ));
         };
         if h == 0 || w == 0 {
@@ -104,87 +114,32 @@ pub fn resize(
                 "row {r}: an empty image ({h}x{w}) cannot be resized"
             ));
         }
-        let shape = vec![height, width, c];
-        element_count(&shape).ok_or_else(|| format!("row {r}: output size overflows"))?;
-        let data = match &row.data {
-            TensorData::U8(v) => {
-                let out = resample(v, [h, w, c], [height, width], interpolation, |x| {
-                    f32::from(x)
-                });
-                TensorData::U8(
-                    out.into_iter()
-                        .map(|x| x.round().clamp(0.0, 255.0) as u8)
-                        .collect(),
-                )
-            }
-            TensorData::F32(v) => TensorData::F32(resample(
-                v,
-                [h, w, c],
-                [height, width],
-                interpolation,
-                |x| x,
-            )),
-            other => return Err(format!("resize reads u8 or f32, got {}", other.dtype())),
-        };
-        rows.push(Tensor { shape, data });
+        let out = vec![height, width, c];
+        element_count(&out).ok_or_else(|| format!("row {r}: output size overflows"))?;
+        shapes.push((out, [h, w, c]));
     }
-    let refs: Vec<&Tensor> = rows.iter().collect();
-    TensorColumn::from_rows("output", input.dtype(), &refs).map_err(|e| e.to_string())
-}
-
-/// The source coordinate of output index `o` along an axis of `inn` → `out` samples (half-pixel).
-fn source(o: usize, inn: usize, out: usize) -> f32 {
-    (o as f32 + 0.5) * inn as f32 / out as f32 - 0.5
-}
-
-/// One HWC image resampled to `out` height and width, as f32. Where each output row and column
-/// reads from is worked out once per row and once per column, not once per element.
-fn resample<T: Copy>(
-    v: &[T],
-    [h, w, c]: [usize; 3],
-    [oh, ow]: [usize; 2],
-    interpolation: Interpolation,
-    to_f32: impl Fn(T) -> f32,
-) -> Vec<f32> {
-    let at = |y: usize, x: usize, k: usize| to_f32(v[(y * w + x) * c + k]);
-    let mut out = Vec::with_capacity(oh * ow * c);
-    match interpolation {
-        Interpolation::Nearest => {
-            // The input pixel whose area [i, i + 1) holds the output pixel's centre.
-            let xs: Vec<usize> = (0..ow)
-                .map(|ox| ((ox * w * 2 + w) / (ow * 2)).min(w - 1))
-                .collect();
-            for oy in 0..oh {
-                let y = ((oy * h * 2 + h) / (oh * 2)).min(h - 1);
-                for &x in &xs {
-                    out.extend((0..c).map(|k| at(y, x, k)));
-                }
-            }
+    fn each<T: resample::Sample>(
+        input: &TensorColumn,
+        v: &[T],
+        shapes: &[(Vec<usize>, [usize; 3])],
+        interpolation: Interpolation,
+    ) -> Vec<T> {
+        let mut out = Vec::new();
+        for (r, (to, from)) in shapes.iter().enumerate() {
+            let view = resample::View::whole(&v[input.row_range(r)], *from);
+            resample::resample(view, [to[0], to[1]], interpolation, &mut out);
         }
-        Interpolation::Bilinear => {
-            let xs: Vec<(usize, usize, f32)> =
-                (0..ow).map(|ox| neighbours(source(ox, w, ow), w)).collect();
-            for oy in 0..oh {
-                let (y0, y1, fy) = neighbours(source(oy, h, oh), h);
-                for &(x0, x1, fx) in &xs {
-                    out.extend((0..c).map(|k| {
-                        let top = at(y0, x0, k) * (1.0 - fx) + at(y0, x1, k) * fx;
-                        let bottom = at(y1, x0, k) * (1.0 - fx) + at(y1, x1, k) * fx;
-                        top * (1.0 - fy) + bottom * fy
-                    }));
-                }
-            }
-        }
+        out
     }
-    out
-}
-
-/// The two samples around coordinate `s` on an axis of `n` (clamped) and the weight of the second.
-fn neighbours(s: f32, n: usize) -> (usize, usize, f32) {
-    let s = s.clamp(0.0, (n - 1) as f32);
-    let lo = s.floor() as usize;
-    let hi = (lo + 1).min(n - 1);
-    (lo, hi, s - lo as f32)
+    let data = if let Some(v) = input.values::<u8>() {
+        TensorData::U8(each(input, v, &shapes, interpolation))
+    } else if let Some(v) = input.f32_values() {
+        TensorData::F32(each(input, v, &shapes, interpolation))
+    } else {
+        return Err(format!("resize reads u8 or f32, got {}", input.dtype()));
+    };
+    let shapes = shapes.into_iter().map(|(to, _)| to).collect();
+    TensorColumn::from_shapes("output", shapes, data).map_err(|e| e.to_string())
 }
 
 /// Every element converted to `to` (numbers as Rust's `as`; to bool, non-zero is true).

@@ -3,6 +3,8 @@
 
 use image::{ImageOutputFormat, RgbImage};
 
+use weir_engine::tensor::Tensor;
+
 use super::*;
 
 /// A small picture with every pixel different, so a misplaced pixel shows.
@@ -205,4 +207,71 @@ fn transpose_hwc_to_chw() {
         out.values::<i32>().unwrap(),
         &[0, 10, 20, 100, 110, 120, 1, 11, 21, 101, 111, 121]
     );
+}
+
+/// The bilinear formula computed per output element, as the resampler's reference: the same f32
+/// operations in the same order, so the separable resampler must match it to the bit.
+fn direct_bilinear(v: &[f32], [h, w, c]: [usize; 3], [oh, ow]: [usize; 2]) -> Vec<f32> {
+    let near = |o: usize, inn: usize, out: usize| {
+        let s = ((o as f32 + 0.5) * inn as f32 / out as f32 - 0.5).clamp(0.0, (inn - 1) as f32);
+        let lo = s.floor() as usize;
+        (lo, (lo + 1).min(inn - 1), s - lo as f32)
+    };
+    let at = |y: usize, x: usize, k: usize| v[(y * w + x) * c + k];
+    let mut out = Vec::new();
+    for oy in 0..oh {
+        let (y0, y1, fy) = near(oy, h, oh);
+        for ox in 0..ow {
+            let (x0, x1, fx) = near(ox, w, ow);
+            for k in 0..c {
+                let top = at(y0, x0, k) * (1.0 - fx) + at(y0, x1, k) * fx;
+                let bottom = at(y1, x0, k) * (1.0 - fx) + at(y1, x1, k) * fx;
+                out.push(top * (1.0 - fy) + bottom * fy);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn separable_bilinear_is_the_direct_formula_to_the_bit_up_and_down() {
+    for (h, w, oh, ow) in [
+        (37, 53, 640, 640),
+        (640, 1280, 48, 192),
+        (5, 3, 5, 3),
+        (1, 9, 4, 2),
+    ] {
+        let v: Vec<u8> = (0..h * w * 3).map(|i| (i * 7919 % 251) as u8).collect();
+        let f: Vec<f32> = v.iter().map(|&x| f32::from(x)).collect();
+        let want = direct_bilinear(&f, [h, w, 3], [oh, ow]);
+        let got = resize(
+            &image_column([h, w, 3], TensorData::F32(f)),
+            oh,
+            ow,
+            Interpolation::Bilinear,
+        )
+        .unwrap();
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(got.f32_values().unwrap()),
+            bits(&want),
+            "{h}x{w} -> {oh}x{ow}"
+        );
+        let got = resize(
+            &image_column([h, w, 3], TensorData::U8(v)),
+            oh,
+            ow,
+            Interpolation::Bilinear,
+        )
+        .unwrap();
+        let rounded: Vec<u8> = want
+            .iter()
+            .map(|x| x.round().clamp(0.0, 255.0) as u8)
+            .collect();
+        assert_eq!(
+            got.values::<u8>().unwrap(),
+            &rounded[..],
+            "{h}x{w} -> {oh}x{ow} u8"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! Tensor-op nodes: normalize, argmax, top-k and concat, computed column-wise on the worker.
+//! Tensor-op nodes: normalize, argmax, top-k and concat, computed column-wise on the worker (the
+//! image ops and fused pre-processing chains are dispatched from here to [`crate::image`]).
 //!
 //! These are cheap (microseconds per batch), so they run inline in their operator rather than on an
 //! executor. The pure functions here take and return whole columns, computing each row on its own
@@ -69,29 +70,8 @@ impl TensorOp {
                 .ok_or_else(|| format!("expected f32, got {}", c.dtype()))
         }
         match &self.0 {
-            PlannedOp::Normalize { mean, std } => {
-                let x = f32s(first)?;
-                let channels = mean.len().max(std.len());
-                let pick = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
-                let mut out = Vec::with_capacity(x.len());
-                for r in 0..rows {
-                    let row = &x[first.row_range(r)];
-                    let n = row.len();
-                    if channels > 1 && first.row_shape(r).first() != Some(&channels) {
-                        return Err(format!(
-                            "row {r} has shape {:?}, but the op has {channels} channels (the first dimension)",
-                            first.row_shape(r)
-                        ));
-                    }
-                    let per_channel = if channels > 1 { n / channels } else { n.max(1) };
-                    for (c, chunk) in row.chunks(per_channel.max(1)).enumerate() {
-                        let c = c.min(channels.saturating_sub(1));
-                        let (m, s) = (pick(mean, c), pick(std, c));
-                        out.extend(chunk.iter().map(|&v| (v - m) / s));
-                    }
-                }
-                Ok(vec![shaped_like(first, "output", TensorData::F32(out))?])
-            }
+            PlannedOp::Normalize { mean, std } => Ok(vec![normalize(first, mean, std)?]),
+            PlannedOp::Preprocess(op) => Ok(vec![image::preprocess::apply(op, first)?]),
             PlannedOp::Argmax => {
                 let x = f32s(first)?;
                 let out = (0..rows)
@@ -139,6 +119,38 @@ impl TensorOp {
             PlannedOp::Window(op) => Ok(vec![image::window::apply(op, first)?]),
         }
     }
+}
+
+/// Row by row: `(x - mean) / std`, with one mean and std per channel (the first dimension) or
+/// one for every element.
+pub(crate) fn normalize(
+    first: &TensorColumn,
+    mean: &[f32],
+    std: &[f32],
+) -> Result<TensorColumn, String> {
+    let x = first
+        .f32_values()
+        .ok_or_else(|| format!("expected f32, got {}", first.dtype()))?;
+    let channels = mean.len().max(std.len());
+    let pick = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
+    let mut out = Vec::with_capacity(x.len());
+    for r in 0..first.len() {
+        let row = &x[first.row_range(r)];
+        let n = row.len();
+        if channels > 1 && first.row_shape(r).first() != Some(&channels) {
+            return Err(format!(
+                "row {r} has shape {:?}, but the op has {channels} channels (the first dimension)",
+                first.row_shape(r)
+            ));
+        }
+        let per_channel = if channels > 1 { n / channels } else { n.max(1) };
+        for (c, chunk) in row.chunks(per_channel.max(1)).enumerate() {
+            let c = c.min(channels.saturating_sub(1));
+            let (m, s) = (pick(mean, c), pick(std, c));
+            out.extend(chunk.iter().map(|&v| (v - m) / s));
+        }
+    }
+    shaped_like(first, "output", TensorData::F32(out))
 }
 
 fn column(
