@@ -153,6 +153,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         call: m.call,
         max_batch: m.call.call_rows(m.batching.max_size),
         max_delay: Duration::from_micros(m.batching.max_delay_us),
+        wait: m.batching.wait,
         instances: m.executor.instances,
         intra_op_threads: m.executor.intra_op_threads,
         queue_capacity: m.executor.queue_capacity,

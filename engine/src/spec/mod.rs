@@ -37,7 +37,7 @@ pub use image_op::{
     CastSpec, DecodeImageSpec, Interpolation, ResizeSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 pub use model::{
-    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
+    AutoSpec, BatchWait, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
     ParallelismSpec, ParityEncoder, ParitySpec, ResilienceSpec, TaskRequirements, TaskSpec,
 };
 pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};

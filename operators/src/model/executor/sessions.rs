@@ -198,9 +198,11 @@ fn run_jobs(
     (jobs, rows): (Vec<Job>, usize),
     idle_before: Option<Duration>,
 ) -> Instant {
+    let running = stats.call_running();
     let started = Instant::now();
     let (result, calls) = run(session, config, &jobs, rows);
     let ended = Instant::now();
+    drop(running);
     if calls > 1 {
         // Row by row: each call counted, one row each, the time shared evenly.
         let each = (ended - started) / u32::try_from(calls).unwrap_or(u32::MAX);
