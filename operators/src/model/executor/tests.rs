@@ -465,7 +465,11 @@ fn jobs_queued_while_a_call_ran_join_the_next_batch_up_to_max_size() {
         tx.send(job(id, &answers)).unwrap();
     }
     let first = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
-    assert_eq!(first.unwrap(), vec![0.0, 1.0, 2.0], "max_size caps the batch");
+    assert_eq!(
+        first.unwrap(),
+        vec![0.0, 1.0, 2.0],
+        "max_size caps the batch"
+    );
     let second = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
     assert_eq!(second.unwrap(), vec![3.0, 4.0], "the rest runs at once");
 }
@@ -491,4 +495,41 @@ fn a_batch_waits_for_company_only_while_another_call_runs_or_when_told_always() 
         drop(running);
         assert_eq!(stats.calls_running(), 0);
     }
+}
+
+#[test]
+fn an_idle_executor_runs_a_lone_job_on_the_calling_thread_and_a_busy_one_hands_it_back() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor = ModelExecutor::start(&runtime, config(16)).unwrap();
+    let answers: Answers = Arc::default();
+    let threads: Arc<Mutex<Vec<std::thread::ThreadId>>> = Arc::default();
+    let traced = |id: u64| {
+        let mut j = job(id, &answers);
+        let (done, threads) = (j.done, Arc::clone(&threads));
+        j.done = Box::new(move |r| {
+            threads.lock().unwrap().push(std::thread::current().id());
+            done(r);
+        });
+        j
+    };
+    // Idle: answered before `try_run_here` returns, on this thread.
+    assert!(executor.try_run_here(traced(0)).is_ok());
+    assert_eq!(
+        answers.lock().unwrap().len(),
+        1,
+        "answered before returning"
+    );
+    assert_eq!(threads.lock().unwrap()[0], std::thread::current().id());
+    // Another call running: handed back whole, then served by the queue.
+    let running = executor.load_stats().call_running();
+    let Err(back) = executor.try_run_here(traced(1)) else {
+        panic!("ran while another call was running");
+    };
+    drop(running);
+    submit(&executor, back);
+    wait_for(&answers, 2);
+    assert_each_answered_once_right(&answers, 2);
+    assert_ne!(threads.lock().unwrap()[1], std::thread::current().id());
+    let stats = executor.stats();
+    assert_eq!((stats.enqueued, stats.dequeued, stats.runs), (2, 2, 2));
 }
