@@ -149,7 +149,7 @@ def main():
             "--instr-atstart=no",
             f"--callgrind-out-file={out}",
         ] + cmd
-    env = dict(os.environ, WEIR_LOG="error")
+    env = dict(os.environ, WEIR_LOG="error", WEIR_REQUEST_TIMEOUT_MS="3600000")
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         header, payload = body()
