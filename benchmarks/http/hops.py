@@ -108,6 +108,10 @@ def object_costs(path):
     ob, skip_next = None, False
     for line in open(path, errors="replace"):
         line = line.rstrip("\n")
+        # An object's name is given once, where its number first appears (ob=, cob=).
+        named = re.match(r"c?ob=\((\d+)\) (.+)", line)
+        if named:
+            names[named.group(1)] = named.group(2)
         if line.startswith("ob="):
             m = re.match(r"ob=\((\d+)\)(?: (.*))?", line)
             if m:
