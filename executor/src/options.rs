@@ -31,6 +31,8 @@ pub struct ExecutorOptions {
     pub max_batch: usize,
     /// Longest a job waits for others to join its batch.
     pub max_delay: Duration,
+    /// Whether a batch waits for more only while another call runs, or always.
+    pub wait: weir_engine::spec::BatchWait,
     /// Jobs a model's queue holds.
     pub queue_capacity: usize,
     /// Emulated instance type: how long each call is held after its real inference.

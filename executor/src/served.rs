@@ -114,6 +114,7 @@ impl ModelDefaults {
                 _ => call.call_rows(max_batch),
             },
             max_delay: options.max_delay,
+            wait: options.wait,
             instances: options.instances.max(1),
             intra_op_threads: threads.max(1),
             queue_capacity: options.queue_capacity.max(1),

@@ -108,6 +108,9 @@ pub struct OperatorFactory {
     stateful: HashMap<String, (Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>)>,
     /// Each stateless model node's request deadlines and count of rows expired, by node id.
     deadlines: HashMap<String, Deadlines>,
+    /// Whether the plan has one model node, whose lone jobs may then run on the worker while its
+    /// executor is idle (see [`ModelOperator`]).
+    one_model_node: bool,
 }
 
 impl std::fmt::Debug for OperatorFactory {
@@ -153,6 +156,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         call: m.call,
         max_batch: m.call.call_rows(m.batching.max_size),
         max_delay: Duration::from_micros(m.batching.max_delay_us),
+        wait: m.batching.wait,
         instances: m.executor.instances,
         intra_op_threads: m.executor.intra_op_threads,
         queue_capacity: m.executor.queue_capacity,
@@ -198,6 +202,12 @@ impl OperatorFactory {
             parity: HashMap::new(),
             stateful: HashMap::new(),
             deadlines: HashMap::new(),
+            one_model_node: plan
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.node.kind, NodeKind::Model(_)))
+                .count()
+                == 1,
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
             NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),
@@ -421,6 +431,7 @@ impl NodeFactory for OperatorFactory {
                         .get(&n.id)
                         .cloned()
                         .unwrap_or_else(|| Deadlines::new(None, Arc::default())),
+                    run_here: self.one_model_node,
                 }
                 .build(input, Arc::clone(executor)))
             }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use super::process::{install_zenoh_security, shutdown_signal};
 
@@ -80,6 +80,10 @@ pub struct ExecutorArgs {
     /// Longest a request waits for others to join its batch, in microseconds.
     #[arg(long, default_value_t = 0)]
     max_delay_us: u64,
+    /// When a batch waits `--max-delay-us` for more: `when-busy` (only while another call of the
+    /// model runs; an idle model runs a lone request at once) or `always` (a fixed timer).
+    #[arg(long, value_enum, default_value_t = BatchWaitArg::WhenBusy)]
+    batch_wait: BatchWaitArg,
     /// Jobs each model's queue holds.
     #[arg(long, default_value_t = 64)]
     queue_capacity: usize,
@@ -201,6 +205,10 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
         instances: args.instances,
         max_batch: args.max_batch,
         max_delay: std::time::Duration::from_micros(args.max_delay_us),
+        wait: match args.batch_wait {
+            BatchWaitArg::WhenBusy => weir_engine::spec::BatchWait::WhenBusy,
+            BatchWaitArg::Always => weir_engine::spec::BatchWait::Always,
+        },
         queue_capacity: args.queue_capacity,
         emulation: weir_executor::emulation::Emulation::from_options(
             args.slowdown,
@@ -261,4 +269,13 @@ mod tests {
             assert!(e.contains("--emulate-load-ms"), "{e}");
         }
     }
+}
+
+/// `--batch-wait`: the command-line spelling of a graph's `batching.wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BatchWaitArg {
+    /// Wait for company only while another call of the model runs.
+    WhenBusy,
+    /// Always wait up to `--max-delay-us`.
+    Always,
 }

@@ -6,8 +6,16 @@ use std::fmt::Write;
 use super::{lineage_id, NodeKind, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
-use crate::spec::{GraphLevel, ReplicationMode};
+use crate::spec::{BatchWait, GraphLevel, ReplicationMode};
 use crate::validate::{CallShape, TensorOp, TextOp};
+
+/// How a batch waits, after its delay: nothing for the default (only while busy).
+fn wait_label(wait: BatchWait) -> &'static str {
+    match wait {
+        BatchWait::WhenBusy => "",
+        BatchWait::Always => " (always waiting)",
+    }
+}
 
 /// One node's kind and settings, on one line (`plan` names a gather's fan-out).
 fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
@@ -17,17 +25,19 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             m.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
             match (m.call, &m.pad) {
                 (CallShape::Batched, pad) => format!(
-                    "batched ≤ {} within {} µs{}",
+                    "batched ≤ {} within {} µs{}{}",
                     m.batching.max_size,
                     m.batching.max_delay_us,
+                    wait_label(m.batching.wait),
                     pad.as_ref()
                         .map(|p| format!(", padded along `{}` with {}", p.dim, p.value))
                         .unwrap_or_default()
                 ),
                 (CallShape::Fixed(n), _) => format!(
-                    "batched ≤ {} within {} µs, padded to its fixed batch of {n}",
+                    "batched ≤ {} within {} µs{}, padded to its fixed batch of {n}",
                     m.call.call_rows(m.batching.max_size),
-                    m.batching.max_delay_us
+                    m.batching.max_delay_us,
+                    wait_label(m.batching.wait),
                 ),
                 (CallShape::PerRequest, _) => "per request".to_string(),
                 (CallShape::Unbatched, _) => "per request, no batch dimension".to_string(),

@@ -393,9 +393,16 @@ impl ModelBuilder {
         self.spec.batching = BatchingSpec {
             max_size,
             max_delay_us,
+            wait: self.spec.batching.wait,
             pad: self.spec.batching.pad.take(),
             fixed_size: self.spec.batching.fixed_size.take(),
         };
+        self
+    }
+
+    /// Sets when a batch waits `max_delay_us` for company (`batching.wait`).
+    pub fn batch_wait(mut self, wait: super::BatchWait) -> Self {
+        self.spec.batching.wait = wait;
         self
     }
 

@@ -37,9 +37,9 @@ pub use image_op::{
     CastSpec, DecodeImageSpec, Interpolation, ResizeSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 pub use model::{
-    AutoSpec, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec, PadSpec,
-    ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel, ResilienceSpec, TaskRequirements,
-    TaskSpec, VersionedModel,
+    AutoSpec, BatchWait, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec,
+    PadSpec, ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel, ResilienceSpec,
+    TaskRequirements, TaskSpec, VersionedModel,
 };
 pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};

@@ -326,7 +326,9 @@ pub enum ParityEncoder {
     Concat,
 }
 
-/// Dynamic batching: gather up to `max_size` requests, waiting at most `max_delay_us` for more.
+/// Dynamic batching: gather up to `max_size` requests; a call takes what is queued when a session
+/// is free, and waits up to `max_delay_us` for more only as `wait` says (by default only while
+/// another call of the node is running).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchingSpec {
@@ -336,6 +338,9 @@ pub struct BatchingSpec {
     /// Longest a request waits for others to join its batch, in microseconds.
     #[serde(default)]
     pub max_delay_us: u64,
+    /// When a batch waits up to `max_delay_us` for more requests.
+    #[serde(default)]
+    pub wait: BatchWait,
     /// Padded batching: requests whose inputs differ only along the dimension this names join one
     /// call, each padded to the longest; without it only requests of one shape join.
     #[serde(default)]
@@ -346,6 +351,38 @@ pub struct BatchingSpec {
     /// dimension fixed to 3 may as well be an image's channels.
     #[serde(default)]
     pub fixed_size: Option<Spanned<usize>>,
+}
+
+/// When a batch's first request waits up to `max_delay_us` for company (`batching.wait`).
+///
+/// A session that is free always takes the requests already queued (up to `max_size`) at once;
+/// this decides whether it then waits for more to arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+pub enum BatchWait {
+    /// Only while another call of the node is running: an idle node runs a lone request at once,
+    /// and batches form from what queued while earlier calls ran (dynamic batching without a
+    /// fixed timer).
+    #[default]
+    WhenBusy,
+    /// Always, the fixed timer: every call waits for company until `max_size` requests or
+    /// `max_delay_us` after its first was queued, busy or not.
+    Always,
+}
+
+impl TryFrom<String> for BatchWait {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        match text.as_str() {
+            "when_busy" => Ok(BatchWait::WhenBusy),
+            "always" => Ok(BatchWait::Always),
+            other => Err(format!(
+                "`batching.wait` is `{other}`; it takes `when_busy` (wait for company only while \
+                 another call runs, the default) or `always` (a fixed timer)"
+            )),
+        }
+    }
 }
 
 /// Padding along one named dimension of a model's inputs (`pad: {dim: seq, value: 0}`).
@@ -373,6 +410,7 @@ impl Default for BatchingSpec {
         BatchingSpec {
             max_size: default_max_size(),
             max_delay_us: 0,
+            wait: BatchWait::default(),
             pad: None,
             fixed_size: None,
         }

@@ -12,6 +12,13 @@
 //! [`JobTrace`] (its span's context, for a remote executor, and a slot for the call's times); its
 //! times go into the graph's trace book under this node's `(lineage id, seq)` when it is
 //! answered ([`weir_engine::trace`]). Other jobs cost one atomic load for this.
+//!
+//! The one exception to "the worker never waits": a graph's only model node (`run_here`) runs a
+//! lone job on the worker itself when the executor is idle
+//! ([`super::replicas::InferenceService::try_run_here`]), and emits its outputs in the same
+//! activation. That saves the two thread hand-offs (worker → session thread → worker) of an idle
+//! node; blocking the worker for the call holds up no other model node, and under load jobs are
+//! not lone and go through the queue as above.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -52,6 +59,9 @@ pub struct ModelOperator {
     pub output_columns: Vec<Arc<str>>,
     /// The rows' deadlines, and the count of rows not run because theirs passed.
     pub deadlines: Deadlines,
+    /// Whether a lone job may run on the worker while the executor is idle (for a graph's only
+    /// model node; see the module doc).
+    pub run_here: bool,
 }
 
 struct InFlight {
@@ -101,117 +111,141 @@ impl ModelOperator {
             move |_frontiers| {
                 let mut ok_out = ok.activate();
                 let mut err_out = err.activate();
-                // 1. Results that came back.
-                while let Ok((token, outcome)) = rx.try_recv() {
-                    let Some(f) = in_flight.remove(&token) else {
-                        continue;
-                    };
-                    if let Some(t) = &f.traced {
-                        op.record_hop(t, f.seq, f.batch.num_rows());
-                    }
-                    match outcome.and_then(|cols| op.output_batch(&f, cols)) {
-                        Ok(batch) => ok_out.session(&f.caps.rows).give(batch),
-                        Err(e) => {
-                            let error = Arc::new(match e {
-                                ExecError::Expired { late_ms, .. } => {
-                                    op.deadlines.count_expired(f.batch.num_rows());
-                                    RequestError::Expired {
-                                        node: op.node.clone(),
-                                        late_ms,
+                // Twice when a job ran here: its result is emitted in this same activation.
+                let mut offered = false;
+                loop {
+                    // 1. Results that came back.
+                    while let Ok((token, outcome)) = rx.try_recv() {
+                        let Some(f) = in_flight.remove(&token) else {
+                            continue;
+                        };
+                        if let Some(t) = &f.traced {
+                            op.record_hop(t, f.seq, f.batch.num_rows());
+                        }
+                        match outcome.and_then(|cols| op.output_batch(&f, cols)) {
+                            Ok(batch) => ok_out.session(&f.caps.rows).give(batch),
+                            Err(e) => {
+                                let error = Arc::new(match e {
+                                    ExecError::Expired { late_ms, .. } => {
+                                        op.deadlines.count_expired(f.batch.num_rows());
+                                        RequestError::Expired {
+                                            node: op.node.clone(),
+                                            late_ms,
+                                        }
                                     }
-                                }
-                                // Nothing ran: the client may retry (503, UNAVAILABLE).
-                                e @ ExecError::Unavailable { .. } => {
-                                    RequestError::NodeUnavailable {
+                                    // Nothing ran: the client may retry (503, UNAVAILABLE).
+                                    e @ ExecError::Unavailable { .. } => {
+                                        RequestError::NodeUnavailable {
+                                            node: op.node.clone(),
+                                            message: e.detail(),
+                                        }
+                                    }
+                                    e => RequestError::Node {
                                         node: op.node.clone(),
                                         message: e.detail(),
-                                    }
-                                }
-                                e => RequestError::Node {
-                                    node: op.node.clone(),
-                                    message: e.detail(),
-                                },
-                            });
-                            let mut s = err_out.session(&f.caps.errors);
-                            for &id in f.batch.request_ids() {
-                                s.give(RowError {
-                                    request_id: id,
-                                    error: Arc::clone(&error),
+                                    },
                                 });
-                            }
-                        }
-                    }
-                }
-                // 2. New input, cut into jobs.
-                input.for_each(|cap, data| {
-                    let Some(caps) = RowsAndErrors::retain(&cap) else {
-                        return;
-                    };
-                    for batch in data.drain(..) {
-                        let seq = batches_seen * peers + worker;
-                        batches_seen += 1;
-                        let mut offset = 0;
-                        while offset < batch.num_rows() {
-                            let n = max_rows.min(batch.num_rows() - offset);
-                            let part = batch.slice(offset, n);
-                            offset += n;
-                            let columns: Option<Vec<TensorColumn>> = op
-                                .input_columns
-                                .iter()
-                                .map(|c| part.tensor(c).cloned())
-                                .collect();
-                            let token = next_token;
-                            next_token += 1;
-                            let Some(columns) = columns else {
-                                let error = Arc::new(RequestError::Node {
-                                    node: op.node.clone(),
-                                    message: "an input column is missing from the batch".into(),
-                                });
-                                let mut s = err_out.session(&caps.errors);
-                                for &id in part.request_ids() {
+                                let mut s = err_out.session(&f.caps.errors);
+                                for &id in f.batch.request_ids() {
                                     s.give(RowError {
                                         request_id: id,
                                         error: Arc::clone(&error),
                                     });
                                 }
-                                continue;
-                            };
-                            let (tx, sync) = (tx.clone(), Arc::clone(&sync));
-                            let enqueued_at = Instant::now();
-                            let traced = op.traced(part.request_ids(), seq, enqueued_at);
-                            let job = Job {
-                                inputs: columns,
-                                enqueued_at,
-                                deadline: op.deadlines.of_rows(part.request_ids()),
-                                trace: traced.as_ref().map(|t| t.trace.clone()),
-                                done: Box::new(move |outcome| {
-                                    let _ = tx.send((token, outcome));
-                                    let _ = sync.activate();
-                                }),
-                            };
-                            in_flight.insert(
-                                token,
-                                InFlight {
-                                    caps: caps.clone(),
-                                    batch: part,
-                                    seq,
-                                    traced,
-                                },
-                            );
-                            pending.push_back((token, job));
+                            }
                         }
                     }
-                });
-                // 3. Offer pending jobs until the queue is full; one whose rows nobody waits
-                //    for any more is answered instead (its outcome arrives on the channel).
-                let now = Instant::now();
-                while let Some((token, job)) = pending.pop_front() {
-                    let Some(job) = job.unless_expired(&op.node, now) else {
-                        continue;
-                    };
-                    if let Err(job) = executor.try_submit(job) {
-                        pending.push_front((token, job));
-                        retry.activate_after(RETRY_AFTER);
+                    if offered {
+                        break;
+                    }
+                    offered = true;
+                    // 2. New input, cut into jobs.
+                    input.for_each(|cap, data| {
+                        let Some(caps) = RowsAndErrors::retain(&cap) else {
+                            return;
+                        };
+                        for batch in data.drain(..) {
+                            let seq = batches_seen * peers + worker;
+                            batches_seen += 1;
+                            let mut offset = 0;
+                            while offset < batch.num_rows() {
+                                let n = max_rows.min(batch.num_rows() - offset);
+                                let part = batch.slice(offset, n);
+                                offset += n;
+                                let columns: Option<Vec<TensorColumn>> = op
+                                    .input_columns
+                                    .iter()
+                                    .map(|c| part.tensor(c).cloned())
+                                    .collect();
+                                let token = next_token;
+                                next_token += 1;
+                                let Some(columns) = columns else {
+                                    let error = Arc::new(RequestError::Node {
+                                        node: op.node.clone(),
+                                        message: "an input column is missing from the batch".into(),
+                                    });
+                                    let mut s = err_out.session(&caps.errors);
+                                    for &id in part.request_ids() {
+                                        s.give(RowError {
+                                            request_id: id,
+                                            error: Arc::clone(&error),
+                                        });
+                                    }
+                                    continue;
+                                };
+                                let (tx, sync) = (tx.clone(), Arc::clone(&sync));
+                                let enqueued_at = Instant::now();
+                                let traced = op.traced(part.request_ids(), seq, enqueued_at);
+                                let job = Job {
+                                    inputs: columns,
+                                    enqueued_at,
+                                    deadline: op.deadlines.of_rows(part.request_ids()),
+                                    trace: traced.as_ref().map(|t| t.trace.clone()),
+                                    done: Box::new(move |outcome| {
+                                        let _ = tx.send((token, outcome));
+                                        let _ = sync.activate();
+                                    }),
+                                };
+                                in_flight.insert(
+                                    token,
+                                    InFlight {
+                                        caps: caps.clone(),
+                                        batch: part,
+                                        seq,
+                                        traced,
+                                    },
+                                );
+                                pending.push_back((token, job));
+                            }
+                        }
+                    });
+                    // 3. Offer pending jobs until the queue is full; one whose rows nobody waits
+                    //    for any more is answered instead (its outcome arrives on the channel).
+                    let now = Instant::now();
+                    let lone = op.run_here && pending.len() == 1;
+                    let mut ran_here = false;
+                    while let Some((token, job)) = pending.pop_front() {
+                        let Some(job) = job.unless_expired(&op.node, now) else {
+                            continue;
+                        };
+                        let job = if lone {
+                            match executor.try_run_here(job) {
+                                Ok(()) => {
+                                    ran_here = true;
+                                    continue;
+                                }
+                                Err(job) => job,
+                            }
+                        } else {
+                            job
+                        };
+                        if let Err(job) = executor.try_submit(job) {
+                            pending.push_front((token, job));
+                            retry.activate_after(RETRY_AFTER);
+                            break;
+                        }
+                    }
+                    if !ran_here {
                         break;
                     }
                 }

@@ -1,5 +1,9 @@
 //! Dynamic batching and the call itself: a session thread takes one job and, for a model with a
-//! dynamic batch dimension, more until `max_batch` rows or the first job's `max_delay`; the rows
+//! dynamic batch dimension, the jobs already queued behind it up to `max_batch` rows. It waits
+//! for more, until `max_batch` rows or the first job's `max_delay`, only while another call of the
+//! executor is running (`BatchWait::WhenBusy`, the default), or always (`BatchWait::Always`, the
+//! fixed timer). So an idle node runs a lone job at once, and under load batches form from what
+//! queued while the previous calls ran: no job waits for company that is not coming. The rows
 //! run as one call and the outputs go back per job. Jobs join a call when their rows have one
 //! shape per input (inputs borrowed when one job covers them, concatenated otherwise, and the
 //! outputs sliced back per job without a copy), or, under padded batching, when they differ only
@@ -15,6 +19,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use ort::session::{Session, SessionInputValue};
 use weir_engine::batch::TensorColumn;
+use weir_engine::spec::BatchWait;
 use weir_engine::tensor::TensorData;
 use weir_engine::validate::CallShape;
 
@@ -23,8 +28,9 @@ use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
 
-/// Counts `first` as dequeued and, for a batched model, takes more jobs until `max_batch` rows or
-/// the first job's batching delay; a job that does not fit is left in `carried`. Jobs past their
+/// Counts `first` as dequeued and, for a batched model, takes the jobs queued behind it and (as
+/// [`waits_for_company`] says) those arriving until the first job's batching delay, up to
+/// `max_batch` rows; a job that does not fit is left in `carried`. Jobs past their
 /// deadline are answered expired on the way and left out (none may be left).
 pub(super) fn gather_batch(
     first: Job,
@@ -49,10 +55,10 @@ pub(super) fn gather_batch(
     let batched = config.call.batched() && key.is_some();
     let mut jobs = vec![first];
     while batched && rows < max_batch {
-        let next = if config.max_delay.is_zero() {
-            rx.try_recv().map_err(|_| RecvTimeoutError::Timeout)
-        } else {
-            rx.recv_deadline(gather_until)
+        let next = match rx.try_recv() {
+            Ok(j) => Ok(j),
+            Err(_) if waits_for_company(config, stats) => rx.recv_deadline(gather_until),
+            Err(_) => Err(RecvTimeoutError::Timeout),
         };
         match next {
             Ok(j) => {
@@ -75,6 +81,16 @@ pub(super) fn gather_batch(
         stats.dequeued.fetch_sub(1, Ordering::Relaxed);
     }
     (jobs, rows)
+}
+
+/// Whether a batch with nothing more queued waits (up to its delay) for jobs to arrive: under
+/// `BatchWait::WhenBusy` only while another call of the executor runs, under `Always` always.
+fn waits_for_company(config: &ExecutorConfig, stats: &LoadStats) -> bool {
+    !config.max_delay.is_zero()
+        && match config.wait {
+            BatchWait::WhenBusy => stats.calls_running() > 0,
+            BatchWait::Always => true,
+        }
 }
 
 /// What jobs must share to run in one call: per input, the rows' shape (with the padded axes left

@@ -48,8 +48,8 @@ pub use sessions::SWITCHABLE_WARMUP_CALLS;
 pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 
 use sessions::{
-    core_pins, pin_or_warn, session_loop, spawn_session_thread, switchable_loop, warm_up,
-    warmup_inputs,
+    core_pins, pin_or_warn, run_here, session_loop, spawn_session_thread, switchable_loop, warm_up,
+    warmup_inputs, SessionSlot, SharedSession,
 };
 
 /// What an executor serves and how.
@@ -65,6 +65,8 @@ pub struct ExecutorConfig {
     pub max_batch: usize,
     /// Longest the first job of a batch waits for more.
     pub max_delay: Duration,
+    /// Whether it waits only while another call runs (the default) or always.
+    pub wait: weir_engine::spec::BatchWait,
     /// Sessions (threads) running at once.
     pub instances: usize,
     /// Intra-op threads per session.
@@ -193,6 +195,9 @@ pub struct ModelExecutor {
     queue: Option<Sender<Job>>,
     stats: Arc<LoadStats>,
     threads: Vec<JoinHandle<()>>,
+    /// A fixed executor's sessions, which [`ModelExecutor::try_run_here`] may borrow (none for a
+    /// switchable one).
+    sessions: Vec<SharedSession>,
     /// The configuration threads follow, for a switchable executor.
     board: Option<Arc<Switchboard>>,
     /// SERF's control loop, under `parallelism: auto`.
@@ -227,10 +232,12 @@ impl ModelExecutor {
                 &config.session_settings(threads_per_call, workers.as_deref()),
             )?);
         }
+        let sessions: Vec<SharedSession> = sessions.into_iter().map(SessionSlot::shared).collect();
         let mut threads = Vec::with_capacity(sessions.len());
-        for (i, session) in sessions.into_iter().enumerate() {
+        for (i, session) in sessions.iter().enumerate() {
             let node = config.node.clone();
             let (config, stats, rx) = (Arc::clone(&config), Arc::clone(&stats), rx.clone());
+            let session = Arc::clone(session);
             let cpu = pins.as_ref().map(|p| p.caller(i, threads_per_call));
             let handle = spawn_session_thread(node, i, move || {
                 if let Some(cpu) = cpu {
@@ -245,6 +252,7 @@ impl ModelExecutor {
             queue: Some(tx),
             stats,
             threads,
+            sessions,
             board: None,
             controller: None,
         })
@@ -321,6 +329,7 @@ impl ModelExecutor {
             queue: Some(tx),
             stats,
             threads,
+            sessions: Vec::new(),
             board: Some(board),
             controller: None,
         })
@@ -398,6 +407,28 @@ impl ModelExecutor {
             }
             Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => Err(job),
         }
+    }
+
+    /// Runs `job` on the calling thread, now, when the executor is idle: nothing queued, no call
+    /// running, a session free, and its threads not pinned to cores (a switchable executor never
+    /// lends its sessions). Then its `done` has been called when this returns; otherwise the job
+    /// comes back untouched, for [`ModelExecutor::try_submit`]. It saves the hand-off to a
+    /// session thread and back, at the price of blocking the caller for the call.
+    pub fn try_run_here(&self, job: Job) -> Result<(), Job> {
+        let idle = self.queue.as_ref().is_some_and(Sender::is_empty)
+            && self.stats.calls_running() == 0
+            && self.config.pin_cores_from.is_none();
+        if !idle {
+            return Err(job);
+        }
+        for slot in &self.sessions {
+            if let Ok(mut slot) = slot.try_lock() {
+                self.stats.enqueued.fetch_add(1, Ordering::Relaxed);
+                run_here(&mut slot, &self.config, &self.stats, job);
+                return Ok(());
+            }
+        }
+        Err(job)
     }
 
     /// The load counters now.

@@ -1,9 +1,12 @@
 //! The session threads of an executor: a fixed executor's threads each block on the shared queue
-//! with their one session; a switchable executor's threads take jobs only while their index is
+//! with their one session, which a caller may borrow to run a lone job itself while the executor
+//! is idle ([`run_here`]: no hand-off to the session thread and back); a switchable executor's threads take jobs only while their index is
 //! below the concurrency in force, and run each batch on the session made for the intra-op threads
 //! in force when the batch was taken ([`super::super::parallelism`]). Each thread may be pinned to
 //! a core ([`super::super::pinning`]); a batch's call is timed and counted, then its jobs answered.
 
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -54,14 +57,62 @@ pub(super) fn spawn_session_thread(
         })
 }
 
+/// A fixed executor's session and when its last call ended. Its thread locks it for each batch;
+/// a caller finding the executor idle may take it instead for one job ([`run_here`]).
+pub(super) struct SessionSlot {
+    session: Session,
+    idle_since: Option<Instant>,
+}
+
+/// A [`SessionSlot`] shared by its thread and callers.
+pub(super) type SharedSession = Arc<Mutex<SessionSlot>>;
+
+impl SessionSlot {
+    /// `session`, not called yet.
+    pub(super) fn shared(session: Session) -> SharedSession {
+        Arc::new(Mutex::new(SessionSlot {
+            session,
+            idle_since: None,
+        }))
+    }
+
+    /// Runs `jobs` ([`run_jobs`]), keeping when the call ended for the next one's idle gap.
+    fn run(&mut self, config: &ExecutorConfig, stats: &LoadStats, (jobs, rows): (Vec<Job>, usize)) {
+        let idle_before = idle_gap(self.idle_since, rows);
+        self.idle_since = Some(run_jobs(
+            &mut self.session,
+            config,
+            stats,
+            (jobs, rows),
+            idle_before,
+        ));
+    }
+}
+
+/// Runs `job` on the calling thread with `slot` (locked by the caller, who found the executor
+/// idle): counted as dequeued at once, answered expired if its deadline passed, else run as a call
+/// of its own, its `done` called before this returns.
+pub(super) fn run_here(
+    slot: &mut SessionSlot,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    job: Job,
+) {
+    stats.dequeued.fetch_add(1, Ordering::Relaxed);
+    let Some(job) = job.unless_expired(&config.node, Instant::now()) else {
+        return;
+    };
+    let rows = job.rows();
+    slot.run(config, stats, (vec![job], rows));
+}
+
 pub(super) fn session_loop(
-    mut session: Session,
+    slot: SharedSession,
     config: &ExecutorConfig,
     stats: &LoadStats,
     rx: &Receiver<Job>,
 ) {
     let mut carried: Option<Job> = None;
-    let mut idle_since: Option<Instant> = None;
     loop {
         let first = match carried.take() {
             Some(j) => j,
@@ -74,14 +125,9 @@ pub(super) fn session_loop(
         if jobs.is_empty() {
             continue;
         }
-        let idle_before = idle_gap(idle_since, rows);
-        idle_since = Some(run_jobs(
-            &mut session,
-            config,
-            stats,
-            (jobs, rows),
-            idle_before,
-        ));
+        // Held by a caller only for one call it started while the executor was idle.
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        slot.run(config, stats, (jobs, rows));
     }
 }
 
@@ -198,9 +244,11 @@ fn run_jobs(
     (jobs, rows): (Vec<Job>, usize),
     idle_before: Option<Duration>,
 ) -> Instant {
+    let running = stats.call_running();
     let started = Instant::now();
     let (result, calls) = run(session, config, &jobs, rows);
     let ended = Instant::now();
+    drop(running);
     for trace in jobs.iter().filter_map(|j| j.trace.as_ref()) {
         trace.record_call(started, ended, rows);
     }

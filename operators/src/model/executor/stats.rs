@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use super::call_log::{CallLog, RecordedCalls};
 use super::Job;
 
-/// Counters of one executor; every field only grows.
+/// Counters of one executor; every field only grows except `running`, a gauge.
 #[derive(Debug, Default)]
 pub struct LoadStats {
+    /// Calls running now on the executor's sessions (batching waits for company only while
+    /// another call runs).
+    running: AtomicU64,
     pub(super) enqueued: AtomicU64,
     pub(super) dequeued: AtomicU64,
     runs: AtomicU64,
@@ -28,6 +31,16 @@ pub struct LoadStats {
     call_seconds: [AtomicU64; CALL_BUCKETS],
     /// Each call's duration, while someone records them.
     call_log: CallLog,
+}
+
+/// A call counted in [`LoadStats::calls_running`] while it lives (dropped when the call ends,
+/// also by a panic).
+pub(super) struct RunningCall<'a>(&'a LoadStats);
+
+impl Drop for RunningCall<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 const CALL_BUCKETS: usize = 13;
@@ -87,6 +100,17 @@ impl LoadSnapshot {
 }
 
 impl LoadStats {
+    /// Calls running now on the executor's sessions.
+    pub fn calls_running(&self) -> u64 {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// A session starts a call: [`LoadStats::calls_running`] counts it until the guard drops.
+    pub(super) fn call_running(&self) -> RunningCall<'_> {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        RunningCall(self)
+    }
+
     /// Counts `jobs`, answered now, with their time since they were queued.
     pub(super) fn record_answers(&self, jobs: &[Job], now: Instant) {
         self.call_log.record_arrivals(jobs);

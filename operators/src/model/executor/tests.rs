@@ -20,6 +20,7 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
         call: weir_engine::validate::CallShape::PerRequest,
         max_batch: 1,
         max_delay: Duration::ZERO,
+        wait: weir_engine::spec::BatchWait::WhenBusy,
         instances: 1,
         intra_op_threads: 1,
         queue_capacity,
@@ -404,4 +405,133 @@ fn a_queued_job_past_its_deadline_is_answered_expired_not_run() {
     }
     // Only the two jobs still awaited were run.
     assert_eq!(executor.stats().rows, 2);
+}
+
+/// A batched executor's settings for the batching rule: up to `max_batch` rows, waiting a delay
+/// far longer than any test (a job held for company would hang the test, not slow it).
+fn batching_config(max_batch: usize, wait: weir_engine::spec::BatchWait) -> ExecutorConfig {
+    ExecutorConfig {
+        call: weir_engine::validate::CallShape::Batched,
+        max_batch,
+        max_delay: Duration::from_secs(600),
+        wait,
+        ..config(16)
+    }
+}
+
+/// Runs [`batching::gather_batch`] on its own thread for the next queued job; its batch's job ids
+/// come back on the returned channel.
+fn gather_next(
+    config: &ExecutorConfig,
+    stats: &Arc<LoadStats>,
+    rx: &crossbeam_channel::Receiver<Job>,
+) -> crossbeam_channel::Receiver<Vec<f32>> {
+    let (config, stats, rx) = (config.clone(), Arc::clone(stats), rx.clone());
+    let (out, batch) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let first = rx.recv().unwrap();
+        let mut carried = None;
+        let (jobs, _) = batching::gather_batch(first, &config, &stats, &rx, &mut carried);
+        assert!(carried.is_none(), "no job left over");
+        let ids = jobs
+            .iter()
+            .map(|j| j.inputs[0].f32_values().unwrap()[0])
+            .collect();
+        let _ = out.send(ids);
+    });
+    batch
+}
+
+/// Long enough for any gather on this machine; a failure here means a job waited for company.
+const GATHER_BOUND: Duration = Duration::from_secs(60);
+
+#[test]
+fn a_lone_job_on_an_idle_executor_runs_at_once() {
+    let answers: Answers = Arc::default();
+    let stats = Arc::new(LoadStats::default());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let config = batching_config(4, weir_engine::spec::BatchWait::WhenBusy);
+    tx.send(job(7, &answers)).unwrap();
+    // The queue stays open (more could come), yet nothing runs, so nothing is waited for.
+    let batch = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
+    assert_eq!(batch.unwrap(), vec![7.0]);
+}
+
+#[test]
+fn jobs_queued_while_a_call_ran_join_the_next_batch_up_to_max_size() {
+    let answers: Answers = Arc::default();
+    let stats = Arc::new(LoadStats::default());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let config = batching_config(3, weir_engine::spec::BatchWait::WhenBusy);
+    for id in 0..5 {
+        tx.send(job(id, &answers)).unwrap();
+    }
+    let first = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
+    assert_eq!(
+        first.unwrap(),
+        vec![0.0, 1.0, 2.0],
+        "max_size caps the batch"
+    );
+    let second = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
+    assert_eq!(second.unwrap(), vec![3.0, 4.0], "the rest runs at once");
+}
+
+#[test]
+fn a_batch_waits_for_company_only_while_another_call_runs_or_when_told_always() {
+    for (wait, busy) in [
+        (weir_engine::spec::BatchWait::WhenBusy, true),
+        (weir_engine::spec::BatchWait::Always, false),
+    ] {
+        let answers: Answers = Arc::default();
+        let stats = Arc::new(LoadStats::default());
+        let running = busy.then(|| stats.call_running());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let config = batching_config(2, wait);
+        tx.send(job(0, &answers)).unwrap();
+        let batch = gather_next(&config, &stats, &rx);
+        // Held for company: nothing comes back until a second job arrives.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(batch.try_recv().is_err(), "{wait:?}: ran without waiting");
+        tx.send(job(1, &answers)).unwrap();
+        assert_eq!(batch.recv_timeout(GATHER_BOUND).unwrap(), vec![0.0, 1.0]);
+        drop(running);
+        assert_eq!(stats.calls_running(), 0);
+    }
+}
+
+#[test]
+fn an_idle_executor_runs_a_lone_job_on_the_calling_thread_and_a_busy_one_hands_it_back() {
+    let runtime = OrtRuntime::get().unwrap();
+    let executor = ModelExecutor::start(&runtime, config(16)).unwrap();
+    let answers: Answers = Arc::default();
+    let threads: Arc<Mutex<Vec<std::thread::ThreadId>>> = Arc::default();
+    let traced = |id: u64| {
+        let mut j = job(id, &answers);
+        let (done, threads) = (j.done, Arc::clone(&threads));
+        j.done = Box::new(move |r| {
+            threads.lock().unwrap().push(std::thread::current().id());
+            done(r);
+        });
+        j
+    };
+    // Idle: answered before `try_run_here` returns, on this thread.
+    assert!(executor.try_run_here(traced(0)).is_ok());
+    assert_eq!(
+        answers.lock().unwrap().len(),
+        1,
+        "answered before returning"
+    );
+    assert_eq!(threads.lock().unwrap()[0], std::thread::current().id());
+    // Another call running: handed back whole, then served by the queue.
+    let running = executor.load_stats().call_running();
+    let Err(back) = executor.try_run_here(traced(1)) else {
+        panic!("ran while another call was running");
+    };
+    drop(running);
+    submit(&executor, back);
+    wait_for(&answers, 2);
+    assert_each_answered_once_right(&answers, 2);
+    assert_ne!(threads.lock().unwrap()[1], std::thread::current().id());
+    let stats = executor.stats();
+    assert_eq!((stats.enqueued, stats.dequeued, stats.runs), (2, 2, 2));
 }

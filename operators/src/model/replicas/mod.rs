@@ -60,6 +60,12 @@ pub type JobTiming = (
 pub trait InferenceService: Send + Sync {
     /// Queues `job`, or hands it back when there is no room now (the caller retries later).
     fn try_submit(&self, job: Job) -> Result<(), Job>;
+    /// Runs `job` on the calling thread when the service is idle and can (an in-process executor
+    /// with nothing queued or running), its `done` called before this returns; hands it back
+    /// otherwise (the default: submit it).
+    fn try_run_here(&self, job: Job) -> Result<(), Job> {
+        Err(job)
+    }
     /// Most rows one job may hold.
     fn rows_per_job(&self) -> usize;
 }
@@ -67,6 +73,10 @@ pub trait InferenceService: Send + Sync {
 impl InferenceService for ModelExecutor {
     fn try_submit(&self, job: Job) -> Result<(), Job> {
         ModelExecutor::try_submit(self, job)
+    }
+
+    fn try_run_here(&self, job: Job) -> Result<(), Job> {
+        ModelExecutor::try_run_here(self, job)
     }
 
     fn rows_per_job(&self) -> usize {
