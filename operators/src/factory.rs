@@ -108,8 +108,8 @@ pub struct OperatorFactory {
     stateful: HashMap<String, (Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>)>,
     /// Each stateless model node's request deadlines and count of rows expired, by node id.
     deadlines: HashMap<String, Deadlines>,
-    /// Whether the plan has one model node, whose lone jobs may then run on the worker while its
-    /// executor is idle (see [`ModelOperator`]).
+    /// Whether the plan has one model node (not told to wait always), whose lone jobs may then
+    /// run on the worker while its executor is idle (see [`ModelOperator`]).
     one_model_node: bool,
 }
 
@@ -202,12 +202,18 @@ impl OperatorFactory {
             parity: HashMap::new(),
             stateful: HashMap::new(),
             deadlines: HashMap::new(),
-            one_model_node: plan
-                .nodes
-                .iter()
-                .filter(|n| matches!(n.node.kind, NodeKind::Model(_)))
-                .count()
-                == 1,
+            // A node told to wait always (`batching.wait: always`) keeps its timer: it is not
+            // run here, where a lone job would go at once.
+            one_model_node: {
+                let mut models = plan.nodes.iter().filter_map(|n| match &n.node.kind {
+                    NodeKind::Model(m) => Some(m),
+                    _ => None,
+                });
+                matches!(
+                    (models.next(), models.next()),
+                    (Some(m), None) if m.batching.wait != weir_engine::spec::BatchWait::Always
+                )
+            },
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
             NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),

@@ -486,7 +486,18 @@ fn messages_decoding_past_the_byte_budget_are_refused_and_memory_stays_bounded()
         dtype_graph("string", "bytes"),
     ];
     let budget = BUDGET.to_string();
-    let server = Served::start(&graphs, &["--max-inflight-bytes", &budget]);
+    // 64 large uploads share one connection: on a loaded machine the client's acknowledgement
+    // of the server's keep-alive ping (due within half the idle timeout) can queue behind them,
+    // so the idle timeout is set well past what this test is about.
+    let server = Served::start(
+        &graphs,
+        &[
+            "--max-inflight-bytes",
+            &budget,
+            "--header-timeout-ms",
+            "60000",
+        ],
+    );
     let pid = server.child.id();
     let rt = runtime();
     let grpc = rt.block_on(channel(&server.grpc));

@@ -12,7 +12,8 @@ use crate::common::{channel, model, named, repo, weir_home, Replies};
 use crate::reference::{batch_of_one, first_of_batch, ort_reference};
 
 /// `seq_pool.onnx` behind `input_ids`/`attention_mask` on `seq`, batching up to 8 requests
-/// within a long delay (so requests sent together meet), padded along `seq` when `pad`.
+/// within a long delay, waiting for company always (not only while busy), so requests sent
+/// together meet however the machine schedules their arrival; padded along `seq` when `pad`.
 fn seq_pool(pad: bool) -> RunningGraph {
     let pad = if pad {
         ", pad: {dim: seq, value: 0}"
@@ -29,7 +30,7 @@ nodes:
       id: pool
       path: {}
       inputs: {{input_ids: ids, attention_mask: mask}}
-      batching: {{max_size: 8, max_delay_us: 300000{pad}}}
+      batching: {{max_size: 8, max_delay_us: 300000, wait: always{pad}}}
 outputs:
   - {{name: pooled, from: pool.pooled}}
   - {{name: tokens, from: pool.tokens}}
