@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::error::ServeError;
-use super::state::{authorize, json_ok, models_readiness, readiness, served, ServerState};
+use super::state::{authorize, json_ok, models_readiness, readiness, ServerState};
 use crate::models::modelless::{find, statistics, Found};
 
 pub(super) async fn server_metadata(
@@ -140,15 +140,7 @@ pub(super) async fn model_ready(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ServeError> {
-    authorize(&s, &headers)?;
-    // A name served model-less (a task, or one of its variants) is ready while the server is,
-    // as over gRPC: a request for it loads what it needs.
-    let modelless = s.modelless.as_ref().is_some_and(|m| m.serves(&name));
-    if !modelless {
-        served(&s, &name, None)?;
-        return models_readiness(&s, Some(&name));
-    }
-    readiness(&s)
+    ready_of(&s, &name, None, &headers)
 }
 
 pub(super) async fn model_ready_versioned(
@@ -156,10 +148,22 @@ pub(super) async fn model_ready_versioned(
     Path((name, version)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ServeError> {
-    authorize(&s, &headers)?;
-    match lookup(&s, &name, Some(&version))?.0 {
-        Found::Table(_) => models_readiness(&s, Some(&name)),
-        Found::ModelLess(_) => readiness(&s),
+    ready_of(&s, &name, Some(&version), &headers)
+}
+
+/// Readiness of `name` at `version`, found as requests find it: a table model is ready while
+/// it can answer; a name served model-less (a task, or one of its variants) while the server
+/// is, as over gRPC, since a request for it loads what it needs.
+fn ready_of(
+    s: &ServerState,
+    name: &str,
+    version: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<StatusCode, ServeError> {
+    authorize(s, headers)?;
+    match lookup(s, name, version)?.0 {
+        Found::Table(_) => models_readiness(s, Some(name)),
+        Found::ModelLess(_) => readiness(s),
     }
 }
 

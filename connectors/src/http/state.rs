@@ -18,7 +18,7 @@ use super::error::ServeError;
 use super::listener::ConnectionCounters;
 use super::metrics::{ModelMetrics, ServerMetrics};
 use crate::models::control::ModelControl;
-use crate::models::{ModelTable, ModelVersion};
+use crate::models::ModelTable;
 use crate::oip::ModelLess;
 
 /// How the server behaves.
@@ -97,15 +97,6 @@ impl ServerState {
             Err(ServeError::Unauthorized)
         }
     }
-}
-
-/// The served version of `name` a request for `version` (`None`: unversioned) reaches.
-pub(super) fn served(
-    state: &ServerState,
-    name: &str,
-    version: Option<&str>,
-) -> Result<Arc<ModelVersion>, ServeError> {
-    Ok(Arc::clone(state.models.snapshot().resolve(name, version)?))
 }
 
 pub(super) fn json_ok(v: Value) -> Response {
