@@ -24,6 +24,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 
@@ -49,10 +50,15 @@ def browser(chromium, chromedriver, profile):
 
 
 def wait_for(what, check, deadline_s, poll_s=0.05):
-    """Polls `check` until it returns something truthy or the deadline passes."""
+    """Polls `check` until it returns something truthy or the deadline passes. The page redraws
+    its tables on every sample, so an element found a moment ago may be gone when it is read: that
+    poll counts as "not yet"."""
     end = time.monotonic() + deadline_s
     while True:
-        got = check()
+        try:
+            got = check()
+        except StaleElementReferenceException:
+            got = None
         if got:
             return got
         if time.monotonic() >= end:
