@@ -22,6 +22,7 @@
 
 mod error;
 mod instances;
+pub mod register;
 pub mod remote;
 pub mod scaling;
 mod signature;
@@ -570,15 +571,15 @@ impl ModelLessServer {
             let result =
                 weir_connectors::oip::infer_outputs(graph.runtime(), sent, remaining).await;
             instance.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if let (
-                Err(OipError::Request(
-                    RequestError::Node { .. } | RequestError::NodeUnavailable { .. },
-                )),
-                Some(back),
-            ) = (&result, kept)
-            {
-                if executor_gone(&graph) {
-                    tracing::warn!(variant = %variant.name, worker = %choice.worker, "Executor gone under a request; it moves.");
+            if let (Err(OipError::Request(e)), Some(back)) = (&result, kept) {
+                // Nothing ran (the instance's one replica could not be reached, however often
+                // it was tried), or the executor is known gone: the instance is lost to this
+                // request either way. Its liveliness may not have dropped yet when it died while
+                // starting, so an unreachable replica is not left to the liveliness signal alone.
+                let unreachable = matches!(e, RequestError::NodeUnavailable { .. });
+                let failed = matches!(e, RequestError::Node { .. });
+                if unreachable || (failed && executor_gone(&graph)) {
+                    tracing::warn!(variant = %variant.name, worker = %choice.worker, "The instance was lost under a request (its executor gone or unreachable); the request moves.");
                     let key: InstanceKey = (variant.name.clone(), choice.worker.clone());
                     self.instances.forget(&key, &instance);
                     self.store.record(Event::Unloaded {

@@ -42,6 +42,15 @@ fn wait_for(server: &Server, series: &str, at_least: f64, within: Duration) {
     }
 }
 
+/// Sets its flag when dropped, on a panic too.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// Pids of this server's launched executors (their command lines name them `auto-…`).
 fn launched_pids(server: &Server) -> Vec<u32> {
     let marker = format!("auto-accel-{}-", server.pid());
@@ -157,6 +166,9 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
                 }
             });
         }
+        // The clients stop however this closure ends: a failed wait below panics, and the
+        // scope would otherwise wait for clients that never stop.
+        let _stop_clients = StopOnDrop(&stop);
         // The replica needs an executor: the question is passed up and one is started.
         wait_for(
             &server,
@@ -178,7 +190,6 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
             Duration::from_secs(60),
         );
         std::thread::sleep(Duration::from_secs(2));
-        stop.store(true, std::sync::atomic::Ordering::Release);
     });
     assert!(killed.is_some(), "a launched executor was found and killed");
     let answers = answers.into_inner().expect("answers");

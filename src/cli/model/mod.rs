@@ -3,9 +3,7 @@
 //! scored), list, show, remove. The repository's layout and API are `weir_infaas::repository`'s;
 //! see docs/model-repository.md.
 
-mod hardware;
 mod register;
-mod runtime;
 
 use std::path::PathBuf;
 

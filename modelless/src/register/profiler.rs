@@ -11,10 +11,10 @@ use weir_infaas::repository::profile::{Loader, Session};
 use weir_infaas::repository::Signature;
 use weir_infaas::variant::VariantConfig;
 use weir_operators::model::ort_env::OrtRuntime;
-use weir_operators::model::SessionSettings;
+use weir_operators::model::{ExecError, SessionSettings};
 
 /// Builds sessions for the variants of one model.
-pub(super) struct OrtLoader {
+pub(crate) struct OrtLoader {
     runtime: OrtRuntime,
     inputs: Vec<(String, Vec<usize>)>,
     output: String,
@@ -23,7 +23,7 @@ pub(super) struct OrtLoader {
 
 impl OrtLoader {
     /// A loader for models with `signature` on `device`.
-    pub(super) fn new(signature: &Signature, device: Device) -> anyhow::Result<Self> {
+    pub(crate) fn new(signature: &Signature, device: Device) -> Result<Self, ExecError> {
         let runtime = OrtRuntime::get()?;
         let inputs = signature
             .inputs
@@ -48,13 +48,13 @@ impl OrtLoader {
 }
 
 /// Whether this ONNX Runtime library has the CUDA execution provider.
-pub(super) fn cuda_available() -> bool {
+pub fn cuda_available() -> bool {
     use ort::ep::ExecutionProvider;
     OrtRuntime::get().is_ok() && ort::ep::CUDA::is_available().unwrap_or(false)
 }
 
 /// A loaded variant.
-pub(super) struct OrtVariant {
+pub(crate) struct OrtVariant {
     session: OrtSession,
     inputs: Vec<(String, Vec<usize>)>,
     output: String,

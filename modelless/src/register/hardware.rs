@@ -1,5 +1,5 @@
-//! The executor types a model's variants are made for (`--hardware FILE.yaml`): a name, a
-//! price per second, the device, and for a type this machine only stands in for, the latency
+//! The executor types a model's variants are made for (a hardware file): a name, a price per
+//! second, the device, and for a type this machine only stands in for, the latency
 //! `weir executor --emulate-latency BASE_MS,PER_ROW_MS` holds each call for and its load time.
 //!
 //! ```yaml
@@ -15,11 +15,11 @@
 //!     device: cuda                # only where the ONNX Runtime library has CUDA
 //! ```
 //!
-//! Without the file there is one type, `local`, at 1.0 per second.
+//! Without the file there is one type, `local`, at 1.0 per second. The file is read capped and
+//! every refusal names the field (`types[1].price_per_s`).
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use weir_engine::paths::{read_capped, FileRules};
 use weir_engine::spec::Device;
@@ -27,15 +27,21 @@ use weir_executor::emulation::LatencyProfile;
 use weir_infaas::repository::layout::check_name;
 use weir_infaas::repository::profile::Emulation;
 
+use super::RegisterError;
+
 /// The largest hardware file read.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// One executor type.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct HardwareType {
+pub struct HardwareType {
+    /// Its name, as executors and variants carry it.
     pub name: String,
+    /// What a second of it costs.
     pub price_per_s: f64,
+    /// Where its sessions run.
     pub device: Device,
+    /// The latency it stands in for, when this machine only emulates it.
     pub emulation: Option<Emulation>,
 }
 
@@ -59,7 +65,8 @@ struct TypeSpec {
 }
 
 /// The default: one `local` CPU type at 1.0 per second.
-pub(super) fn local() -> Vec<HardwareType> {
+#[must_use]
+pub fn local() -> Vec<HardwareType> {
     vec![HardwareType {
         name: "local".into(),
         price_per_s: 1.0,
@@ -69,53 +76,64 @@ pub(super) fn local() -> Vec<HardwareType> {
 }
 
 /// Reads the types in `path`.
-pub(super) fn read(path: &Path) -> Result<Vec<HardwareType>> {
-    let bytes = read_capped(path, MAX_FILE_BYTES, &FileRules::default())
-        .with_context(|| format!("reading {}", path.display()))?;
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    parse(&text).with_context(|| format!("{}", path.display()))
+///
+/// # Errors
+/// When the file cannot be read, is not UTF-8, or a field is refused.
+pub fn read(path: &Path) -> Result<Vec<HardwareType>, RegisterError> {
+    let bad = |message: String| RegisterError::Hardware {
+        file: path.display().to_string(),
+        message,
+    };
+    let bytes =
+        read_capped(path, MAX_FILE_BYTES, &FileRules::default()).map_err(|e| bad(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
+    parse(&text).map_err(bad)
 }
 
-fn parse(text: &str) -> Result<Vec<HardwareType>> {
-    let file: File = serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+fn parse(text: &str) -> Result<Vec<HardwareType>, String> {
+    let file: File = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
     if file.types.is_empty() {
-        bail!("types: needs at least one executor type");
+        return Err("types: needs at least one executor type".into());
     }
     let mut out: Vec<HardwareType> = Vec::new();
     for (i, t) in file.types.into_iter().enumerate() {
         let field = |f: &str| format!("types[{i}].{f}");
-        check_name("hardware type", &t.name).with_context(|| field("name"))?;
+        check_name("hardware type", &t.name).map_err(|e| format!("{}: {e}", field("name")))?;
         if out.iter().any(|o| o.name == t.name) {
-            bail!("{}: `{}` appears twice", field("name"), t.name);
+            return Err(format!("{}: `{}` appears twice", field("name"), t.name));
         }
         if !(t.price_per_s.is_finite() && t.price_per_s >= 0.0) {
-            bail!(
+            return Err(format!(
                 "{}: {} is not a price ≥ 0",
                 field("price_per_s"),
                 t.price_per_s
-            );
+            ));
         }
         let device = match t.device.as_deref() {
             None | Some("cpu") => Device::Cpu,
             Some("cuda") => Device::Cuda,
-            Some(other) => bail!("{}: `{other}` is not `cpu` or `cuda`", field("device")),
+            Some(other) => {
+                return Err(format!(
+                    "{}: `{other}` is not `cpu` or `cuda`",
+                    field("device")
+                ))
+            }
         };
         let latency = t
             .emulate_latency
             .as_deref()
             .map(str::parse::<LatencyProfile>)
             .transpose()
-            .with_context(|| field("emulate_latency"))?;
+            .map_err(|e| format!("{}: {e}", field("emulate_latency")))?;
         if let Some(ms) = t.load_ms {
             if !(ms.is_finite() && ms >= 0.0) {
-                bail!("{}: {ms} is not a time ≥ 0", field("load_ms"));
+                return Err(format!("{}: {ms} is not a time ≥ 0", field("load_ms")));
             }
             if latency.is_none() {
-                bail!(
+                return Err(format!(
                     "{}: only an emulated type (with emulate_latency) declares its load time",
                     field("load_ms")
-                );
+                ));
             }
         }
         out.push(HardwareType {
@@ -171,7 +189,7 @@ mod tests {
                 "types[0].device",
             ),
         ] {
-            let e = format!("{:#}", parse(text).unwrap_err());
+            let e = parse(text).unwrap_err();
             assert!(e.contains(want), "{text}: {e}");
         }
     }
