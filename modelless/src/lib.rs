@@ -14,6 +14,10 @@
 //! choice now falls, a few times within its deadline; a request is answered once, by the attempt
 //! that finished. A model's own error on a live executor is the request's answer.
 //!
+//! A traced request (sampled) gets one `choose {task}` span per attempt, a child of its server
+//! span, naming the variant, the worker, whether it was a cold start and how many moves came
+//! before; the chosen instance's graph adds its own spans under the same server span.
+//!
 //! The store learns the local worker's load here: every second each local instance's served rate,
 //! mean ONNX Runtime call time and requests in flight, with the machine's CPU utilisation, so
 //! instance states (Overloaded, Interfered) follow the load; remote executors report their own.
@@ -45,6 +49,7 @@ use weir_connectors::oip::{
     InferFuture, InferOutputs, InferRequest, ModelLess, ModelLessModel, OipError, ProtocolError,
 };
 use weir_engine::request::RequestError;
+use weir_engine::trace::AttributeValue;
 use weir_infaas::dispatch::Dispatcher;
 use weir_infaas::query::{Choice, Query, Requirements, Target};
 use weir_infaas::repository::Repository;
@@ -530,6 +535,7 @@ impl ModelLessServer {
         let (task, query) = self.query(name, &request)?;
         let mut moves = 0;
         loop {
+            let chose_at = std::time::SystemTime::now();
             let choice = self.choose(&task, &query)?;
             let variant = self
                 .repository
@@ -544,7 +550,22 @@ impl ModelLessServer {
             );
             let instance = self.instance(&variant, &choice.worker);
             let cold = !instance.settled();
-            let graph = match instance.ready(deadline).await {
+            let ready = instance.ready(deadline).await;
+            if let Some(trace) = &request.trace {
+                trace.export_step(
+                    format!("choose {name}"),
+                    chose_at,
+                    vec![
+                        ("weir.task", AttributeValue::Str(task.clone())),
+                        ("weir.variant", AttributeValue::Str(variant.name.clone())),
+                        ("weir.worker", AttributeValue::Str(choice.worker.clone())),
+                        ("weir.cold_start", AttributeValue::Bool(cold)),
+                        ("weir.moves", AttributeValue::Int(i64::from(moves))),
+                    ],
+                    !matches!(ready, Some(Ok(_))),
+                );
+            }
+            let graph = match ready {
                 None => return Err(OipError::Deadline { ms: timeout_ms }),
                 Some(Ok(graph)) => graph,
                 // A remote load that failed (its executor may be gone): choose again.

@@ -4,7 +4,7 @@
 //! under the client's `traceparent`, its span tree the graph's path (the executor's span under the
 //! model node's hop span); a request without a `traceparent`, or with a malformed one, sampled at
 //! 1.0 starts a new trace answered in the response header (HTTP and gRPC); at sampling 0 nothing
-//! of an unsampled request is exported.
+//! of an unsampled request is exported; a model-less request's trace names the variant and worker chosen for it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -432,4 +432,88 @@ fn at_sampling_zero_unsampled_requests_export_nothing() {
         .collect();
     assert!(stray.is_empty(), "unsampled spans exported: {stray:?}");
     assert!(unsampled.iter().all(|t| collector.of_trace(t).is_empty()));
+}
+
+#[test]
+fn a_model_less_request_s_trace_names_the_variant_and_worker_it_chose() {
+    let collector = Collector::start();
+    let dir = temp_dir("traces-modelless");
+    let repository = dir.0.join("repository");
+    let out = crate::model_repository::register("digits_tiny", &repository, &["--no-int8"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Launched::start(
+        &[],
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--repository",
+            repository.to_str().expect("utf-8 path"),
+            "--otlp-endpoint",
+            collector.url.as_str(),
+        ],
+        &["http"],
+    );
+    let addr = server.addr("http").to_string();
+    wait_until("ready", || {
+        http(&addr, "GET", "/v2/health/ready", &[], b"").0 == 200
+    });
+    let body = json!({"id": "traced", "parameters": {},
+        "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32",
+                    "data": crate::modelless_serve::PIXELS.to_vec()}]})
+    .to_string();
+    let trace = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
+    let (status, head, reply) = http_full(
+        &addr,
+        "POST",
+        "/v2/models/digits/infer",
+        &[("traceparent", format!("00-{trace}-6b6b6b6b6b6b6b6b-01"))],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{reply}");
+    let reply: serde_json::Value = serde_json::from_str(&reply).expect("json reply");
+    let (answered_trace, server_span, sampled) = parts(&traceparent(&head));
+    assert_eq!(answered_trace, trace);
+    assert!(sampled);
+    // The choice is a child of the request's server span and names what the reply names.
+    wait_until("the choice and the graph's spans", || {
+        let spans = collector.of_trace(trace);
+        spans.iter().any(|s| s.name == "choose digits")
+            && spans.iter().any(|s| s.span_id == server_span)
+    });
+    let spans = collector.of_trace(trace);
+    let choose = spans
+        .iter()
+        .find(|s| s.name == "choose digits")
+        .expect("the choice span");
+    assert_eq!(choose.parent, server_span, "{spans:#?}");
+    let text = |s: &Span, key: &str| match s.attributes.get(key) {
+        Some(AnyValue::StringValue(v)) => v.clone(),
+        other => panic!("{key}: {other:?}"),
+    };
+    assert_eq!(text(choose, "weir.task"), "digits");
+    assert_eq!(
+        text(choose, "weir.variant"),
+        reply["parameters"]["variant"].as_str().expect("variant")
+    );
+    assert_eq!(
+        text(choose, "weir.worker"),
+        reply["parameters"]["worker"].as_str().expect("worker")
+    );
+    assert_eq!(
+        choose.attributes.get("weir.cold_start"),
+        Some(&AnyValue::BoolValue(true)),
+        "the first request loads the variant"
+    );
+    assert_eq!(choose.int("weir.moves"), Some(0));
+    // The variant's graph ran under the same server span: its model node's hop is in the trace.
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.parent == server_span && s.name != "choose digits"),
+        "{spans:#?}"
+    );
 }

@@ -76,6 +76,37 @@ impl RequestTracing {
             .then_some(self.context.span.trace_id)
     }
 
+    /// Exports one step a front end took for the request before its graph ran (a model-less
+    /// front end's choice of variant and worker), as a child of the request's server span; an
+    /// unsampled request exports nothing.
+    pub fn export_step(
+        &self,
+        name: String,
+        start: SystemTime,
+        attributes: Vec<(&'static str, AttributeValue)>,
+        error: bool,
+    ) {
+        if !self.context.span.sampled {
+            return;
+        }
+        let span = SpanRecord {
+            context: weir_engine::trace::SpanContext {
+                span_id: weir_engine::trace::context::new_span_id(),
+                ..self.context.span
+            },
+            parent: Some(self.context.span.span_id),
+            parent_is_remote: false,
+            state: self.context.state.clone(),
+            name,
+            kind: SpanKind::Internal,
+            start,
+            end: SystemTime::now(),
+            attributes,
+            error,
+        };
+        self.sink.export(vec![span]);
+    }
+
     /// Exports the request's spans, when sampled: its server span and one per hop its rows'
     /// lineage names (each once, though several rows passed it). `answers` is `None` when the
     /// request's deadline passed before every row was answered.
