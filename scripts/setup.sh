@@ -250,7 +250,11 @@ up_to_date() {
 }
 
 finish() {
-    echo "export ORT_DYLIB_PATH=$ORT_LIB"
+    if [[ "$MODE" == gpu ]]; then
+        echo "export WEIR_ORT_DYLIB=$ORT_GPU_DIR/libonnxruntime.so"
+    else
+        echo "export ORT_DYLIB_PATH=$ORT_LIB"
+    fi
 }
 
 WANT_RUNTIME="$(hash_files "$ROOT/scripts/setup.sh")"
@@ -367,7 +371,7 @@ PYEOF
 
 if [[ "$MODE" == gpu ]]; then
     set_up_gpu
-    echo "export WEIR_ORT_DYLIB=$ORT_GPU_DIR/libonnxruntime.so"
+    finish
     exit 0
 fi
 
