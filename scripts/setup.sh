@@ -14,6 +14,8 @@
 #   scripts/setup.sh --runtime-only   the runtime part only
 #   scripts/setup.sh --no-browser     runtime and fixtures, not the browser part
 #   scripts/setup.sh --browser-only   the browser part only (after a full run)
+#   scripts/setup.sh --gpu            the CUDA build of ONNX Runtime only (a GPU machine's
+#                                     extra: ~284 MB wheel; scripts/gpu-check.sh uses it)
 #   scripts/setup.sh --help           this usage
 #
 # Each part prints how long it took ("runtime ready in 3 s").
@@ -119,6 +121,9 @@ Fetches and generates what weir needs into $WEIR_HOME (default: <repo>/.weir).
   --no-browser    leave out the browser tests' part (chromium, chromium-driver and
                   selenium; installing Debian's packages needs root)
   --browser-only  only the browser tests' part, after a full run
+  --gpu           only the CUDA build of ONNX Runtime (the onnxruntime-gpu wheel,
+                  ~284 MB) into $WEIR_HOME/onnxruntime-gpu, for a machine with an
+                  NVIDIA GPU (scripts/gpu-check.sh, docs/triton.md "GPU")
   -h, --help      print this and exit
 
 Idempotent: a part already set up is skipped. Environment: WEIR_HOME, PYTHON.
@@ -132,6 +137,7 @@ while (($#)); do
         --runtime-only) MODE=runtime ;;
         --no-browser) MODE=no-browser ;;
         --browser-only) MODE=browser ;;
+        --gpu) MODE=gpu ;;
         -h | --help) usage; exit 0 ;;
         *) echo "weir setup: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -157,6 +163,7 @@ RUNTIME_STAMP="$WEIR_HOME/.setup-stamp-runtime"
 FIXTURES_STAMP="$WEIR_HOME/.setup-stamp-fixtures"
 BROWSER_STAMP="$WEIR_HOME/.setup-stamp-browser"
 ORT_LIB="$ORT_DIR/libonnxruntime.so"
+ORT_GPU_DIR="$WEIR_HOME/onnxruntime-gpu"
 
 say() { echo "weir setup: $*"; }
 die() { echo "weir setup: error: $*" >&2; exit 1; }
@@ -219,6 +226,10 @@ browser_up_to_date() {
     [[ -f "$BROWSER_STAMP" ]] && [[ "$(cat "$BROWSER_STAMP")" == "$WANT_RUNTIME" ]] && browser_outputs_present
 }
 
+gpu_up_to_date() {
+    [[ -e "$ORT_GPU_DIR/libonnxruntime.so" && -e "$ORT_GPU_DIR/libonnxruntime_providers_cuda.so" ]]
+}
+
 runtime_up_to_date() {
     [[ -f "$RUNTIME_STAMP" ]] && [[ "$(cat "$RUNTIME_STAMP")" == "$WANT_RUNTIME" ]] && runtime_outputs_present
 }
@@ -232,13 +243,18 @@ up_to_date() {
     case "$MODE" in
         runtime) runtime_up_to_date ;;
         browser) browser_up_to_date ;;
+        gpu) gpu_up_to_date ;;
         no-browser) runtime_up_to_date && fixtures_up_to_date ;;
         *) runtime_up_to_date && fixtures_up_to_date && browser_up_to_date ;;
     esac
 }
 
 finish() {
-    echo "export ORT_DYLIB_PATH=$ORT_LIB"
+    if [[ "$MODE" == gpu ]]; then
+        echo "export WEIR_ORT_DYLIB=$ORT_GPU_DIR/libonnxruntime.so"
+    else
+        echo "export ORT_DYLIB_PATH=$ORT_LIB"
+    fi
 }
 
 WANT_RUNTIME="$(hash_files "$ROOT/scripts/setup.sh")"
@@ -314,6 +330,50 @@ with zipfile.ZipFile(whl) as z:
 print(done)
 PYEOF
 }
+
+# =============================================================================
+# The GPU extra (--gpu): the onnxruntime-gpu wheel's libraries, for scripts/gpu-check.sh
+# =============================================================================
+set_up_gpu() {
+    fetch_wheels onnxruntime_gpu "$ORT_VERSION"
+    local whl n
+    whl="$(find_wheel onnxruntime_gpu "$ORT_VERSION")"
+    # The runtime and its CUDA provider (TensorRT's is left out: weir does not use it).
+    n="$("$PY" - "$whl" "$ORT_GPU_DIR" <<'PYEOF'
+import os, shutil, sys, zipfile
+whl, dest_dir = sys.argv[1], sys.argv[2]
+done = 0
+with zipfile.ZipFile(whl) as z:
+    for info in z.infolist():
+        name = os.path.basename(info.filename)
+        if not info.filename.startswith("onnxruntime/capi/libonnxruntime") or "tensorrt" in name:
+            continue
+        dest = os.path.join(dest_dir, name)
+        if os.path.exists(dest) and os.path.getsize(dest) == info.file_size:
+            continue
+        os.makedirs(dest_dir, exist_ok=True)
+        with z.open(info) as src, open(dest + ".tmp", "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.chmod(dest + ".tmp", 0o755)
+        os.replace(dest + ".tmp", dest)
+        done += 1
+print(done)
+PYEOF
+)"
+    [[ -e "$ORT_GPU_DIR/libonnxruntime.so.$ORT_VERSION" ]] \
+        || die "$whl holds no libonnxruntime.so.$ORT_VERSION"
+    [[ -e "$ORT_GPU_DIR/libonnxruntime_providers_cuda.so" ]] \
+        || die "$whl holds no CUDA execution provider"
+    ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_GPU_DIR/libonnxruntime.so"
+    ln -sfn "libonnxruntime.so.$ORT_VERSION" "$ORT_GPU_DIR/libonnxruntime.so.1"
+    say "onnxruntime-gpu $ORT_VERSION in $ORT_GPU_DIR ($n file(s) unpacked); it needs CUDA 12 and cuDNN 9 on the machine"
+}
+
+if [[ "$MODE" == gpu ]]; then
+    set_up_gpu
+    finish
+    exit 0
+fi
 
 # =============================================================================
 # Part 3: browser tests (Debian's chromium and chromium-driver, selenium in the venv)

@@ -11,6 +11,8 @@
 //! - [`journal`]: the consistency journal every role writes and the checker tests run on it.
 //! - [`sequences`]: per-sequence state (one state per client sequence, in one table per version)
 //!   on the wire: the rows' sequence controls and the refusals.
+//! - [`sequence_params`]: a request's sequence controls read from its parameters as Triton's
+//!   clients send them (the per-sequence node and the admission of sequence control inputs).
 //!
 //! Decisions where the paper is silent or wrong are written where they apply; the main ones:
 //! Algorithm 2 line 8 waits *while* `durable[m] < seq`; durability is monotone per node across
@@ -24,6 +26,7 @@ pub mod gate;
 pub mod journal;
 pub mod protocol;
 pub mod rollback;
+pub mod sequence_params;
 pub mod sequences;
 
 /// A stateful node's identity in lineage entries (the plan's lineage id).

@@ -169,7 +169,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         inputs,
         outputs,
         timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
-        device: weir_engine::spec::Device::Cpu,
+        device: m.executor.device,
         graph_level: m.executor.graph_optimization,
     }
 }

@@ -72,12 +72,29 @@ pub(crate) fn start_with(args: &[&str]) -> RepoServer {
         &root.join("bad/config.pbtxt"),
         "name: \"bad\"\nnot_a_field: 3\n",
     );
+    serve(dir, root, args)
+}
+
+/// `weir serve --model-repository root` with `args` added, ready; `dir` (holding `root`) is
+/// removed with the server.
+pub(crate) fn serve(dir: TempDir, root: std::path::PathBuf, args: &[&str]) -> RepoServer {
+    serve_with_env(dir, root, args, &[])
+}
+
+/// As [`serve`], the process's environment given `env` too.
+pub(crate) fn serve_with_env(
+    dir: TempDir,
+    root: std::path::PathBuf,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> RepoServer {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .current_dir(repo())
         .args(["serve", "--model-repository"])
         .arg(&root)
         .args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("WEIR_AUTH_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -261,8 +261,9 @@ pub enum GraphError {
         /// Why.
         reason: String,
     },
-    /// A KIND_GPU instance group: in-process executors run on the CPU.
-    #[error("model `{model}`: instance_group[{group}] is KIND_GPU: GPU instance groups are not supported in-process yet (run the model on a `weir executor --device cuda` and name it as a replica)")]
+    /// A KIND_GPU instance group naming a GPU other than device 0: in-process executors run GPU
+    /// groups on CUDA device 0.
+    #[error("model `{model}`: instance_group[{group}].gpus: weir runs KIND_GPU instance groups in process on CUDA device 0 only (for other devices, run the model on a `weir executor --device cuda` and name it as a replica)")]
     GpuInstances {
         /// The model.
         model: String,

@@ -10,21 +10,26 @@
 //!   each request is one call with its tensors as they are.
 //! - The request shape of each graph input is the input's `dims` (without the batch dimension,
 //!   which weir adds when it batches), `-1` staying free.
-//! - `instance_group`: the counts of the KIND_CPU groups add up to the executor's `instances`;
-//!   a KIND_GPU group is refused ([`GraphError::GpuInstances`]): in-process executors run on the
-//!   CPU.
+//! - `instance_group`: the groups' counts add up to the executor's `instances`; KIND_GPU groups
+//!   run on ONNX Runtime's CUDA execution provider on device 0 (`gpus` empty or `[0]`; another
+//!   device is [`GraphError::GpuInstances`]), and a model's groups are all of one kind, since
+//!   one node's executor runs on one device.
 //! - `parameters.intra_op_thread_count` above 0 is `intra_op_threads` (weir's default, 1,
 //!   otherwise); `optimization.graph.level` is ONNX Runtime's optimisation level as the backend
 //!   maps it (-1 basic, 1 extended, 2 none, otherwise all).
 //! - `sequence_batching.state` is per-sequence state (the HAMS stateful node) stacked along the
 //!   batch axis 0, idle after `max_sequence_idle_microseconds`.
+//! - `sequence_batching.control_input` are graph inputs weir fills from each request's sequence
+//!   parameters ([`crate::sequence_controls`]), bound to the model's inputs of the same names.
 //!
 //! What the engine has no counterpart for is refused by field ([`GraphError::Unsupported`]):
 //! optional inputs, a reshape that changes the shape (which includes a scalar in the file that
-//! the configuration writes as dims `[1]`), sequence control inputs, sequence state without
-//! batching, an ensemble mixing batching and non-batching steps.
+//! the configuration writes as dims `[1]`), sequence state without batching, sequence control
+//! inputs of an ensemble's step, an ensemble mixing batching and non-batching steps.
 
-use weir_engine::spec::{DimSpec, ExecutorSpec, GraphBuilder, GraphLevel, GraphSpec, ModelBuilder};
+use weir_engine::spec::{
+    Device, DimSpec, ExecutorSpec, GraphBuilder, GraphLevel, GraphSpec, ModelBuilder,
+};
 
 use crate::autocomplete::ModelKind;
 use crate::datatype;
@@ -35,6 +40,7 @@ use crate::names::{identifier, Names};
 use crate::proto::inference::model_config::SchedulingChoice;
 use crate::proto::inference::model_instance_group::Kind as GroupKind;
 use crate::proto::inference::{DataType, ModelConfig};
+use crate::sequence_controls::control_inputs;
 
 /// Most sequences a per-sequence node holds at once (weir's default; Triton bounds sequences by
 /// its batcher's slots instead).
@@ -77,15 +83,27 @@ pub fn graph(
         );
         inputs.push((t.name.clone(), graph_name));
     }
+    if loaded == Some(ModelKind::Ensemble) {
+        return ensemble_graph(repo, model, served, builder, names, inputs);
+    }
+    let mut bound = inputs.clone();
+    let controls =
+        control_inputs(&served.config).map_err(|(field, reason)| GraphError::Unsupported {
+            model: model.to_string(),
+            field,
+            reason,
+        })?;
+    for c in controls {
+        let graph_name = names.take(&c.name);
+        builder = builder.sequence_input(&graph_name, c.dtype, c.control, c.false_true);
+        bound.push((c.name, graph_name));
+    }
     let graph_name_of = |tensor: &str| {
-        inputs
+        bound
             .iter()
             .find(|(t, _)| t == tensor)
             .map(|(_, g)| g.clone())
     };
-    if loaded == Some(ModelKind::Ensemble) {
-        return ensemble_graph(repo, model, served, builder, names, inputs.clone());
-    }
     let id = names.take(model);
     let node = model_node(model, &id, served, |input| graph_name_of(input))?;
     builder = builder.model(node);
@@ -217,11 +235,14 @@ pub(crate) fn model_node(
         _ => node.batching(1, 0),
     };
     if let Some(SchedulingChoice::SequenceBatching(seq)) = &config.scheduling_choice {
-        if !seq.control_input.is_empty() {
-            return Err(unsupported(
-                "sequence_batching.control_input".into(),
-                "the engine cannot feed sequence control tensors (START, END, READY, CORRID) into model inputs yet; it reads sequence_id, sequence_start and sequence_end from request parameters",
-            ));
+        for (i, c) in seq.control_input.iter().enumerate() {
+            let from = bind(&c.name).ok_or_else(|| {
+                unsupported(
+                    format!("sequence_batching.control_input[{i}]"),
+                    "no tensor feeds this control input (an ensemble's step cannot take sequence controls)",
+                )
+            })?;
+            node = node.input(&c.name, &from);
         }
         if !seq.state.is_empty() {
             if mbs == 0 {
@@ -243,13 +264,27 @@ pub(crate) fn model_node(
 
 fn executor(model: &str, config: &ModelConfig) -> Result<ExecutorSpec, GraphError> {
     let mut instances = 0usize;
+    let mut device = None;
     for (i, group) in config.instance_group.iter().enumerate() {
-        if group.kind() == GroupKind::Gpu {
-            return Err(GraphError::GpuInstances {
+        let kind = if group.kind() == GroupKind::Gpu {
+            if group.gpus.iter().any(|&g| g != 0) {
+                return Err(GraphError::GpuInstances {
+                    model: model.to_string(),
+                    group: i,
+                });
+            }
+            Device::Cuda
+        } else {
+            Device::Cpu
+        };
+        if device.is_some_and(|d| d != kind) {
+            return Err(GraphError::Unsupported {
                 model: model.to_string(),
-                group: i,
+                field: format!("instance_group[{i}].kind"),
+                reason: "a model's instance groups are all KIND_CPU or all KIND_GPU: its executor runs on one device".into(),
             });
         }
+        device = Some(kind);
         instances += usize::try_from(group.count).unwrap_or(0).max(1);
     }
     let intra = config
@@ -273,6 +308,7 @@ fn executor(model: &str, config: &ModelConfig) -> Result<ExecutorSpec, GraphErro
         instances: instances.max(1),
         intra_op_threads: intra,
         graph_optimization: level,
+        device: device.unwrap_or_default(),
         ..ExecutorSpec::default()
     })
 }

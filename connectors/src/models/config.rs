@@ -98,7 +98,13 @@ impl Signature {
             name: plan.name.clone(),
             platform: "weir_graph".into(),
             max_batch: u64::try_from(runtime.max_in_flight()).unwrap_or(u64::MAX),
-            inputs: plan.inputs.iter().map(|i| tensor(&i.name, &i.ty)).collect(),
+            // Sequence control inputs are filled from the request's parameters, not sent.
+            inputs: plan
+                .inputs
+                .iter()
+                .filter(|i| i.sequence.is_none())
+                .map(|i| tensor(&i.name, &i.ty))
+                .collect(),
             outputs: plan
                 .outputs
                 .iter()

@@ -449,7 +449,7 @@ impl GraphRuntime {
         let mut checked = Vec::with_capacity(n);
         let mut responders = Vec::with_capacity(n);
         for (inputs, responder) in rows {
-            checked.push(input_checks::check_inputs(&self.plan, inputs)?);
+            checked.push(input_checks::check_inputs(&self.plan, inputs, None)?);
             responders.push(responder);
         }
         let first = self.reserve(n)?;
@@ -477,7 +477,7 @@ impl GraphRuntime {
         inputs: Vec<NamedTensor>,
         parameters: Option<Arc<str>>,
     ) -> Result<AdmittedRequest, RequestError> {
-        let inputs = input_checks::check_inputs(&self.plan, inputs)?;
+        let inputs = input_checks::check_inputs(&self.plan, inputs, parameters.as_deref())?;
         let id = self.reserve(1)?;
         Ok(AdmittedRequest {
             id,

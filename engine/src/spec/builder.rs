@@ -20,8 +20,8 @@ use super::{
     ArgmaxSpec, BatchingSpec, BoxCoordinates, CastSpec, ConcatSpec, CropBoxesSpec, CropSpec,
     CtcDecodeSpec, DecodeImageSpec, DetokenizeSpec, DimSpec, ExecutorSpec, GatherSpec, GraphSpec,
     InputSpec, Interpolation, LabelsSpec, ModelSpec, NodeSpec, NormalizeSpec, OutputSpec,
-    PadToSpec, RegionsSpec, RemoteExecutorSpec, ResizeSpec, SliceSpec, SoftmaxSpec, Spanned,
-    TokenizeSpec, TopKSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
+    PadToSpec, RegionsSpec, RemoteExecutorSpec, ResizeSpec, SequenceControl, SequenceInputSpec,
+    SliceSpec, SoftmaxSpec, Spanned, TokenizeSpec, TopKSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 use crate::tensor::DType;
 
@@ -78,6 +78,28 @@ impl GraphBuilder {
             name: s(name.to_string()),
             dtype: s(dtype),
             shape: s(shape),
+            sequence: None,
+        }));
+        self
+    }
+
+    /// Adds a graph input of shape `[1]` that weir fills from each request's sequence
+    /// parameters (`control`, with `false_true` as the values of a flag) instead of the client.
+    pub fn sequence_input(
+        mut self,
+        name: &str,
+        dtype: DType,
+        control: SequenceControl,
+        false_true: Option<[f64; 2]>,
+    ) -> Self {
+        self.spec.inputs.push(s(InputSpec {
+            name: s(name.to_string()),
+            dtype: s(dtype),
+            shape: s(vec![DimSpec::Size(1)]),
+            sequence: Some(s(SequenceInputSpec {
+                control,
+                false_true,
+            })),
         }));
         self
     }

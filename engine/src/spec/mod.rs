@@ -45,7 +45,10 @@ pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};
 pub use remote::{Device, RemoteExecutorSpec, LOCAL_REPLICA};
 pub use routing::{KairosRoutingSpec, RoutingSpec};
-pub use stateful::{InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, StateSpec};
+pub use stateful::{
+    InitialState, PerSequenceSpec, ReplicationMode, ReplicationSpec, SequenceControl,
+    SequenceInputSpec, StateSpec,
+};
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
 pub use text_op::{CtcDecodeSpec, DetokenizeSpec, LabelsSpec, SoftmaxSpec, TokenizeSpec};
@@ -145,6 +148,10 @@ pub struct InputSpec {
     /// the graph's inputs with that name has the same size within one request, e.g.
     /// `input_ids: [seq]` and `attention_mask: [seq]`. `[]` is a scalar.
     pub shape: Spanned<Vec<DimSpec>>,
+    /// Filled by weir from the request's sequence parameters instead of sent by the client
+    /// (Triton's sequence control tensors); shape `[1]`.
+    #[serde(default)]
+    pub sequence: Option<Spanned<SequenceInputSpec>>,
 }
 
 /// One dimension of a graph input as written: a size (`-1` for any), or a symbolic name.

@@ -445,6 +445,11 @@ pub struct ExecutorSpec {
     /// ONNX Runtime's graph-optimisation level for the node's sessions (default `all`).
     #[serde(default)]
     pub graph_optimization: GraphLevel,
+    /// Where the node's in-process sessions run: `cpu` (default), or `cuda` for ONNX Runtime's
+    /// CUDA execution provider on device 0, which needs the `onnxruntime-gpu` build of the
+    /// library (`WEIR_ORT_DYLIB`); a session that cannot get it fails to start, never falls back.
+    #[serde(default)]
+    pub device: super::Device,
 }
 
 /// ONNX Runtime's graph-optimisation level: how much the session rewrites the model's graph
@@ -513,6 +518,7 @@ impl Default for ExecutorSpec {
             pin_cores_from: None,
             timeout_ms: default_timeout_ms(),
             graph_optimization: GraphLevel::All,
+            device: super::Device::Cpu,
         }
     }
 }

@@ -31,6 +31,17 @@
 //!         max_sequences: 1024      # a start past this many live sequences is refused (429)
 //! ```
 //!
+//! A graph input may be filled by weir from the same parameters instead of sent by the client
+//! (Triton's sequence control tensors: `START`, `END`, `READY`, `CORRID`), so a model that reads
+//! them runs as Triton's sequence batcher would call it:
+//!
+//! ```yaml
+//! inputs:
+//!   - {name: x, dtype: f32, shape: [4]}
+//!   - {name: start, dtype: f32, shape: [1], sequence: {control: start, false_true: [0, 1]}}
+//!   - {name: corrid, dtype: u64, shape: [1], sequence: {control: id}}
+//! ```
+//!
 //! Only the shape is read here; [`crate::validate`] checks the meaning.
 
 use std::collections::BTreeMap;
@@ -173,4 +184,31 @@ impl ReplicationMode {
             ReplicationMode::Checkpoint => "checkpoint",
         }
     }
+}
+
+/// A graph input weir fills from each request's sequence parameters (`parameters.sequence_id`,
+/// `sequence_start`, `sequence_end`) instead of taking it from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequenceInputSpec {
+    /// What the input holds.
+    pub control: SequenceControl,
+    /// A flag's value when false and when true, in the input's dtype (`bool` inputs may leave
+    /// it out: false and true); not given for `id`.
+    #[serde(default)]
+    pub false_true: Option<[f64; 2]>,
+}
+
+/// What a sequence control input holds for each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SequenceControl {
+    /// True on the request that starts its sequence (`sequence_start: true`).
+    Start,
+    /// True on the request that ends its sequence (`sequence_end: true`).
+    End,
+    /// True on every request (each row weir runs is a real request).
+    Ready,
+    /// The sequence's id: an integer input takes a numeric id, a `bytes` input any id.
+    Id,
 }

@@ -104,6 +104,8 @@ pub struct GraphInput {
     pub ty: TensorType,
     /// Per dimension, the symbolic name it was declared with (`seq`), if any.
     pub symbols: Vec<Option<String>>,
+    /// Filled by weir from the request's sequence parameters, not sent by the client.
+    pub sequence: Option<crate::spec::SequenceInputSpec>,
 }
 
 impl GraphInput {

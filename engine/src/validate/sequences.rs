@@ -13,15 +13,58 @@
 //! - `initial.values` names state inputs, each with one sequence's element count of finite values;
 //! - the replication mode is `none`, `nspb` or `remus` (`checkpoint` replays batches from their
 //!   inputs alone, without the rows' sequence controls).
+//!
+//! A graph input filled from the sequence parameters ([`sequence_input_problem`]) has shape
+//! `[1]`; a flag (`start`, `end`, `ready`) is `bool` or a number type with its `false_true`
+//! values, which must fit the type; an `id` is an integer type or `bytes`, without values.
 
 use super::node_path;
 use crate::diagnostic::{Diagnostic, Location};
 use crate::onnx::{ElementType, ModelMetadata, TensorInfo};
-use crate::spec::{InitialState, ModelSpec, PerSequenceSpec, ReplicationMode, Spanned};
+use crate::spec::{
+    DimSpec, InitialState, ModelSpec, PerSequenceSpec, ReplicationMode, SequenceControl,
+    SequenceInputSpec, Spanned,
+};
 use crate::stateful::one_sequence_shape;
 use crate::tensor::{element_count, DType, Dim};
 
 pub use weir_hams::sequences::MAX_SEQUENCE_STATE_BYTES;
+
+/// What is wrong with a graph input of `dtype` and `shape` filled from the sequence parameters
+/// as `spec` says, if anything.
+pub(super) fn sequence_input_problem(
+    dtype: DType,
+    shape: &[DimSpec],
+    spec: &SequenceInputSpec,
+) -> Option<String> {
+    if shape != [DimSpec::Size(1)] {
+        return Some("a sequence control input has shape [1]".into());
+    }
+    let integer = matches!(
+        dtype,
+        DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::U64
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::I64
+    );
+    match (spec.control, spec.false_true) {
+        (SequenceControl::Id, None) if integer || dtype == DType::Bytes => None,
+        (SequenceControl::Id, None) => Some(format!(
+            "an `id` input is an integer type or bytes, not {dtype}"
+        )),
+        (SequenceControl::Id, Some(_)) => Some("an `id` input takes no `false_true`".into()),
+        (_, None) if dtype == DType::Bool => None,
+        (_, None) => Some(format!("a flag of type {dtype} needs `false_true` values")),
+        (_, Some(values)) => values
+            .iter()
+            .find_map(|&v| crate::stateful::constant_data(dtype, v).err())
+            .map(|e| format!("`false_true`: {e}")),
+    }
+}
 
 /// The checks of `per_sequence` on node `id` (its `state:` pairs found in `meta` as `pairs`).
 pub(super) fn check_per_sequence(

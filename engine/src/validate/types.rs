@@ -71,6 +71,21 @@ impl<'a> Validator<'a, '_> {
                 );
                 continue;
             }
+            if let Some(seq) = &input.sequence {
+                let problem = super::sequences::sequence_input_problem(
+                    input.dtype.value,
+                    &input.shape.value,
+                    &seq.value,
+                );
+                if let Some(problem) = problem {
+                    self.error(
+                        format!("inputs.{}.sequence", input.name.value),
+                        seq.location,
+                        format!("graph input `{}`: {problem}", input.name.value),
+                    );
+                    continue;
+                }
+            }
             out.push(GraphInput {
                 name: input.name.value.clone(),
                 ty: TensorType {
@@ -78,6 +93,7 @@ impl<'a> Validator<'a, '_> {
                     shape: dims,
                 },
                 symbols,
+                sequence: input.sequence.as_ref().map(|s| s.value),
             });
         }
         out

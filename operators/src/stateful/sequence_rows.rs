@@ -8,9 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use weir_engine::batch::Batch;
 use weir_engine::request::{RequestError, RowError};
+use weir_hams::sequence_params::row_control;
 use weir_hams::sequences::{RowControl, SequenceControls, SequenceRefusal};
 
-use super::sequences::params::row_control;
 use crate::capabilities::RowsAndErrors;
 
 /// A batch's parts, with the time each holds.

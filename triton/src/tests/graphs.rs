@@ -5,7 +5,9 @@ use super::{loaded, weir_model, TempRepo};
 use crate::error::GraphError;
 use crate::graph::{graph, ServedGraph};
 use crate::load::Repository;
-use weir_engine::spec::{GraphLevel, ModelSpec, NodeSpec};
+use weir_engine::spec::{
+    Device, GraphLevel, ModelSpec, NodeSpec, SequenceControl, SequenceInputSpec,
+};
 
 fn only_node(g: &ServedGraph) -> &ModelSpec {
     assert_eq!(g.spec.nodes.len(), 1);
@@ -131,17 +133,53 @@ fn real_models_with_free_dimensions_validate() {
 }
 
 #[test]
-fn gpu_groups_scalars_and_control_inputs_have_no_engine_counterpart() {
+fn gpu_groups_run_on_cuda_device_zero_and_scalars_have_no_engine_counterpart() {
     let repo = TempRepo::new("g-unsupported");
     repo.model(
         "gpu",
-        Some("instance_group [ { kind: KIND_GPU gpus: [0] } ]"),
+        Some("instance_group [ { count: 2 kind: KIND_GPU gpus: [0] } ]"),
+        &weir_model("digits_mlp.onnx"),
+        &[1],
+    );
+    repo.model(
+        "gpu1",
+        Some("instance_group [ { kind: KIND_GPU gpus: [1] } ]"),
+        &weir_model("digits_mlp.onnx"),
+        &[1],
+    );
+    repo.model(
+        "mixed",
+        Some("instance_group [ { kind: KIND_CPU }, { kind: KIND_GPU } ]"),
         &weir_model("digits_mlp.onnx"),
         &[1],
     );
     repo.model("scalar", None, &weir_model("unbatched_scale.onnx"), &[1]);
-    let stateful = onnx::model(
-        &[("x", FLOAT, &[-1, 4]), ("start", FLOAT, &[-1, 1])],
+    let r = repo.load();
+    let g = graph(&r, "gpu", None).unwrap();
+    let m = only_node(&g);
+    assert_eq!((m.executor.device, m.executor.instances), (Device::Cuda, 2));
+    valid(&g, &r);
+    let e = graph(&r, "gpu1", None).unwrap_err();
+    assert!(
+        matches!(e, GraphError::GpuInstances { group: 0, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("CUDA device 0 only"), "{e}");
+    let e = graph(&r, "mixed", None).unwrap_err().to_string();
+    assert!(e.contains("instance_group[1].kind"), "{e}");
+    let e = graph(&r, "scalar", None).unwrap_err().to_string();
+    assert!(e.contains("input[1].dims"), "{e}");
+}
+
+#[test]
+fn sequence_control_inputs_are_graph_inputs_filled_from_the_parameters() {
+    let repo = TempRepo::new("g-controls");
+    let model = onnx::model(
+        &[
+            ("x", FLOAT, &[-1, 4]),
+            ("START", FLOAT, &[-1, 1]),
+            ("CORRID", onnx::UINT64, &[-1, 1]),
+        ],
         &[("y", FLOAT, &[-1, 4])],
     );
     repo.model_bytes(
@@ -150,23 +188,52 @@ fn gpu_groups_scalars_and_control_inputs_have_no_engine_counterpart() {
             r#"max_batch_size: 4
             input [ { name: "x" data_type: TYPE_FP32 dims: [4] } ]
             output [ { name: "y" data_type: TYPE_FP32 dims: [4] } ]
-            sequence_batching { control_input [ { name: "start" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [0, 1] } ] } ] }"#,
+            sequence_batching { control_input [
+              { name: "START" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [0, 1] } ] },
+              { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+            ] }"#,
         ),
-        &stateful,
+        &model,
     );
     let r = repo.load();
-    let e = graph(&r, "gpu", None).unwrap_err();
-    assert!(
-        matches!(e, GraphError::GpuInstances { group: 0, .. }),
-        "{e}"
+    let g = graph(&r, "controls", None).unwrap();
+    let inputs: Vec<(&str, Option<SequenceInputSpec>)> = g
+        .spec
+        .inputs
+        .iter()
+        .map(|i| {
+            (
+                i.value.name.value.as_str(),
+                i.value.sequence.as_ref().map(|s| s.value),
+            )
+        })
+        .collect();
+    assert_eq!(
+        inputs,
+        vec![
+            ("x", None),
+            (
+                "START",
+                Some(SequenceInputSpec {
+                    control: SequenceControl::Start,
+                    false_true: Some([0.0, 1.0])
+                })
+            ),
+            (
+                "CORRID",
+                Some(SequenceInputSpec {
+                    control: SequenceControl::Id,
+                    false_true: None
+                })
+            ),
+        ]
     );
-    assert!(e
-        .to_string()
-        .contains("GPU instance groups are not supported in-process yet"));
-    let e = graph(&r, "scalar", None).unwrap_err().to_string();
-    assert!(e.contains("input[1].dims"), "{e}");
-    let e = graph(&r, "controls", None).unwrap_err().to_string();
-    assert!(e.contains("sequence_batching.control_input"), "{e}");
+    // Only the client's tensors are renamed-or-not inputs; the controls are filled by weir.
+    assert_eq!(g.inputs, vec![("x".to_string(), "x".to_string())]);
+    let m = only_node(&g);
+    assert_eq!(m.inputs["START"].value, "START");
+    assert_eq!(m.inputs["CORRID"].value, "CORRID");
+    valid(&g, &r);
 }
 
 #[test]

@@ -7,6 +7,8 @@ use prost::Message;
 /// ONNX element types.
 pub const FLOAT: i32 = 1;
 pub const INT64: i32 = 7;
+/// ONNX `UINT64`.
+pub const UINT64: i32 = 13;
 
 #[derive(Clone, PartialEq, Message)]
 struct ModelProto {

@@ -7,8 +7,8 @@
 //! `sequence_start` and `sequence_end` are booleans, false when absent. Anything else is refused
 //! naming the field, before the row reaches the state holder.
 
+use crate::sequences::{RowControl, MAX_SEQUENCE_ID_BYTES};
 use serde_json::Value;
-use weir_hams::sequences::{RowControl, MAX_SEQUENCE_ID_BYTES};
 
 /// A parameter that is wrong: the field (`parameters.sequence_id`) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
