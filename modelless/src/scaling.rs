@@ -194,13 +194,21 @@ impl FrontActuator {
 impl Actuator for FrontActuator {
     fn load(&self, variant: &str, worker: &str) -> Result<(), String> {
         let r = self.do_load(variant, worker);
-        self.log("load", format!("{variant} on {worker}"), r.clone().map(|()| None));
+        self.log(
+            "load",
+            format!("{variant} on {worker}"),
+            r.clone().map(|()| None),
+        );
         r
     }
 
     fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
         let r = self.do_unload(variant, worker);
-        self.log("unload", format!("{variant} on {worker}"), r.clone().map(|()| None));
+        self.log(
+            "unload",
+            format!("{variant} on {worker}"),
+            r.clone().map(|()| None),
+        );
         r
     }
 

@@ -61,7 +61,10 @@ fn a_kept_request_s_path_names_its_hops_with_times_and_hostile_ids_are_refused()
     assert!(m["run_ms"].as_f64().is_some(), "{m}");
     let total = path["duration_ms"].as_f64().expect("duration");
     for h in hops {
-        let (start, len) = (h["start_ms"].as_f64().unwrap(), h["duration_ms"].as_f64().unwrap());
+        let (start, len) = (
+            h["start_ms"].as_f64().unwrap(),
+            h["duration_ms"].as_f64().unwrap(),
+        );
         assert!(start >= 0.0 && len >= 0.0 && start <= total, "{h}");
     }
 
@@ -91,7 +94,8 @@ fn one_request_in_every_is_kept_behind_the_token_and_none_without_the_dashboard(
     for id in ["first", "second"] {
         infer_with_id(&server, id, &bearer);
     }
-    let get = |path: &str, headers: &[(&str, String)]| http(&server.addr, "GET", path, headers, b"");
+    let get =
+        |path: &str, headers: &[(&str, String)]| http(&server.addr, "GET", path, headers, b"");
     assert_eq!(get("/v2/weir/requests", &[]).0, 401);
     assert_eq!(get("/v2/weir/requests/first", &[]).0, 401);
     let basic = [("Authorization", "Basic dWk6czNjcmV0".to_string())]; // ui:s3cret

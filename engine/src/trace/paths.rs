@@ -149,8 +149,7 @@ impl RequestPath {
                         _ => None,
                     })
                 };
-                let micros =
-                    |key: &str| int(key).map(|n| Duration::from_micros(n.unsigned_abs()));
+                let micros = |key: &str| int(key).map(|n| Duration::from_micros(n.unsigned_abs()));
                 let measured = int("weir.job_rows").is_some();
                 PathHop {
                     node: s.name.clone(),
@@ -161,8 +160,7 @@ impl RequestPath {
                     start: offset(s.start),
                     duration: s.end.duration_since(s.start).unwrap_or_default(),
                     measured,
-                    batch_size: int("weir.batch_size")
-                        .and_then(|n| usize::try_from(n).ok()),
+                    batch_size: int("weir.batch_size").and_then(|n| usize::try_from(n).ok()),
                     queue_wait: micros("weir.queue_wait_us"),
                     run: micros("weir.run_us"),
                     replica: s.attributes.iter().find_map(|(k, v)| match v {
@@ -329,7 +327,11 @@ mod tests {
         let mut again = path("r20");
         again.rows = 7;
         store.keep(again);
-        assert_eq!(store.get("r20").map(|p| p.rows), Some(7), "the newer of one id");
+        assert_eq!(
+            store.get("r20").map(|p| p.rows),
+            Some(7),
+            "the newer of one id"
+        );
     }
 
     #[test]
@@ -375,14 +377,21 @@ mod tests {
         let ended = t0 + Duration::from_millis(8);
         let spans = request_spans(&book, &plan, &trace, 9, &lineage, (t0, ended));
         let p = RequestPath::from_spans(Some("bad id"), 9, (t0, ended), 1, &spans);
-        assert_eq!(p.id, "weir-9", "a refused client id gives way to the engine's");
+        assert_eq!(
+            p.id, "weir-9",
+            "a refused client id gives way to the engine's"
+        );
         assert_eq!(p.duration, Duration::from_millis(8));
         assert_eq!(p.hops.len(), 2);
         let (ingress, model) = (&p.hops[0], &p.hops[1]);
         assert_eq!(ingress.node, "ingress");
         assert!(!ingress.measured);
         assert_eq!(ingress.parent, None);
-        assert_eq!(ingress.duration, Duration::from_millis(2), "to its child's start");
+        assert_eq!(
+            ingress.duration,
+            Duration::from_millis(2),
+            "to its child's start"
+        );
         assert_eq!(model.parent, Some(0));
         assert_eq!(model.seq, 3);
         assert!(model.measured);

@@ -1,15 +1,15 @@
 //! The status document of the graphs a process runs, as `/v2/weir/status` and the dashboard show
 //! it: each graph's structure as the planner decided it ([`structure`]) and each node's live
 //! figures over the last sample ([`live`]): a tensor op's rows, batches and errors; executor
-//! throughput, queue, batch, call-time
-//! quantiles, errors and expired rows; replica liveness and dispatch shares (per instance type
-//! under Kairos); SERF's running configuration with its predicted against measured latency;
+//! throughput, queue, batch, call-time quantiles, errors and expired rows; replica liveness and
+//! dispatch shares (per instance type under Kairos); SERF's running configuration with its predicted against measured latency;
 //! ParM's counters; HAMS epoch, primary, backup and durable lag; the ids of the newest requests
 //! whose paths the graph keeps.
 //!
 //! A [`StatusBoard`] keeps the previous sample's counters, so rates are over the time between two
 //! samples; the feed samples it once per tick. Reading it takes no lock a request holds: counters
-//! are atomics and the handles' own snapshots.
+//! are atomics and the handles' own snapshots (the path store's lock is held by a reply only while
+//! it appends one path).
 
 mod live;
 mod structure;
