@@ -266,6 +266,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_action_log_keeps_the_newest_actions_newest_first() {
+        let log = ActionLog::default();
+        assert!(log.recent().is_empty());
+        for i in 0..(RECENT_ACTIONS + 5) {
+            log.push("load", format!("v{i} on w"), Ok(None));
+        }
+        log.push("launch", "accel".into(), Err("no launch commands".into()));
+        let recent = log.recent();
+        assert_eq!(recent.len(), RECENT_ACTIONS);
+        assert_eq!(recent[0].kind, "launch");
+        assert_eq!(recent[0].outcome, Err("no launch commands".to_string()));
+        assert_eq!(recent[1].target, format!("v{} on w", RECENT_ACTIONS + 4));
+        assert!(
+            !recent.iter().any(|a| a.target == "v0 on w"),
+            "the oldest went first"
+        );
+    }
+
+    #[test]
     fn settings_out_of_range_are_refused_naming_them() {
         let dir = std::env::temp_dir().join(format!("weir-autoscale-file-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
