@@ -224,7 +224,7 @@ impl PathStore {
             return None;
         }
         let n = self.admitted.fetch_add(1, Ordering::Relaxed);
-        if n % u64::from(self.every) != 0 {
+        if !n.is_multiple_of(u64::from(self.every)) {
             return None;
         }
         let mut id = [0u8; 16];
