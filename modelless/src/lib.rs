@@ -101,6 +101,8 @@ pub struct ModelLessServer {
     demand: Arc<weir_infaas::autoscale::demand::Demand>,
     /// Per name served (each task and each variant), its requests, for Triton's statistics.
     stats: HashMap<String, Arc<InferStats>>,
+    /// The autoscaler's recent actions, for the status document.
+    actions: scaling::ActionLog,
 }
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> OipError {
@@ -183,6 +185,7 @@ impl ModelLessServer {
             moved: Default::default(),
             demand: Arc::new(weir_infaas::autoscale::demand::Demand::new(DEMAND_WINDOW)),
             stats,
+            actions: scaling::ActionLog::default(),
         }))
     }
 

@@ -1,7 +1,8 @@
 //! Autoscaling the model-less front end ("INFaaS", §4.2): the front end is the autoscaler's
 //! [`Actuator`] — it loads a variant on a worker as a cold start would, unloads one after its
 //! requests are answered, starts executors through a [`Launcher`] and follows them, and retires
-//! one by unloading what it holds before the launcher stops it (SIGTERM: it drains).
+//! one by unloading what it holds before the launcher stops it (SIGTERM: it drains). Each
+//! action it takes is kept, with its outcome, in a short log the status document shows.
 //!
 //! `weir serve --autoscale FILE` reads [`AutoscaleFile`]: the autoscaler's settings, and per
 //! executor type the command that starts one (an argument template with `{name}` and
@@ -73,6 +74,55 @@ impl AutoscaleFile {
     }
 }
 
+/// Actions the log keeps, at most (the newest).
+pub const RECENT_ACTIONS: usize = 32;
+
+/// One action the autoscaler took through the front end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    /// `load`, `unload`, `launch` or `retire`.
+    pub kind: &'static str,
+    /// What it acted on: `variant on worker`, a hardware type, a worker.
+    pub target: String,
+    /// Its outcome: `Ok` with what it made (a launched worker), or the error.
+    pub outcome: Result<Option<String>, String>,
+    /// When it ended.
+    pub at: std::time::SystemTime,
+}
+
+/// The autoscaler's recent actions: a bounded ring written as each action ends (a few a tick at
+/// most, so one lock each is nothing), read by the status document.
+#[derive(Debug, Default)]
+pub(crate) struct ActionLog(std::sync::Mutex<std::collections::VecDeque<Action>>);
+
+impl ActionLog {
+    fn push(&self, kind: &'static str, target: String, outcome: Result<Option<String>, String>) {
+        let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        log.push_back(Action {
+            kind,
+            target,
+            outcome,
+            at: std::time::SystemTime::now(),
+        });
+        while log.len() > RECENT_ACTIONS {
+            log.pop_front();
+        }
+    }
+
+    /// The actions kept, newest first.
+    pub(crate) fn recent(&self) -> Vec<Action> {
+        let log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter().rev().cloned().collect()
+    }
+}
+
+impl ModelLessServer {
+    /// The autoscaler's recent actions, newest first (at most [`RECENT_ACTIONS`]).
+    pub fn autoscaler_actions(&self) -> Vec<Action> {
+        self.actions.recent()
+    }
+}
+
 /// The front end as the autoscaler's hands.
 struct FrontActuator {
     front: Weak<ModelLessServer>,
@@ -82,6 +132,12 @@ struct FrontActuator {
 }
 
 impl FrontActuator {
+    fn log(&self, kind: &'static str, target: String, outcome: Result<Option<String>, String>) {
+        if let Some(front) = self.front.upgrade() {
+            front.actions.push(kind, target, outcome);
+        }
+    }
+
     fn front(&self) -> Result<Arc<ModelLessServer>, String> {
         self.front
             .upgrade()
@@ -89,18 +145,18 @@ impl FrontActuator {
     }
 }
 
-impl Actuator for FrontActuator {
-    fn load(&self, variant: &str, worker: &str) -> Result<(), String> {
+impl FrontActuator {
+    fn do_load(&self, variant: &str, worker: &str) -> Result<(), String> {
         let front = self.front()?;
         self.runtime
             .block_on(front.preload(variant, worker, LOAD_TIMEOUT))
     }
 
-    fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
+    fn do_unload(&self, variant: &str, worker: &str) -> Result<(), String> {
         self.front()?.unload(variant, worker)
     }
 
-    fn launch(&self, hardware: &str) -> Result<String, String> {
+    fn do_launch(&self, hardware: &str) -> Result<String, String> {
         let launcher = self
             .launcher
             .as_ref()
@@ -120,14 +176,7 @@ impl Actuator for FrontActuator {
         Ok(slot.prefix())
     }
 
-    fn launch_died(&self, worker: &str) -> bool {
-        let name = worker.rsplit('/').next().unwrap_or(worker);
-        self.launcher
-            .as_ref()
-            .is_some_and(|l| !l.running().iter().any(|r| r == name))
-    }
-
-    fn retire(&self, worker: &str) -> Result<(), String> {
+    fn do_retire(&self, worker: &str) -> Result<(), String> {
         let front = self.front()?;
         for variant in front.variants_on(worker) {
             front.unload(&variant, worker)?;
@@ -138,6 +187,48 @@ impl Actuator for FrontActuator {
             .ok_or_else(|| "no launch commands".to_string())?
             .stop(name)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// Each action is taken, then written to the front end's [`ActionLog`].
+impl Actuator for FrontActuator {
+    fn load(&self, variant: &str, worker: &str) -> Result<(), String> {
+        let r = self.do_load(variant, worker);
+        self.log(
+            "load",
+            format!("{variant} on {worker}"),
+            r.clone().map(|()| None),
+        );
+        r
+    }
+
+    fn unload(&self, variant: &str, worker: &str) -> Result<(), String> {
+        let r = self.do_unload(variant, worker);
+        self.log(
+            "unload",
+            format!("{variant} on {worker}"),
+            r.clone().map(|()| None),
+        );
+        r
+    }
+
+    fn launch(&self, hardware: &str) -> Result<String, String> {
+        let r = self.do_launch(hardware);
+        self.log("launch", hardware.to_string(), r.clone().map(Some));
+        r
+    }
+
+    fn launch_died(&self, worker: &str) -> bool {
+        let name = worker.rsplit('/').next().unwrap_or(worker);
+        self.launcher
+            .as_ref()
+            .is_some_and(|l| !l.running().iter().any(|r| r == name))
+    }
+
+    fn retire(&self, worker: &str) -> Result<(), String> {
+        let r = self.do_retire(worker);
+        self.log("retire", worker.to_string(), r.clone().map(|()| None));
+        r
     }
 }
 
@@ -173,6 +264,25 @@ impl ModelLessServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_action_log_keeps_the_newest_actions_newest_first() {
+        let log = ActionLog::default();
+        assert!(log.recent().is_empty());
+        for i in 0..(RECENT_ACTIONS + 5) {
+            log.push("load", format!("v{i} on w"), Ok(None));
+        }
+        log.push("launch", "accel".into(), Err("no launch commands".into()));
+        let recent = log.recent();
+        assert_eq!(recent.len(), RECENT_ACTIONS);
+        assert_eq!(recent[0].kind, "launch");
+        assert_eq!(recent[0].outcome, Err("no launch commands".to_string()));
+        assert_eq!(recent[1].target, format!("v{} on w", RECENT_ACTIONS + 4));
+        assert!(
+            !recent.iter().any(|a| a.target == "v0 on w"),
+            "the oldest went first"
+        );
+    }
 
     #[test]
     fn settings_out_of_range_are_refused_naming_them() {

@@ -1,7 +1,7 @@
 //! The model-less front end as the status feed shows it: each task, its variants (hardware,
 //! accuracy, profiled latency at batch 1, largest batch) and each variant's instances with the
 //! state the metadata store holds for them (INFaaS §3.2: inactive, active, overloaded,
-//! interfered), read from the store's newest snapshot.
+//! interfered), read from the store's newest snapshot; and the autoscaler's recent actions.
 
 use serde_json::{json, Value};
 
@@ -39,6 +39,28 @@ impl ModelLessServer {
                 json!({"name": task, "variants": variants})
             })
             .collect();
-        json!({"tasks": tasks, "hardware": self.hardware.iter().collect::<Vec<_>>()})
+        let now = std::time::SystemTime::now();
+        let actions: Vec<Value> = self
+            .autoscaler_actions()
+            .into_iter()
+            .map(|a| {
+                let (ok, result) = match a.outcome {
+                    Ok(made) => (true, made),
+                    Err(e) => (false, Some(e)),
+                };
+                json!({
+                    "action": a.kind,
+                    "target": a.target,
+                    "ok": ok,
+                    "result": result,
+                    "ago_s": now.duration_since(a.at).unwrap_or_default().as_secs_f64(),
+                })
+            })
+            .collect();
+        json!({
+            "tasks": tasks,
+            "hardware": self.hardware.iter().collect::<Vec<_>>(),
+            "autoscaler": actions,
+        })
     }
 }

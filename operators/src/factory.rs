@@ -23,7 +23,7 @@ use crate::model::{
 use crate::stateful::{
     LocalStatefulTransport, ManagerLinks, StatefulNodeHandle, StatefulOperator, StatefulTransport,
 };
-use crate::tensor::operator::TensorOperator;
+use crate::tensor::operator::{OpSnapshot, OpStats, TensorOperator};
 use crate::tensor::TensorOp;
 use crate::{model, parity, stateful};
 
@@ -108,6 +108,8 @@ pub struct OperatorFactory {
     stateful: HashMap<String, (Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>)>,
     /// Each stateless model node's request deadlines and count of rows expired, by node id.
     deadlines: HashMap<String, Deadlines>,
+    /// Each tensor-op node's counters, by node id.
+    ops: HashMap<String, Arc<OpStats>>,
     /// Whether the plan has one model node (not told to wait always), whose lone jobs may then
     /// run on the worker while its executor is idle (see [`ModelOperator`]).
     one_model_node: bool,
@@ -202,6 +204,12 @@ impl OperatorFactory {
             parity: HashMap::new(),
             stateful: HashMap::new(),
             deadlines: HashMap::new(),
+            ops: plan
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.node.kind, NodeKind::Op(_)))
+                .map(|n| (n.node.id.clone(), Arc::default()))
+                .collect(),
             // A node told to wait always (`batching.wait: always`) keeps its timer: it is not
             // run here, where a lone job would go at once.
             one_model_node: {
@@ -365,6 +373,11 @@ impl OperatorFactory {
         by_node(self.executors.iter().map(|(k, e)| (k.clone(), e.stats())))
     }
 
+    /// Counters of every tensor-op node, by node id.
+    pub fn op_stats(&self) -> Vec<(String, OpSnapshot)> {
+        by_node(self.ops.iter().map(|(k, s)| (k.clone(), s.snapshot())))
+    }
+
     /// Rows each stateless model node answered expired instead of running, by node id.
     pub fn expired_rows(&self) -> Vec<(String, u64)> {
         by_node(
@@ -403,6 +416,7 @@ impl NodeFactory for OperatorFactory {
                 input_columns,
                 output_columns,
                 op,
+                stats: self.ops.get(&n.id).cloned().unwrap_or_default(),
             }
             .build(input)),
             None if self.stateful.contains_key(&n.id) => {

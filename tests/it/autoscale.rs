@@ -132,6 +132,23 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
         1.0,
         Duration::from_secs(30),
     );
+    // The launch is among the autoscaler's recent actions in the status document.
+    // (The document is sampled once a second: polled.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, status) = server.get("/v2/weir/status");
+        let status: Value = serde_json::from_str(&status).unwrap_or(Value::Null);
+        let actions = &status["modelless"]["autoscaler"];
+        let launched = actions.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|a| a["action"] == "launch" && a["target"] == "accel" && a["ok"] == true)
+        });
+        if launched {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no launch shown: {actions}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, reply) = infer(&server, "first");

@@ -43,6 +43,7 @@ mod pretrained;
 mod reference;
 mod region_ops;
 mod remote_types;
+mod request_paths;
 mod requests;
 mod sequences;
 mod serf;

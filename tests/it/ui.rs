@@ -3,7 +3,7 @@
 //! (Debian's chromium and chromium-driver, driven by selenium from the set-up venv through
 //! tests/python/ui_check.py): no console errors, every node on the page, figures moving under
 //! load, a SIGKILLed remote executor shown down within two seconds, the model-less repository's
-//! page, and a HAMS failover's new primary. Screenshots are written into each test's temporary
+//! page, a HAMS failover's new primary, and a request's path drawn as a timeline of its hops. Screenshots are written into each test's temporary
 //! folder (or `WEIR_UI_SCREENSHOTS`, to keep them).
 
 use std::io::{BufRead, BufReader, Write};
@@ -157,9 +157,10 @@ fn ensemble_graph(executors: &[(&Executor, &str)]) -> String {
             e.endpoint()
         ));
     }
-    let names: Vec<&str> = executors.iter().map(|(e, _)| e.name()).collect();
+    let mut names: Vec<&str> = executors.iter().map(|(e, _)| e.name()).collect();
+    names.push("local");
     yaml.push_str(&format!(
-        "nodes:\n  - normalize: {{id: scaled, input: x, mean: [0.0], std: [2.0]}}\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: scaled}}\n      batching: {{max_size: 8}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [{}, local]\n  - model: {{id: m2, path: {}, inputs: {{x: scaled}}}}\n  - concat: {{id: both, inputs: [m.probs, m2.probs], axis: 0}}\n  - argmax: {{id: best, input: both}}\noutputs:\n  - {{name: probs, from: m.probs}}\n  - {{name: best, from: best}}\n",
+        "nodes:\n  - normalize: {{id: scaled, input: x, mean: [0.0], std: [2.0]}}\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: scaled}}\n      batching: {{max_size: 8}}\n      executor: {{timeout_ms: 2000}}\n      replicas: [{}]\n  - model: {{id: m2, path: {}, inputs: {{x: scaled}}}}\n  - concat: {{id: both, inputs: [m.probs, m2.probs], axis: 0}}\n  - argmax: {{id: best, input: both}}\noutputs:\n  - {{name: probs, from: m.probs}}\n  - {{name: best, from: best}}\n",
         model("mlp_a.onnx").display(),
         names.join(", "),
         model("mlp_b.onnx").display()
@@ -328,4 +329,50 @@ fn the_dashboard_shows_a_hams_failover_s_new_primary() {
         .as_array()
         .expect("failovers")
         .is_empty());
+}
+
+#[test]
+fn the_dashboard_draws_a_request_s_path_with_every_node_it_passed() {
+    let dir = temp_dir("ui-path");
+    let e0 = Executor::serving("path-e0", &loopback(), "mlp_a.onnx");
+    let yaml = ensemble_graph(&[(&e0, "cpu-small")]);
+    let server = Server::start(&[yaml], &["--ui-path-every", "1"]);
+    for id in ["path-0", "path-1", "path-typed"] {
+        crate::request_paths::infer_with_id(&server, id, &[]);
+    }
+    let path_nodes = ["ingress", "scaled", "m", "m2", "both", "best"];
+    // The API's timeline holds every node of the path, and the model hop its replica.
+    let (code, body) = server.get("/v2/weir/requests/path-1");
+    assert_eq!(code, 200, "{body}");
+    let path: Value = serde_json::from_str(&body).expect("json");
+    let hops = path["hops"].as_array().expect("hops");
+    for n in path_nodes {
+        assert!(hops.iter().any(|h| h["node"] == n), "{n} missing: {path}");
+    }
+    let m = hops.iter().find(|h| h["node"] == "m").expect("m");
+    assert!(
+        m["replica"] == "path-e0" || m["replica"] == "local",
+        "the replica that ran it: {m}"
+    );
+    let findings = ui_check(&[
+        format!("--url=http://{}", server.addr),
+        "--graph=mlp".into(),
+        "--nodes=scaled,m,m2,both,best".into(),
+        format!("--screenshots={}", screenshots(&dir.0, "path").display()),
+        "--no-load".into(),
+        "--path-click=path-1".into(),
+        "--path-type=path-typed".into(),
+        format!("--path-nodes={}", path_nodes.join(",")),
+    ]);
+    assert_eq!(findings["console_errors"], serde_json::json!([]));
+    for (key, id) in [("path_clicked", "path-1"), ("path_typed", "path-typed")] {
+        let shown = &findings[key];
+        assert_eq!(shown["id"], id, "{findings}");
+        assert_eq!(
+            shown["nodes"].as_array().map(Vec::len),
+            Some(path_nodes.len()),
+            "{findings}"
+        );
+    }
+    drop(e0);
 }

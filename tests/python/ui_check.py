@@ -9,7 +9,11 @@ through selenium) for tests/it/ui.rs, and checks what a user would see:
     within --down-deadline-s (the DOM is polled, nothing sleeps a fixed time);
   * with --hams-node, the node shows its primary, and after --kill-pid dies the new primary
     (--hams-new-primary) within --down-deadline-s;
-  * with --repository-task, the repository page (#repository) lists the task with an instance.
+  * with --repository-task, the repository page (#repository) lists the task with an instance;
+  * with --path-click, the request-path panel lists that id; clicked, its timeline shows a bar
+    for every node of --path-nodes; with --path-type, the same for an id typed into the panel.
+
+--no-load skips the figures check (a test that sends no load).
 
 Screenshots go to --screenshots (one per stage). Prints one JSON line of findings and exits 0
 when every check passed, 1 otherwise (the line says which failed).
@@ -84,6 +88,10 @@ def main():
     p.add_argument("--hams-new-primary")
     p.add_argument("--repository-task")
     p.add_argument("--down-deadline-s", type=float, default=2.0)
+    p.add_argument("--no-load", action="store_true")
+    p.add_argument("--path-click")
+    p.add_argument("--path-type")
+    p.add_argument("--path-nodes", default="")
     p.add_argument("--chromium", default="/usr/bin/chromium")
     p.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     a = p.parse_args()
@@ -133,8 +141,47 @@ def main():
             later = wait_for("a later sample", lambda: (text(driver, "#sample") or first) != first and text(driver, "#sample"), 30)
             return {"sample_from": first, "sample_to": later, "rows_per_s": rows}
 
-        check("figures_change", moving)
-        shot("ui-under-load")
+        if not a.no_load:
+            check("figures_change", moving)
+            shot("ui-under-load")
+
+        def timeline_of(request_id):
+            """Waits for the panel to show `request_id` with a bar per node of --path-nodes."""
+            want = [n for n in a.path_nodes.split(",") if n]
+
+            def shown():
+                note = text(driver, "#path-note") or ""
+                if not note.startswith(request_id + " "):
+                    return None
+                hops = driver.find_elements(By.CSS_SELECTOR, "#path-timeline g.hop")
+                nodes = sorted({h.get_attribute("data-node") for h in hops})
+                if not all(n in nodes for n in want):
+                    return None
+                bars = driver.find_elements(By.CSS_SELECTOR, "#path-timeline g.hop rect.bar")
+                return {"id": request_id, "nodes": nodes, "bars": len(bars), "note": note}
+
+            return wait_for(f"the timeline of {request_id}", shown, 30)
+
+        if a.path_click:
+            link = f'#path-ids a[data-request="{a.path_click}"]'
+
+            def clicked():
+                wait_for("the id in the panel's list", lambda: driver.find_elements(By.CSS_SELECTOR, link), 30)
+                wait_for("a click on it", lambda: [e.click() for e in driver.find_elements(By.CSS_SELECTOR, link)[:1]], 30)
+                return timeline_of(a.path_click)
+
+            check("path_clicked", clicked)
+            shot("ui-request-path")
+
+        if a.path_type:
+            def typed():
+                box = driver.find_element(By.CSS_SELECTOR, "#path-id")
+                box.clear()
+                box.send_keys(a.path_type)
+                driver.find_element(By.CSS_SELECTOR, "#path-show").click()
+                return timeline_of(a.path_type)
+
+            check("path_typed", typed)
 
         if a.hams_node:
             sel = f'svg text.mech[data-node="{a.hams_node}"]'

@@ -121,6 +121,7 @@ fn start_setup(
             workers: 1,
             max_in_flight: 1 << 20,
             max_ingress_batch: 2 * MAX_QUERY_ROWS,
+            ..RuntimeOptions::default()
         },
     )?;
     Ok((running, workload))

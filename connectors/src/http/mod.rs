@@ -12,7 +12,8 @@
 //! reads before it (metadata, configuration, statistics, readiness), `state.rs` what they share, `listener.rs` the connections (header timeout,
 //! cap, drain, TLS), `body.rs` the body budget and reads, `auth.rs` the bearer token, `offline.rs`
 //! the offline-job endpoints, `repository.rs` the model repository's (index, load, unload),
-//! `status.rs` the status feed the dashboard (`crate::ui`) draws; `metrics_listener.rs` serves
+//! `status.rs` the status feed the dashboard (`crate::ui`) draws, `requests.rs` recent requests'
+//! paths beside it; `metrics_listener.rs` serves
 //! `/metrics` on a port of its own, `triton_metrics.rs` adds Triton's metric names.
 
 mod auth;
@@ -24,6 +25,7 @@ pub mod metrics;
 mod metrics_listener;
 mod offline;
 mod repository;
+mod requests;
 mod server;
 mod state;
 mod status;

@@ -175,8 +175,13 @@ impl HttpServer {
                     feed: Arc::clone(feed),
                     auth_token: auth_token.clone(),
                 };
+                let requests = super::requests::RequestsState {
+                    models: Arc::clone(&self.state.models),
+                    auth_token: auth_token.clone(),
+                };
                 router
                     .merge(super::status::routes(status))
+                    .merge(super::requests::routes(requests))
                     .merge(crate::ui::routes(auth_token))
             }
             None => router,

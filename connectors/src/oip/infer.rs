@@ -19,6 +19,7 @@ use weir_engine::runtime::GraphRuntime;
 use weir_engine::tensor::{element_count, NamedTensor, Tensor};
 
 use super::error::{perr, OipError};
+use super::paths::PathRecording;
 use super::{encode_infer_reply, InferRequest, ReplyTensor, PARAMETERS_MAX_BYTES};
 use crate::echo::quote;
 
@@ -190,7 +191,11 @@ pub async fn infer_outputs(
     timeout: Duration,
 ) -> Result<InferOutputs, OipError> {
     let tracing = request.trace.take();
-    let trace_id = tracing.as_ref().and_then(|t| t.sampled_trace_id());
+    let path = PathRecording::begin(runtime, tracing.as_ref());
+    let trace_id = tracing
+        .as_ref()
+        .and_then(|t| t.sampled_trace_id())
+        .or_else(|| path.as_ref().map(PathRecording::trace_id));
     let plan = runtime.plan();
     let (batched, rows) = check_rows(runtime, &request).inspect_err(|e| {
         debug!(graph = %plan.name, error = %e, "Rejected an infer request.");
@@ -287,6 +292,9 @@ pub async fn infer_outputs(
     .await;
     if let Some(t) = &tracing {
         t.finish(runtime, answers.as_deref().ok());
+    }
+    if let (Some(p), Ok(answers)) = (&path, &answers) {
+        p.finish(runtime, request.id.as_deref(), answers);
     }
     let answers = answers.map_err(|_| OipError::Deadline {
         ms: timeout.as_millis() as u64,

@@ -11,6 +11,7 @@
 //! - `infer.rs`: one request run through a graph (the batch dimension split into rows, every row
 //!   awaited within a deadline, the reply stacked);
 //! - `traces.rs`: a request's W3C trace context, the sampling decision, and its spans;
+//! - `paths.rs`: which requests' paths the dashboard keeps, and keeping them at the reply;
 //! - `error.rs`: the protocol's errors ([`ProtocolError`] for a malformed field, [`OipError`] for
 //!   every way a request gets no reply), which each transport shows its own way.
 
@@ -20,6 +21,7 @@ mod error;
 mod infer;
 mod modelless;
 mod parts;
+mod paths;
 mod reply;
 mod request;
 mod traces;

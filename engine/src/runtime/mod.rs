@@ -39,6 +39,9 @@ pub struct RuntimeOptions {
     pub max_in_flight: usize,
     /// Most requests the ingress puts in one batch.
     pub max_ingress_batch: usize,
+    /// Keep the path of one request in this many (0: none) for the dashboard
+    /// ([`crate::trace::PathStore`]).
+    pub path_every: u32,
 }
 
 impl Default for RuntimeOptions {
@@ -47,6 +50,7 @@ impl Default for RuntimeOptions {
             workers: 1,
             max_in_flight: 4096,
             max_ingress_batch: 64,
+            path_every: crate::trace::paths::DEFAULT_EVERY,
         }
     }
 }
@@ -145,6 +149,8 @@ pub struct GraphRuntime {
     options: RuntimeOptions,
     /// Set once by whoever built the nodes (they know what the graph needs to answer).
     readiness: OnceLock<ReadinessCheck>,
+    /// Recent requests' paths.
+    paths: crate::trace::PathStore,
 }
 
 impl std::fmt::Debug for GraphRuntime {
@@ -323,6 +329,7 @@ impl GraphRuntime {
             admission,
             closed: AtomicBool::new(false),
             log_requests,
+            paths: crate::trace::PathStore::new(options.path_every),
             options,
             readiness: OnceLock::new(),
         })
@@ -576,6 +583,12 @@ impl GraphRuntime {
     /// Sampled requests and their batch records, from which a reply's spans are built.
     pub fn traces(&self) -> &crate::trace::TraceBook {
         self.replies.requests().traces()
+    }
+
+    /// Recent requests' paths ([`crate::trace::PathStore`]): a front end picks requests at
+    /// admission and keeps their timelines at the reply.
+    pub fn paths(&self) -> &crate::trace::PathStore {
+        &self.paths
     }
 
     /// The reply table (liveness of request attempts, the release gate).

@@ -42,6 +42,8 @@ pub struct HopRecord {
     pub batch_size: Option<usize>,
     /// Rows of the job as the node cut it.
     pub job_rows: usize,
+    /// The replica the job was last sent to, for a node with a pool of them.
+    pub replica: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -167,6 +169,7 @@ mod tests {
             run: None,
             batch_size: Some(2),
             job_rows: 2,
+            replica: None,
         }
     }
 

@@ -4,6 +4,8 @@
 //! - [`context`]: W3C `traceparent`/`tracestate` and the front end's sampling decision.
 //! - [`book`]: a graph's [`TraceBook`]: which pending requests are sampled, and per batch a node
 //!   ran that held a sampled row, its times (a bounded ring, written only for such batches).
+//! - [`paths`]: a graph's [`PathStore`]: the hops of some recent requests, read off their spans
+//!   for the dashboard.
 //! - [`spans`]: at the reply, a request's lineage names exactly which batch records are its
 //!   spans and which span is each one's parent ([`request_spans`]).
 //!
@@ -14,13 +16,15 @@
 
 pub mod book;
 pub mod context;
+pub mod paths;
 pub mod spans;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use book::{HopRecord, TraceBook};
 pub use context::{hop_span_id, RequestTrace, Sampler, SpanContext};
+pub use paths::{PathHop, PathStore, RequestPath};
 pub use spans::request_spans;
 
 /// What a span describes, as OpenTelemetry's span kinds.
@@ -87,6 +91,8 @@ pub struct JobTrace {
     pub parent: SpanContext,
     /// Filled once by the session thread that ran the job.
     pub call: Arc<OnceLock<CallTiming>>,
+    /// The replica the job was last sent to (a node with a pool of them sets it).
+    pub replica: Arc<Mutex<Option<String>>>,
 }
 
 impl JobTrace {
@@ -95,7 +101,21 @@ impl JobTrace {
         JobTrace {
             parent,
             call: Arc::default(),
+            replica: Arc::default(),
         }
+    }
+
+    /// Notes that the job was sent to replica `name` (a re-dispatch overwrites it).
+    pub fn sent_to(&self, name: &str) {
+        *self.replica.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.to_string());
+    }
+
+    /// The replica the job was last sent to, if any was noted.
+    pub fn replica(&self) -> Option<String> {
+        self.replica
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Records the call that ran the job (the first record wins).

@@ -95,6 +95,9 @@ pub fn request_spans(
                         AttributeValue::Int(i64::try_from(b).unwrap_or(i64::MAX)),
                     ));
                 }
+                if let Some(replica) = &r.replica {
+                    attributes.push(("weir.replica", AttributeValue::Str(replica.clone())));
+                }
                 attributes.push((
                     "weir.job_rows",
                     AttributeValue::Int(i64::try_from(r.job_rows).unwrap_or(i64::MAX)),
@@ -205,6 +208,7 @@ mod tests {
                 run: Some(Duration::from_millis(3)),
                 batch_size: Some(2),
                 job_rows: 1,
+                replica: None,
             },
         );
         let trace = Sampler::new(1.0).decide(None, None);

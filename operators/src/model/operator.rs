@@ -287,6 +287,7 @@ impl ModelOperator {
                 run: call.map(|c| c.ended.saturating_duration_since(c.started)),
                 batch_size: call.map(|c| c.rows),
                 job_rows,
+                replica: t.trace.replica(),
             },
         );
     }

@@ -1,6 +1,9 @@
 //! The tensor-op operator: applies a [`TensorOp`] to every batch, inline on the worker. A batch
-//! the op refuses is retried one row at a time, so a bad request fails alone.
+//! the op refuses is retried one row at a time, so a bad request fails alone. It counts the
+//! batches and rows it handled and the rows it refused into its node's [`OpStats`] (three relaxed
+//! atomic adds per batch), which the status board reads.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use timely::container::CapacityContainerBuilder;
@@ -29,6 +32,38 @@ pub struct TensorOperator {
     pub output_columns: Vec<Arc<str>>,
     /// What it computes.
     pub op: TensorOp,
+    /// Its counters, shared by the node's operator on every worker.
+    pub stats: Arc<OpStats>,
+}
+
+/// What one tensor-op node did so far.
+#[derive(Debug, Default)]
+pub struct OpStats {
+    batches: AtomicU64,
+    rows: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// [`OpStats`] read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpSnapshot {
+    /// Batches handled (a refused batch retried row by row counts once).
+    pub batches: u64,
+    /// Rows handled, refused ones included.
+    pub rows: u64,
+    /// Rows refused (their requests answered with the error).
+    pub errors: u64,
+}
+
+impl OpStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> OpSnapshot {
+        OpSnapshot {
+            batches: self.batches.load(Ordering::Relaxed),
+            rows: self.rows.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl TensorOperator {
@@ -52,6 +87,10 @@ impl TensorOperator {
                     for batch in data.drain(..) {
                         let seq = batches_seen * peers + worker;
                         batches_seen += 1;
+                        op.stats.batches.fetch_add(1, Ordering::Relaxed);
+                        op.stats
+                            .rows
+                            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
                         let ok_rows = op.process(&batch, seq);
                         // A failing batch is retried row by row: only the requests whose own
                         // data does not fit fail (an index without a label, a row too short).
@@ -74,6 +113,9 @@ impl TensorOperator {
                             match result {
                                 Ok(out) => ok_out.session(&cap).give(out),
                                 Err(message) => {
+                                    op.stats
+                                        .errors
+                                        .fetch_add(rows.num_rows() as u64, Ordering::Relaxed);
                                     let error = Arc::new(op.error(message));
                                     let mut s = err_out.session(&cap);
                                     for &id in rows.request_ids() {

@@ -1,10 +1,11 @@
-//! Live figures of a node over the last tick: counters read at two moments and turned into
+//! Live figures of a node (a model node's executor, a tensor op) over the last tick: counters read at two moments and turned into
 //! rates, means and call-time quantiles. Pure arithmetic over snapshots, so it is tested without
 //! a running graph; a figure with nothing to measure in the window is `null`, never a made-up 0.
 
 use serde_json::{json, Value};
 use weir_operators::model::executor::CALL_SECONDS_BOUNDS;
 use weir_operators::model::LoadSnapshot;
+use weir_operators::tensor::operator::OpSnapshot;
 
 /// The `q` quantile (0..=1), in seconds, of calls counted per duration bucket (`counts[i]` calls
 /// at most `bounds[i]` and above `bounds[i - 1]`; the last bucket is open), interpolated inside
@@ -58,6 +59,26 @@ pub(super) fn executor(now: &LoadSnapshot, before: Option<&LoadSnapshot>, secs: 
         "call_p50_ms": ms(quantile(&calls, &CALL_SECONDS_BOUNDS, 0.5)),
         "call_p99_ms": ms(quantile(&calls, &CALL_SECONDS_BOUNDS, 0.99)),
         "latency_ms": if jobs > 0 { json!(sojourn.as_secs_f64() * 1e3 / jobs as f64) } else { Value::Null },
+        "rows": now.rows,
+        "errors": now.errors,
+        "errors_per_s": rate(now.errors.saturating_sub(b.errors)),
+    })
+}
+
+/// A tensor-op node's figures over the `secs` since `before` (`None`: first sample, no rates).
+pub(super) fn op(now: &OpSnapshot, before: Option<&OpSnapshot>, secs: f64) -> Value {
+    let zero = OpSnapshot::default();
+    let b = before.unwrap_or(&zero);
+    let rate = |n: u64| match (before, secs > 0.0) {
+        (Some(_), true) => json!(n as f64 / secs),
+        _ => Value::Null,
+    };
+    let batches = now.batches.saturating_sub(b.batches);
+    let rows = now.rows.saturating_sub(b.rows);
+    json!({
+        "rows_per_s": rate(rows),
+        "batches_per_s": rate(batches),
+        "mean_batch": if batches > 0 { json!(rows as f64 / batches as f64) } else { Value::Null },
         "rows": now.rows,
         "errors": now.errors,
         "errors_per_s": rate(now.errors.saturating_sub(b.errors)),
@@ -133,6 +154,27 @@ mod tests {
         assert_eq!(f["latency_ms"], json!(20.0));
         assert_eq!(f["call_p50_ms"], Value::Null);
         assert_eq!(executor(&now, None, 0.0)["rows_per_s"], Value::Null);
+    }
+
+    #[test]
+    fn op_figures_are_rates_over_the_window() {
+        let before = OpSnapshot {
+            batches: 2,
+            rows: 10,
+            errors: 1,
+        };
+        let now = OpSnapshot {
+            batches: 6,
+            rows: 30,
+            errors: 3,
+        };
+        let f = op(&now, Some(&before), 2.0);
+        assert_eq!(f["rows_per_s"], json!(10.0));
+        assert_eq!(f["batches_per_s"], json!(2.0));
+        assert_eq!(f["mean_batch"], json!(5.0));
+        assert_eq!(f["errors"], json!(3));
+        assert_eq!(f["errors_per_s"], json!(1.0));
+        assert_eq!(op(&now, None, 0.0)["rows_per_s"], Value::Null);
     }
 
     #[test]

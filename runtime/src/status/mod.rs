@@ -1,13 +1,15 @@
 //! The status document of the graphs a process runs, as `/v2/weir/status` and the dashboard show
 //! it: each graph's structure as the planner decided it ([`structure`]) and each node's live
-//! figures over the last sample ([`live`]): executor throughput, queue, batch, call-time
-//! quantiles, errors and expired rows; replica liveness and dispatch shares (per instance type
-//! under Kairos); SERF's running configuration with its predicted against measured latency;
-//! ParM's counters; HAMS epoch, primary, backup and durable lag.
+//! figures over the last sample ([`live`]): a tensor op's rows, batches and errors; executor
+//! throughput, queue, batch, call-time quantiles, errors and expired rows; replica liveness and
+//! dispatch shares (per instance type under Kairos); SERF's running configuration with its predicted against measured latency;
+//! ParM's counters; HAMS epoch, primary, backup and durable lag; the ids of the newest requests
+//! whose paths the graph keeps.
 //!
 //! A [`StatusBoard`] keeps the previous sample's counters, so rates are over the time between two
 //! samples; the feed samples it once per tick. Reading it takes no lock a request holds: counters
-//! are atomics and the handles' own snapshots.
+//! are atomics and the handles' own snapshots (the path store's lock is held by a reply only while
+//! it appends one path).
 
 mod live;
 mod structure;
@@ -22,9 +24,14 @@ use weir_engine::plan::NodeKind;
 use weir_engine::runtime::GraphRuntime;
 use weir_hams_manager::HamsManager;
 use weir_operators::model::LoadSnapshot;
+use weir_operators::tensor::operator::OpSnapshot;
 use weir_operators::OperatorFactory;
 
 use crate::RunningGraph;
+
+/// Recent request ids each graph's document lists (the page's "request path" panel; the
+/// whole list is `/v2/weir/requests`).
+pub const RECENT_PATHS: usize = 16;
 
 /// What the board reads of one running graph.
 #[derive(Debug, Clone)]
@@ -51,6 +58,7 @@ struct Previous {
     admitted: u64,
     answered: u64,
     executors: HashMap<String, LoadSnapshot>,
+    ops: HashMap<String, OpSnapshot>,
     /// Jobs dispatched per replica, by node.
     dispatched: HashMap<String, Vec<(String, u64)>>,
     /// Batches a stateful node numbered, by node.
@@ -119,6 +127,7 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
     let executors: HashMap<String, LoadSnapshot> =
         probe.factory.executor_stats().into_iter().collect();
     let expired: HashMap<String, u64> = probe.factory.expired_rows().into_iter().collect();
+    let ops: HashMap<String, OpSnapshot> = probe.factory.op_stats().into_iter().collect();
     let pools: HashMap<_, _> = probe.factory.replica_pools().into_iter().collect();
     let serf: HashMap<_, _> = probe.factory.parallelism_stats().into_iter().collect();
     let parity: HashMap<_, _> = probe.factory.parity_services().into_iter().collect();
@@ -138,6 +147,9 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
         .collect();
     for (v, planned) in nodes.iter_mut().zip(&plan.nodes) {
         let id = planned.node.id.as_str();
+        if let Some(now) = ops.get(id) {
+            v["live"] = live::op(now, (!first).then(|| prev.ops.get(id)).flatten(), secs);
+        }
         let NodeKind::Model(m) = &planned.node.kind else {
             continue;
         };
@@ -269,6 +281,7 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
         v["live"] = live;
     }
     prev.executors = executors;
+    prev.ops = ops;
     let admitted = probe.runtime.admission().admitted();
     let answered = probe.runtime.answered();
     let rate = |now: u64, before: u64| {
@@ -292,6 +305,10 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
             "max_in_flight": probe.runtime.max_in_flight(),
             "admitted": admitted,
             "answered": answered,
+        },
+        "paths": {
+            "every": probe.runtime.paths().every(),
+            "recent": probe.runtime.paths().recent_ids(RECENT_PATHS),
         },
         "failovers": recoveries.iter().rev().take(8).map(|r| json!({
             "node": r.node,

@@ -20,7 +20,7 @@ use crate::cli::process::shutdown_signal;
 use crate::{GraphRuntime, RunningGraph, StreamConnector};
 
 /// Where `weir serve` listens when it is given no listener and serves no stream.
-const DEFAULT_HTTP: &str = "127.0.0.1:8000";
+pub(super) const DEFAULT_HTTP: &str = "127.0.0.1:8000";
 
 /// The servers and streams built over the running graphs, not yet listening.
 pub(super) struct FrontEnds {

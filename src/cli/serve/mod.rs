@@ -303,6 +303,7 @@ fn runtime_options(args: &ServeArgs) -> RuntimeOptions {
     RuntimeOptions {
         workers: args.workers,
         max_in_flight: args.max_in_flight,
+        path_every: args.ui.path_every(args.http.as_deref()),
         ..RuntimeOptions::default()
     }
 }

@@ -25,6 +25,11 @@ pub(crate) struct UiArgs {
     #[arg(long, default_value_t = 64, env = "WEIR_UI_MAX_VIEWERS",
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     ui_max_viewers: u32,
+    /// Keep the path (hops and their times) of one request in this many per graph for the
+    /// dashboard's request-path panel and `/v2/weir/requests`; 0 keeps none. Requests sampled
+    /// for tracing are always kept while the dashboard is on.
+    #[arg(long, default_value_t = weir_engine::trace::paths::DEFAULT_EVERY, env = "WEIR_UI_PATH_EVERY")]
+    ui_path_every: u32,
 }
 
 impl UiArgs {
@@ -34,6 +39,16 @@ impl UiArgs {
             (_, true, _) | (_, _, None) => false,
             (true, _, _) => true,
             (false, false, Some(addr)) => is_loopback(addr),
+        }
+    }
+
+    /// One request in how many each graph keeps the path of: none while the dashboard is off
+    /// (nobody could look), `http` being the HTTP address given, if any.
+    pub(crate) fn path_every(&self, http: Option<&str>) -> u32 {
+        if self.on(Some(http.unwrap_or(super::listen::DEFAULT_HTTP))) {
+            self.ui_path_every
+        } else {
+            0
         }
     }
 
@@ -85,6 +100,7 @@ mod tests {
             ui,
             no_ui,
             ui_max_viewers: 64,
+            ui_path_every: 16,
         };
         for addr in ["127.0.0.1:8000", "[::1]:0", "localhost:8000"] {
             assert!(args(false, false).on(Some(addr)), "{addr}");
@@ -93,5 +109,8 @@ mod tests {
         assert!(args(true, false).on(Some("0.0.0.0:8000")));
         assert!(!args(false, true).on(Some("127.0.0.1:8000")));
         assert!(!args(true, false).on(None));
+        assert_eq!(args(false, false).path_every(None), 16);
+        assert_eq!(args(false, false).path_every(Some("0.0.0.0:8000")), 0);
+        assert_eq!(args(false, true).path_every(None), 0);
     }
 }

@@ -140,7 +140,9 @@ function update(g) {
     if (fig) {
       fig.textContent = n.kind === "model"
         ? `${fmt(l.rows_per_s ?? l.jobs_per_s)}/s · q ${fmt(l.queue_depth, 0)} · p99 ${fmt(l.call_p99_ms, 2)} ms`
-        : "";
+        : n.kind === "op" && n.live
+          ? `${fmt(l.rows_per_s)} rows/s · batch ${fmt(l.mean_batch, 1)} · ${fmt(l.errors, 0)} errors`
+          : "";
     }
     const mech = document.querySelector(`text.mech[data-node="${CSS.escape(n.id)}"]`);
     if (mech) {
@@ -167,6 +169,7 @@ function update(g) {
     m.textContent = [mechanism(n), down.length ? `down: ${down.join(" ")}` : ""].filter(Boolean).join("; ");
     m.classList.toggle("down", down.length > 0);
   }
+  pathIds(g);
   const f = document.getElementById("failovers");
   f.replaceChildren();
   if (g.failovers && g.failovers.length) {
@@ -178,6 +181,95 @@ function update(g) {
     f.appendChild(ul);
   }
 }
+
+// The "request path" panel: the newest ids the graph kept (from the status document) as links;
+// one clicked, or typed, is fetched from /v2/weir/requests/<id> and drawn as one bar per hop.
+let shownPath = null;
+
+function pathIds(g) {
+  const box = document.getElementById("path-ids");
+  const ids = (g.paths && g.paths.recent) || [];
+  const have = Array.from(box.children).map((a) => a.dataset.request);
+  if (have.join("\n") !== ids.join("\n")) {
+    box.replaceChildren(...ids.map((id) => {
+      const a = el("a", { href: "#", class: "path-id", "data-request": id }, id);
+      a.addEventListener("click", (e) => { e.preventDefault(); showPath(id); });
+      return a;
+    }));
+  }
+  for (const a of box.children) a.classList.toggle("current", a.dataset.request === shownPath);
+  if (!ids.length && !shownPath) {
+    const note = document.getElementById("path-note");
+    note.className = "note";
+    note.textContent = g.paths && g.paths.every ? `one request in ${g.paths.every} is kept` : "no request paths are kept";
+  }
+}
+
+async function showPath(id) {
+  const note = document.getElementById("path-note");
+  const svg = document.getElementById("path-timeline");
+  id = id.trim();
+  document.getElementById("path-id").value = id;
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(id)) {
+    note.className = "note error";
+    note.textContent = "an id is 1 to 128 of A-Z a-z 0-9 . _ : -";
+    svg.replaceChildren();
+    return;
+  }
+  let body;
+  try {
+    const r = await fetch("/v2/weir/requests/" + encodeURIComponent(id), { cache: "no-store", credentials: "same-origin" });
+    body = await r.json();
+    if (!r.ok) throw new Error(body.error || String(r.status));
+  } catch (e) {
+    note.className = "note error";
+    note.textContent = String(e.message || e);
+    svg.replaceChildren();
+    shownPath = null;
+    return;
+  }
+  shownPath = id;
+  note.className = "note";
+  note.textContent = `${body.id} on ${body.graph}: ${body.hops.length} hops, ${fmt(body.duration_ms, 2)} ms, ${body.rows} row${body.rows === 1 ? "" : "s"}${body.truncated ? " (cut)" : ""}`;
+  timeline(body);
+}
+
+function timeline(p) {
+  const svg = document.getElementById("path-timeline");
+  const W = 1000, LABEL = 150, ROW = 22, TOP = 18, RIGHT = 300;
+  const span = Math.max(p.duration_ms, ...p.hops.map((h) => h.start_ms + h.duration_ms), 0.001);
+  const x = (ms) => LABEL + (W - LABEL - RIGHT) * ms / span;
+  const parts = [el("svg:line", { class: "axis", x1: LABEL, y1: TOP - 4, x2: W - RIGHT, y2: TOP - 4 })];
+  parts.push(el("svg:text", { class: "small", x: LABEL, y: TOP - 7 }, "0 ms"));
+  parts.push(el("svg:text", { class: "small", x: W - RIGHT, y: TOP - 7, "text-anchor": "end" }, `${fmt(span, 2)} ms`));
+  p.hops.forEach((h, i) => {
+    const y = TOP + i * ROW;
+    const cls = "hop" + (h.measured ? "" : " inferred") + (h.remote ? " remote" : "");
+    const g = el("svg:g", { class: cls, "data-node": h.node, "data-seq": String(h.seq) });
+    g.appendChild(el("svg:text", { class: "title", x: 4, y: y + 14 }, h.node.length > 20 ? h.node.slice(0, 19) + "…" : h.node));
+    const bar = el("svg:rect", { class: "bar", x: x(h.start_ms), y: y + 3, width: Math.max(2, x(h.start_ms + h.duration_ms) - x(h.start_ms)), height: ROW - 7, rx: 2 });
+    const detail = [`+${fmt(h.start_ms, 2)} ms`, `${fmt(h.duration_ms, 2)} ms`];
+    if (h.batch_size !== null && h.batch_size !== undefined) detail.push(`batch ${h.batch_size}`);
+    if (h.replica) detail.push(h.replica + (h.remote ? " (remote)" : ""));
+    else if (h.measured) detail.push(h.remote ? "remote" : "local");
+    if (h.inputs > 1) detail.push(`joins ${h.inputs}`);
+    const more = [];
+    if (h.queue_wait_ms !== null && h.queue_wait_ms !== undefined) more.push(`queued ${fmt(h.queue_wait_ms, 2)} ms`);
+    if (h.run_ms !== null && h.run_ms !== undefined) more.push(`ran ${fmt(h.run_ms, 2)} ms`);
+    if (!h.measured) more.push("timed from its neighbours");
+    bar.appendChild(el("svg:title", {}, `${h.node} batch ${h.seq}: ${detail.concat(more).join(", ")}`));
+    g.appendChild(bar);
+    g.appendChild(el("svg:text", { class: "small detail", x: W - RIGHT + 8, y: y + 14 }, detail.join(" · ")));
+    parts.push(g);
+  });
+  svg.setAttribute("viewBox", `0 0 ${W} ${TOP + p.hops.length * ROW + 4}`);
+  svg.replaceChildren(...parts);
+}
+
+document.getElementById("path-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  showPath(document.getElementById("path-id").value);
+});
 
 function repository(m) {
   const root = document.getElementById("repository");
@@ -194,6 +286,18 @@ function repository(m) {
       sec.appendChild(row);
     }
     root.appendChild(sec);
+  }
+  const actions = m.autoscaler || [];
+  root.appendChild(el("h3", {}, "Autoscaler's recent actions"));
+  if (!actions.length) {
+    root.appendChild(el("p", { class: "note", id: "autoscaler-none" }, "none yet"));
+  } else {
+    const ul = el("ul", { id: "autoscaler" });
+    for (const a of actions) {
+      ul.appendChild(el("li", { class: a.ok ? "" : "down", "data-action": a.action },
+        `${a.action} ${a.target}${a.result ? (a.ok ? " → " : ": ") + a.result : ""} (${fmt(a.ago_s, 0)} s ago)`));
+    }
+    root.appendChild(ul);
   }
 }
 

@@ -334,6 +334,9 @@ impl PoolInner {
         for job in &jobs {
             job.attempts.fetch_add(1, Ordering::Relaxed);
         }
+        for trace in jobs.iter().filter_map(|j| j.trace.as_ref()) {
+            trace.sent_to(s.replica.name());
+        }
         let enqueued_at = jobs.iter().map(|j| j.enqueued_at).min();
         let inputs = match jobs.as_slice() {
             [job] => Ok(job.inputs.clone()),
