@@ -93,8 +93,12 @@ impl Drop for Host {
     }
 }
 
+/// The test models' folder, absolute (graphs written elsewhere name files by it).
 fn models() -> PathBuf {
-    crate::weir_home().join("models")
+    let home = crate::weir_home();
+    std::env::current_dir()
+        .map_or(home.clone(), |cwd| cwd.join(&home))
+        .join("models")
 }
 
 /// This binary's `executor` subcommand inside `ns`, listening on its address, journaling HAMS
@@ -262,7 +266,11 @@ fn link_scenario(
         ],
         None,
     )?;
-    let path = config.dir.join(format!("mlp-{scenario}.yaml").replace(' ', "-"));
+    let slug: String = scenario
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let path = config.dir.join(format!("mlp-{slug}.yaml"));
     let graph = start_graph(&mlp_yaml(Some(&endpoint), "cpu-a, local"), &path)?;
     let load = Load::start(&graph, reference, config.clients);
     std::thread::sleep(config.before);
@@ -278,7 +286,14 @@ fn link_scenario(
     if let Ok(g) = Arc::try_unwrap(graph) {
         g.shutdown();
     }
-    Ok(row(scenario, outcome, (from, to), config.before, recover, None))
+    Ok(row(
+        scenario,
+        outcome,
+        (from, to),
+        config.before,
+        recover,
+        None,
+    ))
 }
 
 /// A HAMS `track` node on members in two namespaces of one bridge; its primary's link cut until
@@ -322,7 +337,6 @@ fn hams_scenario(config: &FaultsConfig) -> Result<FaultRow> {
     let recover = time_until(Duration::from_secs(60), || backup_is("weir/executor/fa"));
     std::thread::sleep(config.after);
     let outcome = load.finish();
-    drop(manager);
     match Arc::try_unwrap(graph) {
         Ok(g) => g.shutdown(),
         Err(_) => bail!("the graph is still shared"),
@@ -404,7 +418,10 @@ pub fn table(rows: &[FaultRow], config: &FaultsConfig) -> String {
 /// Right answers and failures per half second through `row`'s fault, and the fault's edges.
 pub fn timeline(row: &FaultRow) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
     let bin = 0.5;
-    let end = row.outcome_timeline.last().map_or(0.0, |a| a.at.as_secs_f64());
+    let end = row
+        .outcome_timeline
+        .last()
+        .map_or(0.0, |a| a.at.as_secs_f64());
     let bins = (end / bin).ceil() as usize + 1;
     let (mut right, mut failed) = (vec![0u64; bins], vec![0u64; bins]);
     for a in &row.outcome_timeline {

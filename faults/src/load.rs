@@ -228,7 +228,10 @@ impl Load {
         let mut seen = std::mem::take(&mut *lock(&self.seen));
         let answered = seen.outcome.timeline.len() as u64;
         seen.outcome.not_once = seen.counts.into_iter().filter(|(_, n)| *n != 1).collect();
-        assert_eq!(answered, seen.outcome.sent, "every request sent was answered");
+        assert_eq!(
+            answered, seen.outcome.sent,
+            "every request sent was answered"
+        );
         seen.outcome
     }
 }

@@ -52,7 +52,10 @@ pub(super) fn run(args: FaultsArgs) -> Result<()> {
         .map(|r| r.scenario)
         .collect();
     if !broken.is_empty() {
-        bail!("wrong, twice or contradicted answers in: {}", broken.join("; "));
+        bail!(
+            "wrong, twice or contradicted answers in: {}",
+            broken.join("; ")
+        );
     }
     Ok(())
 }

@@ -68,7 +68,12 @@ fn partition_primary(graph: &RunningGraph, load: &Load, host: &Netns, was: &str,
     wait_for_roles(graph, &format!("{what}: the backup promoted"), |r| {
         r.0 > epoch && r.1.as_deref() != Some(was)
     });
-    wait_for_answers(load, load.answered(), 50, &format!("{what}: served while cut"));
+    wait_for_answers(
+        load,
+        load.answered(),
+        50,
+        &format!("{what}: served while cut"),
+    );
     host.heal();
 }
 
@@ -94,9 +99,11 @@ fn a_partitioned_primary_is_fenced_readmitted_as_backup_and_a_second_partition_i
     wait_for_answers(&load, 0, 50, "before the cut");
 
     partition_primary(&graph, &load, &lan.hosts[0], &pa, "first partition");
-    wait_for_roles(&graph, "the healed old primary re-admitted as the backup", |r| {
-        r.1.as_deref() == Some(pb.as_str()) && r.2.as_deref() == Some(pa.as_str())
-    });
+    wait_for_roles(
+        &graph,
+        "the healed old primary re-admitted as the backup",
+        |r| r.1.as_deref() == Some(pb.as_str()) && r.2.as_deref() == Some(pa.as_str()),
+    );
     wait_for_answers(&load, load.answered(), 50, "after the first heal");
 
     partition_primary(&graph, &load, &lan.hosts[1], &pb, "second partition");
@@ -107,23 +114,39 @@ fn a_partitioned_primary_is_fenced_readmitted_as_backup_and_a_second_partition_i
 
     let outcome = load.finish();
     let recoveries = graph.hams().expect("manager").recoveries();
-    eprintln!("HAMS partitions: {outcome:?}, roles {:?}, recoveries {recoveries:?}", roles(&graph));
+    eprintln!(
+        "HAMS partitions: {outcome:?}, roles {:?}, recoveries {recoveries:?}",
+        roles(&graph)
+    );
     assert!(
         outcome.not_once.is_empty(),
         "answered other than once: {:?}",
         outcome.not_once
     );
-    assert!(outcome.wrong.is_empty(), "malformed answers: {:?}", outcome.wrong);
+    assert!(
+        outcome.wrong.is_empty(),
+        "malformed answers: {:?}",
+        outcome.wrong
+    );
     assert!(outcome.failed.is_empty(), "failed: {:?}", outcome.failed);
-    assert!(recoveries.len() >= 2, "both partitions failed over: {recoveries:?}");
+    assert!(
+        recoveries.len() >= 2,
+        "both partitions failed over: {recoveries:?}"
+    );
     let graph = Arc::try_unwrap(graph).unwrap_or_else(|_| panic!("the clients let go"));
     graph.shutdown();
     drop((a, b));
     let report = journal(&dir);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
-    assert_eq!(report.released as u64, outcome.sent, "every reply released once");
+    assert_eq!(
+        report.released as u64, outcome.sent,
+        "every reply released once"
+    );
     assert_eq!(report.divergence, Divergence::default(), "{report:?}");
     let folder = dir.0.to_string_lossy().into_owned();
     let checked = crate::cli::weir_ok(&["hams", "check", &folder]);
-    assert!(checked.contains("consistent: no contradiction"), "{checked}");
+    assert!(
+        checked.contains("consistent: no contradiction"),
+        "{checked}"
+    );
 }
