@@ -8,8 +8,9 @@
 //! it back and the node would run without a backup for good.
 //!
 //! So the failover records each replaced primary that is still alive, with the time of its
-//! replacement. A load report (the member's heartbeat) that arrives after that time shows its
-//! link carries again; the member is then given the backup role at the node's current epoch,
+//! replacement. A load report (the member's heartbeat) that arrives [`HEARD_AFTER`] or more after
+//! that time shows its link carries again (one handled sooner may have been sent before the cut
+//! and processed late on a loaded machine); the member is then given the backup role at the node's current epoch,
 //! exactly as a restarted member is: the assignment fences it (it refuses anything of an older
 //! epoch from then on, and its old epoch's outputs were never taken, since a batch's reply is
 //! taken only from the current primary's session), it drops what it held, and the primary's
@@ -17,11 +18,15 @@
 //! (a link that carries one way only) is tried again only after a newer heartbeat, so a member
 //! still out of reach costs the manager one assignment timeout per heartbeat it manages to send.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::info;
 
 use crate::State;
+
+/// How long after a replacement (or a failed re-admission) a heartbeat must arrive to count:
+/// two load reports, so that no report sent before a cut counts as a sign of its heal.
+const HEARD_AFTER: Duration = Duration::from_secs(1);
 
 impl State {
     /// Records that `prefix` was replaced as a primary while it may still be running.
@@ -74,7 +79,7 @@ impl State {
                 self.forget_replaced(&member);
                 continue;
             }
-            if !self.heard_since(&member, since) {
+            if !self.heard_since(&member, since + HEARD_AFTER) {
                 continue;
             }
             let mut refused = false;
