@@ -87,7 +87,7 @@ impl State {
                 let Some(r) = self.roles_of(h.node_id) else {
                     continue;
                 };
-                let serves = r.members.iter().any(|m| *m == member);
+                let serves = r.members.contains(&member);
                 if !serves || r.backup.is_some() || !h.spec.has_backup() {
                     continue;
                 }
