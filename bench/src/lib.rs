@@ -36,6 +36,9 @@
 //! - [`infaas_autoscale`]: model-less INFaaS against fixed-variant baselines under three load
 //!   shapes (SLO violations, throughput, cost), and sweeps of its autoscaler's settings.
 //! - [`infaas_offline`]: online queries and an offline job on one instance, alone and together.
+//! - [`faults`]: network faults under steady load (a partitioned, one-way cut, flapping or
+//!   throttled executor link beside a local replica; a HAMS primary partitioned and healed):
+//!   what clients saw, and the time to recover.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
 //! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
 //!
@@ -51,6 +54,7 @@
 
 pub mod cli;
 pub mod conditions;
+pub mod faults;
 pub mod grpc;
 pub mod hams;
 pub mod hams_divergence;

@@ -414,7 +414,7 @@ pub fn plot_lineage_cost(points: &[(usize, f64, f64)], path: &Path) -> Result<()
 type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
 /// A 640 × 420 chart of lines with points, both axes from zero, legend at the top left.
-fn line_plot(
+pub(crate) fn line_plot(
     path: &Path,
     caption: &str,
     (x_desc, y_desc): (&str, &str),

@@ -10,12 +10,17 @@
 //! Suspicions of an epoch already replaced are ignored, so a failure that several batches report
 //! is recovered once.
 //!
+//! A member's load reports (`<prefix>/load`, every half second) are its heartbeat: the manager
+//! records when each last arrived, which tells a replaced primary that is reachable again from
+//! one still cut off (`readmission.rs`).
+//!
 //! zenoh's callbacks only put events in the queue; one thread takes them in order, so recoveries
 //! run one at a time and never on zenoh's threads.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tracing::{info, warn};
 use weir_engine::validate::ReplicaTarget;
 use weir_hams::protocol::{durable_key_all, Durable, Role};
@@ -26,6 +31,9 @@ use zenoh::Wait;
 
 use crate::roles::Roles;
 use crate::{ManagerError, State};
+
+/// How often the manager looks for replaced members that are reachable again.
+const READMIT_EVERY: Duration = Duration::from_millis(250);
 
 /// What the manager's thread takes from its queue.
 pub(crate) enum Event {
@@ -73,6 +81,22 @@ pub(crate) fn watch(
         }
     }
     for prefix in members {
+        let heard = Arc::clone(state);
+        let member = prefix.clone();
+        subscribers.push(
+            state
+                .session
+                .declare_subscriber(format!("{prefix}/load"))
+                .callback(move |_| {
+                    heard
+                        .heard
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(member.clone(), Instant::now());
+                })
+                .wait()
+                .map_err(zerr)?,
+        );
         let events = events.clone();
         let alive_map = Arc::clone(state);
         subscribers.push(
@@ -112,9 +136,22 @@ impl State {
             .unwrap_or(false)
     }
 
-    /// The manager's thread: takes events until [`Event::Stop`].
+    /// The manager's thread: takes events until [`Event::Stop`], and every
+    /// [`READMIT_EVERY`] looks for replaced members heard from again.
     pub(crate) fn run(&self, rx: &Receiver<Event>) {
-        while let Ok(event) = rx.recv() {
+        let mut next_readmission = Instant::now() + READMIT_EVERY;
+        loop {
+            let wait = next_readmission.saturating_duration_since(Instant::now());
+            let event = match rx.recv_timeout(wait) {
+                Ok(event) => Some(event),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if Instant::now() >= next_readmission {
+                self.readmit_healed();
+                next_readmission = Instant::now() + READMIT_EVERY;
+            }
+            let Some(event) = event else { continue };
             match event {
                 Event::Stop => return,
                 Event::Durable(d) => {
@@ -157,6 +194,8 @@ impl State {
     }
 
     fn on_alive(&self, prefix: &str) {
+        // A new process (or session): re-protection below, not re-admission.
+        self.forget_replaced(prefix);
         for h in self.nodes.clone() {
             let Some(r) = self.roles_of(h.node_id) else {
                 continue;

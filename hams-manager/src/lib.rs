@@ -24,16 +24,19 @@
 //! - `roles.rs`: each node's primary, backup and epoch ([`Roles`]), where they are kept
 //!   ([`RoleStore`]), and the assignments that tell the members;
 //! - `detection.rs`: what gives a failure away, and the one queue every event goes through;
-//! - `recovery.rs`: the failover of a primary, step by step ([`Recovery`]).
+//! - `recovery.rs`: the failover of a primary, step by step ([`Recovery`]);
+//! - `readmission.rs`: a replaced primary that never died (partitioned, paused) fenced and made
+//!   a backup again once it is heard from.
 
 mod detection;
+mod readmission;
 mod recovery;
 mod roles;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use weir_engine::dataflow::egress::ReleaseHook;
@@ -141,6 +144,8 @@ impl Coordinator {
             nodes,
             roles: Box::new(InMemoryRoles::default()),
             alive: Mutex::new(HashMap::new()),
+            heard: Mutex::new(HashMap::new()),
+            replaced: Mutex::new(HashMap::new()),
             members,
             runtime,
             recoveries: Mutex::new(Vec::new()),
@@ -172,6 +177,11 @@ struct State {
     nodes: Vec<Arc<StatefulNodeHandle>>,
     roles: Box<dyn RoleStore>,
     alive: Mutex<HashMap<String, bool>>,
+    /// When each member's load report (its heartbeat) last arrived.
+    heard: Mutex<HashMap<String, Instant>>,
+    /// Members replaced as primary while holding their liveliness, with the time after which a
+    /// heartbeat shows them reachable again (`readmission.rs`).
+    replaced: Mutex<HashMap<String, Instant>>,
     /// Each member's session, as its assignment replies name it.
     members: MemberSessions,
     /// The running graph: retries of rolled-back requests, durability announcements.

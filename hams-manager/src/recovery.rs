@@ -17,8 +17,9 @@
 //! 5. off the critical path: each rolled-back node's old primary (alive and well) becomes its new
 //!    backup by a whole-state transfer (HAMS §IV-E: full states, not updates, are replicated, so
 //!    an old primary can be overwritten). F runs solo until a member of F comes (back) alive,
-//!    which is made its backup (`detection.rs`). F's old primary is never reused while it
-//!    holds its liveliness: a stalled process (SIGSTOP) would only block the recovery.
+//!    which is made its backup (`detection.rs`). F's old primary is not reused within the
+//!    recovery (a stalled process, SIGSTOP, would only block it); if it still holds its
+//!    liveliness, it is made the backup once its heartbeat is heard again (`readmission.rs`).
 //!
 //! Under checkpoints the promoted backup holds the last checkpoint and F's proxy replays every
 //! batch since; replies already given stand.
@@ -139,10 +140,14 @@ impl State {
             debug!(node = %h.node, %reason, "Primary suspected without a backup to promote; batches are resent.");
             return;
         }
-        let Some((cut, epoch, primary, _failed_primary)) = self.promote(&h) else {
+        let Some((cut, epoch, primary, failed_primary)) = self.promote(&h) else {
             error!(node = %h.node, %reason, "Primary lost and no live backup: the node's requests wait for an executor.");
             return;
         };
+        if let Some(old) = failed_primary.filter(|p| self.is_alive(p)) {
+            // Cut off or paused, not gone: re-admitted once heard from again (`readmission.rs`).
+            self.mark_replaced(&old);
+        }
         if !h.replicated() {
             // Checkpoints: the promoted backup holds the last checkpoint; the proxy replays every
             // batch since then (replies already given stand, whatever the replay computes).

@@ -222,14 +222,21 @@ impl State {
         Ok(())
     }
 
-    /// Makes `backup` the backup of `primary` (the primary sends it its whole state).
-    pub(crate) fn protect(&self, h: &StatefulNodeHandle, r: &Roles, primary: &str, backup: &str) {
+    /// Makes `backup` the backup of `primary` (the primary sends it its whole state). Returns
+    /// whether both took their roles.
+    pub(crate) fn protect(
+        &self,
+        h: &StatefulNodeHandle,
+        r: &Roles,
+        primary: &str,
+        backup: &str,
+    ) -> bool {
         let role = Role::Backup {
             primary: primary.to_string(),
         };
         if let Err(e) = self.assign(h, backup, r.epoch, role) {
             warn!(node = %h.node, %backup, error = %e, "Re-protection: the new backup refused.");
-            return;
+            return false;
         }
         let role = Role::Primary {
             backup: Some(backup.to_string()),
@@ -244,8 +251,12 @@ impl State {
                         ..r.clone()
                     },
                 );
+                true
             }
-            Err(e) => warn!(node = %h.node, error = %e, "Re-protection: the primary refused."),
+            Err(e) => {
+                warn!(node = %h.node, error = %e, "Re-protection: the primary refused.");
+                false
+            }
         }
     }
 }

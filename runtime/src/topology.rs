@@ -41,6 +41,20 @@ pub enum StartError {
     /// Stateful nodes' roles could not be assigned.
     #[error(transparent)]
     Hams(#[from] weir_hams_manager::ManagerError),
+    /// A stateful node on executors in a timely cluster of several processes (see
+    /// [`refuse_managed_in_cluster`]).
+    #[error(
+        "node `{node}` is a stateful node on executors, replicated by a HAMS manager, which must \
+         be one per node: a timely cluster of {processes} processes would start one in each, \
+         assigning the node's roles several times over; serve this graph with one process (its \
+         executors may still run on other hosts)"
+    )]
+    StatefulInCluster {
+        /// The node's id.
+        node: String,
+        /// The processes in the cluster.
+        processes: usize,
+    },
 }
 
 /// How a graph reaches remote executors.
@@ -156,6 +170,12 @@ impl<'a> TopologyBuilder<'a> {
             options,
             remotes,
         } = self;
+        if let Remotes::Own(DistributedOptions {
+            cluster: Some(c), ..
+        }) = &remotes
+        {
+            refuse_managed_in_cluster(&plan, c.addresses.len())?;
+        }
         let (zenoh, source, cluster) = open_zenoh(&plan, remotes)?;
         // The graph's own session makes its remote replicas unless the caller gave a source.
         let source = source.or_else(|| zenoh.as_deref().map(|z| z as &dyn RemoteReplicaSource));
@@ -312,10 +332,33 @@ fn executor_endpoints(plan: &Plan) -> (bool, Vec<String>) {
 
 /// Whether `plan` has a stateful node on executors (one the HAMS manager drives).
 fn has_managed_nodes(plan: &Plan) -> bool {
-    plan.nodes.iter().any(|n| match &n.node.kind {
-        NodeKind::Model(m) => m.state.is_some() && weir_operators::on_executors(m),
-        _ => false,
+    first_managed_node(plan).is_some()
+}
+
+/// The id of the plan's first stateful node on executors (the HAMS manager's charge), if any.
+fn first_managed_node(plan: &Plan) -> Option<&str> {
+    plan.nodes.iter().find_map(|n| match &n.node.kind {
+        NodeKind::Model(m) if m.state.is_some() && weir_operators::on_executors(m) => {
+            Some(n.node.id.as_str())
+        }
+        _ => None,
     })
+}
+
+/// Refuses a plan with a stateful node on executors in a timely cluster of more than one
+/// process. Every process of a cluster builds the whole topology, so each would start a HAMS
+/// manager of its own, and two managers assign one node's roles independently (each its own
+/// epoch 1 to the same members): requests meet two views of who is primary. One manager per
+/// node is what HAMS assumes (§III-A); a stateful node is served by one process, whose workers
+/// and executors carry its load.
+fn refuse_managed_in_cluster(plan: &Plan, processes: usize) -> Result<(), StartError> {
+    match first_managed_node(plan) {
+        Some(node) if processes > 1 => Err(StartError::StatefulInCluster {
+            node: node.to_string(),
+            processes,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The graph can answer while every replicated model node has a live replica: readiness probes

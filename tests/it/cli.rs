@@ -121,3 +121,33 @@ fn weir_bench_runs_the_weir_bench_binary_beside_it() {
         );
     }
 }
+
+/// A stateful node on executors is replicated by one HAMS manager; a timely cluster of several
+/// processes would start one per process, so `weir serve --processes 2` refuses the graph before
+/// anything starts, naming the node and why.
+#[test]
+fn serve_refuses_a_hams_node_in_a_timely_cluster_naming_it() {
+    let dir = crate::common::temp_dir("hams-cluster");
+    let graph = dir.0.join("tracked.yaml");
+    let yaml = format!(
+        "name: tracked\ninputs:\n  - {{name: x, dtype: f32, shape: [8]}}\nexecutors:\n  - {{name: m1, endpoint: \"tcp/127.0.0.1:9\"}}\n  - {{name: m2, endpoint: \"tcp/127.0.0.1:9\"}}\nnodes:\n  - model:\n      id: track\n      path: {}\n      inputs: {{x: x}}\n      state: {{inputs: [h_in], outputs: [h_out]}}\n      replicas: [m1, m2]\n      replication: {{mode: nspb}}\noutputs:\n  - {{name: y, from: track.y}}\n",
+        crate::common::model("gru_stream.onnx").display()
+    );
+    std::fs::write(&graph, yaml).expect("graph written");
+    let path = graph.to_string_lossy().into_owned();
+    let stderr = weir_fails(&[
+        "serve",
+        &path,
+        "--processes",
+        "2",
+        "--process",
+        "0",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    assert!(
+        stderr.contains("node `track` is a stateful node on executors")
+            && stderr.contains("timely cluster of 2 processes"),
+        "{stderr}"
+    );
+}

@@ -61,6 +61,20 @@ impl Member {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// [`Member::start_on`] started by `base` (the `weir` binary, or a command that runs it
+    /// elsewhere: in a network namespace, say).
+    pub(crate) fn start_from(
+        base: Command,
+        name: &str,
+        endpoint: &str,
+        peers: &[&str],
+        models: &[(&str, &str)],
+        journal: &Path,
+    ) -> Member {
+        Member::try_start_from(base, name, endpoint, peers, models, &[], journal)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn try_start_on(
         name: &str,
         endpoint: &str,
@@ -69,7 +83,19 @@ impl Member {
         extra: &[&str],
         journal: &Path,
     ) -> Result<Member, String> {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+        let base = Command::new(env!("CARGO_BIN_EXE_weir"));
+        Member::try_start_from(base, name, endpoint, peers, models, extra, journal)
+    }
+
+    fn try_start_from(
+        mut cmd: Command,
+        name: &str,
+        endpoint: &str,
+        peers: &[&str],
+        models: &[(&str, &str)],
+        extra: &[&str],
+        journal: &Path,
+    ) -> Result<Member, String> {
         cmd.args(["executor", "--name", name, "--listen", endpoint]);
         for p in peers {
             cmd.args(["--connect", p]);

@@ -4,6 +4,7 @@
 //! in a module of their own; what they share (the report's first lines, saving a plot, the
 //! `--model NAME=PATH` lists) is here.
 
+mod faults;
 mod grpc;
 mod hams;
 mod http;
@@ -108,6 +109,10 @@ enum Experiment {
     /// busy.
     #[command(name = "infaas-offline")]
     InfaasOffline(infaas_offline::InfaasOfflineArgs),
+    /// Network faults under steady load with request ids: an executor beside a local replica
+    /// partitioned and healed, cut one way, flapping, throttled; a HAMS primary partitioned and
+    /// healed. Needs root and network namespaces.
+    Faults(faults::FaultsArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]
     Executor(weir::cli::ExecutorArgs),
@@ -142,6 +147,7 @@ impl Cli {
             Experiment::InfaasColdStart(a) => infaas_cold_start::run(a),
             Experiment::InfaasAutoscale(a) => infaas_autoscale::run_cli(a),
             Experiment::InfaasOffline(a) => infaas_offline::run_cli(a),
+            Experiment::Faults(a) => faults::run(a),
             Experiment::Executor(a) => weir::cli::run_executor(a),
             Experiment::Serve(a) => weir::cli::run_serve(a),
         }

@@ -1,11 +1,35 @@
-//! Faults of the network rather than of processes: a remote `weir executor` in a network
-//! namespace of its own ([`netns`]), its link cut, healed, flapped, while clients with request
-//! ids keep a model node with a local replica beside it busy. The rules checked after each
-//! scenario (`load`): every request answered exactly once, every answer equal to ONNX Runtime's
-//! own on the same input, nothing failed with a status that forbids a retry. And a node with no
-//! live replica at all (`no_replica`): 503 with `Retry-After`, not ready.
+//! Faults of the network rather than of processes: remote `weir executor`s and HAMS members in
+//! network namespaces of their own (`weir_faults::netns`), their links cut, healed, flapped,
+//! while clients with request ids keep the graph busy (`weir_faults::load`, whose checker runs
+//! after each scenario: every request answered exactly once, every answer right, nothing failed
+//! with a status that forbids a retry).
+//!
+//! - `partition`: a model node with a local replica beside the remote one, its link cut and
+//!   healed, then flapping;
+//! - `hams_partition`: a HAMS primary partitioned, replaced and healed, twice;
+//! - `no_replica`: a node with no live replica at all: 503 with `Retry-After`, not ready;
+//! - `netns`: the harness's own faults apply and heal.
 
-mod load;
-pub(crate) mod netns;
+use weir_faults::load::{inputs, Reference};
+
+use crate::common::{direct_ort, model};
+
+mod hams_partition;
+mod netns;
 mod no_replica;
 mod partition;
+
+/// The 64-wide MLP test model's workload: 16 inputs and ONNX Runtime's own outputs for them.
+pub(crate) fn mlp_reference() -> Reference {
+    let inputs = inputs(16, 64);
+    let outputs = inputs
+        .iter()
+        .map(|x| direct_ort(&model("mlp_a.onnx"), "x", &[1, 64], x))
+        .collect();
+    Reference {
+        input: "x".into(),
+        output: "probs".into(),
+        inputs,
+        outputs,
+    }
+}

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RuntimeOptions};
 
-use super::load::{Load, Outcome, Reference};
-use super::netns::Netns;
+use weir_faults::load::{Load, Outcome};
+use weir_faults::netns::Netns;
+
+use super::mlp_reference;
 use crate::distributed::{mlp_graph, Executor};
 
 /// The zenoh port the executor listens on inside its namespace (a namespace of its own: free).
@@ -80,7 +82,7 @@ fn assert_clean(outcome: &Outcome, what: &str) {
 
 #[test]
 fn an_executor_partitioned_and_healed_loses_nothing_and_takes_load_again() {
-    let reference = Arc::new(Reference::mlp());
+    let reference = Arc::new(mlp_reference());
     let (ns, _executor, running) = executor_beside_local("partition");
     let load = Load::start(&running, &reference, 6);
     wait_for_remote_load(&running, 0, "before the cut");
@@ -121,7 +123,7 @@ fn stop(running: Arc<weir::RunningGraph>) {
 
 #[test]
 fn a_flapping_link_answers_every_request_once() {
-    let reference = Arc::new(Reference::mlp());
+    let reference = Arc::new(mlp_reference());
     let (ns, _executor, running) = executor_beside_local("flap");
     let load = Load::start(&running, &reference, 4);
     wait_for_remote_load(&running, 0, "before flapping");
