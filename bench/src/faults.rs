@@ -415,8 +415,11 @@ pub fn table(rows: &[FaultRow], config: &FaultsConfig) -> String {
     out
 }
 
-/// Right answers and failures per half second through `row`'s fault, and the fault's edges.
-pub fn timeline(row: &FaultRow) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+/// A series of (seconds since the start, per second) points.
+pub type Series = Vec<(f64, f64)>;
+
+/// Right answers and failures per half second through `row`'s fault.
+pub fn timeline(row: &FaultRow) -> (Series, Series) {
     let bin = 0.5;
     let end = row
         .outcome_timeline

@@ -63,7 +63,7 @@ fn kept(models: &ModelTable) -> (Vec<(String, Arc<RequestPath>)>, Vec<Value>) {
         every.push(json!({"graph": name, "every": store.every()}));
         all.extend(store.recent().into_iter().map(|p| (name.to_string(), p)));
     }
-    all.sort_by(|a, b| b.1.started.cmp(&a.1.started));
+    all.sort_by_key(|p| std::cmp::Reverse(p.1.started));
     all.truncate(MAX_PATHS);
     (all, every)
 }
