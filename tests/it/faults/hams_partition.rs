@@ -118,17 +118,7 @@ fn a_partitioned_primary_is_fenced_readmitted_as_backup_and_a_second_partition_i
         "HAMS partitions: {outcome:?}, roles {:?}, recoveries {recoveries:?}",
         roles(&graph)
     );
-    assert!(
-        outcome.not_once.is_empty(),
-        "answered other than once: {:?}",
-        outcome.not_once
-    );
-    assert!(
-        outcome.wrong.is_empty(),
-        "malformed answers: {:?}",
-        outcome.wrong
-    );
-    assert!(outcome.failed.is_empty(), "failed: {:?}", outcome.failed);
+    super::assert_clean(&outcome, "HAMS partitions");
     assert!(
         recoveries.len() >= 2,
         "both partitions failed over: {recoveries:?}"

@@ -10,7 +10,7 @@
 //! - `no_replica`: a node with no live replica at all: 503 with `Retry-After`, not ready;
 //! - `netns`: the harness's own faults apply and heal.
 
-use weir_faults::load::{inputs, Reference};
+use weir_faults::load::{inputs, Outcome, Reference};
 
 use crate::common::{direct_ort, model};
 
@@ -32,4 +32,24 @@ pub(crate) fn mlp_reference() -> Reference {
         inputs,
         outputs,
     }
+}
+
+/// The checker's rules: every request answered once, right, and nothing failed.
+pub(crate) fn assert_clean(outcome: &Outcome, what: &str) {
+    assert!(outcome.sent > 0, "{what}: no load");
+    assert!(
+        outcome.not_once.is_empty(),
+        "{what}: answered other than once: {:?}",
+        outcome.not_once
+    );
+    assert!(
+        outcome.wrong.is_empty(),
+        "{what}: wrong answers: {:?}",
+        outcome.wrong
+    );
+    assert!(
+        outcome.failed.is_empty(),
+        "{what}: failed: {:?}",
+        outcome.failed
+    );
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RuntimeOptions};
 
-use weir_faults::load::{Load, Outcome};
+use weir_faults::load::Load;
 use weir_faults::netns::Netns;
 
-use super::mlp_reference;
+use super::{assert_clean, mlp_reference};
 use crate::distributed::{mlp_graph, Executor};
 
 /// The zenoh port the executor listens on inside its namespace (a namespace of its own: free).
@@ -58,26 +58,6 @@ fn wait_for_remote_load(running: &weir::RunningGraph, before: u64, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The checker's rules: every request answered once, right, and nothing failed.
-fn assert_clean(outcome: &Outcome, what: &str) {
-    assert!(outcome.sent > 0, "{what}: no load");
-    assert!(
-        outcome.not_once.is_empty(),
-        "{what}: answered other than once: {:?}",
-        outcome.not_once
-    );
-    assert!(
-        outcome.wrong.is_empty(),
-        "{what}: wrong answers: {:?}",
-        outcome.wrong
-    );
-    assert!(
-        outcome.failed.is_empty(),
-        "{what}: failed with a healthy local replica idle beside: {:?}",
-        outcome.failed
-    );
 }
 
 #[test]
