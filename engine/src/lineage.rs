@@ -299,10 +299,11 @@ pub fn append_hop(list: &ListArray, preds: &[u32], node: u32, seq: u64) -> ListA
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn entry(pred_node: u32, pred_seq: u64, node: u32, seq: u64) -> LineageEntry {
+    /// One lineage entry, for tests here and of the trace spans read off lineage.
+    pub(crate) fn entry(pred_node: u32, pred_seq: u64, node: u32, seq: u64) -> LineageEntry {
         LineageEntry {
             pred_node,
             pred_seq,

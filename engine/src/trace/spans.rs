@@ -171,17 +171,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::lineage::tests::entry;
     use crate::trace::book::HopRecord;
     use crate::trace::context::Sampler;
-
-    fn entry(pred_node: u32, pred_seq: u64, node: u32, seq: u64) -> LineageEntry {
-        LineageEntry {
-            pred_node,
-            pred_seq,
-            node,
-            seq,
-        }
-    }
 
     fn empty_plan() -> Plan {
         Plan {
