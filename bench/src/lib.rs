@@ -7,6 +7,8 @@
 //!   ONNX Runtime, across client concurrency.
 //! - [`grpc`]: `weir serve` over gRPC against HTTP binary and bare ONNX Runtime, across client
 //!   concurrency.
+//! - [`perf_analyzer`]: Triton's perf_analyzer against `weir serve --model-repository`, HTTP and
+//!   gRPC, beside bare ONNX Runtime.
 //! - [`tls`]: `weir serve`'s HTTP path with TLS against without (binary bodies, keep-alive).
 //! - [`ui`]: `weir serve`'s throughput with open dashboards (status-stream subscribers) against none.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
@@ -68,6 +70,7 @@ pub mod kairos_live;
 pub mod overhead;
 pub mod parm;
 pub mod parm_decode;
+pub mod perf_analyzer;
 pub mod pipeline;
 pub mod plot;
 pub mod process;

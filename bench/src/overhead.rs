@@ -84,6 +84,17 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// `median [min–max]` of `values` with `digits` decimals: how the tables of repeated runs give a
+/// figure and its spread.
+pub(crate) fn spread(values: &[f64], digits: usize) -> String {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "{:.digits$} [{min:.digits$}–{max:.digits$}]",
+        median(values.to_vec())
+    )
+}
+
 /// The file name of the model at `path`, as a report's first line names it (`?` when it has
 /// none that is text).
 pub(crate) fn model_file_name(path: &Path) -> &str {

@@ -154,6 +154,33 @@ pub fn plot_grpc(rows: &[GrpcRow], path: &Path) -> Result<()> {
     plot_sweep(rows, &sweep, &throughput, &latency, path)
 }
 
+/// Throughput (top) and p50 latency (bottom) against client concurrency: perf_analyzer's
+/// figures for `weir serve` over HTTP and gRPC against bare ONNX Runtime.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_perf_analyzer(
+    rows: &[crate::perf_analyzer::PerfAnalyzerRepeat],
+    path: &Path,
+) -> Result<()> {
+    type Row = crate::perf_analyzer::PerfAnalyzerRepeat;
+    let throughput: [Line<Row>; 3] = [
+        ("bare ORT", BLACK, |r| Some(r.bare.0)),
+        ("perf_analyzer HTTP", GREEN, |r| Some(r.http.0)),
+        ("perf_analyzer gRPC", PALETTE[3], |r| Some(r.grpc.0)),
+    ];
+    let latency: [Line<Row>; 3] = [
+        ("bare ORT", BLACK, |r| Some(r.bare.1)),
+        ("perf_analyzer HTTP", GREEN, |r| Some(r.http.1)),
+        ("perf_analyzer gRPC", PALETTE[3], |r| Some(r.grpc.1)),
+    ];
+    let sweep = Sweep {
+        model: |r: &Row| r.model.as_str(),
+        concurrency: |r: &Row| r.concurrency,
+    };
+    plot_sweep(rows, &sweep, &throughput, &latency, path)
+}
+
 /// One line of a sweep plot: its label, colour, and its value in a row (none: no point).
 type Line<T> = (&'static str, RGBColor, fn(&T) -> Option<f64>);
 

@@ -24,7 +24,7 @@ use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_connectors::tls::{ServerTls, TlsFiles};
 
 use crate::http::{layout_for, prepare, Client, LocalServer, Prepared};
-use crate::overhead::{first_input, median, model_input, quantile_ms, weir_graph, IMAGE};
+use crate::overhead::{first_input, model_input, quantile_ms, spread, weir_graph, IMAGE};
 
 /// Settings of the TLS experiment.
 #[derive(Debug, Clone)]
@@ -340,16 +340,6 @@ pub fn tls(config: &TlsBenchConfig) -> Result<(Vec<TlsRow>, String)> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok((rows, negotiated))
-}
-
-/// `median [min–max]` of `values` with `digits` decimals.
-fn spread(values: &[f64], digits: usize) -> String {
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!(
-        "{:.digits$} [{min:.digits$}–{max:.digits$}]",
-        median(values.to_vec())
-    )
 }
 
 /// The TLS table as Markdown.

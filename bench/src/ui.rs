@@ -19,7 +19,7 @@ use plotters::prelude::*;
 use weir_connectors::http::{HttpConfig, HttpServer, StatusFeed, StatusOptions};
 
 use crate::http::{layout_for, prepare, Client, LocalServer};
-use crate::overhead::{first_input, median, model_input, row_shape, weir_graph};
+use crate::overhead::{first_input, model_input, row_shape, spread, weir_graph};
 use crate::tls::{closed_loop, Measured, Poster};
 
 /// Settings of the dashboard experiment.
@@ -206,16 +206,6 @@ pub fn ui(config: &UiBenchConfig) -> Result<Vec<UiRepeat>> {
     drop(local);
     graph.shutdown();
     Ok(repeats)
-}
-
-/// `median [min–max]` of `values` with `digits` decimals.
-fn spread(values: &[f64], digits: usize) -> String {
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!(
-        "{:.digits$} [{min:.digits$}–{max:.digits$}]",
-        median(values.to_vec())
-    )
 }
 
 /// The dashboard table as Markdown.

@@ -22,10 +22,12 @@
 //! - `sequence_batching.control_input` are graph inputs weir fills from each request's sequence
 //!   parameters ([`crate::sequence_controls`]), bound to the model's inputs of the same names.
 //!
+//! - `reshape` (and a scalar in the file written as `dims: [1]`) is a `reshape` op node between
+//!   the client's tensor and the model's ([`crate::reshape`]).
+//!
 //! What the engine has no counterpart for is refused by field ([`GraphError::Unsupported`]):
-//! optional inputs, a reshape that changes the shape (which includes a scalar in the file that
-//! the configuration writes as dims `[1]`), sequence state without batching, sequence control
-//! inputs of an ensemble's step, an ensemble mixing batching and non-batching steps.
+//! optional inputs, sequence state without batching, sequence control inputs of an ensemble's
+//! step, an ensemble mixing batching and non-batching steps.
 
 use weir_engine::spec::{
     Device, DimSpec, ExecutorSpec, GraphBuilder, GraphLevel, GraphSpec, ModelBuilder,
@@ -40,6 +42,7 @@ use crate::names::{identifier, Names};
 use crate::proto::inference::model_config::SchedulingChoice;
 use crate::proto::inference::model_instance_group::Kind as GroupKind;
 use crate::proto::inference::{DataType, ModelConfig};
+use crate::reshape::reshapes;
 use crate::sequence_controls::control_inputs;
 
 /// Most sequences a per-sequence node holds at once (weir's default; Triton bounds sequences by
@@ -104,16 +107,63 @@ pub fn graph(
             .find(|(t, _)| t == tensor)
             .map(|(_, g)| g.clone())
     };
-    let id = names.take(model);
-    let node = model_node(model, &id, served, |input| graph_name_of(input))?;
-    builder = builder.model(node);
+    let (mut builder, outputs) = add_model(builder, &mut names, model, served, |input| {
+        graph_name_of(input)
+    })?;
     for t in &served.config.output {
-        builder = builder.output(&t.name, &format!("{id}.{}", t.name));
+        let from = reference(&outputs, &t.name).unwrap_or_default();
+        builder = builder.output(&t.name, &from);
     }
     Ok(ServedGraph {
         spec: builder.build(),
         inputs,
     })
+}
+
+/// The reference carrying `tensor` in `refs` (tensor name → reference).
+fn reference(refs: &[(String, String)], tensor: &str) -> Option<String> {
+    refs.iter()
+        .find(|(t, _)| t == tensor)
+        .map(|(_, r)| r.clone())
+}
+
+/// Adds the node of `served` (a version of `model`) to `builder`, with a `reshape` node before
+/// each input and after each output its configuration reshapes ([`crate::reshape`]). Returns the
+/// builder and, per model output, the reference that carries it shaped as the configuration's
+/// `dims`.
+fn add_model(
+    mut builder: GraphBuilder,
+    names: &mut Names,
+    model: &str,
+    served: &ServedVersion,
+    bind: impl Fn(&str) -> Option<String>,
+) -> Result<(GraphBuilder, Vec<(String, String)>), GraphError> {
+    let id = names.take(model);
+    let (into, out_of) = reshapes(model, served)?;
+    let mut reshaped = Vec::new();
+    for r in &into {
+        let Some(from) = bind(&r.tensor) else {
+            continue;
+        };
+        let node = names.take(&format!("{id}_{}_reshape", r.tensor));
+        builder = builder.reshape(&node, &from, &r.to);
+        reshaped.push((r.tensor.clone(), format!("{node}.output")));
+    }
+    let node = model_node(model, &id, served, |input| {
+        reference(&reshaped, input).or_else(|| bind(input))
+    })?;
+    builder = builder.model(node);
+    let mut outputs = Vec::new();
+    for t in &served.config.output {
+        let mut from = format!("{id}.{}", t.name);
+        if let Some(r) = out_of.iter().find(|r| r.tensor == t.name) {
+            let node = names.take(&format!("{id}_{}_reshape", t.name));
+            builder = builder.reshape(&node, &from, &r.to);
+            from = format!("{node}.output");
+        }
+        outputs.push((t.name.clone(), from));
+    }
+    Ok((builder, outputs))
 }
 
 pub(crate) fn served<'a>(
@@ -191,39 +241,9 @@ pub(crate) fn model_node(
                 "the engine feeds every model input; optional inputs have no counterpart yet",
             ));
         }
-        if t.reshape.as_ref().is_some_and(|r| r.shape != t.dims) {
-            return Err(unsupported(
-                format!("input[{i}].reshape"),
-                "the engine has no reshape between a request's tensor and the model's input",
-            ));
-        }
-        let scalar_in_file = served
-            .signature
-            .as_ref()
-            .and_then(|s| s.inputs.iter().find(|f| f.name == t.name))
-            .is_some_and(|f| f.dims.is_empty());
-        if scalar_in_file {
-            return Err(unsupported(
-                format!("input[{i}].dims"),
-                "the file's input is a scalar, which Triton's configuration writes as dims [1]; the engine has no reshape between a request's [1] and a scalar",
-            ));
-        }
         let from = bind(&t.name)
             .ok_or_else(|| unsupported(format!("input[{i}]"), "no tensor feeds this input"))?;
         node = node.input(&t.name, &from);
-    }
-    for (i, t) in config.output.iter().enumerate() {
-        let scalar_in_file = served
-            .signature
-            .as_ref()
-            .and_then(|s| s.outputs.iter().find(|f| f.name == t.name))
-            .is_some_and(|f| f.dims.is_empty());
-        if scalar_in_file || t.reshape.as_ref().is_some_and(|r| r.shape != t.dims) {
-            return Err(unsupported(
-                format!("output[{i}].reshape"),
-                "the engine has no reshape between the model's output and a reply's tensor",
-            ));
-        }
     }
     let mbs = usize::try_from(config.max_batch_size).unwrap_or(0);
     node = match &config.scheduling_choice {
@@ -339,28 +359,22 @@ fn ensemble_graph(
                 ),
             });
         }
-        let id = names.take(step_model);
-        let node = model_node(step_model, &id, step_served, |input| {
-            let tensor = step.input_map.get(input)?;
-            refs.iter()
-                .find(|(t, _)| t == tensor)
-                .map(|(_, r)| r.clone())
+        let (next, outputs) = add_model(builder, &mut names, step_model, step_served, |input| {
+            reference(&refs, step.input_map.get(input)?)
         })?;
-        builder = builder.model(node);
+        builder = next;
         for (output, tensor) in &step.output_map {
-            refs.push((tensor.clone(), format!("{id}.{output}")));
+            if let Some(from) = reference(&outputs, output) {
+                refs.push((tensor.clone(), from));
+            }
         }
     }
     for t in &served.config.output {
-        let from = refs
-            .iter()
-            .find(|(tensor, _)| tensor == &t.name)
-            .map(|(_, r)| r.clone())
-            .ok_or_else(|| GraphError::Unsupported {
-                model: model.to_string(),
-                field: format!("output `{}`", t.name),
-                reason: "no step writes it".into(),
-            })?;
+        let from = reference(&refs, &t.name).ok_or_else(|| GraphError::Unsupported {
+            model: model.to_string(),
+            field: format!("output `{}`", t.name),
+            reason: "no step writes it".into(),
+        })?;
         builder = builder.output(&t.name, &from);
     }
     Ok(ServedGraph {

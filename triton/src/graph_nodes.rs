@@ -20,6 +20,7 @@ use weir_engine::spec::{BatchingSpec, ExecutorSpec, GraphSpec, ModelSpec, NodeSp
 use crate::autocomplete::ModelKind;
 use crate::graph::{model_node, served};
 use crate::load::{load, LoadOptions, Repository};
+use crate::reshape::reshapes;
 
 /// As [`resolve_nodes`], reading the repositories at `roots` (with `options`) only when `spec`
 /// has a `repository:` node; without roots such nodes are left for the validator, which names
@@ -127,6 +128,13 @@ fn resolve_one(
         ));
     }
     let version = served(repo, name, version).map_err(|e| e.to_string())?;
+    let (into, out_of) = reshapes(name, version).map_err(|e| e.to_string())?;
+    if let Some(r) = into.iter().chain(&out_of).next() {
+        return Err(format!(
+            "repository model `{name}`'s `{}` reshapes `{}`; inside a graph the node's tensors are the file's, so write a `reshape` node of the graph instead",
+            r.field, r.tensor
+        ));
+    }
     let bind = |input: &str| m.inputs.get(input).map(|r| r.value.clone());
     let built = model_node(name, &m.id.value, version, bind)
         .map_err(|e| e.to_string())?

@@ -30,7 +30,7 @@
 //!   [`warmup`]: Triton's auto-complete for ONNX, its value rules, the versions served, the
 //!   check against the ONNX file, Triton's defaults, and the warm-up samples;
 //! - [`ensemble`]: an ensemble's steps as a checked dataflow in run order;
-//! - [`graph`](mod@graph) (with [`names`] and [`sequence_controls`]): the weir graph; [`json`]: Triton's JSON of the configuration.
+//! - [`graph`](mod@graph) (with [`names`], [`reshape`] and [`sequence_controls`]): the weir graph; [`json`]: Triton's JSON of the configuration.
 //!
 //! [`load`](load()) ties them together and keeps every failure with its model, or version: one
 //! bad model never stops the others.
@@ -49,6 +49,7 @@ pub mod normalize;
 pub mod pbtxt;
 pub mod proto;
 pub mod repository;
+pub mod reshape;
 pub mod sequence_controls;
 pub mod signature;
 pub mod validate;

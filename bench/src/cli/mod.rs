@@ -17,6 +17,7 @@ mod kairos_live;
 mod overhead;
 mod parm;
 mod parm_decode;
+mod perf_analyzer;
 mod pipeline;
 mod remote;
 mod serf;
@@ -51,6 +52,10 @@ enum Experiment {
     /// `weir serve` over gRPC (raw tensor contents) against HTTP binary and bare ONNX Runtime, for
     /// squeezenet and a small model, at client concurrency 1, 4 and 16.
     Grpc(grpc::GrpcArgs),
+    /// Triton's perf_analyzer against `weir serve --model-repository` over HTTP and gRPC, beside
+    /// bare ONNX Runtime on the same model and sessions: throughput, p50 and p99, as ratios.
+    #[command(name = "perf-analyzer")]
+    PerfAnalyzer(perf_analyzer::PerfAnalyzerArgs),
     /// `weir serve`'s HTTP path with TLS against without, binary bodies on keep-alive
     /// connections, on squeezenet at 1 and 4 clients: throughput and latency, as a ratio.
     Tls(tls::TlsArgs),
@@ -132,6 +137,7 @@ impl Cli {
             Experiment::Overhead(a) => overhead::run(a),
             Experiment::Http(a) => http::run(a),
             Experiment::Grpc(a) => grpc::run(a),
+            Experiment::PerfAnalyzer(a) => perf_analyzer::run(a),
             Experiment::Tls(a) => tls::run(a),
             Experiment::Ui(a) => ui::run(a),
             Experiment::Remote(a) => remote::run(a),

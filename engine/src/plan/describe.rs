@@ -155,6 +155,7 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
         }
         NodeKind::Op(TensorOp::Regions(op)) => op.to_string(),
         NodeKind::Op(TensorOp::Window(op)) => op.to_string(),
+        NodeKind::Op(TensorOp::Reshape(op)) => format!("reshape shape={op}"),
         NodeKind::Op(TensorOp::Text(TextOp::Softmax)) => "softmax axis=-1".into(),
         NodeKind::Op(TensorOp::Text(TextOp::Tokenize {
             tokenizer,

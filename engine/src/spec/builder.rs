@@ -20,8 +20,9 @@ use super::{
     ArgmaxSpec, BatchingSpec, BoxCoordinates, CastSpec, ConcatSpec, CropBoxesSpec, CropSpec,
     CtcDecodeSpec, DecodeImageSpec, DetokenizeSpec, DimSpec, ExecutorSpec, GatherSpec, GraphSpec,
     InputSpec, Interpolation, LabelsSpec, ModelSpec, NodeSpec, NormalizeSpec, OutputSpec,
-    PadToSpec, RegionsSpec, RemoteExecutorSpec, ResizeSpec, SequenceControl, SequenceInputSpec,
-    SliceSpec, SoftmaxSpec, Spanned, TokenizeSpec, TopKSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
+    PadToSpec, RegionsSpec, RemoteExecutorSpec, ReshapeSpec, ResizeSpec, SequenceControl,
+    SequenceInputSpec, SliceSpec, SoftmaxSpec, Spanned, TokenizeSpec, TopKSpec, TransposeSpec,
+    DEFAULT_MAX_PIXELS,
 };
 use crate::tensor::DType;
 
@@ -323,6 +324,15 @@ impl GraphBuilder {
             start: s(start),
             end: end.map(s),
             step: s(step),
+        }))
+    }
+
+    /// Adds a `reshape` node: each row's elements under `shape` (one `-1` taken from the row).
+    pub fn reshape(self, id: &str, input: &str, shape: &[i64]) -> Self {
+        self.node(NodeSpec::Reshape(ReshapeSpec {
+            id: s(id.to_string()),
+            input: s(input.to_string()),
+            shape: s(shape.to_vec()),
         }))
     }
 

@@ -50,7 +50,7 @@ pub use stateful::{
     SequenceInputSpec, StateSpec,
 };
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
-pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, TopKSpec};
+pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, ReshapeSpec, TopKSpec};
 pub use text_op::{CtcDecodeSpec, DetokenizeSpec, LabelsSpec, SoftmaxSpec, TokenizeSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
@@ -264,6 +264,8 @@ pub enum NodeSpec {
     Pad(PadToSpec),
     /// Every `step`-th element between two indices along one axis.
     Slice(SliceSpec),
+    /// A row's elements under another shape.
+    Reshape(ReshapeSpec),
 }
 
 impl NodeSpec {
@@ -290,6 +292,7 @@ impl NodeSpec {
             NodeSpec::Crop(s) => &s.id,
             NodeSpec::Pad(s) => &s.id,
             NodeSpec::Slice(s) => &s.id,
+            NodeSpec::Reshape(s) => &s.id,
         }
     }
 
@@ -316,6 +319,7 @@ impl NodeSpec {
             NodeSpec::Crop(_) => "crop",
             NodeSpec::Pad(_) => "pad",
             NodeSpec::Slice(_) => "slice",
+            NodeSpec::Reshape(_) => "reshape",
         }
     }
 
@@ -343,6 +347,7 @@ impl NodeSpec {
             NodeSpec::Crop(s) => vec![("input".into(), &s.input)],
             NodeSpec::Pad(s) => vec![("input".into(), &s.input)],
             NodeSpec::Slice(s) => vec![("input".into(), &s.input)],
+            NodeSpec::Reshape(s) => vec![("input".into(), &s.input)],
             NodeSpec::Concat(s) => s
                 .inputs
                 .iter()

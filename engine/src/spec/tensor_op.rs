@@ -3,8 +3,9 @@
 //! `argmax` and `top_k` reduce over a request's whole tensor taken as a flat vector (a classifier's
 //! scores, whatever trailing unit dimensions the model gives them). `normalize` works per channel
 //! along the first per-request dimension. `concat` joins along an axis; every other dimension must
-//! match. Outputs are named `output` (normalize, concat), `index` (argmax), `values` and `indices`
-//! (top_k).
+//! match. `reshape` gives each row's elements, in row-major order, a new shape (what Triton's
+//! `reshape` and ONNX's `Reshape` do; the data is not touched). Outputs are named `output`
+//! (normalize, concat, reshape), `index` (argmax), `values` and `indices` (top_k).
 
 use serde::Deserialize;
 
@@ -63,4 +64,19 @@ pub struct ConcatSpec {
 
 fn last_axis() -> Spanned<i64> {
     Spanned::unlocated(-1)
+}
+
+/// Each row's elements under a new shape, in row-major order: `shape` lists the per-request
+/// sizes (without a batch dimension), an empty list making a scalar; one size may be `-1`, taken
+/// from the row's element count. A row whose element count the shape cannot hold fails, naming
+/// the row and both shapes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReshapeSpec {
+    /// Node id.
+    pub id: Spanned<String>,
+    /// The tensor to reshape (any dtype).
+    pub input: Spanned<String>,
+    /// The new per-request shape; at most one `-1`, every other size 0 or more.
+    pub shape: Spanned<Vec<i64>>,
 }

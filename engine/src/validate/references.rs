@@ -298,7 +298,8 @@ fn node_output_names(node: &NodeSpec, meta: Option<&ModelMetadata>) -> Option<Ve
         | NodeSpec::Transpose(_)
         | NodeSpec::Crop(_)
         | NodeSpec::Pad(_)
-        | NodeSpec::Slice(_) => fixed(&["output"]),
+        | NodeSpec::Slice(_)
+        | NodeSpec::Reshape(_) => fixed(&["output"]),
         NodeSpec::Regions(_) => fixed(&["boxes", "scores"]),
         NodeSpec::Labels(_) => fixed(&["labels"]),
         NodeSpec::Tokenize(_) => fixed(&["input_ids", "attention_mask"]),

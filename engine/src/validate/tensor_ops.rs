@@ -1,4 +1,5 @@
-//! Tensor-op nodes (normalize, argmax, top-k, concat): their settings and their types.
+//! Tensor-op nodes (normalize, argmax, top-k, concat; reshape in [`super::reshape`]): their
+//! settings and their types.
 //!
 //! Rules: `normalize` has at least one `mean` and one `std` value, one or one per channel each,
 //! every `std` finite and non-zero, and an f32 input whose first dimension matches a per-channel
@@ -70,6 +71,8 @@ pub enum TensorOp {
     Regions(super::RegionsOp),
     /// A window of the input: crop, pad or slice.
     Window(super::WindowOp),
+    /// Each row's elements under another shape.
+    Reshape(super::ReshapeOp),
     /// A `cast`, `transpose`, `normalize` chain run as one pass; never written in a spec, made by
     /// planning (`plan::fusion`) when nothing else reads the chain's intermediate tensors.
     Preprocess(PreprocessOp),
@@ -166,6 +169,8 @@ impl<'a> Validator<'a, '_> {
             NodeSpec::Regions(_) | NodeSpec::Crop(_) | NodeSpec::Pad(_) | NodeSpec::Slice(_) => {
                 self.check_region_fields(node)
             }
+            // Its sizes are checked with its type: they are settled against the input's.
+            NodeSpec::Reshape(_) => {}
         }
     }
 
@@ -211,6 +216,10 @@ impl<'a> Validator<'a, '_> {
             | NodeSpec::CtcDecode(_) => self
                 .type_text_op(node, ports, locs)
                 .map(|(op, outputs)| (TensorOp::Text(op), outputs)),
+            NodeSpec::Reshape(r) => {
+                let (op, ty) = self.type_reshape(r, &ports[0])?;
+                Some((TensorOp::Reshape(op), vec![("output".to_string(), ty)]))
+            }
             NodeSpec::Normalize(n) => {
                 let p = &ports[0];
                 if !self.f32_port(id, p, locs[0]) {

@@ -1,4 +1,4 @@
-//! Tensor-op nodes: normalize, argmax, top-k and concat, computed column-wise on the worker (the
+//! Tensor-op nodes: normalize, argmax, top-k, concat and reshape, computed column-wise on the worker (the
 //! image ops and fused pre-processing chains are dispatched from here to [`crate::image`]).
 //!
 //! These are cheap (microseconds per batch), so they run inline in their operator rather than on an
@@ -11,7 +11,7 @@ pub mod operator;
 use weir_engine::batch::TensorColumn;
 use weir_engine::plan::NodeKind;
 use weir_engine::tensor::TensorData;
-use weir_engine::validate::TensorOp as PlannedOp;
+use weir_engine::validate::{ReshapeOp, TensorOp as PlannedOp};
 
 use crate::column::shaped_like;
 use crate::image;
@@ -41,6 +41,8 @@ impl TensorOp {
             PlannedOp::CropBoxes(c) => c.client_boxes,
             // A request too small for a crop or too large for a pad: its tensor's shape.
             PlannedOp::Window(_) => true,
+            // A request whose element count the new shape cannot hold.
+            PlannedOp::Reshape(_) => true,
             _ => false,
         }
     }
@@ -117,6 +119,7 @@ impl TensorOp {
             PlannedOp::CropBoxes(op) => image::crop_boxes::apply(op, inputs),
             PlannedOp::Regions(op) => image::regions::apply(op, first),
             PlannedOp::Window(op) => Ok(vec![image::window::apply(op, first)?]),
+            PlannedOp::Reshape(op) => Ok(vec![reshape(op, first)?]),
         }
     }
 }
@@ -151,6 +154,17 @@ pub(crate) fn normalize(
         }
     }
     shaped_like(first, "output", TensorData::F32(out))
+}
+
+/// Row by row: the row's elements, untouched, under the shape `op` gives its element count.
+fn reshape(op: &ReshapeOp, first: &TensorColumn) -> Result<TensorColumn, String> {
+    let shapes = (0..first.len())
+        .map(|r| {
+            op.row_shape(first.row_range(r).len())
+                .map_err(|e| format!("row {r} (shape {:?}): {e}", first.row_shape(r)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    TensorColumn::from_shapes("output", shapes, first.data()).map_err(|e| e.to_string())
 }
 
 fn column(
