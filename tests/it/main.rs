@@ -58,7 +58,7 @@ mod traces;
 mod triton_ensemble;
 mod triton_gpu;
 mod triton_repository;
-mod triton_reshape;
 mod triton_sequences;
+mod triton_tensors;
 mod triton_tools;
 mod ui;

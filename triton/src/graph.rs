@@ -84,6 +84,9 @@ pub fn graph(
             input_dtype(model, &t.name, t.data_type)?,
             dims(&t.dims),
         );
+        if graph_name != t.name {
+            builder = builder.client_name(&graph_name, &t.name);
+        }
         inputs.push((t.name.clone(), graph_name));
     }
     if loaded == Some(ModelKind::Ensemble) {

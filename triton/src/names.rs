@@ -6,8 +6,9 @@
 //! `save_infer_model/scale_0.tmp_1`). Each Triton name is mapped to an identifier by replacing
 //! every other character with `_` (and prefixing `_` when it would start with a digit or `-`),
 //! made unique within the graph by a numeric suffix; graph *output* names and model tensor
-//! names, which the engine takes as they are, keep Triton's spelling. The graph module returns
-//! the input renames so that the protocol layer can translate request tensor names.
+//! names, which the engine takes as they are, keep Triton's spelling. A renamed graph input keeps
+//! Triton's name as its client name (`client_name`), so clients send, and metadata shows, the
+//! names of the configuration.
 
 use std::collections::HashSet;
 

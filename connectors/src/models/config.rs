@@ -103,7 +103,7 @@ impl Signature {
                 .inputs
                 .iter()
                 .filter(|i| i.sequence.is_none())
-                .map(|i| tensor(&i.name, &i.ty))
+                .map(|i| tensor(&i.client().to_string(), &i.ty))
                 .collect(),
             outputs: plan
                 .outputs

@@ -66,7 +66,12 @@ impl ModelVersion {
     /// `first`: `first` when that input has one dimension more than the graph's (a batch), else
     /// one.
     pub fn rows(&self, name: &str, dims: usize, first: Option<u64>) -> u64 {
-        let declared = self.runtime.plan().inputs.iter().find(|g| g.name == name);
+        let declared = self
+            .runtime
+            .plan()
+            .inputs
+            .iter()
+            .find(|g| g.client() == name);
         match (declared, first) {
             (Some(g), Some(n)) if dims == g.ty.shape.len() + 1 => n,
             _ => 1,

@@ -43,8 +43,8 @@ fn check_rows(runtime: &GraphRuntime, request: &InferRequest) -> Result<(bool, u
     for (i, input) in request.inputs.iter().enumerate() {
         let name = quote(&input.name);
         let shape_field = || format!("inputs[{i}] ({name}).shape");
-        let Some(g) = plan.inputs.iter().find(|g| g.name == input.name) else {
-            let known: Vec<&str> = plan.inputs.iter().map(|g| g.name.as_str()).collect();
+        let Some(g) = plan.inputs.iter().find(|g| g.client() == input.name) else {
+            let known: Vec<&str> = plan.inputs.iter().map(|g| g.client()).collect();
             return Err(malformed(
                 format!("inputs[{i}] ({name})"),
                 format!(

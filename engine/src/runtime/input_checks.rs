@@ -33,7 +33,7 @@ pub(super) fn check_inputs(
         if plan
             .inputs
             .iter()
-            .any(|g| g.name == t.name && g.sequence.is_some())
+            .any(|g| g.client() == t.name && g.sequence.is_some())
         {
             return Err(invalid(
                 format!("inputs.{}", t.name),
@@ -43,8 +43,8 @@ pub(super) fn check_inputs(
                 ),
             ));
         }
-        if !plan.inputs.iter().any(|g| g.name == t.name) {
-            let known: Vec<&str> = plan.inputs.iter().map(|g| g.name.as_str()).collect();
+        if !plan.inputs.iter().any(|g| g.client() == t.name) {
+            let known: Vec<&str> = plan.inputs.iter().map(|g| g.client()).collect();
             return Err(invalid(
                 format!("inputs.{}", t.name),
                 format!(
@@ -79,24 +79,24 @@ pub(super) fn check_inputs(
         }
         let pos = inputs
             .iter()
-            .position(|t| t.name == g.name)
+            .position(|t| t.name == g.client())
             .ok_or_else(|| {
                 invalid(
-                    format!("inputs.{}", g.name),
-                    format!("missing input `{}` ({})", g.name, g.ty),
+                    format!("inputs.{}", g.client()),
+                    format!("missing input `{}` ({})", g.client(), g.ty),
                 )
             })?;
         let t = inputs.swap_remove(pos);
-        if inputs.iter().any(|o| o.name == g.name) {
+        if inputs.iter().any(|o| o.name == g.client()) {
             return Err(invalid(
-                format!("inputs.{}", g.name),
+                format!("inputs.{}", g.client()),
                 "given more than once".into(),
             ));
         }
         let tensor = t.tensor;
         if tensor.dtype() != g.ty.dtype {
             return Err(invalid(
-                format!("inputs.{}.datatype", g.name),
+                format!("inputs.{}.datatype", g.client()),
                 format!("expected {}, got {}", g.ty.dtype, tensor.dtype()),
             ));
         }
@@ -108,7 +108,7 @@ pub(super) fn check_inputs(
                 .all(|(&a, b)| Dim::Fixed(a).compatible(*b));
         if !shape_ok {
             return Err(invalid(
-                format!("inputs.{}.shape", g.name),
+                format!("inputs.{}.shape", g.client()),
                 format!(
                     "expected {}, got {:?}",
                     ShapeDisplay(&g.ty.shape),
@@ -119,7 +119,7 @@ pub(super) fn check_inputs(
         let expected: usize = tensor.shape.iter().product();
         if tensor.data.len() != expected {
             return Err(invalid(
-                format!("inputs.{}.data", g.name),
+                format!("inputs.{}.data", g.client()),
                 format!(
                     "shape {:?} needs {expected} elements, got {}",
                     tensor.shape,
@@ -134,14 +134,14 @@ pub(super) fn check_inputs(
             match symbols.iter().find(|(s, _, _)| *s == symbol) {
                 Some(&(_, agreed, first)) if agreed != size => {
                     return Err(invalid(
-                        format!("inputs.{}.shape", g.name),
+                        format!("inputs.{}.shape", g.client()),
                         format!(
                             "dimension `{symbol}` is {size} here but {agreed} in `{first}`; inputs sharing `{symbol}` must agree"
                         ),
                     ));
                 }
                 Some(_) => {}
-                None => symbols.push((symbol, size, g.name.as_str())),
+                None => symbols.push((symbol, size, g.client())),
             }
         }
         ordered.push(tensor);

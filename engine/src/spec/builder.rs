@@ -77,10 +77,19 @@ impl GraphBuilder {
     pub fn input_dims(mut self, name: &str, dtype: DType, shape: Vec<DimSpec>) -> Self {
         self.spec.inputs.push(s(InputSpec {
             name: s(name.to_string()),
+            client_name: None,
             dtype: s(dtype),
             shape: s(shape),
             sequence: None,
         }));
+        self
+    }
+
+    /// Names graph input `name` `client` on the wire (see [`InputSpec::client_name`]).
+    pub fn client_name(mut self, name: &str, client: &str) -> Self {
+        if let Some(i) = self.spec.inputs.iter_mut().find(|i| i.name.value == name) {
+            i.value.client_name = Some(s(client.to_string()));
+        }
         self
     }
 
@@ -95,6 +104,7 @@ impl GraphBuilder {
     ) -> Self {
         self.spec.inputs.push(s(InputSpec {
             name: s(name.to_string()),
+            client_name: None,
             dtype: s(dtype),
             shape: s(vec![DimSpec::Size(1)]),
             sequence: Some(s(SequenceInputSpec {

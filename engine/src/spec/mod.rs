@@ -139,8 +139,13 @@ pub struct GraphSpec {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InputSpec {
-    /// Name clients use; node inputs refer to it by this name.
+    /// Name node inputs refer to it by; clients use it too unless `client_name` is set.
     pub name: Spanned<String>,
+    /// The name clients send the tensor under, where that is not a name a reference can hold
+    /// (a model's own `gpu_0/data_0` or `x.1`): requests, metadata and errors use it, node
+    /// references use `name`.
+    #[serde(default)]
+    pub client_name: Option<Spanned<String>>,
     /// Element type.
     pub dtype: Spanned<DType>,
     /// Per-request shape, without a batch dimension (`[3, 224, 224]` for one RGB image). A

@@ -102,6 +102,8 @@ pub struct Port {
 pub struct GraphInput {
     /// Name (also its batch column).
     pub name: String,
+    /// The name clients send it under, when that differs from `name`.
+    pub client_name: Option<String>,
     /// Type; a `-1` or named dimension is [`crate::tensor::Dim::Dynamic`].
     pub ty: TensorType,
     /// Per dimension, the symbolic name it was declared with (`seq`), if any.
@@ -111,6 +113,12 @@ pub struct GraphInput {
 }
 
 impl GraphInput {
+    /// The name clients send it under: requests are matched, and errors and metadata name it,
+    /// by this.
+    pub fn client(&self) -> &str {
+        self.client_name.as_deref().unwrap_or(&self.name)
+    }
+
     /// The type as declared, symbolic names shown: `i64[seq]`, `f32[3, ?, ?]`.
     pub fn declared(&self) -> String {
         let dims: Vec<String> = self

@@ -3,7 +3,9 @@
 //! A name starts with a letter or `_` and holds only letters, digits, `_` and `-`: never a `.`,
 //! which separates a node from its output in a reference (`node.tensor`) and in a batch column.
 //! Graph inputs and node ids share one namespace, because a bare reference (`input: image`) may
-//! name either; output names are unique among outputs, since they key the reply.
+//! name either; output names are unique among outputs, since they key the reply. An input may
+//! be sent by clients under another name (`client_name`), any text a protocol carries; those
+//! names are unique among the inputs too.
 
 use std::collections::HashMap;
 
@@ -65,6 +67,7 @@ impl Validator<'_, '_> {
                 seen.insert(name.value.as_str(), (what, name.location));
             }
         }
+        self.check_client_names();
         let mut outs: HashMap<&str, Location> = HashMap::new();
         for o in &spec.outputs {
             if outs
@@ -80,6 +83,52 @@ impl Validator<'_, '_> {
         }
     }
 }
+
+impl Validator<'_, '_> {
+    /// The names clients send the inputs under (`client_name`, else `name`): each a name a
+    /// protocol can carry, none used twice.
+    fn check_client_names(&mut self) {
+        let spec = self.spec;
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        for input in &spec.inputs {
+            let client = input
+                .client_name
+                .as_ref()
+                .map_or(input.name.value.as_str(), |c| c.value.as_str());
+            let at = input
+                .client_name
+                .as_ref()
+                .map_or(input.name.location, |c| c.location);
+            let path = format!("inputs.{}.client_name", input.name.value);
+            if client.is_empty()
+                || client.len() > MAX_CLIENT_NAME
+                || client.chars().any(char::is_control)
+            {
+                self.error(
+                    path.clone(),
+                    at,
+                    format!(
+                        "input `{}`: a client name is 1 to {MAX_CLIENT_NAME} bytes with no control characters",
+                        input.name.value
+                    ),
+                );
+            }
+            if let Some(first) = seen.insert(client, &input.name.value) {
+                self.error(
+                    path,
+                    at,
+                    format!(
+                        "inputs `{first}` and `{}` are both sent as `{client}`",
+                        input.name.value
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// The longest name a client may send an input under.
+const MAX_CLIENT_NAME: usize = 256;
 
 #[cfg(test)]
 mod tests {

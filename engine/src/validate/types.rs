@@ -88,6 +88,7 @@ impl<'a> Validator<'a, '_> {
             }
             out.push(GraphInput {
                 name: input.name.value.clone(),
+                client_name: input.client_name.as_ref().map(|c| c.value.clone()),
                 ty: TensorType {
                     dtype: input.dtype.value,
                     shape: dims,

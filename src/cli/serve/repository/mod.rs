@@ -337,9 +337,6 @@ impl Repositories {
         served: &weir_triton::load::ServedVersion,
     ) -> Result<Started> {
         let graph = weir_triton::graph(repo, name, Some(served.version))?;
-        if let Some((triton, weir)) = graph.inputs.iter().find(|(t, w)| t != w) {
-            bail!("input `{triton}` is not a name weir serves as it is (it would be `{weir}`)");
-        }
         let loaded =
             weir_runtime::plan_spec(&graph.spec, &repo.root).map_err(|d| anyhow!("{d}"))?;
         let running = crate::TopologyBuilder::new(loaded.plan)

@@ -1,13 +1,15 @@
-//! Triton repositories whose tensors reach the model in another shape, through the real process:
-//! the set-up's pretrained models (PP-OCR's text detector, Magika, silero-vad) served with no
-//! `config.pbtxt` answer what ONNX Runtime answers — silero-vad's scalar sample rate arrives as
-//! the `[1]` its auto-completed configuration declares — and a configuration's `reshape` of an
-//! input and an output gives the model the file's shape and the client the configuration's.
+//! Triton repositories whose tensors reach the model in another shape or under a name a weir
+//! graph cannot hold, through the real process: the set-up's pretrained models (PP-OCR's text
+//! detector, Magika, silero-vad) served with no `config.pbtxt` answer what ONNX Runtime answers —
+//! silero-vad's scalar sample rate arrives as the `[1]` its auto-completed configuration
+//! declares; a configuration's `reshape` of an input and an output gives the model the file's
+//! shape and the client the configuration's; and tensors named `data.0/x` are sent and shown
+//! under those names.
 
 use serde_json::Value;
 use weir::{Tensor, TensorData};
 
-use crate::common::{model, temp_dir, weir_home};
+use crate::common::{model, run_python_script, temp_dir, weir_home};
 use crate::reference::{ort_reference, outputs_from_json, request_json};
 use crate::serve::http;
 use crate::triton_repository::{copy, get, serve, write, RepoServer};
@@ -198,4 +200,66 @@ output [ { name: "probs" data_type: TYPE_FP32 dims: [10] } ]
         reason.contains("input[0].reshape.shape") && reason.contains("[63]"),
         "{reason}"
     );
+}
+
+#[test]
+fn tensor_names_that_are_not_identifiers_are_sent_and_shown_as_the_model_names_them() {
+    weir_home();
+    let dir = temp_dir("triton-names");
+    let root = dir.0.join("models");
+    let script = r#"
+import sys, os, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto as T
+
+x = helper.make_tensor_value_info('data.0/x', T.FLOAT, ['N', 4])
+k = helper.make_tensor_value_info('gpu_0/scale', T.FLOAT, ['N', 4])
+y = helper.make_tensor_value_info('out/y:0', T.FLOAT, ['N', 4])
+nodes = [helper.make_node('Mul', ['data.0/x', 'gpu_0/scale'], ['m']),
+         helper.make_node('Relu', ['m'], ['out/y:0'])]
+g = helper.make_graph(nodes, 'names', [x, k], [y])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
+m.ir_version = 8
+onnx.checker.check_model(m)
+os.makedirs(os.path.join(sys.argv[1], 'odd', '1'), exist_ok=True)
+onnx.save(m, os.path.join(sys.argv[1], 'odd', '1', 'model.onnx'))
+"#;
+    run_python_script(script, &[&root], "writing a model with odd tensor names");
+    let file = root.join("odd/1/model.onnx");
+    let s = serve(dir, root, &[]);
+
+    let (code, metadata) = get(&s, "/v2/models/odd");
+    assert_eq!(code, 200, "{metadata}");
+    let names = |side: &str| -> Vec<String> {
+        metadata[side]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(names("inputs"), ["data.0/x", "gpu_0/scale"], "{metadata}");
+    assert_eq!(names("outputs"), ["out/y:0"], "{metadata}");
+
+    let x = f32_tensor(&[2, 4], 5);
+    let scale = f32_tensor(&[2, 4], 6);
+    let inputs = [("data.0/x", &x), ("gpu_0/scale", &scale)];
+    let got = infer(&s, "/v2/models/odd/infer", &inputs);
+    let want = ort_reference(&file, &inputs);
+    assert_same(output(&got, "out/y:0"), &want[0].1, 1e-6, "odd");
+
+    // The graph's own name for the input is not one a client can use; a missing one is named
+    // as the client knows it.
+    let renamed = [("data_0_x", &x), ("gpu_0/scale", &scale)];
+    let body = request_json(&renamed).to_string();
+    let (code, reply) = http(
+        &s.http,
+        "POST",
+        "/v2/models/odd/infer",
+        &[],
+        body.as_bytes(),
+    );
+    assert_eq!(code, 400, "{reply}");
+    assert!(reply.contains("data.0/x"), "{reply}");
 }
