@@ -77,6 +77,20 @@ fn the_setups_pretrained_models_serve_with_no_config_as_onnxruntime_answers() {
         .and_then(|inputs| inputs.iter().find(|t| t["name"] == "sr"))
         .expect("an `sr` input");
     assert_eq!(sr["dims"], Value::from(vec![1]), "{silero}");
+    // Metadata follows: no batch dimension on a model that does not batch.
+    let (_, metadata) = get(&s, "/v2/models/silero");
+    let shape_of = |name: &str| {
+        metadata["inputs"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == name))
+            .map(|t| t["shape"].clone())
+    };
+    assert_eq!(shape_of("sr"), Some(serde_json::json!([1])), "{metadata}");
+    assert_eq!(
+        shape_of("state"),
+        Some(serde_json::json!([2, -1, 128])),
+        "{metadata}"
+    );
 
     let image = f32_tensor(&[1, 3, 64, 96], 1);
     let got = infer(&s, "/v2/models/ocr_det/infer", &[("x", &image)]);

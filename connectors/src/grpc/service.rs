@@ -31,11 +31,11 @@ use crate::models::config::{metadata_shape, Tensor};
 /// `inference.GRPCInferenceService`.
 pub(super) struct InferService(pub Arc<Shared>);
 
-fn tensor_metadata(t: &Tensor) -> TensorMetadata {
+fn tensor_metadata(t: &Tensor, batched: bool) -> TensorMetadata {
     TensorMetadata {
         name: t.name.clone(),
         datatype: t.ty.dtype.oip_name().to_string(),
-        shape: metadata_shape(&t.ty.shape),
+        shape: metadata_shape(&t.ty.shape, batched),
     }
 }
 
@@ -97,12 +97,21 @@ impl GrpcInferenceService for InferService {
         let r = request.get_ref();
         let (found, versions) = self.0.find(&r.name, &r.version).map_err(|f| f.status)?;
         let sig = found.signature(&r.name);
+        let batched = sig.batched();
         Ok(Response::new(ModelMetadataResponse {
             name: sig.name,
             versions: versions.iter().map(u64::to_string).collect(),
             platform: sig.platform,
-            inputs: sig.inputs.iter().map(tensor_metadata).collect(),
-            outputs: sig.outputs.iter().map(tensor_metadata).collect(),
+            inputs: sig
+                .inputs
+                .iter()
+                .map(|t| tensor_metadata(t, batched))
+                .collect(),
+            outputs: sig
+                .outputs
+                .iter()
+                .map(|t| tensor_metadata(t, batched))
+                .collect(),
         }))
     }
 

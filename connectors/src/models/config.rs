@@ -57,16 +57,18 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// The tensor as v2 metadata shows it.
-    pub fn metadata(&self) -> Value {
-        json!({"name": self.name, "datatype": self.ty.dtype.oip_name(), "shape": metadata_shape(&self.ty.shape)})
+    /// The tensor as v2 metadata shows it, with a batch dimension when `batched`.
+    pub fn metadata(&self, batched: bool) -> Value {
+        json!({"name": self.name, "datatype": self.ty.dtype.oip_name(), "shape": metadata_shape(&self.ty.shape, batched)})
     }
 }
 
-/// A per-request shape as v2 metadata shows it: `-1` first for the batch dimension a request may
-/// add, then each dimension, `-1` where it is free.
-pub fn metadata_shape(shape: &[Dim]) -> Vec<i64> {
-    std::iter::once(-1).chain(dims(shape)).collect()
+/// A per-request shape as v2 metadata shows it: when `batched` (Triton's `max_batch_size > 0`),
+/// `-1` first for the batch dimension a request may add; then each dimension, `-1` where it is
+/// free.
+pub fn metadata_shape(shape: &[Dim], batched: bool) -> Vec<i64> {
+    let batch = batched.then_some(-1);
+    batch.into_iter().chain(dims(shape)).collect()
 }
 
 /// What a served name shows a client that reads before it infers: its tensors, per request, and
@@ -126,14 +128,20 @@ impl Signature {
         })
     }
 
+    /// Whether a request may carry rows on top of the per-request shapes (Triton's
+    /// `max_batch_size > 0`), which metadata shows as a leading `-1`.
+    pub fn batched(&self) -> bool {
+        self.max_batch > 0
+    }
+
     /// The v2 metadata document (`GET /v2/models/{m}`) of this model, served in `versions`.
     pub fn metadata(&self, versions: &[u64]) -> Value {
         json!({
             "name": self.name,
             "versions": versions.iter().map(u64::to_string).collect::<Vec<_>>(),
             "platform": self.platform,
-            "inputs": self.inputs.iter().map(Tensor::metadata).collect::<Vec<_>>(),
-            "outputs": self.outputs.iter().map(Tensor::metadata).collect::<Vec<_>>(),
+            "inputs": self.inputs.iter().map(|t| t.metadata(self.batched())).collect::<Vec<_>>(),
+            "outputs": self.outputs.iter().map(|t| t.metadata(self.batched())).collect::<Vec<_>>(),
         })
     }
 
@@ -237,12 +245,15 @@ mod tests {
             name: name.into(),
             ty: TensorType { dtype, shape },
         };
-        let meta = tensor("x", DType::F16, vec![Dim::Fixed(3), Dim::Dynamic]).metadata();
+        let x = tensor("x", DType::F16, vec![Dim::Fixed(3), Dim::Dynamic]);
+        let meta = x.metadata(true);
         assert_eq!(
             meta,
             json!({"name": "x", "datatype": "FP16", "shape": [-1, 3, -1]})
         );
-        let scalar = tensor("sr", DType::I64, vec![]).metadata();
+        let scalar = tensor("sr", DType::I64, vec![]).metadata(true);
         assert_eq!(scalar["shape"], json!([-1]));
+        // A model that does not batch (Triton's `max_batch_size: 0`) shows its shapes as they are.
+        assert_eq!(x.metadata(false)["shape"], json!([3, -1]));
     }
 }

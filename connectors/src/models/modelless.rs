@@ -25,8 +25,8 @@ pub enum Found {
 }
 
 impl Found {
-    /// Its signature, under the name it was asked by; a table model's platform is its
-    /// configuration's (`onnxruntime_onnx` for a repository model).
+    /// Its signature, under the name it was asked by; a table model's platform and batching are
+    /// its configuration's (`onnxruntime_onnx` for a repository model).
     pub fn signature(&self, name: &str) -> Signature {
         match self {
             Found::Table(v) => {
@@ -34,6 +34,11 @@ impl Found {
                 sig.name = name.to_string();
                 if let Some(p) = v.config.get("platform").and_then(Value::as_str) {
                     sig.platform = p.to_string();
+                }
+                // A repository model's configuration says whether requests carry a batch
+                // dimension; a graph's has none to say, and batches.
+                if v.config.get("max_batch_size").and_then(Value::as_i64) == Some(0) {
+                    sig.max_batch = 0;
                 }
                 sig
             }
