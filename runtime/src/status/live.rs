@@ -136,7 +136,7 @@ pub(super) fn reported(now: &ExecutorReport, before: Option<&ExecutorReport>, se
         "errors": now.errors,
         "rows_per_s": rate(some(now.rows), Some(b.rows)),
         "served_per_s": rate(now.served, b.served),
-        "busy_s": reported.then(|| now.busy.as_secs_f64()),
+        "busy_s": reported.then_some(now.busy.as_secs_f64()),
     })
 }
 
