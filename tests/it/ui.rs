@@ -473,7 +473,10 @@ fn the_dashboard_shows_a_gather_s_joins_and_a_remote_executor_s_own_counters() {
     let (code, metrics) = http(&addr, "GET", "/metrics", &[], b"");
     assert_eq!(code, 200);
     let series = format!("weir_gather_joined_total{{graph=\"fanout\",node=\"all\"}} {ok}");
-    assert!(metrics.lines().any(|l| l == series), "{series} in {metrics}");
+    assert!(
+        metrics.lines().any(|l| l == series),
+        "{series} in {metrics}"
+    );
     let r = &node(&doc, "m")["replicas"][0];
     assert_eq!(r["name"], "ui-ge");
     assert_eq!(r["alive"], true, "{r}");
