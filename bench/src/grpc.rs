@@ -23,7 +23,8 @@ use weir_connectors::grpc::proto::ModelInferRequest;
 use weir_connectors::grpc::{GrpcConfig, GrpcServer};
 use weir_operators::model::OrtRuntime;
 
-use crate::http::{bare_reference, http_load, layout_for, prepare, LocalServer};
+use crate::client::{http_load, prepare};
+use crate::http::{bare_reference, layout_for, LocalServer};
 use crate::overhead::{
     bare_chunk, first_input, median, model_input, quantile_ms, row_shape, sessions, weir_graph,
     Layout,

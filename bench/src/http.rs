@@ -7,15 +7,14 @@
 //! most-throughput layout. Bare ORT's throughput reference is its saturated throughput at that
 //! layout; its latency reference is back-to-back calls at concurrency 1.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_operators::model::OrtRuntime;
 
+use crate::client::{http_load, prepare};
 use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
     Layout, IMAGE,
@@ -52,174 +51,6 @@ pub struct HttpRow {
     pub json: (f64, f64, f64),
     /// HTTP binary: requests/s, p50 ms, p99 ms.
     pub binary: (f64, f64, f64),
-}
-
-/// A keep-alive HTTP/1.1 connection that posts prepared bodies.
-pub(crate) struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Client {
-    pub(crate) fn connect(addr: &str) -> Result<Client> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        Ok(Client {
-            writer: stream.try_clone()?,
-            reader: BufReader::new(stream),
-        })
-    }
-
-    /// Posts `body` (with `head` already holding the request line and headers); returns the status.
-    pub(crate) fn post(&mut self, head: &[u8], body: &[u8]) -> Result<u16> {
-        self.exchange(head, body).map(|(status, _)| status)
-    }
-
-    /// Posts `body` as [`Client::post`] does; returns the status and the reply's body.
-    pub(crate) fn exchange(&mut self, head: &[u8], body: &[u8]) -> Result<(u16, Vec<u8>)> {
-        self.writer.write_all(head)?;
-        self.writer.write_all(body)?;
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        let status: u16 = line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("bad status line `{line}`"))?;
-        let mut length = 0usize;
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = v.trim().parse()?;
-                }
-            }
-        }
-        let mut body = vec![0u8; length];
-        self.reader.read_exact(&mut body)?;
-        Ok((status, body))
-    }
-}
-
-/// A prepared request: head and body.
-pub(crate) struct Prepared {
-    pub(crate) head: Vec<u8>,
-    pub(crate) body: Vec<u8>,
-}
-
-impl Prepared {
-    /// An inference request to `model` on `addr`: a JSON `header`, then `binary` data (the Open
-    /// Inference Protocol's binary extension) when there is any.
-    pub(crate) fn infer(addr: &str, model: &str, header: &str, binary: &[u8]) -> Prepared {
-        let extra = if binary.is_empty() {
-            String::new()
-        } else {
-            format!("Inference-Header-Content-Length: {}\r\n", header.len())
-        };
-        let body = [header.as_bytes(), binary].concat();
-        let head = format!("POST /v2/models/{model}/infer HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n", body.len()).into_bytes();
-        Prepared { head, body }
-    }
-}
-
-/// The request of one row of `shape` (`data` its elements) to input `x`, asking for output `y`.
-pub(crate) fn prepare(
-    addr: &str,
-    model: &str,
-    shape: &[usize],
-    data: &[f32],
-    binary: bool,
-) -> Prepared {
-    let dims: Vec<String> = std::iter::once(1)
-        .chain(shape.iter().copied())
-        .map(|d| d.to_string())
-        .collect();
-    let dims = dims.join(",");
-    if binary {
-        let header = r#"{"inputs":[{"name":"x","shape":[DIMS],"datatype":"FP32","parameters":{"binary_data_size":BYTES}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#.replace("BYTES", &(data.len() * 4).to_string()).replace("DIMS", &dims);
-        let values: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
-        Prepared::infer(addr, model, &header, &values)
-    } else {
-        let values: Vec<String> = data.iter().map(|x| x.to_string()).collect();
-        let header = format!(
-            r#"{{"inputs":[{{"name":"x","shape":[{dims}],"datatype":"FP32","data":[{}]}}]}}"#,
-            values.join(",")
-        );
-        Prepared::infer(addr, model, &header, &[])
-    }
-}
-
-/// When each client of a closed loop stops.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Until {
-    /// After this many requests each.
-    Requests(usize),
-    /// At this moment (a request in flight then is still awaited and counted).
-    Deadline(Instant),
-}
-
-/// Closed loop over HTTP: `concurrency` keep-alive connections, client `k` posting `requests` in
-/// turn from the `k`-th on until `until`; every answer must be 200. Returns (req/s, p50, p99).
-pub(crate) fn closed_loop(
-    addr: &str,
-    requests: &[Prepared],
-    concurrency: usize,
-    until: Until,
-) -> Result<(f64, f64, f64)> {
-    let started = Instant::now();
-    let latencies: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..concurrency)
-            .map(|k| {
-                s.spawn(move || -> Result<Vec<Duration>> {
-                    let mut client = Client::connect(addr)?;
-                    let mut out = Vec::new();
-                    for r in requests.iter().cycle().skip(k) {
-                        let done = match until {
-                            Until::Requests(n) => out.len() >= n,
-                            Until::Deadline(at) => Instant::now() >= at,
-                        };
-                        if done {
-                            break;
-                        }
-                        let t = Instant::now();
-                        let status = client.post(&r.head, &r.body)?;
-                        if status != 200 {
-                            bail!("HTTP {status}");
-                        }
-                        out.push(t.elapsed());
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow!("client thread panicked"))?)
-            .collect::<Result<Vec<_>>>()
-            .map(|v| v.concat())
-    })?;
-    let elapsed = started.elapsed();
-    Ok((
-        latencies.len() as f64 / elapsed.as_secs_f64(),
-        quantile_ms(&latencies, 0.5)?,
-        quantile_ms(&latencies, 0.99)?,
-    ))
-}
-
-/// Closed loop over HTTP: `concurrency` connections, `requests` in all. Returns (req/s, p50, p99).
-pub(crate) fn http_load(
-    addr: &str,
-    prepared: &Prepared,
-    concurrency: usize,
-    requests: usize,
-) -> Result<(f64, f64, f64)> {
-    let per = Until::Requests(requests.div_ceil(concurrency));
-    closed_loop(addr, std::slice::from_ref(prepared), concurrency, per)
 }
 
 /// When a [`LocalServer`]'s server is to stop.

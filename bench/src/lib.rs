@@ -11,6 +11,8 @@
 //!   gRPC, beside bare ONNX Runtime.
 //! - [`tls`]: `weir serve`'s HTTP path with TLS against without (binary bodies, keep-alive).
 //! - [`ui`]: `weir serve`'s throughput with open dashboards (status-stream subscribers) against none.
+//! - [`ui_paths`]: `weir serve`'s throughput and latency by share of request paths kept for the
+//!   dashboard, against keeping none.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
 //! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
@@ -42,7 +44,8 @@
 //!   throttled executor link beside a local replica; a HAMS primary partitioned and healed):
 //!   what clients saw, and the time to recover.
 //! - [`conditions`]: what the machine and the executors did while a benchmark measured.
-//! - [`plot`]: the figures; [`process`]: the executor processes; [`cli`]: the command line.
+//! - [`plot`]: the figures; [`process`]: the executor processes; [`client`]: the HTTP client
+//!   and closed loop the HTTP experiments share; [`cli`]: the command line.
 //!
 //! Why a crate of its own: the harnesses are the lab, not the product. Apart from `weir`, the
 //! server does not carry their code or their plotting dependency, and the library's public items
@@ -55,6 +58,7 @@
 //! executor`'s code), so `cargo run -p weir-bench` alone is enough for every experiment. The canonical command is `cargo run --release -p weir-bench -- <experiment>`.
 
 pub mod cli;
+pub mod client;
 pub mod conditions;
 pub mod faults;
 pub mod grpc;
@@ -79,6 +83,7 @@ pub mod serf;
 pub mod serf_phases;
 pub mod tls;
 pub mod ui;
+pub mod ui_paths;
 pub mod variable_length;
 
 /// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.

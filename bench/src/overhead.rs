@@ -231,6 +231,25 @@ pub(crate) fn weir_graph(
     shape: &[usize],
     layout: Layout,
 ) -> Result<(RunningGraph, Workload)> {
+    weir_graph_with(
+        path,
+        input,
+        output,
+        shape,
+        layout,
+        RuntimeOptions::default(),
+    )
+}
+
+/// [`weir_graph`] started with `options`.
+pub(crate) fn weir_graph_with(
+    path: &Path,
+    input: &str,
+    output: &str,
+    shape: &[usize],
+    layout: Layout,
+    options: RuntimeOptions,
+) -> Result<(RunningGraph, Workload)> {
     let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     let spec = GraphSpec::builder("overhead")
         .input("x", DType::F32, &dims)
@@ -247,7 +266,7 @@ pub(crate) fn weir_graph(
         .build();
     let graph = plan_spec(&spec, Path::new(".")).map_err(|d| anyhow!("{d}"))?;
     let workload = Workload::random(&graph.plan, 1, 7);
-    Ok((start(graph.plan, RuntimeOptions::default())?, workload))
+    Ok((start(graph.plan, options)?, workload))
 }
 
 /// The f32 elements of the workload's first request's first input (what bare ORT is fed).

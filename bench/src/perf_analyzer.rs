@@ -197,7 +197,7 @@ fn repository(root: &Path, name: &str, file: &Path, instances: usize) -> Result<
 
 /// weir's success and failure counts for `model`, from its statistics.
 fn counts(addr: &str, model: &str) -> Result<(u64, u64)> {
-    let mut client = crate::http::Client::connect(addr)?;
+    let mut client = crate::client::Client::connect(addr)?;
     let head = format!(
         "GET /v2/models/{model}/stats HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
     );

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::http::{closed_loop, Client, Prepared, Until};
+use crate::client::{closed_loop, connect, Client, Prepared, Until};
 use crate::overhead::median;
 use crate::process::cpu_seconds;
 
@@ -205,10 +205,10 @@ fn weir_run(
     clients: usize,
     seconds: f64,
 ) -> Result<Measured> {
+    let clients = connect(&server.addr, clients)?;
     let (started, cpu) = (Instant::now(), cpu_seconds(server.child.id()));
     let stop = started + Duration::from_secs_f64(seconds);
-    let (throughput, p50_ms, p99_ms) =
-        closed_loop(&server.addr, requests, clients, Until::Deadline(stop))?;
+    let (throughput, p50_ms, p99_ms) = closed_loop(clients, requests, Until::Deadline(stop))?;
     let cores = (cpu_seconds(server.child.id()) - cpu) / started.elapsed().as_secs_f64();
     Ok(Measured {
         throughput,

@@ -9,22 +9,23 @@
 //! Connections are opened before the clock starts and kept: this is the steady-state cost of
 //! encrypting and decrypting bodies, not of handshakes.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_connectors::tls::{ServerTls, TlsFiles};
 
-use crate::http::{layout_for, prepare, Client, LocalServer, Prepared};
-use crate::overhead::{first_input, model_input, quantile_ms, spread, weir_graph, IMAGE};
+pub use crate::client::Measured;
+use crate::client::{closed_loop, connect, prepare, read_reply, Poster, Prepared, Until};
+use crate::http::{layout_for, LocalServer};
+use crate::overhead::{first_input, model_input, spread, weir_graph, IMAGE};
 
 /// Settings of the TLS experiment.
 #[derive(Debug, Clone)]
@@ -39,9 +40,6 @@ pub struct TlsBenchConfig {
     pub repeats: usize,
 }
 
-/// One measurement: requests/s, p50 ms, p99 ms.
-pub type Measured = (f64, f64, f64);
-
 /// One row: a concurrency, and every repeat's plaintext and TLS measurements.
 #[derive(Debug, Clone)]
 pub struct TlsRow {
@@ -51,17 +49,6 @@ pub struct TlsRow {
     pub plain: Vec<Measured>,
     /// TLS, per repeat.
     pub tls: Vec<Measured>,
-}
-
-/// A keep-alive connection that posts prepared requests and reads the status.
-pub(crate) trait Poster: Send {
-    fn post(&mut self, prepared: &Prepared) -> Result<u16>;
-}
-
-impl Poster for Client {
-    fn post(&mut self, prepared: &Prepared) -> Result<u16> {
-        Client::post(self, &prepared.head, &prepared.body)
-    }
 }
 
 /// A keep-alive HTTP/1.1 connection over TLS.
@@ -91,71 +78,8 @@ impl Poster for TlsClient {
         writer.write_all(&prepared.head)?;
         writer.write_all(&prepared.body)?;
         writer.flush()?;
-        let mut line = String::new();
-        self.stream.read_line(&mut line)?;
-        let status: u16 = line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("bad status line `{line}`"))?;
-        let mut length = 0usize;
-        loop {
-            line.clear();
-            self.stream.read_line(&mut line)?;
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = v.trim().parse()?;
-                }
-            }
-        }
-        let mut body = vec![0u8; length];
-        self.stream.read_exact(&mut body)?;
-        Ok(status)
+        read_reply(&mut self.stream).map(|(status, _)| status)
     }
-}
-
-/// Closed loop: `clients` connected, each posting `prepared` `per_client` times; every answer
-/// must be 200.
-pub(crate) fn closed_loop(
-    mut clients: Vec<Box<dyn Poster>>,
-    prepared: &Prepared,
-    per_client: usize,
-) -> Result<Measured> {
-    let started = Instant::now();
-    let latencies: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = clients
-            .iter_mut()
-            .map(|client| {
-                s.spawn(move || -> Result<Vec<Duration>> {
-                    let mut out = Vec::with_capacity(per_client);
-                    for _ in 0..per_client {
-                        let t = Instant::now();
-                        let status = client.post(prepared)?;
-                        if status != 200 {
-                            bail!("HTTP {status}");
-                        }
-                        out.push(t.elapsed());
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow!("client thread panicked"))?)
-            .collect::<Result<Vec<_>>>()
-            .map(|v| v.concat())
-    })?;
-    let elapsed = started.elapsed();
-    Ok((
-        latencies.len() as f64 / elapsed.as_secs_f64(),
-        quantile_ms(&latencies, 0.5)?,
-        quantile_ms(&latencies, 0.99)?,
-    ))
 }
 
 /// A CA and a server certificate for 127.0.0.1 in `dir`, made with the openssl command.
@@ -301,11 +225,7 @@ pub fn tls(config: &TlsBenchConfig) -> Result<(Vec<TlsRow>, String)> {
         let secure = local_server(&graph, Some(Arc::clone(&server_tls)))?;
         let plain_request = prepare(&plain.addr, "overhead", &IMAGE, &data, true);
         let tls_request = prepare(&secure.addr, "overhead", &IMAGE, &data, true);
-        let plain_clients = || -> Result<Vec<Box<dyn Poster>>> {
-            (0..c)
-                .map(|_| Ok(Box::new(Client::connect(&plain.addr)?) as Box<dyn Poster>))
-                .collect()
-        };
+        let plain_clients = || connect(&plain.addr, c);
         let tls_clients = || -> Result<Vec<Box<dyn Poster>>> {
             (0..c)
                 .map(|_| {
@@ -315,9 +235,12 @@ pub fn tls(config: &TlsBenchConfig) -> Result<(Vec<TlsRow>, String)> {
         };
         negotiated = TlsClient::connect(&secure.addr, &client_tls)?.negotiated();
         // Warm both paths (sessions, allocations, the TLS session's buffers).
-        closed_loop(plain_clients()?, &plain_request, 4)?;
-        closed_loop(tls_clients()?, &tls_request, 4)?;
-        let per_client = config.requests.div_ceil(c);
+        let warm = Until::Requests(4);
+        closed_loop(plain_clients()?, std::slice::from_ref(&plain_request), warm)?;
+        closed_loop(tls_clients()?, std::slice::from_ref(&tls_request), warm)?;
+        let per_client = Until::Requests(config.requests.div_ceil(c));
+        let plain_request = std::slice::from_ref(&plain_request);
+        let tls_request = std::slice::from_ref(&tls_request);
         let mut row = TlsRow {
             concurrency: c,
             plain: Vec::new(),
@@ -327,11 +250,11 @@ pub fn tls(config: &TlsBenchConfig) -> Result<(Vec<TlsRow>, String)> {
             eprintln!("c={c}: repeat {}/{}", r + 1, config.repeats);
             let (pc, tc) = (plain_clients()?, tls_clients()?);
             if r % 2 == 0 {
-                row.plain.push(closed_loop(pc, &plain_request, per_client)?);
-                row.tls.push(closed_loop(tc, &tls_request, per_client)?);
+                row.plain.push(closed_loop(pc, plain_request, per_client)?);
+                row.tls.push(closed_loop(tc, tls_request, per_client)?);
             } else {
-                row.tls.push(closed_loop(tc, &tls_request, per_client)?);
-                row.plain.push(closed_loop(pc, &plain_request, per_client)?);
+                row.tls.push(closed_loop(tc, tls_request, per_client)?);
+                row.plain.push(closed_loop(pc, plain_request, per_client)?);
             }
         }
         drop((plain, secure));

@@ -18,9 +18,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use plotters::prelude::*;
 use weir_connectors::http::{HttpConfig, HttpServer, StatusFeed, StatusOptions};
 
-use crate::http::{layout_for, prepare, Client, LocalServer};
+use crate::client::{closed_loop, connect, prepare, Measured, Prepared, Until};
+use crate::http::{layout_for, LocalServer};
 use crate::overhead::{first_input, model_input, row_shape, spread, weir_graph};
-use crate::tls::{closed_loop, Measured, Poster};
 
 /// Settings of the dashboard experiment.
 #[derive(Debug, Clone)]
@@ -117,7 +117,7 @@ impl Subscriber {
 /// measurement and the events per subscriber per second.
 fn measure(
     addr: &str,
-    prepared: &crate::http::Prepared,
+    prepared: &Prepared,
     config: &UiBenchConfig,
     dashboards: usize,
 ) -> Result<(Measured, f64)> {
@@ -125,11 +125,10 @@ fn measure(
     let subscribers: Vec<Subscriber> = (0..dashboards)
         .map(|_| Subscriber::open(addr, &stop))
         .collect::<Result<_>>()?;
-    let clients: Vec<Box<dyn Poster>> = (0..config.clients)
-        .map(|_| Ok(Box::new(Client::connect(addr)?) as Box<dyn Poster>))
-        .collect::<Result<_>>()?;
+    let clients = connect(addr, config.clients)?;
     let started = Instant::now();
-    let measured = closed_loop(clients, prepared, config.requests.div_ceil(config.clients))?;
+    let per_client = Until::Requests(config.requests.div_ceil(config.clients));
+    let measured = closed_loop(clients, std::slice::from_ref(prepared), per_client)?;
     let seconds = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let mut events = 0u64;

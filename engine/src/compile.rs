@@ -16,6 +16,7 @@ use timely::dataflow::Scope;
 use crate::dataflow::egress::{egress, ReplyTable};
 use crate::dataflow::exchange::{origin_worker, route_errors, route_rows, spread_worker};
 use crate::dataflow::fanout::{gather_parts, split_parts, GatherNode};
+use crate::dataflow::gather_stats::GatherStats;
 use crate::dataflow::join::join_by_request;
 use crate::dataflow::{BatchStream, ErrorStream};
 use crate::lineage::INGRESS;
@@ -42,6 +43,13 @@ pub trait NodeFactory: Send + Sync + 'static {
         node: &PlannedNode,
         input: BatchStream<'s>,
     ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError>;
+
+    /// The counters of gather node `node`, shared by its operator on every worker (the
+    /// compiler builds gathers itself; a factory that keeps them for the status board returns
+    /// the same counters to every worker). By default, fresh counters nobody reads.
+    fn gather_counters(&self, _node: &str) -> Arc<GatherStats> {
+        Arc::default()
+    }
 }
 
 /// Compiles `plan` into `scope`, reading requests from `ingress` and answering through `replies`.
@@ -101,6 +109,7 @@ pub fn compile<'s>(
                     lineage_id: node.lineage_id,
                     producer_ids: node.producer_ids.clone(),
                     plan: g.clone(),
+                    stats: factory.gather_counters(&node.node.id),
                 };
                 gather_parts(scope, gather, fanout_parents, input)
             }

@@ -56,6 +56,18 @@ pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";
 /// Rows a model node answered expired instead of running: their deadline passed while they
 /// waited.
 pub const NODE_EXPIRED_TOTAL: &str = "weir_node_expired_total";
+/// Per gather node: requests whose parts it joined into one row.
+pub const GATHER_JOINED_TOTAL: &str = "weir_gather_joined_total";
+/// Per gather node: parts it took.
+pub const GATHER_PARTS_TOTAL: &str = "weir_gather_parts_total";
+/// Per gather node: requests whose parts could not be joined.
+pub const GATHER_FAILED_TOTAL: &str = "weir_gather_failed_total";
+/// Per gather node: requests dropped incomplete when their epoch closed (a part failed elsewhere).
+pub const GATHER_DROPPED_TOTAL: &str = "weir_gather_dropped_total";
+/// Per gather node: joins open, waiting for parts.
+pub const GATHER_WAITING: &str = "weir_gather_waiting";
+/// Per gather node: time joined requests waited for their last part, summed.
+pub const GATHER_WAIT_SECONDS_TOTAL: &str = "weir_gather_wait_seconds_total";
 /// Per parity-coded node and reason (`late`, `failed`): jobs answered by reconstruction (ParM).
 pub const PARITY_RECONSTRUCTIONS_TOTAL: &str = "weir_parity_reconstructions_total";
 /// Per parity-coded node: the fraction of its answers that were reconstructed.

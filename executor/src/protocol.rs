@@ -67,6 +67,15 @@ pub struct ModelLoad {
     /// Sessions (threads) serving it.
     #[serde(default)]
     pub sessions: u32,
+    /// Jobs it holds, queued or running (absent from an older executor's report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
+    /// Jobs answered so far (absent from an older executor's report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<u64>,
+    /// Inference calls that failed so far (absent from an older executor's report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
 }
 
 /// What an executor publishes on `<prefix>/load`.
@@ -93,5 +102,22 @@ mod tests {
         assert_eq!(ErrorReply::parse(&e.to_bytes()), Some(e));
         // What zenoh replies when a query times out.
         assert_eq!(ErrorReply::parse(b"Timeout"), None);
+    }
+
+    #[test]
+    fn an_older_executor_s_load_report_still_reads() {
+        let old = br#"{"executor":"e","device":"cpu","models":{"m":{"queue_depth":2,"runs":5,"rows":9,"busy_ms":1.5}}}"#;
+        let r: LoadReport = serde_json::from_slice(old).unwrap();
+        let m = &r.models["m"];
+        assert_eq!((m.queue_depth, m.runs, m.rows), (2, 5, 9));
+        assert_eq!((m.in_flight, m.served, m.errors), (None, None, None));
+        let new = ModelLoad {
+            in_flight: Some(3),
+            served: Some(7),
+            errors: Some(1),
+            ..m.clone()
+        };
+        let back: ModelLoad = serde_json::from_slice(&serde_json::to_vec(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
     }
 }

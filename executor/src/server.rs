@@ -263,6 +263,9 @@ fn spawn_reporter(
                                 busy_ms: s.busy.as_secs_f64() * 1e3,
                                 held_ms: s.held.as_secs_f64() * 1e3,
                                 sessions: u32::try_from(e.config().instances).unwrap_or(u32::MAX),
+                                in_flight: Some(s.enqueued.saturating_sub(s.jobs_answered)),
+                                served: Some(s.jobs_answered),
+                                errors: Some(s.errors),
                             },
                         )
                     })

@@ -9,6 +9,7 @@ use std::time::Duration;
 use weir_engine::compile::{CompileError, NodeFactory};
 use weir_engine::dataflow::egress::RequestLog;
 use weir_engine::dataflow::exchange::route_rows;
+use weir_engine::dataflow::gather_stats::{GatherSnapshot, GatherStats};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
 use weir_engine::plan::{ModelNode, NodeKind, Plan, PlannedNode};
@@ -110,6 +111,8 @@ pub struct OperatorFactory {
     deadlines: HashMap<String, Deadlines>,
     /// Each tensor-op node's counters, by node id.
     ops: HashMap<String, Arc<OpStats>>,
+    /// Each gather node's counters, by node id (the compiler builds gathers; they count here).
+    gathers: HashMap<String, Arc<GatherStats>>,
     /// Whether the plan has one model node (not told to wait always), whose lone jobs may then
     /// run on the worker while its executor is idle (see [`ModelOperator`]).
     one_model_node: bool,
@@ -208,6 +211,12 @@ impl OperatorFactory {
                 .nodes
                 .iter()
                 .filter(|n| matches!(n.node.kind, NodeKind::Op(_)))
+                .map(|n| (n.node.id.clone(), Arc::default()))
+                .collect(),
+            gathers: plan
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.node.kind, NodeKind::Gather(_)))
                 .map(|n| (n.node.id.clone(), Arc::default()))
                 .collect(),
             // A node told to wait always (`batching.wait: always`) keeps its timer: it is not
@@ -378,6 +387,11 @@ impl OperatorFactory {
         by_node(self.ops.iter().map(|(k, s)| (k.clone(), s.snapshot())))
     }
 
+    /// Counters of every gather node, by node id.
+    pub fn gather_stats(&self) -> Vec<(String, GatherSnapshot)> {
+        by_node(self.gathers.iter().map(|(k, s)| (k.clone(), s.snapshot())))
+    }
+
     /// Rows each stateless model node answered expired instead of running, by node id.
     pub fn expired_rows(&self) -> Vec<(String, u64)> {
         by_node(
@@ -396,6 +410,10 @@ fn by_node<T>(items: impl Iterator<Item = (String, T)>) -> Vec<(String, T)> {
 }
 
 impl NodeFactory for OperatorFactory {
+    fn gather_counters(&self, node: &str) -> Arc<GatherStats> {
+        self.gathers.get(node).cloned().unwrap_or_default()
+    }
+
     fn build<'s>(
         &self,
         node: &PlannedNode,

@@ -1,5 +1,6 @@
 //! The operator metrics of every graph a process runs, as one [`Collector`]: each family writes
-//! its own series from the counters it keeps (rows expired per node, [`model::executor::metrics`],
+//! its own series from the counters it keeps (rows expired per node, the gathers' joins,
+//! [`model::executor::metrics`],
 //! [`model::replicas::metrics`], [`model::parallelism::metrics`], [`parity::metrics`],
 //! [`stateful::metrics`]), read from each graph's [`OperatorFactory`] at scrape time, in that
 //! order. Every family is written
@@ -11,7 +12,8 @@ use std::sync::Arc;
 
 use prometheus_client::encoding::DescriptorEncoder;
 use weir_engine::dataflow::egress::ReplyTable;
-use weir_engine::metrics::Collector;
+use weir_engine::dataflow::gather_stats::GatherSnapshot;
+use weir_engine::metrics::{self as m, Collector};
 
 use crate::{model, parity, stateful, OperatorFactory};
 
@@ -60,6 +62,7 @@ impl Collector for OperatorMetrics {
                 .into_iter()
                 .map(|(g, n, rows)| (weir_engine::metrics::node_labels(g, n), *rows)),
         )?;
+        gathers(e, &self.per_graph(|f| f.gather_stats()))?;
         model::replicas::metrics::encode(e, &self.per_graph(|f| f.replica_pools()))?;
         model::parallelism::metrics::encode(e, &self.per_graph(|f| f.parallelism_stats()))?;
         parity::metrics::encode(e, &self.per_graph(|f| f.parity_services()))?;
@@ -70,4 +73,53 @@ impl Collector for OperatorMetrics {
             .collect();
         stateful::metrics::encode(e, &state)
     }
+}
+
+/// The gather nodes' families: joins, parts, failures, drops, joins waiting and time waited.
+fn gathers(
+    e: &mut DescriptorEncoder,
+    graphs: &[(&str, Vec<(String, GatherSnapshot)>)],
+) -> fmt::Result {
+    let nodes = m::per_node(graphs);
+    let series = |f: fn(&GatherSnapshot) -> m::Value| {
+        nodes
+            .iter()
+            .map(move |(g, n, s)| (m::node_labels(g, n), f(s)))
+    };
+    m::counter(
+        e,
+        m::GATHER_JOINED_TOTAL,
+        "Requests whose parts a gather joined into one row.",
+        series(|s| s.joined.into()),
+    )?;
+    m::counter(
+        e,
+        m::GATHER_PARTS_TOTAL,
+        "Parts a gather took.",
+        series(|s| s.parts.into()),
+    )?;
+    m::counter(
+        e,
+        m::GATHER_FAILED_TOTAL,
+        "Requests whose parts a gather could not join.",
+        series(|s| s.failed.into()),
+    )?;
+    m::counter(
+        e,
+        m::GATHER_DROPPED_TOTAL,
+        "Requests a gather dropped incomplete when their epoch closed (a part failed elsewhere).",
+        series(|s| s.dropped.into()),
+    )?;
+    m::gauge(
+        e,
+        m::GATHER_WAITING,
+        "Joins a gather holds open, waiting for parts.",
+        series(|s| s.waiting().into()),
+    )?;
+    m::counter(
+        e,
+        m::GATHER_WAIT_SECONDS_TOTAL,
+        "Time joined requests waited for their last part, summed.",
+        series(|s| s.wait.as_secs_f64().into()),
+    )
 }

@@ -155,7 +155,7 @@ fn parts(tp: &str) -> (String, String, bool) {
 }
 
 /// A fan-out request: a one-channel 6×8 image and two boxes kept (scores above 0.5).
-fn fanout_body() -> Vec<u8> {
+pub(crate) fn fanout_body() -> Vec<u8> {
     json!({"inputs": [
         {"name": "image", "datatype": "UINT8", "shape": [6, 8, 1], "data": vec![1; 48]},
         {"name": "boxes", "datatype": "FP32", "shape": [2, 4], "data": [0, 0, 2, 2, 3, 1, 5, 3]},

@@ -3,8 +3,10 @@
 //! (Debian's chromium and chromium-driver, driven by selenium from the set-up venv through
 //! tests/python/ui_check.py): no console errors, every node on the page, figures moving under
 //! load, a SIGKILLed remote executor shown down within two seconds, the model-less repository's
-//! page, a HAMS failover's new primary, and a request's path drawn as a timeline of its hops. Screenshots are written into each test's temporary
-//! folder (or `WEIR_UI_SCREENSHOTS`, to keep them).
+//! page, a HAMS failover's new primary, a request's path drawn as a timeline of its hops, and a
+//! fan-out's gather counting its joins beside a remote executor's own reported counters.
+//! Screenshots are written into each test's temporary folder (or `WEIR_UI_SCREENSHOTS`, to keep
+//! them).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -18,8 +20,11 @@ use serde_json::Value;
 use crate::common::model;
 use crate::common::{repo, temp_dir, weir_home};
 use crate::distributed::{loopback, Executor};
+use crate::fanout::{graph_yaml, sum_model, write_graph};
 use crate::hams::{pair, track_graph, TRACK};
+use crate::ops::{wait_until, Launched};
 use crate::serve::{http, Server};
+use crate::traces::fanout_body;
 
 /// The status document of the server at `addr` (with `headers`).
 fn status(addr: &str, headers: &[(&str, String)]) -> (u16, Value) {
@@ -177,18 +182,41 @@ fn load(
 ) -> std::thread::JoinHandle<u64> {
     let body = serde_json::json!({"inputs": [{"name": "x", "shape": [len], "datatype": "FP32",
         "data": vec![0.25f32; len]}]})
-    .to_string();
+    .to_string()
+    .into_bytes();
+    let answers = load_body(addr, model, body, stop);
+    std::thread::spawn(move || answers.join().expect("load thread").0)
+}
+
+/// Requests with `body` to `model` in a loop until `stop`; counts the answers and the 200s.
+fn load_body(
+    addr: String,
+    model: &str,
+    body: Vec<u8>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u64, u64)> {
     let path = format!("/v2/models/{model}/infer");
     std::thread::spawn(move || {
-        let answered = AtomicU64::new(0);
+        let (answered, ok) = (AtomicU64::new(0), AtomicU64::new(0));
         while !stop.load(Ordering::Relaxed) {
-            let (code, _) = http(&addr, "POST", &path, &[], body.as_bytes());
+            let (code, _) = http(&addr, "POST", &path, &[], &body);
             assert_ne!(code, 0, "every request gets an answer");
             answered.fetch_add(1, Ordering::Relaxed);
+            if code == 200 {
+                ok.fetch_add(1, Ordering::Relaxed);
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
-        answered.load(Ordering::Relaxed)
+        (answered.load(Ordering::Relaxed), ok.load(Ordering::Relaxed))
     })
+}
+
+/// Node `id` of the first graph of a status document.
+fn node<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["graphs"][0]["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["id"] == id))
+        .unwrap_or_else(|| panic!("node {id} in {doc}"))
 }
 
 /// Where a test's screenshots go: `WEIR_UI_SCREENSHOTS/<tag>` or the test's folder.
@@ -276,11 +304,10 @@ fn the_dashboard_draws_the_graph_moves_under_load_and_shows_a_killed_executor_do
         .is_some_and(|s| s.len() >= 3));
     // The status document agrees with the page.
     let (_, doc) = status(&server.addr, &[]);
-    let node_m = doc["graphs"][0]["nodes"]
+    let replicas = node(&doc, "m")["replicas"]
         .as_array()
-        .and_then(|n| n.iter().find(|n| n["id"] == "m"))
-        .expect("node m");
-    let replicas = node_m["replicas"].as_array().expect("replicas").clone();
+        .expect("replicas")
+        .clone();
     let alive = |name: &str| {
         replicas
             .iter()
@@ -375,4 +402,92 @@ fn the_dashboard_draws_a_request_s_path_with_every_node_it_passed() {
         );
     }
     drop(e0);
+}
+
+#[test]
+fn the_dashboard_shows_a_gather_s_joins_and_a_remote_executor_s_own_counters() {
+    let dir = temp_dir("ui-gather");
+    let model = sum_model(&dir.0);
+    let e = Executor::serving("ui-ge", &loopback(), &model.display().to_string());
+    let yaml = graph_yaml(&model, 1024, Some((&[&e], &["ui-ge"])));
+    let path = write_graph(&dir.0, &yaml, 1024).display().to_string();
+    let server = Launched::start(&[], &[path.as_str(), "--http", "127.0.0.1:0"], &["http"]);
+    let addr = server.addr("http").to_string();
+    wait_until("ready", || {
+        http(&addr, "GET", "/v2/health/ready", &[], b"").0 == 200
+    });
+    let (_, idle) = status(&addr, &[]);
+    assert_eq!(node(&idle, "all")["live"]["joined"], 0, "{idle}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = load_body(addr.clone(), "fanout", fanout_body(), Arc::clone(&stop));
+    let findings = ui_check(&[
+        format!("--url=http://{addr}"),
+        "--graph=fanout".into(),
+        "--nodes=crops,f,m,idx,name,all".into(),
+        format!("--screenshots={}", screenshots(&dir.0, "gather").display()),
+        "--gather-node=all".into(),
+        "--replica-figures=m/ui-ge".into(),
+    ]);
+    // Under load, the gather's and the executor's figures move between two samples.
+    let (_, before) = status(&addr, &[]);
+    let executor = |doc: &Value| node(doc, "m")["replicas"][0]["executor"].clone();
+    let (joined, served) = (
+        node(&before, "all")["live"]["joined"]
+            .as_u64()
+            .expect("joined"),
+        executor(&before)["served"].as_u64().expect("served"),
+    );
+    wait_until("the figures move", || {
+        let (_, doc) = status(&addr, &[]);
+        node(&doc, "all")["live"]["joined"].as_u64() > Some(joined)
+            && executor(&doc)["served"].as_u64() > Some(served)
+    });
+    stop.store(true, Ordering::Relaxed);
+    let (answered, ok) = loader.join().expect("load thread");
+    assert_eq!(answered, ok, "every fan-out request succeeds");
+    assert_eq!(findings["console_errors"], serde_json::json!([]));
+    assert!(findings["gather_figures"]["row"].is_string(), "{findings}");
+    assert!(
+        findings["replica_figures"]["served"].is_string(),
+        "{findings}"
+    );
+    // Once idle: every request joined once from its two parts, nothing left open, and the
+    // executor's own report (every half second) counts every part it ran.
+    let mut doc = Value::Null;
+    wait_until("the executor reports every part", || {
+        doc = status(&addr, &[]).1;
+        let x = executor(&doc);
+        x["rows"].as_u64() >= Some(2 * ok) && x["in_flight"] == 0
+    });
+    let g = &node(&doc, "all")["live"];
+    assert_eq!(g["joined"].as_u64(), Some(ok), "{g}");
+    assert_eq!(g["parts"].as_u64(), Some(2 * ok), "{g}");
+    for open_or_lost in ["waiting", "failed", "dropped"] {
+        assert_eq!(g[open_or_lost], 0, "{g}");
+    }
+    assert!(
+        g["mean_wait_ms"].is_f64() || g["mean_wait_ms"].is_null(),
+        "{g}"
+    );
+    // `/metrics` counts the same joins.
+    let (code, metrics) = http(&addr, "GET", "/metrics", &[], b"");
+    assert_eq!(code, 200);
+    let series = format!("weir_gather_joined_total{{graph=\"fanout\",node=\"all\"}} {ok}");
+    assert!(
+        metrics.lines().any(|l| l == series),
+        "{series} in {metrics}"
+    );
+    let r = &node(&doc, "m")["replicas"][0];
+    assert_eq!(r["name"], "ui-ge");
+    assert_eq!(r["alive"], true, "{r}");
+    assert!(r["heard_ago_s"].is_f64(), "{r}");
+    let x = &r["executor"];
+    assert_eq!(x["errors"], 0, "{x}");
+    assert!(
+        x["served"].as_u64().is_some_and(|s| s > 0 && s <= 2 * ok),
+        "{x}"
+    );
+    assert!(x["report_age_s"].is_f64(), "{x}");
+    drop(server);
+    drop(e);
 }

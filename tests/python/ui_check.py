@@ -5,6 +5,9 @@ through selenium) for tests/it/ui.rs, and checks what a user would see:
     goog:loggingPrefs, holds nothing at SEVERE);
   * every node of the graph named by --graph is on the page (its box in the SVG and its row);
   * the figures change while load runs (the sample counter moves, a node's rows/s goes above 0);
+  * with --gather-node, that gather's box shows joins per second above 0 and its row the joins;
+  * with --replica-figures NODE/REPLICA, the replicas table shows that remote replica's executor
+    as it reports itself: jobs served above 0 and when it was last heard from;
   * after --kill-pid is SIGKILLed, the replica --kill-replica of node --kill-node shows as down
     within --down-deadline-s (the DOM is polled, nothing sleeps a fixed time);
   * with --hams-node, the node shows its primary, and after --kill-pid dies the new primary
@@ -89,6 +92,8 @@ def main():
     p.add_argument("--repository-task")
     p.add_argument("--down-deadline-s", type=float, default=2.0)
     p.add_argument("--no-load", action="store_true")
+    p.add_argument("--gather-node")
+    p.add_argument("--replica-figures")
     p.add_argument("--path-click")
     p.add_argument("--path-type")
     p.add_argument("--path-nodes", default="")
@@ -141,8 +146,31 @@ def main():
             later = wait_for("a later sample", lambda: (text(driver, "#sample") or first) != first and text(driver, "#sample"), 30)
             return {"sample_from": first, "sample_to": later, "rows_per_s": rows}
 
+        def number(t):
+            try:
+                return float(t)
+            except (TypeError, ValueError):
+                return None
+
+        def gather_joins():
+            fig = text(driver, f'svg text.figures[data-node="{a.gather_node}"]') or ""
+            joins = number(fig.split(" joins/s")[0]) if " joins/s" in fig else None
+            row = text(driver, f'#nodes tr[data-node="{a.gather_node}"] td.mech') or ""
+            return joins and joins > 0 and row.startswith("joins ") and {"figures": fig, "row": row}
+
+        def replica_figures():
+            node, replica = a.replica_figures.split("/", 1)
+            row = f'#replicas tr[data-node="{node}"][data-replica="{replica}"]'
+            cells = {c: text(driver, f"{row} td.{c}") for c in ("alive", "heard_ms", "served", "errors", "in_flight", "rows_per_s")}
+            served, heard = number(cells["served"]), number(cells["heard_ms"])
+            return served and served > 0 and heard is not None and cells["alive"] == "alive" and cells
+
         if not a.no_load:
             check("figures_change", moving)
+            if a.gather_node:
+                check("gather_figures", lambda: wait_for("the gather's joins", gather_joins, 30))
+            if a.replica_figures:
+                check("replica_figures", lambda: wait_for("the executor's own figures", replica_figures, 30))
             shot("ui-under-load")
 
         def timeline_of(request_id):

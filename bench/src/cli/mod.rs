@@ -62,6 +62,10 @@ enum Experiment {
     /// `weir serve`'s throughput with no dashboard open against N open (status-stream
     /// subscribers), in the same run, as a ratio.
     Ui(ui::UiArgs),
+    /// `weir serve`'s throughput and latency keeping no request path, one in 16 and every
+    /// request's (`--ui-path-every` 0, 16, 1), in the same run, as ratios against keeping none.
+    #[command(name = "ui-paths")]
+    UiPaths(ui::UiPathsArgs),
     /// A model node on a `weir executor` process over zenoh against in-process, and the time from
     /// an executor's SIGKILL to the re-dispatch of its work.
     Remote(remote::RemoteArgs),
@@ -140,6 +144,7 @@ impl Cli {
             Experiment::PerfAnalyzer(a) => perf_analyzer::run(a),
             Experiment::Tls(a) => tls::run(a),
             Experiment::Ui(a) => ui::run(a),
+            Experiment::UiPaths(a) => ui::run_paths(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),
             Experiment::ParmDecode(a) => parm_decode::run(a),
@@ -204,6 +209,24 @@ fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The model an experiment measures: `--model NAME=PATH` when given, else `default()`.
+fn model_or(
+    model: Option<&str>,
+    default: impl FnOnce() -> (String, PathBuf),
+) -> Result<(String, PathBuf)> {
+    match model {
+        Some(m) => name_path(m),
+        None => Ok(default()),
+    }
+}
+
+/// `NAME=PATH` as a model's display name and file.
+fn name_path(m: &str) -> Result<(String, PathBuf)> {
+    m.split_once('=')
+        .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
+        .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
+}
+
 /// The models an experiment that compares several measures: `--model NAME=PATH`, repeated.
 #[derive(Debug, Args)]
 struct ModelsArg {
@@ -223,13 +246,6 @@ impl ModelsArg {
         if self.models.is_empty() {
             return Ok(default());
         }
-        self.models
-            .iter()
-            .map(|m| {
-                m.split_once('=')
-                    .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-                    .ok_or_else(|| anyhow!("--model takes NAME=PATH, got `{m}`"))
-            })
-            .collect()
+        self.models.iter().map(|m| name_path(m)).collect()
     }
 }

@@ -1,8 +1,6 @@
 //! `weir-bench tls`: `weir serve`'s HTTP path with and without TLS, binary bodies, keep-alive.
 
-use std::path::PathBuf;
-
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::Args;
 
 use crate::tls::{tls, tls_table, TlsBenchConfig};
@@ -24,16 +22,12 @@ pub(super) struct TlsArgs {
 }
 
 pub(super) fn run(args: TlsArgs) -> Result<()> {
-    let model = match &args.model {
-        Some(m) => m
-            .split_once('=')
-            .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-            .ok_or_else(|| anyhow!("--model {m}: expected NAME=PATH"))?,
-        None => (
+    let model = super::model_or(args.model.as_deref(), || {
+        (
             "squeezenet".to_string(),
             crate::weir_home().join("zoo").join("squeezenet.onnx"),
-        ),
-    };
+        )
+    })?;
     let config = TlsBenchConfig {
         model,
         concurrency: args.concurrency,

@@ -23,7 +23,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde_json::Value;
 
-use crate::http::Client;
+use crate::client::Client;
 
 /// How long a request may wait for a client before it counts as unanswered.
 pub const EXPIRE: Duration = Duration::from_secs(2);

@@ -14,9 +14,12 @@
 //! tensors stacked along a new first axis in part order, plus the count. A part that failed
 //! reported its error to the egress under the request's id, which answers the request once; its
 //! siblings are dropped when the epoch closes, as the join drops a failed branch's partner.
+//! The gather counts what it joined, failed and dropped, and how long joins waited for their
+//! last part, into its node's [`GatherStats`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow_array::{Array, StringArray, UInt32Array, UInt64Array};
 use timely::container::CapacityContainerBuilder;
@@ -27,6 +30,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::Scope;
 use tracing::{debug, error};
 
+use super::gather_stats::GatherStats;
 use super::{BatchStream, ErrorStream};
 use crate::batch::{Batch, BatchError, TensorColumn, LINEAGE, PARAMETERS};
 use crate::lineage::{LineageBuilder, LineageEntry, LineageView, RowKey};
@@ -229,15 +233,24 @@ fn take_rows<T: Array + Clone + 'static>(
 }
 
 /// A parent and the parts that arrived for it.
-#[derive(Default)]
 struct Pending {
     /// (index into the epoch's parent batches, row, part count).
     parent: Option<(usize, usize, usize)>,
     /// Part index → (index into the epoch's part batches, row).
     parts: BTreeMap<u32, (usize, usize)>,
+    /// When its parent or first part arrived.
+    opened: Instant,
 }
 
 impl Pending {
+    fn new(opened: Instant) -> Self {
+        Pending {
+            parent: None,
+            parts: BTreeMap::new(),
+            opened,
+        }
+    }
+
     fn complete(&self) -> bool {
         matches!(self.parent, Some((_, _, n)) if self.parts.len() == n)
     }
@@ -275,6 +288,8 @@ pub struct GatherNode {
     pub producer_ids: Vec<u32>,
     /// What it joins.
     pub plan: GatherPlan,
+    /// Its counters, shared by its operator on every worker.
+    pub stats: Arc<GatherStats>,
 }
 
 /// Joins the `parts` of every request of `parents` (the parent stream of the fan-out `node.plan`
@@ -303,7 +318,7 @@ pub fn gather_parts<'s>(
                     .entry(time)
                     .or_insert_with(|| Epoch::new(cap.delayed(&time, 0)));
                 for batch in data.drain(..) {
-                    take_parents(epoch, batch);
+                    take_parents(epoch, batch, &node.stats);
                 }
             });
             parts_in.for_each(|cap, data| {
@@ -312,7 +327,7 @@ pub fn gather_parts<'s>(
                     .entry(time)
                     .or_insert_with(|| Epoch::new(cap.delayed(&time, 0)));
                 for batch in data.drain(..) {
-                    take_parts(epoch, batch, node.plan.fanout, &node.node);
+                    take_parts(epoch, batch, &node);
                 }
             });
             let mut rows_out = rows.activate();
@@ -323,7 +338,13 @@ pub fn gather_parts<'s>(
                     let keys = std::mem::take(&mut epoch.complete);
                     let seq = batches_seen * peers + worker;
                     batches_seen += 1;
-                    let (batch, failed) = emit(epoch, &keys, &node, seq);
+                    let Emitted {
+                        batch,
+                        failed,
+                        joined,
+                        waited,
+                    } = emit(epoch, &keys, &node, seq);
+                    let failed_n = failed.len() as u64;
                     for (id, message) in failed {
                         errors_out.session(&epoch.cap).give(RowError {
                             request_id: id,
@@ -331,9 +352,13 @@ pub fn gather_parts<'s>(
                         });
                     }
                     match batch {
-                        Ok(Some(b)) => rows_out.session(&epoch.cap).give(b),
-                        Ok(None) => {}
+                        Ok(Some(b)) => {
+                            node.stats.closed(joined, waited, failed_n);
+                            rows_out.session(&epoch.cap).give(b);
+                        }
+                        Ok(None) => node.stats.closed(0, Duration::ZERO, failed_n),
                         Err(e) => {
+                            node.stats.closed(0, Duration::ZERO, failed_n + joined);
                             error!(gather = %node.node, error = %e, "Gather could not build its rows.");
                             let error = node_error(&node.node, format!("joining parts: {e}"));
                             let mut s = errors_out.session(&epoch.cap);
@@ -348,6 +373,7 @@ pub fn gather_parts<'s>(
                 }
                 if frontiers.iter().all(|f| !f.less_equal(time)) {
                     if !epoch.pending.is_empty() {
+                        node.stats.dropped(epoch.pending.len() as u64);
                         debug!(gather = %node.node, requests = epoch.pending.len(), "Dropped the parts of requests that failed on another part.");
                     }
                     finished.push(*time);
@@ -362,8 +388,10 @@ pub fn gather_parts<'s>(
 }
 
 /// Records every parent of `batch`.
-fn take_parents(epoch: &mut Epoch, batch: Batch) {
+fn take_parents(epoch: &mut Epoch, batch: Batch, stats: &GatherStats) {
     let b = epoch.parents.len();
+    let now = Instant::now();
+    let mut opened = 0;
     let view = LineageView::new(batch.lineage());
     let counts = batch.tensor(PART_COUNT).and_then(|c| c.i64_values());
     if counts.is_none() {
@@ -376,44 +404,62 @@ fn take_parents(epoch: &mut Epoch, batch: Batch) {
             .and_then(|&n| usize::try_from(n).ok())
             .unwrap_or(0);
         let key = view.row_key(row, id);
-        let pending = epoch.pending.entry(key.clone()).or_default();
+        let pending = epoch.pending.entry(key.clone()).or_insert_with(|| {
+            opened += 1;
+            Pending::new(now)
+        });
         pending.parent = Some((b, row, n));
         if pending.complete() {
             epoch.complete.push(key);
         }
     }
     epoch.parents.push(batch);
+    stats.took(opened, 0);
 }
 
-/// Records every part of `batch` (parts of fan-out `fanout`).
-fn take_parts(epoch: &mut Epoch, batch: Batch, fanout: u32, node: &str) {
+/// Records every part of `batch` (parts of `node`'s fan-out).
+fn take_parts(epoch: &mut Epoch, batch: Batch, node: &GatherNode) {
     let b = epoch.parts.len();
+    let now = Instant::now();
+    let (mut opened, mut taken) = (0, 0);
     let view = LineageView::new(batch.lineage());
     for (row, &id) in batch.request_ids().iter().enumerate() {
-        let Some((parent, index)) = view.row_key(row, id).parent_at(fanout) else {
-            error!(gather = %node, request = id, "A row reached the gather without a part entry of its fan-out; dropped.");
+        let Some((parent, index)) = view.row_key(row, id).parent_at(node.plan.fanout) else {
+            error!(gather = %node.node, request = id, "A row reached the gather without a part entry of its fan-out; dropped.");
             continue;
         };
-        let pending = epoch.pending.entry(parent.clone()).or_default();
+        let pending = epoch.pending.entry(parent.clone()).or_insert_with(|| {
+            opened += 1;
+            Pending::new(now)
+        });
         if pending.parts.contains_key(&index) {
             continue;
         }
+        taken += 1;
         pending.parts.insert(index, (b, row));
         if pending.complete() {
             epoch.complete.push(parent);
         }
     }
     epoch.parts.push(batch);
+    node.stats.took(opened, taken);
+}
+
+/// What [`emit`] made of a set of complete parents.
+struct Emitted {
+    /// The joined rows, if any.
+    batch: Result<Option<Batch>, BatchError>,
+    /// Requests whose parts could not be stacked, with why.
+    failed: Vec<(u64, String)>,
+    /// Requests in `batch`.
+    joined: u64,
+    /// Time they waited for their last part, summed.
+    waited: Duration,
 }
 
 /// One row per complete parent `keys`; requests whose parts cannot be stacked fail with why.
-#[allow(clippy::type_complexity)]
-fn emit(
-    epoch: &mut Epoch,
-    keys: &[RowKey],
-    node: &GatherNode,
-    seq: u64,
-) -> (Result<Option<Batch>, BatchError>, Vec<(u64, String)>) {
+fn emit(epoch: &mut Epoch, keys: &[RowKey], node: &GatherNode, seq: u64) -> Emitted {
+    let now = Instant::now();
     let mut failed = Vec::new();
     let mut done: Vec<(Pending, Vec<Tensor>)> = Vec::new();
     for key in keys {
@@ -425,10 +471,21 @@ fn emit(
             Err(message) => failed.push((key.request, message)),
         }
     }
-    if done.is_empty() {
-        return (Ok(None), failed);
+    let waited = done
+        .iter()
+        .map(|(p, _)| now.saturating_duration_since(p.opened))
+        .sum();
+    let batch = if done.is_empty() {
+        Ok(None)
+    } else {
+        build_rows(epoch, &done, node, seq).map(Some)
+    };
+    Emitted {
+        batch,
+        failed,
+        joined: done.len() as u64,
+        waited,
     }
-    (build_rows(epoch, &done, node, seq).map(Some), failed)
 }
 
 /// Per gathered column, the parts' tensors stacked in part order.

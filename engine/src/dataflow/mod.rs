@@ -6,6 +6,7 @@
 pub mod egress;
 pub mod exchange;
 pub mod fanout;
+pub mod gather_stats;
 pub mod ingress;
 pub mod join;
 

@@ -9,6 +9,10 @@
 //! fresh met a slow model, not a dead link; both are re-dispatched, but only the dead link stops
 //! the replica taking work.
 //!
+//! The reports also carry the executor's own counters (queue, jobs held, served, errors);
+//! [`LastReport`] keeps the newest one's figures for the replica's model, which the status
+//! board shows beside the graph's own view of the replica.
+//!
 //! The executor answers every failure with a weir error document; an error reply that is not one
 //! ([`TransportReply`]) comes from zenoh itself — a router's `Timeout` sent on the executor's
 //! behalf when the query's time ran out, say — and is the link's failure, never the model's.
@@ -17,9 +21,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use weir_operators::model::ReplicaError;
+use weir_operators::model::{ExecutorReport, ReplicaError};
 
+use crate::protocol::{LoadReport, ModelLoad};
 use crate::server::LOAD_REPORT_EVERY;
+
+use super::workers::MAX_REPORT_BYTES;
 
 /// Heartbeat silence after which the link is taken for dead (six missed load reports: a loaded
 /// machine delays a report or two, a cut link stops them all).
@@ -65,6 +72,52 @@ impl Heartbeat {
         }
         let first = !self.silent.swap(true, Ordering::AcqRel);
         (true, first)
+    }
+}
+
+/// The newest load report's figures for one model, when it came and the executor's device.
+#[derive(Debug, Default)]
+pub(crate) struct LastReport(Mutex<Option<(Instant, String, ModelLoad)>>);
+
+impl LastReport {
+    /// Keeps what the load report `bytes` says of model `model`. Reports are hostile: one
+    /// larger than [`MAX_REPORT_BYTES`], not a report, or without the model changes nothing
+    /// (it still counts as a sign of life, elsewhere).
+    pub(crate) fn keep(&self, bytes: &[u8], model: &str) {
+        if bytes.len() > MAX_REPORT_BYTES {
+            return;
+        }
+        let Ok(mut report) = serde_json::from_slice::<LoadReport>(bytes) else {
+            return;
+        };
+        if let Some(load) = report.models.remove(model) {
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((Instant::now(), report.device, load));
+        }
+    }
+
+    /// The executor as it reports itself, last heard `heard_ago`.
+    pub(crate) fn read(&self, heard_ago: Duration) -> ExecutorReport {
+        let last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((at, device, load)) = last.as_ref() else {
+            return ExecutorReport {
+                heard_ago,
+                ..Default::default()
+            };
+        };
+        ExecutorReport {
+            heard_ago,
+            reported_ago: Some(at.elapsed()),
+            device: device.clone(),
+            queue_depth: load.queue_depth,
+            in_flight: load.in_flight,
+            runs: load.runs,
+            rows: load.rows,
+            served: load.served,
+            errors: load.errors,
+            busy: Duration::from_secs_f64(load.busy_ms.clamp(0.0, 1e12) / 1e3),
+            sessions: load.sessions,
+        }
     }
 }
 
@@ -128,6 +181,29 @@ mod tests {
         assert!(h.heard(), "the silence ends");
         assert_eq!(h.check_silence(), (false, false));
         assert!(!h.heard());
+    }
+
+    #[test]
+    fn the_newest_report_of_the_model_is_kept_and_junk_is_not() {
+        let kept = LastReport::default();
+        assert_eq!(kept.read(Duration::ZERO).reported_ago, None);
+        let report = |rows: u64| {
+            format!(
+                r#"{{"executor":"e","device":"cpu","models":{{"m":{{"queue_depth":1,"runs":2,"rows":{rows},"busy_ms":4.0,"served":3,"errors":0}},"other":{{"queue_depth":9,"runs":9,"rows":9,"busy_ms":9.0}}}}}}"#
+            )
+        };
+        kept.keep(report(5).as_bytes(), "m");
+        kept.keep(b"not json", "m");
+        kept.keep(report(6).as_bytes(), "absent");
+        let r = kept.read(Duration::from_millis(100));
+        assert_eq!((r.rows, r.runs, r.queue_depth), (5, 2, 1));
+        assert_eq!((r.served, r.errors, r.in_flight), (Some(3), Some(0), None));
+        assert_eq!(r.busy, Duration::from_millis(4));
+        assert_eq!(r.device, "cpu");
+        assert!(r.reported_ago.is_some());
+        assert_eq!(r.heard_ago, Duration::from_millis(100));
+        kept.keep(report(7).as_bytes(), "m");
+        assert_eq!(kept.read(Duration::ZERO).rows, 7);
     }
 
     #[test]

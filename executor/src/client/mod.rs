@@ -48,7 +48,9 @@ use weir_engine::validate::{CallShape, RemoteExecutor};
 use weir_engine::wire::{decode_columns, encode_columns};
 use weir_operators::model::expiry;
 use weir_operators::model::replicas::JobTiming;
-use weir_operators::model::{ExecError, ExecutorConfig, Replica, ReplicaDone, ReplicaError};
+use weir_operators::model::{
+    ExecError, ExecutorConfig, ExecutorReport, Replica, ReplicaDone, ReplicaError,
+};
 use weir_operators::RemoteReplicaSource;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
@@ -223,6 +225,8 @@ struct Liveness {
     revivals: Arc<Mutex<Vec<Revival>>>,
     /// The executor's last sign of life (load report or reply).
     heartbeat: link::Heartbeat,
+    /// Its newest load report's figures for the node's model.
+    report: link::LastReport,
 }
 
 impl Liveness {
@@ -301,6 +305,7 @@ impl RemoteReplica {
             foreign_replies: std::sync::atomic::AtomicU64::new(0),
             revivals: Arc::new(Mutex::new(Vec::new())),
             heartbeat: link::Heartbeat::new(),
+            report: link::LastReport::default(),
         });
         let on_change = {
             let watched = Arc::clone(&liveness);
@@ -354,7 +359,10 @@ impl RemoteReplica {
         let (node, name) = (config.node.clone(), executor.name.clone());
         let heartbeat = session
             .declare_subscriber(format!("{}/load", executor.key_prefix))
-            .callback(move |_| watched.sign_of_life(&out_of_zenoh, &node, &name))
+            .callback(move |sample| {
+                watched.report.keep(&sample.payload().to_bytes(), &node);
+                watched.sign_of_life(&out_of_zenoh, &node, &name);
+            })
             .wait()
             .map_err(unavailable)?;
         Ok(Arc::new(RemoteReplica {
@@ -564,6 +572,11 @@ impl Replica for RemoteReplica {
                 "No heartbeat from the executor: its link is taken for dead until it is heard again.");
         }
         !silent
+    }
+
+    fn executor_report(&self) -> Option<ExecutorReport> {
+        let heard_ago = self.liveness.heartbeat.quiet_for();
+        Some(self.liveness.report.read(heard_ago))
     }
 
     fn capacity(&self) -> usize {

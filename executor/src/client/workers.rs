@@ -257,6 +257,7 @@ mod tests {
                             busy_ms: *busy_ms,
                             held_ms: 0.0,
                             sessions: 1,
+                            ..Default::default()
                         },
                     )
                 })

@@ -42,7 +42,8 @@ pub use parallelism::{
     AutoOptions, LoadServiceRate, ParallelismError, ParallelismSnapshot, ServiceRate,
 };
 pub use replicas::{
-    InferenceService, LocalReplica, PoolStats, Replica, ReplicaDone, ReplicaError, ReplicaPool,
+    ExecutorReport, InferenceService, LocalReplica, PoolStats, Replica, ReplicaDone, ReplicaError,
+    ReplicaPool,
 };
 
 /// Errors of model execution, wrapped once at the executor boundary with the node they belong to.

@@ -1,10 +1,11 @@
-//! Live figures of a node (a model node's executor, a tensor op) over the last tick: counters read at two moments and turned into
+//! Live figures of a node (a model node's executor, a tensor op, a gather) over the last tick: counters read at two moments and turned into
 //! rates, means and call-time quantiles. Pure arithmetic over snapshots, so it is tested without
 //! a running graph; a figure with nothing to measure in the window is `null`, never a made-up 0.
 
 use serde_json::{json, Value};
+use weir_engine::dataflow::gather_stats::GatherSnapshot;
 use weir_operators::model::executor::CALL_SECONDS_BOUNDS;
-use weir_operators::model::LoadSnapshot;
+use weir_operators::model::{ExecutorReport, LoadSnapshot};
 use weir_operators::tensor::operator::OpSnapshot;
 
 /// The `q` quantile (0..=1), in seconds, of calls counted per duration bucket (`counts[i]` calls
@@ -82,6 +83,60 @@ pub(super) fn op(now: &OpSnapshot, before: Option<&OpSnapshot>, secs: f64) -> Va
         "rows": now.rows,
         "errors": now.errors,
         "errors_per_s": rate(now.errors.saturating_sub(b.errors)),
+    })
+}
+
+/// A gather node's figures over the `secs` since `before` (`None`: first sample, no rates; the
+/// mean wait over all joins so far).
+pub(super) fn gather(now: &GatherSnapshot, before: Option<&GatherSnapshot>, secs: f64) -> Value {
+    let zero = GatherSnapshot::default();
+    let b = before.unwrap_or(&zero);
+    let rate = |n: u64| match (before, secs > 0.0) {
+        (Some(_), true) => json!(n as f64 / secs),
+        _ => Value::Null,
+    };
+    let joined = now.joined.saturating_sub(b.joined);
+    let wait = now.wait.saturating_sub(b.wait);
+    let closed = |s: &GatherSnapshot| s.failed + s.dropped;
+    json!({
+        "joined_per_s": rate(joined),
+        "parts_per_s": rate(now.parts.saturating_sub(b.parts)),
+        "waiting": now.waiting(),
+        "mean_wait_ms": if joined > 0 { json!(wait.as_secs_f64() * 1e3 / joined as f64) } else { Value::Null },
+        "joined": now.joined,
+        "parts": now.parts,
+        "failed": now.failed,
+        "dropped": now.dropped,
+        "errors": closed(now),
+        "errors_per_s": rate(closed(now).saturating_sub(closed(b))),
+    })
+}
+
+/// A remote replica's executor as it reports itself, with rates over the `secs` since `before`
+/// (`None`: first sample or no earlier report, no rates). Counters its executor does not send
+/// are `null`.
+pub(super) fn reported(now: &ExecutorReport, before: Option<&ExecutorReport>, secs: f64) -> Value {
+    let window = before.filter(|b| b.reported_ago.is_some() && secs > 0.0);
+    let rate = |now: Option<u64>, before: Option<u64>| match (window, now, before) {
+        (Some(_), Some(n), Some(b)) => json!(n.saturating_sub(b) as f64 / secs),
+        _ => Value::Null,
+    };
+    let b = window.cloned().unwrap_or_default();
+    let reported = now.reported_ago.is_some();
+    let some = |v: u64| reported.then_some(v);
+    json!({
+        "report_age_s": now.reported_ago.map(|d| d.as_secs_f64()),
+        "device": reported.then(|| now.device.clone()),
+        "sessions": some(u64::from(now.sessions)),
+        "queue_depth": some(now.queue_depth),
+        "in_flight": now.in_flight,
+        "rows": some(now.rows),
+        "runs": some(now.runs),
+        "served": now.served,
+        "errors": now.errors,
+        "rows_per_s": rate(some(now.rows), Some(b.rows)),
+        "served_per_s": rate(now.served, b.served),
+        "busy_s": reported.then_some(now.busy.as_secs_f64()),
     })
 }
 
@@ -175,6 +230,73 @@ mod tests {
         assert_eq!(f["errors"], json!(3));
         assert_eq!(f["errors_per_s"], json!(1.0));
         assert_eq!(op(&now, None, 0.0)["rows_per_s"], Value::Null);
+    }
+
+    #[test]
+    fn gather_figures_are_joins_over_the_window() {
+        let before = GatherSnapshot {
+            opened: 10,
+            parts: 30,
+            joined: 8,
+            failed: 1,
+            dropped: 0,
+            wait: Duration::from_millis(80),
+        };
+        let now = GatherSnapshot {
+            opened: 20,
+            parts: 70,
+            joined: 16,
+            failed: 1,
+            dropped: 1,
+            wait: Duration::from_millis(240),
+        };
+        let f = gather(&now, Some(&before), 2.0);
+        assert_eq!(f["joined_per_s"], json!(4.0));
+        assert_eq!(f["parts_per_s"], json!(20.0));
+        assert_eq!(f["waiting"], json!(2));
+        assert_eq!(f["mean_wait_ms"], json!(20.0));
+        assert_eq!(f["errors"], json!(2));
+        assert_eq!(f["errors_per_s"], json!(0.5));
+        let first = gather(&now, None, 0.0);
+        assert_eq!(first["joined_per_s"], Value::Null);
+        assert_eq!(first["mean_wait_ms"], json!(15.0));
+        let idle = gather(&now, Some(&now), 1.0);
+        assert_eq!(idle["joined_per_s"], json!(0.0));
+        assert_eq!(idle["mean_wait_ms"], Value::Null);
+    }
+
+    #[test]
+    fn an_executor_s_own_figures_are_rates_over_the_window_and_null_where_unsent() {
+        let before = ExecutorReport {
+            reported_ago: Some(Duration::from_millis(200)),
+            rows: 10,
+            served: Some(4),
+            ..Default::default()
+        };
+        let now = ExecutorReport {
+            heard_ago: Duration::from_millis(100),
+            reported_ago: Some(Duration::from_millis(100)),
+            device: "cpu".into(),
+            queue_depth: 2,
+            in_flight: Some(3),
+            rows: 30,
+            served: Some(8),
+            ..Default::default()
+        };
+        let f = reported(&now, Some(&before), 2.0);
+        assert_eq!(f["rows_per_s"], json!(10.0));
+        assert_eq!(f["served_per_s"], json!(2.0));
+        assert_eq!(f["in_flight"], json!(3));
+        assert_eq!(f["queue_depth"], json!(2));
+        assert_eq!(
+            f["errors"],
+            Value::Null,
+            "an older executor sends no errors"
+        );
+        assert_eq!(reported(&now, None, 0.0)["rows_per_s"], Value::Null);
+        let silent = reported(&ExecutorReport::default(), None, 0.0);
+        assert_eq!(silent["rows"], Value::Null, "no report yet");
+        assert_eq!(silent["report_age_s"], Value::Null);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The status document of the graphs a process runs, as `/v2/weir/status` and the dashboard show
 //! it: each graph's structure as the planner decided it ([`structure`]) and each node's live
-//! figures over the last sample ([`live`]): a tensor op's rows, batches and errors; executor
+//! figures over the last sample ([`live`]): a tensor op's rows, batches and errors; a gather's
+//! joins per second, joins waiting for parts, failed or dropped joins and mean wait; executor
 //! throughput, queue, batch, call-time quantiles, errors and expired rows; replica liveness and
-//! dispatch shares (per instance type under Kairos); SERF's running configuration with its predicted against measured latency;
+//! a remote replica's executor as it reports itself (last heard, its queue, jobs held, rows and
+//! jobs served, errors); dispatch shares (per instance type under Kairos); SERF's running configuration with its predicted against measured latency;
 //! ParM's counters; HAMS epoch, primary, backup and durable lag; the ids of the newest requests
 //! whose paths the graph keeps.
 //!
@@ -19,11 +21,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use weir_engine::dataflow::gather_stats::GatherSnapshot;
 use weir_engine::placement::ReplicaTarget;
 use weir_engine::plan::NodeKind;
 use weir_engine::runtime::GraphRuntime;
 use weir_hams_manager::HamsManager;
-use weir_operators::model::LoadSnapshot;
+use weir_operators::model::{ExecutorReport, LoadSnapshot};
 use weir_operators::tensor::operator::OpSnapshot;
 use weir_operators::OperatorFactory;
 
@@ -59,8 +62,11 @@ struct Previous {
     answered: u64,
     executors: HashMap<String, LoadSnapshot>,
     ops: HashMap<String, OpSnapshot>,
+    gathers: HashMap<String, GatherSnapshot>,
     /// Jobs dispatched per replica, by node.
     dispatched: HashMap<String, Vec<(String, u64)>>,
+    /// What each remote replica's executor reported, by node.
+    reports: HashMap<String, Vec<(String, ExecutorReport)>>,
     /// Batches a stateful node numbered, by node.
     batches: HashMap<String, u64>,
 }
@@ -128,6 +134,8 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
         probe.factory.executor_stats().into_iter().collect();
     let expired: HashMap<String, u64> = probe.factory.expired_rows().into_iter().collect();
     let ops: HashMap<String, OpSnapshot> = probe.factory.op_stats().into_iter().collect();
+    let gathers: HashMap<String, GatherSnapshot> =
+        probe.factory.gather_stats().into_iter().collect();
     let pools: HashMap<_, _> = probe.factory.replica_pools().into_iter().collect();
     let serf: HashMap<_, _> = probe.factory.parallelism_stats().into_iter().collect();
     let parity: HashMap<_, _> = probe.factory.parity_services().into_iter().collect();
@@ -150,6 +158,10 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
         if let Some(now) = ops.get(id) {
             v["live"] = live::op(now, (!first).then(|| prev.ops.get(id)).flatten(), secs);
         }
+        if let Some(now) = gathers.get(id) {
+            let before = (!first).then(|| prev.gathers.get(id)).flatten();
+            v["live"] = live::gather(now, before, secs);
+        }
         let NodeKind::Model(m) = &planned.node.kind else {
             continue;
         };
@@ -166,8 +178,20 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
         live["expired"] = json!(expired.get(id));
         if let Some(pool) = pools.get(id) {
             let states = pool.replica_states();
+            let reports = pool.executor_reports();
+            let reported_before = prev.reports.remove(id).unwrap_or_default();
             if let Some(replicas) = v["replicas"].as_array_mut() {
                 for r in replicas.iter_mut() {
+                    let name = r["name"].as_str().unwrap_or_default().to_string();
+                    if let Some((_, now)) = reports.iter().find(|(n, _)| *n == name) {
+                        let before = reported_before
+                            .iter()
+                            .find(|(n, _)| *n == name)
+                            .map(|(_, b)| b)
+                            .filter(|_| !first);
+                        r["heard_ago_s"] = json!(now.heard_ago.as_secs_f64());
+                        r["executor"] = live::reported(now, before, secs);
+                    }
                     if let Some((_, alive, outstanding, dispatched)) = states
                         .iter()
                         .find(|s| Some(s.0.as_str()) == r["name"].as_str())
@@ -178,6 +202,7 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
                     }
                 }
             }
+            prev.reports.insert(id.to_string(), reports);
             let now: Vec<(String, u64)> = states.iter().map(|s| (s.0.clone(), s.3)).collect();
             let before = prev.dispatched.get(id).cloned().unwrap_or_default();
             let by_type = |d: &[(String, u64)]| -> Vec<(String, u64)> {
@@ -282,6 +307,7 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
     }
     prev.executors = executors;
     prev.ops = ops;
+    prev.gathers = gathers;
     let admitted = probe.runtime.admission().admitted();
     let answered = probe.runtime.answered();
     let rate = |now: u64, before: u64| {

@@ -114,10 +114,48 @@ function draw(g) {
     tr.appendChild(el("td", { class: "mech" }));
     return tr;
   }));
+  // One row per replica of a node with a remote replica.
+  const rows = [];
+  for (const n of g.nodes) {
+    const rs = n.replicas || [];
+    if (!rs.some((r) => r.remote)) continue;
+    for (const r of rs) {
+      const tr = el("tr", { "data-node": n.id, "data-replica": r.name });
+      tr.appendChild(el("td", {}, n.id));
+      tr.appendChild(el("td", {}, r.name + (r.remote ? "" : " (local)")));
+      for (const c of REPLICA_COLUMNS) tr.appendChild(el("td", { class: c }));
+      rows.push(tr);
+    }
+  }
+  const table = document.getElementById("replicas");
+  table.querySelector("tbody").replaceChildren(...rows);
+  table.hidden = rows.length === 0;
+}
+
+const REPLICA_COLUMNS = ["alive", "heard_ms", "outstanding", "dispatched", "queue_depth", "in_flight", "rows_per_s", "served", "errors", "device"];
+
+// A replica's row: the pool's view of it, then what its executor last reported of itself.
+function replicaRow(n, r) {
+  const tr = document.querySelector(`#replicas tr[data-node="${CSS.escape(n.id)}"][data-replica="${CSS.escape(r.name)}"]`);
+  if (!tr) return;
+  const x = r.executor || {};
+  const cells = {
+    alive: r.alive === undefined ? "–" : r.alive ? "alive" : "down",
+    heard_ms: r.heard_ago_s === undefined ? "–" : fmt(r.heard_ago_s * 1000, 0),
+    outstanding: fmt(r.outstanding, 0), dispatched: fmt(r.dispatched, 0),
+    queue_depth: fmt(x.queue_depth, 0), in_flight: fmt(x.in_flight, 0), rows_per_s: fmt(x.rows_per_s),
+    served: fmt(x.served, 0), errors: fmt(x.errors, 0), device: fmt(x.device),
+  };
+  for (const c of REPLICA_COLUMNS) tr.querySelector("." + c).textContent = cells[c];
+  tr.classList.toggle("down", r.alive === false);
 }
 
 function mechanism(n) {
   const out = [];
+  if (n.kind === "gather" && n.live) {
+    const l = n.live;
+    out.push(`joins ${l.joined} of ${l.parts} parts, ${l.waiting} waiting, mean wait ${fmt(l.mean_wait_ms, 2)} ms, ${l.failed} failed, ${l.dropped} dropped`);
+  }
   if (n.serf) out.push(`SERF ${n.serf.concurrency}×${n.serf.threads}, predicted ${fmt(n.serf.predicted_ms, 2)} ms / measured ${fmt(n.serf.measured_ms, 2)} ms, ${n.serf.switches} switches`);
   if (n.routing === "kairos" && n.shares_by_type) {
     out.push("Kairos " + Object.entries(n.shares_by_type).map(([t, s]) => `${t} ${(100 * s).toFixed(0)}%`).join(" "));
@@ -142,7 +180,9 @@ function update(g) {
         ? `${fmt(l.rows_per_s ?? l.jobs_per_s)}/s · q ${fmt(l.queue_depth, 0)} · p99 ${fmt(l.call_p99_ms, 2)} ms`
         : n.kind === "op" && n.live
           ? `${fmt(l.rows_per_s)} rows/s · batch ${fmt(l.mean_batch, 1)} · ${fmt(l.errors, 0)} errors`
-          : "";
+          : n.kind === "gather" && n.live
+            ? `${fmt(l.joined_per_s)} joins/s · ${fmt(l.waiting, 0)} waiting · wait ${fmt(l.mean_wait_ms, 2)} ms`
+            : "";
     }
     const mech = document.querySelector(`text.mech[data-node="${CSS.escape(n.id)}"]`);
     if (mech) {
@@ -155,13 +195,18 @@ function update(g) {
       const c = document.querySelector(`circle.replica[data-node="${CSS.escape(n.id)}"][data-replica="${CSS.escape(r.name)}"]`);
       if (c) {
         c.setAttribute("data-alive", r.alive === undefined ? "unknown" : String(r.alive));
-        c.replaceChildren(el("svg:title", {}, `${r.name}${r.remote ? " (remote" + (r.instance_type ? ", " + r.instance_type : "") + ")" : " (local)"}: ${r.alive === false ? "down" : "alive"}, ${r.outstanding ?? 0} outstanding, ${r.dispatched ?? "–"} dispatched`));
+        const x = r.executor;
+        const own = x ? `; its executor: heard ${fmt(r.heard_ago_s * 1000, 0)} ms ago, queue ${fmt(x.queue_depth, 0)}, holds ${fmt(x.in_flight, 0)}, ${fmt(x.served, 0)} served, ${fmt(x.errors, 0)} errors` : "";
+        c.replaceChildren(el("svg:title", {}, `${r.name}${r.remote ? " (remote" + (r.instance_type ? ", " + r.instance_type : "") + ")" : " (local)"}: ${r.alive === false ? "down" : "alive"}, ${r.outstanding ?? 0} outstanding, ${r.dispatched ?? "–"} dispatched${own}`));
       }
+      replicaRow(n, r);
     }
     const tr = document.querySelector(`#nodes tr[data-node="${CSS.escape(n.id)}"]`);
     if (!tr) continue;
     const set = (c, v, d) => { tr.querySelector("." + c).textContent = fmt(v, d); };
-    set("rows_per_s", l.rows_per_s); set("jobs_per_s", l.jobs_per_s); set("queue_depth", l.queue_depth, 0);
+    // A gather's rows are the requests it joined; its queue, the joins waiting for parts.
+    set("rows_per_s", l.rows_per_s ?? l.joined_per_s); set("jobs_per_s", l.jobs_per_s);
+    set("queue_depth", l.queue_depth ?? l.waiting, 0);
     set("mean_batch", l.mean_batch, 2); set("call_p50_ms", l.call_p50_ms, 2); set("call_p99_ms", l.call_p99_ms, 2);
     set("errors", l.errors, 0); set("expired", l.expired, 0);
     const down = (n.replicas || []).filter((r) => r.alive === false).map((r) => r.name);

@@ -114,6 +114,39 @@ pub trait Replica: Send + Sync {
     fn dispatch(&self, inputs: Vec<TensorColumn>, timing: JobTiming, done: ReplicaDone);
     /// Registers a callback run when the replica comes back alive (after a restart, say).
     fn on_revival(&self, _callback: Box<dyn Fn() + Send + Sync>) {}
+    /// What the replica's executor last said about itself, where it reports (a remote one).
+    fn executor_report(&self) -> Option<ExecutorReport> {
+        None
+    }
+}
+
+/// A remote replica's executor as it reports itself (its load reports, every half second): when
+/// it was last heard from and its own counters for the node's model. Counters an older
+/// executor does not send are `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutorReport {
+    /// Since the executor's last sign of life (a load report or a reply).
+    pub heard_ago: Duration,
+    /// Since its newest load report; `None` before the first.
+    pub reported_ago: Option<Duration>,
+    /// The device it runs on.
+    pub device: String,
+    /// Jobs waiting in its queue for the model.
+    pub queue_depth: u64,
+    /// Jobs it holds, queued or running.
+    pub in_flight: Option<u64>,
+    /// Inference calls so far.
+    pub runs: u64,
+    /// Rows inferred so far.
+    pub rows: u64,
+    /// Jobs it answered so far.
+    pub served: Option<u64>,
+    /// Calls that failed so far.
+    pub errors: Option<u64>,
+    /// Time inside ONNX Runtime so far.
+    pub busy: Duration,
+    /// Sessions serving the model.
+    pub sessions: u32,
 }
 
 /// The in-process executor as a replica.

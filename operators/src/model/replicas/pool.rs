@@ -16,7 +16,8 @@ use super::super::expiry;
 use super::super::routing::{concat_jobs, split_rows, KairosQueue, RoutingError};
 use super::super::ExecError;
 use super::{
-    InferenceService, Replica, ReplicaError, DOWN_COOLDOWN, FAILURES_BEFORE_DOWN, MAX_ATTEMPTS,
+    ExecutorReport, InferenceService, Replica, ReplicaError, DOWN_COOLDOWN, FAILURES_BEFORE_DOWN,
+    MAX_ATTEMPTS,
 };
 
 /// Dispatch counters of a pool; every field only grows.
@@ -205,6 +206,19 @@ impl ReplicaPool {
                     s.outstanding.load(Ordering::Relaxed),
                     s.dispatched.load(Ordering::Relaxed),
                 )
+            })
+            .collect()
+    }
+
+    /// Per replica (by name), what its executor last reported about itself, for the replicas
+    /// that report (remote ones).
+    pub fn executor_reports(&self) -> Vec<(String, ExecutorReport)> {
+        self.inner
+            .slots
+            .iter()
+            .filter_map(|s| {
+                let report = s.replica.executor_report()?;
+                Some((s.replica.name().to_string(), report))
             })
             .collect()
     }
