@@ -241,7 +241,7 @@ pub(crate) fn model_node(
         if t.optional {
             return Err(unsupported(
                 format!("input[{i}].optional"),
-                "the engine feeds every model input; optional inputs have no counterpart yet",
+                "ONNX Runtime runs no call without each input of the file (those without an initializer), so a request leaving it out could only fail",
             ));
         }
         let from = bind(&t.name)
