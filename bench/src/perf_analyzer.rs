@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use weir_operators::model::OrtRuntime;
 
-use crate::overhead::{bare_call, median, quantile_ms, row_shape, sessions, spread, Layout};
+use crate::client::{timed_loops, Measured};
+use crate::overhead::{bare_call, median, row_shape, sessions, spread, Layout};
 use crate::process::{serve_command, ServeProcess};
 
 /// Settings of the perf_analyzer experiment.
@@ -42,9 +43,6 @@ pub struct PerfAnalyzerConfig {
     pub repeats: usize,
 }
 
-/// One path's figures: requests/s, p50 ms, p99 ms.
-pub type Figures = (f64, f64, f64);
-
 /// One repeat at one concurrency.
 #[derive(Debug, Clone)]
 pub struct PerfAnalyzerRepeat {
@@ -53,11 +51,11 @@ pub struct PerfAnalyzerRepeat {
     /// Client concurrency.
     pub concurrency: usize,
     /// Bare ONNX Runtime.
-    pub bare: Figures,
+    pub bare: Measured,
     /// perf_analyzer over HTTP.
-    pub http: Figures,
+    pub http: Measured,
     /// perf_analyzer over gRPC.
-    pub grpc: Figures,
+    pub grpc: Measured,
 }
 
 /// The folder of the perf_analyzer the set-up unpacked (`bin/perf_analyzer`, `lib/`).
@@ -83,7 +81,7 @@ fn perf_analyzer(
     url: &str,
     concurrency: usize,
     window_ms: u64,
-) -> Result<(Figures, u64)> {
+) -> Result<(Measured, u64)> {
     let dir = tool_dir();
     let bin = dir.join("bin/perf_analyzer");
     if !bin.is_file() {
@@ -130,36 +128,16 @@ fn bare(
     data: &[f32],
     concurrency: usize,
     duration: Duration,
-) -> Result<Figures> {
-    let started = Instant::now();
-    let until = started + duration;
-    let latencies: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..concurrency)
-            .map(|k| {
-                s.spawn(move || -> Result<Vec<Duration>> {
-                    let mut out = Vec::new();
-                    while Instant::now() < until {
-                        let t = Instant::now();
-                        let mut session = free_session(pool, k)?;
-                        bare_call(&mut session, input, shape, data)?;
-                        drop(session);
-                        out.push(t.elapsed());
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow!("client thread panicked"))?)
-            .collect::<Result<Vec<_>>>()
-            .map(|v| v.concat())
-    })?;
-    Ok((
-        latencies.len() as f64 / started.elapsed().as_secs_f64(),
-        quantile_ms(&latencies, 0.5)?,
-        quantile_ms(&latencies, 0.99)?,
-    ))
+) -> Result<Measured> {
+    let until = Instant::now() + duration;
+    timed_loops(
+        vec![(); concurrency],
+        |_, _| Instant::now() < until,
+        |k, _, _| {
+            let mut session = free_session(pool, k)?;
+            bare_call(&mut session, input, shape, data).map(drop)
+        },
+    )
 }
 
 /// The first session of `pool` not in use, looked for from the `k`-th on, waiting on the `k`-th
@@ -362,8 +340,8 @@ pub fn perf_analyzer_medians(repeats: &[PerfAnalyzerRepeat]) -> Vec<PerfAnalyzer
         .map(|c| {
             let at: Vec<&PerfAnalyzerRepeat> =
                 repeats.iter().filter(|r| r.concurrency == c).collect();
-            let m = |f: fn(&PerfAnalyzerRepeat) -> Figures| {
-                let v: Vec<Figures> = at.iter().map(|r| f(r)).collect();
+            let m = |f: fn(&PerfAnalyzerRepeat) -> Measured| {
+                let v: Vec<Measured> = at.iter().map(|r| f(r)).collect();
                 (
                     median(v.iter().map(|x| x.0).collect()),
                     median(v.iter().map(|x| x.1).collect()),

@@ -181,6 +181,55 @@ pub fn plot_perf_analyzer(
     plot_sweep(rows, &sweep, &throughput, &latency, path)
 }
 
+/// Requests/s of each setting per repeat (x: the repeat), one line per `(label, values)` of
+/// `series`: how the experiments that compare settings on one server over repeats draw them.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_per_repeat(title: &str, series: &[(String, Vec<f64>)], path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(1.0, f64::max)
+        * 1.25;
+    let repeats = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.5f64..repeats as f64 + 0.5, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("repeat")
+        .y_desc("requests/s")
+        .x_labels(repeats)
+        .x_label_formatter(&|x| format!("{}", x.round() as u64))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (i, (label, values)) in series.iter().enumerate() {
+        let points: Vec<(f64, f64)> = values
+            .iter()
+            .enumerate()
+            .map(|(r, &v)| (r as f64 + 1.0, v))
+            .collect();
+        let color = PALETTE[i % PALETTE.len()];
+        draw_line_with_points(&mut chart, points, color, label.clone())?;
+    }
+    draw_legend(&mut chart)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
 /// One line of a sweep plot: its label, colour, and its value in a row (none: no point).
 type Line<T> = (&'static str, RGBColor, fn(&T) -> Option<f64>);
 

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use plotters::prelude::*;
 use weir_connectors::http::{HttpConfig, HttpServer, StatusFeed, StatusOptions};
 
 use crate::client::{closed_loop, connect, prepare, Measured, Prepared, Until};
@@ -236,53 +235,15 @@ pub fn ui_table(repeats: &[UiRepeat], dashboards: usize) -> String {
 /// # Errors
 /// When the image cannot be drawn or written.
 pub fn plot_ui(repeats: &[UiRepeat], dashboards: usize, path: &Path) -> Result<()> {
-    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let top = repeats
-        .iter()
-        .map(|r| r.with.0.max(r.without.0))
-        .fold(1.0, f64::max)
-        * 1.25;
-    let n = repeats.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Serving throughput with open dashboards",
-            ("sans-serif", 20),
-        )
-        .margin(14)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.5f64..n + 0.5, 0.0..top)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("repeat")
-        .y_desc("requests/s")
-        .x_labels(repeats.len().max(1))
-        .x_label_formatter(&|x| format!("{}", x.round() as u64))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    type Pick = fn(&UiRepeat) -> f64;
-    let series: [(String, RGBColor, Pick); 2] = [
-        ("no dashboard".to_string(), crate::plot::PALETTE[0], |r| {
-            r.without.0
-        }),
+    let series = [
+        (
+            "no dashboard".to_string(),
+            repeats.iter().map(|r| r.without.0).collect(),
+        ),
         (
             format!("{dashboards} dashboards"),
-            crate::plot::PALETTE[1],
-            |r| r.with.0,
+            repeats.iter().map(|r| r.with.0).collect(),
         ),
     ];
-    for (name, color, pick) in series {
-        let points: Vec<(f64, f64)> = repeats
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (i as f64 + 1.0, pick(r)))
-            .collect();
-        crate::plot::draw_line_with_points(&mut chart, points, color, name)?;
-    }
-    crate::plot::draw_legend(&mut chart)?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    crate::plot::plot_per_repeat("Serving throughput with open dashboards", &series, path)
 }

@@ -11,7 +11,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use plotters::prelude::*;
 use weir::RuntimeOptions;
 use weir_connectors::http::{HttpConfig, HttpServer};
 
@@ -162,50 +161,26 @@ pub fn ui_paths_table(repeats: &[UiPathsRepeat], every: &[u32]) -> String {
 /// # Errors
 /// When the image cannot be drawn or written.
 pub fn plot_ui_paths(repeats: &[UiPathsRepeat], every: &[u32], path: &Path) -> Result<()> {
-    let root = BitMapBackend::new(path, (640, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let top = repeats
+    let series: Vec<(String, Vec<f64>)> = every
         .iter()
-        .flat_map(|r| r.iter().map(|m| m.0))
-        .fold(1.0, f64::max)
-        * 1.25;
-    let n = repeats.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Serving throughput by share of request paths kept",
-            ("sans-serif", 20),
-        )
-        .margin(14)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.5f64..n + 0.5, 0.0..top)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("repeat")
-        .y_desc("requests/s")
-        .x_labels(repeats.len().max(1))
-        .x_label_formatter(&|x| format!("{}", x.round() as u64))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    for (i, &e) in every.iter().enumerate() {
-        let points: Vec<(f64, f64)> = repeats
-            .iter()
-            .enumerate()
-            .filter_map(|(r, m)| Some((r as f64 + 1.0, m.get(i)?.0)))
-            .collect();
-        let color = crate::plot::PALETTE[i % crate::plot::PALETTE.len()];
-        let name = match e {
-            0 => "no path kept".to_string(),
-            1 => "every path kept".to_string(),
-            n => format!("one path in {n} kept"),
-        };
-        crate::plot::draw_line_with_points(&mut chart, points, color, name)?;
-    }
-    crate::plot::draw_legend(&mut chart)?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+        .enumerate()
+        .map(|(i, &e)| {
+            let name = match e {
+                0 => "no path kept".to_string(),
+                1 => "every path kept".to_string(),
+                n => format!("one path in {n} kept"),
+            };
+            (
+                name,
+                repeats.iter().filter_map(|m| Some(m.get(i)?.0)).collect(),
+            )
+        })
+        .collect();
+    crate::plot::plot_per_repeat(
+        "Serving throughput by share of request paths kept",
+        &series,
+        path,
+    )
 }
 
 #[cfg(test)]
