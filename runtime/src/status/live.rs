@@ -140,6 +140,21 @@ pub(super) fn reported(now: &ExecutorReport, before: Option<&ExecutorReport>, se
     })
 }
 
+/// A node with no executor in this process: its rows/s and queue are its remote replicas'
+/// reports added up (`null` when none reported a rate yet), so its row reads as a local node's.
+pub(super) fn from_reports(live: &mut Value, replicas: &[Value]) {
+    let sum = |field: &str| {
+        let values: Vec<f64> = replicas
+            .iter()
+            .filter_map(|r| r["executor"][field].as_f64())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>())
+    };
+    live["rows_per_s"] = json!(sum("rows_per_s"));
+    live["queue_depth"] = json!(sum("queue_depth"));
+    live["from_reports"] = json!(true);
+}
+
 /// Shares of `now - before` per key (jobs dispatched per replica or instance type), over the
 /// window when it saw any, else over all time; empty when nothing was ever dispatched.
 pub(super) fn shares(now: &[(String, u64)], before: &[(String, u64)]) -> Value {
@@ -297,6 +312,22 @@ mod tests {
         let silent = reported(&ExecutorReport::default(), None, 0.0);
         assert_eq!(silent["rows"], Value::Null, "no report yet");
         assert_eq!(silent["report_age_s"], Value::Null);
+    }
+
+    #[test]
+    fn a_node_served_only_remotely_adds_up_its_replicas_reports() {
+        let replicas = vec![
+            json!({"name": "a", "executor": {"rows_per_s": 10.0, "queue_depth": 2}}),
+            json!({"name": "b", "executor": {"rows_per_s": 5.5, "queue_depth": 0}}),
+            json!({"name": "c"}),
+        ];
+        let mut live = json!({"expired": 0});
+        from_reports(&mut live, &replicas);
+        assert_eq!(live["rows_per_s"], json!(15.5));
+        assert_eq!(live["queue_depth"], json!(2.0));
+        let mut none = json!({});
+        from_reports(&mut none, &[json!({"name": "c"})]);
+        assert_eq!(none["rows_per_s"], Value::Null);
     }
 
     #[test]

@@ -202,6 +202,11 @@ fn graph(probe: &GraphProbe, prev: &mut Previous, secs: f64, first: bool) -> Val
                     }
                 }
             }
+            if !executors.contains_key(id) {
+                if let Some(replicas) = v["replicas"].as_array() {
+                    live::from_reports(&mut live, replicas);
+                }
+            }
             prev.reports.insert(id.to_string(), reports);
             let now: Vec<(String, u64)> = states.iter().map(|s| (s.0.clone(), s.3)).collect();
             let before = prev.dispatched.get(id).cloned().unwrap_or_default();
