@@ -10,6 +10,8 @@
 //! - [`perf_analyzer`]: Triton's perf_analyzer against `weir serve --model-repository`, HTTP and
 //!   gRPC, beside bare ONNX Runtime.
 //! - [`tls`]: `weir serve`'s HTTP path with TLS against without (binary bodies, keep-alive).
+//! - [`trace_cost`]: `weir serve`'s HTTP path with tracing off against OTLP export at sampling
+//!   0, 1 % and 100 %, the spans counted by a collector in the benchmark.
 //! - [`ui`]: `weir serve`'s throughput with open dashboards (status-stream subscribers) against none.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
@@ -78,6 +80,7 @@ pub mod remote;
 pub mod serf;
 pub mod serf_phases;
 pub mod tls;
+pub mod trace_cost;
 pub mod ui;
 pub mod variable_length;
 

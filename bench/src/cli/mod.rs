@@ -22,6 +22,7 @@ mod pipeline;
 mod remote;
 mod serf;
 mod tls;
+mod tracing;
 mod ui;
 mod variable_length;
 
@@ -59,6 +60,10 @@ enum Experiment {
     /// `weir serve`'s HTTP path with TLS against without, binary bodies on keep-alive
     /// connections, on squeezenet at 1 and 4 clients: throughput and latency, as a ratio.
     Tls(tls::TlsArgs),
+    /// `weir serve`'s HTTP path with tracing off against OTLP export at sampling 0, 1 % and
+    /// 100 % (spans counted by a collector in the process), on squeezenet at 1 and 4 clients:
+    /// throughput and latency, as ratios.
+    Tracing(tracing::TracingArgs),
     /// `weir serve`'s throughput with no dashboard open against N open (status-stream
     /// subscribers), in the same run, as a ratio.
     Ui(ui::UiArgs),
@@ -139,6 +144,7 @@ impl Cli {
             Experiment::Grpc(a) => grpc::run(a),
             Experiment::PerfAnalyzer(a) => perf_analyzer::run(a),
             Experiment::Tls(a) => tls::run(a),
+            Experiment::Tracing(a) => tracing::run(a),
             Experiment::Ui(a) => ui::run(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),

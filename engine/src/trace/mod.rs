@@ -22,7 +22,7 @@ pub mod spans;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-pub use book::{HopRecord, TraceBook};
+pub use book::{HopRecord, ReleaseWait, TraceBook};
 pub use context::{hop_span_id, RequestTrace, Sampler, SpanContext};
 pub use paths::{PathHop, PathStore, RequestPath};
 pub use spans::request_spans;
@@ -82,9 +82,9 @@ pub trait SpanSink: Send + Sync + std::fmt::Debug {
     fn export(&self, spans: Vec<SpanRecord>);
 }
 
-/// A job's trace, carried with it to whatever runs it: the span its call is a child of, and a
-/// slot the runner fills with the call's times (read by the model operator when the job is
-/// answered).
+/// A job's trace, carried with it to whatever runs it: the span its call is a child of, a slot
+/// the runner fills with the call's times, and one ParM fills when it decodes the job's answer
+/// instead (both read by the model operator when the job is answered).
 #[derive(Debug, Clone)]
 pub struct JobTrace {
     /// The model node's span for this job (trace id and hop span id, sampled).
@@ -93,6 +93,8 @@ pub struct JobTrace {
     pub call: Arc<OnceLock<CallTiming>>,
     /// The replica the job was last sent to (a node with a pool of them sets it).
     pub replica: Arc<Mutex<Option<String>>>,
+    /// Filled once when ParM reconstructs the job's answer.
+    pub reconstruction: Arc<OnceLock<Reconstruction>>,
 }
 
 impl JobTrace {
@@ -102,7 +104,13 @@ impl JobTrace {
             parent,
             call: Arc::default(),
             replica: Arc::default(),
+            reconstruction: Arc::default(),
         }
+    }
+
+    /// Records that ParM decoded the job's answer (the first record wins).
+    pub fn record_reconstruction(&self, reconstruction: Reconstruction) {
+        let _ = self.reconstruction.set(reconstruction);
     }
 
     /// Notes that the job was sent to replica `name` (a re-dispatch overwrites it).
@@ -137,6 +145,22 @@ pub struct CallTiming {
     pub ended: Instant,
     /// Rows in the call (the batch size, jobs of other requests included).
     pub rows: usize,
+}
+
+/// A job's answer decoded from its coding group (ParM) instead of taken from its replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconstruction {
+    /// The coding group (numbered per node from 0).
+    pub group: u64,
+    /// Jobs per group.
+    pub k: usize,
+    /// Why: `late` (no prediction by the decode deadline) or `failed` (its replica answered an
+    /// error).
+    pub reason: &'static str,
+    /// When the job's prediction counted as unavailable (its deadline, or the failure's answer).
+    pub unavailable_at: SystemTime,
+    /// When the answer was decoded.
+    pub decoded_at: SystemTime,
 }
 
 /// The wall-clock time of `at`, an instant in the past or present of this process.

@@ -288,6 +288,7 @@ impl ModelOperator {
                 batch_size: call.map(|c| c.rows),
                 job_rows,
                 replica: t.trace.replica(),
+                reconstruction: t.trace.reconstruction.get().cloned(),
             },
         );
     }
