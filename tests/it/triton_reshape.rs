@@ -82,7 +82,7 @@ fn the_setups_pretrained_models_serve_with_no_config_as_onnxruntime_answers() {
     assert_same(output(&got, &want[0].0), &want[0].1, 1e-4, "ocr_det");
 
     // Two files' features in one request: a batch of two.
-    let features: Vec<i32> = (0..2 * 2048).map(|i| (i * 31 % 257) as i32).collect();
+    let features: Vec<i32> = (0..2 * 2048).map(|i| i * 31 % 257).collect();
     let bytes = Tensor {
         shape: vec![2, 2048],
         data: TensorData::I32(features),

@@ -31,7 +31,7 @@ impl ReshapeOp {
         let free = self.shape.iter().position(Option::is_none);
         let inferred = match free {
             None if product == elements => None,
-            Some(_) if product > 0 && elements % product == 0 => Some(elements / product),
+            Some(_) if product > 0 && elements.is_multiple_of(product) => Some(elements / product),
             _ => return Err(format!("{elements} elements do not fit shape {self}")),
         };
         Ok(self
