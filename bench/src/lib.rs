@@ -12,6 +12,8 @@
 //! - [`tls`]: `weir serve`'s HTTP path with TLS against without (binary bodies, keep-alive).
 //! - [`trace_cost`]: `weir serve`'s HTTP path with tracing off against OTLP export at sampling
 //!   0, 1 % and 100 %, the spans counted by a collector in the benchmark.
+//! - [`warmup`]: the first request after a repository model is ready, with and without its
+//!   `model_warmup`.
 //! - [`ui`]: `weir serve`'s throughput with open dashboards (status-stream subscribers) against none.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
@@ -83,6 +85,7 @@ pub mod tls;
 pub mod trace_cost;
 pub mod ui;
 pub mod variable_length;
+pub mod warmup;
 
 /// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.
 pub fn weir_home() -> std::path::PathBuf {

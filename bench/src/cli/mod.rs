@@ -25,6 +25,7 @@ mod tls;
 mod tracing;
 mod ui;
 mod variable_length;
+mod warmup;
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +65,9 @@ enum Experiment {
     /// 100 % (spans counted by a collector in the process), on squeezenet at 1 and 4 clients:
     /// throughput and latency, as ratios.
     Tracing(tracing::TracingArgs),
+    /// The first request's latency once a repository model is ready, with and without its
+    /// `model_warmup`, each from a freshly started `weir serve`.
+    Warmup(warmup::WarmupArgs),
     /// `weir serve`'s throughput with no dashboard open against N open (status-stream
     /// subscribers), in the same run, as a ratio.
     Ui(ui::UiArgs),
@@ -145,6 +149,7 @@ impl Cli {
             Experiment::PerfAnalyzer(a) => perf_analyzer::run(a),
             Experiment::Tls(a) => tls::run(a),
             Experiment::Tracing(a) => tracing::run(a),
+            Experiment::Warmup(a) => warmup::run(a),
             Experiment::Ui(a) => ui::run(a),
             Experiment::Remote(a) => remote::run(a),
             Experiment::Parm(a) => parm::run(a),
