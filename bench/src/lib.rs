@@ -10,6 +10,10 @@
 //! - [`perf_analyzer`]: Triton's perf_analyzer against `weir serve --model-repository`, HTTP and
 //!   gRPC, beside bare ONNX Runtime.
 //! - [`tls`]: `weir serve`'s HTTP path with TLS against without (binary bodies, keep-alive).
+//! - [`trace_cost`]: `weir serve`'s HTTP path with tracing off against OTLP export at sampling
+//!   0, 1 % and 100 %, the spans counted by a collector in the benchmark.
+//! - [`warmup`]: the first request after a repository model is ready, with and without its
+//!   `model_warmup`.
 //! - [`ui`]: `weir serve`'s throughput with open dashboards (status-stream subscribers) against none.
 //! - [`ui_paths`]: `weir serve`'s throughput and latency by share of request paths kept for the
 //!   dashboard, against keeping none.
@@ -82,9 +86,11 @@ pub mod remote;
 pub mod serf;
 pub mod serf_phases;
 pub mod tls;
+pub mod trace_cost;
 pub mod ui;
 pub mod ui_paths;
 pub mod variable_length;
+pub mod warmup;
 
 /// Where `scripts/setup.sh` put its files: `$WEIR_HOME`, else `.weir` under the working directory.
 pub fn weir_home() -> std::path::PathBuf {

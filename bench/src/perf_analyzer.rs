@@ -158,7 +158,7 @@ fn free_session(
 }
 
 /// Writes the one-model repository under `root`.
-fn repository(root: &Path, name: &str, file: &Path, instances: usize) -> Result<()> {
+pub(crate) fn repository(root: &Path, name: &str, file: &Path, instances: usize) -> Result<()> {
     let folder = root.join(name);
     std::fs::create_dir_all(folder.join("1"))?;
     std::fs::copy(file, folder.join("1/model.onnx"))

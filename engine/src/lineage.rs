@@ -11,7 +11,9 @@
 //! node, seq)` pointing back at the fan-out node and the batch its parent left in. A row is named by
 //! its [`RowKey`]: the request id and the `(node, index)` of every part entry, so joins inside a
 //! fan-out keep a request's parts apart and a `gather` knows each part's place and how many to wait
-//! for.
+//! for. The gather's row is whole again, so its part entries become *gathered-part* entries
+//! `(GATHERED, index << 32 | count, node, seq)`: no longer part of the row's key, they still say
+//! which hops after them a part took (the trace spans read them).
 //!
 //! The column is an Arrow `List<Struct<pred_node: u32, pred_seq: u64, node: u32, seq: u64>>`. This
 //! module builds it column-wise (offsets plus four child vectors), so a hop costs one pass over the
@@ -36,6 +38,10 @@ pub const INGRESS: u32 = 0;
 /// `pred_node` of a part entry: the row is part `pred_seq >> 32` of `pred_seq & 0xFFFF_FFFF` parts
 /// that fan-out node `node` made of its request in batch `seq`.
 pub const PART: u32 = u32::MAX - 1;
+
+/// `pred_node` of a gathered-part entry: a [`PART`] entry of a fan-out whose gather has joined
+/// the parts again. It marks the hops after it as that part's, and is no longer in the row's key.
+pub const GATHERED: u32 = u32::MAX - 2;
 
 /// The identity of a row: its request and, inside fan-outs, which part of it (outermost first).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,11 +96,33 @@ impl LineageEntry {
 
     /// `(node, index, count)` when this is a part entry.
     pub fn as_part(&self) -> Option<(u32, u32, u32)> {
-        (self.pred_node == PART).then_some((
+        (self.pred_node == PART).then(|| self.part_fields())
+    }
+
+    /// This part entry as its gather leaves it (see [`GATHERED`]); other entries unchanged.
+    pub fn gathered(self) -> Self {
+        if self.pred_node == PART {
+            LineageEntry {
+                pred_node: GATHERED,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// `(node, index, count)` when this is a part entry or a gathered-part entry: the hop after
+    /// it is part `index` of the `count` parts fan-out node `node` made.
+    pub fn as_any_part(&self) -> Option<(u32, u32, u32)> {
+        matches!(self.pred_node, PART | GATHERED).then(|| self.part_fields())
+    }
+
+    fn part_fields(&self) -> (u32, u32, u32) {
+        (
             self.node,
             (self.pred_seq >> 32) as u32,
             self.pred_seq as u32,
-        ))
+        )
     }
 }
 
@@ -364,6 +392,21 @@ pub(crate) mod tests {
         );
         assert_eq!(parent.parent_at(3).unwrap().0.parts, vec![]);
         assert_eq!(LineageEntry::part(3, 4, 2, 5).as_part(), Some((3, 2, 5)));
+    }
+
+    #[test]
+    fn a_gathered_part_entry_leaves_the_key_but_still_names_its_part() {
+        let gathered = LineageEntry::part(3, 4, 2, 5).gathered();
+        assert_eq!(gathered.as_part(), None);
+        assert_eq!(gathered.as_any_part(), Some((3, 2, 5)));
+        assert_eq!(entry(1, 2, 3, 4).gathered(), entry(1, 2, 3, 4));
+        let mut b = LineageBuilder::default();
+        b.push_entry(entry(CLIENT, 9, INGRESS, 0));
+        b.push_entry(gathered);
+        b.push_entry(entry(3, 4, 5, 6));
+        b.finish_row();
+        let list = b.finish();
+        assert_eq!(LineageView::new(&list).row_key(0, 9).parts, vec![]);
     }
 
     #[test]

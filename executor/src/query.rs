@@ -256,7 +256,7 @@ pub(crate) fn handle_query(
 /// The span of a traced job that ran here (or failed), a child of the model node's hop span.
 fn executor_span(trace: &JobTrace, node: &str, enqueued_at: Instant, failed: bool) -> SpanRecord {
     let mut attributes = vec![("weir.node", AttributeValue::Str(node.to_string()))];
-    if let Some(call) = trace.call.get() {
+    if let Some(call) = trace.call() {
         attributes.push((
             "weir.queue_wait_us",
             micros(call.started.saturating_duration_since(enqueued_at)),

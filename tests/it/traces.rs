@@ -2,9 +2,11 @@
 //! every export with the published OpenTelemetry protobuf definitions (`opentelemetry-proto`): a
 //! request through a fan-out graph whose model node runs on a remote `weir executor` is one trace
 //! under the client's `traceparent`, its span tree the graph's path (the executor's span under the
-//! model node's hop span); a request without a `traceparent`, or with a malformed one, sampled at
-//! 1.0 starts a new trace answered in the response header (HTTP and gRPC); at sampling 0 nothing
-//! of an unsampled request is exported; a model-less request's trace names the variant and worker chosen for it.
+//! model node's hop span, each fan-out part's first hop naming its part after the gather, the
+//! gather a span of its own); a request without a `traceparent`, or with a malformed one, sampled
+//! at 1.0 starts a new trace answered in the response header (HTTP and gRPC); at sampling 0
+//! nothing of an unsampled request is exported; a model-less request's trace names the variant
+//! and worker chosen for it. The receiver is shared with [`crate::traces_resilience`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -32,17 +34,17 @@ use crate::serve::{http, http_full, mlp_graph, mlp_request, INFER};
 
 /// One received span, flattened.
 #[derive(Debug, Clone)]
-struct Span {
-    service: String,
-    trace_id: String,
-    span_id: String,
-    parent: String,
-    name: String,
-    attributes: HashMap<String, AnyValue>,
+pub(crate) struct Span {
+    pub(crate) service: String,
+    pub(crate) trace_id: String,
+    pub(crate) span_id: String,
+    pub(crate) parent: String,
+    pub(crate) name: String,
+    pub(crate) attributes: HashMap<String, AnyValue>,
 }
 
 impl Span {
-    fn int(&self, key: &str) -> Option<i64> {
+    pub(crate) fn int(&self, key: &str) -> Option<i64> {
         match self.attributes.get(key) {
             Some(AnyValue::IntValue(i)) => Some(*i),
             _ => None,
@@ -97,14 +99,14 @@ impl TraceService for Receiver {
 }
 
 /// A receiver serving on a free loopback port until the test ends, and its endpoint URL.
-struct Collector {
+pub(crate) struct Collector {
     spans: Receiver,
-    url: String,
+    pub(crate) url: String,
     _runtime: tokio::runtime::Runtime,
 }
 
 impl Collector {
-    fn start() -> Collector {
+    pub(crate) fn start() -> Collector {
         let rt = runtime();
         let port = free_port();
         let spans = Receiver::default();
@@ -122,7 +124,7 @@ impl Collector {
         }
     }
 
-    fn of_trace(&self, trace_id: &str) -> Vec<Span> {
+    pub(crate) fn of_trace(&self, trace_id: &str) -> Vec<Span> {
         let spans = self.spans.0.lock().unwrap();
         spans
             .iter()
@@ -137,7 +139,7 @@ impl Collector {
 }
 
 /// The `traceparent` header of an HTTP response head.
-fn traceparent(head: &str) -> String {
+pub(crate) fn traceparent(head: &str) -> String {
     head.lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
@@ -148,7 +150,7 @@ fn traceparent(head: &str) -> String {
 }
 
 /// `(trace id, span id, sampled)` of a `traceparent`.
-fn parts(tp: &str) -> (String, String, bool) {
+pub(crate) fn parts(tp: &str) -> (String, String, bool) {
     let f: Vec<&str> = tp.split('-').collect();
     assert_eq!(f.len(), 4, "{tp}");
     (f[1].to_string(), f[2].to_string(), f[3] == "01")
@@ -246,11 +248,16 @@ fn a_request_through_a_remote_executor_and_a_fanout_is_one_trace_along_the_graph
     // The graph's path: ingress → crops → (per part) f → m → idx → name → all.
     assert_eq!(parent_of(named("ingress")[0]), Some("http infer fanout"));
     assert_eq!(parent_of(named("crops")[0]), Some("ingress"));
-    // The parts' hops (the gather's reply carries them, its part entries left out: the row is
-    // whole again), each under the fan-out.
+    // The parts' hops (the gather's reply carries them, its part entries kept as gathered-part
+    // entries: the row is whole again), each under the fan-out, naming its part of two.
     assert!(!named("f").is_empty());
     for f in named("f") {
         assert_eq!(parent_of(f), Some("crops"));
+        assert_eq!(f.int("weir.part_count"), Some(2), "{f:?}");
+        assert!(
+            f.int("weir.part_index").is_some_and(|i| i == 0 || i == 1),
+            "{f:?}"
+        );
     }
     for m in named("m") {
         assert_eq!(parent_of(m), Some("f"));
@@ -274,6 +281,11 @@ fn a_request_through_a_remote_executor_and_a_fanout_is_one_trace_along_the_graph
     let gather = named("all");
     assert_eq!(gather.len(), 1, "the gather joins the parts once");
     assert!(gather[0].int("weir.inputs").is_some_and(|n| n >= 2));
+    assert_eq!(
+        gather[0].int("weir.part_index"),
+        None,
+        "the gathered row is whole"
+    );
     drop(server);
     drop(executor);
 }

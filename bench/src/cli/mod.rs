@@ -22,8 +22,10 @@ mod pipeline;
 mod remote;
 mod serf;
 mod tls;
+mod tracing;
 mod ui;
 mod variable_length;
+mod warmup;
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +61,13 @@ enum Experiment {
     /// `weir serve`'s HTTP path with TLS against without, binary bodies on keep-alive
     /// connections, on squeezenet at 1 and 4 clients: throughput and latency, as a ratio.
     Tls(tls::TlsArgs),
+    /// `weir serve`'s HTTP path with tracing off against OTLP export at sampling 0, 1 % and
+    /// 100 % (spans counted by a collector in the process), on squeezenet at 1 and 4 clients:
+    /// throughput and latency, as ratios.
+    Tracing(tracing::TracingArgs),
+    /// The first request's latency once a repository model is ready, with and without its
+    /// `model_warmup`, each from a freshly started `weir serve`.
+    Warmup(warmup::WarmupArgs),
     /// `weir serve`'s throughput with no dashboard open against N open (status-stream
     /// subscribers), in the same run, as a ratio.
     Ui(ui::UiArgs),
@@ -143,6 +152,8 @@ impl Cli {
             Experiment::Grpc(a) => grpc::run(a),
             Experiment::PerfAnalyzer(a) => perf_analyzer::run(a),
             Experiment::Tls(a) => tls::run(a),
+            Experiment::Tracing(a) => tracing::run(a),
+            Experiment::Warmup(a) => warmup::run(a),
             Experiment::Ui(a) => ui::run(a),
             Experiment::UiPaths(a) => ui::run_paths(a),
             Experiment::Remote(a) => remote::run(a),

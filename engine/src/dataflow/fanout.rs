@@ -555,14 +555,18 @@ fn build_rows(
         ids.push(parent.request_ids()[row]);
         params.push(parent.row_parameters(row).map(str::to_string));
         counts.push(n as i64);
-        // The parent's hops, then every hop its parts made (each once, the fan-out's part
-        // entries left out: the row is whole again), then this gather's hop.
+        // The parent's hops, then every hop its parts made (each once), then this gather's
+        // hop. The fan-out's part entries become gathered-part entries (the row is whole
+        // again), each kept only before hops of its part that no earlier part made.
         let mut seen: Vec<LineageEntry> = LineageView::new(parent.lineage()).row(row).collect();
         let mut known: HashSet<LineageEntry> = seen.iter().copied().collect();
         for &(pb, prow) in p.parts.values() {
+            let mut marker = None;
             for e in LineageView::new(epoch.parts[pb].lineage()).row(prow) {
-                let own_part = e.as_part().is_some_and(|(n, _, _)| n == fanout);
-                if !own_part && known.insert(e) {
+                if e.as_part().is_some_and(|(n, _, _)| n == fanout) {
+                    marker = Some(e.gathered());
+                } else if known.insert(e) {
+                    seen.extend(marker.take());
                     seen.push(e);
                 }
             }

@@ -8,15 +8,22 @@
 //! is, under the `(node, seq)` its lineage entry names. At the reply the request's lineage
 //! entries find those records ([`super::request_spans`]).
 //!
+//! A graph with replicated stateful nodes (HAMS) holds a reply until the state versions it passed
+//! are durable on their backups: the reply table notes when a sampled request's reply was held
+//! ([`TraceBook::hold`]) and let go ([`TraceBook::released`]), and its spans read the wait back
+//! ([`TraceBook::release_wait`]).
+//!
 //! Memory is bounded either way: at most [`MAX_TRACED`] sampled requests pending (a request over
-//! that is served unsampled) and the newest [`MAX_HOPS`] batch records (older ones are dropped;
-//! a span whose record is gone is still exported, timed from its neighbours).
+//! that is served unsampled), the newest [`MAX_HOPS`] batch records (older ones are dropped;
+//! a span whose record is gone is still exported, timed from its neighbours) and the newest
+//! [`MAX_TRACED`] release waits.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use super::Reconstruction;
 use crate::request::original_id;
 
 /// Sampled requests pending at once, at most.
@@ -44,6 +51,26 @@ pub struct HopRecord {
     pub job_rows: usize,
     /// The replica the job was last sent to, for a node with a pool of them.
     pub replica: Option<String>,
+    /// How the job's answer was decoded, when ParM reconstructed it instead of its replica.
+    pub reconstruction: Option<Reconstruction>,
+}
+
+/// How long a sampled request's reply waited at the release gate (HAMS) for the state versions
+/// it passed to be durable on their backups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReleaseWait {
+    /// When the reply was ready and held.
+    pub start: SystemTime,
+    /// When the gate let it go (`None` while it waits).
+    pub end: Option<SystemTime>,
+    /// The versions it waited for: `(lineage id of a replicated node, version)`.
+    pub deps: Vec<(u32, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct Waits {
+    by_request: HashMap<u64, ReleaseWait>,
+    order: VecDeque<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +86,7 @@ pub struct TraceBook {
     active: AtomicUsize,
     requests: Mutex<HashMap<u64, [u8; 16]>>,
     hops: Mutex<Hops>,
+    waits: Mutex<Waits>,
     refused: AtomicU64,
 }
 
@@ -150,6 +178,51 @@ impl TraceBook {
             .cloned()
     }
 
+    fn waits(&self) -> std::sync::MutexGuard<'_, Waits> {
+        self.waits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes that request `id`'s reply, ready now, is held until the versions `deps` are
+    /// durable, if the request is sampled (a later attempt's hold replaces an earlier one's).
+    pub fn hold(&self, id: u64, deps: &[(u32, u64)]) {
+        if !self.is_active() {
+            return;
+        }
+        let id = original_id(id);
+        if !self.requests().contains_key(&id) {
+            return;
+        }
+        let wait = ReleaseWait {
+            start: SystemTime::now(),
+            end: None,
+            deps: deps.to_vec(),
+        };
+        let mut waits = self.waits();
+        if waits.by_request.insert(id, wait).is_none() {
+            waits.order.push_back(id);
+        }
+        while waits.order.len() > MAX_TRACED {
+            if let Some(old) = waits.order.pop_front() {
+                waits.by_request.remove(&old);
+            }
+        }
+    }
+
+    /// Notes that request `id`'s held reply was let go now (nothing, if it was not held).
+    pub fn released(&self, id: u64) {
+        if !self.is_active() {
+            return;
+        }
+        if let Some(w) = self.waits().by_request.get_mut(&original_id(id)) {
+            w.end.get_or_insert_with(SystemTime::now);
+        }
+    }
+
+    /// The release wait of request `id`, if its reply was held and it is still kept.
+    pub fn release_wait(&self, id: u64) -> Option<ReleaseWait> {
+        self.waits().by_request.get(&original_id(id)).cloned()
+    }
+
     /// Requests served unsampled because [`MAX_TRACED`] were pending.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
@@ -170,6 +243,7 @@ mod tests {
             batch_size: Some(2),
             job_rows: 2,
             replica: None,
+            reconstruction: None,
         }
     }
 
@@ -199,6 +273,33 @@ mod tests {
         assert_eq!(book.hop(3, 7, 1), None, "the oldest batch went first");
         assert!(book.hop(4, MAX_HOPS as u64 + 9, 5).is_some());
         assert!(book.hops().count <= MAX_HOPS);
+    }
+
+    #[test]
+    fn a_sampled_request_s_release_wait_is_kept_and_others_are_not() {
+        let book = TraceBook::default();
+        book.hold(1, &[(2, 5)]);
+        assert_eq!(book.release_wait(1), None, "nothing sampled");
+        assert!(book.begin(1, [3; 16]));
+        book.hold(1, &[(2, 5)]);
+        book.hold(8, &[(2, 5)]);
+        assert_eq!(book.release_wait(8), None, "not sampled");
+        let held = book.release_wait(1).unwrap();
+        assert_eq!((held.end, held.deps), (None, vec![(2, 5)]));
+        book.released(1);
+        book.end(1);
+        let wait = book.release_wait(1).unwrap();
+        assert!(
+            wait.end.is_some_and(|e| e >= wait.start),
+            "kept past the answer"
+        );
+        for id in 100..(100 + MAX_TRACED as u64) {
+            assert!(book.begin(id, [3; 16]));
+            book.hold(id, &[]);
+            book.end(id);
+        }
+        assert_eq!(book.release_wait(1), None, "the oldest went first");
+        assert!(book.waits().order.len() <= MAX_TRACED);
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod spans;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-pub use book::{HopRecord, TraceBook};
+pub use book::{HopRecord, ReleaseWait, TraceBook};
 pub use context::{hop_span_id, RequestTrace, Sampler, SpanContext};
 pub use paths::{PathHop, PathStore, RequestPath};
 pub use spans::request_spans;
@@ -82,17 +82,25 @@ pub trait SpanSink: Send + Sync + std::fmt::Debug {
     fn export(&self, spans: Vec<SpanRecord>);
 }
 
-/// A job's trace, carried with it to whatever runs it: the span its call is a child of, and a
-/// slot the runner fills with the call's times (read by the model operator when the job is
-/// answered).
+/// A job's trace, carried with it to whatever runs it: the span its call is a child of, and
+/// slots shared by every clone: the runner fills one with the call's times, ParM another when it
+/// decodes the job's answer instead (both read by the model operator when the job is answered).
+/// The slots sit behind one pointer, so a job carries one word for them.
 #[derive(Debug, Clone)]
 pub struct JobTrace {
     /// The model node's span for this job (trace id and hop span id, sampled).
     pub parent: SpanContext,
+    slots: Arc<JobSlots>,
+}
+
+#[derive(Debug, Default)]
+struct JobSlots {
     /// Filled once by the session thread that ran the job.
-    pub call: Arc<OnceLock<CallTiming>>,
+    call: OnceLock<CallTiming>,
     /// The replica the job was last sent to (a node with a pool of them sets it).
-    pub replica: Arc<Mutex<Option<String>>>,
+    replica: Mutex<Option<String>>,
+    /// Filled once when ParM reconstructs the job's answer.
+    reconstruction: OnceLock<Reconstruction>,
 }
 
 impl JobTrace {
@@ -100,19 +108,29 @@ impl JobTrace {
     pub fn new(parent: SpanContext) -> JobTrace {
         JobTrace {
             parent,
-            call: Arc::default(),
-            replica: Arc::default(),
+            slots: Arc::default(),
         }
+    }
+
+    /// Records that ParM decoded the job's answer (the first record wins).
+    pub fn record_reconstruction(&self, reconstruction: Reconstruction) {
+        let _ = self.slots.reconstruction.set(reconstruction);
+    }
+
+    /// How ParM decoded the job's answer, if it did.
+    pub fn reconstruction(&self) -> Option<Reconstruction> {
+        self.slots.reconstruction.get().cloned()
     }
 
     /// Notes that the job was sent to replica `name` (a re-dispatch overwrites it).
     pub fn sent_to(&self, name: &str) {
-        *self.replica.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.to_string());
+        *self.slots.replica.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.to_string());
     }
 
     /// The replica the job was last sent to, if any was noted.
     pub fn replica(&self) -> Option<String> {
-        self.replica
+        self.slots
+            .replica
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -120,11 +138,16 @@ impl JobTrace {
 
     /// Records the call that ran the job (the first record wins).
     pub fn record_call(&self, started: Instant, ended: Instant, rows: usize) {
-        let _ = self.call.set(CallTiming {
+        let _ = self.slots.call.set(CallTiming {
             started,
             ended,
             rows,
         });
+    }
+
+    /// The call that ran the job, once recorded.
+    pub fn call(&self) -> Option<CallTiming> {
+        self.slots.call.get().copied()
     }
 }
 
@@ -137,6 +160,22 @@ pub struct CallTiming {
     pub ended: Instant,
     /// Rows in the call (the batch size, jobs of other requests included).
     pub rows: usize,
+}
+
+/// A job's answer decoded from its coding group (ParM) instead of taken from its replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconstruction {
+    /// The coding group (numbered per node from 0).
+    pub group: u64,
+    /// Jobs per group.
+    pub k: usize,
+    /// Why: `late` (no prediction by the decode deadline) or `failed` (its replica answered an
+    /// error).
+    pub reason: &'static str,
+    /// When the job's prediction counted as unavailable (its deadline, or the failure's answer).
+    pub unavailable_at: SystemTime,
+    /// When the answer was decoded.
+    pub decoded_at: SystemTime,
 }
 
 /// The wall-clock time of `at`, an instant in the past or present of this process.

@@ -350,6 +350,7 @@ mod tests {
                 batch_size: Some(4),
                 job_rows: 1,
                 replica: Some("e1".into()),
+                reconstruction: None,
             },
         );
         let plan = Plan {

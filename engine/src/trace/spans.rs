@@ -13,14 +13,27 @@
 //! job's arrival, queue wait, ONNX Runtime call and batch size); a hop without one (the ingress,
 //! inline tensor ops, joins) runs from its parent's end to its first child's start, so the tree
 //! still covers the request's whole time without the inline operators recording anything.
+//!
+//! Two spans are not hops: a model node's job whose answer ParM decoded from its coding group
+//! gets a `reconstruct <node>` child (the group, `k`, why), and a reply the HAMS release gate held
+//! until the state it passed was durable gets a `release wait` span under the server span, from
+//! the moment the reply was ready (where the graph's hops end) to its release. Their ids are
+//! derived as the hops' are, so a request's several rows name each once.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use super::book::TraceBook;
+use super::book::{ReleaseWait, TraceBook};
 use super::context::{hop_span_id, RequestTrace, SpanContext};
-use super::{micros, AttributeValue, SpanKind, SpanRecord};
+use super::{micros, AttributeValue, Reconstruction, SpanKind, SpanRecord};
 use crate::lineage::{LineageEntry, CLIENT, INGRESS};
+
+/// The pseudo-node a `release wait` span's id is derived under (with the request id): beyond
+/// every plan's lineage ids, as [`CLIENT`] is.
+const RELEASE_WAIT: u32 = u32::MAX - 3;
+
+/// The pseudo-node a `reconstruct` span's id is derived under (with its hop span's id).
+const RECONSTRUCTION: u32 = u32::MAX - 4;
 use crate::plan::Plan;
 
 /// The spans of request `request_id` (sampled in `trace`) below its server span, which ran from
@@ -34,6 +47,9 @@ pub fn request_spans(
     (admitted, answered): (SystemTime, SystemTime),
 ) -> Vec<SpanRecord> {
     let trace_id = trace.span.trace_id;
+    let wait = book.release_wait(request_id);
+    // The graph's hops end where the reply was ready: a held reply waited from there on.
+    let graph_end = wait.as_ref().map_or(answered, |w| w.start.min(answered));
     let names: HashMap<u32, &str> = plan
         .nodes
         .iter()
@@ -43,12 +59,15 @@ pub fn request_spans(
     let mut index: HashMap<(u32, u64), usize> = HashMap::new();
     // Spans timed from their neighbours: their end is filled in the second pass.
     let mut open: Vec<bool> = Vec::new();
+    let mut extra: Vec<SpanRecord> = Vec::new();
     let mut part: Option<(u32, u32)> = None;
     for e in lineage {
-        if let Some((_, i, n)) = e.as_part() {
+        if let Some((_, i, n)) = e.as_any_part() {
             part = Some((i, n));
             continue;
         }
+        // A part (or gathered-part) entry names the hop right after it only.
+        let part = part.take();
         let key = (e.node, e.seq);
         if let Some(&at) = index.get(&key) {
             bump_inputs(&mut spans[at]);
@@ -76,7 +95,7 @@ pub fn request_spans(
             ),
             ("weir.inputs", AttributeValue::Int(1)),
         ];
-        if let Some((i, n)) = part.take() {
+        if let Some((i, n)) = part {
             attributes.push(("weir.part_index", AttributeValue::Int(i64::from(i))));
             attributes.push(("weir.part_count", AttributeValue::Int(i64::from(n))));
         }
@@ -102,8 +121,9 @@ pub fn request_spans(
                     "weir.job_rows",
                     AttributeValue::Int(i64::try_from(r.job_rows).unwrap_or(i64::MAX)),
                 ));
-                // A job that did not run here went to a remote executor: the hop is a call.
-                let kind = if r.run.is_some() {
+                // A job that did not run here, and was not decoded here, went to a remote
+                // executor: the hop is a call.
+                let kind = if r.run.is_some() || r.reconstruction.is_some() {
                     SpanKind::Internal
                 } else {
                     attributes.push(("weir.remote", AttributeValue::Bool(true)));
@@ -113,12 +133,16 @@ pub fn request_spans(
             }
             None => (parent_end, parent_end, SpanKind::Internal),
         };
+        let span_id = hop_span_id(&trace_id, e.node, e.seq);
+        if let Some(r) = record.as_ref().and_then(|r| r.reconstruction.as_ref()) {
+            extra.push(reconstruction_span(trace, span_id, name, r));
+        }
         index.insert(key, spans.len());
         open.push(record.is_none());
         spans.push(SpanRecord {
             context: SpanContext {
                 trace_id,
-                span_id: hop_span_id(&trace_id, e.node, e.seq),
+                span_id,
                 sampled: true,
             },
             parent: Some(parent),
@@ -144,7 +168,7 @@ pub fn request_spans(
                     .filter(|s| s.parent == Some(id))
                     .map(|s| s.start)
                     .min()
-                    .unwrap_or(answered)
+                    .unwrap_or(graph_end)
             })
         })
         .collect();
@@ -153,7 +177,89 @@ pub fn request_spans(
             span.end = end.max(span.start);
         }
     }
+    spans.extend(extra);
+    if let Some(w) = wait {
+        spans.push(release_wait_span(trace, request_id, &names, &w, answered));
+    }
     spans
+}
+
+/// The child of hop span `hop` whose job ParM decoded (`reconstruction`) at node `node`.
+fn reconstruction_span(
+    trace: &RequestTrace,
+    hop: [u8; 8],
+    node: &str,
+    reconstruction: &Reconstruction,
+) -> SpanRecord {
+    let trace_id = trace.span.trace_id;
+    let r = reconstruction;
+    SpanRecord {
+        context: SpanContext {
+            trace_id,
+            span_id: hop_span_id(&trace_id, RECONSTRUCTION, u64::from_be_bytes(hop)),
+            sampled: true,
+        },
+        parent: Some(hop),
+        parent_is_remote: false,
+        state: trace.state.clone(),
+        name: format!("reconstruct {node}"),
+        kind: SpanKind::Internal,
+        start: r.unavailable_at.min(r.decoded_at),
+        end: r.decoded_at,
+        attributes: vec![
+            ("weir.node", AttributeValue::Str(node.to_string())),
+            (
+                "weir.parity.group",
+                AttributeValue::Int(i64::try_from(r.group).unwrap_or(i64::MAX)),
+            ),
+            (
+                "weir.parity.k",
+                AttributeValue::Int(i64::try_from(r.k).unwrap_or(i64::MAX)),
+            ),
+            ("weir.parity.reason", AttributeValue::Str(r.reason.into())),
+        ],
+        error: false,
+    }
+}
+
+/// The span of request `request_id`'s reply held at the release gate (`wait`), under the server
+/// span; a wait not over yet ends at `answered`.
+fn release_wait_span(
+    trace: &RequestTrace,
+    request_id: u64,
+    names: &HashMap<u32, &str>,
+    wait: &ReleaseWait,
+    answered: SystemTime,
+) -> SpanRecord {
+    let trace_id = trace.span.trace_id;
+    let nodes: Vec<&str> = wait
+        .deps
+        .iter()
+        .map(|(n, _)| names.get(n).copied().unwrap_or("node"))
+        .collect();
+    let version = wait.deps.iter().map(|&(_, v)| v).max().unwrap_or(0);
+    SpanRecord {
+        context: SpanContext {
+            trace_id,
+            span_id: hop_span_id(&trace_id, RELEASE_WAIT, request_id),
+            sampled: true,
+        },
+        parent: Some(trace.span.span_id),
+        parent_is_remote: false,
+        state: trace.state.clone(),
+        name: "release wait".into(),
+        kind: SpanKind::Internal,
+        start: wait.start,
+        end: wait.end.unwrap_or(answered).max(wait.start),
+        attributes: vec![
+            ("weir.node", AttributeValue::Str(nodes.join(","))),
+            (
+                "weir.state_version",
+                AttributeValue::Int(i64::try_from(version).unwrap_or(i64::MAX)),
+            ),
+        ],
+        error: false,
+    }
 }
 
 fn bump_inputs(span: &mut SpanRecord) {
@@ -201,6 +307,7 @@ mod tests {
                 batch_size: Some(2),
                 job_rows: 1,
                 replica: None,
+                reconstruction: None,
             },
         );
         let trace = Sampler::new(1.0).decide(None, None);
@@ -239,5 +346,121 @@ mod tests {
             .attributes
             .contains(&("weir.inputs", AttributeValue::Int(2))));
         assert_eq!(spans[3].end, t0 + Duration::from_millis(9), "to the answer");
+    }
+
+    fn attr<'a>(span: &'a SpanRecord, key: &str) -> Option<&'a AttributeValue> {
+        span.attributes
+            .iter()
+            .find_map(|(k, v)| (*k == key).then_some(v))
+    }
+
+    #[test]
+    fn a_gathered_row_s_parts_keep_their_index_and_count() {
+        let book = TraceBook::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let trace = Sampler::new(1.0).decide(None, None);
+        // ingress → fan-out 1 → part 0 through 2 (batch 3), part 1 through 2 (batch 4) → gather 5.
+        let lineage = vec![
+            entry(CLIENT, 7, INGRESS, 0),
+            entry(INGRESS, 0, 1, 4),
+            LineageEntry::part(1, 4, 0, 2).gathered(),
+            entry(1, 4, 2, 3),
+            LineageEntry::part(1, 4, 1, 2).gathered(),
+            entry(1, 4, 2, 4),
+            entry(2, 4, 5, 1),
+            entry(1, 4, 5, 1),
+        ];
+        let spans = request_spans(&book, &empty_plan(), &trace, 7, &lineage, (t0, t0));
+        let parts: Vec<(Option<&AttributeValue>, Option<&AttributeValue>)> = spans
+            .iter()
+            .map(|s| (attr(s, "weir.part_index"), attr(s, "weir.part_count")))
+            .collect();
+        let (zero, one, two) = (
+            AttributeValue::Int(0),
+            AttributeValue::Int(1),
+            AttributeValue::Int(2),
+        );
+        assert_eq!(
+            parts,
+            vec![
+                (None, None),
+                (None, None),
+                (Some(&zero), Some(&two)),
+                (Some(&one), Some(&two)),
+                (None, None),
+            ],
+            "each part's hop, and only it"
+        );
+        assert_eq!(attr(&spans[4], "weir.inputs"), Some(&two), "the gather");
+    }
+
+    #[test]
+    fn a_reconstructed_job_and_a_held_reply_get_spans_of_their_own() {
+        let book = TraceBook::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let ms = |n| t0 + Duration::from_millis(n);
+        let trace = Sampler::new(1.0).decide(None, None);
+        assert!(book.begin(7, trace.span.trace_id));
+        book.record(
+            1,
+            4,
+            HopRecord {
+                requests: vec![7],
+                start: ms(1),
+                end: ms(6),
+                queue_wait: None,
+                run: None,
+                batch_size: None,
+                job_rows: 1,
+                replica: None,
+                reconstruction: Some(Reconstruction {
+                    group: 3,
+                    k: 2,
+                    reason: "late",
+                    unavailable_at: ms(4),
+                    decoded_at: ms(5),
+                }),
+            },
+        );
+        book.hold(7, &[(1, 4)]);
+        book.released(7);
+        let wait = book.release_wait(7).unwrap();
+        let lineage = vec![entry(CLIENT, 7, INGRESS, 0), entry(INGRESS, 0, 1, 4)];
+        let answered = wait.end.unwrap() + Duration::from_millis(1);
+        let spans = request_spans(&book, &empty_plan(), &trace, 7, &lineage, (t0, answered));
+        assert_eq!(spans.len(), 4, "{spans:#?}");
+        let hop = &spans[1];
+        assert_eq!(hop.kind, SpanKind::Internal, "decoded here, not remote");
+        assert_eq!(attr(hop, "weir.remote"), None);
+        let rebuilt = &spans[2];
+        assert_eq!(rebuilt.name, "reconstruct node");
+        assert_eq!(rebuilt.parent, Some(hop.context.span_id));
+        assert_eq!((rebuilt.start, rebuilt.end), (ms(4), ms(5)));
+        assert_eq!(
+            attr(rebuilt, "weir.parity.k"),
+            Some(&AttributeValue::Int(2))
+        );
+        assert_eq!(
+            attr(rebuilt, "weir.parity.group"),
+            Some(&AttributeValue::Int(3))
+        );
+        assert_eq!(
+            attr(rebuilt, "weir.parity.reason"),
+            Some(&AttributeValue::Str("late".into()))
+        );
+        let held = &spans[3];
+        assert_eq!(held.name, "release wait");
+        assert_eq!(held.parent, Some(trace.span.span_id));
+        assert_eq!((held.start, held.end), (wait.start, wait.end.unwrap()));
+        assert_eq!(
+            attr(held, "weir.state_version"),
+            Some(&AttributeValue::Int(4))
+        );
+        let again = request_spans(&book, &empty_plan(), &trace, 7, &lineage, (t0, answered));
+        assert_eq!(
+            again.iter().map(|s| s.context.span_id).collect::<Vec<_>>(),
+            spans.iter().map(|s| s.context.span_id).collect::<Vec<_>>(),
+            "another row of the request names the same spans"
+        );
     }
 }

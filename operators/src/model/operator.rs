@@ -275,7 +275,7 @@ impl ModelOperator {
         let Some(book) = self.deadlines.traces() else {
             return;
         };
-        let call = t.trace.call.get();
+        let call = t.trace.call();
         book.record(
             self.lineage_id,
             seq,
@@ -288,6 +288,7 @@ impl ModelOperator {
                 batch_size: call.map(|c| c.rows),
                 job_rows,
                 replica: t.trace.replica(),
+                reconstruction: t.trace.reconstruction(),
             },
         );
     }

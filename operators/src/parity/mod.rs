@@ -28,7 +28,8 @@
 //! reconstructed (r = 1): those jobs wait for their real predictions. Each job's answer sits
 //! behind a take-once slot, so it is answered exactly once whichever path is first; a real
 //! prediction that comes after its reconstruction is dropped (counted in
-//! [`ParityStats::late_real`]).
+//! [`ParityStats::late_real`]). A reconstructed job of a sampled request notes its group, `k`
+//! and the reason in the job's trace, which makes its `reconstruct <node>` span.
 //!
 //! Where weir departs from the paper: the paper codes k *batches* together; weir's unit of
 //! dispatch is the operator's job (up to `batching.max_size` rows), so a group is k jobs, and jobs
@@ -39,6 +40,7 @@ mod columns;
 pub mod latency;
 pub mod metrics;
 mod timer;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +51,7 @@ use tracing::debug;
 use weir_engine::batch::TensorColumn;
 use weir_engine::spec::DecodeAfter;
 use weir_engine::tensor::TensorData;
+use weir_engine::trace::JobTrace;
 
 pub use columns::{decode_subtract, encode_group};
 pub use weir_parm::Encoder;
@@ -114,8 +117,9 @@ enum Outcome {
     Pending,
     /// Its real prediction (kept for decoding the others).
     Real(Vec<TensorColumn>),
-    /// Its replica failed: the error, held until the job is reconstructed or given up on.
-    Failed(ExecError),
+    /// Its replica failed (the error came at the instant given): the error, held until the job
+    /// is reconstructed or given up on.
+    Failed(ExecError, Instant),
     /// Answered with an error; nothing to reconstruct.
     Gone,
 }
@@ -129,6 +133,8 @@ struct Member {
     late_at: Option<Instant>,
     /// The job's answer, taken once.
     done: AnswerOnce,
+    /// The job's trace, when it holds a sampled request's rows.
+    trace: Option<JobTrace>,
     outcome: Mutex<Outcome>,
     /// Its coding group, once the group is full.
     group: Mutex<Option<u64>>,
@@ -296,6 +302,7 @@ impl InferenceService for ParityService {
             dispatched,
             late_at: inner.lateness.deadline().map(|d| dispatched + d),
             done: AnswerOnce::new(job.done),
+            trace: job.trace.clone(),
             outcome: Mutex::new(Outcome::Pending),
             group: Mutex::new(None),
         });
@@ -406,7 +413,7 @@ impl Inner {
         let held = {
             let mut outcome = lock(&member.outcome);
             match std::mem::replace(&mut *outcome, Outcome::Gone) {
-                Outcome::Failed(e) => Some(e),
+                Outcome::Failed(e, _) => Some(e),
                 other => {
                     *outcome = other;
                     None
@@ -442,7 +449,7 @@ impl Inner {
             }
             Err(e) => {
                 debug!(node = %self.node, error = %e, "A job failed; it is reconstructed if its group allows.");
-                *lock(&member.outcome) = Outcome::Failed(e);
+                *lock(&member.outcome) = Outcome::Failed(e, Instant::now());
             }
         }
         match member.group() {
@@ -454,7 +461,7 @@ impl Inner {
                 }
             }
             None => {
-                if matches!(*lock(&member.outcome), Outcome::Failed(_)) {
+                if matches!(*lock(&member.outcome), Outcome::Failed(..)) {
                     // Its group is not full yet: wait one deadline for it to fill.
                     let wait = self.lateness.deadline().unwrap_or(WARMUP_DEADLINE);
                     self.timer.at(Instant::now() + wait, Wake::Open(member.seq));
@@ -510,7 +517,7 @@ impl Inner {
                 Outcome::Pending => State::Pending {
                     late: m.late_at.is_none_or(|t| now >= t),
                 },
-                Outcome::Failed(_) => State::Failed,
+                Outcome::Failed(..) => State::Failed,
                 Outcome::Gone => State::Gone,
             })
             .collect();
@@ -599,6 +606,7 @@ impl Inner {
         match flag_column(target.rows(), true) {
             Ok(flag) => {
                 columns.push(flag);
+                self.note_reconstruction(target, id, reason);
                 if target.done.answer(Ok(columns)) {
                     let counter = match reason {
                         Reason::Late => RECONSTRUCTED_LATE,

@@ -160,6 +160,7 @@ impl ReplyTable {
             self.requests.count_stale();
             return;
         }
+        self.requests.traces().hold(id, &deps);
         let ready = self.gate().offer(id, deps, response);
         if let Some(r) = ready {
             self.release(id, r);
@@ -167,6 +168,7 @@ impl ReplyTable {
     }
 
     fn release(&self, id: u64, response: Response) {
+        self.requests.traces().released(id);
         if let Some(hook) = &self.on_release {
             if self.is_live(id) {
                 hook(&response);
