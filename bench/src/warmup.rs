@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
 
-use crate::http::{Client, Prepared};
+use crate::client::{Client, Prepared};
 use crate::overhead::{first_input_output, median, quantile_ms, spread};
 use crate::process::{serve_command, ServeProcess};
 

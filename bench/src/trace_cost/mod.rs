@@ -25,9 +25,9 @@ use weir_otel::OtlpSink;
 
 pub use plot::plot_tracing;
 
-use crate::http::{layout_for, prepare, Client, LocalServer};
+use crate::client::{closed_loop, connect, prepare, Measured, Until};
+use crate::http::{layout_for, LocalServer};
 use crate::overhead::{first_input, model_input, spread, weir_graph, IMAGE};
-use crate::tls::{closed_loop, Measured, Poster};
 use receiver::Receiver;
 
 /// Settings of the tracing experiment.
@@ -190,17 +190,17 @@ pub fn tracing(config: &TracingBenchConfig) -> Result<Vec<TracingRow>> {
             .iter()
             .map(|t| prepare(&t.server.addr, "overhead", &IMAGE, &data, true))
             .collect();
-        let clients = |t: &Traced| -> Result<Vec<Box<dyn Poster>>> {
-            (0..c)
-                .map(|_| Ok(Box::new(Client::connect(&t.server.addr)?) as Box<dyn Poster>))
-                .collect()
-        };
+        let clients = |t: &Traced| connect(&t.server.addr, c);
         let warm = 4;
         let per_client = config.requests.div_ceil(c);
         let mut measured: Vec<Vec<Measured>> = vec![Vec::new(); servers.len()];
         // Warm every server (sessions, allocations, the exporters' connections).
         for (t, request) in servers.iter().zip(&requests) {
-            closed_loop(clients(t)?, request, warm)?;
+            closed_loop(
+                clients(t)?,
+                std::slice::from_ref(request),
+                Until::Requests(warm),
+            )?;
         }
         for r in 0..config.repeats {
             eprintln!("c={c}: repeat {}/{}", r + 1, config.repeats);
@@ -210,7 +210,8 @@ pub fn tracing(config: &TracingBenchConfig) -> Result<Vec<TracingRow>> {
             }
             for i in order {
                 let pool = clients(&servers[i])?;
-                measured[i].push(closed_loop(pool, &requests[i], per_client)?);
+                let request = std::slice::from_ref(&requests[i]);
+                measured[i].push(closed_loop(pool, request, Until::Requests(per_client))?);
             }
         }
         drain(&servers, &collector);
