@@ -6,7 +6,8 @@
 //! again, so that cutting the new primary next is survived too. Every request is answered once,
 //! none fails, and the journals of every member show no contradicted output, by the operator's
 //! own `weir hams check`. A second test heals the link the moment the backup is promoted, while
-//! a batch is still in flight at the old primary.
+//! a batch is still in flight at the old primary; a third heals it one way first, so that the
+//! re-admissions its heartbeats trigger time out before one goes through.
 //!
 //! [`Pair`] is the setup and the checker every HAMS fault test here shares.
 
@@ -221,4 +222,33 @@ fn a_primary_healed_in_the_middle_of_a_batch_releases_nothing_of_its_old_epoch()
     );
     wait_for_answers(&p.load, p.load.answered(), 50, "after the heal");
     p.finish(1, "HAMS primary healed mid-batch");
+}
+
+/// The replaced primary's link heals one way first: its frames (its heartbeats) arrive, nothing
+/// reaches it, so each re-admission it triggers waits out its assignment's timeout, on a thread
+/// of its own while the node goes on answering. Once the link carries both ways, a later
+/// heartbeat brings it back as the backup.
+#[test]
+fn a_replaced_primary_reachable_one_way_only_is_readmitted_once_its_link_carries_both_ways() {
+    let p = Pair::start("hams-oneway");
+    let (pa, pb) = (p.pa.clone(), p.pb.clone());
+    let host = &p.lan.hosts[0];
+    let epoch = roles(&p.graph).0;
+    host.cut();
+    wait_for_roles(&p.graph, "the backup promoted", |r| {
+        r.0 > epoch && r.1.as_deref() != Some(pa.as_str())
+    });
+    host.cut_towards();
+    host.heal();
+    // Heartbeats arrive for a few seconds; re-admissions go out and time out meanwhile.
+    std::thread::sleep(Duration::from_secs(4));
+    wait_for_answers(&p.load, p.load.answered(), 50, "served, one way healed");
+    host.heal_towards();
+    wait_for_roles(
+        &p.graph,
+        "the old primary re-admitted once its link carries both ways",
+        |r| r.1.as_deref() == Some(pb.as_str()) && r.2.as_deref() == Some(pa.as_str()),
+    );
+    wait_for_answers(&p.load, p.load.answered(), 50, "after the heal");
+    p.finish(1, "HAMS primary healed one way first");
 }
