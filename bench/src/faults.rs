@@ -1,6 +1,7 @@
 //! Faults of the network under steady load: a remote executor beside a local replica whose link
 //! is cut and healed, cut one way, flapped and throttled, and a HAMS primary partitioned and
-//! healed; per scenario, what the clients saw (sent, answered, failed by status, wrong, answered
+//! healed, cut off from the front end only (its backup still reaching it) and healed, and healed
+//! the moment its backup is promoted; per scenario, what the clients saw (sent, answered, failed by status, wrong, answered
 //! twice), what the HAMS journals say (contradicted outputs), how long no right answer came, and
 //! how long after the heal the faulted host was serving (or, for HAMS, protecting) again.
 //!
@@ -296,10 +297,24 @@ fn link_scenario(
     ))
 }
 
-/// A HAMS `track` node on members in two namespaces of one bridge; its primary's link cut until
-/// the backup is promoted and `config.fault` has passed, then healed: recovered once the old
-/// primary is the backup again.
-fn hams_scenario(config: &FaultsConfig) -> Result<FaultRow> {
+/// The HAMS scenarios' faults, all of the primary `fa` while its process keeps running.
+#[derive(Debug, Clone, Copy)]
+enum HamsFault {
+    /// Its link cut both ways (from the front end and from its backup) for `config.fault`.
+    Partition,
+    /// Cut off from the front end only (its backup still reaches it) for `config.fault`.
+    FrontEnd,
+    /// Its link cut until the backup is promoted, then healed at once: a batch in flight at it.
+    HealedAtPromotion,
+}
+
+/// A HAMS `track` node on members in two namespaces of one bridge; its primary suffering `fault`,
+/// then healed: recovered once the old primary is the backup again.
+fn hams_scenario(
+    scenario: &'static str,
+    fault: HamsFault,
+    config: &FaultsConfig,
+) -> Result<FaultRow> {
     let journal = config.dir.join("hams-journal");
     let _ = std::fs::remove_dir_all(&journal);
     std::fs::create_dir_all(&journal)?;
@@ -330,9 +345,32 @@ fn hams_scenario(config: &FaultsConfig) -> Result<FaultRow> {
     let load = Load::start(&graph, &Arc::new(Stateful { features: 8 }), config.clients);
     std::thread::sleep(config.before);
     let from = load.elapsed();
-    lan.hosts[0].cut();
-    std::thread::sleep(config.fault);
-    lan.hosts[0].heal();
+    let primary = &lan.hosts[0];
+    match fault {
+        HamsFault::Partition => {
+            primary.cut();
+            std::thread::sleep(config.fault);
+            primary.heal();
+        }
+        HamsFault::FrontEnd => {
+            primary.cut_from_here();
+            std::thread::sleep(config.fault);
+            primary.heal_from_here();
+        }
+        HamsFault::HealedAtPromotion => {
+            primary.cut();
+            let promoted = time_until(Duration::from_secs(60), || {
+                manager
+                    .roles()
+                    .first()
+                    .is_some_and(|r| r.2.as_deref() == Some("weir/executor/fb"))
+            });
+            primary.heal();
+            if promoted.is_none() {
+                bail!("{scenario}: the backup was never promoted");
+            }
+        }
+    }
     let to = load.elapsed();
     let recover = time_until(Duration::from_secs(60), || backup_is("weir/executor/fa"));
     std::thread::sleep(config.after);
@@ -344,7 +382,7 @@ fn hams_scenario(config: &FaultsConfig) -> Result<FaultRow> {
     let report = check(&read_dir(&journal)?);
     let contradicted = report.violations.len() + report.divergence.differ;
     Ok(row(
-        "HAMS primary partition + heal",
+        scenario,
         outcome,
         (from, to),
         config.before,
@@ -371,8 +409,21 @@ pub fn run_all(config: &FaultsConfig) -> Result<Vec<FaultRow>> {
         eprintln!("scenario: {name}");
         rows.push(link_scenario(name, fault, config, &reference)?);
     }
-    eprintln!("scenario: HAMS primary partition + heal");
-    rows.push(hams_scenario(config)?);
+    let hams: [(&'static str, HamsFault); 3] = [
+        ("HAMS primary partition + heal", HamsFault::Partition),
+        (
+            "HAMS front end cut off from a live primary + heal",
+            HamsFault::FrontEnd,
+        ),
+        (
+            "HAMS primary healed at its backup's promotion",
+            HamsFault::HealedAtPromotion,
+        ),
+    ];
+    for (name, fault) in hams {
+        eprintln!("scenario: {name}");
+        rows.push(hams_scenario(name, fault, config)?);
+    }
     Ok(rows)
 }
 

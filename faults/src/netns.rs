@@ -11,6 +11,8 @@
 //! - **one-way partition**: the host's neighbour entry for the namespace pinned to a MAC nobody
 //!   has, so frames towards the namespace are dropped by its kernel while frames from it still
 //!   arrive;
+//! - **cut from here**: the same both ways, this side's entry for the namespace and the
+//!   namespace's entry for this side, so that on a [`Lan`] only this side loses the host;
 //! - **throttle**: a `tbf` qdisc on the host end (the namespace's replies are unthrottled).
 //!
 //! Everything is undone in `Drop`, which runs on panic too: deleting the namespace deletes its
@@ -192,6 +194,32 @@ impl Netns {
     /// Heals [`Netns::cut_towards`] (the neighbour is learnt again).
     pub fn heal_towards(&self) {
         must("ip", &["neigh", "del", &self.ns_ip, "dev", &self.neigh_dev]);
+    }
+
+    /// Cuts the namespace off from this side only, both ways, while on a [`Lan`] it still
+    /// reaches the other hosts: this side's neighbour entry for it and its neighbour entry for
+    /// this side are both pinned to a MAC nobody has (a front end cut off from a host that its
+    /// peers still reach).
+    pub fn cut_from_here(&self) {
+        self.cut_towards();
+        must("ip", &self.inside_neigh_args("replace"));
+    }
+
+    /// Heals [`Netns::cut_from_here`] (each side learns the other's neighbour again).
+    pub fn heal_from_here(&self) {
+        let _ = run("ip", &self.inside_neigh_args("del"));
+        self.heal_towards();
+    }
+
+    /// `ip -n <ns> neigh <op> <this side's address> … dev <ns_if>`: the namespace's own
+    /// neighbour entry for this side, pinned nowhere on `replace`.
+    fn inside_neigh_args<'a>(&'a self, op: &'a str) -> Vec<&'a str> {
+        let mut args = vec!["-n", self.name.as_str(), "neigh", op, self.host_ip.as_str()];
+        if op == "replace" {
+            args.extend(["lladdr", "02:00:00:00:00:01", "nud", "permanent"]);
+        }
+        args.extend(["dev", self.ns_if.as_str()]);
+        args
     }
 
     /// Throttles traffic towards the namespace to `rate` (`64kbit`) with a token bucket.

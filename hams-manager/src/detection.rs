@@ -45,6 +45,8 @@ pub(crate) enum Event {
     Gone(String),
     /// A node announced a durable version.
     Durable(Durable),
+    /// A replaced member's re-admission assignments came back (`readmission.rs`).
+    Readmitted(crate::readmission::Readmitted),
     /// The manager is dropped.
     Stop,
 }
@@ -138,7 +140,7 @@ impl State {
 
     /// The manager's thread: takes events until [`Event::Stop`], and every
     /// [`READMIT_EVERY`] looks for replaced members heard from again.
-    pub(crate) fn run(&self, rx: &Receiver<Event>) {
+    pub(crate) fn run(self: &Arc<Self>, rx: &Receiver<Event>) {
         let mut next_readmission = Instant::now() + READMIT_EVERY;
         loop {
             let wait = next_readmission.saturating_duration_since(Instant::now());
@@ -166,6 +168,7 @@ impl State {
                         self.failover(s.node, &format!("suspected: {}", s.why));
                     }
                 }
+                Event::Readmitted(r) => self.on_readmitted(r),
                 Event::Gone(prefix) => self.on_gone(&prefix),
                 Event::Alive(prefix) => self.on_alive(&prefix),
             }

@@ -26,14 +26,14 @@
 //! - `detection.rs`: what gives a failure away, and the one queue every event goes through;
 //! - `recovery.rs`: the failover of a primary, step by step ([`Recovery`]);
 //! - `readmission.rs`: a replaced primary that never died (partitioned, paused) fenced and made
-//!   a backup again once it is heard from.
+//!   a backup again once it is heard from, its assignment sent off the manager's thread.
 
 mod detection;
 mod readmission;
 mod recovery;
 mod roles;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -146,6 +146,8 @@ impl Coordinator {
             alive: Mutex::new(HashMap::new()),
             heard: Mutex::new(HashMap::new()),
             replaced: Mutex::new(HashMap::new()),
+            readmitting: Mutex::new(HashSet::new()),
+            events: self.events.clone(),
             members,
             runtime,
             recoveries: Mutex::new(Vec::new()),
@@ -182,6 +184,11 @@ struct State {
     /// Members replaced as primary while holding their liveliness, with the time after which a
     /// heartbeat shows them reachable again (`readmission.rs`).
     replaced: Mutex<HashMap<String, Instant>>,
+    /// Replaced members whose re-admission is in flight off the manager's thread
+    /// (`readmission.rs`).
+    readmitting: Mutex<HashSet<String>>,
+    /// The manager's own queue, where work done off its thread reports back.
+    events: Sender<Event>,
     /// Each member's session, as its assignment replies name it.
     members: MemberSessions,
     /// The running graph: retries of rolled-back requests, durability announcements.

@@ -15,13 +15,25 @@
 //! epoch from then on, and its old epoch's outputs were never taken, since a batch's reply is
 //! taken only from the current primary's session), it drops what it held, and the primary's
 //! whole-state transfer brings it to the current state. An assignment that does not go through
-//! (a link that carries one way only) is tried again only after a newer heartbeat, so a member
-//! still out of reach costs the manager one assignment timeout per heartbeat it manages to send.
+//! (a link that carries one way only) is tried again only after a newer heartbeat.
+//!
+//! The backup assignment goes to a member whose link was dark a moment ago and may be dark again
+//! (or carry one way only), so it is sent on a thread of its own, one at a time per member: it may
+//! wait out its whole timeout, and the manager's thread meanwhile detects, fails over and
+//! releases replies for every other member and node. What it brings back is completed on the
+//! manager's thread, in the queue's order ([`State::on_readmitted`]): the primary (reachable, it
+//! is serving) is told to ship the whole state, unless the node's roles moved on while the
+//! assignment was out, in which case the member is tried again later.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::info;
+use tracing::{info, warn};
+use weir_hams::protocol::Role;
+use weir_hams::{Epoch, NodeId};
+use weir_operators::stateful::StatefulNodeHandle;
 
+use crate::detection::Event;
 use crate::State;
 
 /// How long after a replacement (or a failed re-admission) a heartbeat must arrive to count:
@@ -63,9 +75,10 @@ impl State {
         })
     }
 
-    /// Makes every replaced member heard from since its replacement the backup of each node it
-    /// serves that runs solo (see the module docs).
-    pub(crate) fn readmit_healed(&self) {
+    /// Starts the re-admission of every replaced member heard from since its replacement as the
+    /// backup of each node it serves that runs solo (see the module docs): its backup
+    /// assignments go out on a thread of their own, and [`State::on_readmitted`] completes them.
+    pub(crate) fn readmit_healed(self: &Arc<Self>) {
         let replaced: Vec<(String, Instant)> = self
             .replaced
             .lock()
@@ -74,6 +87,9 @@ impl State {
             .map(|(m, t)| (m.clone(), *t))
             .collect();
         for (member, since) in replaced {
+            if self.in_flight(&member) {
+                continue;
+            }
             if !self.is_alive(&member) || self.has_role(&member) {
                 // Gone: its return is a new token (`detection.rs`). With a role: back already.
                 self.forget_replaced(&member);
@@ -82,8 +98,8 @@ impl State {
             if !self.heard_since(&member, since + HEARD_AFTER) {
                 continue;
             }
-            let mut refused = false;
-            for h in self.nodes.clone() {
+            let mut solo = Vec::new();
+            for h in &self.nodes {
                 let Some(r) = self.roles_of(h.node_id) else {
                     continue;
                 };
@@ -91,18 +107,103 @@ impl State {
                 if !serves || r.backup.is_some() || !h.spec.has_backup() {
                     continue;
                 }
-                let Some(primary) = r.primary.clone() else {
-                    continue;
-                };
-                info!(node = %h.node, %member, epoch = r.epoch, "A replaced primary is heard from again: re-admitted as the backup.");
-                refused |= !self.protect(&h, &r, &primary, &member);
+                if let Some(primary) = r.primary.clone() {
+                    solo.push((Arc::clone(h), r.epoch, primary));
+                }
             }
-            if refused {
-                // Tried again after its next heartbeat.
-                self.mark_replaced(&member);
-            } else if self.has_role(&member) {
-                self.forget_replaced(&member);
+            if !solo.is_empty() {
+                self.send_readmission(member, solo);
             }
         }
     }
+
+    fn in_flight(&self, member: &str) -> bool {
+        self.readmitting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(member)
+    }
+
+    /// Assigns `member` the backup role of each of `solo` (node, epoch, its primary) on a thread
+    /// of its own, which reports to the manager's queue.
+    fn send_readmission(
+        self: &Arc<Self>,
+        member: String,
+        solo: Vec<(Arc<StatefulNodeHandle>, Epoch, String)>,
+    ) {
+        self.readmitting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(member.clone());
+        let state = Arc::clone(self);
+        let name = format!("hams-readmit-{}", self.graph);
+        let who = member.clone();
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            let mut taken = Vec::new();
+            let mut refused = false;
+            for (h, epoch, primary) in solo {
+                info!(node = %h.node, member = %who, epoch, "A replaced primary is heard from again: re-admitted as the backup.");
+                let role = Role::Backup {
+                    primary: primary.clone(),
+                };
+                match state.assign(&h, &who, epoch, role) {
+                    Ok(_) => taken.push((h.node_id, epoch, primary)),
+                    Err(e) => {
+                        warn!(node = %h.node, member = %who, error = %e, "Re-admission: the assignment did not go through.");
+                        refused = true;
+                    }
+                }
+            }
+            let _ = state.events.send(Event::Readmitted(Readmitted {
+                member: who,
+                taken,
+                refused,
+            }));
+        });
+        if let Err(e) = spawned {
+            warn!(%member, error = %e, "Re-admission: no thread to send it on.");
+            self.readmitting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&member);
+        }
+    }
+
+    /// On the manager's thread: each node whose backup role `r.member` took is protected by it
+    /// once its primary ships it the whole state, unless the node's roles moved on meanwhile (a
+    /// new epoch, another backup): then the member is tried again after a later heartbeat.
+    pub(crate) fn on_readmitted(&self, r: Readmitted) {
+        let mut again = r.refused;
+        for (node, epoch, primary) in r.taken {
+            let (Some(h), Some(now)) = (self.handle(node).cloned(), self.roles_of(node)) else {
+                continue;
+            };
+            let unchanged = now.epoch == epoch
+                && now.primary.as_deref() == Some(primary.as_str())
+                && now.backup.is_none();
+            if !unchanged || !self.install_backup(&h, &now, &primary, &r.member) {
+                again = true;
+            }
+        }
+        self.readmitting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&r.member);
+        if again && !self.has_role(&r.member) {
+            // Tried again after its next heartbeat.
+            self.mark_replaced(&r.member);
+        } else if self.has_role(&r.member) {
+            self.forget_replaced(&r.member);
+        }
+    }
+}
+
+/// What a re-admission sent off the manager's thread reports back.
+pub(crate) struct Readmitted {
+    /// The member re-admitted.
+    member: String,
+    /// Each node whose backup role it took: (node, epoch, that epoch's primary).
+    taken: Vec<(NodeId, Epoch, String)>,
+    /// Whether an assignment did not go through.
+    refused: bool,
 }

@@ -238,6 +238,18 @@ impl State {
             warn!(node = %h.node, %backup, error = %e, "Re-protection: the new backup refused.");
             return false;
         }
+        self.install_backup(h, r, primary, backup)
+    }
+
+    /// Tells `primary`, whose `backup` took its role at `r.epoch` already, to ship its whole
+    /// state to it, and records the backup. Returns whether the primary took the role.
+    pub(crate) fn install_backup(
+        &self,
+        h: &StatefulNodeHandle,
+        r: &Roles,
+        primary: &str,
+        backup: &str,
+    ) -> bool {
         let role = Role::Primary {
             backup: Some(backup.to_string()),
         };

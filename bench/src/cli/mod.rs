@@ -129,7 +129,8 @@ enum Experiment {
     InfaasOffline(infaas_offline::InfaasOfflineArgs),
     /// Network faults under steady load with request ids: an executor beside a local replica
     /// partitioned and healed, cut one way, flapping, throttled; a HAMS primary partitioned and
-    /// healed. Needs root and network namespaces.
+    /// healed, cut off from the front end only, and healed at its backup's promotion. Needs root
+    /// and network namespaces.
     Faults(faults::FaultsArgs),
     /// `weir executor`, run from this binary: the executors the experiments start.
     #[command(hide = true)]

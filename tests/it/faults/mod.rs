@@ -6,7 +6,9 @@
 //!
 //! - `partition`: a model node with a local replica beside the remote one, its link cut and
 //!   healed, then flapping;
-//! - `hams_partition`: a HAMS primary partitioned, replaced and healed, twice;
+//! - `hams_partition`: a HAMS primary partitioned, replaced and healed, twice; and healed the
+//!   moment it is replaced, a batch in flight;
+//! - `hams_front_end`: the front end cut off from a live HAMS primary its backup still reaches;
 //! - `no_replica`: a node with no live replica at all: 503 with `Retry-After`, not ready;
 //! - `netns`: the harness's own faults apply and heal.
 
@@ -14,6 +16,7 @@ use weir_faults::load::{inputs, Outcome, Reference};
 
 use crate::common::{direct_ort, model};
 
+mod hams_front_end;
 mod hams_partition;
 mod netns;
 mod no_replica;

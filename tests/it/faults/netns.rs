@@ -23,6 +23,16 @@ fn a_namespace_is_reachable_and_its_faults_apply_and_heal() {
             .expect("python3 runs in the namespace")
             .success()
     };
+    // A healed link comes back with its carrier (a moment after `up`), a neighbour once learnt.
+    let reach_again = || {
+        (0..20).any(|_| {
+            let ok = reach("1");
+            if !ok {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            ok
+        })
+    };
     assert!(reach("5"), "the namespace reaches this side");
     let (mut conn, _) = listener.accept().expect("accepted");
     let mut buf = [0u8; 2];
@@ -31,15 +41,7 @@ fn a_namespace_is_reachable_and_its_faults_apply_and_heal() {
     ns.cut();
     assert!(!reach("1"), "a cut link carries nothing");
     ns.heal();
-    // The link comes back with its carrier (a moment after `up`).
-    let back = (0..20).any(|_| {
-        let ok = reach("1");
-        if !ok {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        ok
-    });
-    assert!(back, "a healed link carries again");
+    assert!(reach_again(), "a healed link carries again");
     let _ = listener.accept();
     // One way: this side cannot reach in, even though the namespace's frames arrive.
     ns.cut_towards();
@@ -52,6 +54,12 @@ fn a_namespace_is_reachable_and_its_faults_apply_and_heal() {
         "frames towards the namespace are dropped (a refusal would mean they arrived): {inside:?}"
     );
     ns.heal_towards();
+    // Cut off from this side, both ways.
+    ns.cut_from_here();
+    assert!(!reach("1"), "a host cut off from here reaches nothing here");
+    ns.heal_from_here();
+    assert!(reach_again(), "a host healed from here carries again");
+    let _ = listener.accept();
     ns.throttle("64kbit");
     ns.unthrottle();
     drop(conn.write_all(b"x"));
