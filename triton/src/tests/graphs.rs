@@ -167,8 +167,9 @@ fn gpu_groups_run_on_cuda_device_zero_and_a_file_scalar_declared_as_one_element_
     assert!(e.to_string().contains("CUDA device 0 only"), "{e}");
     let e = graph(&r, "mixed", None).unwrap_err().to_string();
     assert!(e.contains("instance_group[1].kind"), "{e}");
-    // `unbatched_scale.onnx` takes a scalar second input, which auto-complete declares `[1]`:
-    // a reshape node gives the model its scalar.
+    // `unbatched_scale.onnx` takes a scalar second input and gives a scalar output, which
+    // auto-complete declares `[1]`: reshape nodes give the model its scalar and the client its
+    // `[1]`.
     let g = graph(&r, "scalar", None).unwrap();
     let reshapes: Vec<&weir_engine::spec::ReshapeSpec> = g
         .spec
@@ -179,8 +180,11 @@ fn gpu_groups_run_on_cuda_device_zero_and_a_file_scalar_declared_as_one_element_
             _ => None,
         })
         .collect();
-    assert_eq!(reshapes.len(), 1, "{:?}", g.spec.nodes);
-    assert!(reshapes[0].shape.value.is_empty());
+    let shapes: Vec<(&str, &[i64])> = reshapes
+        .iter()
+        .map(|r| (r.input.value.as_str(), r.shape.value.as_slice()))
+        .collect();
+    assert_eq!(shapes, [("s", &[][..]), ("scalar.total", &[1][..])]);
     valid(&g, &r);
 }
 
