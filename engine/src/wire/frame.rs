@@ -11,9 +11,11 @@
 //! weir payload is a schema message followed by one record batch (what [`super::encode_columns`]
 //! and [`super::encode_batch`] write), so only that is accepted. The record batch's row count is
 //! capped at [`max_rows`], its field-node lengths at [`max_values`], and every buffer must lie
-//! inside the body: what arrow then allocates is bounded by the payload's own size.
+//! inside the body: what arrow then allocates is bounded by the payload's own size. A node that
+//! claims nulls must have a bit of validity bitmap per value, which arrow asserts instead of
+//! checking.
 
-use arrow_ipc::{root_as_message, Message, MessageHeader, RecordBatch};
+use arrow_ipc::{root_as_message, Field, Message, MessageHeader, RecordBatch, Schema, Type};
 
 use super::WireError;
 
@@ -130,7 +132,52 @@ pub(super) fn check_stream(bytes: &[u8]) -> Result<(), WireError> {
             found: header_name(batch.message.header_type()),
         });
     };
-    check_record_batch(&rb, batch.body_len, bytes.len())
+    check_record_batch(&rb, batch.body_len, bytes.len())?;
+    check_validity(&fields, &rb)
+}
+
+/// How many buffers arrow reads for a field node of `field`'s type, its children's aside (the
+/// Arrow IPC format's buffer layout for the types [`super::schema`] lets through).
+fn own_buffers(field: &Field<'_>) -> usize {
+    match field.type_type() {
+        Type::Utf8 | Type::Binary => 3,
+        Type::List | Type::Int | Type::FloatingPoint => 2,
+        _ => 1,
+    }
+}
+
+/// Walks the schema's fields in the order arrow reads their nodes and buffers (each field's
+/// node and buffers, then its children's) and checks that a node with nulls has a validity
+/// bitmap of a bit per value: arrow asserts that (and panics) rather than refusing it.
+fn check_validity(schema: &Schema<'_>, rb: &RecordBatch<'_>) -> Result<(), WireError> {
+    let (Some(nodes), Some(buffers)) = (rb.nodes(), rb.buffers()) else {
+        return Ok(());
+    };
+    let mut stack: Vec<Field<'_>> = schema.fields().iter().flatten().collect();
+    stack.reverse();
+    let (mut node, mut buffer) = (0usize, 0usize);
+    while let Some(field) = stack.pop() {
+        let (Some(n), Some(validity)) = (nodes.iter().nth(node), buffers.iter().nth(buffer)) else {
+            // Fewer nodes or buffers than fields: arrow refuses that itself.
+            return Ok(());
+        };
+        if n.null_count() > 0 {
+            let needed = u64::try_from(n.length()).unwrap_or(u64::MAX).div_ceil(8);
+            if u64::try_from(validity.length()).unwrap_or_default() < needed {
+                return Err(WireError::Length {
+                    what: "validity bitmap length",
+                    value: validity.length(),
+                    cap: needed,
+                });
+            }
+        }
+        node += 1;
+        buffer += own_buffers(&field);
+        let mut children: Vec<Field<'_>> = field.children().iter().flatten().collect();
+        children.reverse();
+        stack.extend(children);
+    }
+    Ok(())
 }
 
 fn check_length(what: &'static str, value: i64, cap: u64) -> Result<(), WireError> {
