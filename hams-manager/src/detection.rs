@@ -24,6 +24,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tracing::{info, warn};
 use weir_engine::validate::ReplicaTarget;
 use weir_hams::protocol::{durable_key_all, Durable, Role};
+use weir_hams::{Epoch, NodeId};
 use weir_operators::stateful::Suspicion;
 use zenoh::pubsub::Subscriber;
 use zenoh::sample::SampleKind;
@@ -46,7 +47,7 @@ pub(crate) enum Event {
     /// A node announced a durable version.
     Durable(Durable),
     /// A replaced member's re-admission assignments came back (`readmission.rs`).
-    Readmitted(crate::readmission::Readmitted),
+    Readmitted(Readmitted),
     /// The manager is dropped.
     Stop,
 }
@@ -215,4 +216,14 @@ impl State {
             self.protect(&h, &r, &primary, prefix);
         }
     }
+}
+
+/// What a re-admission sent off the manager's thread (`readmission.rs`) reports back.
+pub(crate) struct Readmitted {
+    /// The member re-admitted.
+    pub(crate) member: String,
+    /// Each node whose backup role it took: (node, epoch, that epoch's primary).
+    pub(crate) taken: Vec<(NodeId, Epoch, String)>,
+    /// Whether an assignment did not go through.
+    pub(crate) refused: bool,
 }

@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use weir_hams::protocol::Role;
-use weir_hams::{Epoch, NodeId};
+use weir_hams::Epoch;
 use weir_operators::stateful::StatefulNodeHandle;
 
-use crate::detection::Event;
+use crate::detection::{Event, Readmitted};
 use crate::State;
 
 /// How long after a replacement (or a failed re-admission) a heartbeat must arrive to count:
@@ -196,14 +196,4 @@ impl State {
             self.forget_replaced(&r.member);
         }
     }
-}
-
-/// What a re-admission sent off the manager's thread reports back.
-pub(crate) struct Readmitted {
-    /// The member re-admitted.
-    member: String,
-    /// Each node whose backup role it took: (node, epoch, that epoch's primary).
-    taken: Vec<(NodeId, Epoch, String)>,
-    /// Whether an assignment did not go through.
-    refused: bool,
 }

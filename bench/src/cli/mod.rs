@@ -232,6 +232,14 @@ fn model_or(
     }
 }
 
+/// The zoo's squeezenet: what the single-model serving experiments measure by default.
+fn squeezenet() -> (String, PathBuf) {
+    (
+        "squeezenet".to_string(),
+        crate::weir_home().join("zoo").join("squeezenet.onnx"),
+    )
+}
+
 /// `NAME=PATH` as a model's display name and file.
 fn name_path(m: &str) -> Result<(String, PathBuf)> {
     m.split_once('=')

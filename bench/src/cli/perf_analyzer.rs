@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::Args;
 
 use crate::perf_analyzer::{
@@ -34,16 +34,7 @@ pub(super) struct PerfAnalyzerArgs {
 }
 
 pub(super) fn run(args: PerfAnalyzerArgs) -> Result<()> {
-    let model = match &args.model {
-        Some(m) => m
-            .split_once('=')
-            .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-            .ok_or_else(|| anyhow!("--model {m}: expected NAME=PATH"))?,
-        None => (
-            "squeezenet".to_string(),
-            crate::weir_home().join("zoo").join("squeezenet.onnx"),
-        ),
-    };
+    let model = super::model_or(args.model.as_deref(), super::squeezenet)?;
     let config = PerfAnalyzerConfig {
         model,
         concurrency: args.concurrency,

@@ -22,12 +22,7 @@ pub(super) struct TlsArgs {
 }
 
 pub(super) fn run(args: TlsArgs) -> Result<()> {
-    let model = super::model_or(args.model.as_deref(), || {
-        (
-            "squeezenet".to_string(),
-            crate::weir_home().join("zoo").join("squeezenet.onnx"),
-        )
-    })?;
+    let model = super::model_or(args.model.as_deref(), super::squeezenet)?;
     let config = TlsBenchConfig {
         model,
         concurrency: args.concurrency,

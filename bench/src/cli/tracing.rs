@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::Args;
 
 use crate::trace_cost::{plot_tracing, tracing, tracing_table, TracingBenchConfig};
@@ -28,16 +28,7 @@ pub(super) struct TracingArgs {
 }
 
 pub(super) fn run(args: TracingArgs) -> Result<()> {
-    let model = match &args.model {
-        Some(m) => m
-            .split_once('=')
-            .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
-            .ok_or_else(|| anyhow!("--model {m}: expected NAME=PATH"))?,
-        None => (
-            "squeezenet".to_string(),
-            crate::weir_home().join("zoo").join("squeezenet.onnx"),
-        ),
-    };
+    let model = super::model_or(args.model.as_deref(), super::squeezenet)?;
     let config = TracingBenchConfig {
         model,
         concurrency: args.concurrency,
