@@ -122,6 +122,13 @@ impl Client {
         read_reply(&mut self.reader)
     }
 
+    /// `GET path` from `addr` (the server this connection goes to); returns the status and the
+    /// reply's body.
+    pub(crate) fn get(&mut self, addr: &str, path: &str) -> Result<(u16, Vec<u8>)> {
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
+        self.exchange(head.as_bytes(), b"")
+    }
+
     /// Posts as [`Client::exchange`] does; returns the status.
     pub(crate) fn post(&mut self, head: &[u8], body: &[u8]) -> Result<u16> {
         self.exchange(head, body).map(|(status, _)| status)

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use weir_operators::model::OrtRuntime;
 
-use crate::client::{timed_loops, Measured};
+use crate::client::{timed_loops, Client, Measured};
 use crate::overhead::{bare_call, median, row_shape, sessions, spread, Layout};
-use crate::process::{serve_command, ServeProcess};
+use crate::process::{free_address, serve_command, ServeProcess};
 
 /// Settings of the perf_analyzer experiment.
 #[derive(Debug, Clone)]
@@ -175,11 +175,8 @@ pub(crate) fn repository(root: &Path, name: &str, file: &Path, instances: usize)
 
 /// weir's success and failure counts for `model`, from its statistics.
 fn counts(addr: &str, model: &str) -> Result<(u64, u64)> {
-    let mut client = crate::client::Client::connect(addr)?;
-    let head = format!(
-        "GET /v2/models/{model}/stats HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
-    );
-    let (status, body) = client.exchange(head.as_bytes(), b"")?;
+    let mut client = Client::connect(addr)?;
+    let (status, body) = client.get(addr, &format!("/v2/models/{model}/stats"))?;
     if status != 200 {
         bail!("statistics answered {status}");
     }
@@ -187,14 +184,6 @@ fn counts(addr: &str, model: &str) -> Result<(u64, u64)> {
     let stats = &v["model_stats"][0]["inference_stats"];
     let count = |k: &str| stats[k]["count"].as_u64().unwrap_or_default();
     Ok((count("success"), count("fail")))
-}
-
-/// A loopback address with a port free at the time of asking.
-fn free_address() -> Result<String> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    Ok(format!("127.0.0.1:{port}"))
 }
 
 /// Runs the perf_analyzer experiment.
@@ -300,17 +289,24 @@ fn checked(
     Ok(())
 }
 
+/// The repeats grouped by client concurrency, lowest first.
+fn by_concurrency(repeats: &[PerfAnalyzerRepeat]) -> Vec<(usize, Vec<&PerfAnalyzerRepeat>)> {
+    let mut levels: Vec<usize> = repeats.iter().map(|r| r.concurrency).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    levels
+        .into_iter()
+        .map(|c| (c, repeats.iter().filter(|r| r.concurrency == c).collect()))
+        .collect()
+}
+
 /// The table as Markdown: per concurrency, each path's median [min–max] over repeats, and the
 /// protocols' throughput over bare ORT's.
 pub fn perf_analyzer_table(repeats: &[PerfAnalyzerRepeat]) -> String {
     let mut s = String::from(
         "| clients | bare ORT req/s | HTTP req/s | gRPC req/s | HTTP / bare | gRPC / bare | bare p50 ms | HTTP p50 ms | gRPC p50 ms | bare p99 ms | HTTP p99 ms | gRPC p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    let mut levels: Vec<usize> = repeats.iter().map(|r| r.concurrency).collect();
-    levels.sort_unstable();
-    levels.dedup();
-    for c in levels {
-        let at: Vec<&PerfAnalyzerRepeat> = repeats.iter().filter(|r| r.concurrency == c).collect();
+    for (c, at) in by_concurrency(repeats) {
         let pick = |f: fn(&PerfAnalyzerRepeat) -> f64| at.iter().map(|r| f(r)).collect::<Vec<_>>();
         s.push_str(&format!(
             "| {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -332,14 +328,9 @@ pub fn perf_analyzer_table(repeats: &[PerfAnalyzerRepeat]) -> String {
 
 /// Per concurrency and path, the median over repeats (what the plot draws).
 pub fn perf_analyzer_medians(repeats: &[PerfAnalyzerRepeat]) -> Vec<PerfAnalyzerRepeat> {
-    let mut levels: Vec<usize> = repeats.iter().map(|r| r.concurrency).collect();
-    levels.sort_unstable();
-    levels.dedup();
-    levels
+    by_concurrency(repeats)
         .into_iter()
-        .map(|c| {
-            let at: Vec<&PerfAnalyzerRepeat> =
-                repeats.iter().filter(|r| r.concurrency == c).collect();
+        .map(|(c, at)| {
             let m = |f: fn(&PerfAnalyzerRepeat) -> Measured| {
                 let v: Vec<Measured> = at.iter().map(|r| f(r)).collect();
                 (

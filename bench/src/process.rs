@@ -52,8 +52,17 @@ pub fn spawn_ready(cmd: &mut Command, name: &str) -> Result<Child> {
 /// # Errors
 /// When no port can be bound.
 pub fn free_endpoint() -> Result<String> {
+    Ok(format!("tcp/{}", free_address()?))
+}
+
+/// A loopback `host:port` whose port is free at the time of asking (for a listener the
+/// experiment tells a process to open, such as `weir serve --grpc`).
+///
+/// # Errors
+/// When no port can be bound.
+pub fn free_address() -> Result<String> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    Ok(format!("tcp/127.0.0.1:{port}"))
+    Ok(format!("127.0.0.1:{port}"))
 }
 
 /// This binary's hidden `serve` subcommand (`weir serve`'s own code), to which the caller adds
@@ -80,7 +89,8 @@ impl ServeProcess {
     pub const GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
     /// Spawns `cmd` (a [`serve_command`] with `--http`), its log going to `log`, and waits up to
-    /// `within` for its first line, the address it serves on (printed once pre-loads are done).
+    /// `within` for its first line, the address it serves on (printed once pre-loads are done);
+    /// the rest of its output is read and discarded, so its later lines never meet a closed pipe.
     ///
     /// # Errors
     /// When it cannot start, or says no address in time (it is killed then).
@@ -98,9 +108,13 @@ impl ServeProcess {
         if let Some(out) = child.stdout.take() {
             std::thread::spawn(move || {
                 use std::io::BufRead;
+                let mut reader = std::io::BufReader::new(out);
                 let mut line = String::new();
-                let _ = std::io::BufReader::new(out).read_line(&mut line);
+                let _ = reader.read_line(&mut line);
                 let _ = tx.send(line);
+                // Drained to the end: a pipe closed after the first line would make the
+                // server's next line (its gRPC address, a loaded model) fail with EPIPE.
+                let _ = std::io::copy(&mut reader, &mut std::io::sink());
             });
         }
         let line = rx.recv_timeout(within).unwrap_or_default();

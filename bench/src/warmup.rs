@@ -95,13 +95,10 @@ fn measure(
     let log = std::fs::File::create(dir.join("serve.log"))?;
     let started = Instant::now();
     let server = ServeProcess::start(&mut cmd, log, Duration::from_secs(120))?;
-    let ready = format!(
-        "GET /v2/models/{name}/ready HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\n\r\n",
-        server.addr
-    );
+    let ready = format!("/v2/models/{name}/ready");
     let mut probe = Client::connect(&server.addr)?;
     let give_up = Instant::now() + Duration::from_secs(120);
-    while probe.exchange(ready.as_bytes(), b"")?.0 != 200 {
+    while probe.get(&server.addr, &ready)?.0 != 200 {
         if Instant::now() > give_up {
             bail!(
                 "model {name} not ready within 120 s (see {})",
