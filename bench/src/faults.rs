@@ -44,7 +44,18 @@ pub struct FaultsConfig {
     pub after: Duration,
     /// Where HAMS journals and graphs are written.
     pub dir: PathBuf,
+    /// Only the scenarios whose name contains this text (all when `None`).
+    pub only: Option<String>,
 }
+
+impl FaultsConfig {
+    fn runs(&self, scenario: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| scenario.contains(o))
+    }
+}
+
+/// The scenario whose answers per second are plotted.
+pub const PLOTTED: &str = "executor partition + heal";
 
 /// One scenario's figures.
 #[derive(Debug, Clone)]
@@ -381,6 +392,9 @@ fn hams_scenario(
     }
     let report = check(&read_dir(&journal)?);
     let contradicted = report.violations.len() + report.divergence.differ;
+    for v in report.violations.iter().take(5) {
+        eprintln!("{scenario}: {v}");
+    }
     Ok(row(
         scenario,
         outcome,
@@ -399,13 +413,13 @@ pub fn run_all(config: &FaultsConfig) -> Result<Vec<FaultRow>> {
     std::fs::create_dir_all(&config.dir)?;
     let reference = Arc::new(mlp_reference(&config.dir)?);
     let scenarios: [(&'static str, LinkFault); 4] = [
-        ("executor partition + heal", LinkFault::Cut),
+        (PLOTTED, LinkFault::Cut),
         ("one-way partition", LinkFault::OneWay),
         ("flapping link (2 s down / 2 s up)", LinkFault::Flap),
         ("throttled link (64 kbit/s)", LinkFault::Throttle),
     ];
     let mut rows = Vec::new();
-    for (name, fault) in scenarios {
+    for (name, fault) in scenarios.into_iter().filter(|(n, _)| config.runs(n)) {
         eprintln!("scenario: {name}");
         rows.push(link_scenario(name, fault, config, &reference)?);
     }
@@ -420,7 +434,7 @@ pub fn run_all(config: &FaultsConfig) -> Result<Vec<FaultRow>> {
             HamsFault::HealedAtPromotion,
         ),
     ];
-    for (name, fault) in hams {
+    for (name, fault) in hams.into_iter().filter(|(n, _)| config.runs(n)) {
         eprintln!("scenario: {name}");
         rows.push(hams_scenario(name, fault, config)?);
     }

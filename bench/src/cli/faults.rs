@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::faults::{run_all, table, timeline, FaultRow, FaultsConfig};
+use crate::faults::{run_all, table, timeline, FaultRow, FaultsConfig, PLOTTED};
 use crate::plot::{line_plot, PALETTE};
 
 #[derive(Debug, Args)]
@@ -24,7 +24,10 @@ pub(super) struct FaultsArgs {
     /// Seconds of load after recovery.
     #[arg(long, default_value_t = 4)]
     after_secs: u64,
-    /// Where the plot goes.
+    /// Runs only the scenarios whose name contains this text (e.g. `HAMS`, `flapping`).
+    #[arg(long)]
+    only: Option<String>,
+    /// Where the plot goes (drawn when the executor partition scenario ran).
     #[arg(long, default_value = "benchmarks/faults/partition.png")]
     plot: PathBuf,
 }
@@ -38,11 +41,12 @@ pub(super) fn run(args: FaultsArgs) -> Result<()> {
         fault: Duration::from_secs(args.fault_secs),
         after: Duration::from_secs(args.after_secs),
         dir: std::env::temp_dir().join(format!("weir-bench-faults-{}", std::process::id())),
+        only: args.only,
     };
     let rows = run_all(&config)?;
     super::print_machine(Some(format!("load average {}", super::load_average())))?;
     print!("{}", table(&rows, &config));
-    if let Some(row) = rows.first() {
+    if let Some(row) = rows.iter().find(|r| r.scenario == PLOTTED) {
         super::write_plot(&args.plot, |path| plot_partition(row, path));
     }
     let _ = std::fs::remove_dir_all(&config.dir);

@@ -4,28 +4,43 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use tracing::{debug, info, warn};
+use weir_hams::durability::Offer;
 use weir_hams::journal::Event as JournalEvent;
 use weir_hams::protocol::{
     durable_key_all, member_key, Applied, Assign, AssignReply, Dep, Durable, Mode, Refusal, Role,
     StateHeader,
 };
-use weir_hams::{NodeId, Seq};
+use weir_hams::{Epoch, NodeId, Seq};
 use weir_operators::stateful::state::{NodeState, StateUpdate};
 use zenoh::pubsub::Subscriber;
 use zenoh::query::Query;
 use zenoh::Wait;
 
+use super::repair::{whole_state, Repair};
 use super::{
     announce, check_layout, ensure_model, lock, put, refuse, state_hash, tuple_frame, Context,
-    Control, Inner, Ship, REPLIES_KEPT,
+    Control, Delivery, Inner, Ship, REPLIES_KEPT,
 };
+
+/// How often the control thread looks at its backup's progress when no message comes.
+const TICK: Duration = Duration::from_millis(50);
 
 pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
     let mut durable_sub: Option<Subscriber<()>> = None;
-    while let Ok(msg) = rx.recv() {
+    let mut repair = Repair::new();
+    loop {
+        let msg = match rx.recv_timeout(TICK) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => {
+                repair.tick(ctx);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         match msg {
             Control::Stop => break,
             Control::Assign(a, query) => {
@@ -83,7 +98,16 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                 }
                 let offer = inner.apply.offer(h, Some(state));
                 debug!(?offer, "State tuple offered.");
+                let again = match (offer, inner.assign.clone()) {
+                    (Offer::Duplicate, Some(a)) => Some((a, inner.apply.applied())),
+                    _ => None,
+                };
                 drop(inner);
+                if let Some((a, applied)) = again {
+                    // A version applied already: its acknowledgement or announcement may be what
+                    // was lost (the primary re-ships when it hears none; `repair.rs`).
+                    acknowledge(ctx, &a, a.epoch, applied);
+                }
                 drain(ctx);
             }
             Control::Applied(a) => {
@@ -92,6 +116,21 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                     inner.acked = a.seq;
                     inner.durable_up_to(a.seq);
                     ctx.shared.1.notify_all();
+                    let assign = inner.assign.clone();
+                    drop(inner);
+                    // The backup announces what it applied; the primary, having heard it, does
+                    // too, so a reply does not wait on the one link from backup to graph.
+                    if let Some(assign) = assign {
+                        announce(
+                            ctx,
+                            &assign.graph,
+                            Durable {
+                                node: assign.node_id,
+                                epoch: a.epoch,
+                                seq: a.seq,
+                            },
+                        );
+                    }
                 }
             }
             Control::Durable(d) => {
@@ -112,6 +151,7 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
                 drain(ctx);
             }
         }
+        repair.tick(ctx);
     }
     if let Some(s) = durable_sub {
         let _ = s.undeclare().wait();
@@ -128,10 +168,6 @@ fn drain(ctx: &Context) {
         let view = inner.view.clone();
         let Some((h, payload)) = inner.apply.next_ready(&view) else {
             return;
-        };
-        let primary = match &a.role {
-            Role::Backup { primary } => Some(primary.clone()),
-            Role::Primary { .. } => None,
         };
         let applied = payload.map(|update| update.apply(&inner.current));
         let state_hash = match &applied {
@@ -162,22 +198,28 @@ fn drain(ctx: &Context) {
             member: ctx.executor.clone(),
             received_at_us,
         });
-        announce(
+        acknowledge(ctx, &a, epoch, h.seq);
+    }
+}
+
+/// Announces version `seq` of `a`'s node durable and, on a backup, acknowledges it to the primary.
+fn acknowledge(ctx: &Context, a: &Assign, epoch: Epoch, seq: Seq) {
+    announce(
+        ctx,
+        &a.graph,
+        Durable {
+            node: a.node_id,
+            epoch,
+            seq,
+        },
+    );
+    if let Role::Backup { primary } = &a.role {
+        put(
             ctx,
-            &a.graph,
-            Durable {
-                node: a.node_id,
-                epoch,
-                seq: h.seq,
-            },
+            member_key(primary, &ctx.model, "applied"),
+            serde_json::to_vec(&Applied { epoch, seq }).unwrap_or_default(),
+            Delivery::OrDrop,
         );
-        if let Some(primary) = primary {
-            put(
-                ctx,
-                member_key(&primary, &ctx.model, "applied"),
-                serde_json::to_vec(&Applied { epoch, seq: h.seq }).unwrap_or_default(),
-            );
-        }
     }
 }
 
@@ -234,7 +276,7 @@ fn change_backup(inner: &mut Inner, a: &Assign, solo: bool) {
 
 /// Per upstream node, the latest version any retained version above the floor depends on: what
 /// a whole-state transfer of the latest version must wait for.
-fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<NodeState>)>) -> Vec<Dep> {
+pub(super) fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<NodeState>)>) -> Vec<Dep> {
     let mut latest: BTreeMap<NodeId, Seq> = BTreeMap::new();
     for (h, _) in retained.values().skip(1) {
         for &(n, s) in &h.deps {
@@ -293,24 +335,11 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
             }
             inner.acked = inner.floor();
             inner.shipped = inner.version;
-            if let (Some(b), Some((&seq, (_, state)))) = (backup, inner.retained.last_key_value()) {
-                // The latest version made (possibly still in the run thread's update stage),
-                // applied by the new backup once everything it depends on is durable.
-                full = Some(Ship {
-                    key: member_key(b, &ctx.model, "state"),
-                    header: StateHeader {
-                        epoch: a.epoch,
-                        seq,
-                        deps: undurable_deps(&inner.retained),
-                        request_ids: Vec::new(),
-                        row_hashes: Vec::new(),
-                        full: true,
-                        state_bytes: 0,
-                    },
-                    state: StateUpdate::Replace(Arc::clone(state)),
-                    reply: Vec::new(),
-                });
-            }
+            // The latest version made (possibly still in the run thread's update stage),
+            // applied by the new backup once everything it depends on is durable.
+            full = backup
+                .as_deref()
+                .and_then(|b| whole_state(&inner, &ctx.model, b, a.epoch));
             role_name = match (backup.is_some(), a.rollback_to.is_some()) {
                 (true, _) => "primary",
                 (false, false) => "solo primary",
@@ -349,11 +378,13 @@ fn take_role(ctx: &Context, a: Assign, query: &Query) {
         applied: reply.applied,
     });
     if let Some(ship) = full {
-        // Straight from this thread: a whole-state transfer must not wait behind a delayed link.
+        // Straight from this thread: a whole-state transfer must not wait behind a delayed link
+        // (nor block this thread on a dark one: a dropped one is shipped again, `repair.rs`).
         put(
             ctx,
             ship.key,
             tuple_frame(ship.header, &ship.state, &ship.reply),
+            Delivery::OrDrop,
         );
     }
     if let (Some(seq), true) = (reannounce, a.mode != Mode::None) {

@@ -30,11 +30,14 @@
 //! applies onto the version before it, strictly in order as Algorithm 2 already requires.
 //!
 //! This module starts a member and holds what its threads share; `control.rs` is the control
-//! thread, `primary.rs` the run and shipper threads.
+//! thread, `primary.rs` the run and shipper threads, `repair.rs` what repairs a lost protocol
+//! message (a primary re-ships to a backup that acknowledges nothing; every member announces its
+//! durable version again now and then).
 
 mod control;
 mod layout;
 mod primary;
+mod repair;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -546,16 +549,31 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
     Ok(())
 }
 
-/// Sends a protocol message. Blocking congestion control: zenoh's default for puts drops samples
-/// when a link's queue is full, and a lost state tuple, acknowledgement or durability announcement
-/// would stall the protocol (a backup applies versions strictly in order).
-fn put(ctx: &Context, key: String, body: Vec<u8>) {
+/// How a protocol message meets a full link queue.
+#[derive(Debug, Clone, Copy)]
+enum Delivery {
+    /// Waits for room: the shipper's state tuples, in order to the one backup (its wait is the
+    /// back-pressure the update stage's [`MAX_UNACKED`] bounds).
+    Wait,
+    /// Dropped: everything the control thread sends (acknowledgements, durability announcements
+    /// to every subscriber, whole-state transfers). One subscriber behind a dark link would
+    /// otherwise block the thread that makes every other member's versions durable; what is
+    /// dropped is repaired (`repair.rs`).
+    OrDrop,
+}
+
+/// Sends a protocol message (twice under `duplicate_messages`, a test of idempotence).
+fn put(ctx: &Context, key: String, body: Vec<u8>, delivery: Delivery) {
+    let congestion = match delivery {
+        Delivery::Wait => zenoh::qos::CongestionControl::Block,
+        Delivery::OrDrop => zenoh::qos::CongestionControl::Drop,
+    };
     let copies = if ctx.options.duplicate_messages { 2 } else { 1 };
     for _ in 0..copies {
         let sent = ctx
             .session
             .put(key.clone(), body.clone())
-            .congestion_control(zenoh::qos::CongestionControl::Block)
+            .congestion_control(congestion)
             .wait();
         if let Err(e) = sent {
             debug!(error = %e, "A HAMS message could not be sent.");
@@ -568,6 +586,7 @@ fn announce(ctx: &Context, graph: &str, d: Durable) {
         ctx,
         durable_key(graph, d.node),
         serde_json::to_vec(&d).unwrap_or_default(),
+        Delivery::OrDrop,
     );
 }
 

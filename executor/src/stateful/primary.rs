@@ -22,8 +22,8 @@ use zenoh::query::Query;
 use zenoh::Wait;
 
 use super::{
-    lock, put, refuse, state_hash, tuple_frame, Context, Control, RunCall, Ship, MAX_UNACKED,
-    REPLIES_KEPT,
+    lock, put, refuse, state_hash, tuple_frame, Context, Control, Delivery, RunCall, Ship,
+    MAX_UNACKED, REPLIES_KEPT,
 };
 
 pub(super) fn run_loop(ctx: &Context, rx: &Receiver<RunCall>, ships: &Sender<Ship>) {
@@ -351,6 +351,7 @@ pub(super) fn ship_loop(ctx: &Context, rx: &Receiver<Ship>) {
             ctx,
             ship.key,
             tuple_frame(ship.header, &ship.state, &ship.reply),
+            Delivery::Wait,
         )
     };
     // Chaos (`reorder_messages`): every other tuple waits for the next one and goes after it,

@@ -13,7 +13,11 @@
 //! - **apply after dependencies** (HAMS §IV-C and §IV-D): when a backup applied a version, each
 //!   of its dependencies was durable at that moment (the backup journals its durable view next to
 //!   the apply);
-//! - **release rule**: every dependency of a released reply was applied on some backup;
+//! - **release rule**: every dependency of a released reply was applied on some backup, by its
+//!   own state tuple or within a whole-state transfer: a backup that applied the whole state of
+//!   version `S` made at epoch `e` holds every version up to `S` that epoch's primary made, with
+//!   the outputs the primary journaled for them (a primary ships its latest version whole again
+//!   when its backup acknowledged nothing, and that copy covers the tuples lost before it);
 //! - **the shipped state is the state made** (HAMS §IV-B): a backup applied, for a version and
 //!   epoch, the very state (by hash) the primary made with that batch — the copy taken while the
 //!   next batch computes is never torn;
@@ -308,17 +312,34 @@ pub fn check(events: &[Event]) -> Report {
     let mut produced: BTreeMap<(NodeId, Seq), Vec<Vec<u64>>> = BTreeMap::new();
     let mut released: HashMap<u64, usize> = HashMap::new();
     let mut made: HashMap<(NodeId, Epoch, Seq), (u64, u64)> = HashMap::new();
+    // Each version's rows as its primary made them, per epoch (the last run of it there).
+    let mut made_rows: BTreeMap<(NodeId, Epoch, Seq), HashMap<u64, u64>> = BTreeMap::new();
+    // Whole-state transfers applied: (node, epoch, version).
+    let mut whole: Vec<(NodeId, Epoch, Seq)> = Vec::new();
     for e in events {
-        if let Event::Produced {
-            node,
-            epoch,
-            seq,
-            state_hash,
-            replied_at_us,
-            ..
-        } = e
-        {
-            made.insert((*node, *epoch, *seq), (*state_hash, *replied_at_us));
+        match e {
+            Event::Produced {
+                node,
+                epoch,
+                seq,
+                state_hash,
+                replied_at_us,
+                request_ids,
+                row_hashes,
+                ..
+            } => {
+                made.insert((*node, *epoch, *seq), (*state_hash, *replied_at_us));
+                let rows = request_ids.iter().copied().zip(row_hashes.iter().copied());
+                made_rows.insert((*node, *epoch, *seq), rows.collect());
+            }
+            Event::Applied {
+                node,
+                epoch,
+                seq,
+                full: true,
+                ..
+            } => whole.push((*node, *epoch, *seq)),
+            _ => {}
         }
     }
     let mut applied_once: HashMap<(NodeId, Epoch, Seq, String), usize> = HashMap::new();
@@ -407,6 +428,19 @@ pub fn check(events: &[Event]) -> Report {
                 *released.entry(*request_id).or_default() += 1;
             }
             Event::Role { .. } => {}
+        }
+    }
+    for (node, epoch, seq) in whole {
+        for (&(_, _, v), rows) in made_rows.range((node, epoch, 0)..=(node, epoch, seq)) {
+            match durable_rows.get(&(node, v)) {
+                None => {
+                    durable_rows.insert((node, v), rows.clone());
+                }
+                Some(prev) if prev != rows => r.violations.push(format!(
+                    "no conflicting outputs: node {node} version {v} was made durable twice with different outputs"
+                )),
+                Some(_) => {}
+            }
         }
     }
     for (id, n) in &released {
@@ -522,6 +556,52 @@ mod tests {
             v.iter().any(|m| m.starts_with("apply after dependencies")),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn a_whole_state_makes_the_versions_its_epoch_made_before_it_durable() {
+        // Version 2's tuple was lost; the primary shipped version 3 whole, which holds it.
+        let whole = |seq| Event::Applied {
+            node: 1,
+            epoch: 2,
+            seq,
+            deps: vec![],
+            durable_then: vec![],
+            request_ids: vec![],
+            row_hashes: vec![],
+            full: true,
+            state_hash: 0,
+            member: "b".into(),
+            received_at_us: 0,
+        };
+        let released = |request_id, seq, hash| Event::Released {
+            request_id,
+            passed: vec![(1, seq, hash)],
+        };
+        let events = vec![
+            run(2, 2, vec![20], vec![(200, 0, 0)]),
+            run(2, 3, vec![30], vec![(300, 0, 0)]),
+            run(2, 4, vec![40], vec![(400, 0, 0)]),
+            whole(3),
+            released(20, 2, 200),
+            released(30, 3, 300),
+        ];
+        let r = check(&events);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        // Version 4 came after the whole state: a reply on it is not covered.
+        let mut late = events.clone();
+        late.push(released(40, 4, 400));
+        let v = check(&late).violations;
+        assert!(
+            v.iter()
+                .any(|m| m.contains("version 4, which no backup applied")),
+            "{v:?}"
+        );
+        // A reply that differs from what the primary made is a conflict.
+        let mut differs = events;
+        differs.push(released(21, 2, 201));
+        let v = check(&differs).violations;
+        assert!(v.iter().any(|m| m.contains("request 21")), "{v:?}");
     }
 
     fn run(epoch: Epoch, seq: Seq, ids: Vec<u64>, rows: Vec<(u64, u32, u64)>) -> Event {
