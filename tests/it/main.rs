@@ -58,6 +58,7 @@ mod traces;
 mod traces_resilience;
 mod triton_ensemble;
 mod triton_gpu;
+mod triton_optional;
 mod triton_repository;
 mod triton_sequences;
 mod triton_tensors;
