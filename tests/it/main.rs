@@ -38,6 +38,7 @@ mod modelless_serve;
 mod ocr;
 mod offline;
 mod ops;
+mod optional_inputs;
 mod parity;
 mod pretrained;
 mod reference;

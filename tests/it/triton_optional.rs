@@ -15,13 +15,13 @@ use weir::Tensor;
 use crate::common::{assert_close, repo, run_python_script, temp_dir, weir_home};
 use crate::reference::{ort_reference, outputs_from_json, request_json};
 use crate::serve::http;
-use crate::triton_repository::{get, serve, write, RepoServer};
+use crate::triton_repository::{copy, get, serve, write, RepoServer};
 
 /// Writes `y = x * scale + bias` (x, scale, y: `[N, 4]` f32; `scale` an initializer of
-/// `[[2, 3, 4, 5]]` listed among the inputs, IR 8) to `<root>/<name>/1/model.onnx` for each name.
-fn affine(root: &Path, names: &[&str]) {
+/// `[[2, 3, 4, 5]]` listed among the inputs, IR 8; `bias` `[0.5, -1, 0, 1]`) to `path`.
+pub(crate) fn affine_model(path: &Path) {
     let script = r#"
-import sys, os, numpy as np, onnx
+import sys, numpy as np, onnx
 from onnx import helper, numpy_helper, TensorProto as T
 
 x = helper.make_tensor_value_info('x', T.FLOAT, ['N', 4])
@@ -35,16 +35,12 @@ g = helper.make_graph(nodes, 'affine', [x, scale], [y], inits)
 m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])
 m.ir_version = 8
 onnx.checker.check_model(m)
-for name in sys.argv[2:]:
-    os.makedirs(os.path.join(sys.argv[1], name, '1'), exist_ok=True)
-    onnx.save(m, os.path.join(sys.argv[1], name, '1', 'model.onnx'))
+onnx.save(m, sys.argv[1])
 "#;
-    let names: Vec<&Path> = names.iter().map(Path::new).collect();
-    let mut args = vec![root];
-    args.extend(names);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     run_python_script(
         script,
-        &args,
+        &[path],
         "writing a model with an overridable initializer",
     );
 }
@@ -102,11 +98,14 @@ fn optional_inputs_run_on_the_files_value_when_left_out_and_on_the_requests_when
     weir_home();
     let dir = temp_dir("triton-optional");
     let root = dir.0.join("models");
-    affine(&root, &["affine", "affine_whole", "no_default"]);
+    let file = root.join("affine/1/model.onnx");
+    affine_model(&file);
+    for name in ["affine_whole", "no_default"] {
+        copy(&file, &root.join(format!("{name}/1/model.onnx")));
+    }
     write(&root.join("affine/config.pbtxt"), BATCHED);
     write(&root.join("affine_whole/config.pbtxt"), UNBATCHED);
     write(&root.join("no_default/config.pbtxt"), NO_DEFAULT);
-    let file = root.join("affine/1/model.onnx");
     let s = serve(dir, root, &[]);
 
     // The configuration shows which inputs are optional, as Triton's does.

@@ -319,6 +319,55 @@ mod tests {
     }
 
     #[test]
+    fn an_optional_input_must_be_an_overridable_initializer_with_a_readable_value() {
+        use crate::proto::inference::{ModelInput, ModelOutput};
+        use weir_engine::onnx::Overridable;
+        use weir_engine::tensor::Tensor;
+
+        let input = |name: &str, optional: bool| ModelInput {
+            name: name.into(),
+            data_type: DataType::TypeFp32 as i32,
+            dims: vec![-1, 4],
+            optional,
+            ..ModelInput::default()
+        };
+        let config = |x_optional: bool| ModelConfig {
+            input: vec![input("x", x_optional), input("scale", true)],
+            output: vec![ModelOutput {
+                name: "y".into(),
+                data_type: DataType::TypeFp32 as i32,
+                dims: vec![-1, 4],
+                ..ModelOutput::default()
+            }],
+            ..ModelConfig::default()
+        };
+        let meta = |default: Result<Tensor, String>| ModelMetadata {
+            inputs: vec![t("x", DType::F32, &[-1, 4])],
+            outputs: vec![t("y", DType::F32, &[-1, 4])],
+            overridable: vec![Overridable {
+                info: t("scale", DType::F32, &[-1, 4]),
+                default,
+            }],
+        };
+        let value = Ok(Tensor::f32(vec![1, 4], vec![1.0; 4]));
+        assert!(check(&config(false), &meta(value.clone()), "m.onnx").is_ok());
+        let field_of = |r: Result<(), LoadError>| match r {
+            Err(LoadError::Invalid { field, message }) => (field, message),
+            other => panic!("{other:?}"),
+        };
+        let (field, message) = field_of(check(&config(true), &meta(value), "m.onnx"));
+        assert_eq!(field, "input[0].optional");
+        assert!(message.contains("no default value in m.onnx"), "{message}");
+        let (field, message) = field_of(check(
+            &config(false),
+            &meta(Err("stored outside".into())),
+            "m.onnx",
+        ));
+        assert_eq!(field, "input[1].optional");
+        assert!(message.contains("stored outside"), "{message}");
+    }
+
+    #[test]
     fn inputs_take_any_size_where_the_file_is_dynamic_outputs_must_match_exactly() {
         assert!(compare_dims(&t("x", DType::F32, &[-1, 3, -1]).dims, &[3, 224], 4, false).is_ok());
         assert!(compare_dims(&t("x", DType::F32, &[-1, 3, -1]).dims, &[3, 224], 4, true).is_err());

@@ -273,4 +273,33 @@ mod tests {
         // A model that does not batch (Triton's `max_batch_size: 0`) shows its shapes as they are.
         assert_eq!(x.metadata(false)["shape"], json!([3, -1]));
     }
+
+    #[test]
+    fn the_configuration_shows_which_inputs_a_request_may_leave_out() {
+        let ty = TensorType {
+            dtype: DType::F32,
+            shape: vec![Dim::Fixed(4)],
+        };
+        let t = |name: &str, optional| Tensor {
+            name: name.into(),
+            ty: ty.clone(),
+            optional,
+        };
+        let sig = Signature {
+            name: "g".into(),
+            platform: "weir_graph".into(),
+            max_batch: 8,
+            inputs: vec![t("x", false), t("scale", true)],
+            outputs: vec![t("y", false)],
+        };
+        let config = sig.config();
+        assert_eq!(config["input"][0]["optional"], json!(false));
+        assert_eq!(config["input"][1]["optional"], json!(true));
+        assert!(config["output"][0].get("optional").is_none());
+        // Metadata has no such field (Triton's neither).
+        assert!(sig.metadata(&[1])["inputs"][1].get("optional").is_none());
+        let message = GraphConfigMessage::decode(sig.config_proto().as_slice()).expect("decodes");
+        let flags: Vec<bool> = message.input.iter().map(|i| i.optional).collect();
+        assert_eq!(flags, [false, true]);
+    }
 }

@@ -213,6 +213,16 @@ impl<'a> Validator<'a, '_> {
             // An overridable initializer: bound when a graph input may override it.
             if let Some(o) = meta.overridable(name) {
                 let batch_dim = checked.call.has_batch_dim();
+                let remote = m.replicas.as_ref().is_some_and(|r| {
+                    r.value
+                        .iter()
+                        .any(|n| n.value != crate::spec::LOCAL_REPLICA)
+                });
+                if remote {
+                    self.error(node_path(id, &p.name), locs[pos], format!("node `{id}`: model input `{name}` (an initializer a call may override) is bound, but the node runs on remote executors, which feed a model only the inputs it cannot run without"))
+                        .help = Some("run the node on `local` replicas, or leave the input unbound (the model then always uses its file's value)".into());
+                    ok = false;
+                }
                 if !self.check_overridable_batch(id, &o.info, checked.call, locs[pos])
                     || !self.check_model_input(id, (&o.info, batch_dim), p, locs[pos])
                 {
