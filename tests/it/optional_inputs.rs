@@ -98,7 +98,7 @@ fn requests_without_an_optional_input_get_the_models_value_and_batch_with_those_
         let y = reply.expect("answered");
         let y = y.output("y").expect("y");
         assert_eq!(y.shape, vec![4], "request {i}");
-        let want = if i % 2 == 0 {
+        let want = if i.is_multiple_of(2) {
             &plain[(i / 2) * 4..(i / 2) * 4 + 4]
         } else {
             &given[(i / 2) * 4..(i / 2) * 4 + 4]
