@@ -1,8 +1,9 @@
 //! Optional graph inputs (`optional: true`) in YAML and the builder: a request may leave the
 //! input out, and is then answered as ONNX Runtime answers without it (the model file's value);
 //! requests with and without it, interleaved under dynamic batching, are each answered once with
-//! their own answer. Graphs whose optional input has no value to fill are refused
-//! (`tests/invalid/optional_*.yaml`).
+//! their own answer. Graphs whose optional input has no value to fill are refused naming why:
+//! here those binding a model's overridable initializer, `tests/invalid/optional_*.yaml` the
+//! others.
 
 use std::path::Path;
 
@@ -111,4 +112,73 @@ fn requests_without_an_optional_input_get_the_models_value_and_batch_with_those_
         );
     }
     running.shutdown();
+}
+
+/// Graphs binding the model's overridable `scale` that cannot run: on a remote executor (which
+/// feeds a model only the inputs it cannot run without), and an optional input read by two
+/// models holding different values for it. Each is refused naming the field and why.
+#[test]
+fn optional_inputs_without_one_value_to_fill_are_refused_naming_why() {
+    let dir = temp_dir("optional-refused");
+    let file = dir.0.join("affine.onnx");
+    affine_model(&file);
+    let other = dir.0.join("other.onnx");
+    let script = r#"
+import sys, onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+scale = m.graph.initializer[0]
+values = numpy_helper.to_array(scale) * 2
+scale.CopyFrom(numpy_helper.from_array(values, 'scale'))
+onnx.save(m, sys.argv[2])
+"#;
+    crate::common::run_python_script(script, &[&file, &other], "doubling the model's scale");
+    let refused = |yaml: &str| -> String {
+        let spec = GraphSpec::from_yaml(yaml, "g.yaml").expect("parses");
+        match plan_spec(&spec, Path::new(".")) {
+            Ok(_) => panic!("validated:\n{yaml}"),
+            Err(e) => e.to_string(),
+        }
+    };
+
+    let remote = format!(
+        "name: g
+inputs:
+  - {{name: x, dtype: f32, shape: [4]}}
+  - {{name: scale, dtype: f32, shape: [4], optional: true}}
+executors:
+  - {{name: far, endpoint: tcp/127.0.0.1:9}}
+nodes:
+  - model: {{id: affine, path: {}, inputs: {{x: x, scale: scale}}, replicas: [far]}}
+outputs:
+  - {{name: y, from: affine.y}}
+",
+        file.display()
+    );
+    let err = refused(&remote);
+    assert!(
+        err.contains("nodes.affine.inputs.scale") && err.contains("remote executors"),
+        "{err}"
+    );
+
+    let two = format!(
+        "name: g
+inputs:
+  - {{name: x, dtype: f32, shape: [4]}}
+  - {{name: scale, dtype: f32, shape: [4], optional: true}}
+nodes:
+  - model: {{id: a, path: {}, inputs: {{x: x, scale: scale}}}}
+  - model: {{id: b, path: {}, inputs: {{x: x, scale: scale}}}}
+outputs:
+  - {{name: ya, from: a.y}}
+  - {{name: yb, from: b.y}}
+",
+        file.display(),
+        other.display()
+    );
+    let err = refused(&two);
+    assert!(
+        err.contains("inputs.scale.optional") && err.contains("another value for it"),
+        "{err}"
+    );
 }
