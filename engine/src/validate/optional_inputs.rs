@@ -11,10 +11,15 @@
 //!   reads it);
 //! - the per-request value is the file's value, without its leading dimension of 1 where the
 //!   model has a batch dimension, and it fits the input's declared dtype and shape;
-//! - models reading the same input hold the same value.
+//! - models reading the same input hold the same value;
+//! - the value holds at most [`MAX_DEFAULT_BYTES`]: each request that leaves the input out
+//!   carries a copy, so a file cannot make one cost more than a client's request may.
 
 use super::{CheckedKind, GraphInput, GraphOutput, Producer, TypedNode, Validator};
 use crate::tensor::{Dim, ShapeDisplay, Tensor};
+
+/// The most bytes an optional input's value may hold (the default cap on a request's body).
+const MAX_DEFAULT_BYTES: usize = 64 << 20;
 
 impl Validator<'_, '_> {
     /// `inputs` with each optional one's default filled, or an error naming why it has none.
@@ -87,6 +92,13 @@ impl Validator<'_, '_> {
                         port.name
                     )
                 })?;
+                if value.data.heap_bytes() > MAX_DEFAULT_BYTES {
+                    return Err(format!(
+                        "the value of `{}` in {reader}'s model holds {} bytes, more than the {MAX_DEFAULT_BYTES} a request may carry",
+                        port.name,
+                        value.data.heap_bytes()
+                    ));
+                }
                 let value = per_request(value, model.call.has_batch_dim()).ok_or_else(|| {
                     format!(
                         "{reader}'s model holds `{}` of shape {:?}, which is no batch of 1 (the node batches)",
