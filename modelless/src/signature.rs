@@ -45,6 +45,7 @@ pub(crate) fn of_name(
                         })
                         .collect(),
                 },
+                optional: false,
             })
             .collect()
     };

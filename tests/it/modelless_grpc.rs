@@ -307,7 +307,7 @@ async fn task_reads_as_a_model(client: &mut Client, http: &str, variant: &str) {
     let config: serde_json::Value = serde_json::from_str(&body).expect("JSON config");
     assert_eq!(
         config["input"][0],
-        json!({"name": "x", "data_type": "TYPE_FP32", "dims": [64]})
+        json!({"name": "x", "data_type": "TYPE_FP32", "dims": [64], "optional": false})
     );
     assert!(
         config["max_batch_size"].as_u64().unwrap_or(0) >= 1,

@@ -112,7 +112,7 @@ fn magika_labels_real_files_as_onnxruntime() {
     let onnx = model("pretrained/magika_standard_v3_3.onnx");
     let files = [
         "Cargo.toml",
-        "engine/src/onnx.rs",
+        "engine/src/onnx/mod.rs",
         "README.md",
         "graphs/seq_pool.yaml",
     ];

@@ -314,7 +314,11 @@ mod tests {
     }
 
     fn meta(inputs: Vec<TensorInfo>, outputs: Vec<TensorInfo>) -> ModelMetadata {
-        ModelMetadata { inputs, outputs }
+        ModelMetadata {
+            inputs,
+            outputs,
+            overridable: Vec::new(),
+        }
     }
 
     #[test]

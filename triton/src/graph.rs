@@ -25,9 +25,13 @@
 //! - `reshape` (and a scalar in the file written as `dims: [1]`) is a `reshape` op node between
 //!   the client's tensor and the model's ([`crate::reshape`]).
 //!
+//! - `optional: true` is an optional graph input ([`weir_engine::spec::InputSpec::optional`]):
+//!   a request leaving it out is filled with the value the file holds for it; an ensemble step
+//!   whose optional input no tensor feeds runs on the file's value.
+//!
 //! What the engine has no counterpart for is refused by field ([`GraphError::Unsupported`]):
-//! optional inputs, sequence state without batching, sequence control inputs of an ensemble's
-//! step, an ensemble mixing batching and non-batching steps.
+//! sequence state without batching, sequence control inputs of an ensemble's step, an ensemble
+//! mixing batching and non-batching steps.
 
 use weir_engine::spec::{
     Device, DimSpec, ExecutorSpec, GraphBuilder, GraphLevel, GraphSpec, ModelBuilder,
@@ -86,6 +90,9 @@ pub fn graph(
         );
         if graph_name != t.name {
             builder = builder.client_name(&graph_name, &t.name);
+        }
+        if t.optional {
+            builder = builder.optional(&graph_name);
         }
         inputs.push((t.name.clone(), graph_name));
     }
@@ -238,15 +245,17 @@ pub(crate) fn model_node(
         .ok_or_else(|| unsupported("platform".into(), "not an ONNX model"))?;
     let mut node = ModelBuilder::new(id, file);
     for (i, t) in config.input.iter().enumerate() {
-        if t.optional {
-            return Err(unsupported(
-                format!("input[{i}].optional"),
-                "ONNX Runtime runs no call without each input of the file (those without an initializer), so a request leaving it out could only fail",
-            ));
+        match bind(&t.name) {
+            Some(from) => node = node.input(&t.name, &from),
+            // ONNX Runtime runs the call on the file's value (an ensemble step's unmapped input).
+            None if t.optional => {}
+            None => {
+                return Err(unsupported(
+                    format!("input[{i}]"),
+                    "no tensor feeds this input",
+                ))
+            }
         }
-        let from = bind(&t.name)
-            .ok_or_else(|| unsupported(format!("input[{i}]"), "no tensor feeds this input"))?;
-        node = node.input(&t.name, &from);
     }
     let mbs = usize::try_from(config.max_batch_size).unwrap_or(0);
     node = match &config.scheduling_choice {

@@ -12,7 +12,11 @@
 //! - a scalar in the file takes only dims of 1s;
 //! - the file's inputs are exactly the configuration's (optional ones aside) plus the sequence
 //!   batcher's control and state inputs; the configuration may list a subset of the outputs;
-//! - an `optional` input is refused when the model batches.
+//! - an `optional` input is one the file lets a call leave out: an overridable initializer (an
+//!   initializer listed among the graph's inputs, IR 4 or later), whose value weir can read —
+//!   ONNX Runtime has no other way to run without an input. Triton's backend also refuses an
+//!   optional input on a batching model; weir fills the file's value into each request that
+//!   leaves the input out, so batches stay exact and it accepts them.
 //!
 //! Every refusal is a [`LoadError::Contradicts`] naming the field and both values.
 
@@ -111,6 +115,38 @@ fn check_type(field: String, config: i32, t: &TensorInfo, file: &str) -> Result<
     Ok(())
 }
 
+/// The file's signature of optional input `name` (configured at `base`): an overridable
+/// initializer with a value weir can read.
+fn optional_input<'m>(
+    base: &str,
+    name: &str,
+    meta: &'m ModelMetadata,
+    file: &str,
+) -> Result<&'m TensorInfo, LoadError> {
+    let field = format!("{base}.optional");
+    if meta.inputs.iter().any(|t| t.name == name) {
+        return Err(LoadError::invalid(
+            field,
+            format!("input `{name}` has no default value in {file} (it is not an initializer), so ONNX Runtime cannot run the model without it"),
+        ));
+    }
+    let Some(o) = meta.overridable(name) else {
+        return Err(LoadError::Contradicts {
+            field: format!("{base}.name"),
+            config: format!("input `{name}`"),
+            file: file.to_string(),
+            actual: format!("inputs {}", names(&meta.inputs)),
+        });
+    };
+    match &o.default {
+        Ok(_) => Ok(&o.info),
+        Err(why) => Err(LoadError::invalid(
+            field,
+            format!("the default value of input `{name}` in {file} cannot be read: {why}"),
+        )),
+    }
+}
+
 fn shape_field(base: &str, reshape: Option<&ModelTensorReshape>) -> (String, &'static str) {
     match reshape {
         Some(_) => (format!("{base}.reshape.shape"), "reshape"),
@@ -122,29 +158,26 @@ fn shape_field(base: &str, reshape: Option<&ModelTensorReshape>) -> (String, &'s
 ///
 /// # Errors
 /// [`LoadError::Contradicts`] for the first tensor that disagrees; [`LoadError::Invalid`] for an
-/// optional input on a batching model.
+/// optional input the file has no readable default for.
 pub fn check(config: &ModelConfig, meta: &ModelMetadata, file: &str) -> Result<(), LoadError> {
     let mbs = config.max_batch_size;
     let mut expected_inputs: Vec<&str> = Vec::new();
     for (i, input) in config.input.iter().enumerate() {
         let base = format!("input[{i}]");
-        if input.optional && mbs != 0 {
-            return Err(LoadError::invalid(
-                format!("{base}.optional"),
-                format!("optional input `{}` is not supported for models that batch (max_batch_size > 0)", input.name),
-            ));
-        }
-        let Some(t) = meta.inputs.iter().find(|t| t.name == input.name) else {
-            return Err(LoadError::Contradicts {
-                field: format!("{base}.name"),
-                config: format!("input `{}`", input.name),
-                file: file.to_string(),
-                actual: format!("inputs {}", names(&meta.inputs)),
-            });
-        };
-        if !input.optional {
+        let t = if input.optional {
+            optional_input(&base, &input.name, meta, file)?
+        } else {
+            let Some(t) = meta.inputs.iter().find(|t| t.name == input.name) else {
+                return Err(LoadError::Contradicts {
+                    field: format!("{base}.name"),
+                    config: format!("input `{}`", input.name),
+                    file: file.to_string(),
+                    actual: format!("inputs {}", names(&meta.inputs)),
+                });
+            };
             expected_inputs.push(&input.name);
-        }
+            t
+        };
         check_type(format!("{base}.data_type"), input.data_type, t, file)?;
         let (field, _) = shape_field(&base, input.reshape.as_ref());
         let shape = input.reshape.as_ref().map_or(&input.dims, |r| &r.shape);
@@ -283,6 +316,55 @@ mod tests {
                 .collect(),
             names: vec![None; dims.len()],
         }
+    }
+
+    #[test]
+    fn an_optional_input_must_be_an_overridable_initializer_with_a_readable_value() {
+        use crate::proto::inference::{ModelInput, ModelOutput};
+        use weir_engine::onnx::Overridable;
+        use weir_engine::tensor::Tensor;
+
+        let input = |name: &str, optional: bool| ModelInput {
+            name: name.into(),
+            data_type: DataType::TypeFp32 as i32,
+            dims: vec![-1, 4],
+            optional,
+            ..ModelInput::default()
+        };
+        let config = |x_optional: bool| ModelConfig {
+            input: vec![input("x", x_optional), input("scale", true)],
+            output: vec![ModelOutput {
+                name: "y".into(),
+                data_type: DataType::TypeFp32 as i32,
+                dims: vec![-1, 4],
+                ..ModelOutput::default()
+            }],
+            ..ModelConfig::default()
+        };
+        let meta = |default: Result<Tensor, String>| ModelMetadata {
+            inputs: vec![t("x", DType::F32, &[-1, 4])],
+            outputs: vec![t("y", DType::F32, &[-1, 4])],
+            overridable: vec![Overridable {
+                info: t("scale", DType::F32, &[-1, 4]),
+                default,
+            }],
+        };
+        let value = Ok(Tensor::f32(vec![1, 4], vec![1.0; 4]));
+        assert!(check(&config(false), &meta(value.clone()), "m.onnx").is_ok());
+        let field_of = |r: Result<(), LoadError>| match r {
+            Err(LoadError::Invalid { field, message }) => (field, message),
+            other => panic!("{other:?}"),
+        };
+        let (field, message) = field_of(check(&config(true), &meta(value), "m.onnx"));
+        assert_eq!(field, "input[0].optional");
+        assert!(message.contains("no default value in m.onnx"), "{message}");
+        let (field, message) = field_of(check(
+            &config(false),
+            &meta(Err("stored outside".into())),
+            "m.onnx",
+        ));
+        assert_eq!(field, "input[1].optional");
+        assert!(message.contains("stored outside"), "{message}");
     }
 
     #[test]

@@ -47,6 +47,13 @@ fn tensor(t: &Tensor) -> Value {
     json!({"name": t.name, "data_type": data_type(t.ty.dtype), "dims": dims(&t.ty.shape)})
 }
 
+/// An input as a configuration shows it: a tensor, and whether a request may leave it out.
+fn input(t: &Tensor) -> Value {
+    let mut v = tensor(t);
+    v["optional"] = Value::Bool(t.optional);
+    v
+}
+
 /// One input or output as configurations and metadata show it: its name and per-request type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tensor {
@@ -54,6 +61,8 @@ pub struct Tensor {
     pub name: String,
     /// Its element type and per-request shape (no batch dimension).
     pub ty: TensorType,
+    /// An input a request may leave out (Triton's `optional`); false for an output.
+    pub optional: bool,
 }
 
 impl Tensor {
@@ -95,6 +104,7 @@ impl Signature {
         let tensor = |name: &String, ty: &TensorType| Tensor {
             name: name.clone(),
             ty: ty.clone(),
+            optional: false,
         };
         Signature {
             name: plan.name.clone(),
@@ -105,7 +115,10 @@ impl Signature {
                 .inputs
                 .iter()
                 .filter(|i| i.sequence.is_none())
-                .map(|i| tensor(&i.client().to_string(), &i.ty))
+                .map(|i| Tensor {
+                    optional: i.default.is_some(),
+                    ..tensor(&i.client().to_string(), &i.ty)
+                })
                 .collect(),
             outputs: plan
                 .outputs
@@ -123,7 +136,7 @@ impl Signature {
             "backend": "weir",
             "version_policy": {"latest": {"num_versions": 1}},
             "max_batch_size": i64::try_from(self.max_batch).unwrap_or(i64::MAX),
-            "input": self.inputs.iter().map(tensor).collect::<Vec<_>>(),
+            "input": self.inputs.iter().map(input).collect::<Vec<_>>(),
             "output": self.outputs.iter().map(tensor).collect::<Vec<_>>(),
         })
     }
@@ -158,6 +171,7 @@ impl Signature {
                     name: t.name.clone(),
                     data_type: data_type_number(t.ty.dtype),
                     dims: dims(&t.ty.shape),
+                    optional: t.optional,
                 })
                 .collect(),
             output: self
@@ -193,7 +207,7 @@ struct GraphConfigMessage {
     backend: String,
 }
 
-/// `inference.ModelInput`: name, data_type, dims (field 4; 3 is its format).
+/// `inference.ModelInput`: name, data_type, dims (field 4; 3 is its format), optional.
 #[derive(Clone, PartialEq, Message)]
 struct TensorMessage {
     #[prost(string, tag = "1")]
@@ -202,6 +216,8 @@ struct TensorMessage {
     data_type: i32,
     #[prost(int64, repeated, tag = "4")]
     dims: Vec<i64>,
+    #[prost(bool, tag = "8")]
+    optional: bool,
 }
 
 /// `inference.ModelOutput`: name, data_type, dims.
@@ -244,6 +260,7 @@ mod tests {
         let tensor = |name: &str, dtype, shape| Tensor {
             name: name.into(),
             ty: TensorType { dtype, shape },
+            optional: false,
         };
         let x = tensor("x", DType::F16, vec![Dim::Fixed(3), Dim::Dynamic]);
         let meta = x.metadata(true);
@@ -255,5 +272,34 @@ mod tests {
         assert_eq!(scalar["shape"], json!([-1]));
         // A model that does not batch (Triton's `max_batch_size: 0`) shows its shapes as they are.
         assert_eq!(x.metadata(false)["shape"], json!([3, -1]));
+    }
+
+    #[test]
+    fn the_configuration_shows_which_inputs_a_request_may_leave_out() {
+        let ty = TensorType {
+            dtype: DType::F32,
+            shape: vec![Dim::Fixed(4)],
+        };
+        let t = |name: &str, optional| Tensor {
+            name: name.into(),
+            ty: ty.clone(),
+            optional,
+        };
+        let sig = Signature {
+            name: "g".into(),
+            platform: "weir_graph".into(),
+            max_batch: 8,
+            inputs: vec![t("x", false), t("scale", true)],
+            outputs: vec![t("y", false)],
+        };
+        let config = sig.config();
+        assert_eq!(config["input"][0]["optional"], json!(false));
+        assert_eq!(config["input"][1]["optional"], json!(true));
+        assert!(config["output"][0].get("optional").is_none());
+        // Metadata has no such field (Triton's neither).
+        assert!(sig.metadata(&[1])["inputs"][1].get("optional").is_none());
+        let message = GraphConfigMessage::decode(sig.config_proto().as_slice()).expect("decodes");
+        let flags: Vec<bool> = message.input.iter().map(|i| i.optional).collect();
+        assert_eq!(flags, [false, true]);
     }
 }

@@ -124,6 +124,7 @@ fn state_takes_the_models_shapes_and_remus_keeps_one_batch_in_flight() {
             tensor("y", &[Dim::Dynamic, Dim::Fixed(4)]),
             tensor("h_out", &[Dim::Fixed(1), Dim::Fixed(8)]),
         ],
+        overridable: Vec::new(),
     };
     let remus = graph(
         "  - model: {id: m, path: m.onnx, inputs: {x: x}, state: {inputs: [h_in], outputs: [h_out]}, \

@@ -4,6 +4,10 @@
 //! elements as that shape holds. A wrong request is refused here, naming the field that is wrong,
 //! so nothing malformed reaches the dataflow.
 //!
+//! An optional input the client leaves out is filled with its default (the value its model file
+//! holds, which validation read), so the request carries it from the ingress on and a batch
+//! never mixes rows with and without it.
+//!
 //! A graph input filled from the sequence parameters (Triton's control tensors) is never sent by
 //! the client: it is made here from the request's `parameters` (`sequence_id`, `sequence_start`,
 //! `sequence_end`, read as the per-sequence node reads them), so it is in the batch from the
@@ -77,15 +81,17 @@ pub(super) fn check_inputs(
             control = Some(c);
             continue;
         }
-        let pos = inputs
-            .iter()
-            .position(|t| t.name == g.client())
-            .ok_or_else(|| {
-                invalid(
-                    format!("inputs.{}", g.client()),
-                    format!("missing input `{}` ({})", g.client(), g.ty),
-                )
-            })?;
+        let Some(pos) = inputs.iter().position(|t| t.name == g.client()) else {
+            // An optional input left out: the model's own value, as ONNX Runtime would use.
+            if let Some(default) = &g.default {
+                ordered.push(default.clone());
+                continue;
+            }
+            return Err(invalid(
+                format!("inputs.{}", g.client()),
+                format!("missing input `{}` ({})", g.client(), g.ty),
+            ));
+        };
         let t = inputs.swap_remove(pos);
         if inputs.iter().any(|o| o.name == g.client()) {
             return Err(invalid(

@@ -81,7 +81,16 @@ impl GraphBuilder {
             dtype: s(dtype),
             shape: s(shape),
             sequence: None,
+            optional: false,
         }));
+        self
+    }
+
+    /// Lets clients leave graph input `name` out (see [`InputSpec::optional`]).
+    pub fn optional(mut self, name: &str) -> Self {
+        if let Some(i) = self.spec.inputs.iter_mut().find(|i| i.name.value == name) {
+            i.value.optional = true;
+        }
         self
     }
 
@@ -111,6 +120,7 @@ impl GraphBuilder {
                 control,
                 false_true,
             })),
+            optional: false,
         }));
         self
     }

@@ -157,6 +157,13 @@ pub struct InputSpec {
     /// (Triton's sequence control tensors); shape `[1]`.
     #[serde(default)]
     pub sequence: Option<Spanned<SequenceInputSpec>>,
+    /// A client may leave it out (Triton's `optional: true`); weir then fills it with the value
+    /// the model file holds for it. Every node reading it must be a model input with such a
+    /// value: an ONNX initializer listed among the graph's inputs (IR 4 or later), which ONNX
+    /// Runtime lets a call override. The per-request value is that initializer, without its
+    /// leading dimension of 1 where the model batches.
+    #[serde(default)]
+    pub optional: bool,
 }
 
 /// One dimension of a graph input as written: a size (`-1` for any), or a symbolic name.

@@ -24,7 +24,9 @@
 //!    producer against what the consumer needs, read from the ONNX model's own metadata for model
 //!    nodes;
 //! 6. outputs (`references.rs`): at least one, each read from a node reachable from the inputs
-//!    (`unreachable`); nodes that feed no output are warnings.
+//!    (`unreachable`); nodes that feed no output are warnings;
+//! 7. optional inputs (`optional_inputs.rs`): each is read only by model inputs whose files hold
+//!    one default value for it, which becomes the tensor admission fills in.
 //!
 //! weir treats a model's first dimension as the batch dimension: fixed to 1 means one request per
 //! call, dynamic means batched calls; the per-request shape is the rest. A node with `batch: false`
@@ -35,6 +37,7 @@ mod fanout;
 mod image_ops;
 mod model;
 mod names;
+mod optional_inputs;
 mod padding;
 mod parallelism;
 mod parity;
@@ -110,6 +113,9 @@ pub struct GraphInput {
     pub symbols: Vec<Option<String>>,
     /// Filled by weir from the request's sequence parameters, not sent by the client.
     pub sequence: Option<crate::spec::SequenceInputSpec>,
+    /// For an optional input, the per-request tensor weir fills when a request leaves it out:
+    /// the value the model files reading it hold ([`crate::spec::InputSpec::optional`]).
+    pub default: Option<crate::tensor::Tensor>,
 }
 
 impl GraphInput {
@@ -320,6 +326,7 @@ impl<'a> Validator<'a, '_> {
         let order = self.topological_order(&edges)?;
         let (mut nodes, index_of) = self.type_nodes(&order, &edges, &mut facts, &inputs);
         let outputs = self.graph_outputs(&ids, &facts, &inputs, &index_of);
+        let inputs = self.fill_defaults(inputs, &nodes, &outputs);
         if !has_errors(&self.diags) {
             self.check_levels(&mut nodes, &outputs);
         }

@@ -103,6 +103,7 @@ mod tests {
                 names: vec![None, None],
             }],
             outputs: Vec::new(),
+            overridable: Vec::new(),
         }
     }
 

@@ -95,6 +95,7 @@ impl<'a> Validator<'a, '_> {
                 },
                 symbols,
                 sequence: input.sequence.as_ref().map(|s| s.value),
+                default: None,
             });
         }
         out
@@ -209,6 +210,30 @@ impl<'a> Validator<'a, '_> {
         }
         for (pos, p) in ports.iter().enumerate() {
             let name = p.name.trim_start_matches("inputs.");
+            // An overridable initializer: bound when a graph input may override it.
+            if let Some(o) = meta.overridable(name) {
+                let batch_dim = checked.call.has_batch_dim();
+                let remote = m.replicas.as_ref().is_some_and(|r| {
+                    r.value
+                        .iter()
+                        .any(|n| n.value != crate::spec::LOCAL_REPLICA)
+                });
+                if remote {
+                    self.error(node_path(id, &p.name), locs[pos], format!("node `{id}`: model input `{name}` (an initializer a call may override) is bound, but the node runs on remote executors, which feed a model only the inputs it cannot run without"))
+                        .help = Some("run the node on `local` replicas, or leave the input unbound (the model then always uses its file's value)".into());
+                    ok = false;
+                }
+                if !self.check_overridable_batch(id, &o.info, checked.call, locs[pos])
+                    || !self.check_model_input(id, (&o.info, batch_dim), p, locs[pos])
+                {
+                    ok = false;
+                }
+                ordered.push(Port {
+                    name: name.to_string(),
+                    ..p.clone()
+                });
+                continue;
+            }
             if !meta.inputs.iter().any(|i| i.name == name) {
                 let names = meta.inputs.iter().map(|i| i.name.as_str());
                 let help = did_you_mean(name, names)
@@ -239,6 +264,33 @@ impl<'a> Validator<'a, '_> {
             inputs: ordered,
             outputs,
         })
+    }
+
+    /// Whether overridable initializer `info` of node `id`'s model has a first dimension that
+    /// calls of shape `call` can fill (else an error at `loc`): a batched call's rows stack along
+    /// it.
+    fn check_overridable_batch(
+        &mut self,
+        id: &str,
+        info: &TensorInfo,
+        call: super::CallShape,
+        loc: Location,
+    ) -> bool {
+        use super::CallShape;
+        let first = info.dims.first().copied();
+        let fits = match call {
+            CallShape::Unbatched => true,
+            CallShape::Batched => first == Some(Dim::Dynamic),
+            CallShape::PerRequest => matches!(first, Some(Dim::Dynamic | Dim::Fixed(1))),
+            CallShape::Fixed(n) => {
+                matches!(first, Some(Dim::Dynamic)) || first == Some(Dim::Fixed(n))
+            }
+        };
+        if !fits {
+            self.error(node_path(id, &format!("inputs.{}", info.name)), loc, format!("node `{id}`: model input `{}` (an initializer a call may override) has shape {} in the file, whose first dimension cannot hold this node's batches", info.name, ShapeDisplay(&info.dims)))
+                .help = Some("declare its first dimension free (a name such as `N`) in the model, or add `batch: false` to the node".into());
+        }
+        fits
     }
 
     /// Whether `port` fits model input `info` of node `id` (else an error at `loc`); a request's

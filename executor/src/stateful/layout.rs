@@ -239,6 +239,7 @@ mod tests {
                 info("y", DType::F32, vec![Dim::Dynamic, Dim::Fixed(4)]),
                 info("h_out", DType::F32, vec![Dim::Fixed(1), Dim::Fixed(16)]),
             ],
+            overridable: Vec::new(),
         }
     }
 

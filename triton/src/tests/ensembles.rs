@@ -198,3 +198,51 @@ fn ensembles_of_ensembles_are_refused_for_now() {
     let e = failure(&r, "outer");
     assert!(matches!(*e.kind, LoadError::Unsupported { .. }), "{e}");
 }
+
+#[test]
+fn a_steps_optional_input_that_no_tensor_feeds_runs_on_the_files_value() {
+    let repo = TempRepo::new("e-optional");
+    models(&repo);
+    repo.model_bytes(
+        "affine",
+        Some(
+            r#"max_batch_size: 4
+            input [ { name: "x" data_type: TYPE_FP32 dims: [4] },
+                    { name: "scale" data_type: TYPE_FP32 dims: [4] optional: true } ]
+            output [ { name: "y" data_type: TYPE_FP32 dims: [4] } ]"#,
+        ),
+        &onnx::model_with_defaults(
+            &[("x", FLOAT, &[-1, 4]), ("scale", FLOAT, &[-1, 4])],
+            &[("y", FLOAT, &[-1, 4])],
+            &[("scale", &[1, 4], &[2.0, 3.0, 4.0, 5.0])],
+        ),
+    );
+    ensemble(
+        &repo,
+        "scaled",
+        r#"
+        step [
+          { model_name: "affine" model_version: -1
+            input_map { key: "x" value: "raw" }
+            output_map { key: "y" value: "features" } },
+          { model_name: "classify" model_version: -1
+            input_map { key: "x" value: "features" }
+            output_map { key: "label" value: "label" } }
+        ]"#,
+    );
+    let r = repo.load();
+    let g = graph(&r, "scaled", None).unwrap();
+    let affine = g
+        .spec
+        .nodes
+        .iter()
+        .find_map(|n| match &n.value {
+            weir_engine::spec::NodeSpec::Model(m) if m.id.value == "affine" => Some(m),
+            _ => None,
+        })
+        .expect("an `affine` node");
+    assert!(!affine.inputs.contains_key("scale"));
+    if let Err(d) = weir_engine::validate::validate(&g.spec, &r.root) {
+        panic!("{d}");
+    }
+}

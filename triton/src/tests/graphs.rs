@@ -284,3 +284,52 @@ fn implicit_sequence_state_is_a_per_sequence_stateful_node() {
     assert_eq!(m.batching.max_size, 8);
     valid(&g, &r);
 }
+
+/// `x [N, 4]` and `scale [N, 4]` (an initializer `[[2, 3, 4, 5]]`) → `y [N, 4]`.
+fn affine() -> Vec<u8> {
+    onnx::model_with_defaults(
+        &[("x", FLOAT, &[-1, 4]), ("scale", FLOAT, &[-1, 4])],
+        &[("y", FLOAT, &[-1, 4])],
+        &[("scale", &[1, 4], &[2.0, 3.0, 4.0, 5.0])],
+    )
+}
+
+#[test]
+fn an_optional_input_is_a_graph_input_filled_with_the_files_value() {
+    let repo = TempRepo::new("g-optional");
+    let inputs = |scale: &str| {
+        format!(
+            r#"max_batch_size: 4
+            input [ {{ name: "x" data_type: TYPE_FP32 dims: [4] }},
+                    {{ name: "scale" data_type: TYPE_FP32 optional: true {scale} }} ]
+            output [ {{ name: "y" data_type: TYPE_FP32 dims: [4] }} ]"#
+        )
+    };
+    repo.model_bytes("affine", Some(&inputs("dims: [4]")), &affine());
+    repo.model_bytes(
+        "reshaped",
+        Some(&inputs("dims: [2, 2] reshape { shape: [4] }")),
+        &affine(),
+    );
+    let r = repo.load();
+    let g = graph(&r, "affine", None).unwrap();
+    assert!(g.spec.inputs[1].value.optional);
+    assert_eq!(only_node(&g).inputs["scale"].value, "scale");
+    let checked = weir_engine::validate::validate(&g.spec, &r.root).unwrap();
+    assert_eq!(
+        checked.inputs[1].default,
+        Some(weir_engine::tensor::Tensor::f32(
+            vec![4],
+            vec![2.0, 3.0, 4.0, 5.0]
+        ))
+    );
+    // The value fills the model's input; a reshape node in between has none to fill.
+    let g = graph(&r, "reshaped", None).unwrap();
+    let err = weir_engine::validate::validate(&g.spec, &r.root)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("graph input `scale` is optional") && err.contains("is not a model"),
+        "{err}"
+    );
+}

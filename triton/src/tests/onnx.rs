@@ -1,6 +1,6 @@
 //! Small ONNX files written by the tests: only a graph's inputs and outputs (which is all the
 //! signature reader and the graph validation read), each tensor's dims a size or, for `-1`, a
-//! named free dimension.
+//! named free dimension, and float initializers for inputs a call may leave out.
 
 use prost::Message;
 
@@ -32,10 +32,24 @@ struct OpsetId {
 struct GraphProto {
     #[prost(string, tag = "2")]
     name: String,
+    #[prost(message, repeated, tag = "5")]
+    initializer: Vec<Initializer>,
     #[prost(message, repeated, tag = "11")]
     input: Vec<ValueInfo>,
     #[prost(message, repeated, tag = "12")]
     output: Vec<ValueInfo>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Initializer {
+    #[prost(int64, repeated, tag = "1")]
+    dims: Vec<i64>,
+    #[prost(int32, tag = "2")]
+    data_type: i32,
+    #[prost(float, repeated, tag = "4")]
+    float_data: Vec<f32>,
+    #[prost(string, tag = "8")]
+    name: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -99,10 +113,29 @@ fn value(&(name, elem, dims): &Tensor<'_>) -> ValueInfo {
 
 /// The bytes of a model with these inputs and outputs.
 pub fn model(inputs: &[Tensor<'_>], outputs: &[Tensor<'_>]) -> Vec<u8> {
+    model_with_defaults(inputs, outputs, &[])
+}
+
+/// The bytes of a model with these inputs and outputs, each `(name, dims, values)` of
+/// `initializers` a float initializer (an input of that name becomes one a call may leave out).
+pub fn model_with_defaults(
+    inputs: &[Tensor<'_>],
+    outputs: &[Tensor<'_>],
+    initializers: &[(&str, &[i64], &[f32])],
+) -> Vec<u8> {
     ModelProto {
         ir_version: 8,
         graph: Some(GraphProto {
             name: "g".into(),
+            initializer: initializers
+                .iter()
+                .map(|&(name, dims, values)| Initializer {
+                    dims: dims.to_vec(),
+                    data_type: FLOAT,
+                    float_data: values.to_vec(),
+                    name: name.into(),
+                })
+                .collect(),
             input: inputs.iter().map(value).collect(),
             output: outputs.iter().map(value).collect(),
         }),

@@ -10,18 +10,25 @@
 //! is what padded batching pads the inputs along and slices the outputs back by.
 //!
 //! A graph's real inputs are `graph.input` minus initializers minus node outputs: IR-3 models (the
-//! zoo's) also list their weights there. This is the rule ONNX Runtime applies too.
+//! zoo's) also list their weights there. This is the rule ONNX Runtime applies too. From IR 4 on,
+//! an initializer listed among the inputs is an *overridable initializer*: a call may give it or
+//! leave it out, ONNX Runtime then using the file's value ([`defaults`] reads it).
+
+mod defaults;
 
 use std::collections::HashSet;
 use std::path::Path;
 
+use prost::bytes::Bytes;
 use prost::Message;
 
 use crate::paths::{read_capped, FileError, FileRules};
-use crate::tensor::{DType, Dim};
+use crate::tensor::{DType, Dim, Tensor};
 
 #[derive(Clone, PartialEq, Message)]
 struct ModelProto {
+    #[prost(int64, tag = "1")]
+    ir_version: i64,
     #[prost(message, optional, tag = "7")]
     graph: Option<GraphProto>,
 }
@@ -153,6 +160,26 @@ pub struct ModelMetadata {
     pub inputs: Vec<TensorInfo>,
     /// Outputs, in the model's order.
     pub outputs: Vec<TensorInfo>,
+    /// Inputs a call may leave out (overridable initializers), in the model's order.
+    pub overridable: Vec<Overridable>,
+}
+
+/// A graph input that also has an initializer, in a model of IR 4 or later: ONNX Runtime runs a
+/// call without it on the file's value, and a call that gives it on the call's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overridable {
+    /// Its signature as the graph input declares it.
+    pub info: TensorInfo,
+    /// Its value in the file, or why weir cannot read it (stored outside the file, an element
+    /// type with no protocol datatype, lengths that disagree with its dims).
+    pub default: Result<Tensor, String>,
+}
+
+impl ModelMetadata {
+    /// The overridable initializer `name`, if the model has one.
+    pub fn overridable(&self, name: &str) -> Option<&Overridable> {
+        self.overridable.iter().find(|o| o.info.name == name)
+    }
 }
 
 /// Errors reading a model's metadata.
@@ -242,30 +269,58 @@ pub fn read_metadata(path: &Path) -> Result<ModelMetadata, OnnxError> {
 /// As [`read_metadata`], and when the file breaks `rules`.
 pub fn read_metadata_under(path: &Path, rules: &FileRules) -> Result<ModelMetadata, OnnxError> {
     let bytes = read_capped(path, rules.max_model_bytes, rules)?;
-    metadata_from_bytes(&bytes).map_err(|reason| OnnxError::Decode {
+    metadata_from_bytes(Bytes::from(bytes)).map_err(|reason| OnnxError::Decode {
         path: path.display().to_string(),
         reason,
     })
 }
 
-fn metadata_from_bytes(bytes: &[u8]) -> Result<ModelMetadata, String> {
-    let model = ModelProto::decode(bytes).map_err(|e| e.to_string())?;
+/// The signature in `bytes` (the whole file; decoding slices it rather than copying weights).
+fn metadata_from_bytes(bytes: Bytes) -> Result<ModelMetadata, String> {
+    let model = ModelProto::decode(bytes.clone()).map_err(|e| e.to_string())?;
     let graph = model.graph.ok_or("the model has no graph")?;
-    let mut hidden: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
-    hidden.extend(
-        graph
-            .node
-            .iter()
-            .flat_map(|n| n.output.iter().map(String::as_str)),
-    );
-    let inputs = graph
-        .input
+    let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let made: HashSet<&str> = graph
+        .node
         .iter()
-        .filter(|i| !hidden.contains(i.name.as_str()))
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    let listed = || {
+        graph
+            .input
+            .iter()
+            .filter(|i| !made.contains(i.name.as_str()))
+    };
+    let inputs = listed()
+        .filter(|i| !initializers.contains(i.name.as_str()))
         .map(tensor_info)
         .collect();
+    // Before IR 4 every weight is listed among the inputs, and none is overridable.
+    let overridable: Vec<TensorInfo> = if model.ir_version >= 4 {
+        listed()
+            .filter(|i| initializers.contains(i.name.as_str()))
+            .map(tensor_info)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let outputs = graph.output.iter().map(tensor_info).collect();
-    Ok(ModelMetadata { inputs, outputs })
+    let overridable = if overridable.is_empty() {
+        Vec::new()
+    } else {
+        let names: Vec<&str> = overridable.iter().map(|t| t.name.as_str()).collect();
+        let values = defaults::initializer_values(bytes, &names)?;
+        overridable
+            .into_iter()
+            .zip(values)
+            .map(|(info, default)| Overridable { info, default })
+            .collect()
+    };
+    Ok(ModelMetadata {
+        inputs,
+        outputs,
+        overridable,
+    })
 }
 
 #[cfg(test)]
@@ -320,6 +375,7 @@ mod tests {
     #[test]
     fn weights_listed_as_inputs_are_not_inputs() {
         let model = ModelProto {
+            ir_version: 3,
             graph: Some(GraphProto {
                 node: vec![NodeProto {
                     output: vec!["w_made".into()],
@@ -333,15 +389,38 @@ mod tests {
                 output: vec![value("y", 7, &[None, Some(1)])],
             }),
         };
-        let meta = metadata_from_bytes(&model.encode_to_vec()).unwrap();
+        let meta = metadata_from_bytes(model.encode_to_vec().into()).unwrap();
         assert_eq!(meta.inputs.len(), 1);
+        assert!(
+            meta.overridable.is_empty(),
+            "IR 3 weights are not overridable"
+        );
         assert_eq!(meta.inputs[0].dims, vec![Dim::Dynamic, Dim::Fixed(64)]);
         assert_eq!(meta.inputs[0].names, vec![Some("N".into()), None]);
         assert_eq!(meta.outputs[0].element, ElementType::Supported(DType::I64));
     }
 
     #[test]
+    fn from_ir_4_an_initializer_listed_as_an_input_may_be_overridden() {
+        let model = ModelProto {
+            ir_version: 8,
+            graph: Some(GraphProto {
+                node: Vec::new(),
+                initializer: vec![TensorProto { name: "w".into() }],
+                input: vec![value("x", 1, &[None]), value("w", 1, &[Some(2)])],
+                output: vec![value("y", 1, &[None])],
+            }),
+        };
+        let meta = metadata_from_bytes(model.encode_to_vec().into()).unwrap();
+        assert_eq!(meta.inputs.len(), 1);
+        let w = meta.overridable("w").expect("`w` is overridable");
+        assert_eq!(w.info.dims, vec![Dim::Fixed(2)]);
+        // This initializer carries a name only: no element type, so no value.
+        assert!(w.default.is_err());
+    }
+
+    #[test]
     fn garbage_is_a_decode_error() {
-        assert!(metadata_from_bytes(b"\xff\xff\xff not onnx").is_err());
+        assert!(metadata_from_bytes(Bytes::from_static(b"\xff\xff\xff not onnx")).is_err());
     }
 }
