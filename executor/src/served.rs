@@ -126,6 +126,7 @@ impl ModelDefaults {
             timeout: None,
             device: options.device,
             graph_level: *graph_level,
+            warmup: Vec::new(),
         };
         let executor = ModelExecutor::start(&self.runtime, config).map_err(|e| {
             let hint = if options.device == Device::Cuda {

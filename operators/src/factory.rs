@@ -176,6 +176,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
         device: m.executor.device,
         graph_level: m.executor.graph_optimization,
+        warmup: m.warmup.clone(),
     }
 }
 

@@ -63,3 +63,4 @@ mod triton_sequences;
 mod triton_tensors;
 mod triton_tools;
 mod ui;
+mod warmup;
