@@ -181,8 +181,8 @@ pub fn warmup(config: &WarmupBenchConfig) -> Result<Vec<WarmupRepeat>> {
     );
     let graph_request = |addr: &str| Prepared::infer(addr, name, &graph_header, &values);
     // The graph file lives in a temporary folder: its model path must not be relative.
-    let absolute = std::fs::canonicalize(file)
-        .with_context(|| format!("resolving {}", file.display()))?;
+    let absolute =
+        std::fs::canonicalize(file).with_context(|| format!("resolving {}", file.display()))?;
     let graph = |warmup: &str| {
         format!(
             "name: {name}\ninputs:\n  - {{name: {input}, dtype: f32, shape: [{}]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{{input}: {input}}}, executor: {{instances: 1, intra_op_threads: 1}}{warmup}}}\noutputs:\n  - {{name: {output}, from: m.{output}}}\n",

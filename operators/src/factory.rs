@@ -63,6 +63,10 @@ pub struct SharedHandles<'a> {
     /// The graph's request log, whose deadlines model nodes keep to ([`model::expiry`]). None
     /// in a cluster, where rows admitted by another process have no entry in this one's log.
     pub requests: Option<&'a Arc<RequestLog>>,
+    /// The request log whose trace book model nodes record sampled rows' calls in, when it is
+    /// not `requests` (a cluster's process: the requests it admitted are sampled there, rows
+    /// admitted elsewhere are not in it and record nothing here).
+    pub traces: Option<&'a Arc<RequestLog>>,
 }
 
 impl std::fmt::Debug for SharedHandles<'_> {
@@ -72,6 +76,7 @@ impl std::fmt::Debug for SharedHandles<'_> {
             .field("admission", &self.admission)
             .field("manager", &self.manager)
             .field("requests", &self.requests.is_some())
+            .field("traces", &self.traces.is_some())
             .finish()
     }
 }
@@ -341,7 +346,8 @@ impl OperatorFactory {
             factory.services.insert(n.node.id.clone(), service);
             factory.deadlines.insert(
                 n.node.id.clone(),
-                Deadlines::new(shared.requests.cloned(), Arc::default()),
+                Deadlines::new(shared.requests.cloned(), Arc::default())
+                    .with_traces(shared.traces.or(shared.requests).cloned()),
             );
         }
         Ok(factory)

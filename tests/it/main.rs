@@ -55,6 +55,7 @@ mod text_graph;
 mod text_ops;
 mod tls;
 mod traces;
+mod traces_cluster;
 mod traces_resilience;
 mod triton_ensemble;
 mod triton_gpu;
