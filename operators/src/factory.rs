@@ -446,9 +446,10 @@ impl NodeFactory for OperatorFactory {
             .build(input)),
             None if self.stateful.contains_key(&n.id) => {
                 let (handle, transport) = &self.stateful[&n.id];
-                // One sequence of state versions: every row goes to the first worker.
+                // One sequence of state versions: every row goes to the first worker (without
+                // its trace: the node records no call).
                 let input = if input.scope().peers() > 1 {
-                    route_rows(input, &n.id, |_| 0)
+                    route_rows(input, &n.id, |_| 0, None)
                 } else {
                     input
                 };
