@@ -3,13 +3,13 @@
 //! rows run on either process's workers. Each request's trace is the client's, complete (every
 //! parent in it) and has one root, the server span, each span exported once, and its model
 //! node's span has the call's figures whichever process ran it (the records come home with the
-//! rows).
+//! rows), and a remote executor's span is under the hop of the process that sent it the job.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::common::temp_dir;
-use crate::distributed::{metric_sum, mlp_graph, start_cluster};
+use crate::distributed::{loopback, metric_sum, mlp_graph, start_cluster, Executor};
 use crate::ops::wait_until;
 use crate::serve::{http, http_full, mlp_request, INFER};
 use crate::traces::{parts, traceparent, Collector, Span};
@@ -110,4 +110,56 @@ fn a_sampled_request_s_trace_is_whole_whichever_process_runs_its_rows() {
         "hops ran both where requests entered and elsewhere: {ran_at:?}"
     );
     drop(members);
+}
+
+#[test]
+fn a_remote_executor_s_span_is_under_the_hop_whichever_process_sent_the_job() {
+    let collector = Collector::start();
+    let dir = temp_dir("traces-cluster-remote");
+    let executor = Executor::serving_with(
+        "tr-c",
+        &loopback(),
+        "mlp_a.onnx",
+        &["--otlp-endpoint", collector.url.as_str()],
+    );
+    let graph = mlp_graph("traces-cluster-remote", &[&executor], &["tr-c"]);
+    let members = start_cluster(
+        &dir.0,
+        &graph.0,
+        &["--otlp-endpoint", collector.url.as_str()],
+    );
+    let mut traces = Vec::new();
+    for i in 0..8usize {
+        let trace = format!("{:032x}", 0xe8ec_0000_u128 + i as u128 + 1);
+        let header = format!("00-{trace}-{:016x}-01", 0xc11e_0000_u64 + i as u64 + 1);
+        let (status, _, body) = http_full(
+            &members[i % 2].addr,
+            "POST",
+            INFER,
+            &[("traceparent", header)],
+            &mlp_request(64, "[64]", "FP32"),
+        );
+        assert_eq!(status, 200, "{body}");
+        traces.push(trace);
+    }
+    let mut seqs = HashSet::new();
+    for trace in &traces {
+        wait_until("the executor's span", || {
+            collector
+                .of_trace(trace)
+                .iter()
+                .any(|s| s.name == "executor m")
+        });
+        let spans = collector.of_trace(trace);
+        let m = spans.iter().find(|s| s.name == "m").expect("the hop");
+        let e = spans
+            .iter()
+            .find(|s| s.name == "executor m")
+            .expect("executor");
+        assert_eq!(e.parent, m.span_id, "the executor's span under the hop");
+        seqs.insert(m.int("weir.batch_seq").unwrap_or(0) % 2);
+    }
+    assert_eq!(seqs.len(), 2, "jobs were sent from both processes");
+    drop(members);
+    drop(executor);
 }
