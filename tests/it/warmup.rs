@@ -201,3 +201,24 @@ fn bad_warm_up_settings_are_refused_with_their_yaml_position() {
         );
     }
 }
+
+#[test]
+fn a_warm_up_call_that_fails_fails_the_start_naming_the_node() {
+    // Token 99999999 is past the model's vocabulary: its Gather refuses it when the call runs.
+    let dir = temp_dir("warmup-fails");
+    let file = dir.0.join("out_of_vocabulary.json");
+    let body = serde_json::json!({"inputs": [
+        {"name": "input_ids", "shape": [3], "datatype": "INT64", "data": [1, 99_999_999, 3]},
+        {"name": "attention_mask", "shape": [3], "datatype": "INT64", "data": [1, 1, 1]},
+    ]});
+    std::fs::write(&file, body.to_string()).expect("write");
+    let graph = format!(
+        "name: pool\ninputs:\n  - {{name: ids, dtype: i64, shape: [seq]}}\n  - {{name: mask, dtype: i64, shape: [seq]}}\nnodes:\n{}outputs:\n  - {{name: a, from: p.pooled}}\n",
+        seq_node("p", &format!("{{file: {}}}", file.display()))
+    );
+    let stderr = refused(graph);
+    assert!(
+        stderr.contains("node `p`: warm-up failed") && stderr.contains("Gather"),
+        "{stderr}"
+    );
+}
