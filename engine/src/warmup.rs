@@ -170,6 +170,50 @@ pub fn fixed_request_shape(info: &TensorInfo, batch_dim: bool) -> Option<Vec<usi
         .collect()
 }
 
+/// `runs` calls of one row of seeded random values for every input of the model `meta`
+/// describes, its free dimensions taken as 1 (what `weir executor --warmup-runs` runs, having no
+/// graph to give shapes); `None` for no runs, or when an input has no datatype or its row would
+/// hold more than [`MAX_WARMUP_BYTES`].
+pub fn synthetic_sample(
+    meta: &crate::onnx::ModelMetadata,
+    batch_dim: bool,
+    runs: u32,
+) -> Option<WarmupSample> {
+    if runs == 0 {
+        return None;
+    }
+    let inputs = meta
+        .inputs
+        .iter()
+        .map(|info| {
+            let crate::onnx::ElementType::Supported(dtype) = info.element else {
+                return None;
+            };
+            let shape: Vec<usize> = info
+                .request_dims(batch_dim)
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => *n,
+                    Dim::Dynamic => 1,
+                })
+                .collect();
+            call_bytes(dtype, &shape, 1)?;
+            Some(WarmupInput {
+                name: info.name.clone(),
+                dtype,
+                shape,
+                values: WarmupValues::Random { seed: 0 },
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(WarmupSample {
+        name: "synthetic".into(),
+        runs: runs.min(MAX_WARMUP_RUNS),
+        rows: 1,
+        inputs: WarmupInputs::Tensors(inputs),
+    })
+}
+
 /// Bytes `rows` rows of `shape` hold, when within [`MAX_WARMUP_BYTES`].
 pub fn call_bytes(dtype: DType, shape: &[usize], rows: u32) -> Option<u64> {
     let width = dtype.byte_width().map_or(BYTES_ELEMENT_COST, |w| w as u64);

@@ -222,3 +222,40 @@ fn a_warm_up_call_that_fails_fails_the_start_naming_the_node() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_remote_executor_warms_each_session_with_its_own_flag() {
+    let dir = temp_dir("warmup-executor");
+    let log = dir.0.join("executor.log");
+    let endpoint = crate::distributed::loopback();
+    let model_arg = format!("m={}", model("mlp_a.onnx").display());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.args(["executor", "--name", "warm-e", "--listen", &endpoint])
+        .args([
+            "--model",
+            &model_arg,
+            "--instances",
+            "2",
+            "--warmup-runs",
+            "3",
+        ])
+        .env("WEIR_LOG", "info")
+        .current_dir(crate::common::repo())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let mut child = cmd.spawn().expect("weir executor starts");
+    // Its first line says it serves: the sessions were made, and warmed, before it.
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.starts_with("weir executor warm-e serving"), "{line}");
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("Sessions warmed up.") && l.contains("calls=6")),
+        "{text}"
+    );
+}

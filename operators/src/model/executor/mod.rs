@@ -244,6 +244,9 @@ impl ModelExecutor {
             }
             sessions.push(session);
         }
+        if warmup.is_some() {
+            tracing::info!(node = %config.node, calls = stats.snapshot().warmup_runs, "Sessions warmed up.");
+        }
         let sessions: Vec<SharedSession> = sessions.into_iter().map(SessionSlot::shared).collect();
         let mut threads = Vec::with_capacity(sessions.len());
         for (i, session) in sessions.iter().enumerate() {
