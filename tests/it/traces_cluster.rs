@@ -144,11 +144,12 @@ fn a_remote_executor_s_span_is_under_the_hop_whichever_process_sent_the_job() {
     }
     let mut seqs = HashSet::new();
     for trace in &traces {
-        wait_until("the executor's span", || {
-            collector
-                .of_trace(trace)
+        // The executor and the graph's process export on their own schedules.
+        wait_until("the hop's and the executor's spans", || {
+            let spans = collector.of_trace(trace);
+            ["m", "executor m"]
                 .iter()
-                .any(|s| s.name == "executor m")
+                .all(|n| spans.iter().any(|s| s.name == *n))
         });
         let spans = collector.of_trace(trace);
         let m = spans.iter().find(|s| s.name == "m").expect("the hop");
