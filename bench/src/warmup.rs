@@ -1,8 +1,10 @@
-//! The warm-up experiment: the first request's latency once `weir serve` says a repository model
-//! is ready, with and without the model's `model_warmup` (Triton's warm-up: zero-filled requests
-//! run through the model's graph before the version serves). Each measurement starts a fresh
-//! `weir serve --model-repository` (this binary's `serve`) over a repository of one model, one
-//! session of one intra-op thread, its configuration otherwise auto-completed; it times the
+//! The warm-up experiment: the first request's latency once `weir serve` says a model is ready,
+//! with and without warm-up, both ways a model is served: a repository model with and without
+//! its `model_warmup` (Triton's warm-up: zero-filled requests run on every session before the
+//! version serves), and a graph's model node with and without `warmup: {runs: N}`. Each
+//! measurement starts a fresh `weir serve` (this binary's `serve`) over a repository of one model
+//! (`--model-repository`) or a graph file of one model node, one session of one intra-op thread
+//! either way (the repository's configuration otherwise auto-completed); it times the
 //! spawn to the model's readiness (`GET /v2/models/<name>/ready` answering 200), then the first
 //! binary inference request on a keep-alive connection opened beforehand, then the median of the
 //! next requests on it as the warm reference. Each repeat measures both repositories, the order
@@ -42,13 +44,25 @@ pub struct Sample {
     pub steady_ms: f64,
 }
 
-/// One repeat: the model without and with `model_warmup`.
+/// One repeat: the model without and with warm-up, from a repository and as a graph's node.
 #[derive(Debug, Clone, Copy)]
 pub struct WarmupRepeat {
-    /// Without warm-up.
+    /// Repository model without `model_warmup`.
     pub cold: Sample,
-    /// With warm-up.
+    /// Repository model with `model_warmup`.
     pub warmed: Sample,
+    /// Graph model node without `warmup:`.
+    pub graph_cold: Sample,
+    /// Graph model node with `warmup:`.
+    pub graph_warmed: Sample,
+}
+
+/// What one measurement serves.
+enum Served<'a> {
+    /// A repository of the model, with this text added to its configuration when given.
+    Repository(Option<&'a str>),
+    /// This graph file's text.
+    Graph(&'a str),
 }
 
 /// The model's input: its name and full dimensions (the model cannot batch, so `model_warmup`
@@ -70,28 +84,37 @@ fn fixed_input(file: &Path) -> Result<(String, Vec<usize>, String)> {
     Ok((input.name, dims, output.name))
 }
 
-/// Starts `weir serve` over a repository of `name` in `dir` (with `warmup` added to its
-/// configuration when given) and measures it.
+/// Starts `weir serve` over `served` (a repository of `name` in `dir`, or a graph serving it as
+/// `name`) and measures it.
 fn measure(
     dir: &Path,
     (name, file): (&str, &Path),
-    warmup: Option<&str>,
+    served: Served<'_>,
     request: &dyn Fn(&str) -> Prepared,
     steady: usize,
 ) -> Result<Sample> {
     let _ = std::fs::remove_dir_all(dir);
-    let root = dir.join("models");
-    crate::perf_analyzer::repository(&root, name, file, 1)?;
-    if let Some(extra) = warmup {
-        let config = root.join(name).join("config.pbtxt");
-        let mut text = std::fs::read_to_string(&config)?;
-        text.push_str(extra);
-        std::fs::write(&config, text)?;
-    }
+    std::fs::create_dir_all(dir)?;
     let mut cmd = serve_command()?;
-    cmd.arg("--model-repository")
-        .arg(&root)
-        .args(["--http", "127.0.0.1:0", "--no-ui"]);
+    match served {
+        Served::Repository(warmup) => {
+            let root = dir.join("models");
+            crate::perf_analyzer::repository(&root, name, file, 1)?;
+            if let Some(extra) = warmup {
+                let config = root.join(name).join("config.pbtxt");
+                let mut text = std::fs::read_to_string(&config)?;
+                text.push_str(extra);
+                std::fs::write(&config, text)?;
+            }
+            cmd.arg("--model-repository").arg(&root);
+        }
+        Served::Graph(yaml) => {
+            let graph = dir.join("graph.yaml");
+            std::fs::write(&graph, yaml)?;
+            cmd.arg(&graph);
+        }
+    }
+    cmd.args(["--http", "127.0.0.1:0", "--no-ui"]);
     let log = std::fs::File::create(dir.join("serve.log"))?;
     let started = Instant::now();
     let server = ServeProcess::start(&mut cmd, log, Duration::from_secs(120))?;
@@ -149,6 +172,26 @@ pub fn warmup(config: &WarmupBenchConfig) -> Result<Vec<WarmupRepeat>> {
         values.len()
     );
     let request = |addr: &str| Prepared::infer(addr, name, &header, &values);
+    // A graph input's shape is per request: without the model's batch dimension.
+    let request_shape = &shape[1.min(shape.len())..];
+    let graph_header = format!(
+        r#"{{"inputs":[{{"name":"{input}","shape":[{}],"datatype":"FP32","parameters":{{"binary_data_size":{}}}}}],"outputs":[{{"name":"{output}","parameters":{{"binary_data":true}}}}]}}"#,
+        request_shape.join(","),
+        values.len()
+    );
+    let graph_request = |addr: &str| Prepared::infer(addr, name, &graph_header, &values);
+    // The graph file lives in a temporary folder: its model path must not be relative.
+    let absolute =
+        std::fs::canonicalize(file).with_context(|| format!("resolving {}", file.display()))?;
+    let graph = |warmup: &str| {
+        format!(
+            "name: {name}\ninputs:\n  - {{name: {input}, dtype: f32, shape: [{}]}}\nnodes:\n  - model: {{id: m, path: {}, inputs: {{{input}: {input}}}, executor: {{instances: 1, intra_op_threads: 1}}{warmup}}}\noutputs:\n  - {{name: {output}, from: m.{output}}}\n",
+            request_shape.join(", "),
+            absolute.display()
+        )
+    };
+    let graph_cold = graph("");
+    let graph_warmed = graph(&format!(", warmup: {{runs: {}}}", config.runs.max(1)));
     let extra = format!(
         "model_warmup [ {{ name: \"zeros\" batch_size: 1 count: {} inputs {{ key: \"{input}\" value: {{ data_type: TYPE_FP32 dims: [ {} ] zero_data: true }} }} }} ]\n",
         config.runs.max(1),
@@ -159,64 +202,87 @@ pub fn warmup(config: &WarmupBenchConfig) -> Result<Vec<WarmupRepeat>> {
     for r in 0..config.repeats {
         let one = |warm: bool| {
             let extra = warm.then_some(extra.as_str());
-            measure(&dir, (name, file), extra, &request, config.steady)
+            let served = Served::Repository(extra);
+            measure(&dir, (name, file), served, &request, config.steady)
         };
-        let (cold, warmed) = if r % 2 == 0 {
-            let c = one(false)?;
-            (c, one(true)?)
+        let node = |warm: bool| {
+            let served = Served::Graph(if warm { &graph_warmed } else { &graph_cold });
+            measure(&dir, (name, file), served, &graph_request, config.steady)
+        };
+        let (cold, warmed, graph_cold, graph_warmed) = if r % 2 == 0 {
+            let (c, gc) = (one(false)?, node(false)?);
+            (c, one(true)?, gc, node(true)?)
         } else {
-            let w = one(true)?;
-            (one(false)?, w)
+            let (w, gw) = (one(true)?, node(true)?);
+            (one(false)?, w, node(false)?, gw)
         };
         eprintln!(
-            "repeat {}/{}: first request {:.2} ms cold, {:.2} ms warmed",
+            "repeat {}/{}: first request {:.2} ms cold, {:.2} ms warmed (repository); {:.2} / {:.2} ms (graph node)",
             r + 1,
             config.repeats,
             cold.first_ms,
-            warmed.first_ms
+            warmed.first_ms,
+            graph_cold.first_ms,
+            graph_warmed.first_ms
         );
-        repeats.push(WarmupRepeat { cold, warmed });
+        repeats.push(WarmupRepeat {
+            cold,
+            warmed,
+            graph_cold,
+            graph_warmed,
+        });
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(repeats)
 }
 
-/// The warm-up table as Markdown.
+/// The warm-up table as Markdown: the repository model's rows, then the graph node's.
 pub fn warmup_table(repeats: &[WarmupRepeat]) -> String {
     let mut s =
         String::from("| | without warm-up | with warm-up | with / without |\n|---|---|---|---|\n");
+    type Pick = fn(&WarmupRepeat) -> &Sample;
+    let ways: [(&str, Pick, Pick); 2] = [
+        ("repository `model_warmup`", |r| &r.cold, |r| &r.warmed),
+        (
+            "graph node `warmup:`",
+            |r| &r.graph_cold,
+            |r| &r.graph_warmed,
+        ),
+    ];
     type Figure = (&'static str, fn(&Sample) -> f64, usize);
     let figures: [Figure; 3] = [
         ("first request, ms", |s| s.first_ms, 2),
         ("later requests (median), ms", |s| s.steady_ms, 2),
         ("spawn to ready, ms", |s| s.ready_ms, 0),
     ];
-    for (label, f, digits) in figures {
-        let cold: Vec<f64> = repeats.iter().map(|r| f(&r.cold)).collect();
-        let warmed: Vec<f64> = repeats.iter().map(|r| f(&r.warmed)).collect();
-        let ratio: Vec<f64> = warmed
-            .iter()
-            .zip(&cold)
-            .map(|(w, c)| w / c.max(1e-9))
-            .collect();
+    for (way, cold_of, warmed_of) in ways {
+        for (label, f, digits) in figures {
+            let cold: Vec<f64> = repeats.iter().map(|r| f(cold_of(r))).collect();
+            let warmed: Vec<f64> = repeats.iter().map(|r| f(warmed_of(r))).collect();
+            let ratio: Vec<f64> = warmed
+                .iter()
+                .zip(&cold)
+                .map(|(w, c)| w / c.max(1e-9))
+                .collect();
+            s.push_str(&format!(
+                "| {way}: {label} | {} | {} | {} |\n",
+                spread(&cold, digits),
+                spread(&warmed, digits),
+                spread(&ratio, 3)
+            ));
+        }
+        let first_over_steady = |f: Pick| {
+            repeats
+                .iter()
+                .map(|r| f(r).first_ms / f(r).steady_ms.max(1e-9))
+                .collect::<Vec<_>>()
+        };
         s.push_str(&format!(
-            "| {label} | {} | {} | {} |\n",
-            spread(&cold, digits),
-            spread(&warmed, digits),
-            spread(&ratio, 3)
+            "| {way}: first / later requests | {} | {} | |\n",
+            spread(&first_over_steady(cold_of), 2),
+            spread(&first_over_steady(warmed_of), 2)
         ));
     }
-    let first_over_steady = |f: fn(&WarmupRepeat) -> &Sample| {
-        repeats
-            .iter()
-            .map(|r| f(r).first_ms / f(r).steady_ms.max(1e-9))
-            .collect::<Vec<_>>()
-    };
-    s.push_str(&format!(
-        "| first / later requests | {} | {} | |\n",
-        spread(&first_over_steady(|r| &r.cold), 2),
-        spread(&first_over_steady(|r| &r.warmed), 2)
-    ));
     s
 }
 
@@ -231,7 +297,12 @@ pub fn plot_warmup(repeats: &[WarmupRepeat], path: &Path) -> Result<()> {
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let top = repeats
         .iter()
-        .map(|r| r.cold.first_ms.max(r.warmed.first_ms))
+        .map(|r| {
+            [r.cold, r.warmed, r.graph_cold, r.graph_warmed]
+                .iter()
+                .map(|s| s.first_ms)
+                .fold(0.0, f64::max)
+        })
         .fold(1.0, f64::max)
         * 1.25;
     let n = repeats.len().max(1) as f64;
@@ -252,9 +323,15 @@ pub fn plot_warmup(repeats: &[WarmupRepeat], path: &Path) -> Result<()> {
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     type Pick = fn(&WarmupRepeat) -> &Sample;
-    let series: [(&str, RGBColor, Pick); 2] = [
-        ("without warm-up", crate::plot::PALETTE[1], |r| &r.cold),
-        ("with warm-up", crate::plot::PALETTE[0], |r| &r.warmed),
+    let series: [(&str, RGBColor, Pick); 4] = [
+        ("repository, without", crate::plot::PALETTE[1], |r| &r.cold),
+        ("repository, with", crate::plot::PALETTE[0], |r| &r.warmed),
+        ("graph node, without", crate::plot::PALETTE[3], |r| {
+            &r.graph_cold
+        }),
+        ("graph node, with", crate::plot::PALETTE[2], |r| {
+            &r.graph_warmed
+        }),
     ];
     for (name, color, pick) in series {
         let points: Vec<(f64, f64)> = repeats

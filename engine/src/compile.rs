@@ -14,7 +14,9 @@ use timely::dataflow::operators::Concatenate;
 use timely::dataflow::Scope;
 
 use crate::dataflow::egress::{egress, ReplyTable};
-use crate::dataflow::exchange::{origin_worker, route_errors, route_rows, spread_worker};
+use crate::dataflow::exchange::{
+    origin_worker, route_errors, route_rows, spread_worker, ClusterTraces,
+};
 use crate::dataflow::fanout::{gather_parts, split_parts, GatherNode};
 use crate::dataflow::gather_stats::GatherStats;
 use crate::dataflow::join::join_by_request;
@@ -69,8 +71,17 @@ pub fn compile<'s>(
     threads_per_process: Option<usize>,
 ) -> Result<(), CompileError> {
     let peers = scope.peers() as u64;
-    let ingress = match threads_per_process {
-        Some(_) => route_rows(ingress, "ingress", move |id| spread_worker(id, peers)),
+    let traces = threads_per_process.map(|threads| ClusterTraces {
+        log: Arc::clone(replies.requests()),
+        process: (scope.index() / threads.max(1)) as u64,
+    });
+    let ingress = match &traces {
+        Some(t) => route_rows(
+            ingress,
+            "ingress",
+            move |id| spread_worker(id, peers),
+            Some(t.clone()),
+        ),
         None => ingress,
     };
     let mut streams: HashMap<u32, BatchStream<'s>> = HashMap::new();
@@ -134,10 +145,15 @@ pub fn compile<'s>(
         })?;
     let mut errors = scope.concatenate(errors);
     let mut final_stream = final_stream;
-    if let Some(threads) = threads_per_process {
+    if let (Some(threads), Some(traces)) = (threads_per_process, traces) {
         let threads = threads as u64;
-        final_stream = route_rows(final_stream, "egress", move |id| origin_worker(id, threads));
-        errors = route_errors(errors, move |id| origin_worker(id, threads));
+        final_stream = route_rows(
+            final_stream,
+            "egress",
+            move |id| origin_worker(id, threads),
+            Some(traces.clone()),
+        );
+        errors = route_errors(errors, move |id| origin_worker(id, threads), traces);
     }
     egress(final_stream, errors, plan.outputs.clone(), replies);
     Ok(())

@@ -26,6 +26,7 @@ pub mod stream;
 pub mod tensor;
 pub mod trace;
 pub mod validate;
+pub mod warmup;
 pub mod wire;
 
 pub use timely;

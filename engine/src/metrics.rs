@@ -43,6 +43,8 @@ pub const EXECUTOR_RUNS_TOTAL: &str = "weir_executor_runs_total";
 pub const EXECUTOR_ROWS_TOTAL: &str = "weir_executor_rows_total";
 /// Inference calls that failed.
 pub const EXECUTOR_ERRORS_TOTAL: &str = "weir_executor_errors_total";
+/// Warm-up calls a node's sessions ran before the graph reported ready, per node.
+pub const EXECUTOR_WARMUP_RUNS_TOTAL: &str = "weir_executor_warmup_runs_total";
 /// Time sessions spent inside ONNX Runtime.
 pub const EXECUTOR_BUSY_SECONDS_TOTAL: &str = "weir_executor_busy_seconds_total";
 /// Jobs an executor answered (one per request row set handed to it).

@@ -29,6 +29,9 @@ pub struct ExecutorOptions {
     pub instances: usize,
     /// Most rows per call for models with a dynamic batch dimension.
     pub max_batch: usize,
+    /// Warm-up calls each session of every model runs before it serves
+    /// ([`weir_engine::warmup::synthetic_sample`]); 0: none.
+    pub warmup_runs: u32,
     /// Longest a job waits for others to join its batch.
     pub max_delay: Duration,
     /// Whether a batch waits for more only while another call runs, or always.

@@ -126,6 +126,13 @@ impl ModelDefaults {
             timeout: None,
             device: options.device,
             graph_level: *graph_level,
+            warmup: weir_engine::warmup::synthetic_sample(
+                &meta,
+                call.has_batch_dim(),
+                options.warmup_runs,
+            )
+            .into_iter()
+            .collect(),
         };
         let executor = ModelExecutor::start(&self.runtime, config).map_err(|e| {
             let hint = if options.device == Device::Cuda {

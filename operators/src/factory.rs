@@ -63,6 +63,10 @@ pub struct SharedHandles<'a> {
     /// The graph's request log, whose deadlines model nodes keep to ([`model::expiry`]). None
     /// in a cluster, where rows admitted by another process have no entry in this one's log.
     pub requests: Option<&'a Arc<RequestLog>>,
+    /// The request log whose trace book model nodes record sampled rows' calls in, when it is
+    /// not `requests` (a cluster's process: the requests it admitted are sampled there, rows
+    /// admitted elsewhere are not in it and record nothing here).
+    pub traces: Option<&'a Arc<RequestLog>>,
 }
 
 impl std::fmt::Debug for SharedHandles<'_> {
@@ -72,6 +76,7 @@ impl std::fmt::Debug for SharedHandles<'_> {
             .field("admission", &self.admission)
             .field("manager", &self.manager)
             .field("requests", &self.requests.is_some())
+            .field("traces", &self.traces.is_some())
             .finish()
     }
 }
@@ -176,6 +181,7 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
         timeout: Some(Duration::from_millis(m.executor.timeout_ms.max(1))),
         device: m.executor.device,
         graph_level: m.executor.graph_optimization,
+        warmup: m.warmup.clone(),
     }
 }
 
@@ -340,7 +346,8 @@ impl OperatorFactory {
             factory.services.insert(n.node.id.clone(), service);
             factory.deadlines.insert(
                 n.node.id.clone(),
-                Deadlines::new(shared.requests.cloned(), Arc::default()),
+                Deadlines::new(shared.requests.cloned(), Arc::default())
+                    .with_traces(shared.traces.or(shared.requests).cloned()),
             );
         }
         Ok(factory)
@@ -439,9 +446,10 @@ impl NodeFactory for OperatorFactory {
             .build(input)),
             None if self.stateful.contains_key(&n.id) => {
                 let (handle, transport) = &self.stateful[&n.id];
-                // One sequence of state versions: every row goes to the first worker.
+                // One sequence of state versions: every row goes to the first worker (without
+                // its trace: the node records no call).
                 let input = if input.scope().peers() > 1 {
-                    route_rows(input, &n.id, |_| 0)
+                    route_rows(input, &n.id, |_| 0, None)
                 } else {
                     input
                 };

@@ -15,6 +15,7 @@ pub mod load;
 mod running;
 pub mod status;
 mod topology;
+mod warmup_file;
 
 pub use load::{
     load_graph, load_graph_resolving, load_graph_under, plan_spec, plan_spec_under, LoadError,

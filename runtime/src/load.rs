@@ -112,8 +112,7 @@ pub fn plan_spec_under(
         items: valid.warnings.clone(),
         source: None,
     };
-    Ok(LoadedGraph {
-        plan: weir_engine::plan::plan(&valid),
-        warnings,
-    })
+    let mut plan = weir_engine::plan::plan(&valid);
+    crate::warmup_file::read_warmup_files(&mut plan, spec, files)?;
+    Ok(LoadedGraph { plan, warnings })
 }

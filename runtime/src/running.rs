@@ -132,7 +132,9 @@ impl ExecutionStats for GraphExecution {
         let mut total = Execution::default();
         let mut buckets = [0u64; BATCH_BUCKET_BOUNDS.len() + 1];
         for (_, s) in self.factory.executor_stats() {
-            total.executions += s.runs;
+            // Warm-up calls are executions of the model too (not inferences of a request), as
+            // the previous graph-level warm-up showed them.
+            total.executions += s.runs + s.warmup_runs;
             total.compute_infer += s.busy;
             total.queue += s.sojourn.saturating_sub(s.busy + s.held);
             for (b, n) in buckets.iter_mut().zip(s.batch_sizes) {

@@ -275,6 +275,8 @@ fn start_operators(
             manager: links.as_ref(),
             // Only a graph whose requests are all admitted here knows every row's deadline.
             requests: (!in_cluster).then_some(&shared.requests),
+            // Sampled requests admitted here are traced here either way.
+            traces: Some(&shared.requests),
         },
     )?)
 }

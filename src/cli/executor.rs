@@ -77,6 +77,10 @@ pub struct ExecutorArgs {
     /// Most rows per call, for models with a dynamic batch dimension.
     #[arg(long, default_value_t = 8)]
     max_batch: usize,
+    /// Warm-up calls each session of every model runs before the executor serves (seeded random
+    /// values, one row, free dimensions taken as 1); 0: none.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    warmup_runs: u32,
     /// Longest a request waits for others to join its batch, in microseconds.
     #[arg(long, default_value_t = 0)]
     max_delay_us: u64,
@@ -204,6 +208,7 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
         threads: args.threads,
         instances: args.instances,
         max_batch: args.max_batch,
+        warmup_runs: args.warmup_runs,
         max_delay: std::time::Duration::from_micros(args.max_delay_us),
         wait: match args.batch_wait {
             BatchWaitArg::WhenBusy => weir_engine::spec::BatchWait::WhenBusy,

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use weir::{DType, ExecutorSpec, GraphSpec, ModelBuilder};
+use weir::{DType, ExecutorSpec, GraphSpec, ModelBuilder, WarmupData, WarmupSpec};
 
 use crate::common::repo;
 
@@ -114,4 +114,42 @@ outputs:\n  - {name: boxes, from: r.boxes}\n";
         .output("boxes", "r.boxes")
         .build();
     assert_eq!(built, from_yaml);
+}
+
+/// A model node's `warmup` from the builder equals its YAML, and both plan the same samples.
+#[test]
+fn builder_equals_a_warmed_model_node_in_yaml() {
+    let model = crate::common::model("seq_pool.onnx");
+    let yaml = format!(
+        "name: w\ninputs:\n  - {{name: ids, dtype: i64, shape: [-1]}}\n  - {{name: mask, dtype: i64, shape: [-1]}}\nnodes:\n  - model: {{id: p, path: {}, inputs: {{input_ids: ids, attention_mask: mask}}, warmup: {{data: random, runs: 3, shape: {{input_ids: [7], attention_mask: [7]}}}}}}\noutputs:\n  - {{name: a, from: p.pooled}}\n",
+        model.display()
+    );
+    let from_yaml = GraphSpec::from_yaml(&yaml, "w.yaml").expect("parses");
+    let mut warmup = WarmupSpec::generated(WarmupData::Random, 3);
+    warmup.shape.insert("input_ids".into(), vec![7].into());
+    warmup.shape.insert("attention_mask".into(), vec![7].into());
+    let built = GraphSpec::builder("w")
+        .input("ids", DType::I64, &[-1])
+        .input("mask", DType::I64, &[-1])
+        .model(
+            ModelBuilder::new("p", &model)
+                .input("input_ids", "ids")
+                .input("attention_mask", "mask")
+                .warmup(warmup),
+        )
+        .output("a", "p.pooled")
+        .build();
+    let a = weir::plan_spec(&built, Path::new(".")).expect("valid").plan;
+    let b = weir::plan_spec(&from_yaml, Path::new("."))
+        .expect("valid")
+        .plan;
+    assert_eq!(built, from_yaml);
+    assert_eq!(a, b);
+    let weir_engine::plan::NodeKind::Model(m) = &a.nodes[0].node.kind else {
+        panic!("a model node");
+    };
+    assert_eq!(
+        (m.warmup.len(), m.warmup[0].runs, m.warmup[0].rows),
+        (1, 3, 1)
+    );
 }

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use weir::workload::Workload;
 use weir::{load_graph, start, RuntimeOptions, Tensor};
 
-use crate::common::{channel, collect_outputs, model, repo, signal, spawn_executor, Replies};
+use crate::common::{
+    channel, collect_outputs, model, repo, signal, spawn_executor, temp_dir, Replies,
+};
 
 /// A free TCP port on loopback (bound, read, released).
 pub(crate) fn free_port() -> u16 {
@@ -310,47 +312,31 @@ enum Kill {
 }
 
 /// A `weir serve` process of a timely cluster, SIGKILLed when dropped.
-struct ClusterMember {
+pub(crate) struct ClusterMember {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
-impl Drop for ClusterMember {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn metric_sum(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
-        .sum()
-}
-
-#[test]
-fn two_process_timely_cluster_answers_requests_entering_at_both() {
-    use crate::serve::http;
-    let dir = std::env::temp_dir().join(format!("weir-it-cluster-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+/// Two `weir serve --processes 2` processes over `graph` (with `extra` flags), their host file in
+/// `dir`, both serving once this returns.
+pub(crate) fn start_cluster(dir: &Path, graph: &Path, extra: &[&str]) -> Vec<ClusterMember> {
     let hosts = dir.join("hosts.txt");
     std::fs::write(
         &hosts,
         format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
     )
     .expect("host file");
-    let graph = mlp_graph("cluster", &[], &["local"]);
     // Both processes must be started before either can finish joining the cluster.
     let mut children: Vec<Child> = (0..2)
         .map(|i| {
             Command::new(env!("CARGO_BIN_EXE_weir"))
                 .arg("serve")
-                .arg(&graph.0)
+                .arg(graph)
                 .args(["--http", "127.0.0.1:0", "--processes", "2"])
                 .args(["--process", &i.to_string()])
                 .arg("--hostfile")
                 .arg(&hosts)
+                .args(extra)
                 .current_dir(repo())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -358,7 +344,7 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
                 .expect("weir serve starts")
         })
         .collect();
-    let members: Vec<ClusterMember> = children
+    children
         .drain(..)
         .map(|mut child| {
             // timely prints its connection progress on stdout before weir's address line.
@@ -373,7 +359,29 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
             };
             ClusterMember { child, addr }
         })
-        .collect();
+        .collect()
+}
+
+impl Drop for ClusterMember {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+#[test]
+fn two_process_timely_cluster_answers_requests_entering_at_both() {
+    use crate::serve::http;
+    let dir = temp_dir("cluster");
+    let graph = mlp_graph("cluster", &[], &["local"]);
+    let members = start_cluster(&dir.0, &graph.0, &[]);
     let body = |i: usize| {
         let x: Vec<String> = (0..64)
             .map(|j| format!("{}", ((i + j) % 9) as f32 / 9.0))
@@ -427,7 +435,6 @@ fn two_process_timely_cluster_answers_requests_entering_at_both() {
         crate::common::assert_close(&got, &want, 1e-5, "cluster reply");
     }
     drop(members);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

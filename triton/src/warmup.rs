@@ -1,6 +1,7 @@
 //! `model_warmup`: the requests Triton runs through every instance before it calls a model
 //! ready (`backend_model_instance.cc`, `GenerateWarmupData`), checked here and handed to the
-//! caller typed, since weir's graph spec has no warm-up of its own.
+//! caller typed; the server maps each sample onto the model node's own warm-up
+//! ([`weir_engine::warmup`]), which runs it on every session.
 //!
 //! As in Triton: a sample with `batch_size: 0` is skipped; each sample is `batch_size` requests
 //! of one row, run `count` times; every input's dims are fixed (no `-1`); its data are zeros,
@@ -20,7 +21,7 @@ use crate::proto::inference::model_warmup::input::InputDataType;
 use crate::proto::inference::{DataType, ModelConfig};
 
 /// Most bytes one warm-up input may hold (per request).
-pub const MAX_WARMUP_BYTES: u64 = 64 << 20;
+pub const MAX_WARMUP_BYTES: u64 = weir_engine::warmup::MAX_WARMUP_BYTES;
 
 /// The folder in a model folder that holds warm-up data files.
 pub const WARMUP_FOLDER: &str = "warmup";

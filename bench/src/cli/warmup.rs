@@ -1,5 +1,5 @@
-//! `weir-bench warmup`: the first request's latency after a repository model is ready, with and
-//! without its `model_warmup`.
+//! `weir-bench warmup`: the first request's latency after a model is ready, with and without
+//! warm-up: a repository model's `model_warmup` and a graph model node's `warmup:`.
 
 use std::path::PathBuf;
 
@@ -17,7 +17,7 @@ pub(super) struct WarmupArgs {
     /// Repetitions (each starts two servers); medians and spreads are reported.
     #[arg(long, default_value_t = 5)]
     repeats: usize,
-    /// Warm-up runs of the warmed model (`model_warmup`'s `count`).
+    /// Warm-up runs of the warmed model (`model_warmup`'s `count`, the node's `warmup.runs`).
     #[arg(long, default_value_t = 1)]
     runs: usize,
     /// Requests after the first, for the warm reference.
@@ -38,7 +38,7 @@ pub(super) fn run(args: WarmupArgs) -> Result<()> {
     };
     let repeats = warmup(&config)?;
     super::print_machine(Some(format!(
-        "{} from a model repository, 1 session × 1 intra-op thread, HTTP binary bodies; `model_warmup` of {} zero-filled run(s); {} later requests as the reference; {} repeats (median [min–max]); load average {}",
+        "{} from a model repository and as a graph's model node, 1 session × 1 intra-op thread, HTTP binary bodies; `model_warmup` / `warmup:` of {} zero-filled run(s); {} later requests as the reference; {} repeats (median [min–max]); load average {}",
         config.model.0,
         config.runs,
         config.steady,

@@ -5,17 +5,31 @@
 //! stream stays on its worker (Pipeline) and none of this is built. A batch whose rows go to
 //! different workers is split by row first (so a request's rows always travel together and every
 //! later join still sees all of a request's rows on one worker), then each part crosses the
-//! exchange as its Arrow IPC payload ([`crate::wire`]).
+//! exchange as its Arrow IPC payload ([`crate::wire`]), with what a sampled request's trace needs
+//! on the other side ([`TraceCarry`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::Operator;
 use tracing::error;
 
+use super::egress::RequestLog;
 use super::{BatchStream, ErrorStream};
 use crate::batch::Batch;
 use crate::request::RowError;
+use crate::trace::TraceCarry;
+
+/// This process's request log (whose trace book sampled rows are registered and recorded in) and
+/// its index in the cluster.
+#[derive(Clone)]
+pub struct ClusterTraces {
+    /// The log.
+    pub log: Arc<RequestLog>,
+    /// This process.
+    pub process: u64,
+}
 
 /// Bits of a request id that hold the per-process counter; the bits above hold the process index
 /// the request entered at.
@@ -40,14 +54,21 @@ pub fn spread_worker(id: u64, peers: u64) -> u64 {
     (z ^ (z >> 31)) % peers.max(1)
 }
 
-/// Sends every row of `stream` to worker `dest(request_id)`.
+/// Sends every row of `stream` to worker `dest(request_id)`, sampled rows with their traces when
+/// `traces` is given.
 pub fn route_rows<'s>(
     stream: BatchStream<'s>,
     name: &str,
     dest: impl Fn(u64) -> u64 + 'static,
+    traces: Option<ClusterTraces>,
 ) -> BatchStream<'s> {
+    let out = traces.clone();
+    let carry = move |b: &Batch| match &out {
+        Some(t) => TraceCarry::outbound(t.log.traces(), b, t.process),
+        None => TraceCarry::default(),
+    };
     let split = stream
-        .unary::<timely::container::CapacityContainerBuilder<Vec<(u64, Batch)>>, _, _, _>(
+        .unary::<timely::container::CapacityContainerBuilder<Vec<(u64, Batch, TraceCarry)>>, _, _, _>(
             Pipeline,
             &format!("split/{name}"),
             move |_, _| {
@@ -61,13 +82,17 @@ pub fn route_rows<'s>(
                             }
                             if parts.len() == 1 {
                                 if let Some((d, _)) = parts.into_iter().next() {
-                                    session.give((d, batch));
+                                    let carried = carry(&batch);
+                                    session.give((d, batch, carried));
                                 }
                                 continue;
                             }
                             for (d, rows) in parts {
                                 match batch.take(&rows) {
-                                    Ok(part) => session.give((d, part)),
+                                    Ok(part) => {
+                                        let carried = carry(&part);
+                                        session.give((d, part, carried))
+                                    }
                                     Err(e) => {
                                         error!(error = %e, "Could not split a batch by worker.")
                                     }
@@ -79,26 +104,47 @@ pub fn route_rows<'s>(
             },
         );
     split.unary::<timely::container::CapacityContainerBuilder<Vec<Batch>>, _, _, _>(
-        Exchange::new(|(d, _): &(u64, Batch)| *d),
+        Exchange::new(|(d, _, _): &(u64, Batch, TraceCarry)| *d),
         &format!("route/{name}"),
-        |_, _| {
+        move |_, _| {
             move |input, output| {
                 input.for_each(|time, data| {
-                    output
-                        .session(&time)
-                        .give_iterator(data.drain(..).map(|(_, b)| b));
+                    let mut session = output.session(&time);
+                    for (_, batch, carried) in data.drain(..) {
+                        if let (false, Some(t)) = (carried.is_empty(), &traces) {
+                            carried.inbound(t.log.traces(), t.process);
+                        }
+                        session.give(batch);
+                    }
                 });
             }
         },
     )
 }
 
-/// Sends every error to worker `dest(request_id)`.
+/// Sends every error to worker `dest(request_id)`; a sampled request admitted elsewhere is no
+/// longer traced here once its error leaves.
 pub fn route_errors<'s>(
     errors: ErrorStream<'s>,
     dest: impl Fn(u64) -> u64 + 'static,
+    traces: ClusterTraces,
 ) -> ErrorStream<'s> {
-    errors.unary::<timely::container::CapacityContainerBuilder<Vec<RowError>>, _, _, _>(
+    let released = errors
+        .unary::<timely::container::CapacityContainerBuilder<Vec<RowError>>, _, _, _>(
+            Pipeline,
+            "release/errors",
+            move |_, _| {
+                move |input, output| {
+                    input.for_each(|time, data| {
+                        for e in data.iter() {
+                            TraceCarry::release(traces.log.traces(), e.request_id, traces.process);
+                        }
+                        output.session(&time).give_iterator(data.drain(..));
+                    });
+                }
+            },
+        );
+    released.unary::<timely::container::CapacityContainerBuilder<Vec<RowError>>, _, _, _>(
         Exchange::new(move |e: &RowError| dest(e.request_id)),
         "route/errors",
         |_, _| {

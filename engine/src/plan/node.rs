@@ -40,6 +40,9 @@ pub struct ModelNode {
     /// The state it carries between calls and how that state is replicated (HAMS); `None` for a
     /// stateless model. State inputs and outputs are not among the node's ports or outputs.
     pub state: Option<Box<StatefulNode>>,
+    /// The samples every in-process session runs before the graph reports ready (none: the
+    /// first requests warm it).
+    pub warmup: Vec<crate::warmup::WarmupSample>,
 }
 
 impl ModelNode {
@@ -160,6 +163,7 @@ fn model(m: &CheckedModel<'_>, base_dir: &Path, executors: &[RemoteExecutor]) ->
         routing: routing::routing(spec, &replicas, base_dir, m.kairos_profile.as_ref()),
         auto_parallelism: auto_parallelism.map(Box::new),
         state: stateful::stateful_node(spec, &m.metadata).map(Box::new),
+        warmup: m.warmup.clone(),
         replicas,
     }
 }

@@ -423,8 +423,15 @@ impl ModelBuilder {
                 state: None,
                 replication: None,
                 constants: BTreeMap::new(),
+                warmup: None,
             },
         }
+    }
+
+    /// Warms every in-process session of the node with `warmup` before the graph is ready.
+    pub fn warmup(mut self, warmup: super::WarmupSpec) -> Self {
+        self.spec.warmup = Some(s(warmup));
+        self
     }
 
     /// The node as built.

@@ -23,6 +23,7 @@ mod stateful;
 mod stream;
 mod tensor_op;
 mod text_op;
+mod warmup;
 
 use std::fmt;
 use std::ops::Deref;
@@ -52,6 +53,7 @@ pub use stateful::{
 pub use stream::{JsonlStreamSpec, OutputMode, StreamSpec, ZenohStreamSpec};
 pub use tensor_op::{ArgmaxSpec, ConcatSpec, NormalizeSpec, ReshapeSpec, TopKSpec};
 pub use text_op::{CtcDecodeSpec, DetokenizeSpec, LabelsSpec, SoftmaxSpec, TokenizeSpec};
+pub use warmup::{WarmupData, WarmupSpec};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, SourceText};
 use crate::tensor::DType;

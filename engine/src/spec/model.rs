@@ -74,6 +74,10 @@ pub struct ModelSpec {
     /// of its type. Fed by stateful nodes (whose calls carry no per-request scalar).
     #[serde(default)]
     pub constants: BTreeMap<String, Spanned<f64>>,
+    /// Requests run on every in-process session of the node before the graph reports ready
+    /// (see [`super::WarmupSpec`]).
+    #[serde(default)]
+    pub warmup: Option<Spanned<super::WarmupSpec>>,
 }
 
 /// What a model-less node asks for: a task's name (`task: digits`), or the name and the

@@ -4,6 +4,8 @@
 //! - [`context`]: W3C `traceparent`/`tracestate` and the front end's sampling decision.
 //! - [`book`]: a graph's [`TraceBook`]: which pending requests are sampled, and per batch a node
 //!   ran that held a sampled row, its times (a bounded ring, written only for such batches).
+//! - [`carry`]: a sampled request's trace id and its hops' records, carried with its rows across
+//!   a timely cluster's exchange.
 //! - [`paths`]: a graph's [`PathStore`]: the hops of some recent requests, read off their spans
 //!   for the dashboard.
 //! - [`spans`]: at the reply, a request's lineage names exactly which batch records are its
@@ -15,6 +17,7 @@
 //! [`SpanRecord`]s.
 
 pub mod book;
+pub mod carry;
 pub mod context;
 pub mod paths;
 pub mod spans;
@@ -23,6 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use book::{HopRecord, ReleaseWait, TraceBook};
+pub use carry::TraceCarry;
 pub use context::{hop_span_id, RequestTrace, Sampler, SpanContext};
 pub use paths::{PathHop, PathStore, RequestPath};
 pub use spans::request_spans;

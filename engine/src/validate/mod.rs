@@ -52,6 +52,7 @@ mod streams;
 mod tensor_ops;
 mod text_ops;
 mod types;
+mod warmup;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -170,6 +171,8 @@ pub struct CheckedModel<'a> {
     pub serf_profile: Option<(Profile, Config)>,
     /// Under `routing: {kairos: {profiles: ...}}`: the latency profile that file holds.
     pub kairos_profile: Option<ModelProfile>,
+    /// The warm-up samples its sessions run before the graph is ready.
+    pub warmup: Vec<crate::warmup::WarmupSample>,
 }
 
 /// What a node does, as far as validation settles it.

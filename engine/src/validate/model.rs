@@ -72,6 +72,7 @@ impl<'a> Validator<'a, '_> {
         };
         self.check_padding(id, m, &metadata, call);
         self.check_state(id, m, &metadata);
+        let warmup = self.check_warmup(id, m, &metadata, call);
         let (_, state_outputs) = m.state_tensors();
         let mut outputs: Vec<(String, TensorType)> = metadata
             .outputs
@@ -101,6 +102,7 @@ impl<'a> Validator<'a, '_> {
                 call,
                 serf_profile,
                 kairos_profile,
+                warmup,
             }),
             outputs: Some(outputs),
         }

@@ -54,6 +54,8 @@ pub fn latest(deadlines: impl IntoIterator<Item = Option<Instant>>) -> Option<In
 #[derive(Debug, Clone)]
 pub struct Deadlines {
     log: Option<Arc<RequestLog>>,
+    /// The log whose trace book the node records sampled rows in (`log` unless set apart).
+    traced: Option<Arc<RequestLog>>,
     expired: Arc<AtomicU64>,
 }
 
@@ -61,7 +63,18 @@ impl Deadlines {
     /// Deadlines read from `log` (`None`: jobs get none, as in a cluster), counting into
     /// `expired`.
     pub fn new(log: Option<Arc<RequestLog>>, expired: Arc<AtomicU64>) -> Self {
-        Deadlines { log, expired }
+        Deadlines {
+            traced: log.clone(),
+            log,
+            expired,
+        }
+    }
+
+    /// The same, recording sampled rows in `log`'s trace book (a cluster's process reads no
+    /// deadlines, since rows admitted elsewhere have none here, but traces the rows it admitted).
+    pub fn with_traces(mut self, log: Option<Arc<RequestLog>>) -> Self {
+        self.traced = log;
+        self
     }
 
     /// The deadline of a job holding the rows of `request_ids`.
@@ -72,7 +85,7 @@ impl Deadlines {
 
     /// The graph's trace book (kept by the same request log), when the node reads one.
     pub fn traces(&self) -> Option<&weir_engine::trace::TraceBook> {
-        self.log.as_deref().map(RequestLog::traces)
+        self.traced.as_deref().map(RequestLog::traces)
     }
 
     /// Counts `rows` rows answered expired instead of run.

@@ -78,6 +78,14 @@ pub enum ExecError {
         /// ONNX Runtime's message.
         message: String,
     },
+    /// A warm-up call failed, so the node does not start.
+    #[error("node `{node}`: warm-up failed: {message}")]
+    Warmup {
+        /// Node id.
+        node: String,
+        /// Which sample and why.
+        message: String,
+    },
     /// The job's deadline passed before it could run; it was not run ([`expiry`]).
     #[error("node `{node}`: the deadline passed {late_ms} ms before the job could run")]
     Expired {
@@ -96,6 +104,7 @@ impl ExecError {
             ExecError::Session { path, message, .. } => format!("cannot load {path}: {message}"),
             ExecError::Unavailable { message, .. } => format!("unavailable: {message}"),
             ExecError::Inference { message, .. } => format!("inference failed: {message}"),
+            ExecError::Warmup { message, .. } => format!("warm-up failed: {message}"),
             ExecError::Expired { late_ms, .. } => {
                 format!("the deadline passed {late_ms} ms before the job could run")
             }

@@ -46,7 +46,7 @@ struct SyntheticInput {
 }
 
 /// `n` random elements of `dtype` (see the module docs for each type's range).
-fn random_data(dtype: DType, n: usize, rng: &mut StdRng) -> TensorData {
+pub(crate) fn random_data(dtype: DType, n: usize, rng: &mut StdRng) -> TensorData {
     macro_rules! bits {
         ($t:ty) => {
             (0..n)

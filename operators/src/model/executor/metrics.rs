@@ -12,7 +12,7 @@ use super::{LoadSnapshot, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 /// A counter's name, help text, and how to read it from a snapshot.
 type CounterSpec = (&'static str, &'static str, fn(&LoadSnapshot) -> Value);
 
-const COUNTERS: [CounterSpec; 8] = [
+const COUNTERS: [CounterSpec; 9] = [
     (
         m::EXECUTOR_ENQUEUED_TOTAL,
         "Batches queued for an executor.",
@@ -33,6 +33,11 @@ const COUNTERS: [CounterSpec; 8] = [
         m::EXECUTOR_ERRORS_TOTAL,
         "Inference calls that failed.",
         |s| s.errors.into(),
+    ),
+    (
+        m::EXECUTOR_WARMUP_RUNS_TOTAL,
+        "Warm-up calls run on the node's sessions before the graph reported ready.",
+        |s| s.warmup_runs.into(),
     ),
     (
         m::EXECUTOR_BUSY_SECONDS_TOTAL,

@@ -41,11 +41,14 @@ pub mod metrics;
 pub mod padding;
 mod sessions;
 pub mod stats;
+mod warmup;
 
 pub use call_log::{CallRecord, RecordedCalls};
 pub use padding::Padding;
 pub use sessions::SWITCHABLE_WARMUP_CALLS;
 pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
+
+use warmup::WarmupCalls;
 
 use sessions::{
     core_pins, pin_or_warn, run_here, session_loop, spawn_session_thread, switchable_loop, warm_up,
@@ -91,6 +94,10 @@ pub struct ExecutorConfig {
     pub device: weir_engine::spec::Device,
     /// ONNX Runtime's graph-optimisation level for the sessions.
     pub graph_level: weir_engine::spec::GraphLevel,
+    /// Samples every session runs before it serves; a failed call fails the start. Empty: a
+    /// fixed executor's first requests warm it, a switchable one warms each session with
+    /// [`SWITCHABLE_WARMUP_CALLS`] synthetic calls.
+    pub warmup: Vec<weir_engine::warmup::WarmupSample>,
 }
 
 impl ExecutorConfig {
@@ -223,14 +230,22 @@ impl ModelExecutor {
         let stats = Arc::new(LoadStats::default());
         let pins = core_pins(&config)?;
         let threads_per_call = config.intra_op_threads.max(1);
+        let warmup = WarmupCalls::prepare(&config)?;
         let mut sessions = Vec::with_capacity(config.instances.max(1));
         for i in 0..config.instances.max(1) {
             let workers = pins.as_ref().and_then(|p| p.workers(i, threads_per_call));
-            sessions.push(runtime.session_on(
+            let mut session = runtime.session_on(
                 &config.node,
                 &config.path,
                 &config.session_settings(threads_per_call, workers.as_deref()),
-            )?);
+            )?;
+            if let Some(calls) = &warmup {
+                calls.run_on(&mut session, &stats)?;
+            }
+            sessions.push(session);
+        }
+        if warmup.is_some() {
+            tracing::info!(node = %config.node, calls = stats.snapshot().warmup_runs, "Sessions warmed up.");
         }
         let sessions: Vec<SharedSession> = sessions.into_iter().map(SessionSlot::shared).collect();
         let mut threads = Vec::with_capacity(sessions.len());
@@ -281,7 +296,12 @@ impl ModelExecutor {
         let config = Arc::new(config);
         let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
         let stats = Arc::new(LoadStats::default());
-        let warmup = warmup_inputs(&config);
+        let warmup = WarmupCalls::prepare(&config)?;
+        let synthetic = if warmup.is_none() {
+            warmup_inputs(&config)
+        } else {
+            None
+        };
         let pins = core_pins(&config)?;
         let mut per_thread = Vec::with_capacity(board.thread_count());
         for i in 0..board.thread_count() {
@@ -293,7 +313,9 @@ impl ModelExecutor {
                     &config.path,
                     &config.session_settings(t, workers.as_deref()),
                 )?;
-                if let Some(inputs) = &warmup {
+                if let Some(calls) = &warmup {
+                    calls.run_on(&mut session, &stats)?;
+                } else if let Some(inputs) = &synthetic {
                     warm_up(&config.node, &mut session, inputs, t);
                 }
                 sessions.push((t, session));

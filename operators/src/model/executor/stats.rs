@@ -19,6 +19,8 @@ pub struct LoadStats {
     runs: AtomicU64,
     rows: AtomicU64,
     errors: AtomicU64,
+    /// Warm-up calls run before the sessions served (not among `runs`).
+    warmup_runs: AtomicU64,
     busy_ns: AtomicU64,
     /// Time session threads held calls beyond ONNX Runtime (an emulated instance type's wait).
     held_ns: AtomicU64,
@@ -68,6 +70,8 @@ pub struct LoadSnapshot {
     pub rows: u64,
     /// Calls that failed.
     pub errors: u64,
+    /// Warm-up calls run on the sessions before they served (not among `runs`).
+    pub warmup_runs: u64,
     /// Time inside ONNX Runtime, summed over sessions.
     pub busy: Duration,
     /// Time session threads held calls beyond ONNX Runtime (an emulated type's wait), summed.
@@ -152,6 +156,11 @@ impl LoadStats {
         self.call_log.record_call(elapsed, idle_before);
     }
 
+    /// Counts one warm-up call (see [`crate::model::executor::ExecutorConfig::warmup`]).
+    pub(crate) fn record_warmup(&self) {
+        self.warmup_runs.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Starts keeping every call, in the order they end, and the arrival of every job answered
     /// (forgetting any kept before).
     pub fn record_calls(&self) {
@@ -194,6 +203,7 @@ impl LoadStats {
             runs: self.runs.load(Ordering::Relaxed),
             rows: self.rows.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
+            warmup_runs: self.warmup_runs.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
             held: Duration::from_nanos(self.held_ns.load(Ordering::Relaxed)),
             jobs_answered: self.jobs_answered.load(Ordering::Relaxed),

@@ -32,6 +32,7 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
         timeout: None,
         device: weir_engine::spec::Device::Cpu,
         graph_level: weir_engine::spec::GraphLevel::All,
+        warmup: Vec::new(),
     }
 }
 

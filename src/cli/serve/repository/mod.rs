@@ -11,8 +11,8 @@
 //! - `poll`: every model is loaded at start, and the repositories are read again every poll
 //!   interval: a model whose files changed is reloaded, a new one loaded, a removed one unloaded.
 //!
-//! A reload starts the new versions' graphs first, runs their warm-up samples (`warmup.rs`), and
-//! swaps them into the model table only once all have started, so requests never see a half-loaded model; a failed reload leaves the old
+//! A reload starts the new versions' graphs first, each model node warming its sessions with the
+//! version's warm-up samples as it starts (`warmup.rs`), and swaps them into the model table only once all have started, so requests never see a half-loaded model; a failed reload leaves the old
 //! versions serving. Old graphs are stopped (`retire.rs`) once no request holds them, or after
 //! the drain timeout. One load or unload runs at a time.
 //!
@@ -337,13 +337,13 @@ impl Repositories {
         served: &weir_triton::load::ServedVersion,
     ) -> Result<Started> {
         let graph = weir_triton::graph(repo, name, Some(served.version))?;
-        let loaded =
+        let mut loaded =
             weir_runtime::plan_spec(&graph.spec, &repo.root).map_err(|d| anyhow!("{d}"))?;
+        warmup::attach(&mut loaded.plan, &served.warmups)?;
         let running = crate::TopologyBuilder::new(loaded.plan)
             .options(self.settings.options)
             .build()
             .context("starting its graph")?;
-        warmup::run(running.runtime(), &served.warmups)?;
         let version = ModelVersion {
             runtime: running.runtime_handle(),
             version: served.version,
