@@ -78,11 +78,18 @@ pub fn decode_erasures(
     let mut out: Vec<Vec<f32>> = missing.iter().map(|s| vec![0f32; s.rows * width]).collect();
     let rows = missing.iter().map(|s| s.rows).max().unwrap_or(0);
     for p in 0..rows {
-        let unknown: Vec<usize> = (0..missing.len()).filter(|&u| missing[u].rows > p).collect();
+        let unknown: Vec<usize> = (0..missing.len())
+            .filter(|&u| missing[u].rows > p)
+            .collect();
         let m = unknown.len();
         // The square system's matrix: parity rows 0..m, unknown columns.
         let a: Vec<Vec<f64>> = (0..m)
-            .map(|e| unknown.iter().map(|&u| coeff[e][missing[u].index]).collect())
+            .map(|e| {
+                unknown
+                    .iter()
+                    .map(|&u| coeff[e][missing[u].index])
+                    .collect()
+            })
             .collect();
         let inverse = invert(a)?;
         let range = p * width..(p + 1) * width;
@@ -216,13 +223,18 @@ mod tests {
             .map(|t| f(&encode_rows_for(Encoder::Sum, t, &xs, 2, 2)))
             .collect();
         for lost in [[0, 1], [0, 2], [1, 2]] {
-            let slot = |i: usize| Slot { index: i, rows: xs[i].len() / 2 };
+            let slot = |i: usize| Slot {
+                index: i,
+                rows: xs[i].len() / 2,
+            };
             let known_outputs: Vec<(Slot, Vec<f32>)> = (0..k)
                 .filter(|i| !lost.contains(i))
                 .map(|i| (slot(i), f(xs[i])))
                 .collect();
-            let known: Vec<(Slot, &[f32])> =
-                known_outputs.iter().map(|(s, v)| (*s, v.as_slice())).collect();
+            let known: Vec<(Slot, &[f32])> = known_outputs
+                .iter()
+                .map(|(s, v)| (*s, v.as_slice()))
+                .collect();
             let parities = [(0, y[0].as_slice()), (1, y[1].as_slice())];
             let missing = [slot(lost[0]), slot(lost[1])];
             let got = decode_erasures(k, 2, &known, &parities, &missing).unwrap();
@@ -240,7 +252,10 @@ mod tests {
         ];
         let got = decode_erasures(k, 2, &known, &[(1, &y[1])], &[Slot { index: 1, rows: 1 }]);
         assert_eq!(got.unwrap()[0].len(), 2);
-        assert_eq!(decode_erasures(k, 2, &known, &[], &[Slot { index: 1, rows: 1 }]), None);
+        assert_eq!(
+            decode_erasures(k, 2, &known, &[], &[Slot { index: 1, rows: 1 }]),
+            None
+        );
     }
 
     #[test]
@@ -252,7 +267,10 @@ mod tests {
             encode_rows_for(Encoder::Sum, 0, &[&a, &b], 1, 2),
             encode_rows(Encoder::Sum, &[&a, &b], 1, 2)
         );
-        assert_eq!(encode_rows_for(Encoder::Sum, 1, &[&a, &b], 1, 2), [21.0, 42.0]);
+        assert_eq!(
+            encode_rows_for(Encoder::Sum, 1, &[&a, &b], 1, 2),
+            [21.0, 42.0]
+        );
     }
 
     #[test]

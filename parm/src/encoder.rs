@@ -98,10 +98,11 @@ impl Encoder {
                             let tile = (r / half) * 2 + c / half;
                             let img = group[tile];
                             let (sr, sc) = (2 * (r % half), 2 * (c % half));
-                            0.25 * weight(tile) * (img[sr * side + sc]
-                                + img[sr * side + sc + 1]
-                                + img[(sr + 1) * side + sc]
-                                + img[(sr + 1) * side + sc + 1])
+                            0.25 * weight(tile)
+                                * (img[sr * side + sc]
+                                    + img[sr * side + sc + 1]
+                                    + img[(sr + 1) * side + sc]
+                                    + img[(sr + 1) * side + sc + 1])
                         };
                     }
                 }

@@ -17,5 +17,7 @@
 pub mod code;
 pub mod encoder;
 
-pub use code::{coefficients, decode_erasures, decode_subtract, encode_rows, encode_rows_for, Slot};
+pub use code::{
+    coefficients, decode_erasures, decode_subtract, encode_rows, encode_rows_for, Slot,
+};
 pub use encoder::{CodeError, Encoder};

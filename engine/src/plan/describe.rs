@@ -372,7 +372,10 @@ fn parity_dot(s: &mut String, node: &str, p: &ParityPlan) {
         );
     }
     let (enc, dec) = (&p.encoder.id, &p.decoder.id);
-    let _ = writeln!(s, "  \"{node}\" -> \"{enc}\" [style=dashed, label=\"jobs\"];");
+    let _ = writeln!(
+        s,
+        "  \"{node}\" -> \"{enc}\" [style=dashed, label=\"jobs\"];"
+    );
     for m in &p.models {
         let _ = writeln!(
             s,

@@ -91,7 +91,10 @@ fn a_parity_model_resolves_against_the_graph_folder() {
         (plan.encoder.id.as_str(), plan.decoder.id.as_str()),
         ("m.parity_encode", "m.parity_decode")
     );
-    assert_eq!(node.executor.instances, 2, "m/k parity instances, rounded up");
+    assert_eq!(
+        node.executor.instances, 2,
+        "m/k parity instances, rounded up"
+    );
     assert_eq!(node.replicas, [crate::placement::ReplicaTarget::Local]);
     let bare = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}");
     assert!(parity_of(&bare, "/graphs").is_none());
@@ -112,7 +115,11 @@ fn r_parity_models_are_r_nodes_with_their_own_batching_and_executor() {
     );
     let plan = parity_of(&spec, "/g").unwrap();
     assert_eq!(plan.r(), 2);
-    let ids: Vec<(&str, usize)> = plan.models.iter().map(|n| (n.id.as_str(), n.index)).collect();
+    let ids: Vec<(&str, usize)> = plan
+        .models
+        .iter()
+        .map(|n| (n.id.as_str(), n.index))
+        .collect();
     assert_eq!(ids, [("m.parity", 0), ("m.parity1", 1)]);
     assert!(plan
         .models

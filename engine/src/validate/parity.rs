@@ -66,7 +66,9 @@ impl Validator<'_, '_> {
                     p.k.location,
                     format!("node `{id}`: parity coding needs `parity_model` or `parity_models`"),
                 )
-                .help = Some("train one from the deployed model: `weir parity train --deployed ...`".into());
+                .help = Some(
+                    "train one from the deployed model: `weir parity train --deployed ...`".into(),
+                );
                 return false;
             }
             (Some(_), None) => ("resilience.parity.parity_model", p.models()),
