@@ -203,10 +203,26 @@ pub fn fit_parity_model(
             let out = parity.forward(&p)?;
             Ok(Some(candle_nn::loss::mse(&out, &target)?))
         },
-        || score_one(deployed, (index, &parity), k, encoder, &split.test, eval_seed),
+        || {
+            score_one(
+                deployed,
+                (index, &parity),
+                k,
+                encoder,
+                &split.test,
+                eval_seed,
+            )
+        },
         progress,
     )?;
-    let degraded = score_one(deployed, (index, &parity), k, encoder, &split.test, eval_seed)?;
+    let degraded = score_one(
+        deployed,
+        (index, &parity),
+        k,
+        encoder,
+        &split.test,
+        eval_seed,
+    )?;
     let report = ParityReport {
         out: PathBuf::new(),
         k,
@@ -236,7 +252,13 @@ pub fn degraded_accuracy_spread(
     seed: u64,
     groupings: usize,
 ) -> Result<DegradedAccuracy> {
-    degraded_accuracy_lost(deployed, &[(0, parity)], (k, encoder), data, (seed, groupings))
+    degraded_accuracy_lost(
+        deployed,
+        &[(0, parity)],
+        (k, encoder),
+        data,
+        (seed, groupings),
+    )
 }
 
 /// A_d with `parities.len()` = m predictions of every group lost at once, decoded together from
@@ -475,7 +497,10 @@ mod tests {
             assert_eq!(a_d, a_a, "k = {k}");
             // r = 2: parity model 1 holds W and Σ_i (i + 1)·b; two lost per group decode exactly.
             let second = OnnxModel::from_proto(deployed.to_proto().unwrap()).unwrap();
-            let weight: f64 = weir_parm::coefficients(1, k).iter().map(|&c| f64::from(c)).sum();
+            let weight: f64 = weir_parm::coefficients(1, k)
+                .iter()
+                .map(|&c| f64::from(c))
+                .sum();
             second.params()[1].1.set(&(b * weight).unwrap()).unwrap();
             let both = degraded_accuracy_lost(
                 &deployed,
@@ -485,7 +510,10 @@ mod tests {
                 (5, 3),
             )
             .unwrap();
-            assert!((both.mean - a_a).abs() < 1e-6 && both.std < 1e-6, "k = {k}: {both:?}");
+            assert!(
+                (both.mean - a_a).abs() < 1e-6 && both.std < 1e-6,
+                "k = {k}: {both:?}"
+            );
         }
     }
 

@@ -293,7 +293,7 @@ fn parity_stages(node: &str, p: &ParityPlan) -> Vec<(String, String, String)> {
     let mut stages = vec![(
         p.encoder.id.clone(),
         format!(
-            "parity encoder {}: coding groups of k={} consecutive jobs, tagged by group id and position",
+            "parity encoder {}: coding groups of k={} consecutive jobs, each numbered by its group id and position",
             match p.encoder.encoder {
                 crate::spec::ParityEncoder::Sum => "sum",
                 crate::spec::ParityEncoder::Concat => "concat",
