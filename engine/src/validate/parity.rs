@@ -97,7 +97,10 @@ impl Validator<'_, '_> {
                     self.error(
                         path_field,
                         model.location,
-                        format!("node `{id}`: parity model {t}: {e}"),
+                        match p.parity_models {
+                            None => format!("node `{id}`: parity model: {e}"),
+                            Some(_) => format!("node `{id}`: parity model {t}: {e}"),
+                        },
                     );
                     ok = false;
                     continue;

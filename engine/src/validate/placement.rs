@@ -128,6 +128,12 @@ impl<'a> Validator<'a, '_> {
                 continue;
             };
             let id = m.id.value.as_str();
+            // A parity-coded node's parity model nodes list their own replicas.
+            let parity = m.resilience.as_ref().and_then(|r| r.parity.as_ref());
+            if let Some(list) = parity.and_then(|p| p.replicas.as_ref()) {
+                let path = format!("nodes.{id}.resilience.parity.replicas");
+                replica_list(spec, &by_name, id, &path, list, diags);
+            }
             let Some(list) = &m.replicas else {
                 lists.by_node.insert(id, vec![Replica::Local]);
                 continue;
@@ -135,12 +141,6 @@ impl<'a> Validator<'a, '_> {
             let path = format!("nodes.{id}.replicas");
             if let Some(replicas) = replica_list(spec, &by_name, id, &path, list, diags) {
                 lists.by_node.insert(id, replicas);
-            }
-            // A parity-coded node's parity model nodes list their own replicas.
-            let parity = m.resilience.as_ref().and_then(|r| r.parity.as_ref());
-            if let Some(list) = parity.and_then(|p| p.replicas.as_ref()) {
-                let path = format!("nodes.{id}.resilience.parity.replicas");
-                replica_list(spec, &by_name, id, &path, list, diags);
             }
         }
         self.replicas = lists;
