@@ -23,8 +23,8 @@ use std::time::Instant;
 
 use plotters::prelude::*;
 use weir_training::{
-    accuracy, degraded_accuracy_lost, fit_classifier, fit_parity_model, Architecture,
-    DataOptions, DegradedAccuracy, Encoder, Schedule,
+    accuracy, degraded_accuracy_lost, fit_classifier, fit_parity_model, Architecture, DataOptions,
+    DegradedAccuracy, Encoder, Schedule,
 };
 
 fn pct(d: &DegradedAccuracy) -> String {
@@ -73,8 +73,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut parity = Vec::new();
         let mut mse = Vec::new();
         for index in 0..2 {
-            let (model, report) =
-                fit_parity_model(&deployed, k, (Encoder::Sum, index), &schedule, &split, |_| {})?;
+            let (model, report) = fit_parity_model(
+                &deployed,
+                k,
+                (Encoder::Sum, index),
+                &schedule,
+                &split,
+                |_| {},
+            )?;
             mse.push(report.final_loss);
             parity.push(model);
         }
@@ -98,8 +104,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (1, 1, "parity model 0", &r1),
             (2, 1, "parity model 1 alone", &second),
             (2, 2, "parity models 0 and 1", &r2),
-        ]
-        {
+        ] {
             let line = format!(
                 "| {k} | {r} | {lost} | {what} | {} | {:.1} pt |",
                 pct(d),
@@ -195,10 +200,19 @@ fn plot(
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
         chart.draw_series(points.iter().map(|(k, d)| {
-            let (k, mean, std) = (*k as f64, 100.0 * f64::from(d.mean), 100.0 * f64::from(d.std));
-            ErrorBar::new_vertical(k, mean - std, mean, mean + std, color.stroke_width(2), 8)
+            let (k, mean, std) = (
+                *k as f64,
+                100.0 * f64::from(d.mean),
+                100.0 * f64::from(d.std),
+            );
+            PathElement::new(
+                vec![(k, mean - std), (k, mean + std)],
+                color.stroke_width(2),
+            )
         }))?;
     }
     let a_a = 100.0 * f64::from(a_a);

@@ -350,10 +350,11 @@ fn parity_model_label(k: usize, m: &ParityModelNode) -> String {
     )
 }
 
-/// Parity model `t`'s coefficients over a group of `k`, as printed: `(i + 1)^t`.
+/// Parity model `t`'s coefficients over a group of `k`, as printed (`weir_parm::coefficients`).
 fn coefficient_labels(t: usize, k: usize) -> Vec<String> {
-    (1..=k)
-        .map(|i| (i as u64).saturating_pow(t as u32).to_string())
+    weir_parm::coefficients(t, k)
+        .iter()
+        .map(ToString::to_string)
         .collect()
 }
 
