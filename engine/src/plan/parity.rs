@@ -103,9 +103,9 @@ pub(super) fn parity_plan(
         ..m.batching.clone()
     });
     // The paper's m/k parity instances for m deployed ones (at least one).
-    let executor = p.executor.clone().unwrap_or_else(|| ExecutorSpec {
+    let executor = p.executor.unwrap_or_else(|| ExecutorSpec {
         instances: executor.instances.div_ceil(k.max(1)).max(1),
-        ..executor.clone()
+        ..*executor
     });
     Some(ParityPlan {
         encoder: ParityEncodeStage {
@@ -122,7 +122,7 @@ pub(super) fn parity_plan(
                 index: t,
                 path: base_dir.join(&path.value),
                 batching: batching.clone(),
-                executor: executor.clone(),
+                executor,
                 replicas: replicas.clone(),
             })
             .collect(),
