@@ -7,7 +7,8 @@
 //! SIGKILLed between two jobs of a group: the second is reconstructed, not failed. Without any
 //! straggler the parity-coded digits graph answers exactly what the plain one does. With r = 2
 //! parity models (ParM §7) and both replicas frozen, every request is rebuilt from the two parity
-//! outputs alone.
+//! outputs alone. The parity model node runs on a remote replica of its own (an executor serving
+//! it under `m.parity`).
 
 use std::time::{Duration, Instant};
 
@@ -468,4 +469,90 @@ fn two_frozen_replicas_are_both_reconstructed_with_two_parity_models() {
     assert!(replies.counts().values().all(|&c| c == 1), "answered once");
     assert_eq!(replies.counts().len() as u64, n);
     running.shutdown();
+}
+
+#[test]
+fn the_parity_model_node_runs_on_its_own_remote_replica() {
+    // The deployed node: a local replica and a frozen remote one; the parity model node: a
+    // replica of its own on another executor, which serves it under `m.parity`.
+    let slow = Executor::serving("slow", &loopback(), "affine.onnx");
+    let parity_model = format!("m.parity={}", model("affine_parity_k2.onnx").display());
+    let parity_host = Executor::serving_with(
+        "ph",
+        &loopback(),
+        "affine.onnx",
+        &["--model", &parity_model],
+    );
+    let dir = crate::common::temp_dir("parity-remote");
+    let yaml = format!(
+        "name: affine_remote_parity\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: slow, endpoint: \"{}\"}}\n  - {{name: ph, endpoint: \"{}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      replicas: [local, slow]\n      executor: {{timeout_ms: 60000}}\n      resilience: {{parity: {{k: 2, parity_model: {}, decode: {{after: 300}}, replicas: [ph]}}}}\noutputs:\n  - {{name: y, from: m.y}}\n  - {{name: reconstructed, from: m.reconstructed}}\n",
+        slow.endpoint(),
+        parity_host.endpoint(),
+        model("affine.onnx").display(),
+        model("affine_parity_k2.onnx").display()
+    );
+    let path = dir.0.join("graph.yaml");
+    std::fs::write(&path, yaml).expect("write graph");
+    let graph = load_graph(&path).expect("valid graph");
+    assert!(
+        graph.plan.describe().contains("replicas: ph"),
+        "{}",
+        graph.plan.describe()
+    );
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    signal(slow.pid(), "-STOP");
+    let n = 20u64;
+    let rows: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 16 + j) % 9) as f32 / 9.0 - 0.4)
+                .collect()
+        })
+        .collect();
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (i, x) in rows.iter().enumerate() {
+        replies.submit(
+            &running,
+            i as u64,
+            vec![named("x", Tensor::f32(vec![16], x.clone()))],
+            &tx,
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut reconstructed = 0;
+    for got in 0..n {
+        let (tag, r) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("only {got} of {n} answered"));
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let y = reply
+            .output("y")
+            .and_then(Tensor::as_f32)
+            .expect("y")
+            .to_vec();
+        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
+        assert_close(&y, &want, 1e-4, &format!("request {tag}"));
+        reconstructed += reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .expect("flag")[0];
+    }
+    assert!(reconstructed >= 1, "the frozen replica's jobs were rebuilt");
+    let service = running
+        .parity_services()
+        .into_iter()
+        .next()
+        .expect("parity node")
+        .1;
+    let jobs = service.encoder().stats().parity_jobs;
+    assert_eq!(jobs.len(), 1);
+    assert!(
+        jobs[0].1.answered >= 1,
+        "the remote parity replica answered: {jobs:?}"
+    );
+    signal(slow.pid(), "-CONT");
+    running.shutdown();
+    assert!(replies.counts().values().all(|&c| c == 1), "answered once");
+    assert_eq!(replies.counts().len() as u64, n);
 }

@@ -47,6 +47,12 @@ impl ModelNode {
     pub fn batched(&self) -> bool {
         self.call.batched()
     }
+
+    /// Every replica it runs on: its own, then its parity model nodes'.
+    pub fn every_replica(&self) -> impl Iterator<Item = &ReplicaTarget> {
+        let parity = self.parity.iter().flat_map(|p| &p.models);
+        self.replicas.iter().chain(parity.flat_map(|m| &m.replicas))
+    }
 }
 
 /// What a node does.
