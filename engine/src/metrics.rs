@@ -70,15 +70,23 @@ pub const GATHER_DROPPED_TOTAL: &str = "weir_gather_dropped_total";
 pub const GATHER_WAITING: &str = "weir_gather_waiting";
 /// Per gather node: time joined requests waited for their last part, summed.
 pub const GATHER_WAIT_SECONDS_TOTAL: &str = "weir_gather_wait_seconds_total";
-/// Per parity-coded node and reason (`late`, `failed`): jobs answered by reconstruction (ParM).
+/// Per parity encoder (`<node>.parity_encode`): coding groups formed (ParM).
+pub const PARITY_GROUPS_TOTAL: &str = "weir_parity_groups_total";
+/// Per parity model node (`<node>.parity`, `<node>.parity1`, ...) and outcome (`dispatched`,
+/// `refused`, `answered`, `failed`): its parity jobs.
+pub const PARITY_JOBS_TOTAL: &str = "weir_parity_jobs_total";
+/// Per parity decoder: real predictions that came after their job was reconstructed (dropped).
+pub const PARITY_LATE_REAL_TOTAL: &str = "weir_parity_late_real_total";
+/// Per parity decoder (`<node>.parity_decode`) and reason (`late`, `failed`): jobs answered by
+/// reconstruction (ParM).
 pub const PARITY_RECONSTRUCTIONS_TOTAL: &str = "weir_parity_reconstructions_total";
-/// Per parity-coded node: the fraction of its answers that were reconstructed.
+/// Per parity decoder: the fraction of its node's answers that were reconstructed.
 pub const PARITY_RECONSTRUCTED_FRACTION: &str = "weir_parity_reconstructed_fraction";
-/// Per parity-coded node: jobs answered with their real prediction.
+/// Per parity decoder: jobs answered with their real prediction.
 pub const PARITY_REAL_ANSWERS_TOTAL: &str = "weir_parity_real_answers_total";
-/// Per parity-coded node: failed jobs that could not be reconstructed.
+/// Per parity decoder: failed jobs that could not be reconstructed.
 pub const PARITY_UNRECOVERED_TOTAL: &str = "weir_parity_unrecovered_total";
-/// Per parity-coded node: how long after dispatch a prediction counts as late now.
+/// Per parity decoder: how long after dispatch a prediction counts as late now.
 pub const PARITY_DEADLINE_SECONDS: &str = "weir_parity_deadline_seconds";
 /// Per replica of a model node: 1 while alive.
 pub const REPLICA_ALIVE: &str = "weir_replica_alive";

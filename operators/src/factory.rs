@@ -185,6 +185,31 @@ fn executor_config(n: &PlannedNode, m: &ModelNode) -> ExecutorConfig {
     }
 }
 
+/// Parity model node `p`'s executor configuration: the deployed node's signature and call shape
+/// (`deployed`), with its own model, batching and executor settings.
+fn parity_config(
+    deployed: &ExecutorConfig,
+    p: &weir_engine::plan::ParityModelNode,
+) -> ExecutorConfig {
+    ExecutorConfig {
+        node: p.id.clone(),
+        path: p.path.clone(),
+        max_batch: deployed.call.call_rows(p.batching.max_size),
+        max_delay: Duration::from_micros(p.batching.max_delay_us),
+        wait: p.batching.wait,
+        instances: p.executor.instances,
+        intra_op_threads: p.executor.intra_op_threads,
+        queue_capacity: p.executor.queue_capacity,
+        spinning: p.executor.spinning,
+        pin_cores_from: p.executor.pin_cores_from,
+        pad: None,
+        timeout: Some(Duration::from_millis(p.executor.timeout_ms.max(1))),
+        device: p.executor.device,
+        graph_level: p.executor.graph_optimization,
+        ..deployed.clone()
+    }
+}
+
 impl OperatorFactory {
     /// Starts an executor for every model node of `plan`, all in this process.
     ///
@@ -257,86 +282,56 @@ impl OperatorFactory {
                 continue;
             }
             let config = executor_config(n, m);
-            let mut replicas: Vec<Arc<dyn Replica>> = Vec::new();
-            let mut local = None;
-            for target in &m.replicas {
-                match target {
-                    ReplicaTarget::Local => {
-                        let Some(runtime) = &runtime else { continue };
-                        let executor = Arc::new(match &m.auto_parallelism {
-                            Some(auto) => ModelExecutor::start_auto(
-                                runtime,
-                                config.clone(),
-                                model::AutoOptions {
-                                    candidates: weir_serf::table::Candidates::from_profile(
-                                        &auto.profile,
-                                    ),
-                                    initial: auto.initial,
-                                    scheduler: scheduler_options(auto),
-                                    admission: shared
-                                        .admission
-                                        .filter(|_| takes_every_request(plan, &n.node.id))
-                                        .cloned(),
-                                },
-                            )?,
-                            None => ModelExecutor::start(runtime, config.clone())?,
-                        });
-                        factory
-                            .executors
-                            .insert(n.node.id.clone(), Arc::clone(&executor));
-                        replicas.push(Arc::new(LocalReplica::new(Arc::clone(&executor))));
-                        local = Some(executor);
-                    }
-                    ReplicaTarget::Remote(executor) => {
-                        let source = remotes.ok_or_else(|| ExecError::Unavailable {
-                            node: n.node.id.clone(),
-                            message: format!(
-                                "replica `{}` is remote, but this process has no remote executor client",
-                                executor.name
-                            ),
-                        })?;
-                        replicas.push(source.replica(executor, &config)?);
-                    }
-                }
-            }
-            let service: Arc<dyn InferenceService> = match (local, replicas.len()) {
-                (Some(executor), 1) => executor,
-                _ => {
-                    let rows = if config.call.batched() {
-                        config.max_batch.max(1)
-                    } else {
-                        1
-                    };
-                    let pool = ReplicaPool::with_routing(&n.node.id, replicas, rows, &m.routing)
-                        .map_err(|e| ExecError::Unavailable {
-                            node: n.node.id.clone(),
-                            message: format!("routing: {e}"),
-                        })?;
-                    factory.pools.insert(n.node.id.clone(), pool.clone());
-                    Arc::new(pool)
-                }
-            };
+            let service = factory.serve(&config, &m.replicas, &m.routing, remotes, |config| {
+                let Some(runtime) = &runtime else {
+                    return Ok(None);
+                };
+                Ok(Some(match &m.auto_parallelism {
+                    Some(auto) => ModelExecutor::start_auto(
+                        runtime,
+                        config.clone(),
+                        model::AutoOptions {
+                            candidates: weir_serf::table::Candidates::from_profile(&auto.profile),
+                            initial: auto.initial,
+                            scheduler: scheduler_options(auto),
+                            admission: shared
+                                .admission
+                                .filter(|_| takes_every_request(plan, &n.node.id))
+                                .cloned(),
+                        },
+                    )?,
+                    None => ModelExecutor::start(runtime, config.clone())?,
+                }))
+            })?;
             let service = match (&m.parity, &runtime) {
                 (Some(plan), Some(runtime)) => {
-                    // m/k parity instances for m deployed ones (at least one).
-                    let parity_config = ExecutorConfig {
-                        node: format!("{}.parity", n.node.id),
-                        path: plan.path.clone(),
-                        instances: config.instances.div_ceil(plan.k).max(1),
-                        ..config.clone()
-                    };
-                    let parity = Arc::new(ModelExecutor::start(runtime, parity_config)?);
-                    let encoder = match plan.encoder {
+                    // Each parity model is a node of its own: its executor or replica pool.
+                    let mut targets = Vec::with_capacity(plan.r());
+                    for p in &plan.models {
+                        let parity_config = parity_config(&config, p);
+                        let service = factory.serve(
+                            &parity_config,
+                            &p.replicas,
+                            &weir_engine::routing::Routing::default(),
+                            remotes,
+                            |config| ModelExecutor::start(runtime, config.clone()).map(Some),
+                        )?;
+                        targets.push(parity::ParityTarget {
+                            id: p.id.clone(),
+                            service,
+                        });
+                    }
+                    let encoder = match plan.encoder.encoder {
                         weir_engine::spec::ParityEncoder::Sum => parity::Encoder::Sum,
                         weir_engine::spec::ParityEncoder::Concat => parity::Encoder::Concat,
                     };
                     let coded = parity::ParityService::new(
                         &n.node.id,
-                        plan.k,
+                        plan.k(),
                         encoder,
-                        (plan.decode, plan.floor),
+                        (plan.decoder.decode, plan.decoder.floor),
                         service,
-                        parity,
+                        targets,
                     );
                     factory.parity.insert(n.node.id.clone(), coded.clone());
                     Arc::new(coded) as Arc<dyn InferenceService>
@@ -351,6 +346,64 @@ impl OperatorFactory {
             );
         }
         Ok(factory)
+    }
+
+    /// The service of a model node (or a parity model node) configured by `config` on
+    /// `targets`: its one in-process executor (made by `local`, `None` without a runtime), or a
+    /// replica pool over all its replicas routed by `routing`. Executors and pools are kept by the
+    /// node id, so each shows up in the node's own metrics.
+    fn serve(
+        &mut self,
+        config: &ExecutorConfig,
+        targets: &[ReplicaTarget],
+        routing: &weir_engine::routing::Routing,
+        remotes: Option<&dyn RemoteReplicaSource>,
+        mut local: impl FnMut(&ExecutorConfig) -> Result<Option<ModelExecutor>, ExecError>,
+    ) -> Result<Arc<dyn InferenceService>, ExecError> {
+        let id = &config.node;
+        let mut replicas: Vec<Arc<dyn Replica>> = Vec::new();
+        let mut in_process = None;
+        for target in targets {
+            match target {
+                ReplicaTarget::Local => {
+                    let Some(executor) = local(config)? else {
+                        continue;
+                    };
+                    let executor = Arc::new(executor);
+                    self.executors.insert(id.clone(), Arc::clone(&executor));
+                    replicas.push(Arc::new(LocalReplica::new(Arc::clone(&executor))));
+                    in_process = Some(executor);
+                }
+                ReplicaTarget::Remote(executor) => {
+                    let source = remotes.ok_or_else(|| ExecError::Unavailable {
+                        node: id.clone(),
+                        message: format!(
+                            "replica `{}` is remote, but this process has no remote executor client",
+                            executor.name
+                        ),
+                    })?;
+                    replicas.push(source.replica(executor, config)?);
+                }
+            }
+        }
+        Ok(match (in_process, replicas.len()) {
+            (Some(executor), 1) => executor,
+            _ => {
+                let rows = if config.call.batched() {
+                    config.max_batch.max(1)
+                } else {
+                    1
+                };
+                let pool = ReplicaPool::with_routing(id, replicas, rows, routing).map_err(|e| {
+                    ExecError::Unavailable {
+                        node: id.clone(),
+                        message: format!("routing: {e}"),
+                    }
+                })?;
+                self.pools.insert(id.clone(), pool.clone());
+                Arc::new(pool)
+            }
+        })
     }
 
     /// Stateful nodes' proxies (HAMS), in plan order.

@@ -63,14 +63,24 @@ impl Encoder {
     }
 
     /// Encodes one coding group (`group.len()` = k rows of equal length) into `out`, which has
-    /// one row's length. Call [`Self::check`] first.
+    /// one row's length: the first parity query, every member weighted 1. Call [`Self::check`]
+    /// first.
     pub fn encode_into(self, group: &[&[f32]], out: &mut [f32]) {
+        self.encode_weighted_into(group, &vec![1.0; group.len()], out);
+    }
+
+    /// Encodes one coding group with member `i` weighted by `weights[i]` (the parity model's
+    /// coefficients, [`crate::code::coefficients`]): the weighted sum, or the tiles each scaled by
+    /// their member's weight. Call [`Self::check`] first.
+    pub fn encode_weighted_into(self, group: &[&[f32]], weights: &[f32], out: &mut [f32]) {
+        let weight = |i: usize| weights.get(i).copied().unwrap_or(1.0);
         match self {
             Self::Sum => {
                 out.fill(0.0);
-                for row in group {
+                for (i, row) in group.iter().enumerate() {
+                    let w = weight(i);
                     for (o, x) in out.iter_mut().zip(row.iter()) {
-                        *o += x;
+                        *o += w * x;
                     }
                 }
             }
@@ -83,14 +93,16 @@ impl Encoder {
                             // left half from the first image, right half from the second
                             let img = group[c / half];
                             let (sr, sc) = (r, 2 * (c % half));
-                            0.5 * (img[sr * side + sc] + img[sr * side + sc + 1])
+                            0.5 * weight(c / half) * (img[sr * side + sc] + img[sr * side + sc + 1])
                         } else {
-                            let img = group[(r / half) * 2 + c / half];
+                            let tile = (r / half) * 2 + c / half;
+                            let img = group[tile];
                             let (sr, sc) = (2 * (r % half), 2 * (c % half));
-                            0.25 * (img[sr * side + sc]
-                                + img[sr * side + sc + 1]
-                                + img[(sr + 1) * side + sc]
-                                + img[(sr + 1) * side + sc + 1])
+                            0.25 * weight(tile)
+                                * (img[sr * side + sc]
+                                    + img[sr * side + sc + 1]
+                                    + img[(sr + 1) * side + sc]
+                                    + img[(sr + 1) * side + sc + 1])
                         };
                     }
                 }

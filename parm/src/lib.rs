@@ -7,7 +7,8 @@
 //! - [`encoder`]: the encoders (the feature-wise sum of §4.2 and the image concatenation of
 //!   §5.2.3) over one row position.
 //! - [`code`]: a group's parity rows from its members' rows, position by position, and the
-//!   subtraction decoder.
+//!   subtraction decoder; with r > 1 parity models (§7), the weighted codes and the decoder of any
+//!   r missing predictions.
 //!
 //! The crate is pure arithmetic on `f32` slices: serving (weir's parity operator) and training
 //! (`weir parity train`) both use it, so a parity model is always served with the code it was
@@ -16,5 +17,7 @@
 pub mod code;
 pub mod encoder;
 
-pub use code::{decode_subtract, encode_rows};
+pub use code::{
+    coefficients, decode_erasures, decode_subtract, encode_rows, encode_rows_for, Slot,
+};
 pub use encoder::{CodeError, Encoder};

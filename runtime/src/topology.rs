@@ -309,8 +309,8 @@ fn start_manager(
     )?)))
 }
 
-/// Every distinct endpoint of the remote executors `plan`'s model nodes run on, and whether
-/// any node has a remote replica at all.
+/// Every distinct endpoint of the remote executors `plan`'s model nodes (and their parity model
+/// nodes) run on, and whether any node has a remote replica at all.
 fn executor_endpoints(plan: &Plan) -> (bool, Vec<String>) {
     let mut remote = false;
     let mut endpoints: Vec<String> = Vec::new();
@@ -318,7 +318,7 @@ fn executor_endpoints(plan: &Plan) -> (bool, Vec<String>) {
         let NodeKind::Model(m) = &n.node.kind else {
             continue;
         };
-        for r in &m.replicas {
+        for r in m.every_replica() {
             if let ReplicaTarget::Remote(e) = r {
                 remote = true;
                 if let Some(ep) = &e.endpoint {

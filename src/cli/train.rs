@@ -94,6 +94,11 @@ pub(super) struct ParityTrainArgs {
     /// standard deviation).
     #[arg(long, default_value_t = 100)]
     groupings: usize,
+    /// Which parity model of r to train (ParM §7): parity model t answers queries coded with
+    /// coefficients (i + 1)^t and is listed t-th under `resilience.parity.parity_models`; 0 is
+    /// the r = 1 parity model.
+    #[arg(long, default_value_t = 0)]
+    index: usize,
 }
 
 fn print_progress(p: &weir_training::Progress, what: &str) {
@@ -139,13 +144,15 @@ pub(super) fn parity_train(args: ParityTrainArgs) -> Result<()> {
     options.schedule.seed = args.seed;
     options.data = args.split.options(&args.data)?;
     options.groupings = args.groupings;
+    options.index = args.index;
     let report = weir_training::train_parity(&options, |p| print_progress(p, "degraded accuracy"))
         .context("training the parity model")?;
     let d = report.degraded;
     println!(
-        "wrote {} (k = {}), scored on {} held-out rows: deployed accuracy A_a {:.4}; degraded-mode accuracy A_d {:.4} ± {:.4} (mean ± standard deviation over {} random groupings, min {:.4}, max {:.4})",
+        "wrote {} (k = {}, parity model {}), scored on {} held-out rows: deployed accuracy A_a {:.4}; degraded-mode accuracy A_d {:.4} ± {:.4} (mean ± standard deviation over {} random groupings, min {:.4}, max {:.4})",
         report.out.display(),
         report.k,
+        args.index,
         report.held_out,
         report.deployed_accuracy,
         d.mean,

@@ -5,7 +5,10 @@
 //! answered by reconstruction, marked as such, equal to the model's real outputs; when the host
 //! thaws its late predictions are dropped, and every request is answered exactly once. A replica
 //! SIGKILLed between two jobs of a group: the second is reconstructed, not failed. Without any
-//! straggler the parity-coded digits graph answers exactly what the plain one does.
+//! straggler the parity-coded digits graph answers exactly what the plain one does. With r = 2
+//! parity models (ParM §7) and both replicas frozen, every request is rebuilt from the two parity
+//! outputs alone. The parity model node runs on a remote replica of its own (an executor serving
+//! it under `m.parity`).
 
 use std::time::{Duration, Instant};
 
@@ -357,4 +360,199 @@ fn a_replica_killed_mid_group_has_its_job_reconstructed_not_failed() {
     );
     assert!(replies.counts().values().all(|&c| c == 1), "answered once");
     running.shutdown();
+}
+
+/// Parity model 1 (of r = 2) for the affine model and k = 2: the same weights, bias
+/// (1 + 2)·b, so that F_P1(X_1 + 2X_2) = F(X_1) + 2F(X_2) exactly.
+fn affine_second_parity_model(dir: &std::path::Path) -> std::path::PathBuf {
+    let out = dir.join("affine_parity_k2_1.onnx");
+    crate::common::run_python_script(
+        "import sys, onnx\nfrom onnx import numpy_helper\nm = onnx.load(sys.argv[1])\nfor i, t in enumerate(m.graph.initializer):\n    if t.name == 'fc.bias':\n        m.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 3.0, t.name))\nonnx.save(m, sys.argv[2])\n",
+        &[&model("affine.onnx"), &out],
+        "writing the second affine parity model",
+    );
+    out
+}
+
+#[test]
+fn two_frozen_replicas_are_both_reconstructed_with_two_parity_models() {
+    let dir = crate::common::temp_dir("parity-r2");
+    let second = affine_second_parity_model(&dir.0);
+    let executors: Vec<Executor> = (0..2)
+        .map(|i| Executor::serving(&format!("s{i}"), &loopback(), "affine.onnx"))
+        .collect();
+    // Both replicas frozen: every group of two loses both predictions, which only r = 2 decodes.
+    let yaml = format!(
+        "name: affine_r2\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: s0, endpoint: \"{}\"}}\n  - {{name: s1, endpoint: \"{}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      replicas: [s0, s1]\n      executor: {{timeout_ms: 60000}}\n      resilience:\n        parity:\n          k: 2\n          parity_models: [{}, {}]\n          decode: {{after: 300}}\n          executor: {{instances: 1}}\noutputs:\n  - {{name: y, from: m.y}}\n  - {{name: reconstructed, from: m.reconstructed}}\n",
+        executors[0].endpoint(),
+        executors[1].endpoint(),
+        model("affine.onnx").display(),
+        model("affine_parity_k2.onnx").display(),
+        second.display()
+    );
+    let path = dir.0.join("graph.yaml");
+    std::fs::write(&path, yaml).expect("write graph");
+    let graph = load_graph(&path).expect("valid graph");
+    let plan = graph.plan.describe();
+    for stage in [
+        "m.parity_encode",
+        "m.parity ",
+        "m.parity1 ",
+        "m.parity_decode",
+    ] {
+        assert!(plan.contains(stage), "the plan shows {stage}:\n{plan}");
+    }
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    for e in &executors {
+        signal(e.pid(), "-STOP");
+    }
+    let n = 20u64;
+    let rows: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 16 + j) % 13) as f32 / 13.0 - 0.5)
+                .collect()
+        })
+        .collect();
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (i, x) in rows.iter().enumerate() {
+        let row = vec![named("x", Tensor::f32(vec![16], x.clone()))];
+        replies.submit(&running, i as u64, row, &tx);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut reconstructed = 0;
+    for got in 0..n {
+        let (tag, r) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("only {got} of {n} answered with both replicas frozen"));
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let y = reply
+            .output("y")
+            .and_then(Tensor::as_f32)
+            .expect("y")
+            .to_vec();
+        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
+        assert_close(&y, &want, 1e-3, &format!("request {tag}"));
+        reconstructed += reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .expect("flag")[0];
+    }
+    assert_eq!(
+        reconstructed, n as i64,
+        "no replica answered: all reconstructed"
+    );
+    let service = running
+        .parity_services()
+        .into_iter()
+        .next()
+        .expect("parity node")
+        .1;
+    let jobs = service.encoder().stats().parity_jobs;
+    assert_eq!(
+        jobs.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        ["m.parity", "m.parity1"]
+    );
+    assert!(jobs.iter().all(|(_, j)| j.answered >= 1), "{jobs:?}");
+    // Thaw: the late real predictions are dropped, each request stays answered once.
+    for e in &executors {
+        signal(e.pid(), "-CONT");
+    }
+    let thawed = Instant::now() + Duration::from_secs(20);
+    while service.stats().late_real < 1 && Instant::now() < thawed {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(service.stats().late_real >= 1, "{:?}", service.stats());
+    let stats = service.stats();
+    assert_eq!(stats.reconstructed as i64, reconstructed, "{stats:?}");
+    assert!(replies.counts().values().all(|&c| c == 1), "answered once");
+    assert_eq!(replies.counts().len() as u64, n);
+    running.shutdown();
+}
+
+#[test]
+fn the_parity_model_node_runs_on_its_own_remote_replica() {
+    // The deployed node: a local replica and a frozen remote one; the parity model node: a
+    // replica of its own on another executor, which serves it under `m.parity`.
+    let slow = Executor::serving("slow", &loopback(), "affine.onnx");
+    let parity_model = format!("m.parity={}", model("affine_parity_k2.onnx").display());
+    let parity_host = Executor::serving_with(
+        "ph",
+        &loopback(),
+        "affine.onnx",
+        &["--model", &parity_model],
+    );
+    let dir = crate::common::temp_dir("parity-remote");
+    let yaml = format!(
+        "name: affine_remote_parity\ninputs:\n  - {{name: x, dtype: f32, shape: [16]}}\nexecutors:\n  - {{name: slow, endpoint: \"{}\"}}\n  - {{name: ph, endpoint: \"{}\"}}\nnodes:\n  - model:\n      id: m\n      path: {}\n      inputs: {{x: x}}\n      replicas: [local, slow]\n      executor: {{timeout_ms: 60000}}\n      resilience: {{parity: {{k: 2, parity_model: {}, decode: {{after: 300}}, replicas: [ph]}}}}\noutputs:\n  - {{name: y, from: m.y}}\n  - {{name: reconstructed, from: m.reconstructed}}\n",
+        slow.endpoint(),
+        parity_host.endpoint(),
+        model("affine.onnx").display(),
+        model("affine_parity_k2.onnx").display()
+    );
+    let path = dir.0.join("graph.yaml");
+    std::fs::write(&path, yaml).expect("write graph");
+    let graph = load_graph(&path).expect("valid graph");
+    assert!(
+        graph.plan.describe().contains("replicas: ph"),
+        "{}",
+        graph.plan.describe()
+    );
+    let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
+    signal(slow.pid(), "-STOP");
+    let n = 20u64;
+    let rows: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 16 + j) % 9) as f32 / 9.0 - 0.4)
+                .collect()
+        })
+        .collect();
+    let replies = Replies::default();
+    let (tx, rx) = channel();
+    for (i, x) in rows.iter().enumerate() {
+        replies.submit(
+            &running,
+            i as u64,
+            vec![named("x", Tensor::f32(vec![16], x.clone()))],
+            &tx,
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut reconstructed = 0;
+    for got in 0..n {
+        let (tag, r) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("only {got} of {n} answered"));
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let y = reply
+            .output("y")
+            .and_then(Tensor::as_f32)
+            .expect("y")
+            .to_vec();
+        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
+        assert_close(&y, &want, 1e-4, &format!("request {tag}"));
+        reconstructed += reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .expect("flag")[0];
+    }
+    assert!(reconstructed >= 1, "the frozen replica's jobs were rebuilt");
+    let service = running
+        .parity_services()
+        .into_iter()
+        .next()
+        .expect("parity node")
+        .1;
+    let jobs = service.encoder().stats().parity_jobs;
+    assert_eq!(jobs.len(), 1);
+    assert!(
+        jobs[0].1.answered >= 1,
+        "the remote parity replica answered: {jobs:?}"
+    );
+    signal(slow.pid(), "-CONT");
+    running.shutdown();
+    assert!(replies.counts().values().all(|&c| c == 1), "answered once");
+    assert_eq!(replies.counts().len() as u64, n);
 }

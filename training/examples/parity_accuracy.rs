@@ -288,6 +288,8 @@ all k·⌊359/k⌋ held-out slots of a random partition into k-tuples. A_o(0.1) 
 0.9·A_a + 0.1·A_d.\n\n{table}\n\
 {log}\n\
 ![A_d vs k](degraded_accuracy.png)\n\n\
+With r = 2 parity models (ParM §7), two predictions of a group lost at once, against k:\n\
+[redundancy.md](redundancy.md).\n\n\
 ## Against the paper\n\n\
 The paper gives no per-dataset numbers for MNIST in its text: it states that A_d at k = 2\n\
 is within 6.5% of A_a on the Fig. 5 tasks, a Fashion-MNIST gap of 1.7–9.8% across MLP, LeNet-5 and\n\

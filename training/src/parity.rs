@@ -53,6 +53,10 @@ pub struct ParityOptions {
     pub schedule: Schedule,
     /// Random groupings of the held-out rows A_d is scored over (default 100).
     pub groupings: usize,
+    /// Which parity model of r this is (ParM, §7; default 0, the r = 1 one): its queries are
+    /// coded with coefficients `(i + 1)^index` and its target is `Σ_i (i + 1)^index F(X_i)`
+    /// (`weir_parm::code`).
+    pub index: usize,
 }
 
 impl ParityOptions {
@@ -78,6 +82,7 @@ impl ParityOptions {
                 ..Schedule::default()
             },
             groupings: 100,
+            index: 0,
         }
     }
 }
@@ -131,22 +136,20 @@ impl ParityReport {
 pub fn train_parity(opts: &ParityOptions, progress: impl FnMut(&Progress)) -> Result<ParityReport> {
     let deployed = OnnxModel::load(&opts.deployed)?;
     let split = opts.data.load()?;
-    let (parity, mut report) = fit_parity(
+    let (parity, mut report) = fit_parity_model(
         &deployed,
         opts.k,
-        opts.encoder,
+        (opts.encoder, opts.index),
         &opts.schedule,
         &split,
         progress,
     )?;
-    report.degraded = degraded_accuracy_spread(
+    report.degraded = degraded_accuracy_lost(
         &deployed,
-        &parity,
-        opts.k,
-        opts.encoder,
+        &[(opts.index, &parity)],
+        (opts.k, opts.encoder),
         &split.test,
-        opts.schedule.seed ^ 0x5eed,
-        opts.groupings,
+        (opts.schedule.seed ^ 0x5eed, opts.groupings),
     )?;
     report.degraded_accuracy = report.degraded.mean;
     parity.save(&opts.out)?;
@@ -159,6 +162,20 @@ pub fn fit_parity(
     deployed: &OnnxModel,
     k: usize,
     encoder: Encoder,
+    schedule: &Schedule,
+    split: &Split,
+    progress: impl FnMut(&Progress),
+) -> Result<(OnnxModel, ParityReport)> {
+    fit_parity_model(deployed, k, (encoder, 0), schedule, split, progress)
+}
+
+/// Trains parity model `index` (of r, ParM §7) for `deployed` on `split.train`: queries coded
+/// with its coefficients, target the outputs weighted the same way. Its report's A_d scores it
+/// alone, one missing prediction per group.
+pub fn fit_parity_model(
+    deployed: &OnnxModel,
+    k: usize,
+    (encoder, index): (Encoder, usize),
     schedule: &Schedule,
     split: &Split,
     progress: impl FnMut(&Progress),
@@ -181,15 +198,31 @@ pub fn fit_parity(
             if groups.is_empty() {
                 return Ok(None);
             }
-            let p = encode_groups(encoder, train, &groups)?;
-            let target = sum_outputs(&targets, &groups)?;
+            let p = encode_groups(encoder, index, train, &groups)?;
+            let target = sum_outputs(&targets, index, &groups)?;
             let out = parity.forward(&p)?;
             Ok(Some(candle_nn::loss::mse(&out, &target)?))
         },
-        || degraded_accuracy(deployed, &parity, k, encoder, &split.test, eval_seed),
+        || {
+            score_one(
+                deployed,
+                (index, &parity),
+                k,
+                encoder,
+                &split.test,
+                eval_seed,
+            )
+        },
         progress,
     )?;
-    let degraded = degraded_accuracy(deployed, &parity, k, encoder, &split.test, eval_seed)?;
+    let degraded = score_one(
+        deployed,
+        (index, &parity),
+        k,
+        encoder,
+        &split.test,
+        eval_seed,
+    )?;
     let report = ParityReport {
         out: PathBuf::new(),
         k,
@@ -219,10 +252,30 @@ pub fn degraded_accuracy_spread(
     seed: u64,
     groupings: usize,
 ) -> Result<DegradedAccuracy> {
+    degraded_accuracy_lost(
+        deployed,
+        &[(0, parity)],
+        (k, encoder),
+        data,
+        (seed, groupings),
+    )
+}
+
+/// A_d with `parities.len()` = m predictions of every group lost at once, decoded together from
+/// the m parity models `(index, model)` (ParM, §7), over `groupings` random groupings of `data`
+/// (grouping `g` seeded `seed + g`): every m-subset of every group is lost in turn and each
+/// rebuilt prediction scored against its label.
+pub fn degraded_accuracy_lost(
+    deployed: &OnnxModel,
+    parities: &[(usize, &OnnxModel)],
+    (k, encoder): (usize, Encoder),
+    data: &Dataset,
+    (seed, groupings): (u64, usize),
+) -> Result<DegradedAccuracy> {
     let groupings = groupings.max(1);
     let outputs = deployed.forward(&data.all_rows()?)?.to_vec2::<f32>()?;
     let scores: Vec<f32> = (0..groupings as u64)
-        .map(|g| score_grouping(&outputs, parity, k, encoder, data, seed.wrapping_add(g)))
+        .map(|g| score_grouping(&outputs, parities, k, encoder, data, seed.wrapping_add(g)))
         .collect::<Result<_>>()?;
     let n = scores.len() as f32;
     let mean = scores.iter().sum::<f32>() / n;
@@ -247,14 +300,43 @@ pub fn degraded_accuracy(
     data: &Dataset,
     seed: u64,
 ) -> Result<f32> {
-    let outputs = deployed.forward(&data.all_rows()?)?.to_vec2::<f32>()?;
-    score_grouping(&outputs, parity, k, encoder, data, seed)
+    score_one(deployed, (0, parity), k, encoder, data, seed)
 }
 
-/// A_d of one random grouping (seeded) of `data`, whose deployed outputs are `outputs`.
+/// A_d of parity model `(index, model)` alone, one grouping.
+fn score_one(
+    deployed: &OnnxModel,
+    parity: (usize, &OnnxModel),
+    k: usize,
+    encoder: Encoder,
+    data: &Dataset,
+    seed: u64,
+) -> Result<f32> {
+    let outputs = deployed.forward(&data.all_rows()?)?.to_vec2::<f32>()?;
+    score_grouping(&outputs, &[parity], k, encoder, data, seed)
+}
+
+/// The m-subsets of `0..k`, in lexicographic order.
+fn subsets(k: usize, m: usize) -> Vec<Vec<usize>> {
+    if m == 0 {
+        return vec![Vec::new()];
+    }
+    if m > k {
+        return Vec::new();
+    }
+    let mut out = subsets(k - 1, m);
+    for mut s in subsets(k - 1, m - 1) {
+        s.push(k - 1);
+        out.push(s);
+    }
+    out
+}
+
+/// A_d of one random grouping (seeded) of `data`, whose deployed outputs are `outputs`, with as
+/// many predictions per group lost at once as there are `parities`.
 fn score_grouping(
     outputs: &[Vec<f32>],
-    parity: &OnnxModel,
+    parities: &[(usize, &OnnxModel)],
     k: usize,
     encoder: Encoder,
     data: &Dataset,
@@ -263,6 +345,12 @@ fn score_grouping(
     encoder
         .check(k, data.features())
         .map_err(|e| TrainError::Options(e.to_string()))?;
+    let lost = parities.len();
+    if lost == 0 || lost > k {
+        return Err(TrainError::Options(format!(
+            "{lost} parity models for groups of {k}"
+        )));
+    }
     let mut order: Vec<usize> = (0..data.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(seed));
     let groups: Vec<&[usize]> = order.chunks_exact(k).collect();
@@ -272,24 +360,40 @@ fn score_grouping(
             data.len()
         )));
     }
-    let parity_out = parity
-        .forward(&encode_groups(encoder, data, &groups)?)?
-        .to_vec2::<f32>()?;
-    let mut right = 0usize;
-    for (group, fp) in groups.iter().zip(&parity_out) {
-        for &missing in group.iter() {
-            let mut rebuilt = fp.clone();
-            for &other in group.iter().filter(|&&i| i != missing) {
-                for (r, o) in rebuilt.iter_mut().zip(&outputs[other]) {
-                    *r -= o;
+    let parity_out: Vec<(usize, Vec<Vec<f32>>)> = parities
+        .iter()
+        .map(|&(t, model)| {
+            let out = model
+                .forward(&encode_groups(encoder, t, data, &groups)?)?
+                .to_vec2::<f32>()?;
+            Ok((t, out))
+        })
+        .collect::<Result<_>>()?;
+    let width = outputs.first().map_or(0, Vec::len);
+    let slot = |index| weir_parm::Slot { index, rows: 1 };
+    let (mut right, mut scored) = (0usize, 0usize);
+    for (g, group) in groups.iter().enumerate() {
+        let ys: Vec<(usize, &[f32])> = parity_out
+            .iter()
+            .map(|(t, out)| (*t, out[g].as_slice()))
+            .collect();
+        for missing in subsets(k, lost) {
+            let known: Vec<(weir_parm::Slot, &[f32])> = (0..k)
+                .filter(|i| !missing.contains(i))
+                .map(|i| (slot(i), outputs[group[i]].as_slice()))
+                .collect();
+            let slots: Vec<weir_parm::Slot> = missing.iter().map(|&i| slot(i)).collect();
+            let rebuilt = weir_parm::decode_erasures(k, width, &known, &ys, &slots)
+                .ok_or_else(|| TrainError::Options("parity outputs too short".into()))?;
+            for (&i, r) in missing.iter().zip(&rebuilt) {
+                scored += 1;
+                if argmax(r) == Some(data.labels()[group[i]] as usize) {
+                    right += 1;
                 }
-            }
-            if argmax(&rebuilt) == Some(data.labels()[missing] as usize) {
-                right += 1;
             }
         }
     }
-    Ok(right as f32 / (groups.len() * k) as f32)
+    Ok(right as f32 / scored.max(1) as f32)
 }
 
 fn argmax(v: &[f32]) -> Option<usize> {
@@ -299,25 +403,33 @@ fn argmax(v: &[f32]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// The parity queries of `groups` (row indices into `data`) as a `[groups, features]` tensor.
-fn encode_groups(encoder: Encoder, data: &Dataset, groups: &[&[usize]]) -> Result<Tensor> {
+/// Parity model `index`'s queries of `groups` (row indices into `data`) as a `[groups,
+/// features]` tensor.
+fn encode_groups(
+    encoder: Encoder,
+    index: usize,
+    data: &Dataset,
+    groups: &[&[usize]],
+) -> Result<Tensor> {
     let f = data.features();
     let mut p = vec![0.0f32; groups.len() * f];
     for (group, out) in groups.iter().zip(p.chunks_exact_mut(f)) {
         let rows: Vec<&[f32]> = group.iter().map(|&i| data.row(i)).collect();
-        encoder.encode_into(&rows, out);
+        encoder.encode_weighted_into(&rows, &weir_parm::coefficients(index, group.len()), out);
     }
     Ok(Tensor::from_vec(p, (groups.len(), f), &Device::Cpu)?)
 }
 
-/// Σ_i F(X_i) for each group, from the precomputed outputs, as a `[groups, outputs]` tensor.
-fn sum_outputs(outputs: &[Vec<f32>], groups: &[&[usize]]) -> Result<Tensor> {
+/// Σ_i c_i F(X_i) for each group (parity model `index`'s coefficients c), from the precomputed
+/// outputs, as a `[groups, outputs]` tensor.
+fn sum_outputs(outputs: &[Vec<f32>], index: usize, groups: &[&[usize]]) -> Result<Tensor> {
     let width = outputs.first().map_or(0, Vec::len);
     let mut sums = vec![0.0f32; groups.len() * width];
     for (group, sum) in groups.iter().zip(sums.chunks_exact_mut(width.max(1))) {
-        for &i in group.iter() {
+        let weights = weir_parm::coefficients(index, group.len());
+        for (&i, w) in group.iter().zip(weights) {
             for (s, o) in sum.iter_mut().zip(&outputs[i]) {
-                *s += o;
+                *s += w * o;
             }
         }
     }
@@ -383,6 +495,25 @@ mod tests {
             // 120 rows split evenly into groups for k = 2, 3, 4: every row is reconstructed once
             let a_a = accuracy(&deployed, &data).unwrap();
             assert_eq!(a_d, a_a, "k = {k}");
+            // r = 2: parity model 1 holds W and Σ_i (i + 1)·b; two lost per group decode exactly.
+            let second = OnnxModel::from_proto(deployed.to_proto().unwrap()).unwrap();
+            let weight: f64 = weir_parm::coefficients(1, k)
+                .iter()
+                .map(|&c| f64::from(c))
+                .sum();
+            second.params()[1].1.set(&(b * weight).unwrap()).unwrap();
+            let both = degraded_accuracy_lost(
+                &deployed,
+                &[(0, &parity), (1, &second)],
+                (k, Encoder::Sum),
+                &data,
+                (5, 3),
+            )
+            .unwrap();
+            assert!(
+                (both.mean - a_a).abs() < 1e-6 && both.std < 1e-6,
+                "k = {k}: {both:?}"
+            );
         }
     }
 

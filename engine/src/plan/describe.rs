@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{lineage_id, NodeKind, Plan};
+use super::{lineage_id, ModelNode, NodeKind, ParityModelNode, ParityPlan, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
 use crate::spec::{BatchWait, GraphLevel, ReplicationMode};
@@ -104,12 +104,7 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
                 ),
             },
             match &m.parity {
-                Some(p) => format!(
-                    ", parity k={} with {}, decode after {}",
-                    p.k,
-                    p.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
-                    p.decode
-                ),
+                Some(p) => format!(", parity-coded k={} r={}", p.k(), p.r()),
                 None => String::new(),
             },
             match &m.auto_parallelism {
@@ -224,6 +219,14 @@ impl Plan {
             for (name, ty) in &n.node.outputs {
                 let _ = writeln!(s, "           → {}.{name}: {ty}", n.node.id);
             }
+            if let NodeKind::Model(ModelNode {
+                parity: Some(p), ..
+            }) = &n.node.kind
+            {
+                for (id, label, from) in parity_stages(&n.node.id, p) {
+                    let _ = writeln!(s, "  parity {id} [{label}] ← {from}");
+                }
+            }
         }
         for o in &self.outputs {
             let _ = writeln!(s, "  output {} ← {}: {}", o.name, o.column, o.ty);
@@ -255,6 +258,12 @@ impl Plan {
             for &p in &n.producer_ids {
                 let _ = writeln!(s, "  \"{}\" -> \"{}\";", self.producer_name(p), n.node.id);
             }
+            if let NodeKind::Model(ModelNode {
+                parity: Some(p), ..
+            }) = &n.node.kind
+            {
+                parity_dot(&mut s, &n.node.id, p);
+            }
             if let NodeKind::Gather(g) = &n.node.kind {
                 // The fan-out's part counts reach its gathers directly.
                 let _ = writeln!(
@@ -276,6 +285,118 @@ impl Plan {
         s.push_str("}\n");
         s
     }
+}
+
+/// A parity-coded node's stages as `(id, label, what it reads)`: encoder, parity model nodes,
+/// decoder (ParM, §4.1).
+fn parity_stages(node: &str, p: &ParityPlan) -> Vec<(String, String, String)> {
+    let mut stages = vec![(
+        p.encoder.id.clone(),
+        format!(
+            "parity encoder {}: coding groups of k={} consecutive jobs, each numbered by its group id and position",
+            match p.encoder.encoder {
+                crate::spec::ParityEncoder::Sum => "sum",
+                crate::spec::ParityEncoder::Concat => "concat",
+            },
+            p.k()
+        ),
+        format!("{node} (its dispatched jobs)"),
+    )];
+    for m in &p.models {
+        stages.push((
+            m.id.clone(),
+            parity_model_label(p.k(), m),
+            p.encoder.id.clone(),
+        ));
+    }
+    let parities: Vec<&str> = p.models.iter().map(|m| m.id.as_str()).collect();
+    stages.push((
+        p.decoder.id.clone(),
+        format!(
+            "parity decoder: any {} of k={} missing predictions, unavailable after {}{} or when their replica failed",
+            p.r(),
+            p.k(),
+            p.decoder.decode,
+            match p.decoder.decode {
+                crate::spec::DecodeAfter::Quantile(_) => {
+                    format!(" (≥ {} ms)", p.decoder.floor.as_millis())
+                }
+                _ => String::new(),
+            }
+        ),
+        format!("{node}, {} (joined by group id)", parities.join(", ")),
+    ));
+    stages
+}
+
+/// A parity model node on one line: its model, code, batching, executor and replicas.
+fn parity_model_label(k: usize, m: &ParityModelNode) -> String {
+    let coefficients: Vec<String> = coefficient_labels(m.index, k);
+    format!(
+        "parity model {} (coefficients {}; batched ≤ {} within {} µs{}, {} instance(s) × {} thread(s){})",
+        file_name(&m.path),
+        coefficients.join(" "),
+        m.batching.max_size,
+        m.batching.max_delay_us,
+        wait_label(m.batching.wait),
+        m.executor.instances,
+        m.executor.intra_op_threads,
+        if m.replicas == [ReplicaTarget::Local] {
+            String::new()
+        } else {
+            let names: Vec<&str> = m.replicas.iter().map(ReplicaTarget::name).collect();
+            format!(", replicas: {}", names.join(" "))
+        }
+    )
+}
+
+/// Parity model `t`'s coefficients over a group of `k`, as printed (`weir_parm::coefficients`).
+fn coefficient_labels(t: usize, k: usize) -> Vec<String> {
+    weir_parm::coefficients(t, k)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// A parity-coded node's stages and group edges in DOT.
+fn parity_dot(s: &mut String, node: &str, p: &ParityPlan) {
+    for (id, label, _) in parity_stages(node, p) {
+        let shape = if id == p.encoder.id || id == p.decoder.id {
+            "hexagon"
+        } else {
+            "box"
+        };
+        let _ = writeln!(
+            s,
+            "  \"{id}\" [shape={shape}, label=\"{id}\\n{}\"];",
+            label.replace('"', "'")
+        );
+    }
+    let (enc, dec) = (&p.encoder.id, &p.decoder.id);
+    let _ = writeln!(
+        s,
+        "  \"{node}\" -> \"{enc}\" [style=dashed, label=\"jobs\"];"
+    );
+    for m in &p.models {
+        let _ = writeln!(
+            s,
+            "  \"{enc}\" -> \"{}\" [label=\"parity query {} (group id)\"];",
+            m.id, m.index
+        );
+        let _ = writeln!(
+            s,
+            "  \"{}\" -> \"{dec}\" [label=\"parity output (group id)\"];",
+            m.id
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  \"{node}\" -> \"{dec}\" [label=\"k predictions (group id)\"];"
+    );
+    let _ = writeln!(
+        s,
+        "  \"{dec}\" -> \"{node}\" [style=dashed, label=\"answers\"];"
+    );
 }
 
 /// The last part of `path`, as plans print a file.

@@ -1,8 +1,8 @@
 //! `ValidGraph → Plan`: the graph as it will run, with lineage ids and what each node becomes.
 //!
 //! Validation proves a spec can run; planning decides how, and cannot fail. It resolves each model
-//! node's replica set into local and remote executors (`placement.rs`), its parity coding into a
-//! parity model and coding group (`parity.rs`), its SERF parallelism into the executor
+//! node's replica set into local and remote executors (`placement.rs`), its parity coding into an
+//! encoder, parity model nodes and a decoder (`parity.rs`), its SERF parallelism into the executor
 //! configuration it starts in (`parallelism.rs`), its padded batching into axes (`padding.rs`), its routing over the replicas (`routing.rs`) and,
 //! for a HAMS stateful node, its state layout and replication (`stateful.rs`); it resolves the
 //! graph's streaming connectors (`streams.rs`) and numbers the nodes for lineage. Last, chains of
@@ -27,7 +27,9 @@ mod streams;
 
 pub use node::{GatherColumn, GatherPlan, ModelNode, NodeKind, ValidNode};
 pub use padding::PadPlan;
-pub use parity::ParityPlan;
+pub use parity::{
+    parity_node_id, ParityDecodeStage, ParityEncodeStage, ParityModelNode, ParityPlan,
+};
 
 use crate::lineage::INGRESS;
 use crate::stream::StreamConnector;

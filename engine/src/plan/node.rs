@@ -30,7 +30,7 @@ pub struct ModelNode {
     pub metadata: ModelMetadata,
     /// Where its replicas run (at least one).
     pub replicas: Vec<ReplicaTarget>,
-    /// ParM parity coding around it, if configured.
+    /// ParM parity coding around it, if configured: its encoder, parity model nodes and decoder.
     pub parity: Option<ParityPlan>,
     /// How its jobs are spread over its replicas.
     pub routing: Routing,
@@ -49,6 +49,12 @@ impl ModelNode {
     /// Whether calls may hold several requests (a dynamic batch dimension).
     pub fn batched(&self) -> bool {
         self.call.batched()
+    }
+
+    /// Every replica it runs on: its own, then its parity model nodes'.
+    pub fn every_replica(&self) -> impl Iterator<Item = &ReplicaTarget> {
+        let parity = self.parity.iter().flat_map(|p| &p.models);
+        self.replicas.iter().chain(parity.flat_map(|m| &m.replicas))
     }
 }
 
@@ -152,6 +158,7 @@ fn model(m: &CheckedModel<'_>, base_dir: &Path, executors: &[RemoteExecutor]) ->
     let replicas = placement::replica_set(spec, executors);
     let (executor, auto_parallelism) =
         parallelism::executor_config(spec, base_dir, m.serf_profile.as_ref());
+    let parity = parity::parity_plan(&spec.id.value, spec, base_dir, &executor, executors);
     ModelNode {
         path: base_dir.join(&spec.path.value),
         call: m.call,
@@ -159,7 +166,7 @@ fn model(m: &CheckedModel<'_>, base_dir: &Path, executors: &[RemoteExecutor]) ->
         pad: padding::pad_plan(spec, &m.metadata, m.call),
         executor,
         metadata: m.metadata.clone(),
-        parity: parity::parity_plan(spec, base_dir),
+        parity,
         routing: routing::routing(spec, &replicas, base_dir, m.kairos_profile.as_ref()),
         auto_parallelism: auto_parallelism.map(Box::new),
         state: stateful::stateful_node(spec, &m.metadata).map(Box::new),

@@ -1,9 +1,10 @@
 //! Replica sets: each model node's `replicas:` list resolved into the executors that run it, in
 //! list order (for a replicated stateful node, `[primary, backup]`). A node that lists none runs on
-//! one executor in this process.
+//! one executor in this process. A parity-coded node's parity model nodes resolve their own list
+//! the same way.
 
 use crate::placement::{RemoteExecutor, ReplicaTarget};
-use crate::spec::{GraphSpec, ModelSpec, LOCAL_REPLICA};
+use crate::spec::{GraphSpec, ModelSpec, Spanned, LOCAL_REPLICA};
 
 /// The graph's remote executors, in `executors:` order.
 pub(super) fn executors(spec: &GraphSpec) -> Vec<RemoteExecutor> {
@@ -23,7 +24,15 @@ pub(super) fn executors(spec: &GraphSpec) -> Vec<RemoteExecutor> {
 /// Where model node `m`'s replicas run. Validation proved every name is `local` or one of
 /// `executors`.
 pub(super) fn replica_set(m: &ModelSpec, executors: &[RemoteExecutor]) -> Vec<ReplicaTarget> {
-    let Some(list) = &m.replicas else {
+    resolve(m.replicas.as_ref(), executors)
+}
+
+/// A `replicas:` list resolved against `executors` (none: one local replica).
+pub(super) fn resolve(
+    list: Option<&Spanned<Vec<Spanned<String>>>>,
+    executors: &[RemoteExecutor],
+) -> Vec<ReplicaTarget> {
+    let Some(list) = list else {
         return vec![ReplicaTarget::Local];
     };
     list.value

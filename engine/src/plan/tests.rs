@@ -69,26 +69,62 @@ fn fixed_parallelism_is_the_executor_setting() {
     assert_eq!(executor, model(&plain).executor);
 }
 
+/// Node `m`'s parity plan, planned with the node's own executor and no remote executors.
+fn parity_of(spec: &GraphSpec, base: &str) -> Option<super::ParityPlan> {
+    let m = model(spec);
+    parity::parity_plan("m", m, Path::new(base), &m.executor, &[])
+}
+
 #[test]
 fn a_parity_model_resolves_against_the_graph_folder() {
     let spec = graph(
-        "  - model: {id: m, path: m.onnx, inputs: {x: x}, resilience: {parity: {k: 3, parity_model: p.onnx}}}",
+        "  - model: {id: m, path: m.onnx, inputs: {x: x}, executor: {instances: 4}, resilience: {parity: {k: 3, parity_model: p.onnx}}}",
     );
-    let plan = parity::parity_plan(model(&spec), Path::new("/graphs")).unwrap();
+    let plan = parity_of(&spec, "/graphs").unwrap();
+    assert_eq!((plan.k(), plan.r()), (3, 1));
+    let node = &plan.models[0];
     assert_eq!(
-        (plan.k, plan.path.as_path()),
-        (3, Path::new("/graphs/p.onnx"))
+        (node.id.as_str(), node.path.as_path()),
+        ("m.parity", Path::new("/graphs/p.onnx"))
     );
+    assert_eq!(
+        (plan.encoder.id.as_str(), plan.decoder.id.as_str()),
+        ("m.parity_encode", "m.parity_decode")
+    );
+    assert_eq!(
+        node.executor.instances, 2,
+        "m/k parity instances, rounded up"
+    );
+    assert_eq!(node.replicas, [crate::placement::ReplicaTarget::Local]);
     let bare = graph("  - model: {id: m, path: m.onnx, inputs: {x: x}}");
-    assert!(parity::parity_plan(model(&bare), Path::new("/graphs")).is_none());
+    assert!(parity_of(&bare, "/graphs").is_none());
     assert_eq!(
-        (plan.decode, plan.floor),
+        (plan.decoder.decode, plan.decoder.floor),
         (
             crate::spec::DecodeAfter::Quantile(99.0),
             std::time::Duration::from_millis(crate::spec::DEFAULT_FLOOR_MS)
         ),
         "the default rule"
     );
+}
+
+#[test]
+fn r_parity_models_are_r_nodes_with_their_own_batching_and_executor() {
+    let spec = graph(
+        "  - model: {id: m, path: m.onnx, inputs: {x: x}, batching: {max_size: 8}, resilience: {parity: {k: 2, parity_models: [p0.onnx, p1.onnx], batching: {max_size: 2}, executor: {instances: 3}}}}",
+    );
+    let plan = parity_of(&spec, "/g").unwrap();
+    assert_eq!(plan.r(), 2);
+    let ids: Vec<(&str, usize)> = plan
+        .models
+        .iter()
+        .map(|n| (n.id.as_str(), n.index))
+        .collect();
+    assert_eq!(ids, [("m.parity", 0), ("m.parity1", 1)]);
+    assert!(plan
+        .models
+        .iter()
+        .all(|n| n.batching.max_size == 2 && n.executor.instances == 3));
 }
 
 #[test]
@@ -101,9 +137,9 @@ fn the_decode_rule_is_read_from_the_yaml() {
         let spec = graph(&format!(
             "  - model: {{id: m, path: m.onnx, inputs: {{x: x}}, resilience: {{parity: {{k: 2, parity_model: p.onnx, decode: {{after: {after}, floor_ms: 5}}}}}}}}"
         ));
-        let plan = parity::parity_plan(model(&spec), Path::new(".")).unwrap();
-        assert_eq!(plan.decode, want);
-        assert_eq!(plan.floor, std::time::Duration::from_millis(5));
+        let plan = parity_of(&spec, ".").unwrap();
+        assert_eq!(plan.decoder.decode, want);
+        assert_eq!(plan.decoder.floor, std::time::Duration::from_millis(5));
     }
     let bad = GraphSpec::from_yaml(
         "name: g\ninputs: [{name: x, dtype: f32, shape: [2]}]\nnodes:\n  - model: {id: m, path: m.onnx, inputs: {x: x}, resilience: {parity: {k: 2, parity_model: p.onnx, decode: {after: p100}}}}\noutputs: [{name: y, from: m.y}]\n",

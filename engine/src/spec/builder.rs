@@ -547,9 +547,13 @@ impl ModelBuilder {
         self.spec.resilience = Some(super::ResilienceSpec {
             parity: Some(s(super::ParitySpec {
                 k: s(k),
-                parity_model: s(parity_model.into()),
+                parity_model: Some(s(parity_model.into())),
+                parity_models: None,
                 encoder: s(super::ParityEncoder::Sum),
                 decode: s(super::DecodeSpec::default()),
+                replicas: None,
+                batching: None,
+                executor: None,
             })),
         });
         self

@@ -308,8 +308,15 @@ pub struct ResilienceSpec {
 pub struct ParitySpec {
     /// Coding-group size (≥ 2).
     pub k: Spanned<usize>,
-    /// The parity model: same inputs and outputs as the deployed one (`weir parity train`).
-    pub parity_model: Spanned<PathBuf>,
+    /// The parity model (r = 1): same inputs and outputs as the deployed one (`weir parity
+    /// train`). Give this or `parity_models`.
+    #[serde(default)]
+    pub parity_model: Option<Spanned<PathBuf>>,
+    /// r ≥ 1 parity models over the same coding group (ParM, §7): parity model `t` (0-based)
+    /// answers the query coded with coefficients `(i + 1)^t` (`weir parity train --index t`), and
+    /// any r missing predictions of a group are decoded. Give this or `parity_model`.
+    #[serde(default)]
+    pub parity_models: Option<Spanned<Vec<Spanned<PathBuf>>>>,
     /// How the k queries become the parity query.
     #[serde(default)]
     pub encoder: Spanned<ParityEncoder>,
@@ -317,6 +324,29 @@ pub struct ParitySpec {
     /// the node's p99 latency, or its replica failed).
     #[serde(default)]
     pub decode: Spanned<super::DecodeSpec>,
+    /// Where the parity model node's replicas run: `local` and/or names from `executors:` (which
+    /// serve it under `<node>.parity`, `<node>.parity1`, ...). Default: one local replica.
+    #[serde(default)]
+    pub replicas: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The parity model node's batching (default: the deployed node's; `pad` and `fixed_size`
+    /// do not apply).
+    #[serde(default)]
+    pub batching: Option<BatchingSpec>,
+    /// The parity model node's executor (default: the deployed node's, with `instances` divided
+    /// by k, at least 1: the paper's m/k parity instances for m deployed ones).
+    #[serde(default)]
+    pub executor: Option<ExecutorSpec>,
+}
+
+impl ParitySpec {
+    /// The parity models, in index order (`parity_model` alone, or `parity_models`).
+    pub fn models(&self) -> Vec<&Spanned<PathBuf>> {
+        match (&self.parity_model, &self.parity_models) {
+            (Some(one), _) => vec![one],
+            (None, Some(list)) => list.value.iter().collect(),
+            (None, None) => Vec::new(),
+        }
+    }
 }
 
 /// A parity encoder.
@@ -326,7 +356,8 @@ pub enum ParityEncoder {
     /// P = Σ X_i, feature-wise.
     #[default]
     Sum,
-    /// Downsampled images tiled into one (training only so far).
+    /// Downsampled images tiled into one (k = 2 or 4, a square single-channel image with an
+    /// even side).
     Concat,
 }
 

@@ -7,12 +7,14 @@
 //! tensors (same names, types and shapes), since its output is decoded together with the deployed
 //! model's; the `concat` encoder (downsample each query and tile them into one image) needs `k` = 2
 //! or 4 and one input holding a square single-channel image with an even side, the layouts it
-//! tiles exactly.
+//! tiles exactly. One parity model (`parity_model`) or r of them (`parity_models`, ParM §7), with
+//! 1 ≤ r ≤ k; the parity model node's own `batching` and `executor` sizes are at least 1, and
+//! its `replicas` follow the node rules (checked with them, in `placement.rs`).
 
 use super::types::fixed_shape;
 use super::{node_path, Validator};
 use crate::onnx::{read_metadata_under, ModelMetadata};
-use crate::spec::{ModelSpec, ParityEncoder};
+use crate::spec::{ModelSpec, ParityEncoder, ParitySpec};
 
 /// The output a parity-coded model node adds: 1 for a reconstructed row, 0 for a real one.
 pub const RECONSTRUCTED_OUTPUT: &str = "reconstructed";
@@ -29,7 +31,7 @@ impl Validator<'_, '_> {
         let Some(p) = m.resilience.as_ref().and_then(|r| r.parity.as_ref()) else {
             return false;
         };
-        let path_field = node_path(id, "resilience.parity.parity_model");
+        let mut ok = self.check_parity_node(id, p);
         if p.k.value < 2 {
             self.error(
                 node_path(id, "resilience.parity.k"),
@@ -45,35 +47,117 @@ impl Validator<'_, '_> {
             self.error(
                 node_path(id, "resilience.parity.encoder"),
                 p.encoder.location,
-                format!("node `{id}`: the `concat` encoder needs k = 2 or 4 and one input holding a square single-channel image with an even side"),
+                format!("node `{id}`: the `concat` encoder needs k = 2 or 4 and one input holding a square single-channel image with an even side (H = W, both even)"),
             );
             return false;
         }
-        let path = self.base_dir.join(&p.parity_model.value);
-        let meta = match read_metadata_under(&path, self.files) {
-            Ok(meta) => meta,
-            Err(e) => {
+        let (field, models) = match (&p.parity_model, &p.parity_models) {
+            (Some(_), Some(list)) => {
                 self.error(
-                    path_field,
-                    p.parity_model.location,
-                    format!("node `{id}`: parity model: {e}"),
+                    node_path(id, "resilience.parity.parity_models"),
+                    list.location,
+                    format!("node `{id}`: give `parity_model` (one) or `parity_models` (r of them), not both"),
                 );
                 return false;
             }
+            (None, None) => {
+                self.error(
+                    node_path(id, "resilience.parity"),
+                    p.k.location,
+                    format!("node `{id}`: parity coding needs `parity_model` or `parity_models`"),
+                )
+                .help = Some(
+                    "train one from the deployed model: `weir parity train --deployed ...`".into(),
+                );
+                return false;
+            }
+            (Some(_), None) => ("resilience.parity.parity_model", p.models()),
+            (None, Some(list)) => {
+                let r = list.value.len();
+                if r == 0 || r > p.k.value {
+                    self.error(
+                        node_path(id, "resilience.parity.parity_models"),
+                        list.location,
+                        format!(
+                            "node `{id}`: `parity_models` lists {r} parity models; r must be between 1 and k = {}",
+                            p.k.value
+                        ),
+                    );
+                    return false;
+                }
+                ("resilience.parity.parity_models", p.models())
+            }
         };
-        if meta.inputs != deployed.inputs || meta.outputs != deployed.outputs {
-            self.error(
-                path_field,
-                p.parity_model.location,
-                format!(
-                    "node `{id}`: the parity model {} must take and return the deployed model's tensors (same names, types and shapes)",
-                    path.display()
-                ),
-            )
-            .help = Some("train it from the deployed model: `weir parity train --deployed ...`".into());
-            return false;
+        for (t, model) in models.into_iter().enumerate() {
+            let path_field = node_path(id, field);
+            let path = self.base_dir.join(&model.value);
+            let meta = match read_metadata_under(&path, self.files) {
+                Ok(meta) => meta,
+                Err(e) => {
+                    self.error(
+                        path_field,
+                        model.location,
+                        match p.parity_models {
+                            None => format!("node `{id}`: parity model: {e}"),
+                            Some(_) => format!("node `{id}`: parity model {t}: {e}"),
+                        },
+                    );
+                    ok = false;
+                    continue;
+                }
+            };
+            if meta.inputs != deployed.inputs || meta.outputs != deployed.outputs {
+                self.error(
+                    path_field,
+                    model.location,
+                    format!(
+                        "node `{id}`: the parity model {} must take and return the deployed model's tensors (same names, types and shapes)",
+                        path.display()
+                    ),
+                )
+                .help = Some(format!(
+                    "train it from the deployed model: `weir parity train --deployed ... --index {t}`"
+                ));
+                ok = false;
+            }
         }
-        true
+        ok
+    }
+
+    /// The parity model node's own settings: batching and executor sizes at least 1, and no
+    /// padded or fixed-size batching (a parity query is coded row position by row position).
+    fn check_parity_node(&mut self, id: &str, p: &ParitySpec) -> bool {
+        let mut ok = true;
+        let mut sizes = Vec::new();
+        if let Some(b) = &p.batching {
+            sizes.push((b.max_size, "batching.max_size"));
+            if b.pad.is_some() || b.fixed_size.is_some() {
+                self.error(
+                    node_path(id, "resilience.parity.batching"),
+                    p.k.location,
+                    format!("node `{id}`: the parity model node's batching takes `max_size`, `max_delay_us` and `wait`; `pad` and `fixed_size` do not apply"),
+                );
+                ok = false;
+            }
+        }
+        if let Some(e) = &p.executor {
+            sizes.extend([
+                (e.instances, "executor.instances"),
+                (e.intra_op_threads, "executor.intra_op_threads"),
+                (e.queue_capacity, "executor.queue_capacity"),
+            ]);
+        }
+        for (value, field) in sizes {
+            if value == 0 {
+                self.error(
+                    node_path(id, &format!("resilience.parity.{field}")),
+                    p.k.location,
+                    format!("node `{id}`: the parity model node's `{field}` must be at least 1"),
+                );
+                ok = false;
+            }
+        }
+        ok
     }
 }
 

@@ -3,7 +3,8 @@
 //! Rules: executor names are unique and well-formed, and not `local` (which means in-process); an
 //! endpoint is a zenoh locator (`<protocol>/<address>`); `threads` is at least 1; `cost_per_hour`,
 //! when labelled, is a non-negative number; a replica names `local` or a declared executor (with a
-//! did-you-mean), at most once per node, and a node lists at least one replica.
+//! did-you-mean), at most once per node, and a node lists at least one replica; the same holds for
+//! a parity-coded node's `resilience.parity.replicas`.
 //!
 //! The lists resolved here ([`ReplicaLists`]) are what the routing, parallelism and state rules
 //! check against; what a replica becomes at run time is the plan's ([`crate::plan`]).
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 
 use super::{is_locator, Validator};
 use crate::diagnostic::{did_you_mean, Diagnostic, Location};
-use crate::spec::{NodeSpec, RemoteExecutorSpec, LOCAL_REPLICA};
+use crate::spec::{GraphSpec, NodeSpec, RemoteExecutorSpec, Spanned, LOCAL_REPLICA};
 
 /// A replica a node lists, resolved to what it names.
 #[derive(Debug, Clone, Copy)]
@@ -127,67 +128,86 @@ impl<'a> Validator<'a, '_> {
                 continue;
             };
             let id = m.id.value.as_str();
+            // A parity-coded node's parity model nodes list their own replicas.
+            let parity = m.resilience.as_ref().and_then(|r| r.parity.as_ref());
+            if let Some(list) = parity.and_then(|p| p.replicas.as_ref()) {
+                let path = format!("nodes.{id}.resilience.parity.replicas");
+                replica_list(spec, &by_name, id, &path, list, diags);
+            }
             let Some(list) = &m.replicas else {
                 lists.by_node.insert(id, vec![Replica::Local]);
                 continue;
             };
             let path = format!("nodes.{id}.replicas");
-            if list.value.is_empty() {
-                diags.push(Diagnostic::error(
-                    path.clone(),
-                    list.location,
-                    format!("node `{id}`: `replicas` lists no replica"),
-                ));
-                continue;
-            }
-            let mut replicas: Vec<Replica<'a>> = Vec::new();
-            let mut ok = true;
-            for r in &list.value {
-                let replica = if r.value == LOCAL_REPLICA {
-                    Some(Replica::Local)
-                } else {
-                    by_name
-                        .get(r.value.as_str())
-                        .map(|(e, _)| Replica::Executor(e))
-                };
-                let Some(replica) = replica else {
-                    let names = std::iter::once(LOCAL_REPLICA)
-                        .chain(spec.executors.iter().map(|e| e.name.value.as_str()));
-                    let mut d = Diagnostic::error(
-                        path.clone(),
-                        r.location,
-                        format!(
-                            "node `{id}`: replica `{}` is not a declared executor",
-                            r.value
-                        ),
-                    );
-                    d.help = Some(match did_you_mean(&r.value, names) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!(
-                            "declare it under `executors:`, or use `{LOCAL_REPLICA}` for this process"
-                        ),
-                    });
-                    diags.push(d);
-                    ok = false;
-                    continue;
-                };
-                if replicas.iter().any(|t| t.name() == replica.name()) {
-                    diags.push(Diagnostic::error(
-                        path.clone(),
-                        r.location,
-                        format!("node `{id}`: replica `{}` is listed twice", r.value),
-                    ));
-                    ok = false;
-                    continue;
-                }
-                replicas.push(replica);
-            }
-            if ok {
+            if let Some(replicas) = replica_list(spec, &by_name, id, &path, list, diags) {
                 lists.by_node.insert(id, replicas);
             }
         }
         self.replicas = lists;
     }
+}
+
+/// Replica list `list` of node `id` (at `path`) resolved against the declared executors
+/// `by_name`; `None`, with the errors pushed, when a name is unknown or repeated or it is empty.
+fn replica_list<'a>(
+    spec: &'a GraphSpec,
+    by_name: &HashMap<&str, (&'a RemoteExecutorSpec, Location)>,
+    id: &str,
+    path: &str,
+    list: &Spanned<Vec<Spanned<String>>>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Vec<Replica<'a>>> {
+    if list.value.is_empty() {
+        diags.push(Diagnostic::error(
+            path.to_string(),
+            list.location,
+            format!("node `{id}`: `replicas` lists no replica"),
+        ));
+        return None;
+    }
+    let mut replicas: Vec<Replica<'a>> = Vec::new();
+    let mut ok = true;
+    for r in &list.value {
+        let replica = if r.value == LOCAL_REPLICA {
+            Some(Replica::Local)
+        } else {
+            by_name
+                .get(r.value.as_str())
+                .map(|(e, _)| Replica::Executor(e))
+        };
+        let Some(replica) = replica else {
+            let names = std::iter::once(LOCAL_REPLICA)
+                .chain(spec.executors.iter().map(|e| e.name.value.as_str()));
+            let mut d = Diagnostic::error(
+                path.to_string(),
+                r.location,
+                format!(
+                    "node `{id}`: replica `{}` is not a declared executor",
+                    r.value
+                ),
+            );
+            d.help = Some(match did_you_mean(&r.value, names) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!(
+                    "declare it under `executors:`, or use `{LOCAL_REPLICA}` for this process"
+                ),
+            });
+            diags.push(d);
+            ok = false;
+            continue;
+        };
+        if replicas.iter().any(|t| t.name() == replica.name()) {
+            diags.push(Diagnostic::error(
+                path.to_string(),
+                r.location,
+                format!("node `{id}`: replica `{}` is listed twice", r.value),
+            ));
+            ok = false;
+            continue;
+        }
+        replicas.push(replica);
+    }
+    ok.then_some(replicas)
 }
 
 #[cfg(test)]

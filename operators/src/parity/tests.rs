@@ -3,10 +3,15 @@
 //! `first_available` (decode as soon as the group allows); the time-out rules wait for a timer,
 //! and the tests poll for the outcome without asserting how long it took.
 
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use weir_engine::batch::TensorColumn;
+use weir_engine::tensor::TensorData;
 
 use super::*;
+use crate::model::ExecError;
 
 /// F(x) = 2x on f32 rows; holds jobs whose first element is negative until released.
 #[derive(Default)]
@@ -108,9 +113,32 @@ fn service_deciding(k: usize, rule: DecodeAfter) -> (ParityService, Arc<Doubler>
         Encoder::Sum,
         (rule, Duration::ZERO),
         Arc::new(Arc::clone(&deployed)),
-        Arc::new(Arc::clone(&parity)),
+        vec![ParityTarget {
+            id: "m.parity".into(),
+            service: Arc::new(Arc::clone(&parity)),
+        }],
     );
     (svc, deployed, parity)
+}
+
+/// A node with two parity models (r = 2), both F_P = F (exact for a linear model).
+fn service_r2(k: usize, rule: DecodeAfter) -> (ParityService, Arc<Doubler>) {
+    let deployed = Arc::new(Doubler::default());
+    let targets = (0..2)
+        .map(|t| ParityTarget {
+            id: format!("m.parity{t}"),
+            service: Arc::new(Arc::new(Doubler::default())),
+        })
+        .collect();
+    let svc = ParityService::new(
+        "m",
+        k,
+        Encoder::Sum,
+        (rule, Duration::ZERO),
+        Arc::new(Arc::clone(&deployed)),
+        targets,
+    );
+    (svc, deployed)
 }
 
 /// Waits (polling, generously bounded) until `done` holds.
@@ -268,6 +296,63 @@ fn a_failed_job_whose_group_never_fills_is_answered_its_error() {
     assert_eq!(errors.lock().unwrap().len(), 1);
     assert_eq!(answers.lock().unwrap().len(), 2);
     assert_eq!(svc.stats().reconstructed, 0);
+}
+
+#[test]
+fn two_parity_models_reconstruct_two_stragglers_exactly_and_answer_each_once() {
+    let (svc, deployed) = service_r2(3, DecodeAfter::FirstAvailable);
+    let answers = Answers::default();
+    // Jobs 0 and 1 straggle (negative first element); both parity queries are non-negative.
+    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(1, &[[-2.0, 5.0, -1.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(2, &[[4.0, 0.5, 1.0]], &answers))
+        .unwrap();
+    {
+        let got = answers.lock().unwrap();
+        assert_eq!(
+            got.len(),
+            3,
+            "two reconstructions and one real answer: {got:?}"
+        );
+        for (tag, want) in [(0, [-2.0, 4.0, 6.0]), (1, [-4.0, 10.0, -2.0])] {
+            let a = got.iter().find(|a| a.0 == tag).unwrap();
+            assert!(close(&a.1, &want), "job {tag}: {:?}", a.1);
+            assert_eq!(a.2, vec![1], "job {tag} flagged reconstructed");
+        }
+    }
+    deployed.release();
+    assert_eq!(answers.lock().unwrap().len(), 3, "answered once");
+    let stats = svc.stats();
+    assert_eq!(
+        (
+            stats.groups,
+            stats.parity_dispatched,
+            stats.reconstructed_late,
+            stats.late_real
+        ),
+        (1, 2, 2, 2)
+    );
+}
+
+#[test]
+fn with_two_parity_models_only_the_late_one_is_answered_by_reconstruction() {
+    // A long deadline: nothing is late, so nothing is reconstructed, though the group could decode.
+    let (svc, deployed) = service_r2(2, DecodeAfter::Millis(600_000.0));
+    let answers = Answers::default();
+    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
+        .unwrap();
+    svc.try_submit(job(1, &[[-2.0, 5.0, -1.0]], &answers))
+        .unwrap();
+    assert!(
+        answers.lock().unwrap().is_empty(),
+        "a real prediction before its deadline wins"
+    );
+    deployed.release();
+    let got = answers.lock().unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|a| a.2 == vec![0]), "all real: {got:?}");
 }
 
 #[test]

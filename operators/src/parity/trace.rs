@@ -7,9 +7,9 @@ use std::time::{Instant, SystemTime};
 
 use weir_engine::trace::{wall_time, Reconstruction};
 
-use super::{lock, Inner, Member, Outcome, Reason};
+use super::decoder::{lock, Member, Outcome, ParityDecoder, Reason};
 
-impl Inner {
+impl ParityDecoder {
     /// Notes in `member`'s trace (a sampled request's job) that group `group` decoded its
     /// answer, for `reason`; before the answer, so the model operator finds it when the answer
     /// comes. A member already answered is left alone.
@@ -26,7 +26,7 @@ impl Inner {
         let now = Instant::now();
         trace.record_reconstruction(Reconstruction {
             group,
-            k: self.k,
+            k: self.k(),
             reason: match reason {
                 Reason::Late => "late",
                 Reason::Failed => "failed",

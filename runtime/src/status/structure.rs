@@ -53,7 +53,15 @@ fn node(plan: &Plan, n: &PlannedNode) -> Value {
             if let Routing::Kairos(k) = &m.routing {
                 v["kairos_qos_ms"] = json!(k.qos_ms);
             }
-            v["parity"] = m.parity.as_ref().map_or(Value::Null, |p| json!({"k": p.k}));
+            v["parity"] = m.parity.as_ref().map_or(Value::Null, |p| {
+                json!({
+                    "k": p.k(),
+                    "r": p.r(),
+                    "encoder": p.encoder.id,
+                    "parity_nodes": p.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+                    "decoder": p.decoder.id,
+                })
+            });
             v["stateful"] = m.state.as_ref().map_or(Value::Null, |s| {
                 json!({"mode": s.mode.name(), "members": m.replicas.iter().map(ReplicaTarget::name).collect::<Vec<_>>()})
             });
