@@ -2,7 +2,6 @@
 //! re-protection), state tuples applied by Algorithm 2 (backup) or the solo rule (primary without
 //! a backup), durability announcements and apply acknowledgements.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,10 +10,10 @@ use tracing::{debug, info, warn};
 use weir_hams::durability::Offer;
 use weir_hams::journal::Event as JournalEvent;
 use weir_hams::protocol::{
-    durable_key_all, member_key, Applied, Assign, AssignReply, Dep, Durable, Mode, Refusal, Role,
+    durable_key_all, member_key, Applied, Assign, AssignReply, Durable, Mode, Refusal, Role,
     StateHeader,
 };
-use weir_hams::{Epoch, NodeId, Seq};
+use weir_hams::{Epoch, Seq};
 use weir_operators::stateful::state::{NodeState, StateUpdate};
 use zenoh::pubsub::Subscriber;
 use zenoh::query::Query;
@@ -272,19 +271,6 @@ fn change_backup(inner: &mut Inner, a: &Assign, solo: bool) {
     for h in undurable {
         inner.apply.offer(h, None);
     }
-}
-
-/// Per upstream node, the latest version any retained version above the floor depends on: what
-/// a whole-state transfer of the latest version must wait for.
-pub(super) fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<NodeState>)>) -> Vec<Dep> {
-    let mut latest: BTreeMap<NodeId, Seq> = BTreeMap::new();
-    for (h, _) in retained.values().skip(1) {
-        for &(n, s) in &h.deps {
-            let e = latest.entry(n).or_default();
-            *e = (*e).max(s);
-        }
-    }
-    latest.into_iter().collect()
 }
 
 fn take_role(ctx: &Context, a: Assign, query: &Query) {

@@ -21,16 +21,16 @@
 //!   durable (a backup: the one it applied; a primary: its durable floor), when it moved since
 //!   its last repeat. Announcements only ever raise what a receiver knows, so a repeat is harmless.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::info;
-use weir_hams::protocol::{member_key, Mode, StateHeader};
-use weir_hams::{Epoch, Seq};
-use weir_operators::stateful::state::StateUpdate;
+use weir_hams::protocol::{member_key, Dep, Durable, Mode, Role, StateHeader};
+use weir_hams::{Epoch, NodeId, Seq};
+use weir_operators::stateful::state::{NodeState, StateUpdate};
 
 use super::{announce, lock, put, tuple_frame, Context, Delivery, Inner, Ship};
-use weir_hams::protocol::{Durable, Role};
 
 /// The first wait for an acknowledgement before a re-ship. An acknowledgement is one apply and
 /// one round trip behind its tuple (milliseconds on any network a graph spans), and the run
@@ -55,7 +55,7 @@ pub(super) fn whole_state(inner: &Inner, model: &str, backup: &str, epoch: Epoch
         header: StateHeader {
             epoch,
             seq,
-            deps: super::control::undurable_deps(&inner.retained),
+            deps: undurable_deps(&inner.retained),
             request_ids: Vec::new(),
             row_hashes: Vec::new(),
             full: true,
@@ -64,6 +64,19 @@ pub(super) fn whole_state(inner: &Inner, model: &str, backup: &str, epoch: Epoch
         state: StateUpdate::Replace(Arc::clone(state)),
         reply: Vec::new(),
     })
+}
+
+/// Per upstream node, the latest version any retained version above the floor depends on: what
+/// a whole-state transfer of the latest version must wait for.
+fn undurable_deps(retained: &BTreeMap<Seq, (StateHeader, Arc<NodeState>)>) -> Vec<Dep> {
+    let mut latest: BTreeMap<NodeId, Seq> = BTreeMap::new();
+    for (h, _) in retained.values().skip(1) {
+        for &(n, s) in &h.deps {
+            let e = latest.entry(n).or_default();
+            *e = (*e).max(s);
+        }
+    }
+    latest.into_iter().collect()
 }
 
 /// The control thread's repairs.
