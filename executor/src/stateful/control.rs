@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tracing::{debug, info, warn};
 use weir_hams::durability::Offer;
 use weir_hams::journal::Event as JournalEvent;
@@ -28,9 +28,9 @@ use super::{
 /// How often the control thread looks at its backup's progress when no message comes.
 const TICK: Duration = Duration::from_millis(50);
 
-pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>) {
+pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>, ships: Sender<Ship>) {
     let mut durable_sub: Option<Subscriber<()>> = None;
-    let mut repair = Repair::new();
+    let mut repair = Repair::new(ships);
     loop {
         let msg = match rx.recv_timeout(TICK) {
             Ok(msg) => msg,

@@ -376,8 +376,9 @@ impl StatefulMember {
         );
         let mut threads = Vec::new();
         let c = Arc::clone(&ctx);
+        let ships = ship_tx.clone();
         threads.push(spawn(format!("hams-control-{model}"), move || {
-            control::control_loop(&c, &control_rx)
+            control::control_loop(&c, &control_rx, ships)
         })?);
         let c = Arc::clone(&ctx);
         let ships = ship_tx.clone();
@@ -552,11 +553,12 @@ fn ensure_model(ctx: &Context, a: &Assign) -> Result<(), String> {
 /// How a protocol message meets a full link queue.
 #[derive(Debug, Clone, Copy)]
 enum Delivery {
-    /// Waits for room: the shipper's state tuples, in order to the one backup (its wait is the
-    /// back-pressure the update stage's [`MAX_UNACKED`] bounds).
+    /// Waits for room: what the shipper thread sends to the one backup, in order (state tuples,
+    /// and the whole states a silent backup is re-shipped); its wait is the back-pressure the
+    /// update stage's [`MAX_UNACKED`] bounds.
     Wait,
     /// Dropped: everything the control thread sends (acknowledgements, durability announcements
-    /// to every subscriber, whole-state transfers). One subscriber behind a dark link would
+    /// to every subscriber, a new backup's whole state). One subscriber behind a dark link would
     /// otherwise block the thread that makes every other member's versions durable; what is
     /// dropped is repaired (`repair.rs`).
     OrDrop,

@@ -11,7 +11,9 @@
 //! Two repairs, both run on the control thread's tick:
 //! - **re-ship**: while versions the primary made wait for its backup's acknowledgement and none
 //!   has come for a while, the primary ships its latest version *whole* again (what a new backup
-//!   receives), which the backup applies over any gap. The wait starts at [`FIRST_WAIT`] and
+//!   receives), which the backup applies over any gap. The re-ship joins the shipper's queue,
+//!   behind the tuples already given to the link and only when none is still waiting there (a
+//!   backup cannot acknowledge what it was not sent yet). The wait starts at [`FIRST_WAIT`] and
 //!   doubles after each re-ship nobody acknowledged, up to [`LAST_WAIT`], so a link that is still
 //!   dark, or a backup that is merely slow (a tuple waiting for an upstream node's durability), is
 //!   not flooded with whole states; any acknowledgement, a new epoch or another backup starts it
@@ -25,12 +27,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Sender;
 use tracing::info;
 use weir_hams::protocol::{member_key, Dep, Durable, Mode, Role, StateHeader};
 use weir_hams::{Epoch, NodeId, Seq};
 use weir_operators::stateful::state::{NodeState, StateUpdate};
 
-use super::{announce, lock, put, tuple_frame, Context, Delivery, Inner, Ship};
+use super::{announce, lock, Context, Inner, Ship};
 
 /// The first wait for an acknowledgement before a re-ship. An acknowledgement is one apply and
 /// one round trip behind its tuple (milliseconds on any network a graph spans), and the run
@@ -89,9 +92,11 @@ pub(super) struct Repair {
 }
 
 impl Repair {
-    pub(super) fn new() -> Self {
+    /// `ships` is the shipper thread's queue, which re-ships join.
+    pub(super) fn new(ships: Sender<Ship>) -> Self {
         Repair {
             reship: Reship {
+                ships,
                 seen: None,
                 since: Instant::now(),
                 wait: FIRST_WAIT,
@@ -142,6 +147,9 @@ fn own_durable(inner: &Inner) -> Option<(String, Durable)> {
 /// What the backup has shown of its progress, and when it last did.
 #[derive(Debug)]
 struct Reship {
+    /// The shipper's queue: a re-ship goes after the tuples already given to the link, at the
+    /// link's pace, as every state message does.
+    ships: Sender<Ship>,
     /// (epoch, backup, acknowledged version) when progress was last seen.
     seen: Option<(Epoch, String, Seq)>,
     since: Instant,
@@ -163,7 +171,9 @@ impl Reship {
                 self.wait = FIRST_WAIT;
                 return;
             }
-            if self.since.elapsed() < self.wait {
+            // Tuples still queued here are silence of the primary's own making: the backup
+            // cannot acknowledge what it was not sent yet.
+            if self.since.elapsed() < self.wait || !self.ships.is_empty() {
                 return;
             }
             let (epoch, backup, acked) = progress;
@@ -174,12 +184,7 @@ impl Reship {
             ship
         };
         if let Some(ship) = ship {
-            put(
-                ctx,
-                ship.key,
-                tuple_frame(ship.header, &ship.state, &ship.reply),
-                Delivery::OrDrop,
-            );
+            let _ = self.ships.send(ship);
         }
         self.since = Instant::now();
         self.wait = (self.wait * 2).min(LAST_WAIT);
@@ -196,5 +201,5 @@ fn waiting_on_backup(inner: &Inner) -> Option<(Epoch, String, Seq)> {
     }
     let backup = inner.backup_prefix()?;
     let (&latest, _) = inner.retained.last_key_value()?;
-    (latest > inner.acked).then(|| (assign.epoch, backup, inner.acked))
+    (latest > inner.acked).then_some((assign.epoch, backup, inner.acked))
 }
