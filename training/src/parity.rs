@@ -92,7 +92,7 @@ impl ParityOptions {
 pub struct DegradedAccuracy {
     /// Mean over the groupings.
     pub mean: f32,
-    /// Standard deviation over the groupings (0 for one).
+    /// Sample standard deviation over the groupings (0 for one).
     pub std: f32,
     /// The worst grouping.
     pub min: f32,
@@ -100,6 +100,43 @@ pub struct DegradedAccuracy {
     pub max: f32,
     /// Groupings scored.
     pub groupings: usize,
+    /// Grouping `g` shuffled the rows with seed `seed + g`.
+    pub seed: u64,
+}
+
+impl DegradedAccuracy {
+    /// The mean, sample standard deviation, worst and best of per-grouping accuracies (grouping
+    /// `g` seeded `seed + g`); `None` for no scores.
+    fn of_scores(scores: &[f32], seed: u64) -> Option<Self> {
+        if scores.is_empty() {
+            return None;
+        }
+        let n = scores.len() as f32;
+        let mean = scores.iter().sum::<f32>() / n;
+        let var = scores.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / (n - 1.0).max(1.0);
+        Some(Self {
+            mean,
+            std: var.sqrt(),
+            min: scores.iter().copied().fold(f32::INFINITY, f32::min),
+            max: scores.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            groupings: scores.len(),
+            seed,
+        })
+    }
+}
+
+/// As a percentage: `93.0 % ± 1.3 (90.2–95.8)`, mean ± standard deviation (worst–best).
+impl std::fmt::Display for DegradedAccuracy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} % ± {:.1} ({:.1}–{:.1})",
+            100.0 * self.mean,
+            100.0 * self.std,
+            100.0 * self.min,
+            100.0 * self.max
+        )
+    }
 }
 
 /// The outcome of a parity-model training run.
@@ -235,6 +272,7 @@ pub fn fit_parity_model(
             min: degraded,
             max: degraded,
             groupings: 1,
+            seed: eval_seed,
         },
         held_out: split.test.len(),
     };
@@ -272,21 +310,12 @@ pub fn degraded_accuracy_lost(
     data: &Dataset,
     (seed, groupings): (u64, usize),
 ) -> Result<DegradedAccuracy> {
-    let groupings = groupings.max(1);
     let outputs = deployed.forward(&data.all_rows()?)?.to_vec2::<f32>()?;
-    let scores: Vec<f32> = (0..groupings as u64)
+    let scores: Vec<f32> = (0..groupings.max(1) as u64)
         .map(|g| score_grouping(&outputs, parities, k, encoder, data, seed.wrapping_add(g)))
         .collect::<Result<_>>()?;
-    let n = scores.len() as f32;
-    let mean = scores.iter().sum::<f32>() / n;
-    let var = scores.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / (n - 1.0).max(1.0);
-    Ok(DegradedAccuracy {
-        mean,
-        std: var.sqrt(),
-        min: scores.iter().copied().fold(f32::INFINITY, f32::min),
-        max: scores.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-        groupings,
-    })
+    DegradedAccuracy::of_scores(&scores, seed)
+        .ok_or_else(|| TrainError::Options("no grouping scored".into()))
 }
 
 /// A_d: partitions `data` at random (seeded) into ⌊N/k⌋ k-tuples; for each
@@ -514,6 +543,73 @@ mod tests {
                 (both.mean - a_a).abs() < 1e-6 && both.std < 1e-6,
                 "k = {k}: {both:?}"
             );
+        }
+    }
+
+    #[test]
+    fn spread_of_known_scores() {
+        let d = DegradedAccuracy::of_scores(&[0.5, 0.7, 0.9], 7).unwrap();
+        assert!(
+            (d.mean - 0.7).abs() < 1e-6 && (d.std - 0.2).abs() < 1e-6,
+            "{d:?}"
+        );
+        assert_eq!((d.min, d.max, d.groupings, d.seed), (0.5, 0.9, 3, 7));
+        assert_eq!(d.to_string(), "70.0 % ± 20.0 (50.0–90.0)");
+        let one = DegradedAccuracy::of_scores(&[0.8], 1).unwrap();
+        assert_eq!((one.mean, one.std, one.min, one.max), (0.8, 0.0, 0.8, 0.8));
+        assert!(DegradedAccuracy::of_scores(&[], 0).is_none());
+    }
+
+    /// A briefly trained parity model decodes imperfectly, so A_d depends on which rows share a
+    /// group: the spread over groupings is exactly the statistics of the single groupings seeded
+    /// `seed + g`, the same on every call.
+    #[test]
+    fn spread_aggregates_the_seeded_groupings() {
+        // 50 held-out rows: k = 3 leaves two out, so a grouping also picks which rows are scored
+        let split = synthetic(250, 64, 10, 0.45, 4).split(0.2, 1).unwrap();
+        let (deployed, a_a) =
+            fit_classifier_for_test(&Architecture::Mlp { hidden: vec![] }, &split);
+        let schedule = Schedule {
+            epochs: 3,
+            batch_size: 16,
+            learning_rate: 1e-2,
+            seed: 3,
+            ..Schedule::default()
+        };
+        let (seed, groupings) = (11u64, 6usize);
+        for k in [2, 3] {
+            let (parity, _) =
+                fit_parity(&deployed, k, Encoder::Sum, &schedule, &split, |_| ()).unwrap();
+            let spread = |parity: &OnnxModel| {
+                degraded_accuracy_spread(
+                    &deployed,
+                    parity,
+                    k,
+                    Encoder::Sum,
+                    &split.test,
+                    seed,
+                    groupings,
+                )
+                .unwrap()
+            };
+            let d = spread(&parity);
+            let single: Vec<f32> = (0..groupings as u64)
+                .map(|g| {
+                    degraded_accuracy(&deployed, &parity, k, Encoder::Sum, &split.test, seed + g)
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(
+                d,
+                DegradedAccuracy::of_scores(&single, seed).unwrap(),
+                "k = {k}"
+            );
+            assert!(
+                d.std > 0.0 && d.min < d.max,
+                "k = {k}: groupings alike: {d:?}"
+            );
+            assert!(d.mean > 0.1 && d.mean < a_a, "k = {k}: {d:?}, A_a {a_a}");
+            assert_eq!(spread(&parity), d, "k = {k}: not deterministic");
         }
     }
 
