@@ -149,7 +149,7 @@ pub(super) fn parity_train(args: ParityTrainArgs) -> Result<()> {
         .context("training the parity model")?;
     let d = report.degraded;
     println!(
-        "wrote {} (k = {}, parity model {}), scored on {} held-out rows: deployed accuracy A_a {:.4}; degraded-mode accuracy A_d {:.4} ± {:.4} (mean ± standard deviation over {} random groupings, min {:.4}, max {:.4})",
+        "wrote {} (k = {}, parity model {}), scored on {} held-out rows: deployed accuracy A_a {:.4}; degraded-mode accuracy A_d {:.4} ± {:.4} (mean ± standard deviation over {} random groupings seeded {:#x} + g, min {:.4}, max {:.4})",
         report.out.display(),
         report.k,
         args.index,
@@ -158,6 +158,7 @@ pub(super) fn parity_train(args: ParityTrainArgs) -> Result<()> {
         d.mean,
         d.std,
         d.groupings,
+        d.seed,
         d.min,
         d.max
     );

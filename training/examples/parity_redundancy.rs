@@ -27,16 +27,6 @@ use weir_training::{
     DegradedAccuracy, Encoder, Schedule,
 };
 
-fn pct(d: &DegradedAccuracy) -> String {
-    format!(
-        "{:.1} % ± {:.1} ({:.1}–{:.1})",
-        100.0 * d.mean,
-        100.0 * d.std,
-        100.0 * d.min,
-        100.0 * d.max
-    )
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let weir_home = std::env::var_os("WEIR_HOME").map_or_else(|| root.join(".weir"), PathBuf::from);
@@ -106,8 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (2, 2, "parity models 0 and 1", &r2),
         ] {
             let line = format!(
-                "| {k} | {r} | {lost} | {what} | {} | {:.1} pt |",
-                pct(d),
+                "| {k} | {r} | {lost} | {what} | {d} | {:.1} pt |",
                 100.0 * (a_a - d.mean)
             );
             println!("{line}");

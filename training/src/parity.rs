@@ -92,7 +92,7 @@ impl ParityOptions {
 pub struct DegradedAccuracy {
     /// Mean over the groupings.
     pub mean: f32,
-    /// Standard deviation over the groupings (0 for one).
+    /// Sample standard deviation over the groupings (0 for one).
     pub std: f32,
     /// The worst grouping.
     pub min: f32,
@@ -100,6 +100,43 @@ pub struct DegradedAccuracy {
     pub max: f32,
     /// Groupings scored.
     pub groupings: usize,
+    /// Grouping `g` shuffled the rows with seed `seed + g`.
+    pub seed: u64,
+}
+
+impl DegradedAccuracy {
+    /// The mean, sample standard deviation, worst and best of per-grouping accuracies (grouping
+    /// `g` seeded `seed + g`); `None` for no scores.
+    fn of_scores(scores: &[f32], seed: u64) -> Option<Self> {
+        if scores.is_empty() {
+            return None;
+        }
+        let n = scores.len() as f32;
+        let mean = scores.iter().sum::<f32>() / n;
+        let var = scores.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / (n - 1.0).max(1.0);
+        Some(Self {
+            mean,
+            std: var.sqrt(),
+            min: scores.iter().copied().fold(f32::INFINITY, f32::min),
+            max: scores.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            groupings: scores.len(),
+            seed,
+        })
+    }
+}
+
+/// As a percentage: `93.0 % ± 1.3 (90.2–95.8)`, mean ± standard deviation (worst–best).
+impl std::fmt::Display for DegradedAccuracy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} % ± {:.1} ({:.1}–{:.1})",
+            100.0 * self.mean,
+            100.0 * self.std,
+            100.0 * self.min,
+            100.0 * self.max
+        )
+    }
 }
 
 /// The outcome of a parity-model training run.
@@ -235,6 +272,7 @@ pub fn fit_parity_model(
             min: degraded,
             max: degraded,
             groupings: 1,
+            seed: eval_seed,
         },
         held_out: split.test.len(),
     };
@@ -272,21 +310,12 @@ pub fn degraded_accuracy_lost(
     data: &Dataset,
     (seed, groupings): (u64, usize),
 ) -> Result<DegradedAccuracy> {
-    let groupings = groupings.max(1);
     let outputs = deployed.forward(&data.all_rows()?)?.to_vec2::<f32>()?;
-    let scores: Vec<f32> = (0..groupings as u64)
+    let scores: Vec<f32> = (0..groupings.max(1) as u64)
         .map(|g| score_grouping(&outputs, parities, k, encoder, data, seed.wrapping_add(g)))
         .collect::<Result<_>>()?;
-    let n = scores.len() as f32;
-    let mean = scores.iter().sum::<f32>() / n;
-    let var = scores.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / (n - 1.0).max(1.0);
-    Ok(DegradedAccuracy {
-        mean,
-        std: var.sqrt(),
-        min: scores.iter().copied().fold(f32::INFINITY, f32::min),
-        max: scores.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-        groupings,
-    })
+    DegradedAccuracy::of_scores(&scores, seed)
+        .ok_or_else(|| TrainError::Options("no grouping scored".into()))
 }
 
 /// A_d: partitions `data` at random (seeded) into ⌊N/k⌋ k-tuples; for each
@@ -437,153 +466,4 @@ fn sum_outputs(outputs: &[Vec<f32>], index: usize, groups: &[&[usize]]) -> Resul
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::architecture::Architecture;
-    use crate::data::tests::synthetic;
-    use crate::model::without_softmax_tail;
-
-    #[test]
-    fn sum_encoder_adds_feature_wise() {
-        let (a, b, c) = ([1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0], [0.5; 4]);
-        let mut out = [9.0; 4];
-        Encoder::Sum.encode_into(&[&a, &b, &c], &mut out);
-        assert_eq!(out, [11.5, 22.5, 33.5, 44.5]);
-    }
-
-    #[test]
-    fn concat_encoder_tiles_downsampled_images() {
-        // 4×4 images: image i has value 10·i + (pixel index)
-        let imgs: Vec<Vec<f32>> = (0..4)
-            .map(|i| (0..16).map(|p| (10 * i + p) as f32).collect())
-            .collect();
-        let rows: Vec<&[f32]> = imgs.iter().map(Vec::as_slice).collect();
-        let mut out = [0.0; 16];
-        Encoder::Concat.encode_into(&rows[..2], &mut out);
-        // row 0: (0+1)/2, (2+3)/2 from image 0, then (10+11)/2, (12+13)/2 from image 1
-        assert_eq!(&out[..4], &[0.5, 2.5, 10.5, 12.5]);
-        Encoder::Concat.encode_into(&rows, &mut out);
-        // row 0: 2×2 blocks of image 0 (mean of 0, 1, 4, 5 = 2.5; …), then of image 1
-        assert_eq!(&out[..4], &[2.5, 4.5, 12.5, 14.5]);
-        // row 3: the lower blocks of image 2 (bottom left), then of image 3 (bottom right)
-        assert_eq!(&out[12..], &[30.5, 32.5, 40.5, 42.5]);
-        assert!(Encoder::Concat.check(3, 16).is_err());
-        assert!(Encoder::Concat.check(2, 15).is_err());
-        assert!(Encoder::Sum.check(1, 16).is_err());
-    }
-
-    /// A linear (affine) deployed model F(x) = Wx + b and the parity model F_P(x) = Wx + k·b
-    /// decode exactly (the subtraction undoes the sum of linear outputs), so A_d equals the
-    /// deployed accuracy.
-    #[test]
-    fn affine_model_decodes_exactly() {
-        let data = synthetic(120, 64, 10, 0.3, 3);
-        let arch = Architecture::Mlp { hidden: vec![] };
-        let proto = without_softmax_tail(&arch.build(64, 10).unwrap());
-        let deployed = OnnxModel::from_proto(proto).unwrap();
-        deployed
-            .reinitialize(crate::model::Init::Xavier, &mut StdRng::seed_from_u64(1))
-            .unwrap();
-        let bias = Tensor::from_vec((0..10).map(|i| i as f32 * 0.01).collect(), 10, &Device::Cpu);
-        deployed.params()[1].1.set(&bias.unwrap()).unwrap();
-        for k in [2, 3, 4] {
-            // independent Vars holding W and k·b
-            let parity = OnnxModel::from_proto(deployed.to_proto().unwrap()).unwrap();
-            let b = deployed.params()[1].1.as_tensor();
-            parity.params()[1].1.set(&(b * k as f64).unwrap()).unwrap();
-            let a_d = degraded_accuracy(&deployed, &parity, k, Encoder::Sum, &data, 5).unwrap();
-            // 120 rows split evenly into groups for k = 2, 3, 4: every row is reconstructed once
-            let a_a = accuracy(&deployed, &data).unwrap();
-            assert_eq!(a_d, a_a, "k = {k}");
-            // r = 2: parity model 1 holds W and Σ_i (i + 1)·b; two lost per group decode exactly.
-            let second = OnnxModel::from_proto(deployed.to_proto().unwrap()).unwrap();
-            let weight: f64 = weir_parm::coefficients(1, k)
-                .iter()
-                .map(|&c| f64::from(c))
-                .sum();
-            second.params()[1].1.set(&(b * weight).unwrap()).unwrap();
-            let both = degraded_accuracy_lost(
-                &deployed,
-                &[(0, &parity), (1, &second)],
-                (k, Encoder::Sum),
-                &data,
-                (5, 3),
-            )
-            .unwrap();
-            assert!(
-                (both.mean - a_a).abs() < 1e-6 && both.std < 1e-6,
-                "k = {k}: {both:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn parity_training_lowers_the_mse_and_beats_chance() {
-        let split = synthetic(400, 64, 10, 0.3, 7).split(0.25, 2).unwrap();
-        let schedule = Schedule {
-            epochs: 8,
-            batch_size: 16,
-            learning_rate: 1e-2,
-            seed: 1,
-            ..Schedule::default()
-        };
-        let (deployed, _) =
-            fit_classifier_for_test(&Architecture::Mlp { hidden: vec![32] }, &split);
-        let mut seen = Vec::new();
-        let (parity, report) = fit_parity(&deployed, 2, Encoder::Sum, &schedule, &split, |p| {
-            seen.push(*p)
-        })
-        .unwrap();
-        assert_eq!(seen.len(), 8);
-        assert!(report.final_loss < 0.5 * seen[0].loss, "{seen:?}");
-        assert!(report.degraded_accuracy > 0.3, "{report:?}");
-        assert!(report.deployed_accuracy > report.degraded_accuracy);
-        assert_eq!(parity.param_shapes(), deployed.param_shapes());
-        let a_o = report.overall_accuracy(0.1);
-        assert!(
-            (a_o - (0.9 * report.deployed_accuracy + 0.1 * report.degraded_accuracy)).abs() < 1e-6
-        );
-    }
-
-    /// The numpy-trained `digits_mlp.onnx` of `scripts/make_models.py` (IR 8, Gemm with transB,
-    /// final Softmax) gets a parity model through the file API. Needs `scripts/setup.sh`'s
-    /// outputs (CI runs it first); skipped without them.
-    #[test]
-    fn parity_for_the_setup_digits_mlp() {
-        let weir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.weir");
-        let (deployed, digits) = (
-            weir.join("models/digits_mlp.onnx"),
-            weir.join("data/digits.csv.gz"),
-        );
-        if !deployed.exists() || !digits.exists() {
-            eprintln!("skipped: run scripts/setup.sh for {}", deployed.display());
-            return;
-        }
-        let dir = std::env::temp_dir().join(format!("weir-training-parity-{}", std::process::id()));
-        let mut opts = ParityOptions::new(&deployed, 2, &digits, dir.join("p.onnx"));
-        opts.schedule.epochs = 3;
-        let mut seen = Vec::new();
-        let report = train_parity(&opts, |p| seen.push(*p)).unwrap();
-        assert!(seen[2].loss < seen[0].loss, "{seen:?}");
-        assert!(report.deployed_accuracy > 0.9, "{report:?}");
-        let (d, p) = (
-            OnnxModel::load(&deployed).unwrap(),
-            OnnxModel::load(&report.out).unwrap(),
-        );
-        assert_eq!(d.node_ops(), ["Gemm", "Relu", "Gemm", "Softmax"]);
-        assert_eq!(p.node_ops(), ["Gemm", "Relu", "Gemm"]);
-        assert_eq!(p.param_shapes(), d.param_shapes());
-        assert_eq!((p.input_name(), p.output_name()), ("x", "probs"));
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    fn fit_classifier_for_test(arch: &Architecture, split: &Split) -> (OnnxModel, f32) {
-        let schedule = Schedule {
-            epochs: 10,
-            learning_rate: 1e-2,
-            ..Schedule::default()
-        };
-        let (m, r) = crate::classifier::fit_classifier(arch, &schedule, split, |_| ()).unwrap();
-        (m, r.test_accuracy)
-    }
-}
+mod tests;
