@@ -34,46 +34,16 @@ fn a_frozen_replicas_requests_are_reconstructed_and_answered_once() {
     signal(executor.pid(), "-STOP");
 
     let replies = Replies::default();
-    let (tx, rx) = channel();
     let n = 60u64;
-    let rows: Vec<Vec<f32>> = (0..n)
-        .map(|i| {
-            (0..16)
-                .map(|j| ((i * 16 + j) % 11) as f32 / 11.0 - 0.4)
-                .collect()
-        })
-        .collect();
-    for (i, x) in rows.iter().enumerate() {
-        let row = vec![named("x", Tensor::f32(vec![16], x.clone()))];
-        replies.submit(&running, i as u64, row, &tx);
-    }
-    let mut reconstructed = 0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut got = 0;
-    while got < n {
-        let (tag, r) = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("only {got} of {n} answered while a replica is frozen"));
-        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let y = reply
-            .output("y")
-            .and_then(Tensor::as_f32)
-            .expect("y")
-            .to_vec();
-        let flag = reply
-            .output("reconstructed")
-            .and_then(Tensor::as_i64)
-            .expect("flag")[0];
-        reconstructed += flag;
-        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
-        assert_close(
-            &y,
-            &want,
-            1e-4,
-            &format!("request {tag} (reconstructed: {flag})"),
-        );
-        got += 1;
-    }
+    let rows = affine_rows(n, 11);
+    let reconstructed = affine_answers(
+        &running,
+        &replies,
+        &rows,
+        1e-4,
+        Duration::from_secs(30),
+        "while a replica is frozen",
+    );
     assert!(
         reconstructed >= 1,
         "the frozen replica's requests were reconstructed"
@@ -407,38 +377,16 @@ fn two_frozen_replicas_are_both_reconstructed_with_two_parity_models() {
         signal(e.pid(), "-STOP");
     }
     let n = 20u64;
-    let rows: Vec<Vec<f32>> = (0..n)
-        .map(|i| {
-            (0..16)
-                .map(|j| ((i * 16 + j) % 13) as f32 / 13.0 - 0.5)
-                .collect()
-        })
-        .collect();
+    let rows = affine_rows(n, 13);
     let replies = Replies::default();
-    let (tx, rx) = channel();
-    for (i, x) in rows.iter().enumerate() {
-        let row = vec![named("x", Tensor::f32(vec![16], x.clone()))];
-        replies.submit(&running, i as u64, row, &tx);
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut reconstructed = 0;
-    for got in 0..n {
-        let (tag, r) = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("only {got} of {n} answered with both replicas frozen"));
-        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let y = reply
-            .output("y")
-            .and_then(Tensor::as_f32)
-            .expect("y")
-            .to_vec();
-        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
-        assert_close(&y, &want, 1e-3, &format!("request {tag}"));
-        reconstructed += reply
-            .output("reconstructed")
-            .and_then(Tensor::as_i64)
-            .expect("flag")[0];
-    }
+    let reconstructed = affine_answers(
+        &running,
+        &replies,
+        &rows,
+        1e-3,
+        Duration::from_secs(60),
+        "with both replicas frozen",
+    );
     assert_eq!(
         reconstructed, n as i64,
         "no replica answered: all reconstructed"
@@ -502,42 +450,16 @@ fn the_parity_model_node_runs_on_its_own_remote_replica() {
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
     signal(slow.pid(), "-STOP");
     let n = 20u64;
-    let rows: Vec<Vec<f32>> = (0..n)
-        .map(|i| {
-            (0..16)
-                .map(|j| ((i * 16 + j) % 9) as f32 / 9.0 - 0.4)
-                .collect()
-        })
-        .collect();
+    let rows = affine_rows(n, 9);
     let replies = Replies::default();
-    let (tx, rx) = channel();
-    for (i, x) in rows.iter().enumerate() {
-        replies.submit(
-            &running,
-            i as u64,
-            vec![named("x", Tensor::f32(vec![16], x.clone()))],
-            &tx,
-        );
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut reconstructed = 0;
-    for got in 0..n {
-        let (tag, r) = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("only {got} of {n} answered"));
-        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
-        let y = reply
-            .output("y")
-            .and_then(Tensor::as_f32)
-            .expect("y")
-            .to_vec();
-        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
-        assert_close(&y, &want, 1e-4, &format!("request {tag}"));
-        reconstructed += reply
-            .output("reconstructed")
-            .and_then(Tensor::as_i64)
-            .expect("flag")[0];
-    }
+    let reconstructed = affine_answers(
+        &running,
+        &replies,
+        &rows,
+        1e-4,
+        Duration::from_secs(60),
+        "with the data replica frozen",
+    );
     assert!(reconstructed >= 1, "the frozen replica's jobs were rebuilt");
     let service = running
         .parity_services()
@@ -555,4 +477,60 @@ fn the_parity_model_node_runs_on_its_own_remote_replica() {
     running.shutdown();
     assert!(replies.counts().values().all(|&c| c == 1), "answered once");
     assert_eq!(replies.counts().len() as u64, n);
+}
+
+/// `n` rows of 16 values in [-0.4, 0.6), varied by `modulus` so each test sends its own.
+fn affine_rows(n: u64, modulus: u64) -> Vec<Vec<f32>> {
+    (0..n)
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 16 + j) % modulus) as f32 / modulus as f32 - 0.4)
+                .collect()
+        })
+        .collect()
+}
+
+/// Sends `rows` to `running` as requests 0, 1, …, waits (up to `within`) for every answer,
+/// checks each equals the affine model's in ONNX Runtime within `tolerance`, and returns how many
+/// were reconstructed. `situation` names the test's fault in the failure messages.
+fn affine_answers(
+    running: &weir::RunningGraph,
+    replies: &Replies,
+    rows: &[Vec<f32>],
+    tolerance: f32,
+    within: Duration,
+    situation: &str,
+) -> i64 {
+    let (tx, rx) = channel();
+    for (i, x) in rows.iter().enumerate() {
+        let row = vec![named("x", Tensor::f32(vec![16], x.clone()))];
+        replies.submit(running, i as u64, row, &tx);
+    }
+    let n = rows.len();
+    let deadline = Instant::now() + within;
+    let mut reconstructed = 0;
+    for got in 0..n {
+        let (tag, r) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("only {got} of {n} answered {situation}"));
+        let reply = r.unwrap_or_else(|e| panic!("request {tag} failed: {e}"));
+        let y = reply
+            .output("y")
+            .and_then(Tensor::as_f32)
+            .expect("y")
+            .to_vec();
+        let flag = reply
+            .output("reconstructed")
+            .and_then(Tensor::as_i64)
+            .expect("flag")[0];
+        reconstructed += flag;
+        let want = direct_ort(&model("affine.onnx"), "x", &[1, 16], &rows[tag as usize]);
+        assert_close(
+            &y,
+            &want,
+            tolerance,
+            &format!("request {tag} (reconstructed: {flag})"),
+        );
+    }
+    reconstructed
 }
