@@ -6,9 +6,9 @@
 //! `weir serve` runs them, and are spoken to on loopback: HTTP by the keep-alive HTTP/1.1 clients
 //! of the HTTP experiment (`client.rs`), gRPC by clients generated from the same `.proto`, one
 //! HTTP/2 connection per client (`grpc_client.rs`), each client a closed loop on a thread of its
-//! own, so both protocols' clients do the same work around a request. Layouts and the bare-ORT reference
-//! are the HTTP experiment's (`layout_for`, `bare_reference`): saturated throughput at the layout,
-//! back-to-back latency at one client. The paths take turns within each repeat, so all three see
+//! own, so both protocols' clients do the same work around a request. Layouts and the bare-ORT
+//! reference are the HTTP experiment's (`layout_for`, `bare_reference`): saturated throughput at
+//! the layout, back-to-back latency at one client. The paths take turns within each repeat, so all three see
 //! the same machine.
 
 use std::path::PathBuf;
