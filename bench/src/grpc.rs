@@ -8,8 +8,8 @@
 //! HTTP/2 connection per client (`grpc_client.rs`), each client a closed loop on a thread of its
 //! own, so both protocols' clients do the same work around a request. Layouts and the bare-ORT
 //! reference are the HTTP experiment's (`layout_for`, `bare_reference`): saturated throughput at
-//! the layout, back-to-back latency at one client. The paths take turns within each repeat, so all three see
-//! the same machine.
+//! the layout, back-to-back latency at one client. The paths take turns within each repeat, so
+//! all three see the same machine.
 
 use std::path::PathBuf;
 
