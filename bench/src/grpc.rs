@@ -4,18 +4,16 @@
 //!
 //! Both servers run in process over the same running graph, each on a runtime of its own as
 //! `weir serve` runs them, and are spoken to on loopback: HTTP by the keep-alive HTTP/1.1 clients
-//! of the HTTP experiment (`http.rs`), gRPC by tonic clients generated from the same `.proto`, one
-//! HTTP/2 connection per client, each client a closed loop. Layouts and the bare-ORT reference
-//! are the HTTP experiment's (`layout_for`, `bare_reference`): saturated throughput at the layout,
-//! back-to-back latency at one client. The paths take turns within each repeat, so all three see
-//! the same machine.
+//! of the HTTP experiment (`client.rs`), gRPC by clients generated from the same `.proto`, one
+//! HTTP/2 connection per client (`grpc_client.rs`), each client a closed loop on a thread of its
+//! own, so both protocols' clients do the same work around a request. Layouts and the bare-ORT
+//! reference are the HTTP experiment's (`layout_for`, `bare_reference`): saturated throughput at
+//! the layout, back-to-back latency at one client. The paths take turns within each repeat, so
+//! all three see the same machine.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
-use tonic::transport::Endpoint;
-use weir_connectors::grpc::proto::grpc_inference_service_client::GrpcInferenceServiceClient;
+use anyhow::{Context, Result};
 use weir_connectors::grpc::proto::model_infer_request::{
     InferInputTensor, InferRequestedOutputTensor,
 };
@@ -24,10 +22,10 @@ use weir_connectors::grpc::{GrpcConfig, GrpcServer};
 use weir_operators::model::OrtRuntime;
 
 use crate::client::{http_load, prepare};
+use crate::grpc_client::grpc_load;
 use crate::http::{bare_reference, layout_for, LocalServer};
 use crate::overhead::{
-    bare_chunk, first_input, median, model_input, quantile_ms, row_shape, sessions, weir_graph,
-    Layout,
+    bare_chunk, first_input, median, model_input, row_shape, sessions, weir_graph, Layout,
 };
 
 /// Settings of the gRPC experiment.
@@ -42,6 +40,19 @@ pub struct GrpcBenchConfig {
     pub requests: usize,
     /// Repetitions; medians reported.
     pub repeats: usize,
+    /// Measure this path alone (for profiling one path: the others' columns read "–").
+    pub only: Option<RequestPath>,
+}
+
+/// One of the three paths a row compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RequestPath {
+    /// Bare ONNX Runtime.
+    Bare,
+    /// HTTP with binary bodies.
+    Http,
+    /// gRPC with raw contents.
+    Grpc,
 }
 
 /// One row: a model, a concurrency, and each path's requests/s, p50 ms and p99 ms.
@@ -85,61 +96,6 @@ fn grpc_request(shape: &[usize], data: &[f32]) -> ModelInferRequest {
     }
 }
 
-/// Closed loop over gRPC: `concurrency` clients on connections of their own, `requests` in all.
-/// Returns (req/s, p50 ms, p99 ms).
-fn grpc_load(
-    addr: &str,
-    request: &ModelInferRequest,
-    concurrency: usize,
-    requests: usize,
-) -> Result<(f64, f64, f64)> {
-    let per = requests.div_ceil(concurrency);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let (latencies, elapsed) = rt.block_on(async {
-        let mut clients = Vec::with_capacity(concurrency);
-        for _ in 0..concurrency {
-            let channel = Endpoint::from_shared(format!("http://{addr}"))?
-                .tcp_nodelay(true)
-                .connect()
-                .await?;
-            clients
-                .push(GrpcInferenceServiceClient::new(channel).max_decoding_message_size(64 << 20));
-        }
-        let started = Instant::now();
-        let tasks: Vec<_> = clients
-            .into_iter()
-            .map(|mut client| {
-                let request = request.clone();
-                tokio::spawn(async move {
-                    let mut out = Vec::with_capacity(per);
-                    for _ in 0..per {
-                        let t = Instant::now();
-                        let reply = client.model_infer(request.clone()).await?.into_inner();
-                        if reply.raw_output_contents.is_empty() {
-                            bail!("a reply without outputs");
-                        }
-                        out.push(t.elapsed());
-                    }
-                    Ok::<_, anyhow::Error>(out)
-                })
-            })
-            .collect();
-        let mut all: Vec<Duration> = Vec::with_capacity(per * concurrency);
-        for t in tasks {
-            all.extend(t.await.map_err(|e| anyhow!("client task: {e}"))??);
-        }
-        Ok::<_, anyhow::Error>((all, started.elapsed()))
-    })?;
-    Ok((
-        latencies.len() as f64 / elapsed.as_secs_f64(),
-        quantile_ms(&latencies, 0.5)?,
-        quantile_ms(&latencies, 0.99)?,
-    ))
-}
-
 /// Starts an in-process gRPC server over `graph`.
 fn grpc_server(graph: &weir::RunningGraph) -> Result<LocalServer> {
     let server = GrpcServer::new(vec![graph.runtime_handle()], GrpcConfig::default());
@@ -177,23 +133,36 @@ pub fn grpc(config: &GrpcBenchConfig) -> Result<Vec<GrpcRow>> {
             let binary = prepare(&http.addr, "overhead", &shape, &data, true);
             let request = grpc_request(&shape, &data);
             let mut bare_sessions = sessions(&runtime, path, layout)?;
+            let runs = |path: RequestPath| config.only.is_none_or(|only| only == path);
             // Warm every path once.
-            bare_chunk(&mut bare_sessions, &input, &shape, &data, 4)?;
-            http_load(&http.addr, &binary, 1, 4)?;
-            grpc_load(&grpc.addr, &request, 1, 4)?;
+            if runs(RequestPath::Bare) {
+                bare_chunk(&mut bare_sessions, &input, &shape, &data, 4)?;
+            }
+            if runs(RequestPath::Http) {
+                http_load(&http.addr, &binary, 1, 4)?;
+            }
+            if runs(RequestPath::Grpc) {
+                grpc_load(&grpc.addr, &request, 1, 4)?;
+            }
+            let skipped = (f64::NAN, f64::NAN, f64::NAN);
             let mut samples: [Vec<(f64, f64, f64)>; 3] = Default::default();
             for r in 0..config.repeats {
                 eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
-                samples[0].push(bare_reference(
-                    &mut bare_sessions,
-                    &input,
-                    &shape,
-                    &data,
-                    c,
-                    requests,
-                )?);
-                samples[1].push(http_load(&http.addr, &binary, c, requests)?);
-                samples[2].push(grpc_load(&grpc.addr, &request, c, requests)?);
+                samples[0].push(if runs(RequestPath::Bare) {
+                    bare_reference(&mut bare_sessions, &input, &shape, &data, c, requests)?
+                } else {
+                    skipped
+                });
+                samples[1].push(if runs(RequestPath::Http) {
+                    http_load(&http.addr, &binary, c, requests)?
+                } else {
+                    skipped
+                });
+                samples[2].push(if runs(RequestPath::Grpc) {
+                    grpc_load(&grpc.addr, &request, c, requests)?
+                } else {
+                    skipped
+                });
             }
             drop(grpc);
             drop(http);
@@ -223,30 +192,47 @@ pub fn grpc_table(rows: &[GrpcRow]) -> String {
     let mut s = String::from(
         "| model | clients | layout | bare ORT req/s | HTTP binary req/s | gRPC req/s | HTTP binary / bare | gRPC / bare | gRPC / HTTP binary | bare p50 ms | HTTP binary p50 ms | gRPC p50 ms | HTTP binary p99 ms | gRPC p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    // A path not measured (`--only`) reads "–".
+    let num = |x: f64, digits: usize| {
+        if x.is_nan() {
+            "–".to_string()
+        } else {
+            format!("{x:.digits$}")
+        }
+    };
+    let ratio = |a: f64, b: f64| {
+        num(
+            if b.is_nan() {
+                f64::NAN
+            } else {
+                a / b.max(1e-9)
+            },
+            3,
+        )
+    };
     for r in rows {
         let bare_p50 = if r.concurrency <= 1 {
-            format!("{:.3}", r.bare.1)
+            num(r.bare.1, 3)
         } else {
             "–".into()
         };
-        let ratio = |a: f64, b: f64| a / b.max(1e-9);
         s.push_str(&format!(
-            "| {} | {} | {}×{} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+            "| {} | {} | {}×{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.model,
             r.concurrency,
             r.layout.instances,
             r.layout.threads,
-            r.bare.0,
-            r.http_binary.0,
-            r.grpc.0,
+            num(r.bare.0, 1),
+            num(r.http_binary.0, 1),
+            num(r.grpc.0, 1),
             ratio(r.http_binary.0, r.bare.0),
             ratio(r.grpc.0, r.bare.0),
             ratio(r.grpc.0, r.http_binary.0),
             bare_p50,
-            r.http_binary.1,
-            r.grpc.1,
-            r.http_binary.2,
-            r.grpc.2,
+            num(r.http_binary.1, 3),
+            num(r.grpc.1, 3),
+            num(r.http_binary.2, 3),
+            num(r.grpc.2, 3),
         ));
     }
     s

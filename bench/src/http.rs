@@ -84,6 +84,7 @@ impl LocalServer {
     {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .thread_name("bench-server")
             .enable_all()
             .build()?;
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;

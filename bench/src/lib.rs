@@ -66,6 +66,7 @@ pub mod client;
 pub mod conditions;
 pub mod faults;
 pub mod grpc;
+mod grpc_client;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::grpc::{default_models, grpc, grpc_table, GrpcBenchConfig};
+use crate::grpc::{default_models, grpc, grpc_table, GrpcBenchConfig, RequestPath};
 
 #[derive(Debug, Args)]
 pub(super) struct GrpcArgs {
@@ -21,6 +21,10 @@ pub(super) struct GrpcArgs {
     /// Repetitions; medians are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Measure one path alone (bare, http or grpc), to profile it; the table's other columns
+    /// read "–" and no plot is written.
+    #[arg(long)]
+    only: Option<RequestPath>,
     /// Where to save a PNG plot of the sweep.
     #[arg(long, default_value = "benchmarks/grpc/grpc.png")]
     plot: PathBuf,
@@ -36,6 +40,7 @@ pub(super) fn run(args: GrpcArgs) -> Result<()> {
         concurrency: args.concurrency,
         requests: args.requests,
         repeats: args.repeats.max(1),
+        only: args.only,
     };
     let rows = grpc(&config)?;
     super::print_machine(Some(format!(
@@ -43,6 +48,8 @@ pub(super) fn run(args: GrpcArgs) -> Result<()> {
         config.requests, config.repeats
     )))?;
     print!("{}", grpc_table(&rows));
-    super::write_plot(&args.plot, |p| crate::plot::plot_grpc(&rows, p));
+    if config.only.is_none() {
+        super::write_plot(&args.plot, |p| crate::plot::plot_grpc(&rows, p));
+    }
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! The `weir-bench` binary: the SERF experiment's flags, its machine line and its second profiles.
+//! The `weir-bench` binary: the SERF experiment's flags, its machine line and its second profiles;
+//! the gRPC experiment's `--only`.
 
 use std::process::Command;
 
@@ -114,4 +115,46 @@ fn bench_serf_plans_the_node_for_the_cores_given() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(names), "{flags:?}: {stderr}");
     }
+}
+
+/// `weir-bench grpc --only grpc` runs the gRPC path alone over the benchmark's own client (every
+/// call checked for `grpc-status` 0 and outputs, two clients on connections of their own): its
+/// columns hold figures, the other paths' read "–", and no plot is written.
+#[test]
+fn bench_grpc_only_measures_the_path_named() {
+    let model = model("mlp_a.onnx");
+    let model_arg = format!("mlp={}", model.to_string_lossy());
+    let dir = std::env::temp_dir().join(format!("weir-bench-it-grpc-only-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let plot = dir.join("grpc.png");
+    let plot_arg = plot.to_string_lossy().to_string();
+    let stdout = bench_ok(&[
+        "grpc",
+        "--model",
+        &model_arg,
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "2",
+        "--repeats",
+        "1",
+        "--only",
+        "grpc",
+        "--plot",
+        &plot_arg,
+    ]);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| mlp |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for cells in rows {
+        // | model | clients | layout | bare req/s | HTTP req/s | gRPC req/s | ...
+        assert_eq!((cells[4], cells[5]), ("–", "–"), "{stdout}");
+        let grpc: f64 = cells[6].parse().expect("gRPC req/s is a number");
+        assert!(grpc > 0.0, "{stdout}");
+    }
+    assert!(!plot.exists(), "a plot was written for one path");
+    let _ = std::fs::remove_dir_all(&dir);
 }

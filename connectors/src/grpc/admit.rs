@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tonic::body::Body;
 use tonic::codegen::http;
 use tonic::codegen::Service;
@@ -213,6 +213,11 @@ struct Metered {
     header: [u8; HEADER],
     header_len: usize,
     message: Option<Incoming>,
+    /// When the message being collected must be whole (none: no message, or no representable
+    /// deadline).
+    due: Option<Instant>,
+    /// The timer for `due`, made only when the body waits inside a message: most messages
+    /// arrive whole in one chunk, and a timer per message would cost a registration each.
     deadline: Option<Pin<Box<Sleep>>>,
     ready: VecDeque<Bytes>,
     failed: bool,
@@ -228,6 +233,7 @@ impl Metered {
             header: [0; HEADER],
             header_len: 0,
             message: None,
+            due: None,
             deadline: None,
             ready: VecDeque::new(),
             failed: false,
@@ -282,7 +288,8 @@ impl Metered {
         let mut bytes = BytesMut::with_capacity(HEADER + len);
         bytes.extend_from_slice(&self.header);
         self.message = Some(Incoming { bytes, len, permit });
-        self.deadline = Some(Box::pin(tokio::time::sleep(self.admission.upload_timeout)));
+        // A timeout too long to represent never fires.
+        self.due = Instant::now().checked_add(self.admission.upload_timeout);
         Ok(())
     }
 
@@ -296,6 +303,7 @@ impl Metered {
         else {
             return Ok(());
         };
+        self.due = None;
         self.deadline = None;
         let decoded = decoded_bytes(&bytes[HEADER..], self.schema)
             .map_err(|e| Status::invalid_argument(format!("the message is malformed: {e}")))?;
@@ -312,6 +320,7 @@ impl Metered {
     fn fail(&mut self, status: Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         self.failed = true;
         self.message = None;
+        self.due = None;
         self.deadline = None;
         self.ready.clear();
         Poll::Ready(Some(Err(status)))
@@ -336,10 +345,15 @@ impl HttpBody for Metered {
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => {
-                    let late = this
-                        .deadline
-                        .as_mut()
-                        .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+                    let late = match (this.due, &mut this.deadline) {
+                        (None, _) => false,
+                        (Some(_), Some(d)) => d.as_mut().poll(cx).is_ready(),
+                        (Some(due), timer) => timer
+                            .insert(Box::pin(tokio::time::sleep_until(due)))
+                            .as_mut()
+                            .poll(cx)
+                            .is_ready(),
+                    };
                     if late {
                         let ms = this.admission.upload_timeout.as_millis();
                         return this.fail(Status::deadline_exceeded(format!(
@@ -521,6 +535,35 @@ mod tests {
         assert_eq!(cut.code(), tonic::Code::InvalidArgument);
         drop(body);
         assert_eq!(admission.budget.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_message_split_across_chunks_passes_and_its_timer_goes_with_it() {
+        let admission = admission(1 << 20, 1000);
+        let held = Held::default();
+        let (tx, mut body) = metered(&admission, &held);
+        let whole = framed(&ModelInferRequest {
+            id: "split".into(),
+            ..Default::default()
+        });
+        // The header alone: the body waits inside a message, so its deadline is armed.
+        tx.send(Ok(Frame::data(whole.slice(..HEADER))))
+            .await
+            .expect("sent");
+        let waiting = tokio::time::timeout(Duration::from_millis(20), next(&mut body)).await;
+        assert!(waiting.is_err(), "a partial message was passed on");
+        assert!(body.deadline.is_some() && body.due.is_some());
+        tx.send(Ok(Frame::data(whole.slice(HEADER..))))
+            .await
+            .expect("sent");
+        assert_eq!(next(&mut body).await.expect("a").expect("ok"), whole);
+        assert!(body.deadline.is_none() && body.due.is_none());
+        // A message arriving whole never arms one.
+        tx.send(Ok(Frame::data(whole.clone()))).await.expect("sent");
+        assert_eq!(next(&mut body).await.expect("b").expect("ok"), whole);
+        assert!(body.deadline.is_none());
+        drop(tx);
+        assert!(next(&mut body).await.is_none());
     }
 
     #[tokio::test]
