@@ -183,5 +183,5 @@ fn waiting_on_backup(inner: &Inner) -> Option<(Epoch, String, Seq)> {
     }
     let backup = inner.backup_prefix()?;
     let (&latest, _) = inner.retained.last_key_value()?;
-    (latest > inner.acked).then(|| (assign.epoch, backup, inner.acked))
+    (latest > inner.acked).then_some((assign.epoch, backup, inner.acked))
 }

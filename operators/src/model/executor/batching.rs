@@ -106,6 +106,58 @@ fn call_key(config: &ExecutorConfig, job: &Job) -> Option<Vec<Vec<usize>>> {
     }
 }
 
+/// One call to make: its jobs, their rows, and for a padded node the length the call pads to
+/// (its cost is then recorded for the node's cost model).
+pub(super) struct Call {
+    pub(super) jobs: Vec<Job>,
+    pub(super) rows: usize,
+    pub(super) padded_len: Option<usize>,
+}
+
+/// Cuts a batch gathered by [`gather_batch`] into the calls it runs as: one call, except on a
+/// padded node whose batch holds jobs of different lengths and whose `pad.when` is `cheaper`:
+/// then as its cost model predicts cheapest (`call_cost.rs`), in ascending length.
+pub(super) fn form_calls(
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    jobs: Vec<Job>,
+    rows: usize,
+) -> Vec<Call> {
+    let padding = match (&config.pad, jobs.first()) {
+        (Some(padding), Some(first))
+            if config.call.batched() && call_key(config, first).is_some() =>
+        {
+            padding
+        }
+        _ => {
+            return vec![Call {
+                jobs,
+                rows,
+                padded_len: None,
+            }]
+        }
+    };
+    let lengths: Vec<(usize, usize)> = jobs
+        .iter()
+        .map(|j| (j.rows(), padding.job_length(j)))
+        .collect();
+    let groups = stats.choose_calls(padding.when, &lengths);
+    let mut slots: Vec<Option<Job>> = jobs.into_iter().map(Some).collect();
+    groups
+        .into_iter()
+        .map(|group| {
+            let padded_len = group.iter().map(|&i| lengths[i].1).max();
+            let rows = group.iter().map(|&i| lengths[i].0).sum();
+            let jobs = group.iter().filter_map(|&i| slots[i].take()).collect();
+            Call {
+                jobs,
+                rows,
+                padded_len,
+            }
+        })
+        .collect()
+}
+
 /// Runs `jobs` (`rows` rows in all, gathered by [`gather_batch`]) on `session`: as one call when
 /// the model is batched and they share a call, padded when their shapes differ; row by row
 /// otherwise. Returns each job's output columns, and how many calls were made.
