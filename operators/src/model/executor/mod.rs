@@ -43,6 +43,7 @@ pub mod call_log;
 pub mod metrics;
 pub mod padding;
 mod sessions;
+mod split;
 pub mod stats;
 mod warmup;
 

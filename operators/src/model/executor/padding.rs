@@ -88,18 +88,9 @@ impl Padding {
         Some(key)
     }
 
-    /// `job`'s length along the padded dimension: its longest row's (0 for a job whose rows
-    /// have none, which [`Padding::call_key`] never lets into a padded call).
-    pub(super) fn job_length(&self, job: &Job) -> usize {
-        (0..job.rows())
-            .filter_map(|row| self.row_length(job, row))
-            .max()
-            .unwrap_or(0)
-    }
-
     /// Row `row` of `job`'s own length along the padded dimension (`None` when its inputs
     /// disagree, or none has the dimension).
-    fn row_length(&self, job: &Job, row: usize) -> Option<usize> {
+    pub(super) fn row_length(&self, job: &Job, row: usize) -> Option<usize> {
         let mut length = None;
         for (column, axes) in job.inputs.iter().zip(&self.inputs) {
             let shape = column.row_shape(row);

@@ -80,15 +80,8 @@ impl InferenceService for ModelExecutor {
     }
 
     fn rows_per_job(&self) -> usize {
-        let config = self.config();
-        // A node padding only where it pays takes one request per job, so that its executor
-        // can cut any batch by length (`executor/call_cost.rs`).
-        let cuts_by_length = config
-            .pad
-            .as_ref()
-            .is_some_and(|p| p.when == weir_engine::spec::PadWhen::Cheaper);
-        if config.call.batched() && !cuts_by_length {
-            config.max_batch.max(1)
+        if self.config().call.batched() {
+            self.config().max_batch.max(1)
         } else {
             1
         }
