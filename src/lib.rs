@@ -24,7 +24,7 @@ pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
 pub use weir_engine::runtime::{ClusterOptions, GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{
     BatchingSpec, CropBoxesBuilder, Device, ExecutorSpec, GraphBuilder, GraphSpec, Interpolation,
-    ModelBuilder, RemoteExecutorSpec, WarmupData, WarmupSpec,
+    ModelBuilder, PadWhen, RemoteExecutorSpec, WarmupData, WarmupSpec,
 };
 pub use weir_engine::stream::{StreamConnector, StreamEnd};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};

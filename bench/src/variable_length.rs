@@ -4,11 +4,12 @@
 //! The graph is `seq_pool.onnx` (`input_ids`/`attention_mask` on a symbolic `seq` → per-token
 //! features and a pooled vector) behind two graph inputs declared `[seq]`. Lengths are uniform
 //! integers in `[min_len, max_len]`, drawn once per request of a seeded pool that the load cycles
-//! through. Three batching set-ups, everything else equal (one session, one intra-op thread):
+//! through. Four batching set-ups, everything else equal (one session, one intra-op thread):
 //! *none* (`max_size: 1`), *same length* (`max_size`, `max_delay_us`; only requests of one length
-//! share a call, so with lengths spread this wide almost none do) and *padded* (the same, plus
-//! `pad: {dim: seq, value: 0}`: requests of any lengths share a call, padded to the longest and
-//! cut back). Each set-up is measured under closed-loop clients (throughput) and Poisson arrivals
+//! share a call, so with lengths spread this wide almost none do), *padded* (the same, plus
+//! `pad: {dim: seq, value: 0}`: a batch of mixed lengths shares one call padded to the longest
+//! only where the node's measured cost of calls predicts it cheaper than calls of nearer lengths)
+//! and *padded always* (`pad.when: always`: every batch is one padded call). Each set-up is measured under closed-loop clients (throughput) and Poisson arrivals
 //! at fixed rates (latency at an offered load), `repeats` times in turn; medians are reported, with
 //! the calls' mean rows and duration from the executor's counters.
 
@@ -19,7 +20,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 use weir::workload::{WorkItem, Workload};
-use weir::{plan_spec, start, DType, GraphSpec, ModelBuilder, NamedTensor, RuntimeOptions, Tensor};
+use weir::{
+    plan_spec, start, DType, GraphSpec, ModelBuilder, NamedTensor, PadWhen, RuntimeOptions, Tensor,
+};
 
 use crate::conditions::Probe;
 use crate::overhead::median;
@@ -31,20 +34,28 @@ pub enum Batching {
     None,
     /// Requests of one length share a call.
     SameLength,
-    /// Requests of any length share a call, padded.
+    /// Requests of different lengths share a padded call when it is predicted cheaper.
     Padded,
+    /// Every batch is one padded call.
+    PaddedAlways,
 }
 
 impl Batching {
     /// Every set-up, in the order tables list them.
-    pub const ALL: [Batching; 3] = [Batching::None, Batching::SameLength, Batching::Padded];
+    pub const ALL: [Batching; 4] = [
+        Batching::None,
+        Batching::SameLength,
+        Batching::Padded,
+        Batching::PaddedAlways,
+    ];
 
     /// The name tables and plots use.
     pub fn name(self) -> &'static str {
         match self {
             Batching::None => "no batching",
             Batching::SameLength => "same length only",
-            Batching::Padded => "padded",
+            Batching::Padded => "padded when cheaper",
+            Batching::PaddedAlways => "padded always",
         }
     }
 }
@@ -107,6 +118,9 @@ pub struct VariableLengthRow {
     pub rows_per_call: f64,
     /// Mean duration of a call, ms.
     pub ms_per_call: f64,
+    /// Share of the batches of mixed lengths that ran split into several calls (NaN when none
+    /// were mixed).
+    pub split_share: f64,
 }
 
 /// The request pool: `n` requests with lengths uniform in `config.lengths`, ids below the model's
@@ -150,6 +164,10 @@ fn graph(config: &VariableLengthConfig, batching: Batching) -> GraphSpec {
         Batching::Padded => node
             .batching(config.max_size, config.max_delay_us)
             .pad("seq", 0.0),
+        Batching::PaddedAlways => node
+            .batching(config.max_size, config.max_delay_us)
+            .pad("seq", 0.0)
+            .pad_when(PadWhen::Always),
     };
     GraphSpec::builder("variable_length")
         .input_dims("input_ids", DType::I64, vec!["seq".into()])
@@ -186,6 +204,12 @@ fn measure(
     let probe = Probe::start(&running);
     let report = run_load(running.runtime(), workload, &spec);
     let conditions = probe.finish(&running);
+    let (padded, split) = running
+        .executor_stats()
+        .iter()
+        .fold((0, 0), |(p, s), (_, snapshot)| {
+            (p + snapshot.padded_batches, s + snapshot.split_batches)
+        });
     running.shutdown();
     if report.error_count() > 0 || report.ok != report.sent {
         bail!(
@@ -204,6 +228,11 @@ fn measure(
         p99_ms: report.latency_ms(0.99),
         rows_per_call: conditions.rows_per_call(),
         ms_per_call: conditions.ms_per_call(),
+        split_share: if padded + split == 0 {
+            f64::NAN
+        } else {
+            split as f64 / (padded + split) as f64
+        },
     })
 }
 
@@ -242,6 +271,7 @@ pub fn variable_length(config: &VariableLengthConfig) -> Result<Vec<VariableLeng
                 p99_ms: pick(|r| r.p99_ms),
                 rows_per_call: pick(|r| r.rows_per_call),
                 ms_per_call: pick(|r| r.ms_per_call),
+                split_share: pick(|r| r.split_share),
             }
         })
         .collect())
@@ -250,19 +280,30 @@ pub fn variable_length(config: &VariableLengthConfig) -> Result<Vec<VariableLeng
 /// The results as a Markdown table.
 pub fn variable_length_table(rows: &[VariableLengthRow]) -> String {
     let mut out = String::from(
-        "| load | batching | req/s | p50 ms | p99 ms | requests per call | ms per call | ORT µs per request |\n|---|---|---|---|---|---|---|---|\n",
+        "| load | batching | req/s | × no batching | p50 ms | p99 ms | requests per call | ms per call | µs per request in calls | mixed batches split |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
+        let reference = rows
+            .iter()
+            .find(|n| n.load == r.load && n.batching == Batching::None)
+            .map_or(f64::NAN, |n| r.throughput / n.throughput);
+        let split = if r.split_share.is_nan() {
+            "–".to_string()
+        } else {
+            format!("{:.0} %", r.split_share * 100.0)
+        };
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.3} | {:.3} | {:.2} | {:.3} | {:.1} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.3} | {:.3} | {:.2} | {:.3} | {:.1} | {} |\n",
             r.load,
             r.batching.name(),
             r.throughput,
+            reference,
             r.p50_ms,
             r.p99_ms,
             r.rows_per_call,
             r.ms_per_call,
-            r.ms_per_call * 1e3 / r.rows_per_call
+            r.ms_per_call * 1e3 / r.rows_per_call,
+            split
         ));
     }
     out

@@ -51,6 +51,9 @@ pub const EXECUTOR_BUSY_SECONDS_TOTAL: &str = "weir_executor_busy_seconds_total"
 pub const EXECUTOR_JOBS_ANSWERED_TOTAL: &str = "weir_executor_jobs_answered_total";
 /// Time from a job being queued at an executor to its answer (queue wait plus call), summed.
 pub const EXECUTOR_JOB_SECONDS_TOTAL: &str = "weir_executor_job_seconds_total";
+/// A padded node's batches of mixed lengths, by how they ran (`decision`: `padded` as one call,
+/// `split` into calls of nearer lengths).
+pub const EXECUTOR_PAD_DECISIONS_TOTAL: &str = "weir_executor_pad_decisions_total";
 /// Duration of each inference call of a node's executor.
 pub const EXECUTOR_INFERENCE_SECONDS: &str = "weir_executor_inference_seconds";
 /// Rows per inference call.

@@ -1,7 +1,7 @@
-//! Shapes through model nodes: requests of different lengths in one dynamic batch (padded, and
-//! unpadded where they run apart), and a model without a batch dimension taking a scalar. Every
-//! answer is compared with ONNX Runtime's for that request alone; the executor's call counts show
-//! which requests shared a call.
+//! Shapes through model nodes: requests of different lengths in one dynamic batch (padded always,
+//! padded when the node's cost model predicts it cheaper, and unpadded where they run apart), and
+//! a model without a batch dimension taking a scalar. Every answer is compared with ONNX Runtime's
+//! for that request alone; the executor's call counts show which requests shared a call.
 
 use std::path::Path;
 
@@ -11,15 +11,11 @@ use weir::{NamedTensor, Tensor};
 use crate::common::{channel, model, named, repo, weir_home, Replies};
 use crate::reference::{batch_of_one, first_of_batch, ort_reference};
 
-/// `seq_pool.onnx` behind `input_ids`/`attention_mask` on `seq`, batching up to 8 requests
-/// within a long delay, waiting for company always (not only while busy), so requests sent
-/// together meet however the machine schedules their arrival; padded along `seq` when `pad`.
-fn seq_pool(pad: bool) -> RunningGraph {
-    let pad = if pad {
-        ", pad: {dim: seq, value: 0}"
-    } else {
-        ""
-    };
+/// `seq_pool.onnx` behind `input_ids`/`attention_mask` on `seq`, batching up to `max_size`
+/// requests within a long delay, waiting for company always (not only while busy), so requests
+/// sent together meet however the machine schedules their arrival; `pad` is the `batching` keys
+/// after that (empty, or `pad: {...}`).
+fn seq_pool(pad: &str, max_size: usize) -> RunningGraph {
     let yaml = format!(
         "name: pool
 inputs:
@@ -30,7 +26,7 @@ nodes:
       id: pool
       path: {}
       inputs: {{input_ids: ids, attention_mask: mask}}
-      batching: {{max_size: 8, max_delay_us: 300000, wait: always{pad}}}
+      batching: {{max_size: {max_size}, max_delay_us: 300000, wait: always{pad}}}
 outputs:
   - {{name: pooled, from: pool.pooled}}
   - {{name: tokens, from: pool.tokens}}
@@ -114,10 +110,66 @@ fn rounds(running: RunningGraph, rounds: Vec<Round<'_>>) {
 #[test]
 fn padded_requests_of_different_lengths_share_one_call_and_match_each_alone() {
     let requests = vec![tokens(3, 1), tokens(7, 2), tokens(5, 3)];
+    let running = seq_pool(", pad: {dim: seq, value: 0, when: always}", 8);
     rounds(
-        seq_pool(true),
+        running,
         vec![(requests, (1, 3), "one padded call of three rows")],
     );
+}
+
+/// Under `pad.when: cheaper` (the default) the node explores first, batches of mixed lengths
+/// alternating between one padded call and one call per length, then cuts them as its measured
+/// costs predict cheapest; whichever way, every request is answered once, as it would be alone
+/// (checked against ONNX Runtime in the first round, a padded call; every later round's answers
+/// must equal those).
+#[test]
+fn padding_when_cheaper_explores_both_forms_then_decides_and_answers_each_as_alone() {
+    use weir_operators::model::executor::call_cost::EXPLORE_CALLS;
+    let running = seq_pool(", pad: {dim: seq, value: 0}", 3);
+    let requests = vec![tokens(3, 1), tokens(7, 2), tokens(5, 3)];
+    let first = answer_all(&running, &requests);
+    assert_each_as_alone(&requests, &first);
+    let same_as_first = |answers: &[Response], round: u64| {
+        for (i, (got, want)) in answers.iter().zip(&first).enumerate() {
+            for name in ["pooled", "tokens"] {
+                assert_eq!(
+                    got.output(name),
+                    want.output(name),
+                    "{name} of request {i}, round {round}"
+                );
+            }
+        }
+    };
+    let mut calls = 1;
+    for k in 1..2 * EXPLORE_CALLS {
+        same_as_first(&answer_all(&running, &requests), k);
+        // Padded first, then one call per length (three), in turn.
+        calls += if k % 2 == 0 { 1 } else { 3 };
+        let s = stats(&running);
+        assert_eq!(
+            (s.runs, s.rows),
+            (calls, 3 * (k + 1)),
+            "exploring, round {k}"
+        );
+    }
+    let s = stats(&running);
+    assert_eq!(
+        (s.padded_batches, s.split_batches),
+        (EXPLORE_CALLS, EXPLORE_CALLS)
+    );
+    // Decided by the measured costs now: which cut is the machine's; the answers are not.
+    let decided = 8;
+    for k in 0..decided {
+        same_as_first(&answer_all(&running, &requests), 2 * EXPLORE_CALLS + k);
+    }
+    let s = stats(&running);
+    assert_eq!(
+        s.padded_batches + s.split_batches,
+        2 * EXPLORE_CALLS + decided,
+        "every mixed batch counted once"
+    );
+    assert_eq!(s.rows, 3 * (2 * EXPLORE_CALLS + decided));
+    running.shutdown();
 }
 
 #[test]
@@ -125,7 +177,7 @@ fn unpadded_requests_share_a_call_only_when_their_lengths_agree() {
     let same = vec![tokens(4, 1), tokens(4, 2)];
     let different = vec![tokens(2, 3), tokens(6, 4)];
     rounds(
-        seq_pool(false),
+        seq_pool("", 8),
         vec![
             (same, (1, 2), "one call for one length"),
             (different, (3, 4), "two lengths, two more calls"),

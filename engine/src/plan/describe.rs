@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::{lineage_id, ModelNode, NodeKind, ParityModelNode, ParityPlan, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
-use crate::spec::{BatchWait, GraphLevel, ReplicationMode};
+use crate::spec::{BatchWait, GraphLevel, PadWhen, ReplicationMode};
 use crate::validate::{CallShape, TensorOp, TextOp};
 
 /// How a batch waits, after its delay: nothing for the default (only while busy).
@@ -30,7 +30,15 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
                     m.batching.max_delay_us,
                     wait_label(m.batching.wait),
                     pad.as_ref()
-                        .map(|p| format!(", padded along `{}` with {}", p.dim, p.value))
+                        .map(|p| format!(
+                            ", padded along `{}` with {}{}",
+                            p.dim,
+                            p.value,
+                            match p.when {
+                                PadWhen::Cheaper => "",
+                                PadWhen::Always => " (every batch)",
+                            }
+                        ))
                         .unwrap_or_default()
                 ),
                 (CallShape::Fixed(n), _) => format!(

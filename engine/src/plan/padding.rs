@@ -6,7 +6,7 @@
 //! and slices by index and never looks at names.
 
 use crate::onnx::{ElementType, ModelMetadata};
-use crate::spec::ModelSpec;
+use crate::spec::{ModelSpec, PadWhen};
 use crate::validate::CallShape;
 
 /// Padding along one named dimension, as the executor applies it.
@@ -22,6 +22,8 @@ pub struct PadPlan {
     /// Per model output (by name), its axes with that name: they are sliced back to each
     /// request's own length. Outputs without it are returned whole.
     pub outputs: Vec<(String, Vec<usize>)>,
+    /// When requests of different lengths share a padded call.
+    pub when: PadWhen,
 }
 
 impl PadPlan {
@@ -50,6 +52,7 @@ impl PadPlan {
             value,
             inputs,
             outputs: axes(&meta.outputs),
+            when: PadWhen::default(),
         })
     }
 }
@@ -61,5 +64,7 @@ pub(super) fn pad_plan(m: &ModelSpec, meta: &ModelMetadata, call: CallShape) -> 
     if !call.has_batch_dim() {
         return None;
     }
-    PadPlan::for_model(pad.dim.value.as_str(), pad.value.value.value, meta)
+    let mut plan = PadPlan::for_model(pad.dim.value.as_str(), pad.value.value.value, meta)?;
+    plan.when = pad.when;
+    Some(plan)
 }

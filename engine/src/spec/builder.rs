@@ -478,7 +478,17 @@ impl ModelBuilder {
         self.spec.batching.pad = Some(s(super::PadSpec {
             dim: s(dim.to_string()),
             value: s(value),
+            when: super::PadWhen::default(),
         }));
+        self
+    }
+
+    /// Sets when a padded node joins requests of different lengths into one call (after
+    /// [`ModelBuilder::pad`]; see [`super::PadWhen`]). Without `pad` it does nothing.
+    pub fn pad_when(mut self, when: super::PadWhen) -> Self {
+        if let Some(pad) = self.spec.batching.pad.as_mut() {
+            pad.value.when = when;
+        }
         self
     }
 

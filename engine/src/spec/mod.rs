@@ -39,7 +39,7 @@ pub use image_op::{
 };
 pub use model::{
     AutoSpec, BatchWait, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec,
-    PadSpec, ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel, ResilienceSpec,
+    PadSpec, PadWhen, ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel, ResilienceSpec,
     TaskRequirements, TaskSpec, VersionedModel,
 };
 pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};

@@ -434,6 +434,38 @@ pub struct PadSpec {
     /// The padding value (default 0).
     #[serde(default)]
     pub value: Spanned<f64>,
+    /// When requests of different lengths are padded into one call: `cheaper` (the default) pads
+    /// only when the node's measured cost of calls predicts the padded call cheaper than calls of
+    /// nearer lengths; `always` pads every batch into one call.
+    #[serde(default)]
+    pub when: PadWhen,
+}
+
+/// When a padded node joins requests of different lengths into one call (`batching.pad.when`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+pub enum PadWhen {
+    /// When the node's own cost model (its measured call times by rows and padded length)
+    /// predicts one padded call cheaper than splitting the batch into calls of nearer lengths.
+    #[default]
+    Cheaper,
+    /// Every batch, into one call padded to its longest request.
+    Always,
+}
+
+impl TryFrom<String> for PadWhen {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        match text.as_str() {
+            "cheaper" => Ok(PadWhen::Cheaper),
+            "always" => Ok(PadWhen::Always),
+            other => Err(format!(
+                "`batching.pad.when` is `{other}`; it takes `cheaper` (pad only when the padded \
+                 call is predicted cheaper than split calls, the default) or `always`"
+            )),
+        }
+    }
 }
 
 fn default_max_size() -> usize {

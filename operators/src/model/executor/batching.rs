@@ -24,6 +24,7 @@ use weir_engine::tensor::TensorData;
 use weir_engine::validate::CallShape;
 
 use super::padding::Padding;
+use super::split::into_rows;
 use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
@@ -104,6 +105,83 @@ fn call_key(config: &ExecutorConfig, job: &Job) -> Option<Vec<Vec<usize>>> {
             .map(|c| c.uniform_shape().map(<[usize]>::to_vec))
             .collect(),
     }
+}
+
+/// One call to make: its jobs, their rows, and for a padded node the length the call pads to
+/// (its cost is then recorded for the node's cost model).
+pub(super) struct Call {
+    pub(super) jobs: Vec<Job>,
+    pub(super) rows: usize,
+    pub(super) padded_len: Option<usize>,
+}
+
+/// Cuts a batch gathered by [`gather_batch`] into the calls it runs as: one call, except on a
+/// padded node whose batch holds rows of different lengths and whose `pad.when` is `cheaper`:
+/// then its rows are cut as its cost model predicts cheapest (`call_cost.rs`), in ascending
+/// length; a job whose rows fall into different calls is cut into rows (`split.rs`).
+pub(super) fn form_calls(
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    jobs: Vec<Job>,
+    rows: usize,
+) -> Vec<Call> {
+    let padding = match (&config.pad, jobs.first()) {
+        (Some(padding), Some(first))
+            if config.call.batched() && call_key(config, first).is_some() =>
+        {
+            padding
+        }
+        _ => {
+            return vec![Call {
+                jobs,
+                rows,
+                padded_len: None,
+            }]
+        }
+    };
+    // Every row with its job and length; the choice is made per row.
+    let units: Vec<(usize, usize)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(j, job)| (0..job.rows()).map(move |r| (j, padding.row_length(job, r))))
+        .map(|(j, len)| (j, len.unwrap_or(0)))
+        .collect();
+    let lengths: Vec<(usize, usize)> = units.iter().map(|&(_, len)| (1, len)).collect();
+    let groups = stats.choose_calls(padding.when, &lengths);
+    let mut group_of = vec![0usize; units.len()];
+    for (g, group) in groups.iter().enumerate() {
+        for &u in group {
+            group_of[u] = g;
+        }
+    }
+    let mut calls: Vec<Call> = groups
+        .iter()
+        .map(|group| Call {
+            jobs: Vec::new(),
+            rows: group.len(),
+            padded_len: group.iter().map(|&u| units[u].1).max(),
+        })
+        .collect();
+    let names: std::sync::Arc<[String]> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
+    let mut first_unit = 0;
+    for job in jobs {
+        let own = &group_of[first_unit..first_unit + job.rows()];
+        first_unit += job.rows();
+        match own.first() {
+            Some(&g) if own.iter().all(|&x| x == g) => calls[g].jobs.push(job),
+            _ => {
+                let own = own.to_vec();
+                for (part, g) in into_rows(job, std::sync::Arc::clone(&names), &config.node)
+                    .into_iter()
+                    .zip(own)
+                {
+                    calls[g].jobs.push(part);
+                }
+            }
+        }
+    }
+    calls.retain(|c| !c.jobs.is_empty());
+    calls
 }
 
 /// Runs `jobs` (`rows` rows in all, gathered by [`gather_batch`]) on `session`: as one call when

@@ -1,5 +1,6 @@
 //! `/metrics` of a graph's executors, one series per model node: queue, calls, rows, errors, busy
-//! time, jobs answered and their time at the node (counters), and the batch-size and
+//! time, jobs answered and their time at the node, a padded node's batches by how they were cut
+//! (counters), and the batch-size and
 //! call-duration histograms, read from each executor's [`LoadSnapshot`] at scrape time.
 
 use std::fmt;
@@ -73,6 +74,19 @@ pub fn encode(
             stats.iter().map(|(g, n, s)| (node_labels(g, n), value(s))),
         )?;
     }
+    counter(
+        encoder,
+        m::EXECUTOR_PAD_DECISIONS_TOTAL,
+        "A padded node's batches of mixed lengths, by whether they ran as one padded call or split into calls of nearer lengths.",
+        stats.iter().flat_map(|(g, n, s)| {
+            [("padded", s.padded_batches), ("split", s.split_batches)].map(|(decision, count)| {
+                (
+                    [("graph", *g), ("node", *n), ("decision", decision)],
+                    Value::from(count),
+                )
+            })
+        }),
+    )?;
     let sizes = BATCH_BUCKET_BOUNDS.map(|b| b as f64);
     histogram(
         encoder,

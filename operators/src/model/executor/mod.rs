@@ -15,7 +15,9 @@
 //! queue; its first requests warm it). The threads' loops are in `sessions.rs`.
 //!
 //! [`stats`] keeps the load counters every consumer reads (SERF's controller, `weir run`,
-//! `/metrics` through [`metrics`]); [`call_log`] keeps single calls while someone profiles.
+//! `/metrics` through [`metrics`]); [`call_log`] keeps single calls while someone profiles;
+//! [`call_cost`] learns a padded node's cost of calls by rows and length, and cuts its batches of
+//! mixed lengths into the calls predicted cheapest.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,10 +38,12 @@ use super::ExecError;
 use weir_serf::config::Config;
 
 mod batching;
+pub mod call_cost;
 pub mod call_log;
 pub mod metrics;
 pub mod padding;
 mod sessions;
+mod split;
 pub mod stats;
 mod warmup;
 

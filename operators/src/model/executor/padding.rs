@@ -8,13 +8,14 @@
 //! it runs alone, as it would without padding.
 //!
 //! Only calls whose rows differ pay for this: rows of one shape take the zero-copy path
-//! (`batching.rs`), so the fixed-shape path is unchanged. Copies go through [`window`], which
+//! (`batching.rs`), so the fixed-shape path is unchanged. Copies go through [`window_into`], which
 //! moves the overlap of two shapes (the corner both cover) and fills the rest: padding is a
 //! window onto a larger shape, cutting back one onto a smaller shape.
 
 use half::{bf16, f16};
 use weir_engine::batch::TensorColumn;
 use weir_engine::plan::PadPlan;
+use weir_engine::spec::PadWhen;
 use weir_engine::tensor::{element_count, DType, TensorData};
 
 use super::Job;
@@ -35,6 +36,9 @@ pub struct Padding {
     pub inputs: Vec<Vec<usize>>,
     /// Per output (in the executor's output order), the axes cut back to each row's length.
     pub outputs: Vec<Vec<usize>>,
+    /// Whether a batch of mixed lengths is one padded call always, or only when predicted
+    /// cheaper than calls of nearer lengths (`call_cost.rs`).
+    pub when: PadWhen,
 }
 
 impl Padding {
@@ -50,6 +54,7 @@ impl Padding {
                 .iter()
                 .map(|(n, _)| PadPlan::axes(&plan.outputs, n).to_vec())
                 .collect(),
+            when: plan.when,
         }
     }
 
@@ -85,7 +90,7 @@ impl Padding {
 
     /// Row `row` of `job`'s own length along the padded dimension (`None` when its inputs
     /// disagree, or none has the dimension).
-    fn row_length(&self, job: &Job, row: usize) -> Option<usize> {
+    pub(super) fn row_length(&self, job: &Job, row: usize) -> Option<usize> {
         let mut length = None;
         for (column, axes) in job.inputs.iter().zip(&self.inputs) {
             let shape = column.row_shape(row);
@@ -138,12 +143,12 @@ impl Padding {
                 for row in 0..j.rows() {
                     let elements = row_elements(column, row)?;
                     let shape = column.row_shape(row);
-                    let padded = if shape == target {
-                        elements
+                    if shape == target {
+                        data.extend(elements).map_err(|e| e.to_string())?;
                     } else {
-                        window(&elements, &shape, &target, self.value)
-                    };
-                    data.extend(padded).map_err(|e| e.to_string())?;
+                        let all = 0..elements.len();
+                        window_into(&mut data, (&elements, all), &shape, &target, self.value)?;
+                    }
                 }
             }
             inputs.push((target, data));
@@ -175,19 +180,19 @@ impl Padding {
                 if start + per_row > data.len() {
                     return Err(format!("output `{name}` has fewer rows than the call"));
                 }
-                let whole = data.slice(start..start + per_row);
                 let mut own = shape.to_vec();
                 for &a in axes {
                     if let Some(d) = own.get_mut(a) {
                         *d = (*d).min(lengths[row]);
                     }
                 }
-                let cut = if own == shape {
-                    whole
-                } else {
-                    window(&whole, shape, &own, 0.0)
-                };
-                elements.extend(cut).map_err(|e| e.to_string())?;
+                window_into(
+                    &mut elements,
+                    (data, start..start + per_row),
+                    shape,
+                    &own,
+                    0.0,
+                )?;
                 shapes.push(own);
                 row += 1;
             }
@@ -206,42 +211,63 @@ fn row_elements(column: &TensorColumn, row: usize) -> Result<TensorData, String>
         .ok_or_else(|| "a row without its elements".to_string())
 }
 
-/// A tensor of shape `from` seen through a window of shape `to` (the same rank): the elements both
-/// shapes cover keep their positions, the rest hold `fill` cast to the element type (false or
-/// true for BOOL by `fill != 0`, the empty string for BYTES).
-pub(super) fn window(data: &TensorData, from: &[usize], to: &[usize], fill: f64) -> TensorData {
-    match data {
-        TensorData::Bool(v) => TensorData::Bool(window_of(v, from, to, fill != 0.0)),
-        TensorData::U8(v) => TensorData::U8(window_of(v, from, to, fill as u8)),
-        TensorData::U16(v) => TensorData::U16(window_of(v, from, to, fill as u16)),
-        TensorData::U32(v) => TensorData::U32(window_of(v, from, to, fill as u32)),
-        TensorData::U64(v) => TensorData::U64(window_of(v, from, to, fill as u64)),
-        TensorData::I8(v) => TensorData::I8(window_of(v, from, to, fill as i8)),
-        TensorData::I16(v) => TensorData::I16(window_of(v, from, to, fill as i16)),
-        TensorData::I32(v) => TensorData::I32(window_of(v, from, to, fill as i32)),
-        TensorData::I64(v) => TensorData::I64(window_of(v, from, to, fill as i64)),
-        TensorData::F16(v) => TensorData::F16(window_of(v, from, to, f16::from_f64(fill))),
-        TensorData::F32(v) => TensorData::F32(window_of(v, from, to, fill as f32)),
-        TensorData::F64(v) => TensorData::F64(window_of(v, from, to, fill)),
-        TensorData::Bf16(v) => TensorData::Bf16(window_of(v, from, to, bf16::from_f64(fill))),
-        TensorData::Bytes(v) => TensorData::Bytes(window_of(v, from, to, Vec::new())),
+/// Appends elements `range` of `src`, a tensor of shape `from`, seen through a window of shape
+/// `to` (the same rank) to `out`: the elements both shapes cover keep their positions, the rest
+/// hold `fill` cast to the element type (false or true for BOOL by `fill != 0`, the empty string
+/// for BYTES). Straight from `src` into `out`, no copy in between.
+///
+/// # Errors
+/// When `out` and `src` differ in element type, or `range` is outside `src`.
+fn window_into(
+    out: &mut TensorData,
+    (src, range): (&TensorData, std::ops::Range<usize>),
+    from: &[usize],
+    to: &[usize],
+    fill: f64,
+) -> Result<(), String> {
+    if range.end > src.len() || range.start > range.end {
+        return Err("a row outside its tensor".into());
     }
+    macro_rules! arms {
+        ($($variant:ident => $fill:expr),*) => {
+            match (out, src) {
+                $((TensorData::$variant(o), TensorData::$variant(s)) => {
+                    if from == to {
+                        o.extend_from_slice(&s[range]);
+                    } else {
+                        window_of(o, &s[range], from, to, $fill);
+                    }
+                    Ok(())
+                })*
+                (o, s) => Err(format!("{:?} elements into {:?}", s.dtype(), o.dtype())),
+            }
+        };
+    }
+    arms!(
+        Bool => fill != 0.0, U8 => fill as u8, U16 => fill as u16, U32 => fill as u32,
+        U64 => fill as u64, I8 => fill as i8, I16 => fill as i16, I32 => fill as i32,
+        I64 => fill as i64, F16 => f16::from_f64(fill), F32 => fill as f32, F64 => fill,
+        Bf16 => bf16::from_f64(fill), Bytes => Vec::new()
+    )
 }
 
-/// [`window`] on one element type. `src` holds exactly the elements of `from`.
-fn window_of<T: Clone>(src: &[T], from: &[usize], to: &[usize], fill: T) -> Vec<T> {
+/// [`window_into`] on one element type, appending to `out`. `src` holds exactly the elements of
+/// `from`.
+fn window_of<T: Clone>(out: &mut Vec<T>, src: &[T], from: &[usize], to: &[usize], fill: T) {
+    let base = out.len();
     let total: usize = to.iter().product();
-    let mut out = vec![fill; total];
+    out.resize(base + total, fill);
+    let out = &mut out[base..];
     let rank = from.len().min(to.len());
     if rank == 0 {
         for (o, s) in out.iter_mut().zip(src) {
             *o = s.clone();
         }
-        return out;
+        return;
     }
     let common: Vec<usize> = from.iter().zip(to).map(|(a, b)| *a.min(b)).collect();
     if common.contains(&0) {
-        return out;
+        return;
     }
     let strides = |shape: &[usize]| {
         let mut s = vec![1usize; rank];
@@ -266,12 +292,17 @@ fn window_of<T: Clone>(src: &[T], from: &[usize], to: &[usize], fill: T) -> Vec<
             index[a] = 0;
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn window(data: &TensorData, from: &[usize], to: &[usize], fill: f64) -> TensorData {
+        let mut out = TensorData::empty(data.dtype());
+        window_into(&mut out, (data, 0..data.len()), from, to, fill).unwrap();
+        out
+    }
 
     #[test]
     fn a_window_pads_and_cuts_back_to_the_same_elements() {
@@ -314,6 +345,7 @@ mod tests {
             value: 0.0,
             inputs: vec![vec![0], vec![0]],
             outputs: vec![vec![0], vec![]],
+            when: PadWhen::Cheaper,
         }
     }
 

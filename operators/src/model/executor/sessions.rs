@@ -14,7 +14,7 @@ use crossbeam_channel::Receiver;
 use ort::session::Session;
 use tracing::{debug, warn};
 
-use super::batching::{gather_batch, run};
+use super::batching::{form_calls, gather_batch, run, Call};
 use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::parallelism::Switchboard;
 use crate::model::pinning::{pin_current_thread, CorePins};
@@ -234,16 +234,37 @@ pub(super) fn idle_gap(idle_since: Option<Instant>, rows: usize) -> Option<Durat
         .map(|t| Instant::now().saturating_duration_since(t))
 }
 
-/// Runs `jobs` (`rows` rows in all) as one call (batched) or one call per row on a session thread
-/// idle for `idle_before` ([`idle_gap`]), counts the calls, and answers each job; returns when the
-/// last call ended.
+/// Runs `jobs` (`rows` rows in all) on a session thread idle for `idle_before` ([`idle_gap`]):
+/// cut into calls ([`form_calls`]: one, but for a padded node's batch of mixed lengths), each
+/// call's jobs answered as soon as it ends; returns when the last call ended.
 fn run_jobs(
     session: &mut Session,
     config: &ExecutorConfig,
     stats: &LoadStats,
     (jobs, rows): (Vec<Job>, usize),
+    mut idle_before: Option<Duration>,
+) -> Instant {
+    let mut ended = Instant::now();
+    for call in form_calls(config, stats, jobs, rows) {
+        ended = run_call(session, config, stats, call, idle_before.take());
+    }
+    ended
+}
+
+/// Runs one call (batched) or one call per row, counts the calls, adds a padded call's time to
+/// the node's cost model, and answers each job; returns when the last call ended.
+fn run_call(
+    session: &mut Session,
+    config: &ExecutorConfig,
+    stats: &LoadStats,
+    call: Call,
     idle_before: Option<Duration>,
 ) -> Instant {
+    let Call {
+        jobs,
+        rows,
+        padded_len,
+    } = call;
     let running = stats.call_running();
     let started = Instant::now();
     let (result, calls) = run(session, config, &jobs, rows);
@@ -260,6 +281,9 @@ fn run_jobs(
         }
     } else {
         stats.record_run(rows, ended - started, idle_before, result.is_ok());
+        if let (Some(len), true) = (padded_len, result.is_ok()) {
+            stats.record_padded_call(rows, len, ended - started);
+        }
     }
     stats.record_answers(&jobs, ended);
     match result {

@@ -3,8 +3,12 @@
 //! a [`LoadSnapshot`] by the SERF controller, `weir run`'s summary and `/metrics`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use weir_engine::spec::PadWhen;
+
+use super::call_cost::{Coefficients, Decision, PadChooser};
 use super::call_log::{CallLog, RecordedCalls};
 use super::Job;
 
@@ -33,6 +37,10 @@ pub struct LoadStats {
     call_seconds: [AtomicU64; CALL_BUCKETS],
     /// Each call's duration, while someone records them.
     call_log: CallLog,
+    /// A padded node's cost model of its calls, and how it cut batches of mixed lengths.
+    pad_chooser: Mutex<PadChooser>,
+    padded_batches: AtomicU64,
+    split_batches: AtomicU64,
 }
 
 /// A call counted in [`LoadStats::calls_running`] while it lives (dropped when the call ends,
@@ -85,6 +93,10 @@ pub struct LoadSnapshot {
     pub batch_sizes: [u64; BATCH_BUCKETS],
     /// Calls per duration bucket (see [`CALL_SECONDS_BOUNDS`]).
     pub call_seconds: [u64; CALL_BUCKETS],
+    /// A padded node's batches of mixed lengths run as one padded call.
+    pub padded_batches: u64,
+    /// A padded node's batches of mixed lengths split into calls of nearer lengths.
+    pub split_batches: u64,
 }
 
 impl LoadSnapshot {
@@ -156,6 +168,47 @@ impl LoadStats {
         self.call_log.record_call(elapsed, idle_before);
     }
 
+    /// Cuts a padded node's batch of jobs of `(rows, length)` into calls (indices into `jobs`):
+    /// one padded call under [`PadWhen::Always`], as the cost model says under
+    /// [`PadWhen::Cheaper`]; a batch of mixed lengths is counted by how it was cut.
+    pub(super) fn choose_calls(&self, when: PadWhen, jobs: &[(usize, usize)]) -> Vec<Vec<usize>> {
+        let mixed = jobs.windows(2).any(|w| w[0].1 != w[1].1);
+        if !mixed || when == PadWhen::Always {
+            if mixed {
+                self.padded_batches.fetch_add(1, Ordering::Relaxed);
+            }
+            return vec![(0..jobs.len()).collect()];
+        }
+        let (groups, decision) = self
+            .pad_chooser
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .choose(jobs);
+        match decision {
+            Decision::Padded => &self.padded_batches,
+            Decision::Split => &self.split_batches,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        groups
+    }
+
+    /// Adds a padded node's call of `rows` rows padded to `len` that took `elapsed` to its cost
+    /// model.
+    pub(super) fn record_padded_call(&self, rows: usize, len: usize, elapsed: Duration) {
+        self.pad_chooser
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(rows, len, elapsed.as_secs_f64() * 1e6);
+    }
+
+    /// A padded node's fitted cost of its calls (`None` before its first call).
+    pub fn call_cost(&self) -> Option<Coefficients> {
+        self.pad_chooser
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .coefficients()
+    }
+
     /// Counts one warm-up call (see [`crate::model::executor::ExecutorConfig::warmup`]).
     pub(crate) fn record_warmup(&self) {
         self.warmup_runs.fetch_add(1, Ordering::Relaxed);
@@ -210,6 +263,8 @@ impl LoadStats {
             sojourn: Duration::from_nanos(self.sojourn_ns.load(Ordering::Relaxed)),
             batch_sizes,
             call_seconds,
+            padded_batches: self.padded_batches.load(Ordering::Relaxed),
+            split_batches: self.split_batches.load(Ordering::Relaxed),
         }
     }
 }
