@@ -163,7 +163,8 @@ fn graph(config: &VariableLengthConfig, batching: Batching) -> GraphSpec {
         Batching::SameLength => node.batching(config.max_size, config.max_delay_us),
         Batching::Padded => node
             .batching(config.max_size, config.max_delay_us)
-            .pad("seq", 0.0),
+            .pad("seq", 0.0)
+            .pad_when(PadWhen::Cheaper),
         Batching::PaddedAlways => node
             .batching(config.max_size, config.max_delay_us)
             .pad("seq", 0.0)

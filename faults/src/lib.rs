@@ -4,6 +4,8 @@
 //! - [`netns`]: hosts in network namespaces of their own, joined to this one by veth pairs (one
 //!   per host, or all on a bridge), and the faults a link can suffer while both ends keep running:
 //!   cut, cut one way, flapped, throttled.
+//! - [`proxy`]: a TCP proxy between two processes that delays, stalls and resets the streams it
+//!   carries (what a link does that a namespace's link, with no `netem`, cannot);
 //! - [`load`]: closed-loop clients with request ids, and the checker's counts: answered once,
 //!   right, failed by class, on a timeline.
 //!
@@ -12,3 +14,4 @@
 
 pub mod load;
 pub mod netns;
+pub mod proxy;

@@ -128,12 +128,21 @@ impl Drop for TempGraph {
 
 /// Writes the MLP graph with its model node on `replicas` (executor names or `local`).
 pub(crate) fn mlp_graph(tag: &str, executors: &[&Executor], replicas: &[&str]) -> TempGraph {
+    let at: Vec<(&str, &str)> = executors
+        .iter()
+        .map(|e| (e.name.as_str(), e.endpoint.as_str()))
+        .collect();
+    mlp_graph_at(tag, &at, replicas)
+}
+
+/// [`mlp_graph`] with each executor reached at an endpoint of the test's choosing (a fault
+/// proxy in front of it, say): `(name, endpoint)`.
+pub(crate) fn mlp_graph_at(tag: &str, executors: &[(&str, &str)], replicas: &[&str]) -> TempGraph {
     let mut yaml =
         "name: mlp\ninputs:\n  - {name: x, dtype: f32, shape: [64]}\nexecutors:\n".to_string();
-    for e in executors {
+    for (name, endpoint) in executors {
         yaml.push_str(&format!(
-            "  - {{name: {}, endpoint: \"{}\", labels: {{instance_type: cpu-small, cost_per_hour: 0.1}}}}\n",
-            e.name, e.endpoint
+            "  - {{name: {name}, endpoint: \"{endpoint}\", labels: {{instance_type: cpu-small, cost_per_hour: 0.1}}}}\n",
         ));
     }
     if executors.is_empty() {

@@ -110,14 +110,14 @@ fn rounds(running: RunningGraph, rounds: Vec<Round<'_>>) {
 #[test]
 fn padded_requests_of_different_lengths_share_one_call_and_match_each_alone() {
     let requests = vec![tokens(3, 1), tokens(7, 2), tokens(5, 3)];
-    let running = seq_pool(", pad: {dim: seq, value: 0, when: always}", 8);
+    let running = seq_pool(", pad: {dim: seq, value: 0}", 8);
     rounds(
         running,
         vec![(requests, (1, 3), "one padded call of three rows")],
     );
 }
 
-/// Under `pad.when: cheaper` (the default) the node explores first, batches of mixed lengths
+/// Under `pad.when: cheaper` the node explores first, batches of mixed lengths
 /// alternating between one padded call and one call per length, then cuts them as its measured
 /// costs predict cheapest; whichever way, every request is answered once, as it would be alone
 /// (checked against ONNX Runtime in the first round, a padded call; every later round's answers
@@ -125,7 +125,7 @@ fn padded_requests_of_different_lengths_share_one_call_and_match_each_alone() {
 #[test]
 fn padding_when_cheaper_explores_both_forms_then_decides_and_answers_each_as_alone() {
     use weir_operators::model::executor::call_cost::EXPLORE_CALLS;
-    let running = seq_pool(", pad: {dim: seq, value: 0}", 3);
+    let running = seq_pool(", pad: {dim: seq, value: 0, when: cheaper}", 3);
     let requests = vec![tokens(3, 1), tokens(7, 2), tokens(5, 3)];
     let first = answer_all(&running, &requests);
     assert_each_as_alone(&requests, &first);

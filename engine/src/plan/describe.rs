@@ -35,8 +35,8 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
                             p.dim,
                             p.value,
                             match p.when {
-                                PadWhen::Cheaper => "",
-                                PadWhen::Always => " (every batch)",
+                                PadWhen::Cheaper => " (when predicted cheaper)",
+                                PadWhen::Always => "",
                             }
                         ))
                         .unwrap_or_default()

@@ -434,9 +434,10 @@ pub struct PadSpec {
     /// The padding value (default 0).
     #[serde(default)]
     pub value: Spanned<f64>,
-    /// When requests of different lengths are padded into one call: `cheaper` (the default) pads
-    /// only when the node's measured cost of calls predicts the padded call cheaper than calls of
-    /// nearer lengths; `always` pads every batch into one call.
+    /// When requests of different lengths are padded into one call: `always` (the default) pads
+    /// every batch into one call; `cheaper` pads only when the node's measured cost of calls
+    /// predicts the padded call cheaper than calls of nearer lengths (not the default: end to end
+    /// it has not yet paid at every load, `benchmarks/variable_length`).
     #[serde(default)]
     pub when: PadWhen,
 }
@@ -447,9 +448,9 @@ pub struct PadSpec {
 pub enum PadWhen {
     /// When the node's own cost model (its measured call times by rows and padded length)
     /// predicts one padded call cheaper than splitting the batch into calls of nearer lengths.
-    #[default]
     Cheaper,
     /// Every batch, into one call padded to its longest request.
+    #[default]
     Always,
 }
 
@@ -461,8 +462,9 @@ impl TryFrom<String> for PadWhen {
             "cheaper" => Ok(PadWhen::Cheaper),
             "always" => Ok(PadWhen::Always),
             other => Err(format!(
-                "`batching.pad.when` is `{other}`; it takes `cheaper` (pad only when the padded \
-                 call is predicted cheaper than split calls, the default) or `always`"
+                "`batching.pad.when` is `{other}`; it takes `always` (every batch padded into one \
+                 call, the default) or `cheaper` (pad only when the padded call is predicted \
+                 cheaper than split calls)"
             )),
         }
     }

@@ -9,6 +9,8 @@
 //! - `hams_partition`: a HAMS primary partitioned, replaced and healed, twice; and healed the
 //!   moment it is replaced, a batch in flight;
 //! - `hams_front_end`: the front end cut off from a live HAMS primary its backup still reaches;
+//! - `stream`: the executor's stream delayed, stalled and reset by a fault proxy, a local
+//!   replica beside it;
 //! - `no_replica`: a node with no live replica at all: 503 with `Retry-After`, not ready;
 //! - `netns`: the harness's own faults apply and heal.
 
@@ -21,6 +23,7 @@ mod hams_partition;
 mod netns;
 mod no_replica;
 mod partition;
+mod stream;
 
 /// The 64-wide MLP test model's workload: 16 inputs and ONNX Runtime's own outputs for them.
 pub(crate) fn mlp_reference() -> Reference {

@@ -34,7 +34,7 @@ fn executor_beside_local(tag: &str) -> (Netns, Executor, Arc<weir::RunningGraph>
 }
 
 /// Jobs the pool has sent to `replica` so far, and whether it is alive now.
-fn replica(running: &weir::RunningGraph, replica: &str) -> (u64, bool) {
+pub(super) fn replica(running: &weir::RunningGraph, replica: &str) -> (u64, bool) {
     let pools = running.replica_pools();
     let (_, pool) = pools.first().expect("the node has a replica pool");
     pool.replica_states()
@@ -48,7 +48,7 @@ fn replica(running: &weir::RunningGraph, replica: &str) -> (u64, bool) {
 const TAKES_LOAD: u64 = 20;
 
 /// Waits (under load) until `cpu-a` has been sent [`TAKES_LOAD`] jobs more than `before`.
-fn wait_for_remote_load(running: &weir::RunningGraph, before: u64, what: &str) {
+pub(super) fn wait_for_remote_load(running: &weir::RunningGraph, before: u64, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while replica(running, "cpu-a").0 < before + TAKES_LOAD {
         assert!(
@@ -95,7 +95,7 @@ fn an_executor_partitioned_and_healed_loses_nothing_and_takes_load_again() {
 }
 
 /// Shuts the graph down (the clients have let go of it).
-fn stop(running: Arc<weir::RunningGraph>) {
+pub(super) fn stop(running: Arc<weir::RunningGraph>) {
     if let Ok(running) = Arc::try_unwrap(running) {
         running.shutdown();
     }
