@@ -213,3 +213,34 @@ pub fn run_python_script(script: &str, args: &[&Path], what: &str) {
         .expect("python runs");
     assert!(status.success(), "{what} failed");
 }
+
+/// Runs `cmd` (a `weir serve` expected to refuse to start, its stdout and stderr set here) until
+/// it exits, a minute at most; asserts it failed and returns its stderr. `what` names the case
+/// in the panic when it keeps running.
+pub fn refused_start(cmd: &mut std::process::Command, what: &str) -> String {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir serve starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("weir serve kept running: {what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert!(!status.success(), "{stderr}");
+    stderr
+}

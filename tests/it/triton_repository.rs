@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{assert_close, direct_ort, model, repo, temp_dir, weir_home, TempDir};
+use crate::common::{
+    assert_close, direct_ort, model, refused_start, repo, temp_dir, weir_home, TempDir,
+};
 use crate::serve::http;
 
 /// A `weir serve --model-repository` process, killed when dropped.
@@ -310,27 +312,7 @@ fn refused(graph: &Path, root: Option<&Path>) -> String {
     if let Some(root) = root {
         cmd.arg("--model-repository").arg(root);
     }
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("weir serve starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("weir serve kept running with a bad repository node");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
-        .expect("stderr");
-    assert!(!status.success(), "{err}");
-    err
+    refused_start(&mut cmd, "with a bad repository node")
 }
 
 #[test]

@@ -3,11 +3,9 @@
 //! calls), zeros and seeded random values for a model with a free dimension and a given shape,
 //! a JSON file of one request's inputs, and bad warm-ups refused naming the field.
 
-use std::io::Read;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use crate::common::{model, temp_dir};
+use crate::common::{model, refused_start, temp_dir};
 use crate::serve::{mlp_request, serve_command, Server, INFER};
 
 /// The value of `family{graph="<graph>",node="<node>"}` in a `/metrics` page.
@@ -110,30 +108,8 @@ fn a_json_file_of_one_request_warms_the_node() {
 /// Runs `weir serve` on `graph`, which must fail to start; returns its stderr.
 fn refused(graph: String) -> String {
     let (mut cmd, _dir) = serve_command("warmup-refused", &[graph]);
-    let mut child = cmd
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("weir serve starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("weir serve did not refuse the graph");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
-    assert!(!status.success(), "{stderr}");
-    stderr
+    cmd.args(["--http", "127.0.0.1:0"]);
+    refused_start(&mut cmd, "it did not refuse the graph")
 }
 
 #[test]
