@@ -142,7 +142,7 @@ fn accept_loop(listener: &TcpListener, target: SocketAddr, shared: &Arc<Shared>)
                     pumps.extend(p);
                 }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
+            // Nothing to accept (or a failed accept): look again after a poll.
             Err(_) => std::thread::sleep(POLL),
         }
         pumps.retain(|p| !p.is_finished());

@@ -115,16 +115,16 @@ pub(super) fn control_loop(ctx: &Context, rx: &Receiver<Control>, ships: Sender<
                     inner.acked = a.seq;
                     inner.durable_up_to(a.seq);
                     ctx.shared.1.notify_all();
-                    let assign = inner.assign.clone();
+                    let target = inner.assign.as_ref().map(|s| (s.graph.clone(), s.node_id));
                     drop(inner);
                     // The backup announces what it applied; the primary, having heard it, does
                     // too, so a reply does not wait on the one link from backup to graph.
-                    if let Some(assign) = assign {
+                    if let Some((graph, node)) = target {
                         announce(
                             ctx,
-                            &assign.graph,
+                            &graph,
                             Durable {
-                                node: assign.node_id,
+                                node,
                                 epoch: a.epoch,
                                 seq: a.seq,
                             },

@@ -413,15 +413,7 @@ pub fn check(events: &[Event]) -> Report {
                     .copied()
                     .zip(row_hashes.iter().copied())
                     .collect();
-                match durable_rows.get(&(*node, *seq)) {
-                    Some(prev) if *prev != rows => r.violations.push(format!(
-                        "no conflicting outputs: node {node} version {seq} was made durable twice with different outputs"
-                    )),
-                    Some(_) => {}
-                    None => {
-                        durable_rows.insert((*node, *seq), rows);
-                    }
-                }
+                make_durable(&mut durable_rows, (*node, *seq), rows, &mut r.violations);
             }
             Event::Released { request_id, .. } => {
                 r.released += 1;
@@ -432,15 +424,12 @@ pub fn check(events: &[Event]) -> Report {
     }
     for (node, epoch, seq) in whole {
         for (&(_, _, v), rows) in made_rows.range((node, epoch, 0)..=(node, epoch, seq)) {
-            match durable_rows.get(&(node, v)) {
-                None => {
-                    durable_rows.insert((node, v), rows.clone());
-                }
-                Some(prev) if prev != rows => r.violations.push(format!(
-                    "no conflicting outputs: node {node} version {v} was made durable twice with different outputs"
-                )),
-                Some(_) => {}
-            }
+            make_durable(
+                &mut durable_rows,
+                (node, v),
+                rows.clone(),
+                &mut r.violations,
+            );
         }
     }
     for (id, n) in &released {
@@ -474,6 +463,28 @@ pub fn check(events: &[Event]) -> Report {
     }
     r.divergence = divergence(events);
     r
+}
+
+/// Records `rows` as the outputs of version `key` (node, version) made durable, or reports a
+/// conflict with the outputs it was made durable with before.
+fn make_durable(
+    durable_rows: &mut HashMap<(NodeId, Seq), HashMap<u64, u64>>,
+    key: (NodeId, Seq),
+    rows: HashMap<u64, u64>,
+    violations: &mut Vec<String>,
+) {
+    match durable_rows.entry(key) {
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(rows);
+        }
+        std::collections::hash_map::Entry::Occupied(e) if *e.get() != rows => {
+            let (node, seq) = key;
+            violations.push(format!(
+                "no conflicting outputs: node {node} version {seq} was made durable twice with different outputs"
+            ));
+        }
+        std::collections::hash_map::Entry::Occupied(_) => {}
+    }
 }
 
 #[cfg(test)]
