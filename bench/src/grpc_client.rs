@@ -2,26 +2,30 @@
 //! HTTP/2 connection, made the way the HTTP experiment's client makes its requests, so the two
 //! protocols are timed on equal terms.
 //!
-//! Each client owns a thread (the closed loop's, `client::timed_loops`) and a current-thread
-//! runtime that drives its connection (the `h2` crate, which hyper and tonic use): a call is
-//! written and its reply read on the thread that times it, as gRPC's synchronous stubs
-//! (`tritonclient.grpc`, `perf_analyzer`) make a call on the calling thread and the HTTP client
-//! writes and reads its socket. A call's HEADERS, its message and END_STREAM are queued together,
-//! so they leave in one write, as gRPC's C core writes a unary call's batch; the reply is the
-//! message between the response headers and the trailers, checked for `grpc-status` 0.
+//! The HTTP client is a blocking loop over one socket that writes a prepared request and reads
+//! the reply on the thread that times it; this client is the same loop over HTTP/2. A call is one
+//! write (its HEADERS frame, a header block encoded once, and its DATA frames, the last with
+//! END_STREAM, as gRPC's C core writes a unary call's batch), then frames are read until the
+//! call's stream ends. The connection's own frames are answered on the way: SETTINGS are
+//! acknowledged and applied (the peer's initial window and largest frame), PINGs echoed, and
+//! WINDOW_UPDATEs credited, so a large request waits for the server's window as HTTP/2 requires.
+//! The client opens its own receive windows wide (and tops the connection's up), so the server
+//! never waits on it.
 //!
-//! It replaces tonic's `Channel` on a two-worker runtime, which hands every call to a buffer task
-//! and hyper's connection and body tasks, wakes the caller from another thread, and sends a call
-//! in three writes (HEADERS, the message, an empty END_STREAM frame), each waking the server
-//! before the call can run. Profiled on the small model (`benchmarks/grpc/README.md`), that
-//! client took five times the HTTP client's thread switches per request: it timed itself as much
-//! as the server.
+//! Its header block uses no dynamic table and the reply's header blocks are skipped, not
+//! decoded: the reply is the message between the response headers and the trailers, and a call
+//! counts as answered when that message is a `ModelInferResponse` with outputs (a failed call is
+//! trailers only, so it has none). An async client on `h2` (hyper's and tonic's HTTP/2) cost
+//! eight times the HTTP client's instructions per request on a small model
+//! (`benchmarks/grpc/README.md`): its tasks, wakers and HPACK state were timed as if they were the
+//! server's.
+
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use bytes::{BufMut, Bytes, BytesMut};
-use h2::client::SendRequest;
 use prost::Message;
-use tonic::codegen::http::{Method, Request};
 use weir_connectors::grpc::proto::{ModelInferRequest, ModelInferResponse};
 
 use crate::client::{timed_loops, Measured};
@@ -32,11 +36,50 @@ const PREFIX: usize = 5;
 /// The largest reply a client reads.
 const MAX_REPLY: usize = 64 << 20;
 
-/// A gRPC client on a connection of its own, driven by its own runtime (see the module doc).
+/// HTTP/2's connection preface.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The largest frame payload this client accepts: HTTP/2's default, which it never raises.
+const MAX_FRAME: usize = 16_384;
+
+/// The largest flow-control window HTTP/2 allows.
+const MAX_WINDOW: i64 = (1 << 31) - 1;
+
+/// Frame types and flags (RFC 9113 §6).
+mod frame {
+    pub const DATA: u8 = 0x0;
+    pub const HEADERS: u8 = 0x1;
+    pub const RST_STREAM: u8 = 0x3;
+    pub const SETTINGS: u8 = 0x4;
+    pub const PING: u8 = 0x6;
+    pub const GOAWAY: u8 = 0x7;
+    pub const WINDOW_UPDATE: u8 = 0x8;
+    pub const END_STREAM: u8 = 0x1;
+    pub const ACK: u8 = 0x1;
+    pub const END_HEADERS: u8 = 0x4;
+    pub const PADDED: u8 = 0x8;
+}
+
+/// A gRPC client on a connection of its own (see the module doc).
 pub(crate) struct GrpcClient {
-    rt: tokio::runtime::Runtime,
-    send: SendRequest<Bytes>,
-    uri: String,
+    write: TcpStream,
+    read: BufReader<TcpStream>,
+    /// The call's header block (HPACK, static table and literals only).
+    header_block: Vec<u8>,
+    /// The next stream id (odd, rising).
+    next_stream: u32,
+    /// What the server still lets this client send on the connection.
+    send_window: i64,
+    /// The server's initial window for a new stream.
+    stream_initial: i64,
+    /// The server's largest frame payload.
+    peer_max_frame: usize,
+    /// DATA received since the connection's window was last topped up.
+    received: i64,
+    /// A frame's payload, reused.
+    payload: Vec<u8>,
+    /// The call being written, reused.
+    out: Vec<u8>,
 }
 
 /// `message` with gRPC's prefix.
@@ -51,70 +94,184 @@ fn framed(message: &impl Message) -> Bytes {
     buf.freeze()
 }
 
+/// Appends a frame header to `out`.
+fn put_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    let len = u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes();
+    out.extend_from_slice(&len[1..]);
+    out.extend_from_slice(&[kind, flags]);
+    out.extend_from_slice(&stream.to_be_bytes());
+}
+
+/// Appends an HPACK string literal (no Huffman coding) to `out`.
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    put_integer(out, 0, 7, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends an HPACK integer with an `n`-bit prefix whose high bits are `first` (RFC 7541 §5.1).
+fn put_integer(out: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
+    let max = (1usize << n) - 1;
+    if value < max {
+        out.push(first | value as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    value -= max;
+    while value >= 128 {
+        out.push((value % 128) as u8 | 0x80);
+        value /= 128;
+    }
+    out.push(value as u8);
+}
+
+/// The header block of a unary call to `path` on `authority`: indexed static entries where the
+/// whole field is in HPACK's static table, literals without indexing otherwise (RFC 7541
+/// appendix A), so it is valid on any stream whatever the decoder's dynamic table holds.
+fn header_block(authority: &str, path: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.push(0x80 | 3); // :method: POST
+    b.push(0x80 | 6); // :scheme: http
+    put_integer(&mut b, 0, 4, 4); // :path, a literal value
+    put_string(&mut b, path);
+    put_integer(&mut b, 0, 4, 1); // :authority
+    put_string(&mut b, authority);
+    put_integer(&mut b, 0, 4, 31); // content-type
+    put_string(&mut b, "application/grpc");
+    b.push(0); // a literal name: te
+    put_string(&mut b, "te");
+    put_string(&mut b, "trailers");
+    b
+}
+
 impl GrpcClient {
-    /// A client connected to `addr` (`host:port`, plain HTTP/2, `TCP_NODELAY` on).
+    /// A client connected to `addr` (`host:port`, plain HTTP/2, `TCP_NODELAY` on), with the
+    /// server's settings read.
     pub(crate) fn connect(addr: &str) -> Result<GrpcClient> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let send = rt.block_on(async {
-            let tcp = tokio::net::TcpStream::connect(addr).await?;
-            tcp.set_nodelay(true)?;
-            let (send, connection) = h2::client::Builder::new()
-                .initial_window_size(1 << 20)
-                .initial_connection_window_size(1 << 20)
-                .handshake(tcp)
-                .await
-                .context("HTTP/2 handshake")?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    eprintln!("gRPC client connection: {e}");
+        let tcp = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+        tcp.set_nodelay(true)?;
+        let mut client = GrpcClient {
+            write: tcp.try_clone()?,
+            read: BufReader::with_capacity(64 << 10, tcp),
+            header_block: header_block(addr, "/inference.GRPCInferenceService/ModelInfer"),
+            next_stream: 1,
+            send_window: 65_535,
+            stream_initial: 65_535,
+            peer_max_frame: MAX_FRAME,
+            received: 0,
+            payload: Vec::new(),
+            out: Vec::new(),
+        };
+        let mut hello = PREFACE.to_vec();
+        // SETTINGS: no push (2 = 0), the largest initial stream window (4).
+        put_header(&mut hello, 12, frame::SETTINGS, 0, 0);
+        hello.extend_from_slice(&[0, 2, 0, 0, 0, 0]);
+        hello.extend_from_slice(&[0, 4]);
+        hello.extend_from_slice(&(MAX_WINDOW as u32).to_be_bytes());
+        // The connection's window, opened as wide.
+        put_header(&mut hello, 4, frame::WINDOW_UPDATE, 0, 0);
+        hello.extend_from_slice(&((MAX_WINDOW - 65_535) as u32).to_be_bytes());
+        client.write.write_all(&hello)?;
+        // The server's SETTINGS come first (RFC 9113 §3.4).
+        let (kind, _, _) = client.read_frame()?;
+        if kind != frame::SETTINGS {
+            bail!("the server did not open with SETTINGS");
+        }
+        Ok(client)
+    }
+
+    /// Reads one frame into `self.payload`, answering the connection's own frames (SETTINGS,
+    /// PING, WINDOW_UPDATE on stream 0); returns its type, flags and stream.
+    fn read_frame(&mut self) -> Result<(u8, u8, u32)> {
+        let mut head = [0u8; 9];
+        self.read.read_exact(&mut head)?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let (kind, flags) = (head[3], head[4]);
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        if len > MAX_FRAME {
+            bail!("a frame of {len} bytes, over the {MAX_FRAME} this client allows");
+        }
+        self.payload.resize(len, 0);
+        self.read.read_exact(&mut self.payload)?;
+        match kind {
+            frame::SETTINGS if flags & frame::ACK == 0 => {
+                for setting in self.payload.chunks_exact(6) {
+                    let id = u16::from_be_bytes([setting[0], setting[1]]);
+                    let value =
+                        u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
+                    match id {
+                        4 => self.stream_initial = i64::from(value),
+                        5 => self.peer_max_frame = (value as usize).clamp(MAX_FRAME, 1 << 24),
+                        _ => {}
+                    }
                 }
-            });
-            Ok::<_, anyhow::Error>(send)
-        })?;
-        Ok(GrpcClient {
-            rt,
-            send,
-            uri: format!("http://{addr}/inference.GRPCInferenceService/ModelInfer"),
-        })
+                let mut ack = Vec::with_capacity(9);
+                put_header(&mut ack, 0, frame::SETTINGS, frame::ACK, 0);
+                self.write.write_all(&ack)?;
+            }
+            frame::PING if flags & frame::ACK == 0 => {
+                let mut pong = Vec::with_capacity(17);
+                put_header(&mut pong, self.payload.len(), frame::PING, frame::ACK, 0);
+                pong.extend_from_slice(&self.payload);
+                self.write.write_all(&pong)?;
+            }
+            frame::WINDOW_UPDATE if stream == 0 => {
+                self.send_window += i64::from(window_increment(&self.payload)?);
+            }
+            frame::GOAWAY => bail!("the server closed the connection (GOAWAY)"),
+            _ => {}
+        }
+        Ok((kind, flags, stream))
     }
 
     /// Sends `message` (a framed `ModelInferRequest`) and reads the reply, which must have
     /// outputs.
     pub(crate) fn infer(&mut self, message: &Bytes) -> Result<()> {
-        let request = Request::builder()
-            .method(Method::POST)
-            .uri(self.uri.as_str())
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())?;
-        let send = self.send.clone();
-        let message = message.clone();
-        let reply = self.rt.block_on(async move {
-            let mut send = send.ready().await?;
-            let (response, mut stream) = send.send_request(request, false)?;
-            stream.send_data(message, true)?;
-            let response = response.await?;
-            let status = grpc_status(response.headers());
-            let mut body = response.into_body();
-            let mut reply = BytesMut::new();
-            while let Some(chunk) = body.data().await {
-                let chunk = chunk?;
-                body.flow_control().release_capacity(chunk.len())?;
-                if reply.len() + chunk.len() > PREFIX + MAX_REPLY {
-                    bail!("a reply over {MAX_REPLY} bytes");
+        let stream = self.next_stream;
+        self.next_stream += 2;
+        let mut stream_window = self.stream_initial;
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        put_header(
+            &mut out,
+            self.header_block.len(),
+            frame::HEADERS,
+            frame::END_HEADERS,
+            stream,
+        );
+        out.extend_from_slice(&self.header_block);
+        // DATA frames as the windows allow; what they do not is sent as the server opens them.
+        let mut sent = 0;
+        while sent < message.len() {
+            let room = self.send_window.min(stream_window);
+            if room <= 0 {
+                self.write.write_all(&out)?;
+                out.clear();
+                let (kind, _, on) = self.read_frame()?;
+                match kind {
+                    frame::WINDOW_UPDATE if on == stream => {
+                        stream_window += i64::from(window_increment(&self.payload)?)
+                    }
+                    frame::RST_STREAM if on == stream => bail!("the server reset the call"),
+                    _ => {}
                 }
-                reply.extend_from_slice(&chunk);
+                continue;
             }
-            let trailers = body.trailers().await?;
-            match status.or_else(|| trailers.as_ref().and_then(grpc_status)) {
-                Some(0) => Ok(reply.freeze()),
-                other => bail!("the call failed: grpc-status {other:?}"),
-            }
-        })?;
+            let n = (message.len() - sent)
+                .min(self.peer_max_frame)
+                .min(room as usize);
+            let last = sent + n == message.len();
+            let flags = if last { frame::END_STREAM } else { 0 };
+            put_header(&mut out, n, frame::DATA, flags, stream);
+            out.extend_from_slice(&message[sent..sent + n]);
+            sent += n;
+            self.send_window -= n as i64;
+            stream_window -= n as i64;
+        }
+        self.write.write_all(&out)?;
+        self.out = out;
+        let reply = self.read_reply(stream)?;
         let Some(message) = reply.get(PREFIX..) else {
-            bail!("a reply without a message");
+            bail!("the call failed: its reply has no message (see the server's log)");
         };
         let reply = ModelInferResponse::decode(message).map_err(|e| anyhow!("the reply: {e}"))?;
         if reply.raw_output_contents.is_empty() {
@@ -122,14 +279,63 @@ impl GrpcClient {
         }
         Ok(())
     }
+
+    /// Reads frames until `stream` ends; returns its DATA.
+    fn read_reply(&mut self, stream: u32) -> Result<Vec<u8>> {
+        let mut reply = Vec::new();
+        loop {
+            let (kind, flags, on) = self.read_frame()?;
+            if on != stream {
+                continue;
+            }
+            match kind {
+                frame::DATA => {
+                    self.received += self.payload.len() as i64;
+                    let data = unpadded(&self.payload, flags)?;
+                    if reply.len() + data.len() > PREFIX + MAX_REPLY {
+                        bail!("a reply over {MAX_REPLY} bytes");
+                    }
+                    reply.extend_from_slice(data);
+                }
+                frame::RST_STREAM => bail!("the server reset the call"),
+                _ => {}
+            }
+            if flags & frame::END_STREAM != 0 && matches!(kind, frame::DATA | frame::HEADERS) {
+                break;
+            }
+        }
+        // Keep the connection's receive window wide open.
+        if self.received > MAX_WINDOW / 2 {
+            let mut update = Vec::with_capacity(13);
+            put_header(&mut update, 4, frame::WINDOW_UPDATE, 0, 0);
+            update.extend_from_slice(&(self.received as u32).to_be_bytes());
+            self.write.write_all(&update)?;
+            self.received = 0;
+        }
+        Ok(reply)
+    }
 }
 
-/// The `grpc-status` in `headers`, if any.
-fn grpc_status(headers: &tonic::codegen::http::HeaderMap) -> Option<i32> {
-    headers
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
+/// A WINDOW_UPDATE frame's increment.
+fn window_increment(payload: &[u8]) -> Result<u32> {
+    let b: [u8; 4] = payload
+        .try_into()
+        .map_err(|_| anyhow!("a WINDOW_UPDATE of {} bytes", payload.len()))?;
+    Ok(u32::from_be_bytes(b) & 0x7fff_ffff)
+}
+
+/// A DATA frame's data without its padding.
+fn unpadded(payload: &[u8], flags: u8) -> Result<&[u8]> {
+    if flags & frame::PADDED == 0 {
+        return Ok(payload);
+    }
+    let pad = *payload
+        .first()
+        .ok_or_else(|| anyhow!("an empty padded frame"))? as usize;
+    payload
+        .get(1..payload.len().saturating_sub(pad))
+        .filter(|_| pad < payload.len())
+        .ok_or_else(|| anyhow!("a frame padded past its end"))
 }
 
 /// Closed loop over gRPC: `concurrency` clients on connections of their own, `requests` of
@@ -150,4 +356,27 @@ pub(crate) fn grpc_load(
         |_, i| i < per,
         |_, _, client| client.infer(&message),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hpack_integers_follow_rfc_7541_examples() {
+        // C.1.1: 10 with a 5-bit prefix; C.1.2: 1337 with a 5-bit prefix.
+        let mut out = Vec::new();
+        put_integer(&mut out, 0, 5, 10);
+        assert_eq!(out, [10]);
+        out.clear();
+        put_integer(&mut out, 0, 5, 1337);
+        assert_eq!(out, [31, 154, 10]);
+    }
+
+    #[test]
+    fn padding_is_stripped_and_bounded() {
+        assert_eq!(unpadded(&[2, 7, 8, 0, 0], frame::PADDED).unwrap(), &[7, 8]);
+        assert!(unpadded(&[9, 1], frame::PADDED).is_err());
+        assert_eq!(unpadded(&[1, 2], 0).unwrap(), &[1, 2]);
+    }
 }
