@@ -86,6 +86,7 @@ pub mod process;
 pub mod remote;
 pub mod serf;
 pub mod serf_phases;
+pub mod threads;
 pub mod tls;
 pub mod trace_cost;
 pub mod ui;

@@ -13,6 +13,7 @@
 //! at fixed rates (latency at an offered load), `repeats` times in turn; medians are reported, with
 //! the calls' mean rows and duration from the executor's counters.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
@@ -26,6 +27,7 @@ use weir::{
 
 use crate::conditions::Probe;
 use crate::overhead::median;
+use crate::threads::{ThreadSample, ThreadTotals};
 
 /// How the model node batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +101,8 @@ pub struct VariableLengthConfig {
     pub repeats: usize,
     /// Seed of the request pool.
     pub seed: u64,
+    /// The set-ups to run (all of [`Batching::ALL`] unless narrowed, to profile one).
+    pub setups: Vec<Batching>,
 }
 
 /// One set-up under one load: medians over the repeats.
@@ -121,6 +125,8 @@ pub struct VariableLengthRow {
     /// Share of the batches of mixed lengths that ran split into several calls (NaN when none
     /// were mixed).
     pub split_share: f64,
+    /// Per kind of thread, CPU time and voluntary context switches per request (the last repeat's).
+    pub threads: BTreeMap<String, ThreadTotals>,
 }
 
 /// The request pool: `n` requests with lengths uniform in `config.lengths`, ids below the model's
@@ -203,7 +209,9 @@ fn measure(
     };
     // The warm-up runs inside `run_load`; the probe covers it too, a tenth of the calls.
     let probe = Probe::start(&running);
+    let before = ThreadSample::read();
     let report = run_load(running.runtime(), workload, &spec);
+    let threads = before.per_request(&ThreadSample::read(), spec.requests + spec.warmup);
     let conditions = probe.finish(&running);
     let (padded, split) = running
         .executor_stats()
@@ -234,6 +242,7 @@ fn measure(
         } else {
             split as f64 / (padded + split) as f64
         },
+        threads,
     })
 }
 
@@ -250,13 +259,13 @@ pub fn variable_length(config: &VariableLengthConfig) -> Result<Vec<VariableLeng
         .map(|&c| Load::Clients(c))
         .chain(config.rates.iter().map(|&r| Load::Rate(r)))
         .collect();
-    let mut samples: Vec<Vec<VariableLengthRow>> =
-        vec![Vec::new(); loads.len() * Batching::ALL.len()];
+    let setups = &config.setups;
+    let mut samples: Vec<Vec<VariableLengthRow>> = vec![Vec::new(); loads.len() * setups.len()];
     for _ in 0..config.repeats.max(1) {
         for (l, load) in loads.iter().enumerate() {
-            for (b, batching) in Batching::ALL.into_iter().enumerate() {
-                let row = measure(config, &workload, batching, *load)?;
-                samples[l * Batching::ALL.len() + b].push(row);
+            for (b, batching) in setups.iter().enumerate() {
+                let row = measure(config, &workload, *batching, *load)?;
+                samples[l * setups.len() + b].push(row);
             }
         }
     }
@@ -273,6 +282,7 @@ pub fn variable_length(config: &VariableLengthConfig) -> Result<Vec<VariableLeng
                 rows_per_call: pick(|r| r.rows_per_call),
                 ms_per_call: pick(|r| r.ms_per_call),
                 split_share: pick(|r| r.split_share),
+                threads: runs[runs.len() - 1].threads.clone(),
             }
         })
         .collect())
@@ -310,6 +320,38 @@ pub fn variable_length_table(rows: &[VariableLengthRow]) -> String {
     out
 }
 
+/// Per set-up and load, each kind of thread's CPU µs and voluntary context switches per request,
+/// as a Markdown table (one column pair per thread group seen).
+pub fn variable_length_thread_table(rows: &[VariableLengthRow]) -> String {
+    let groups: std::collections::BTreeSet<&String> =
+        rows.iter().flat_map(|r| r.threads.keys()).collect();
+    let mut out = String::from("| load | batching |");
+    for g in &groups {
+        out.push_str(&format!(" {g} CPU µs | {g} switches |"));
+    }
+    out.push_str("\n|---|---|");
+    out.push_str(&"---|---|".repeat(groups.len()));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&format!("| {} | {} |", r.load, r.batching.name()));
+        for g in &groups {
+            let t = r.threads.get(*g).copied().unwrap_or_default();
+            if g.as_str() == crate::threads::ALL {
+                // The process's switches are not counted (its ended threads' are lost).
+                out.push_str(&format!(" {:.1} | – |", t.cpu_seconds * 1e6));
+            } else {
+                out.push_str(&format!(
+                    " {:.1} | {:.2} |",
+                    t.cpu_seconds * 1e6,
+                    t.voluntary
+                ));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +373,7 @@ mod tests {
             max_delay_us: 2000,
             repeats: 1,
             seed: 3,
+            setups: Batching::ALL.to_vec(),
         };
         let pool = workload(&config, 200).unwrap();
         let lengths: Vec<usize> = (0..200)

@@ -121,6 +121,9 @@ pub struct OperatorFactory {
     /// Whether the plan has one model node (not told to wait always), whose lone jobs may then
     /// run on the worker while its executor is idle (see [`ModelOperator`]).
     one_model_node: bool,
+    /// The graph's admission counters, which tell that node's operator whether a lone job holds
+    /// every request in flight ([`ModelOperator::in_flight`]).
+    admission: Option<AdmissionGauge>,
 }
 
 impl std::fmt::Debug for OperatorFactory {
@@ -262,6 +265,7 @@ impl OperatorFactory {
                     (Some(m), None) if m.batching.wait != weir_engine::spec::BatchWait::Always
                 )
             },
+            admission: shared.admission.cloned(),
         };
         let needs_runtime = plan.nodes.iter().any(|n| match &n.node.kind {
             NodeKind::Model(m) => m.replicas.contains(&ReplicaTarget::Local) || m.parity.is_some(),
@@ -531,6 +535,7 @@ impl NodeFactory for OperatorFactory {
                         .cloned()
                         .unwrap_or_else(|| Deadlines::new(None, Arc::default())),
                     run_here: self.one_model_node,
+                    in_flight: self.admission.clone().filter(|_| self.one_model_node),
                 }
                 .build(input, Arc::clone(executor)))
             }

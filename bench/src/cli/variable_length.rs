@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::variable_length::{variable_length, variable_length_table, VariableLengthConfig};
+use crate::variable_length::{
+    variable_length, variable_length_table, variable_length_thread_table, Batching,
+    VariableLengthConfig,
+};
 
 #[derive(Debug, Args)]
 pub(super) struct VariableLengthArgs {
@@ -20,7 +23,7 @@ pub(super) struct VariableLengthArgs {
     #[arg(long, default_value_t = 128)]
     max_len: usize,
     /// Requests per measurement (a tenth more warm up first).
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 20000)]
     requests: usize,
     /// Closed-loop client counts.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
@@ -40,6 +43,12 @@ pub(super) struct VariableLengthArgs {
     /// Seed of the request pool.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Set-ups to run (default all): none, same-length, padded, padded-always.
+    #[arg(long, value_delimiter = ',', value_parser = parse_setup)]
+    setups: Vec<Batching>,
+    /// Also print each kind of thread's CPU time and voluntary context switches per request.
+    #[arg(long)]
+    threads: bool,
     /// Where to save a PNG plot.
     #[arg(long, default_value = "benchmarks/variable_length/variable_length.png")]
     plot: PathBuf,
@@ -56,6 +65,11 @@ pub(super) fn run(args: VariableLengthArgs) -> Result<()> {
         max_delay_us: args.max_delay_us,
         repeats: args.repeats.max(1),
         seed: args.seed,
+        setups: if args.setups.is_empty() {
+            Batching::ALL.to_vec()
+        } else {
+            args.setups
+        },
     };
     let rows = variable_length(&config)?;
     super::print_machine(Some(format!(
@@ -69,6 +83,21 @@ pub(super) fn run(args: VariableLengthArgs) -> Result<()> {
         super::load_average()
     )))?;
     print!("{}", variable_length_table(&rows));
+    if args.threads {
+        print!("\n{}", variable_length_thread_table(&rows));
+    }
     super::write_plot(&args.plot, |p| crate::plot::plot_variable_length(&rows, p));
     Ok(())
+}
+
+fn parse_setup(s: &str) -> Result<Batching, String> {
+    match s {
+        "none" => Ok(Batching::None),
+        "same-length" => Ok(Batching::SameLength),
+        "padded" => Ok(Batching::Padded),
+        "padded-always" => Ok(Batching::PaddedAlways),
+        _ => Err(format!(
+            "`{s}`: one of none, same-length, padded, padded-always"
+        )),
+    }
 }

@@ -17,8 +17,13 @@
 //! lone job on the worker itself when the executor is idle
 //! ([`super::replicas::InferenceService::try_run_here`]), and emits its outputs in the same
 //! activation. That saves the two thread hand-offs (worker → session thread → worker) of an idle
-//! node; blocking the worker for the call holds up no other model node, and under load jobs are
-//! not lone and go through the queue as above.
+//! node; blocking the worker for the call holds up no other model node. It pays only while no
+//! other request is in the graph: a worker blocked in a call cannot admit the next requests into
+//! the dataflow nor answer finished ones, so with other requests in flight (other clients, whose
+//! answers and next requests would overlap the call on another core) the job goes to the session
+//! thread instead. Where the graph's admission counters are known (`in_flight`), a job runs here
+//! only when it holds every request admitted and not answered; under load jobs are not lone
+//! either and go through the queue as above.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -34,6 +39,7 @@ use weir_engine::batch::{Batch, TensorColumn};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::lineage::append_hop;
 use weir_engine::request::{RequestError, RowError};
+use weir_engine::runtime::AdmissionGauge;
 use weir_engine::trace::{hop_span_id, wall_time, HopRecord, JobTrace, SpanContext};
 
 use super::executor::Job;
@@ -62,6 +68,9 @@ pub struct ModelOperator {
     /// Whether a lone job may run on the worker while the executor is idle (for a graph's only
     /// model node; see the module doc).
     pub run_here: bool,
+    /// The graph's admission counters: with them, a lone job runs here only when it holds every
+    /// request in flight (`None`, in a cluster: whenever it is lone).
+    pub in_flight: Option<AdmissionGauge>,
 }
 
 struct InFlight {
@@ -222,7 +231,11 @@ impl ModelOperator {
                     // 3. Offer pending jobs until the queue is full; one whose rows nobody waits
                     //    for any more is answered instead (its outcome arrives on the channel).
                     let now = Instant::now();
-                    let lone = op.run_here && pending.len() == 1;
+                    let lone = op.run_here
+                        && match pending.front() {
+                            Some((_, job)) if pending.len() == 1 => op.holds_every_request(job),
+                            _ => false,
+                        };
                     let mut ran_here = false;
                     while let Some((token, job)) = pending.pop_front() {
                         let Some(job) = job.unless_expired(&op.node, now) else {
@@ -253,6 +266,14 @@ impl ModelOperator {
             }
         });
         (ok_stream, err_stream)
+    }
+
+    /// Whether `job` holds every request in flight in the graph ([`holds_every_request`]).
+    fn holds_every_request(&self, job: &Job) -> bool {
+        holds_every_request(
+            self.in_flight.as_ref().map(AdmissionGauge::in_flight),
+            job.rows(),
+        )
     }
 
     /// The trace of a job of batch `seq` holding the rows of `request_ids`, if any is sampled.
@@ -307,5 +328,30 @@ impl ModelOperator {
                 node: self.node.clone(),
                 message: e.to_string(),
             })
+    }
+}
+
+/// Whether a job of `rows` rows holds every request in flight when `in_flight` requests are
+/// admitted and not answered (`None`: not known, taken as yes), so that running it on the worker
+/// holds up no other request (module doc).
+fn holds_every_request(in_flight: Option<usize>, rows: usize) -> bool {
+    in_flight.is_none_or(|n| n <= rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_every_request;
+
+    #[test]
+    fn a_lone_job_runs_here_only_when_no_other_request_is_in_flight() {
+        // One client: its request is the only one in flight.
+        assert!(holds_every_request(Some(1), 1));
+        // Four clients, all four rows in the job: nobody else can need the worker.
+        assert!(holds_every_request(Some(4), 4));
+        // Four clients, two rows in the job: the other two would wait behind the call.
+        assert!(!holds_every_request(Some(4), 2));
+        assert!(!holds_every_request(Some(2), 1));
+        // In a cluster the count is not known here: a lone job runs here as before.
+        assert!(holds_every_request(None, 1));
     }
 }

@@ -183,7 +183,8 @@ impl std::fmt::Debug for Job {
 }
 
 impl Job {
-    fn rows(&self) -> usize {
+    /// Rows it holds.
+    pub fn rows(&self) -> usize {
         self.inputs.first().map(TensorColumn::len).unwrap_or(0)
     }
 
