@@ -108,8 +108,11 @@ fn perf_analyzer_completes_over_http_and_grpc_and_counts_what_weir_counts() {
             // The server-side count is weir's statistics over the measured window: it differs
             // from the client's by the requests in flight at each of the window's two edges, and
             // by those the load threads finish while perf_analyzer reads the statistics at each
-            // edge (its load never pauses for the reads), a few at most.
-            let edges = 2 * concurrency as u64 + report.client_requests / 100;
+            // edge (its load never pauses for the reads). How many that is depends on how long a
+            // read takes, which a busy machine stretches (a tenth of the window's requests at a
+            // load average of 11), so the bound is a quarter: it still catches a count from
+            // the wrong model or a statistic that does not move.
+            let edges = 2 * concurrency as u64 + report.client_requests / 4;
             assert!(
                 report.server_successes.abs_diff(report.client_requests) <= edges,
                 "{protocol} c{concurrency}: {report:?}"
