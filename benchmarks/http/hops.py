@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Where one HTTP binary request's time goes: thread wake-ups per request, by thread, and (under
-callgrind) instructions per request in and outside ONNX Runtime.
+"""Where one HTTP binary request's time goes: thread wake-ups and minor page faults per request,
+and (under callgrind) instructions per request in and outside ONNX Runtime.
 
 Serves a one-model squeezenet graph with `weir serve`, sends requests one at a time (binary
 tensors, keep-alive), and reads each server thread's voluntary context switches from
@@ -11,7 +11,8 @@ request's call itself when the executor is idle. `--callgrind` runs the server u
 callgrind, collecting only while the measured requests run, and splits the instructions by the
 object they ran in (libonnxruntime is the model; the rest is weir, the kernel interface and libc).
 
-    python3 benchmarks/http/hops.py --weir /work/target-batch/release/weir [--pinned] [--callgrind]
+    python3 benchmarks/http/hops.py --weir target/release/weir [--pinned] [--callgrind]
+        [--callgrind-out FILE]   # keep the profile: callgrind_annotate --inclusive=yes FILE
 """
 
 import argparse
@@ -86,6 +87,12 @@ def switches(pid):
     return out
 
 
+def minor_faults(pid):
+    """The process's minor page faults so far (/proc/<pid>/stat, field 10)."""
+    text = open(f"/proc/{pid}/stat").read()
+    return int(text[text.rindex(")") + 2:].split()[7])
+
+
 def post(conn, header, payload):
     conn.request(
         "POST",
@@ -139,6 +146,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--pinned", action="store_true")
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--callgrind-out", help="keep the callgrind profile here (for callgrind_annotate)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="weir-hops-")
     spec = os.path.join(work, "hops.yaml")
@@ -173,11 +181,13 @@ def main():
             subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True,
                            stdout=subprocess.DEVNULL)
         before = switches(server.pid)
+        faults = minor_faults(server.pid)
         started = time.time()
         for _ in range(args.requests):
             post(conn, header, payload)
         elapsed = time.time() - started
         after = switches(server.pid)
+        faults = minor_faults(server.pid) - faults
         if args.callgrind:
             subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
                            stdout=subprocess.DEVNULL)
@@ -192,6 +202,7 @@ def main():
                 print(f"  {name:24s} {d:6.2f}")
                 total += d
         print(f"  {'all threads':24s} {total:6.2f}")
+        print(f"minor page faults per request: {faults / n:.1f}")
         if args.callgrind:
             time.sleep(2)
             costs = collections.Counter()
@@ -203,6 +214,9 @@ def main():
                   f"ONNX Runtime, {(every - ort) / n:,.0f} outside it")
             for o, c in costs.most_common(8):
                 print(f"  {c / n:14,.0f}  {o}")
+            if args.callgrind_out:
+                for i, f in enumerate(sorted(glob.glob(out + "*"))):
+                    shutil.copy(f, args.callgrind_out + (f".{i}" if i else ""))
     finally:
         server.kill()
         server.wait()

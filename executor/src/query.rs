@@ -41,7 +41,7 @@ use weir_engine::trace::{
     SpanRecord, SpanSink,
 };
 use weir_engine::validate::CallShape;
-use weir_engine::wire::{decode_columns, encode_columns};
+use weir_engine::wire::{decode_columns_owned, encode_columns};
 use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor};
 use zenoh::query::Query;
 use zenoh::Wait;
@@ -173,8 +173,9 @@ pub(crate) fn handle_query(
         );
         return;
     };
-    let bytes = payload.to_bytes();
-    let columns = match decode_columns(&bytes) {
+    // A large payload arrives in fragments, which `to_bytes` joins into a `Vec` of its own: the
+    // columns are built over that `Vec` without another copy.
+    let columns = match decode_columns_owned(payload.to_bytes().into_owned()) {
         Ok(c) => c,
         Err(e) => {
             reply_error(

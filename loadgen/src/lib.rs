@@ -38,7 +38,7 @@ use weir_engine::request::{RequestError, Response};
 use weir_engine::runtime::GraphRuntime;
 use weir_engine::tensor::DType;
 
-use crate::workload::Workload;
+use crate::workload::{WorkItem, Workload};
 
 /// How requests arrive.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -328,26 +328,34 @@ impl QuerySizes<'_> {
     }
 }
 
-/// Submits query `i` (`rows` rows from the workload) and calls `done` once with when its last row
+/// Query `i`'s rows (`rows` items from the workload), copied out of the pool. A client holds its
+/// request before it sends it, so this copy is made before the request's clock starts: it is the
+/// pool's cost, not the graph's (a 602 KB image takes a visible part of a millisecond).
+fn query_items(workload: &Workload, i: usize, rows: usize) -> Vec<WorkItem> {
+    (0..rows.max(1)).map(|k| workload.item(i + k)).collect()
+}
+
+/// Submits a query's rows (from [`query_items`]) and calls `done` once with when its last row
 /// was answered and its outcome; `Err` (with `done` uncalled) when it was refused at admission.
 fn submit_query(
     runtime: &GraphRuntime,
-    workload: &Workload,
-    i: usize,
-    rows: usize,
+    items: Vec<WorkItem>,
     done: impl FnOnce(Instant, Result<Response, RequestError>, Option<i64>) + Send + 'static,
 ) -> Result<(), (RequestError, Option<i64>)> {
-    if rows <= 1 {
-        let item = workload.item(i);
-        let label = item.label;
-        return runtime
-            .submit(
-                item.inputs,
-                Box::new(move |r| done(Instant::now(), r, label)),
-            )
-            .map(|_| ())
-            .map_err(|e| (e, label));
-    }
+    let rows = items.len();
+    let items = match <[WorkItem; 1]>::try_from(items) {
+        Ok([item]) => {
+            let label = item.label;
+            return runtime
+                .submit(
+                    item.inputs,
+                    Box::new(move |r| done(Instant::now(), r, label)),
+                )
+                .map(|_| ())
+                .map_err(|e| (e, label));
+        }
+        Err(items) => items,
+    };
     // The last row to be answered reports the query: its outcome, or the first error.
     struct Pending<F> {
         left: usize,
@@ -359,8 +367,9 @@ fn submit_query(
         result: None,
         done: Some(done),
     }));
-    let group = (0..rows)
-        .map(|k| {
+    let group = items
+        .into_iter()
+        .map(|item| {
             let pending = Arc::clone(&pending);
             let responder: weir_engine::request::Responder = Box::new(move |r| {
                 let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -375,7 +384,7 @@ fn submit_query(
                     }
                 }
             });
-            (workload.item(i + k).inputs, responder)
+            (item.inputs, responder)
         })
         .collect();
     runtime
@@ -412,16 +421,11 @@ fn drive(
                             std::thread::sleep(pause);
                         }
                         let (rtx, rrx) = bounded(1);
+                        let items = query_items(workload, offset + i, sizes.rows(offset + i));
                         let sent = Instant::now();
-                        let result = match submit_query(
-                            runtime,
-                            workload,
-                            offset + i,
-                            sizes.rows(offset + i),
-                            move |at, r, label| {
-                                let _ = rtx.send((at, r, label));
-                            },
-                        ) {
+                        let result = match submit_query(runtime, items, move |at, r, label| {
+                            let _ = rtx.send((at, r, label));
+                        }) {
                             Ok(()) => rrx.recv().unwrap_or_else(|_| {
                                 (
                                     Instant::now(),
@@ -462,27 +466,22 @@ fn drive(
                             at += Duration::from_secs_f64(g.sample(&mut rng));
                         }
                         let scheduled = started + at;
+                        let items = query_items(workload, offset + i, sizes.rows(offset + i));
                         let now = Instant::now();
                         if scheduled > now {
                             std::thread::sleep(scheduled - now);
                         }
                         let late = Instant::now().saturating_duration_since(scheduled);
                         let (tx2, pb3) = (tx.clone(), pb2.clone());
-                        let submitted = submit_query(
-                            runtime,
-                            workload,
-                            offset + i,
-                            sizes.rows(offset + i),
-                            move |at, r, label| {
-                                let _ = tx2.send(Outcome {
-                                    latency: at.saturating_duration_since(scheduled),
-                                    late,
-                                    result: r,
-                                    label,
-                                });
-                                pb3.inc(1);
-                            },
-                        );
+                        let submitted = submit_query(runtime, items, move |at, r, label| {
+                            let _ = tx2.send(Outcome {
+                                latency: at.saturating_duration_since(scheduled),
+                                late,
+                                result: r,
+                                label,
+                            });
+                            pb3.inc(1);
+                        });
                         if let Err((e, label)) = submitted {
                             let _ = tx.send(Outcome {
                                 latency: scheduled.elapsed(),

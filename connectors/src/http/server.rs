@@ -23,7 +23,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 use weir_engine::runtime::GraphRuntime;
 
-use super::body::{read_body, ByteBudget, BytesPermit};
+use super::body::{read_infer_body, ByteBudget, BytesPermit, InferBody};
 use super::describe;
 use super::error::ServeError;
 use super::listener::{serve_connections, ConnectionCounters, ConnectionLimits};
@@ -33,8 +33,8 @@ use super::state::{authorize, HttpConfig, ServerState};
 use crate::models::control::ModelControl;
 use crate::models::{LookupError, ModelTable, ModelVersion, Models};
 use crate::oip::{
-    parse_infer_request, run_infer, InferRequest, ModelLess, OipError, ProtocolError,
-    RequestTracing, HEADER_LENGTH,
+    parse_infer_request, parse_infer_request_split, run_infer, InferRequest, ModelLess, OipError,
+    ProtocolError, RequestTracing, HEADER_LENGTH,
 };
 
 /// A server over running graphs; each graph is a v2 model named by the graph's name.
@@ -390,20 +390,27 @@ async fn infer_inner(
     let declared = byte_count(headers, header::CONTENT_LENGTH.as_str(), "Content-Length")?;
     let mut permit = BytesPermit::new(&s.bytes_budget);
     let timeout_ms = s.config.request_timeout.as_millis() as u64;
-    let bytes = read_body(
+    let header_length = byte_count(headers, HEADER_LENGTH, "Inference-Header-Content-Length")?;
+    let body = read_infer_body(
         body,
         declared,
+        header_length,
         s.config.max_body_bytes,
         &mut permit,
         deadline,
         timeout_ms,
     )
     .await?;
-    let header_length = byte_count(headers, HEADER_LENGTH, "Inference-Header-Content-Length")?;
-    let mut request = parse_infer_request(&bytes, header_length)?;
+    let mut request = match body {
+        InferBody::Whole(bytes) => parse_infer_request(&bytes, header_length)?,
+        InferBody::Split {
+            json,
+            parts,
+            tail_len,
+        } => parse_infer_request_split(&json, parts, tail_len)?,
+    };
     request.trace = tracing;
     crate::access_log::note_request_id(request.id.as_deref());
-    drop(bytes);
     // The permit is held until the answer, for the larger of the body and its parsed tensors:
     // numeric tensors are about the body's size, BYTES elements several times their text.
     let parsed = request

@@ -213,6 +213,11 @@ pub(super) fn binary_data(
 fn binary<T: OipElement>(mut rest: &[u8], expected: usize) -> Result<Vec<T>, String> {
     // Every element takes at least `MIN_BINARY_BYTES` of the data: never reserve past that.
     let mut out = Vec::with_capacity(expected.min(rest.len() / T::MIN_BINARY_BYTES));
+    // Exactly the shape's elements of a type every bit pattern of which is one: a single pass.
+    if expected.checked_mul(T::MIN_BINARY_BYTES) == Some(rest.len()) && T::extend_le(&mut out, rest)
+    {
+        return Ok(out);
+    }
     while !rest.is_empty() {
         if out.len() == expected {
             return Err(format!(

@@ -91,6 +91,15 @@ pub(super) trait OipElement: Sized {
     /// Takes one element off the front of `rest`, or says why the bytes there are not one.
     fn take_binary(rest: &mut &[u8]) -> Result<Self, String>;
 
+    /// Appends the little-endian elements `bytes` holds to `out` in one pass (a loop the compiler
+    /// turns into a vectorised copy), when every bit pattern of the type's width is an element
+    /// and `bytes` is a whole number of them; `false`, appending nothing, otherwise. BOOL (a
+    /// byte other than 0 or 1 is refused) and BYTES (lengths to check) are read element by
+    /// element with [`OipElement::take_binary`].
+    fn extend_le(_out: &mut Vec<Self>, _bytes: &[u8]) -> bool {
+        false
+    }
+
     /// Why the element has no JSON form, if it has none (every type but BYTES always has one).
     fn json_fault(&self) -> Option<EncodeFault> {
         None
@@ -186,6 +195,25 @@ fn take_le<const N: usize>(rest: &mut &[u8]) -> Result<[u8; N], String> {
     Ok(*head)
 }
 
+/// Appends the `N`-byte little-endian elements of `bytes` to `out` when `bytes` is a whole
+/// number of them. `chunks_exact` is a trusted length, so `out` grows once and the loop has no
+/// per-element checks left.
+fn extend_from_le<const N: usize, T>(
+    out: &mut Vec<T>,
+    bytes: &[u8],
+    from_le: impl Fn([u8; N]) -> T,
+) -> bool {
+    if !bytes.len().is_multiple_of(N) {
+        return false;
+    }
+    out.extend(bytes.chunks_exact(N).map(|c| {
+        let mut a = [0u8; N];
+        a.copy_from_slice(c);
+        from_le(a)
+    }));
+    true
+}
+
 impl OipElement for bool {
     const DTYPE: DType = DType::Bool;
     const MIN_BINARY_BYTES: usize = 1;
@@ -241,6 +269,10 @@ macro_rules! integers {
 
             fn take_binary(rest: &mut &[u8]) -> Result<Self, String> {
                 take_le(rest).map(<$t>::from_le_bytes)
+            }
+
+            fn extend_le(out: &mut Vec<Self>, bytes: &[u8]) -> bool {
+                extend_from_le::<{ std::mem::size_of::<$t>() }, $t>(out, bytes, <$t>::from_le_bytes)
             }
 
             fn write_json<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -336,6 +368,10 @@ macro_rules! floats {
 
             fn take_binary(rest: &mut &[u8]) -> Result<Self, String> {
                 take_le(rest).map(<$t>::from_le_bytes)
+            }
+
+            fn extend_le(out: &mut Vec<Self>, bytes: &[u8]) -> bool {
+                extend_from_le::<{ std::mem::size_of::<$t>() }, $t>(out, bytes, <$t>::from_le_bytes)
             }
 
             fn write_json<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -5,6 +5,7 @@
 //!
 //! - `request.rs`: requests, JSON and the binary tensor data extension, parsed into weir tensors;
 //! - `data.rs`: one input's shape and data, every size checked before it sizes anything;
+//! - `tail.rs`: a binary body's tensors decoded as its bytes arrive, straight into their elements;
 //! - `element.rs`: what an element of each datatype may be in JSON and binary, both ways;
 //! - `parts.rs`: inputs given as parts (raw bytes or typed values) by a protobuf transport;
 //! - `reply.rs`: replies written back, JSON or binary per output;
@@ -24,6 +25,7 @@ mod parts;
 mod paths;
 mod reply;
 mod request;
+mod tail;
 mod traces;
 
 pub use error::{OipError, ProtocolError};
@@ -32,9 +34,10 @@ pub use modelless::{InferFuture, ModelLess, ModelLessModel, MODELLESS_VERSION};
 pub use parts::{input_from_parts, InputContents, TypedValues};
 pub use reply::{encode_infer_reply, ReplyError, ReplyTensor};
 pub use request::{
-    parse_infer_request, InferRequest, InputTensor, RequestedOutput, HEADER_LENGTH,
-    PARAMETERS_MAX_BYTES,
+    binary_layout, parse_infer_request, parse_infer_request_split, InferRequest, InputTensor,
+    RequestedOutput, HEADER_LENGTH, PARAMETERS_MAX_BYTES,
 };
+pub use tail::{TailDecoder, TailError};
 pub use traces::{RequestTracing, Traces};
 
 #[cfg(test)]

@@ -179,11 +179,59 @@ fn request_parameters(raw: Option<&RawValue>) -> Result<Option<Arc<str>>, Protoc
     Ok((!empty).then(|| Arc::from(text)))
 }
 
+/// Where the inputs' binary data comes from: the bytes after the JSON header, or the inputs'
+/// elements already decoded from them as they arrived (`tail.rs`), in input order.
+enum Binary<'a> {
+    Raw(&'a [u8]),
+    Decoded {
+        parts: std::vec::IntoIter<TensorData>,
+        left: usize,
+    },
+}
+
+impl Binary<'_> {
+    /// Binary bytes not yet taken by an input.
+    fn remaining(&self) -> usize {
+        match self {
+            Binary::Raw(b) => b.len(),
+            Binary::Decoded { left, .. } => *left,
+        }
+    }
+
+    /// The next input's `size` bytes (at most [`Binary::remaining`]) as `expected` elements of
+    /// `dtype`.
+    fn take(
+        &mut self,
+        size: usize,
+        dtype: DType,
+        expected: usize,
+        field: &str,
+    ) -> Result<TensorData, ProtocolError> {
+        match self {
+            Binary::Raw(b) => {
+                let (mine, rest) = b.split_at(size);
+                *b = rest;
+                data::binary_data(mine, dtype, expected, field)
+            }
+            Binary::Decoded { parts, left } => {
+                // The parts were decoded by `binary_layout` of this same header, so they agree
+                // with it; a disagreement is refused, never trusted.
+                let part = parts
+                    .next()
+                    .filter(|p| p.dtype() == dtype && p.len() == expected)
+                    .ok_or_else(|| perr(field, "does not match the decoded binary data"))?;
+                *left -= size;
+                Ok(part)
+            }
+        }
+    }
+}
+
 /// Decodes input `i`'s tensor, taking its binary data (if any) from the front of `binary`.
 fn parse_input(
     i: usize,
     input: &RawInput<'_>,
-    binary: &mut &[u8],
+    binary: &mut Binary<'_>,
     body_len: usize,
 ) -> Result<InputTensor, ProtocolError> {
     let name = quote(&input.name);
@@ -197,13 +245,13 @@ fn parse_input(
                 .map_err(|_| perr(&size_field, "must be a non-negative integer"))?;
             let size = usize::try_from(size)
                 .ok()
-                .filter(|&s| s <= binary.len())
+                .filter(|&s| s <= binary.remaining())
                 .ok_or_else(|| {
                     perr(
                         &size_field,
                         format!(
                             "{size} bytes, but only {} binary bytes remain in the body",
-                            binary.len()
+                            binary.remaining()
                         ),
                     )
                 })?;
@@ -220,12 +268,7 @@ fn parse_input(
                     ));
                 }
             }
-            let (mine, rest) = binary.split_at(size);
-            *binary = rest;
-            (
-                shape,
-                data::binary_data(mine, dtype, expected, &size_field)?,
-            )
+            (shape, binary.take(size, dtype, expected, &size_field)?)
         }
         (None, Some(raw)) => {
             let (shape, expected) = data::checked_shape(&input.shape, body_len, &field("shape"))?;
@@ -276,7 +319,7 @@ pub fn parse_infer_request(
     body: &[u8],
     header_length: Option<usize>,
 ) -> Result<InferRequest, ProtocolError> {
-    let (json, mut binary) = match header_length {
+    let (json, binary) = match header_length {
         Some(n) if n > body.len() => {
             return Err(perr(
                 "Inference-Header-Content-Length",
@@ -286,16 +329,81 @@ pub fn parse_infer_request(
         Some(n) => body.split_at(n),
         None => (body, &[][..]),
     };
+    parse_parts(json, Binary::Raw(binary), body.len())
+}
+
+/// Parses a binary request whose tensors were decoded as the body arrived (`tail.rs`): `json` is
+/// the header, `parts` the binary inputs' elements in input order, decoded from the `tail_len`
+/// bytes after the header by the layout [`binary_layout`] read from this same header.
+///
+/// # Errors
+/// As [`parse_infer_request`].
+pub fn parse_infer_request_split(
+    json: &[u8],
+    parts: Vec<TensorData>,
+    tail_len: usize,
+) -> Result<InferRequest, ProtocolError> {
+    let binary = Binary::Decoded {
+        parts: parts.into_iter(),
+        left: tail_len,
+    };
+    parse_parts(json, binary, json.len().saturating_add(tail_len))
+}
+
+/// The binary inputs' element types and byte sizes, in input order, when the header `json`
+/// states a binary layout that can be decoded as the `tail_len` bytes after it arrive: every
+/// binary input of a type whose every bit pattern is an element (not BOOL, not BYTES), its
+/// `binary_data_size` exactly its shape's elements times the width, the sizes adding up to
+/// `tail_len`. `None` for any other header, which is then parsed whole by
+/// [`parse_infer_request`], naming what is wrong.
+pub fn binary_layout(json: &[u8], tail_len: usize) -> Option<Vec<(DType, usize)>> {
+    let raw: RawRequest<'_> = serde_json::from_slice(json).ok()?;
+    let body_len = json.len().checked_add(tail_len)?;
+    let mut layout = Vec::with_capacity(raw.inputs.len());
+    let mut total = 0usize;
+    for input in &raw.inputs {
+        let params = known_parameters(input.parameters, "").ok()?;
+        match (params.binary_data_size, input.data) {
+            (Some(size), None) => {
+                let dtype = DType::from_oip_name(&input.datatype)?;
+                if matches!(dtype, DType::Bool | DType::Bytes) {
+                    return None;
+                }
+                let size = usize::try_from(serde_json::from_str::<u64>(size.get()).ok()?).ok()?;
+                let (_, expected) = data::checked_shape(&input.shape, body_len, "").ok()?;
+                if expected.checked_mul(dtype.byte_width()?) != Some(size) {
+                    return None;
+                }
+                total = total.checked_add(size)?;
+                layout.push((dtype, size));
+            }
+            (None, Some(_)) => {}
+            _ => return None,
+        }
+    }
+    (total == tail_len).then_some(layout)
+}
+
+/// Parses the JSON header `json` of a `body_len`-byte body, the binary inputs' data taken from
+/// `binary`.
+fn parse_parts(
+    json: &[u8],
+    mut binary: Binary<'_>,
+    body_len: usize,
+) -> Result<InferRequest, ProtocolError> {
     let raw: RawRequest<'_> = serde_json::from_slice(json)
         .map_err(|e| perr("body", format!("invalid JSON: {}", quote(&e.to_string()))))?;
     let mut inputs = Vec::with_capacity(raw.inputs.len());
     for (i, input) in raw.inputs.iter().enumerate() {
-        inputs.push(parse_input(i, input, &mut binary, body.len())?);
+        inputs.push(parse_input(i, input, &mut binary, body_len)?);
     }
-    if !binary.is_empty() {
+    if binary.remaining() != 0 {
         return Err(perr(
             "body",
-            format!("{} binary bytes left over after every input", binary.len()),
+            format!(
+                "{} binary bytes left over after every input",
+                binary.remaining()
+            ),
         ));
     }
     let binary_by_default =
@@ -327,7 +435,7 @@ pub fn parse_infer_request(
         inputs,
         outputs,
         binary_by_default,
-        body_bytes: body.len(),
+        body_bytes: body_len,
         trace: None,
     })
 }

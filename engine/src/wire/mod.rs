@@ -14,16 +14,22 @@
 //! lengths; should any panic remain reachable in it, `decode_guarded` catches it as the last
 //! line of defence, because a panic in a zenoh callback or a timely worker would take the whole
 //! process down.
+//!
+//! Decoding builds the columns over the payload's own bytes: arrow's push decoder slices its
+//! `Buffer` for every array whose data lies aligned in it (IPC pads bodies to 8 bytes), and copies
+//! only one that does not. A payload handed over as an owned `Vec` ([`decode_columns_owned`], what
+//! zenoh's reassembly of a fragmented message yields) is therefore never copied again; a borrowed
+//! one is copied once, as arrow's reader would.
 
 mod frame;
 mod schema;
 
-use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow_ipc::reader::StreamReader;
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::StreamDecoder;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, Schema};
 
@@ -135,13 +141,11 @@ fn write_ipc(rb: &RecordBatch) -> Result<Vec<u8>, WireError> {
     Ok(out)
 }
 
-fn read_ipc(bytes: &[u8]) -> Result<RecordBatch, WireError> {
-    frame::check_stream(bytes)?;
-    let mut reader = StreamReader::try_new(Cursor::new(bytes), None)?;
-    match reader.next() {
-        Some(rb) => Ok(rb?),
-        None => Err(WireError::Empty),
-    }
+/// The payload's first record batch, its arrays slices of `bytes` where aligned.
+fn read_ipc(mut bytes: Buffer) -> Result<RecordBatch, WireError> {
+    frame::check_stream(bytes.as_slice())?;
+    let mut decoder = StreamDecoder::new();
+    decoder.decode(&mut bytes)?.ok_or(WireError::Empty)
 }
 
 /// Runs a decode of checked bytes, turning a panic inside arrow into [`WireError::Panicked`].
@@ -182,16 +186,26 @@ pub fn encode_columns<'a>(
 /// # Errors
 /// When the bytes are not an IPC stream of tensor columns.
 pub fn decode_columns(bytes: &[u8]) -> Result<Vec<(String, TensorColumn)>, WireError> {
-    decode_guarded(|| {
-        let rb = read_ipc(bytes)?;
-        let schema = rb.schema();
-        schema
-            .fields()
-            .iter()
-            .zip(rb.columns())
-            .map(|(f, c)| Ok((f.name().clone(), TensorColumn::from_arrow(f, c)?)))
-            .collect()
-    })
+    decode_guarded(|| columns_of(read_ipc(Buffer::from(bytes))?))
+}
+
+/// Decodes a payload as [`decode_columns`] does, the columns built over `bytes` itself (no copy
+/// of aligned data).
+///
+/// # Errors
+/// When the bytes are not an IPC stream of tensor columns.
+pub fn decode_columns_owned(bytes: Vec<u8>) -> Result<Vec<(String, TensorColumn)>, WireError> {
+    decode_guarded(|| columns_of(read_ipc(Buffer::from_vec(bytes))?))
+}
+
+fn columns_of(rb: RecordBatch) -> Result<Vec<(String, TensorColumn)>, WireError> {
+    let schema = rb.schema();
+    schema
+        .fields()
+        .iter()
+        .zip(rb.columns())
+        .map(|(f, c)| Ok((f.name().clone(), TensorColumn::from_arrow(f, c)?)))
+        .collect()
 }
 
 /// Encodes a whole batch (ids, lineage, parameters, tensors).
@@ -207,7 +221,11 @@ pub fn encode_batch(batch: &Batch) -> Result<Vec<u8>, WireError> {
 /// # Errors
 /// When the bytes are not such a payload.
 pub fn decode_batch(bytes: &[u8]) -> Result<Batch, WireError> {
-    decode_guarded(|| Ok(Batch::try_from_record_batch(&read_ipc(bytes)?)?))
+    decode_guarded(|| {
+        Ok(Batch::try_from_record_batch(&read_ipc(Buffer::from(
+            bytes,
+        ))?)?)
+    })
 }
 
 /// A batch crosses timely's process boundary as its IPC payload (bincode carries the bytes).

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::validate::{CallShape, RemoteExecutor};
-use weir_engine::wire::{decode_columns, encode_columns};
+use weir_engine::wire::{decode_columns_owned, encode_columns};
 use weir_operators::model::expiry;
 use weir_operators::model::replicas::JobTiming;
 use weir_operators::model::{
@@ -472,7 +472,7 @@ impl QueryEnd {
             Ok(sample) => {
                 self.liveness
                     .sign_of_life(&self.completions, &self.node, &self.replica);
-                self.decode(&sample.payload().to_bytes())
+                self.decode(sample.payload().to_bytes().into_owned())
             }
             Err(err) => {
                 let body = err.payload().to_bytes();
@@ -531,14 +531,14 @@ impl QueryEnd {
         }
     }
 
-    fn decode(&self, bytes: &[u8]) -> Result<Vec<TensorColumn>, ReplicaError> {
+    fn decode(&self, bytes: Vec<u8>) -> Result<Vec<TensorColumn>, ReplicaError> {
         let bad = |message: String| {
             ReplicaError::Failed(ExecError::Inference {
                 node: self.node.clone(),
                 message: format!("executor `{}` replied {message}", self.replica),
             })
         };
-        let columns = decode_columns(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
+        let columns = decode_columns_owned(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
         let names: Vec<String> = self.outputs.iter().map(|o| o.name.clone()).collect();
         let columns = columns_in_order(columns, &names)
             .map_err(|name| bad(format!("without output `{name}`")))?;
