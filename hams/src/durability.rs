@@ -85,6 +85,10 @@ pub struct ApplyQueue<T> {
     /// The last whole-state transfer applied: a second copy of it is a duplicate (a version
     /// applies at most once), and applying it after later versions would take the state back.
     last_full: Option<(Epoch, Seq)>,
+    /// Whether `applied` was reached by applying a tuple of this epoch (not set by a reset): a
+    /// whole state of that same version, re-shipped because its acknowledgement was lost, is
+    /// then a duplicate, while after a reset it is the state to take.
+    applied_here: bool,
     pending: BTreeMap<Seq, (StateHeader, T)>,
 }
 
@@ -95,6 +99,7 @@ impl<T> ApplyQueue<T> {
             epoch,
             applied,
             last_full: None,
+            applied_here: false,
             pending: BTreeMap::new(),
         }
     }
@@ -127,10 +132,13 @@ impl<T> ApplyQueue<T> {
         if header.epoch > self.epoch {
             // A newer primary: what an older one sent is void.
             self.epoch = header.epoch;
+            self.applied_here = false;
             self.pending.clear();
         }
         let repeated_full = header.full
-            && (self.last_full == Some((header.epoch, header.seq)) || header.seq < self.applied);
+            && (self.last_full == Some((header.epoch, header.seq))
+                || header.seq < self.applied
+                || (header.seq == self.applied && self.applied_here));
         if repeated_full || (header.seq <= self.applied && !header.full) {
             return Offer::Duplicate;
         }
@@ -159,6 +167,7 @@ impl<T> ApplyQueue<T> {
             let (h, t) = self.pending.remove(&seq)?;
             self.pending.retain(|&s, _| s > seq);
             self.applied = seq;
+            self.applied_here = true;
             self.last_full = Some((h.epoch, seq));
             return Some((h, t));
         }
@@ -172,6 +181,7 @@ impl<T> ApplyQueue<T> {
         }
         let (h, t) = self.pending.remove(&next)?;
         self.applied = next;
+        self.applied_here = true;
         Some((h, t))
     }
 
@@ -186,6 +196,7 @@ impl<T> ApplyQueue<T> {
     pub fn reset(&mut self, epoch: Epoch, applied: Seq) {
         self.epoch = epoch;
         self.applied = applied;
+        self.applied_here = false;
         self.pending.clear();
     }
 }
@@ -273,5 +284,23 @@ mod tests {
             Offer::Duplicate,
             "an older transfer never takes the state back"
         );
+    }
+
+    #[test]
+    fn a_whole_state_of_the_version_applied_here_is_a_duplicate_but_not_after_a_reset() {
+        let v = DurableView::default();
+        let mut q = ApplyQueue::new(1, 0);
+        q.offer(tuple(1, 1, vec![]), "s1");
+        assert_eq!(q.next_ready(&v).map(|x| x.1), Some("s1"));
+        // Its acknowledgement was lost and the primary re-shipped version 1 whole.
+        assert_eq!(
+            q.offer(full_transfer(1, 1), "whole"),
+            Offer::Duplicate,
+            "version 1 applies once"
+        );
+        // A demoted member starts over at version 0: its state is not its new primary's.
+        q.reset(2, 0);
+        assert_eq!(q.offer(full_transfer(2, 0), "whole0"), Offer::Queued);
+        assert_eq!(q.next_ready(&v).map(|x| x.1), Some("whole0"));
     }
 }
