@@ -157,7 +157,7 @@ pub(crate) fn run_setup(
             &workload,
             &spec(load.requests, load.seed),
         );
-        let after = Counters::read(&running, node, straggler_replica);
+        let after = Counters::settled(&running, node, straggler_replica, &before, report.sent);
         (warm, report, before, after)
     };
     running.shutdown();
@@ -170,6 +170,9 @@ pub(crate) fn run_setup(
     Ok(measured)
 }
 
+/// How long the counters may lag the last answer.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Counters read from the running graph.
 struct Counters {
     parity: Option<ParityStats>,
@@ -178,6 +181,34 @@ struct Counters {
 }
 
 impl Counters {
+    /// [`Counters::read`] once the parity node has counted `sent` more answers than `before`
+    /// (a node may count a job just after answering it), or after [`SETTLE`] if it never does.
+    fn settled(
+        running: &RunningGraph,
+        node: &str,
+        straggler_replica: &str,
+        before: &Counters,
+        sent: usize,
+    ) -> Counters {
+        let answered = |c: &Counters| {
+            c.parity
+                .as_ref()
+                .map_or(0, |p| p.real + p.reconstructed + p.unrecovered)
+        };
+        let want = answered(before) + sent as u64;
+        let deadline = std::time::Instant::now() + SETTLE;
+        loop {
+            let now = Counters::read(running, node, straggler_replica);
+            if now.parity.is_none()
+                || answered(&now) >= want
+                || std::time::Instant::now() > deadline
+            {
+                return now;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     fn read(running: &RunningGraph, node: &str, straggler_replica: &str) -> Counters {
         let parity = running
             .parity_services()
