@@ -345,13 +345,12 @@ pub fn plot_parm_decode(rows: &[crate::parm::decode::DecodeRow], path: &Path) ->
     )
 }
 
+/// A panel's title and its lines: set-up name, latency at p50, p99, p99.9 and max (ms).
+type LatencyPanel = (String, Vec<(String, [f64; 4])>);
+
 /// Panels side by side, one y scale for all: latency (ms, log) at p50, p99, p99.9 and max, one
 /// line per named set-up.
-fn plot_latency_panels(
-    panels: &[(String, Vec<(String, [f64; 4])>)],
-    size: (u32, u32),
-    path: &Path,
-) -> Result<()> {
+fn plot_latency_panels(panels: &[LatencyPanel], size: (u32, u32), path: &Path) -> Result<()> {
     let root = BitMapBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let all = || {
