@@ -19,9 +19,9 @@
 //!   dashboard, against keeping none.
 //! - [`remote`]: a model node on a `weir executor` process over zenoh against in-process, and
 //!   the time from an executor's SIGKILL to its work moving.
-//! - [`parm`]: tail latency with a hiccuping replica, with and without ParM parity coding.
-//! - [`parm_decode`]: ParM's decode rules (`first_available` against the `p99` deadline) with and
-//!   without a straggler: tail gap, fraction reconstructed, accuracy of all answers.
+//! - [`parm`]: ParM against the paper's equal-resources baseline with a straggling replica:
+//!   squeezenet's tail and the coding cost; the digits MLP per decode rule and r, with and
+//!   without the straggler (tail gap, fraction reconstructed, accuracy of all answers).
 //! - [`serf`]: SERF's M/D_interf/c predictions against measured mean latency on ONNX Runtime,
 //!   per fixed configuration and load.
 //! - [`serf_phases`]: SERF's live parallelism switch against every fixed configuration under
@@ -78,7 +78,6 @@ pub mod infaas_profiles;
 pub mod kairos_live;
 pub mod overhead;
 pub mod parm;
-pub mod parm_decode;
 pub mod perf_analyzer;
 pub mod pipeline;
 pub mod plot;

@@ -311,49 +311,90 @@ fn plot_sweep<T>(
 ///
 /// # Errors
 /// When the image cannot be drawn or written (no usable font, say).
-pub fn plot_parm(rows: &[crate::parm::ParmRow], path: &Path) -> Result<()> {
-    let root = BitMapBackend::new(path, (720, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let top = rows.iter().flat_map(|r| r.latency_ms).fold(1.0, f64::max) * 1.5;
-    let bottom = rows
+pub fn plot_parm(rows: &[crate::parm::squeezenet::ParmRow], path: &Path) -> Result<()> {
+    let lines: Vec<(String, [f64; 4])> = rows
         .iter()
-        .flat_map(|r| r.latency_ms)
-        .fold(f64::INFINITY, f64::min)
-        .max(0.1)
-        / 1.5;
-    let labels = ["p50", "p99", "p99.9", "max"];
-    let mut chart = ChartBuilder::on(&root)
-        .caption("ParM: latency with a hiccuping replica", ("sans-serif", 20))
-        .margin(14)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.2f64..3.2f64, (bottom..top).log_scale())
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_labels(4)
-        .x_label_formatter(&|x| {
-            labels
-                .get(x.round().max(0.0) as usize)
-                .copied()
-                .unwrap_or("")
-                .to_string()
-        })
-        .y_desc("latency, ms (log)")
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    let colors = [BLACK, BLUE, RED, GREEN];
-    for (r, color) in rows.iter().zip(colors.iter().cycle()) {
-        let points: Vec<(f64, f64)> = r
-            .latency_ms
+        .map(|r| (r.setup.clone(), r.latency_ms))
+        .collect();
+    plot_latency_panels(
+        &[("ParM: latency with a hiccuping replica".to_string(), lines)],
+        (720, 480),
+        path,
+    )
+}
+
+/// ParM against equal resources on the digits MLP: one panel without the straggler, one with
+/// it; in each, latency (ms, log scale) at p50, p99, p99.9 and max, one line per set-up (the
+/// medians over repeats).
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_parm_decode(rows: &[crate::parm::decode::DecodeRow], path: &Path) -> Result<()> {
+    let panel = |straggler: bool, title: &str| {
+        let lines = rows
             .iter()
-            .enumerate()
-            .map(|(i, v)| (i as f64, v.max(bottom)))
-            .collect();
-        draw_line_with_points(&mut chart, points, *color, r.setup.clone())?;
+            .filter(|r| r.straggler == straggler)
+            .map(|r| (r.arm.name(), r.latency_ms()))
+            .collect::<Vec<_>>();
+        (title.to_string(), lines)
+    };
+    plot_latency_panels(
+        &[panel(false, "no straggler"), panel(true, "straggler on e0")],
+        (1200, 480),
+        path,
+    )
+}
+
+/// A panel's title and its lines: set-up name, latency at p50, p99, p99.9 and max (ms).
+type LatencyPanel = (String, Vec<(String, [f64; 4])>);
+
+/// Panels side by side, one y scale for all: latency (ms, log) at p50, p99, p99.9 and max, one
+/// line per named set-up.
+fn plot_latency_panels(panels: &[LatencyPanel], size: (u32, u32), path: &Path) -> Result<()> {
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let all = || {
+        panels
+            .iter()
+            .flat_map(|(_, lines)| lines.iter().flat_map(|l| l.1))
+    };
+    let top = all().fold(1.0, f64::max) * 1.5;
+    let bottom = all().fold(f64::INFINITY, f64::min).max(0.1) / 1.5;
+    let labels = ["p50", "p99", "p99.9", "max"];
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for ((title, lines), area) in panels.iter().zip(areas.iter()) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 20))
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.2f64..3.2f64, (bottom..top).log_scale())
+            .map_err(|e| anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_labels(4)
+            .x_label_formatter(&|x| {
+                labels
+                    .get(x.round().max(0.0) as usize)
+                    .copied()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .y_desc("latency, ms (log)")
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(|e| anyhow!("{e}"))?;
+        let colors = [BLACK, BLUE, RED, GREEN, MAGENTA];
+        for ((name, latency), color) in lines.iter().zip(colors.iter().cycle()) {
+            let points: Vec<(f64, f64)> = latency
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as f64, v.max(bottom)))
+                .collect();
+            draw_line_with_points(&mut chart, points, *color, name.clone())?;
+        }
+        draw_legend(&mut chart)?;
     }
-    draw_legend(&mut chart)?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The `weir executor` processes the experiments start (remote, ParM, Kairos, HAMS, INFaaS): a
-//! free loopback endpoint for each, and waiting for an executor's ready line; and the `weir
+//! free loopback endpoint for each, waiting for an executor's ready line, and
+//! [`ExecutorProcess`], one serving models under node ids; and the `weir
 //! serve` front ends the INFaaS experiments start, with their address; and the CPU time a process
 //! has used, which the Kairos and pipeline experiments read.
 //!
@@ -10,6 +11,7 @@
 //! needs no `weir` binary built beside it.
 
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -45,6 +47,59 @@ pub fn spawn_ready(cmd: &mut Command, name: &str) -> Result<Child> {
         bail!("executor {name} did not start: `{}`", line.trim());
     }
     Ok(child)
+}
+
+/// A `weir executor` child serving models under node ids (graphs reach a model under their
+/// model node's id); SIGCONTed (a straggler may have frozen it) and SIGKILLed when dropped.
+pub struct ExecutorProcess {
+    child: Child,
+}
+
+impl ExecutorProcess {
+    /// Starts executor `name` listening on `endpoint`, serving `models` (node id, file) with
+    /// `instances` sessions each, and waits for its ready line.
+    ///
+    /// # Errors
+    /// When a model file is missing or the executor does not start.
+    pub fn spawn(
+        name: &str,
+        endpoint: &str,
+        models: &[(&str, &Path)],
+        instances: usize,
+    ) -> Result<Self> {
+        let mut cmd = executor_command(name, endpoint)?;
+        for (node, file) in models {
+            let file =
+                std::fs::canonicalize(file).with_context(|| format!("model {}", file.display()))?;
+            cmd.arg("--model").arg(format!("{node}={}", file.display()));
+        }
+        cmd.args(["--instances", &instances.to_string()]);
+        Ok(ExecutorProcess {
+            child: spawn_ready(&mut cmd, name)?,
+        })
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILLs it (a host failing) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ExecutorProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.child.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
 }
 
 /// A zenoh TCP endpoint on a loopback port free at the time of asking.

@@ -10,13 +10,12 @@
 //! in-flight jobs is re-dispatched to a live replica. Every request must still be answered.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::overhead::{first_input_output, median};
-use crate::process::{executor_command, free_endpoint, spawn_ready};
+use crate::process::{free_endpoint, ExecutorProcess};
 use weir::loadgen::{run_load, Arrival, LoadReport, LoadSpec};
 use weir::workload::Workload;
 use weir::{load_graph, start, RunningGraph, RuntimeOptions};
@@ -64,44 +63,6 @@ pub struct FailoverResult {
     pub requests: usize,
     /// Largest latency of any request over every run, ms.
     pub max_latency_ms: f64,
-}
-
-/// A `weir executor` child, SIGKILLed when dropped.
-pub(crate) struct ExecutorProcess {
-    child: Child,
-}
-
-impl ExecutorProcess {
-    pub(crate) fn spawn(
-        name: &str,
-        endpoint: &str,
-        model: &Path,
-        instances: usize,
-    ) -> Result<Self> {
-        let child = spawn_ready(
-            executor_command(name, endpoint)?
-                .arg("--model")
-                .arg(format!("model={}", model.display()))
-                .args(["--instances", &instances.to_string()]),
-            name,
-        )?;
-        Ok(ExecutorProcess { child })
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ExecutorProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Writes a one-node graph on `replicas` (`local` or executor names at `endpoints`).
@@ -187,7 +148,12 @@ fn load(
 /// Part 1: remote against in-process.
 pub fn remote_overhead(config: &RemoteBenchConfig) -> Result<Vec<RemoteRow>> {
     let endpoint = free_endpoint()?;
-    let _executor = ExecutorProcess::spawn("e0", &endpoint, &config.model, config.instances)?;
+    let _executor = ExecutorProcess::spawn(
+        "e0",
+        &endpoint,
+        &[("model", &config.model)],
+        config.instances,
+    )?;
     let local_path = graph_file(config, &[], "local")?;
     let remote_path = graph_file(config, std::slice::from_ref(&endpoint), "remote")?;
     let (local, local_work) = start_graph(&local_path)?;
@@ -230,7 +196,7 @@ pub fn failover(config: &RemoteBenchConfig) -> Result<FailoverResult> {
     let mut executors = endpoints
         .iter()
         .enumerate()
-        .map(|(i, e)| ExecutorProcess::spawn(&format!("e{i}"), e, &config.model, 1))
+        .map(|(i, e)| ExecutorProcess::spawn(&format!("e{i}"), e, &[("model", &config.model)], 1))
         .collect::<Result<Vec<_>>>()?;
     let path = graph_file(config, &endpoints, "failover")?;
     let (running, workload) = start_graph(&path)?;
@@ -271,8 +237,12 @@ pub fn failover(config: &RemoteBenchConfig) -> Result<FailoverResult> {
         })?;
         detect.push(outcome.0);
         redispatch.push(outcome.1);
-        executors[victim] =
-            ExecutorProcess::spawn(&format!("e{victim}"), &endpoints[victim], &config.model, 1)?;
+        executors[victim] = ExecutorProcess::spawn(
+            &format!("e{victim}"),
+            &endpoints[victim],
+            &[("model", &config.model)],
+            1,
+        )?;
         let deadline = Instant::now() + Duration::from_secs(20);
         while !pool.replica_states()[victim].1 {
             if Instant::now() > deadline {

@@ -81,8 +81,9 @@ enum Experiment {
     /// ParM: tail latency when one replica's host hiccups (SIGSTOP/SIGCONT), against no parity and
     /// against spending the parity instance on one more replica session.
     Parm(parm::ParmArgs),
-    /// ParM's decode rules, `first_available` against the `p99` deadline, with and without a
-    /// straggler: tail gap, fraction reconstructed and accuracy, on the digits MLP.
+    /// ParM on the digits MLP against equal resources, per decode rule (`first_available`, the
+    /// `p99` deadline) and with r = 2, with and without a straggling replica: tail gap and its
+    /// ratio, fraction reconstructed, accuracy of all answers.
     ParmDecode(parm_decode::DecodeArgs),
     /// SERF's predicted mean latency against measured, per configuration and load, on ONNX Runtime.
     Serf(serf::SerfBenchArgs),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::parm::{coding_costs, parm, parm_table, ParmBenchConfig};
+use crate::parm::squeezenet::{coding_costs, parm, parm_table, ParmBenchConfig};
 use crate::plot::{plot_coding_cost, plot_parm};
 
 #[derive(Debug, Args)]

@@ -434,9 +434,14 @@ impl PoolInner {
             }
             Err(ReplicaError::Unavailable(reason)) => {
                 let failures = s.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
-                if failures == FAILURES_BEFORE_DOWN {
-                    warn!(node = %inner.node, replica = s.replica.name(), %reason,
-                        "Replica set aside after failing in a row.");
+                // Every failure from the threshold on sets it aside again: one that is still
+                // failing when its cool-down ends goes back at its next failure, not after
+                // winning the least-outstanding race (it answers at once) for job after job.
+                if failures >= FAILURES_BEFORE_DOWN {
+                    if failures == FAILURES_BEFORE_DOWN {
+                        warn!(node = %inner.node, replica = s.replica.name(), %reason,
+                            "Replica set aside after failing in a row.");
+                    }
                     *s.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(Instant::now() + DOWN_COOLDOWN);
                 }

@@ -209,6 +209,34 @@ fn a_failing_replica_is_set_aside_then_revived() {
 }
 
 #[test]
+fn a_replica_still_failing_after_its_cool_down_is_set_aside_again_at_once() {
+    let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
+    a.fail.store(true, Ordering::SeqCst);
+    let p = pool(&[&a, &b]);
+    let answers = Answers::default();
+    for i in 0..10 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    std::thread::sleep(DOWN_COOLDOWN + Duration::from_millis(50));
+    let before = p.replica_states()[0].3;
+    for i in 10..40 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    assert_answered_once(&answers, 40);
+    let failed: Vec<_> = answers
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|a| a.1.is_err())
+        .cloned()
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    // One more failure after the cool-down sets `a` aside again: it takes no more jobs.
+    let after = p.replica_states()[0].3;
+    assert_eq!(after - before, 1, "{:?}", p.replica_states());
+}
+
+#[test]
 fn model_errors_are_answered_not_retried() {
     struct Broken;
     impl Replica for Broken {

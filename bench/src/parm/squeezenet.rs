@@ -13,15 +13,13 @@
 //! measures latency, not accuracy (degraded-mode accuracy is `benchmarks/parm_accuracy`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
-use crate::process::free_endpoint;
-use crate::remote::{one_node_graph, start_graph, ExecutorProcess};
-use weir::loadgen::{run_load, Arrival, LoadSpec};
+use super::setup::{run_setup, Host, Load, Requests};
+use super::Straggler;
+use crate::remote::one_node_graph;
 
 /// The experiment's settings.
 #[derive(Debug, Clone)]
@@ -49,51 +47,9 @@ pub struct ParmRow {
     pub latency_ms: [f64; 4],
     /// Requests answered by reconstruction.
     pub reconstructed: u64,
-    /// Requests that failed.
-    pub errors: usize,
 }
 
-/// Freezes `pid` for `freeze` every `period` until dropped (then leaves it running).
-pub(crate) struct Hiccups {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status();
-}
-
-impl Hiccups {
-    pub(crate) fn start(pid: u32, freeze: Duration, period: Duration) -> Hiccups {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::Acquire) {
-                std::thread::sleep(period.saturating_sub(freeze));
-                signal(pid, "-STOP");
-                std::thread::sleep(freeze);
-                signal(pid, "-CONT");
-            }
-        });
-        Hiccups {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Hiccups {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Runs the three set-ups.
+/// Runs the three set-ups. Refuses (naming them) when a request failed or was not answered once.
 pub fn parm(config: &ParmBenchConfig) -> Result<Vec<ParmRow>> {
     let model = std::fs::canonicalize(&config.model)?;
     let parity = format!(
@@ -106,63 +62,49 @@ pub fn parm(config: &ParmBenchConfig) -> Result<Vec<ParmRow>> {
         ("equal resources (+1 session)", 2, ""),
         ("ParM", 1, parity.as_str()),
     ];
+    let straggler = Straggler::Freeze {
+        freeze: Duration::from_millis(config.freeze_ms),
+        period: Duration::from_millis(config.period_ms),
+    };
+    let load = Load {
+        rate: config.rate,
+        requests: config.requests,
+        warmup: 20,
+        seed: 11,
+        requests_from: Requests::Random,
+    };
     let mut rows = Vec::new();
+    let mut failures = Vec::new();
     for (name, instances, extra) in setups {
-        let endpoint = free_endpoint()?;
-        let executor = ExecutorProcess::spawn("e0", &endpoint, &model, 1)?;
-        let path = one_node_graph(
+        let host = Host::start("e0", &[("model", model.as_path())], 1, false)?;
+        let graph = one_node_graph(
             &model,
             instances,
-            std::slice::from_ref(&endpoint),
+            &[host.endpoint().to_string()],
             true,
             extra,
             "parm",
         )?;
-        let (running, workload) = start_graph(&path)?;
-        let _ = std::fs::remove_file(&path);
-        let report = {
-            let _hiccups = Hiccups::start(
-                executor.pid(),
-                Duration::from_millis(config.freeze_ms),
-                Duration::from_millis(config.period_ms),
-            );
-            run_load(
-                running.runtime(),
-                &workload,
-                &LoadSpec {
-                    requests: config.requests,
-                    warmup: 20,
-                    arrival: Arrival::Poisson { rate: config.rate },
-                    seed: 11,
-                    label_output: None,
-                    progress: false,
-                },
-            )
+        let measured = run_setup(&graph, "model", &load, Some((&straggler, &host)), "e0");
+        let _ = std::fs::remove_file(&graph);
+        let measured = measured?;
+        let setup = if extra.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} k={}", config.k)
         };
-        let reconstructed = running
-            .parity_services()
-            .first()
-            .map_or(0, |(_, s)| s.stats().reconstructed);
-        running.shutdown();
-        drop(executor);
+        failures.extend(measured.failures.iter().map(|f| format!("{setup}: {f}")));
         rows.push(ParmRow {
-            setup: if extra.is_empty() {
-                name.to_string()
-            } else {
-                format!("{name} k={}", config.k)
-            },
-            latency_ms: [
-                report.latency_ms(0.5),
-                report.latency_ms(0.99),
-                report.latency_ms(0.999),
-                report.latency_ms(1.0),
-            ],
-            reconstructed,
-            errors: report.error_count(),
+            setup,
+            latency_ms: measured.latency_ms,
+            reconstructed: measured.parity.map_or(0, |p| p.reconstructed),
         });
     }
-    if rows.iter().any(|r| r.errors > 0) {
-        bail!("requests failed: {rows:?}");
+    if !failures.is_empty() {
+        bail!(
+            "requests failed or were not answered once:\n{}",
+            failures.join("\n")
+        );
     }
     Ok(rows)
 }
