@@ -181,10 +181,18 @@ impl Replica for LocalReplica {
             enqueued_at,
             deadline,
             trace,
-            done: Box::new(move |r| done(r.map_err(ReplicaError::Failed))),
+            // A refused job (below) is shed, not failed: the pool offers it to another replica.
+            done: Box::new(move |r| {
+                done(r.map_err(|e| match e {
+                    ExecError::Unavailable { message, .. } => ReplicaError::Unavailable(message),
+                    e => ReplicaError::Failed(e),
+                }))
+            }),
         };
         if let Err(job) = self.executor.try_submit(job) {
-            // The queue is shared with nothing else, so this only happens while stopping.
+            // The pool keeps within the queue's capacity, but a job the pool counts as answered
+            // (its answer came another way) may still hold a place in it; and a stopping
+            // executor refuses everything. Either way another replica may take the job.
             (job.done)(Err(ExecError::Unavailable {
                 node: self.executor.config().node.clone(),
                 message: "the local executor's queue refused the job".into(),
