@@ -6,6 +6,13 @@
 //! when outputs come from several nodes, the split behind a fan-out node and every gather, and the
 //! egress. Every node stream is cloned for each reader (timely streams fan out by themselves).
 //! Errors of every node flow to the egress.
+//!
+//! A parity-coded model node (ParM, §4.1) is the plan's three stages wired as operators: the
+//! factory's encoder on the node's input, the deployed model operator on the encoder's tagged
+//! jobs, one model operator per parity model node on that model's parity queries, and the
+//! factory's decoder joining the tags, the deployed model's rows and errors and every parity
+//! model's outputs into the node's one output and error stream ([`ParityEncoded`],
+//! [`ParityJoined`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,6 +59,73 @@ pub trait NodeFactory: Send + Sync + 'static {
     fn gather_counters(&self, _node: &str) -> Arc<GatherStats> {
         Arc::default()
     }
+
+    /// The encoder operator of parity-coded model node `node` on its `input`.
+    ///
+    /// # Errors
+    /// When the node cannot run here; by default, a factory builds no parity coding.
+    fn parity_encode<'s>(
+        &self,
+        node: &PlannedNode,
+        _input: BatchStream<'s>,
+    ) -> Result<ParityEncoded<'s>, CompileError> {
+        Err(no_parity(node))
+    }
+
+    /// The model operator of parity model `t` of parity-coded node `node`, on its `queries`.
+    ///
+    /// # Errors
+    /// When the node cannot run here; by default, a factory builds no parity coding.
+    fn parity_model<'s>(
+        &self,
+        node: &PlannedNode,
+        _t: usize,
+        _queries: BatchStream<'s>,
+    ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError> {
+        Err(no_parity(node))
+    }
+
+    /// The decoder operator of parity-coded node `node`: the node's output and error streams.
+    ///
+    /// # Errors
+    /// When the node cannot run here; by default, a factory builds no parity coding.
+    fn parity_decode<'s>(
+        &self,
+        node: &PlannedNode,
+        _joined: ParityJoined<'s>,
+    ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError> {
+        Err(no_parity(node))
+    }
+}
+
+fn no_parity(node: &PlannedNode) -> CompileError {
+    CompileError {
+        node: node.node.id.clone(),
+        message: "this factory builds no parity coding".into(),
+    }
+}
+
+/// What a parity-coded node's encoder emits.
+pub struct ParityEncoded<'s> {
+    /// The node's jobs, each tagged with its coding group and position, for the deployed model
+    /// operator (at once: encoding never delays dispatch).
+    pub data: BatchStream<'s>,
+    /// The same tagged jobs, for the decoder, which answers their rows.
+    pub tags: BatchStream<'s>,
+    /// Parity model `t`'s queries at index `t`, one batch per full coding group.
+    pub queries: Vec<BatchStream<'s>>,
+    /// Rows the encoder could not take (an input column missing).
+    pub errors: ErrorStream<'s>,
+}
+
+/// What a parity-coded node's decoder joins by coding group.
+pub struct ParityJoined<'s> {
+    /// The encoder's tagged jobs.
+    pub tags: BatchStream<'s>,
+    /// The deployed model operator's rows and errors.
+    pub data: (BatchStream<'s>, ErrorStream<'s>),
+    /// Parity model `t`'s outputs and errors at index `t`.
+    pub parity: Vec<(BatchStream<'s>, ErrorStream<'s>)>,
 }
 
 /// Compiles `plan` into `scope`, reading requests from `ingress` and answering through `replies`.
@@ -123,6 +197,22 @@ pub fn compile<'s>(
                     stats: factory.gather_counters(&node.node.id),
                 };
                 gather_parts(scope, gather, fanout_parents, input)
+            }
+            NodeKind::Model(m) if m.parity.is_some() => {
+                let r = m.parity.as_ref().map_or(0, |p| p.r());
+                let encoded = factory.parity_encode(node, input)?;
+                errors.push(encoded.errors);
+                let data = factory.build(node, encoded.data)?;
+                let mut parity = Vec::with_capacity(r);
+                for (t, queries) in encoded.queries.into_iter().enumerate().take(r) {
+                    parity.push(factory.parity_model(node, t, queries)?);
+                }
+                let joined = ParityJoined {
+                    tags: encoded.tags,
+                    data,
+                    parity,
+                };
+                factory.parity_decode(node, joined)?
             }
             _ => factory.build(node, input)?,
         };

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_engine::compile::{CompileError, NodeFactory};
+use weir_engine::compile::{CompileError, NodeFactory, ParityEncoded, ParityJoined};
 use weir_engine::dataflow::egress::RequestLog;
 use weir_engine::dataflow::exchange::route_rows;
 use weir_engine::dataflow::gather_stats::{GatherSnapshot, GatherStats};
 use weir_engine::dataflow::{BatchStream, ErrorStream};
 use weir_engine::onnx::ElementType;
-use weir_engine::plan::{ModelNode, NodeKind, Plan, PlannedNode};
+use weir_engine::plan::{parity_node_id, ModelNode, NodeKind, Plan, PlannedNode};
 use weir_engine::runtime::AdmissionGauge;
 use weir_engine::validate::{RemoteExecutor, ReplicaTarget};
 
@@ -21,6 +21,7 @@ use crate::model::{
     ExecError, ExecutorConfig, InferenceService, LoadSnapshot, LocalReplica, ModelExecutor,
     ModelOperator, OrtRuntime, Replica, ReplicaPool,
 };
+use crate::parity::DecodeOperator;
 use crate::stateful::{
     LocalStatefulTransport, ManagerLinks, StatefulNodeHandle, StatefulOperator, StatefulTransport,
 };
@@ -108,8 +109,9 @@ pub struct OperatorFactory {
     pools: HashMap<String, ReplicaPool>,
     /// What each model node's operator submits to, by node id.
     services: HashMap<String, Arc<dyn InferenceService>>,
-    /// Parity-coded nodes, by node id.
-    parity: HashMap<String, parity::ParityService>,
+    /// Parity-coded nodes' shared encoder and decoder, by node id (each parity model node's
+    /// service is in `services` under its own id).
+    parity: HashMap<String, parity::ParityNode>,
     /// Stateful nodes (HAMS): proxy and transport, by node id.
     stateful: HashMap<String, (Arc<StatefulNodeHandle>, Arc<dyn StatefulTransport>)>,
     /// Each stateless model node's request deadlines and count of rows expired, by node id.
@@ -307,41 +309,32 @@ impl OperatorFactory {
                     None => ModelExecutor::start(runtime, config.clone())?,
                 }))
             })?;
-            let service = match (&m.parity, &runtime) {
-                (Some(plan), Some(runtime)) => {
-                    // Each parity model is a node of its own: its executor or replica pool.
-                    let mut targets = Vec::with_capacity(plan.r());
-                    for p in &plan.models {
-                        let parity_config = parity_config(&config, p);
-                        let service = factory.serve(
-                            &parity_config,
-                            &p.replicas,
-                            &weir_engine::routing::Routing::default(),
-                            remotes,
-                            |config| ModelExecutor::start(runtime, config.clone()).map(Some),
-                        )?;
-                        targets.push(parity::ParityTarget {
-                            id: p.id.clone(),
-                            service,
-                        });
-                    }
-                    let encoder = match plan.encoder.encoder {
-                        weir_engine::spec::ParityEncoder::Sum => parity::Encoder::Sum,
-                        weir_engine::spec::ParityEncoder::Concat => parity::Encoder::Concat,
-                    };
-                    let coded = parity::ParityService::new(
-                        &n.node.id,
-                        plan.k(),
-                        encoder,
-                        (plan.decoder.decode, plan.decoder.floor),
-                        service,
-                        targets,
-                    );
-                    factory.parity.insert(n.node.id.clone(), coded.clone());
-                    Arc::new(coded) as Arc<dyn InferenceService>
+            if let (Some(plan), Some(runtime)) = (&m.parity, &runtime) {
+                // Each parity model is a node of its own: its executor or replica pool.
+                for p in &plan.models {
+                    let parity_config = parity_config(&config, p);
+                    let service = factory.serve(
+                        &parity_config,
+                        &p.replicas,
+                        &weir_engine::routing::Routing::default(),
+                        remotes,
+                        |config| ModelExecutor::start(runtime, config.clone()).map(Some),
+                    )?;
+                    factory.services.insert(p.id.clone(), service);
                 }
-                _ => service,
-            };
+                let encoder = match plan.encoder.encoder {
+                    weir_engine::spec::ParityEncoder::Sum => parity::Encoder::Sum,
+                    weir_engine::spec::ParityEncoder::Concat => parity::Encoder::Concat,
+                };
+                let coded = parity::ParityNode::new(
+                    &n.node.id,
+                    plan.k(),
+                    encoder,
+                    (plan.decoder.decode, plan.decoder.floor),
+                    plan.models.iter().map(|p| p.id.clone()).collect(),
+                );
+                factory.parity.insert(n.node.id.clone(), coded);
+            }
             factory.services.insert(n.node.id.clone(), service);
             factory.deadlines.insert(
                 n.node.id.clone(),
@@ -418,7 +411,7 @@ impl OperatorFactory {
     }
 
     /// Parity-coded nodes (ParM) by node id, sorted.
-    pub fn parity_services(&self) -> Vec<(String, parity::ParityService)> {
+    pub fn parity_services(&self) -> Vec<(String, parity::ParityNode)> {
         by_node(self.parity.iter().map(|(k, p)| (k.clone(), p.clone())))
     }
 
@@ -485,11 +478,7 @@ impl NodeFactory for OperatorFactory {
     ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError> {
         let n = &node.node;
         let input_columns: Vec<String> = n.inputs.iter().map(|p| p.column.clone()).collect();
-        let output_columns = n
-            .outputs
-            .iter()
-            .map(|(o, _)| Arc::from(n.column(o).as_str()))
-            .collect();
+        let output_columns = output_columns(node);
         match TensorOp::from_kind(&n.kind) {
             Some(op) => Ok(TensorOperator {
                 node: n.id.clone(),
@@ -519,28 +508,124 @@ impl NodeFactory for OperatorFactory {
                 .build(input, Arc::clone(transport)))
             }
             None => {
-                let executor = self.services.get(&n.id).ok_or_else(|| CompileError {
-                    node: n.id.clone(),
-                    message: "no executor was started for this model node".into(),
-                })?;
+                let executor = self.service(&n.id)?;
+                let coded = self.parity.contains_key(&n.id);
                 Ok(ModelOperator {
                     node: n.id.clone(),
                     lineage_id: node.lineage_id,
                     producer_ids: node.producer_ids.clone(),
                     input_columns,
-                    output_columns,
+                    output_columns: model_outputs(node, output_columns),
                     deadlines: self
                         .deadlines
                         .get(&n.id)
                         .cloned()
                         .unwrap_or_else(|| Deadlines::new(None, Arc::default())),
-                    run_here: self.one_model_node,
+                    // A parity-coded node's worker must stay free for its decoder's deadlines.
+                    run_here: self.one_model_node && !coded,
                     in_flight: self.admission.clone().filter(|_| self.one_model_node),
                 }
-                .build(input, Arc::clone(executor)))
+                .build(input, executor))
             }
         }
     }
+
+    fn parity_encode<'s>(
+        &self,
+        node: &PlannedNode,
+        input: BatchStream<'s>,
+    ) -> Result<ParityEncoded<'s>, CompileError> {
+        let coded = self.parity_node(node)?;
+        let max_rows = self.service(&node.node.id)?.rows_per_job();
+        let input_columns = node.node.inputs.iter().map(|p| p.column.clone()).collect();
+        Ok(coded
+            .encoder()
+            .build(&node.node.id, input, input_columns, max_rows))
+    }
+
+    fn parity_model<'s>(
+        &self,
+        node: &PlannedNode,
+        t: usize,
+        queries: BatchStream<'s>,
+    ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError> {
+        let id = parity_node_id(&node.node.id, t);
+        let service = self.service(&id)?;
+        let n = &node.node;
+        Ok(ModelOperator {
+            node: id,
+            lineage_id: node.lineage_id,
+            producer_ids: node.producer_ids.clone(),
+            input_columns: n.inputs.iter().map(|p| p.column.clone()).collect(),
+            output_columns: model_outputs(node, output_columns(node)),
+            // Parity queries are no client's rows: no deadline, no trace.
+            deadlines: Deadlines::new(None, Arc::default()),
+            run_here: false,
+        }
+        .build(queries, service))
+    }
+
+    fn parity_decode<'s>(
+        &self,
+        node: &PlannedNode,
+        joined: ParityJoined<'s>,
+    ) -> Result<(BatchStream<'s>, ErrorStream<'s>), CompileError> {
+        let coded = self.parity_node(node)?;
+        let all = output_columns(node);
+        let flag_column = all.last().cloned().ok_or_else(|| CompileError {
+            node: node.node.id.clone(),
+            message: "a parity-coded node has no `reconstructed` output".into(),
+        })?;
+        Ok(DecodeOperator {
+            node: node.node.id.clone(),
+            lineage_id: node.lineage_id,
+            producer_ids: node.producer_ids.clone(),
+            output_columns: model_outputs(node, all),
+            flag_column,
+            deadlines: self
+                .deadlines
+                .get(&node.node.id)
+                .cloned()
+                .unwrap_or_else(|| Deadlines::new(None, Arc::default())),
+        }
+        .build(coded, joined))
+    }
+}
+
+impl OperatorFactory {
+    /// What model node (or parity model node) `id`'s operator submits to.
+    fn service(&self, id: &str) -> Result<Arc<dyn InferenceService>, CompileError> {
+        self.services.get(id).cloned().ok_or_else(|| CompileError {
+            node: id.to_string(),
+            message: "no executor was started for this model node".into(),
+        })
+    }
+
+    /// Parity-coded node `node`'s shared encoder and decoder.
+    fn parity_node(&self, node: &PlannedNode) -> Result<&parity::ParityNode, CompileError> {
+        self.parity.get(&node.node.id).ok_or_else(|| CompileError {
+            node: node.node.id.clone(),
+            message: "no parity coding was started for this node".into(),
+        })
+    }
+}
+
+/// Node `node`'s output column names, in its output order.
+fn output_columns(node: &PlannedNode) -> Vec<Arc<str>> {
+    let n = &node.node;
+    n.outputs
+        .iter()
+        .map(|(o, _)| Arc::from(n.column(o).as_str()))
+        .collect()
+}
+
+/// The columns a model computes: `all` of node `node`'s outputs, less the last
+/// (`reconstructed`, which its decoder adds) when it is parity-coded.
+fn model_outputs(node: &PlannedNode, mut all: Vec<Arc<str>>) -> Vec<Arc<str>> {
+    if matches!(&node.node.kind, NodeKind::Model(m) if m.parity.is_some()) {
+        all.pop();
+    }
+    all
 }
 
 /// Whether a stateful node runs on executors (the graph's HAMS manager drives it).

@@ -10,7 +10,7 @@ use weir_executor::client::ZenohReplicas;
 use weir_hams_manager::HamsManager;
 use weir_operators::model::executor::BATCH_BUCKET_BOUNDS;
 use weir_operators::model::{LoadSnapshot, LoadStats, ParallelismSnapshot, ReplicaPool};
-use weir_operators::parity::ParityService;
+use weir_operators::parity::ParityNode;
 use weir_operators::stateful::StatefulNodeHandle;
 use weir_operators::OperatorFactory;
 
@@ -76,7 +76,7 @@ impl RunningGraph {
     }
 
     /// Parity-coded model nodes (ParM): name and service (its counters), sorted.
-    pub fn parity_services(&self) -> Vec<(String, ParityService)> {
+    pub fn parity_services(&self) -> Vec<(String, ParityNode)> {
         self.factory.parity_services()
     }
 

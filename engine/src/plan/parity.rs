@@ -4,8 +4,8 @@
 //! codes each group's parity queries, `r` *parity model nodes* with their own replicas, batching
 //! and executors (one per parity model), and a *decoder* that joins each group's `k` predictions
 //! with its parity outputs by group id and answers a missing prediction by reconstruction when
-//! the decode rule says it is unavailable. The runtime (`weir-operators`, `parity/`) runs each
-//! stage as its own service with its own counters.
+//! the decode rule says it is unavailable. The compiler wires each stage as dataflow operators of
+//! its own (`crate::compile`), built by `weir-operators` (`parity/`) with their own counters.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

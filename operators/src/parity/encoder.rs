@@ -1,31 +1,33 @@
-//! The parity encoder of a parity-coded node (ParM, §4.1, §4.2, §7): the node's jobs join the
-//! open *coding group* as they are dispatched (encoding never delays dispatch); when `k` are in,
-//! the group gets an id, the decoder opens it, and the encoder codes one parity query per parity
-//! model — row position i of parity query `t` codes row i of every member that has one, weighted
-//! by parity model `t`'s coefficients — and dispatches it to that parity model node's own service.
-//! Each parity job's outcome goes to the decoder under the group id and the parity model's index.
+//! The parity encoder operator of a parity-coded node (ParM, §4.1, §4.2, §7), on the node's input
+//! stream: it cuts the node's jobs as the model operator would (up to the deployed service's rows
+//! per job), passes each on to the deployed model operator at once (encoding never delays
+//! dispatch), sends its [`Tag`] to the decoder, and forms coding groups of `k` consecutive jobs.
+//! When a group fills, it codes one parity query per parity model — row position i of parity
+//! query `t` codes row i of every member that has one, weighted by parity model `t`'s
+//! coefficients ([`super::columns`]) — and emits it on that parity model's stream.
+//!
+//! Groups are formed per worker; a worker's jobs stay on it through the deployed model operator
+//! and the decoder (pipelined), so a group never spans workers. The operator holds no
+//! capability: a group's parity queries go out at the time of the job that filled it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
+use arrow_array::UInt64Array;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
 use tracing::debug;
-use weir_engine::batch::TensorColumn;
+use weir_engine::batch::{Batch, TensorColumn};
+use weir_engine::compile::ParityEncoded;
+use weir_engine::dataflow::BatchStream;
+use weir_engine::lineage::from_clients;
+use weir_engine::request::{RequestError, RowError};
 
 use super::columns::encode_group_for;
-use super::decoder::{lock, Member, ParityDecoder};
+use super::tag::{parity_row_id, Tag};
 use super::Encoder;
-use crate::model::executor::Job;
-use crate::model::{ExecError, InferenceService};
-
-/// One parity model node as the encoder sees it: its id and the service its jobs go to.
-#[derive(Clone)]
-pub struct ParityTarget {
-    /// The parity model node's id (`<node>.parity`, `<node>.parity1`, ...).
-    pub id: String,
-    /// Its service: an executor or a replica pool of its own.
-    pub service: Arc<dyn InferenceService>,
-}
 
 /// Counters of a parity encoder; every field only grows.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -36,63 +38,47 @@ pub struct EncoderStats {
     pub parity_jobs: Vec<(String, ParityJobStats)>,
 }
 
-/// One parity model node's jobs, as its encoder counts them.
+/// One parity model node's jobs, as its encoder and decoder count them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ParityJobStats {
-    /// Parity jobs its service took.
+    /// Parity queries sent to the parity model node.
     pub dispatched: u64,
-    /// Parity jobs its service refused (queue full): that group went without this parity output.
-    pub refused: u64,
-    /// Parity jobs answered with an output.
+    /// Parity queries answered with an output.
     pub answered: u64,
-    /// Parity jobs answered with an error.
+    /// Parity queries answered with an error.
     pub failed: u64,
 }
 
 #[derive(Debug, Default)]
 struct JobCounters {
     dispatched: AtomicU64,
-    refused: AtomicU64,
     answered: AtomicU64,
     failed: AtomicU64,
 }
 
-/// The encoder of one parity-coded node.
+/// The encoder of one parity-coded node as every worker shares it: its settings and counters.
+#[derive(Debug)]
 pub struct ParityEncoder {
     /// Its name in metrics (`<node>.parity_encode`).
     id: String,
     k: usize,
     encoder: Encoder,
-    targets: Vec<ParityTarget>,
-    /// Jobs dispatched since the last full group.
-    open: Mutex<Vec<Arc<Member>>>,
-    next_group: AtomicU64,
+    /// The parity model nodes' ids, parity model `t` at index `t`.
+    targets: Vec<String>,
     groups: AtomicU64,
-    jobs: Vec<Arc<JobCounters>>,
-}
-
-impl std::fmt::Debug for ParityEncoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ParityEncoder")
-            .field("id", &self.id)
-            .field("k", &self.k)
-            .field("encoder", &self.encoder)
-            .finish()
-    }
+    jobs: Vec<JobCounters>,
 }
 
 impl ParityEncoder {
     /// An encoder named `id` forming groups of `k` coded by `encoder`, parity query `t` going to
-    /// `targets[t]`.
-    pub fn new(id: &str, k: usize, encoder: Encoder, targets: Vec<ParityTarget>) -> Self {
+    /// parity model node `targets[t]`.
+    pub fn new(id: &str, k: usize, encoder: Encoder, targets: Vec<String>) -> Self {
         ParityEncoder {
             id: id.to_string(),
             k: k.max(2),
             encoder,
-            jobs: targets.iter().map(|_| Arc::default()).collect(),
+            jobs: targets.iter().map(|_| JobCounters::default()).collect(),
             targets,
-            open: Mutex::new(Vec::new()),
-            next_group: AtomicU64::new(0),
             groups: AtomicU64::new(0),
         }
     }
@@ -100,6 +86,16 @@ impl ParityEncoder {
     /// Its name in metrics.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Coding-group size.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Parity models per group.
+    pub fn r(&self) -> usize {
+        self.targets.len()
     }
 
     /// The counters now.
@@ -113,10 +109,9 @@ impl ParityEncoder {
                 .zip(&self.jobs)
                 .map(|(t, c)| {
                     (
-                        t.id.clone(),
+                        t.clone(),
                         ParityJobStats {
                             dispatched: s(&c.dispatched),
-                            refused: s(&c.refused),
                             answered: s(&c.answered),
                             failed: s(&c.failed),
                         },
@@ -126,72 +121,159 @@ impl ParityEncoder {
         }
     }
 
-    /// Adds dispatched job `member` to the open group; a full group is coded and its parity jobs
-    /// dispatched, their outcomes going to `decoder`.
-    pub(super) fn join(&self, member: Arc<Member>, decoder: &Arc<ParityDecoder>) {
-        let full = {
-            let mut open = lock(&self.open);
-            open.push(member);
-            if open.len() >= self.k {
-                Some(std::mem::take(&mut *open))
-            } else {
-                None
-            }
-        };
-        if let Some(members) = full {
-            self.close_group(members, decoder);
+    /// Counts parity model `t`'s answer to one query (the decoder sees it).
+    pub(super) fn count_answer(&self, t: usize, ok: bool) {
+        if let Some(c) = self.jobs.get(t) {
+            let counter = if ok { &c.answered } else { &c.failed };
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Codes a full group and dispatches its parity jobs.
-    fn close_group(&self, members: Vec<Arc<Member>>, decoder: &Arc<ParityDecoder>) {
-        let id = self.next_group.fetch_add(1, Ordering::Relaxed);
-        self.groups.fetch_add(1, Ordering::Relaxed);
-        decoder.open_group(id, &members);
-        let inputs: Vec<&[TensorColumn]> = members.iter().map(|m| &m.inputs[..]).collect();
-        for (t, (target, counters)) in self.targets.iter().zip(&self.jobs).enumerate() {
-            let Some(parity_inputs) = encode_group_for(self.encoder, t, &inputs) else {
-                debug!(encoder = %self.id, "A coding group could not be encoded (non-f32 input).");
-                decoder.abandon(id);
-                return;
-            };
-            let (me, c) = (Arc::clone(decoder), Arc::clone(counters));
-            // A parity job has no deadline of its own: a member it would reconstruct is answered
-            // expired by its own job, and a late reconstruction finds it answered.
-            let job = Job {
-                inputs: parity_inputs,
-                enqueued_at: Instant::now(),
-                deadline: None,
-                trace: None,
-                done: Box::new(move |outcome: Result<Vec<TensorColumn>, ExecError>| {
-                    let counter = if outcome.is_ok() {
-                        &c.answered
-                    } else {
-                        &c.failed
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    me.on_parity(id, t, outcome);
-                }),
-            };
-            match target.service.try_submit(job) {
-                Ok(()) => {
-                    counters.dispatched.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    // The parity node's queue is full: the group goes without this parity
-                    // output; dispatch of the data jobs was never held up.
-                    counters.refused.fetch_add(1, Ordering::Relaxed);
-                    decoder.on_parity(
-                        id,
-                        t,
-                        Err(ExecError::Unavailable {
-                            node: target.id.clone(),
-                            message: "parity queue full".into(),
-                        }),
-                    );
-                }
-            }
+    /// The encoder operator for node `node` on `input`: jobs of up to `max_rows` rows whose
+    /// model inputs are the columns `input_columns`.
+    pub fn build<'s>(
+        self: &Arc<Self>,
+        node: &str,
+        input: BatchStream<'s>,
+        input_columns: Vec<String>,
+        max_rows: usize,
+    ) -> ParityEncoded<'s> {
+        let scope = input.scope();
+        let mut builder = OperatorBuilder::new(format!("parity_encode/{node}"), scope);
+        let mut input = builder.new_input(input, Pipeline);
+        type Rows = OutputBuilder<u64, CapacityContainerBuilder<Vec<Batch>>>;
+        let (data, data_stream) = builder.new_output();
+        let (tags, tags_stream) = builder.new_output();
+        let (errors, errors_stream) = builder.new_output();
+        let mut data = Rows::from(data);
+        let mut tags = Rows::from(tags);
+        let mut errors =
+            OutputBuilder::<u64, CapacityContainerBuilder<Vec<RowError>>>::from(errors);
+        let mut queries: Vec<Rows> = Vec::new();
+        let mut query_streams = Vec::new();
+        for _ in 0..self.r() {
+            let (q, stream) = builder.new_output();
+            queries.push(Rows::from(q));
+            query_streams.push(stream);
         }
-        decoder.arm(id);
+        let me = Arc::clone(self);
+        let node = node.to_string();
+        let max_rows = max_rows.max(1);
+        builder.build(move |_caps| {
+            let mut next_member: u64 = 0;
+            let mut open: Vec<Vec<TensorColumn>> = Vec::with_capacity(me.k);
+            move |_frontiers| {
+                let mut data_out = data.activate();
+                let mut tags_out = tags.activate();
+                let mut errors_out = errors.activate();
+                let mut queries_out: Vec<_> = queries.iter_mut().map(|q| q.activate()).collect();
+                input.for_each(|cap, batches| {
+                    let Some(caps) = (0..3 + me.r())
+                        .map(|port| cap.retain_least(port))
+                        .collect::<Option<Vec<_>>>()
+                    else {
+                        return;
+                    };
+                    for batch in batches.drain(..) {
+                        let mut offset = 0;
+                        while offset < batch.num_rows() {
+                            let n = max_rows.min(batch.num_rows() - offset);
+                            let part = batch.slice(offset, n);
+                            offset += n;
+                            let columns: Option<Vec<TensorColumn>> = input_columns
+                                .iter()
+                                .map(|c| part.tensor(c).cloned())
+                                .collect();
+                            let Some(columns) = columns else {
+                                let error = Arc::new(RequestError::Node {
+                                    node: node.clone(),
+                                    message: "an input column is missing from the batch".into(),
+                                });
+                                let mut s = errors_out.session(&caps[2]);
+                                for &id in part.request_ids() {
+                                    s.give(RowError {
+                                        request_id: id,
+                                        error: Arc::clone(&error),
+                                    });
+                                }
+                                continue;
+                            };
+                            let seq = next_member;
+                            next_member += 1;
+                            let k = me.k as u64;
+                            let group = ((seq / k) & 0xFFFF_FFFF) as u32;
+                            let position = (seq % k) as usize;
+                            data_out.session(&caps[0]).give(part.clone());
+                            open.push(columns);
+                            let mut coded = false;
+                            if open.len() >= me.k {
+                                let members = std::mem::take(&mut open);
+                                me.groups.fetch_add(1, Ordering::Relaxed);
+                                match me.code(group, &members, &input_columns) {
+                                    Some(parity) => {
+                                        coded = true;
+                                        for (t, query) in parity.into_iter().enumerate() {
+                                            if let Some(out) = queries_out.get_mut(t) {
+                                                out.session(&caps[3 + t]).give(query);
+                                                me.jobs[t].dispatched.fetch_add(1, Ordering::Relaxed);
+                                            }
+                                        }
+                                    }
+                                    None => {
+                                        debug!(encoder = %me.id, "A coding group could not be encoded (non-f32 input).");
+                                    }
+                                }
+                            }
+                            let tag = Tag {
+                                group,
+                                position,
+                                coded,
+                            };
+                            match tag.batch(&part) {
+                                Ok(b) => tags_out.session(&caps[1]).give(b),
+                                Err(e) => {
+                                    debug!(encoder = %me.id, error = %e, "A job could not be tagged.");
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        ParityEncoded {
+            data: data_stream,
+            tags: tags_stream,
+            queries: query_streams,
+            errors: errors_stream,
+        }
+    }
+
+    /// Group `group`'s parity queries, one per parity model, from its members' input columns
+    /// (`None`: the group cannot be coded).
+    fn code(
+        &self,
+        group: u32,
+        members: &[Vec<TensorColumn>],
+        input_columns: &[String],
+    ) -> Option<Vec<Batch>> {
+        let inputs: Vec<&[TensorColumn]> = members.iter().map(|m| &m[..]).collect();
+        (0..self.r())
+            .map(|t| {
+                let columns = encode_group_for(self.encoder, t, &inputs)?;
+                let rows = columns.first().map_or(0, TensorColumn::len);
+                let ids: Vec<u64> = (0..rows).map(|i| parity_row_id(group, i)).collect();
+                let tensors = input_columns
+                    .iter()
+                    .map(|c| Arc::from(c.as_str()))
+                    .zip(columns)
+                    .collect();
+                Batch::new(
+                    UInt64Array::from(ids.clone()),
+                    from_clients(&ids, u64::from(group)),
+                    tensors,
+                )
+                .ok()
+            })
+            .collect()
     }
 }

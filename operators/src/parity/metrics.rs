@@ -11,7 +11,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use weir_engine::metrics::{self as m, counter, gauge, node_labels, per_node, Value};
 
-use super::{DecoderStats, EncoderStats, ParityService};
+use super::{DecoderStats, EncoderStats, ParityNode};
 
 /// Writes the parity families of every graph in `graphs` (graph, its (node, service) list);
 /// nothing without parity-coded nodes.
@@ -20,13 +20,13 @@ use super::{DecoderStats, EncoderStats, ParityService};
 /// When writing fails.
 pub fn encode(
     encoder: &mut DescriptorEncoder,
-    graphs: &[(&str, Vec<(String, ParityService)>)],
+    graphs: &[(&str, Vec<(String, ParityNode)>)],
 ) -> fmt::Result {
     let nodes = per_node(graphs);
     if nodes.is_empty() {
         return Ok(());
     }
-    let stats: Vec<(&str, EncoderStats, DecoderStats, &ParityService)> = nodes
+    let stats: Vec<(&str, EncoderStats, DecoderStats, &ParityNode)> = nodes
         .iter()
         .map(|&(g, _, s)| (g, s.encoder().stats(), s.decoder().stats(), s))
         .collect();
@@ -41,12 +41,11 @@ pub fn encode(
     counter(
         encoder,
         m::PARITY_JOBS_TOTAL,
-        "Parity jobs of a parity model node, by outcome: dispatched, refused (queue full), answered, failed.",
+        "Parity queries of a parity model node, by outcome: dispatched, answered, failed.",
         stats.iter().flat_map(|(g, e, _, _)| {
             e.parity_jobs.iter().flat_map(move |(id, j)| {
                 [
                     ("dispatched", j.dispatched),
-                    ("refused", j.refused),
                     ("answered", j.answered),
                     ("failed", j.failed),
                 ]
@@ -54,7 +53,7 @@ pub fn encode(
             })
         }),
     )?;
-    let decoders: Vec<(&str, &str, &DecoderStats, &ParityService)> = stats
+    let decoders: Vec<(&str, &str, &DecoderStats, &ParityNode)> = stats
         .iter()
         .map(|(g, _, d, s)| (*g, s.decoder().id(), d, *s))
         .collect();

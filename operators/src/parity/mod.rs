@@ -2,54 +2,54 @@
 //! Resilience for Prediction Serving Systems" (SOSP '19); the codec itself is the pure `weir-parm`
 //! crate, shared with training.
 //!
-//! The plan draws a parity-coded node as three stages (`weir_engine::plan::ParityPlan`), and each
-//! runs here as its own part with its own counters:
-//! - the [`encoder`] forms coding groups of the `k` jobs the node dispatches consecutively and
-//!   codes one parity query per parity model (ParM, §4.1–4.2; r > 1, §7);
-//! - each *parity model node* is a model service of its own — an executor or a replica pool with
-//!   its own replicas, batching and instances, built by the factory like any model node's;
-//! - the [`decoder`] joins each group's predictions with its parity outputs by group id and
-//!   answers every job exactly once: its real prediction, or a reconstruction once the prediction
-//!   is unavailable (late by the decode rule, or its replica failed).
+//! The plan draws a parity-coded node as three stages (`weir_engine::plan::ParityPlan`), and the
+//! compiler wires each as dataflow operators of its own (`weir_engine::compile`):
+//! - the [`encoder`] operator on the node's input cuts its jobs, passes each to the deployed model
+//!   operator at once (encoding never delays dispatch), tags it with its coding group and
+//!   position ([`tag`]), and when `k` jobs are in codes one parity query per parity model and
+//!   emits it on that model's stream (ParM, §4.1–4.2; r > 1, §7);
+//! - each *parity model node* is a plain model operator on its parity queries, served by its own
+//!   executor or replica pool (its own replicas, batching and instances);
+//! - the [`decode_operator`] joins the tags, the deployed model operator's rows and errors and
+//!   the parity outputs by group id and answers every job exactly once ([`decoder`]): its real
+//!   prediction, or a reconstruction once the prediction is unavailable (late by the decode rule
+//!   of [`latency`], or its replica failed).
 //!
-//! [`ParityService`] is the seam the node's model operator submits to: every job goes to the
-//! deployed service at once, unchanged (encoding never delays dispatch), then joins the
-//! encoder's open group; its outcome goes to the decoder, which answers the operator.
+//! [`ParityNode`] is what every worker's operators of one node share: the encoder's and
+//! decoder's settings, the node's recent latencies and the counters `/metrics` reads.
 //!
 //! Where weir departs from the paper: the paper codes k *batches* together; weir's unit of
-//! dispatch is the operator's job (up to `batching.max_size` rows), so a group is k jobs, and jobs
-//! of different sizes are coded position by position (a shorter job simply contributes nothing to
+//! dispatch is the job (up to `batching.max_size` rows), so a group is k jobs, and jobs of
+//! different sizes are coded position by position (a shorter job simply contributes nothing to
 //! the later parity rows), which keeps the decoder a linear solve per row position. With r > 1
 //! each parity model gets its own parity query, coded with its own coefficients (see
 //! `weir_parm::code`).
 
 mod columns;
+pub mod decode_operator;
 pub mod decoder;
 pub mod encoder;
 pub mod latency;
 pub mod metrics;
+pub mod tag;
 mod timer;
 mod trace;
 
 use std::sync::Arc;
-use std::time::Duration;
-
-use weir_engine::spec::DecodeAfter;
 
 pub use columns::{decode_erasures, decode_subtract, encode_group, encode_group_for};
+pub use decode_operator::DecodeOperator;
 pub use decoder::{DecoderStats, ParityDecoder, Reason};
-pub use encoder::{EncoderStats, ParityEncoder, ParityJobStats, ParityTarget};
+pub use encoder::{EncoderStats, ParityEncoder, ParityJobStats};
+use weir_engine::spec::DecodeAfter;
 pub use weir_parm::Encoder;
-
-use crate::model::executor::Job;
-use crate::model::InferenceService;
 
 /// Counters of a parity-coded node, its encoder's and decoder's together; every field only grows.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ParityStats {
     /// Coding groups filled.
     pub groups: u64,
-    /// Parity jobs the parity model nodes took (all of them).
+    /// Parity queries sent to the parity model nodes (all of them).
     pub parity_dispatched: u64,
     /// Jobs answered by reconstruction (late + failed).
     pub reconstructed: u64,
@@ -77,57 +77,48 @@ impl ParityStats {
     }
 }
 
-/// A parity-coded model node's service: the deployed service, with the node's encoder and
-/// decoder around it.
-#[derive(Clone)]
-pub struct ParityService {
-    deployed: Arc<dyn InferenceService>,
+/// One parity-coded node's encoder and decoder, shared by its operators on every worker.
+#[derive(Debug, Clone)]
+pub struct ParityNode {
     encoder: Arc<ParityEncoder>,
     decoder: Arc<ParityDecoder>,
 }
 
-impl std::fmt::Debug for ParityService {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ParityService")
-            .field("encoder", &self.encoder)
-            .field("decoder", &self.decoder)
-            .finish()
-    }
-}
-
-impl ParityService {
-    /// Node `node` served by `deployed`, with coding groups of `k` coded by `encoder`, parity
-    /// query `t` going to `parity[t]` (r = `parity.len()`); a missing prediction counts as
-    /// unavailable after `decode` (quantile deadlines never below `floor`) or when its replica
-    /// fails.
+impl ParityNode {
+    /// Node `node`'s coding: groups of `k` coded by `encoder`, parity query `t` going to parity
+    /// model node `parity[t]` (r = `parity.len()`); a missing prediction counts as unavailable
+    /// after `decode` (quantile deadlines never below `floor`) or when its replica fails.
     pub fn new(
         node: &str,
         k: usize,
         encoder: Encoder,
-        decode: (DecodeAfter, Duration),
-        deployed: Arc<dyn InferenceService>,
-        parity: Vec<ParityTarget>,
+        decode: (DecodeAfter, std::time::Duration),
+        parity: Vec<String>,
     ) -> Self {
         let r = parity.len();
-        ParityService {
-            deployed,
+        ParityNode {
             encoder: Arc::new(ParityEncoder::new(
                 &format!("{node}.parity_encode"),
                 k,
                 encoder,
                 parity,
             )),
-            decoder: ParityDecoder::start(&format!("{node}.parity_decode"), k.max(2), r, decode),
+            decoder: Arc::new(ParityDecoder::new(
+                &format!("{node}.parity_decode"),
+                k,
+                r,
+                decode,
+            )),
         }
     }
 
     /// The encoder.
-    pub fn encoder(&self) -> &ParityEncoder {
+    pub fn encoder(&self) -> &Arc<ParityEncoder> {
         &self.encoder
     }
 
     /// The decoder.
-    pub fn decoder(&self) -> &ParityDecoder {
+    pub fn decoder(&self) -> &Arc<ParityDecoder> {
         &self.decoder
     }
 
@@ -152,35 +143,8 @@ impl ParityService {
     }
 
     /// How long after dispatch a prediction counts as late now (`None`: `first_available`).
-    pub fn deadline(&self) -> Option<Duration> {
+    pub fn deadline(&self) -> Option<std::time::Duration> {
         self.decoder.deadline()
-    }
-}
-
-impl InferenceService for ParityService {
-    fn try_submit(&self, job: Job) -> Result<(), Job> {
-        let (member, data_job) = self.decoder.admit(job);
-        if let Err(refused) = self.deployed.try_submit(data_job) {
-            self.decoder.withdraw(&member);
-            // Give the caller its own job back, to offer again later.
-            return match member.done.take() {
-                Some(done) => Err(Job {
-                    inputs: refused.inputs,
-                    enqueued_at: refused.enqueued_at,
-                    deadline: refused.deadline,
-                    trace: refused.trace,
-                    done,
-                }),
-                None => Ok(()),
-            };
-        }
-        // Dispatched: now the job joins the open coding group.
-        self.encoder.join(member, &self.decoder);
-        Ok(())
-    }
-
-    fn rows_per_job(&self) -> usize {
-        self.deployed.rows_per_job()
     }
 }
 

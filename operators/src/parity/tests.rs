@@ -1,485 +1,468 @@
 //! ParM coding semantics against a linear model (F(x) = 2x, F_P = F), for which reconstruction must
-//! be exact, with stragglers scripted by holding jobs and failures by answering errors. Most use
-//! `first_available` (decode as soon as the group allows); the time-out rules wait for a timer,
-//! and the tests poll for the outcome without asserting how long it took.
+//! be exact. The decoder's state ([`decoder::Book`]) is driven with explicit instants, so the
+//! deadline rules are tested without waiting; the operators run in a real timely dataflow with the
+//! deployed and parity models as in-process services that double their inputs and hold the jobs
+//! a test asks them to (a straggler), checking that every request is answered once and that a held
+//! job does not hold the node's frontier once the decoder answered it.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use weir_engine::batch::TensorColumn;
+use arrow_array::UInt64Array;
+use timely::dataflow::operators::{Inspect, Probe};
+use timely::dataflow::InputHandleVec;
+use weir_engine::batch::{Batch, TensorColumn};
+use weir_engine::compile::ParityJoined;
+use weir_engine::lineage::from_clients;
+use weir_engine::request::{RequestError, RowError};
+use weir_engine::spec::DecodeAfter;
 use weir_engine::tensor::TensorData;
 
+use super::decoder::{Answer, Book};
+use super::tag::Tag;
 use super::*;
-use crate::model::ExecError;
+use crate::model::executor::Job;
+use crate::model::expiry::Deadlines;
+use crate::model::{InferenceService, ModelOperator};
 
-/// F(x) = 2x on f32 rows; holds jobs whose first element is negative until released.
+fn rows(values: &[[f32; 3]]) -> Vec<TensorColumn> {
+    let data: Vec<f32> = values.iter().flatten().copied().collect();
+    vec![TensorColumn::from_data("y", vec![3], values.len(), TensorData::F32(data)).unwrap()]
+}
+
+fn doubled(values: &[[f32; 3]]) -> Vec<TensorColumn> {
+    let v: Vec<[f32; 3]> = values.iter().map(|r| r.map(|x| 2.0 * x)).collect();
+    rows(&v)
+}
+
+fn close(a: &[TensorColumn], b: &[f32]) -> bool {
+    let a = a[0].f32_values().unwrap();
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5)
+}
+
+fn book(k: usize, r: usize, rule: DecodeAfter) -> (Book, Arc<ParityDecoder>) {
+    let shared = Arc::new(ParityDecoder::new(
+        "m.parity_decode",
+        k,
+        r,
+        (rule, Duration::ZERO),
+    ));
+    (Book::new(Arc::clone(&shared)), shared)
+}
+
+fn tag(group: u32, position: usize, coded: bool) -> Tag {
+    Tag {
+        group,
+        position,
+        coded,
+    }
+}
+
+fn failure() -> Arc<RequestError> {
+    Arc::new(RequestError::NodeUnavailable {
+        node: "m".into(),
+        message: "no replica alive".into(),
+    })
+}
+
+/// Parity model `t`'s output for a group of `xs` (F_P = F = 2x, coefficients (i + 1)^t).
+fn parity_of(t: u32, xs: &[[f32; 3]]) -> Vec<TensorColumn> {
+    let mut sum = [0.0f32; 3];
+    for (i, x) in xs.iter().enumerate() {
+        let w = ((i + 1) as f32).powi(t as i32);
+        for (s, v) in sum.iter_mut().zip(x) {
+            *s += w * 2.0 * v;
+        }
+    }
+    rows(&[sum])
+}
+
+#[test]
+fn a_straggler_is_reconstructed_exactly_and_its_late_prediction_dropped() {
+    let (mut b, shared) = book(2, 1, DecodeAfter::FirstAvailable);
+    let t0 = Instant::now();
+    let (x0, x1) = ([1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]);
+    b.admit(0, tag(0, 0, false), 1, t0);
+    b.admit(1, tag(0, 1, true), 1, t0);
+    assert!(b.on_real(0, doubled(&[x0]), t0));
+    b.on_parity(0, 0, 0, parity_of(0, &[x0, x1]), t0);
+    let answers = b.take_answers();
+    let [Answer::Reconstructed {
+        member: 1, columns, ..
+    }] = &answers[..]
+    else {
+        panic!("one reconstruction: {answers:?}");
+    };
+    assert!(close(columns, &[-2.0, 1.0, 8.0]));
+    assert!(
+        !b.on_real(1, doubled(&[x1]), t0),
+        "its late prediction is dropped"
+    );
+    let s = shared.stats();
+    assert_eq!((s.real, s.reconstructed_late, s.late_real), (1, 1, 1));
+    assert_eq!(b.held(), (0, 0), "nothing held once the group is settled");
+}
+
+#[test]
+fn a_real_prediction_before_its_deadline_wins_and_a_late_one_is_reconstructed() {
+    let (mut b, shared) = book(2, 1, DecodeAfter::Millis(50.0));
+    let t0 = Instant::now();
+    let (x0, x1) = ([1.0, 2.0, 3.0], [5.0, 6.0, 7.0]);
+    b.admit(0, tag(0, 0, false), 1, t0);
+    b.admit(1, tag(0, 1, true), 1, t0);
+    b.on_real(0, doubled(&[x0]), t0);
+    b.on_parity(0, 0, 0, parity_of(0, &[x0, x1]), t0);
+    b.on_time(t0 + Duration::from_millis(10));
+    assert!(b.take_answers().is_empty(), "not late yet");
+    assert_eq!(b.next_wake(), Some(t0 + Duration::from_millis(50)));
+    b.on_time(t0 + Duration::from_millis(50));
+    let answers = b.take_answers();
+    assert!(
+        matches!(
+            &answers[..],
+            [Answer::Reconstructed {
+                member: 1,
+                reason: Reason::Late,
+                ..
+            }]
+        ),
+        "{answers:?}"
+    );
+    // The next group: its real prediction comes in time and wins.
+    b.admit(2, tag(1, 0, false), 1, t0);
+    b.admit(3, tag(1, 1, true), 1, t0);
+    b.on_parity(1, 0, 0, parity_of(0, &[x0, x1]), t0);
+    b.on_real(2, doubled(&[x0]), t0);
+    assert!(b.on_real(3, doubled(&[x1]), t0 + Duration::from_millis(49)));
+    assert!(b.take_answers().is_empty());
+    assert_eq!(shared.stats().reconstructed_late, 1);
+}
+
+#[test]
+fn a_failed_job_is_reconstructed_not_failed() {
+    let (mut b, shared) = book(2, 1, DecodeAfter::Quantile(99.0));
+    let t0 = Instant::now();
+    let (x0, x1) = ([1.0, 2.0, 3.0], [5.0, 6.0, 7.0]);
+    b.admit(0, tag(0, 0, false), 1, t0);
+    b.admit(1, tag(0, 1, true), 1, t0);
+    b.on_error(0, failure(), t0);
+    b.on_real(1, doubled(&[x1]), t0);
+    b.on_parity(0, 0, 0, parity_of(0, &[x0, x1]), t0);
+    let answers = b.take_answers();
+    let [Answer::Reconstructed {
+        member: 0,
+        reason: Reason::Failed,
+        columns,
+        ..
+    }] = &answers[..]
+    else {
+        panic!("{answers:?}");
+    };
+    assert!(close(columns, &[2.0, 4.0, 6.0]));
+    assert_eq!(shared.stats().reconstructed_failed, 1);
+}
+
+#[test]
+fn a_group_with_more_failures_than_parity_models_answers_their_errors() {
+    let (mut b, shared) = book(2, 1, DecodeAfter::FirstAvailable);
+    let t0 = Instant::now();
+    b.admit(0, tag(0, 0, false), 1, t0);
+    b.admit(1, tag(0, 1, true), 1, t0);
+    b.on_error(0, failure(), t0);
+    b.on_error(1, failure(), t0);
+    let answers = b.take_answers();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(answers.iter().all(|a| matches!(a, Answer::Error { .. })));
+    assert_eq!(shared.stats().unrecovered, 2);
+    assert_eq!(b.held(), (0, 0));
+}
+
+#[test]
+fn a_failed_job_whose_group_never_fills_is_answered_its_error_after_a_deadline() {
+    let (mut b, _) = book(3, 1, DecodeAfter::Millis(20.0));
+    let t0 = Instant::now();
+    b.admit(0, tag(0, 0, false), 1, t0);
+    b.on_error(0, failure(), t0);
+    assert!(b.take_answers().is_empty(), "its group may still fill");
+    b.on_time(t0 + Duration::from_millis(20));
+    assert!(matches!(
+        &b.take_answers()[..],
+        [Answer::Error { member: 0, .. }]
+    ));
+}
+
+#[test]
+fn an_expired_job_is_answered_expired_at_once() {
+    let (mut b, _) = book(2, 1, DecodeAfter::FirstAvailable);
+    let t0 = Instant::now();
+    b.admit(0, tag(0, 0, false), 1, t0);
+    let expired = Arc::new(RequestError::Expired {
+        node: "m".into(),
+        late_ms: 3,
+    });
+    b.on_error(0, expired, t0);
+    assert!(matches!(
+        &b.take_answers()[..],
+        [Answer::Error { member: 0, .. }]
+    ));
+}
+
+#[test]
+fn two_parity_models_reconstruct_two_stragglers_exactly() {
+    let (mut b, shared) = book(3, 2, DecodeAfter::FirstAvailable);
+    let t0 = Instant::now();
+    let xs = [[-1.0, 2.0, 3.0], [-2.0, 5.0, -1.0], [4.0, 0.5, 1.0]];
+    for i in 0..3 {
+        b.admit(i as u64, tag(0, i, i == 2), 1, t0);
+    }
+    b.on_real(2, doubled(&[xs[2]]), t0);
+    b.on_parity(0, 0, 0, parity_of(0, &xs), t0);
+    assert!(
+        b.take_answers().is_empty(),
+        "two unknown, one parity output"
+    );
+    b.on_parity(0, 1, 0, parity_of(1, &xs), t0);
+    let answers = b.take_answers();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    for a in &answers {
+        let Answer::Reconstructed {
+            member, columns, ..
+        } = a
+        else {
+            panic!("{a:?}");
+        };
+        let want: Vec<f32> = xs[*member as usize].iter().map(|x| 2.0 * x).collect();
+        assert!(close(columns, &want), "job {member}");
+    }
+    assert_eq!(shared.stats().reconstructed_late, 2);
+}
+
+#[test]
+fn a_parity_output_cut_into_pieces_is_joined_in_row_order() {
+    let (mut b, _) = book(2, 1, DecodeAfter::FirstAvailable);
+    let t0 = Instant::now();
+    let x0 = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+    let x1 = [[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]];
+    b.admit(0, tag(0, 0, false), 2, t0);
+    b.admit(1, tag(0, 1, true), 2, t0);
+    b.on_real(0, doubled(&x0), t0);
+    let p = |row: usize| parity_of(0, &[x0[row], x1[row]]);
+    b.on_parity(0, 0, 1, p(1), t0);
+    assert!(b.take_answers().is_empty(), "half a parity output");
+    b.on_parity(0, 0, 0, p(0), t0);
+    let answers = b.take_answers();
+    let [Answer::Reconstructed { columns, .. }] = &answers[..] else {
+        panic!("{answers:?}");
+    };
+    assert!(close(columns, &[0.0, 2.0, 0.0, 2.0, 0.0, 2.0]));
+}
+
+#[test]
+fn an_uncoded_group_answers_a_failure_with_its_error() {
+    let (mut b, _) = book(2, 1, DecodeAfter::FirstAvailable);
+    let t0 = Instant::now();
+    b.admit(0, tag(0, 0, false), 1, t0);
+    b.admit(1, tag(0, 1, false), 1, t0);
+    b.on_error(1, failure(), t0);
+    assert!(matches!(
+        &b.take_answers()[..],
+        [Answer::Error { member: 1, .. }]
+    ));
+}
+
+/// F(x) = 2x as a service; holds jobs whose first element is negative while `hold` is set.
 #[derive(Default)]
 struct Doubler {
     held: Mutex<Vec<Job>>,
-    full: AtomicBool,
-    hold_all: AtomicBool,
-    /// Answer jobs whose first element is negative with an error instead of holding them.
-    fail: AtomicBool,
-}
-
-fn doubled(job: &Job) -> Vec<TensorColumn> {
-    job.inputs
-        .iter()
-        .map(|c| {
-            let v: Vec<f32> = c.f32_values().unwrap().iter().map(|x| 2.0 * x).collect();
-            TensorColumn::from_data(
-                "y",
-                c.uniform_shape().unwrap().to_vec(),
-                c.len(),
-                TensorData::F32(v),
-            )
-            .unwrap()
-        })
-        .collect()
+    hold: AtomicBool,
 }
 
 impl Doubler {
     fn release(&self) {
+        self.hold.store(false, Ordering::SeqCst);
         let held: Vec<Job> = self.held.lock().unwrap().drain(..).collect();
         for job in held {
-            let out = doubled(&job);
+            let out = double_job(&job);
             (job.done)(Ok(out));
         }
     }
 }
 
-impl InferenceService for Arc<Doubler> {
+fn double_job(job: &Job) -> Vec<TensorColumn> {
+    job.inputs
+        .iter()
+        .map(|c| {
+            let v: Vec<f32> = c.f32_values().unwrap().iter().map(|x| 2.0 * x).collect();
+            TensorColumn::from_data("y", vec![3], c.len(), TensorData::F32(v)).unwrap()
+        })
+        .collect()
+}
+
+struct Served(Arc<Doubler>);
+
+impl InferenceService for Served {
     fn try_submit(&self, job: Job) -> Result<(), Job> {
-        if self.full.load(Ordering::SeqCst) {
-            return Err(job);
-        }
         let negative = job.inputs[0].f32_values().unwrap()[0] < 0.0;
-        if negative && self.fail.load(Ordering::SeqCst) {
-            (job.done)(Err(ExecError::Unavailable {
-                node: "m".into(),
-                message: "no replica alive".into(),
-            }));
-        } else if self.hold_all.load(Ordering::SeqCst) || negative {
-            self.held.lock().unwrap().push(job);
+        if negative && self.0.hold.load(Ordering::SeqCst) {
+            self.0.held.lock().unwrap().push(job);
         } else {
-            let out = doubled(&job);
+            let out = double_job(&job);
             (job.done)(Ok(out));
         }
         Ok(())
     }
 
     fn rows_per_job(&self) -> usize {
-        4
+        1
     }
 }
 
-type Answers = Arc<Mutex<Vec<(usize, Vec<f32>, Vec<i64>)>>>;
-type Errors = Arc<Mutex<Vec<(usize, String)>>>;
-
-fn job(tag: usize, rows: &[[f32; 3]], answers: &Answers) -> Job {
-    job_or_error(tag, rows, answers, &Errors::default())
+fn requests(ids: &[u64], values: &[[f32; 3]]) -> Batch {
+    let data: Vec<f32> = values.iter().flatten().copied().collect();
+    let x = TensorColumn::from_data("x", vec![3], ids.len(), TensorData::F32(data)).unwrap();
+    Batch::new(
+        UInt64Array::from(ids.to_vec()),
+        from_clients(ids, 0),
+        vec![("x".into(), x)],
+    )
+    .unwrap()
 }
 
-fn job_or_error(tag: usize, rows: &[[f32; 3]], answers: &Answers, errors: &Errors) -> Job {
-    let data: Vec<f32> = rows.iter().flatten().copied().collect();
-    let col = TensorColumn::from_data("x", vec![3], rows.len(), TensorData::F32(data)).unwrap();
-    let (answers, errors) = (Arc::clone(answers), Arc::clone(errors));
-    Job {
-        inputs: vec![col],
-        enqueued_at: Instant::now(),
-        deadline: None,
-        trace: None,
-        done: Box::new(move |r| match r {
-            Ok(cols) => {
-                let y = cols[0].f32_values().unwrap().to_vec();
-                let flag = cols[1].i64_values().unwrap().to_vec();
-                answers.lock().unwrap().push((tag, y, flag));
-            }
-            Err(e) => errors.lock().unwrap().push((tag, e.to_string())),
-        }),
-    }
-}
+type Replies = HashMap<u64, Vec<(Vec<f32>, i64)>>;
 
-fn service(k: usize) -> (ParityService, Arc<Doubler>, Arc<Doubler>) {
-    service_deciding(k, DecodeAfter::FirstAvailable)
-}
-
-fn service_deciding(k: usize, rule: DecodeAfter) -> (ParityService, Arc<Doubler>, Arc<Doubler>) {
-    let (deployed, parity) = (Arc::new(Doubler::default()), Arc::new(Doubler::default()));
-    let svc = ParityService::new(
+/// Runs node `m` (k = 2, r = 1, first_available) over `values` (one request each, at time 0) in
+/// a dataflow; `check` sees the replies and the parity node once the node's output frontier
+/// passed time 0, while the deployed service still holds its stragglers; they are released after,
+/// and the replies at the end are returned.
+fn run_node(
+    values: &[[f32; 3]],
+    check: impl FnOnce(&Replies, &ParityNode) + Send + Sync + 'static,
+) -> (Replies, ParityNode) {
+    let coded = ParityNode::new(
         "m",
-        k,
+        2,
         Encoder::Sum,
-        (rule, Duration::ZERO),
-        Arc::new(Arc::clone(&deployed)),
-        vec![ParityTarget {
-            id: "m.parity".into(),
-            service: Arc::new(Arc::clone(&parity)),
-        }],
+        (DecodeAfter::FirstAvailable, Duration::ZERO),
+        vec!["m.parity".into()],
     );
-    (svc, deployed, parity)
-}
-
-/// A node with two parity models (r = 2), both F_P = F (exact for a linear model).
-fn service_r2(k: usize, rule: DecodeAfter) -> (ParityService, Arc<Doubler>) {
     let deployed = Arc::new(Doubler::default());
-    let targets = (0..2)
-        .map(|t| ParityTarget {
-            id: format!("m.parity{t}"),
-            service: Arc::new(Arc::new(Doubler::default())),
-        })
-        .collect();
-    let svc = ParityService::new(
-        "m",
-        k,
-        Encoder::Sum,
-        (rule, Duration::ZERO),
-        Arc::new(Arc::clone(&deployed)),
-        targets,
-    );
-    (svc, deployed)
-}
-
-/// Waits (polling, generously bounded) until `done` holds.
-fn eventually(what: &str, done: impl Fn() -> bool) {
-    let give_up = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < give_up, "never: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn close(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5)
-}
-
-#[test]
-fn a_straggler_is_reconstructed_exactly_and_its_late_prediction_dropped() {
-    let (svc, deployed, _) = service(2);
-    let answers = Answers::default();
-    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
-        .unwrap(); // straggles
-    svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
-        .unwrap();
-    {
-        let got = answers.lock().unwrap();
-        assert_eq!(got.len(), 2, "the real answer and the reconstruction");
-        let rebuilt = got.iter().find(|a| a.0 == 0).unwrap();
-        assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]), "{:?}", rebuilt.1);
-        assert_eq!(rebuilt.2, vec![1]);
-        let real = got.iter().find(|a| a.0 == 1).unwrap();
-        assert_eq!(real.2, vec![0]);
-    }
-    deployed.release();
-    assert_eq!(answers.lock().unwrap().len(), 2, "answered once");
-    let stats = svc.stats();
-    assert_eq!(
-        (stats.groups, stats.reconstructed, stats.late_real),
-        (1, 1, 1)
-    );
-    assert_eq!(stats.reconstructed_fraction(), 0.5);
-}
-
-#[test]
-fn a_real_prediction_before_its_deadline_wins() {
-    let (svc, deployed, parity) = service_deciding(2, DecodeAfter::Millis(600_000.0));
-    let answers = Answers::default();
-    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
-        .unwrap(); // held, but not late
-    svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
-        .unwrap();
-    assert_eq!(svc.stats().parity_dispatched, 1);
-    assert!(
-        parity.held.lock().unwrap().is_empty(),
-        "the parity output is in"
-    );
-    assert_eq!(
-        answers.lock().unwrap().len(),
-        1,
-        "no reconstruction before the deadline"
-    );
-    deployed.release();
-    let got = answers.lock().unwrap();
-    let real = got.iter().find(|a| a.0 == 0).unwrap();
-    assert_eq!(real.2, vec![0], "the real prediction");
-    assert!(close(&real.1, &[-2.0, 4.0, 6.0]));
-    assert_eq!(svc.stats().reconstructed, 0);
-    assert_eq!(svc.stats().real, 2);
-}
-
-#[test]
-fn a_late_prediction_is_reconstructed_once_its_deadline_passes() {
-    let (svc, deployed, _) = service_deciding(2, DecodeAfter::Millis(1.0));
-    let answers = Answers::default();
-    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
-        .unwrap(); // held past its deadline
-    svc.try_submit(job(1, &[[4.0, 5.0, 6.0]], &answers))
-        .unwrap();
-    eventually("the late job reconstructed", || {
-        answers.lock().unwrap().len() == 2
-    });
-    {
-        let got = answers.lock().unwrap();
-        let rebuilt = got.iter().find(|a| a.0 == 0).unwrap();
-        assert_eq!(rebuilt.2, vec![1]);
-        assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]));
-    }
-    deployed.release();
-    let stats = svc.stats();
-    assert_eq!(
-        (
-            stats.reconstructed_late,
-            stats.reconstructed_failed,
-            stats.late_real
-        ),
-        (1, 0, 1)
-    );
-    assert_eq!(answers.lock().unwrap().len(), 2, "answered once");
-}
-
-#[test]
-fn a_failed_job_is_reconstructed_not_failed() {
-    let (svc, deployed, _) = service_deciding(2, DecodeAfter::Quantile(99.0));
-    deployed.fail.store(true, Ordering::SeqCst);
-    let (answers, errors) = (Answers::default(), Errors::default());
-    svc.try_submit(job_or_error(0, &[[-1.0, 2.0, 3.0]], &answers, &errors))
-        .unwrap(); // its replica fails
-    svc.try_submit(job_or_error(1, &[[4.0, 5.0, 6.0]], &answers, &errors))
-        .unwrap();
-    assert!(
-        errors.lock().unwrap().is_empty(),
-        "{:?}",
-        errors.lock().unwrap()
-    );
-    let got = answers.lock().unwrap();
-    let rebuilt = got.iter().find(|a| a.0 == 0).expect("reconstructed");
-    assert_eq!(rebuilt.2, vec![1]);
-    assert!(close(&rebuilt.1, &[-2.0, 4.0, 6.0]));
-    let stats = svc.stats();
-    assert_eq!(
-        (stats.reconstructed_failed, stats.reconstructed_late),
-        (1, 0)
-    );
-}
-
-#[test]
-fn a_group_with_two_failures_answers_both_errors() {
-    let (svc, deployed, _) = service_deciding(2, DecodeAfter::Quantile(99.0));
-    deployed.fail.store(true, Ordering::SeqCst);
-    let (answers, errors) = (Answers::default(), Errors::default());
-    svc.try_submit(job_or_error(0, &[[-1.0, 2.0, 3.0]], &answers, &errors))
-        .unwrap();
-    svc.try_submit(job_or_error(1, &[[-4.0, 5.0, 6.0]], &answers, &errors))
-        .unwrap();
-    let mut tags: Vec<usize> = errors.lock().unwrap().iter().map(|e| e.0).collect();
-    tags.sort_unstable();
-    assert_eq!(tags, vec![0, 1]);
-    assert!(answers.lock().unwrap().is_empty());
-    assert_eq!(svc.stats().unrecovered, 2);
-}
-
-#[test]
-fn a_failed_job_whose_group_never_fills_is_answered_its_error() {
-    let (svc, deployed, _) = service_deciding(3, DecodeAfter::Millis(1.0));
-    deployed.fail.store(true, Ordering::SeqCst);
-    let (answers, errors) = (Answers::default(), Errors::default());
-    svc.try_submit(job_or_error(0, &[[-1.0, 2.0, 3.0]], &answers, &errors))
-        .unwrap();
-    eventually("the error answered", || errors.lock().unwrap().len() == 1);
-    assert!(errors.lock().unwrap()[0].1.contains("no replica alive"));
-    // Its group fills later: nothing is answered twice.
-    svc.try_submit(job_or_error(1, &[[1.0, 2.0, 3.0]], &answers, &errors))
-        .unwrap();
-    svc.try_submit(job_or_error(2, &[[4.0, 5.0, 6.0]], &answers, &errors))
-        .unwrap();
-    assert_eq!(errors.lock().unwrap().len(), 1);
-    assert_eq!(answers.lock().unwrap().len(), 2);
-    assert_eq!(svc.stats().reconstructed, 0);
-}
-
-#[test]
-fn two_parity_models_reconstruct_two_stragglers_exactly_and_answer_each_once() {
-    let (svc, deployed) = service_r2(3, DecodeAfter::FirstAvailable);
-    let answers = Answers::default();
-    // Jobs 0 and 1 straggle (negative first element); both parity queries are non-negative.
-    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(1, &[[-2.0, 5.0, -1.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(2, &[[4.0, 0.5, 1.0]], &answers))
-        .unwrap();
-    {
-        let got = answers.lock().unwrap();
-        assert_eq!(
-            got.len(),
-            3,
-            "two reconstructions and one real answer: {got:?}"
-        );
-        for (tag, want) in [(0, [-2.0, 4.0, 6.0]), (1, [-4.0, 10.0, -2.0])] {
-            let a = got.iter().find(|a| a.0 == tag).unwrap();
-            assert!(close(&a.1, &want), "job {tag}: {:?}", a.1);
-            assert_eq!(a.2, vec![1], "job {tag} flagged reconstructed");
+    deployed.hold.store(true, Ordering::SeqCst);
+    let (node, held) = (coded.clone(), Arc::clone(&deployed));
+    let values = values.to_vec();
+    let replies = timely::execute_directly(move |worker| {
+        let replies: Rc<RefCell<Replies>> = Rc::default();
+        let errors: Rc<RefCell<Vec<RowError>>> = Rc::default();
+        let mut input = InputHandleVec::<u64, Batch>::new();
+        let (out, errs) = (Rc::clone(&replies), Rc::clone(&errors));
+        let probe = worker.dataflow::<u64, _, _>(|scope| {
+            let stream = input.to_stream(scope);
+            let model = |name: &str| ModelOperator {
+                node: name.into(),
+                lineage_id: 1,
+                producer_ids: vec![0],
+                input_columns: vec!["x".into()],
+                output_columns: vec!["m.y".into()],
+                deadlines: Deadlines::new(None, Arc::default()),
+                run_here: false,
+            };
+            let encoded = node.encoder().build("m", stream, vec!["x".into()], 1);
+            let data = model("m").build(encoded.data, Arc::new(Served(Arc::clone(&held))));
+            let parity_service = Arc::new(Served(Arc::new(Doubler::default())));
+            let mut queries = encoded.queries;
+            let parity = model("m.parity").build(queries.remove(0), parity_service);
+            let (ok, err) = DecodeOperator {
+                node: "m".into(),
+                lineage_id: 1,
+                producer_ids: vec![0],
+                output_columns: vec!["m.y".into()],
+                flag_column: "m.reconstructed".into(),
+                deadlines: Deadlines::new(None, Arc::default()),
+            }
+            .build(
+                &node,
+                ParityJoined {
+                    tags: encoded.tags,
+                    data,
+                    parity: vec![parity],
+                },
+            );
+            err.inspect(move |e| errs.borrow_mut().push(e.clone()));
+            ok.inspect(move |b: &Batch| {
+                let y = b.tensor("m.y").unwrap().f32_values().unwrap();
+                let flags = b.tensor("m.reconstructed").unwrap().i64_values().unwrap();
+                for (i, &id) in b.request_ids().iter().enumerate() {
+                    out.borrow_mut()
+                        .entry(id)
+                        .or_default()
+                        .push((y[3 * i..3 * i + 3].to_vec(), flags[i]));
+                }
+            })
+            .probe()
+            .0
+        });
+        let ids: Vec<u64> = (0..values.len() as u64).collect();
+        input.send(requests(&ids, &values));
+        input.advance_to(1);
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while probe.less_than(&1) {
+            assert!(
+                Instant::now() < give_up,
+                "the node's frontier never passed time 0"
+            );
+            worker.step();
         }
+        check(&replies.borrow(), &node);
+        held.release();
+        drop(input);
+        while worker.step() {}
+        assert!(errors.borrow().is_empty(), "{:?}", errors.borrow());
+        replies.take()
+    });
+    (replies, coded)
+}
+
+#[test]
+fn the_operators_answer_every_request_once_and_a_held_job_does_not_hold_the_frontier() {
+    let values = [
+        [1.0, 2.0, 3.0],
+        [-1.0, 0.5, 4.0],
+        [2.0, 2.0, 2.0],
+        [3.0, 1.0, 0.0],
+    ];
+    let (replies, node) = run_node(&values, |replies, _| {
+        // Request 1 is held by the deployed service, yet answered (and time 0 complete).
+        let r = replies;
+        assert_eq!(r.len(), 4, "{r:?}");
+        assert_eq!(
+            r[&1],
+            vec![(vec![-2.0, 1.0, 8.0], 1)],
+            "reconstructed exactly"
+        );
+    });
+    let r = &replies;
+    for (id, x) in values.iter().enumerate() {
+        let got = &r[&(id as u64)];
+        assert_eq!(got.len(), 1, "request {id} answered once: {got:?}");
+        let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+        assert_eq!(got[0].0, want, "request {id}");
+        assert_eq!(got[0].1, i64::from(id == 1), "request {id}'s flag");
     }
-    deployed.release();
-    assert_eq!(answers.lock().unwrap().len(), 3, "answered once");
-    let stats = svc.stats();
+    let s = node.stats();
     assert_eq!(
         (
-            stats.groups,
-            stats.parity_dispatched,
-            stats.reconstructed_late,
-            stats.late_real
+            s.groups,
+            s.parity_dispatched,
+            s.real,
+            s.reconstructed_late,
+            s.late_real
         ),
-        (1, 2, 2, 2)
+        (2, 2, 3, 1, 1)
     );
-}
-
-#[test]
-fn with_two_parity_models_only_the_late_one_is_answered_by_reconstruction() {
-    // A long deadline: nothing is late, so nothing is reconstructed, though the group could decode.
-    let (svc, deployed) = service_r2(2, DecodeAfter::Millis(600_000.0));
-    let answers = Answers::default();
-    svc.try_submit(job(0, &[[-1.0, 2.0, 3.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(1, &[[-2.0, 5.0, -1.0]], &answers))
-        .unwrap();
-    assert!(
-        answers.lock().unwrap().is_empty(),
-        "a real prediction before its deadline wins"
-    );
-    deployed.release();
-    let got = answers.lock().unwrap();
-    assert_eq!(got.len(), 2);
-    assert!(got.iter().all(|a| a.2 == vec![0]), "all real: {got:?}");
-}
-
-#[test]
-fn two_missing_wait_for_their_real_predictions() {
-    let (svc, deployed, _) = service(3);
-    let answers = Answers::default();
-    svc.try_submit(job(0, &[[-1.0, 0.0, 0.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(1, &[[-2.0, 0.0, 0.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(2, &[[3.0, 0.0, 0.0]], &answers))
-        .unwrap();
-    assert_eq!(
-        answers.lock().unwrap().len(),
-        1,
-        "no reconstruction from k − 2 outputs"
-    );
-    // Releasing the first straggler leaves one missing: that one may now be reconstructed
-    // (one missing, the parity output in), and its own real prediction is then dropped. Either way
-    // each is answered once.
-    deployed.release();
-    let got = answers.lock().unwrap();
-    let mut tags: Vec<usize> = got.iter().map(|a| a.0).collect();
-    tags.sort_unstable();
-    assert_eq!(tags, vec![0, 1, 2]);
-    let stats = svc.stats();
-    assert_eq!(stats.reconstructed, stats.late_real);
-}
-
-#[test]
-fn a_group_answered_for_real_ignores_its_parity() {
-    let (svc, _, parity) = service(2);
-    parity.hold_all.store(true, Ordering::SeqCst);
-    let answers = Answers::default();
-    svc.try_submit(job(0, &[[1.0, 1.0, 1.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(1, &[[2.0, 2.0, 2.0]], &answers))
-        .unwrap();
-    parity.release();
-    let got = answers.lock().unwrap();
-    assert_eq!(got.len(), 2);
-    assert!(got.iter().all(|a| a.2 == vec![0]));
-    assert_eq!(svc.stats().reconstructed, 0);
-    assert_eq!(svc.stats().parity_dispatched, 1);
-}
-
-#[test]
-fn jobs_of_different_sizes_are_coded_position_by_position() {
-    let (svc, _, _) = service(2);
-    let answers = Answers::default();
-    // Two rows, straggling; then one row.
-    svc.try_submit(job(0, &[[-1.0, 1.0, 1.0], [7.0, 8.0, 9.0]], &answers))
-        .unwrap();
-    svc.try_submit(job(1, &[[1.0, 1.0, 1.0]], &answers))
-        .unwrap();
-    let got = answers.lock().unwrap();
-    let rebuilt = got.iter().find(|a| a.0 == 0).unwrap();
-    assert!(
-        close(&rebuilt.1, &[-2.0, 2.0, 2.0, 14.0, 16.0, 18.0]),
-        "{:?}",
-        rebuilt.1
-    );
-    assert_eq!(rebuilt.2, vec![1, 1]);
-}
-
-#[test]
-fn a_refused_job_comes_back_whole() {
-    let (svc, deployed, _) = service(2);
-    deployed.full.store(true, Ordering::SeqCst);
-    let answers = Answers::default();
-    let back = svc
-        .try_submit(job(7, &[[1.0, 2.0, 3.0]], &answers))
-        .unwrap_err();
-    deployed.full.store(false, Ordering::SeqCst);
-    svc.try_submit(back).unwrap();
-    svc.try_submit(job(8, &[[1.0, 2.0, 3.0]], &answers))
-        .unwrap();
-    let got = answers.lock().unwrap();
-    assert_eq!(got.len(), 2);
-    assert!(got
-        .iter()
-        .any(|a| a.0 == 7 && close(&a.1, &[2.0, 4.0, 6.0])));
-    assert_eq!(
-        svc.stats().groups,
-        1,
-        "the refused try did not join a group"
-    );
-}
-
-#[test]
-fn decoding_does_not_depend_on_the_order_outputs_arrive() {
-    let col =
-        |v: &[f32]| TensorColumn::from_data("y", vec![2], 1, TensorData::F32(v.to_vec())).unwrap();
-    let parity = vec![col(&[10.0, 20.0])];
-    let (a, b) = (vec![col(&[1.0, 2.0])], vec![col(&[3.0, 4.0])]);
-    let one = decode_subtract(&parity, &[&a, &b], 1).unwrap();
-    let other = decode_subtract(&parity, &[&b, &a], 1).unwrap();
-    assert_eq!(one[0].f32_values().unwrap(), other[0].f32_values().unwrap());
-    assert_eq!(one[0].f32_values().unwrap(), &[6.0, 14.0]);
-}
-
-#[test]
-fn the_sum_encoder_adds_feature_wise_and_keeps_one_querys_shape() {
-    let col = |rows: usize, v: &[f32]| {
-        TensorColumn::from_data("x", vec![2], rows, TensorData::F32(v.to_vec())).unwrap()
-    };
-    let (a, b, c) = (
-        vec![col(2, &[1.0, 2.0, 3.0, 4.0])],
-        vec![col(1, &[10.0, 20.0])],
-        vec![col(2, &[100.0, 200.0, 300.0, 400.0])],
-    );
-    let p = encode_group(Encoder::Sum, &[&a, &b, &c]).unwrap();
-    assert_eq!(p[0].uniform_shape(), Some(&[2][..]));
-    assert_eq!(p[0].len(), 2);
-    assert_eq!(p[0].f32_values().unwrap(), &[111.0, 222.0, 303.0, 404.0]);
-}
-
-#[test]
-fn the_concat_encoder_tiles_each_row_position() {
-    // k = 2 with 2×2 single-channel images: each image is halved in width (pixel pairs
-    // averaged) and the halves are placed side by side (`weir_parm::Encoder::Concat`).
-    let col =
-        |v: &[f32]| TensorColumn::from_data("x", vec![4], 1, TensorData::F32(v.to_vec())).unwrap();
-    let (a, b) = (
-        vec![col(&[1.0, 3.0, 5.0, 7.0])],
-        vec![col(&[10.0, 30.0, 50.0, 70.0])],
-    );
-    let p = encode_group(Encoder::Concat, &[&a, &b]).unwrap();
-    assert_eq!(p[0].f32_values().unwrap(), &[2.0, 20.0, 6.0, 60.0]);
+    let jobs = node.encoder().stats().parity_jobs;
+    assert_eq!(jobs[0].0, "m.parity");
+    assert_eq!(jobs[0].1.answered, 2);
 }

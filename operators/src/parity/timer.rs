@@ -1,21 +1,20 @@
-//! One thread per parity-coded node that wakes a coding group when one of its predictions turns
-//! late, or gives up on a failed job whose group never filled: a min-heap of instants behind a
-//! condition variable.
+//! The decoder's deadlines: a min-heap of instants at which it looks at a coding group again
+//! (one of its predictions turns late) or gives up on a failed job whose group never filled.
 //!
-//! Entries are bounded by the jobs in flight (at most one per member and group). The thread holds
-//! no strong reference to the service: it calls back through a `Weak`, and stops when the service
-//! is dropped (it is never joined, since the last reference may be dropped on the thread itself).
+//! Pure and single-threaded: the decoder operator pops what is due when it runs and asks its
+//! activator to run again at the earliest instant left ([`Timer::next`]), so no thread waits and
+//! the worker is never blocked. Entries are bounded by the jobs in flight (at most one per member
+//! and group).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// What to look at when an instant comes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wake {
     /// Coding group `id`: a member may have turned late.
-    Group(u64),
+    Group(u32),
     /// The job with this sequence number failed before its group filled.
     Open(u64),
 }
@@ -44,95 +43,58 @@ impl Ord for Entry {
     }
 }
 
-#[derive(Default)]
-struct State {
+/// The pending wake-ups, earliest first.
+#[derive(Debug, Default)]
+pub struct Timer {
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
-    stop: bool,
-}
-
-#[derive(Default)]
-struct Shared {
-    state: Mutex<State>,
-    wakeup: Condvar,
-}
-
-/// The timer; dropping it stops its thread.
-pub struct Timer {
-    shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for Timer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Timer").finish_non_exhaustive()
-    }
 }
 
 impl Timer {
-    /// Starts the thread `name`, calling `fire` for each entry when its instant comes; `fire`
-    /// returns false once there is nothing left to serve (the thread then ends).
-    pub fn start(name: &str, fire: impl Fn(Wake) -> bool + Send + 'static) -> Self {
-        let shared = Arc::new(Shared::default());
-        let s = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name(name.chars().take(15).collect())
-            .spawn(move || run(&s, &fire));
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "No parity timer thread: only arrivals will decode.");
+    /// Wakes `wake` at `at`.
+    pub fn at(&mut self, at: Instant, wake: Wake) {
+        self.seq += 1;
+        self.heap.push(Reverse(Entry {
+            at,
+            seq: self.seq,
+            wake,
+        }));
+    }
+
+    /// The wake-ups due at `now`, earliest first, taken off the heap.
+    pub fn due(&mut self, now: Instant) -> Vec<Wake> {
+        let mut due = Vec::new();
+        while self.heap.peek().is_some_and(|Reverse(e)| e.at <= now) {
+            if let Some(Reverse(e)) = self.heap.pop() {
+                due.push(e.wake);
+            }
         }
-        Timer { shared }
+        due
     }
 
-    /// Calls back with `wake` at `at`.
-    pub fn at(&self, at: Instant, wake: Wake) {
-        let mut s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.seq += 1;
-        let seq = s.seq;
-        s.heap.push(Reverse(Entry { at, seq, wake }));
-        drop(s);
-        self.shared.wakeup.notify_one();
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stop = true;
-        self.shared.wakeup.notify_one();
+    /// The earliest instant left, if any.
+    pub fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(e)| e.at)
     }
 }
 
-fn run(shared: &Shared, fire: &dyn Fn(Wake) -> bool) {
-    let mut s = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        if s.stop {
-            return;
-        }
-        let now = Instant::now();
-        match s.heap.peek().map(|Reverse(e)| e.at) {
-            Some(at) if at <= now => {
-                let Some(Reverse(entry)) = s.heap.pop() else {
-                    continue;
-                };
-                drop(s);
-                if !fire(entry.wake) {
-                    return;
-                }
-                s = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-            }
-            Some(at) => {
-                s = shared
-                    .wakeup
-                    .wait_timeout(s, at - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-            None => {
-                s = shared.wakeup.wait(s).unwrap_or_else(|p| p.into_inner());
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn due_wakes_come_earliest_first_and_later_ones_stay() {
+        let t0 = Instant::now();
+        let mut timer = Timer::default();
+        timer.at(t0 + Duration::from_millis(5), Wake::Group(2));
+        timer.at(t0 + Duration::from_millis(1), Wake::Open(7));
+        timer.at(t0 + Duration::from_millis(9), Wake::Group(3));
+        assert_eq!(
+            timer.due(t0 + Duration::from_millis(5)),
+            [Wake::Open(7), Wake::Group(2)]
+        );
+        assert_eq!(timer.next(), Some(t0 + Duration::from_millis(9)));
+        assert!(timer.due(t0 + Duration::from_millis(8)).is_empty());
     }
 }
