@@ -1,6 +1,10 @@
 //! The operator factory: the process-wide resources of a graph's nodes (one ONNX Runtime executor
 //! per model node, replica pools, stateful proxies), started before any worker runs so a bad
 //! model fails at start-up, and each node's operator built from them on every worker.
+//!
+//! It is longer than one idea usually takes because it is the one seam where every kind of
+//! planned node (model, parity stages, stateful, inline op) meets the resources it runs on; its
+//! pieces are short functions, each building one kind of part.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -22,6 +22,9 @@
 //!
 //! State is bounded by the jobs in flight: a group is dropped once settled, and a member once it
 //! is answered, its own prediction (or error) is back and its group is gone.
+//!
+//! The rules above are one state machine over the same group table, so they stay in one file
+//! (longer than most) rather than being split across files that would share its private state.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
