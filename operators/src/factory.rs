@@ -565,6 +565,7 @@ impl NodeFactory for OperatorFactory {
             // Parity queries are no client's rows: no deadline, no trace.
             deadlines: Deadlines::new(None, Arc::default()),
             run_here: false,
+            in_flight: None,
         }
         .build(queries, service))
     }
