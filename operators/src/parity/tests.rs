@@ -368,6 +368,7 @@ fn run_node(
                 output_columns: vec!["m.y".into()],
                 deadlines: Deadlines::new(None, Arc::default()),
                 run_here: false,
+                in_flight: None,
             };
             let encoded = node.encoder().build("m", stream, vec!["x".into()], 1);
             let data = model("m").build(encoded.data, Arc::new(Served(Arc::clone(&held))));
