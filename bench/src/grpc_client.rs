@@ -104,18 +104,19 @@ fn put_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
 
 /// Appends an HPACK string literal (no Huffman coding) to `out`.
 fn put_string(out: &mut Vec<u8>, s: &str) {
-    put_integer(out, 0, 7, s.len());
+    put_integer(out, 7, s.len());
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Appends an HPACK integer with an `n`-bit prefix whose high bits are `first` (RFC 7541 §5.1).
-fn put_integer(out: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
+/// Appends an HPACK integer with an `n`-bit prefix, the bits above it zero (RFC 7541 §5.1): every
+/// representation this client writes that has an integer starts with zero bits.
+fn put_integer(out: &mut Vec<u8>, n: u32, mut value: usize) {
     let max = (1usize << n) - 1;
     if value < max {
-        out.push(first | value as u8);
+        out.push(value as u8);
         return;
     }
-    out.push(first | max as u8);
+    out.push(max as u8);
     value -= max;
     while value >= 128 {
         out.push((value % 128) as u8 | 0x80);
@@ -131,11 +132,11 @@ fn header_block(authority: &str, path: &str) -> Vec<u8> {
     let mut b = Vec::new();
     b.push(0x80 | 3); // :method: POST
     b.push(0x80 | 6); // :scheme: http
-    put_integer(&mut b, 0, 4, 4); // :path, a literal value
+    put_integer(&mut b, 4, 4); // :path, a literal value
     put_string(&mut b, path);
-    put_integer(&mut b, 0, 4, 1); // :authority
+    put_integer(&mut b, 4, 1); // :authority
     put_string(&mut b, authority);
-    put_integer(&mut b, 0, 4, 31); // content-type
+    put_integer(&mut b, 4, 31); // content-type
     put_string(&mut b, "application/grpc");
     b.push(0); // a literal name: te
     put_string(&mut b, "te");
@@ -366,10 +367,10 @@ mod tests {
     fn hpack_integers_follow_rfc_7541_examples() {
         // C.1.1: 10 with a 5-bit prefix; C.1.2: 1337 with a 5-bit prefix.
         let mut out = Vec::new();
-        put_integer(&mut out, 0, 5, 10);
+        put_integer(&mut out, 5, 10);
         assert_eq!(out, [10]);
         out.clear();
-        put_integer(&mut out, 0, 5, 1337);
+        put_integer(&mut out, 5, 1337);
         assert_eq!(out, [31, 154, 10]);
     }
 

@@ -218,6 +218,15 @@ struct Group {
     parity: Vec<ParityOutcome>,
 }
 
+/// Parity model `t`'s outcome in group `group`, while the group is open.
+fn parity_slot(
+    groups: &mut HashMap<u32, Group>,
+    group: u32,
+    t: usize,
+) -> Option<&mut ParityOutcome> {
+    groups.get_mut(&group).and_then(|g| g.parity.get_mut(t))
+}
+
 impl Group {
     fn full(&self) -> bool {
         self.coded.is_some()
@@ -370,11 +379,7 @@ impl Book {
         now: Instant,
     ) {
         let rows = self.parity_rows(group);
-        let Some(slot) = self
-            .groups
-            .get_mut(&group)
-            .and_then(|g| g.parity.get_mut(t))
-        else {
+        let Some(slot) = parity_slot(&mut self.groups, group, t) else {
             return;
         };
         let mut pieces = match std::mem::replace(slot, ParityOutcome::Pending) {
@@ -400,11 +405,7 @@ impl Book {
 
     /// Parity model `t`'s job for group `group` failed.
     pub fn on_parity_failed(&mut self, group: u32, t: usize, now: Instant) {
-        let Some(slot) = self
-            .groups
-            .get_mut(&group)
-            .and_then(|g| g.parity.get_mut(t))
-        else {
+        let Some(slot) = parity_slot(&mut self.groups, group, t) else {
             return;
         };
         if matches!(slot, ParityOutcome::Output(_) | ParityOutcome::Failed) {

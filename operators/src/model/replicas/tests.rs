@@ -131,6 +131,19 @@ fn two_holding_with_jobs(n: i64) -> (Arc<Scripted>, Arc<Scripted>, ReplicaPool, 
     (a, b, p, answers)
 }
 
+/// A least-outstanding pool over answering replicas `a`, failing every job, and `b`, after jobs
+/// `0..10` were submitted.
+fn a_failing_beside_b_after_ten_jobs() -> (Arc<Scripted>, Arc<Scripted>, ReplicaPool, Answers) {
+    let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
+    a.fail.store(true, Ordering::SeqCst);
+    let p = pool(&[&a, &b]);
+    let answers = Answers::default();
+    for i in 0..10 {
+        p.try_submit(job(i, &answers)).unwrap();
+    }
+    (a, b, p, answers)
+}
+
 #[test]
 fn least_outstanding_spreads_held_jobs_evenly() {
     let (a, b, _p, answers) = two_holding_with_jobs(6);
@@ -184,13 +197,7 @@ fn no_live_replica_fails_with_a_clear_error() {
 
 #[test]
 fn a_failing_replica_is_set_aside_then_revived() {
-    let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
-    a.fail.store(true, Ordering::SeqCst);
-    let p = pool(&[&a, &b]);
-    let answers = Answers::default();
-    for i in 0..10 {
-        p.try_submit(job(i, &answers)).unwrap();
-    }
+    let (a, _b, p, answers) = a_failing_beside_b_after_ten_jobs();
     assert_answered_once(&answers, 10);
     // After FAILURES_BEFORE_DOWN failures `a` is skipped: it saw few dispatches.
     let states = p.replica_states();
@@ -210,13 +217,7 @@ fn a_failing_replica_is_set_aside_then_revived() {
 
 #[test]
 fn a_replica_still_failing_after_its_cool_down_is_set_aside_again_at_once() {
-    let (a, b) = (Scripted::new("a", 10), Scripted::new("b", 10));
-    a.fail.store(true, Ordering::SeqCst);
-    let p = pool(&[&a, &b]);
-    let answers = Answers::default();
-    for i in 0..10 {
-        p.try_submit(job(i, &answers)).unwrap();
-    }
+    let (_a, _b, p, answers) = a_failing_beside_b_after_ten_jobs();
     std::thread::sleep(DOWN_COOLDOWN + Duration::from_millis(50));
     let before = p.replica_states()[0].3;
     for i in 10..40 {
