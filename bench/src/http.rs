@@ -14,7 +14,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_operators::model::OrtRuntime;
 
-use crate::client::{http_load, prepare};
+use crate::client::{http_load, prepare, Client};
+use crate::loopback::FloorServer;
 use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
     Layout, IMAGE,
@@ -51,6 +52,9 @@ pub struct HttpRow {
     pub json: (f64, f64, f64),
     /// HTTP binary: requests/s, p50 ms, p99 ms.
     pub binary: (f64, f64, f64),
+    /// The loopback floor at one client (the binary request's bytes and a reply of its size, no
+    /// HTTP server, graph or model: see `loopback`): requests/s, p50 ms, p99 ms.
+    pub floor: Option<(f64, f64, f64)>,
 }
 
 /// When a [`LocalServer`]'s server is to stop.
@@ -187,6 +191,19 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
             bare_chunk(&mut bare_sessions, &input, &IMAGE, &data, 4)?;
             http_load(&server.addr, &binary, 1, 4)?;
             http_load(&server.addr, &json, 1, 2)?;
+            // The floor answers with a reply as long as the graph's binary one.
+            let floor = if c <= 1 {
+                let (status, reply) =
+                    Client::connect(&server.addr)?.exchange(&binary.head, &binary.body)?;
+                if status != 200 {
+                    bail!("HTTP {status} to the binary request");
+                }
+                let floor = FloorServer::start(reply.len())?;
+                http_load(&floor.addr, &binary, 1, 4)?;
+                Some(floor)
+            } else {
+                None
+            };
             let load = LoadSpec {
                 requests,
                 warmup: 0,
@@ -203,7 +220,7 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
                     ..load.clone()
                 },
             );
-            let mut samples: [Vec<(f64, f64, f64)>; 4] = Default::default();
+            let mut samples: [Vec<(f64, f64, f64)>; 5] = Default::default();
             for r in 0..config.repeats {
                 eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
                 let bare = bare_reference(&mut bare_sessions, &input, &IMAGE, &data, c, requests)?;
@@ -219,7 +236,11 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
                 ));
                 samples[2].push(http_load(&server.addr, &json, c, requests)?);
                 samples[3].push(http_load(&server.addr, &binary, c, requests)?);
+                if let Some(floor) = &floor {
+                    samples[4].push(http_load(&floor.addr, &binary, 1, requests)?);
+                }
             }
+            drop(floor);
             drop(server);
             graph.shutdown();
             let med = |v: &[(f64, f64, f64)]| {
@@ -238,30 +259,35 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
                 in_process: med(&samples[1]),
                 json: med(&samples[2]),
                 binary: med(&samples[3]),
+                floor: (!samples[4].is_empty()).then(|| med(&samples[4])),
             });
         }
     }
     Ok(rows)
 }
 
-/// The HTTP table as Markdown.
+/// The HTTP table as Markdown. At one client it also reads the binary path's added p50 against
+/// the loopback floor: what is left after moving the bytes is the HTTP server's and the graph's.
 pub fn http_table(rows: &[HttpRow]) -> String {
     let mut s = String::from(
-        "| model | clients | layout | bare ORT req/s | in-process req/s | HTTP JSON req/s | HTTP binary req/s | binary / bare | binary / in-process | bare p50 ms | in-process p50 ms | JSON p50 ms | binary p50 ms | binary p50 − bare p50 ms | binary p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| model | clients | layout | bare ORT req/s | in-process req/s | HTTP JSON req/s | HTTP binary req/s | binary / bare | binary / in-process | bare p50 ms | in-process p50 ms | JSON p50 ms | binary p50 ms | binary p50 − bare p50 ms | loopback floor p50 ms | added − floor ms | binary p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let dash = || "–".to_string();
     for r in rows {
-        let bare_p50 = if r.concurrency <= 1 {
+        let one = r.concurrency <= 1;
+        let added = r.binary.1 - r.bare.1;
+        let bare_p50 = if one {
             format!("{:.3}", r.bare.1)
         } else {
-            "–".into()
+            dash()
         };
-        let delta = if r.concurrency <= 1 {
-            format!("{:+.3}", r.binary.1 - r.bare.1)
-        } else {
-            "–".into()
+        let delta = if one { format!("{added:+.3}") } else { dash() };
+        let (floor, beyond) = match r.floor {
+            Some(f) if one => (format!("{:.3}", f.1), format!("{:+.3}", added - f.1)),
+            _ => (dash(), dash()),
         };
         s.push_str(&format!(
-            "| {} | {} | {}×{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {} | {:.3} |\n",
+            "| {} | {} | {}×{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {:.3} |\n",
             r.model,
             r.concurrency,
             r.layout.instances,
@@ -277,6 +303,8 @@ pub fn http_table(rows: &[HttpRow]) -> String {
             r.json.1,
             r.binary.1,
             delta,
+            floor,
+            beyond,
             r.binary.2
         ));
     }

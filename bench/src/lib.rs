@@ -76,6 +76,7 @@ pub mod infaas_decision;
 pub mod infaas_offline;
 pub mod infaas_profiles;
 pub mod kairos_live;
+mod loopback;
 pub mod overhead;
 pub mod parm;
 pub mod perf_analyzer;
