@@ -31,6 +31,7 @@ use prost::Message;
 use tonic::body::Body;
 use tonic::codegen::http::{self, header, HeaderMap, HeaderValue};
 use tonic::codegen::Service;
+use tonic::metadata::MetadataValue;
 use tonic::server::NamedService;
 use tonic::Status;
 
@@ -92,7 +93,18 @@ async fn model_infer(shared: &Shared, request: http::Request<Body>) -> http::Res
         let request =
             ModelInferRequest::decode(message).map_err(|e| Status::internal(e.to_string()))?;
         let (reply, traceparent) = shared.unary_infer(&parts.headers, request).await?;
-        Ok::<_, Status>((framed(&reply, max)?, traceparent))
+        match framed(&reply, max) {
+            Ok(message) => Ok((message, traceparent)),
+            Err(mut status) => {
+                // The request's span, in the error's metadata as in any other failure's.
+                if let Some(v) =
+                    traceparent.and_then(|v| MetadataValue::try_from(v.as_bytes()).ok())
+                {
+                    status.metadata_mut().insert("traceparent", v);
+                }
+                Err(status)
+            }
+        }
     };
     match answer.await {
         Ok((message, traceparent)) => {
@@ -122,7 +134,7 @@ fn refuse_compression(headers: &HeaderMap) -> Result<(), Status> {
             ));
             status.metadata_mut().insert(
                 "grpc-accept-encoding",
-                tonic::metadata::MetadataValue::from_static("identity"),
+                MetadataValue::from_static("identity"),
             );
             Err(status)
         }
