@@ -12,8 +12,10 @@
 //! The client opens its own receive windows wide (and tops the connection's up), so the server
 //! never waits on it.
 //!
-//! Its header block uses no dynamic table and the reply's header blocks are skipped, not
-//! decoded: the reply is the message between the response headers and the trailers, and a call
+//! Its header block is HPACK-indexed as gRPC's C core and `h2` index theirs: the first call adds
+//! its fields to the server's dynamic table, every later call names them by index (when the
+//! server's table has room for them; literals otherwise). The reply's header blocks are skipped,
+//! not decoded: the reply is the message between the response headers and the trailers, and a call
 //! counts as answered when that message is a `ModelInferResponse` with outputs (a failed call is
 //! trailers only, so it has none). An async client on `h2` (hyper's and tonic's HTTP/2) cost
 //! eight times the HTTP client's instructions per request on a small model
@@ -64,8 +66,12 @@ mod frame {
 pub(crate) struct GrpcClient {
     write: TcpStream,
     read: BufReader<TcpStream>,
-    /// The call's header block (HPACK, static table and literals only).
+    /// The first call's header block (its fields added to the server's dynamic table).
     header_block: Vec<u8>,
+    /// Every later call's header block (the fields by index), once the first call is sent.
+    indexed_block: Option<Vec<u8>>,
+    /// The server's HPACK dynamic table size (`SETTINGS_HEADER_TABLE_SIZE`).
+    peer_table: usize,
     /// The next stream id (odd, rising).
     next_stream: u32,
     /// What the server still lets this client send on the connection.
@@ -108,8 +114,8 @@ fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Appends an HPACK integer with an `n`-bit prefix, the bits above it zero (RFC 7541 §5.1): every
-/// representation this client writes that has an integer starts with zero bits.
+/// Appends an HPACK integer with an `n`-bit prefix, the bits above it zero (RFC 7541 §5.1); the
+/// caller sets a representation's pattern bits in its first byte.
 fn put_integer(out: &mut Vec<u8>, n: u32, mut value: usize) {
     let max = (1usize << n) - 1;
     if value < max {
@@ -125,22 +131,50 @@ fn put_integer(out: &mut Vec<u8>, n: u32, mut value: usize) {
     out.push(value as u8);
 }
 
+/// The fields of a unary call to `path` on `authority` that HPACK's static table does not hold
+/// whole: (static index of the name, or 0 for a literal name; name; value).
+fn literal_fields<'a>(authority: &'a str, path: &'a str) -> [(usize, &'a str, &'a str); 4] {
+    [
+        (4, ":path", path),
+        (1, ":authority", authority),
+        (31, "content-type", "application/grpc"),
+        (0, "te", "trailers"),
+    ]
+}
+
+/// The size an entry takes in a dynamic table (RFC 7541 §4.1).
+fn entry_size(name: &str, value: &str) -> usize {
+    name.len() + value.len() + 32
+}
+
 /// The header block of a unary call to `path` on `authority`: indexed static entries where the
-/// whole field is in HPACK's static table, literals without indexing otherwise (RFC 7541
-/// appendix A), so it is valid on any stream whatever the decoder's dynamic table holds.
-fn header_block(authority: &str, path: &str) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.push(0x80 | 3); // :method: POST
-    b.push(0x80 | 6); // :scheme: http
-    put_integer(&mut b, 4, 4); // :path, a literal value
-    put_string(&mut b, path);
-    put_integer(&mut b, 4, 1); // :authority
-    put_string(&mut b, authority);
-    put_integer(&mut b, 4, 31); // content-type
-    put_string(&mut b, "application/grpc");
-    b.push(0); // a literal name: te
-    put_string(&mut b, "te");
-    put_string(&mut b, "trailers");
+/// whole field is in HPACK's static table, the other fields as literals (RFC 7541 appendix A),
+/// added to the decoder's dynamic table when `index` is set (6-bit prefix, pattern `01`), else
+/// not (4-bit prefix, pattern `0000`).
+fn header_block(authority: &str, path: &str, index: bool) -> Vec<u8> {
+    let (pattern, bits) = if index { (0x40, 6) } else { (0, 4) };
+    let mut b = vec![0x80 | 3, 0x80 | 6]; // :method: POST, :scheme: http
+    for (name_index, name, value) in literal_fields(authority, path) {
+        let start = b.len();
+        put_integer(&mut b, bits, name_index);
+        b[start] |= pattern;
+        if name_index == 0 {
+            put_string(&mut b, name);
+        }
+        put_string(&mut b, value);
+    }
+    b
+}
+
+/// The header block naming, by index, the fields [`header_block`] with `index` added (the last
+/// added is index 62, RFC 7541 §2.3.3).
+fn indexed_block(fields: usize) -> Vec<u8> {
+    let mut b = vec![0x80 | 3, 0x80 | 6];
+    for i in (0..fields).rev() {
+        let start = b.len();
+        put_integer(&mut b, 7, 62 + i);
+        b[start] |= 0x80;
+    }
     b
 }
 
@@ -153,7 +187,9 @@ impl GrpcClient {
         let mut client = GrpcClient {
             write: tcp.try_clone()?,
             read: BufReader::with_capacity(64 << 10, tcp),
-            header_block: header_block(addr, "/inference.GRPCInferenceService/ModelInfer"),
+            header_block: Vec::new(),
+            indexed_block: None,
+            peer_table: 4096,
             next_stream: 1,
             send_window: 65_535,
             stream_initial: 65_535,
@@ -176,6 +212,18 @@ impl GrpcClient {
         let (kind, _, _) = client.read_frame()?;
         if kind != frame::SETTINGS {
             bail!("the server did not open with SETTINGS");
+        }
+        // Index the fields when the server's table holds them all.
+        let path = "/inference.GRPCInferenceService/ModelInfer";
+        let fields = literal_fields(addr, path);
+        let index = fields
+            .iter()
+            .map(|(_, n, v)| entry_size(n, v))
+            .sum::<usize>()
+            <= client.peer_table;
+        client.header_block = header_block(addr, path, index);
+        if index {
+            client.indexed_block = Some(indexed_block(fields.len()));
         }
         Ok(client)
     }
@@ -200,6 +248,7 @@ impl GrpcClient {
                     let value =
                         u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
                     match id {
+                        1 => self.peer_table = value as usize,
                         4 => self.stream_initial = i64::from(value),
                         5 => self.peer_max_frame = (value as usize).clamp(MAX_FRAME, 1 << 24),
                         _ => {}
@@ -232,14 +281,20 @@ impl GrpcClient {
         let mut stream_window = self.stream_initial;
         let mut out = std::mem::take(&mut self.out);
         out.clear();
+        // The first call's block adds the fields to the server's table; later calls index them.
+        let block = if stream == 1 {
+            &self.header_block
+        } else {
+            self.indexed_block.as_ref().unwrap_or(&self.header_block)
+        };
         put_header(
             &mut out,
-            self.header_block.len(),
+            block.len(),
             frame::HEADERS,
             frame::END_HEADERS,
             stream,
         );
-        out.extend_from_slice(&self.header_block);
+        out.extend_from_slice(block);
         // DATA frames as the windows allow; what they do not is sent as the server opens them.
         let mut sent = 0;
         while sent < message.len() {
@@ -372,6 +427,22 @@ mod tests {
         out.clear();
         put_integer(&mut out, 5, 1337);
         assert_eq!(out, [31, 154, 10]);
+    }
+
+    #[test]
+    fn later_calls_name_the_first_calls_fields_by_index() {
+        let first = header_block("h:1", "/p", true);
+        // :method, :scheme; then `:path` with its static name (index 4), added (pattern 01).
+        assert_eq!(first[..5], [0x83, 0x86, 0x44, 2, b'/']);
+        // te, the last field, has a literal name: pattern 01 with index 0.
+        assert_eq!(first[first.len() - 13..first.len() - 10], [0x40, 2, b't']);
+        let plain = header_block("h:1", "/p", false);
+        assert_eq!(plain[2], 0x04, "not added: pattern 0000");
+        // Four fields added: the last (te) is 62, the first (:path) 65.
+        assert_eq!(
+            indexed_block(4),
+            [0x83, 0x86, 0x80 | 65, 0x80 | 64, 0x80 | 63, 0x80 | 62]
+        );
     }
 
     #[test]

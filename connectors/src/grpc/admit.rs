@@ -2,15 +2,16 @@
 //! decoded: the gRPC side of the budget HTTP bodies are charged to (`http::ByteBudget`).
 //!
 //! tonic reads a message whole into its own buffer and hands it to prost, which decodes it whole;
-//! weir sees neither step. So the admission sits one level lower, on the request body: it reads
+//! weir sees neither step (unary `ModelInfer` skips tonic's buffer, `unary.rs`, but is decoded
+//! whole all the same). So the admission sits one level lower, on the request body: it reads
 //! the gRPC framing (a compression flag and a four-byte length before each message) as the bytes
 //! arrive, and
 //!
 //! 1. on a message's header, refuses it if it is longer than the per-message cap
 //!    (RESOURCE_EXHAUSTED naming `--max-body-bytes`, where tonic itself would answer
 //!    OUT_OF_RANGE), else charges twice its length (its bytes collected here, then tonic's copy
-//!    of them, which the decoded raw tensor contents point into and the parsed tensors are copied
-//!    from) before a byte of it is kept;
+//!    of them on the paths that make one, which the decoded raw tensor contents point into and
+//!    the parsed tensors are copied from) before a byte of it is kept;
 //! 2. once the message is whole, walks its encoding (`footprint.rs`) and charges what prost will
 //!    allocate decoding it, before passing it on;
 //! 3. keeps each message's permit until its answer is written: a unary call's permits go when its
@@ -48,13 +49,32 @@ use super::footprint::{decoded_bytes, Schema, INFER_REQUEST, REQUEST_SIZE, SMALL
 use crate::http::{ByteBudget, BytesPermit};
 
 /// The gRPC framing's header: a compression flag and a big-endian length.
-const HEADER: usize = 5;
+pub(super) const HEADER: usize = 5;
 
 /// The paths whose requests are `ModelInferRequest`s.
 const INFER_PATHS: [&str; 2] = [
     "/inference.GRPCInferenceService/ModelInfer",
     "/inference.GRPCInferenceService/ModelStreamInfer",
 ];
+
+/// The length a message's gRPC header states, or the refusal of a compressed message or of one
+/// longer than `max`.
+pub(super) fn message_len(header: &[u8; HEADER], max: usize) -> Result<usize, Status> {
+    if header[0] != 0 {
+        return Err(Status::unimplemented(
+            "compressed messages are not accepted: send them without grpc-encoding",
+        ));
+    }
+    let [_, a, b, c, d] = *header;
+    let len = u32::from_be_bytes([a, b, c, d]) as usize;
+    if len > max {
+        return Err(Status::resource_exhausted(format!(
+            "the message is too large: {len} bytes, over the limit of {max} bytes \
+             (--max-body-bytes)"
+        )));
+    }
+    Ok(len)
+}
 
 /// What every admitted message is held to.
 #[derive(Debug)]
@@ -268,20 +288,7 @@ impl Metered {
     /// A message's header is in: checks and charges it, and starts collecting it.
     fn start(&mut self) -> Result<(), Status> {
         self.header_len = 0;
-        if self.header[0] != 0 {
-            return Err(Status::unimplemented(
-                "compressed messages are not accepted: send them without grpc-encoding",
-            ));
-        }
-        let [_, a, b, c, d] = self.header;
-        let len = u32::from_be_bytes([a, b, c, d]) as usize;
-        let max = self.admission.max_message;
-        if len > max {
-            return Err(Status::resource_exhausted(format!(
-                "the message is too large: {len} bytes, over the limit of {max} bytes \
-                 (--max-body-bytes)"
-            )));
-        }
+        let len = message_len(&self.header, self.admission.max_message)?;
         let mut permit = BytesPermit::new(&self.admission.budget);
         let buffers = len.saturating_mul(2).saturating_add(REQUEST_SIZE);
         self.admission.hold(&mut permit, buffers)?;

@@ -17,6 +17,7 @@
 //!   request path, to a graph or to the model-less front end ([`crate::oip::ModelLess`]) for the
 //!   names no graph has;
 //! - `service.rs`: the inference service's RPCs;
+//! - `unary.rs`: unary `ModelInfer` answered from the admitted body, past tonic's generic codec;
 //! - `models.rs`: Triton's `ModelConfig` and `ModelStatistics` from the shared model table;
 //! - `repository.rs`: Triton's model repository RPCs (index, load, unload);
 //! - `stream.rs`: `ModelStreamInfer`, bounded in flight per stream and drained on shutdown;
@@ -43,6 +44,7 @@ mod service;
 mod shared;
 mod status;
 mod stream;
+mod unary;
 
 /// The messages and service of `inference.GRPCInferenceService`, generated from
 /// `proto/grpc_service.proto`.

@@ -40,6 +40,7 @@ use super::listener::capped;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::InferService;
 use super::shared::{Phase, Shared};
+use super::unary::Unary;
 use crate::access_log::grpc::Logged;
 use crate::http::metrics::{requests_source, ModelMetrics, GRPC_FAMILIES};
 use crate::http::{ByteBudget, MetricsSource};
@@ -169,6 +170,7 @@ impl GrpcServer {
         let infer = GrpcInferenceServiceServer::new(InferService(Arc::clone(&shared)))
             .max_decoding_message_size(cap)
             .max_encoding_message_size(cap);
+        let infer = Unary::new(infer, Arc::clone(&shared));
         let infer = Logged::new(Admitted::new(infer, Arc::clone(&admission)));
         let health = Logged::new(Admitted::new(
             HealthServer::new(HealthService(Arc::clone(&shared))),

@@ -147,35 +147,15 @@ impl GrpcInferenceService for InferService {
         &self,
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
-        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
-        let tracing = self.0.config.traces.as_ref().map(|t| {
-            let value = |name: &str| request.metadata().get(name).and_then(|v| v.to_str().ok());
-            t.decide(value("traceparent"), value("tracestate"), "grpc")
-        });
-        if let Some(t) = &tracing {
-            crate::access_log::note_trace_id(t.context.span.trace_id_hex());
+        // The server answers this call in `unary.rs`; this is the same answer for a caller that
+        // holds the service alone.
+        let (metadata, _, message) = request.into_parts();
+        let (reply, traceparent) = self.0.unary_infer(metadata.as_ref(), message).await?;
+        let mut response = Response::new(reply);
+        if let Some(v) = traceparent.and_then(|v| MetadataValue::try_from(v.as_bytes()).ok()) {
+            response.metadata_mut().insert("traceparent", v);
         }
-        let traceparent = tracing
-            .as_ref()
-            .and_then(|t| MetadataValue::try_from(t.traceparent()).ok());
-        let result = self
-            .0
-            .infer_traced(request.into_inner(), tracing)
-            .await
-            .map(Response::new)
-            .map_err(|f| f.status);
-        // The request's span, in the initial metadata (or the error's).
-        match (result, traceparent) {
-            (Ok(mut r), Some(v)) => {
-                r.metadata_mut().insert("traceparent", v);
-                Ok(r)
-            }
-            (Err(mut s), Some(v)) => {
-                s.metadata_mut().insert("traceparent", v);
-                Err(s)
-            }
-            (result, None) => result,
-        }
+        Ok(response)
     }
 
     async fn repository_index(

@@ -20,7 +20,9 @@ use std::time::Instant;
 
 use prost::Message;
 use tokio::sync::watch;
-use tonic::metadata::MetadataMap;
+use tonic::codegen::http::{HeaderMap, HeaderValue};
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::Status;
 
 use super::config::GrpcConfig;
 use super::convert::{infer_request, infer_response};
@@ -57,9 +59,13 @@ pub(super) struct Shared {
 
 impl Shared {
     pub fn authorize(&self, metadata: &MetadataMap) -> Result<(), Failure> {
-        // Read in place: every RPC passes here, and a copy of the map costs an allocation per
-        // entry.
-        if authorized(self.config.auth_token.as_ref(), metadata.as_ref()) {
+        self.authorize_headers(metadata.as_ref())
+    }
+
+    /// [`Self::authorize`] on the call's headers, read in place: every RPC passes here, and a
+    /// copy of the map costs an allocation per entry.
+    fn authorize_headers(&self, headers: &HeaderMap) -> Result<(), Failure> {
+        if authorized(self.config.auth_token.as_ref(), headers) {
             Ok(())
         } else {
             Err(Failure::unauthenticated())
@@ -94,6 +100,40 @@ impl Shared {
 
     pub fn serving(&self) -> bool {
         *self.phase.borrow() == Phase::Serving
+    }
+
+    /// A unary `ModelInfer` call with the request headers `headers`: the token checked, the call
+    /// traced when the server traces (its `traceparent` and `tracestate` read), then
+    /// [`Self::infer_traced`]. The answer's `traceparent`, when traced, is returned with the reply
+    /// for its initial metadata, and is in a failure's metadata.
+    pub async fn unary_infer(
+        &self,
+        headers: &HeaderMap,
+        request: ModelInferRequest,
+    ) -> Result<(ModelInferResponse, Option<HeaderValue>), Status> {
+        self.authorize_headers(headers).map_err(|f| f.status)?;
+        let tracing = self.config.traces.as_ref().map(|t| {
+            let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            t.decide(value("traceparent"), value("tracestate"), "grpc")
+        });
+        if let Some(t) = &tracing {
+            crate::access_log::note_trace_id(t.context.span.trace_id_hex());
+        }
+        let traceparent = tracing
+            .as_ref()
+            .and_then(|t| HeaderValue::try_from(t.traceparent()).ok());
+        match self.infer_traced(request, tracing).await {
+            Ok(reply) => Ok((reply, traceparent)),
+            Err(mut failure) => {
+                // The request's span, in the error's metadata.
+                if let Some(v) =
+                    traceparent.and_then(|v| MetadataValue::try_from(v.as_bytes()).ok())
+                {
+                    failure.status.metadata_mut().insert("traceparent", v);
+                }
+                Err(failure.status)
+            }
+        }
     }
 
     /// Runs one request through its graph or the model-less front end; a graph's outcome goes to
