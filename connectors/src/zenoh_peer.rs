@@ -27,6 +27,21 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Where a session listens when nothing says otherwise.
 pub const DEFAULT_LISTEN: &str = "tcp/127.0.0.1:0";
 
+/// Each link's receive buffer when the configuration file sets none: 16 of zenoh's 64 KiB
+/// batches. zenoh reads each batch into a buffer from a per-link pool of `buffer_size /
+/// batch_size` buffers (one, by default) and keeps a large message's fragments in the buffers they
+/// were read into until the message is whole and its receiver lets go of it; while the pool is
+/// empty it allocates and zeroes a fresh buffer per batch. A 600 KiB tensor is ten fragments, so
+/// with the default nine 64 KiB buffers were allocated, zeroed and freed per message.
+pub const RX_BUFFER_BYTES: usize = 16 * 65_535;
+
+/// Transmission batches a link may hold for the `data` priority (queries and replies) when the
+/// configuration file sets none: zenoh's most, 16 (its default is 2; batches are allocated only
+/// when used). A message is serialised into free batches by the thread that sends it and the
+/// link's TX task writes them out; with two, a ten-fragment tensor made the sending thread and
+/// the TX task wake each other for every fragment.
+pub const TX_DATA_BATCHES: usize = 16;
+
 /// Errors opening a session.
 #[derive(Debug, thiserror::Error)]
 #[error("zenoh: {0}")]
@@ -109,6 +124,15 @@ fn peer_config_from(
         && config.get_json("listen/endpoints").ok()
             != Config::default().get_json("listen/endpoints").ok();
     set(&mut config, "mode", "\"peer\"")?;
+    // Sizes for large messages, each where the file leaves zenoh's default.
+    for (key, value) in [
+        ("transport/link/rx/buffer_size", RX_BUFFER_BYTES),
+        ("transport/link/tx/queue/size/data", TX_DATA_BATCHES),
+    ] {
+        if config.get_json(key).ok() == Config::default().get_json(key).ok() {
+            set(&mut config, key, &value.to_string())?;
+        }
+    }
     set(&mut config, "scouting/multicast/enabled", "false")?;
     if !listen.is_empty() {
         set(&mut config, "listen/endpoints", &json_list(listen))?;
@@ -179,6 +203,22 @@ mod tests {
             .unwrap()
             .contains("graph"));
         assert!(secured(&c));
+    }
+
+    #[test]
+    fn buffers_for_large_messages_are_raised_unless_a_file_sets_them() {
+        let rx = "transport/link/rx/buffer_size";
+        let tx = "transport/link/tx/queue/size/data";
+        let c = peer_config_from(None, &[], &[]).unwrap();
+        assert_eq!(c.get_json(rx).unwrap(), RX_BUFFER_BYTES.to_string());
+        assert_eq!(c.get_json(tx).unwrap(), TX_DATA_BATCHES.to_string());
+        let base = Config::from_json5(
+            r#"{ transport: { link: { rx: { buffer_size: 131070 }, tx: { queue: { size: { data: 4 } } } } } }"#,
+        )
+        .unwrap();
+        let c = peer_config_from(Some(base), &[], &[]).unwrap();
+        assert_eq!(c.get_json(rx).unwrap(), "131070");
+        assert_eq!(c.get_json(tx).unwrap(), "4");
     }
 
     #[test]

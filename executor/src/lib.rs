@@ -24,6 +24,7 @@
 pub mod client;
 pub mod emulation;
 mod options;
+mod payload;
 pub mod protocol;
 mod query;
 mod reply_check;

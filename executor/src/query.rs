@@ -41,12 +41,12 @@ use weir_engine::trace::{
     SpanRecord, SpanSink,
 };
 use weir_engine::validate::CallShape;
-use weir_engine::wire::{decode_columns_owned, encode_columns};
 use weir_operators::model::{ExecError, ExecutorConfig, Job, ModelExecutor};
 use zenoh::query::Query;
 use zenoh::Wait;
 
 use crate::emulation::Emulation;
+use crate::payload;
 use crate::protocol::{ErrorKind, ErrorReply};
 
 fn reply_error(query: &Query, kind: ErrorKind, message: String) {
@@ -158,14 +158,16 @@ pub(crate) fn handle_query(
     executor: &ModelExecutor,
     emulation: Emulation,
     spans: Option<&Arc<dyn SpanSink>>,
-    query: Query,
+    mut query: Query,
 ) {
     let config = executor.config();
     if let Some(message) = batch_mismatch(config, &query) {
         reply_error(&query, ErrorKind::Invalid, message);
         return;
     }
-    let Some(payload) = query.payload() else {
+    // Taken out of the query, which lives until the reply: the fragments' receive buffers go back
+    // to zenoh's pool once decoded, not when the job is done.
+    let Some(payload) = query.payload_mut().map(std::mem::take) else {
         reply_error(
             &query,
             ErrorKind::Invalid,
@@ -173,9 +175,9 @@ pub(crate) fn handle_query(
         );
         return;
     };
-    // A large payload arrives in fragments, which `to_bytes` joins into a `Vec` of its own: the
-    // columns are built over that `Vec` without another copy.
-    let columns = match decode_columns_owned(payload.to_bytes().into_owned()) {
+    let decoded = payload::decode(&payload);
+    drop(payload);
+    let columns = match decoded {
         Ok(c) => c,
         Err(e) => {
             reply_error(
@@ -301,7 +303,7 @@ fn answer(
         Ok(columns) => {
             stats.add_held(emulate(emulation, enqueued_at, rows));
             let named = output_names.iter().map(String::as_str).zip(columns.iter());
-            match encode_columns(named) {
+            match payload::encode(named) {
                 Ok(body) => {
                     if let Err(e) = query.reply(query.key_expr().clone(), body).wait() {
                         debug!(error = %e, "Could not send a reply.");

@@ -20,8 +20,14 @@
 //! only one that does not. A payload handed over as an owned `Vec` ([`decode_columns_owned`], what
 //! zenoh's reassembly of a fragmented message yields) is therefore never copied again; a borrowed
 //! one is copied once, as arrow's reader would.
+//!
+//! Encoding tensor columns writes the stream's framing itself (`gather`) so that a payload can
+//! leave as a list of slices whose large ones are the columns' own Arrow buffers
+//! ([`encode_columns_parts`]); a transport that takes such a list copies a tensor once, into its
+//! own buffers, rather than after arrow's writer has copied it into one `Vec`.
 
 mod frame;
+mod gather;
 mod schema;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,6 +38,7 @@ use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, Schema};
+use bytes::Bytes;
 
 use crate::batch::{Batch, BatchError, TensorColumn};
 
@@ -161,13 +168,16 @@ fn decode_guarded<T>(decode: impl FnOnce() -> Result<T, WireError>) -> Result<T,
     })
 }
 
-/// Encodes named tensor columns (all with the same number of rows) as one IPC payload.
+/// Encodes named tensor columns (all with the same number of rows) as one IPC payload, in parts:
+/// concatenated, the parts are the stream [`encode_columns`] writes. Buffers of 16 KiB or more are
+/// parts of their own that share the columns' memory (no copy); the rest is gathered into a few
+/// owned parts.
 ///
 /// # Errors
 /// When Arrow rejects the columns (rows differ, say).
-pub fn encode_columns<'a>(
+pub fn encode_columns_parts<'a>(
     columns: impl IntoIterator<Item = (&'a str, &'a TensorColumn)>,
-) -> Result<Vec<u8>, WireError> {
+) -> Result<Vec<Bytes>, WireError> {
     let mut fields = Vec::new();
     let mut arrays: Vec<ArrayRef> = Vec::new();
     let mut rows = 0;
@@ -178,7 +188,28 @@ pub fn encode_columns<'a>(
     }
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
     let rb = RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?;
-    write_ipc(&rb)
+    match gather::write_parts(&rb) {
+        Ok(parts) => Ok(parts),
+        Err(gather::Unsupported(what)) => {
+            tracing::debug!(what = %what, "Payload written by arrow's IPC writer.");
+            Ok(vec![Bytes::from(write_ipc(&rb)?)])
+        }
+    }
+}
+
+/// Encodes named tensor columns (all with the same number of rows) as one IPC payload.
+///
+/// # Errors
+/// When Arrow rejects the columns (rows differ, say).
+pub fn encode_columns<'a>(
+    columns: impl IntoIterator<Item = (&'a str, &'a TensorColumn)>,
+) -> Result<Vec<u8>, WireError> {
+    let parts = encode_columns_parts(columns)?;
+    let mut out = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
+    for part in &parts {
+        out.extend_from_slice(part);
+    }
+    Ok(out)
 }
 
 /// Decodes a payload written by [`encode_columns`], in the order written.

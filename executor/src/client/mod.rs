@@ -45,7 +45,6 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 use weir_engine::batch::TensorColumn;
 use weir_engine::validate::{CallShape, RemoteExecutor};
-use weir_engine::wire::{decode_columns_owned, encode_columns};
 use weir_operators::model::expiry;
 use weir_operators::model::replicas::JobTiming;
 use weir_operators::model::{
@@ -58,6 +57,7 @@ use zenoh::sample::SampleKind;
 use zenoh::session::ZenohId;
 use zenoh::{Session, Wait};
 
+use crate::payload;
 use crate::protocol::{ErrorKind, ErrorReply};
 use crate::reply_check::{check_columns, output_checks, OutputCheck};
 use weir_connectors::echo::quote;
@@ -472,7 +472,7 @@ impl QueryEnd {
             Ok(sample) => {
                 self.liveness
                     .sign_of_life(&self.completions, &self.node, &self.replica);
-                self.decode(sample.payload().to_bytes().into_owned())
+                self.decode(sample.payload())
             }
             Err(err) => {
                 let body = err.payload().to_bytes();
@@ -531,14 +531,14 @@ impl QueryEnd {
         }
     }
 
-    fn decode(&self, bytes: Vec<u8>) -> Result<Vec<TensorColumn>, ReplicaError> {
+    fn decode(&self, bytes: &zenoh::bytes::ZBytes) -> Result<Vec<TensorColumn>, ReplicaError> {
         let bad = |message: String| {
             ReplicaError::Failed(ExecError::Inference {
                 node: self.node.clone(),
                 message: format!("executor `{}` replied {message}", self.replica),
             })
         };
-        let columns = decode_columns_owned(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
+        let columns = payload::decode(bytes).map_err(|e| bad(format!("garbage: {e}")))?;
         let names: Vec<String> = self.outputs.iter().map(|o| o.name.clone()).collect();
         let columns = columns_in_order(columns, &names)
             .map_err(|name| bad(format!("without output `{name}`")))?;
@@ -602,7 +602,8 @@ impl Replica for RemoteReplica {
                 t.parent.traceparent()
             ));
         }
-        let body = match encode_columns(self.inputs.iter().map(String::as_str).zip(inputs.iter())) {
+        let body = match payload::encode(self.inputs.iter().map(String::as_str).zip(inputs.iter()))
+        {
             Ok(b) => b,
             Err(e) => {
                 done(Err(ReplicaError::Failed(ExecError::Inference {
