@@ -10,19 +10,18 @@
 //! (unary calls; a stream's requests are handled on tasks of their own and note nothing).
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::grpc::wrap::{Answer, Around, Wrapped};
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tonic::body::Body;
 use tonic::codegen::http::{self, HeaderMap};
 use tonic::codegen::Service;
-use tonic::server::NamedService;
 use tonic::transport::server::TcpConnectInfo;
 use tonic::Status;
 
@@ -31,40 +30,27 @@ use super::{enabled, Entry, Note};
 /// gRPC's CANCELLED: the response ended without a status.
 const CANCELLED: i32 = 1;
 
-/// A gRPC service whose calls are access-logged.
+/// The layer access-logging a service's calls.
 #[derive(Debug, Clone)]
-pub(crate) struct Logged<S> {
-    inner: S,
-}
+pub(crate) struct Log;
+
+/// A gRPC service whose calls are access-logged.
+pub(crate) type Logged<S> = Wrapped<Log, S>;
 
 impl<S> Logged<S> {
     pub(crate) fn new(inner: S) -> Logged<S> {
-        Logged { inner }
+        Wrapped::around(Log, inner)
     }
 }
 
-impl<S: NamedService> NamedService for Logged<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-type Answer = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
-
-impl<S> Service<http::Request<Body>> for Logged<S>
+impl<S> Around<S> for Log
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
     S::Future: Send + 'static,
 {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Answer;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Answer {
+    fn call(&mut self, inner: &mut S, request: http::Request<Body>) -> Answer {
         if !enabled() {
-            return Box::pin(self.inner.call(request));
+            return Box::pin(inner.call(request));
         }
         let started = Instant::now();
         let rpc = request.uri().path().trim_start_matches('/').to_owned();
@@ -86,7 +72,7 @@ where
             })
         });
         let note = Note::default();
-        let answer = note.scope(self.inner.call(request));
+        let answer = note.scope(inner.call(request));
         Box::pin(async move {
             let response = answer.await?;
             let status = status_of(response.headers());

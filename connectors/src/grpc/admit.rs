@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::grpc::wrap::{Answer, Around, Wrapped};
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
@@ -42,7 +43,6 @@ use tonic::body::Body;
 use tonic::codegen::http;
 use tonic::codegen::Service;
 use tonic::metadata::MetadataValue;
-use tonic::server::NamedService;
 use tonic::Status;
 
 use super::footprint::{decoded_bytes, Schema, INFER_REQUEST, REQUEST_SIZE, SMALL_REQUEST};
@@ -136,39 +136,25 @@ impl Held {
     }
 }
 
-/// A gRPC service whose requests are admitted against the byte budget.
+/// The layer admitting a service's requests against the byte budget.
 #[derive(Debug, Clone)]
-pub(super) struct Admitted<S> {
-    inner: S,
-    admission: Arc<Admission>,
-}
+pub(super) struct Admit(pub Arc<Admission>);
+
+/// A gRPC service whose requests are admitted against the byte budget.
+pub(super) type Admitted<S> = Wrapped<Admit, S>;
 
 impl<S> Admitted<S> {
     pub fn new(inner: S, admission: Arc<Admission>) -> Admitted<S> {
-        Admitted { inner, admission }
+        Wrapped::around(Admit(admission), inner)
     }
 }
 
-impl<S: NamedService> NamedService for Admitted<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-type Answer = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
-
-impl<S> Service<http::Request<Body>> for Admitted<S>
+impl<S> Around<S> for Admit
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
     S::Future: Send + 'static,
 {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Answer;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Answer {
+    fn call(&mut self, inner: &mut S, request: http::Request<Body>) -> Answer {
         let schema = if INFER_PATHS.contains(&request.uri().path()) {
             &INFER_REQUEST
         } else {
@@ -179,11 +165,11 @@ where
         parts.extensions.insert(held.clone());
         let body = Body::new(Metered::new(
             body,
-            Arc::clone(&self.admission),
+            Arc::clone(&self.0),
             schema,
             held.clone(),
         ));
-        let answer = self.inner.call(http::Request::from_parts(parts, body));
+        let answer = inner.call(http::Request::from_parts(parts, body));
         Box::pin(async move {
             let response = answer.await?;
             Ok(response.map(|body| Body::new(Holding { body, _held: held })))

@@ -45,6 +45,7 @@ mod shared;
 mod status;
 mod stream;
 mod unary;
+pub(crate) mod wrap;
 
 /// The messages and service of `inference.GRPCInferenceService`, generated from
 /// `proto/grpc_service.proto`.

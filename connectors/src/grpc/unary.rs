@@ -19,11 +19,11 @@
 //! Every other method goes to the generated service.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::grpc::wrap::{Answer, Around, Wrapped};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
@@ -32,7 +32,6 @@ use tonic::body::Body;
 use tonic::codegen::http::{self, header, HeaderMap, HeaderValue};
 use tonic::codegen::Service;
 use tonic::metadata::MetadataValue;
-use tonic::server::NamedService;
 use tonic::Status;
 
 use super::admit::{message_len, HEADER};
@@ -42,43 +41,29 @@ use super::shared::Shared;
 /// The path of unary `ModelInfer`.
 const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
 
-/// The inference service, with unary `ModelInfer` answered here (see the module doc).
+/// The layer answering unary `ModelInfer` here (see the module doc).
 #[derive(Clone)]
-pub(super) struct Unary<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
+pub(super) struct UnaryInfer(Arc<Shared>);
+
+/// The inference service, with unary `ModelInfer` answered here.
+pub(super) type Unary<S> = Wrapped<UnaryInfer, S>;
 
 impl<S> Unary<S> {
     pub fn new(inner: S, shared: Arc<Shared>) -> Unary<S> {
-        Unary { inner, shared }
+        Wrapped::around(UnaryInfer(shared), inner)
     }
 }
 
-impl<S: NamedService> NamedService for Unary<S> {
-    const NAME: &'static str = S::NAME;
-}
-
-type Answer = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
-
-impl<S> Service<http::Request<Body>> for Unary<S>
+impl<S> Around<S> for UnaryInfer
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
     S::Future: Send + 'static,
 {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Answer;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Answer {
+    fn call(&mut self, inner: &mut S, request: http::Request<Body>) -> Answer {
         if request.uri().path() != MODEL_INFER {
-            return Box::pin(self.inner.call(request));
+            return Box::pin(inner.call(request));
         }
-        let shared = Arc::clone(&self.shared);
+        let shared = Arc::clone(&self.0);
         Box::pin(async move { Ok(model_infer(&shared, request).await) })
     }
 }
