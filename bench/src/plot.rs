@@ -154,6 +154,29 @@ pub fn plot_grpc(rows: &[GrpcRow], path: &Path) -> Result<()> {
     plot_sweep(rows, &sweep, &throughput, &latency, path)
 }
 
+/// Throughput (top) and p50 latency (bottom) against client concurrency: a model node on a
+/// `weir executor` process over zenoh against the same node in-process.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_remote(model: &str, rows: &[crate::remote::RemoteRow], path: &Path) -> Result<()> {
+    type Row<'a> = (&'a str, &'a crate::remote::RemoteRow);
+    let rows: Vec<Row> = rows.iter().map(|r| (model, r)).collect();
+    let throughput: [Line<Row>; 2] = [
+        ("in-process", BLUE, |r| Some(r.1.local.0)),
+        ("remote executor", PALETTE[3], |r| Some(r.1.remote.0)),
+    ];
+    let latency: [Line<Row>; 2] = [
+        ("in-process", BLUE, |r| Some(r.1.local.1)),
+        ("remote executor", PALETTE[3], |r| Some(r.1.remote.1)),
+    ];
+    let sweep = Sweep {
+        model: |r: &Row| r.0,
+        concurrency: |r: &Row| r.1.concurrency,
+    };
+    plot_sweep(&rows, &sweep, &throughput, &latency, path)
+}
+
 /// Throughput (top) and p50 latency (bottom) against client concurrency: perf_analyzer's
 /// figures for `weir serve` over HTTP and gRPC against bare ONNX Runtime.
 ///

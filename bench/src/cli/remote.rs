@@ -27,6 +27,9 @@ pub(super) struct RemoteArgs {
     /// SIGKILLs in the failover part.
     #[arg(long, default_value_t = 5)]
     kills: usize,
+    /// Where to save a PNG plot of the in-process and remote figures by client count.
+    #[arg(long, default_value = "benchmarks/remote/remote.png")]
+    plot: PathBuf,
 }
 
 /// Fails when a request failed during the kills: failover must lose nothing.
@@ -43,6 +46,11 @@ pub(super) fn run(args: RemoteArgs) -> Result<()> {
     let failover = failover(&config)?;
     super::print_machine(None)?;
     print!("{}", remote_table(&rows, &failover, &config));
+    let model = config
+        .model
+        .file_stem()
+        .map_or_else(|| "model".into(), |s| s.to_string_lossy());
+    super::write_plot(&args.plot, |p| crate::plot::plot_remote(&model, &rows, p));
     if failover.errors > 0 {
         bail!("{} requests failed during failover", failover.errors);
     }
