@@ -74,23 +74,30 @@ pub(crate) fn read_reply(r: &mut impl BufRead) -> Result<(u16, Vec<u8>)> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| anyhow!("bad status line `{line}`"))?;
-    let mut length = 0usize;
+    let length = read_headers(r)?.unwrap_or(0);
+    let mut body = vec![0u8; length];
+    r.read_exact(&mut body)?;
+    Ok((status, body))
+}
+
+/// Reads header lines up to the blank line that ends them (or the end of the stream); returns the
+/// `Content-Length`, if one was given.
+pub(crate) fn read_headers(r: &mut impl BufRead) -> Result<Option<usize>> {
+    let mut length = None;
+    let mut line = String::new();
     loop {
         line.clear();
         r.read_line(&mut line)?;
         let l = line.trim_end();
         if l.is_empty() {
-            break;
+            return Ok(length);
         }
         if let Some((k, v)) = l.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse()?;
+                length = Some(v.trim().parse()?);
             }
         }
     }
-    let mut body = vec![0u8; length];
-    r.read_exact(&mut body)?;
-    Ok((status, body))
 }
 
 /// A keep-alive connection that posts prepared requests and reads the status.

@@ -17,6 +17,8 @@ use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Result};
 
+use crate::client::read_headers;
+
 /// Largest request body the floor server reads: a bound, since the port is open on loopback.
 const MAX_BODY: usize = 64 << 20;
 
@@ -83,25 +85,13 @@ fn answer(conn: TcpStream, reply: &[u8]) -> Result<()> {
     let mut writer = conn.try_clone()?;
     let mut reader = BufReader::new(conn);
     let mut body = Vec::new();
-    let mut line = String::new();
+    let mut request_line = String::new();
     loop {
-        let mut length = None;
-        loop {
-            line.clear();
-            if reader.read_line(&mut line)? == 0 {
-                return Ok(());
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = v.trim().parse::<usize>().ok();
-                }
-            }
+        request_line.clear();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
         }
-        let length = length
+        let length = read_headers(&mut reader)?
             .filter(|&n| n <= MAX_BODY)
             .ok_or_else(|| anyhow!("no usable Content-Length"))?;
         body.resize(length, 0);

@@ -355,6 +355,28 @@ mod tests {
         Body::from_stream(tokio_stream::iter(frames))
     }
 
+    /// `bytes` read as an inference body whose JSON header is `header_length` long, delivered
+    /// cut at `cuts`, charged to `permit`.
+    async fn read_cut(
+        bytes: &[u8],
+        cuts: &[usize],
+        header_length: usize,
+        permit: &mut BytesPermit,
+    ) -> InferBody {
+        let far = Instant::now() + std::time::Duration::from_secs(5);
+        read_infer_body(
+            chunked(bytes, cuts),
+            Some(bytes.len()),
+            Some(header_length),
+            1 << 20,
+            permit,
+            far,
+            5000,
+        )
+        .await
+        .unwrap()
+    }
+
     #[tokio::test]
     async fn a_binary_body_is_decoded_as_it_arrives_and_parses_as_a_whole_one() {
         let header = br#"{"inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","parameters":{"binary_data_size":12}}]}"#;
@@ -362,22 +384,11 @@ mod tests {
         for x in [0.5f32, -1.0, 2.0] {
             body.extend_from_slice(&x.to_le_bytes());
         }
-        let far = Instant::now() + std::time::Duration::from_secs(5);
         let budget = ByteBudget::new(1 << 20);
         let mut p = BytesPermit::new(&budget);
         let n = header.len();
         // Cuts inside the header, across its end, and inside an element.
-        let read = read_infer_body(
-            chunked(&body, &[5, n + 2, n + 7]),
-            Some(body.len()),
-            Some(n),
-            1 << 20,
-            &mut p,
-            far,
-            5000,
-        )
-        .await
-        .unwrap();
+        let read = read_cut(&body, &[5, n + 2, n + 7], n, &mut p).await;
         let InferBody::Split {
             json,
             parts,
@@ -395,17 +406,7 @@ mod tests {
         let mut bad = body.clone();
         bad.push(0);
         let mut p = BytesPermit::new(&budget);
-        let read = read_infer_body(
-            chunked(&bad, &[n + 1]),
-            Some(bad.len()),
-            Some(n),
-            1 << 20,
-            &mut p,
-            far,
-            5000,
-        )
-        .await
-        .unwrap();
+        let read = read_cut(&bad, &[n + 1], n, &mut p).await;
         let InferBody::Whole(bytes) = read else {
             panic!("read whole");
         };
