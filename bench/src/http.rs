@@ -283,8 +283,8 @@ pub fn http_table(rows: &[HttpRow]) -> String {
         };
         let delta = if one { format!("{added:+.3}") } else { dash() };
         let (floor, beyond) = match r.floor {
-            Some(f) if one => (format!("{:.3}", f.1), format!("{:+.3}", added - f.1)),
-            _ => (dash(), dash()),
+            Some(f) => (format!("{:.3}", f.1), format!("{:+.3}", added - f.1)),
+            None => (dash(), dash()),
         };
         s.push_str(&format!(
             "| {} | {} | {}×{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {:.3} |\n",
