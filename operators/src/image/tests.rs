@@ -275,3 +275,30 @@ fn separable_bilinear_is_the_direct_formula_to_the_bit_up_and_down() {
         );
     }
 }
+
+#[test]
+fn u8_rounding_is_round_then_clamp_to_the_bit() {
+    use super::resample::Sample;
+    let reference = |v: f32| v.round().clamp(0.0, 255.0) as u8;
+    // Every multiple of 2^-12 from -2 to 258, each half-integer's two neighbours, and the
+    // values at the edges of f32.
+    let grid = (-2 * 4096..=258 * 4096).map(|i| i as f32 / 4096.0);
+    let halves = (-2..=258).flat_map(|k| {
+        let half = k as f32 + 0.5;
+        [half.next_down(), half, half.next_up()]
+    });
+    let edges = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::MAX,
+        f32::MIN,
+    ];
+    for v in grid.chain(halves).chain(edges) {
+        assert_eq!(<u8 as Sample>::from_f32(v), reference(v), "{v:e}");
+    }
+}
