@@ -64,6 +64,8 @@ impl Sample for u8 {
     /// that went down (`v` half above the integer) goes up instead. The other steps are exact.
     fn from_f32(v: f32) -> Self {
         const TWO_23: f32 = 8_388_608.0;
+        // Not `clamp`, which keeps NaN: `max` maps it to 0, as the saturating cast does.
+        #[allow(clippy::manual_clamp)]
         let v = v.max(0.0).min(255.0);
         let sum = v + TWO_23;
         let tie_went_down = v - (sum - TWO_23) == 0.5;
