@@ -264,10 +264,10 @@ pub fn failover(config: &RemoteBenchConfig) -> Result<FailoverResult> {
     })
 }
 
-/// The report: both parts as Markdown tables.
+/// The report: the overhead table, and the failover line where there was a failover part.
 pub fn remote_table(
     rows: &[RemoteRow],
-    failover: &FailoverResult,
+    failover: Option<&FailoverResult>,
     config: &RemoteBenchConfig,
 ) -> String {
     let mut s = format!(
@@ -291,6 +291,9 @@ pub fn remote_table(
             r.remote.2
         ));
     }
+    let Some(failover) = failover else {
+        return s;
+    };
     s.push_str(&format!(
         "\nSIGKILL of one of three executors under 6 closed-loop clients, {} kills: \
          kill → liveliness lost {:.1} ms median ({:.1} max); kill → first re-dispatch {:.1} ms \

@@ -24,7 +24,7 @@ pub(super) struct RemoteArgs {
     /// Repeats per side; medians are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
-    /// SIGKILLs in the failover part.
+    /// SIGKILLs in the failover part; 0 leaves the failover part out (the overhead alone).
     #[arg(long, default_value_t = 5)]
     kills: usize,
     /// Where to save a PNG plot of the in-process and remote figures by client count.
@@ -43,16 +43,17 @@ pub(super) fn run(args: RemoteArgs) -> Result<()> {
         kills: args.kills,
     };
     let rows = remote_overhead(&config)?;
-    let failover = failover(&config)?;
+    // `--kills 0` measures the overhead alone: no executors are started for a failover part.
+    let failover = (config.kills > 0).then(|| failover(&config)).transpose()?;
     super::print_machine(None)?;
-    print!("{}", remote_table(&rows, &failover, &config));
+    print!("{}", remote_table(&rows, failover.as_ref(), &config));
     let model = config
         .model
         .file_stem()
         .map_or_else(|| "model".into(), |s| s.to_string_lossy());
     super::write_plot(&args.plot, |p| crate::plot::plot_remote(&model, &rows, p));
-    if failover.errors > 0 {
-        bail!("{} requests failed during failover", failover.errors);
+    if let Some(f) = failover.filter(|f| f.errors > 0) {
+        bail!("{} requests failed during failover", f.errors);
     }
     Ok(())
 }
