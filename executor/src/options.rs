@@ -34,7 +34,7 @@ pub struct ExecutorOptions {
     pub warmup_runs: u32,
     /// Longest a job waits for others to join its batch.
     pub max_delay: Duration,
-    /// Whether a batch waits for more only while another call runs, or always.
+    /// Whether a batch waits for more only while every session runs a call, or always.
     pub wait: weir_engine::spec::BatchWait,
     /// Jobs a model's queue holds.
     pub queue_capacity: usize,

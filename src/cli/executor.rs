@@ -84,8 +84,9 @@ pub struct ExecutorArgs {
     /// Longest a request waits for others to join its batch, in microseconds.
     #[arg(long, default_value_t = 0)]
     max_delay_us: u64,
-    /// When a batch waits `--max-delay-us` for more: `when-busy` (only while another call of the
-    /// model runs; an idle model runs a lone request at once) or `always` (a fixed timer).
+    /// When a batch waits `--max-delay-us` for more: `when-busy` (only while every session of
+    /// the model runs a call, each free session taking its share of the queue; a model with a
+    /// free session runs a lone request at once) or `always` (a fixed timer).
     #[arg(long, value_enum, default_value_t = BatchWaitArg::WhenBusy)]
     batch_wait: BatchWaitArg,
     /// Jobs each model's queue holds.
@@ -279,7 +280,7 @@ mod tests {
 /// `--batch-wait`: the command-line spelling of a graph's `batching.wait`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BatchWaitArg {
-    /// Wait for company only while another call of the model runs.
+    /// Wait for company only while every session of the model runs a call.
     WhenBusy,
     /// Always wait up to `--max-delay-us`.
     Always,

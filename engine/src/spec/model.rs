@@ -362,8 +362,9 @@ pub enum ParityEncoder {
 }
 
 /// Dynamic batching: gather up to `max_size` requests; a call takes what is queued when a session
-/// is free, and waits up to `max_delay_us` for more only as `wait` says (by default only while
-/// another call of the node is running).
+/// is free (by default its share of it among the node's sessions), and waits up to
+/// `max_delay_us` for more only as `wait` says (by default only while every session is running a
+/// call).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchingSpec {
@@ -390,18 +391,20 @@ pub struct BatchingSpec {
 
 /// When a batch's first request waits up to `max_delay_us` for company (`batching.wait`).
 ///
-/// A session that is free always takes the requests already queued (up to `max_size`) at once;
-/// this decides whether it then waits for more to arrive.
+/// A session that is free takes requests already queued (up to `max_size`) at once; this
+/// decides how many, and whether it then waits for more to arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(try_from = "String")]
 pub enum BatchWait {
-    /// Only while another call of the node is running: an idle node runs a lone request at once,
-    /// and batches form from what queued while earlier calls ran (dynamic batching without a
-    /// fixed timer).
+    /// Only while every session of the node is running a call, and each free session takes its
+    /// share of the queue (`⌈queued / sessions⌉`), leaving the rest to the others: a node with a
+    /// free session runs a lone request at once, and batches form from what queued while earlier
+    /// calls ran (dynamic batching without a fixed timer).
     #[default]
     WhenBusy,
-    /// Always, the fixed timer: every call waits for company until `max_size` requests or
-    /// `max_delay_us` after its first was queued, busy or not.
+    /// Always, the fixed timer: a free session takes the whole queue, and every call waits for
+    /// company until `max_size` requests or `max_delay_us` after its first was queued, busy or
+    /// not.
     Always,
 }
 
@@ -414,7 +417,7 @@ impl TryFrom<String> for BatchWait {
             "always" => Ok(BatchWait::Always),
             other => Err(format!(
                 "`batching.wait` is `{other}`; it takes `when_busy` (wait for company only while \
-                 another call runs, the default) or `always` (a fixed timer)"
+                 every session runs a call, the default) or `always` (a fixed timer)"
             )),
         }
     }

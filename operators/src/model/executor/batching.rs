@@ -1,10 +1,18 @@
 //! Dynamic batching and the call itself: a session thread takes one job and, for a model with a
-//! dynamic batch dimension, the jobs already queued behind it up to `max_batch` rows. It waits
-//! for more, until `max_batch` rows or the first job's `max_delay`, only while another call of the
-//! executor is running (`BatchWait::WhenBusy`, the default), or always (`BatchWait::Always`, the
-//! fixed timer). So an idle node runs a lone job at once, and under load batches form from what
-//! queued while the previous calls ran: no job waits for company that is not coming. The rows
-//! run as one call and the outputs go back per job. Jobs join a call when their rows have one
+//! dynamic batch dimension, the jobs already queued behind it up to `max_batch` rows.
+//!
+//! Under `BatchWait::WhenBusy` (the default) a session of an executor with several takes its
+//! share of the queue, `⌈queued / sessions⌉` jobs, and leaves the rest to the others: a free
+//! session takes them at once, a busy one as soon as its call ends. Taking the whole queue into
+//! one call would leave the other sessions idle while that call runs, and on sessions with cores
+//! of their own (CPU) rows cost about as much in one call as in several; under load the queue,
+//! and with it each share, grows, so batches still form. It waits for more, until `max_batch`
+//! rows or the first job's `max_delay`, only while every session of the executor is running a
+//! call, i.e. while this one could not run anyway (its session held by a call the dataflow
+//! worker started): waiting while a session is free would idle it. So an idle node runs a lone
+//! job at once, and no job waits for company that is not coming. `BatchWait::Always`, the fixed
+//! timer, takes the whole queue and always waits. The rows run as one call and the outputs go
+//! back per job. Jobs join a call when their rows have one
 //! shape per input (inputs borrowed when one job covers them, concatenated otherwise, and the
 //! outputs sliced back per job without a copy), or, under padded batching, when they differ only
 //! along the padded axes (`padding.rs`). A model whose batch dimension is fixed to 1, a job whose
@@ -29,16 +37,18 @@ use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::ort_values::{input_value, output_tensor, CallInput};
 use crate::model::ExecError;
 
-/// Counts `first` as dequeued and, for a batched model, takes the jobs queued behind it and (as
-/// [`waits_for_company`] says) those arriving until the first job's batching delay, up to
-/// `max_batch` rows; a job that does not fit is left in `carried`. Jobs past their
-/// deadline are answered expired on the way and left out (none may be left).
+/// Counts `first` as dequeued and, for a batched model, takes the jobs queued behind it (this
+/// session's share of them, one of `sessions` taking from `rx`) and (as [`waits_for_company`]
+/// says) those arriving until the first job's batching delay, up to `max_batch` rows; a job that
+/// does not fit is left in `carried`. Jobs past their deadline are answered expired on the way
+/// and left out (none may be left).
 pub(super) fn gather_batch(
     first: Job,
     config: &ExecutorConfig,
     stats: &LoadStats,
     rx: &Receiver<Job>,
     carried: &mut Option<Job>,
+    sessions: usize,
 ) -> (Vec<Job>, usize) {
     let max_batch = if config.call.batched() {
         config.max_batch.max(1)
@@ -54,11 +64,16 @@ pub(super) fn gather_batch(
     let gather_until = first.enqueued_at + config.max_delay;
     let key = call_key(config, &first);
     let batched = config.call.batched() && key.is_some();
+    let share = queue_share(config, sessions, rx.len());
     let mut jobs = vec![first];
     while batched && rows < max_batch {
+        let waits = waits_for_company(config, stats, sessions);
+        if jobs.len() >= share && !waits {
+            break;
+        }
         let next = match rx.try_recv() {
             Ok(j) => Ok(j),
-            Err(_) if waits_for_company(config, stats) => rx.recv_deadline(gather_until),
+            Err(_) if waits => rx.recv_deadline(gather_until),
             Err(_) => Err(RecvTimeoutError::Timeout),
         };
         match next {
@@ -84,12 +99,23 @@ pub(super) fn gather_batch(
     (jobs, rows)
 }
 
+/// The most jobs one of `sessions` sessions takes (the first included) of the `queued` behind
+/// its first job without waiting: under `BatchWait::WhenBusy` its share, `⌈(queued + 1) /
+/// sessions⌉`; the whole queue when it is the only session or under `Always`.
+fn queue_share(config: &ExecutorConfig, sessions: usize, queued: usize) -> usize {
+    match config.wait {
+        BatchWait::WhenBusy if sessions > 1 => (queued + 1).div_ceil(sessions),
+        _ => usize::MAX,
+    }
+}
+
 /// Whether a batch with nothing more queued waits (up to its delay) for jobs to arrive: under
-/// `BatchWait::WhenBusy` only while another call of the executor runs, under `Always` always.
-fn waits_for_company(config: &ExecutorConfig, stats: &LoadStats) -> bool {
+/// `BatchWait::WhenBusy` only while each of the executor's `sessions` runs a call (so this one
+/// could not run yet either), under `Always` always.
+fn waits_for_company(config: &ExecutorConfig, stats: &LoadStats, sessions: usize) -> bool {
     !config.max_delay.is_zero()
         && match config.wait {
-            BatchWait::WhenBusy => stats.calls_running() > 0,
+            BatchWait::WhenBusy => stats.calls_running() >= sessions.max(1) as u64,
             BatchWait::Always => true,
         }
 }

@@ -121,7 +121,7 @@ pub(super) fn session_loop(
                 Err(_) => return,
             },
         };
-        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried, config.instances);
         if jobs.is_empty() {
             continue;
         }
@@ -192,7 +192,8 @@ pub(super) fn switchable_loop(
                 }
             }
         };
-        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried);
+        let active = board.current().concurrency;
+        let (jobs, rows) = gather_batch(first, config, stats, rx, &mut carried, active);
         if jobs.is_empty() {
             continue;
         }

@@ -16,7 +16,7 @@ use super::Job;
 #[derive(Debug, Default)]
 pub struct LoadStats {
     /// Calls running now on the executor's sessions (batching waits for company only while
-    /// another call runs).
+    /// every session runs one).
     running: AtomicU64,
     pub(super) enqueued: AtomicU64,
     pub(super) dequeued: AtomicU64,

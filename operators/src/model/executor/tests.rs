@@ -432,7 +432,8 @@ fn gather_next(
     std::thread::spawn(move || {
         let first = rx.recv().unwrap();
         let mut carried = None;
-        let (jobs, _) = batching::gather_batch(first, &config, &stats, &rx, &mut carried);
+        let sessions = config.instances;
+        let (jobs, _) = batching::gather_batch(first, &config, &stats, &rx, &mut carried, sessions);
         assert!(carried.is_none(), "no job left over");
         let ids = jobs
             .iter()
@@ -478,25 +479,89 @@ fn jobs_queued_while_a_call_ran_join_the_next_batch_up_to_max_size() {
 }
 
 #[test]
-fn a_batch_waits_for_company_only_while_another_call_runs_or_when_told_always() {
-    for (wait, busy) in [
-        (weir_engine::spec::BatchWait::WhenBusy, true),
-        (weir_engine::spec::BatchWait::Always, false),
-    ] {
+fn a_batch_waits_for_company_only_while_every_session_runs_a_call_or_when_told_always() {
+    use weir_engine::spec::BatchWait::{Always, WhenBusy};
+    // (wait, sessions, calls running): one session whose call is running (its session held by a
+    // call the dataflow worker started), two sessions both running, and the fixed timer idle.
+    for (wait, sessions, busy) in [(WhenBusy, 1, 1), (WhenBusy, 2, 2), (Always, 2, 0)] {
         let answers: Answers = Arc::default();
         let stats = Arc::new(LoadStats::default());
-        let running = busy.then(|| stats.call_running());
+        let running: Vec<_> = (0..busy).map(|_| stats.call_running()).collect();
         let (tx, rx) = crossbeam_channel::unbounded();
-        let config = batching_config(2, wait);
+        let config = ExecutorConfig {
+            instances: sessions,
+            ..batching_config(2, wait)
+        };
         tx.send(job(0, &answers)).unwrap();
         let batch = gather_next(&config, &stats, &rx);
         // Held for company: nothing comes back until a second job arrives.
         std::thread::sleep(Duration::from_millis(50));
-        assert!(batch.try_recv().is_err(), "{wait:?}: ran without waiting");
+        assert!(
+            batch.try_recv().is_err(),
+            "{wait:?}, {sessions} sessions: ran without waiting"
+        );
         tx.send(job(1, &answers)).unwrap();
         assert_eq!(batch.recv_timeout(GATHER_BOUND).unwrap(), vec![0.0, 1.0]);
         drop(running);
         assert_eq!(stats.calls_running(), 0);
+    }
+}
+
+#[test]
+fn a_free_session_runs_at_once_while_another_session_runs_a_call() {
+    let answers: Answers = Arc::default();
+    let stats = Arc::new(LoadStats::default());
+    let running = stats.call_running();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let config = ExecutorConfig {
+        instances: 2,
+        ..batching_config(4, weir_engine::spec::BatchWait::WhenBusy)
+    };
+    tx.send(job(0, &answers)).unwrap();
+    // The queue stays open and the other session is busy: waiting would only idle this one.
+    let batch = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
+    assert_eq!(batch.unwrap(), vec![0.0]);
+    drop(running);
+}
+
+#[test]
+fn sessions_share_the_queue_instead_of_one_taking_it_all() {
+    use weir_engine::spec::BatchWait::{Always, WhenBusy};
+    // (wait, sessions, queued, the first session's batch, the rest's).
+    let cases: [(_, _, u64, &[f32], &[f32]); 4] = [
+        (WhenBusy, 2, 2, &[0.0], &[1.0]),
+        (WhenBusy, 2, 5, &[0.0, 1.0, 2.0], &[3.0, 4.0]),
+        (WhenBusy, 3, 4, &[0.0, 1.0], &[2.0, 3.0]),
+        // One session has nobody to leave work to; the fixed timer takes what it can.
+        (WhenBusy, 1, 3, &[0.0, 1.0, 2.0], &[]),
+    ];
+    let always = (Always, 2, 2, &[0.0, 1.0][..], &[][..]);
+    for (wait, sessions, queued, first, rest) in cases.into_iter().chain([always]) {
+        let answers: Answers = Arc::default();
+        let stats = Arc::new(LoadStats::default());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let config = ExecutorConfig {
+            instances: sessions,
+            max_delay: Duration::ZERO,
+            ..batching_config(8, wait)
+        };
+        for id in 0..queued {
+            tx.send(job(id, &answers)).unwrap();
+        }
+        let got = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
+        assert_eq!(
+            got.unwrap(),
+            first,
+            "{wait:?}, {sessions} sessions, {queued} queued"
+        );
+        let left: Vec<f32> = rx
+            .try_iter()
+            .map(|j| j.inputs[0].f32_values().unwrap()[0])
+            .collect();
+        assert_eq!(
+            left, rest,
+            "{wait:?}, {sessions} sessions, {queued} queued: left"
+        );
     }
 }
 
