@@ -11,10 +11,11 @@
 //! call, i.e. while this one could not run anyway (its session held by a call the dataflow
 //! worker started): waiting while a session is free would idle it. So an idle node runs a lone
 //! job at once, and no job waits for company that is not coming. `BatchWait::Always`, the fixed
-//! timer, takes the whole queue and always waits. The rows run as one call and the outputs go
-//! back per job. Jobs join a call when their rows have one
-//! shape per input (inputs borrowed when one job covers them, concatenated otherwise, and the
-//! outputs sliced back per job without a copy), or, under padded batching, when they differ only
+//! timer, takes the whole queue and always waits.
+//!
+//! The rows run as one call and the outputs go back per job. Jobs join a call when their rows
+//! have one shape per input (inputs borrowed when one job covers them, concatenated otherwise, and
+//! the outputs sliced back per job without a copy), or, under padded batching, when they differ only
 //! along the padded axes (`padding.rs`). A model whose batch dimension is fixed to 1, a job whose
 //! rows have shapes of their own, and a model without a batch dimension run one call per row; the
 //! last with each row's tensors exactly as they are.
