@@ -16,9 +16,9 @@
 //! The rows run as one call and the outputs go back per job. Jobs join a call when their rows
 //! have one shape per input (inputs borrowed when one job covers them, concatenated otherwise,
 //! and the outputs sliced back per job without a copy), or, under padded batching, when they
-//! differ only along the padded axes (`padding.rs`). A model whose batch dimension is fixed to 1, a job whose
-//! rows have shapes of their own, and a model without a batch dimension run one call per row; the
-//! last with each row's tensors exactly as they are.
+//! differ only along the padded axes (`padding.rs`). A model whose batch dimension is fixed to
+//! 1, a job whose rows have shapes of their own, and a model without a batch dimension run one
+//! call per row; the last with each row's tensors exactly as they are.
 
 use std::borrow::Cow;
 use std::ops::Range;
