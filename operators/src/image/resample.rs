@@ -8,8 +8,8 @@
 //! which is a libm call per element on x86-64's baseline). Every output value is computed by the
 //! same f32 operations, in the same order, as the direct formula
 //! `(a·(1-fx) + b·fx)·(1-fy) + (c·(1-fx) + d·fx)·fy`, and rounded as `round` does, so the result
-//! is the direct formula's to the bit. Coordinates follow the half-pixel convention of ONNX `Resize`
-//! (`coordinate_transformation_mode = half_pixel`, edges clamped). Nearest copies elements as they
+//! is the direct formula's to the bit. Coordinates follow the half-pixel convention of ONNX
+//! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped). Nearest copies elements as they
 //! are. A window is read in place through its row stride, so a crop is never copied out first.
 
 use weir_engine::spec::Interpolation;

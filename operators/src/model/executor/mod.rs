@@ -72,7 +72,8 @@ pub struct ExecutorConfig {
     pub max_batch: usize,
     /// Longest the first job of a batch waits for more.
     pub max_delay: Duration,
-    /// Whether it waits only while every session runs a call, taking its share of the queue (the default), or always.
+    /// Whether a session takes its share of the queue and waits only while every session runs a
+    /// call (the default), or takes the whole queue and always waits.
     pub wait: weir_engine::spec::BatchWait,
     /// Sessions (threads) running at once.
     pub instances: usize,
