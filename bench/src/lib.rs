@@ -64,6 +64,7 @@
 pub mod cli;
 pub mod client;
 pub mod conditions;
+pub mod draft;
 pub mod faults;
 pub mod grpc;
 mod grpc_client;

@@ -1,6 +1,7 @@
 //! Image pre-processing served end to end: JPEG and PNG bytes in, decoded, resized, cast and
 //! transposed in the dataflow, classified by squeezenet, and a corrupt image refused as an invalid
-//! request naming its input, without stopping the graph.
+//! request naming its input, without stopping the graph; a JPEG decoded at a reduced DCT scale
+//! (`draft`) through `weir serve`, hostile JPEGs refused by it over HTTP.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -12,6 +13,7 @@ use weir::{
 };
 
 use crate::common::{model, named};
+use crate::serve::Server;
 
 fn encoded(w: u32, h: u32, format: ImageOutputFormat) -> Vec<u8> {
     let img = RgbImage::from_fn(w, h, |x, y| {
@@ -97,4 +99,79 @@ outputs:
         ]
     );
     running.shutdown();
+}
+
+/// Posts `image` to the `drafts` graph as a BYTES tensor in the binary extension.
+fn post_picture(server: &Server, image: &[u8]) -> (u16, String) {
+    let header = format!(
+        r#"{{"inputs":[{{"name":"picture","shape":[1],"datatype":"BYTES","parameters":{{"binary_data_size":{}}}}}]}}"#,
+        image.len() + 4
+    );
+    let length = u32::try_from(image.len()).expect("a small image");
+    let body = [header.as_bytes(), &length.to_le_bytes(), image].concat();
+    server.post(
+        "/v2/models/drafts/infer",
+        &[
+            ("Content-Type", "application/octet-stream".into()),
+            ("Inference-Header-Content-Length", header.len().to_string()),
+        ],
+        &body,
+    )
+}
+
+/// The `pixels` output's shape in a JSON reply.
+fn pixels_shape(body: &str) -> Vec<u64> {
+    let reply: serde_json::Value = serde_json::from_str(body).expect("a JSON reply");
+    reply["outputs"][0]["shape"]
+        .as_array()
+        .expect("a shape")
+        .iter()
+        .map(|d| d.as_u64().expect("a size"))
+        .collect()
+}
+
+#[test]
+fn weir_serve_decodes_a_drafted_jpeg_smaller_and_refuses_hostile_ones() {
+    let graph = "name: drafts
+inputs:
+  - {name: picture, dtype: bytes, shape: [1]}
+nodes:
+  - decode_image: {id: decoded, input: picture, draft: {height: 32, width: 32}}
+outputs:
+  - {name: pixels, from: decoded}
+"
+    .to_string();
+    let server = Server::start(&[graph], &[]);
+    // 256 × 160 at 1/8 is 32 × 20, too low; at 1/4, 64 × 40.
+    let (status, body) = post_picture(&server, &encoded(256, 160, ImageOutputFormat::Jpeg(90)));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(pixels_shape(&body), vec![40, 64, 3]);
+    // A PNG is decoded whole.
+    let (status, body) = post_picture(&server, &encoded(40, 30, ImageOutputFormat::Png));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(pixels_shape(&body), vec![30, 40, 3]);
+
+    // Hostile: a baseline header declaring 60000 × 60000, and a JPEG cut short.
+    let mut huge = encoded(64, 64, ImageOutputFormat::Jpeg(90));
+    let sof = huge
+        .windows(2)
+        .position(|m| m == [0xFF, 0xC0])
+        .expect("a baseline frame header");
+    huge[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+    let (status, body) = post_picture(&server, &huge);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("inputs.picture") && body.contains("max_pixels"),
+        "{body}"
+    );
+    let mut cut = encoded(256, 160, ImageOutputFormat::Jpeg(90));
+    cut.truncate(cut.len() / 3);
+    let (status, body) = post_picture(&server, &cut);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("inputs.picture"), "{body}");
+
+    // Still serving.
+    let (status, body) = post_picture(&server, &encoded(256, 160, ImageOutputFormat::Jpeg(90)));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(pixels_shape(&body), vec![40, 64, 3]);
 }

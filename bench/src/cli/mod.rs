@@ -4,6 +4,7 @@
 //! in a module of their own; what they share (the report's first lines, saving a plot, the
 //! `--model NAME=PATH` lists) is here.
 
+mod draft;
 mod faults;
 mod grpc;
 mod hams;
@@ -101,6 +102,9 @@ enum Experiment {
     /// batching only requests of one length, throughput and p99.
     #[command(name = "variable-length")]
     VariableLength(variable_length::VariableLengthArgs),
+    /// An image classifier graph on camera JPEGs, decoding each whole against at a reduced DCT
+    /// scale (`decode_image`'s `draft`): latency, CPU per request, top class, input difference.
+    Draft(draft::DraftArgs),
     /// The OCR service graph through `weir serve` (PNG bytes in, text lines out) against the same
     /// pipeline written in Python with Pillow, numpy and onnxruntime: images/s, p50 and p99.
     Pipeline(pipeline::PipelineArgs),
@@ -165,6 +169,7 @@ impl Cli {
             Experiment::KairosLive(a) => kairos_live::run(a),
             Experiment::Hams(a) => hams::run(a),
             Experiment::VariableLength(a) => variable_length::run(a),
+            Experiment::Draft(a) => draft::run(a),
             Experiment::Pipeline(a) => pipeline::run(a),
             Experiment::InfaasDecision(a) => infaas_decision::run(a),
             Experiment::InfaasProfiles(a) => infaas_profiles::run(a),

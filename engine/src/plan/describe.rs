@@ -135,9 +135,13 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
         NodeKind::Op(TensorOp::Argmax) => "argmax".into(),
         NodeKind::Op(TensorOp::TopK { k }) => format!("top_k k={k}"),
         NodeKind::Op(TensorOp::Concat { axis }) => format!("concat axis={axis}"),
-        NodeKind::Op(TensorOp::DecodeImage { max_pixels }) => {
-            format!("decode_image max_pixels={max_pixels}")
-        }
+        NodeKind::Op(TensorOp::DecodeImage { max_pixels, draft }) => match draft {
+            Some(d) => format!(
+                "decode_image max_pixels={max_pixels} draft={}x{}",
+                d.height, d.width
+            ),
+            None => format!("decode_image max_pixels={max_pixels}"),
+        },
         NodeKind::Op(TensorOp::Resize {
             height,
             width,

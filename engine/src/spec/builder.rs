@@ -19,10 +19,10 @@ use std::path::PathBuf;
 use super::{
     ArgmaxSpec, BatchingSpec, BoxCoordinates, CastSpec, ConcatSpec, CropBoxesSpec, CropSpec,
     CtcDecodeSpec, DecodeImageSpec, DetokenizeSpec, DimSpec, ExecutorSpec, GatherSpec, GraphSpec,
-    InputSpec, Interpolation, LabelsSpec, ModelSpec, NodeSpec, NormalizeSpec, OutputSpec,
-    PadToSpec, RegionsSpec, RemoteExecutorSpec, ReshapeSpec, ResizeSpec, SequenceControl,
-    SequenceInputSpec, SliceSpec, SoftmaxSpec, Spanned, TokenizeSpec, TopKSpec, TransposeSpec,
-    DEFAULT_MAX_PIXELS,
+    ImageSize, InputSpec, Interpolation, LabelsSpec, ModelSpec, NodeSpec, NormalizeSpec,
+    OutputSpec, PadToSpec, RegionsSpec, RemoteExecutorSpec, ReshapeSpec, ResizeSpec,
+    SequenceControl, SequenceInputSpec, SliceSpec, SoftmaxSpec, Spanned, TokenizeSpec, TopKSpec,
+    TransposeSpec, DEFAULT_MAX_PIXELS,
 };
 use crate::tensor::DType;
 
@@ -216,6 +216,27 @@ impl GraphBuilder {
                 id: s(id.to_string()),
                 input: s(input.to_string()),
                 max_pixels: s(DEFAULT_MAX_PIXELS),
+                draft: None,
+            })));
+        self
+    }
+
+    /// Adds a `decode_image` node that decodes a JPEG at the smallest DCT scale keeping it at
+    /// least `height` × `width` (see [`DecodeImageSpec::draft`]).
+    pub fn decode_image_draft(
+        mut self,
+        id: &str,
+        input: &str,
+        height: usize,
+        width: usize,
+    ) -> Self {
+        self.spec
+            .nodes
+            .push(s(NodeSpec::DecodeImage(DecodeImageSpec {
+                id: s(id.to_string()),
+                input: s(input.to_string()),
+                max_pixels: s(DEFAULT_MAX_PIXELS),
+                draft: Some(s(ImageSize { height, width })),
             })));
         self
     }

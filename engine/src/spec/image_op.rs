@@ -26,6 +26,25 @@ pub struct DecodeImageSpec {
     /// larger one is refused before any pixel is decoded.
     #[serde(default = "default_max_pixels")]
     pub max_pixels: Spanned<u64>,
+    /// A JPEG is decoded at the smallest of its DCT's reduced scales (1/8, 1/4, 1/2) at which it
+    /// is still at least this size on both sides, as Pillow's `Image.draft` does: each 8 × 8 block
+    /// of coefficients becomes 1 × 1, 2 × 2 or 4 × 4 pixels, so a `resize` after it reads a smaller
+    /// picture and decoding skips most of the inverse DCT and colour conversion. The pixels are
+    /// the block's average at that scale, not what a full decode then a resize gives, which is
+    /// why it is asked for rather than implied. A PNG, a JPEG no larger than this, and a lossless,
+    /// CMYK or 16-bit JPEG are decoded whole.
+    #[serde(default)]
+    pub draft: Option<Spanned<ImageSize>>,
+}
+
+/// A picture's height and width in pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSize {
+    /// Height (1 to 65,535).
+    pub height: usize,
+    /// Width (1 to 65,535).
+    pub width: usize,
 }
 
 fn default_max_pixels() -> Spanned<u64> {

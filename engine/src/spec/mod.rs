@@ -35,7 +35,8 @@ use serde::{Deserialize, Deserializer};
 pub use builder::{CropBoxesBuilder, GraphBuilder, ModelBuilder};
 pub use fanout::{BoxCoordinates, CropBoxesSpec, GatherSpec, MAX_PARTS};
 pub use image_op::{
-    CastSpec, DecodeImageSpec, Interpolation, ResizeSpec, TransposeSpec, DEFAULT_MAX_PIXELS,
+    CastSpec, DecodeImageSpec, ImageSize, Interpolation, ResizeSpec, TransposeSpec,
+    DEFAULT_MAX_PIXELS,
 };
 pub use model::{
     AutoSpec, BatchWait, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec,

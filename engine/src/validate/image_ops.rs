@@ -1,7 +1,8 @@
 //! Image pre-processing nodes (decode_image, resize, cast, transpose): their settings and types.
 //!
 //! Rules: `decode_image` reads a BYTES tensor of shape `[]` or `[1]` (one encoded picture per
-//! request), with `max_pixels` ≥ 1, and yields `u8 [-1, -1, 3]`; `resize` reads `u8` or `f32` of
+//! request), with `max_pixels` ≥ 1 and each side of a `draft` 1 to 65,535 (a JPEG's sizes are
+//! 16-bit), and yields `u8 [-1, -1, 3]`; `resize` reads `u8` or `f32` of
 //! rank 3 (height, width, channels) and yields `[height, width, channels]`, both ≥ 1; `cast` reads
 //! and yields any dtype but `bytes`; `transpose` takes a `perm` that is a permutation of
 //! `0..rank` of its input. What only the bytes settle (the format, the declared size against
@@ -17,12 +18,29 @@ impl Validator<'_, '_> {
     pub(super) fn check_image_fields(&mut self, node: &NodeSpec) {
         let id = node.id().value.as_str();
         match node {
-            NodeSpec::DecodeImage(d) if d.max_pixels.value == 0 => {
-                self.error(
-                    node_path(id, "max_pixels"),
-                    d.max_pixels.location,
-                    format!("node `{id}`: `max_pixels` must be at least 1"),
-                );
+            NodeSpec::DecodeImage(d) => {
+                if d.max_pixels.value == 0 {
+                    self.error(
+                        node_path(id, "max_pixels"),
+                        d.max_pixels.location,
+                        format!("node `{id}`: `max_pixels` must be at least 1"),
+                    );
+                }
+                if let Some(draft) = &d.draft {
+                    let size = draft.value;
+                    for (field, v) in [("height", size.height), ("width", size.width)] {
+                        if !(1..=usize::from(u16::MAX)).contains(&v) {
+                            self.error(
+                                node_path(id, &format!("draft.{field}")),
+                                draft.location,
+                                format!(
+                                    "node `{id}`: `draft.{field}` must be 1 to {}, not {v}",
+                                    u16::MAX
+                                ),
+                            );
+                        }
+                    }
+                }
             }
             NodeSpec::Resize(r) => {
                 for (field, v) in [("height", &r.height), ("width", &r.width)] {
@@ -88,6 +106,7 @@ impl Validator<'_, '_> {
                 let shape = vec![Dim::Dynamic, Dim::Dynamic, Dim::Fixed(3)];
                 let op = TensorOp::DecodeImage {
                     max_pixels: d.max_pixels.value,
+                    draft: d.draft.as_ref().map(|s| s.value),
                 };
                 (
                     op,

@@ -14,7 +14,7 @@
 use super::text_ops::TextOp;
 use super::{node_path, CheckedKind, Port, TypedNode, Validator};
 use crate::diagnostic::Location;
-use crate::spec::{Interpolation, NodeSpec};
+use crate::spec::{ImageSize, Interpolation, NodeSpec};
 use crate::tensor::{DType, Dim, ShapeDisplay, TensorType};
 
 /// A tensor op, checked: what the operator computes.
@@ -43,6 +43,8 @@ pub enum TensorOp {
     DecodeImage {
         /// The most pixels a header may declare.
         max_pixels: u64,
+        /// The least size a JPEG is decoded at, by reducing its DCT (none: decoded whole).
+        draft: Option<ImageSize>,
     },
     /// An HWC image resized.
     Resize {

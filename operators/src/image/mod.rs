@@ -4,7 +4,8 @@
 //! Each function takes a whole column and computes every row on its own shape, so a column whose
 //! rows are images of different sizes (what `decode_image` yields) works as a uniform one does.
 //! Decoding reads the header first and refuses an image declaring more than `max_pixels` before a
-//! pixel buffer is allocated; every size product is checked. Semantics are those documented on the
+//! pixel buffer is allocated; every size product is checked. A `draft` size decodes a JPEG at a
+//! reduced DCT scale where one keeps it at least that size (Pillow's `Image.draft`). Semantics are those documented on the
 //! spec types in `weir_engine::spec`. Resizing follows the half-pixel convention of ONNX
 //! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped), so a model trained on
 //! such input sees the same values; the separable resampler is in [`resample`]. Each op reads its
@@ -22,7 +23,7 @@ use std::io::Cursor;
 use half::{bf16, f16};
 use image::ImageFormat;
 use weir_engine::batch::TensorColumn;
-use weir_engine::spec::Interpolation;
+use weir_engine::spec::{ImageSize, Interpolation};
 use weir_engine::tensor::{element_count, DType, TensorData};
 
 use crate::column::shaped_like;
@@ -32,7 +33,11 @@ use crate::column::shaped_like;
 /// # Errors
 /// A message naming the row when it does not hold exactly one element, is not a JPEG or PNG,
 /// declares more than `max_pixels` pixels, or is corrupt.
-pub fn decode(input: &TensorColumn, max_pixels: u64) -> Result<TensorColumn, String> {
+pub fn decode(
+    input: &TensorColumn,
+    max_pixels: u64,
+    draft: Option<ImageSize>,
+) -> Result<TensorColumn, String> {
     let mut shapes = Vec::with_capacity(input.len());
     let mut data: Vec<u8> = Vec::new();
     for r in 0..input.len() {
@@ -47,7 +52,8 @@ pub fn decode(input: &TensorColumn, max_pixels: u64) -> Result<TensorColumn, Str
                 ))
             }
         };
-        let (shape, pixels) = decode_one(bytes, max_pixels).map_err(|e| format!("row {r}: {e}"))?;
+        let (shape, pixels) =
+            decode_one(bytes, max_pixels, draft).map_err(|e| format!("row {r}: {e}"))?;
         // The first image's buffer becomes the column's (one image per batch is the usual case).
         if data.is_empty() {
             data = pixels;
@@ -59,24 +65,32 @@ pub fn decode(input: &TensorColumn, max_pixels: u64) -> Result<TensorColumn, Str
     TensorColumn::from_shapes("output", shapes, TensorData::U8(data)).map_err(|e| e.to_string())
 }
 
-/// One JPEG or PNG decoded to RGB, its declared size checked before decoding.
-fn decode_one(bytes: &[u8], max_pixels: u64) -> Result<(Vec<usize>, Vec<u8>), String> {
+/// A decoded picture: its `[height, width, 3]` shape and RGB bytes.
+type Decoded = (Vec<usize>, Vec<u8>);
+
+/// One JPEG or PNG decoded to RGB, its declared size checked before decoding; a JPEG at the
+/// reduced scale `draft` asks for, where one keeps it at least that size.
+fn decode_one(
+    bytes: &[u8],
+    max_pixels: u64,
+    draft: Option<ImageSize>,
+) -> Result<Decoded, String> {
     let format = image::guess_format(bytes).map_err(|_| "not a JPEG or PNG image".to_string())?;
     if !matches!(format, ImageFormat::Jpeg | ImageFormat::Png) {
         return Err(format!(
             "{format:?} images are not accepted; send JPEG or PNG"
         ));
     }
+    if let (Some(draft), ImageFormat::Jpeg) = (draft, format) {
+        if let Some(decoded) = decode_jpeg_draft(bytes, max_pixels, draft)? {
+            return Ok(decoded);
+        }
+    }
     let reader = image::io::Reader::with_format(Cursor::new(bytes), format);
     let (width, height) = reader
         .into_dimensions()
         .map_err(|e| format!("unreadable {format:?} header: {e}"))?;
-    let pixels = u64::from(width) * u64::from(height);
-    if pixels > max_pixels {
-        return Err(format!(
-            "image declares {width}x{height} = {pixels} pixels, more than max_pixels = {max_pixels}"
-        ));
-    }
+    let pixels = within_max_pixels(width, height, max_pixels)?;
     let mut reader = image::io::Reader::with_format(Cursor::new(bytes), format);
     let mut limits = image::io::Limits::default();
     limits.max_image_width = Some(width);
@@ -89,6 +103,96 @@ fn decode_one(bytes: &[u8], max_pixels: u64) -> Result<(Vec<usize>, Vec<u8>), St
     let rgb = decoded.into_rgb8();
     let shape = vec![rgb.height() as usize, rgb.width() as usize, 3];
     Ok((shape, rgb.into_raw()))
+}
+
+/// The pixel count `width` × `height`, or why it is over `max_pixels`.
+fn within_max_pixels(width: u32, height: u32, max_pixels: u64) -> Result<u64, String> {
+    let pixels = u64::from(width) * u64::from(height);
+    if pixels > max_pixels {
+        return Err(format!(
+            "image declares {width}x{height} = {pixels} pixels, more than max_pixels = {max_pixels}"
+        ));
+    }
+    Ok(pixels)
+}
+
+/// The size to ask the JPEG decoder for under `draft`: the sides at the smallest of the DCT
+/// scales 1/8, 1/4 and 1/2 at which both, rounded up as the decoder rounds them, are still at
+/// least the draft's; `None` when only the whole picture is.
+fn draft_scale(width: u32, height: u32, draft: ImageSize) -> Option<(u16, u16)> {
+    let scaled = |side: u32, eighths: u64| (u64::from(side) * eighths).div_ceil(8);
+    [1, 2, 4].into_iter().find_map(|eighths| {
+        let (w, h) = (scaled(width, eighths), scaled(height, eighths));
+        if w < draft.width as u64 || h < draft.height as u64 {
+            return None;
+        }
+        // A JPEG's sides are 16-bit, so a reduced one is too.
+        Some((u16::try_from(w).ok()?, u16::try_from(h).ok()?))
+    })
+}
+
+/// A JPEG decoded at the reduced scale `draft` allows, by the decoder `image` uses (jpeg-decoder,
+/// which scales in its inverse DCT), to RGB as a whole decode converts it; `None` when it is to be
+/// decoded whole: no reduced scale keeps it at least `draft`'s size, or it is lossless (no DCT to
+/// reduce), CMYK or 16-bit (left to `image`'s conversions).
+fn decode_jpeg_draft(
+    bytes: &[u8],
+    max_pixels: u64,
+    draft: ImageSize,
+) -> Result<Option<Decoded>, String> {
+    use jpeg_decoder::{CodingProcess, Decoder, PixelFormat};
+    let mut decoder = Decoder::new(bytes);
+    decoder
+        .read_info()
+        .map_err(|e| format!("unreadable Jpeg header: {e}"))?;
+    let info = decoder
+        .info()
+        .ok_or_else(|| "unreadable Jpeg header".to_string())?;
+    let (width, height) = (u32::from(info.width), u32::from(info.height));
+    let pixels = within_max_pixels(width, height, max_pixels)?;
+    let channels = match info.pixel_format {
+        PixelFormat::RGB24 => 3,
+        PixelFormat::L8 => 1,
+        PixelFormat::L16 | PixelFormat::CMYK32 => return Ok(None),
+    };
+    if info.coding_process == CodingProcess::Lossless {
+        return Ok(None);
+    }
+    let Some((w, h)) = draft_scale(width, height, draft) else {
+        return Ok(None);
+    };
+    let (got_w, got_h) = decoder
+        .scale(w, h)
+        .map_err(|e| format!("corrupt Jpeg image: {e}"))?;
+    let (got_w, got_h) = (usize::from(got_w), usize::from(got_h));
+    // The decoder picks the smallest scale reaching the request on either side; on a picture a
+    // few pixels wide that can be a smaller one than asked for, which would undercut the draft.
+    if got_w < draft.width || got_h < draft.height {
+        return Ok(None);
+    }
+    // Its output buffer, bounded as a whole decode's is (at most 4 bytes a pixel).
+    decoder.set_max_decoding_buffer_size(
+        usize::try_from(pixels.saturating_mul(4)).unwrap_or(usize::MAX),
+    );
+    let data = decoder
+        .decode()
+        .map_err(|e| format!("corrupt Jpeg image: {e}"))?;
+    if Some(data.len())
+        != got_w
+            .checked_mul(got_h)
+            .and_then(|n| n.checked_mul(channels))
+    {
+        return Err(format!(
+            "corrupt Jpeg image: {} bytes decoded for {got_w}x{got_h}",
+            data.len()
+        ));
+    }
+    let rgb = if channels == 3 {
+        data
+    } else {
+        data.iter().flat_map(|&v| [v, v, v]).collect()
+    };
+    Ok(Some((vec![got_h, got_w, 3], rgb)))
 }
 
 /// Row by row: each `[h, w, c]` image (u8 or f32) resized to `[height, width, c]`.

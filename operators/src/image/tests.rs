@@ -31,7 +31,7 @@ fn png_decodes_to_its_pixels_and_jpeg_as_the_image_crate_decodes_it() {
     let jpeg_img = picture(8, 6);
     let png = encoded(&png_img, ImageOutputFormat::Png);
     let jpeg = encoded(&jpeg_img, ImageOutputFormat::Jpeg(90));
-    let out = decode(&bytes_column(vec![png, jpeg.clone()]), 1 << 20).unwrap();
+    let out = decode(&bytes_column(vec![png, jpeg.clone()]), 1 << 20, None).unwrap();
     assert_eq!(out.row_shape(0), vec![3, 5, 3]);
     assert_eq!(out.row_shape(1), vec![6, 8, 3]);
     assert_eq!(
@@ -49,9 +49,9 @@ fn png_decodes_to_its_pixels_and_jpeg_as_the_image_crate_decodes_it() {
 fn corrupt_and_foreign_bytes_are_refused() {
     let mut jpeg = encoded(&picture(16, 16), ImageOutputFormat::Jpeg(90));
     jpeg.truncate(jpeg.len() / 2);
-    let e = decode(&bytes_column(vec![jpeg]), 1 << 20).unwrap_err();
+    let e = decode(&bytes_column(vec![jpeg]), 1 << 20, None).unwrap_err();
     assert!(e.contains("row 0") && e.contains("Jpeg"), "{e}");
-    let e = decode(&bytes_column(vec![b"hello".to_vec()]), 1 << 20).unwrap_err();
+    let e = decode(&bytes_column(vec![b"hello".to_vec()]), 1 << 20, None).unwrap_err();
     assert!(e.contains("not a JPEG or PNG"), "{e}");
 }
 
@@ -79,11 +79,148 @@ fn a_png_declaring_too_many_pixels_is_refused_before_decoding() {
     png[20..24].copy_from_slice(&100_000u32.to_be_bytes());
     let crc = crc32(&png[12..29]);
     png[29..33].copy_from_slice(&crc.to_be_bytes());
-    let e = decode(&bytes_column(vec![png]), 16_777_216).unwrap_err();
+    let e = decode(&bytes_column(vec![png]), 16_777_216, None).unwrap_err();
     assert!(
         e.contains("100000x100000") && e.contains("max_pixels"),
         "{e}"
     );
+}
+
+/// A smooth picture (two gradients and a soft diagonal), as camera pictures mostly are at the
+/// scale of an 8 × 8 block, so a reduced DCT scale stays close to a box average of it.
+fn smooth(w: u32, h: u32) -> RgbImage {
+    RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([
+            (x * 255 / w) as u8,
+            (y * 255 / h) as u8,
+            ((x + y) * 255 / (w + h)) as u8,
+        ])
+    })
+}
+
+fn draft(height: usize, width: usize) -> Option<ImageSize> {
+    Some(ImageSize { height, width })
+}
+
+#[test]
+fn a_jpeg_draft_decodes_at_the_smallest_dct_scale_still_as_large_on_both_sides() {
+    let jpeg = encoded(&smooth(200, 120), ImageOutputFormat::Jpeg(95));
+    // [height, width] of the draft → the picture's sides at 1/8 (25 × 15), 1/4 (50 × 30), 1/2
+    // (100 × 60) or whole: the first scale at which both are at least the draft's.
+    for (want, shape) in [
+        ((10, 20), [15, 25, 3]),
+        ((15, 25), [15, 25, 3]),
+        ((16, 25), [30, 50, 3]),
+        ((40, 40), [60, 100, 3]),
+        ((60, 100), [60, 100, 3]),
+        ((61, 100), [120, 200, 3]),
+        ((500, 500), [120, 200, 3]),
+    ] {
+        let out = decode(
+            &bytes_column(vec![jpeg.clone()]),
+            1 << 20,
+            draft(want.0, want.1),
+        );
+        assert_eq!(out.unwrap().row_shape(0), shape.to_vec(), "draft {want:?}");
+    }
+}
+
+#[test]
+fn a_halved_jpeg_is_close_to_the_whole_decode_averaged_over_each_two_by_two() {
+    let jpeg = encoded(&smooth(256, 160), ImageOutputFormat::Jpeg(95));
+    let whole = image::load_from_memory(&jpeg).unwrap().into_rgb8();
+    let out = decode(&bytes_column(vec![jpeg]), 1 << 20, draft(80, 128)).unwrap();
+    assert_eq!(out.row_shape(0), vec![80, 128, 3]);
+    let half = out.row(0).values::<u8>().unwrap().to_vec();
+    let mut total = 0.0f64;
+    for y in 0..80u32 {
+        for x in 0..128u32 {
+            for c in 0..3 {
+                let sum: u32 = [(0, 0), (1, 0), (0, 1), (1, 1)]
+                    .iter()
+                    .map(|(dx, dy)| u32::from(whole.get_pixel(2 * x + dx, 2 * y + dy)[c]))
+                    .sum();
+                let box_average = f64::from(sum) / 4.0;
+                let i = ((y * 128 + x) * 3) as usize + c;
+                total += (f64::from(half[i]) - box_average).abs();
+            }
+        }
+    }
+    let mean = total / f64::from(80 * 128 * 3);
+    // The scaled inverse DCT keeps each block's low frequencies: on a smooth picture it is
+    // within about a level of the box average (the whole decode's own JPEG error is larger).
+    assert!(mean < 1.5, "mean absolute difference {mean}");
+}
+
+#[test]
+fn a_draft_leaves_png_and_a_jpeg_no_larger_than_it_decoded_whole_to_the_bit() {
+    let png = encoded(&smooth(64, 48), ImageOutputFormat::Png);
+    let jpeg = encoded(&smooth(64, 48), ImageOutputFormat::Jpeg(90));
+    let png_only = decode(&bytes_column(vec![png.clone()]), 1 << 20, draft(8, 8));
+    assert_eq!(png_only.unwrap().row_shape(0), vec![48, 64, 3]);
+    let column = bytes_column(vec![png, jpeg]);
+    let whole = decode(&column, 1 << 20, None).unwrap();
+    let drafted = decode(&column, 1 << 20, draft(48, 64)).unwrap();
+    assert_eq!(drafted.row_shape(1), vec![48, 64, 3]);
+    for r in 0..2 {
+        assert_eq!(
+            whole.row(r).values::<u8>(),
+            drafted.row(r).values::<u8>(),
+            "row {r}"
+        );
+    }
+}
+
+#[test]
+fn a_draft_is_never_undercut_on_a_picture_a_few_pixels_across() {
+    // 1 pixel wide: at 1/8 and 1/4 the width is still 1, so the decoder, which takes the first
+    // scale reaching the request on either side, would pick 1/8 for a request of 1/4's size.
+    for (w, h, want) in [
+        (1, 100, (20, 1)),
+        (100, 1, (1, 20)),
+        (3, 40, (9, 1)),
+        (9, 9, (2, 2)),
+    ] {
+        let jpeg = encoded(&smooth(w, h), ImageOutputFormat::Jpeg(90));
+        let out = decode(&bytes_column(vec![jpeg]), 1 << 20, draft(want.0, want.1)).unwrap();
+        let shape = out.row_shape(0);
+        assert!(
+            shape[0] >= want.0
+                && shape[1] >= want.1
+                && shape[0] <= h as usize
+                && shape[1] <= w as usize,
+            "{w}x{h} with draft {want:?}: {shape:?}"
+        );
+    }
+}
+
+#[test]
+fn a_grayscale_jpeg_drafts_to_rgb() {
+    let gray = image::GrayImage::from_fn(64, 64, |x, y| image::Luma([((x + y) * 2) as u8]));
+    let mut jpeg = Cursor::new(Vec::new());
+    gray.write_to(&mut jpeg, ImageOutputFormat::Jpeg(90))
+        .unwrap();
+    let out = decode(
+        &bytes_column(vec![jpeg.into_inner()]),
+        1 << 20,
+        draft(16, 16),
+    )
+    .unwrap();
+    assert_eq!(out.row_shape(0), vec![16, 16, 3]);
+    let row = out.row(0);
+    let v = row.values::<u8>().unwrap();
+    assert!(v.chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+}
+
+#[test]
+fn a_drafted_jpeg_declaring_too_many_pixels_is_refused_before_decoding() {
+    let mut jpeg = encoded(&smooth(16, 16), ImageOutputFormat::Jpeg(90));
+    // The baseline frame header (FF C0): length, precision, then height and width, 16-bit each.
+    let sof = jpeg.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
+    jpeg[sof + 5..sof + 7].copy_from_slice(&60_000u16.to_be_bytes());
+    jpeg[sof + 7..sof + 9].copy_from_slice(&60_000u16.to_be_bytes());
+    let e = decode(&bytes_column(vec![jpeg]), 16_777_216, draft(224, 224)).unwrap_err();
+    assert!(e.contains("60000x60000") && e.contains("max_pixels"), "{e}");
 }
 
 fn image_column(shape: [usize; 3], data: TensorData) -> TensorColumn {

@@ -107,7 +107,9 @@ impl TensorOp {
                 ])
             }
             PlannedOp::Concat { axis } => concat(inputs, *axis),
-            PlannedOp::DecodeImage { max_pixels } => Ok(vec![image::decode(first, *max_pixels)?]),
+            PlannedOp::DecodeImage { max_pixels, draft } => {
+                Ok(vec![image::decode(first, *max_pixels, *draft)?])
+            }
             PlannedOp::Resize {
                 height,
                 width,
