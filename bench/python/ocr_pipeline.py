@@ -43,6 +43,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -292,6 +293,7 @@ def bench(pipeline, directory, clients, seconds, only_models=False):
 
     started = time.perf_counter()
     cpu = time.process_time()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in threads:
         t.start()
@@ -299,6 +301,7 @@ def bench(pipeline, directory, clients, seconds, only_models=False):
         t.join()
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     if errors:
         sys.exit(f"OCR failed: {errors[0]}")
     all_ms = np.array(sorted(x for l in latencies for x in l)) * 1e3
@@ -310,6 +313,7 @@ def bench(pipeline, directory, clients, seconds, only_models=False):
         "p50_ms": float(np.quantile(all_ms, 0.5)),
         "p99_ms": float(np.quantile(all_ms, 0.99)),
         "cpu_ms_per_image": cpu * 1e3 / max(len(all_ms), 1),
+        "minor_faults_per_image": faults / max(len(all_ms), 1),
     }
 
 

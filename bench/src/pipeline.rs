@@ -28,7 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::client::{closed_loop, connect, Client, Prepared, Until};
 use crate::overhead::median;
-use crate::process::cpu_seconds;
+use crate::process::{cpu_seconds, minor_faults};
 
 /// The model name `graphs/ocr.yaml` serves under.
 const MODEL: &str = "ocr";
@@ -67,6 +67,9 @@ pub struct Measured {
     pub p99_ms: f64,
     /// CPU time (user + system, every thread of the serving process) per image, ms.
     pub cpu_ms: f64,
+    /// Minor page faults of the serving process per image (fresh memory first touched: what
+    /// buffers allocated per request cost beyond the allocator's reuse).
+    pub faults: f64,
 }
 
 /// Both sides at one client count, medians over the repeats.
@@ -206,15 +209,18 @@ fn weir_run(
     seconds: f64,
 ) -> Result<Measured> {
     let clients = connect(&server.addr, clients)?;
-    let (started, cpu) = (Instant::now(), cpu_seconds(server.child.id()));
+    let pid = server.child.id();
+    let (started, cpu, faults) = (Instant::now(), cpu_seconds(pid), minor_faults(pid));
     let stop = started + Duration::from_secs_f64(seconds);
     let (throughput, p50_ms, p99_ms) = closed_loop(clients, requests, Until::Deadline(stop))?;
-    let cores = (cpu_seconds(server.child.id()) - cpu) / started.elapsed().as_secs_f64();
+    let elapsed = started.elapsed().as_secs_f64();
+    let per_image = |total: f64| total / elapsed / throughput.max(1e-9);
     Ok(Measured {
         throughput,
         p50_ms,
         p99_ms,
-        cpu_ms: cores * 1e3 / throughput.max(1e-9),
+        cpu_ms: per_image(cpu_seconds(pid) - cpu) * 1e3,
+        faults: per_image(minor_faults(pid) - faults),
     })
 }
 
@@ -256,6 +262,7 @@ fn python_run(config: &PipelineConfig, side: PythonSide, clients: usize) -> Resu
         p50_ms: field("p50_ms")?,
         p99_ms: field("p99_ms")?,
         cpu_ms: field("cpu_ms_per_image")?,
+        faults: field("minor_faults_per_image")?,
     })
 }
 
@@ -304,6 +311,7 @@ pub fn pipeline(config: &PipelineConfig) -> Result<Vec<PipelineRow>> {
         p50_ms: median(v.iter().map(|m| m.p50_ms).collect()),
         p99_ms: median(v.iter().map(|m| m.p99_ms).collect()),
         cpu_ms: median(v.iter().map(|m| m.cpu_ms).collect()),
+        faults: median(v.iter().map(|m| m.faults).collect()),
     };
     Ok(config
         .clients
@@ -321,12 +329,12 @@ pub fn pipeline(config: &PipelineConfig) -> Result<Vec<PipelineRow>> {
 /// The results as a Markdown table.
 pub fn pipeline_table(rows: &[PipelineRow]) -> String {
     let mut out = String::from(
-        "| clients | weir images/s | Python images/s | models alone images/s | weir / Python | weir / models | Python / models | weir p50 ms | Python p50 ms | models p50 ms | weir p99 ms | Python p99 ms | weir CPU ms/image outside models | Python CPU ms/image outside models | models CPU ms/image |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| clients | weir images/s | Python images/s | models alone images/s | weir / Python | weir / models | Python / models | weir p50 ms | Python p50 ms | models p50 ms | weir p99 ms | Python p99 ms | weir CPU ms/image outside models | Python CPU ms/image outside models | models CPU ms/image | minor page faults per image, weir / Python |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let ratio = |a: f64, b: f64| a / b.max(1e-9);
         out.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} / {:.0} |\n",
             r.clients,
             r.weir.throughput,
             r.python.throughput,
@@ -342,6 +350,8 @@ pub fn pipeline_table(rows: &[PipelineRow]) -> String {
             r.outside_models_ms(&r.weir),
             r.outside_models_ms(&r.python),
             r.models.cpu_ms,
+            r.weir.faults,
+            r.python.faults,
         ));
     }
     out

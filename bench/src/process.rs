@@ -203,23 +203,31 @@ impl Drop for ServeProcess {
     }
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name (which may hold spaces and closes
+/// with ')'): the state is field 0, minflt 7, utime 11, stime 12.
+fn stat_fields(pid: u32) -> Vec<f64> {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Vec::new();
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return Vec::new();
+    };
+    // The state is a letter; every field after it is a number.
+    rest.split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0))
+        .collect()
+}
+
 /// CPU seconds (user + system) process `pid` has used, from `/proc/<pid>/stat` (clock ticks of
 /// 1/100 s, Linux's `USER_HZ`); 0 where it cannot be read.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) close with ')'.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the state.
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
+    let fields = stat_fields(pid);
+    let ticks = |i: usize| fields.get(i).copied().unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Minor page faults process `pid` has taken (first touches of fresh memory), from
+/// `/proc/<pid>/stat`; 0 where it cannot be read.
+pub fn minor_faults(pid: u32) -> f64 {
+    stat_fields(pid).get(7).copied().unwrap_or(0.0)
 }

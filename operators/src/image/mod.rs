@@ -5,12 +5,12 @@
 //! rows are images of different sizes (what `decode_image` yields) works as a uniform one does.
 //! Decoding reads the header first and refuses an image declaring more than `max_pixels` before a
 //! pixel buffer is allocated; every size product is checked. A `draft` size decodes a JPEG at a
-//! reduced DCT scale where one keeps it at least that size (Pillow's `Image.draft`). Semantics are those documented on the
-//! spec types in `weir_engine::spec`. Resizing follows the half-pixel convention of ONNX
-//! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped), so a model trained on
-//! such input sees the same values; the separable resampler is in [`resample`]. Each op reads its
-//! input column in place and writes every row into one output buffer, which becomes the output
-//! column's Arrow buffer without a copy.
+//! reduced DCT scale where one keeps it at least that size (Pillow's `Image.draft`). Semantics
+//! are those documented on the spec types in `weir_engine::spec`. Resizing follows the half-pixel
+//! convention of ONNX `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped), so
+//! a model trained on such input sees the same values; the separable resampler is in
+//! [`resample`]. Each op reads its input column in place and writes every row into one output
+//! buffer, which becomes the output column's Arrow buffer without a copy.
 
 pub mod crop_boxes;
 pub mod preprocess;
@@ -70,11 +70,7 @@ type Decoded = (Vec<usize>, Vec<u8>);
 
 /// One JPEG or PNG decoded to RGB, its declared size checked before decoding; a JPEG at the
 /// reduced scale `draft` asks for, where one keeps it at least that size.
-fn decode_one(
-    bytes: &[u8],
-    max_pixels: u64,
-    draft: Option<ImageSize>,
-) -> Result<Decoded, String> {
+fn decode_one(bytes: &[u8], max_pixels: u64, draft: Option<ImageSize>) -> Result<Decoded, String> {
     let format = image::guess_format(bytes).map_err(|_| "not a JPEG or PNG image".to_string())?;
     if !matches!(format, ImageFormat::Jpeg | ImageFormat::Png) {
         return Err(format!(
