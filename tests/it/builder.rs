@@ -84,6 +84,29 @@ outputs:\n  - {name: crops, from: all.crops}\n  - {name: count, from: all.count}
     assert!(plan.describe().contains("gather the parts of `crops`"));
 }
 
+/// A `decode_image` with a draft size from the builder equals its YAML, and the plan says it.
+#[test]
+fn builder_equals_a_drafted_decode_in_yaml() {
+    let yaml = "name: photos\n\
+inputs:\n  - {name: image, dtype: bytes, shape: [1]}\n\
+nodes:\n\
+  - decode_image: {id: decoded, input: image, draft: {height: 224, width: 224}}\n\
+outputs:\n  - {name: pixels, from: decoded}\n";
+    let from_yaml = GraphSpec::from_yaml(yaml, "photos.yaml").expect("parses");
+    let built = GraphSpec::builder("photos")
+        .input("image", DType::Bytes, &[1])
+        .decode_image_draft("decoded", "image", 224, 224)
+        .output("pixels", "decoded")
+        .build();
+    assert_eq!(built, from_yaml);
+    let plan = weir::plan_spec(&built, Path::new(".")).expect("valid").plan;
+    assert!(
+        plan.describe().contains("draft=224x224"),
+        "{}",
+        plan.describe()
+    );
+}
+
 /// The region, window and decoding nodes from the builder equal their YAML.
 #[test]
 fn builder_equals_region_window_and_decoding_nodes_in_yaml() {
