@@ -51,22 +51,33 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// Pids of this server's launched executors (their command lines name them `auto-…`).
+/// Pids of this server's launched executors (their command lines name them `auto-accel-<server
+/// pid>-<n>`), in launch order (`n`), so the last is the newest even if pids wrapped around.
 fn launched_pids(server: &Server) -> Vec<u32> {
     let marker = format!("auto-accel-{}-", server.pid());
-    let mut pids = Vec::new();
+    let mut launched = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmdline).contains(&marker) {
-                pids.push(pid);
-            }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        // The arguments are NUL-separated; the name is one of them.
+        let n = cmdline
+            .split(|&b| b == 0)
+            .filter_map(|arg| std::str::from_utf8(arg).ok()?.strip_prefix(&marker))
+            .find_map(|n| n.parse::<u64>().ok());
+        if let Some(n) = n {
+            launched.push((n, pid));
         }
     }
-    pids.sort_unstable();
-    pids
+    launched.sort_unstable();
+    launched.into_iter().map(|(_, pid)| pid).collect()
 }
 
 #[test]
@@ -193,9 +204,18 @@ fn the_front_end_starts_replicates_survives_a_kill_and_retires_executors() {
             2.0,
             Duration::from_secs(60),
         );
-        // SIGKILL the newest executor while it starts and takes its replica.
-        let pids = launched_pids(&server);
-        if let Some(&newest) = pids.last() {
+        // SIGKILL the newest executor while it starts and takes its replica. The decision is
+        // counted before its process is spawned: wait for the second process, or the first,
+        // the only one serving, would be killed.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let pids = loop {
+            let pids = launched_pids(&server);
+            if pids.len() >= 2 || Instant::now() >= deadline {
+                break pids;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if let (2.., Some(&newest)) = (pids.len(), pids.last()) {
             crate::common::signal(newest, "-KILL");
             killed = Some(newest);
         }

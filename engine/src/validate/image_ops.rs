@@ -2,11 +2,11 @@
 //!
 //! Rules: `decode_image` reads a BYTES tensor of shape `[]` or `[1]` (one encoded picture per
 //! request), with `max_pixels` ≥ 1 and each side of a `draft` 1 to 65,535 (a JPEG's sizes are
-//! 16-bit), and yields `u8 [-1, -1, 3]`; `resize` reads `u8` or `f32` of
-//! rank 3 (height, width, channels) and yields `[height, width, channels]`, both ≥ 1; `cast` reads
-//! and yields any dtype but `bytes`; `transpose` takes a `perm` that is a permutation of
-//! `0..rank` of its input. What only the bytes settle (the format, the declared size against
-//! `max_pixels`, a corrupt file) fails that request at run time, naming the node.
+//! 16-bit), and yields `u8 [-1, -1, 3]`; `resize` reads `u8` or `f32` of rank 3 (height, width,
+//! channels) and yields `[height, width, channels]`, both ≥ 1; `cast` reads and yields any dtype
+//! but `bytes`; `transpose` takes a `perm` that is a permutation of `0..rank` of its input. What
+//! only the bytes settle (the format, the declared size against `max_pixels`, a corrupt file) fails
+//! that request at run time, naming the node.
 
 use super::{node_path, Port, TensorOp, Validator};
 use crate::diagnostic::Location;
