@@ -114,27 +114,29 @@ fn measure(graph: &RunningGraph, bytes: &[u8], requests: usize) -> Result<(f64, 
     Ok((median(latencies), cpu_ms))
 }
 
-/// The 224 × 224 `u8` input the graph's decode and resize make of `bytes`, and the decoded size.
-fn model_input(bytes: &[u8], draft: Option<ImageSize>) -> Result<(Vec<u8>, (usize, usize))> {
+/// `bytes` decoded as the graph's `decode_image` decodes them (with `draft`, if any).
+fn decode_photo(bytes: &[u8], draft: Option<ImageSize>) -> Result<TensorColumn> {
     let column = TensorColumn::from_data("x", vec![1], 1, TensorData::Bytes(vec![bytes.to_vec()]))?;
-    let decoded =
-        weir_operators::image::decode(&column, u64::MAX, draft).map_err(|e| anyhow!(e))?;
+    weir_operators::image::decode(&column, u64::MAX, draft).map_err(|e| anyhow!(e))
+}
+
+/// The 224 × 224 `u8` input the graph's resize makes of a `decoded` photo, and that photo's size
+/// (width, height).
+fn model_input(decoded: &TensorColumn) -> Result<(Vec<u8>, (usize, usize))> {
     let shape = decoded.row_shape(0);
-    let small = weir_operators::image::resize(&decoded, SIDE, SIDE, Interpolation::Bilinear)
+    let small = weir_operators::image::resize(decoded, SIDE, SIDE, Interpolation::Bilinear)
         .map_err(|e| anyhow!(e))?;
     let values = small.values::<u8>().context("u8 pixels")?.to_vec();
     Ok((values, (shape[1], shape[0])))
 }
 
-/// The photo decoded whole and box-averaged to 224 × 224 (`u8`, rounded): output pixel `(x, y)`
+/// The `whole`-decoded photo box-averaged to 224 × 224 (`u8`, rounded): output pixel `(x, y)`
 /// is the mean of the source pixels whose indices fall in `[x·W/224, (x+1)·W/224)` and
 /// `[y·H/224, (y+1)·H/224)` (at least one each way).
-fn box_average(bytes: &[u8]) -> Result<Vec<u8>> {
-    let column = TensorColumn::from_data("x", vec![1], 1, TensorData::Bytes(vec![bytes.to_vec()]))?;
-    let decoded = weir_operators::image::decode(&column, u64::MAX, None).map_err(|e| anyhow!(e))?;
-    let shape = decoded.row_shape(0);
+fn box_average(whole: &TensorColumn) -> Result<Vec<u8>> {
+    let shape = whole.row_shape(0);
     let (h, w) = (shape[0], shape[1]);
-    let pixels = decoded.values::<u8>().context("u8 pixels")?;
+    let pixels = whole.values::<u8>().context("u8 pixels")?;
     let span = |i: usize, n: usize| {
         let start = i * n / SIDE;
         (start, ((i + 1) * n / SIDE).max(start + 1).min(n))
@@ -178,15 +180,14 @@ pub fn draft(config: &DraftConfig) -> Result<Vec<DraftRow>> {
     let mut rows = Vec::new();
     for path in &config.photos {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let (full_input, size) = model_input(&bytes, None)?;
-        let (draft_input, drafted_size) = model_input(
-            &bytes,
-            Some(ImageSize {
-                height: SIDE,
-                width: SIDE,
-            }),
-        )?;
-        let reference = box_average(&bytes)?;
+        let whole_photo = decode_photo(&bytes, None)?;
+        let (full_input, size) = model_input(&whole_photo)?;
+        let draft = Some(ImageSize {
+            height: SIDE,
+            width: SIDE,
+        });
+        let (draft_input, drafted_size) = model_input(&decode_photo(&bytes, draft)?)?;
+        let reference = box_average(&whole_photo)?;
         // One request each first: the sessions' first run and the allocator's warm-up.
         measure(&whole, &bytes, 1)?;
         measure(&drafted, &bytes, 1)?;

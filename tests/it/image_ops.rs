@@ -101,22 +101,9 @@ outputs:
     running.shutdown();
 }
 
-/// Posts `image` to the `drafts` graph as a BYTES tensor in the binary extension.
+/// Posts `image` to the `drafts` graph as its BYTES input in the binary extension.
 fn post_picture(server: &Server, image: &[u8]) -> (u16, String) {
-    let header = format!(
-        r#"{{"inputs":[{{"name":"picture","shape":[1],"datatype":"BYTES","parameters":{{"binary_data_size":{}}}}}]}}"#,
-        image.len() + 4
-    );
-    let length = u32::try_from(image.len()).expect("a small image");
-    let body = [header.as_bytes(), &length.to_le_bytes(), image].concat();
-    server.post(
-        "/v2/models/drafts/infer",
-        &[
-            ("Content-Type", "application/octet-stream".into()),
-            ("Inference-Header-Content-Length", header.len().to_string()),
-        ],
-        &body,
-    )
+    server.post_bytes_element("/v2/models/drafts/infer", "picture", image)
 }
 
 /// The `pixels` output's shape in a JSON reply.

@@ -93,22 +93,9 @@ struct Line {
     bounds: [f32; 4],
 }
 
-/// Posts `image` as a BYTES tensor in the binary extension; returns the status and reply body.
+/// Posts `image` as the graph's BYTES input in the binary extension; returns the status and body.
 fn post_image(server: &Server, image: &[u8]) -> (u16, String) {
-    let header = format!(
-        r#"{{"inputs":[{{"name":"image","shape":[1],"datatype":"BYTES","parameters":{{"binary_data_size":{}}}}}]}}"#,
-        image.len() + 4
-    );
-    let length = u32::try_from(image.len()).expect("a small image");
-    let body = [header.as_bytes(), &length.to_le_bytes(), image].concat();
-    server.post(
-        INFER,
-        &[
-            ("Content-Type", "application/octet-stream".into()),
-            ("Inference-Header-Content-Length", header.len().to_string()),
-        ],
-        &body,
-    )
+    server.post_bytes_element(INFER, "image", image)
 }
 
 /// The reply's output `name`: its shape and data.

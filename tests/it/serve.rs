@@ -102,6 +102,31 @@ impl Server {
         http(&self.addr, "POST", path, headers, body)
     }
 
+    /// Posts `bytes` to `path` as the one element of the BYTES input `input` (shape `[1]`), in
+    /// the binary extension: the JSON header, then the element's length (4 bytes, little-endian)
+    /// and the bytes. Returns the status and reply body.
+    pub(crate) fn post_bytes_element(
+        &self,
+        path: &str,
+        input: &str,
+        bytes: &[u8],
+    ) -> (u16, String) {
+        let header = format!(
+            r#"{{"inputs":[{{"name":"{input}","shape":[1],"datatype":"BYTES","parameters":{{"binary_data_size":{}}}}}]}}"#,
+            bytes.len() + 4
+        );
+        let length = u32::try_from(bytes.len()).expect("an element under 4 GiB");
+        let body = [header.as_bytes(), &length.to_le_bytes(), bytes].concat();
+        self.post(
+            path,
+            &[
+                ("Content-Type", "application/octet-stream".into()),
+                ("Inference-Header-Content-Length", header.len().to_string()),
+            ],
+            &body,
+        )
+    }
+
     /// A well-formed request to the mlp graph.
     pub(crate) fn post_good(&self, headers: &[(&str, String)]) -> (u16, String) {
         self.post(INFER, headers, &mlp_request(64, "[64]", "FP32"))

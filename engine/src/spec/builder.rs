@@ -209,34 +209,24 @@ impl GraphBuilder {
 
     /// Adds a `decode_image` node (JPEG or PNG bytes → `u8 [height, width, 3]`, at most the
     /// default number of pixels).
-    pub fn decode_image(mut self, id: &str, input: &str) -> Self {
-        self.spec
-            .nodes
-            .push(s(NodeSpec::DecodeImage(DecodeImageSpec {
-                id: s(id.to_string()),
-                input: s(input.to_string()),
-                max_pixels: s(DEFAULT_MAX_PIXELS),
-                draft: None,
-            })));
-        self
+    pub fn decode_image(self, id: &str, input: &str) -> Self {
+        self.decode_image_node(id, input, None)
     }
 
     /// Adds a `decode_image` node that decodes a JPEG at the smallest DCT scale keeping it at
     /// least `height` × `width` (see [`DecodeImageSpec::draft`]).
-    pub fn decode_image_draft(
-        mut self,
-        id: &str,
-        input: &str,
-        height: usize,
-        width: usize,
-    ) -> Self {
+    pub fn decode_image_draft(self, id: &str, input: &str, height: usize, width: usize) -> Self {
+        self.decode_image_node(id, input, Some(ImageSize { height, width }))
+    }
+
+    fn decode_image_node(mut self, id: &str, input: &str, draft: Option<ImageSize>) -> Self {
         self.spec
             .nodes
             .push(s(NodeSpec::DecodeImage(DecodeImageSpec {
                 id: s(id.to_string()),
                 input: s(input.to_string()),
                 max_pixels: s(DEFAULT_MAX_PIXELS),
-                draft: Some(s(ImageSize { height, width })),
+                draft: draft.map(s),
             })));
         self
     }

@@ -9,8 +9,9 @@
 //! same f32 operations, in the same order, as the direct formula
 //! `(a·(1-fx) + b·fx)·(1-fy) + (c·(1-fx) + d·fx)·fy`, and rounded as `round` does, so the result
 //! is the direct formula's to the bit. Coordinates follow the half-pixel convention of ONNX
-//! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped). Nearest copies elements as they
-//! are. A window is read in place through its row stride, so a crop is never copied out first.
+//! `Resize` (`coordinate_transformation_mode = half_pixel`, edges clamped). Nearest copies
+//! elements as they are. A window is read in place through its row stride, so a crop is never
+//! copied out first.
 
 use weir_engine::spec::Interpolation;
 
