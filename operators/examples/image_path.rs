@@ -8,11 +8,17 @@
 //! branches; what only follows a model is never reached. Each op runs inside a wrapper function
 //! of its own, never inlined, so a profile's inclusive cost per wrapper is the cost per op.
 //!
+//! Run natively it prints each kind of op's wall time and output bytes per page, and the rate at
+//! which it writes them: what says whether an op runs at memory speed, which instruction counts
+//! alone do not (a table lookup per element costs more instructions than arithmetic that
+//! vectorises, and still writes faster).
+//!
 //! `cargo run --release -p weir-operators --example image_path -- [GRAPH] [PAGES_DIR] [ROUNDS]`
 
 use std::collections::HashMap;
 use std::error::Error;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use weir_engine::batch::TensorColumn;
 use weir_engine::plan::{plan, Plan};
@@ -22,6 +28,10 @@ use weir_engine::validate::validate;
 use weir_operators::tensor::TensorOp;
 
 type Columns = Vec<TensorColumn>;
+type Wrapper = fn(&TensorOp, &[&TensorColumn]) -> Result<Columns, String>;
+
+/// Per kind of op: wall time and bytes of output, over every page and round.
+type Totals = HashMap<&'static str, (Duration, usize)>;
 
 macro_rules! wrappers {
     ($($name:ident),*) => {
@@ -46,24 +56,24 @@ wrappers!(
     op_other
 );
 
-/// The wrapper an op runs in, by the start of its label (`weir validate`'s text).
-fn wrapper(label: &str) -> fn(&TensorOp, &[&TensorColumn]) -> Result<Columns, String> {
+/// The wrapper an op runs in and its name, by the start of its label (`weir validate`'s text).
+fn wrapper(label: &str) -> (&'static str, Wrapper) {
     if label.contains("(fused:") {
-        return op_fused_preprocess;
+        return ("fused pre-processing", op_fused_preprocess);
     }
     match label.split_whitespace().next() {
-        Some("decode_image") => op_decode_image,
-        Some("resize") => op_resize,
-        Some("cast") => op_cast,
-        Some("transpose") => op_transpose,
-        Some("normalize") => op_normalize,
-        Some("crop_boxes") => op_crop_boxes,
-        _ => op_other,
+        Some("decode_image") => ("decode_image", op_decode_image),
+        Some("resize") => ("resize", op_resize),
+        Some("cast") => ("cast", op_cast),
+        Some("transpose") => ("transpose", op_transpose),
+        Some("normalize") => ("normalize", op_normalize),
+        Some("crop_boxes") => ("crop_boxes", op_crop_boxes),
+        _ => ("other", op_other),
     }
 }
 
 /// One page through every op that its inputs reach.
-fn run_page(plan: &Plan, page: &[u8]) -> Result<usize, Box<dyn Error>> {
+fn run_page(plan: &Plan, page: &[u8], totals: &mut Totals) -> Result<usize, Box<dyn Error>> {
     let mut table: HashMap<String, TensorColumn> = HashMap::new();
     let image =
         TensorColumn::from_data("image", vec![1], 1, TensorData::Bytes(vec![page.to_vec()]))?;
@@ -89,7 +99,13 @@ fn run_page(plan: &Plan, page: &[u8]) -> Result<usize, Box<dyn Error>> {
         let Some(inputs) = inputs else {
             continue;
         };
-        let outputs = wrapper(&plan.node_label(n))(&op, &inputs)?;
+        let (kind, run) = wrapper(&plan.node_label(n));
+        let start = Instant::now();
+        let outputs = run(&op, &inputs)?;
+        let took = start.elapsed();
+        let total = totals.entry(kind).or_default();
+        total.0 += took;
+        total.1 += outputs.iter().map(TensorColumn::memory_size).sum::<usize>();
         ran += 1;
         for ((name, _), column) in n.node.outputs.iter().zip(outputs) {
             // A fan-out's parts become rows of their own, as the dataflow's split makes them.
@@ -103,6 +119,20 @@ fn run_page(plan: &Plan, page: &[u8]) -> Result<usize, Box<dyn Error>> {
         }
     }
     Ok(ran)
+}
+
+/// GB/s of the memory-speed reference: a 6 MB buffer (the detector input's size) copied into a
+/// fresh allocation, as an op writes its output, best of a few rounds.
+fn copy_rate() -> f64 {
+    const BYTES: usize = 6 << 20;
+    let source = vec![1u8; BYTES];
+    let mut best = Duration::MAX;
+    for _ in 0..50 {
+        let start = Instant::now();
+        std::hint::black_box(std::hint::black_box(&source).clone());
+        best = best.min(start.elapsed());
+    }
+    BYTES as f64 / best.as_secs_f64().max(1e-9) / 1e9
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -122,11 +152,33 @@ fn main() -> Result<(), Box<dyn Error>> {
     names.sort();
     let pages: Vec<Vec<u8>> = names.iter().map(std::fs::read).collect::<Result<_, _>>()?;
     let mut ran = 0;
+    let mut totals = Totals::new();
     for _ in 0..rounds {
         for page in &pages {
-            ran += run_page(&plan, page)?;
+            ran += run_page(&plan, page, &mut totals)?;
         }
     }
     println!("{} pages × {rounds} rounds, {ran} op runs", pages.len());
+    let runs = (pages.len() * rounds).max(1) as f64;
+    let copy = copy_rate();
+    let mut kinds: Vec<_> = totals.into_iter().collect();
+    kinds.sort_by_key(|(_, (took, _))| std::cmp::Reverse(*took));
+    println!("| op | ms per page | MB written per page | GB/s written | × a plain copy's rate |");
+    println!("|---|---|---|---|---|");
+    for (kind, (took, bytes)) in kinds {
+        let secs = took.as_secs_f64();
+        let rate = if secs > 0.0 {
+            bytes as f64 / secs / 1e9
+        } else {
+            0.0
+        };
+        println!(
+            "| {kind} | {:.3} | {:.2} | {rate:.1} | {:.2} |",
+            secs * 1e3 / runs,
+            bytes as f64 / runs / 1e6,
+            rate / copy
+        );
+    }
+    println!("| reference: a plain copy into a fresh 6 MB buffer | | | {copy:.1} | 1.00 |");
     Ok(())
 }
