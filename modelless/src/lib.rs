@@ -18,14 +18,15 @@
 //! span, naming the variant, the worker, whether it was a cold start and how many moves came
 //! before; the chosen instance's graph adds its own spans under the same server span.
 //!
-//! The store learns the local worker's load here: every second each local instance's served rate,
-//! mean ONNX Runtime call time and requests in flight, with the machine's CPU utilisation, so
-//! instance states (Overloaded, Interfered) follow the load; remote executors report their own.
-//! Variants of executor types no worker has are left out of the store. A batch-specialised build
-//! is served with its calls padded to its batch.
+//! The store learns the local worker's load every second (`load_reports`); what a request asks
+//! of it is read from its name and `parameters` (`query`). Variants of executor types no worker
+//! has are left out of the store. A batch-specialised build is served with its calls padded to
+//! its batch.
 
 mod error;
 mod instances;
+mod load_reports;
+mod query;
 pub mod register;
 pub mod remote;
 pub mod scaling;
@@ -42,7 +43,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use weir_connectors::models::InferStats;
 use weir_connectors::offline::PauseSignal;
 use weir_connectors::oip::{
@@ -51,7 +52,7 @@ use weir_connectors::oip::{
 use weir_engine::request::RequestError;
 use weir_engine::trace::AttributeValue;
 use weir_infaas::dispatch::Dispatcher;
-use weir_infaas::query::{Choice, Query, Requirements, Target};
+use weir_infaas::query::{Choice, Query, Target};
 use weir_infaas::repository::Repository;
 use weir_infaas::state::{Event, InstanceState, Worker};
 use weir_infaas::store::MetadataStore;
@@ -65,10 +66,6 @@ use remote::{RemoteOptions, RemoteWorkers};
 
 /// The id and hardware type this process has in the store.
 pub const LOCAL_WORKER: &str = "local";
-/// How often instance load is reported to the store.
-const REPORT_EVERY: Duration = Duration::from_secs(1);
-/// The parameter naming a variant explicitly on a task.
-const VARIANT_PARAMETER: &str = "variant";
 /// How long a query's requirements count for the autoscaler.
 const DEMAND_WINDOW: Duration = Duration::from_secs(10);
 /// Wait between attempts of a preload whose executor is not up yet.
@@ -78,10 +75,6 @@ const MAX_MOVES: u32 = 4;
 /// Wait before a move's choice, times the moves so far: the executor's liveliness loss reaches
 /// the store (and takes its other instances out) within it.
 const MOVE_BACKOFF: Duration = Duration::from_millis(25);
-
-/// The executor's counts at the last report, per local variant: rows, calls, time inside ONNX
-/// Runtime.
-type Reported = HashMap<String, (u64, u64, Duration)>;
 
 /// The model-less front end of `weir serve --repository`.
 pub struct ModelLessServer {
@@ -218,126 +211,6 @@ impl ModelLessServer {
                 tracing::warn!(error = %e, "Model-less metrics could not be encoded.");
             }
         })
-    }
-
-    /// Reports every local instance's load, and the machine's utilisation, every second, until
-    /// the server is dropped.
-    pub fn spawn_reports(self: &Arc<Self>, cpu: Arc<weir_connectors::offline::CpuUtilisation>) {
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut last: Reported = HashMap::new();
-            let mut at = Instant::now();
-            loop {
-                tokio::time::sleep(REPORT_EVERY).await;
-                let Some(me) = weak.upgrade() else { return };
-                let now = Instant::now();
-                me.report(&mut last, now.duration_since(at).as_secs_f64(), cpu.busy());
-                at = now;
-            }
-        });
-    }
-
-    fn report(&self, last: &mut Reported, seconds: f64, busy: Option<f64>) {
-        if let Some(utilisation) = busy {
-            self.store.record(Event::WorkerLoad {
-                worker: LOCAL_WORKER.to_string(),
-                utilisation,
-            });
-        }
-        for ((variant, worker), instance) in self.instances.loaded() {
-            // Executors report their own instances.
-            if worker != LOCAL_WORKER {
-                continue;
-            }
-            let Some(graph) = instance.graph() else {
-                continue;
-            };
-            // The model node's own counts: a call's time is ONNX Runtime's, comparable with the
-            // profile (a request's end-to-end time also holds batching waits and the dataflow).
-            let Some((_, now)) = graph.executor_stats().into_iter().next() else {
-                continue;
-            };
-            let (r0, c0, b0) = last
-                .insert(variant.clone(), (now.rows, now.runs, now.busy))
-                .unwrap_or((0, 0, Duration::ZERO));
-            let (rows, calls) = (now.rows.saturating_sub(r0), now.runs.saturating_sub(c0));
-            let busy = now.busy.saturating_sub(b0);
-            self.store.record(Event::InstanceLoad {
-                variant,
-                worker,
-                qps: rows as f64 / seconds.max(1e-3),
-                mean_latency_ms: if calls == 0 {
-                    0.0
-                } else {
-                    busy.as_secs_f64() * 1e3 / calls as f64
-                },
-                outstanding: instance.in_flight.load(Ordering::Relaxed),
-            });
-        }
-    }
-
-    /// What `request` for `name` asks for.
-    fn query(&self, name: &str, request: &InferRequest) -> Result<(String, Query), OipError> {
-        let parameters: Map<String, Value> = match request.parameters.as_deref() {
-            Some(text) => {
-                serde_json::from_str(text).map_err(|_| bad("parameters", "not a JSON object"))?
-            }
-            None => Map::new(),
-        };
-        let requirements =
-            Requirements::from_parameters(&parameters).map_err(|e| bad(e.field, e.message))?;
-        let (task, target) = match (
-            self.repository.variant(name),
-            parameters.get(VARIANT_PARAMETER),
-        ) {
-            (Some(v), _) => (v.task.clone(), Target::Variant(name.to_string())),
-            (None, Some(Value::String(v))) => match self.repository.variant(v) {
-                Some(found) if found.task == name && self.served(found) => {
-                    (name.to_string(), Target::Variant(v.clone()))
-                }
-                _ => {
-                    return Err(bad(
-                        "parameters.variant",
-                        format!(
-                            "task `{name}` has no variant `{}` served here",
-                            weir_connectors::echo::quote(v)
-                        ),
-                    ))
-                }
-            },
-            (None, Some(_)) => return Err(bad("parameters.variant", "must be a variant's name")),
-            (None, None) => (name.to_string(), Target::Task(name.to_string())),
-        };
-        let rows = self.rows(&task, request)?;
-        Ok((
-            task,
-            Query {
-                target,
-                requirements,
-                batch: rows,
-            },
-        ))
-    }
-
-    /// Rows the request holds: the leading dimension when its first input carries a batch
-    /// dimension beyond the task's per-row shape.
-    fn rows(&self, task: &str, request: &InferRequest) -> Result<u32, OipError> {
-        let Some(sig) = self.repository.task_signature(task) else {
-            return Ok(1);
-        };
-        let Some(first) = request.inputs.first() else {
-            return Err(bad("inputs", "no inputs"));
-        };
-        let per_row = sig
-            .inputs
-            .iter()
-            .find(|i| i.name == first.name)
-            .map(|i| i.dims.len().saturating_sub(1));
-        let rows = match per_row {
-            Some(rank) if first.shape.len() == rank + 1 => first.shape[0],
-            _ => 1,
-        };
-        u32::try_from(rows).map_err(|_| bad("inputs[0].shape", "too many rows"))
     }
 
     /// The store's choice for `query` on `task`, or a 400 naming the closest variant.
