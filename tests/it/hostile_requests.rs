@@ -1,16 +1,20 @@
-//! Hostile request bodies against a real `weir serve`: shape bombs (dimensions whose product is
-//! 0, wraps or overflows), zero-row batches, batches over the in-flight limit, a 20 MB nested
-//! `data`, 1 MB of parameters on 1,000 rows, 5 MB names. Each gets a 4xx naming the field, an
-//! error body under the cap, the server stays ready and answers a normal request, and its
-//! resident memory grows by no more than a small multiple of the hostile body. Boxes a client
-//! sends to a fan-out: ones that do not fit get a 4xx naming them, non-finite ones are dropped, and
-//! 20,000 make no more parts than the node's bound. A JSON-lines
+//! Bad and hostile request bodies against a real `weir serve`. Each kind of malformed request
+//! (bad JSON, unknown model, input or output, wrong datatype or shape, data not matching its
+//! shape, binary sizes that do not add up, a body over the limit) gets its status and a JSON
+//! error naming what is wrong, and the server answers the next good request. Shape bombs
+//! (dimensions whose product is 0, wraps or overflows), zero-row batches, batches over the
+//! in-flight limit, a 20 MB nested `data`, 1 MB of parameters on 1,000 rows, 5 MB names: each gets
+//! a 4xx naming the field, an error body under the cap, the server stays ready and answers a
+//! normal request, and its resident memory grows by no more than a small multiple of the hostile
+//! body. Boxes a client sends to a fan-out: ones that do not fit get a 4xx naming them,
+//! non-finite ones are dropped, and 20,000 make no more parts than the node's bound. A JSON-lines
 //! stream fed a shape bomb answers it with an error document and the next line with a reply.
 
+use rstest::rstest;
 use serde_json::Value;
 
 use crate::common::{temp_dir, weir_home};
-use crate::serve::{mlp_graph, Server, INFER};
+use crate::serve::{mlp_graph, mlp_request, Server, INFER};
 use crate::streams::graph_with_stream;
 
 /// Error bodies are capped at 4096 bytes of text; JSON quoting adds a little.
@@ -248,4 +252,138 @@ outputs:\n  - {name: crops, from: all.crops}\n  - {name: count, from: all.count}
     let (status, reply) = server.post(infer, &[], &boxes_request(&[[0.0, 0.0, 2.0, 2.0]], &[0.9]));
     assert_eq!(status, 200, "{reply}");
     assert_eq!(count_of(&reply), serde_json::json!(1));
+}
+
+/// The header of a binary request announcing 256 bytes of `x`.
+const BINARY_HEADER: &[u8] = br#"{"inputs":[{"name":"x","shape":[64],"datatype":"FP32","parameters":{"binary_data_size":256}}]}"#;
+
+/// A JSON request whose `x` holds 64 ones of `datatype`, with `tail` after the inputs.
+fn ones(datatype: &str, tail: &str) -> Vec<u8> {
+    format!(
+        r#"{{"inputs":[{{"name":"x","shape":[64],"datatype":"{datatype}","data":[{}]}}]{tail}}}"#,
+        vec!["1"; 64].join(",")
+    )
+    .into_bytes()
+}
+
+/// One bad request to a fresh mlp server (started with `extra`) gets `status` with a JSON error
+/// naming `needle`, and the server stays ready and keeps answering good requests.
+#[rstest]
+#[case::bad_json_is_400(INFER, vec![], b"{\"inputs\": [".to_vec(), 400, "invalid JSON", &[])]
+#[case::unknown_model_is_404(
+    "/v2/models/nope/infer",
+    vec![],
+    mlp_request(64, "[64]", "FP32"),
+    404,
+    "unknown model `nope`",
+    &[]
+)]
+#[case::unknown_input_is_400(
+    INFER,
+    vec![],
+    br#"{"inputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1]}]}"#.to_vec(),
+    400,
+    "has no input `y`",
+    &[]
+)]
+#[case::missing_input_is_400(
+    INFER,
+    vec![],
+    br#"{"inputs":[]}"#.to_vec(),
+    400,
+    "missing input `x`",
+    &[]
+)]
+#[case::wrong_datatype_is_400(INFER, vec![], ones("INT64", ""), 400, "expected f32, got i64", &[])]
+#[case::sequence_of_two_rows_is_400(
+    INFER,
+    vec![],
+    format!(
+        r#"{{"inputs":[{{"name":"x","shape":[2,64],"datatype":"FP32","data":[{}]}}],"parameters":{{"sequence_id":7}}}}"#,
+        vec!["1"; 128].join(",")
+    )
+    .into_bytes(),
+    400,
+    "a request of a sequence carries one row, not 2",
+    &[]
+)]
+#[case::unknown_datatype_is_400(
+    INFER,
+    vec![],
+    br#"{"inputs":[{"name":"x","shape":[1],"datatype":"FP8","data":[1]}]}"#.to_vec(),
+    400,
+    "unknown datatype `FP8`",
+    &[]
+)]
+#[case::wrong_shape_is_400(
+    INFER,
+    vec![],
+    mlp_request(63, "[63]", "FP32"),
+    400,
+    "inputs.x.shape: expected [64], got [63]",
+    &[]
+)]
+#[case::data_not_matching_shape_is_400(
+    INFER,
+    vec![],
+    mlp_request(10, "[64]", "FP32"),
+    400,
+    "shape [64] needs 64 elements, got 10",
+    &[]
+)]
+#[case::negative_dimension_is_400(
+    INFER,
+    vec![],
+    mlp_request(64, "[-64]", "FP32"),
+    400,
+    "dimension -64 is negative",
+    &[]
+)]
+#[case::body_over_the_limit_is_413(
+    INFER,
+    vec![],
+    mlp_request(400, "[400]", "FP32"),
+    413,
+    "body over the limit of 1000 bytes",
+    &["--max-body-bytes", "1000"]
+)]
+#[case::unknown_output_is_400(
+    INFER,
+    vec![],
+    ones("FP32", r#","outputs":[{"name":"logits"}]"#),
+    400,
+    "has no output `logits`",
+    &[]
+)]
+#[case::binary_sizes_that_do_not_add_up_are_400(
+    INFER,
+    vec![("Inference-Header-Content-Length", BINARY_HEADER.len().to_string())],
+    [BINARY_HEADER, &[0u8; 100]].concat(),
+    400,
+    "only 100 binary bytes remain",
+    &[]
+)]
+fn a_bad_request_is_refused_and_serving_continues(
+    #[case] path: &str,
+    #[case] headers: Vec<(&str, String)>,
+    #[case] body: Vec<u8>,
+    #[case] status: u16,
+    #[case] needle: &str,
+    #[case] extra: &[&str],
+) {
+    let server = Server::start(&[mlp_graph()], extra);
+    let (got, text) = server.post(path, &headers, &body);
+    assert_eq!(got, status, "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    let message = json["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `error` field: {text}"));
+    assert!(
+        message.contains(needle),
+        "`{message}` does not mention `{needle}`"
+    );
+    assert_eq!(server.get("/v2/health/ready").0, 200);
+    let (ok, text) = server.post_good(&[]);
+    assert_eq!(ok, 200, "a good request after a bad one: {text}");
 }
