@@ -28,10 +28,11 @@ impl GraphRuntime {
     }
 
     /// As [`GraphRuntime::submit`], with the client's parameters (a JSON object's text) carried
-    /// through the graph in the batch's `parameters` column and returned in the [`Response`]
-    /// (the rows of one client request share one copy until the ingress), for a client that
-    /// stops waiting at `deadline`: a model node the request still waits for then does not run
-    /// it, and answers it [`RequestError::Expired`]. A request already running is finished.
+    /// through the graph in the batch's `parameters` column and returned in the
+    /// [`Response`](crate::request::Response) (the rows of one client request share one copy
+    /// until the ingress), for a client that stops waiting at `deadline`: a model node the
+    /// request still waits for then does not run it, and answers it [`RequestError::Expired`]. A
+    /// request already running is finished.
     ///
     /// # Errors
     /// As [`GraphRuntime::submit`].
