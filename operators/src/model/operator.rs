@@ -1,7 +1,9 @@
 //! The model-node operator: batches go to the node's executor; results come back on a channel.
 //!
 //! Per input batch the operator cuts jobs of at most `max_batch` rows (1 for per-request models),
-//! each holding a capability retained from the input's, and offers them to the executor. A job the
+//! each holding a capability retained from the input's, and offers them to the executor; a batch
+//! reaching an idle node may be cut into one job per free session when the node's measured time
+//! per row says that pays ([`InferenceService::rows_per_job_now`]). A job the
 //! full queue refuses waits in `pending` (with its capability) and is offered again on the next
 //! activation; the operator schedules one shortly while anything is pending. An executor thread
 //! finishing a job pushes the outcome onto the operator's channel and activates it through a
@@ -168,7 +170,10 @@ impl ModelOperator {
                         break;
                     }
                     offered = true;
-                    // 2. New input, cut into jobs.
+                    // 2. New input, cut into jobs. The first batch to reach a node with nothing
+                    //    of this operator's queued or running may be cut finer, one job per free
+                    //    session, when that pays (`InferenceService::rows_per_job_now`).
+                    let mut may_spread = pending.is_empty() && in_flight.is_empty();
                     input.for_each(|cap, data| {
                         let Some(caps) = RowsAndErrors::retain(&cap) else {
                             return;
@@ -176,9 +181,14 @@ impl ModelOperator {
                         for batch in data.drain(..) {
                             let seq = batches_seen * peers + worker;
                             batches_seen += 1;
+                            let per_job = if std::mem::take(&mut may_spread) {
+                                executor.rows_per_job_now(batch.num_rows())
+                            } else {
+                                max_rows
+                            };
                             let mut offset = 0;
                             while offset < batch.num_rows() {
-                                let n = max_rows.min(batch.num_rows() - offset);
+                                let n = per_job.min(batch.num_rows() - offset);
                                 let part = batch.slice(offset, n);
                                 offset += n;
                                 let columns: Option<Vec<TensorColumn>> = op

@@ -14,6 +14,10 @@
 //! describes how. A fixed executor keeps the plain path (one session per thread, blocking on the
 //! queue; its first requests warm it). The threads' loops are in `sessions.rs`.
 //!
+//! A batch that reaches a fixed executor whose sessions are free may be cut into one job per free
+//! session ([`ModelExecutor::spread`], `spread.rs`) when the node's measured time per row says it
+//! pays.
+//!
 //! [`stats`] keeps the load counters every consumer reads (SERF's controller, `weir run`,
 //! `/metrics` through [`metrics`]); [`call_log`] keeps single calls while someone profiles;
 //! [`call_cost`] learns a padded node's cost of calls by rows and length, and cuts its batches of
@@ -44,12 +48,14 @@ pub mod metrics;
 pub mod padding;
 mod sessions;
 mod split;
+mod spread;
 pub mod stats;
 mod warmup;
 
 pub use call_log::{CallRecord, RecordedCalls};
 pub use padding::Padding;
 pub use sessions::SWITCHABLE_WARMUP_CALLS;
+pub use spread::SPREAD_PAYS_FROM;
 pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 
 use warmup::WarmupCalls;
@@ -457,6 +463,19 @@ impl ModelExecutor {
             }
         }
         Err(job)
+    }
+
+    /// How many jobs a batch of `rows` rows arriving now should be cut into: one per free session
+    /// of a fixed executor with nothing queued, when the node's measured time per row says the
+    /// rows moved off the first session save at least [`SPREAD_PAYS_FROM`] (`spread.rs`); 1
+    /// otherwise, and always for a switchable executor, whose concurrency SERF sets.
+    pub fn spread(&self, rows: usize) -> usize {
+        if self.sessions.len() < 2 || self.queue.as_ref().is_none_or(|q| !q.is_empty()) {
+            return 1;
+        }
+        let running = usize::try_from(self.stats.calls_running()).unwrap_or(usize::MAX);
+        let free = self.sessions.len().saturating_sub(running);
+        spread::parts(rows, free, self.stats.time_per_row())
     }
 
     /// The load counters now.

@@ -116,6 +116,12 @@ impl LoadSnapshot {
 }
 
 impl LoadStats {
+    /// The mean time a row has taken in the calls so far (`None` before the first call).
+    pub fn time_per_row(&self) -> Option<Duration> {
+        let rows = self.rows.load(Ordering::Relaxed);
+        (rows > 0).then(|| Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed) / rows))
+    }
+
     /// Calls running now on the executor's sessions.
     pub fn calls_running(&self) -> u64 {
         self.running.load(Ordering::Acquire)

@@ -68,6 +68,13 @@ pub trait InferenceService: Send + Sync {
     }
     /// Most rows one job may hold.
     fn rows_per_job(&self) -> usize;
+    /// Rows each job cut from a batch of `rows` rows arriving now should hold: at most
+    /// [`InferenceService::rows_per_job`] (the default), fewer where the service would run the
+    /// parts at once on sessions that are idle now (an in-process executor:
+    /// [`ModelExecutor::spread`]).
+    fn rows_per_job_now(&self, _rows: usize) -> usize {
+        self.rows_per_job()
+    }
 }
 
 impl InferenceService for ModelExecutor {
@@ -85,6 +92,14 @@ impl InferenceService for ModelExecutor {
         } else {
             1
         }
+    }
+
+    fn rows_per_job_now(&self, rows: usize) -> usize {
+        let most = self.rows_per_job();
+        if rows > most {
+            return most;
+        }
+        rows.div_ceil(self.spread(rows)).max(1)
     }
 }
 
