@@ -50,6 +50,7 @@ mod sequences;
 mod serf;
 mod serve;
 mod shapes;
+mod spread;
 mod streams;
 mod text_decode;
 mod text_graph;
