@@ -466,11 +466,16 @@ impl ModelExecutor {
     }
 
     /// How many jobs a batch of `rows` rows arriving now should be cut into: one per free session
-    /// of a fixed executor with nothing queued, when the node's measured time per row says the
-    /// rows moved off the first session save at least [`SPREAD_PAYS_FROM`] (`spread.rs`); 1
-    /// otherwise, and always for a switchable executor, whose concurrency SERF sets.
+    /// of a fixed CPU executor with nothing queued, when the node's measured time per row says
+    /// the rows moved off the first session save at least [`SPREAD_PAYS_FROM`] (`spread.rs`); 1
+    /// otherwise. Always 1 for a switchable executor (SERF sets its concurrency), a GPU session
+    /// (where rows do cost less in one call) and a batch-specialised build (each part would be
+    /// padded to the whole batch).
     pub fn spread(&self, rows: usize) -> usize {
-        if self.sessions.len() < 2 || self.queue.as_ref().is_none_or(|q| !q.is_empty()) {
+        let spreadable = self.config.call == CallShape::Batched
+            && self.config.device == weir_engine::spec::Device::Cpu
+            && self.sessions.len() >= 2;
+        if !spreadable || self.queue.as_ref().is_none_or(|q| !q.is_empty()) {
             return 1;
         }
         let running = usize::try_from(self.stats.calls_running()).unwrap_or(usize::MAX);

@@ -11,7 +11,8 @@
 //! small model's rows (microseconds each) keep their one call. Rows cost about the same in one
 //! call as in several on CPU sessions with threads of their own, so a spread adds no work; it is
 //! never made while a job waits in the queue or every session but one is busy, when there is no
-//! idle session to gain.
+//! idle session to gain, nor on a GPU session (where rows do cost less together) or a
+//! batch-specialised build (whose every call is padded to its whole batch).
 
 use std::time::Duration;
 
