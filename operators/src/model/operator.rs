@@ -2,18 +2,18 @@
 //!
 //! Per input batch the operator cuts jobs of at most `max_batch` rows (1 for per-request models),
 //! each holding a capability retained from the input's, and offers them to the executor; a batch
-//! reaching an idle node may be cut into one job per free session when the node's measured time
-//! per row says that pays ([`InferenceService::rows_per_job_now`]). A job the
-//! full queue refuses waits in `pending` (with its capability) and is offered again on the next
-//! activation; the operator schedules one shortly while anything is pending. An executor thread
-//! finishing a job pushes the outcome onto the operator's channel and activates it through a
-//! `SyncActivator`; the operator then emits the output batch (lineage extended by this hop) or one
-//! error per row, at the job's time, and drops the capability. The worker never waits on inference.
-//! Each job carries its rows' deadline; a job still held back when it passes is answered expired
-//! instead of offered ([`super::expiry`]). A job holding a sampled request's row carries a
-//! [`JobTrace`] (its span's context, for a remote executor, and a slot for the call's times); its
-//! times go into the graph's trace book under this node's `(lineage id, seq)` when it is
-//! answered ([`weir_engine::trace`]). Other jobs cost one atomic load for this.
+//! reaching an idle node may be cut into one job per free session when the node's measured time per
+//! row says that pays ([`InferenceService::rows_per_job_now`]). A job the full queue refuses waits
+//! in `pending` (with its capability) and is offered again on the next activation; the operator
+//! schedules one shortly while anything is pending. An executor thread finishing a job pushes the
+//! outcome onto the operator's channel and activates it through a `SyncActivator`; the operator
+//! then emits the output batch (lineage extended by this hop) or one error per row, at the job's
+//! time, and drops the capability. The worker never waits on inference. Each job carries its rows'
+//! deadline; a job still held back when it passes is answered expired instead of offered
+//! ([`super::expiry`]). A job holding a sampled request's row carries a [`JobTrace`] (its span's
+//! context, for a remote executor, and a slot for the call's times); its times go into the graph's
+//! trace book under this node's `(lineage id, seq)` when it is answered ([`weir_engine::trace`]).
+//! Other jobs cost one atomic load for this.
 //!
 //! The one exception to "the worker never waits": a graph's only model node (`run_here`) runs a
 //! lone job on the worker itself when the executor is idle
