@@ -11,7 +11,10 @@
 //! one call, padded as a graph node's `batching.pad` does; without it, jobs whose rows differ in
 //! shape run row by row here. A query may carry the time its client still waits
 //! ([`BUDGET_PARAMETER`], milliseconds; a duration, so no clocks need agree): a job still queued
-//! when it runs out is answered `expired`, not run (`weir_operators::model::expiry`).
+//! when it runs out is answered `expired`, not run (`weir_operators::model::expiry`). A query of
+//! several rows that finds several sessions free is run on them side by side when the model's
+//! measured time per row says it pays (`ModelExecutor::spread`), its parts joined back into the
+//! one reply (`Job::split`), as a graph process's node spreads a batch.
 //!
 //! Emulated heterogeneity (Kairos's pools of instance types; [`crate::emulation`]): the
 //! session thread that ran a job sleeps before replying until the emulated type's time for the job
@@ -246,13 +249,21 @@ pub(crate) fn handle_query(
             )
         }),
     };
-    if let Err(job) = executor.try_submit(job) {
-        // The job owns the query; answer through it so the reply goes out exactly once.
-        let node = config.node.clone();
-        (job.done)(Err(ExecError::Unavailable {
-            node,
-            message: "overloaded".into(),
-        }));
+    // A query's rows reaching idle sessions run side by side, as in a graph process's node (an
+    // emulated instance type keeps its one call per query, which is what it prices).
+    let parts = match emulation {
+        Emulation::Off => executor.spread(rows),
+        _ => 1,
+    };
+    for job in job.split(parts, &config.node) {
+        if let Err(job) = executor.try_submit(job) {
+            // The job owns the query; answer through it so the reply goes out exactly once.
+            let node = config.node.clone();
+            (job.done)(Err(ExecError::Unavailable {
+                node,
+                message: "overloaded".into(),
+            }));
+        }
     }
 }
 
