@@ -206,7 +206,8 @@ pub(crate) fn handle_query(
             }
         }
     }
-    let output_names: Vec<String> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
+    let output_names: Arc<[String]> = config.outputs.iter().map(|(n, _)| n.clone()).collect();
+    let names = Arc::clone(&output_names);
     let rows = inputs.first().map_or(0, TensorColumn::len);
     let stats = executor.shared_stats();
     let enqueued_at = Instant::now();
@@ -255,7 +256,7 @@ pub(crate) fn handle_query(
         Emulation::Off => executor.spread(rows),
         _ => 1,
     };
-    for job in job.split(parts, &config.node) {
+    for job in job.split(parts, names, &config.node) {
         if let Err(job) = executor.try_submit(job) {
             // The job owns the query; answer through it so the reply goes out exactly once.
             let node = config.node.clone();
