@@ -244,3 +244,13 @@ pub fn refused_start(cmd: &mut std::process::Command, what: &str) -> String {
     assert!(!status.success(), "{stderr}");
     stderr
 }
+
+/// Model node `node`'s executor counters in `running`.
+pub fn node_stats(running: &RunningGraph, node: &str) -> weir::LoadSnapshot {
+    running
+        .executor_stats()
+        .into_iter()
+        .find(|(n, _)| n == node)
+        .unwrap_or_else(|| panic!("no counters for model node `{node}`"))
+        .1
+}

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use weir::{load_graph, start, RequestError, RuntimeOptions, Tensor, TensorData};
 
-use crate::common::{channel, named, run_python_script, signal, temp_dir, two_workers, Replies};
+use crate::common::{
+    channel, named, node_stats, run_python_script, signal, temp_dir, two_workers, Replies,
+};
 use crate::distributed::{loopback, Executor};
 
 /// An ONNX model summing each `f32 [2, 2, 1]` crop: `x [N, 2, 2, 1]` → `y [N]`.
@@ -230,12 +232,7 @@ fn zero_one_and_many_parts_are_answered_once_in_part_order() {
     assert!(counts.values().all(|&c| c == 1), "none twice: {counts:?}");
     // Parts are ordinary rows for the model node: those of different requests share calls.
     let parts: usize = cases.iter().map(|c| c.expected().len()).sum();
-    let stats = running
-        .executor_stats()
-        .into_iter()
-        .find(|(n, _)| n == "m")
-        .expect("model node stats")
-        .1;
+    let stats = node_stats(&running, "m");
     assert_eq!(stats.rows, parts as u64, "each part inferred once");
     assert!(stats.runs < parts as u64, "parts batched: {stats:?}");
     running.shutdown();

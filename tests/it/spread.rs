@@ -9,7 +9,9 @@ use std::path::Path;
 
 use weir::{load_graph, plan_spec, start, GraphSpec, RunningGraph, RuntimeOptions, Tensor};
 
-use crate::common::{assert_close, channel, direct_ort, model, named, temp_dir, Replies};
+use crate::common::{
+    assert_close, channel, direct_ort, model, named, node_stats, temp_dir, Replies,
+};
 use crate::distributed::{loopback, Executor};
 
 const RECOGNISER: &str = "pretrained/ch_PP-OCRv4_rec_infer.onnx";
@@ -82,14 +84,7 @@ fn an_idle_nodes_free_sessions_each_run_part_of_a_batch() {
     let graph = plan_spec(&recogniser_graph(2), Path::new(".")).expect("valid");
     let running = start(graph.plan, RuntimeOptions::default()).expect("starts");
     let rt = running.runtime();
-    let stats = || {
-        running
-            .executor_stats()
-            .into_iter()
-            .find(|(n, _)| n == "rec")
-            .expect("the model node's counters")
-            .1
-    };
+    let stats = || node_stats(&running, "rec");
     // One line first: the node measures its time per row on it.
     rt.infer(vec![named("x", Tensor::f32(ROW.to_vec(), line(9)))])
         .expect("a lone line is answered");
@@ -121,12 +116,7 @@ fn one_session_takes_the_batch_in_one_call() {
     rt.infer(vec![named("x", Tensor::f32(ROW.to_vec(), line(9)))])
         .expect("a lone line is answered");
     four_lines_match_one_call_of_them(&running);
-    let stats = running
-        .executor_stats()
-        .into_iter()
-        .find(|(n, _)| n == "rec")
-        .expect("the model node's counters")
-        .1;
+    let stats = node_stats(&running, "rec");
     assert_eq!(
         (stats.runs, stats.rows),
         (2, 5),
