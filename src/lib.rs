@@ -23,8 +23,8 @@ pub use weir_engine::plan::Plan;
 pub use weir_engine::request::{ErrorClass, RequestError, Responder, Response};
 pub use weir_engine::runtime::{ClusterOptions, GraphRuntime, RuntimeOptions};
 pub use weir_engine::spec::{
-    BatchingSpec, CropBoxesBuilder, Device, ExecutorSpec, GraphBuilder, GraphSpec, Interpolation,
-    ModelBuilder, PadWhen, RemoteExecutorSpec, WarmupData, WarmupSpec,
+    BatchGrow, BatchingSpec, CropBoxesBuilder, Device, ExecutorSpec, GraphBuilder, GraphSpec,
+    Interpolation, ModelBuilder, PadWhen, RemoteExecutorSpec, WarmupData, WarmupSpec,
 };
 pub use weir_engine::stream::{StreamConnector, StreamEnd};
 pub use weir_engine::tensor::{DType, NamedTensor, Tensor, TensorData};

@@ -58,6 +58,12 @@ pub const EXECUTOR_PAD_DECISIONS_TOTAL: &str = "weir_executor_pad_decisions_tota
 pub const EXECUTOR_INFERENCE_SECONDS: &str = "weir_executor_inference_seconds";
 /// Rows per inference call.
 pub const NODE_BATCH_SIZE: &str = "weir_node_batch_size";
+/// A CPU node's measured CPU time per row, by the batch-size bucket of its calls (`batch_le`:
+/// the bucket's largest size).
+pub const NODE_ROW_CPU_SECONDS: &str = "weir_node_row_cpu_seconds";
+/// The largest batch a CPU node's calls take now, where larger calls have measured dearer per
+/// row (absent while its batches grow to `max_size`).
+pub const NODE_PREFERRED_BATCH_SIZE: &str = "weir_node_preferred_batch_size";
 /// Rows a model node answered expired instead of running: their deadline passed while they
 /// waited.
 pub const NODE_EXPIRED_TOTAL: &str = "weir_node_expired_total";

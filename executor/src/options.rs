@@ -36,6 +36,8 @@ pub struct ExecutorOptions {
     pub max_delay: Duration,
     /// Whether a batch waits for more only while every session runs a call, or always.
     pub wait: weir_engine::spec::BatchWait,
+    /// How large a call's batch may grow: while measured cheaper per row, or to `max_batch`.
+    pub grow: weir_engine::spec::BatchGrow,
     /// Jobs a model's queue holds.
     pub queue_capacity: usize,
     /// Emulated instance type: how long each call is held after its real inference.

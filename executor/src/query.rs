@@ -250,10 +250,15 @@ pub(crate) fn handle_query(
             )
         }),
     };
-    // A query's rows reaching idle sessions run side by side, as in a graph process's node (an
-    // emulated instance type keeps its one call per query, which is what it prices).
+    // A query's rows reaching idle sessions run side by side, as in a graph process's node, and
+    // a query larger than the batch size the model's calls measured cheapest per row runs as
+    // calls of that size (an emulated instance type keeps its one call per query, which is what
+    // it prices).
     let parts = match emulation {
-        Emulation::Off => executor.spread(rows),
+        Emulation::Off => {
+            let preferred = executor.load_stats().rows_now(rows).max(1);
+            executor.spread(rows).max(rows.div_ceil(preferred))
+        }
         _ => 1,
     };
     for job in job.split(parts, names, &config.node) {

@@ -115,6 +115,7 @@ impl ModelDefaults {
             },
             max_delay: options.max_delay,
             wait: options.wait,
+            grow: options.grow,
             instances: options.instances.max(1),
             intra_op_threads: threads.max(1),
             queue_capacity: options.queue_capacity.max(1),

@@ -89,6 +89,11 @@ pub struct ExecutorArgs {
     /// free session runs a lone request at once) or `always` (a fixed timer).
     #[arg(long, value_enum, default_value_t = BatchWaitArg::WhenBusy)]
     batch_wait: BatchWaitArg,
+    /// How large a call's batch may grow: `while-cheaper` (only while the model's calls have
+    /// measured rows cheaper in larger calls, on CPU sessions of one thread) or `to-max-size`
+    /// (always up to `--max-batch`).
+    #[arg(long, value_enum, default_value_t = BatchGrowArg::WhileCheaper)]
+    batch_grow: BatchGrowArg,
     /// Jobs each model's queue holds.
     #[arg(long, default_value_t = 64)]
     queue_capacity: usize,
@@ -215,6 +220,10 @@ pub fn run(args: ExecutorArgs) -> Result<()> {
             BatchWaitArg::WhenBusy => weir_engine::spec::BatchWait::WhenBusy,
             BatchWaitArg::Always => weir_engine::spec::BatchWait::Always,
         },
+        grow: match args.batch_grow {
+            BatchGrowArg::WhileCheaper => weir_engine::spec::BatchGrow::WhileCheaper,
+            BatchGrowArg::ToMaxSize => weir_engine::spec::BatchGrow::ToMaxSize,
+        },
         queue_capacity: args.queue_capacity,
         emulation: weir_executor::emulation::Emulation::from_options(
             args.slowdown,
@@ -284,4 +293,13 @@ enum BatchWaitArg {
     WhenBusy,
     /// Always wait up to `--max-delay-us`.
     Always,
+}
+
+/// `--batch-grow`: the command-line spelling of a graph's `batching.grow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BatchGrowArg {
+    /// Only while larger calls have measured cheaper per row.
+    WhileCheaper,
+    /// Always up to `--max-batch`.
+    ToMaxSize,
 }

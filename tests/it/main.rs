@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod autoscale;
+mod batch_growth;
 mod builder;
 mod cli;
 mod common;

@@ -14,10 +14,10 @@ use crate::common::{
 };
 use crate::distributed::{loopback, Executor};
 
-const RECOGNISER: &str = "pretrained/ch_PP-OCRv4_rec_infer.onnx";
+pub(crate) const RECOGNISER: &str = "pretrained/ch_PP-OCRv4_rec_infer.onnx";
 
-const ROW: [usize; 3] = [3, 48, 320];
-const OUTPUT: &str = "softmax_11.tmp_0";
+pub(crate) const ROW: [usize; 3] = [3, 48, 320];
+pub(crate) const OUTPUT: &str = "softmax_11.tmp_0";
 
 fn recogniser_graph(instances: usize) -> GraphSpec {
     let path = model(RECOGNISER);
@@ -29,7 +29,7 @@ fn recogniser_graph(instances: usize) -> GraphSpec {
 }
 
 /// Line `i`'s pixels: a smooth pattern of its own in [-1, 1].
-fn line(i: usize) -> Vec<f32> {
+pub(crate) fn line(i: usize) -> Vec<f32> {
     let n: usize = ROW.iter().product();
     (0..n)
         .map(|k| (k as f32 * 0.013 + i as f32 * 1.7).sin() * 0.9)

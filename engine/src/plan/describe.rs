@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::{lineage_id, ModelNode, NodeKind, ParityModelNode, ParityPlan, Plan};
 use crate::placement::ReplicaTarget;
 use crate::routing::Routing;
-use crate::spec::{BatchWait, GraphLevel, PadWhen, ReplicationMode};
+use crate::spec::{BatchGrow, BatchWait, GraphLevel, PadWhen, ReplicationMode};
 use crate::validate::{CallShape, TensorOp, TextOp};
 
 /// How a batch waits, after its delay: nothing for the default (only while busy).
@@ -25,10 +25,14 @@ fn kind_label(plan: &Plan, kind: &NodeKind) -> String {
             m.path.file_name().and_then(|s| s.to_str()).unwrap_or("?"),
             match (m.call, &m.pad) {
                 (CallShape::Batched, pad) => format!(
-                    "batched ≤ {} within {} µs{}{}",
+                    "batched ≤ {} within {} µs{}{}{}",
                     m.batching.max_size,
                     m.batching.max_delay_us,
                     wait_label(m.batching.wait),
+                    match m.batching.grow {
+                        BatchGrow::WhileCheaper => "",
+                        BatchGrow::ToMaxSize => " (always up to max_size)",
+                    },
                     pad.as_ref()
                         .map(|p| format!(
                             ", padded along `{}` with {}{}",

@@ -39,9 +39,9 @@ pub use image_op::{
     DEFAULT_MAX_PIXELS,
 };
 pub use model::{
-    AutoSpec, BatchWait, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel, ModelSpec,
-    PadSpec, PadWhen, ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel, ResilienceSpec,
-    TaskRequirements, TaskSpec, VersionedModel,
+    AutoSpec, BatchGrow, BatchWait, BatchingSpec, ExecutorSpec, FixedParallelism, GraphLevel,
+    ModelSpec, PadSpec, PadWhen, ParallelismSpec, ParityEncoder, ParitySpec, RepositoryModel,
+    ResilienceSpec, TaskRequirements, TaskSpec, VersionedModel,
 };
 pub use parity::{DecodeAfter, DecodeSpec, DEFAULT_FLOOR_MS};
 pub use region_op::{CropSpec, PadToSpec, RegionsSpec, SliceSpec, MAX_PAD_ELEMENTS, MAX_REGIONS};

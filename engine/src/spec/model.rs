@@ -377,6 +377,10 @@ pub struct BatchingSpec {
     /// When a batch waits up to `max_delay_us` for more requests.
     #[serde(default)]
     pub wait: BatchWait,
+    /// How large a call's batch may grow: only while the node has measured rows to cost less in
+    /// larger calls (the default), or always up to `max_size`.
+    #[serde(default)]
+    pub grow: BatchGrow,
     /// Padded batching: requests whose inputs differ only along the dimension this names join one
     /// call, each padded to the longest; without it only requests of one shape join.
     #[serde(default)]
@@ -418,6 +422,40 @@ impl TryFrom<String> for BatchWait {
             other => Err(format!(
                 "`batching.wait` is `{other}`; it takes `when_busy` (wait for company only while \
                  every session runs a call, the default) or `always` (a fixed timer)"
+            )),
+        }
+    }
+}
+
+/// How large a call's batch may grow (`batching.grow`).
+///
+/// On a CPU session of one intra-op thread the rows of a call are computed one after another by
+/// that thread, so a larger batch saves only the per-call work and can cost more per row once its
+/// activations no longer fit in the caches; the node measures its own cost per row by batch size
+/// and stops growing batches where they stop paying (`row_cost.rs` in the executor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+pub enum BatchGrow {
+    /// Up to the batch size the node's calls have measured cheapest per row, when a larger
+    /// size has measured dearer (up to `max_size` until then, and on sessions whose cost per
+    /// row it does not measure: a GPU, several intra-op threads, padded or fixed-size calls).
+    #[default]
+    WhileCheaper,
+    /// Always up to `max_size` rows.
+    ToMaxSize,
+}
+
+impl TryFrom<String> for BatchGrow {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        match text.as_str() {
+            "while_cheaper" => Ok(BatchGrow::WhileCheaper),
+            "to_max_size" => Ok(BatchGrow::ToMaxSize),
+            other => Err(format!(
+                "`batching.grow` is `{other}`; it takes `while_cheaper` (batches grow only while \
+                 the node has measured rows cheaper in larger calls, the default) or \
+                 `to_max_size` (always up to `max_size`)"
             )),
         }
     }
@@ -483,6 +521,7 @@ impl Default for BatchingSpec {
             max_size: default_max_size(),
             max_delay_us: 0,
             wait: BatchWait::default(),
+            grow: BatchGrow::default(),
             pad: None,
             fixed_size: None,
         }

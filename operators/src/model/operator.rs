@@ -1,9 +1,11 @@
 //! The model-node operator: batches go to the node's executor; results come back on a channel.
 //!
-//! Per input batch the operator cuts jobs of at most `max_batch` rows (1 for per-request models),
-//! each holding a capability retained from the input's, and offers them to the executor; a batch
-//! reaching an idle node may be cut into one job per free session when the node's measured time per
-//! row says that pays ([`InferenceService::rows_per_job_now`]). A job the full queue refuses waits
+//! Per input batch the operator cuts jobs of at most `max_batch` rows (1 for per-request models;
+//! fewer where the node's calls have measured rows dearer in larger calls,
+//! [`InferenceService::preferred_rows_per_job`]), each holding a capability retained from the
+//! input's, and offers them to the executor; a batch reaching an idle node may be cut into one job
+//! per free session when the node's measured time per row says that pays
+//! ([`InferenceService::rows_per_job_now`]). A job the full queue refuses waits
 //! in `pending` (with its capability) and is offered again on the next activation; the operator
 //! schedules one shortly while anything is pending. An executor thread finishing a job pushes the
 //! outcome onto the operator's channel and activates it through a `SyncActivator`; the operator
@@ -111,7 +113,6 @@ impl ModelOperator {
         let sync = scope.worker().sync_activator_for(info.address.to_vec());
         let retry = scope.activator_for(info.address.clone());
         let (tx, rx): (Sender<Completion>, Receiver<Completion>) = unbounded();
-        let max_rows = executor.rows_per_job();
         let op = self;
         builder.build_reschedule(move |_caps| {
             let sync = Arc::new(sync);
@@ -184,7 +185,7 @@ impl ModelOperator {
                             let per_job = if std::mem::take(&mut may_spread) {
                                 executor.rows_per_job_now(batch.num_rows())
                             } else {
-                                max_rows
+                                executor.preferred_rows_per_job()
                             };
                             let mut offset = 0;
                             while offset < batch.num_rows() {

@@ -63,6 +63,7 @@ impl ModelBuilder {
             max_size,
             max_delay_us,
             wait: self.spec.batching.wait,
+            grow: self.spec.batching.grow,
             pad: self.spec.batching.pad.take(),
             fixed_size: self.spec.batching.fixed_size.take(),
         };
@@ -72,6 +73,12 @@ impl ModelBuilder {
     /// Sets when a batch waits `max_delay_us` for company (`batching.wait`).
     pub fn batch_wait(mut self, wait: crate::spec::BatchWait) -> Self {
         self.spec.batching.wait = wait;
+        self
+    }
+
+    /// Sets how large a call's batch may grow (`batching.grow`).
+    pub fn batch_grow(mut self, grow: crate::spec::BatchGrow) -> Self {
+        self.spec.batching.grow = grow;
         self
     }
 

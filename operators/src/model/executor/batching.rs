@@ -52,7 +52,7 @@ pub(super) fn gather_batch(
     sessions: usize,
 ) -> (Vec<Job>, usize) {
     let max_batch = if config.call.batched() {
-        config.max_batch.max(1)
+        stats.rows_for_gather(config.max_batch.max(1))
     } else {
         1
     };

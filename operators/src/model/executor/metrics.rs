@@ -1,12 +1,15 @@
 //! `/metrics` of a graph's executors, one series per model node: queue, calls, rows, errors, busy
 //! time, jobs answered and their time at the node, a padded node's batches by how they were cut
-//! (counters), and the batch-size and
-//! call-duration histograms, read from each executor's [`LoadSnapshot`] at scrape time.
+//! (counters), the batch-size and call-duration histograms, and a CPU node's measured CPU time
+//! per row by batch size with the batch size it prefers (gauges), read from each executor's
+//! [`LoadSnapshot`] at scrape time.
 
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
-use weir_engine::metrics::{self as m, counter, histogram, node_labels, per_node, Buckets, Value};
+use weir_engine::metrics::{
+    self as m, counter, gauge, histogram, node_labels, per_node, Buckets, Value,
+};
 
 use super::{LoadSnapshot, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
 
@@ -100,6 +103,35 @@ pub fn encode(
                 count: s.runs,
             };
             (node_labels(g, n), buckets)
+        }),
+    )?;
+    let bucket_names: Vec<String> = BATCH_BUCKET_BOUNDS
+        .iter()
+        .map(ToString::to_string)
+        .chain(["+Inf".to_string()])
+        .collect();
+    gauge(
+        encoder,
+        m::NODE_ROW_CPU_SECONDS,
+        "A CPU node's measured CPU time per row in calls of each batch-size bucket (batch_le: the bucket's largest size), where it measures it.",
+        stats.iter().flat_map(|(g, n, s)| {
+            let per_row = s.row_cost.as_ref().map(|c| c.per_row).unwrap_or_default();
+            per_row
+                .into_iter()
+                .zip(&bucket_names)
+                .filter_map(move |(cost, bucket)| {
+                    let labels = [("graph", *g), ("node", *n), ("batch_le", bucket.as_str())];
+                    cost.map(|c| (labels, c.as_secs_f64()))
+                })
+        }),
+    )?;
+    gauge(
+        encoder,
+        m::NODE_PREFERRED_BATCH_SIZE,
+        "The largest batch a CPU node's calls take now, where larger calls measured dearer per row.",
+        stats.iter().filter_map(|(g, n, s)| {
+            let preferred = s.row_cost.as_ref()?.preferred?;
+            Some((node_labels(g, n), i64::try_from(preferred).unwrap_or(i64::MAX)))
         }),
     )?;
     histogram(

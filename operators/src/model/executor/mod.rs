@@ -46,6 +46,7 @@ pub mod call_cost;
 pub mod call_log;
 pub mod metrics;
 pub mod padding;
+pub mod row_cost;
 mod sessions;
 mod split;
 mod spread;
@@ -54,6 +55,7 @@ mod warmup;
 
 pub use call_log::{CallRecord, RecordedCalls};
 pub use padding::Padding;
+pub use row_cost::RowCostSnapshot;
 pub use sessions::SWITCHABLE_WARMUP_CALLS;
 pub use spread::SPREAD_PAYS_FROM;
 pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
@@ -81,6 +83,9 @@ pub struct ExecutorConfig {
     /// Whether a session takes its share of the queue and waits only while every session runs a
     /// call (the default), or takes the whole queue and always waits.
     pub wait: weir_engine::spec::BatchWait,
+    /// How large a call's batch may grow: while measured cheaper per row (`row_cost.rs`), or to
+    /// `max_batch`.
+    pub grow: weir_engine::spec::BatchGrow,
     /// Sessions (threads) running at once.
     pub instances: usize,
     /// Intra-op threads per session.
@@ -112,6 +117,19 @@ pub struct ExecutorConfig {
 }
 
 impl ExecutorConfig {
+    /// Whether a fixed executor of this configuration measures its cost per row by batch size
+    /// and stops growing batches where it rises (`row_cost.rs`): under `grow: while_cheaper`, for
+    /// batched calls of alike rows (not padded) on CPU sessions of one intra-op thread, whose
+    /// thread's CPU time is the call's cost.
+    pub fn measures_row_cost(&self) -> bool {
+        self.grow == weir_engine::spec::BatchGrow::WhileCheaper
+            && self.call == CallShape::Batched
+            && self.device == weir_engine::spec::Device::Cpu
+            && self.intra_op_threads == 1
+            && self.pad.is_none()
+            && self.max_batch > 1
+    }
+
     /// The settings of one of its sessions with `threads` intra-op threads, its workers pinned
     /// per `worker_affinity`.
     pub fn session_settings<'a>(
@@ -239,7 +257,11 @@ impl ModelExecutor {
     pub fn start(runtime: &OrtRuntime, config: ExecutorConfig) -> Result<ModelExecutor, ExecError> {
         let config = Arc::new(config);
         let (tx, rx) = bounded::<Job>(config.queue_capacity.max(1));
-        let stats = Arc::new(LoadStats::default());
+        let stats = Arc::new(if config.measures_row_cost() {
+            LoadStats::measuring_row_cost()
+        } else {
+            LoadStats::default()
+        });
         let pins = core_pins(&config)?;
         let threads_per_call = config.intra_op_threads.max(1);
         let warmup = WarmupCalls::prepare(&config)?;

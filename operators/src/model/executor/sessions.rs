@@ -15,6 +15,7 @@ use ort::session::Session;
 use tracing::{debug, warn};
 
 use super::batching::{form_calls, gather_batch, run, Call};
+use super::row_cost::thread_cpu_time;
 use super::{ExecutorConfig, Job, LoadStats};
 use crate::model::parallelism::Switchboard;
 use crate::model::pinning::{pin_current_thread, CorePins};
@@ -267,10 +268,17 @@ fn run_call(
         padded_len,
     } = call;
     let running = stats.call_running();
+    let cpu_before = stats.measures_row_cost().then(thread_cpu_time).flatten();
     let started = Instant::now();
     let (result, calls) = run(session, config, &jobs, rows);
     let ended = Instant::now();
     drop(running);
+    // One call's CPU time on this thread, its cost per row by batch size (`row_cost.rs`).
+    if let (Some(before), true, 1) = (cpu_before, result.is_ok(), calls) {
+        if let Some(after) = thread_cpu_time() {
+            stats.record_row_cost(rows, after.saturating_sub(before));
+        }
+    }
     for trace in jobs.iter().filter_map(|j| j.trace.as_ref()) {
         trace.record_call(started, ended, rows);
     }

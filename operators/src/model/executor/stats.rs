@@ -10,6 +10,7 @@ use weir_engine::spec::PadWhen;
 
 use super::call_cost::{Coefficients, Decision, PadChooser};
 use super::call_log::{CallLog, RecordedCalls};
+use super::row_cost::{RowCost, RowCostSnapshot};
 use super::Job;
 
 /// Counters of one executor; every field only grows except `running`, a gauge.
@@ -41,6 +42,8 @@ pub struct LoadStats {
     pad_chooser: Mutex<PadChooser>,
     padded_batches: AtomicU64,
     split_batches: AtomicU64,
+    /// A node's cost per row by batch size, where it measures it (`row_cost.rs`).
+    row_cost: Option<RowCost>,
 }
 
 /// A call counted in [`LoadStats::calls_running`] while it lives (dropped when the call ends,
@@ -97,6 +100,9 @@ pub struct LoadSnapshot {
     pub padded_batches: u64,
     /// A padded node's batches of mixed lengths split into calls of nearer lengths.
     pub split_batches: u64,
+    /// A node's measured CPU time per row by batch size and the batch size it prefers (`None`
+    /// where it does not measure them).
+    pub row_cost: Option<RowCostSnapshot>,
 }
 
 impl LoadSnapshot {
@@ -116,6 +122,43 @@ impl LoadSnapshot {
 }
 
 impl LoadStats {
+    /// Counters of a node that measures its cost per row by batch size and prefers the batch
+    /// size cheapest per row (`row_cost.rs`).
+    pub fn measuring_row_cost() -> LoadStats {
+        LoadStats {
+            row_cost: Some(RowCost::default()),
+            ..LoadStats::default()
+        }
+    }
+
+    /// Most rows a job or call should hold now, of at most `max_batch`: fewer where larger calls
+    /// have measured dearer per row.
+    pub fn rows_now(&self, max_batch: usize) -> usize {
+        self.row_cost
+            .as_ref()
+            .map_or(max_batch, |c| c.rows_now(max_batch))
+    }
+
+    /// Most rows the gather starting now may take, of at most `max_batch` (as
+    /// [`LoadStats::rows_now`], exploring the next size up now and then).
+    pub(super) fn rows_for_gather(&self, max_batch: usize) -> usize {
+        self.row_cost
+            .as_ref()
+            .map_or(max_batch, |c| c.rows_for_gather(max_batch))
+    }
+
+    /// Whether calls' CPU time is to be recorded ([`LoadStats::record_row_cost`]).
+    pub(super) fn measures_row_cost(&self) -> bool {
+        self.row_cost.is_some()
+    }
+
+    /// Adds a successful call of `rows` rows that took `cpu` of its thread's CPU time.
+    pub(super) fn record_row_cost(&self, rows: usize, cpu: Duration) {
+        if let Some(c) = &self.row_cost {
+            c.record(rows, cpu);
+        }
+    }
+
     /// The mean time a row has taken in the calls so far (`None` before the first call).
     pub fn time_per_row(&self) -> Option<Duration> {
         let rows = self.rows.load(Ordering::Relaxed);
@@ -271,6 +314,7 @@ impl LoadStats {
             call_seconds,
             padded_batches: self.padded_batches.load(Ordering::Relaxed),
             split_batches: self.split_batches.load(Ordering::Relaxed),
+            row_cost: self.row_cost.as_ref().map(RowCost::snapshot),
         }
     }
 }

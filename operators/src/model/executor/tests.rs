@@ -21,6 +21,7 @@ fn config(queue_capacity: usize) -> ExecutorConfig {
         max_batch: 1,
         max_delay: Duration::ZERO,
         wait: weir_engine::spec::BatchWait::WhenBusy,
+        grow: weir_engine::spec::BatchGrow::WhileCheaper,
         instances: 1,
         intra_op_threads: 1,
         queue_capacity,
@@ -562,6 +563,62 @@ fn sessions_share_the_queue_instead_of_one_taking_it_all() {
             left, rest,
             "{wait:?}, {sessions} sessions, {queued} queued: left"
         );
+    }
+}
+
+#[test]
+fn a_gather_stops_at_the_batch_size_measured_cheapest_per_row() {
+    use weir_engine::spec::BatchWait::WhenBusy;
+    let answers: Answers = Arc::default();
+    // Calls of 1–2 rows have cost 1 ms a row, calls of 3–8 rows 2 ms a row.
+    let stats = Arc::new(LoadStats::measuring_row_cost());
+    for _ in 0..row_cost::MIN_CALLS {
+        stats.record_row_cost(2, Duration::from_millis(2));
+        stats.record_row_cost(8, Duration::from_millis(16));
+    }
+    assert_eq!(stats.rows_now(8), 2);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let config = ExecutorConfig {
+        max_delay: Duration::ZERO,
+        ..batching_config(8, WhenBusy)
+    };
+    for id in 0..6 {
+        tx.send(job(id, &answers)).unwrap();
+    }
+    let got = gather_next(&config, &stats, &rx).recv_timeout(GATHER_BOUND);
+    assert_eq!(got.unwrap(), vec![0.0, 1.0]);
+    // Without the measure (`grow: to_max_size`, or a session it does not see) the batch grows to
+    // max_size.
+    let plain = Arc::new(LoadStats::default());
+    let got = gather_next(&config, &plain, &rx).recv_timeout(GATHER_BOUND);
+    assert_eq!(got.unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
+}
+
+#[test]
+fn only_alike_rows_on_one_cpu_thread_are_measured() {
+    use weir_engine::spec::{BatchGrow, Device};
+    let batched = batching_config(8, weir_engine::spec::BatchWait::WhenBusy);
+    assert!(batched.measures_row_cost());
+    for other in [
+        ExecutorConfig {
+            grow: BatchGrow::ToMaxSize,
+            ..batched.clone()
+        },
+        ExecutorConfig {
+            intra_op_threads: 2,
+            ..batched.clone()
+        },
+        ExecutorConfig {
+            device: Device::Cuda,
+            ..batched.clone()
+        },
+        ExecutorConfig {
+            max_batch: 1,
+            ..batched.clone()
+        },
+        config(16),
+    ] {
+        assert!(!other.measures_row_cost(), "{other:?}");
     }
 }
 

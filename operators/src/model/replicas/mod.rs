@@ -75,6 +75,13 @@ pub trait InferenceService: Send + Sync {
     fn rows_per_job_now(&self, _rows: usize) -> usize {
         self.rows_per_job()
     }
+    /// Rows each job cut from a batch should hold when it is not spread: at most
+    /// [`InferenceService::rows_per_job`] (the default), fewer where the service's calls have
+    /// measured rows dearer in larger calls (an in-process executor's preferred batch size,
+    /// `row_cost.rs`).
+    fn preferred_rows_per_job(&self) -> usize {
+        self.rows_per_job()
+    }
 }
 
 impl InferenceService for ModelExecutor {
@@ -95,11 +102,15 @@ impl InferenceService for ModelExecutor {
     }
 
     fn rows_per_job_now(&self, rows: usize) -> usize {
-        let most = self.rows_per_job();
+        let most = self.preferred_rows_per_job();
         if rows > most {
             return most;
         }
         rows.div_ceil(self.spread(rows)).max(1)
+    }
+
+    fn preferred_rows_per_job(&self) -> usize {
+        self.load_stats().rows_now(self.rows_per_job())
     }
 }
 

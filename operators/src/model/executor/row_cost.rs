@@ -1,0 +1,280 @@
+//! How a CPU node's cost per row moves with its batch size, measured from its own calls, and the
+//! batch size that drives: a call grows to more rows only while larger calls have measured
+//! cheaper per row (`batching.grow: while_cheaper`, the default).
+//!
+//! **Why.** On a GPU a larger batch fills more of the device at once, so rows cost less together.
+//! On a CPU session of one intra-op thread the rows of a call are computed one after another by
+//! that thread: a larger batch saves only the per-call work (ONNX Runtime's launch, binding and
+//! allocations), and once the activations of all its rows no longer fit in the caches each row
+//! costs more. PP-OCRv4's text recogniser on one thread takes about 25 ms a row in calls of one
+//! or two rows and about 50 ms in calls of sixteen; a node that always took the whole queue into
+//! one call would run at half speed exactly when it is loaded.
+//!
+//! **Measure.** Each call's CPU time on the session thread (`CLOCK_THREAD_CPUTIME_ID`: with one
+//! intra-op thread ONNX Runtime computes on the calling thread) per row, kept per batch-size
+//! bucket (1, 2, 3–4, 5–8, …, as the batch-size metric buckets them) as a decayed mean (a call's
+//! weight halves after about seven more calls of its bucket). CPU time, not wall time: under
+//! load the larger batches coincide with more threads sharing the cores, which stretches a
+//! call's wall time without any cost of its own. Sessions whose cost this does not see (a GPU,
+//! several intra-op threads) and calls whose rows are not alike (padded, or padded to a fixed
+//! batch) are not measured, and grow up to `max_size`.
+//!
+//! **Rule.** Among buckets with at least [`MIN_CALLS`] calls, the cheapest per row is the
+//! preferred size when some larger measured bucket is dearer; calls then take at most its
+//! largest size. While the largest size measured is also the cheapest (cost still falling, or
+//! nothing larger seen yet), batches grow up to `max_size` as load brings them. A capped node
+//! lets one gather in [`EXPLORE_EVERY`] take the next bucket's size, so a bucket above keeps
+//! being measured and the preferred size follows a cost that drifts (another load on the
+//! machine's caches); one call in 32 at the next size up costs a few per cent at most.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::stats::BATCH_BUCKET_BOUNDS;
+
+/// Buckets of batch sizes: one per bound and the open one above.
+const BUCKETS: usize = BATCH_BUCKET_BOUNDS.len() + 1;
+
+/// Calls of a bucket before its cost counts.
+pub const MIN_CALLS: u32 = 3;
+
+/// Weight of a bucket's earlier calls at each new call of it (halves in about seven calls).
+const DECAY: f64 = 0.9;
+
+/// A capped node's gathers per one that may take the next bucket's size.
+pub const EXPLORE_EVERY: u64 = 32;
+
+/// One bucket's decayed sums.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bucket {
+    /// Σ w · CPU seconds.
+    cpu: f64,
+    /// Σ w · rows.
+    rows: f64,
+    /// Calls recorded (saturating).
+    calls: u32,
+}
+
+impl Bucket {
+    fn per_row(&self) -> Option<f64> {
+        (self.calls >= MIN_CALLS && self.rows > 0.0).then(|| self.cpu / self.rows)
+    }
+}
+
+/// A node's cost per row by batch size, and the batch size it prefers (module docs).
+#[derive(Debug, Default)]
+pub struct RowCost {
+    buckets: Mutex<[Bucket; BUCKETS]>,
+    /// The preferred batch size's largest rows; 0 while batches may grow to `max_size`.
+    cap: AtomicUsize,
+    /// Gathers made under a cap, for exploration.
+    gathers: AtomicU64,
+}
+
+/// The bucket of a call of `rows` rows.
+pub fn bucket_of(rows: usize) -> usize {
+    BATCH_BUCKET_BOUNDS
+        .iter()
+        .position(|&b| rows <= b)
+        .unwrap_or(BUCKETS - 1)
+}
+
+impl RowCost {
+    /// Adds a call of `rows` rows that took `cpu` of its thread's CPU time.
+    pub fn record(&self, rows: usize, cpu: Duration) {
+        if rows == 0 {
+            return;
+        }
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let b = &mut buckets[bucket_of(rows)];
+        b.cpu = b.cpu * DECAY + cpu.as_secs_f64();
+        b.rows = b.rows * DECAY + rows as f64;
+        b.calls = b.calls.saturating_add(1);
+        let per_row = buckets.map(|b| b.per_row());
+        self.cap
+            .store(preferred_rows(&per_row).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Most rows a job or call should hold now, of at most `max_batch`.
+    pub fn rows_now(&self, max_batch: usize) -> usize {
+        match self.cap.load(Ordering::Relaxed) {
+            0 => max_batch,
+            cap => cap.min(max_batch),
+        }
+    }
+
+    /// Most rows the gather starting now may take, of at most `max_batch`: [`RowCost::rows_now`],
+    /// but one capped gather in [`EXPLORE_EVERY`] may take the next bucket's largest size.
+    pub fn rows_for_gather(&self, max_batch: usize) -> usize {
+        let cap = self.cap.load(Ordering::Relaxed);
+        if cap == 0 {
+            return max_batch;
+        }
+        let n = self.gathers.fetch_add(1, Ordering::Relaxed);
+        let rows = if n % EXPLORE_EVERY == EXPLORE_EVERY - 1 {
+            BATCH_BUCKET_BOUNDS
+                .get(bucket_of(cap) + 1)
+                .copied()
+                .unwrap_or(usize::MAX)
+        } else {
+            cap
+        };
+        rows.min(max_batch)
+    }
+
+    /// The measured CPU time per row of each bucket (`None`: fewer than [`MIN_CALLS`] calls),
+    /// and the preferred size (`None`: batches grow to `max_size`).
+    pub fn snapshot(&self) -> RowCostSnapshot {
+        let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        RowCostSnapshot {
+            per_row: buckets.map(|b| b.per_row().map(Duration::from_secs_f64)),
+            preferred: match self.cap.load(Ordering::Relaxed) {
+                0 => None,
+                cap => Some(cap),
+            },
+        }
+    }
+}
+
+/// A copy of a node's [`RowCost`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowCostSnapshot {
+    /// CPU time per row by batch-size bucket (bounds [`BATCH_BUCKET_BOUNDS`], then the open
+    /// one); `None` where fewer than [`MIN_CALLS`] calls were measured.
+    pub per_row: [Option<Duration>; BUCKETS],
+    /// The largest rows a call takes now; `None` while batches grow to `max_size`.
+    pub preferred: Option<usize>,
+}
+
+/// The preferred batch size's largest rows for these per-row costs by bucket: the cheapest
+/// measured bucket's bound when a larger measured bucket is dearer; `None` otherwise.
+fn preferred_rows(per_row: &[Option<f64>; BUCKETS]) -> Option<usize> {
+    let (best, cost) = per_row
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.map(|c| (i, c)))
+        // On a tie the larger bucket: fewer calls for the same cost.
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))?;
+    let dearer_above = per_row[best + 1..].iter().flatten().any(|&c| c > cost);
+    if dearer_above {
+        BATCH_BUCKET_BOUNDS.get(best).copied()
+    } else {
+        None
+    }
+}
+
+/// The calling thread's CPU time so far; `None` where the clock cannot be read.
+pub fn thread_cpu_time() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return None;
+    }
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u32::try_from(ts.tv_nsec).ok()?;
+    Some(Duration::new(secs, nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A node whose calls of `rows` rows cost `per_row(rows)` a row, each size called `calls`
+    /// times.
+    fn measured(sizes: &[usize], calls: u32, per_row: impl Fn(usize) -> Duration) -> RowCost {
+        let cost = RowCost::default();
+        for _ in 0..calls {
+            for &rows in sizes {
+                cost.record(rows, per_row(rows) * u32::try_from(rows).unwrap());
+            }
+        }
+        cost
+    }
+
+    #[test]
+    fn rows_dearer_in_larger_calls_cap_the_batch_at_the_cheapest_size() {
+        // The recogniser's shape: flat to 2 rows, then dearer per row.
+        let cost = measured(&[1, 2, 4, 8, 16], 4, |rows| match rows {
+            1 => 25 * MS,
+            2 => 24 * MS,
+            4 => 27 * MS,
+            8 => 40 * MS,
+            _ => 50 * MS,
+        });
+        assert_eq!(cost.snapshot().preferred, Some(2));
+        assert_eq!(cost.rows_now(16), 2);
+        assert_eq!(cost.rows_now(1), 1);
+        let snap = cost.snapshot();
+        assert_eq!(snap.per_row[bucket_of(16)], Some(50 * MS));
+        assert_eq!(snap.per_row[bucket_of(3)], Some(27 * MS));
+    }
+
+    #[test]
+    fn rows_cheaper_in_larger_calls_grow_to_the_most() {
+        // Per-call work amortised: 1 ms a call plus 0.1 ms a row.
+        let cost = measured(&[1, 2, 4, 8, 16], 4, |rows| {
+            MS / u32::try_from(rows).unwrap() + MS / 10
+        });
+        assert_eq!(cost.snapshot().preferred, None);
+        assert_eq!(cost.rows_now(64), 64);
+        assert_eq!(cost.rows_for_gather(64), 64);
+    }
+
+    #[test]
+    fn nothing_caps_before_a_larger_bucket_is_measured_dearer() {
+        // Only small calls so far: no evidence about larger ones.
+        assert_eq!(measured(&[1, 2], 10, |_| 5 * MS).snapshot().preferred, None);
+        // A dearer bucket seen fewer than MIN_CALLS times does not count yet.
+        let cost = measured(&[1, 2], 10, |_| 5 * MS);
+        for _ in 0..MIN_CALLS - 1 {
+            cost.record(8, 80 * MS);
+        }
+        assert_eq!(cost.snapshot().preferred, None);
+        cost.record(8, 80 * MS);
+        // Equal costs at 1 and 2 rows: the larger.
+        assert_eq!(cost.snapshot().preferred, Some(2));
+    }
+
+    #[test]
+    fn the_preference_follows_a_cost_that_drifts() {
+        let cost = measured(&[2, 4], 4, |rows| if rows == 2 { MS } else { 2 * MS });
+        assert_eq!(cost.snapshot().preferred, Some(2));
+        // Calls of 4 become cheaper than calls of 2 (a decayed mean follows within a few calls).
+        for _ in 0..30 {
+            cost.record(4, 4 * MS / 2);
+        }
+        assert_eq!(cost.snapshot().preferred, None);
+    }
+
+    #[test]
+    fn a_capped_gather_explores_the_next_size_once_in_explore_every() {
+        let cost = measured(&[1, 2, 4, 8], 4, |rows| if rows <= 2 { MS } else { 3 * MS });
+        assert_eq!(cost.snapshot().preferred, Some(2));
+        let sizes: Vec<usize> = (0..2 * EXPLORE_EVERY)
+            .map(|_| cost.rows_for_gather(16))
+            .collect();
+        let explored = sizes.iter().filter(|&&s| s == 4).count();
+        assert_eq!(explored, 2, "{sizes:?}");
+        assert!(sizes.iter().all(|&s| s == 2 || s == 4));
+        // Never past max_batch.
+        assert!((0..2 * EXPLORE_EVERY).all(|_| cost.rows_for_gather(3) <= 3));
+    }
+
+    #[test]
+    fn the_thread_clock_reads_and_moves_with_work() {
+        let before = thread_cpu_time().unwrap();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_time().unwrap() > before);
+    }
+}
