@@ -1,8 +1,8 @@
 //! A CPU node's batches grow only while its own calls have measured rows cheaper in larger
 //! calls (`batching.grow: while_cheaper`, the default): PP-OCRv4's recogniser on one session
-//! measures its CPU time per row in calls of one, two and twelve lines, and a later group of
-//! twelve runs in calls no larger than the size it then prefers (one call of twelve while it
-//! prefers none). Which size a machine's caches make cheapest is the machine's; what holds
+//! measures its CPU time per row in calls of twelve, eight, four, two and one lines, and a later
+//! group of twelve runs in calls no larger than the size it then prefers (one call of twelve
+//! while it prefers none). Which size a machine's caches make cheapest is the machine's; what holds
 //! everywhere is that the calls follow what the node measured, that every line is answered once,
 //! and that each line's answer is what ONNX Runtime gives it alone. Under `grow: to_max_size` the
 //! group of twelve is one call whatever was measured.
@@ -58,14 +58,16 @@ fn group(running: &RunningGraph, first: usize, n: usize) {
     assert!(replies.counts().values().all(|&c| c == 1), "none twice");
 }
 
-/// One line, a group of two and a group of [`GROUP`], three times: three calls measured in each
-/// of the buckets 1, 2 and 9–16 rows.
+/// Groups of [`GROUP`], 8, 4, 2 and 1 lines, three times: three calls measured in each batch-size
+/// bucket up to 16 rows. Largest first, so each group is still one call when it is measured: a
+/// preferred size (which cuts larger groups) needs the sizes below it measured too.
 fn measure(running: &RunningGraph) {
     for round in 0..3 {
-        let base = 100 * round;
-        group(running, base, 1);
-        group(running, base + 1, 2);
-        group(running, base + 3, GROUP);
+        let mut first = 100 * round;
+        for n in [GROUP, 8, 4, 2, 1] {
+            group(running, first, n);
+            first += n;
+        }
     }
 }
 
@@ -86,7 +88,7 @@ fn a_group_runs_in_calls_no_larger_than_the_size_measured_cheapest_per_row() {
         .row_cost
         .clone()
         .expect("a one-thread CPU node measures");
-    for rows in [1, 2, GROUP] {
+    for rows in [1, 2, 4, 8, GROUP] {
         assert!(
             cost.per_row[bucket(rows)].is_some(),
             "calls of {rows} rows measured: {cost:?}"
@@ -112,7 +114,7 @@ fn a_group_runs_in_calls_no_larger_than_the_size_measured_cheapest_per_row() {
             "no size measured cheaper than twelve: one call of twelve: {cost:?}"
         ),
         Some(p) => {
-            // One call may explore the next size up; none is larger.
+            // A call may explore the size one bucket up; none is larger.
             let largest = weir_operators::model::executor::BATCH_BUCKET_BOUNDS
                 .get(bucket(p) + 1)
                 .copied()

@@ -22,10 +22,15 @@
 //! **Rule.** Among buckets with at least [`MIN_CALLS`] calls, the cheapest per row is the
 //! preferred size when some larger measured bucket is dearer; calls then take at most its
 //! largest size. While the largest size measured is also the cheapest (cost still falling, or
-//! nothing larger seen yet), batches grow up to `max_size` as load brings them. A capped node
-//! lets one gather in [`EXPLORE_EVERY`] take the next bucket's size, so a bucket above keeps
-//! being measured and the preferred size follows a cost that drifts (another load on the
-//! machine's caches); one call in 32 at the next size up costs a few per cent at most.
+//! nothing larger seen yet), batches grow up to `max_size` as load brings them.
+//!
+//! **Exploration.** Load alone would only ever show a loaded node its largest batches, so until
+//! every bucket up to `max_size` has been measured [`MIN_CALLS`] times a gather takes at most the
+//! smallest unmeasured bucket's size (a dozen calls under load for `max_size` 16). After that one
+//! gather in [`EXPLORE_EVERY`] takes the size one bucket below the preferred one and the next
+//! such gather one bucket above, so both neighbours stay measured and the preferred size follows
+//! a cost that drifts (another load on the machine's caches), one bucket at a time; one call in
+//! 32 at a neighbouring size costs a few per cent at most.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -72,6 +77,11 @@ pub struct RowCost {
     gathers: AtomicU64,
 }
 
+/// The largest rows of bucket `b` (the open last bucket: no bound).
+fn bound(b: usize) -> usize {
+    BATCH_BUCKET_BOUNDS.get(b).copied().unwrap_or(usize::MAX)
+}
+
 /// The bucket of a call of `rows` rows.
 pub fn bucket_of(rows: usize) -> usize {
     BATCH_BUCKET_BOUNDS
@@ -104,23 +114,34 @@ impl RowCost {
         }
     }
 
-    /// Most rows the gather starting now may take, of at most `max_batch`: [`RowCost::rows_now`],
-    /// but one capped gather in [`EXPLORE_EVERY`] may take the next bucket's largest size.
+    /// Most rows the gather starting now may take, of at most `max_batch`. Until every bucket up
+    /// to `max_batch`'s has [`MIN_CALLS`] calls, the bound of the smallest that has not (cold
+    /// start: under load every size gets measured within a few calls, where load alone would
+    /// only ever make the largest); then [`RowCost::rows_now`], except that one gather in
+    /// [`EXPLORE_EVERY`] takes the size one bucket below it and the next one the size one bucket
+    /// above, in turn, so that the neighbours of the preferred size stay measured.
     pub fn rows_for_gather(&self, max_batch: usize) -> usize {
-        let cap = self.cap.load(Ordering::Relaxed);
-        if cap == 0 {
-            return max_batch;
-        }
-        let n = self.gathers.fetch_add(1, Ordering::Relaxed);
-        let rows = if n % EXPLORE_EVERY == EXPLORE_EVERY - 1 {
-            BATCH_BUCKET_BOUNDS
-                .get(bucket_of(cap) + 1)
-                .copied()
-                .unwrap_or(usize::MAX)
-        } else {
-            cap
+        let max_batch = max_batch.max(1);
+        let last = bucket_of(max_batch);
+        let unmeasured = {
+            let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+            buckets[..=last].iter().position(|b| b.calls < MIN_CALLS)
         };
-        rows.min(max_batch)
+        if let Some(b) = unmeasured {
+            return bound(b).min(max_batch);
+        }
+        let base = self.rows_now(max_batch);
+        let n = self.gathers.fetch_add(1, Ordering::Relaxed);
+        if n % EXPLORE_EVERY != EXPLORE_EVERY - 1 {
+            return base;
+        }
+        let b = bucket_of(base);
+        let explored = if (n / EXPLORE_EVERY) % 2 == 0 {
+            b.checked_sub(1).map_or(base, bound)
+        } else {
+            bound(b + 1)
+        };
+        explored.min(max_batch)
     }
 
     /// The measured CPU time per row of each bucket (`None`: fewer than [`MIN_CALLS`] calls),
@@ -157,11 +178,8 @@ fn preferred_rows(per_row: &[Option<f64>; BUCKETS]) -> Option<usize> {
         // On a tie the larger bucket: fewer calls for the same cost.
         .min_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))?;
     let dearer_above = per_row[best + 1..].iter().flatten().any(|&c| c > cost);
-    if dearer_above {
-        BATCH_BUCKET_BOUNDS.get(best).copied()
-    } else {
-        None
-    }
+    // The open last bucket has no larger one above it, so never `usize::MAX` here.
+    dearer_above.then(|| bound(best))
 }
 
 /// The calling thread's CPU time so far; `None` where the clock cannot be read.
@@ -224,7 +242,9 @@ mod tests {
         });
         assert_eq!(cost.snapshot().preferred, None);
         assert_eq!(cost.rows_now(64), 64);
-        assert_eq!(cost.rows_for_gather(64), 64);
+        assert_eq!(cost.rows_for_gather(16), 16);
+        // Sizes past those measured are measured before any is preferred.
+        assert_eq!(cost.rows_for_gather(64), 32);
     }
 
     #[test]
@@ -254,17 +274,51 @@ mod tests {
     }
 
     #[test]
-    fn a_capped_gather_explores_the_next_size_once_in_explore_every() {
-        let cost = measured(&[1, 2, 4, 8], 4, |rows| if rows <= 2 { MS } else { 3 * MS });
-        assert_eq!(cost.snapshot().preferred, Some(2));
+    fn a_cold_node_measures_every_size_before_it_prefers_one() {
+        let cost = RowCost::default();
+        // Each size up to max_size in turn, MIN_CALLS calls each, as the calls are recorded.
+        let mut sizes = Vec::new();
+        for _ in 0..5 * MIN_CALLS {
+            let rows = cost.rows_for_gather(12);
+            sizes.push(rows);
+            // 1 ms a call and 1 ms a row: cheaper per row in larger calls.
+            cost.record(rows, MS * (1 + u32::try_from(rows).unwrap()));
+        }
+        let want: Vec<usize> = [1, 2, 4, 8, 12]
+            .iter()
+            .flat_map(|&r| [r; MIN_CALLS as usize])
+            .collect();
+        assert_eq!(sizes, want);
+        // All measured, the largest cheapest: no cap.
+        assert_eq!(cost.snapshot().preferred, None);
+        assert_eq!(cost.rows_for_gather(12), 12);
+    }
+
+    #[test]
+    fn a_measured_gather_explores_the_sizes_beside_the_preferred_one_in_turn() {
+        let cost = measured(&[1, 2, 4, 8, 16], MIN_CALLS, |rows| match rows {
+            1 | 2 => 2 * MS,
+            4 => MS,
+            _ => 3 * MS,
+        });
+        assert_eq!(cost.snapshot().preferred, Some(4));
         let sizes: Vec<usize> = (0..2 * EXPLORE_EVERY)
             .map(|_| cost.rows_for_gather(16))
             .collect();
-        let explored = sizes.iter().filter(|&&s| s == 4).count();
-        assert_eq!(explored, 2, "{sizes:?}");
-        assert!(sizes.iter().all(|&s| s == 2 || s == 4));
+        let count = |n: usize| sizes.iter().filter(|&&s| s == n).count();
+        assert_eq!((count(2), count(8)), (1, 1), "{sizes:?}");
+        assert_eq!(count(4), sizes.len() - 2);
         // Never past max_batch.
-        assert!((0..2 * EXPLORE_EVERY).all(|_| cost.rows_for_gather(3) <= 3));
+        assert!((0..2 * EXPLORE_EVERY).all(|_| cost.rows_for_gather(5) <= 5));
+        // Uncapped, a loaded node still looks one size down now and then.
+        let falling = measured(&[1, 2, 4, 8, 16], MIN_CALLS, |rows| {
+            MS / u32::try_from(rows).unwrap()
+        });
+        let sizes: Vec<usize> = (0..2 * EXPLORE_EVERY)
+            .map(|_| falling.rows_for_gather(16))
+            .collect();
+        assert_eq!(sizes.iter().filter(|&&s| s == 8).count(), 1, "{sizes:?}");
+        assert!(sizes.iter().all(|&s| s == 8 || s == 16));
     }
 
     #[test]

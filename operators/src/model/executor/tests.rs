@@ -573,8 +573,10 @@ fn a_gather_stops_at_the_batch_size_measured_cheapest_per_row() {
     // Calls of 1–2 rows have cost 1 ms a row, calls of 3–8 rows 2 ms a row.
     let stats = Arc::new(LoadStats::measuring_row_cost());
     for _ in 0..row_cost::MIN_CALLS {
-        stats.record_row_cost(2, Duration::from_millis(2));
-        stats.record_row_cost(8, Duration::from_millis(16));
+        for rows in [1u32, 2, 4, 8] {
+            let per_row = if rows <= 2 { 1 } else { 2 };
+            stats.record_row_cost(rows as usize, Duration::from_millis(u64::from(per_row * rows)));
+        }
     }
     assert_eq!(stats.rows_now(8), 2);
     let (tx, rx) = crossbeam_channel::unbounded();
