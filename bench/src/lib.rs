@@ -34,6 +34,8 @@
 //!   non-determinism, per checkpoint interval, against NSPB.
 //! - [`variable_length`]: requests of drawn sequence lengths, padded batching against no
 //!   batching and batching of one length only.
+//! - [`batch_growth`]: a CPU node's batches growing only while larger calls measured cheaper
+//!   per row, against always growing to `max_size`, beside bare ONNX Runtime at each size.
 //! - [`pipeline`]: the OCR service graph through `weir serve` against the same pipeline in
 //!   Python (Pillow, numpy, onnxruntime), across client concurrency.
 //! - [`infaas_decision`]: INFaaS's variant and worker decision time against a brute-force scan.
@@ -61,6 +63,7 @@
 //! start executors run them from this binary (a hidden `executor` subcommand running `weir
 //! executor`'s code), so `cargo run -p weir-bench` alone is enough for every experiment. The canonical command is `cargo run --release -p weir-bench -- <experiment>`.
 
+pub mod batch_growth;
 pub mod cli;
 pub mod client;
 pub mod conditions;

@@ -351,6 +351,12 @@ fn five_hundred_concurrent_requests_are_all_answered_correctly() {
         metrics.contains("weir_node_batch_size_count{graph=\"mlp\",node=\"m\"}"),
         "{metrics}"
     );
+    // A batched node of one CPU thread measures its cost per row by batch size; a cold one
+    // measures single rows first.
+    assert!(
+        metrics.contains("weir_node_row_cpu_seconds{graph=\"mlp\",node=\"m\",batch_le=\"1\"} "),
+        "{metrics}"
+    );
     for counter in [
         "weir_executor_jobs_answered_total",
         "weir_executor_job_seconds_total",

@@ -4,6 +4,7 @@
 //! in a module of their own; what they share (the report's first lines, saving a plot, the
 //! `--model NAME=PATH` lists) is here.
 
+mod batch_growth;
 mod draft;
 mod faults;
 mod grpc;
@@ -102,6 +103,11 @@ enum Experiment {
     /// batching only requests of one length, throughput and p99.
     #[command(name = "variable-length")]
     VariableLength(variable_length::VariableLengthArgs),
+    /// A CPU node's batches growing only while larger calls measured cheaper per row, against
+    /// always growing to max_size, on PP-OCRv4's recogniser beside bare ONNX Runtime at each
+    /// batch size: lines/s, p50 and p99 by client count.
+    #[command(name = "batch-growth")]
+    BatchGrowth(batch_growth::BatchGrowthArgs),
     /// An image classifier graph on camera JPEGs, decoding each whole against at a reduced DCT
     /// scale (`decode_image`'s `draft`): latency, CPU per request, top class, input difference.
     Draft(draft::DraftArgs),
@@ -169,6 +175,7 @@ impl Cli {
             Experiment::KairosLive(a) => kairos_live::run(a),
             Experiment::Hams(a) => hams::run(a),
             Experiment::VariableLength(a) => variable_length::run(a),
+            Experiment::BatchGrowth(a) => batch_growth::run(a),
             Experiment::Draft(a) => draft::run(a),
             Experiment::Pipeline(a) => pipeline::run(a),
             Experiment::InfaasDecision(a) => infaas_decision::run(a),

@@ -20,7 +20,8 @@ pub use mechanisms::{
     plot_parm_decode,
 };
 pub use serving::{
-    plot_grpc, plot_http, plot_perf_analyzer, plot_pipeline, plot_remote, plot_variable_length,
+    plot_batch_growth, plot_grpc, plot_http, plot_perf_analyzer, plot_pipeline, plot_remote,
+    plot_variable_length,
 };
 
 /// The colours of the figures with one line per configuration or set-up, in the order they are

@@ -311,3 +311,59 @@ pub fn plot_pipeline(rows: &[crate::pipeline::PipelineRow], path: &Path) -> Resu
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
+
+/// A line of a figure whose legend is made at run time: legend, colour, points.
+type OwnedSeries = (String, RGBColor, Vec<(f64, f64)>);
+
+/// The batch-growth experiment: lines/s against client count for each set-up, with bare ONNX
+/// Runtime's lines/s at one line a call and at the largest size as flat references.
+///
+/// # Errors
+/// When the image cannot be drawn or written (no usable font, say).
+pub fn plot_batch_growth(results: &crate::batch_growth::GrowthResults, path: &Path) -> Result<()> {
+    use crate::batch_growth::grow_name;
+    use weir::BatchGrow;
+    let clients: Vec<f64> = {
+        let mut c: Vec<f64> = results.rows.iter().map(|r| r.clients as f64).collect();
+        c.dedup();
+        c
+    };
+    let mut series: Vec<OwnedSeries> = [BatchGrow::WhileCheaper, BatchGrow::ToMaxSize]
+        .into_iter()
+        .enumerate()
+        .map(|(i, grow)| {
+            let points = results
+                .rows
+                .iter()
+                .filter(|r| r.grow == grow)
+                .map(|r| (r.clients as f64, r.lines_per_s))
+                .collect();
+            (
+                format!("weir, grow: {}", grow_name(grow)),
+                PALETTE[i],
+                points,
+            )
+        })
+        .collect();
+    for (i, bare) in [results.bare.first(), results.bare.last()]
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let flat = clients.iter().map(|&c| (c, bare.lines_per_s)).collect();
+        series.push((
+            format!("bare ORT, {} line(s) a call", bare.batch),
+            PALETTE[2 + i],
+            flat,
+        ));
+    }
+    super::line_plot(
+        path,
+        "PP-OCRv4 recogniser, one CPU session of one thread",
+        ("clients", "lines/s"),
+        series
+            .iter()
+            .map(|(name, color, points)| (name.as_str(), *color, points.clone()))
+            .collect(),
+    )
+}

@@ -136,7 +136,7 @@ impl RowCost {
             return base;
         }
         let b = bucket_of(base);
-        let explored = if (n / EXPLORE_EVERY) % 2 == 0 {
+        let explored = if (n / EXPLORE_EVERY).is_multiple_of(2) {
             b.checked_sub(1).map_or(base, bound)
         } else {
             bound(b + 1)

@@ -8,8 +8,9 @@
 //! Handing rows to another session thread and their answer back costs two thread wake-ups: tens
 //! of microseconds on Linux, more where a virtual machine must wake an idle vCPU. A batch is
 //! spread only when that saves at least [`SPREAD_PAYS_FROM`], ten times a generous 100 µs, so a
-//! small model's rows (microseconds each) keep their one call. Rows cost about the same in one
-//! call as in several on CPU sessions with threads of their own, so a spread adds no work; it is
+//! small model's rows (microseconds each) keep their one call. On CPU sessions with threads of
+//! their own rows cost no less in one call than in several (more past a size, `row_cost.rs`), so
+//! a spread adds no work; it is
 //! never made while a job waits in the queue or every session but one is busy, when there is no
 //! idle session to gain, nor on a GPU session (where rows do cost less together) or a
 //! batch-specialised build (whose every call is padded to its whole batch).

@@ -575,7 +575,10 @@ fn a_gather_stops_at_the_batch_size_measured_cheapest_per_row() {
     for _ in 0..row_cost::MIN_CALLS {
         for rows in [1u32, 2, 4, 8] {
             let per_row = if rows <= 2 { 1 } else { 2 };
-            stats.record_row_cost(rows as usize, Duration::from_millis(u64::from(per_row * rows)));
+            stats.record_row_cost(
+                rows as usize,
+                Duration::from_millis(u64::from(per_row * rows)),
+            );
         }
     }
     assert_eq!(stats.rows_now(8), 2);
