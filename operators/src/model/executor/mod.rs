@@ -41,6 +41,7 @@ use super::parallelism::{
 use super::ExecError;
 use weir_serf::config::Config;
 
+mod batch_buckets;
 mod batching;
 pub mod call_cost;
 pub mod call_log;
@@ -53,12 +54,13 @@ mod spread;
 pub mod stats;
 mod warmup;
 
+pub use batch_buckets::BATCH_BUCKET_BOUNDS;
 pub use call_log::{CallRecord, RecordedCalls};
 pub use padding::Padding;
 pub use row_cost::RowCostSnapshot;
 pub use sessions::SWITCHABLE_WARMUP_CALLS;
 pub use spread::SPREAD_PAYS_FROM;
-pub use stats::{LoadSnapshot, LoadStats, BATCH_BUCKET_BOUNDS, CALL_SECONDS_BOUNDS};
+pub use stats::{LoadSnapshot, LoadStats, CALL_SECONDS_BOUNDS};
 
 use warmup::WarmupCalls;
 

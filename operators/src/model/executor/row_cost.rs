@@ -36,10 +36,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::stats::BATCH_BUCKET_BOUNDS;
-
-/// Buckets of batch sizes: one per bound and the open one above.
-const BUCKETS: usize = BATCH_BUCKET_BOUNDS.len() + 1;
+use super::batch_buckets::{bound, bucket_of, BATCH_BUCKETS as BUCKETS};
 
 /// Calls of a bucket before its cost counts.
 pub const MIN_CALLS: u32 = 3;
@@ -75,19 +72,6 @@ pub struct RowCost {
     cap: AtomicUsize,
     /// Gathers made under a cap, for exploration.
     gathers: AtomicU64,
-}
-
-/// The largest rows of bucket `b` (the open last bucket: no bound).
-fn bound(b: usize) -> usize {
-    BATCH_BUCKET_BOUNDS.get(b).copied().unwrap_or(usize::MAX)
-}
-
-/// The bucket of a call of `rows` rows.
-pub fn bucket_of(rows: usize) -> usize {
-    BATCH_BUCKET_BOUNDS
-        .iter()
-        .position(|&b| rows <= b)
-        .unwrap_or(BUCKETS - 1)
 }
 
 impl RowCost {
@@ -161,7 +145,7 @@ impl RowCost {
 /// A copy of a node's [`RowCost`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RowCostSnapshot {
-    /// CPU time per row by batch-size bucket (bounds [`BATCH_BUCKET_BOUNDS`], then the open
+    /// CPU time per row by batch-size bucket (bounds [`super::BATCH_BUCKET_BOUNDS`], then the open
     /// one); `None` where fewer than [`MIN_CALLS`] calls were measured.
     pub per_row: [Option<Duration>; BUCKETS],
     /// The largest rows a call takes now; `None` while batches grow to `max_size`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use weir_engine::spec::PadWhen;
 
+use super::batch_buckets::{bucket_of, BATCH_BUCKETS};
 use super::call_cost::{Coefficients, Decision, PadChooser};
 use super::call_log::{CallLog, RecordedCalls};
 use super::row_cost::{RowCost, RowCostSnapshot};
@@ -63,11 +64,6 @@ pub const CALL_SECONDS_BOUNDS: [f64; CALL_BUCKETS - 1] = [
     0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
 ];
 
-const BATCH_BUCKETS: usize = 9;
-
-/// Upper bounds of the batch-size buckets (the last is open).
-pub const BATCH_BUCKET_BOUNDS: [usize; BATCH_BUCKETS - 1] = [1, 2, 4, 8, 16, 32, 64, 128];
-
 /// A copy of an executor's counters at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadSnapshot {
@@ -92,7 +88,7 @@ pub struct LoadSnapshot {
     /// Time from queued to answered (waiting in the node's queue plus the call), summed over the
     /// answered jobs: the sojourn a queueing model of the node predicts.
     pub sojourn: Duration,
-    /// Calls per batch-size bucket (see [`BATCH_BUCKET_BOUNDS`]).
+    /// Calls per batch-size bucket (see [`super::BATCH_BUCKET_BOUNDS`]).
     pub batch_sizes: [u64; BATCH_BUCKETS],
     /// Calls per duration bucket (see [`CALL_SECONDS_BOUNDS`]).
     pub call_seconds: [u64; CALL_BUCKETS],
@@ -203,11 +199,7 @@ impl LoadStats {
         if !ok {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let bucket = BATCH_BUCKET_BOUNDS
-            .iter()
-            .position(|&b| rows <= b)
-            .unwrap_or(BATCH_BUCKETS - 1);
-        self.batch_sizes[bucket].fetch_add(1, Ordering::Relaxed);
+        self.batch_sizes[bucket_of(rows)].fetch_add(1, Ordering::Relaxed);
         let secs = elapsed.as_secs_f64();
         let bucket = CALL_SECONDS_BOUNDS
             .iter()
