@@ -80,7 +80,7 @@ fn bucket(rows: usize) -> usize {
 }
 
 #[test]
-fn a_group_runs_in_calls_no_larger_than_the_size_measured_cheapest_per_row() {
+fn a_group_runs_in_calls_no_larger_than_the_size_the_node_prefers() {
     let running = graph("while_cheaper");
     measure(&running);
     let before = node_stats(&running, "rec");

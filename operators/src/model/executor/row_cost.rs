@@ -12,16 +12,18 @@
 //!
 //! **Measure.** Each call's CPU time on the session thread (`CLOCK_THREAD_CPUTIME_ID`: with one
 //! intra-op thread ONNX Runtime computes on the calling thread) per row, kept per batch-size
-//! bucket (1, 2, 3–4, 5–8, …, as the batch-size metric buckets them) as a decayed mean (a call's
-//! weight halves after about seven more calls of its bucket). CPU time, not wall time: under
+//! bucket (1, 2, 3–4, 5–8, …, as the batch-size metric buckets them) as a decayed mean with its
+//! standard error (a call's weight halves after about seven more calls of its bucket). CPU time, not wall time: under
 //! load the larger batches coincide with more threads sharing the cores, which stretches a
 //! call's wall time without any cost of its own. Sessions whose cost this does not see (a GPU,
 //! several intra-op threads) and calls whose rows are not alike (padded, or padded to a fixed
 //! batch) are not measured, and grow up to `max_size`.
 //!
-//! **Rule.** Among buckets with at least [`MIN_CALLS`] calls, the cheapest per row is the
-//! preferred size when some larger measured bucket is dearer; calls then take at most its
-//! largest size. While the largest size measured is also the cheapest (cost still falling, or
+//! **Rule.** Among buckets with at least [`MIN_CALLS`] calls, the preferred size is the largest
+//! whose mean is not measurably above the cheapest's (by more than [`DEARER_BY_SE`] standard
+//! errors of the difference: two sizes that cost the same keep the larger, fewer calls), and
+//! it caps calls when some larger measured bucket is measurably dearer; calls then take at most
+//! its largest size. While the largest size measured is also the cheapest (cost still falling, or
 //! nothing larger seen yet), batches grow up to `max_size` as load brings them.
 //!
 //! **Exploration.** Load alone would only ever show a loaded node its largest batches, so until
@@ -50,17 +52,44 @@ pub const EXPLORE_EVERY: u64 = 32;
 /// One bucket's decayed sums.
 #[derive(Debug, Clone, Copy, Default)]
 struct Bucket {
-    /// Σ w · CPU seconds.
-    cpu: f64,
-    /// Σ w · rows.
-    rows: f64,
+    /// Σ w over the bucket's calls.
+    w: f64,
+    /// Σ w², for the effective number of calls behind the mean.
+    ww: f64,
+    /// Σ w · x, `x` a call's CPU seconds per row.
+    wx: f64,
+    /// Σ w · x².
+    wxx: f64,
     /// Calls recorded (saturating).
     calls: u32,
 }
 
+/// A bucket's measured CPU seconds per row: the decayed mean over its calls and that mean's
+/// squared standard error.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Measured {
+    mean: f64,
+    se2: f64,
+}
+
 impl Bucket {
-    fn per_row(&self) -> Option<f64> {
-        (self.calls >= MIN_CALLS && self.rows > 0.0).then(|| self.cpu / self.rows)
+    fn add(&mut self, x: f64) {
+        self.w = self.w * DECAY + 1.0;
+        self.ww = self.ww * DECAY * DECAY + 1.0;
+        self.wx = self.wx * DECAY + x;
+        self.wxx = self.wxx * DECAY + x * x;
+        self.calls = self.calls.saturating_add(1);
+    }
+
+    fn measured(&self) -> Option<Measured> {
+        if self.calls < MIN_CALLS || self.w <= 0.0 {
+            return None;
+        }
+        let mean = self.wx / self.w;
+        // Calls behind the decayed mean: (Σw)² / Σw² (as many as there are, undecayed).
+        let n = self.w * self.w / self.ww;
+        let var = (self.wxx / self.w - mean * mean).max(0.0) * n / (n - 1.0).max(f64::EPSILON);
+        Some(Measured { mean, se2: var / n })
     }
 }
 
@@ -81,11 +110,8 @@ impl RowCost {
             return;
         }
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let b = &mut buckets[bucket_of(rows)];
-        b.cpu = b.cpu * DECAY + cpu.as_secs_f64();
-        b.rows = b.rows * DECAY + rows as f64;
-        b.calls = b.calls.saturating_add(1);
-        let per_row = buckets.map(|b| b.per_row());
+        buckets[bucket_of(rows)].add(cpu.as_secs_f64() / rows as f64);
+        let per_row = buckets.map(|b| b.measured());
         self.cap
             .store(preferred_rows(&per_row).unwrap_or(0), Ordering::Relaxed);
     }
@@ -133,7 +159,7 @@ impl RowCost {
     pub fn snapshot(&self) -> RowCostSnapshot {
         let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         RowCostSnapshot {
-            per_row: buckets.map(|b| b.per_row().map(Duration::from_secs_f64)),
+            per_row: buckets.map(|b| b.measured().map(|m| Duration::from_secs_f64(m.mean))),
             preferred: match self.cap.load(Ordering::Relaxed) {
                 0 => None,
                 cap => Some(cap),
@@ -152,18 +178,30 @@ pub struct RowCostSnapshot {
     pub preferred: Option<usize>,
 }
 
-/// The preferred batch size's largest rows for these per-row costs by bucket: the cheapest
-/// measured bucket's bound when a larger measured bucket is dearer; `None` otherwise.
-fn preferred_rows(per_row: &[Option<f64>; BUCKETS]) -> Option<usize> {
-    let (best, cost) = per_row
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| c.map(|c| (i, c)))
-        // On a tie the larger bucket: fewer calls for the same cost.
-        .min_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))?;
-    let dearer_above = per_row[best + 1..].iter().flatten().any(|&c| c > cost);
+/// How many standard errors of the difference a bucket's mean must exceed the cheapest's by to
+/// count as dearer: a one-sided test at about 2 %, so that measurement noise alone rarely holds
+/// calls at a smaller size that costs no less.
+const DEARER_BY_SE: f64 = 2.0;
+
+/// The preferred batch size's largest rows for these per-row costs by bucket: the largest
+/// measured bucket not measurably dearer than the cheapest one, when a larger measured bucket
+/// is measurably dearer; `None` otherwise (batches grow to `max_size`).
+fn preferred_rows(per_row: &[Option<Measured>; BUCKETS]) -> Option<usize> {
+    let measured = || {
+        per_row
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.map(|m| (i, m)))
+    };
+    let (_, best) = measured().min_by(|a, b| a.1.mean.total_cmp(&b.1.mean))?;
+    // (Plus a picosecond a row, so that equal costs measured without noise, as in a test, are
+    // not told apart by rounding.)
+    let dearer =
+        |m: &Measured| m.mean - best.mean > DEARER_BY_SE * (m.se2 + best.se2).sqrt() + 1e-12;
+    let (preferred, _) = measured().filter(|(_, m)| !dearer(m)).last()?;
+    let dearer_above = per_row[preferred + 1..].iter().flatten().any(dearer);
     // The open last bucket has no larger one above it, so never `usize::MAX` here.
-    dearer_above.then(|| bound(best))
+    dearer_above.then(|| bound(preferred))
 }
 
 /// The calling thread's CPU time so far; `None` where the clock cannot be read.
@@ -244,6 +282,28 @@ mod tests {
         cost.record(8, 80 * MS);
         // Equal costs at 1 and 2 rows: the larger.
         assert_eq!(cost.snapshot().preferred, Some(2));
+    }
+
+    #[test]
+    fn sizes_within_their_noise_of_the_cheapest_keep_the_larger() {
+        // Calls of 1 and of 2 rows cost 21 or 25 ms a row, by chance; calls of 4, 38 or 42.
+        let cost = RowCost::default();
+        for k in 0..12u32 {
+            let noise = if k % 2 == 0 { 0 } else { 4 };
+            for (rows, per_row) in [(1u32, 21 + noise), (2, 25 - noise), (4, 38 + noise)] {
+                cost.record(rows as usize, MS * per_row * rows);
+            }
+        }
+        assert_eq!(cost.snapshot().preferred, Some(2));
+        // Noise alone in a larger size does not cap.
+        let flat = RowCost::default();
+        for k in 0..12u32 {
+            for rows in [1u32, 2, 4] {
+                let per_row = if (k + rows) % 2 == 0 { 20 } else { 24 };
+                flat.record(rows as usize, MS * per_row * rows);
+            }
+        }
+        assert_eq!(flat.snapshot().preferred, None);
     }
 
     #[test]
