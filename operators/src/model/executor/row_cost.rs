@@ -6,16 +6,16 @@
 //! On a CPU session of one intra-op thread the rows of a call are computed one after another by
 //! that thread: a larger batch saves only the per-call work (ONNX Runtime's launch, binding and
 //! allocations), and once the activations of all its rows no longer fit in the caches each row
-//! costs more. PP-OCRv4's text recogniser on one thread takes about 25 ms a row in calls of one
-//! or two rows and about 50 ms in calls of sixteen; a node that always took the whole queue into
-//! one call would run at half speed exactly when it is loaded.
+//! costs more. PP-OCRv4's text recogniser on one thread takes about 23 ms a row in calls of one
+//! or two rows and about 41 ms in calls of sixteen; a node that always took the whole queue into
+//! one call would run at little more than half speed exactly when it is loaded.
 //!
 //! **Measure.** Each call's CPU time on the session thread (`CLOCK_THREAD_CPUTIME_ID`: with one
 //! intra-op thread ONNX Runtime computes on the calling thread) per row, kept per batch-size
 //! bucket (1, 2, 3–4, 5–8, …, as the batch-size metric buckets them) as a decayed mean with its
-//! standard error (a call's weight halves after about seven more calls of its bucket). CPU time, not wall time: under
-//! load the larger batches coincide with more threads sharing the cores, which stretches a
-//! call's wall time without any cost of its own. Sessions whose cost this does not see (a GPU,
+//! standard error (a call's weight halves after about seven more calls of its bucket). CPU time,
+//! not wall time: under load the larger batches coincide with more threads sharing the cores,
+//! which stretches a call's wall time without any cost of its own. Sessions whose cost this does not see (a GPU,
 //! several intra-op threads) and calls whose rows are not alike (padded, or padded to a fixed
 //! batch) are not measured, and grow up to `max_size`.
 //!
@@ -46,7 +46,7 @@ pub const MIN_CALLS: u32 = 3;
 /// Weight of a bucket's earlier calls at each new call of it (halves in about seven calls).
 const DECAY: f64 = 0.9;
 
-/// A capped node's gathers per one that may take the next bucket's size.
+/// A measured node's gathers per one that takes a neighbouring bucket's size.
 pub const EXPLORE_EVERY: u64 = 32;
 
 /// One bucket's decayed sums.
@@ -99,7 +99,7 @@ pub struct RowCost {
     buckets: Mutex<[Bucket; BUCKETS]>,
     /// The preferred batch size's largest rows; 0 while batches may grow to `max_size`.
     cap: AtomicUsize,
-    /// Gathers made under a cap, for exploration.
+    /// Gathers made once every size was measured, for exploration.
     gathers: AtomicU64,
 }
 
