@@ -198,7 +198,7 @@ fn preferred_rows(per_row: &[Option<Measured>; BUCKETS]) -> Option<usize> {
     // not told apart by rounding.)
     let dearer =
         |m: &Measured| m.mean - best.mean > DEARER_BY_SE * (m.se2 + best.se2).sqrt() + 1e-12;
-    let (preferred, _) = measured().filter(|(_, m)| !dearer(m)).last()?;
+    let (preferred, _) = measured().rfind(|(_, m)| !dearer(m))?;
     let dearer_above = per_row[preferred + 1..].iter().flatten().any(dearer);
     // The open last bucket has no larger one above it, so never `usize::MAX` here.
     dearer_above.then(|| bound(preferred))
