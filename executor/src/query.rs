@@ -251,8 +251,8 @@ pub(crate) fn handle_query(
         }),
     };
     // A query's rows reaching idle sessions run side by side, as in a graph process's node, and
-    // a query larger than the batch size the model's calls measured cheapest per row runs as
-    // calls of that size (an emulated instance type keeps its one call per query, which is what
+    // a query larger than the batch size the model's calls prefer (`row_cost.rs`) runs as calls
+    // of that size (an emulated instance type keeps its one call per query, which is what
     // it prices).
     let parts = match emulation {
         Emulation::Off => {

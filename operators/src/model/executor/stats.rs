@@ -118,8 +118,8 @@ impl LoadSnapshot {
 }
 
 impl LoadStats {
-    /// Counters of a node that measures its cost per row by batch size and prefers the batch
-    /// size cheapest per row (`row_cost.rs`).
+    /// Counters of a node that measures its cost per row by batch size and stops growing its
+    /// calls past the largest size no dearer per row than the cheapest (`row_cost.rs`).
     pub fn measuring_row_cost() -> LoadStats {
         LoadStats {
             row_cost: Some(RowCost::default()),
@@ -136,7 +136,8 @@ impl LoadStats {
     }
 
     /// Most rows the gather starting now may take, of at most `max_batch` (as
-    /// [`LoadStats::rows_now`], exploring the next size up now and then).
+    /// [`LoadStats::rows_now`], but measuring every size while cold and a neighbouring one now
+    /// and then).
     pub(super) fn rows_for_gather(&self, max_batch: usize) -> usize {
         self.row_cost
             .as_ref()
