@@ -22,6 +22,8 @@ use weir::{
     OrtRuntime, RuntimeOptions, Tensor,
 };
 
+use weir_operators::model::executor::{batch_bucket_bound, batch_bucket_of, BATCH_BUCKET_BOUNDS};
+
 use crate::conditions::Probe;
 use crate::overhead::median;
 
@@ -186,7 +188,7 @@ fn measure(
         .map(|c| {
             c.per_row
                 .iter()
-                .zip(weir_operators::model::executor::BATCH_BUCKET_BOUNDS)
+                .zip(BATCH_BUCKET_BOUNDS)
                 .filter_map(|(d, bound)| d.map(|d| (bound, d.as_secs_f64() * 1e3)))
                 .collect()
         })
@@ -333,14 +335,11 @@ pub fn batch_growth_tables(results: &GrowthResults) -> String {
         "\n| lines per call | bare ORT lines/s | bare ORT ms per line | node's CPU ms per line (its bucket) |\n|---|---|---|---|\n",
     );
     for b in &results.bare {
-        let bucket = weir_operators::model::executor::BATCH_BUCKET_BOUNDS
-            .iter()
-            .copied()
-            .find(|&bound| b.batch <= bound);
+        let bucket = batch_bucket_bound(batch_bucket_of(b.batch));
         let node = results
             .node_cost
             .iter()
-            .find(|(bound, _)| Some(*bound) == bucket)
+            .find(|(bound, _)| *bound == bucket)
             .map_or_else(|| "–".to_string(), |(_, ms)| format!("{ms:.1}"));
         out.push_str(&format!(
             "| {} | {:.1} | {:.1} | {} |\n",

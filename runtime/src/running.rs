@@ -8,7 +8,7 @@ use weir_connectors::models::{Execution, ExecutionStats};
 use weir_engine::runtime::GraphRuntime;
 use weir_executor::client::ZenohReplicas;
 use weir_hams_manager::HamsManager;
-use weir_operators::model::executor::BATCH_BUCKET_BOUNDS;
+use weir_operators::model::executor::{batch_bucket_bound, BATCH_BUCKET_BOUNDS};
 use weir_operators::model::{LoadSnapshot, LoadStats, ParallelismSnapshot, ReplicaPool};
 use weir_operators::parity::ParityNode;
 use weir_operators::stateful::StatefulNodeHandle;
@@ -146,7 +146,7 @@ impl ExecutionStats for GraphExecution {
             .enumerate()
             .filter(|(_, n)| **n > 0)
             .map(|(i, n)| {
-                let bound = BATCH_BUCKET_BOUNDS.get(i).copied().unwrap_or(usize::MAX) as u64;
+                let bound = batch_bucket_bound(i) as u64;
                 (bound, *n, std::time::Duration::ZERO)
             })
             .collect();

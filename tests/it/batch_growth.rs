@@ -13,6 +13,7 @@ use weir::{plan_spec, start, GraphSpec, RunningGraph, RuntimeOptions, Tensor};
 
 use crate::common::{assert_close, channel, direct_ort, model, named, node_stats, Replies};
 use crate::spread::{line, OUTPUT, RECOGNISER, ROW};
+use weir_operators::model::executor::{batch_bucket_bound, batch_bucket_of as bucket};
 
 /// Lines per large group.
 const GROUP: usize = 12;
@@ -71,14 +72,6 @@ fn measure(running: &RunningGraph) {
     }
 }
 
-/// The bucket index of the batch-size histogram holding `rows` rows.
-fn bucket(rows: usize) -> usize {
-    weir_operators::model::executor::BATCH_BUCKET_BOUNDS
-        .iter()
-        .position(|&b| rows <= b)
-        .unwrap_or(weir_operators::model::executor::BATCH_BUCKET_BOUNDS.len())
-}
-
 #[test]
 fn a_group_runs_in_calls_no_larger_than_the_size_the_node_prefers() {
     let running = graph("while_cheaper");
@@ -115,10 +108,7 @@ fn a_group_runs_in_calls_no_larger_than_the_size_the_node_prefers() {
         ),
         Some(p) => {
             // A call may explore the size one bucket up; none is larger.
-            let largest = weir_operators::model::executor::BATCH_BUCKET_BOUNDS
-                .get(bucket(p) + 1)
-                .copied()
-                .unwrap_or(usize::MAX);
+            let largest = batch_bucket_bound(bucket(p) + 1);
             assert!(
                 calls[bucket(largest) + 1..].iter().all(|&c| c == 0),
                 "calls by size {calls:?} with {p} rows preferred ({cost:?})"

@@ -7,8 +7,8 @@
 //! one call would leave the other sessions idle while that call runs, and on sessions with cores
 //! of their own (CPU) rows cost no less in one call than in several (past a size, more:
 //! `row_cost.rs`, which caps a gather at the size measured cheapest per row); under load the
-//! queue, and with it each share, grows, so batches still form. It waits for more, until `max_batch`
-//! rows or the first job's `max_delay`, only while every session of the executor is running a
+//! queue, and with it each share, grows, so batches still form. It waits for more, until
+//! `max_batch` rows or the first job's `max_delay`, only while every session of the executor is running a
 //! call, i.e. while this one could not run anyway (its session held by a call the dataflow
 //! worker started): waiting while a session is free would idle it. So an idle node runs a lone
 //! job at once, and no job waits for company that is not coming. `BatchWait::Always`, the fixed

@@ -54,7 +54,9 @@ mod spread;
 pub mod stats;
 mod warmup;
 
-pub use batch_buckets::BATCH_BUCKET_BOUNDS;
+pub use batch_buckets::{
+    bound as batch_bucket_bound, bucket_of as batch_bucket_of, BATCH_BUCKET_BOUNDS,
+};
 pub use call_log::{CallRecord, RecordedCalls};
 pub use padding::Padding;
 pub use row_cost::RowCostSnapshot;

@@ -15,9 +15,9 @@
 //! bucket (1, 2, 3–4, 5–8, …, as the batch-size metric buckets them) as a decayed mean with its
 //! standard error (a call's weight halves after about seven more calls of its bucket). CPU time,
 //! not wall time: under load the larger batches coincide with more threads sharing the cores,
-//! which stretches a call's wall time without any cost of its own. Sessions whose cost this does not see (a GPU,
-//! several intra-op threads) and calls whose rows are not alike (padded, or padded to a fixed
-//! batch) are not measured, and grow up to `max_size`.
+//! which stretches a call's wall time without any cost of its own. Sessions whose cost this does
+//! not see (a GPU, several intra-op threads) and calls whose rows are not alike (padded, or
+//! padded to a fixed batch) are not measured, and grow up to `max_size`.
 //!
 //! **Rule.** Among buckets with at least [`MIN_CALLS`] calls, the preferred size is the largest
 //! whose mean is not measurably above the cheapest's (by more than [`DEARER_BY_SE`] standard
@@ -99,6 +99,9 @@ pub struct RowCost {
     buckets: Mutex<[Bucket; BUCKETS]>,
     /// The preferred batch size's largest rows; 0 while batches may grow to `max_size`.
     cap: AtomicUsize,
+    /// The smallest bucket with fewer than [`MIN_CALLS`] calls (`BUCKETS` once all have them),
+    /// kept beside `cap` so that a gather reads it without the lock.
+    first_unmeasured: AtomicUsize,
     /// Gathers made once every size was measured, for exploration.
     gathers: AtomicU64,
 }
@@ -114,6 +117,9 @@ impl RowCost {
         let per_row = buckets.map(|b| b.measured());
         self.cap
             .store(preferred_rows(&per_row).unwrap_or(0), Ordering::Relaxed);
+        let first_unmeasured = per_row.iter().position(Option::is_none).unwrap_or(BUCKETS);
+        self.first_unmeasured
+            .store(first_unmeasured, Ordering::Relaxed);
     }
 
     /// Most rows a job or call should hold now, of at most `max_batch`.
@@ -132,13 +138,9 @@ impl RowCost {
     /// above, in turn, so that the neighbours of the preferred size stay measured.
     pub fn rows_for_gather(&self, max_batch: usize) -> usize {
         let max_batch = max_batch.max(1);
-        let last = bucket_of(max_batch);
-        let unmeasured = {
-            let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-            buckets[..=last].iter().position(|b| b.calls < MIN_CALLS)
-        };
-        if let Some(b) = unmeasured {
-            return bound(b).min(max_batch);
+        let unmeasured = self.first_unmeasured.load(Ordering::Relaxed);
+        if unmeasured <= bucket_of(max_batch) {
+            return bound(unmeasured).min(max_batch);
         }
         let base = self.rows_now(max_batch);
         let n = self.gathers.fetch_add(1, Ordering::Relaxed);
