@@ -76,6 +76,10 @@ pub struct ModelLoad {
     /// Inference calls that failed so far (absent from an older executor's report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
+    /// The most rows its calls take now, from their measured CPU time per row by batch size
+    /// (`batching.grow: while_cheaper`); absent while calls grow to the largest batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_batch: Option<u64>,
 }
 
 /// What an executor publishes on `<prefix>/load`.
@@ -111,10 +115,12 @@ mod tests {
         let m = &r.models["m"];
         assert_eq!((m.queue_depth, m.runs, m.rows), (2, 5, 9));
         assert_eq!((m.in_flight, m.served, m.errors), (None, None, None));
+        assert_eq!(m.preferred_batch, None);
         let new = ModelLoad {
             in_flight: Some(3),
             served: Some(7),
             errors: Some(1),
+            preferred_batch: Some(4),
             ..m.clone()
         };
         let back: ModelLoad = serde_json::from_slice(&serde_json::to_vec(&new).unwrap()).unwrap();

@@ -266,6 +266,10 @@ fn spawn_reporter(
                                 in_flight: Some(s.enqueued.saturating_sub(s.jobs_answered)),
                                 served: Some(s.jobs_answered),
                                 errors: Some(s.errors),
+                                preferred_batch: s
+                                    .row_cost
+                                    .and_then(|c| c.preferred)
+                                    .and_then(|p| u64::try_from(p).ok()),
                             },
                         )
                     })

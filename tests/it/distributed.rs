@@ -81,9 +81,16 @@ impl Executor {
         extra: &[&str],
     ) -> Executor {
         let model_arg = format!("m={}", model(file).display());
+        // Eight rows a call unless the caller sets its own.
+        let max_batch: &[&str] = if extra.contains(&"--max-batch") {
+            &[]
+        } else {
+            &["--max-batch", "8"]
+        };
         let child = spawn_executor(
             base.args(["executor", "--name", name, mode, endpoint])
-                .args(["--model", &model_arg, "--max-batch", "8"])
+                .args(["--model", &model_arg])
+                .args(max_batch)
                 .args(extra),
             name,
         );

@@ -117,6 +117,7 @@ impl LastReport {
             errors: load.errors,
             busy: Duration::from_secs_f64(load.busy_ms.clamp(0.0, 1e12) / 1e3),
             sessions: load.sessions,
+            preferred_batch: load.preferred_batch,
         }
     }
 }

@@ -137,6 +137,7 @@ pub(super) fn reported(now: &ExecutorReport, before: Option<&ExecutorReport>, se
         "rows_per_s": rate(some(now.rows), Some(b.rows)),
         "served_per_s": rate(now.served, b.served),
         "busy_s": reported.then_some(now.busy.as_secs_f64()),
+        "preferred_batch": now.preferred_batch,
     })
 }
 
@@ -296,9 +297,11 @@ mod tests {
             in_flight: Some(3),
             rows: 30,
             served: Some(8),
+            preferred_batch: Some(4),
             ..Default::default()
         };
         let f = reported(&now, Some(&before), 2.0);
+        assert_eq!(f["preferred_batch"], json!(4));
         assert_eq!(f["rows_per_s"], json!(10.0));
         assert_eq!(f["served_per_s"], json!(2.0));
         assert_eq!(f["in_flight"], json!(3));
@@ -312,6 +315,7 @@ mod tests {
         let silent = reported(&ExecutorReport::default(), None, 0.0);
         assert_eq!(silent["rows"], Value::Null, "no report yet");
         assert_eq!(silent["report_age_s"], Value::Null);
+        assert_eq!(silent["preferred_batch"], Value::Null);
     }
 
     #[test]

@@ -173,6 +173,9 @@ pub struct ExecutorReport {
     pub busy: Duration,
     /// Sessions serving the model.
     pub sessions: u32,
+    /// The most rows its calls of the model take now, from their measured cost per row; `None`
+    /// while they grow to its largest batch (or from an executor too old to say).
+    pub preferred_batch: Option<u64>,
 }
 
 /// The in-process executor as a replica.
