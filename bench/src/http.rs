@@ -5,16 +5,18 @@
 //! Layouts follow the load: at concurrency 1 everything (bare ORT, the graph) runs 1 session × 2
 //! intra-op threads, the least-latency layout on 2 cores; above it, 2 sessions × 1 thread, the
 //! most-throughput layout. Bare ORT's throughput reference is its saturated throughput at that
-//! layout; its latency reference is back-to-back calls at concurrency 1.
+//! layout; its latency reference is back-to-back calls at concurrency 1. At one client the binary
+//! path's added latency is also read call by call ([`Interleaved`]): a bare call, an HTTP request
+//! and a loopback-floor request in turn, so that all three see the same machine.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_operators::model::OrtRuntime;
 
-use crate::client::{http_load, prepare, Client};
+use crate::client::{http_load, prepare, Client, Prepared};
 use crate::loopback::FloorServer;
 use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
@@ -55,6 +57,77 @@ pub struct HttpRow {
     /// The loopback floor at one client (the binary request's bytes and a reply of its size, no
     /// HTTP server, graph or model: see `loopback`): requests/s, p50 ms, p99 ms.
     pub floor: Option<(f64, f64, f64)>,
+    /// At one client, the binary path read call by call against bare ORT and the floor.
+    pub interleaved: Option<Interleaved>,
+}
+
+/// A bare ONNX Runtime call, an HTTP binary request and a request to the loopback floor, in turn,
+/// at one client: each triple sees the same machine, so the differences within a triple carry no
+/// drift between measurements taken one after another (which moves bare ORT's own p50 by more
+/// than the HTTP path adds, on a shared VM).
+#[derive(Debug, Clone, Default)]
+pub struct Interleaved {
+    /// Triples measured.
+    pub calls: usize,
+    /// p50 ms of the bare calls, the HTTP binary requests and the floor's requests.
+    pub p50_ms: (f64, f64, f64),
+    /// Median over the triples of binary − bare, in ms: what the HTTP path adds.
+    pub added_ms: f64,
+    /// Median over the triples of binary − bare − floor, in ms: what is left after moving the
+    /// bytes (the HTTP server, the graph, their wake-ups).
+    pub beyond_floor_ms: f64,
+}
+
+/// Measures `calls` triples (after 10 unrecorded ones) of a bare call on `session` (its input a
+/// fresh buffer, as a request's arrives), the `binary` request to `server` and the same request
+/// to `floor`, each over one keep-alive connection.
+fn interleaved(
+    session: &mut ort::session::Session,
+    (input, data): (&str, &[f32]),
+    binary: &Prepared,
+    (server, floor): (&str, &str),
+    calls: usize,
+) -> Result<Interleaved> {
+    let mut to_server = Client::connect(server)?;
+    let mut to_floor = Client::connect(floor)?;
+    let timed = |client: &mut Client| -> Result<Duration> {
+        let t = Instant::now();
+        let (status, _) = client.exchange(&binary.head, &binary.body)?;
+        if status != 200 {
+            bail!("HTTP {status} to the binary request");
+        }
+        Ok(t.elapsed())
+    };
+    let (mut bare, mut http, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..calls + 10 {
+        let fresh = data.to_vec();
+        let b = bare_call(session, input, &IMAGE, &fresh)?;
+        drop(fresh);
+        let h = timed(&mut to_server)?;
+        let f = timed(&mut to_floor)?;
+        if i >= 10 {
+            bare.push(b);
+            http.push(h);
+            floors.push(f);
+        }
+    }
+    let secs = |v: &[Duration], k: usize| v[k].as_secs_f64();
+    let added = (0..bare.len())
+        .map(|k| secs(&http, k) - secs(&bare, k))
+        .collect::<Vec<_>>();
+    let beyond = (0..bare.len())
+        .map(|k| secs(&http, k) - secs(&bare, k) - secs(&floors, k))
+        .collect::<Vec<_>>();
+    Ok(Interleaved {
+        calls: bare.len(),
+        p50_ms: (
+            quantile_ms(&bare, 0.5)?,
+            quantile_ms(&http, 0.5)?,
+            quantile_ms(&floors, 0.5)?,
+        ),
+        added_ms: median(added) * 1e3,
+        beyond_floor_ms: median(beyond) * 1e3,
+    })
 }
 
 /// When a [`LocalServer`]'s server is to stop.
@@ -221,6 +294,7 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
                 },
             );
             let mut samples: [Vec<(f64, f64, f64)>; 5] = Default::default();
+            let mut triples = Vec::new();
             for r in 0..config.repeats {
                 eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
                 let bare = bare_reference(&mut bare_sessions, &input, &IMAGE, &data, c, requests)?;
@@ -238,6 +312,16 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
                 samples[3].push(http_load(&server.addr, &binary, c, requests)?);
                 if let Some(floor) = &floor {
                     samples[4].push(http_load(&floor.addr, &binary, 1, requests)?);
+                    let session = bare_sessions
+                        .first_mut()
+                        .ok_or_else(|| anyhow!("no session"))?;
+                    triples.push(interleaved(
+                        session,
+                        (&input, &data),
+                        &binary,
+                        (&server.addr, &floor.addr),
+                        requests,
+                    )?);
                 }
             }
             drop(floor);
@@ -260,6 +344,7 @@ pub fn http(config: &HttpBenchConfig) -> Result<Vec<HttpRow>> {
                 json: med(&samples[2]),
                 binary: med(&samples[3]),
                 floor: (!samples[4].is_empty()).then(|| med(&samples[4])),
+                interleaved: merged(&triples),
             });
         }
     }
@@ -311,6 +396,38 @@ pub fn http_table(rows: &[HttpRow]) -> String {
     s
 }
 
+/// The repeats' triples as one: medians of their figures, calls added up; `None` for none.
+fn merged(repeats: &[Interleaved]) -> Option<Interleaved> {
+    let m = |f: fn(&Interleaved) -> f64| median(repeats.iter().map(f).collect());
+    (!repeats.is_empty()).then(|| Interleaved {
+        calls: repeats.iter().map(|r| r.calls).sum(),
+        p50_ms: (m(|r| r.p50_ms.0), m(|r| r.p50_ms.1), m(|r| r.p50_ms.2)),
+        added_ms: m(|r| r.added_ms),
+        beyond_floor_ms: m(|r| r.beyond_floor_ms),
+    })
+}
+
+/// The one-client rows read call by call ([`Interleaved`]) as Markdown; empty without any.
+pub fn interleaved_table(rows: &[HttpRow]) -> String {
+    let read: Vec<(&HttpRow, &Interleaved)> = rows
+        .iter()
+        .filter_map(|r| r.interleaved.as_ref().map(|i| (r, i)))
+        .collect();
+    if read.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "| model | triples | bare p50 ms | HTTP binary p50 ms | loopback floor p50 ms | binary − bare, median of pairs ms | binary − bare − floor, median ms |\n|---|---|---|---|---|---|---|\n",
+    );
+    for (r, i) in read {
+        s.push_str(&format!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:+.3} | {:+.3} |\n",
+            r.model, i.calls, i.p50_ms.0, i.p50_ms.1, i.p50_ms.2, i.added_ms, i.beyond_floor_ms
+        ));
+    }
+    s
+}
+
 /// Default model set: the zoo's squeezenet and resnet50 under `$WEIR_HOME` or `.weir`.
 pub fn default_models() -> Vec<(String, PathBuf)> {
     let zoo = crate::weir_home().join("zoo");
@@ -318,4 +435,46 @@ pub fn default_models() -> Vec<(String, PathBuf)> {
         ("squeezenet".to_string(), zoo.join("squeezenet.onnx")),
         ("resnet50".to_string(), zoo.join("resnet50.onnx")),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(interleaved: Option<Interleaved>) -> HttpRow {
+        HttpRow {
+            model: "m".into(),
+            concurrency: 1,
+            layout: layout_for(1),
+            bare: (1.0, 1.0),
+            in_process: (1.0, 1.0, 1.0),
+            json: (1.0, 1.0, 1.0),
+            binary: (1.0, 1.0, 1.0),
+            floor: None,
+            interleaved,
+        }
+    }
+
+    #[test]
+    fn repeats_merge_into_medians_and_the_table_shows_only_rows_read_call_by_call() {
+        let repeat = |added_ms: f64| Interleaved {
+            calls: 300,
+            p50_ms: (4.0 + added_ms, 5.0, 0.2),
+            added_ms,
+            beyond_floor_ms: added_ms - 0.2,
+        };
+        let merged = merged(&[repeat(0.5), repeat(0.9), repeat(0.6)]).expect("three repeats");
+        assert_eq!(merged.calls, 900);
+        assert!((merged.added_ms - 0.6).abs() < 1e-9);
+        assert!((merged.beyond_floor_ms - 0.4).abs() < 1e-9);
+        assert!((merged.p50_ms.0 - 4.6).abs() < 1e-9);
+        assert!(super::merged(&[]).is_none());
+        let table = interleaved_table(&[row(Some(merged)), row(None)]);
+        assert_eq!(table.lines().count(), 3, "{table}");
+        assert!(
+            table.contains("| m | 900 | 4.600 | 5.000 | 0.200 | +0.600 | +0.400 |"),
+            "{table}"
+        );
+        assert!(interleaved_table(&[row(None)]).is_empty());
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::http::{http, http_table, HttpBenchConfig};
+use crate::http::{http, http_table, interleaved_table, HttpBenchConfig};
 
 #[derive(Debug, Args)]
 pub(super) struct HttpArgs {
@@ -38,6 +38,11 @@ pub(super) fn run(args: HttpArgs) -> Result<()> {
         config.requests, config.repeats
     )))?;
     print!("{}", http_table(&rows));
+    let interleaved = interleaved_table(&rows);
+    if !interleaved.is_empty() {
+        println!("\nOne client, call by call (bare ORT, HTTP binary, loopback floor in turn; medians of the repeats):\n");
+        print!("{interleaved}");
+    }
     super::write_plot(&args.plot, |p| crate::plot::plot_http(&rows, p));
     Ok(())
 }
