@@ -21,9 +21,11 @@ use weir_connectors::grpc::proto::ModelInferRequest;
 use weir_connectors::grpc::{GrpcConfig, GrpcServer};
 use weir_operators::model::OrtRuntime;
 
-use crate::client::{http_load, prepare};
-use crate::grpc_client::grpc_load;
-use crate::http::{bare_reference, layout_for, LocalServer};
+use crate::client::{http_load, prepare, Client};
+use crate::grpc_client::{calling, grpc_load};
+use crate::http::{bare_reference, layout_for, posting, LocalServer};
+use crate::in_turn::{in_turn, median_difference_ms};
+use crate::overhead::quantile_ms;
 use crate::overhead::{
     bare_chunk, first_input, median, model_input, row_shape, sessions, weir_graph, Layout,
 };
@@ -70,6 +72,37 @@ pub struct GrpcRow {
     pub http_binary: (f64, f64, f64),
     /// gRPC with raw contents.
     pub grpc: (f64, f64, f64),
+    /// At one client with both paths measured, HTTP binary and gRPC read call by call.
+    pub in_turn: Option<InTurn>,
+}
+
+/// HTTP binary and gRPC requests in turn at one client, one connection each: every pair sees the
+/// same machine, so the median of the paired differences carries no drift between phases.
+#[derive(Debug, Clone, Default)]
+pub struct InTurn {
+    /// Pairs measured, all repeats.
+    pub pairs: usize,
+    /// p50 ms of the HTTP binary requests and of the gRPC calls (medians of the repeats).
+    pub p50_ms: (f64, f64),
+    /// Median over pairs of gRPC − HTTP binary, in ms (median of the repeats).
+    pub grpc_minus_http_ms: f64,
+}
+
+/// `pairs` pairs (after 10 unrecorded ones) of the `binary` request to `http` and `request` to
+/// `grpc`.
+fn http_and_grpc_in_turn(
+    (http, binary): (&str, &crate::client::Prepared),
+    (grpc, request): (&str, &ModelInferRequest),
+    pairs: usize,
+) -> Result<InTurn> {
+    let mut over_http = posting(Client::connect(http)?, binary);
+    let mut over_grpc = calling(grpc, request)?;
+    let [h, g] = in_turn(pairs, 10, [&mut over_http, &mut over_grpc])?;
+    Ok(InTurn {
+        pairs: h.len(),
+        p50_ms: (quantile_ms(&h, 0.5)?, quantile_ms(&g, 0.5)?),
+        grpc_minus_http_ms: median_difference_ms(&g, &[&h]),
+    })
 }
 
 /// The gRPC request of one row of `shape` to input `x`, asking for output `y`.
@@ -146,6 +179,7 @@ pub fn grpc(config: &GrpcBenchConfig) -> Result<Vec<GrpcRow>> {
             }
             let skipped = (f64::NAN, f64::NAN, f64::NAN);
             let mut samples: [Vec<(f64, f64, f64)>; 3] = Default::default();
+            let mut pairs = Vec::new();
             for r in 0..config.repeats {
                 eprintln!("{name} c={c}: repeat {}/{}", r + 1, config.repeats);
                 samples[0].push(if runs(RequestPath::Bare) {
@@ -163,6 +197,13 @@ pub fn grpc(config: &GrpcBenchConfig) -> Result<Vec<GrpcRow>> {
                 } else {
                     skipped
                 });
+                if c <= 1 && config.only.is_none() {
+                    pairs.push(http_and_grpc_in_turn(
+                        (&http.addr, &binary),
+                        (&grpc.addr, &request),
+                        requests,
+                    )?);
+                }
             }
             drop(grpc);
             drop(http);
@@ -181,6 +222,14 @@ pub fn grpc(config: &GrpcBenchConfig) -> Result<Vec<GrpcRow>> {
                 bare: med(&samples[0]),
                 http_binary: med(&samples[1]),
                 grpc: med(&samples[2]),
+                in_turn: (!pairs.is_empty()).then(|| {
+                    let m = |f: fn(&InTurn) -> f64| median(pairs.iter().map(f).collect());
+                    InTurn {
+                        pairs: pairs.iter().map(|p| p.pairs).sum(),
+                        p50_ms: (m(|p| p.p50_ms.0), m(|p| p.p50_ms.1)),
+                        grpc_minus_http_ms: m(|p| p.grpc_minus_http_ms),
+                    }
+                }),
             });
         }
     }
@@ -239,6 +288,31 @@ pub fn grpc_table(rows: &[GrpcRow]) -> String {
 }
 
 /// Default model set: the zoo's squeezenet and the small MLP the tests use.
+/// The one-client rows read call by call ([`InTurn`]) as Markdown; empty without any.
+pub fn in_turn_table(rows: &[GrpcRow]) -> String {
+    let read: Vec<(&GrpcRow, &InTurn)> = rows
+        .iter()
+        .filter_map(|r| r.in_turn.as_ref().map(|t| (r, t)))
+        .collect();
+    if read.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "| model | pairs | HTTP binary p50 ms | gRPC p50 ms | gRPC − HTTP binary, median of pairs µs |\n|---|---|---|---|---|\n",
+    );
+    for (r, t) in read {
+        s.push_str(&format!(
+            "| {} | {} | {:.3} | {:.3} | {:+.1} |\n",
+            r.model,
+            t.pairs,
+            t.p50_ms.0,
+            t.p50_ms.1,
+            t.grpc_minus_http_ms * 1e3
+        ));
+    }
+    s
+}
+
 pub fn default_models() -> Vec<(String, PathBuf)> {
     let home = crate::weir_home();
     vec![

@@ -414,6 +414,20 @@ pub(crate) fn grpc_load(
     )
 }
 
+/// One timed unary call of `request` a call, over one connection to `addr`.
+pub(crate) fn calling(
+    addr: &str,
+    request: &ModelInferRequest,
+) -> Result<impl FnMut() -> Result<std::time::Duration>> {
+    let message = framed(request);
+    let mut client = GrpcClient::connect(addr)?;
+    Ok(move || {
+        let t = std::time::Instant::now();
+        client.infer(&message)?;
+        Ok(t.elapsed())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use weir_connectors::http::{HttpConfig, HttpServer};
 use weir_operators::model::OrtRuntime;
 
 use crate::client::{http_load, prepare, Client, Prepared};
+use crate::in_turn::{in_turn, median_difference_ms};
 use crate::loopback::FloorServer;
 use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
@@ -78,9 +79,9 @@ pub struct Interleaved {
     pub beyond_floor_ms: f64,
 }
 
-/// Measures `calls` triples (after 10 unrecorded ones) of a bare call on `session` (its input a
-/// fresh buffer, as a request's arrives), the `binary` request to `server` and the same request
-/// to `floor`, each over one keep-alive connection.
+/// Measures `calls` triples (after 10 unrecorded ones, [`in_turn`]) of a bare call on `session`
+/// (its input a fresh buffer, as a request's arrives), the `binary` request to `server` and the
+/// same request to `floor`, each over one keep-alive connection.
 fn interleaved(
     session: &mut ort::session::Session,
     (input, data): (&str, &[f32]),
@@ -88,36 +89,13 @@ fn interleaved(
     (server, floor): (&str, &str),
     calls: usize,
 ) -> Result<Interleaved> {
-    let mut to_server = Client::connect(server)?;
-    let mut to_floor = Client::connect(floor)?;
-    let timed = |client: &mut Client| -> Result<Duration> {
-        let t = Instant::now();
-        let (status, _) = client.exchange(&binary.head, &binary.body)?;
-        if status != 200 {
-            bail!("HTTP {status} to the binary request");
-        }
-        Ok(t.elapsed())
-    };
-    let (mut bare, mut http, mut floors) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..calls + 10 {
+    let mut bare = || {
         let fresh = data.to_vec();
-        let b = bare_call(session, input, &IMAGE, &fresh)?;
-        drop(fresh);
-        let h = timed(&mut to_server)?;
-        let f = timed(&mut to_floor)?;
-        if i >= 10 {
-            bare.push(b);
-            http.push(h);
-            floors.push(f);
-        }
-    }
-    let secs = |v: &[Duration], k: usize| v[k].as_secs_f64();
-    let added = (0..bare.len())
-        .map(|k| secs(&http, k) - secs(&bare, k))
-        .collect::<Vec<_>>();
-    let beyond = (0..bare.len())
-        .map(|k| secs(&http, k) - secs(&bare, k) - secs(&floors, k))
-        .collect::<Vec<_>>();
+        bare_call(session, input, &IMAGE, &fresh)
+    };
+    let mut to_server = posting(Client::connect(server)?, binary);
+    let mut to_floor = posting(Client::connect(floor)?, binary);
+    let [bare, http, floors] = in_turn(calls, 10, [&mut bare, &mut to_server, &mut to_floor])?;
     Ok(Interleaved {
         calls: bare.len(),
         p50_ms: (
@@ -125,9 +103,24 @@ fn interleaved(
             quantile_ms(&http, 0.5)?,
             quantile_ms(&floors, 0.5)?,
         ),
-        added_ms: median(added) * 1e3,
-        beyond_floor_ms: median(beyond) * 1e3,
+        added_ms: median_difference_ms(&http, &[&bare]),
+        beyond_floor_ms: median_difference_ms(&http, &[&bare, &floors]),
     })
+}
+
+/// One timed exchange of `request` over `client` a call; a status other than 200 is an error.
+pub(crate) fn posting(
+    mut client: Client,
+    request: &Prepared,
+) -> impl FnMut() -> Result<Duration> + '_ {
+    move || {
+        let t = Instant::now();
+        let (status, _) = client.exchange(&request.head, &request.body)?;
+        if status != 200 {
+            bail!("HTTP {status} to the binary request");
+        }
+        Ok(t.elapsed())
+    }
 }
 
 /// When a [`LocalServer`]'s server is to stop.

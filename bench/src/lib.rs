@@ -74,6 +74,7 @@ mod grpc_client;
 pub mod hams;
 pub mod hams_divergence;
 pub mod http;
+mod in_turn;
 pub mod infaas_autoscale;
 pub mod infaas_cold_start;
 pub mod infaas_decision;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use crate::grpc::{default_models, grpc, grpc_table, GrpcBenchConfig, RequestPath};
+use crate::grpc::{default_models, grpc, grpc_table, in_turn_table, GrpcBenchConfig, RequestPath};
 
 #[derive(Debug, Args)]
 pub(super) struct GrpcArgs {
@@ -48,6 +48,13 @@ pub(super) fn run(args: GrpcArgs) -> Result<()> {
         config.requests, config.repeats
     )))?;
     print!("{}", grpc_table(&rows));
+    let pairs = in_turn_table(&rows);
+    if !pairs.is_empty() {
+        println!(
+            "\nOne client, call by call (HTTP binary and gRPC in turn; medians of the repeats):\n"
+        );
+        print!("{pairs}");
+    }
     if config.only.is_none() {
         super::write_plot(&args.plot, |p| crate::plot::plot_grpc(&rows, p));
     }
