@@ -15,6 +15,8 @@
 //! - [`tls`]: TLS for the HTTP and gRPC listeners (rustls), reloaded when its files change.
 //! - [`access_log`]: one log event per HTTP request and gRPC call (target `weir::access`).
 //! - [`process_metrics`]: the process's memory, CPU, file descriptors and threads for `/metrics`.
+//! - [`shared_memory`]: Triton's system shared memory extension, the regions clients on this host
+//!   register (one registry for HTTP and gRPC).
 //! - [`zenoh_peer`]: zenoh sessions as weir opens them (also used by remote executors).
 
 pub mod access_log;
@@ -25,6 +27,7 @@ pub mod models;
 pub mod offline;
 pub mod oip;
 pub mod process_metrics;
+pub mod shared_memory;
 pub mod stream;
 pub mod tls;
 mod ui;

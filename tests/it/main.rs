@@ -51,6 +51,7 @@ mod sequences;
 mod serf;
 mod serve;
 mod shapes;
+mod shared_memory;
 mod spread;
 mod streams;
 mod text_decode;

@@ -53,8 +53,13 @@ impl Server {
 
     /// As [`Server::start`], with the process's log (stderr) going to `stderr`.
     pub(crate) fn start_with_stderr(graphs: &[String], extra: &[&str], stderr: Stdio) -> Server {
+        Server::start_at("127.0.0.1:0", graphs, extra, stderr)
+    }
+
+    /// As [`Server::start_with_stderr`], listening on `http` (`addr` is then what it bound).
+    pub(crate) fn start_at(http: &str, graphs: &[String], extra: &[&str], stderr: Stdio) -> Server {
         let (mut cmd, dir) = serve_command("serve", graphs);
-        cmd.args(["--http", "127.0.0.1:0"])
+        cmd.args(["--http", http])
             .args(extra)
             .env_remove("WEIR_AUTH_TOKEN")
             .env_remove("WEIR_ZENOH_CONFIG");

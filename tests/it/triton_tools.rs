@@ -1,7 +1,8 @@
 //! Triton's own tools against `weir serve`: `perf_analyzer` (from the tritonclient wheel the
 //! set-up unpacks) completes over HTTP and gRPC at concurrency 1 to 4 with server-side figures
 //! read from weir's statistics; the configuration and statistics endpoints answer in Triton's
-//! shapes, and a version that is not served is refused naming it.
+//! shapes, and a version that is not served is refused naming it; with `--shared-memory system`
+//! it runs with its tensors in shared memory over both protocols.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -38,7 +39,7 @@ fn number_after(text: &str, label: &str) -> Option<f64> {
         .ok()
 }
 
-fn run_perf_analyzer(protocol: &str, url: &str, concurrency: usize) -> Report {
+fn run_perf_analyzer(protocol: &str, url: &str, concurrency: usize, extra: &[&str]) -> Report {
     let dir = perf_analyzer_dir();
     let bin = dir.join("bin/perf_analyzer");
     assert!(
@@ -55,13 +56,14 @@ fn run_perf_analyzer(protocol: &str, url: &str, concurrency: usize) -> Report {
         .args(["--measurement-mode", "count_windows"])
         .args(["--measurement-request-count", "50"])
         .args(["--stability-percentage", "1000", "--max-trials", "3"])
+        .args(extra)
         .output()
         .expect("perf_analyzer runs");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "perf_analyzer -i {protocol} -c {concurrency} failed:\n{text}\n{err}"
+        "perf_analyzer -i {protocol} -c {concurrency} {extra:?} failed:\n{text}\n{err}"
     );
     assert!(
         !text.contains("error"),
@@ -99,7 +101,7 @@ fn perf_analyzer_completes_over_http_and_grpc_and_counts_what_weir_counts() {
     for (protocol, url) in [("http", served.http.clone()), ("grpc", served.grpc.clone())] {
         for concurrency in [1, 4] {
             let before = successes(&stats(&served.http));
-            let report = run_perf_analyzer(protocol, &url, concurrency);
+            let report = run_perf_analyzer(protocol, &url, concurrency, &[]);
             let after = stats(&served.http);
             assert!(
                 report.throughput > 0.0,
@@ -127,6 +129,37 @@ fn perf_analyzer_completes_over_http_and_grpc_and_counts_what_weir_counts() {
                 "{after}"
             );
         }
+    }
+}
+
+/// `perf_analyzer --shared-memory system`: it clears both kinds of region, registers its own
+/// for every input and output, and runs with the tensors in shared memory.
+#[test]
+fn perf_analyzer_runs_with_its_tensors_in_system_shared_memory() {
+    let served = Served::start(&[mlp()], &["--shared-memory", "system"]);
+    for (protocol, url) in [("http", served.http.clone()), ("grpc", served.grpc.clone())] {
+        let before = successes(&stats(&served.http));
+        let report = run_perf_analyzer(protocol, &url, 2, &["--shared-memory", "system"]);
+        assert!(report.throughput > 0.0, "{protocol}: {report:?}");
+        let after = stats(&served.http);
+        assert!(
+            successes(&after) - before >= report.client_requests,
+            "{protocol}: {report:?} against {after}"
+        );
+        assert_eq!(
+            after["model_stats"][0]["inference_stats"]["fail"]["count"], 0,
+            "{protocol}: {after}"
+        );
+        // Its requests carry no tensor data (they succeeded, so the server read their inputs
+        // from its regions), and it unregistered every region when it finished.
+        let (code, regions) = http(
+            &served.http,
+            "GET",
+            "/v2/systemsharedmemory/status",
+            &[],
+            b"",
+        );
+        assert_eq!((code, regions.as_str()), (200, "[]"), "{protocol}");
     }
 }
 

@@ -18,8 +18,9 @@ use super::proto::model_infer_response::InferOutputTensor;
 use super::proto::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
 use crate::echo::quote;
 use crate::oip::{
-    input_from_parts, InferOutputs, InferRequest, InputContents, OipError, ProtocolError,
-    ReplyError, ReplyTensor, RequestedOutput, TypedValues,
+    input_from_parts, parameter_slice, shared_input_from_parts, InferOutputs, InferRequest,
+    InputContents, OipError, Placement, ProtocolError, RegionParameter, RegionSlice, ReplyError,
+    ReplyTensor, RequestedOutput, TypedValues,
 };
 
 fn perr(field: impl Into<String>, message: impl Into<String>) -> ProtocolError {
@@ -94,6 +95,22 @@ fn typed_contents<'a>(
     }
 }
 
+/// The shared memory slice an input's or output's `parameters` name, if any.
+fn region_of(
+    parameters: &HashMap<String, InferParameter>,
+    field: &str,
+) -> Result<Option<RegionSlice>, ProtocolError> {
+    let get = |key: &str| {
+        parameters.get(key).map(|p| match &p.parameter_choice {
+            Some(ParameterChoice::StringParam(s)) => RegionParameter::Text(s),
+            Some(ParameterChoice::Int64Param(n)) => RegionParameter::Number(i128::from(*n)),
+            Some(ParameterChoice::Uint64Param(n)) => RegionParameter::Number(i128::from(*n)),
+            _ => RegionParameter::Other,
+        })
+    };
+    parameter_slice(get, &format!("{field}.parameters"))
+}
+
 fn is_false(parameters: &HashMap<String, InferParameter>, key: &str) -> bool {
     matches!(
         parameters
@@ -112,20 +129,56 @@ pub(super) fn infer_request(
     request_len: usize,
 ) -> Result<InferRequest, ProtocolError> {
     let raw = &request.raw_input_contents;
-    if !raw.is_empty() && raw.len() != request.inputs.len() {
+    // Inputs in shared memory carry no contents: the raw entries are the other inputs', in order
+    // (as Triton's clients send them).
+    let mut regions = Vec::with_capacity(request.inputs.len());
+    for (i, input) in request.inputs.iter().enumerate() {
+        let field = format!("inputs[{i}] ({})", quote(&input.name));
+        regions.push(region_of(&input.parameters, &field)?);
+    }
+    let carried = regions.iter().filter(|r| r.is_none()).count();
+    if !raw.is_empty() && raw.len() != carried {
         return Err(perr(
             "raw_input_contents",
             format!(
-                "{} entries for {} inputs: give one per input, in input order, or none",
+                "{} entries for {carried} inputs not in shared memory: give one per such input, \
+                 in input order, or none",
                 raw.len(),
-                request.inputs.len()
             ),
         ));
     }
     let mut inputs = Vec::with_capacity(request.inputs.len());
-    for (i, input) in request.inputs.iter().enumerate() {
+    let mut placement = Placement::default();
+    let mut raw_entries = raw.iter();
+    for ((i, input), region) in request.inputs.iter().enumerate().zip(regions) {
         let field = format!("inputs[{i}] ({})", quote(&input.name));
-        let contents = match raw.get(i) {
+        if let Some(slice) = region {
+            if let Some((name, _)) = input
+                .contents
+                .as_ref()
+                .map(filled)
+                .unwrap_or_default()
+                .first()
+            {
+                return Err(perr(
+                    format!("{field}.contents.{name}"),
+                    "an input in shared memory carries no contents",
+                ));
+            }
+            let (tensor, shared) = shared_input_from_parts(
+                i,
+                &field,
+                &input.name,
+                &input.datatype,
+                &input.shape,
+                slice,
+                request_len,
+            )?;
+            inputs.push(tensor);
+            placement.inputs.push(shared);
+            continue;
+        }
+        let contents = match raw_entries.next() {
             Some(bytes) => {
                 if let Some((name, _)) = input
                     .contents
@@ -161,6 +214,12 @@ pub(super) fn infer_request(
                 "asked for twice",
             ));
         }
+        let field = format!("outputs[{i}] ({})", quote(&o.name));
+        if let Some(slice) = region_of(&o.parameters, &field)? {
+            placement
+                .outputs
+                .push((o.name.clone(), format!("{field}.parameters"), slice));
+        }
         outputs.push(RequestedOutput {
             name: o.name.clone(),
             binary: !is_false(&o.parameters, "binary_data"),
@@ -174,6 +233,7 @@ pub(super) fn infer_request(
         binary_by_default: true,
         body_bytes: request_len,
         trace: None,
+        placement,
     })
 }
 
@@ -182,14 +242,35 @@ pub(super) fn infer_request(
 /// # Errors
 /// [`ReplyError::TooLong`] for a BYTES element longer than a 4-byte length states.
 pub(super) fn infer_response(answer: InferOutputs) -> Result<ModelInferResponse, OipError> {
-    let typed = !answer.outputs.is_empty()
-        && answer
-            .outputs
-            .iter()
-            .all(|o| !o.binary && typed_field(o.tensor.dtype()).is_some());
+    // Outputs written to shared memory carry nothing either way; the others decide.
+    let mut carried = answer.outputs.iter().filter(|o| o.region.is_none());
+    let typed = carried.clone().next().is_some()
+        && carried.all(|o| !o.binary && typed_field(o.tensor.dtype()).is_some());
     let mut outputs = Vec::with_capacity(answer.outputs.len());
     let mut raw = Vec::with_capacity(if typed { 0 } else { answer.outputs.len() });
-    for ReplyTensor { name, tensor, .. } in answer.outputs {
+    for ReplyTensor {
+        name,
+        tensor,
+        region,
+        ..
+    } in answer.outputs
+    {
+        if let Some(slice) = region {
+            // Written to its region: the reply says where, with no contents of its own. Among
+            // raw outputs it keeps its place with an empty entry: Triton's clients read the raw
+            // entries by output position.
+            if !typed {
+                raw.push(bytes::Bytes::new());
+            }
+            outputs.push(InferOutputTensor {
+                name,
+                datatype: tensor.dtype().oip_name().to_string(),
+                shape: reply_shape(&tensor.shape),
+                parameters: region_parameters(slice),
+                contents: None,
+            });
+            continue;
+        }
         if let TensorData::Bytes(v) = &tensor.data {
             if let Some((element, e)) = v
                 .iter()
@@ -205,11 +286,7 @@ pub(super) fn infer_response(answer: InferOutputs) -> Result<ModelInferResponse,
             }
         }
         let datatype = tensor.dtype().oip_name().to_string();
-        let shape = tensor
-            .shape
-            .iter()
-            .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
-            .collect();
+        let shape = reply_shape(&tensor.shape);
         let contents = if typed {
             Some(typed_of(tensor.data))
         } else {
@@ -238,6 +315,36 @@ pub(super) fn infer_response(answer: InferOutputs) -> Result<ModelInferResponse,
         outputs,
         raw_output_contents: raw,
     })
+}
+
+/// A reply's shape as protobuf carries it.
+fn reply_shape(shape: &[usize]) -> Vec<i64> {
+    shape
+        .iter()
+        .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
+        .collect()
+}
+
+/// The parameters of an output written to a shared memory region.
+fn region_parameters(slice: RegionSlice) -> HashMap<String, InferParameter> {
+    let int = |n: u64| InferParameter {
+        parameter_choice: Some(ParameterChoice::Int64Param(
+            i64::try_from(n).unwrap_or(i64::MAX),
+        )),
+    };
+    let mut parameters = HashMap::from([
+        (
+            "shared_memory_region".to_string(),
+            InferParameter {
+                parameter_choice: Some(ParameterChoice::StringParam(slice.region)),
+            },
+        ),
+        ("shared_memory_byte_size".to_string(), int(slice.byte_size)),
+    ]);
+    if slice.offset != 0 {
+        parameters.insert("shared_memory_offset".to_string(), int(slice.offset));
+    }
+    parameters
 }
 
 /// Elements in their typed field (callers checked the datatype has one).
@@ -344,6 +451,7 @@ mod tests {
                 name: "y".into(),
                 tensor: Tensor::f32(vec![1, 2], vec![0.5, -2.0]),
                 binary,
+                region: None,
             }],
         };
         let raw = infer_response(answer(true)).unwrap();

@@ -42,6 +42,7 @@ mod repository;
 mod server;
 mod service;
 mod shared;
+mod shared_memory;
 mod status;
 mod stream;
 mod unary;

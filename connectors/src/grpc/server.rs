@@ -47,6 +47,7 @@ use crate::http::{ByteBudget, MetricsSource};
 use crate::models::control::ModelControl;
 use crate::models::{ModelTable, Models};
 use crate::oip::ModelLess;
+use crate::shared_memory::SharedMemory;
 
 /// Why the server stopped other than by its shutdown signal.
 #[derive(Debug, thiserror::Error)]
@@ -100,8 +101,24 @@ impl GrpcServer {
                 modelless: None,
                 config,
                 phase,
+                shared_memory: SharedMemory::off(),
+                budget: Arc::clone(&budget),
             }),
             budget,
+        }
+    }
+
+    /// The same server, serving Triton's system shared memory extension over `regions` (which
+    /// the process's HTTP server may share; call it before [`GrpcServer::serve`]).
+    #[must_use]
+    pub fn with_shared_memory(self, regions: Arc<SharedMemory>) -> GrpcServer {
+        let mut shared = self.shared;
+        if let Some(s) = Arc::get_mut(&mut shared) {
+            s.shared_memory = regions;
+        }
+        GrpcServer {
+            shared,
+            budget: self.budget,
         }
     }
 

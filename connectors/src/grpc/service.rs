@@ -16,15 +16,21 @@ use super::admit::Held;
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::model_metadata_response::TensorMetadata;
 use super::proto::{
-    ModelConfigRequest, ModelConfigResponse, ModelInferRequest, ModelInferResponse,
-    ModelMetadataRequest, ModelMetadataResponse, ModelReadyRequest, ModelReadyResponse,
-    ModelStatisticsRequest, ModelStatisticsResponse, ModelStreamInferResponse,
-    RepositoryIndexRequest, RepositoryIndexResponse, RepositoryModelLoadRequest,
-    RepositoryModelLoadResponse, RepositoryModelUnloadRequest, RepositoryModelUnloadResponse,
-    ServerLiveRequest, ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse,
-    ServerReadyRequest, ServerReadyResponse,
+    CudaSharedMemoryRegisterRequest, CudaSharedMemoryRegisterResponse,
+    CudaSharedMemoryStatusRequest, CudaSharedMemoryStatusResponse,
+    CudaSharedMemoryUnregisterRequest, CudaSharedMemoryUnregisterResponse, ModelConfigRequest,
+    ModelConfigResponse, ModelInferRequest, ModelInferResponse, ModelMetadataRequest,
+    ModelMetadataResponse, ModelReadyRequest, ModelReadyResponse, ModelStatisticsRequest,
+    ModelStatisticsResponse, ModelStreamInferResponse, RepositoryIndexRequest,
+    RepositoryIndexResponse, RepositoryModelLoadRequest, RepositoryModelLoadResponse,
+    RepositoryModelUnloadRequest, RepositoryModelUnloadResponse, ServerLiveRequest,
+    ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest,
+    ServerReadyResponse, SystemSharedMemoryRegisterRequest, SystemSharedMemoryRegisterResponse,
+    SystemSharedMemoryStatusRequest, SystemSharedMemoryStatusResponse,
+    SystemSharedMemoryUnregisterRequest, SystemSharedMemoryUnregisterResponse,
 };
 use super::shared::Shared;
+use super::shared_memory;
 use super::stream::stream_infer;
 use crate::models::config::{metadata_shape, Tensor};
 
@@ -82,9 +88,9 @@ impl GrpcInferenceService for InferService {
         Ok(Response::new(ServerMetadataResponse {
             name: "weir".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            extensions: crate::models::EXTENSIONS
-                .iter()
-                .map(|e| (*e).to_string())
+            extensions: crate::models::extensions(self.0.shared_memory.enabled())
+                .into_iter()
+                .map(str::to_string)
                 .collect(),
         }))
     }
@@ -188,6 +194,59 @@ impl GrpcInferenceService for InferService {
         let r = request.into_inner();
         super::repository::unload(self.0.control.as_ref(), r.model_name, r.parameters).await?;
         Ok(Response::new(RepositoryModelUnloadResponse {}))
+    }
+
+    async fn system_shared_memory_status(
+        &self,
+        request: Request<SystemSharedMemoryStatusRequest>,
+    ) -> Result<Response<SystemSharedMemoryStatusResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let name = &request.get_ref().name;
+        shared_memory::system_status(&self.0.shared_memory, name).map(Response::new)
+    }
+
+    async fn system_shared_memory_register(
+        &self,
+        request: Request<SystemSharedMemoryRegisterRequest>,
+    ) -> Result<Response<SystemSharedMemoryRegisterResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        let peer = request.remote_addr();
+        shared_memory::system_register(&self.0.shared_memory, request.get_ref(), peer)?;
+        Ok(Response::new(SystemSharedMemoryRegisterResponse {}))
+    }
+
+    async fn system_shared_memory_unregister(
+        &self,
+        request: Request<SystemSharedMemoryUnregisterRequest>,
+    ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        shared_memory::system_unregister(&self.0.shared_memory, &request.get_ref().name);
+        Ok(Response::new(SystemSharedMemoryUnregisterResponse {}))
+    }
+
+    async fn cuda_shared_memory_status(
+        &self,
+        request: Request<CudaSharedMemoryStatusRequest>,
+    ) -> Result<Response<CudaSharedMemoryStatusResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        shared_memory::cuda_status(&request.get_ref().name)?;
+        Ok(Response::new(CudaSharedMemoryStatusResponse::default()))
+    }
+
+    async fn cuda_shared_memory_register(
+        &self,
+        request: Request<CudaSharedMemoryRegisterRequest>,
+    ) -> Result<Response<CudaSharedMemoryRegisterResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        Err(shared_memory::cuda_register())
+    }
+
+    async fn cuda_shared_memory_unregister(
+        &self,
+        request: Request<CudaSharedMemoryUnregisterRequest>,
+    ) -> Result<Response<CudaSharedMemoryUnregisterResponse>, Status> {
+        self.0.authorize(request.metadata()).map_err(|f| f.status)?;
+        Ok(Response::new(CudaSharedMemoryUnregisterResponse {}))
     }
 
     type ModelStreamInferStream = ReceiverStream<Result<ModelStreamInferResponse, Status>>;

@@ -28,12 +28,13 @@ use super::config::GrpcConfig;
 use super::convert::{infer_request, infer_response};
 use super::proto::{ModelInferRequest, ModelInferResponse};
 use super::status::Failure;
-use crate::http::authorized;
 use crate::http::metrics::{ModelMetrics, Outcome};
+use crate::http::{authorized, ByteBudget, BytesPermit};
 use crate::models::control::ModelControl;
 use crate::models::modelless::{find, Found};
 use crate::models::{ModelTable, ModelVersion};
 use crate::oip::{infer_outputs, ModelLess, RequestTracing};
+use crate::shared_memory::SharedMemory;
 
 /// Where the server is in its life: health, readiness and open streams follow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,11 @@ pub(super) struct Shared {
     pub modelless: Option<Arc<dyn ModelLess>>,
     pub config: GrpcConfig,
     pub phase: watch::Sender<Phase>,
+    /// The registered shared memory regions (off unless the server was given a registry).
+    pub shared_memory: Arc<SharedMemory>,
+    /// The process's byte budget, charged for inputs read from shared memory (messages are
+    /// charged as they arrive, `admit.rs`).
+    pub budget: Arc<ByteBudget>,
 }
 
 impl Shared {
@@ -174,14 +180,34 @@ impl Shared {
     ) -> Result<ModelInferResponse, Failure> {
         let mut parsed = infer_request(&request, request.encoded_len())?;
         parsed.trace = tracing;
+        let placement = std::mem::take(&mut parsed.placement);
         let name = std::mem::take(&mut request.model_name);
         // The raw contents are copied into the parsed tensors: free them before the graph runs.
         drop(request);
+        // Inputs in shared memory are charged to the budget before they are read, and held
+        // until the answer, as a message's bytes are.
+        let mut permit = BytesPermit::new(&self.budget);
+        if !placement.inputs.is_empty() {
+            let needed = placement.input_bytes();
+            permit
+                .hold(needed)
+                .map_err(|_| Failure::budget(needed, self.budget.limit()))?;
+            self.shared_memory.read_inputs(
+                &placement,
+                &mut parsed,
+                self.config.max_message_bytes,
+            )?;
+        }
         let timeout = self.config.request_timeout;
-        let answer = match target {
+        let mut answer = match target {
             Target::Graph(g) => infer_outputs(&g.runtime, parsed, timeout).await?,
             Target::ModelLess(m) => m.infer(&name, parsed, timeout).await?,
         };
+        if !placement.outputs.is_empty() {
+            self.shared_memory
+                .write_outputs(&placement, &mut answer.outputs)?;
+        }
+        drop(permit);
         Ok(infer_response(answer)?)
     }
 }

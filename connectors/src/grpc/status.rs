@@ -51,6 +51,23 @@ impl Failure {
         }
     }
 
+    /// `needed` bytes the process's byte budget of `limit` cannot cover now.
+    pub fn budget(needed: usize, limit: usize) -> Failure {
+        let mut failure = Failure::new(
+            Code::ResourceExhausted,
+            Outcome::Overloaded,
+            format!(
+                "the server-wide budget of {limit} bytes in flight (--max-inflight-bytes) cannot \
+                 cover this request's {needed} bytes of shared memory inputs now"
+            ),
+        );
+        failure
+            .status
+            .metadata_mut()
+            .insert("retry-after", MetadataValue::from_static("1"));
+        failure
+    }
+
     /// Missing or wrong bearer token.
     pub fn unauthenticated() -> Failure {
         Failure::new(

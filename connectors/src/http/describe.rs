@@ -21,7 +21,8 @@ pub(super) async fn server_metadata(
 ) -> Result<Response, ServeError> {
     authorize(&s, &headers)?;
     Ok(json_ok(
-        json!({"name": "weir", "version": env!("CARGO_PKG_VERSION"), "extensions": crate::models::EXTENSIONS}),
+        json!({"name": "weir", "version": env!("CARGO_PKG_VERSION"),
+            "extensions": crate::models::extensions(s.shared_memory.enabled())}),
     ))
 }
 

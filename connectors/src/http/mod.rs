@@ -27,6 +27,7 @@ mod offline;
 mod repository;
 mod requests;
 mod server;
+mod shared_memory;
 mod state;
 mod status;
 pub mod triton_metrics;

@@ -48,7 +48,7 @@ pub(super) fn routes(state: RepositoryState) -> Router {
         .with_state(Arc::new(state))
 }
 
-fn reply(status: StatusCode, body: &Value) -> Response {
+pub(super) fn reply(status: StatusCode, body: &Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -57,8 +57,9 @@ fn reply(status: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-/// Why a repository request is refused, answered once as a response.
-enum Refusal {
+/// Why a control request (the repository's, shared memory's) is refused, answered once as a
+/// response.
+pub(super) enum Refusal {
     /// No or a wrong bearer token.
     Unauthorized,
     /// A status and the error document's message.
@@ -89,13 +90,14 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The body as JSON (`{}` when empty), once the caller is authorised.
-async fn authorised_body(
-    s: &RepositoryState,
+/// A control request's body as JSON (`{}` when empty), once the caller is authorised by
+/// `token`: at most [`MAX_CONTROL_BODY`] bytes, read within a deadline.
+pub(super) async fn authorised_body(
+    token: Option<&AuthToken>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Value, Refusal> {
-    if !authorized(s.auth_token.as_ref(), headers) {
+    if !authorized(token, headers) {
         return Err(Refusal::Unauthorized);
     }
     let bytes = match tokio::time::timeout(
@@ -128,7 +130,7 @@ async fn authorised_body(
     }
 }
 
-fn bad(message: &str) -> Refusal {
+pub(super) fn bad(message: &str) -> Refusal {
     Refusal::Status(StatusCode::BAD_REQUEST, message.to_string())
 }
 
@@ -170,7 +172,7 @@ async fn index(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Refusal> {
-    let body = authorised_body(&s, &headers, body).await?;
+    let body = authorised_body(s.auth_token.as_ref(), &headers, body).await?;
     let ready_only = match body.get("ready") {
         None => false,
         Some(Value::Bool(b)) => *b,
@@ -205,7 +207,7 @@ async fn load(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, Refusal> {
-    let body = authorised_body(&s, &headers, body).await?;
+    let body = authorised_body(s.auth_token.as_ref(), &headers, body).await?;
     let request = LoadRequest::from_parameters(parameters(&body)?)?;
     run(control(&s)?, move |c| c.load(&name, request)).await
 }
@@ -216,7 +218,7 @@ async fn unload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, Refusal> {
-    let body = authorised_body(&s, &headers, body).await?;
+    let body = authorised_body(s.auth_token.as_ref(), &headers, body).await?;
     let request = UnloadRequest::from_parameters(parameters(&body)?)?;
     run(control(&s)?, move |c| c.unload(&name, request)).await
 }

@@ -33,9 +33,10 @@ use super::state::{authorize, HttpConfig, ServerState};
 use crate::models::control::ModelControl;
 use crate::models::{LookupError, ModelTable, ModelVersion, Models};
 use crate::oip::{
-    parse_infer_request, parse_infer_request_split, run_infer, InferRequest, ModelLess, OipError,
-    ProtocolError, RequestTracing, HEADER_LENGTH,
+    infer_outputs, parse_infer_request, parse_infer_request_split, InferRequest, ModelLess,
+    OipError, Placement, ProtocolError, RequestTracing, HEADER_LENGTH,
 };
+use crate::shared_memory::SharedMemory;
 
 /// A server over running graphs; each graph is a v2 model named by the graph's name.
 pub struct HttpServer {
@@ -94,6 +95,7 @@ impl HttpServer {
                 offline: None,
                 modelless: None,
                 status: None,
+                shared_memory: SharedMemory::off(),
             }),
         }
     }
@@ -115,6 +117,17 @@ impl HttpServer {
         let mut state = self.state;
         if let Some(s) = Arc::get_mut(&mut state) {
             s.control = Some(control);
+        }
+        HttpServer { state }
+    }
+
+    /// The same server, serving Triton's system shared memory extension over `regions` (which
+    /// the process's gRPC server may share); without it every registration is refused.
+    #[must_use]
+    pub fn with_shared_memory(self, regions: Arc<SharedMemory>) -> HttpServer {
+        let mut state = self.state;
+        if let Some(s) = Arc::get_mut(&mut state) {
+            s.shared_memory = regions;
         }
         HttpServer { state }
     }
@@ -232,6 +245,12 @@ impl HttpServer {
             .merge(super::repository::routes(
                 super::repository::RepositoryState {
                     control: self.state.control.clone(),
+                    auth_token: self.state.config.auth_token.clone(),
+                },
+            ))
+            .merge(super::shared_memory::routes(
+                super::shared_memory::SharedMemoryState {
+                    regions: Arc::clone(&self.state.shared_memory),
                     auth_token: self.state.config.auth_token.clone(),
                 },
             ))
@@ -412,15 +431,23 @@ async fn infer_inner(
     request.trace = tracing;
     crate::access_log::note_request_id(request.id.as_deref());
     // The permit is held until the answer, for the larger of the body and its parsed tensors:
-    // numeric tensors are about the body's size, BYTES elements several times their text.
+    // numeric tensors are about the body's size, BYTES elements several times their text; and
+    // for the inputs read from shared memory, before they are read.
+    let placement = std::mem::take(&mut request.placement);
     let parsed = request
         .inputs
         .iter()
-        .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()));
+        .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()))
+        .saturating_add(placement.input_bytes());
     permit.hold(parsed)?;
+    if !placement.inputs.is_empty() {
+        s.shared_memory
+            .read_inputs(&placement, &mut request, s.config.max_body_bytes)?;
+    }
     let rows = served.rows(&request);
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-    let response = match run_request(served, name, request, remaining).await {
+    let regions = (!placement.outputs.is_empty()).then_some((s.shared_memory.as_ref(), &placement));
+    let response = match run_request(served, name, request, regions, remaining).await {
         // The client's deadline is the configured one, however much of it the upload used.
         Err(ServeError::Protocol(OipError::Deadline { .. })) => {
             Err(OipError::Deadline { ms: timeout_ms }.into())
@@ -451,21 +478,23 @@ impl Served<'_> {
     }
 }
 
-/// Runs a parsed request and writes the reply with its content headers.
+/// Runs a parsed request and writes the reply with its content headers; the outputs `regions`
+/// places in shared memory are written there first.
 async fn run_request(
     served: Served<'_>,
     name: &str,
     request: InferRequest,
+    regions: Option<(&SharedMemory, &Placement)>,
     timeout: Duration,
 ) -> Result<Response, ServeError> {
-    let (body, header_length) = match served {
-        Served::Graph(v) => run_infer(&v.runtime, request, timeout).await?,
-        Served::ModelLess(m) => m
-            .infer(name, request, timeout)
-            .await?
-            .encode()
-            .map_err(OipError::from)?,
+    let mut answer = match served {
+        Served::Graph(v) => infer_outputs(&v.runtime, request, timeout).await?,
+        Served::ModelLess(m) => m.infer(name, request, timeout).await?,
     };
+    if let Some((shared_memory, placement)) = regions {
+        shared_memory.write_outputs(placement, &mut answer.outputs)?;
+    }
+    let (body, header_length) = answer.encode().map_err(OipError::from)?;
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     match header_length {

@@ -82,6 +82,8 @@ pub(super) struct ServerState {
     pub(super) metrics: Arc<ServerMetrics>,
     pub(super) bytes_budget: Arc<ByteBudget>,
     pub(super) connections: Arc<ConnectionCounters>,
+    /// The registered shared memory regions (off unless the server was given a registry).
+    pub(super) shared_memory: Arc<crate::shared_memory::SharedMemory>,
 }
 
 pub(super) fn authorize(state: &ServerState, headers: &HeaderMap) -> Result<(), ServeError> {

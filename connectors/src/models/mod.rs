@@ -36,6 +36,16 @@ pub const EXTENSIONS: [&str; 4] = [
     "statistics",
 ];
 
+/// The extensions a server names: [`EXTENSIONS`], and `system_shared_memory` when it serves
+/// shared memory regions.
+pub fn extensions(shared_memory: bool) -> Vec<&'static str> {
+    let mut all = EXTENSIONS.to_vec();
+    if shared_memory {
+        all.push("system_shared_memory");
+    }
+    all
+}
+
 /// One served version of a model.
 pub struct ModelVersion {
     /// The graph that answers it.

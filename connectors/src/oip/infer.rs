@@ -190,6 +190,7 @@ pub async fn infer_outputs(
     mut request: InferRequest,
     timeout: Duration,
 ) -> Result<InferOutputs, OipError> {
+    super::shared_memory::refuse_unserved(&request).map_err(OipError::Malformed)?;
     let tracing = request.trace.take();
     let path = PathRecording::begin(runtime, tracing.as_ref());
     let trace_id = tracing
@@ -333,6 +334,7 @@ pub async fn infer_outputs(
             name,
             tensor,
             binary,
+            region: None,
         });
     }
     Ok(InferOutputs {

@@ -18,6 +18,7 @@ use super::data;
 use super::element::{for_dtype, OipElement, Scalar};
 use super::error::{perr, ProtocolError};
 use super::request::{parse_datatype, InputTensor};
+use super::shared_memory::{RegionSlice, SharedInput};
 
 /// Typed element values, as a protobuf message carries them (one repeated field per kind).
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +113,41 @@ pub fn input_from_parts(
         shape,
         data,
     })
+}
+
+/// Input `index`, given as parts, whose elements lie in the shared memory `slice`: the input,
+/// empty until the transport reads it, and where it lies. `field` and `request_len` as in
+/// [`input_from_parts`].
+///
+/// # Errors
+/// A [`ProtocolError`] naming `field.datatype` or `field.shape`, or the byte size when it is not
+/// the shape's.
+pub fn shared_input_from_parts(
+    index: usize,
+    field: &str,
+    name: &str,
+    datatype: &str,
+    shape: &[i64],
+    slice: RegionSlice,
+    request_len: usize,
+) -> Result<(InputTensor, SharedInput), ProtocolError> {
+    let dtype = parse_datatype(datatype, &format!("{field}.datatype"))?;
+    let numbers: Vec<Number> = shape.iter().map(|&d| Number::from(d)).collect();
+    let (shape, count) = data::checked_shape(&numbers, request_len, &format!("{field}.shape"))?;
+    super::shared_memory::check_input(&slice, dtype, count, field)?;
+    let tensor = InputTensor {
+        name: name.to_string(),
+        shape,
+        data: TensorData::empty(dtype),
+    };
+    Ok((
+        tensor,
+        SharedInput {
+            index,
+            dtype,
+            slice,
+        },
+    ))
 }
 
 /// The typed `values` as elements of `dtype`; integers are range-checked as JSON integers are.

@@ -15,6 +15,7 @@ use weir_engine::tensor::{Tensor, TensorData};
 use weir_engine::with_elements;
 
 use super::element::{EncodeFault, OipElement};
+use super::shared_memory::RegionSlice;
 
 /// One output of a reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +26,9 @@ pub struct ReplyTensor {
     pub tensor: Tensor,
     /// Send as binary data.
     pub binary: bool,
+    /// Where the tensor was written instead (the shared memory extension): the reply then
+    /// carries no data for it (over gRPC, the region and byte size in its parameters).
+    pub region: Option<RegionSlice>,
 }
 
 /// An output the reply cannot carry in the encoding asked for.
@@ -141,6 +145,18 @@ pub fn encode_infer_reply(
     for o in outputs {
         let data = &o.tensor.data;
         let mut parameters = BTreeMap::new();
+        if o.region.is_some() {
+            // Written to its region: name, datatype and shape only, as Triton answers (its
+            // clients read `binary_data_size` from any output that has `parameters`).
+            raw_outputs.push(RawReplyOutput {
+                name: &o.name,
+                datatype: o.tensor.dtype().oip_name(),
+                shape: &o.tensor.shape,
+                parameters,
+                data: None,
+            });
+            continue;
+        }
         let fault = if o.binary {
             with_elements!(data, v => first_fault(v, OipElement::binary_fault))
         } else {
@@ -176,7 +192,7 @@ pub fn encode_infer_reply(
     // `Vec` cannot fail.
     let mut body = serde_json::to_vec(&reply)
         .unwrap_or_else(|e| format!("{{\"error\":\"encoding the reply: {e}\"}}").into_bytes());
-    if outputs.iter().any(|o| o.binary) {
+    if outputs.iter().any(|o| o.binary && o.region.is_none()) {
         let header = body.len();
         body.extend_from_slice(&binary);
         Ok((body, Some(header)))

@@ -22,6 +22,7 @@ use weir_engine::tensor::{DType, TensorData};
 
 use super::data;
 use super::error::{perr, ProtocolError};
+use super::shared_memory::{self, Placement, RawRegion, RegionSlice, SharedInput};
 use crate::echo::quote;
 
 /// Header naming the length of the JSON part of a binary body.
@@ -77,6 +78,26 @@ struct KnownParameters<'a> {
     binary_data: Option<&'a RawValue>,
     #[serde(default, borrow)]
     binary_data_output: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    shared_memory_region: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    shared_memory_byte_size: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    shared_memory_offset: Option<&'a RawValue>,
+}
+
+impl<'a> KnownParameters<'a> {
+    /// The shared memory slice these parameters (of `field`) name, if any.
+    fn region(&self, field: &str) -> Result<Option<RegionSlice>, ProtocolError> {
+        shared_memory::json_slice(
+            RawRegion {
+                region: self.shared_memory_region,
+                byte_size: self.shared_memory_byte_size,
+                offset: self.shared_memory_offset,
+            },
+            field,
+        )
+    }
 }
 
 /// Reads the known keys of a `parameters` object.
@@ -140,6 +161,9 @@ pub struct InferRequest {
     /// The request's trace, set by the transport from the client's `traceparent` when the
     /// server traces (`None`: tracing is off).
     pub trace: Option<super::RequestTracing>,
+    /// The inputs and outputs that lie in shared memory regions; an input there has no elements
+    /// until the transport reads them (`shared_memory.rs`).
+    pub placement: Placement,
 }
 
 pub(super) fn parse_datatype(name: &str, field: &str) -> Result<DType, ProtocolError> {
@@ -227,17 +251,39 @@ impl Binary<'_> {
     }
 }
 
-/// Decodes input `i`'s tensor, taking its binary data (if any) from the front of `binary`.
+/// Decodes input `i`'s tensor, taking its binary data (if any) from the front of `binary`; an
+/// input in a shared memory region comes back empty, with where it lies.
 fn parse_input(
     i: usize,
     input: &RawInput<'_>,
     binary: &mut Binary<'_>,
     body_len: usize,
-) -> Result<InputTensor, ProtocolError> {
+) -> Result<(InputTensor, Option<SharedInput>), ProtocolError> {
     let name = quote(&input.name);
     let field = |f: &str| format!("inputs[{i}] ({name}).{f}");
     let dtype = parse_datatype(&input.datatype, &field("datatype"))?;
     let params = known_parameters(input.parameters, &field("parameters"))?;
+    if let Some(slice) = params.region(&field("parameters"))? {
+        if params.binary_data_size.is_some() || input.data.is_some() {
+            return Err(perr(
+                field("parameters.shared_memory_region"),
+                "give `data`, `parameters.binary_data_size` or a shared memory region, one of them",
+            ));
+        }
+        let (shape, count) = data::checked_shape(&input.shape, body_len, &field("shape"))?;
+        shared_memory::check_input(&slice, dtype, count, &format!("inputs[{i}] ({name})"))?;
+        let tensor = InputTensor {
+            name: input.name.clone(),
+            shape,
+            data: TensorData::empty(dtype),
+        };
+        let shared = SharedInput {
+            index: i,
+            dtype,
+            slice,
+        };
+        return Ok((tensor, Some(shared)));
+    }
     let data = match (params.binary_data_size, input.data) {
         (Some(size), None) => {
             let size_field = field("parameters.binary_data_size");
@@ -293,16 +339,17 @@ fn parse_input(
         (None, None) => {
             return Err(perr(
                 field("data"),
-                "missing: give `data` or `parameters.binary_data_size`",
+                "missing: give `data`, `parameters.binary_data_size` or a shared memory region",
             ))
         }
     };
     let (shape, data) = data;
-    Ok(InputTensor {
+    let tensor = InputTensor {
         name: input.name.clone(),
         shape,
         data,
-    })
+    };
+    Ok((tensor, None))
 }
 
 /// Parses a request body; `header_length` is the `Inference-Header-Content-Length` value, if sent.
@@ -394,8 +441,11 @@ fn parse_parts(
     let raw: RawRequest<'_> = serde_json::from_slice(json)
         .map_err(|e| perr("body", format!("invalid JSON: {}", quote(&e.to_string()))))?;
     let mut inputs = Vec::with_capacity(raw.inputs.len());
+    let mut placement = Placement::default();
     for (i, input) in raw.inputs.iter().enumerate() {
-        inputs.push(parse_input(i, input, &mut binary, body_len)?);
+        let (tensor, shared) = parse_input(i, input, &mut binary, body_len)?;
+        inputs.push(tensor);
+        placement.inputs.extend(shared);
     }
     if binary.remaining() != 0 {
         return Err(perr(
@@ -420,7 +470,11 @@ fn parse_parts(
                     return Err(perr(format!("outputs[{i}] ({name})"), "asked for twice"));
                 }
                 let field = format!("outputs[{i}] ({name}).parameters");
-                let asked = known_parameters(o.parameters, &field)?.binary_data;
+                let params = known_parameters(o.parameters, &field)?;
+                let asked = params.binary_data;
+                if let Some(slice) = params.region(&field)? {
+                    placement.outputs.push((o.name.clone(), field, slice));
+                }
                 requested.push(RequestedOutput {
                     binary: is_true(asked) || (binary_by_default && asked.is_none()),
                     name: o.name,
@@ -437,6 +491,7 @@ fn parse_parts(
         binary_by_default,
         body_bytes: body_len,
         trace: None,
+        placement,
     })
 }
 
@@ -506,6 +561,7 @@ mod tests {
             name: "y".into(),
             tensor: Tensor::f32(vec![1, 2], vec![0.5, -2.0]),
             binary: true,
+            region: None,
         };
         let (body, header) = encode_infer_reply("g", Some("1"), Map::new(), &[out]).unwrap();
         let header = header.unwrap();

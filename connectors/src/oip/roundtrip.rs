@@ -88,6 +88,7 @@ fn reply(t: &Tensor, binary: bool) -> (Value, Vec<u8>) {
         name: "t".into(),
         tensor: t.clone(),
         binary,
+        region: None,
     };
     let (body, header) = encode_infer_reply("g", None, Map::new(), &[out]).unwrap();
     let header = header.unwrap_or(body.len());
@@ -260,6 +261,7 @@ fn non_utf8_bytes_have_no_json_form_but_go_as_binary() {
         name: "y".into(),
         tensor: tensor.clone(),
         binary,
+        region: None,
     };
     let err = encode_infer_reply("g", None, Map::new(), &[out(false)]).unwrap_err();
     assert!(
@@ -277,6 +279,7 @@ fn a_binary_output_of_no_bytes_still_has_a_header_length() {
         name: "y".into(),
         tensor: Tensor::f32(vec![0], vec![]),
         binary: true,
+        region: None,
     };
     let (body, header) = encode_infer_reply("g", None, Map::new(), &[out]).unwrap();
     assert_eq!(header, Some(body.len()));

@@ -114,6 +114,10 @@ impl FrontEnds {
             http_server = http_server.with_model_control(Arc::clone(&c));
             grpc_server = grpc_server.with_model_control(c);
         }
+        // One registry of shared memory regions for both transports, as in Triton.
+        let regions = args.ops.shared_memory();
+        http_server = http_server.with_shared_memory(Arc::clone(&regions));
+        grpc_server = grpc_server.with_shared_memory(regions);
         let streams: Vec<(Arc<GraphRuntime>, StreamConnector)> = running
             .iter()
             .flat_map(|r| {

@@ -1,7 +1,8 @@
 //! The flags of `weir serve` that a platform team sets rather than a model's author: TLS on both
 //! listeners, the metrics listener and its compatibility names, probes without the token, the
-//! access log; and what they build (the TLS configuration, the process's and Triton's metrics
-//! sources). docs/deployment.md is the guide to them.
+//! access log, shared memory for clients on the host; and what they build (the TLS
+//! configuration, the process's and Triton's metrics sources, the shared memory registry).
+//! docs/deployment.md is the guide to them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use weir_connectors::grpc::GrpcServer;
 use weir_connectors::http::triton_metrics::{triton_source, NodeTotals, TritonModel};
 use weir_connectors::http::{HttpServer, MetricsSource};
 use weir_connectors::oip::Traces;
+use weir_connectors::shared_memory::SharedMemory;
 use weir_connectors::tls::{ServerTls, TlsFiles};
 use weir_engine::trace::Sampler;
 
@@ -22,6 +24,13 @@ use crate::RunningGraph;
 pub(crate) enum MetricsCompat {
     /// Triton's `nv_inference_*` families, labelled by model and version.
     Triton,
+}
+
+/// Kinds of shared memory a client may hand tensors over in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SharedMemoryKind {
+    /// POSIX shared memory objects (Triton's system shared memory extension).
+    System,
 }
 
 /// The operational flags (see the module docs).
@@ -69,6 +78,13 @@ pub(crate) struct OperateArgs {
     /// ParentBased(TraceIdRatioBased)). Needs --otlp-endpoint.
     #[arg(long, env = "WEIR_TRACE_SAMPLING", default_value_t = 0.0, requires = "otlp_endpoint", value_parser = parse_ratio)]
     pub trace_sampling: f64,
+    /// Serve Triton's shared memory extension: `system` lets clients on this host register
+    /// POSIX shared memory objects (over loopback only) and name them for inputs and outputs
+    /// instead of sending the tensors (HTTP `/v2/systemsharedmemory/…`, gRPC
+    /// `SystemSharedMemory*`). Off by default: a registered region lets a client have the server
+    /// read and write that object. See docs/triton.md.
+    #[arg(long, value_enum, env = "WEIR_SHARED_MEMORY")]
+    pub shared_memory: Option<SharedMemoryKind>,
 }
 
 /// A sampling ratio: a number from 0 to 1.
@@ -84,6 +100,15 @@ fn parse_ratio(text: &str) -> std::result::Result<f64, String> {
 }
 
 impl OperateArgs {
+    /// The shared memory registry both servers share: serving the extension when asked for,
+    /// refusing every registration when not.
+    pub(crate) fn shared_memory(&self) -> Arc<SharedMemory> {
+        match self.shared_memory {
+            Some(SharedMemoryKind::System) => SharedMemory::system(),
+            None => SharedMemory::off(),
+        }
+    }
+
     /// The TLS configuration asked for, read and checked.
     pub(crate) fn tls(&self) -> Result<Option<Arc<ServerTls>>> {
         let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
