@@ -6,14 +6,16 @@
 //! intra-op threads, the least-latency layout on 2 cores; above it, 2 sessions × 1 thread, the
 //! most-throughput layout. Bare ORT's throughput reference is its saturated throughput at that
 //! layout; its latency reference is back-to-back calls at concurrency 1. At one client the binary
-//! path's added latency is also read call by call ([`Interleaved`]): a bare call, an HTTP request
-//! and a loopback-floor request in turn, so that all three see the same machine.
+//! path's added latency is also read call by call ([`Interleaved`]): a bare call, an HTTP request,
+//! a loopback-floor request and the request with its tensors in shared memory in turn, so that
+//! all four see the same machine.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use weir_connectors::http::{HttpConfig, HttpServer};
+use weir_connectors::shared_memory::SharedMemory;
 use weir_operators::model::OrtRuntime;
 
 use crate::client::{http_load, prepare, Client, Prepared};
@@ -23,6 +25,7 @@ use crate::overhead::{
     bare_call, bare_chunk, first_input, median, model_input, quantile_ms, sessions, weir_graph,
     Layout, IMAGE,
 };
+use crate::shm_client::ShmClient;
 use weir::loadgen::{run_load, Arrival, LoadSpec};
 
 /// Settings of the HTTP experiment.
@@ -62,8 +65,8 @@ pub struct HttpRow {
     pub interleaved: Option<Interleaved>,
 }
 
-/// A bare ONNX Runtime call, an HTTP binary request and a request to the loopback floor, in turn,
-/// at one client: each triple sees the same machine, so the differences within a triple carry no
+/// A bare ONNX Runtime call, an HTTP binary request, a request to the loopback floor and the
+/// request with its tensors in shared memory, in turn, at one client: each triple sees the same machine, so the differences within a triple carry no
 /// drift between measurements taken one after another (which moves bare ORT's own p50 by more
 /// than the HTTP path adds, on a shared VM).
 #[derive(Debug, Clone, Default)]
@@ -77,11 +80,16 @@ pub struct Interleaved {
     /// Median over the triples of binary − bare − floor, in ms: what is left after moving the
     /// bytes (the HTTP server, the graph, their wake-ups).
     pub beyond_floor_ms: f64,
+    /// p50 ms of the same request with its tensors in shared memory (a fourth call each round).
+    pub shm_p50_ms: f64,
+    /// Median over the rounds of shared memory − bare, in ms.
+    pub shm_added_ms: f64,
 }
 
-/// Measures `calls` triples (after 10 unrecorded ones, [`in_turn`]) of a bare call on `session`
-/// (its input a fresh buffer, as a request's arrives), the `binary` request to `server` and the
-/// same request to `floor`, each over one keep-alive connection.
+/// Measures `calls` rounds (after 10 unrecorded ones, [`in_turn`]) of a bare call on `session`
+/// (its input a fresh buffer, as a request's arrives), the `binary` request to `server`, the
+/// same request to `floor`, and the request to `server` with its tensors in shared memory
+/// (written and read back by the client each call), each over one keep-alive connection.
 fn interleaved(
     session: &mut ort::session::Session,
     (input, data): (&str, &[f32]),
@@ -95,7 +103,13 @@ fn interleaved(
     };
     let mut to_server = posting(Client::connect(server)?, binary);
     let mut to_floor = posting(Client::connect(floor)?, binary);
-    let [bare, http, floors] = in_turn(calls, 10, [&mut bare, &mut to_server, &mut to_floor])?;
+    let mut shm = ShmClient::register(server, "overhead", &IMAGE, data)?;
+    let mut in_shm = || shm.call();
+    let [bare, http, floors, shared] = in_turn(
+        calls,
+        10,
+        [&mut bare, &mut to_server, &mut to_floor, &mut in_shm],
+    )?;
     Ok(Interleaved {
         calls: bare.len(),
         p50_ms: (
@@ -105,6 +119,8 @@ fn interleaved(
         ),
         added_ms: median_difference_ms(&http, &[&bare]),
         beyond_floor_ms: median_difference_ms(&http, &[&bare, &floors]),
+        shm_p50_ms: quantile_ms(&shared, 0.5)?,
+        shm_added_ms: median_difference_ms(&shared, &[&bare]),
     })
 }
 
@@ -134,12 +150,14 @@ pub(crate) struct LocalServer {
 }
 
 impl LocalServer {
+    /// A server over `graph`, with system shared memory on (the benchmark's client is local).
     pub(crate) fn start(graph: &weir::RunningGraph) -> Result<LocalServer> {
         let server = HttpServer::new(
             vec![graph.runtime_handle()],
             HttpConfig::default(),
             Vec::new(),
-        );
+        )
+        .with_shared_memory(SharedMemory::system());
         LocalServer::spawn(move |listener, stopped| async move {
             let _ = server.serve(listener, stopped).await;
         })
@@ -397,6 +415,8 @@ fn merged(repeats: &[Interleaved]) -> Option<Interleaved> {
         p50_ms: (m(|r| r.p50_ms.0), m(|r| r.p50_ms.1), m(|r| r.p50_ms.2)),
         added_ms: m(|r| r.added_ms),
         beyond_floor_ms: m(|r| r.beyond_floor_ms),
+        shm_p50_ms: m(|r| r.shm_p50_ms),
+        shm_added_ms: m(|r| r.shm_added_ms),
     })
 }
 
@@ -410,12 +430,20 @@ pub fn interleaved_table(rows: &[HttpRow]) -> String {
         return String::new();
     }
     let mut s = String::from(
-        "| model | triples | bare p50 ms | HTTP binary p50 ms | loopback floor p50 ms | binary − bare, median of pairs ms | binary − bare − floor, median ms |\n|---|---|---|---|---|---|---|\n",
+        "| model | rounds | bare p50 ms | HTTP binary p50 ms | loopback floor p50 ms | binary − bare, median of pairs ms | binary − bare − floor, median ms | shared memory p50 ms | shared memory − bare, median ms |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for (r, i) in read {
         s.push_str(&format!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:+.3} | {:+.3} |\n",
-            r.model, i.calls, i.p50_ms.0, i.p50_ms.1, i.p50_ms.2, i.added_ms, i.beyond_floor_ms
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:+.3} | {:+.3} | {:.3} | {:+.3} |\n",
+            r.model,
+            i.calls,
+            i.p50_ms.0,
+            i.p50_ms.1,
+            i.p50_ms.2,
+            i.added_ms,
+            i.beyond_floor_ms,
+            i.shm_p50_ms,
+            i.shm_added_ms
         ));
     }
     s
@@ -455,6 +483,8 @@ mod tests {
             p50_ms: (4.0 + added_ms, 5.0, 0.2),
             added_ms,
             beyond_floor_ms: added_ms - 0.2,
+            shm_p50_ms: 4.5,
+            shm_added_ms: added_ms / 2.0,
         };
         let merged = merged(&[repeat(0.5), repeat(0.9), repeat(0.6)]).expect("three repeats");
         assert_eq!(merged.calls, 900);
@@ -465,7 +495,8 @@ mod tests {
         let table = interleaved_table(&[row(Some(merged)), row(None)]);
         assert_eq!(table.lines().count(), 3, "{table}");
         assert!(
-            table.contains("| m | 900 | 4.600 | 5.000 | 0.200 | +0.600 | +0.400 |"),
+            table
+                .contains("| m | 900 | 4.600 | 5.000 | 0.200 | +0.600 | +0.400 | 4.500 | +0.300 |"),
             "{table}"
         );
         assert!(interleaved_table(&[row(None)]).is_empty());

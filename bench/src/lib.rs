@@ -91,6 +91,7 @@ pub mod process;
 pub mod remote;
 pub mod serf;
 pub mod serf_phases;
+mod shm_client;
 pub mod threads;
 pub mod tls;
 pub mod trace_cost;
