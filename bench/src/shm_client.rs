@@ -26,7 +26,11 @@ pub(crate) struct ShmClient {
     data: Vec<u8>,
     output_len: usize,
     paths: [PathBuf; 2],
+    addr: String,
 }
+
+/// The two regions' names on the server.
+const REGIONS: [&str; 2] = ["bench_in", "bench_out"];
 
 /// Creates the shared memory object `/dev/shm/<name>` of `len` bytes.
 fn object(name: &str, len: usize) -> Result<(File, PathBuf)> {
@@ -57,8 +61,8 @@ impl ShmClient {
         let (output, out_path) = object(&format!("{tag}_out"), OUTPUT_BYTES)?;
         let mut client = Client::connect(addr)?;
         for (region, path, len) in [
-            ("bench_in", &in_path, bytes.len()),
-            ("bench_out", &out_path, OUTPUT_BYTES),
+            (REGIONS[0], &in_path, bytes.len()),
+            (REGIONS[1], &out_path, OUTPUT_BYTES),
         ] {
             let key = format!(
                 "/{}",
@@ -94,6 +98,7 @@ impl ShmClient {
             data: bytes,
             output_len: 0,
             paths: [in_path, out_path],
+            addr: addr.to_string(),
         };
         shm.output_len = shm.output_bytes()?;
         Ok(shm)
@@ -136,7 +141,16 @@ impl ShmClient {
 }
 
 impl Drop for ShmClient {
+    /// Unregisters the regions (so the next client may register its own under the same names)
+    /// and removes the objects.
     fn drop(&mut self) {
+        for region in REGIONS {
+            let head = format!(
+                "POST /v2/systemsharedmemory/region/{region}/unregister HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\n\r\n",
+                self.addr
+            );
+            let _ = self.client.exchange(head.as_bytes(), b"");
+        }
         for p in &self.paths {
             let _ = std::fs::remove_file(p);
         }

@@ -40,7 +40,7 @@ pub(super) fn run(args: HttpArgs) -> Result<()> {
     print!("{}", http_table(&rows));
     let interleaved = interleaved_table(&rows);
     if !interleaved.is_empty() {
-        println!("\nOne client, call by call (bare ORT, HTTP binary, loopback floor in turn; medians of the repeats):\n");
+        println!("\nOne client, call by call (bare ORT, HTTP binary, loopback floor, HTTP with the tensors in shared memory in turn; medians of the repeats):\n");
         print!("{interleaved}");
     }
     super::write_plot(&args.plot, |p| crate::plot::plot_http(&rows, p));

@@ -22,13 +22,17 @@ pub fn plot_http(rows: &[HttpRow], path: &Path) -> Result<()> {
         ("HTTP JSON", RED, |r| Some(r.json.0)),
         ("HTTP binary", GREEN, |r| Some(r.binary.0)),
     ];
-    let latency: [Line<HttpRow>; 4] = [
+    let latency: [Line<HttpRow>; 5] = [
         ("bare ORT", BLACK, |r| {
             (r.concurrency <= 1).then_some(r.bare.1)
         }),
         ("in-process", BLUE, |r| Some(r.in_process.1)),
         ("HTTP JSON", RED, |r| Some(r.json.1)),
         ("HTTP binary", GREEN, |r| Some(r.binary.1)),
+        // Read call by call at one client only.
+        ("HTTP, tensors in shared memory", PALETTE[4], |r| {
+            r.interleaved.as_ref().map(|i| i.shm_p50_ms)
+        }),
     ];
     let sweep = Sweep {
         model: |r: &HttpRow| r.model.as_str(),
