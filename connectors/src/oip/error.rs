@@ -4,7 +4,7 @@
 
 use weir_engine::request::RequestError;
 
-use super::reply::ReplyError;
+use super::element::EncodeFault;
 
 /// A malformed request: the field and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -58,4 +58,44 @@ pub enum OipError {
         /// The deadline.
         ms: u64,
     },
+}
+
+/// An output the reply cannot carry in the encoding asked for.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    /// A BYTES element that is not UTF-8, asked for as JSON.
+    #[error(
+        "outputs: element {element} of `{output}` is not UTF-8 text, which JSON cannot carry; \
+         ask for this output as binary data (`\"parameters\": {{\"binary_data\": true}}`)"
+    )]
+    NotUtf8 {
+        /// The output.
+        output: String,
+        /// Index of the first such element.
+        element: usize,
+    },
+    /// A BYTES element longer than the binary extension's 4-byte length can state.
+    #[error("outputs: element {element} of `{output}` holds {len} bytes, more than a 4-byte length states")]
+    TooLong {
+        /// The output.
+        output: String,
+        /// Index of the element.
+        element: usize,
+        /// Its length.
+        len: usize,
+    },
+}
+
+impl ReplyError {
+    pub(super) fn new(output: &str, element: usize, fault: EncodeFault) -> ReplyError {
+        let output = output.to_string();
+        match fault {
+            EncodeFault::NotUtf8 => ReplyError::NotUtf8 { output, element },
+            EncodeFault::TooLong(len) => ReplyError::TooLong {
+                output,
+                element,
+                len,
+            },
+        }
+    }
 }

@@ -9,8 +9,9 @@
 //! - `element.rs`: what an element of each datatype may be in JSON and binary, both ways;
 //! - `parts.rs`: inputs given as parts (raw bytes or typed values) by a protobuf transport;
 //! - `reply.rs`: replies written back, JSON or binary per output;
-//! - `shared_memory.rs`: inputs and outputs that lie in shared memory regions, as requests name
-//!   them (the regions themselves are [`crate::shared_memory`]'s);
+//! - `region.rs`: where inputs and outputs lie in shared memory regions, as requests name them;
+//! - `shared_memory.rs`: those tensors read and written through the transport's registry (the
+//!   regions themselves are [`crate::shared_memory`]'s);
 //! - `infer.rs`: one request run through a graph (the batch dimension split into rows, every row
 //!   awaited within a deadline, the reply stacked);
 //! - `traces.rs`: a request's W3C trace context, the sampling decision, and its spans;
@@ -25,23 +26,24 @@ mod infer;
 mod modelless;
 mod parts;
 mod paths;
+mod region;
 mod reply;
 mod request;
 mod shared_memory;
 mod tail;
 mod traces;
 
-pub use error::{OipError, ProtocolError};
+pub use error::{OipError, ProtocolError, ReplyError};
 pub use infer::{infer_outputs, run_infer, InferOutputs};
 pub use modelless::{InferFuture, ModelLess, ModelLessModel, MODELLESS_VERSION};
 pub use parts::{input_from_parts, shared_input_from_parts, InputContents, TypedValues};
-pub use reply::{encode_infer_reply, ReplyError, ReplyTensor};
+pub use region::{
+    parameter_slice, Placement, RegionParameter, RegionSlice, SharedInput, REGION_NAME_MAX_BYTES,
+};
+pub use reply::{encode_infer_reply, ReplyTensor};
 pub use request::{
     binary_layout, parse_infer_request, parse_infer_request_split, InferRequest, InputTensor,
     RequestedOutput, HEADER_LENGTH, PARAMETERS_MAX_BYTES,
-};
-pub use shared_memory::{
-    parameter_slice, Placement, RegionParameter, RegionSlice, SharedInput, REGION_NAME_MAX_BYTES,
 };
 pub use tail::{TailDecoder, TailError};
 pub use traces::{RequestTracing, Traces};

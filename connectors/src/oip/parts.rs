@@ -17,8 +17,8 @@ use weir_engine::tensor::{DType, TensorData};
 use super::data;
 use super::element::{for_dtype, OipElement, Scalar};
 use super::error::{perr, ProtocolError};
+use super::region::{RegionSlice, SharedInput};
 use super::request::{parse_datatype, InputTensor};
-use super::shared_memory::{RegionSlice, SharedInput};
 
 /// Typed element values, as a protobuf message carries them (one repeated field per kind).
 #[derive(Debug, Clone, Copy)]
@@ -134,7 +134,7 @@ pub fn shared_input_from_parts(
     let dtype = parse_datatype(datatype, &format!("{field}.datatype"))?;
     let numbers: Vec<Number> = shape.iter().map(|&d| Number::from(d)).collect();
     let (shape, count) = data::checked_shape(&numbers, request_len, &format!("{field}.shape"))?;
-    super::shared_memory::check_input(&slice, dtype, count, field)?;
+    super::region::check_input(&slice, dtype, count, field)?;
     let tensor = InputTensor {
         name: name.to_string(),
         shape,

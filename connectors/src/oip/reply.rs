@@ -15,7 +15,8 @@ use weir_engine::tensor::{Tensor, TensorData};
 use weir_engine::with_elements;
 
 use super::element::{EncodeFault, OipElement};
-use super::shared_memory::RegionSlice;
+use super::error::ReplyError;
+use super::region::RegionSlice;
 
 /// One output of a reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,46 +30,6 @@ pub struct ReplyTensor {
     /// Where the tensor was written instead (the shared memory extension): the reply then
     /// carries no data for it (over gRPC, the region and byte size in its parameters).
     pub region: Option<RegionSlice>,
-}
-
-/// An output the reply cannot carry in the encoding asked for.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ReplyError {
-    /// A BYTES element that is not UTF-8, asked for as JSON.
-    #[error(
-        "outputs: element {element} of `{output}` is not UTF-8 text, which JSON cannot carry; \
-         ask for this output as binary data (`\"parameters\": {{\"binary_data\": true}}`)"
-    )]
-    NotUtf8 {
-        /// The output.
-        output: String,
-        /// Index of the first such element.
-        element: usize,
-    },
-    /// A BYTES element longer than the binary extension's 4-byte length can state.
-    #[error("outputs: element {element} of `{output}` holds {len} bytes, more than a 4-byte length states")]
-    TooLong {
-        /// The output.
-        output: String,
-        /// Index of the element.
-        element: usize,
-        /// Its length.
-        len: usize,
-    },
-}
-
-impl ReplyError {
-    fn new(output: &str, element: usize, fault: EncodeFault) -> ReplyError {
-        let output = output.to_string();
-        match fault {
-            EncodeFault::NotUtf8 => ReplyError::NotUtf8 { output, element },
-            EncodeFault::TooLong(len) => ReplyError::TooLong {
-                output,
-                element,
-                len,
-            },
-        }
-    }
 }
 
 #[derive(Serialize)]

@@ -22,7 +22,7 @@ use weir_engine::tensor::{DType, TensorData};
 
 use super::data;
 use super::error::{perr, ProtocolError};
-use super::shared_memory::{self, Placement, RawRegion, RegionSlice, SharedInput};
+use super::region::{self, Placement, RawRegion, RegionSlice, SharedInput};
 use crate::echo::quote;
 
 /// Header naming the length of the JSON part of a binary body.
@@ -89,7 +89,7 @@ struct KnownParameters<'a> {
 impl<'a> KnownParameters<'a> {
     /// The shared memory slice these parameters (of `field`) name, if any.
     fn region(&self, field: &str) -> Result<Option<RegionSlice>, ProtocolError> {
-        shared_memory::json_slice(
+        region::json_slice(
             RawRegion {
                 region: self.shared_memory_region,
                 byte_size: self.shared_memory_byte_size,
@@ -271,7 +271,7 @@ fn parse_input(
             ));
         }
         let (shape, count) = data::checked_shape(&input.shape, body_len, &field("shape"))?;
-        shared_memory::check_input(&slice, dtype, count, &format!("inputs[{i}] ({name})"))?;
+        region::check_input(&slice, dtype, count, &format!("inputs[{i}] ({name})"))?;
         let tensor = InputTensor {
             name: input.name.clone(),
             shape,
