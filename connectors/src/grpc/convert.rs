@@ -14,6 +14,7 @@ use weir_engine::tensor::{DType, TensorData};
 
 use super::parameters::{parameter_of, parameters_text};
 use super::proto::infer_parameter::ParameterChoice;
+use super::proto::model_infer_request::InferInputTensor;
 use super::proto::model_infer_response::InferOutputTensor;
 use super::proto::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
 use crate::echo::quote;
@@ -58,6 +59,24 @@ fn filled(c: &InferTensorContents) -> Vec<(&'static str, TypedValues<'_>)> {
         ("bytes_contents", TypedValues::Bytes(&c.bytes_contents)),
     ];
     all.into_iter().filter(|(_, v)| !v.is_empty()).collect()
+}
+
+/// Refuses `input` (named `field`) with `why` when it fills a typed contents field.
+fn no_typed_contents(
+    input: &InferInputTensor,
+    field: &str,
+    why: &str,
+) -> Result<(), ProtocolError> {
+    match input
+        .contents
+        .as_ref()
+        .map(filled)
+        .unwrap_or_default()
+        .first()
+    {
+        Some((name, _)) => Err(perr(format!("{field}.contents.{name}"), why)),
+        None => Ok(()),
+    }
 }
 
 /// Picks the typed values of an input of `datatype`: the one filled field, which must be the
@@ -153,18 +172,11 @@ pub(super) fn infer_request(
     for ((i, input), region) in request.inputs.iter().enumerate().zip(regions) {
         let field = format!("inputs[{i}] ({})", quote(&input.name));
         if let Some(slice) = region {
-            if let Some((name, _)) = input
-                .contents
-                .as_ref()
-                .map(filled)
-                .unwrap_or_default()
-                .first()
-            {
-                return Err(perr(
-                    format!("{field}.contents.{name}"),
-                    "an input in shared memory carries no contents",
-                ));
-            }
+            no_typed_contents(
+                input,
+                &field,
+                "an input in shared memory carries no contents",
+            )?;
             let (tensor, shared) = shared_input_from_parts(
                 i,
                 &field,
@@ -180,18 +192,11 @@ pub(super) fn infer_request(
         }
         let contents = match raw_entries.next() {
             Some(bytes) => {
-                if let Some((name, _)) = input
-                    .contents
-                    .as_ref()
-                    .map(filled)
-                    .unwrap_or_default()
-                    .first()
-                {
-                    return Err(perr(
-                        format!("{field}.contents.{name}"),
-                        "give raw_input_contents or typed contents, not both",
-                    ));
-                }
+                no_typed_contents(
+                    input,
+                    &field,
+                    "give raw_input_contents or typed contents, not both",
+                )?;
                 InputContents::Raw(bytes)
             }
             None => typed_contents(&field, &input.datatype, input.contents.as_ref())?,

@@ -106,33 +106,27 @@ pub fn encode_infer_reply(
     for o in outputs {
         let data = &o.tensor.data;
         let mut parameters = BTreeMap::new();
-        if o.region.is_some() {
-            // Written to its region: name, datatype and shape only, as Triton answers (its
-            // clients read `binary_data_size` from any output that has `parameters`).
-            raw_outputs.push(RawReplyOutput {
-                name: &o.name,
-                datatype: o.tensor.dtype().oip_name(),
-                shape: &o.tensor.shape,
-                parameters,
-                data: None,
-            });
-            continue;
-        }
-        let fault = if o.binary {
-            with_elements!(data, v => first_fault(v, OipElement::binary_fault))
-        } else {
-            with_elements!(data, v => first_fault(v, OipElement::json_fault))
-        };
-        if let Some((i, f)) = fault {
-            return Err(ReplyError::new(&o.name, i, f));
-        }
-        let json = if o.binary {
-            let start = binary.len();
-            data.write_le(&mut binary);
-            parameters.insert("binary_data_size", Value::from(binary.len() - start));
+        // An output written to its region has no data here, and no parameters, as Triton
+        // answers (its clients read `binary_data_size` from any output that has parameters).
+        let json = if o.region.is_some() {
             None
         } else {
-            Some(JsonData(data))
+            let fault = if o.binary {
+                with_elements!(data, v => first_fault(v, OipElement::binary_fault))
+            } else {
+                with_elements!(data, v => first_fault(v, OipElement::json_fault))
+            };
+            if let Some((i, f)) = fault {
+                return Err(ReplyError::new(&o.name, i, f));
+            }
+            if o.binary {
+                let start = binary.len();
+                data.write_le(&mut binary);
+                parameters.insert("binary_data_size", Value::from(binary.len() - start));
+                None
+            } else {
+                Some(JsonData(data))
+            }
         };
         raw_outputs.push(RawReplyOutput {
             name: &o.name,
