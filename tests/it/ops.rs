@@ -174,6 +174,14 @@ fn json_access_logs_carry_every_field_of_each_request() {
         404
     );
     grpc_infers(server.addr("grpc"), 1, None);
+    // The control routes (repository, shared memory) are logged as the protocol's are.
+    let control = [
+        ("POST", "/v2/repository/index"),
+        ("GET", "/v2/systemsharedmemory/status"),
+    ];
+    for (method, path) in control {
+        assert_eq!(http(&addr, method, path, &[], b"").0, 200, "{path}");
+    }
     let mut events = Vec::new();
     wait_until("six access-log lines", || {
         events = access_events(&server.log_text());
@@ -181,7 +189,7 @@ fn json_access_logs_carry_every_field_of_each_request() {
             .iter()
             .filter(|e| e["path"] != "/v2/health/ready")
             .count()
-            >= 4
+            >= 6
     });
     let every_line_is_json = server
         .log_text()
@@ -195,6 +203,13 @@ fn json_access_logs_carry_every_field_of_each_request() {
             .unwrap_or_else(|| panic!("no such event in {events:#?}"))
             .clone()
     };
+    for (method, path) in control {
+        let e = find(&|e| e["path"] == path);
+        assert_eq!(
+            (e["method"].as_str(), e["status"].as_u64()),
+            (Some(method), Some(200))
+        );
+    }
     let first = find(&|e| e["path"] == INFER && e["request_id"] == "r1");
     assert_eq!(first["protocol"], "http");
     assert_eq!(first["method"], "POST");

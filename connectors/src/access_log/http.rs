@@ -2,7 +2,8 @@
 //!
 //! The request body is wrapped to count the bytes the handler reads (what the client sent and the
 //! server took in; a refused body is counted as far as it was read). The response's size is its
-//! body's exact size, which every response of this server has (they are built whole). The
+//! body's exact size, which every response of this server has but the status feed's event
+//! stream (logged when its headers are ready, with the size known then: none). The
 //! latency runs from the request reaching the router to the response being ready to write. The
 //! request id is an `x-request-id` header when sent, else the body's `id` the infer handler notes.
 

@@ -179,9 +179,10 @@ impl HttpServer {
         )
     }
 
+    /// Every route, each request logged by the access log (`crate::access_log`).
     fn router(&self) -> Router {
         let router = self.base_router();
-        match &self.state.status {
+        let router = match &self.state.status {
             Some(feed) => {
                 let auth_token = self.state.config.auth_token.clone();
                 let status = super::status::StatusState {
@@ -198,7 +199,8 @@ impl HttpServer {
                     .merge(crate::ui::routes(auth_token))
             }
             None => router,
-        }
+        };
+        router.layer(axum::middleware::from_fn(crate::access_log::http::record))
     }
 
     fn base_router(&self) -> Router {
@@ -240,7 +242,6 @@ impl HttpServer {
                     json!({"error": "no such endpoint"}).to_string(),
                 )
             })
-            .layer(axum::middleware::from_fn(crate::access_log::http::record))
             .with_state(Arc::clone(&self.state))
             .merge(super::repository::routes(
                 super::repository::RepositoryState {

@@ -56,7 +56,7 @@ pub(super) struct RawRegion<'a> {
     pub offset: Option<&'a RawValue>,
 }
 
-/// A parameter's name and value as a protobuf transport carries them.
+/// A parameter's value as a protobuf transport carries it.
 pub enum RegionParameter<'a> {
     /// A string value.
     Text(&'a str),
