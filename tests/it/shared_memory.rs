@@ -2,8 +2,9 @@
 //! through POSIX shared memory over HTTP and gRPC (answers equal to ONNX Runtime's and to the same
 //! requests with their tensors in the message, mistakes refused naming what is wrong); the
 //! extension is off unless asked for, registers only over loopback, and refuses hostile
-//! registrations naming the field, the process answering throughout. `perf_analyzer
-//! --shared-memory system` is in `triton_tools.rs`.
+//! registrations naming the field, the process answering throughout; an input read from a region
+//! is charged to the byte budget before it is read. `perf_analyzer --shared-memory system` is in
+//! `triton_tools.rs`.
 
 use std::net::{IpAddr, UdpSocket};
 use std::process::Stdio;
@@ -184,4 +185,43 @@ fn shared_memory_is_off_unless_asked_for_and_registers_only_over_loopback() {
     std::fs::remove_file(&object).expect("object removed");
     // The server answered throughout.
     assert_eq!(http(&local, "GET", "/v2/health/ready", &[], b"").0, 200);
+}
+
+/// An input read from shared memory is charged to the request byte budget before it is read: past
+/// the budget the request is refused as a body past it is (503), and a smaller one is answered.
+#[test]
+fn inputs_in_shared_memory_are_charged_to_the_byte_budget() {
+    let server = Server::start(
+        &[mlp_graph()],
+        &[
+            "--shared-memory",
+            "system",
+            "--max-inflight-bytes",
+            "100000",
+            "--max-body-bytes",
+            "100000",
+        ],
+    );
+    let rows = 400; // 400 × 64 floats: 102,400 bytes, past the budget
+    let object =
+        std::path::Path::new("/dev/shm").join(format!("weir_it_budget_{}", std::process::id()));
+    std::fs::write(&object, vec![0u8; rows * 256]).expect("a shared memory object");
+    let key = format!("/{}", object.file_name().unwrap().to_string_lossy());
+    let body = format!(r#"{{"key": "{key}", "byte_size": {}}}"#, rows * 256);
+    let registered = register(&server.addr, "big", &body);
+    let request = |n: usize| {
+        format!(
+            r#"{{"inputs": [{{"name": "x", "shape": [{n}, 64], "datatype": "FP32",
+                "parameters": {{"shared_memory_region": "big", "shared_memory_byte_size": {}}}}}]}}"#,
+            n * 256
+        )
+    };
+    let over = server.post("/v2/models/mlp/infer", &[], request(rows).as_bytes());
+    let within = server.post("/v2/models/mlp/infer", &[], request(2).as_bytes());
+    std::fs::remove_file(&object).expect("object removed");
+    assert_eq!(registered.0, 200, "{}", registered.1);
+    assert_eq!(over.0, 503, "{}", over.1);
+    assert_eq!(within.0, 200, "{}", within.1);
+    let reply: Value = serde_json::from_str(&within.1).expect("reply JSON");
+    assert_eq!(reply["outputs"][0]["shape"], serde_json::json!([2, 10]));
 }

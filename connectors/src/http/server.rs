@@ -431,16 +431,19 @@ async fn infer_inner(
     };
     request.trace = tracing;
     crate::access_log::note_request_id(request.id.as_deref());
-    // The permit is held until the answer, for the larger of the body and its parsed tensors:
-    // numeric tensors are about the body's size, BYTES elements several times their text; and
-    // for the inputs read from shared memory, before they are read.
+    // The permit is held until the answer, for the larger of the body and its parsed tensors
+    // (numeric tensors are about the body's size, BYTES elements several times their text),
+    // and for the inputs read from shared memory on top, before they are read.
     let placement = std::mem::take(&mut request.placement);
     let parsed = request
         .inputs
         .iter()
-        .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()))
-        .saturating_add(placement.input_bytes());
-    permit.hold(parsed)?;
+        .fold(0usize, |n, i| n.saturating_add(i.data.heap_bytes()));
+    permit.hold(
+        parsed
+            .max(request.body_bytes)
+            .saturating_add(placement.input_bytes()),
+    )?;
     if !placement.inputs.is_empty() {
         s.shared_memory
             .read_inputs(&placement, &mut request, s.config.max_body_bytes)?;
