@@ -82,7 +82,8 @@ pub(crate) struct OperateArgs {
     /// POSIX shared memory objects (over loopback only) and name them for inputs and outputs
     /// instead of sending the tensors (HTTP `/v2/systemsharedmemory/…`, gRPC
     /// `SystemSharedMemory*`). Off by default: a registered region lets a client have the server
-    /// read and write that object. See docs/triton.md.
+    /// read and write that object; behind a proxy on the same host every client arrives over
+    /// loopback, so leave it off there. See docs/triton.md.
     #[arg(long, value_enum, env = "WEIR_SHARED_MEMORY")]
     pub shared_memory: Option<SharedMemoryKind>,
 }
