@@ -12,10 +12,11 @@ use crate::common::{channel, model, named, repo, weir_home, Replies};
 use crate::reference::{batch_of_one, first_of_batch, ort_reference};
 
 /// `seq_pool.onnx` behind `input_ids`/`attention_mask` on `seq`, batching up to `max_size`
-/// requests within a long delay (2 s: a 300 ms one let two requests sent together arrive apart
-/// while the whole suite loaded two cores), waiting for company always (not only while busy), so
-/// requests sent together meet however the machine schedules their arrival; `pad` is the
-/// `batching` keys after that (empty, or `pad: {...}`).
+/// requests within a long delay, waiting for company always (not only while busy), so requests
+/// sent together meet however the machine schedules their arrival, and growing calls to
+/// `max_size` (a cold node under `grow: while_cheaper` first measures calls of one row, so two
+/// requests reaching it as two jobs would run apart); `pad` is the `batching` keys after that
+/// (empty, or `pad: {...}`).
 fn seq_pool(pad: &str, max_size: usize) -> RunningGraph {
     let yaml = format!(
         "name: pool
@@ -27,7 +28,7 @@ nodes:
       id: pool
       path: {}
       inputs: {{input_ids: ids, attention_mask: mask}}
-      batching: {{max_size: {max_size}, max_delay_us: 2000000, wait: always{pad}}}
+      batching: {{max_size: {max_size}, max_delay_us: 300000, wait: always, grow: to_max_size{pad}}}
 outputs:
   - {{name: pooled, from: pool.pooled}}
   - {{name: tokens, from: pool.tokens}}
