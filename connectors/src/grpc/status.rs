@@ -118,6 +118,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_budget_refusal_is_resource_exhausted_with_retry_after_and_names_both_sizes() {
+        let f = Failure::budget(300, 100);
+        assert_eq!(f.status.code(), Code::ResourceExhausted);
+        assert_eq!(f.outcome, Outcome::Overloaded);
+        assert!(
+            f.status.message().contains("100 bytes"),
+            "{}",
+            f.status.message()
+        );
+        assert!(
+            f.status.message().contains("300 bytes"),
+            "{}",
+            f.status.message()
+        );
+        assert_eq!(
+            f.status.metadata().get("retry-after").map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+    }
+
+    #[test]
     fn each_failure_class_has_its_code() {
         let malformed = Failure::from(ProtocolError {
             field: "inputs[0] (x).shape".into(),
