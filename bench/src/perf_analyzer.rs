@@ -41,6 +41,9 @@ pub struct PerfAnalyzerConfig {
     pub window_ms: u64,
     /// Repetitions; medians and spreads are reported.
     pub repeats: usize,
+    /// perf_analyzer hands its tensors over in system shared memory (`--shared-memory system`,
+    /// the server started with it too) instead of in the messages.
+    pub shared_memory: bool,
 }
 
 /// One repeat at one concurrency.
@@ -77,10 +80,10 @@ fn number_after(text: &str, label: &str) -> Option<f64> {
 /// perf_analyzer's client-side figures and request count for one run.
 fn perf_analyzer(
     model: &str,
-    protocol: &str,
-    url: &str,
+    (protocol, url): (&str, &str),
     concurrency: usize,
     window_ms: u64,
+    shared_memory: bool,
 ) -> Result<(Measured, u64)> {
     let dir = tool_dir();
     let bin = dir.join("bin/perf_analyzer");
@@ -97,6 +100,11 @@ fn perf_analyzer(
         .args(["--measurement-interval", &window_ms.to_string()])
         // Three windows whatever the machine's noise: the run's length is bounded.
         .args(["--stability-percentage", "1000", "--max-trials", "3"])
+        .args(if shared_memory {
+            &["--shared-memory", "system"][..]
+        } else {
+            &[]
+        })
         .output()
         .context("running perf_analyzer")?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -205,6 +213,9 @@ pub fn perf_analyzer_bench(config: &PerfAnalyzerConfig) -> Result<Vec<PerfAnalyz
         &grpc,
         "--no-ui",
     ]);
+    if config.shared_memory {
+        cmd.args(["--shared-memory", "system"]);
+    }
     let log = std::fs::File::create(dir.join("serve.log"))?;
     let server = ServeProcess::start(&mut cmd, log, Duration::from_secs(60))?;
 
@@ -240,14 +251,25 @@ pub fn perf_analyzer_bench(config: &PerfAnalyzerConfig) -> Result<Vec<PerfAnalyz
                     0 => row.bare = bare(&pool, &input, &shape, &data, c, duration)?,
                     1 => {
                         let before = counts(&server.addr, name)?;
-                        let (f, sent) =
-                            perf_analyzer(name, "http", &server.addr, c, config.window_ms)?;
+                        let (f, sent) = perf_analyzer(
+                            name,
+                            ("http", &server.addr),
+                            c,
+                            config.window_ms,
+                            config.shared_memory,
+                        )?;
                         checked(&server.addr, name, before, sent, "http", c)?;
                         row.http = f;
                     }
                     _ => {
                         let before = counts(&server.addr, name)?;
-                        let (f, sent) = perf_analyzer(name, "grpc", &grpc, c, config.window_ms)?;
+                        let (f, sent) = perf_analyzer(
+                            name,
+                            ("grpc", &grpc),
+                            c,
+                            config.window_ms,
+                            config.shared_memory,
+                        )?;
                         checked(&server.addr, name, before, sent, "grpc", c)?;
                         row.grpc = f;
                     }

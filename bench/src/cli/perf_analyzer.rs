@@ -28,6 +28,10 @@ pub(super) struct PerfAnalyzerArgs {
     /// Repetitions; medians and spreads are reported.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// perf_analyzer hands its tensors over in system shared memory (`--shared-memory system`;
+    /// the server is started with it too).
+    #[arg(long)]
+    shared_memory: bool,
     /// Where to save a PNG plot of the sweep.
     #[arg(long, default_value = "benchmarks/perf_analyzer/perf_analyzer.png")]
     plot: PathBuf,
@@ -41,13 +45,19 @@ pub(super) fn run(args: PerfAnalyzerArgs) -> Result<()> {
         instances: args.instances.max(1),
         window_ms: args.window_ms.max(100),
         repeats: args.repeats.max(1),
+        shared_memory: args.shared_memory,
     };
     let repeats = perf_analyzer_bench(&config)?;
     super::print_machine(Some(format!(
-        "{} from a model repository, {} sessions × 1 intra-op thread (server and bare ORT); perf_analyzer windows of {} ms, {} repeats (median [min–max]); load average {}",
+        "{} from a model repository, {} sessions × 1 intra-op thread (server and bare ORT); perf_analyzer windows of {} ms{}, {} repeats (median [min–max]); load average {}",
         config.model.0,
         config.instances,
         config.window_ms,
+        if config.shared_memory {
+            ", tensors in system shared memory"
+        } else {
+            ""
+        },
         config.repeats,
         super::load_average()
     )))?;
