@@ -121,7 +121,7 @@ fn region_of(
 ) -> Result<Option<RegionSlice>, ProtocolError> {
     let get = |key: &str| {
         parameters.get(key).map(|p| match &p.parameter_choice {
-            Some(ParameterChoice::StringParam(s)) => RegionParameter::Text(s),
+            Some(ParameterChoice::StringParam(s)) => RegionParameter::Text(s.into()),
             Some(ParameterChoice::Int64Param(n)) => RegionParameter::Number(i128::from(*n)),
             Some(ParameterChoice::Uint64Param(n)) => RegionParameter::Number(i128::from(*n)),
             _ => RegionParameter::Other,

@@ -38,7 +38,8 @@ pub use infer::{infer_outputs, run_infer, InferOutputs};
 pub use modelless::{InferFuture, ModelLess, ModelLessModel, MODELLESS_VERSION};
 pub use parts::{input_from_parts, shared_input_from_parts, InputContents, TypedValues};
 pub use region::{
-    parameter_slice, Placement, RegionParameter, RegionSlice, SharedInput, REGION_NAME_MAX_BYTES,
+    parameter_slice, region_name_fits, Placement, RegionParameter, RegionSlice, SharedInput,
+    REGION_NAME_MAX_BYTES,
 };
 pub use reply::{encode_infer_reply, ReplyTensor};
 pub use request::{

@@ -7,6 +7,8 @@
 //! that serves the extension takes the placement out of the request and reads and writes the
 //! tensors through the server's registry of regions (`shared_memory.rs`, `crate::shared_memory`).
 
+use std::borrow::Cow;
+
 use serde_json::value::RawValue;
 use weir_engine::tensor::DType;
 
@@ -56,68 +58,55 @@ pub(super) struct RawRegion<'a> {
     pub offset: Option<&'a RawValue>,
 }
 
-/// A parameter's value as a protobuf transport carries it.
+/// A parameter's value, as JSON or a protobuf transport carries it.
 pub enum RegionParameter<'a> {
     /// A string value.
-    Text(&'a str),
+    Text(Cow<'a, str>),
     /// A whole number (negative ones are refused).
     Number(i128),
     /// Anything else.
     Other,
 }
 
-/// Checks a region name given for `field`.
-fn region_name(name: &str, field: &str) -> Result<String, ProtocolError> {
-    if name.is_empty() || name.len() > REGION_NAME_MAX_BYTES {
-        return Err(perr(
-            field,
-            format!("a region name of 1 to {REGION_NAME_MAX_BYTES} bytes"),
-        ));
+impl RegionParameter<'_> {
+    /// A JSON value as a parameter.
+    fn of_json(raw: &RawValue) -> RegionParameter<'static> {
+        if let Ok(text) = serde_json::from_str::<String>(raw.get()) {
+            RegionParameter::Text(Cow::Owned(text))
+        } else if let Ok(n) = serde_json::from_str::<i128>(raw.get()) {
+            RegionParameter::Number(n)
+        } else {
+            RegionParameter::Other
+        }
     }
-    Ok(name.to_string())
 }
 
-fn byte_count(value: i128, field: &str) -> Result<u64, ProtocolError> {
-    u64::try_from(value).map_err(|_| perr(field, format!("{value} is not a byte count")))
+/// Whether `name` may name a region: 1 to [`REGION_NAME_MAX_BYTES`] bytes (the registry keeps
+/// no other).
+pub fn region_name_fits(name: &str) -> bool {
+    !name.is_empty() && name.len() <= REGION_NAME_MAX_BYTES
 }
 
-/// The slice `parameters` (of `field`) name, when they name a region.
+/// The slice JSON `parameters` (of `field`) name, when they name a region ([`parameter_slice`]).
 pub(super) fn json_slice(
     raw: RawRegion<'_>,
     field: &str,
 ) -> Result<Option<RegionSlice>, ProtocolError> {
-    let Some(region) = raw.region else {
-        if raw.byte_size.is_some() || raw.offset.is_some() {
-            return Err(perr(
-                format!("{field}.shared_memory_region"),
-                "missing: a shared memory byte size or offset needs its region",
-            ));
+    let get = |key: &str| {
+        match key {
+            "shared_memory_region" => raw.region,
+            "shared_memory_byte_size" => raw.byte_size,
+            "shared_memory_offset" => raw.offset,
+            _ => None,
         }
-        return Ok(None);
+        .map(RegionParameter::of_json)
     };
-    let name_field = format!("{field}.shared_memory_region");
-    let name: String =
-        serde_json::from_str(region.get()).map_err(|_| perr(&name_field, "must be a string"))?;
-    let number = |raw: Option<&RawValue>, key: &str| -> Result<Option<u64>, ProtocolError> {
-        raw.map(|v| {
-            serde_json::from_str::<u64>(v.get())
-                .map_err(|_| perr(format!("{field}.{key}"), "must be a non-negative integer"))
-        })
-        .transpose()
-    };
-    Ok(Some(RegionSlice {
-        region: region_name(&name, &name_field)?,
-        byte_size: number(raw.byte_size, "shared_memory_byte_size")?.ok_or_else(|| {
-            perr(
-                format!("{field}.shared_memory_byte_size"),
-                "missing: a shared memory region needs the tensor's byte size",
-            )
-        })?,
-        offset: number(raw.offset, "shared_memory_offset")?.unwrap_or(0),
-    }))
+    parameter_slice(get, field)
 }
 
-/// The slice a protobuf transport's parameters (looked up by key) name, when they name a region.
+/// The slice the parameters (looked up by key) of `field` name, when they name a region: a
+/// string `shared_memory_region`, a byte count `shared_memory_byte_size`, and an optional byte
+/// count `shared_memory_offset` (0 without it).
 pub fn parameter_slice<'a>(
     get: impl Fn(&str) -> Option<RegionParameter<'a>>,
     field: &str,
@@ -126,8 +115,10 @@ pub fn parameter_slice<'a>(
         let field = format!("{field}.{key}");
         match get(key) {
             None => Ok(None),
-            Some(RegionParameter::Number(n)) => byte_count(n, &field).map(Some),
-            Some(_) => Err(perr(field, "must be an integer parameter")),
+            Some(RegionParameter::Number(n)) => u64::try_from(n)
+                .map(Some)
+                .map_err(|_| perr(field, format!("{n} is not a byte count"))),
+            Some(_) => Err(perr(field, "must be a non-negative integer")),
         }
     };
     let name_field = format!("{field}.shared_memory_region");
@@ -141,8 +132,14 @@ pub fn parameter_slice<'a>(
             }
             return Ok(None);
         }
-        Some(RegionParameter::Text(name)) => region_name(name, &name_field)?,
-        Some(_) => return Err(perr(name_field, "must be a string parameter")),
+        Some(RegionParameter::Text(name)) if region_name_fits(&name) => name.into_owned(),
+        Some(RegionParameter::Text(_)) => {
+            return Err(perr(
+                name_field,
+                format!("a region name of 1 to {REGION_NAME_MAX_BYTES} bytes"),
+            ))
+        }
+        Some(_) => return Err(perr(name_field, "must be a string")),
     };
     Ok(Some(RegionSlice {
         region: name,
@@ -205,7 +202,7 @@ mod tests {
         let params = |region: Option<RegionParameter<'static>>, size: i128| {
             move |key: &str| match key {
                 "shared_memory_region" => region.as_ref().map(|r| match r {
-                    RegionParameter::Text(t) => RegionParameter::Text(t),
+                    RegionParameter::Text(t) => RegionParameter::Text(t.clone()),
                     RegionParameter::Number(n) => RegionParameter::Number(*n),
                     RegionParameter::Other => RegionParameter::Other,
                 }),
@@ -213,14 +210,15 @@ mod tests {
                 _ => None,
             }
         };
-        let slice = parameter_slice(params(Some(RegionParameter::Text("r")), 16), "f")
+        let slice = parameter_slice(params(Some(RegionParameter::Text("r".into())), 16), "f")
             .unwrap()
             .unwrap();
         assert_eq!(
             (slice.region.as_str(), slice.offset, slice.byte_size),
             ("r", 0, 16)
         );
-        let e = parameter_slice(params(Some(RegionParameter::Text("r")), -1), "f").unwrap_err();
+        let e =
+            parameter_slice(params(Some(RegionParameter::Text("r".into())), -1), "f").unwrap_err();
         assert_eq!(e.field, "f.shared_memory_byte_size");
         let e = parameter_slice(params(Some(RegionParameter::Other), 16), "f").unwrap_err();
         assert_eq!(e.field, "f.shared_memory_region");

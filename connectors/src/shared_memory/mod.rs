@@ -34,7 +34,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::echo::quote;
 use crate::oip::{
-    InferRequest, Placement, ProtocolError, RegionSlice, ReplyTensor, REGION_NAME_MAX_BYTES,
+    region_name_fits, InferRequest, Placement, ProtocolError, RegionSlice, ReplyTensor,
+    REGION_NAME_MAX_BYTES,
 };
 use region::{Region, SHM_DIR};
 
@@ -196,7 +197,7 @@ impl SharedMemory {
                 })
             }
         }
-        if name.is_empty() || name.len() > REGION_NAME_MAX_BYTES {
+        if !region_name_fits(name) {
             return Err(SharedMemoryError::Name);
         }
         {
