@@ -18,7 +18,7 @@ use super::data;
 use super::element::{for_dtype, OipElement, Scalar};
 use super::error::{perr, ProtocolError};
 use super::region::{RegionSlice, SharedInput};
-use super::request::{parse_datatype, InputTensor};
+use super::request::{parse_datatype, shared_input, InputTensor};
 
 /// Typed element values, as a protobuf message carries them (one repeated field per kind).
 #[derive(Debug, Clone, Copy)]
@@ -133,21 +133,8 @@ pub fn shared_input_from_parts(
 ) -> Result<(InputTensor, SharedInput), ProtocolError> {
     let dtype = parse_datatype(datatype, &format!("{field}.datatype"))?;
     let numbers: Vec<Number> = shape.iter().map(|&d| Number::from(d)).collect();
-    let (shape, count) = data::checked_shape(&numbers, request_len, &format!("{field}.shape"))?;
-    super::region::check_input(&slice, dtype, count, field)?;
-    let tensor = InputTensor {
-        name: name.to_string(),
-        shape,
-        data: TensorData::empty(dtype),
-    };
-    Ok((
-        tensor,
-        SharedInput {
-            index,
-            dtype,
-            slice,
-        },
-    ))
+    let place = (index, slice, dtype);
+    shared_input(place, name, &numbers, request_len, field)
 }
 
 /// The typed `values` as elements of `dtype`; integers are range-checked as JSON integers are.

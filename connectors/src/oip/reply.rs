@@ -90,6 +90,13 @@ fn first_fault<T: OipElement>(
         .find_map(|(i, v)| fault(v).map(|f| (i, f)))
 }
 
+/// Why the elements of `data` cannot be written as the binary extension's bytes (a BYTES element
+/// past a 4-byte length), if they cannot: the output named `output`'s [`ReplyError`].
+pub(super) fn binary_fault(data: &TensorData, output: &str) -> Option<ReplyError> {
+    with_elements!(data, v => first_fault(v, OipElement::binary_fault))
+        .map(|(i, f)| ReplyError::new(output, i, f))
+}
+
 /// Writes a reply body; returns it and, when any output is binary, the JSON header's length.
 ///
 /// # Errors
@@ -112,12 +119,13 @@ pub fn encode_infer_reply(
             None
         } else {
             let fault = if o.binary {
-                with_elements!(data, v => first_fault(v, OipElement::binary_fault))
+                binary_fault(data, &o.name)
             } else {
                 with_elements!(data, v => first_fault(v, OipElement::json_fault))
+                    .map(|(i, f)| ReplyError::new(&o.name, i, f))
             };
-            if let Some((i, f)) = fault {
-                return Err(ReplyError::new(&o.name, i, f));
+            if let Some(e) = fault {
+                return Err(e);
             }
             if o.binary {
                 let start = binary.len();

@@ -270,18 +270,9 @@ fn parse_input(
                 "give `data`, `parameters.binary_data_size` or a shared memory region, one of them",
             ));
         }
-        let (shape, count) = data::checked_shape(&input.shape, body_len, &field("shape"))?;
-        region::check_input(&slice, dtype, count, &format!("inputs[{i}] ({name})"))?;
-        let tensor = InputTensor {
-            name: input.name.clone(),
-            shape,
-            data: TensorData::empty(dtype),
-        };
-        let shared = SharedInput {
-            index: i,
-            dtype,
-            slice,
-        };
+        let place = (i, slice, dtype);
+        let named = format!("inputs[{i}] ({name})");
+        let (tensor, shared) = shared_input(place, &input.name, &input.shape, body_len, &named)?;
         return Ok((tensor, Some(shared)));
     }
     let data = match (params.binary_data_size, input.data) {
@@ -350,6 +341,33 @@ fn parse_input(
         data,
     };
     Ok((tensor, None))
+}
+
+/// Input `index` of `dtype` and `shape` (the client's) whose elements lie in `slice`: the input,
+/// empty until the transport reads it, and where it lies. `field` names the input
+/// (`inputs[0] (x)`), `request_len` bounds the dimensions of an empty shape, as for any input.
+pub(super) fn shared_input(
+    (index, slice, dtype): (usize, RegionSlice, DType),
+    name: &str,
+    shape: &[Number],
+    request_len: usize,
+    field: &str,
+) -> Result<(InputTensor, SharedInput), ProtocolError> {
+    let (shape, count) = data::checked_shape(shape, request_len, &format!("{field}.shape"))?;
+    region::check_input(&slice, dtype, count, field)?;
+    let tensor = InputTensor {
+        name: name.to_string(),
+        shape,
+        data: TensorData::empty(dtype),
+    };
+    Ok((
+        tensor,
+        SharedInput {
+            index,
+            dtype,
+            slice,
+        },
+    ))
 }
 
 /// Parses a request body; `header_length` is the `Inference-Header-Content-Length` value, if sent.

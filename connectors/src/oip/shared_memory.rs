@@ -10,7 +10,7 @@ use weir_engine::tensor::{element_count, TensorData};
 use super::data;
 use super::error::{perr, ProtocolError};
 use super::region::{Placement, RegionSlice};
-use super::reply::ReplyTensor;
+use super::reply::{binary_fault, ReplyTensor};
 use super::request::InferRequest;
 use crate::echo::quote;
 
@@ -60,13 +60,8 @@ impl Placement {
             let Some(out) = outputs.iter_mut().find(|o| &o.name == name) else {
                 continue;
             };
-            if let TensorData::Bytes(v) = &out.tensor.data {
-                if let Some(i) = v.iter().position(|e| u32::try_from(e.len()).is_err()) {
-                    return Err(perr(
-                        field.as_str(),
-                        format!("element {i} is longer than a 4-byte length states"),
-                    ));
-                }
+            if let Some(e) = binary_fault(&out.tensor.data, name) {
+                return Err(perr(field.as_str(), e.to_string()));
             }
             let mut bytes = Vec::new();
             out.tensor.data.write_le(&mut bytes);
