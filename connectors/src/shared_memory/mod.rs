@@ -200,24 +200,20 @@ impl SharedMemory {
         if !region_name_fits(name) {
             return Err(SharedMemoryError::Name);
         }
-        {
-            let regions = self.regions();
+        let room = |regions: &BTreeMap<String, Arc<Region>>| {
             if regions.contains_key(name) {
-                return Err(SharedMemoryError::Exists(quote(name).into_owned()));
+                Err(SharedMemoryError::Exists(quote(name).into_owned()))
+            } else if regions.len() >= MAX_REGIONS {
+                Err(SharedMemoryError::TooMany)
+            } else {
+                Ok(())
             }
-            if regions.len() >= MAX_REGIONS {
-                return Err(SharedMemoryError::TooMany);
-            }
-        }
-        // Opened outside the lock; the checks are made again when it is inserted.
+        };
+        room(&self.regions())?;
+        // Opened outside the lock; the room is checked again when it is inserted.
         let region = Arc::new(Region::open(&self.dir, key, offset, byte_size)?);
         let mut regions = self.regions();
-        if regions.contains_key(name) {
-            return Err(SharedMemoryError::Exists(quote(name).into_owned()));
-        }
-        if regions.len() >= MAX_REGIONS {
-            return Err(SharedMemoryError::TooMany);
-        }
+        room(&regions)?;
         regions.insert(name.to_string(), region);
         Ok(())
     }
